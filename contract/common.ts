@@ -1,0 +1,98 @@
+import { extendApi } from '@anatine/zod-openapi';
+import { z } from 'zod';
+
+export const PROVIDERS = ['cardpay', 'mobilemoney', 'walletpay'] as const;
+export const ProviderSchema = z.enum(PROVIDERS);
+export type Provider = z.infer<typeof ProviderSchema>;
+
+export const SCOPES = [
+  'payments:read', 'payments:write', 'refunds:read', 'refunds:write',
+  'merchant:read', 'merchant:write', 'webhooks:read', 'webhooks:write',
+] as const;
+export type Scope = (typeof SCOPES)[number];
+
+/** Route metadata read by the auth middleware: the scope a key needs, or none for provider callbacks. */
+export type RouteMetadata = { readonly scope: Scope | null; readonly tag: string };
+
+export const ERROR_CODES = [
+  'BAD_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN', 'NOT_FOUND', 'CONFLICT', 'PAYLOAD_TOO_LARGE',
+  'VALIDATION_ERROR', 'RATE_LIMITED', 'PROVIDER_ERROR', 'INTERNAL_ERROR',
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+export const ErrorBodySchema = extendApi(
+  z.object({
+    success: z.literal(false),
+    error: z.object({
+      code: z.enum(ERROR_CODES),
+      message: z.string(),
+      details: z.array(z.object({ field: z.string(), issue: z.string() })).optional(),
+      request_id: z.string(),
+    }),
+  }),
+  {
+    title: 'Error',
+    description: 'Every error uses this envelope.',
+    example: {
+      success: false,
+      error: {
+        code: 'VALIDATION_ERROR',
+        message: 'The request is invalid',
+        details: [{ field: 'amount', issue: 'must be greater than 0' }],
+        request_id: '6f1c1c1e-6c1a-4a57-9a57-1f0c3b9b9b0e',
+      },
+    },
+  },
+);
+export type ErrorBody = z.infer<typeof ErrorBodySchema>;
+
+/** `{ success: true, data }` around a resource. */
+export function envelope<T extends z.ZodTypeAny>(data: T) {
+  return z.object({ success: z.literal(true), data });
+}
+
+export const PageMetaSchema = z.object({
+  page: z.number().int(),
+  page_size: z.number().int(),
+  total: z.number().int(),
+});
+
+/** `{ success: true, data: [...], meta: { page, page_size, total } }` around a list. */
+export function listEnvelope<T extends z.ZodTypeAny>(item: T) {
+  return z.object({ success: z.literal(true), data: z.array(item), meta: PageMetaSchema });
+}
+
+/** Error responses every authenticated route can give. */
+export const commonErrorResponses = {
+  400: ErrorBodySchema,
+  401: ErrorBodySchema,
+  403: ErrorBodySchema,
+  413: ErrorBodySchema,
+  422: ErrorBodySchema,
+  429: ErrorBodySchema,
+  500: ErrorBodySchema,
+} as const;
+
+export const UuidSchema = extendApi(z.string().uuid(), { format: 'uuid', example: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21' });
+export const IdParamsSchema = z.object({ id: UuidSchema });
+
+export const TimestampSchema = extendApi(z.string(), { format: 'date-time', example: '2026-11-22T10:15:30.000Z' });
+
+/** Header every merchant route takes; documented once as the X-API-Key security scheme. */
+export const API_KEY_HEADER = 'x-api-key';
+
+/** Integer query parameter given as a string (`?page=2`). */
+export function intQuery(opts: { min: number; max?: number; default: number; description: string }) {
+  const inner = z
+    .string()
+    .regex(/^\d+$/, 'must be a whole number')
+    .transform(Number)
+    .pipe(opts.max === undefined ? z.number().int().min(opts.min) : z.number().int().min(opts.min).max(opts.max));
+  return extendApi(inner.optional().transform((v) => v ?? opts.default), {
+    type: 'integer',
+    minimum: opts.min,
+    ...(opts.max === undefined ? {} : { maximum: opts.max }),
+    default: opts.default,
+    description: opts.description,
+  });
+}

@@ -1,0 +1,134 @@
+import { initContract } from '@ts-rest/core';
+import { extendApi } from '@anatine/zod-openapi';
+import { z } from 'zod';
+import { ErrorBodySchema, ProviderSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope } from './common.js';
+
+const c = initContract();
+
+const EnvSchema = z.enum(['sandbox', 'live']);
+const nonEmpty = z.string().trim().min(1, 'must not be empty').max(4096);
+
+export const CardpayCredentialsSchema = z
+  .object({
+    secret_key: nonEmpty.describe('Secret API key (sk_test_… or sk_live_…)'),
+    webhook_secret: nonEmpty.optional().describe("The provider's webhook signing secret; registered automatically when omitted"),
+  })
+  .strict();
+
+export const WalletpayCredentialsSchema = z
+  .object({
+    env: EnvSchema,
+    client_id: nonEmpty,
+    client_secret: nonEmpty,
+    webhook_id: nonEmpty.optional().describe("The provider's webhook configuration id; registered automatically when omitted"),
+  })
+  .strict();
+
+export const MobilemoneyCredentialsSchema = z
+  .object({
+    env: EnvSchema,
+    consumer_key: nonEmpty,
+    consumer_secret: nonEmpty,
+    passkey: nonEmpty,
+    shortcode: z.string().regex(/^\d{5,7}$/, 'must be a 5 to 7 digit shortcode'),
+    initiator: nonEmpty.optional().describe('API operator username (reversals, live status queries)'),
+    security_credential: nonEmpty.optional().describe('Encrypted operator password (reversals, live status queries)'),
+    result_url: z.string().url().optional(),
+    timeout_url: z.string().url().optional(),
+    nominated_number: z.string().regex(/^254\d{9}$/, 'must be in the format 254XXXXXXXXX').optional(),
+  })
+  .strict();
+
+export const StoreCredentialsBodySchema = extendApi(
+  z.discriminatedUnion('provider', [
+    z.object({ provider: z.literal('cardpay'), cardpay: CardpayCredentialsSchema }).strict(),
+    z.object({ provider: z.literal('walletpay'), walletpay: WalletpayCredentialsSchema }).strict(),
+    z.object({ provider: z.literal('mobilemoney'), mobilemoney: MobilemoneyCredentialsSchema }).strict(),
+  ]),
+  { example: { provider: 'cardpay', cardpay: { secret_key: 'sk_test_51Hx…', webhook_secret: 'whsec_…' } } },
+);
+export type StoreCredentialsBody = z.infer<typeof StoreCredentialsBodySchema>;
+export type CardpayCredentials = z.infer<typeof CardpayCredentialsSchema>;
+export type WalletpayCredentials = z.infer<typeof WalletpayCredentialsSchema>;
+export type MobilemoneyCredentials = z.infer<typeof MobilemoneyCredentialsSchema>;
+
+export const CredentialSummarySchema = extendApi(
+  z.object({
+    provider: ProviderSchema,
+    config_summary: z.record(z.string(), z.string()),
+  }),
+  { example: { provider: 'cardpay', config_summary: { secret_key: '****4242', webhook_secret: '****9f1a' } } },
+);
+
+export const MerchantSchema = extendApi(
+  z.object({
+    id: UuidSchema,
+    name: z.string(),
+    webhook_url: z.string().nullable(),
+    providers: z.array(ProviderSchema).describe('Providers with stored credentials'),
+    created_at: TimestampSchema,
+  }),
+  { title: 'Merchant' },
+);
+
+export const merchantContract = c.router(
+  {
+    get: {
+      method: 'GET',
+      path: '/v1/merchant',
+      summary: 'Get the authenticated merchant',
+      description: 'Returns the merchant the API key belongs to, its webhook URL and the providers it has configured.',
+      metadata: { scope: 'merchant:read', tag: 'Merchant' } as const,
+      responses: { 200: envelope(MerchantSchema) },
+    },
+    setWebhook: {
+      method: 'PUT',
+      path: '/v1/merchant/webhook',
+      summary: 'Register the webhook URL',
+      description:
+        'Registers the address that receives signed event notifications and returns a new `whsec_` signing secret. ' +
+        'The secret is shown only in this response; registering again rotates it.',
+      metadata: { scope: 'merchant:write', tag: 'Merchant' } as const,
+      body: z.object({ webhook_url: z.string().url().max(2048) }).strict(),
+      responses: {
+        200: envelope(
+          extendApi(z.object({ webhook_url: z.string(), webhook_secret: z.string() }), {
+            example: { webhook_url: 'https://shop.example.com/payments/webhook', webhook_secret: 'whsec_3q2-7wE…' },
+          }),
+        ),
+      },
+    },
+    storeCredentials: {
+      method: 'PUT',
+      path: '/v1/merchant/credentials',
+      summary: 'Store provider credentials',
+      description:
+        "Replaces the merchant's credentials for one provider. Secrets are encrypted at rest and never returned: the response " +
+        'shows them masked as `****` and their last four characters.',
+      metadata: { scope: 'merchant:write', tag: 'Merchant' } as const,
+      body: StoreCredentialsBodySchema,
+      responses: { 200: envelope(CredentialSummarySchema), 502: ErrorBodySchema },
+    },
+    listCredentials: {
+      method: 'GET',
+      path: '/v1/merchant/credentials',
+      summary: 'List stored provider credentials (masked)',
+      description: 'Lists the masked summaries of every provider the merchant has configured.',
+      metadata: { scope: 'merchant:read', tag: 'Merchant' } as const,
+      responses: { 200: envelope(z.array(CredentialSummarySchema)) },
+    },
+    deleteCredentials: {
+      method: 'DELETE',
+      path: '/v1/merchant/credentials/:provider',
+      summary: 'Remove provider credentials',
+      description: "Removes the merchant's credentials for one provider. New payments with that provider are refused until credentials are stored again.",
+      metadata: { scope: 'merchant:write', tag: 'Merchant' } as const,
+      pathParams: z.object({ provider: ProviderSchema }),
+      body: c.noBody(),
+      responses: { 200: envelope(z.object({ provider: ProviderSchema, deleted: z.literal(true) })), 404: ErrorBodySchema },
+    },
+  },
+  { commonResponses: commonErrorResponses },
+);
+
+export { EnvSchema as ProviderEnvSchema };

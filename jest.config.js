@@ -1,0 +1,13 @@
+/** jest 30 + @swc/jest for ESM TypeScript; run with NODE_OPTIONS=--experimental-vm-modules (scripts/run-tests.mjs). */
+export default {
+  testEnvironment: 'node',
+  roots: ['<rootDir>/test'],
+  testMatch: ['**/*.test.ts'],
+  extensionsToTreatAsEsm: ['.ts'],
+  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
+  transform: {
+    '^.+\\.ts$': ['@swc/jest', { jsc: { parser: { syntax: 'typescript' }, target: 'es2022' }, module: { type: 'es6' } }],
+  },
+  testTimeout: 30000,
+  maxWorkers: 2,
+};

@@ -1,0 +1,112 @@
+import { z } from 'zod';
+import { parseDurationMs, parseSchedule } from './duration.js';
+
+const booleanFlag = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const EnvSchema = z.object({
+  NODE_ENV: z.string().default('development'),
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  DATABASE_URL: z.string().url().optional(),
+  PUBLIC_BASE_URL: z.string().url().optional(),
+  ENCRYPTION_KEY: z.string().optional(),
+  ROLE: z.enum(['all', 'api', 'worker']).default('all'),
+  SANDBOX: booleanFlag.optional(),
+  SANDBOX_CALLBACK_DELAY_MS: z.coerce.number().int().min(0).default(1000),
+  CARDPAY_BASE_URL: z.string().url().optional(),
+  WALLETPAY_BASE_URL: z.string().url().optional(),
+  MOBILEMONEY_BASE_URL: z.string().url().optional(),
+  WEBHOOK_RETRY_SCHEDULE: z.string().default('30s,2m,10m,30m,2h'),
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  WEBHOOK_ALLOW_PRIVATE_URLS: booleanFlag.optional(),
+  MOBILEMONEY_CALLBACK_ALLOWLIST: z.string().optional(),
+  MOBILEMONEY_CERT_PATH: z.string().optional(),
+  PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(15_000),
+  DELIVERY_SWEEP_INTERVAL: z.string().default('30s'),
+  STATUS_SYNC_SCHEDULE: z.string().default('1m,5m,15m,1h,6h,24h,48h'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  DATA_DIR: z.string().default('.data'),
+});
+
+/** The operator's published callback sources (community-sourced list; configurable). */
+const DEFAULT_MOBILEMONEY_ALLOWLIST = [
+  '196.201.214.200', '196.201.214.206', '196.201.214.207', '196.201.214.208',
+  '196.201.213.114', '196.201.213.44', '196.201.212.127', '196.201.212.129',
+  '196.201.212.136', '196.201.212.138', '196.201.212.74', '196.201.212.69',
+];
+
+export interface AppConfig {
+  env: string;
+  production: boolean;
+  port: number;
+  databaseUrl: string | undefined;
+  /** Address providers call back on; filled from the listening port when not configured. */
+  publicBaseUrl: string;
+  encryptionKey: string | undefined;
+  role: 'all' | 'api' | 'worker';
+  sandbox: boolean;
+  sandboxCallbackDelayMs: number;
+  providerBaseUrls: { cardpay?: string; walletpay?: string; mobilemoney?: string };
+  providerTimeoutMs: number;
+  webhookRetryScheduleMs: number[];
+  webhookTimeoutMs: number;
+  webhookAllowPrivateUrls: boolean;
+  deliverySweepIntervalMs: number;
+  statusSyncScheduleMs: number[];
+  mobilemoneyCallbackAllowlist: string[];
+  mobilemoneyCertPath: string | undefined;
+  logLevel: string;
+  dataDir: string;
+}
+
+export class ConfigError extends Error {}
+
+/** Reads and validates the environment once, at boot; a bad value stops the process with a clear message. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new ConfigError(`invalid configuration: ${issues}`);
+  }
+  const e = parsed.data;
+  const production = e.NODE_ENV === 'production';
+  if (production && !e.ENCRYPTION_KEY) throw new ConfigError('ENCRYPTION_KEY is required when NODE_ENV=production');
+  let schedule: number[];
+  let statusSync: number[];
+  try {
+    schedule = parseSchedule(e.WEBHOOK_RETRY_SCHEDULE);
+    statusSync = parseSchedule(e.STATUS_SYNC_SCHEDULE);
+  } catch (err) {
+    throw new ConfigError(`invalid schedule: ${(err as Error).message}`);
+  }
+  const sandbox = e.SANDBOX ?? !production;
+  return {
+    env: e.NODE_ENV,
+    production,
+    port: e.PORT,
+    databaseUrl: e.DATABASE_URL,
+    publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/$/, ''),
+    encryptionKey: e.ENCRYPTION_KEY,
+    role: e.ROLE,
+    sandbox,
+    sandboxCallbackDelayMs: e.SANDBOX_CALLBACK_DELAY_MS,
+    providerBaseUrls: {
+      cardpay: e.CARDPAY_BASE_URL,
+      walletpay: e.WALLETPAY_BASE_URL,
+      mobilemoney: e.MOBILEMONEY_BASE_URL,
+    },
+    providerTimeoutMs: e.PROVIDER_TIMEOUT_MS,
+    webhookRetryScheduleMs: schedule,
+    webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
+    webhookAllowPrivateUrls: e.WEBHOOK_ALLOW_PRIVATE_URLS ?? !production,
+    deliverySweepIntervalMs: parseDurationMs(e.DELIVERY_SWEEP_INTERVAL),
+    statusSyncScheduleMs: statusSync,
+    mobilemoneyCallbackAllowlist: e.MOBILEMONEY_CALLBACK_ALLOWLIST
+      ? e.MOBILEMONEY_CALLBACK_ALLOWLIST.split(',').map((s) => s.trim()).filter(Boolean)
+      : DEFAULT_MOBILEMONEY_ALLOWLIST,
+    mobilemoneyCertPath: e.MOBILEMONEY_CERT_PATH,
+    logLevel: e.LOG_LEVEL,
+    dataDir: e.DATA_DIR,
+  };
+}

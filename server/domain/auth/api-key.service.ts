@@ -1,0 +1,69 @@
+import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { SCOPES, type Scope } from '../../../contract/index.js';
+import { ApiKeySchema, MerchantSchema } from '../../persistence/entities/index.js';
+import { DomainError } from '../errors.js';
+import { generateApiKey, sha256Hex } from '../crypto/tokens.js';
+
+export interface Principal {
+  keyId: string;
+  merchantId: string;
+  scopes: readonly Scope[];
+}
+
+export function parseScopes(list: string): Scope[] {
+  const scopes = list.split(',').map((s) => s.trim()).filter(Boolean);
+  const unknown = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s));
+  if (scopes.length === 0 || unknown.length > 0) {
+    throw new DomainError('VALIDATION_ERROR', `unknown scope(s): ${unknown.join(', ') || '(none given)'}; known: ${SCOPES.join(', ')}`);
+  }
+  return [...new Set(scopes)] as Scope[];
+}
+
+/** API keys: issued by the admin CLI, stored as SHA-256 hashes, checked on every request. */
+export class ApiKeyService {
+  constructor(private readonly em: EntityManager) {}
+
+  async issue(merchantId: string, scopes: Scope[]): Promise<{ id: string; key: string }> {
+    const merchant = await this.em.findOne(MerchantSchema, { id: merchantId });
+    if (!merchant) throw new DomainError('NOT_FOUND', `merchant ${merchantId} not found`);
+    const key = generateApiKey();
+    const row = this.em.create(ApiKeySchema, {
+      id: randomUUID(),
+      merchantId,
+      keyHash: sha256Hex(key),
+      keyPrefix: key.slice(0, 10),
+      scopes,
+      revokedAt: null,
+    });
+    await this.em.persistAndFlush(row);
+    return { id: row.id, key };
+  }
+
+  async revoke(id: string): Promise<{ id: string; revoked_at: string }> {
+    const row = await this.em.findOne(ApiKeySchema, { id });
+    if (!row) throw new DomainError('NOT_FOUND', `key ${id} not found`);
+    row.revokedAt ??= new Date();
+    await this.em.flush();
+    return { id, revoked_at: row.revokedAt.toISOString() };
+  }
+
+  async list(merchantId: string) {
+    const rows = await this.em.find(ApiKeySchema, { merchantId }, { orderBy: { createdAt: 'asc' } });
+    return rows.map((r) => ({
+      id: r.id,
+      prefix: r.keyPrefix,
+      scopes: r.scopes,
+      revoked_at: r.revokedAt?.toISOString() ?? null,
+      created_at: r.createdAt.toISOString(),
+    }));
+  }
+
+  /** The principal for a presented key, or null for a missing, unknown or revoked key. */
+  async authenticate(presented: string | undefined): Promise<Principal | null> {
+    if (!presented || !presented.startsWith('pk_') || presented.length > 200) return null;
+    const row = await this.em.findOne(ApiKeySchema, { keyHash: sha256Hex(presented), revokedAt: null });
+    if (!row) return null;
+    return { keyId: row.id, merchantId: row.merchantId, scopes: row.scopes as Scope[] };
+  }
+}

@@ -1,0 +1,27 @@
+import type { ErrorCode } from '../../contract/index.js';
+
+export interface FieldIssue {
+  field: string;
+  issue: string;
+}
+
+/**
+ * An expected failure the merchant can act on. The HTTP layer maps `code` to a status in one table
+ * (http/error-map.ts); anything that is not a DomainError becomes a 500 without internals.
+ */
+export class DomainError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: FieldIssue[],
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message);
+    this.name = 'DomainError';
+  }
+}
+
+export const notFound = (what: string) => new DomainError('NOT_FOUND', `${what} not found`);
+export const conflict = (message: string) => new DomainError('CONFLICT', message);
+export const validationError = (field: string, issue: string, message = 'The request is invalid') =>
+  new DomainError('VALIDATION_ERROR', message, [{ field, issue }]);

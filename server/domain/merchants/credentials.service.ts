@@ -1,0 +1,86 @@
+import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type {
+  CardpayCredentials,
+  MobilemoneyCredentials,
+  Provider,
+  StoreCredentialsBody,
+  WalletpayCredentials,
+} from '../../../contract/index.js';
+import { ProviderCredentialSchema } from '../../persistence/entities/index.js';
+import type { SecretBox } from '../crypto/secret-box.js';
+import { DomainError, notFound } from '../errors.js';
+import { summarizeCredentials } from './credential-masking.js';
+
+export interface CredentialsByProvider {
+  cardpay: CardpayCredentials;
+  walletpay: WalletpayCredentials;
+  mobilemoney: MobilemoneyCredentials;
+}
+
+/**
+ * Called before credentials are stored, so a provider can complete them (e.g. register our callback URL
+ * and keep the returned signing secret or webhook id). Implemented by the provider adapters.
+ */
+export type CredentialPreparer = {
+  [P in Provider]?: (merchantId: string, credentials: CredentialsByProvider[P]) => Promise<CredentialsByProvider[P]>;
+};
+
+export interface CredentialSummary {
+  provider: Provider;
+  config_summary: Record<string, string>;
+}
+
+/** Per-merchant provider credentials, encrypted at rest and only ever shown masked. */
+export class CredentialsService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly secrets: SecretBox,
+    private readonly preparers: CredentialPreparer = {},
+  ) {}
+
+  async store(merchantId: string, body: StoreCredentialsBody): Promise<CredentialSummary> {
+    const provider = body.provider;
+    let credentials = (body as Record<string, unknown>)[provider] as CredentialsByProvider[typeof provider];
+    const prepare = this.preparers[provider] as ((m: string, c: typeof credentials) => Promise<typeof credentials>) | undefined;
+    if (prepare) credentials = await prepare(merchantId, credentials);
+    const summary = summarizeCredentials(provider, credentials as Record<string, unknown>);
+    const sealed = this.secrets.sealJson(credentials);
+    // One statement, so two concurrent stores for one provider cannot both insert.
+    await this.em.getConnection().execute(
+      `INSERT INTO provider_credentials (id, merchant_id, provider, secrets_enc, config_summary)
+       VALUES (?, ?, ?, ?, ?::jsonb)
+       ON CONFLICT (merchant_id, provider)
+       DO UPDATE SET secrets_enc = EXCLUDED.secrets_enc, config_summary = EXCLUDED.config_summary, updated_at = now()`,
+      [randomUUID(), merchantId, provider, sealed, JSON.stringify(summary)],
+    );
+    return { provider, config_summary: summary };
+  }
+
+  async list(merchantId: string): Promise<CredentialSummary[]> {
+    const rows = await this.em.find(ProviderCredentialSchema, { merchantId }, { orderBy: { provider: 'asc' } });
+    return rows.map((r) => ({ provider: r.provider as Provider, config_summary: r.configSummary as Record<string, string> }));
+  }
+
+  async remove(merchantId: string, provider: Provider): Promise<void> {
+    const deleted = await this.em.nativeDelete(ProviderCredentialSchema, { merchantId, provider });
+    if (deleted === 0) throw notFound(`${provider} credentials`);
+  }
+
+  /** Decrypted credentials for a provider call, or null when the merchant has none. */
+  async find<P extends Provider>(merchantId: string, provider: P): Promise<CredentialsByProvider[P] | null> {
+    const row = await this.em.findOne(ProviderCredentialSchema, { merchantId, provider });
+    return row ? this.secrets.openJson<CredentialsByProvider[P]>(row.secretsEnc) : null;
+  }
+
+  /** Like find, but a missing configuration is the merchant's validation error (interface: 422). */
+  async require<P extends Provider>(merchantId: string, provider: P): Promise<CredentialsByProvider[P]> {
+    const found = await this.find(merchantId, provider);
+    if (!found) {
+      throw new DomainError('VALIDATION_ERROR', `${provider} credentials are not configured for this merchant`, [
+        { field: 'provider', issue: `no ${provider} credentials configured; store them with PUT /v1/merchant/credentials` },
+      ]);
+    }
+    return found;
+  }
+}

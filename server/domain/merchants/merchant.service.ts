@@ -1,0 +1,55 @@
+import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Provider } from '../../../contract/index.js';
+import { MerchantSchema, ProviderCredentialSchema, type Merchant } from '../../persistence/entities/index.js';
+import type { SecretBox } from '../crypto/secret-box.js';
+import { generateWebhookSecret } from '../crypto/tokens.js';
+import { DomainError, notFound } from '../errors.js';
+import { assertDeliverableUrl } from './webhook-url-policy.js';
+
+export interface MerchantView {
+  merchant: Merchant;
+  providers: Provider[];
+}
+
+/** The merchant record and its webhook registration. */
+export class MerchantService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly secrets: SecretBox,
+    private readonly allowPrivateWebhookUrls: boolean,
+  ) {}
+
+  async create(name: string): Promise<Merchant> {
+    const trimmed = name.trim();
+    if (!trimmed || trimmed.length > 200) throw new DomainError('VALIDATION_ERROR', 'name must be 1 to 200 characters');
+    const merchant = this.em.create(MerchantSchema, { id: randomUUID(), name: trimmed });
+    await this.em.persistAndFlush(merchant);
+    return merchant;
+  }
+
+  async get(merchantId: string): Promise<MerchantView> {
+    const merchant = await this.em.findOne(MerchantSchema, { id: merchantId });
+    if (!merchant) throw notFound('merchant');
+    const credentials = await this.em.find(ProviderCredentialSchema, { merchantId }, { fields: ['provider'], orderBy: { provider: 'asc' } });
+    return { merchant, providers: credentials.map((c) => c.provider as Provider) };
+  }
+
+  /** Registers (or re-registers) the webhook URL; returns the new secret, which is never shown again. */
+  async setWebhook(merchantId: string, webhookUrl: string): Promise<{ webhookUrl: string; webhookSecret: string }> {
+    const url = await assertDeliverableUrl(webhookUrl, this.allowPrivateWebhookUrls);
+    const merchant = await this.em.findOne(MerchantSchema, { id: merchantId });
+    if (!merchant) throw notFound('merchant');
+    const secret = generateWebhookSecret();
+    merchant.webhookUrl = url.toString();
+    merchant.webhookSecretEnc = this.secrets.seal(secret);
+    await this.em.flush();
+    return { webhookUrl: merchant.webhookUrl, webhookSecret: secret };
+  }
+
+  /** The decrypted signing secret, for the delivery worker. */
+  async webhookSecret(merchantId: string): Promise<string | null> {
+    const merchant = await this.em.findOne(MerchantSchema, { id: merchantId });
+    return merchant?.webhookSecretEnc ? this.secrets.open(merchant.webhookSecretEnc) : null;
+  }
+}

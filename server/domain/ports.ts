@@ -1,0 +1,5 @@
+/** What the domain needs from the job runner; implemented in jobs/ on Agenda. */
+export interface DeliveryQueue {
+  /** Schedules an immediate delivery attempt for each id (after the outbox transaction committed). */
+  enqueue(deliveryIds: readonly string[]): Promise<void>;
+}

@@ -1,0 +1,68 @@
+import express, { type Express, type Request } from 'express';
+import { RequestContext } from '@mikro-orm/core';
+import { createExpressEndpoints, initServer } from '@ts-rest/express';
+import swaggerUi from 'swagger-ui-express';
+import { contract } from '../../contract/index.js';
+import type { Container } from '../container.js';
+import { errorHandler, notFoundHandler } from './error-handler.js';
+import { authenticate } from './middleware/auth.js';
+import { accessLog, requestId } from './middleware/request-context.js';
+import { merchantRouter } from './routers/merchant.router.js';
+import { openApiDocument } from './openapi.js';
+
+export const BODY_LIMIT = '100kb';
+
+/** Keeps the exact request bytes: provider callbacks are verified over the raw body. */
+export type RawBodyRequest = Request & { rawBody?: Buffer };
+
+export function createApp(container: Container): Express {
+  const { logger, metrics, orm, services } = container;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', false);
+  app.use(requestId);
+  app.use(accessLog(logger, metrics));
+
+  app.get('/healthz', (_req, res) => res.json({ success: true, data: { status: 'ok' } }));
+  app.get('/readyz', async (_req, res) => {
+    const checks = await container.readiness();
+    const ready = Object.values(checks).every(Boolean);
+    res.status(ready ? 200 : 503).json({ success: ready, data: { status: ready ? 'ready' : 'not_ready', checks } });
+  });
+  app.get('/metrics', async (_req, res) => {
+    res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
+  const document = openApiDocument();
+  app.get('/openapi.json', (_req, res) => res.json(document));
+  app.use('/docs', swaggerUi.serve, swaggerUi.setup(document, { customSiteTitle: 'Payments API reference' }));
+
+  app.use(
+    express.json({
+      limit: BODY_LIMIT,
+      type: ['application/json', 'application/*+json'],
+      verify: (req, _res, buf) => {
+        (req as RawBodyRequest).rawBody = buf;
+      },
+    }),
+  );
+  // Every request gets its own identity map: no entity leaks between requests.
+  app.use((_req, _res, next) => RequestContext.create(orm.em, next));
+
+  for (const mount of container.sandboxMounts) app.use(mount.path, mount.router);
+
+  const s = initServer();
+  const router = s.router(contract, {
+    merchant: merchantRouter(services),
+  });
+  createExpressEndpoints(contract, router, app, {
+    logInitialization: false,
+    jsonQuery: false,
+    responseValidation: false,
+    globalMiddleware: [authenticate(services.apiKeys)],
+    requestValidationErrorHandler: (err, _req, _res, next) => next(err),
+  });
+
+  app.use(notFoundHandler);
+  app.use(errorHandler(logger));
+  return app;
+}

@@ -1,0 +1,26 @@
+import type { Response } from 'express';
+import type { ErrorCode } from '../../contract/index.js';
+import type { FieldIssue } from '../domain/errors.js';
+import { HTTP_STATUS } from './error-map.js';
+
+export function requestIdOf(res: Response): string {
+  return String(res.locals.requestId ?? '');
+}
+
+export function errorBody(res: Response, code: ErrorCode, message: string, details?: FieldIssue[]) {
+  return {
+    success: false as const,
+    error: { code, message, ...(details && details.length > 0 ? { details } : {}), request_id: requestIdOf(res) },
+  };
+}
+
+/** Sends an error in the envelope with the status the error table gives its code. */
+export function sendError(res: Response, code: ErrorCode, message: string, details?: FieldIssue[], headers?: Record<string, string>) {
+  if (headers) res.set(headers);
+  res.status(HTTP_STATUS[code]).json(errorBody(res, code, message, details));
+}
+
+/** A typed success response for a ts-rest handler. */
+export function ok<T>(data: T) {
+  return { status: 200 as const, body: { success: true as const, data } };
+}

@@ -1,0 +1,61 @@
+import type { ErrorRequestHandler, RequestHandler } from 'express';
+import { RequestValidationError } from '@ts-rest/express';
+import type { ZodError, ZodIssue } from 'zod';
+import { DomainError, type FieldIssue } from '../domain/errors.js';
+import type { Logger } from '../observability/logger.js';
+import { sendError } from './envelope.js';
+
+function issueToField(prefix: string | null, issue: ZodIssue): FieldIssue[] {
+  const base = [...(prefix ? [prefix] : []), ...issue.path.map(String)].join('.');
+  if (issue.code === 'unrecognized_keys') {
+    return issue.keys.map((key) => ({ field: base ? `${base}.${key}` : key, issue: 'is not a known field' }));
+  }
+  let text = issue.message;
+  if (issue.code === 'invalid_type' && issue.received === 'undefined') text = 'is required';
+  else if (issue.code === 'invalid_union_discriminator') text = `must be one of: ${issue.options.map(String).join(', ')}`;
+  else if (issue.code === 'invalid_enum_value') text = `must be one of: ${issue.options.map(String).join(', ')}`;
+  return [{ field: base || (prefix ?? 'body'), issue: text }];
+}
+
+function zodDetails(prefix: string | null, error: ZodError | null): FieldIssue[] {
+  return error ? error.issues.flatMap((i) => issueToField(prefix, i)) : [];
+}
+
+export function validationDetails(err: RequestValidationError): FieldIssue[] {
+  return [
+    ...zodDetails('header', err.headers),
+    ...zodDetails('query', err.query),
+    ...zodDetails(null, err.body),
+  ].map((d) => (d.field.startsWith('header.') ? { ...d, field: d.field.slice('header.'.length) } : d))
+   .map((d) => (d.field.startsWith('query.') ? { ...d, field: d.field.slice('query.'.length) } : d));
+}
+
+/** Unknown route: 404 in the envelope. */
+export const notFoundHandler: RequestHandler = (_req, res) => {
+  sendError(res, 'NOT_FOUND', 'No such route');
+};
+
+/** Maps every error to the envelope; internals never reach the response. */
+export function errorHandler(logger: Logger): ErrorRequestHandler {
+  return (err, req, res, _next) => {
+    if (res.headersSent) return;
+    if (err instanceof RequestValidationError) {
+      // A path id that does not even parse (not a UUID, unknown provider) is an unknown resource.
+      if (err.pathParams) return sendError(res, 'NOT_FOUND', 'Resource not found');
+      const details = validationDetails(err);
+      const first = details[0];
+      return sendError(res, 'VALIDATION_ERROR', first ? `Invalid request: ${first.field} ${first.issue}` : 'Invalid request', details);
+    }
+    if (err instanceof DomainError) return sendError(res, err.code, err.message, err.details, err.headers);
+    const type = (err as { type?: string }).type;
+    if (type === 'entity.too.large') return sendError(res, 'PAYLOAD_TOO_LARGE', 'Request body is larger than 100 KiB');
+    if (type === 'entity.parse.failed') return sendError(res, 'BAD_REQUEST', 'Request body is not valid JSON');
+    if (type === 'encoding.unsupported' || type === 'charset.unsupported' || type === 'request.aborted') {
+      return sendError(res, 'BAD_REQUEST', 'Request body could not be read');
+    }
+    const error = err as Error;
+    logger.error({ requestId: res.locals.requestId, route: req.path, err: { type: error?.name, message: error?.message } }, 'unhandled error');
+    logger.debug({ requestId: res.locals.requestId, stack: error?.stack }, 'unhandled error stack');
+    return sendError(res, 'INTERNAL_ERROR', 'Internal error; quote the request id when contacting support');
+  };
+}

@@ -1,0 +1,33 @@
+import { initServer } from '@ts-rest/express';
+import { contract } from '../../../contract/index.js';
+import type { CredentialsService } from '../../domain/merchants/credentials.service.js';
+import type { MerchantService } from '../../domain/merchants/merchant.service.js';
+import { ok } from '../envelope.js';
+import { principalOf } from '../middleware/auth.js';
+
+const s = initServer();
+
+export function merchantRouter(deps: { merchants: MerchantService; credentials: CredentialsService }) {
+  return s.router(contract.merchant, {
+    get: async ({ res }) => {
+      const { merchant, providers } = await deps.merchants.get(principalOf(res).merchantId);
+      return ok({
+        id: merchant.id,
+        name: merchant.name,
+        webhook_url: merchant.webhookUrl ?? null,
+        providers,
+        created_at: merchant.createdAt.toISOString(),
+      });
+    },
+    setWebhook: async ({ body, res }) => {
+      const result = await deps.merchants.setWebhook(principalOf(res).merchantId, body.webhook_url);
+      return ok({ webhook_url: result.webhookUrl, webhook_secret: result.webhookSecret });
+    },
+    storeCredentials: async ({ body, res }) => ok(await deps.credentials.store(principalOf(res).merchantId, body)),
+    listCredentials: async ({ res }) => ok(await deps.credentials.list(principalOf(res).merchantId)),
+    deleteCredentials: async ({ params, res }) => {
+      await deps.credentials.remove(principalOf(res).merchantId, params.provider);
+      return ok({ provider: params.provider, deleted: true as const });
+    },
+  });
+}

@@ -1,0 +1,27 @@
+import { RequestContext } from '@mikro-orm/core';
+import type { Job } from 'agenda';
+import type { Container } from '../container.js';
+
+export interface JobOptions {
+  concurrency?: number;
+  lockLifetime?: number;
+}
+
+/**
+ * Registers a job body that runs in its own MikroORM context (its own identity map), with failures
+ * logged without internals. Retries are the job's own business (data, not Agenda's generic backoff).
+ */
+export function defineJob<T>(container: Container, name: string, body: (data: T, job: Job<T>) => Promise<void>, options: JobOptions = {}): void {
+  container.agenda.define<T>(
+    name,
+    async (job) => {
+      try {
+        await RequestContext.create(container.orm.em, () => body(job.attrs.data as T, job));
+      } catch (err) {
+        container.logger.error({ job: name, err: { type: (err as Error).name, message: (err as Error).message } }, 'job failed');
+        throw err;
+      }
+    },
+    { concurrency: options.concurrency ?? 10, ...(options.lockLifetime ? { lockLifetime: options.lockLifetime } : {}) },
+  );
+}

@@ -1,0 +1,15 @@
+import type { Container } from '../container.js';
+import { sandboxModules } from '../sandbox/index.js';
+import { defineJob } from './define-job.js';
+
+/** Registers every job body with Agenda (worker role). */
+export function defineJobs(container: Container): void {
+  if (container.config.sandbox) {
+    for (const module of sandboxModules) {
+      module.defineJobs?.(container.sandboxDeps, (name, body) => defineJob(container, name, body));
+    }
+  }
+}
+
+/** Creates the repeating jobs once; Agenda keeps one row per repeating job across workers. */
+export async function scheduleRecurringJobs(_container: Container): Promise<void> {}

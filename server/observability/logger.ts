@@ -1,0 +1,23 @@
+import { pino, type DestinationStream, type Logger } from 'pino';
+
+export type { Logger };
+
+/**
+ * Structured JSON logs. Request logs carry method, route, status and timing only — never headers or
+ * bodies — and the redact list is a second line of defence for anything that slips into a log object.
+ */
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  const options = {
+    level,
+    base: { service: 'payments' },
+    redact: {
+      paths: [
+        '*.headers', 'headers', '*.authorization', '*["x-api-key"]', '*.apiKey', '*.key',
+        '*.secret', '*.secret_key', '*.client_secret', '*.consumer_secret', '*.passkey',
+        '*.webhook_secret', '*.security_credential', '*.password',
+      ],
+      censor: '[redacted]',
+    },
+  };
+  return destination ? pino(options, destination) : pino(options);
+}

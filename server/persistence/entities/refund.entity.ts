@@ -1,0 +1,22 @@
+import { defineEntity, type InferEntity } from '@mikro-orm/core';
+
+export type RefundStatus = 'pending' | 'completed' | 'failed';
+
+export const RefundSchema = defineEntity({
+  name: 'Refund',
+  tableName: 'refunds',
+  properties: (p) => ({
+    id: p.uuid().primary(),
+    paymentId: p.uuid(),
+    merchantId: p.uuid(),
+    status: p.text().$type<RefundStatus>(),
+    amountMinor: p.bigint(),
+    currency: p.text(),
+    providerRef: p.text().nullable(),
+    failureReason: p.text().nullable(),
+    providerResponse: p.json<unknown>().nullable(),
+    createdAt: p.datetime().onCreate(() => new Date()),
+    updatedAt: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
+  }),
+});
+export type Refund = InferEntity<typeof RefundSchema>;

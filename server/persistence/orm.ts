@@ -1,0 +1,30 @@
+import { MikroORM, type Options } from '@mikro-orm/postgresql';
+import { Migrator } from '@mikro-orm/migrations';
+import { entities } from './entities/index.js';
+import { migrationsList } from './migrations/index.js';
+
+export type { EntityManager } from '@mikro-orm/postgresql';
+
+export function ormOptions(databaseUrl: string, poolMax = 20): Options {
+  return {
+    clientUrl: databaseUrl,
+    entities,
+    extensions: [Migrator],
+    migrations: { migrationsList, transactional: true, allOrNothing: true, tableName: 'mikro_orm_migrations', silent: true },
+    pool: { min: 0, max: poolMax },
+    // The domain decides what is flushed and when; no implicit writes on fork.
+    allowGlobalContext: false,
+    forceUtcTimezone: true,
+    debug: false,
+  };
+}
+
+export async function openOrm(databaseUrl: string, poolMax?: number): Promise<MikroORM> {
+  return MikroORM.init(ormOptions(databaseUrl, poolMax));
+}
+
+/** Applies pending migrations; returns the names applied. */
+export async function migrate(orm: MikroORM): Promise<string[]> {
+  const applied = await orm.getMigrator().up();
+  return applied.map((m) => m.name);
+}

@@ -1,0 +1,107 @@
+import type { CardpayCredentials, MobilemoneyCredentials, Provider, WalletpayCredentials } from '../../contract/index.js';
+
+/**
+ * The seam between the domain and the providers. Each provider is one folder (adapter.ts for transport
+ * and flows, transformers.ts for wire types and the ONE status-mapping table, webhook.ts for inbound
+ * callbacks). Adapters are stateless: they get credentials per call and return normalised results;
+ * the domain owns persistence and the state machine.
+ */
+
+export type ServicePaymentStatus = 'pending' | 'completed' | 'failed';
+
+export interface Money {
+  /** Integer minor units (ISO 4217 exponent of `currency`). */
+  minor: bigint;
+  /** Upper-case ISO 4217 code. */
+  currency: string;
+}
+
+export interface ProviderPaymentResult {
+  /** The provider's id for the payment: intent id, order id, CheckoutRequestID. */
+  providerRef: string;
+  /** Already mapped through the provider's status table. */
+  status: ServicePaymentStatus;
+  nextAction?: { type: 'redirect'; url: string } | null;
+  failureReason?: string | null;
+  /** e.g. the mobile-money receipt number once known, the walletpay capture id. */
+  receiptNumber?: string | null;
+  /** Facts later calls need (capture id, customer id, …), merged into payment.provider_data. */
+  data?: Record<string, unknown>;
+  /** The raw provider response with secrets removed; shown as `provider_response`. */
+  raw: unknown;
+}
+
+export interface ProviderRefundResult {
+  providerRef: string | null;
+  status: 'pending' | 'completed' | 'failed';
+  failureReason?: string | null;
+  raw: unknown;
+}
+
+/** What the provider must know about the payment being created. */
+export interface CreatePaymentInput {
+  paymentId: string;
+  /** 12-character unique reference (bill / account reference). */
+  reference: string;
+  amount: Money;
+  /** Derived from the payment id: a retried call can never double-charge. */
+  idempotencyKey: string;
+  /** Where the provider calls us back for this payment (already carries any per-payment token). */
+  callbackUrl: string;
+  /** Provider-specific request fields, as validated by the contract. */
+  fields: Record<string, unknown>;
+}
+
+export interface PaymentLookup {
+  paymentId: string;
+  providerRef: string | null;
+  reference: string;
+  providerData: Record<string, unknown>;
+}
+
+export interface RefundInput {
+  refundId: string;
+  payment: PaymentLookup & { amount: Money; receiptNumber: string | null };
+  amount: Money;
+  /** True when `amount` is what remains of the payment. */
+  full: boolean;
+  idempotencyKey: string;
+  /** Where asynchronous results go (mobile-money reversals). */
+  resultUrl: string;
+  timeoutUrl: string;
+}
+
+/** Classified provider failure. `indeterminate` means the outcome is unknown (timeout, 5xx): keep pending. */
+export type ProviderErrorKind = 'declined' | 'invalid_request' | 'auth' | 'rate_limited' | 'unavailable' | 'indeterminate';
+
+export class ProviderError extends Error {
+  constructor(
+    readonly provider: Provider,
+    readonly kind: ProviderErrorKind,
+    message: string,
+    /** The provider's own code (decline_code, issue, errorCode). */
+    readonly providerCode?: string,
+    /** A result the provider returned along with the error (e.g. the declined intent). */
+    readonly result?: ProviderPaymentResult,
+  ) {
+    super(message);
+    this.name = 'ProviderError';
+  }
+}
+
+/** An inbound provider request exactly as received. */
+export interface InboundCallback {
+  /** Path below /v1/webhooks/<provider>, e.g. '' or '/reversal/result'. */
+  subpath: string;
+  headers: Record<string, string | undefined>;
+  rawBody: Buffer;
+  body: unknown;
+  query: Record<string, string | undefined>;
+  sourceIp: string;
+}
+
+export type ProviderCredentialsMap = {
+  cardpay: CardpayCredentials;
+  walletpay: WalletpayCredentials;
+  mobilemoney: MobilemoneyCredentials;
+};

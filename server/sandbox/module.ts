@@ -1,0 +1,25 @@
+import type { Router } from 'express';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Agenda } from 'agenda';
+import type { AppConfig } from '../config/config.js';
+import type { Logger } from '../observability/logger.js';
+
+/**
+ * A built-in simulator of one provider's upstream API, mounted at /sandbox/<provider>. It speaks the
+ * provider's real wire protocol, keeps its state in PostgreSQL (tables prefixed `sandbox_`), and sends
+ * its callbacks from Agenda jobs (so they survive restarts and work across processes).
+ */
+export interface SandboxDeps {
+  config: AppConfig;
+  /** Context-aware EntityManager; simulators mostly use `em.getConnection().execute(sql, params)`. */
+  em: EntityManager;
+  agenda: Agenda;
+  logger: Logger;
+}
+
+export interface SandboxModule {
+  path: string;
+  router(deps: SandboxDeps): Router;
+  /** Registers the simulator's callback jobs (worker role). */
+  defineJobs?(deps: SandboxDeps, define: <T>(name: string, body: (data: T) => Promise<void>) => void): void;
+}

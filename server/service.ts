@@ -1,0 +1,86 @@
+import http from 'node:http';
+import path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import type { AppConfig } from './config/config.js';
+import { createContainer, type Container } from './container.js';
+import { createApp } from './http/app.js';
+import { defineJobs, scheduleRecurringJobs } from './jobs/index.js';
+import { createLogger, type Logger } from './observability/logger.js';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from './persistence/embedded-postgres.js';
+import { migrate } from './persistence/orm.js';
+
+export interface RunningService {
+  container: Container;
+  /** The HTTP server when the role serves the API. */
+  server: http.Server | null;
+  baseUrl: string;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  logger?: Logger;
+  /** Agenda polling interval; tests use a short one. */
+  agendaProcessEveryMs?: number;
+  agendaLockLifetimeMs?: number;
+}
+
+/**
+ * Boots one process in its role: migrations, then the API (HTTP + simulators + docs) and/or the worker
+ * (Agenda jobs). `stop()` is the graceful shutdown: stop taking requests and jobs, let the ones under
+ * way finish, close the pools.
+ */
+export async function startService(config: AppConfig, options: StartOptions = {}): Promise<RunningService> {
+  const logger = options.logger ?? createLogger(config.logLevel);
+  let embedded: EmbeddedDatabase | null = null;
+  let databaseUrl = config.databaseUrl;
+  if (!databaseUrl) {
+    logger.info({ dir: path.join(config.dataDir, 'postgres') }, 'no DATABASE_URL: starting embedded PostgreSQL');
+    embedded = await startEmbeddedPostgres(path.join(config.dataDir, 'postgres'));
+    databaseUrl = embedded.url;
+  }
+  const container = await createContainer(config, {
+    databaseUrl,
+    logger,
+    agendaProcessEveryMs: options.agendaProcessEveryMs,
+    agendaLockLifetimeMs: options.agendaLockLifetimeMs,
+  });
+  const applied = await migrate(container.orm);
+  if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+
+  const servesApi = config.role === 'all' || config.role === 'api';
+  const runsJobs = config.role === 'all' || config.role === 'worker';
+
+  let server: http.Server | null = null;
+  let baseUrl = config.publicBaseUrl;
+  if (servesApi) {
+    server = http.createServer();
+    await new Promise<void>((resolve) => server!.listen(config.port, resolve));
+    const port = (server.address() as AddressInfo).port;
+    if (!process.env.PUBLIC_BASE_URL) config.publicBaseUrl = `http://127.0.0.1:${port}`;
+    baseUrl = `http://127.0.0.1:${port}`;
+    server.on('request', createApp(container));
+    server.keepAliveTimeout = 5000;
+  }
+  if (runsJobs) defineJobs(container);
+  // Started in every role: a started Agenda sends NOTIFY when it schedules a job, so workers pick
+  // jobs up at once; with no job definitions (api role) it processes nothing.
+  await container.agenda.start();
+  if (runsJobs) await scheduleRecurringJobs(container);
+  logger.info({ role: config.role, baseUrl, sandbox: config.sandbox }, 'payments service started');
+
+  let stopping: Promise<void> | null = null;
+  const stop = () =>
+    (stopping ??= (async () => {
+      logger.info('shutting down');
+      if (server) {
+        server.closeIdleConnections();
+        await new Promise<void>((resolve) => server!.close(() => resolve()));
+      }
+      await container.agenda.drain({ timeout: 10_000 }).catch(() => undefined);
+      await container.agenda.stop().catch(() => undefined);
+      await container.close();
+      if (embedded) await embedded.stop();
+    })());
+
+  return { container, server, baseUrl, stop };
+}

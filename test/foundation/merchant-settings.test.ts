@@ -1,0 +1,139 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+
+let t: TestService;
+let key: string;
+let merchantId: string;
+beforeAll(async () => {
+  t = await startTestService();
+  ({ apiKey: key, merchantId } = await t.createMerchant('Settings Shop'));
+});
+afterAll(async () => t.stop());
+
+const put = (body: unknown) => t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send(body as object);
+
+describe('GET /v1/merchant', () => {
+  it('returns id, name, webhook_url, providers and created_at', async () => {
+    const res = await t.http.get('/v1/merchant').set('X-API-Key', key).expect(200);
+    expect(res.body).toEqual({
+      success: true,
+      data: { id: merchantId, name: 'Settings Shop', webhook_url: null, providers: [], created_at: expect.any(String) },
+    });
+  });
+});
+
+describe('PUT /v1/merchant/webhook', () => {
+  it('returns a whsec_ secret once and rotates it on re-registration', async () => {
+    const first = await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: 'https://shop.example.com/hooks' });
+    expect(first.status).toBe(200);
+    expect(first.body.data.webhook_url).toBe('https://shop.example.com/hooks');
+    expect(first.body.data.webhook_secret).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
+
+    const me = await t.http.get('/v1/merchant').set('X-API-Key', key);
+    expect(me.body.data.webhook_url).toBe('https://shop.example.com/hooks');
+    expect(JSON.stringify(me.body)).not.toContain(first.body.data.webhook_secret);
+
+    const second = await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: 'https://shop.example.com/hooks' });
+    expect(second.body.data.webhook_secret).not.toBe(first.body.data.webhook_secret);
+    const stored = await t.sql<{ webhook_secret_enc: string }>('SELECT webhook_secret_enc FROM merchants WHERE id = $1', [merchantId]);
+    expect(stored[0]!.webhook_secret_enc).not.toContain(second.body.data.webhook_secret);
+    const secret = await t.inContext(() => t.service.container.services.merchants.webhookSecret(merchantId));
+    expect(secret).toBe(second.body.data.webhook_secret);
+  });
+
+  it('refuses plain http and private addresses when private URLs are not allowed', async () => {
+    const strict = await startTestService({ WEBHOOK_ALLOW_PRIVATE_URLS: 'false' });
+    try {
+      const m = await strict.createMerchant();
+      for (const url of ['http://shop.example.com/hook', 'https://127.0.0.1/hook', 'https://10.1.2.3/hook', 'https://[::1]/hook', 'https://192.168.0.10/x']) {
+        const res = await strict.http.put('/v1/merchant/webhook').set('X-API-Key', m.apiKey).send({ webhook_url: url });
+        expect(res.status).toBe(422);
+        expect(res.body.error.details[0].field).toBe('webhook_url');
+      }
+      const ok = await strict.http.put('/v1/merchant/webhook').set('X-API-Key', m.apiKey).send({ webhook_url: 'https://93.184.215.14/hook' });
+      expect(ok.status).toBe(200);
+    } finally {
+      await strict.stop();
+    }
+  });
+
+  it('rejects a missing or malformed URL with 422 naming the field', async () => {
+    const res = await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: 'not a url' });
+    expect(res.status).toBe(422);
+    expect(res.body.error.details).toEqual([{ field: 'webhook_url', issue: expect.any(String) }]);
+    const missing = await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({});
+    expect(missing.body.error.details).toEqual([{ field: 'webhook_url', issue: 'is required' }]);
+  });
+});
+
+describe('provider credentials', () => {
+  it('masks every secret of all three providers as **** + last four; env and shortcode as given', async () => {
+    const card = await put({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_51HxCARD4242', webhook_secret: 'whsec_signing9f1a' } });
+    expect(card.status).toBe(200);
+    expect(card.body.data).toEqual({ provider: 'cardpay', config_summary: { secret_key: '****4242', webhook_secret: '****9f1a' } });
+
+    const wallet = await put({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'client-id-AB12', client_secret: 'client-secret-CD34', webhook_id: 'WH-1' } });
+    expect(wallet.status).toBe(200);
+    expect(wallet.body.data.config_summary).toEqual({ env: 'sandbox', client_id: '****AB12', client_secret: '****CD34', webhook_id: 'WH-1' });
+
+    const mobile = await put({
+      provider: 'mobilemoney',
+      mobilemoney: {
+        env: 'sandbox', consumer_key: 'consumer-key-EF56', consumer_secret: 'consumer-secret-GH78',
+        passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379',
+        initiator: 'testapi', security_credential: 'Safaricom999!*!XYZ9', nominated_number: '254708374149',
+      },
+    });
+    expect(mobile.status).toBe(200);
+    expect(mobile.body.data.config_summary).toEqual({
+      env: 'sandbox', consumer_key: '****EF56', consumer_secret: '****GH78', passkey: '****c919', shortcode: '174379',
+      initiator: '****tapi', security_credential: '****XYZ9', nominated_number: '****4149',
+    });
+
+    const list = await t.http.get('/v1/merchant/credentials').set('X-API-Key', key).expect(200);
+    expect(list.body.data.map((c: { provider: string }) => c.provider)).toEqual(['cardpay', 'mobilemoney', 'walletpay']);
+    expect(JSON.stringify(list.body)).not.toMatch(/sk_test_51HxCARD4242|client-secret-CD34|bfb279f9aa9b/);
+    const me = await t.http.get('/v1/merchant').set('X-API-Key', key);
+    expect(me.body.data.providers).toEqual(['cardpay', 'mobilemoney', 'walletpay']);
+  });
+
+  it('keeps no plaintext secret in the database row', async () => {
+    await put({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_PLAINTEXT_CANARY_1', webhook_secret: 'whsec_PLAINTEXT_CANARY_2' } }).expect(200);
+    const rows = await t.sql('SELECT * FROM provider_credentials WHERE merchant_id = $1', [merchantId]);
+    const dump = JSON.stringify(rows);
+    expect(dump).not.toContain('PLAINTEXT_CANARY');
+    const card = rows.find((r) => r.provider === 'cardpay')!;
+    expect(String(card.secrets_enc)).toMatch(/^v1\./);
+    const decrypted = await t.inContext(() => t.service.container.services.credentials.find(merchantId, 'cardpay'));
+    expect(decrypted).toEqual({ secret_key: 'sk_test_PLAINTEXT_CANARY_1', webhook_secret: 'whsec_PLAINTEXT_CANARY_2' });
+  });
+
+  it('replaces the credentials of one provider and deletes them', async () => {
+    await put({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_replaced_9999', webhook_secret: 'whsec_x_0000' } }).expect(200);
+    const rows = await t.sql('SELECT count(*)::int AS n FROM provider_credentials WHERE merchant_id = $1 AND provider = $2', [merchantId, 'cardpay']);
+    expect(rows[0]!.n).toBe(1);
+    await t.http.delete('/v1/merchant/credentials/cardpay').set('X-API-Key', key).expect(200, {
+      success: true, data: { provider: 'cardpay', deleted: true },
+    });
+    expect((await t.http.delete('/v1/merchant/credentials/cardpay').set('X-API-Key', key)).status).toBe(404);
+    expect((await t.http.delete('/v1/merchant/credentials/paypal').set('X-API-Key', key)).status).toBe(404);
+  });
+
+  it.each([
+    ['unknown provider', { provider: 'paypal', paypal: {} }, 'provider'],
+    ['sub-object for another provider', { provider: 'cardpay', walletpay: { env: 'sandbox', client_id: 'a', client_secret: 'b' } }, 'cardpay'],
+    ['unknown field', { provider: 'cardpay', cardpay: { secret_key: 'sk_test_1', colour: 'blue' } }, 'cardpay.colour'],
+    ['missing secret', { provider: 'cardpay', cardpay: {} }, 'cardpay.secret_key'],
+    ['bad env', { provider: 'walletpay', walletpay: { env: 'prod', client_id: 'a', client_secret: 'b' } }, 'walletpay.env'],
+    ['bad shortcode', { provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: 'a', consumer_secret: 'b', passkey: 'c', shortcode: 'abc' } }, 'mobilemoney.shortcode'],
+  ])('rejects %s with 422 naming the field, and stores nothing', async (_name, body, field) => {
+    const before = await t.sql('SELECT provider, config_summary, updated_at FROM provider_credentials WHERE merchant_id = $1 ORDER BY provider', [merchantId]);
+    const res = await put(body);
+    expect(res.status).toBe(422);
+    expect(res.body.success).toBe(false);
+    expect(res.body.error.code).toBe('VALIDATION_ERROR');
+    expect(res.body.error.details.map((d: { field: string }) => d.field)).toContain(field);
+    const after = await t.sql('SELECT provider, config_summary, updated_at FROM provider_credentials WHERE merchant_id = $1 ORDER BY provider', [merchantId]);
+    expect(after).toEqual(before);
+  });
+});
