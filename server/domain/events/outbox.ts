@@ -27,6 +27,7 @@ export async function appendEvent(
     paymentId: input.paymentId,
     type: input.type,
     payload: payload as unknown as Record<string, unknown>,
+    body: JSON.stringify(payload),
     createdAt,
   });
   const merchant = await tx.findOneOrFail(MerchantSchema, { id: input.merchantId });

@@ -12,6 +12,8 @@ export const EventSchema = defineEntity({
     paymentId: p.uuid().nullable(),
     type: p.text(),
     payload: p.json<Record<string, unknown>>(),
+    /** The serialised payload: the exact bytes signed and sent on every attempt. */
+    body: p.text(),
     createdAt: p.datetime().onCreate(() => new Date()),
   }),
 });

@@ -100,6 +100,7 @@ export class Migration20261122000002_payments extends Migration {
         payment_id uuid NULL,
         type text NOT NULL,
         payload jsonb NOT NULL,
+        body text NOT NULL,
         created_at timestamptz NOT NULL DEFAULT now()
       );`);
     this.addSql(`CREATE INDEX events_payment_idx ON events (payment_id, created_at);`);
@@ -137,9 +138,17 @@ export class Migration20261122000002_payments extends Migration {
         created_at timestamptz NOT NULL DEFAULT now()
       );`);
     this.addSql(`CREATE INDEX delivery_attempts_delivery_idx ON delivery_attempts (delivery_id, attempt_number);`);
+
+    // Simulator switches (outage modes), shared by every process.
+    this.addSql(`
+      CREATE TABLE sandbox_controls (
+        provider text PRIMARY KEY,
+        mode text NOT NULL CHECK (mode IN ('ok', 'error', 'hang')),
+        updated_at timestamptz NOT NULL DEFAULT now()
+      );`);
   }
 
   override async down(): Promise<void> {
-    this.addSql(`DROP TABLE delivery_attempts, webhook_deliveries, events, provider_events, saved_cards, refunds, payment_transitions, payments;`);
+    this.addSql(`DROP TABLE sandbox_controls, delivery_attempts, webhook_deliveries, events, provider_events, saved_cards, refunds, payment_transitions, payments;`);
   }
 }
