@@ -17,3 +17,5 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
 
 export type PaymentsClient = ReturnType<typeof createPaymentsClient>;
 export { contract } from '../contract/index.js';
+export { verifyWebhook, WebhookVerificationError } from './webhooks.js';
+export type { VerifyWebhookOptions, WebhookEvent, WebhookEventData, WebhookEventType, WebhookVerificationReason } from './webhooks.js';

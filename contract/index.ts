@@ -1,8 +1,16 @@
 import { initContract } from '@ts-rest/core';
 import { merchantContract } from './merchant.js';
+import { paymentsContract } from './payments.js';
+import { providerCallbacksContract } from './provider-callbacks.js';
+import { refundsContract } from './refunds.js';
+import { webhookLogsContract } from './webhook-logs.js';
 
 export * from './common.js';
 export * from './merchant.js';
+export * from './payments.js';
+export * from './provider-callbacks.js';
+export * from './refunds.js';
+export * from './webhook-logs.js';
 
 const c = initContract();
 
@@ -13,6 +21,14 @@ const c = initContract();
 export const contract = c.router({
   /** Merchant settings: webhook URL and provider credentials. */
   merchant: merchantContract,
+  /** Payments, saved cards and the mobile-money operations. */
+  payments: paymentsContract,
+  /** Refunds of completed payments. */
+  refunds: refundsContract,
+  /** Inbound provider callbacks (no API key; provider signatures). */
+  providerCallbacks: providerCallbacksContract,
+  /** Outbound webhook delivery log and manual retries. */
+  webhookLogs: webhookLogsContract,
 });
 
 export type Contract = typeof contract;

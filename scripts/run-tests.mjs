@@ -44,7 +44,7 @@ delete env.DATABASE_URL;
 env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ''} --experimental-vm-modules --no-warnings`.trim();
 
 const jestBin = path.resolve('node_modules', 'jest', 'bin', 'jest.js');
-const summaryFile = path.resolve('test-results', 'jest-summary.json');
+const summaryFile = path.resolve('test-results', `jest-summary-${process.pid}.json`);
 await mkdir(path.dirname(summaryFile), { recursive: true });
 await rm(summaryFile, { force: true });
 const child = spawn(process.execPath, [jestBin, '--json', `--outputFile=${summaryFile}`, ...process.argv.slice(2)], { stdio: 'inherit', env });
@@ -56,6 +56,7 @@ try {
 } catch {
   process.stdout.write('\njest: 0 passed, 1 failed\n');
 }
+await rm(summaryFile, { force: true });
 if (embedded) {
   await embedded.stop().catch(() => {});
   if (tempDir) await rm(tempDir, { recursive: true, force: true }).catch(() => {});

@@ -5,12 +5,23 @@ import type { AppConfig } from './config/config.js';
 import { resolveEncryptionKey } from './config/encryption-key.js';
 import { ApiKeyService } from './domain/auth/api-key.service.js';
 import { SecretBox } from './domain/crypto/secret-box.js';
+import { DeliveryService } from './domain/delivery/delivery.service.js';
 import { CredentialsService } from './domain/merchants/credentials.service.js';
 import { MerchantService } from './domain/merchants/merchant.service.js';
 import { createAgenda } from './jobs/agenda.js';
+import { AgendaDeliveryQueue } from './jobs/delivery-queue.js';
 import type { Logger } from './observability/logger.js';
 import { Metrics } from './observability/metrics.js';
 import { openOrm } from './persistence/orm.js';
+import { KeyLock } from './persistence/key-lock.js';
+import { CardpayAdapter, prepareCardpayCredentials } from './providers/cardpay/index.js';
+import type { ProviderPorts } from './providers/types.js';
+import { CardpayCallbackService } from './domain/callbacks/cardpay-callback.service.js';
+import { SavedCardService } from './domain/cards/saved-card.service.js';
+import { PaymentService } from './domain/payments/payment.service.js';
+import { ProviderGateway } from './domain/payments/provider-gateway.js';
+import { StatusSyncService } from './domain/payments/status-sync.service.js';
+import { RefundService } from './domain/refunds/refund.service.js';
 import { sandboxModules } from './sandbox/index.js';
 import type { SandboxDeps } from './sandbox/module.js';
 
@@ -18,6 +29,12 @@ export interface Services {
   apiKeys: ApiKeyService;
   merchants: MerchantService;
   credentials: CredentialsService;
+  deliveries: DeliveryService;
+  payments: PaymentService;
+  refunds: RefundService;
+  savedCards: SavedCardService;
+  statusSync: StatusSyncService;
+  cardpayCallbacks: CardpayCallbackService;
 }
 
 /** Everything the roles need, wired once. The only module that imports concrete adapters. */
@@ -27,6 +44,8 @@ export interface Container {
   metrics: Metrics;
   orm: MikroORM;
   agenda: Agenda;
+  /** Outbound webhook attempts as Agenda jobs (implements the domain's DeliveryQueue). */
+  deliveryQueue: AgendaDeliveryQueue;
   secrets: SecretBox;
   services: Services;
   sandboxMounts: { path: string; router: Router }[];
@@ -55,10 +74,35 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   let agendaReady = false;
   agenda.on('ready', () => (agendaReady = true));
 
+  const logger = options.logger;
+  const merchants = new MerchantService(em, secrets, config.webhookAllowPrivateUrls);
+  const deliveryQueue = new AgendaDeliveryQueue(agenda);
+  const keyLock = new KeyLock(options.databaseUrl);
+
+  // The provider adapters: the only place concrete providers are named.
+  const cardpay = new CardpayAdapter(config);
+  const ports: ProviderPorts = { cardpay };
+  const credentials = new CredentialsService(em, secrets, {
+    cardpay: prepareCardpayCredentials(cardpay, config),
+  });
+  const gateway = new ProviderGateway(ports, credentials);
+  const payments = new PaymentService(em, config, credentials, gateway, keyLock, deliveryQueue, logger);
+  const refunds = new RefundService(em, config, gateway, payments);
   const services: Services = {
     apiKeys: new ApiKeyService(em),
-    merchants: new MerchantService(em, secrets, config.webhookAllowPrivateUrls),
-    credentials: new CredentialsService(em, secrets),
+    merchants,
+    credentials,
+    deliveries: new DeliveryService(
+      em,
+      merchants,
+      { retryScheduleMs: config.webhookRetryScheduleMs, timeoutMs: config.webhookTimeoutMs, allowPrivateUrls: config.webhookAllowPrivateUrls },
+      logger,
+    ),
+    payments,
+    refunds,
+    savedCards: new SavedCardService(em, credentials, cardpay),
+    statusSync: new StatusSyncService(em, config, gateway, payments, logger),
+    cardpayCallbacks: new CardpayCallbackService(em, credentials, payments, refunds, logger),
   };
 
   const sandboxDeps: SandboxDeps = { config, em, agenda, logger: options.logger };
@@ -70,6 +114,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     metrics: new Metrics(),
     orm,
     agenda,
+    deliveryQueue,
     secrets,
     services,
     sandboxMounts,
@@ -82,6 +127,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
       return { database, job_runner: jobRunner };
     },
     async close() {
+      await keyLock.close();
       await orm.close(true);
     },
   };

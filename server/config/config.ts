@@ -25,6 +25,7 @@ const EnvSchema = z.object({
   PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(15_000),
   DELIVERY_SWEEP_INTERVAL: z.string().default('30s'),
   STATUS_SYNC_SCHEDULE: z.string().default('1m,5m,15m,1h,6h,24h,48h'),
+  STATUS_SYNC_POLL_INTERVAL: z.string().default('30s'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DATA_DIR: z.string().default('.data'),
 });
@@ -54,6 +55,8 @@ export interface AppConfig {
   webhookAllowPrivateUrls: boolean;
   deliverySweepIntervalMs: number;
   statusSyncScheduleMs: number[];
+  /** How often a worker looks for pending payments due a status sync. */
+  statusSyncPollMs: number;
   mobilemoneyCallbackAllowlist: string[];
   mobilemoneyCertPath: string | undefined;
   logLevel: string;
@@ -102,6 +105,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     webhookAllowPrivateUrls: e.WEBHOOK_ALLOW_PRIVATE_URLS ?? !production,
     deliverySweepIntervalMs: parseDurationMs(e.DELIVERY_SWEEP_INTERVAL),
     statusSyncScheduleMs: statusSync,
+    statusSyncPollMs: parseDurationMs(e.STATUS_SYNC_POLL_INTERVAL),
     mobilemoneyCallbackAllowlist: e.MOBILEMONEY_CALLBACK_ALLOWLIST
       ? e.MOBILEMONEY_CALLBACK_ALLOWLIST.split(',').map((s) => s.trim()).filter(Boolean)
       : DEFAULT_MOBILEMONEY_ALLOWLIST,

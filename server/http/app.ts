@@ -8,6 +8,10 @@ import { errorHandler, notFoundHandler } from './error-handler.js';
 import { authenticate } from './middleware/auth.js';
 import { accessLog, requestId } from './middleware/request-context.js';
 import { merchantRouter } from './routers/merchant.router.js';
+import { webhookLogsRouter } from './routers/webhook-logs.router.js';
+import { paymentsRouter } from './routers/payments.router.js';
+import { providerCallbacksRouter } from './routers/provider-callbacks.router.js';
+import { refundsRouter } from './routers/refunds.router.js';
 import { openApiDocument } from './openapi.js';
 
 export const BODY_LIMIT = '100kb';
@@ -53,6 +57,10 @@ export function createApp(container: Container): Express {
   const s = initServer();
   const router = s.router(contract, {
     merchant: merchantRouter(services),
+    payments: paymentsRouter(services),
+    refunds: refundsRouter(services),
+    providerCallbacks: providerCallbacksRouter(services),
+    webhookLogs: webhookLogsRouter(services),
   });
   createExpressEndpoints(contract, router, app, {
     logInitialization: false,

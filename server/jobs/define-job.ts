@@ -5,6 +5,8 @@ import type { Container } from '../container.js';
 export interface JobOptions {
   concurrency?: number;
   lockLifetime?: number;
+  /** Delete the job row once it succeeded (one-off jobs whose state lives in our own tables). */
+  removeOnComplete?: boolean;
 }
 
 /**
@@ -22,6 +24,10 @@ export function defineJob<T>(container: Container, name: string, body: (data: T,
         throw err;
       }
     },
-    { concurrency: options.concurrency ?? 10, ...(options.lockLifetime ? { lockLifetime: options.lockLifetime } : {}) },
+    {
+      concurrency: options.concurrency ?? 10,
+      ...(options.lockLifetime ? { lockLifetime: options.lockLifetime } : {}),
+      ...(options.removeOnComplete ? { removeOnComplete: true } : {}),
+    },
   );
 }

@@ -1,9 +1,15 @@
 import type { Container } from '../container.js';
 import { sandboxModules } from '../sandbox/index.js';
 import { defineJob } from './define-job.js';
+import { defineDeliverWebhookJob } from './deliver-webhook.job.js';
+import { defineSweepDeliveriesJob, scheduleDeliverySweep } from './sweep-deliveries.job.js';
+import { defineSyncPaymentsJob, scheduleSyncPayments } from './sync-payments.job.js';
 
 /** Registers every job body with Agenda (worker role). */
 export function defineJobs(container: Container): void {
+  defineDeliverWebhookJob(container);
+  defineSweepDeliveriesJob(container);
+  defineSyncPaymentsJob(container);
   if (container.config.sandbox) {
     for (const module of sandboxModules) {
       module.defineJobs?.(container.sandboxDeps, (name, body) => defineJob(container, name, body));
@@ -12,4 +18,7 @@ export function defineJobs(container: Container): void {
 }
 
 /** Creates the repeating jobs once; Agenda keeps one row per repeating job across workers. */
-export async function scheduleRecurringJobs(_container: Container): Promise<void> {}
+export async function scheduleRecurringJobs(container: Container): Promise<void> {
+  await scheduleDeliverySweep(container);
+  await scheduleSyncPayments(container);
+}

@@ -105,3 +105,36 @@ export type ProviderCredentialsMap = {
   walletpay: WalletpayCredentials;
   mobilemoney: MobilemoneyCredentials;
 };
+
+/** Every provider can create, look up and refund a payment. */
+export interface PaymentProviderPort<C> {
+  createPayment(creds: C, input: CreatePaymentInput): Promise<ProviderPaymentResult>;
+  getPayment(creds: C, lookup: PaymentLookup): Promise<ProviderPaymentResult>;
+  refundPayment(creds: C, input: RefundInput): Promise<ProviderRefundResult>;
+}
+
+export interface SavedCardDetails {
+  paymentMethodId: string;
+  brand: string;
+  last4: string;
+  expMonth: number;
+  expYear: number;
+}
+
+/** cardpay also keeps customers and their payment methods (saved cards). */
+export interface CardpayPort extends PaymentProviderPort<CardpayCredentials> {
+  createCustomer(creds: CardpayCredentials, input: { email?: string; name?: string; idempotencyKey: string }): Promise<{ customerId: string }>;
+  attachPaymentMethod(creds: CardpayCredentials, input: { paymentMethodId: string; customerId: string; idempotencyKey: string }): Promise<SavedCardDetails>;
+  detachPaymentMethod(creds: CardpayCredentials, paymentMethodId: string): Promise<void>;
+}
+
+/** walletpay payments complete with a capture after the buyer approves. */
+export interface WalletpayPort extends PaymentProviderPort<WalletpayCredentials> {
+  capturePayment(creds: WalletpayCredentials, input: { orderId: string; idempotencyKey: string }): Promise<ProviderPaymentResult>;
+}
+
+export interface ProviderPorts {
+  cardpay: CardpayPort;
+  walletpay?: WalletpayPort;
+  mobilemoney?: PaymentProviderPort<MobilemoneyCredentials>;
+}

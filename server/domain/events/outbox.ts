@@ -30,6 +30,9 @@ export async function appendEvent(
     body: JSON.stringify(payload),
     createdAt,
   });
+  // The entities declare no relation, so the unit of work does not know the event must be inserted
+  // before its delivery (webhook_deliveries.event_id is a foreign key): write it first.
+  await tx.flush();
   const merchant = await tx.findOneOrFail(MerchantSchema, { id: input.merchantId });
   if (!merchant.webhookUrl) return { eventId, deliveryId: null };
   const deliveryId = randomUUID();

@@ -46,3 +46,14 @@ function numberToPlainString(value: number): string {
   if (!Number.isFinite(value)) return 'NaN';
   return String(value);
 }
+
+/** Compares two non-negative decimal strings exactly (no floats): -1, 0 or 1. */
+export function compareDecimals(a: string, b: string): number {
+  const scale = (text: string) => {
+    const [whole = '0', fraction = ''] = text.split('.');
+    return BigInt(whole) * 10n ** 6n + BigInt(fraction.padEnd(6, '0').slice(0, 6) || '0');
+  };
+  const left = scale(a);
+  const right = scale(b);
+  return left === right ? 0 : left < right ? -1 : 1;
+}

@@ -16,6 +16,8 @@ export const PaymentSchema = defineEntity({
     /** Integer minor units of `currency` (ISO 4217 exponent); never a float. */
     amountMinor: p.bigint(),
     currency: p.text(),
+    /** amountMinor in major units (exact numeric text), for amount range filters. */
+    amount: p.decimal('string'),
     amountRefundedMinor: p.bigint().default(0),
     /** 12 characters, unique: the provider-side account / bill reference. */
     reference: p.text().unique(),

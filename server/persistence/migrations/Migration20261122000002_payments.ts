@@ -14,6 +14,8 @@ export class Migration20261122000002_payments extends Migration {
         status text NOT NULL CHECK (status IN ('pending', 'completed', 'failed', 'refunded', 'reversed')),
         amount_minor bigint NOT NULL CHECK (amount_minor > 0),
         currency char(3) NOT NULL,
+        -- amount_minor in major units (exact numeric), for min_amount / max_amount filters across currencies
+        amount numeric(20, 4) NOT NULL,
         amount_refunded_minor bigint NOT NULL DEFAULT 0 CHECK (amount_refunded_minor >= 0 AND amount_refunded_minor <= amount_minor),
         reference text NOT NULL UNIQUE,
         idempotency_key text NOT NULL UNIQUE,

@@ -1,6 +1,9 @@
 import type { MigrationObject } from '@mikro-orm/core';
 import { Migration20261122000001_foundation } from './Migration20261122000001_foundation.js';
 import { Migration20261122000002_payments } from './Migration20261122000002_payments.js';
+import { Migration20261122000101_sandbox_cardpay } from './Migration20261122000101_sandbox_cardpay.js';
+import { Migration20261122000201_sandbox_walletpay } from './Migration20261122000201_sandbox_walletpay.js';
+import { Migration20261122000301_sandbox_mobilemoney } from './Migration20261122000301_sandbox_mobilemoney.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -9,4 +12,7 @@ import { Migration20261122000002_payments } from './Migration20261122000002_paym
 export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261122000001_foundation', class: Migration20261122000001_foundation },
   { name: 'Migration20261122000002_payments', class: Migration20261122000002_payments },
+  { name: 'Migration20261122000101_sandbox_cardpay', class: Migration20261122000101_sandbox_cardpay },
+  { name: 'Migration20261122000201_sandbox_walletpay', class: Migration20261122000201_sandbox_walletpay },
+  { name: 'Migration20261122000301_sandbox_mobilemoney', class: Migration20261122000301_sandbox_mobilemoney },
 ];

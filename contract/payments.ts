@@ -1,0 +1,228 @@
+import { initContract } from '@ts-rest/core';
+import { extendApi } from '@anatine/zod-openapi';
+import { z } from 'zod';
+import {
+  ErrorBodySchema, IdParamsSchema, ProviderSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, listEnvelope,
+} from './common.js';
+
+const c = initContract();
+
+export const PAYMENT_STATUSES = ['pending', 'completed', 'failed', 'refunded', 'reversed'] as const;
+export const PaymentStatusSchema = z.enum(PAYMENT_STATUSES);
+
+/** A decimal amount: a JSON number or a decimal string. Parsed without binary floating point. */
+export const AmountInputSchema = extendApi(z.union([z.string().max(32), z.number()]), {
+  type: 'string',
+  description: 'Decimal amount in major units, as a string (preferred) or a JSON number; at most the currency\'s minor-unit digits.',
+  example: '25.00',
+});
+
+const CurrencyInputSchema = extendApi(z.string().regex(/^[A-Za-z]{3}$/, 'must be a 3-letter ISO 4217 code'), { example: 'USD' });
+const UrlSchema = z.string().url().max(2048);
+
+export const CreateCardpayPaymentSchema = z
+  .object({
+    provider: z.literal('cardpay'),
+    amount: AmountInputSchema,
+    currency: CurrencyInputSchema,
+    payment_method: z.string().min(1).max(255).optional().describe('Payment-method token from the client side, e.g. pm_card_visa'),
+    return_url: UrlSchema.optional().describe('Where the customer returns after 3-D Secure authentication'),
+    saved_card_id: UuidSchema.optional().describe('Charge a saved card off-session: no 3DS, no user interaction'),
+  })
+  .strict();
+
+export const CreateMobilemoneyPaymentSchema = z
+  .object({
+    provider: z.literal('mobilemoney'),
+    amount: AmountInputSchema,
+    currency: CurrencyInputSchema.describe('Must be KES'),
+    phone: z.string().max(32).describe('Customer phone, 254XXXXXXXXX (07…, 7… and +254… are normalised)'),
+    callback_url: UrlSchema.optional().describe('Overrides the default push callback address'),
+  })
+  .strict();
+
+export const CreateWalletpayPaymentSchema = z
+  .object({
+    provider: z.literal('walletpay'),
+    amount: AmountInputSchema,
+    currency: CurrencyInputSchema,
+    return_url: UrlSchema.describe('Where the buyer returns after approval'),
+    cancel_url: UrlSchema.describe('Where the buyer returns on cancel'),
+  })
+  .strict();
+
+export const CreatePaymentBodySchema = extendApi(
+  z.discriminatedUnion('provider', [CreateCardpayPaymentSchema, CreateMobilemoneyPaymentSchema, CreateWalletpayPaymentSchema]),
+  { example: { provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' } },
+);
+export type CreatePaymentBody = z.infer<typeof CreatePaymentBodySchema>;
+
+export const NextActionSchema = z.object({ type: z.literal('redirect'), url: z.string() }).nullable();
+
+export const PaymentSchema = extendApi(
+  z.object({
+    id: UuidSchema,
+    merchant_id: UuidSchema,
+    amount: z.string(),
+    currency: z.string(),
+    provider: ProviderSchema,
+    status: PaymentStatusSchema,
+    provider_ref: z.string().nullable(),
+    idempotency_key: z.string(),
+    reference: z.string().describe('12-character reference shown to the provider (bill / account reference)'),
+    amount_refunded: z.string(),
+    next_action: NextActionSchema.describe('Where to send the customer: the wallet approval URL or the card 3DS page'),
+    failure_reason: z.string().nullable(),
+    created_at: TimestampSchema,
+    updated_at: TimestampSchema,
+    provider_response: z.record(z.string(), z.unknown()).nullable().optional().describe('Last raw provider response, secrets removed (GET by id only)'),
+  }),
+  {
+    title: 'Payment',
+    example: {
+      id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21', merchant_id: '5d1c3a2b-8e7f-4a6b-9c0d-1e2f3a4b5c6d', amount: '25.00', currency: 'USD',
+      provider: 'cardpay', status: 'completed', provider_ref: 'pi_3Nq…', idempotency_key: 'order-1042', reference: 'K7M2Q9XW4RTA',
+      amount_refunded: '0.00', next_action: null, failure_reason: null, created_at: '2026-11-22T10:15:30.000Z', updated_at: '2026-11-22T10:15:31.000Z',
+    },
+  },
+);
+
+export const CapturedPaymentSchema = z.object({
+  id: UuidSchema,
+  status: PaymentStatusSchema,
+  provider_ref: z.string().nullable(),
+  amount: z.string(),
+  currency: z.string(),
+  provider: ProviderSchema,
+  created_at: TimestampSchema,
+});
+
+export const SavedCardSchema = extendApi(
+  z.object({
+    id: UuidSchema,
+    provider: z.literal('cardpay'),
+    brand: z.string(),
+    last4: z.string(),
+    exp_month: z.number().int(),
+    exp_year: z.number().int(),
+    is_default: z.boolean(),
+    created_at: TimestampSchema,
+  }),
+  { title: 'SavedCard', example: { id: '7c9e6679-7425-40de-944b-e07fc1f90ae7', provider: 'cardpay', brand: 'visa', last4: '4242', exp_month: 12, exp_year: 2030, is_default: true, created_at: '2026-11-22T10:15:30.000Z' } },
+);
+
+const DecimalQuery = extendApi(z.string().regex(/^\d{1,15}(\.\d{1,4})?$/, 'must be a decimal number'), { type: 'string', example: '10.00' });
+const DateTimeQuery = extendApi(z.string().datetime({ offset: true, message: 'must be an ISO 8601 date-time' }), { format: 'date-time' });
+
+export const ListPaymentsQuerySchema = z
+  .object({
+    status: PaymentStatusSchema.optional(),
+    provider: ProviderSchema.optional(),
+    currency: z.string().regex(/^[A-Za-z]{3}$/, 'must be a 3-letter ISO 4217 code').optional(),
+    min_amount: DecimalQuery.optional().describe('Minimum amount, inclusive'),
+    max_amount: DecimalQuery.optional().describe('Maximum amount, inclusive'),
+    since: DateTimeQuery.optional().describe('Created at or after this instant'),
+    until: DateTimeQuery.optional().describe('Created before this instant'),
+    search: z.string().min(1).max(255).optional().describe('Exact mobile-money receipt number or idempotency key'),
+    page: intQuery({ min: 1, default: 1, description: 'Page number, from 1' }),
+    page_size: intQuery({ min: 1, max: 100, default: 50, description: 'Items per page, at most 100' }),
+  })
+  .strict();
+export type ListPaymentsQuery = z.infer<typeof ListPaymentsQuerySchema>;
+
+const PaginationQuerySchema = z
+  .object({
+    page: intQuery({ min: 1, default: 1, description: 'Page number, from 1' }),
+    page_size: intQuery({ min: 1, max: 100, default: 50, description: 'Items per page, at most 100' }),
+  })
+  .strict();
+
+const IdempotencyHeaders = z.object({
+  'idempotency-key': z.string().min(1, 'is required').max(255).describe('Unique per payment attempt; a retry with the same key and body returns the original payment'),
+});
+
+const write = { scope: 'payments:write', tag: 'Payments' } as const;
+const read = { scope: 'payments:read', tag: 'Payments' } as const;
+const cards = { scope: 'payments:write', tag: 'Saved cards' } as const;
+
+/** Static paths (cards, mobilemoney) come before `/:id` so Express matches them first. */
+export const paymentsContract = c.router(
+  {
+    createCard: {
+      method: 'POST',
+      path: '/v1/payments/cards',
+      summary: 'Save a card',
+      description: 'Creates a customer at the card provider and attaches the payment method. Only the token, brand, last four digits and expiry are stored.',
+      metadata: cards,
+      body: z
+        .object({
+          payment_method_id: z.string().min(1).max(255),
+          customer_email: z.string().email().max(254).optional(),
+          customer_name: z.string().min(1).max(200).optional(),
+        })
+        .strict(),
+      responses: { 201: envelope(SavedCardSchema), 502: ErrorBodySchema },
+    },
+    listCards: {
+      method: 'GET',
+      path: '/v1/payments/cards',
+      summary: 'List saved cards',
+      description: "Lists the merchant's active saved cards, oldest first.",
+      metadata: { scope: 'payments:read', tag: 'Saved cards' } as const,
+      query: PaginationQuerySchema,
+      responses: { 200: listEnvelope(SavedCardSchema) },
+    },
+    deleteCard: {
+      method: 'DELETE',
+      path: '/v1/payments/cards/:id',
+      summary: 'Delete a saved card',
+      description: 'Detaches the card at the card provider and deactivates it locally; it can no longer be charged.',
+      metadata: cards,
+      pathParams: IdParamsSchema,
+      body: c.noBody(),
+      responses: { 200: envelope(z.object({ id: UuidSchema, deleted: z.literal(true) })), 404: ErrorBodySchema, 502: ErrorBodySchema },
+    },
+    create: {
+      method: 'POST',
+      path: '/v1/payments',
+      summary: 'Create a payment',
+      description:
+        'Charges through one provider. cardpay completes at once (or asks for 3DS via next_action), mobilemoney sends a push prompt and stays pending ' +
+        'until the callback, walletpay returns the approval link in next_action. The Idempotency-Key makes retries safe: the same key and body return ' +
+        'the original payment (200, Idempotent-Replayed: true); a different body, or a key used by another merchant, is 409.',
+      metadata: write,
+      headers: IdempotencyHeaders,
+      body: CreatePaymentBodySchema,
+      responses: { 200: envelope(PaymentSchema), 201: envelope(PaymentSchema), 404: ErrorBodySchema, 409: ErrorBodySchema, 502: ErrorBodySchema },
+    },
+    list: {
+      method: 'GET',
+      path: '/v1/payments',
+      summary: 'List payments',
+      description: "Lists the merchant's payments, newest first. Filters combine with AND; an unknown filter value or page_size above 100 is 422.",
+      metadata: read,
+      query: ListPaymentsQuerySchema,
+      responses: { 200: listEnvelope(PaymentSchema) },
+    },
+    get: {
+      method: 'GET',
+      path: '/v1/payments/:id',
+      summary: 'Get a payment',
+      description: "Returns one payment with its next_action and the last raw provider response. Another merchant's payment is 404.",
+      metadata: read,
+      pathParams: IdParamsSchema,
+      responses: { 200: envelope(PaymentSchema), 404: ErrorBodySchema },
+    },
+    capture: {
+      method: 'POST',
+      path: '/v1/payments/:id/capture',
+      summary: 'Capture an approved wallet payment',
+      description: 'Captures a walletpay order after the buyer approved it. No body (or `{}`). 409 when the payment is not pending or the buyer has not approved.',
+      metadata: write,
+      pathParams: IdParamsSchema,
+      body: z.union([z.object({}).strict(), z.undefined(), z.null()]).optional(),
+      responses: { 200: envelope(CapturedPaymentSchema), 404: ErrorBodySchema, 409: ErrorBodySchema, 502: ErrorBodySchema },
+    },
+  },
+  { commonResponses: commonErrorResponses },
+);

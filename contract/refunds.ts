@@ -1,0 +1,65 @@
+import { initContract } from '@ts-rest/core';
+import { extendApi } from '@anatine/zod-openapi';
+import { z } from 'zod';
+import { ErrorBodySchema, IdParamsSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, listEnvelope } from './common.js';
+import { AmountInputSchema } from './payments.js';
+
+const c = initContract();
+
+export const RefundSchema = extendApi(
+  z.object({
+    id: UuidSchema,
+    payment_id: UuidSchema,
+    status: z.enum(['pending', 'completed', 'failed']),
+    provider_ref: z.string().nullable(),
+    amount: z.string(),
+    currency: z.string(),
+    failure_reason: z.string().nullable(),
+    created_at: TimestampSchema,
+  }),
+  {
+    title: 'Refund',
+    example: { id: '3f2b1c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d', payment_id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21', status: 'completed', provider_ref: 're_3Nq…', amount: '5.00', currency: 'USD', failure_reason: null, created_at: '2026-11-22T10:20:00.000Z' },
+  },
+);
+
+export const refundsContract = c.router(
+  {
+    create: {
+      method: 'POST',
+      path: '/v1/refunds',
+      summary: 'Refund a payment',
+      description:
+        'Refunds a completed payment in full (no amount) or in part. cardpay and walletpay refunds complete at once; a mobilemoney refund is an ' +
+        'asynchronous reversal of the full amount that stays pending until the operator reports the result.',
+      metadata: { scope: 'refunds:write', tag: 'Refunds' } as const,
+      body: z.object({ payment_id: UuidSchema, amount: AmountInputSchema.optional() }).strict(),
+      responses: { 201: envelope(RefundSchema), 404: ErrorBodySchema, 409: ErrorBodySchema, 502: ErrorBodySchema },
+    },
+    list: {
+      method: 'GET',
+      path: '/v1/refunds',
+      summary: "List a payment's refunds",
+      description: 'Lists the refunds of one payment, oldest first.',
+      metadata: { scope: 'refunds:read', tag: 'Refunds' } as const,
+      query: z
+        .object({
+          payment_id: UuidSchema,
+          page: intQuery({ min: 1, default: 1, description: 'Page number, from 1' }),
+          page_size: intQuery({ min: 1, max: 100, default: 50, description: 'Items per page, at most 100' }),
+        })
+        .strict(),
+      responses: { 200: listEnvelope(RefundSchema), 404: ErrorBodySchema },
+    },
+    get: {
+      method: 'GET',
+      path: '/v1/refunds/:id',
+      summary: 'Get a refund',
+      description: 'Returns one refund and its status; failure_reason is set when it failed.',
+      metadata: { scope: 'refunds:read', tag: 'Refunds' } as const,
+      pathParams: IdParamsSchema,
+      responses: { 200: envelope(RefundSchema), 404: ErrorBodySchema },
+    },
+  },
+  { commonResponses: commonErrorResponses },
+);

@@ -1,0 +1,121 @@
+import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { LockMode } from '@mikro-orm/core';
+import type { Logger } from '../../observability/logger.js';
+import { PaymentSchema, RefundSchema, type Payment } from '../../persistence/entities/index.js';
+import { parseCardpayEvent, verifyCardpaySignature, type CardpayNotification } from '../../providers/cardpay/webhook.js';
+import type { InboundCallback } from '../../providers/types.js';
+import { DomainError } from '../errors.js';
+import type { CredentialsService } from '../merchants/credentials.service.js';
+import { applyPaymentUpdate } from '../payments/payment-transitions.js';
+import type { PaymentService } from '../payments/payment.service.js';
+import type { RefundService } from '../refunds/refund.service.js';
+import { recordCallbackOnce } from './callback-inbox.js';
+
+export type CallbackOutcome = 'applied' | 'duplicate' | 'unknown_reference' | 'ignored';
+
+/**
+ * POST /v1/webhooks/cardpay: parse → find the payment (our id in the intent's metadata first, the
+ * intent id second) → verify the signature with that merchant's cardpay webhook secret → store the
+ * event id once → apply through the state machine, all in one transaction.
+ */
+export class CardpayCallbackService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly credentials: CredentialsService,
+    private readonly payments: PaymentService,
+    private readonly refunds: RefundService,
+    private readonly logger: Logger,
+  ) {}
+
+  async handle(callback: InboundCallback): Promise<CallbackOutcome> {
+    let event: CardpayNotification;
+    try {
+      event = parseCardpayEvent(callback.body);
+    } catch {
+      throw new DomainError('BAD_REQUEST', 'Body is not a cardpay event');
+    }
+    if (event.kind === 'ignored') {
+      this.logger.info({ provider: 'cardpay', eventType: event.type }, 'callback type not used; acknowledged');
+      return 'ignored';
+    }
+    const payment = await this.findPayment(event);
+    if (!payment) {
+      this.logger.warn({ provider: 'cardpay', eventId: event.eventId }, 'callback for an unknown reference; acknowledged and ignored');
+      return 'unknown_reference';
+    }
+    const creds = await this.credentials.find(payment.merchantId, 'cardpay');
+    const header = callback.headers['cardpay-signature'] ?? callback.headers['stripe-signature'];
+    if (!creds?.webhook_secret || !verifyCardpaySignature(callback.rawBody, header, creds.webhook_secret)) {
+      this.logger.warn({ provider: 'cardpay', eventId: event.eventId, paymentId: payment.id }, 'callback signature rejected');
+      throw new DomainError('UNAUTHORIZED', 'Invalid or missing Cardpay-Signature');
+    }
+
+    const result = await this.em.fork().transactional(async (tx) => {
+      if (!(await recordCallbackOnce(tx, 'cardpay', event.eventId, payment.id, event.type))) return { outcome: 'duplicate' as const, deliveryIds: [] };
+      if (event.kind === 'payment') {
+        const applied = await applyPaymentUpdate(
+          tx,
+          payment.id,
+          { status: event.status, providerRef: event.paymentIntentId, failureReason: event.failureReason, raw: event.raw },
+          `callback:${event.type}`,
+        );
+        return { outcome: 'applied' as const, deliveryIds: applied.deliveryIds };
+      }
+      return { outcome: 'applied' as const, deliveryIds: await this.applyRefunds(tx, payment.id, event) };
+    });
+    await this.payments.enqueue(result.deliveryIds);
+    return result.outcome;
+  }
+
+  private async findPayment(event: Exclude<CardpayNotification, { kind: 'ignored' }>): Promise<Payment | null> {
+    const em = this.em.fork();
+    if (event.kind === 'payment' && event.paymentId && /^[0-9a-f-]{36}$/i.test(event.paymentId)) {
+      const byId = await em.findOne(PaymentSchema, { id: event.paymentId, provider: 'cardpay' });
+      if (byId) return byId;
+    }
+    return em.findOne(PaymentSchema, { provider: 'cardpay', providerRef: event.paymentIntentId });
+  }
+
+  /**
+   * charge.refunded: refunds made through our API are already recorded (matched by provider ref);
+   * a refund made at the provider directly is recorded now, as completed.
+   */
+  private async applyRefunds(tx: EntityManager, paymentId: string, event: Extract<CardpayNotification, { kind: 'refund' }>): Promise<string[]> {
+    const payment = await tx.findOneOrFail(PaymentSchema, { id: paymentId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+    const deliveryIds: string[] = [];
+    for (const providerRefund of event.refunds) {
+      if (providerRefund.status !== 'succeeded') continue;
+      // Our own refund may still be waiting for the provider's answer: match it by amount then.
+      const known =
+        (await tx.findOne(RefundSchema, { paymentId, providerRef: providerRefund.id })) ??
+        (await tx.findOne(RefundSchema, { paymentId, providerRef: null, status: 'pending', amountMinor: providerRefund.amountMinor }, { orderBy: { createdAt: 'asc' } }));
+      if (known) {
+        if (known.status === 'pending') {
+          known.status = 'completed';
+          known.providerRef = providerRefund.id;
+          deliveryIds.push(...(await this.refunds.recordCompletedRefund(tx, payment, known)));
+        }
+        continue;
+      }
+      if (payment.status !== 'completed' || payment.amountRefundedMinor + providerRefund.amountMinor > payment.amountMinor) {
+        await tx.execute('INSERT INTO payment_transitions (payment_id, from_status, to_status, trigger, accepted, note) VALUES (?, ?, ?, ?, false, ?)',
+          [payment.id, payment.status, 'refunded', 'callback:charge.refunded', `refund ${providerRefund.id} not applicable`], 'run');
+        continue;
+      }
+      const refund = tx.create(RefundSchema, {
+        id: randomUUID(),
+        paymentId,
+        merchantId: payment.merchantId,
+        status: 'completed',
+        amountMinor: providerRefund.amountMinor,
+        currency: payment.currency,
+        providerRef: providerRefund.id,
+        providerResponse: event.raw,
+      });
+      deliveryIds.push(...(await this.refunds.recordCompletedRefund(tx, payment, refund)));
+    }
+    await tx.flush();
+    return deliveryIds;
+  }
+}

@@ -1,0 +1,80 @@
+import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { SavedCardSchema, type SavedCard } from '../../persistence/entities/index.js';
+import { ProviderError, type CardpayPort } from '../../providers/types.js';
+import { DomainError, notFound } from '../errors.js';
+import type { CredentialsService } from '../merchants/credentials.service.js';
+
+function providerFailure(err: unknown, action: string): never {
+  if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `cardpay could not ${action}: ${err.message}`);
+  throw err;
+}
+
+/** Saved cards: a provider customer with the payment method attached; only token, brand, last4, expiry kept. */
+export class SavedCardService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly credentials: CredentialsService,
+    private readonly cardpay: CardpayPort,
+  ) {}
+
+  async save(merchantId: string, input: { paymentMethodId: string; email?: string; name?: string }): Promise<SavedCard> {
+    const creds = await this.credentials.require(merchantId, 'cardpay');
+    const id = randomUUID();
+    let customerId: string;
+    let details;
+    try {
+      ({ customerId } = await this.cardpay.createCustomer(creds, { email: input.email, name: input.name, idempotencyKey: `card-${id}-customer` }));
+      details = await this.cardpay.attachPaymentMethod(creds, { paymentMethodId: input.paymentMethodId, customerId, idempotencyKey: `card-${id}-attach` });
+    } catch (err) {
+      if (err instanceof ProviderError && (err.kind === 'declined' || err.kind === 'invalid_request')) {
+        throw new DomainError('VALIDATION_ERROR', `Invalid request: the card cannot be saved: ${err.message}`, [{ field: 'payment_method_id', issue: err.message }]);
+      }
+      providerFailure(err, 'save the card');
+    }
+    return this.em.fork().transactional(async (tx) => {
+      const hasDefault = (await tx.count(SavedCardSchema, { merchantId, active: true, isDefault: true })) > 0;
+      const card = tx.create(SavedCardSchema, {
+        id,
+        merchantId,
+        provider: 'cardpay',
+        paymentMethodToken: details.paymentMethodId,
+        customerRef: customerId,
+        brand: details.brand,
+        last4: details.last4,
+        expMonth: details.expMonth,
+        expYear: details.expYear,
+        isDefault: !hasDefault,
+        active: true,
+      });
+      return card;
+    });
+  }
+
+  async list(merchantId: string, page: number, pageSize: number) {
+    const [items, total] = await this.em.findAndCount(SavedCardSchema, { merchantId, active: true }, {
+      orderBy: { createdAt: 'asc', id: 'asc' },
+      limit: pageSize,
+      offset: (page - 1) * pageSize,
+    });
+    return { items, total };
+  }
+
+  /** Detaches at the provider, then deactivates locally: a deleted card can no longer be charged. */
+  async remove(merchantId: string, id: string): Promise<void> {
+    const card = await this.em.findOne(SavedCardSchema, { id, merchantId, active: true });
+    if (!card) throw notFound('saved card');
+    const creds = await this.credentials.require(merchantId, 'cardpay');
+    try {
+      await this.cardpay.detachPaymentMethod(creds, card.paymentMethodToken);
+    } catch (err) {
+      providerFailure(err, 'detach the card');
+    }
+    await this.em.fork().transactional(async (tx) => {
+      const row = await tx.findOneOrFail(SavedCardSchema, { id });
+      row.active = false;
+      row.isDefault = false;
+      row.deletedAt = new Date();
+    });
+  }
+}

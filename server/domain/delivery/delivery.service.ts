@@ -1,0 +1,164 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Logger } from '../../observability/logger.js';
+import { WebhookDeliverySchema, type DeliveryStatus, type WebhookDelivery } from '../../persistence/entities/index.js';
+import { DomainError, conflict, notFound } from '../errors.js';
+import type { MerchantEventType } from '../events/merchant-events.js';
+import type { MerchantService } from '../merchants/merchant.service.js';
+import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
+import {
+  countScheduledAttempts, finishAttempt, findStrandedDeliveryIds, insertAttempt, leaseDelivery, listAttempts,
+  type AttemptRow, type AttemptTrigger, type LeasedDelivery, type NextState,
+} from './delivery-store.js';
+import { afterFailedAttempt } from './retry-schedule.js';
+import { WEBHOOK_HEADERS, signWebhook } from './signature.js';
+import { USER_AGENT, capError, sendWebhook, type SendResult } from './webhook-sender.js';
+
+export interface DeliveryConfig {
+  /** Delays after the 1st..nth failed scheduled attempt; one more failure than its length is final. */
+  retryScheduleMs: readonly number[];
+  timeoutMs: number;
+  allowPrivateUrls: boolean;
+}
+
+/** The result of a scheduled attempt, so the caller can book the next one. */
+export interface AttemptOutcome {
+  status: DeliveryStatus;
+  nextAttemptAt: Date | null;
+}
+
+export interface DeliveryFilter {
+  status?: DeliveryStatus;
+  eventType?: MerchantEventType;
+  paymentId?: string;
+  page: number;
+  pageSize: number;
+}
+
+/** Headroom over the request timeout for DNS, the secret lookup and recording the result. */
+const LEASE_MARGIN_MS = 30_000;
+
+/**
+ * Outbound merchant webhooks: signs and sends one delivery attempt at a time, records every attempt,
+ * moves the delivery along its retry schedule, and serves the merchant's delivery log.
+ * Attempts go to the merchant's CURRENT webhook URL, signed with the CURRENT secret (they are
+ * registered together), so fixing the endpoint and retrying a dead delivery reaches the new address.
+ */
+export class DeliveryService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly merchants: MerchantService,
+    private readonly config: DeliveryConfig,
+    private readonly logger: Logger,
+  ) {}
+
+  private get leaseMs(): number {
+    return this.config.timeoutMs + LEASE_MARGIN_MS;
+  }
+
+  /**
+   * One scheduled attempt (the `webhook.deliver` job). Null when there is nothing to do: already
+   * delivered or dead, not yet due, or another worker is sending it right now.
+   */
+  async attemptScheduled(deliveryId: string): Promise<AttemptOutcome | null> {
+    const leased = await leaseDelivery(this.em, deliveryId, { leaseMs: this.leaseMs, trigger: 'scheduled' });
+    if (!leased) return null;
+    return this.attempt(leased, 'scheduled');
+  }
+
+  /**
+   * Re-sends a dead or retrying delivery now, in the caller's request, with the same event body and
+   * X-Webhook-Id. A failure changes neither the status nor the schedule.
+   */
+  async retryNow(merchantId: string, deliveryId: string): Promise<WebhookDelivery> {
+    const delivery = await this.em.findOne(WebhookDeliverySchema, { id: deliveryId, merchantId });
+    if (!delivery) throw notFound('webhook delivery');
+    if (delivery.status !== 'dead' && delivery.status !== 'retrying') {
+      throw conflict(`Only a dead or retrying delivery can be retried; this one is ${delivery.status}`);
+    }
+    const leased = await leaseDelivery(this.em, deliveryId, { leaseMs: this.leaseMs, trigger: 'manual' });
+    if (!leased) throw conflict('The delivery is being sent right now; try again shortly');
+    await this.attempt(leased, 'manual');
+    return this.em.findOneOrFail(WebhookDeliverySchema, { id: deliveryId }, { refresh: true });
+  }
+
+  async list(merchantId: string, filter: DeliveryFilter): Promise<{ items: WebhookDelivery[]; total: number }> {
+    const [items, total] = await this.em.findAndCount(
+      WebhookDeliverySchema,
+      {
+        merchantId,
+        ...(filter.status ? { status: filter.status } : {}),
+        ...(filter.eventType ? { eventType: filter.eventType } : {}),
+        ...(filter.paymentId ? { paymentId: filter.paymentId } : {}),
+      },
+      { orderBy: { createdAt: 'desc', id: 'desc' }, limit: filter.pageSize, offset: (filter.page - 1) * filter.pageSize },
+    );
+    return { items, total };
+  }
+
+  async get(merchantId: string, deliveryId: string): Promise<{ delivery: WebhookDelivery; attempts: AttemptRow[] }> {
+    const delivery = await this.em.findOne(WebhookDeliverySchema, { id: deliveryId, merchantId });
+    if (!delivery) throw notFound('webhook delivery');
+    return { delivery, attempts: await listAttempts(this.em, deliveryId) };
+  }
+
+  /** Ids the sweeper re-enqueues: due for longer than `graceMs` and not being sent. */
+  findStranded(graceMs: number, limit = 500): Promise<string[]> {
+    return findStrandedDeliveryIds(this.em, graceMs, limit);
+  }
+
+  private async attempt(leased: LeasedDelivery, trigger: AttemptTrigger): Promise<AttemptOutcome> {
+    const url = leased.merchantUrl ?? leased.url;
+    const result = await this.send(leased, url);
+    const attemptNumber = leased.attempts + 1;
+    const outcome = await this.em.transactional(async (tx) => {
+      await insertAttempt(tx, {
+        deliveryId: leased.id,
+        attemptNumber,
+        trigger,
+        responseStatus: result.responseStatus,
+        error: result.error,
+        durationMs: result.durationMs,
+      });
+      let next: NextState;
+      if (result.ok) next = { kind: 'delivered' };
+      else if (trigger === 'manual') next = { kind: 'unchanged' };
+      else next = afterFailedAttempt(this.config.retryScheduleMs, await countScheduledAttempts(tx, leased.id));
+      return finishAttempt(tx, leased.id, { url, responseStatus: result.responseStatus, error: result.error, next });
+    });
+    // Never the body, the URL's query or the secret: ids, type and outcome only.
+    this.logger.info(
+      { deliveryId: leased.id, eventType: leased.eventType, attempt: attemptNumber, trigger, responseStatus: result.responseStatus, status: outcome.status },
+      result.ok ? 'webhook delivered' : 'webhook attempt failed',
+    );
+    return outcome;
+  }
+
+  /** Checks the URL and the secret, then POSTs; anything that stops the request is a failed attempt. */
+  private async send(leased: LeasedDelivery, url: string): Promise<SendResult> {
+    const refused = (error: string): SendResult => ({ ok: false, responseStatus: null, error: capError(error), durationMs: 0 });
+    let secret: string | null;
+    try {
+      await assertDeliverableUrl(url, this.config.allowPrivateUrls);
+      secret = await this.merchants.webhookSecret(leased.merchantId);
+    } catch (err) {
+      if (err instanceof DomainError) return refused(`URL refused: ${err.details?.[0]?.issue ?? err.message}`);
+      this.logger.error({ deliveryId: leased.id, err: { type: (err as Error).name, message: (err as Error).message } }, 'webhook attempt could not be prepared');
+      return refused('internal error while preparing the request');
+    }
+    if (!secret) return refused('the merchant has no webhook signing secret');
+    const timestamp = Math.floor(Date.now() / 1000);
+    return sendWebhook({
+      url,
+      body: leased.body,
+      timeoutMs: this.config.timeoutMs,
+      headers: {
+        'Content-Type': 'application/json',
+        'User-Agent': USER_AGENT,
+        [WEBHOOK_HEADERS.eventType]: leased.eventType,
+        [WEBHOOK_HEADERS.timestamp]: String(timestamp),
+        [WEBHOOK_HEADERS.signature]: signWebhook(secret, timestamp, leased.body),
+        [WEBHOOK_HEADERS.webhookId]: leased.id,
+      },
+    });
+  }
+}

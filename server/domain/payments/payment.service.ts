@@ -1,0 +1,248 @@
+import { randomInt, randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { FilterQuery } from '@mikro-orm/core';
+import type { CreatePaymentBody, ListPaymentsQuery } from '../../../contract/index.js';
+import type { AppConfig } from '../../config/config.js';
+import type { Logger } from '../../observability/logger.js';
+import { PaymentSchema, SavedCardSchema, type Payment } from '../../persistence/entities/index.js';
+import { LockTimeoutError, type KeyLock } from '../../persistence/key-lock.js';
+import { callbackUrl } from '../../providers/base-url.js';
+import { ProviderError, type PaymentLookup, type ProviderPaymentResult } from '../../providers/types.js';
+import { DomainError, conflict, notFound } from '../errors.js';
+import type { CredentialsService } from '../merchants/credentials.service.js';
+import { compareDecimals, formatMinorUnits } from '../money/money.js';
+import type { DeliveryQueue } from '../ports.js';
+import type { ProviderGateway } from './provider-gateway.js';
+import { applyPaymentUpdate, recordCreation, type PaymentUpdate } from './payment-transitions.js';
+import { normalizePaymentRequest, type NormalizedPaymentRequest } from './payment-request.js';
+
+/** decisions.md: concurrent requests with one key wait for the first, or get 409 after 10 s. */
+const IDEMPOTENCY_WAIT_MS = 10_000;
+const REFERENCE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
+
+export interface CreatedPayment {
+  payment: Payment;
+  replayed: boolean;
+}
+
+export function paymentLookup(payment: Payment): PaymentLookup {
+  return { paymentId: payment.id, providerRef: payment.providerRef ?? null, reference: payment.reference, providerData: payment.providerData };
+}
+
+function newReference(): string {
+  let out = '';
+  for (let i = 0; i < 12; i += 1) out += REFERENCE_ALPHABET[randomInt(REFERENCE_ALPHABET.length)];
+  return out;
+}
+
+/** Payments: idempotent creation, reads, capture, and every provider-driven update. */
+export class PaymentService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly config: AppConfig,
+    private readonly credentials: CredentialsService,
+    private readonly gateway: ProviderGateway,
+    private readonly keyLock: KeyLock,
+    private readonly deliveryQueue: DeliveryQueue,
+    private readonly logger: Logger,
+  ) {}
+
+  /**
+   * Creates a payment exactly once per Idempotency-Key. The key's advisory lock (PostgreSQL, so every
+   * process shares it) serialises concurrent requests: the first reserves the key by writing the payment
+   * as `pending`, calls the provider with an idempotency key derived from the payment id, and applies the
+   * answer as a transition; the others then find the payment and replay it.
+   */
+  async create(merchantId: string, idempotencyKey: string, body: CreatePaymentBody): Promise<CreatedPayment> {
+    const request = normalizePaymentRequest(body);
+    await this.credentials.require(merchantId, request.provider);
+    try {
+      return await this.keyLock.withLock(`payment-idempotency:${idempotencyKey}`, IDEMPOTENCY_WAIT_MS, async () => {
+        const existing = await this.em.fork().findOne(PaymentSchema, { idempotencyKey });
+        if (existing) return { payment: this.replay(existing, merchantId, request), replayed: true };
+        const payment = await this.reserve(merchantId, idempotencyKey, request);
+        return { payment: await this.callProvider(payment, request), replayed: false };
+      });
+    } catch (err) {
+      if (err instanceof LockTimeoutError) {
+        throw conflict('A request with this Idempotency-Key is still being processed; retry shortly');
+      }
+      throw err;
+    }
+  }
+
+  private replay(existing: Payment, merchantId: string, request: NormalizedPaymentRequest): Payment {
+    if (existing.merchantId !== merchantId) throw conflict('This Idempotency-Key has already been used');
+    if (existing.requestHash !== request.requestHash) {
+      throw conflict('This Idempotency-Key was already used with a different request body');
+    }
+    return existing;
+  }
+
+  private async reserve(merchantId: string, idempotencyKey: string, request: NormalizedPaymentRequest): Promise<Payment> {
+    const providerData: Record<string, unknown> = {};
+    if (request.provider === 'cardpay' && request.fields.saved_card_id) {
+      const card = await this.em.fork().findOne(SavedCardSchema, { id: request.fields.saved_card_id, merchantId, active: true });
+      if (!card) throw new DomainError('VALIDATION_ERROR', 'Invalid request: saved_card_id is not an active saved card', [{ field: 'saved_card_id', issue: 'is not an active saved card of this merchant' }]);
+      Object.assign(providerData, { customer: card.customerRef, payment_method: card.paymentMethodToken, off_session: true });
+    }
+    for (const [key, value] of Object.entries(request.fields)) if (value !== undefined && key !== 'saved_card_id') providerData[key] ??= value;
+    if (request.fields.saved_card_id) providerData.saved_card_id = request.fields.saved_card_id;
+
+    return this.em.fork().transactional(async (tx) => {
+      const payment = tx.create(PaymentSchema, {
+        id: randomUUID(),
+        merchantId,
+        provider: request.provider,
+        status: 'pending',
+        amountMinor: request.amountMinor,
+        currency: request.currency,
+        amount: formatMinorUnits(request.amountMinor, request.currency),
+        amountRefundedMinor: 0n,
+        reference: newReference(),
+        idempotencyKey,
+        requestHash: request.requestHash,
+        providerData,
+        syncAttempts: 0,
+        // Every pending payment is re-checked with its provider from then on (status sync).
+        nextSyncAt: new Date(Date.now() + (this.config.statusSyncScheduleMs[0] ?? 60_000)),
+      });
+      await tx.flush();
+      await recordCreation(tx, payment.id);
+      return payment;
+    });
+  }
+
+  /** The provider call of a reserved payment and the transition its answer makes. */
+  private async callProvider(payment: Payment, request: NormalizedPaymentRequest): Promise<Payment> {
+    let result: ProviderPaymentResult;
+    try {
+      result = await this.gateway.createPayment(payment, {
+        paymentId: payment.id,
+        reference: payment.reference,
+        amount: { minor: payment.amountMinor, currency: payment.currency },
+        idempotencyKey: `payment-${payment.id}`,
+        callbackUrl: request.fields.callback_url ?? callbackUrl(this.config, payment.provider as never),
+        fields: payment.providerData,
+      });
+    } catch (err) {
+      return this.handleCreateError(payment, err);
+    }
+    return (await this.applyUpdate(payment.id, toUpdate(result), 'create')).payment;
+  }
+
+  private async handleCreateError(payment: Payment, err: unknown): Promise<Payment> {
+    if (!(err instanceof ProviderError)) throw err;
+    if (err.kind === 'declined') {
+      const update = err.result ? toUpdate(err.result) : { status: 'failed' as const };
+      return (await this.applyUpdate(payment.id, { ...update, status: 'failed', failureReason: err.message }, 'create')).payment;
+    }
+    if (err.kind === 'indeterminate' || err.kind === 'unavailable') {
+      // The provider may have acted: keep the payment pending; a callback or the status sync settles it.
+      this.logger.warn({ paymentId: payment.id, provider: payment.provider, kind: err.kind }, 'provider outcome unknown at creation');
+      await this.markForSync(payment.id, { error: err.message });
+      return this.em.fork().findOneOrFail(PaymentSchema, { id: payment.id });
+    }
+    await this.applyUpdate(payment.id, { status: 'failed', failureReason: err.message, raw: { error: err.message, code: err.providerCode ?? null } }, 'create');
+    throw new DomainError('PROVIDER_ERROR', `${payment.provider} refused the payment: ${err.message}`);
+  }
+
+  /** Keeps a pending payment for the status sync, with the first re-check after the first interval. */
+  async markForSync(paymentId: string, raw: unknown): Promise<void> {
+    const first = this.config.statusSyncScheduleMs[0] ?? 60_000;
+    await this.em.fork().transactional(async (tx) => {
+      const payment = await tx.findOneOrFail(PaymentSchema, { id: paymentId });
+      if (payment.status !== 'pending') return;
+      payment.providerResponse = raw;
+      payment.nextSyncAt ??= new Date(Date.now() + first);
+    });
+  }
+
+  /** Applies a provider update in its own transaction and hands the new deliveries to the queue. */
+  async applyUpdate(paymentId: string, update: PaymentUpdate, trigger: string) {
+    const applied = await this.em.fork().transactional((tx) => applyPaymentUpdate(tx, paymentId, update, trigger));
+    await this.enqueue(applied.deliveryIds);
+    return applied;
+  }
+
+  async enqueue(deliveryIds: string[]): Promise<void> {
+    if (deliveryIds.length === 0) return;
+    // After commit. If this fails (or the process dies first), the delivery sweeper finds the rows.
+    await this.deliveryQueue.enqueue(deliveryIds).catch((err: Error) => {
+      this.logger.warn({ err: { message: err.message } }, 'could not enqueue deliveries; the sweeper will');
+    });
+  }
+
+  async get(merchantId: string, id: string): Promise<Payment> {
+    const payment = await this.em.findOne(PaymentSchema, { id, merchantId });
+    if (!payment) throw notFound('payment');
+    return payment;
+  }
+
+  async list(merchantId: string, query: ListPaymentsQuery): Promise<{ items: Payment[]; total: number }> {
+    const where: FilterQuery<Payment> = { merchantId };
+    if (query.status) where.status = query.status;
+    if (query.provider) where.provider = query.provider;
+    if (query.currency) where.currency = query.currency.toUpperCase();
+    if (query.min_amount !== undefined || query.max_amount !== undefined) {
+      where.amount = {
+        ...(query.min_amount !== undefined ? { $gte: query.min_amount } : {}),
+        ...(query.max_amount !== undefined ? { $lte: query.max_amount } : {}),
+      };
+    }
+    if (query.since !== undefined || query.until !== undefined) {
+      const since = query.since ? new Date(query.since) : undefined;
+      const until = query.until ? new Date(query.until) : undefined;
+      if (since && until && since > until) {
+        throw new DomainError('VALIDATION_ERROR', 'Invalid request: since must not be after until', [{ field: 'since', issue: 'must not be after until' }]);
+      }
+      where.createdAt = { ...(since ? { $gte: since } : {}), ...(until ? { $lt: until } : {}) };
+    }
+    if (query.search) where.$or = [{ receiptNumber: query.search.toUpperCase() }, { receiptNumber: query.search }, { idempotencyKey: query.search }];
+    if (query.min_amount !== undefined && query.max_amount !== undefined && compareDecimals(query.min_amount, query.max_amount) > 0) {
+      throw new DomainError('VALIDATION_ERROR', 'Invalid request: min_amount must not exceed max_amount', [{ field: 'min_amount', issue: 'must not exceed max_amount' }]);
+    }
+    const [items, total] = await this.em.findAndCount(PaymentSchema, where, {
+      orderBy: { createdAt: 'desc', id: 'desc' },
+      limit: query.page_size,
+      offset: (query.page - 1) * query.page_size,
+    });
+    return { items, total };
+  }
+
+  /** Captures an approved walletpay order. Wrong status or an unapproved order is 409. */
+  async capture(merchantId: string, id: string): Promise<Payment> {
+    const payment = await this.get(merchantId, id);
+    if (payment.provider !== 'walletpay') throw conflict(`${payment.provider} payments are not captured; only walletpay payments are`);
+    if (payment.status !== 'pending') throw conflict(`payment is ${payment.status}; only a pending payment can be captured`);
+    if (!payment.providerRef) throw conflict('payment has no wallet order yet');
+    let result: ProviderPaymentResult;
+    try {
+      result = await this.gateway.capture(payment, `capture-${payment.id}`);
+    } catch (err) {
+      if (err instanceof ProviderError && (err.providerCode === 'ORDER_NOT_APPROVED' || err.providerCode === 'PAYER_ACTION_REQUIRED')) {
+        throw conflict('the buyer has not approved this payment yet');
+      }
+      if (err instanceof ProviderError && err.providerCode === 'ORDER_ALREADY_CAPTURED') {
+        // Already captured at the provider (e.g. an earlier capture's answer was lost): settle from its state.
+        const current = await this.gateway.getPayment(payment, paymentLookup(payment));
+        return (await this.applyUpdate(payment.id, toUpdate(current), 'capture')).payment;
+      }
+      if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `walletpay capture failed: ${err.message}`);
+      throw err;
+    }
+    return (await this.applyUpdate(payment.id, toUpdate(result), 'capture')).payment;
+  }
+}
+
+export function toUpdate(result: ProviderPaymentResult): PaymentUpdate {
+  return {
+    status: result.status,
+    providerRef: result.providerRef,
+    receiptNumber: result.receiptNumber ?? null,
+    failureReason: result.failureReason ?? null,
+    nextAction: result.nextAction ?? null,
+    raw: result.raw,
+    data: result.data,
+  };
+}

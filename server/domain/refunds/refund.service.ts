@@ -1,0 +1,152 @@
+import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { LockMode } from '@mikro-orm/core';
+import type { AppConfig } from '../../config/config.js';
+import { PaymentSchema, RefundSchema, type Payment, type Refund } from '../../persistence/entities/index.js';
+import { callbackUrl } from '../../providers/base-url.js';
+import { ProviderError, type ProviderRefundResult } from '../../providers/types.js';
+import { appendEvent } from '../events/outbox.js';
+import { DomainError, conflict, notFound } from '../errors.js';
+import { formatMinorUnits, toMinorUnits } from '../money/money.js';
+import type { ProviderGateway } from '../payments/provider-gateway.js';
+import { eventData } from '../payments/payment-transitions.js';
+import { canTransition } from '../payments/payment-state.js';
+import { paymentLookup, type PaymentService } from '../payments/payment.service.js';
+
+/**
+ * Refunds (decisions.md "Refunds"): any number of partial refunds while the payment is `completed` and
+ * the sum stays within the amount; the payment becomes `refunded` when they reach it. A refund is
+ * reserved as `pending` under the payment's row lock before the provider is called, so two concurrent
+ * refunds can never exceed the amount.
+ */
+export class RefundService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly config: AppConfig,
+    private readonly gateway: ProviderGateway,
+    private readonly payments: PaymentService,
+  ) {}
+
+  async create(merchantId: string, paymentId: string, amount: string | number | undefined): Promise<Refund> {
+    const { refund, payment } = await this.reserve(merchantId, paymentId, amount);
+    let result: ProviderRefundResult;
+    try {
+      result = await this.gateway.refund(payment, {
+        refundId: refund.id,
+        payment: { ...paymentLookup(payment), amount: { minor: payment.amountMinor, currency: payment.currency }, receiptNumber: payment.receiptNumber ?? null },
+        amount: { minor: refund.amountMinor, currency: refund.currency },
+        full: refund.amountMinor === payment.amountMinor - payment.amountRefundedMinor,
+        idempotencyKey: `refund-${refund.id}`,
+        resultUrl: callbackUrl(this.config, 'mobilemoney', '/reversal/result'),
+        timeoutUrl: callbackUrl(this.config, 'mobilemoney', '/reversal/timeout'),
+      });
+    } catch (err) {
+      if (!(err instanceof ProviderError)) throw err;
+      if (err.kind === 'indeterminate' || err.kind === 'unavailable') {
+        // Outcome unknown: the refund stays pending; the provider's refund event settles it.
+        throw new DomainError('PROVIDER_ERROR', `${payment.provider} did not answer the refund request; refund ${refund.id} stays pending`);
+      }
+      await this.settle(refund.id, { providerRef: null, status: 'failed', failureReason: err.message, raw: { error: err.message } });
+      throw new DomainError('PROVIDER_ERROR', `${payment.provider} refused the refund: ${err.message}`);
+    }
+    return this.settle(refund.id, result);
+  }
+
+  private async reserve(merchantId: string, paymentId: string, amount: string | number | undefined) {
+    return this.em.fork().transactional(async (tx) => {
+      const payment = await tx.findOne(PaymentSchema, { id: paymentId, merchantId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!payment) throw notFound('payment');
+      if (payment.status !== 'completed') throw conflict(`payment is ${payment.status}; only a completed payment can be refunded`);
+      if (!payment.providerRef) throw conflict('payment has no provider reference to refund');
+      const pending = await tx.find(RefundSchema, { paymentId, status: 'pending' });
+      if (payment.provider === 'mobilemoney' && pending.length > 0) throw conflict('a reversal of this payment is already pending');
+      const reserved = pending.reduce((sum, r) => sum + r.amountMinor, 0n);
+      const remaining = payment.amountMinor - payment.amountRefundedMinor - reserved;
+      let amountMinor = remaining;
+      if (amount !== undefined) {
+        amountMinor = toMinorUnits(amount, payment.currency);
+        if (amountMinor <= 0n) throw new DomainError('VALIDATION_ERROR', 'Invalid request: amount must be greater than 0', [{ field: 'amount', issue: 'must be greater than 0' }]);
+        if (payment.provider === 'mobilemoney' && amountMinor !== payment.amountMinor) {
+          throw new DomainError('VALIDATION_ERROR', 'Invalid request: mobilemoney reversals are for the full amount only', [{ field: 'amount', issue: 'must be omitted or equal the full amount for mobilemoney' }]);
+        }
+      }
+      if (remaining <= 0n) throw conflict('payment has no amount left to refund');
+      if (amountMinor > remaining) {
+        const left = formatMinorUnits(remaining, payment.currency);
+        throw new DomainError('VALIDATION_ERROR', `Invalid request: amount exceeds the refundable remainder ${left}`, [{ field: 'amount', issue: `must be at most ${left}` }]);
+      }
+      const refund = tx.create(RefundSchema, {
+        id: randomUUID(),
+        paymentId,
+        merchantId,
+        status: 'pending',
+        amountMinor,
+        currency: payment.currency,
+      });
+      await tx.flush();
+      return { refund, payment };
+    });
+  }
+
+  /**
+   * Records a provider's answer for a refund: completed refunds raise amount_refunded (and move the
+   * payment to `refunded` at the full amount) and emit `payment.refunded`, all in one transaction.
+   */
+  async settle(refundId: string, result: ProviderRefundResult): Promise<Refund> {
+    const applied = await this.em.fork().transactional(async (tx) => {
+      const refund = await tx.findOneOrFail(RefundSchema, { id: refundId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (result.providerRef) refund.providerRef = result.providerRef;
+      refund.providerResponse = result.raw;
+      const deliveryIds: string[] = [];
+      if (refund.status !== 'pending' || result.status === 'pending') return { refund, deliveryIds };
+      refund.status = result.status;
+      const payment = await tx.findOneOrFail(PaymentSchema, { id: refund.paymentId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (result.status === 'failed') {
+        refund.failureReason = result.failureReason ?? 'refused by the provider';
+        return { refund, deliveryIds };
+      }
+      deliveryIds.push(...(await this.recordCompletedRefund(tx, payment, refund)));
+      return { refund, deliveryIds };
+    });
+    await this.payments.enqueue(applied.deliveryIds);
+    return applied.refund;
+  }
+
+  /** Raises amount_refunded, moves a fully refunded payment to `refunded`, appends payment.refunded. */
+  async recordCompletedRefund(tx: EntityManager, payment: Payment, refund: Refund): Promise<string[]> {
+    const previous = payment.status;
+    payment.amountRefundedMinor += refund.amountMinor;
+    if (payment.amountRefundedMinor >= payment.amountMinor && canTransition(payment.status, 'refunded')) payment.status = 'refunded';
+    if (payment.status !== previous) {
+      await tx.execute('INSERT INTO payment_transitions (payment_id, from_status, to_status, trigger, accepted) VALUES (?, ?, ?, ?, true)', [payment.id, previous, payment.status, 'refund'], 'run');
+    }
+    const appended = await appendEvent(tx, {
+      merchantId: payment.merchantId,
+      paymentId: payment.id,
+      type: 'payment.refunded',
+      data: {
+        ...eventData(payment, previous),
+        refund_id: refund.id,
+        amount_refunded: formatMinorUnits(payment.amountRefundedMinor, payment.currency),
+      },
+    });
+    return appended.deliveryId ? [appended.deliveryId] : [];
+  }
+
+  async get(merchantId: string, id: string): Promise<Refund> {
+    const refund = await this.em.findOne(RefundSchema, { id, merchantId });
+    if (!refund) throw notFound('refund');
+    return refund;
+  }
+
+  async listForPayment(merchantId: string, paymentId: string, page: number, pageSize: number) {
+    const payment = await this.em.findOne(PaymentSchema, { id: paymentId, merchantId });
+    if (!payment) throw notFound('payment');
+    const [items, total] = await this.em.findAndCount(RefundSchema, { paymentId, merchantId }, {
+      orderBy: { createdAt: 'asc', id: 'asc' },
+      limit: pageSize,
+      offset: (page - 1) * pageSize,
+    });
+    return { items, total };
+  }
+}

@@ -1,0 +1,68 @@
+import type { Payment, Refund, SavedCard } from '../../persistence/entities/index.js';
+import { formatMinorUnits } from '../../domain/money/money.js';
+import type { Provider } from '../../../contract/index.js';
+
+/** Domain rows → contract DTOs. Entities are never returned as they are. */
+
+export function presentPayment(p: Payment, options: { withProviderResponse?: boolean } = {}) {
+  return {
+    id: p.id,
+    merchant_id: p.merchantId,
+    amount: formatMinorUnits(p.amountMinor, p.currency),
+    currency: p.currency,
+    provider: p.provider as Provider,
+    status: p.status,
+    provider_ref: p.providerRef ?? null,
+    idempotency_key: p.idempotencyKey,
+    reference: p.reference,
+    amount_refunded: formatMinorUnits(p.amountRefundedMinor, p.currency),
+    next_action: p.nextAction ?? null,
+    failure_reason: p.failureReason ?? null,
+    created_at: p.createdAt.toISOString(),
+    updated_at: p.updatedAt.toISOString(),
+    ...(options.withProviderResponse ? { provider_response: (p.providerResponse as Record<string, unknown> | null | undefined) ?? null } : {}),
+  };
+}
+
+/** The capture response: exactly the seven fields of interface.md. */
+export function presentCapture(p: Payment) {
+  return {
+    id: p.id,
+    status: p.status,
+    provider_ref: p.providerRef ?? null,
+    amount: formatMinorUnits(p.amountMinor, p.currency),
+    currency: p.currency,
+    provider: p.provider as Provider,
+    created_at: p.createdAt.toISOString(),
+  };
+}
+
+export function presentRefund(r: Refund) {
+  return {
+    id: r.id,
+    payment_id: r.paymentId,
+    status: r.status,
+    provider_ref: r.providerRef ?? null,
+    amount: formatMinorUnits(r.amountMinor, r.currency),
+    currency: r.currency,
+    failure_reason: r.failureReason ?? null,
+    created_at: r.createdAt.toISOString(),
+  };
+}
+
+export function presentSavedCard(c: SavedCard) {
+  return {
+    id: c.id,
+    provider: 'cardpay' as const,
+    brand: c.brand,
+    last4: c.last4,
+    exp_month: c.expMonth,
+    exp_year: c.expYear,
+    is_default: c.isDefault,
+    created_at: c.createdAt.toISOString(),
+  };
+}
+
+export function pageMeta(page: number, pageSize: number, total: number) {
+  return { page, page_size: pageSize, total };
+}

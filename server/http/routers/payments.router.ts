@@ -1,0 +1,45 @@
+import { initServer } from '@ts-rest/express';
+import { contract } from '../../../contract/index.js';
+import type { SavedCardService } from '../../domain/cards/saved-card.service.js';
+import type { PaymentService } from '../../domain/payments/payment.service.js';
+import { ok } from '../envelope.js';
+import { principalOf } from '../middleware/auth.js';
+import { pageMeta, presentCapture, presentPayment, presentSavedCard } from '../presenters/presenters.js';
+
+const s = initServer();
+
+export function paymentsRouter(deps: { payments: PaymentService; savedCards: SavedCardService }) {
+  // Express matches in registration order: the static /cards routes must come before /:id.
+  return s.router(contract.payments, {
+    createCard: async ({ body, res }) => {
+      const card = await deps.savedCards.save(principalOf(res).merchantId, {
+        paymentMethodId: body.payment_method_id,
+        email: body.customer_email,
+        name: body.customer_name,
+      });
+      return { status: 201 as const, body: { success: true as const, data: presentSavedCard(card) } };
+    },
+    listCards: async ({ query, res }) => {
+      const { items, total } = await deps.savedCards.list(principalOf(res).merchantId, query.page, query.page_size);
+      return { status: 200 as const, body: { success: true as const, data: items.map(presentSavedCard), meta: pageMeta(query.page, query.page_size, total) } };
+    },
+    deleteCard: async ({ params, res }) => {
+      await deps.savedCards.remove(principalOf(res).merchantId, params.id);
+      return ok({ id: params.id, deleted: true as const });
+    },
+    create: async ({ headers, body, res }) => {
+      const { payment, replayed } = await deps.payments.create(principalOf(res).merchantId, headers['idempotency-key'], body);
+      if (replayed) {
+        res.setHeader('Idempotent-Replayed', 'true');
+        return ok(presentPayment(payment));
+      }
+      return { status: 201 as const, body: { success: true as const, data: presentPayment(payment) } };
+    },
+    list: async ({ query, res }) => {
+      const { items, total } = await deps.payments.list(principalOf(res).merchantId, query);
+      return { status: 200 as const, body: { success: true as const, data: items.map((p) => presentPayment(p)), meta: pageMeta(query.page, query.page_size, total) } };
+    },
+    get: async ({ params, res }) => ok(presentPayment(await deps.payments.get(principalOf(res).merchantId, params.id), { withProviderResponse: true })),
+    capture: async ({ params, res }) => ok(presentCapture(await deps.payments.capture(principalOf(res).merchantId, params.id))),
+  });
+}

@@ -1,0 +1,35 @@
+import type { Request } from 'express';
+import { initServer } from '@ts-rest/express';
+import { contract } from '../../../contract/index.js';
+import type { CardpayCallbackService } from '../../domain/callbacks/cardpay-callback.service.js';
+import type { InboundCallback } from '../../providers/types.js';
+import type { RawBodyRequest } from '../app.js';
+
+const s = initServer();
+
+/** The callback exactly as received: raw bytes for signatures, headers lower-cased, the socket's address. */
+export function inboundCallback(req: Request, subpath = ''): InboundCallback {
+  const headers: Record<string, string | undefined> = {};
+  for (const [name, value] of Object.entries(req.headers)) headers[name] = Array.isArray(value) ? value.join(',') : value;
+  const query: Record<string, string | undefined> = {};
+  for (const [name, value] of Object.entries(req.query)) if (typeof value === 'string') query[name] = value;
+  return {
+    subpath,
+    headers,
+    rawBody: (req as RawBodyRequest).rawBody ?? Buffer.alloc(0),
+    body: req.body,
+    query,
+    sourceIp: req.socket.remoteAddress ?? '',
+  };
+}
+
+const received = { status: 200 as const, body: { received: true as const } };
+
+export function providerCallbacksRouter(deps: { cardpayCallbacks: CardpayCallbackService }) {
+  return s.router(contract.providerCallbacks, {
+    cardpay: async ({ req }) => {
+      await deps.cardpayCallbacks.handle(inboundCallback(req));
+      return received;
+    },
+  });
+}

@@ -1,0 +1,22 @@
+import { initServer } from '@ts-rest/express';
+import { contract } from '../../../contract/index.js';
+import type { RefundService } from '../../domain/refunds/refund.service.js';
+import { ok } from '../envelope.js';
+import { principalOf } from '../middleware/auth.js';
+import { pageMeta, presentRefund } from '../presenters/presenters.js';
+
+const s = initServer();
+
+export function refundsRouter(deps: { refunds: RefundService }) {
+  return s.router(contract.refunds, {
+    create: async ({ body, res }) => {
+      const refund = await deps.refunds.create(principalOf(res).merchantId, body.payment_id, body.amount);
+      return { status: 201 as const, body: { success: true as const, data: presentRefund(refund) } };
+    },
+    list: async ({ query, res }) => {
+      const { items, total } = await deps.refunds.listForPayment(principalOf(res).merchantId, query.payment_id, query.page, query.page_size);
+      return { status: 200 as const, body: { success: true as const, data: items.map(presentRefund), meta: pageMeta(query.page, query.page_size, total) } };
+    },
+    get: async ({ params, res }) => ok(presentRefund(await deps.refunds.get(principalOf(res).merchantId, params.id))),
+  });
+}

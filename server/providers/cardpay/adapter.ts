@@ -1,0 +1,134 @@
+import Stripe from 'stripe';
+import type { CardpayCredentials } from '../../../contract/index.js';
+import type { AppConfig } from '../../config/config.js';
+import type { CredentialPreparer } from '../../domain/merchants/credentials.service.js';
+import { callbackUrl, providerBaseUrl } from '../base-url.js';
+import type {
+  CardpayPort,
+  CreatePaymentInput,
+  PaymentLookup,
+  ProviderPaymentResult,
+  ProviderRefundResult,
+  RefundInput,
+  SavedCardDetails,
+} from '../types.js';
+import { ProviderError } from '../types.js';
+import { CardpayClients } from './client.js';
+import { toProviderError } from './errors.js';
+import { WEBHOOK_EVENT_TYPES, createIntentParams, toPaymentResult, toRefundResult, toSavedCard, toWireAmount } from './transformers.js';
+
+/**
+ * cardpay over Stripe's PaymentIntents API with the official SDK, pointed at providerBaseUrl (the
+ * simulator in the sandbox). Stateless apart from cached SDK clients; every mutating call carries the
+ * caller's idempotency key, so a retry can never charge twice.
+ */
+export class CardpayAdapter implements CardpayPort {
+  private readonly clients = new CardpayClients();
+
+  constructor(private readonly config: AppConfig) {}
+
+  private stripe(creds: CardpayCredentials): Stripe {
+    // Read per call: the public address (hence the simulator's) is only known once the server listens.
+    return this.clients.for(providerBaseUrl(this.config, 'cardpay'), creds.secret_key, this.config.providerTimeoutMs);
+  }
+
+  private async call<T>(op: 'read' | 'write', fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw toProviderError(err, op);
+    }
+  }
+
+  async createPayment(creds: CardpayCredentials, input: CreatePaymentInput): Promise<ProviderPaymentResult> {
+    const params = createIntentParams(input);
+    const intent = await this.call('write', () => this.stripe(creds).paymentIntents.create(params, { idempotencyKey: input.idempotencyKey }));
+    return toPaymentResult(intent);
+  }
+
+  /** Status sync: the intent by id; without one (creation timed out), the intent whose metadata names the payment. */
+  async getPayment(creds: CardpayCredentials, lookup: PaymentLookup): Promise<ProviderPaymentResult> {
+    const stripe = this.stripe(creds);
+    if (lookup.providerRef) {
+      return toPaymentResult(await this.call('read', () => stripe.paymentIntents.retrieve(lookup.providerRef!)));
+    }
+    const found = await this.call('read', () =>
+      stripe.paymentIntents.search({ query: `metadata['payment_id']:'${lookup.paymentId.replace(/'/g, '')}'`, limit: 1 }),
+    );
+    const intent = found.data[0];
+    if (!intent) throw new ProviderError('cardpay', 'invalid_request', 'cardpay has no payment intent for this payment', 'resource_missing');
+    return toPaymentResult(intent);
+  }
+
+  async refundPayment(creds: CardpayCredentials, input: RefundInput): Promise<ProviderRefundResult> {
+    if (!input.payment.providerRef) throw new ProviderError('cardpay', 'invalid_request', 'the payment has no cardpay payment intent to refund');
+    const params: Stripe.RefundCreateParams = {
+      payment_intent: input.payment.providerRef,
+      metadata: { refund_id: input.refundId, payment_id: input.payment.paymentId },
+      // A full refund leaves the amount out: the provider refunds what remains.
+      ...(input.full ? {} : { amount: toWireAmount(input.amount.minor) }),
+    };
+    const refund = await this.call('write', () => this.stripe(creds).refunds.create(params, { idempotencyKey: input.idempotencyKey }));
+    return toRefundResult(refund);
+  }
+
+  async createCustomer(creds: CardpayCredentials, input: { email?: string; name?: string; idempotencyKey: string }): Promise<{ customerId: string }> {
+    const params: Stripe.CustomerCreateParams = {
+      ...(input.email ? { email: input.email } : {}),
+      ...(input.name ? { name: input.name } : {}),
+    };
+    const customer = await this.call('write', () => this.stripe(creds).customers.create(params, { idempotencyKey: input.idempotencyKey }));
+    return { customerId: customer.id };
+  }
+
+  /** Attaching a token yields a new payment-method id: that id, not the token, is what gets charged later. */
+  async attachPaymentMethod(
+    creds: CardpayCredentials,
+    input: { paymentMethodId: string; customerId: string; idempotencyKey: string },
+  ): Promise<SavedCardDetails> {
+    const stripe = this.stripe(creds);
+    const attached = await this.call('write', () =>
+      stripe.paymentMethods.attach(input.paymentMethodId, { customer: input.customerId }, { idempotencyKey: input.idempotencyKey }),
+    );
+    const method = attached.card ? attached : await this.call('read', () => stripe.paymentMethods.retrieve(attached.id));
+    return toSavedCard(method);
+  }
+
+  /** Detaching a card that is no longer attached counts as done. */
+  async detachPaymentMethod(creds: CardpayCredentials, paymentMethodId: string): Promise<void> {
+    try {
+      await this.stripe(creds).paymentMethods.detach(paymentMethodId);
+    } catch (err) {
+      if (err instanceof Stripe.errors.StripeInvalidRequestError && err.statusCode === 400 && /not attached/i.test(err.message)) return;
+      throw toProviderError(err, 'write');
+    }
+  }
+
+  /**
+   * Subscribes `url` to the events the service uses and returns the signing secret. An earlier endpoint
+   * of this key with the same URL is removed first: its secret cannot be read back, and its deliveries
+   * would fail verification.
+   */
+  async registerWebhookEndpoint(creds: CardpayCredentials, url: string): Promise<{ id: string; secret: string }> {
+    const stripe = this.stripe(creds);
+    const existing = await this.call('read', () => stripe.webhookEndpoints.list({ limit: 100 }));
+    for (const endpoint of existing.data.filter((e) => e.url === url)) {
+      await this.call('write', () => stripe.webhookEndpoints.del(endpoint.id));
+    }
+    const endpoint = await this.call('write', () => stripe.webhookEndpoints.create({ url, enabled_events: WEBHOOK_EVENT_TYPES }));
+    if (!endpoint.secret) throw new ProviderError('cardpay', 'invalid_request', 'cardpay did not return a webhook signing secret');
+    return { id: endpoint.id, secret: endpoint.secret };
+  }
+}
+
+/**
+ * The credentials preparer for cardpay: credentials stored without a webhook_secret get our callback
+ * URL registered with the provider, and keep the signing secret it returns.
+ */
+export function prepareCardpayCredentials(adapter: CardpayAdapter, config: AppConfig): NonNullable<CredentialPreparer['cardpay']> {
+  return async (_merchantId, creds) => {
+    if (creds.webhook_secret) return creds;
+    const { secret } = await adapter.registerWebhookEndpoint(creds, callbackUrl(config, 'cardpay'));
+    return { ...creds, webhook_secret: secret };
+  };
+}

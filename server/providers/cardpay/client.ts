@@ -1,0 +1,60 @@
+import Stripe from 'stripe';
+
+/** The API version this adapter is written against (the one stripe-node 22.5 pins). */
+export const CARDPAY_API_VERSION = '2026-07-29.dahlia' as const;
+
+/** At most one automatic retry, always with the caller's idempotency key (stripe-node re-sends the same headers). */
+const MAX_NETWORK_RETRIES = 1;
+/** Clients kept per (base URL, timeout, key); bounded so a long-running process cannot grow without limit. */
+const MAX_CACHED_CLIENTS = 200;
+
+/**
+ * stripe-node sends every request to `<host>/v1/...` and has no base-path option, while the simulator
+ * lives under `/sandbox/cardpay`. This client prefixes the base path and otherwise is the SDK's own
+ * Node client, so everything else (headers, form encoding, retries, error classes) stays the SDK's.
+ */
+class BasePathHttpClient implements Stripe.HttpClient {
+  private readonly inner = Stripe.createNodeHttpClient();
+
+  constructor(private readonly basePath: string) {}
+
+  getClientName(): string {
+    return this.inner.getClientName();
+  }
+
+  makeRequest(...[host, port, path, method, headers, requestData, protocol, timeout]: Parameters<Stripe.HttpClient['makeRequest']>) {
+    return this.inner.makeRequest(host, port, `${this.basePath}${path}`, method, headers, requestData, protocol, timeout);
+  }
+}
+
+function createClient(baseUrl: string, secretKey: string, timeoutMs: number): Stripe {
+  const url = new URL(baseUrl);
+  const protocol = url.protocol === 'http:' ? 'http' : 'https';
+  const basePath = url.pathname.replace(/\/+$/, '');
+  return new Stripe(secretKey, {
+    apiVersion: CARDPAY_API_VERSION,
+    host: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+    port: url.port ? Number(url.port) : protocol === 'http' ? 80 : 443,
+    protocol,
+    timeout: timeoutMs,
+    maxNetworkRetries: MAX_NETWORK_RETRIES,
+    telemetry: false,
+    ...(basePath ? { httpClient: new BasePathHttpClient(basePath) } : {}),
+  });
+}
+
+/** One SDK client per key and address (the adapter is otherwise stateless). */
+export class CardpayClients {
+  private readonly clients = new Map<string, Stripe>();
+
+  for(baseUrl: string, secretKey: string, timeoutMs: number): Stripe {
+    const cacheKey = `${baseUrl}\n${timeoutMs}\n${secretKey}`;
+    let client = this.clients.get(cacheKey);
+    if (!client) {
+      client = createClient(baseUrl, secretKey, timeoutMs);
+      if (this.clients.size >= MAX_CACHED_CLIENTS) this.clients.delete(this.clients.keys().next().value!);
+      this.clients.set(cacheKey, client);
+    }
+    return client;
+  }
+}

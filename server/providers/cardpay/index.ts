@@ -1,0 +1,3 @@
+export { CardpayAdapter, prepareCardpayCredentials } from './adapter.js';
+export { CARDPAY_API_VERSION } from './client.js';
+export { parseCardpayEvent, verifyCardpaySignature, type CardpayNotification } from './webhook.js';

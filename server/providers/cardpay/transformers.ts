@@ -1,0 +1,139 @@
+import type Stripe from 'stripe';
+import type { CreatePaymentInput, ProviderPaymentResult, ProviderRefundResult, SavedCardDetails, ServicePaymentStatus } from '../types.js';
+import { ProviderError } from '../types.js';
+
+/**
+ * cardpay (Stripe PaymentIntents) wire types and THE status tables: provider statuses and event types
+ * to the service's statuses (interface.md "Mappings from provider results to service statuses").
+ */
+
+/** PaymentIntent.status → payment status. */
+export const INTENT_STATUS: Record<Stripe.PaymentIntent.Status, ServicePaymentStatus> = {
+  succeeded: 'completed',
+  requires_action: 'pending',
+  processing: 'pending',
+  requires_confirmation: 'pending',
+  requires_capture: 'pending',
+  // Only after an attempt failed (last_payment_error set); before any attempt it is still pending.
+  requires_payment_method: 'failed',
+  canceled: 'failed',
+};
+
+/** Refund.status → refund status. */
+export const REFUND_STATUS: Record<string, ProviderRefundResult['status']> = {
+  succeeded: 'completed',
+  pending: 'pending',
+  requires_action: 'pending',
+  failed: 'failed',
+  canceled: 'failed',
+};
+
+/** Inbound event type → what it means for the payment (interface.md: cardpay inbound event). */
+export const EVENT_MEANING = {
+  'payment_intent.succeeded': { kind: 'payment', status: 'completed' },
+  'payment_intent.payment_failed': { kind: 'payment', status: 'failed' },
+  'charge.refunded': { kind: 'refund' },
+} as const satisfies Record<string, { kind: 'payment'; status: 'completed' | 'failed' } | { kind: 'refund' }>;
+
+export type CardpayEventType = keyof typeof EVENT_MEANING;
+
+/** The events our webhook endpoint subscribes to. */
+export const WEBHOOK_EVENT_TYPES = Object.keys(EVENT_MEANING) as CardpayEventType[];
+
+export function eventMeaning(type: string): (typeof EVENT_MEANING)[CardpayEventType] | null {
+  return Object.prototype.hasOwnProperty.call(EVENT_MEANING, type) ? EVENT_MEANING[type as CardpayEventType] : null;
+}
+
+/** What a merchant may pass for a cardpay payment (payment.provider_data); anything else is ignored. */
+export interface CardpayPaymentFields {
+  payment_method?: string;
+  return_url?: string;
+  customer?: string;
+  off_session?: boolean;
+}
+
+type IntentLike = Pick<Stripe.PaymentIntent, 'id' | 'status'> & Partial<Pick<Stripe.PaymentIntent, 'last_payment_error' | 'next_action' | 'cancellation_reason' | 'latest_charge'>>;
+
+export function intentStatus(intent: IntentLike): ServicePaymentStatus {
+  if (intent.status === 'requires_payment_method' && !intent.last_payment_error) return 'pending';
+  // A status this table does not know yet keeps the payment pending: the status sync asks again later.
+  return INTENT_STATUS[intent.status] ?? 'pending';
+}
+
+export function intentFailureReason(intent: IntentLike): string | null {
+  if (intentStatus(intent) !== 'failed') return null;
+  if (intent.status === 'canceled') return `Payment canceled${intent.cancellation_reason ? ` (${intent.cancellation_reason})` : ''}`;
+  return intent.last_payment_error?.message ?? 'The payment failed';
+}
+
+/** The 3-D Secure page the cardholder must visit: redirect_to_url, or the use_stripe_sdk redirect. */
+function intentNextAction(intent: IntentLike): ProviderPaymentResult['nextAction'] {
+  if (intent.status !== 'requires_action' || !intent.next_action) return null;
+  const url =
+    intent.next_action.redirect_to_url?.url ??
+    ((intent.next_action.use_stripe_sdk as { stripe_js?: unknown } | undefined)?.stripe_js as string | undefined);
+  return typeof url === 'string' && url ? { type: 'redirect', url } : null;
+}
+
+/** The intent as shown to the merchant: everything but the client secret. */
+export function redactIntent(intent: object): Record<string, unknown> {
+  const { client_secret: _secret, ...rest } = intent as Record<string, unknown>;
+  return rest;
+}
+
+export function toPaymentResult(intent: IntentLike): ProviderPaymentResult {
+  return {
+    providerRef: intent.id,
+    status: intentStatus(intent),
+    nextAction: intentNextAction(intent),
+    failureReason: intentFailureReason(intent),
+    data: intent.latest_charge ? { latest_charge: typeof intent.latest_charge === 'string' ? intent.latest_charge : intent.latest_charge.id } : {},
+    raw: redactIntent(intent),
+  };
+}
+
+/** Integer minor units as the JSON number Stripe takes (exact below 2^53, far above any allowed amount). */
+export function toWireAmount(minor: bigint): number {
+  if (minor <= 0n || minor > BigInt(Number.MAX_SAFE_INTEGER)) throw new ProviderError('cardpay', 'invalid_request', 'cardpay amount out of range');
+  return Number(minor);
+}
+
+const text = (v: unknown): string | undefined => (typeof v === 'string' && v.trim() !== '' ? v : undefined);
+
+/**
+ * A confirmed PaymentIntent for one payment. Without a return_url redirects are switched off (cards
+ * then need none; 3-D Secure comes back as use_stripe_sdk); a saved card is charged off-session.
+ */
+export function createIntentParams(input: CreatePaymentInput): Stripe.PaymentIntentCreateParams {
+  const fields = input.fields as CardpayPaymentFields;
+  const paymentMethod = text(fields.payment_method);
+  const returnUrl = text(fields.return_url);
+  const customer = text(fields.customer);
+  const offSession = fields.off_session === true || (fields.off_session as unknown) === 'true';
+  return {
+    amount: toWireAmount(input.amount.minor),
+    currency: input.amount.currency.toLowerCase(),
+    confirm: true,
+    metadata: { payment_id: input.paymentId, reference: input.reference },
+    automatic_payment_methods: returnUrl ? { enabled: true } : { enabled: true, allow_redirects: 'never' },
+    ...(paymentMethod ? { payment_method: paymentMethod } : {}),
+    ...(returnUrl ? { return_url: returnUrl } : {}),
+    ...(customer ? { customer } : {}),
+    ...(offSession ? { off_session: true } : {}),
+  };
+}
+
+export function toRefundResult(refund: Pick<Stripe.Refund, 'id' | 'status' | 'failure_reason'>): ProviderRefundResult {
+  const status = REFUND_STATUS[refund.status ?? ''] ?? 'pending';
+  return {
+    providerRef: refund.id,
+    status,
+    failureReason: status === 'failed' ? (refund.failure_reason ?? 'The refund failed') : null,
+    raw: refund,
+  };
+}
+
+export function toSavedCard(pm: Pick<Stripe.PaymentMethod, 'id' | 'card'>): SavedCardDetails {
+  if (!pm.card) throw new ProviderError('cardpay', 'invalid_request', `cardpay payment method ${pm.id} is not a card`);
+  return { paymentMethodId: pm.id, brand: pm.card.brand, last4: pm.card.last4, expMonth: pm.card.exp_month, expYear: pm.card.exp_year };
+}

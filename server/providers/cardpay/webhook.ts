@@ -1,0 +1,131 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { z } from 'zod';
+import { eventMeaning, redactIntent } from './transformers.js';
+
+/**
+ * Inbound cardpay events (POST /v1/webhooks/cardpay): the Stripe signature scheme and the event shapes
+ * the service acts on.
+ */
+
+/**
+ * `Cardpay-Signature: t=<unix>,v1=<hex>[,v1=<hex>…]`, HMAC-SHA256 of `t.rawBody` with the endpoint secret.
+ * Schemes other than v1 are ignored; any v1 may match (secret rolling); a timestamp more than
+ * `toleranceSec` away from now, in either direction, is refused; a malformed header is refused.
+ */
+export function verifyCardpaySignature(
+  rawBody: Buffer,
+  header: string | undefined,
+  secret: string,
+  nowSec: number = Date.now() / 1000,
+  toleranceSec = 300,
+): boolean {
+  if (!header || !secret) return false;
+  let timestamp: number | null = null;
+  const signatures: Buffer[] = [];
+  for (const part of header.split(',')) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) return false;
+    const scheme = part.slice(0, eq).trim();
+    const value = part.slice(eq + 1).trim();
+    if (scheme === 't') {
+      if (timestamp !== null || !/^\d{1,12}$/.test(value)) return false;
+      timestamp = Number(value);
+    } else if (scheme === 'v1' && /^[0-9a-fA-F]{64}$/.test(value)) {
+      signatures.push(Buffer.from(value, 'hex'));
+    }
+  }
+  if (timestamp === null || signatures.length === 0) return false;
+  if (Math.abs(nowSec - timestamp) > toleranceSec) return false;
+  const expected = createHmac('sha256', secret).update(`${timestamp}.`).update(rawBody).digest();
+  // Compare with every candidate (no early exit), each in constant time.
+  let matched = false;
+  for (const signature of signatures) if (timingSafeEqual(signature, expected)) matched = true;
+  return matched;
+}
+
+export type CardpayNotification = { eventId: string; type: string } & (
+  | {
+      kind: 'payment';
+      paymentIntentId: string;
+      /** Our payment id, from the intent's metadata.payment_id. */
+      paymentId: string | null;
+      status: 'completed' | 'failed';
+      failureReason: string | null;
+      raw: unknown;
+    }
+  | {
+      kind: 'refund';
+      paymentIntentId: string;
+      amountRefundedMinor: bigint;
+      refunds: { id: string; amountMinor: bigint; status: string }[];
+      raw: unknown;
+    }
+  | { kind: 'ignored' }
+);
+
+const minor = z.number().int().nonnegative().safe();
+
+const EventSchema = z.object({
+  id: z.string().min(1),
+  object: z.literal('event'),
+  type: z.string().min(1),
+  data: z.object({ object: z.record(z.unknown()) }),
+});
+
+const IntentSchema = z
+  .object({
+    id: z.string().min(1),
+    object: z.literal('payment_intent'),
+    status: z.string(),
+    metadata: z.record(z.string()).nullish(),
+    last_payment_error: z.object({ message: z.string().nullish() }).passthrough().nullish(),
+    cancellation_reason: z.string().nullish(),
+  })
+  .passthrough();
+
+const ChargeSchema = z
+  .object({
+    id: z.string().min(1),
+    object: z.literal('charge'),
+    payment_intent: z.union([z.string(), z.object({ id: z.string() }).passthrough()]).nullish(),
+    amount_refunded: minor,
+    // Not included by API versions that stopped expanding it: then the list is empty.
+    refunds: z
+      .object({ data: z.array(z.object({ id: z.string().min(1), amount: minor, status: z.string().nullish() }).passthrough()) })
+      .passthrough()
+      .nullish(),
+  })
+  .passthrough();
+
+/** Parses a verified event body. Event types the service does not use → `ignored`; a body that is not an event throws. */
+export function parseCardpayEvent(body: unknown): CardpayNotification {
+  const event = EventSchema.parse(body);
+  const base = { eventId: event.id, type: event.type };
+  const meaning = eventMeaning(event.type);
+  if (!meaning) return { ...base, kind: 'ignored' };
+  if (meaning.kind === 'payment') {
+    const intent = IntentSchema.parse(event.data.object);
+    const raw = redactIntent(intent);
+    return {
+      ...base,
+      kind: 'payment',
+      paymentIntentId: intent.id,
+      paymentId: intent.metadata?.payment_id ?? null,
+      status: meaning.status,
+      failureReason: meaning.status === 'failed' ? (intent.last_payment_error?.message ?? 'The payment failed') : null,
+      raw,
+    };
+  }
+  const charge = ChargeSchema.parse(event.data.object);
+  const intentId = typeof charge.payment_intent === 'string' ? charge.payment_intent : (charge.payment_intent?.id ?? null);
+  // A charge made without a PaymentIntent was not made by this service.
+  if (!intentId) return { ...base, kind: 'ignored' };
+  return {
+    ...base,
+    kind: 'refund',
+    paymentIntentId: intentId,
+    amountRefundedMinor: BigInt(charge.amount_refunded),
+    refunds: (charge.refunds?.data ?? []).map((r) => ({ id: r.id, amountMinor: BigInt(r.amount), status: r.status ?? 'pending' })),
+    raw: charge,
+  };
+}

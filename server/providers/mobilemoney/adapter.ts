@@ -1,0 +1,246 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { MobilemoneyCredentials } from '../../../contract/index.js';
+import type { AppConfig } from '../../config/config.js';
+import { SANDBOX_INITIATOR, SANDBOX_SECURITY_CREDENTIAL } from '../../sandbox/mobilemoney/test-values.js';
+import { providerBaseUrl } from '../base-url.js';
+import { httpRequest, type HttpResponse } from '../http-client.js';
+import {
+  ProviderError,
+  type CreatePaymentInput,
+  type PaymentLookup,
+  type ProviderPaymentResult,
+  type ProviderRefundResult,
+  type RefundInput,
+} from '../types.js';
+import { INVALID_TOKEN_CODES, operatorError, toProviderError, unreadable } from './errors.js';
+import { pullDateTime } from './eat-time.js';
+import { normalisePhone } from './phone.js';
+import { MobilemoneyTokenStore } from './token-store.js';
+import {
+  AsyncAckSchema,
+  buildReversal,
+  buildStkPush,
+  buildStkQuery,
+  buildTransactionStatus,
+  isStillProcessing,
+  PullQueryResponseSchema,
+  pulledTransactions,
+  PullRegisterResponseSchema,
+  StkPushResponseSchema,
+  StkQueryResponseSchema,
+  stkResultStatus,
+  wholeShillings,
+  type AsyncAck,
+  type InitiatorCredentials,
+  type PulledTransaction,
+  type PullRegistration,
+} from './transformers.js';
+
+/** A guard against an operator that never says "no more rows". */
+const MAX_PULL_PAGES = 500;
+
+/**
+ * The mobilemoney (M-Pesa Daraja) adapter: STK push and query, transaction status, reversal and pull.
+ * Stateless apart from the OAuth token, which lives in PostgreSQL and is shared by every process.
+ */
+export class MobilemoneyAdapter {
+  readonly provider = 'mobilemoney' as const;
+  private readonly tokens: MobilemoneyTokenStore;
+
+  constructor(
+    private readonly config: AppConfig,
+    em: EntityManager,
+  ) {
+    this.tokens = new MobilemoneyTokenStore(em, config.providerTimeoutMs);
+  }
+
+  baseUrl(creds: MobilemoneyCredentials): string {
+    return providerBaseUrl(this.config, 'mobilemoney', creds.env);
+  }
+
+  /** The shared access token (fetched only when the stored one is missing or near expiry). */
+  accessToken(creds: MobilemoneyCredentials): Promise<string> {
+    return this.tokens.token(creds, this.baseUrl(creds));
+  }
+
+  /** STK push: the customer gets a prompt; the outcome arrives by callback (or queryPayment). */
+  async createPayment(creds: MobilemoneyCredentials, input: CreatePaymentInput): Promise<ProviderPaymentResult> {
+    const rawPhone = input.fields.phone;
+    const phone = typeof rawPhone === 'string' ? normalisePhone(rawPhone) : null;
+    if (!phone) throw new ProviderError('mobilemoney', 'invalid_request', 'mobilemoney needs a phone number in the format 254XXXXXXXXX');
+    const description = typeof input.fields.description === 'string' && input.fields.description.trim() ? input.fields.description.trim() : 'Payment';
+    const request = buildStkPush(
+      creds,
+      { phone, amount: wholeShillings(input.amount), reference: input.reference, callbackUrl: input.callbackUrl, description },
+      new Date(),
+    );
+    const res = await this.post(creds, '/mpesa/stkpush/v1/processrequest', request, 'STK push');
+    if (!ok(res)) throw toProviderError(res, 'STK push');
+    const parsed = StkPushResponseSchema.safeParse(res.json);
+    if (!parsed.success) throw unreadable('STK push');
+    if (parsed.data.ResponseCode !== '0') {
+      throw new ProviderError('mobilemoney', 'invalid_request', `mobilemoney STK push refused: ${parsed.data.ResponseDescription}`, parsed.data.ResponseCode);
+    }
+    return {
+      providerRef: parsed.data.CheckoutRequestID,
+      status: 'pending',
+      raw: res.json,
+      data: { merchantRequestId: parsed.data.MerchantRequestID },
+    };
+  }
+
+  /** STK query: "being processed" → pending; ResultCode 0 → completed; anything else → failed. */
+  async queryPayment(creds: MobilemoneyCredentials, checkoutRequestId: string): Promise<ProviderPaymentResult> {
+    const res = await this.post(creds, '/mpesa/stkpushquery/v1/query', buildStkQuery(creds, checkoutRequestId, new Date()), 'STK query');
+    if (!ok(res)) {
+      const error = operatorError(res);
+      if (error && isStillProcessing(error)) return { providerRef: checkoutRequestId, status: 'pending', raw: res.json };
+      throw toProviderError(res, 'STK query');
+    }
+    const parsed = StkQueryResponseSchema.safeParse(res.json);
+    if (!parsed.success) throw unreadable('STK query');
+    const status = stkResultStatus(parsed.data.ResultCode);
+    return {
+      providerRef: parsed.data.CheckoutRequestID,
+      status,
+      failureReason: status === 'failed' ? parsed.data.ResultDesc || `ResultCode ${parsed.data.ResultCode}` : null,
+      raw: res.json,
+    };
+  }
+
+  /** The payment port's lookup: the STK query by CheckoutRequestID. */
+  getPayment(creds: MobilemoneyCredentials, lookup: PaymentLookup): Promise<ProviderPaymentResult> {
+    if (!lookup.providerRef) throw new ProviderError('mobilemoney', 'invalid_request', 'mobilemoney payment has no CheckoutRequestID to query');
+    return this.queryPayment(creds, lookup.providerRef);
+  }
+
+  /** Asks for a transaction's status by receipt; the result is POSTed to `resultUrl` later. */
+  async transactionStatus(
+    creds: MobilemoneyCredentials,
+    input: { transactionId: string; resultUrl: string; timeoutUrl: string; remarks?: string; occasion?: string },
+  ): Promise<AsyncAck> {
+    const body = buildTransactionStatus(creds, this.initiator(creds), input);
+    return this.queued(creds, '/mpesa/transactionstatus/v1/query', body, 'transaction status query');
+  }
+
+  /** Requests a (full) reversal of a receipt; the result is POSTed to `resultUrl` later. */
+  async reverse(
+    creds: MobilemoneyCredentials,
+    input: { transactionId: string; amountMinor: bigint; resultUrl: string; timeoutUrl: string; remarks: string; occasion?: string },
+  ): Promise<AsyncAck> {
+    const amount = wholeShillings({ minor: input.amountMinor, currency: 'KES' });
+    const body = buildReversal(creds, this.initiator(creds), { ...input, amount });
+    return this.queued(creds, '/mpesa/reversal/v1/request', body, 'reversal');
+  }
+
+  /**
+   * The payment port's refund: a full reversal, `pending` until the result callback. The refund's
+   * provider reference is the OriginatorConversationID the result callback carries.
+   */
+  async refundPayment(creds: MobilemoneyCredentials, input: RefundInput): Promise<ProviderRefundResult> {
+    const receipt = input.payment.receiptNumber;
+    if (!receipt) throw new ProviderError('mobilemoney', 'invalid_request', 'mobilemoney payment has no receipt number to reverse');
+    const ack = await this.reverse(creds, {
+      transactionId: receipt,
+      amountMinor: input.amount.minor,
+      resultUrl: input.resultUrl,
+      timeoutUrl: input.timeoutUrl,
+      remarks: `Reversal ${input.payment.reference}`,
+      occasion: input.refundId,
+    });
+    return { providerRef: ack.OriginatorConversationID, status: 'pending', raw: ack };
+  }
+
+  /** One-time registration of the shortcode for the pull API. 1000 = registered now, 1001 = already. */
+  async registerPull(creds: MobilemoneyCredentials, input: { nominatedNumber: string; callbackUrl: string }): Promise<PullRegistration> {
+    const body = { ShortCode: creds.shortcode, RequestType: 'Pull', NominatedNumber: input.nominatedNumber, CallBackURL: input.callbackUrl };
+    const res = await this.post(creds, '/pulltransactions/v1/register', body, 'pull registration');
+    if (!ok(res)) throw toProviderError(res, 'pull registration');
+    const parsed = PullRegisterResponseSchema.safeParse(res.json);
+    if (!parsed.success) throw unreadable('pull registration');
+    const code = parsed.data.ResponseStatus ?? parsed.data.ResponseCode ?? '';
+    return { registered: code === '1000' || code === '1001', responseCode: code, responseDescription: parsed.data.ResponseDescription };
+  }
+
+  /** Every C2B transaction of the shortcode in [since, until] (the operator keeps 48 h), all pages. */
+  async pullTransactions(creds: MobilemoneyCredentials, window: { since: Date; until: Date }): Promise<PulledTransaction[]> {
+    // Whole seconds: round the start down and the end up so the window is never narrowed.
+    const start = new Date(Math.floor(window.since.getTime() / 1000) * 1000);
+    const end = new Date(Math.ceil(window.until.getTime() / 1000) * 1000);
+    const all: PulledTransaction[] = [];
+    for (let page = 0; page < MAX_PULL_PAGES; page++) {
+      const body = { ShortCode: creds.shortcode, StartDate: pullDateTime(start), EndDate: pullDateTime(end), OffSetValue: String(all.length) };
+      const res = await this.post(creds, '/pulltransactions/v1/query', body, 'pull query');
+      if (!ok(res)) throw toProviderError(res, 'pull query');
+      const parsed = PullQueryResponseSchema.safeParse(res.json);
+      if (!parsed.success) throw unreadable('pull query');
+      if (parsed.data.ResponseCode === '1001') return all;
+      if (parsed.data.ResponseCode !== '1000') {
+        throw new ProviderError('mobilemoney', 'invalid_request', `mobilemoney pull query failed: ${parsed.data.ResponseMessage}`, parsed.data.ResponseCode);
+      }
+      const rows = pulledTransactions(parsed.data);
+      if (rows.length === 0) return all;
+      all.push(...rows);
+    }
+    throw new ProviderError('mobilemoney', 'indeterminate', `mobilemoney pull returned more than ${MAX_PULL_PAGES} pages`);
+  }
+
+  /** Live: the merchant's initiator is required. Sandbox: theirs if given, else the simulator's test values. */
+  private initiator(creds: MobilemoneyCredentials): InitiatorCredentials {
+    if (creds.env === 'live') {
+      if (!creds.initiator) throw new ProviderError('mobilemoney', 'invalid_request', 'mobilemoney credentials need initiator (the API operator username) for this operation');
+      if (!creds.security_credential) {
+        throw new ProviderError('mobilemoney', 'invalid_request', 'mobilemoney credentials need security_credential (the encrypted operator password) for this operation');
+      }
+      return { Initiator: creds.initiator, SecurityCredential: creds.security_credential };
+    }
+    return { Initiator: creds.initiator ?? SANDBOX_INITIATOR, SecurityCredential: creds.security_credential ?? SANDBOX_SECURITY_CREDENTIAL };
+  }
+
+  private async queued(creds: MobilemoneyCredentials, path: string, body: object, action: string): Promise<AsyncAck> {
+    const res = await this.post(creds, path, body, action);
+    if (!ok(res)) throw toProviderError(res, action);
+    const parsed = AsyncAckSchema.safeParse(res.json);
+    if (!parsed.success) throw unreadable(action);
+    const ack: AsyncAck = {
+      OriginatorConversationID: parsed.data.OriginatorConversationID,
+      ConversationID: parsed.data.ConversationID,
+      ResponseCode: parsed.data.ResponseCode,
+      ResponseDescription: parsed.data.ResponseDescription,
+    };
+    if (ack.ResponseCode !== '0') {
+      throw new ProviderError('mobilemoney', 'invalid_request', `mobilemoney ${action} refused: ${ack.ResponseDescription}`, ack.ResponseCode);
+    }
+    return ack;
+  }
+
+  /** An authorised JSON POST; an "invalid token" answer gets one new token and one retry. */
+  private async post(creds: MobilemoneyCredentials, path: string, body: object, action: string): Promise<HttpResponse> {
+    const baseUrl = this.baseUrl(creds);
+    const send = (token: string) =>
+      httpRequest('mobilemoney', `${baseUrl}${path}`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', Accept: 'application/json' },
+        body: JSON.stringify(body),
+        timeoutMs: this.config.providerTimeoutMs,
+      }).catch((err: unknown) => {
+        if (err instanceof ProviderError) throw new ProviderError('mobilemoney', err.kind, err.message.replace(/^mobilemoney/, `mobilemoney ${action}:`));
+        throw err;
+      });
+    const token = await this.tokens.token(creds, baseUrl);
+    const first = await send(token);
+    if (!isInvalidToken(first)) return first;
+    const fresh = await this.tokens.token(creds, baseUrl, token);
+    const second = await send(fresh);
+    if (isInvalidToken(second)) throw toProviderError(second, action);
+    return second;
+  }
+}
+
+const ok = (res: HttpResponse) => res.status >= 200 && res.status < 300;
+
+function isInvalidToken(res: HttpResponse): boolean {
+  if (ok(res)) return false;
+  const error = operatorError(res);
+  return error !== null && INVALID_TOKEN_CODES.has(error.errorCode);
+}

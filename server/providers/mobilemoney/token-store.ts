@@ -1,0 +1,109 @@
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { MobilemoneyCredentials } from '../../../contract/index.js';
+import { httpRequest } from '../http-client.js';
+import { ProviderError } from '../types.js';
+import { toProviderError, unreadable } from './errors.js';
+import { TokenResponseSchema, tokenCacheKey, tokenLifetimeSeconds } from './transformers.js';
+
+/** Refresh this long before the operator's expiry, so a call never starts with a dying token. */
+const REFRESH_MARGIN_SECONDS = 60;
+
+type Knex = ReturnType<EntityManager['getKnex']>;
+
+/**
+ * The OAuth token, shared by every process through PostgreSQL. The operator invalidates a consumer
+ * key's previous token whenever it issues a new one, so a per-process cache would make processes
+ * knock each other's tokens out. A new token is fetched under an advisory lock on the cache key, so
+ * concurrent callers wait for one fetch instead of stampeding (and invalidating each other).
+ */
+export class MobilemoneyTokenStore {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly timeoutMs: number,
+  ) {}
+
+  /**
+   * A valid token for these credentials. `stale` is a token the operator just refused: a cached
+   * token equal to it is not returned, a new one is fetched (unless another caller already did).
+   */
+  async token(creds: MobilemoneyCredentials, baseUrl: string, stale?: string): Promise<string> {
+    const key = tokenCacheKey(baseUrl, creds.consumer_key);
+    const knex = this.em.getKnex();
+    const cached = await this.read(knex, key, creds);
+    if (cached && cached !== stale) return cached;
+    return knex.transaction(async (trx) => {
+      await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`mobilemoney-token:${key}`]);
+      const again = await this.read(trx, key, creds);
+      if (again && again !== stale) return again;
+      const fresh = await this.fetch(creds, baseUrl);
+      await trx.raw(
+        `INSERT INTO mobilemoney_tokens (cache_key, token_enc, expires_at, updated_at)
+         VALUES (?, ?, now() + make_interval(secs => ?), now())
+         ON CONFLICT (cache_key) DO UPDATE SET token_enc = EXCLUDED.token_enc, expires_at = EXCLUDED.expires_at, updated_at = now()`,
+        [key, seal(fresh.token, creds), fresh.lifetimeSeconds],
+      );
+      return fresh.token;
+    });
+  }
+
+  private async read(knex: Knex, key: string, creds: MobilemoneyCredentials): Promise<string | null> {
+    const result = (await knex.raw(
+      `SELECT token_enc FROM mobilemoney_tokens WHERE cache_key = ? AND expires_at > now() + make_interval(secs => ?)`,
+      [key, REFRESH_MARGIN_SECONDS],
+    )) as { rows: { token_enc: string }[] };
+    const row = result.rows[0];
+    return row ? open(row.token_enc, creds) : null;
+  }
+
+  private async fetch(creds: MobilemoneyCredentials, baseUrl: string): Promise<{ token: string; lifetimeSeconds: number }> {
+    const basic = Buffer.from(`${creds.consumer_key}:${creds.consumer_secret}`).toString('base64');
+    let res;
+    try {
+      res = await httpRequest('mobilemoney', `${baseUrl}/oauth/v1/generate?grant_type=client_credentials`, {
+        method: 'GET',
+        headers: { Authorization: `Basic ${basic}`, Accept: 'application/json' },
+        timeoutMs: this.timeoutMs,
+      });
+    } catch (err) {
+      // A token request has no side effects: a timeout here means "unavailable", never "unknown outcome".
+      if (err instanceof ProviderError) throw new ProviderError('mobilemoney', 'unavailable', err.message.replace('mobilemoney', 'mobilemoney token request:'));
+      throw err;
+    }
+    if (res.status < 200 || res.status >= 300) {
+      const error = toProviderError(res, 'token request');
+      if (error.kind === 'indeterminate') throw new ProviderError('mobilemoney', 'unavailable', error.message, error.providerCode);
+      if (res.status === 400 || res.status === 401 || res.status === 403) {
+        throw new ProviderError('mobilemoney', 'auth', error.message, error.providerCode);
+      }
+      throw error;
+    }
+    const parsed = TokenResponseSchema.safeParse(res.json);
+    if (!parsed.success) throw unreadable('token request');
+    return { token: parsed.data.access_token, lifetimeSeconds: tokenLifetimeSeconds(parsed.data.expires_in) };
+  }
+}
+
+/** The cache is sealed with a key derived from the consumer secret: only the credential holder can read it. */
+function sealKey(creds: MobilemoneyCredentials): Buffer {
+  return createHash('sha256').update(`mobilemoney-token\0${creds.consumer_key}\0${creds.consumer_secret}`).digest();
+}
+
+function seal(token: string, creds: MobilemoneyCredentials): string {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', sealKey(creds), iv);
+  const body = Buffer.concat([cipher.update(token, 'utf8'), cipher.final()]);
+  return Buffer.concat([iv, cipher.getAuthTag(), body]).toString('base64');
+}
+
+/** null when the secret changed since the token was stored (then a new token is fetched). */
+function open(sealed: string, creds: MobilemoneyCredentials): string | null {
+  try {
+    const raw = Buffer.from(sealed, 'base64');
+    const decipher = createDecipheriv('aes-256-gcm', sealKey(creds), raw.subarray(0, 12));
+    decipher.setAuthTag(raw.subarray(12, 28));
+    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
+  } catch {
+    return null;
+  }
+}

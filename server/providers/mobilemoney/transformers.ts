@@ -1,0 +1,282 @@
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import type { MobilemoneyCredentials } from '../../../contract/index.js';
+import { ProviderError, type ServicePaymentStatus } from '../types.js';
+import { darajaTimestamp } from './eat-time.js';
+
+/**
+ * M-Pesa Daraja wire types, request builders and THE status-mapping tables (interface.md):
+ * STK ResultCode 0 → completed, anything else → failed; reversal result 0 or R000001 → completed
+ * (decisions.md), anything else → failed.
+ */
+
+// ---------------------------------------------------------------- status mapping (the one table)
+
+/** STK callback / STK query ResultCode (number in callbacks, string in queries) → service status. */
+export function stkResultStatus(resultCode: number | string): Exclude<ServicePaymentStatus, 'pending'> {
+  return String(resultCode).trim() === '0' ? 'completed' : 'failed';
+}
+
+/** Reversal Result.ResultCode → outcome of the refund: "already reversed" means it is reversed. */
+export function reversalResultStatus(resultCode: number | string): 'completed' | 'failed' {
+  const code = String(resultCode).trim();
+  return code === '0' || code === 'R000001' ? 'completed' : 'failed';
+}
+
+// ---------------------------------------------------------------- amounts
+
+/** KES minor units → whole shillings as the operator wants them (Amount must be a whole number). */
+export function wholeShillings(amount: { minor: bigint; currency: string }): number {
+  if (amount.currency !== 'KES') {
+    throw new ProviderError('mobilemoney', 'invalid_request', `mobilemoney only accepts KES, not ${amount.currency}`);
+  }
+  if (amount.minor <= 0n || amount.minor % 100n !== 0n) {
+    throw new ProviderError('mobilemoney', 'invalid_request', 'mobilemoney amounts must be whole shillings');
+  }
+  return Number(amount.minor / 100n);
+}
+
+/** A wire amount ("168.00", "168", 168) → KES minor units, by text, never by float arithmetic. */
+export function wireAmountToMinor(value: unknown): bigint | null {
+  const text = typeof value === 'number' ? (Number.isFinite(value) ? String(value) : '') : typeof value === 'string' ? value.trim() : '';
+  const m = /^(\d{1,15})(?:\.(\d{1,2})0*)?$/.exec(text);
+  if (!m) return null;
+  return BigInt(m[1]!) * 100n + BigInt((m[2] ?? '').padEnd(2, '0'));
+}
+
+// ---------------------------------------------------------------- errors and acks
+
+export const OperatorErrorSchema = z
+  .object({ requestId: z.string().optional(), errorCode: z.string(), errorMessage: z.string().optional().default('') })
+  .passthrough();
+export type OperatorError = z.infer<typeof OperatorErrorSchema>;
+
+/** The synchronous answer of transaction status and reversal: the request is queued, the result comes later. */
+export const AsyncAckSchema = z
+  .object({
+    OriginatorConversationID: z.string(),
+    ConversationID: z.string(),
+    ResponseCode: z.coerce.string(),
+    ResponseDescription: z.string(),
+  })
+  .passthrough();
+export type AsyncAck = { OriginatorConversationID: string; ConversationID: string; ResponseCode: string; ResponseDescription: string };
+
+// ---------------------------------------------------------------- OAuth
+
+export const TokenResponseSchema = z.object({ access_token: z.string().min(1), expires_in: z.union([z.string(), z.number()]).optional() }).passthrough();
+
+/** `expires_in` is a string in practice ("3599") and a number in the docs. */
+export function tokenLifetimeSeconds(expiresIn: string | number | undefined): number {
+  const n = Number(expiresIn);
+  return Number.isFinite(n) && n > 0 ? Math.floor(n) : 3000;
+}
+
+/** The shared token cache key: one token per (operator address, consumer key). */
+export function tokenCacheKey(baseUrl: string, consumerKey: string): string {
+  return createHash('sha256').update(`${baseUrl}\n${consumerKey}`).digest('hex');
+}
+
+// ---------------------------------------------------------------- STK push and query
+
+/** base64(Shortcode + Passkey + Timestamp). */
+export function stkPassword(shortcode: string, passkey: string, timestamp: string): string {
+  return Buffer.from(`${shortcode}${passkey}${timestamp}`).toString('base64');
+}
+
+export interface StkPushRequest {
+  BusinessShortCode: string;
+  Password: string;
+  Timestamp: string;
+  TransactionType: 'CustomerPayBillOnline' | 'CustomerBuyGoodsOnline';
+  Amount: number;
+  PartyA: string;
+  PartyB: string;
+  PhoneNumber: string;
+  CallBackURL: string;
+  AccountReference: string;
+  TransactionDesc: string;
+}
+
+export function buildStkPush(
+  creds: MobilemoneyCredentials,
+  input: { phone: string; amount: number; reference: string; callbackUrl: string; description: string },
+  now: Date,
+): StkPushRequest {
+  const timestamp = darajaTimestamp(now);
+  return {
+    BusinessShortCode: creds.shortcode,
+    Password: stkPassword(creds.shortcode, creds.passkey, timestamp),
+    Timestamp: timestamp,
+    TransactionType: 'CustomerPayBillOnline',
+    Amount: input.amount,
+    PartyA: input.phone,
+    PartyB: creds.shortcode,
+    PhoneNumber: input.phone,
+    CallBackURL: input.callbackUrl,
+    AccountReference: input.reference.slice(0, 12),
+    TransactionDesc: input.description.slice(0, 13),
+  };
+}
+
+export const StkPushResponseSchema = z
+  .object({
+    MerchantRequestID: z.string(),
+    CheckoutRequestID: z.string(),
+    ResponseCode: z.coerce.string(),
+    ResponseDescription: z.string().optional().default(''),
+    CustomerMessage: z.string().optional(),
+  })
+  .passthrough();
+
+export function buildStkQuery(creds: MobilemoneyCredentials, checkoutRequestId: string, now: Date) {
+  const timestamp = darajaTimestamp(now);
+  return {
+    BusinessShortCode: creds.shortcode,
+    Password: stkPassword(creds.shortcode, creds.passkey, timestamp),
+    Timestamp: timestamp,
+    CheckoutRequestID: checkoutRequestId,
+  };
+}
+
+export const StkQueryResponseSchema = z
+  .object({
+    ResponseCode: z.coerce.string(),
+    ResponseDescription: z.string().optional().default(''),
+    MerchantRequestID: z.string().optional(),
+    CheckoutRequestID: z.string(),
+    ResultCode: z.coerce.string(),
+    ResultDesc: z.string().optional().default(''),
+  })
+  .passthrough();
+
+/** The STK query's "still on the handset" answer: an error body, not a result. */
+export function isStillProcessing(error: OperatorError): boolean {
+  return /being processed/i.test(error.errorMessage);
+}
+
+// ---------------------------------------------------------------- transaction status and reversal
+
+export interface InitiatorCredentials {
+  Initiator: string;
+  SecurityCredential: string;
+}
+
+export function buildTransactionStatus(
+  creds: MobilemoneyCredentials,
+  initiator: InitiatorCredentials,
+  input: { transactionId: string; resultUrl: string; timeoutUrl: string; remarks?: string; occasion?: string },
+) {
+  return {
+    ...initiator,
+    CommandID: 'TransactionStatusQuery',
+    TransactionID: input.transactionId,
+    PartyA: creds.shortcode,
+    IdentifierType: '4',
+    ResultURL: input.resultUrl,
+    QueueTimeOutURL: input.timeoutUrl,
+    Remarks: (input.remarks ?? 'Transaction status query').slice(0, 100),
+    Occasion: (input.occasion ?? '').slice(0, 100),
+  };
+}
+
+export function buildReversal(
+  creds: MobilemoneyCredentials,
+  initiator: InitiatorCredentials,
+  input: { transactionId: string; amount: number; resultUrl: string; timeoutUrl: string; remarks: string; occasion?: string },
+) {
+  // Remarks must be 2–100 characters.
+  const remarks = input.remarks.trim().length >= 2 ? input.remarks.trim().slice(0, 100) : 'Payment reversal';
+  return {
+    ...initiator,
+    CommandID: 'TransactionReversal',
+    TransactionID: input.transactionId,
+    Amount: input.amount,
+    ReceiverParty: creds.shortcode,
+    RecieverIdentifierType: '11', // sic: the operator's spelling
+    ResultURL: input.resultUrl,
+    QueueTimeOutURL: input.timeoutUrl,
+    Remarks: remarks,
+    Occasion: (input.occasion ?? '').slice(0, 100),
+  };
+}
+
+// ---------------------------------------------------------------- pull transactions
+
+export const PullRegisterResponseSchema = z
+  .object({
+    ResponseRefID: z.string().optional(),
+    ResponseStatus: z.coerce.string().optional(),
+    ResponseCode: z.coerce.string().optional(),
+    ShortCode: z.coerce.string().optional(),
+    ResponseDescription: z.string().optional().default(''),
+  })
+  .passthrough();
+
+export interface PullRegistration {
+  /** True when the shortcode is registered for pull now (1000 newly, 1001 already). */
+  registered: boolean;
+  responseCode: string;
+  responseDescription: string;
+}
+
+const PulledRowSchema = z
+  .object({
+    transactionId: z.string().min(1),
+    trxDate: z.string(),
+    msisdn: z.coerce.string().optional().default(''),
+    sender: z.coerce.string().optional().default(''),
+    transactiontype: z.string().optional().default(''),
+    billreference: z.coerce.string().optional().default(''),
+    amount: z.union([z.string(), z.number()]),
+    organizationname: z.string().optional().default(''),
+  })
+  .passthrough();
+
+export const PullQueryResponseSchema = z
+  .object({
+    ResponseRefID: z.string().optional(),
+    ResponseCode: z.coerce.string(),
+    ResponseMessage: z.string().optional().default(''),
+    // Nested twice: [[row, row, …]] (sometimes several inner lists, or a bare row).
+    Response: z.array(z.union([z.array(z.unknown()), z.unknown()])).optional().default([]),
+  })
+  .passthrough();
+
+export interface PulledTransaction {
+  /** The M-Pesa receipt number. */
+  transactionId: string;
+  trxDate: Date;
+  msisdn: string;
+  sender: string;
+  transactionType: string;
+  /** The bill / account reference (our payment's `reference`). */
+  billReference: string;
+  /** KES minor units. */
+  amountMinor: bigint;
+  organizationName: string;
+}
+
+/** Flattens the doubly nested `Response` into rows; a row that does not parse is a provider error. */
+export function pulledTransactions(response: z.infer<typeof PullQueryResponseSchema>): PulledTransaction[] {
+  const rows = response.Response.flatMap((entry) => (Array.isArray(entry) ? entry : [entry]));
+  return rows.map((row) => {
+    const parsed = PulledRowSchema.safeParse(row);
+    const date = parsed.success ? new Date(parsed.data.trxDate) : null;
+    const amountMinor = parsed.success ? wireAmountToMinor(parsed.data.amount) : null;
+    if (!parsed.success || !date || Number.isNaN(date.getTime()) || amountMinor === null) {
+      throw new ProviderError('mobilemoney', 'indeterminate', 'mobilemoney pull returned a transaction it could not describe');
+    }
+    const r = parsed.data;
+    return {
+      transactionId: r.transactionId,
+      trxDate: date,
+      msisdn: r.msisdn,
+      sender: r.sender,
+      transactionType: r.transactiontype,
+      billReference: r.billreference,
+      amountMinor,
+      organizationName: r.organizationname,
+    };
+  });
+}

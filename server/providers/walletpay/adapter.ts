@@ -1,0 +1,196 @@
+import type { WalletpayCredentials } from '../../../contract/index.js';
+import type { AppConfig } from '../../config/config.js';
+import { providerBaseUrl } from '../base-url.js';
+import { httpRequest, type HttpResponse } from '../http-client.js';
+import type { CreatePaymentInput, PaymentLookup, ProviderPaymentResult, ProviderRefundResult, RefundInput, WalletpayPort } from '../types.js';
+import { ProviderError } from '../types.js';
+import { WalletpayTokens } from './oauth.js';
+import {
+  SUBSCRIBED_EVENTS,
+  createOrderRequest,
+  errorCode,
+  errorFromResponse,
+  latestCapture,
+  orderToResult,
+  refundRequest,
+  refundToResult,
+  requestId,
+  type WireOrder,
+  type WireRefund,
+  type WireWebhook,
+} from './transformers.js';
+
+export interface WalletpayCaptureInput {
+  orderId: string;
+  idempotencyKey: string;
+}
+
+/** The fields of PayPal's verify-webhook-signature postback. */
+export interface WalletpaySignatureCheck {
+  authAlgo: string;
+  certUrl: string;
+  transmissionId: string;
+  transmissionSig: string;
+  transmissionTime: string;
+  webhookId: string;
+  webhookEvent: unknown;
+}
+
+interface CallOptions {
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** Whether the call changes something at the provider (a 5xx or timeout is then indeterminate). */
+  mutating: boolean;
+  /** Statuses that are answers rather than errors. */
+  ok?: number[];
+}
+
+/**
+ * walletpay over PayPal's REST wire protocol: Orders v2 (create, get, capture), Payments v2 (refund a
+ * capture) and Webhooks v1 (register, verify-webhook-signature). Stateless apart from the access-token
+ * cache; the base URL is resolved per call (override, built-in simulator, or the real provider for
+ * the credential's env).
+ */
+export class WalletpayAdapter implements WalletpayPort {
+  readonly provider = 'walletpay' as const;
+  private readonly tokens: WalletpayTokens;
+
+  constructor(private readonly config: AppConfig) {
+    this.tokens = new WalletpayTokens(() => this.config.providerTimeoutMs);
+  }
+
+  baseUrl(creds: WalletpayCredentials): string {
+    return providerBaseUrl(this.config, 'walletpay', creds.env);
+  }
+
+  /** Creates the order; the buyer then approves at `nextAction.url` and the merchant captures. */
+  async createPayment(creds: WalletpayCredentials, input: CreatePaymentInput): Promise<ProviderPaymentResult> {
+    const { body } = await this.call<WireOrder>(creds, 'POST', '/v2/checkout/orders', {
+      body: createOrderRequest(input),
+      headers: { 'PayPal-Request-Id': requestId(input.idempotencyKey), Prefer: 'return=representation' },
+      mutating: true,
+    });
+    return orderToResult(expectOrder(body));
+  }
+
+  /** Status sync: the order as it stands (with its capture id once captured). */
+  async getPayment(creds: WalletpayCredentials, lookup: PaymentLookup): Promise<ProviderPaymentResult> {
+    return orderToResult(await this.getOrder(creds, orderIdOf(lookup)));
+  }
+
+  /**
+   * Captures an approved order. The answer is judged by the capture's status, not the order's. An order
+   * not approved yet, or captured already, is `invalid_request` with providerCode `ORDER_NOT_APPROVED`
+   * or `ORDER_ALREADY_CAPTURED`; a retry with the same idempotency key replays the first capture.
+   */
+  async capturePayment(creds: WalletpayCredentials, input: WalletpayCaptureInput): Promise<ProviderPaymentResult> {
+    const { body } = await this.call<WireOrder>(creds, 'POST', `/v2/checkout/orders/${encodeURIComponent(input.orderId)}/capture`, {
+      body: {},
+      headers: { 'PayPal-Request-Id': requestId(input.idempotencyKey), Prefer: 'return=representation' },
+      mutating: true,
+    });
+    const order = expectOrder(body);
+    // A minimal answer has no captures array: read the order to see the capture itself.
+    return orderToResult(latestCapture(order) ? order : await this.getOrder(creds, order.id));
+  }
+
+  /** Refunds (part of) the payment's capture; the amount is always explicit. */
+  async refundPayment(creds: WalletpayCredentials, input: RefundInput): Promise<ProviderRefundResult> {
+    const known = input.payment.providerData.captureId;
+    let captureId = typeof known === 'string' && known ? known : null;
+    if (!captureId) captureId = latestCapture(await this.getOrder(creds, orderIdOf(input.payment)))?.id ?? null;
+    if (!captureId) throw new ProviderError('walletpay', 'invalid_request', 'walletpay payment has no capture to refund', 'NO_CAPTURE');
+    const { body } = await this.call<WireRefund>(creds, 'POST', `/v2/payments/captures/${encodeURIComponent(captureId)}/refund`, {
+      body: refundRequest(input),
+      headers: { 'PayPal-Request-Id': requestId(input.idempotencyKey), Prefer: 'return=representation' },
+      mutating: true,
+    });
+    if (!body || typeof body.id !== 'string') throw unexpected('refund');
+    return refundToResult(body);
+  }
+
+  /**
+   * Subscribes `url` to the events the service acts on and returns the webhook id. PayPal refuses a
+   * second webhook with the same URL; then the existing one is looked up and returned.
+   */
+  async registerWebhook(creds: WalletpayCredentials, url: string): Promise<{ webhookId: string }> {
+    const res = await this.call<WireWebhook>(creds, 'POST', '/v1/notifications/webhooks', {
+      body: { url, event_types: SUBSCRIBED_EVENTS.map((name) => ({ name })) },
+      mutating: true,
+      ok: [200, 201, 400],
+    });
+    if (res.status !== 400) {
+      if (!res.body || typeof res.body.id !== 'string') throw unexpected('webhook');
+      return { webhookId: res.body.id };
+    }
+    if (errorCode(res.body) !== 'WEBHOOK_URL_ALREADY_EXISTS') throw errorFromResponse(res.status, res.body, { mutating: false });
+    const { body } = await this.call<{ webhooks?: WireWebhook[] }>(creds, 'GET', '/v1/notifications/webhooks', { mutating: false });
+    const existing = body?.webhooks?.find((w) => w.url === url);
+    if (!existing) throw new ProviderError('walletpay', 'invalid_request', 'walletpay reported the webhook URL as registered but did not list it', 'WEBHOOK_URL_ALREADY_EXISTS');
+    return { webhookId: existing.id };
+  }
+
+  /** PayPal's postback check of an inbound event's signature, with the merchant's credentials. */
+  async verifyWebhookSignature(creds: WalletpayCredentials, check: WalletpaySignatureCheck): Promise<boolean> {
+    const { body } = await this.call<{ verification_status?: string }>(creds, 'POST', '/v1/notifications/verify-webhook-signature', {
+      body: {
+        auth_algo: check.authAlgo,
+        cert_url: check.certUrl,
+        transmission_id: check.transmissionId,
+        transmission_sig: check.transmissionSig,
+        transmission_time: check.transmissionTime,
+        webhook_id: check.webhookId,
+        webhook_event: check.webhookEvent,
+      },
+      mutating: false,
+    });
+    return body?.verification_status === 'SUCCESS';
+  }
+
+  private async getOrder(creds: WalletpayCredentials, orderId: string): Promise<WireOrder> {
+    const { body } = await this.call<WireOrder>(creds, 'GET', `/v2/checkout/orders/${encodeURIComponent(orderId)}`, { mutating: false });
+    return expectOrder(body);
+  }
+
+  /**
+   * One authenticated JSON call. A 401 means the cached token is no longer good (expired or revoked):
+   * the token is fetched again and the call repeated once (a 401 means nothing was done).
+   */
+  private async call<T>(creds: WalletpayCredentials, method: string, path: string, options: CallOptions): Promise<{ status: number; body: T | null }> {
+    const baseUrl = this.baseUrl(creds);
+    let res: HttpResponse | null = null;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const token = await this.tokens.token(baseUrl, creds);
+      res = await httpRequest('walletpay', `${baseUrl}${path}`, {
+        method,
+        headers: {
+          Authorization: `Bearer ${token}`,
+          Accept: 'application/json',
+          ...(options.body !== undefined ? { 'Content-Type': 'application/json' } : {}),
+          ...options.headers,
+        },
+        body: options.body !== undefined ? JSON.stringify(options.body) : undefined,
+        timeoutMs: this.config.providerTimeoutMs,
+      });
+      if (res.status !== 401) break;
+      this.tokens.invalidate(baseUrl, creds);
+    }
+    const { status, json } = res!;
+    const ok = options.ok ?? [200, 201];
+    if (!ok.includes(status)) throw errorFromResponse(status, json, { mutating: options.mutating });
+    return { status, body: json as T | null };
+  }
+}
+
+function orderIdOf(lookup: PaymentLookup): string {
+  if (!lookup.providerRef) throw new ProviderError('walletpay', 'invalid_request', 'walletpay payment has no order id yet', 'NO_ORDER');
+  return lookup.providerRef;
+}
+
+function expectOrder(body: WireOrder | null): WireOrder {
+  if (!body || typeof body.id !== 'string' || typeof body.status !== 'string') throw unexpected('order');
+  return body;
+}
+
+/** A 2xx that is not the resource we asked for: we cannot tell what happened. */
+const unexpected = (what: string) => new ProviderError('walletpay', 'indeterminate', `walletpay answered without a ${what}`);

@@ -1,0 +1,272 @@
+import { formatMinorUnits } from '../../domain/money/money.js';
+import type { CreatePaymentInput, Money, ProviderPaymentResult, ProviderRefundResult, RefundInput, ServicePaymentStatus } from '../types.js';
+import { ProviderError } from '../types.js';
+
+/* ----------------------------------------------------------------------------------------------
+ * Wire types: the subset of PayPal Orders v2 / Payments v2 / Webhooks v1 the adapter reads.
+ * -------------------------------------------------------------------------------------------- */
+
+export interface WireMoney {
+  currency_code: string;
+  value: string;
+}
+
+export interface WireLink {
+  href: string;
+  rel: string;
+  method?: string;
+}
+
+export type WireOrderStatus = 'CREATED' | 'SAVED' | 'APPROVED' | 'VOIDED' | 'COMPLETED' | 'PAYER_ACTION_REQUIRED';
+export type WireCaptureStatus = 'COMPLETED' | 'DECLINED' | 'PENDING' | 'PARTIALLY_REFUNDED' | 'REFUNDED' | 'FAILED';
+export type WireRefundStatus = 'COMPLETED' | 'PENDING' | 'FAILED' | 'CANCELLED';
+
+export interface WireCapture {
+  id: string;
+  status: WireCaptureStatus;
+  status_details?: { reason?: string };
+  amount?: WireMoney;
+  final_capture?: boolean;
+  custom_id?: string;
+  invoice_id?: string;
+  supplementary_data?: { related_ids?: { order_id?: string } };
+  links?: WireLink[];
+  create_time?: string;
+  update_time?: string;
+}
+
+export interface WireRefund {
+  id: string;
+  status: WireRefundStatus;
+  status_details?: { reason?: string };
+  amount?: WireMoney;
+  custom_id?: string;
+  invoice_id?: string;
+  links?: WireLink[];
+}
+
+export interface WireOrder {
+  id: string;
+  status: WireOrderStatus;
+  intent?: string;
+  purchase_units?: {
+    reference_id?: string;
+    amount?: WireMoney;
+    custom_id?: string;
+    invoice_id?: string;
+    payments?: { captures?: WireCapture[]; refunds?: WireRefund[] };
+  }[];
+  payer?: { payer_id?: string };
+  links?: WireLink[];
+}
+
+export interface WireError {
+  name?: string;
+  message?: string;
+  debug_id?: string;
+  details?: { field?: string; issue?: string; description?: string }[];
+  /** OAuth errors use `error` / `error_description` instead. */
+  error?: string;
+  error_description?: string;
+}
+
+export interface WireToken {
+  access_token: string;
+  token_type: string;
+  expires_in: number;
+  app_id?: string;
+  scope?: string;
+  nonce?: string;
+}
+
+export interface WireWebhook {
+  id: string;
+  url: string;
+  event_types?: { name: string }[];
+}
+
+export interface WireEvent {
+  id?: string;
+  event_type?: string;
+  resource_type?: string;
+  create_time?: string;
+  resource?: Record<string, unknown>;
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * THE status tables: provider statuses → service statuses (interface.md "Mappings").
+ * -------------------------------------------------------------------------------------------- */
+
+/** Order status, used until the order has a capture. */
+export const ORDER_STATUS: Record<WireOrderStatus, ServicePaymentStatus> = {
+  COMPLETED: 'completed',
+  APPROVED: 'pending',
+  CREATED: 'pending',
+  PAYER_ACTION_REQUIRED: 'pending',
+  SAVED: 'pending',
+  VOIDED: 'failed',
+};
+
+/** Capture status: decides once a capture exists (an order COMPLETED does not prove money moved). */
+export const CAPTURE_STATUS: Record<WireCaptureStatus, ServicePaymentStatus> = {
+  COMPLETED: 'completed',
+  PARTIALLY_REFUNDED: 'completed',
+  REFUNDED: 'completed',
+  PENDING: 'pending',
+  DECLINED: 'failed',
+  FAILED: 'failed',
+};
+
+export const REFUND_STATUS: Record<WireRefundStatus, ProviderRefundResult['status']> = {
+  COMPLETED: 'completed',
+  PENDING: 'pending',
+  FAILED: 'failed',
+  CANCELLED: 'failed',
+};
+
+/** Inbound events we act on; every other event type is acknowledged and ignored. */
+export const EVENT_MAPPING: Record<string, { kind: 'payment'; status: 'completed' | 'failed' } | { kind: 'refund' }> = {
+  'PAYMENT.CAPTURE.COMPLETED': { kind: 'payment', status: 'completed' },
+  'PAYMENT.CAPTURE.DENIED': { kind: 'payment', status: 'failed' },
+  'PAYMENT.CAPTURE.REFUNDED': { kind: 'refund' },
+};
+
+/** The event types the service subscribes to when it registers its webhook. */
+export const SUBSCRIBED_EVENTS = Object.keys(EVENT_MAPPING);
+
+function mapped<K extends string, V>(table: Record<K, V>, value: string | undefined, what: string): V {
+  if (value !== undefined && Object.hasOwn(table, value)) return table[value as K];
+  // Unknowns are named, not guessed: the outcome stays unknown and a later status sync retries.
+  throw new ProviderError('walletpay', 'indeterminate', `walletpay returned an unknown ${what} status ${JSON.stringify(value ?? null)}`);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Requests
+ * -------------------------------------------------------------------------------------------- */
+
+export const toWireMoney = (money: Money): WireMoney => ({
+  currency_code: money.currency,
+  value: formatMinorUnits(money.minor, money.currency),
+});
+
+/**
+ * An order with intent CAPTURE for the payment. Our payment id rides in `custom_id` (it comes back on
+ * the capture and in events), the 12-character reference is the invoice and reference id, and the
+ * return/cancel URLs go in `payment_source.paypal.experience_context` (PayPal's current form; the
+ * order then answers PAYER_ACTION_REQUIRED with a `payer-action` link).
+ */
+export function createOrderRequest(input: CreatePaymentInput): Record<string, unknown> {
+  const returnUrl = typeof input.fields.return_url === 'string' ? input.fields.return_url : undefined;
+  const cancelUrl = typeof input.fields.cancel_url === 'string' ? input.fields.cancel_url : undefined;
+  return {
+    intent: 'CAPTURE',
+    purchase_units: [
+      {
+        reference_id: input.reference,
+        custom_id: input.paymentId,
+        invoice_id: input.reference,
+        amount: toWireMoney(input.amount),
+      },
+    ],
+    payment_source: {
+      paypal: {
+        experience_context: {
+          ...(returnUrl ? { return_url: returnUrl } : {}),
+          ...(cancelUrl ? { cancel_url: cancelUrl } : {}),
+          user_action: 'PAY_NOW',
+          shipping_preference: 'NO_SHIPPING',
+        },
+      },
+    },
+  };
+}
+
+/** Always an explicit amount (what we recorded), so our books and the provider's agree exactly. */
+export function refundRequest(input: RefundInput): Record<string, unknown> {
+  return { amount: toWireMoney(input.amount), custom_id: input.refundId };
+}
+
+/** `PayPal-Request-Id` allows 1–108 characters. */
+export function requestId(key: string): string {
+  return key.length <= 108 ? key : key.slice(0, 108);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Responses
+ * -------------------------------------------------------------------------------------------- */
+
+/** The order's latest capture, if any. */
+export function latestCapture(order: WireOrder): WireCapture | null {
+  const captures = order.purchase_units?.flatMap((u) => u.payments?.captures ?? []) ?? [];
+  return captures.at(-1) ?? null;
+}
+
+/** The link the buyer must follow to approve: `payer-action` (experience_context) or `approve`. */
+export function approvalLink(order: WireOrder): string | null {
+  const link = order.links?.find((l) => l.rel === 'payer-action') ?? order.links?.find((l) => l.rel === 'approve');
+  return link?.href ?? null;
+}
+
+export function orderToResult(order: WireOrder): ProviderPaymentResult {
+  const capture = latestCapture(order);
+  const status = capture ? mapped(CAPTURE_STATUS, capture.status, 'capture') : mapped(ORDER_STATUS, order.status, 'order');
+  const approve = status === 'pending' && !capture ? approvalLink(order) : null;
+  let failureReason: string | null = null;
+  if (status === 'failed') {
+    failureReason = capture
+      ? `capture ${capture.status}${capture.status_details?.reason ? ` (${capture.status_details.reason})` : ''}`
+      : 'order voided: the buyer cancelled or the order expired';
+  }
+  return {
+    providerRef: order.id,
+    status,
+    nextAction: approve ? { type: 'redirect', url: approve } : null,
+    failureReason,
+    receiptNumber: capture?.id ?? null,
+    data: capture ? { orderId: order.id, captureId: capture.id, captureStatus: capture.status } : { orderId: order.id },
+    raw: order,
+  };
+}
+
+export function refundToResult(refund: WireRefund): ProviderRefundResult {
+  const status = mapped(REFUND_STATUS, refund.status, 'refund');
+  return {
+    providerRef: refund.id,
+    status,
+    failureReason: status === 'failed' ? `refund ${refund.status}${refund.status_details?.reason ? ` (${refund.status_details.reason})` : ''}` : null,
+    raw: refund,
+  };
+}
+
+/** The capture id a refund belongs to: the last path segment of its `rel: "up"` link. */
+export function captureIdOfRefund(refund: { links?: WireLink[] }): string | null {
+  const up = refund.links?.find((l) => l.rel === 'up')?.href;
+  if (!up) return null;
+  const match = /\/captures\/([^/?#]+)/.exec(up);
+  return match ? decodeURIComponent(match[1]!) : null;
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Errors
+ * -------------------------------------------------------------------------------------------- */
+
+/** The provider's most specific code: the first detail's issue, else the error name. */
+export function errorCode(body: unknown): string | undefined {
+  const e = (body ?? {}) as WireError;
+  return e.details?.[0]?.issue ?? e.name ?? e.error;
+}
+
+/**
+ * A non-2xx answer as a ProviderError. A 5xx on a call that changes something is `indeterminate`
+ * (it may have happened); on a read it is `unavailable`.
+ */
+export function errorFromResponse(status: number, body: unknown, options: { mutating: boolean }): ProviderError {
+  const e = (body ?? {}) as WireError;
+  const code = errorCode(body);
+  const said = [e.details?.[0]?.description ?? e.message ?? e.error_description].filter(Boolean).join('');
+  const message = `walletpay answered ${status}${code ? ` ${code}` : ''}${said ? `: ${said}` : ''}`.slice(0, 500);
+  if (status === 401 || status === 403) return new ProviderError('walletpay', 'auth', message, code);
+  if (status === 429) return new ProviderError('walletpay', 'rate_limited', message, code);
+  if (status >= 500) return new ProviderError('walletpay', options.mutating ? 'indeterminate' : 'unavailable', message, code);
+  return new ProviderError('walletpay', 'invalid_request', message, code);
+}

@@ -1,0 +1,154 @@
+import type { WalletpayCredentials } from '../../../contract/index.js';
+import { toMinorUnits } from '../../domain/money/money.js';
+import type { InboundCallback, Money } from '../types.js';
+import type { WalletpayAdapter } from './adapter.js';
+import {
+  EVENT_MAPPING,
+  REFUND_STATUS,
+  captureIdOfRefund,
+  type WireEvent,
+  type WireMoney,
+  type WireRefundStatus,
+} from './transformers.js';
+
+/** An inbound walletpay event, reduced to what the service acts on. */
+export type WalletpayInboundEvent =
+  | {
+    kind: 'payment';
+    /** The event id (`WH-…`); de-duplication uses the transmission id header instead. */
+    eventId: string | null;
+    eventType: string;
+    /** The order (= the payment's provider_ref), from `resource.supplementary_data.related_ids.order_id`. */
+    orderId: string | null;
+    captureId: string;
+    /** Our payment id, which the adapter sent as the purchase unit's custom_id. */
+    customId: string | null;
+    status: 'completed' | 'failed';
+    amount: Money | null;
+  }
+  | {
+    kind: 'refund';
+    eventId: string | null;
+    eventType: string;
+    /** The refunded capture, from the refund's `rel: "up"` link. */
+    captureId: string | null;
+    refundId: string;
+    /** Our refund id when the refund was made by the service (sent as custom_id). */
+    customId: string | null;
+    status: 'completed' | 'pending' | 'failed';
+    amountMinor?: bigint;
+    currency?: string;
+  }
+  | { kind: 'ignored'; eventId: string | null; eventType: string | null };
+
+/** Header names as interface.md gives them, with the real provider's PAYPAL-* names as a fallback. */
+function header(callback: InboundCallback, name: string): string | undefined {
+  const lower = name.toLowerCase();
+  const paypal = lower.replace(/^walletpay-/, 'paypal-');
+  for (const key of [lower, name, paypal]) {
+    const value = callback.headers[key];
+    if (typeof value === 'string' && value !== '') return value;
+  }
+  return undefined;
+}
+
+/** The transmission id: what inbound walletpay callbacks are de-duplicated by. */
+export function walletpayTransmissionId(callback: InboundCallback): string | null {
+  return header(callback, 'Walletpay-Transmission-Id') ?? null;
+}
+
+function eventBody(callback: InboundCallback): Record<string, unknown> | null {
+  if (typeof callback.body === 'object' && callback.body !== null && !Array.isArray(callback.body)) return callback.body as Record<string, unknown>;
+  try {
+    const parsed: unknown = JSON.parse(callback.rawBody.toString('utf8'));
+    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Verifies an inbound event with the provider's verify-webhook-signature postback, using the
+ * merchant's client credentials and its stored `webhook_id` (never the one the request claims: a
+ * `Walletpay-Webhook-Id` header that disagrees with it is rejected outright). Missing signature
+ * headers or no stored webhook id → 'invalid'. The provider being unreachable is not a verdict: its
+ * ProviderError is thrown, so the caller answers 5xx and the provider retries.
+ */
+export async function verifyWalletpayEvent(
+  adapter: WalletpayAdapter,
+  creds: WalletpayCredentials,
+  callback: InboundCallback,
+): Promise<'verified' | 'invalid'> {
+  const webhookId = creds.webhook_id;
+  if (!webhookId) return 'invalid';
+  const claimed = header(callback, 'Walletpay-Webhook-Id');
+  if (claimed !== undefined && claimed !== webhookId) return 'invalid';
+  const transmissionId = header(callback, 'Walletpay-Transmission-Id');
+  const transmissionTime = header(callback, 'Walletpay-Transmission-Time');
+  const transmissionSig = header(callback, 'Walletpay-Transmission-Sig');
+  const certUrl = header(callback, 'Walletpay-Cert-Url');
+  const authAlgo = header(callback, 'Walletpay-Auth-Algo') ?? 'SHA256withRSA';
+  const event = eventBody(callback);
+  if (!transmissionId || !transmissionTime || !transmissionSig || !certUrl || !event) return 'invalid';
+  const ok = await adapter.verifyWebhookSignature(creds, {
+    authAlgo,
+    certUrl,
+    transmissionId,
+    transmissionSig,
+    transmissionTime,
+    webhookId,
+    webhookEvent: event,
+  });
+  return ok ? 'verified' : 'invalid';
+}
+
+const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : null);
+
+function moneyOf(raw: unknown): Money | null {
+  const m = raw as Partial<WireMoney> | undefined;
+  if (!m || typeof m.value !== 'string' || typeof m.currency_code !== 'string') return null;
+  try {
+    return { minor: toMinorUnits(m.value, m.currency_code), currency: m.currency_code.toUpperCase() };
+  } catch {
+    return null;
+  }
+}
+
+/** Maps a (verified) event body through the event table in transformers.ts. */
+export function parseWalletpayEvent(body: unknown): WalletpayInboundEvent {
+  const event = (typeof body === 'object' && body !== null ? body : {}) as WireEvent;
+  const eventId = str(event.id);
+  const eventType = str(event.event_type);
+  const mapping = eventType && Object.hasOwn(EVENT_MAPPING, eventType) ? EVENT_MAPPING[eventType] : undefined;
+  const resource = (event.resource ?? {}) as Record<string, unknown>;
+  const resourceId = str(resource.id);
+  if (!mapping || !eventType || !resourceId) return { kind: 'ignored', eventId, eventType };
+
+  if (mapping.kind === 'payment') {
+    const related = (resource.supplementary_data as { related_ids?: { order_id?: unknown } } | undefined)?.related_ids;
+    return {
+      kind: 'payment',
+      eventId,
+      eventType,
+      orderId: str(related?.order_id),
+      captureId: resourceId,
+      customId: str(resource.custom_id),
+      status: mapping.status,
+      amount: moneyOf(resource.amount),
+    };
+  }
+
+  const refundStatus = str(resource.status) as WireRefundStatus | null;
+  const amount = moneyOf(resource.amount);
+  return {
+    kind: 'refund',
+    eventId,
+    eventType,
+    captureId: captureIdOfRefund(resource as { links?: { href: string; rel: string }[] }),
+    refundId: resourceId,
+    customId: str(resource.custom_id),
+    // PAYMENT.CAPTURE.REFUNDED is sent for a completed refund; its resource says so too.
+    status: refundStatus && Object.hasOwn(REFUND_STATUS, refundStatus) ? REFUND_STATUS[refundStatus] : 'completed',
+    ...(amount ? { amountMinor: amount.minor, currency: amount.currency } : {}),
+  };
+}

@@ -1,0 +1,107 @@
+import { newId } from './db.js';
+import type { StripeErrorBody } from './errors.js';
+import type { PendingEvent } from './events.js';
+import type { IntentRow, PaymentMethodRow, RefundRow } from './objects.js';
+import { cardOf, chargeObject, intentObject, paymentMethodObject, refundObject } from './objects.js';
+import type { Decline } from './test-cards.js';
+import { AUTHENTICATION_FAILURE, DECLINES, type CardBehaviour } from './test-cards.js';
+
+/**
+ * What confirming an intent with a card does: the one place that moves an intent between statuses and
+ * says which events follow. Mutates the row; the caller saves it.
+ */
+export interface Transition {
+  events: PendingEvent[];
+  /** Set when the attempt declined: the 402 card_error body (the intent is in requires_payment_method). */
+  decline: StripeErrorBody | null;
+}
+
+export interface ConfirmOptions {
+  offSession: boolean;
+  errorOnRequiresAction: boolean;
+  returnUrl: string | null;
+  /** The simulator's 3-D Secure page for this intent. */
+  authenticationUrl: string;
+}
+
+const docUrl = (code: string) => `https://docs.stripe.com/error-codes/${code.replace(/_/g, '-')}`;
+
+function succeed(intent: IntentRow, pm: PaymentMethodRow): Transition {
+  intent.status = 'succeeded';
+  intent.payment_method = pm.id;
+  intent.amount_received = intent.amount;
+  intent.latest_charge = newId('ch');
+  intent.next_action = null;
+  intent.last_payment_error = null;
+  return {
+    events: [
+      { type: 'charge.succeeded', object: chargeObject(intent, [], pm) },
+      { type: 'payment_intent.succeeded', object: intentObject(intent) },
+    ],
+    decline: null,
+  };
+}
+
+/** A decline: a failed charge, the intent back to requires_payment_method with last_payment_error. */
+function decline(intent: IntentRow, pm: PaymentMethodRow, reason: Decline, type: 'card_error' | 'invalid_request_error' = 'card_error', withCharge = true): Transition {
+  const charge = withCharge ? newId('ch') : null;
+  const error: StripeErrorBody = {
+    type,
+    code: reason.code,
+    ...(reason.decline_code ? { decline_code: reason.decline_code } : {}),
+    message: reason.message,
+    doc_url: docUrl(reason.code),
+    ...(charge ? { charge } : {}),
+    payment_method: paymentMethodObject(pm),
+  };
+  intent.status = 'requires_payment_method';
+  // Like Stripe: the failed method is only kept in last_payment_error.
+  intent.payment_method = null;
+  intent.next_action = null;
+  intent.last_payment_error = error as unknown as Record<string, unknown>;
+  if (charge) intent.latest_charge = charge;
+  const events: PendingEvent[] = [];
+  if (charge) events.push({ type: 'charge.failed', object: chargeObject(intent, [], pm) });
+  events.push({ type: 'payment_intent.payment_failed', object: intentObject(intent) });
+  return { events, decline: { ...error, payment_intent: intentObject(intent) } };
+}
+
+function outcome(intent: IntentRow, pm: PaymentMethodRow, behaviour: Exclude<CardBehaviour, { kind: 'three_d_secure' }>): Transition {
+  return behaviour.kind === 'succeed' ? succeed(intent, pm) : decline(intent, pm, behaviour.decline);
+}
+
+/** Confirms `intent` with `pm`: succeeds, declines, or asks for 3-D Secure (declined when off-session). */
+export function confirm(intent: IntentRow, pm: PaymentMethodRow, options: ConfirmOptions): Transition {
+  const behaviour = cardOf(pm).behaviour;
+  if (behaviour.kind !== 'three_d_secure') return outcome(intent, pm, behaviour);
+  if (options.offSession || options.errorOnRequiresAction) return decline(intent, pm, DECLINES.authenticationRequired);
+  intent.status = 'requires_action';
+  intent.payment_method = pm.id;
+  intent.last_payment_error = null;
+  intent.next_action = options.returnUrl
+    ? { type: 'redirect_to_url', redirect_to_url: { url: options.authenticationUrl, return_url: options.returnUrl } }
+    : { type: 'use_stripe_sdk', use_stripe_sdk: { type: 'three_d_secure_redirect', stripe_js: options.authenticationUrl, source: newId('src') } };
+  return { events: [{ type: 'payment_intent.requires_action', object: intentObject(intent) }], decline: null };
+}
+
+/** The cardholder finished 3-D Secure: authenticated (then the card's own outcome) or failed. */
+export function authenticate(intent: IntentRow, pm: PaymentMethodRow, result: 'complete' | 'fail'): Transition {
+  const behaviour = cardOf(pm).behaviour;
+  if (result === 'fail') return decline(intent, pm, AUTHENTICATION_FAILURE, 'invalid_request_error', false);
+  return outcome(intent, pm, behaviour.kind === 'three_d_secure' ? behaviour.then : behaviour);
+}
+
+export function cancel(intent: IntentRow, reason: string | null, canceledAt: number): Transition {
+  intent.status = 'canceled';
+  intent.next_action = null;
+  intent.cancellation_reason = reason;
+  intent.canceled_at = String(canceledAt);
+  return { events: [{ type: 'payment_intent.canceled', object: intentObject(intent) }], decline: null };
+}
+
+export function refunded(intent: IntentRow, refunds: RefundRow[], pm: PaymentMethodRow | null, refund: RefundRow): PendingEvent[] {
+  return [
+    { type: 'charge.refunded', object: chargeObject(intent, refunds, pm) },
+    { type: 'refund.created', object: refundObject(refund) },
+  ];
+}

@@ -1,0 +1,28 @@
+import { newId, nowSec } from './db.js';
+import { invalidRequest, noSuch } from './errors.js';
+import type { ApiRoutes } from './http.js';
+import { ok } from './http.js';
+import type { CustomerRow } from './objects.js';
+import { customerObject } from './objects.js';
+import { metadata, onlyKnown, optString } from './params.js';
+import { findCustomer } from './store.js';
+
+export function customerRoutes(api: ApiRoutes): void {
+  api.post('/v1/customers', async ({ params, db, account }) => {
+    onlyKnown(params, ['email', 'name', 'description', 'metadata', 'phone']);
+    const email = optString(params, 'email') ?? null;
+    if (email && (email.length > 512 || !/^[^\s@]+@[^\s@]+$/.test(email))) throw invalidRequest(`Invalid email address: ${email}`, 'email', 'email_invalid');
+    const [row] = await db.query<CustomerRow>(
+      `INSERT INTO sandbox_cardpay_customers (id, account, email, name, description, metadata, created)
+       VALUES (?, ?, ?, ?, ?, ?::jsonb, ?) RETURNING *`,
+      [newId('cus', 14), account, email, optString(params, 'name') ?? null, optString(params, 'description') ?? null, JSON.stringify(metadata(params)), nowSec()],
+    );
+    const customer = customerObject(row!);
+    return ok(customer, [{ type: 'customer.created', object: customer }]);
+  });
+  api.get('/v1/customers/:id', async ({ db, account, path }) => {
+    const row = await findCustomer(db, account, path.id!);
+    if (!row) throw noSuch('customer', path.id!);
+    return customerObject(row);
+  });
+}

@@ -1,0 +1,97 @@
+import { createHmac } from 'node:crypto';
+import type { SandboxDeps } from '../module.js';
+import { dbOf, nowSec } from './db.js';
+import type { EndpointRow, StripeObject } from './objects.js';
+import { eventObject } from './objects.js';
+
+export const SEND_EVENT_JOB = 'sandbox.cardpay.send-event';
+
+/** Attempts per (event, endpoint), the first included; then the delivery is dropped, like Stripe's. */
+const MAX_ATTEMPTS = 6;
+const DELIVERY_TIMEOUT_MS = 10_000;
+
+export interface SendEventJob {
+  endpointId: string;
+  eventId: string;
+  type: string;
+  /** The serialised event: the same bytes on every attempt (each attempt is signed afresh). */
+  body: string;
+  attempt: number;
+}
+
+/** An event to emit once the state change that caused it is committed. */
+export interface PendingEvent {
+  type: string;
+  object: StripeObject;
+}
+
+/** `t=<unix>,v1=<hex HMAC-SHA256 of "t.body">`: Stripe's scheme, sent as Cardpay-Signature. */
+export function signatureHeader(body: string, secret: string, timestamp = nowSec()): string {
+  const v1 = createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex');
+  return `t=${timestamp},v1=${v1}`;
+}
+
+/**
+ * Schedules each event for every endpoint of `account` that listens to its type, delivered by an
+ * Agenda job `sandboxCallbackDelayMs` later. Call after the change is committed.
+ */
+export async function emitEvents(deps: SandboxDeps, account: string, events: PendingEvent[], idempotencyKey: string | null): Promise<void> {
+  if (events.length === 0) return;
+  const endpoints = await dbOf(deps.em).query<Pick<EndpointRow, 'id' | 'enabled_events'>>(
+    'SELECT id, enabled_events FROM sandbox_cardpay_webhook_endpoints WHERE account = ? ORDER BY created, id',
+    [account],
+  );
+  const due = new Date(Date.now() + deps.config.sandboxCallbackDelayMs);
+  for (const { type, object } of events) {
+    const event = eventObject(type, object, idempotencyKey);
+    const body = JSON.stringify(event, null, 2);
+    for (const endpoint of endpoints) {
+      if (!endpoint.enabled_events.includes('*') && !endpoint.enabled_events.includes(type)) continue;
+      const job: SendEventJob = { endpointId: endpoint.id, eventId: event.id, type, body, attempt: 1 };
+      await deps.agenda.schedule(due, SEND_EVENT_JOB, job);
+    }
+  }
+}
+
+/** The job body: POST the signed event; a non-2xx answer or no answer is retried a few times with backoff. */
+export async function sendEvent(deps: SandboxDeps, job: SendEventJob): Promise<void> {
+  const [endpoint] = await dbOf(deps.em).query<Pick<EndpointRow, 'url' | 'secret'>>(
+    'SELECT url, secret FROM sandbox_cardpay_webhook_endpoints WHERE id = ?',
+    [job.endpointId],
+  );
+  if (!endpoint) return; // deleted since: nothing to deliver to
+  const signature = signatureHeader(job.body, endpoint.secret);
+  let status: number | null = null;
+  let error: string | null = null;
+  try {
+    const res = await fetch(endpoint.url, {
+      method: 'POST',
+      headers: {
+        'Content-Type': 'application/json; charset=utf-8',
+        'User-Agent': 'Stripe/1.0 (+https://stripe.com/docs/webhooks)',
+        // interface.md names the header Cardpay-Signature; the real provider calls it Stripe-Signature.
+        'Cardpay-Signature': signature,
+        'Stripe-Signature': signature,
+      },
+      body: job.body,
+      signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
+    });
+    status = res.status;
+    await res.arrayBuffer().catch(() => undefined);
+  } catch (err) {
+    error = (err as Error).name === 'TimeoutError' ? 'timeout' : 'connection failed';
+  }
+  const delivered = status !== null && status >= 200 && status < 300;
+  const log = { endpoint: job.endpointId, event: job.eventId, type: job.type, attempt: job.attempt, status, error };
+  if (delivered) {
+    deps.logger.info(log, 'cardpay simulator delivered event');
+    return;
+  }
+  if (job.attempt >= MAX_ATTEMPTS) {
+    deps.logger.warn(log, 'cardpay simulator gave up delivering event');
+    return;
+  }
+  const backoffMs = Math.max(deps.config.sandboxCallbackDelayMs, 100) * 2 ** (job.attempt - 1);
+  deps.logger.info({ ...log, retryInMs: backoffMs }, 'cardpay simulator will retry event');
+  await deps.agenda.schedule(new Date(Date.now() + backoffMs), SEND_EVENT_JOB, { ...job, attempt: job.attempt + 1 });
+}

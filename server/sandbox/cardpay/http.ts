@@ -1,0 +1,81 @@
+import type { NextFunction, Request, Response, Router } from 'express';
+import type { SandboxDeps } from '../module.js';
+import { accountOf } from './auth.js';
+import type { Db } from './db.js';
+import { dbOf, newId } from './db.js';
+import { SimError } from './errors.js';
+import { emitEvents } from './events.js';
+import type { Outcome, SimResponse } from './idempotency.js';
+import { runIdempotent } from './idempotency.js';
+import { SIM_API_VERSION } from './objects.js';
+import type { Params } from './params.js';
+
+/** What an API handler gets: the calling key's account, the decoded parameters, the database. */
+export interface ApiContext {
+  account: string;
+  params: Params;
+  /** Path parameters (`:id`). */
+  path: Record<string, string>;
+  db: Db;
+  deps: SandboxDeps;
+}
+
+export const ok = (body: unknown, events: SimResponse['events'] = []): SimResponse => ({ status: 200, body, events });
+
+function send(req: Request, res: Response, outcome: Pick<Outcome, 'status' | 'body' | 'replayed'>): void {
+  res.set('Request-Id', newId('req', 14));
+  res.set('Stripe-Version', req.get('stripe-version') ?? SIM_API_VERSION);
+  const key = req.get('idempotency-key');
+  if (key) res.set('Idempotency-Key', key);
+  if (outcome.replayed) res.set('Idempotent-Replayed', 'true');
+  res.status(outcome.status).json(outcome.body);
+}
+
+/**
+ * Stripe-protocol routes: key authentication, Stripe's error shape (never the service's envelope),
+ * idempotency for mutations, and events emitted once the change is committed.
+ */
+export function apiRoutes(router: Router, deps: SandboxDeps) {
+  const fail = (req: Request, res: Response, next: NextFunction, err: unknown) => {
+    if (err instanceof SimError) return send(req, res, { status: err.status, body: { error: err.body }, replayed: false });
+    deps.logger.error({ err: { type: (err as Error).name, message: (err as Error).message }, path: req.path }, 'cardpay simulator error');
+    if (res.headersSent) return next(err);
+    send(req, res, { status: 500, body: { error: { type: 'api_error', message: 'An unknown error occurred.' } }, replayed: false });
+  };
+
+  const mutation = (method: 'post' | 'delete', path: string, handler: (ctx: ApiContext) => Promise<SimResponse>) => {
+    router[method](path, async (req: Request, res: Response, next: NextFunction) => {
+      try {
+        const account = accountOf(req);
+        const params = (req.body ?? {}) as Params;
+        const key = method === 'post' ? req.get('idempotency-key') : undefined;
+        const outcome = await runIdempotent(deps.em, { account, key, method: method.toUpperCase(), path: req.path, params }, (db) =>
+          handler({ account, params, path: req.params as Record<string, string>, db, deps }),
+        );
+        // Scheduled before answering, so an answered change always has its events on the way.
+        await emitEvents(deps, account, outcome.events, key ?? null);
+        send(req, res, outcome);
+      } catch (err) {
+        fail(req, res, next, err);
+      }
+    });
+  };
+
+  return {
+    post: (path: string, handler: (ctx: ApiContext) => Promise<SimResponse>) => mutation('post', path, handler),
+    delete: (path: string, handler: (ctx: ApiContext) => Promise<SimResponse>) => mutation('delete', path, handler),
+    get(path: string, handler: (ctx: ApiContext) => Promise<unknown>) {
+      router.get(path, async (req: Request, res: Response, next: NextFunction) => {
+        try {
+          const account = accountOf(req);
+          const body = await handler({ account, params: req.query as Params, path: req.params as Record<string, string>, db: dbOf(deps.em), deps });
+          send(req, res, { status: 200, body, replayed: false });
+        } catch (err) {
+          fail(req, res, next, err);
+        }
+      });
+    },
+  };
+}
+
+export type ApiRoutes = ReturnType<typeof apiRoutes>;

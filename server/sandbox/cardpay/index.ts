@@ -1,0 +1,51 @@
+import express, { type NextFunction, type Request, type Response, Router } from 'express';
+import { outageSwitch } from '../controls.js';
+import type { SandboxDeps, SandboxModule } from '../module.js';
+import { customerRoutes } from './customers.js';
+import { SEND_EVENT_JOB, sendEvent, type SendEventJob } from './events.js';
+import { apiRoutes } from './http.js';
+import { paymentIntentRoutes } from './payment-intents.js';
+import { paymentMethodRoutes } from './payment-methods.js';
+import { refundRoutes } from './refunds.js';
+import { threeDsRoutes } from './three-ds.js';
+import { webhookEndpointRoutes } from './webhook-endpoints.js';
+
+/**
+ * The cardpay simulator: Stripe's v1 PaymentIntents protocol (form-encoded requests, JSON answers,
+ * Stripe's errors and idempotency), enough for the official `stripe` package to work against it.
+ */
+function router(deps: SandboxDeps): Router {
+  const r = Router();
+  // The app's JSON parser ignores form bodies; Stripe's bracket syntax needs qs (extended).
+  r.use(express.urlencoded({ extended: true, limit: '100kb', parameterLimit: 1000 }));
+  outageSwitch(r, deps.em, 'cardpay', { error: { type: 'api_error', message: 'The cardpay simulator is in an outage (error mode). Try again later.' } });
+  threeDsRoutes(r, deps);
+  const api = apiRoutes(r, deps);
+  paymentIntentRoutes(api);
+  refundRoutes(api);
+  customerRoutes(api);
+  paymentMethodRoutes(api);
+  webhookEndpointRoutes(api);
+  r.use((req: Request, res: Response) => {
+    res.status(404).json({
+      error: { type: 'invalid_request_error', message: `Unrecognized request URL (${req.method}: ${req.path}).` },
+    });
+  });
+  // A body the form parser refuses (too large, malformed) is answered in Stripe's shape, not the service's.
+  r.use((err: { status?: number; statusCode?: number }, _req: Request, res: Response, next: NextFunction) => {
+    if (res.headersSent) return next(err);
+    const status = err.status ?? err.statusCode ?? 500;
+    res.status(status).json({
+      error: status < 500 ? { type: 'invalid_request_error', message: 'The request body could not be parsed.' } : { type: 'api_error', message: 'An unknown error occurred.' },
+    });
+  });
+  return r;
+}
+
+export const cardpaySandbox: SandboxModule = {
+  path: '/sandbox/cardpay',
+  router,
+  defineJobs(deps, define) {
+    define<SendEventJob>(SEND_EVENT_JOB, (job) => sendEvent(deps, job));
+  },
+};

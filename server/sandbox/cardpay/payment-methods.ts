@@ -1,0 +1,81 @@
+import { nowSec } from './db.js';
+import { invalidRequest, noSuch } from './errors.js';
+import type { ApiContext, ApiRoutes } from './http.js';
+import { ok } from './http.js';
+import type { PaymentMethodRow } from './objects.js';
+import { cardOf, paymentMethodObject } from './objects.js';
+import { onlyKnown, reqString } from './params.js';
+import { findCustomer, findPaymentMethod, insertPaymentMethod } from './store.js';
+import { testCard } from './test-cards.js';
+
+const notAttached = () =>
+  invalidRequest(
+    'The payment method you provided is not attached to a customer so detachment is impossible.',
+    undefined,
+    'payment_method_unexpected_state',
+  );
+
+/**
+ * Attaching a test token makes a new `pm_…` that remembers the token. Decline tokens cannot be attached:
+ * the attach answers with the decline (402 card_error), as at Stripe.
+ */
+async function attach(ctx: ApiContext) {
+  const { params, db, account } = ctx;
+  onlyKnown(params, ['customer']);
+  const customerId = reqString(params, 'customer');
+  const id = ctx.path.id!;
+  const existing = testCard(id) ? null : await findPaymentMethod(db, account, id, true);
+  if (!testCard(id) && !existing) throw noSuch('PaymentMethod', id);
+  if (!(await findCustomer(db, account, customerId))) throw noSuch('customer', customerId, 'customer');
+  if (existing?.detached) {
+    throw invalidRequest('This PaymentMethod was previously detached from a Customer and cannot be attached again.', undefined, 'payment_method_unexpected_state');
+  }
+  if (existing?.customer) {
+    if (existing.customer === customerId) return ok(paymentMethodObject(existing));
+    throw invalidRequest('The payment method you provided has already been attached to a customer.', undefined, 'payment_method_unexpected_state');
+  }
+  const card = existing ? cardOf(existing) : testCard(id)!;
+  if (!card.attachable && card.behaviour.kind === 'decline') {
+    const { code, decline_code, message } = card.behaviour.decline;
+    return {
+      status: 402,
+      body: { error: { type: 'card_error', code, ...(decline_code ? { decline_code } : {}), message } },
+      events: [],
+    };
+  }
+  let row: PaymentMethodRow;
+  if (existing) {
+    await db.query('UPDATE sandbox_cardpay_payment_methods SET customer = ? WHERE id = ?', [customerId, existing.id]);
+    row = { ...existing, customer: customerId };
+  } else {
+    row = await insertPaymentMethod(db, account, id, customerId);
+  }
+  const object = paymentMethodObject(row);
+  return ok(object, [{ type: 'payment_method.attached', object }]);
+}
+
+async function detach(ctx: ApiContext) {
+  onlyKnown(ctx.params, []);
+  const id = ctx.path.id!;
+  if (testCard(id)) throw notAttached();
+  const row = await findPaymentMethod(ctx.db, ctx.account, id, true);
+  if (!row) throw noSuch('PaymentMethod', id);
+  if (!row.customer) throw notAttached();
+  await ctx.db.query('UPDATE sandbox_cardpay_payment_methods SET customer = NULL, detached = true WHERE id = ?', [id]);
+  const object = paymentMethodObject({ ...row, customer: null, detached: true });
+  return ok(object, [{ type: 'payment_method.detached', object }]);
+}
+
+export function paymentMethodRoutes(api: ApiRoutes): void {
+  api.post('/v1/payment_methods/:id/attach', attach);
+  api.post('/v1/payment_methods/:id/detach', detach);
+  api.get('/v1/payment_methods/:id', async ({ db, account, path }) => {
+    const id = path.id!;
+    // A test token reads as a fresh, unattached card.
+    if (testCard(id)) return paymentMethodObject({ id, account, token: id, customer: null, detached: false, metadata: {}, created: String(nowSec()) });
+    const row = await findPaymentMethod(db, account, id);
+    if (!row) throw noSuch('PaymentMethod', id);
+    return paymentMethodObject(row);
+  });
+}
+

@@ -1,0 +1,95 @@
+import type { Db } from './db.js';
+import { newId, nowSec } from './db.js';
+import { noSuch } from './errors.js';
+import type { CustomerRow, IntentRow, PaymentMethodRow, RefundRow } from './objects.js';
+import { testCard } from './test-cards.js';
+
+/** Row access for the simulator's tables; every lookup is scoped to the calling key's account. */
+
+const json = (v: unknown) => (v === null || v === undefined ? null : JSON.stringify(v));
+
+export async function findIntent(db: Db, account: string, id: string, lock = false): Promise<IntentRow | null> {
+  const [row] = await db.query<IntentRow>(
+    `SELECT * FROM sandbox_cardpay_intents WHERE id = ? AND account = ?${lock ? ' FOR UPDATE' : ''}`,
+    [id, account],
+  );
+  return row ?? null;
+}
+
+export async function requireIntent(db: Db, account: string, id: string, lock = false, param = 'id'): Promise<IntentRow> {
+  const row = await findIntent(db, account, id, lock);
+  if (!row) throw noSuch('payment_intent', id, param);
+  return row;
+}
+
+/** The 3-D Secure page is opened by the cardholder's browser, which has no key: look up by id alone. */
+export async function findIntentForAuthentication(db: Db, id: string): Promise<IntentRow | null> {
+  const [row] = await db.query<IntentRow>('SELECT * FROM sandbox_cardpay_intents WHERE id = ? FOR UPDATE', [id]);
+  return row ?? null;
+}
+
+export async function insertIntent(db: Db, row: IntentRow): Promise<void> {
+  await db.query(
+    `INSERT INTO sandbox_cardpay_intents (id, account, amount, currency, status, payment_method, customer, description, return_url,
+       off_session, automatic_payment_methods, metadata, next_action, last_payment_error, latest_charge, amount_received,
+       amount_refunded, client_secret, cancellation_reason, canceled_at, created)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?, ?, ?)`,
+    [
+      row.id, row.account, row.amount, row.currency, row.status, row.payment_method, row.customer, row.description, row.return_url,
+      row.off_session, json(row.automatic_payment_methods), json(row.metadata), json(row.next_action), json(row.last_payment_error),
+      row.latest_charge, row.amount_received, row.amount_refunded, row.client_secret, row.cancellation_reason, row.canceled_at, row.created,
+    ],
+  );
+}
+
+/** Writes the fields a confirmation, an authentication or a cancellation changes. */
+export async function saveIntentState(db: Db, row: IntentRow): Promise<void> {
+  await db.query(
+    `UPDATE sandbox_cardpay_intents SET status = ?, payment_method = ?, next_action = ?::jsonb, last_payment_error = ?::jsonb,
+       latest_charge = ?, amount_received = ?, cancellation_reason = ?, canceled_at = ?, updated_at = now()
+     WHERE id = ?`,
+    [
+      row.status, row.payment_method, json(row.next_action), json(row.last_payment_error), row.latest_charge, row.amount_received,
+      row.cancellation_reason, row.canceled_at, row.id,
+    ],
+  );
+}
+
+export async function findPaymentMethod(db: Db, account: string, id: string, lock = false): Promise<PaymentMethodRow | null> {
+  const [row] = await db.query<PaymentMethodRow>(
+    `SELECT * FROM sandbox_cardpay_payment_methods WHERE id = ? AND account = ?${lock ? ' FOR UPDATE' : ''}`,
+    [id, account],
+  );
+  return row ?? null;
+}
+
+export async function insertPaymentMethod(db: Db, account: string, token: string, customer: string | null): Promise<PaymentMethodRow> {
+  const [row] = await db.query<PaymentMethodRow>(
+    `INSERT INTO sandbox_cardpay_payment_methods (id, account, token, customer, created) VALUES (?, ?, ?, ?, ?) RETURNING *`,
+    [newId('pm'), account, token, customer, nowSec()],
+  );
+  return row!;
+}
+
+/** A test token becomes a new `pm_…` of this account (remembering the token); an id must be this account's. */
+export async function resolvePaymentMethod(db: Db, account: string, idOrToken: string, param: string): Promise<PaymentMethodRow> {
+  if (testCard(idOrToken)) return insertPaymentMethod(db, account, idOrToken, null);
+  const row = await findPaymentMethod(db, account, idOrToken, true);
+  if (!row) throw noSuch('PaymentMethod', idOrToken, param);
+  return row;
+}
+
+export async function findCustomer(db: Db, account: string, id: string): Promise<CustomerRow | null> {
+  const [row] = await db.query<CustomerRow>('SELECT * FROM sandbox_cardpay_customers WHERE id = ? AND account = ?', [id, account]);
+  return row ?? null;
+}
+
+export async function refundsOf(db: Db, intentId: string): Promise<RefundRow[]> {
+  return db.query<RefundRow>('SELECT * FROM sandbox_cardpay_refunds WHERE payment_intent = ? ORDER BY created DESC, id DESC', [intentId]);
+}
+
+export async function paymentMethodById(db: Db, id: string | null): Promise<PaymentMethodRow | null> {
+  if (!id) return null;
+  const [row] = await db.query<PaymentMethodRow>('SELECT * FROM sandbox_cardpay_payment_methods WHERE id = ?', [id]);
+  return row ?? null;
+}

@@ -1,0 +1,89 @@
+import type { NextFunction, Request, Response, Router } from 'express';
+import type { SandboxDeps } from '../module.js';
+import { authenticate } from './charging.js';
+import { inTransaction } from './db.js';
+import type { PendingEvent } from './events.js';
+import { emitEvents } from './events.js';
+import type { IntentRow } from './objects.js';
+import { findIntentForAuthentication, paymentMethodById, saveIntentState } from './store.js';
+
+const escape = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+function page(title: string, body: string): string {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escape(title)}</title>
+<style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem}button{font-size:1rem;padding:.5rem 1.25rem;margin-right:.5rem}</style>
+</head><body>${body}</body></html>`;
+}
+
+/** Where the browser goes after authentication: the intent's return_url with Stripe's query parameters. */
+function returnTarget(intent: IntentRow): string | null {
+  if (!intent.return_url) return null;
+  const url = new URL(intent.return_url);
+  url.searchParams.set('payment_intent', intent.id);
+  url.searchParams.set('payment_intent_client_secret', intent.client_secret);
+  url.searchParams.set('redirect_status', intent.status === 'succeeded' ? 'succeeded' : 'failed');
+  return url.toString();
+}
+
+/** Settles a requires_action intent (once; a second settlement changes nothing) and emits its events. */
+async function settle(deps: SandboxDeps, id: string, result: 'complete' | 'fail'): Promise<IntentRow | null> {
+  const settled = await inTransaction(deps.em, async (db): Promise<{ intent: IntentRow; events: PendingEvent[] } | null> => {
+    const intent = await findIntentForAuthentication(db, id);
+    if (!intent) return null;
+    if (intent.status !== 'requires_action') return { intent, events: [] };
+    const pm = await paymentMethodById(db, intent.payment_method);
+    if (!pm) throw new Error(`intent ${id} requires action without a payment method`);
+    const { events } = authenticate(intent, pm, result);
+    await saveIntentState(db, intent);
+    return { intent, events };
+  });
+  if (!settled) return null;
+  await emitEvents(deps, settled.intent.account, settled.events, null);
+  return settled.intent;
+}
+
+/**
+ * The cardholder's 3-D Secure page (no API key: it is opened by a browser). "Complete" and "Fail"
+ * buttons, or `?auto=complete|fail` to settle without a browser; then a 302 to the intent's return_url.
+ */
+export function threeDsRoutes(router: Router, deps: SandboxDeps): void {
+  const finish = async (req: Request, res: Response, result: 'complete' | 'fail') => {
+    const intent = await settle(deps, req.params.id!, result);
+    if (!intent) return res.status(404).type('html').send(page('Not found', '<h1>Unknown payment</h1>'));
+    const target = returnTarget(intent);
+    if (target) return res.redirect(302, target);
+    const done = intent.status === 'succeeded' ? 'Authentication complete: the payment succeeded.' : 'The payment was not completed.';
+    return res.type('html').send(page('3-D Secure', `<h1>${escape(done)}</h1><p>You can close this window.</p>`));
+  };
+  const handle = (fn: (req: Request, res: Response) => Promise<unknown>) => (req: Request, res: Response, next: NextFunction) =>
+    fn(req, res).catch((err: unknown) => {
+      deps.logger.error({ err: { type: (err as Error).name, message: (err as Error).message } }, 'cardpay simulator 3DS page error');
+      if (!res.headersSent) res.status(500).type('html').send(page('Error', '<h1>Something went wrong</h1>'));
+      else next(err);
+    });
+
+  router.get(
+    '/3ds/:id',
+    handle(async (req, res) => {
+      const auto = req.query.auto;
+      if (auto === 'complete' || auto === 'fail') return finish(req, res, auto);
+      const intent = await inTransaction(deps.em, (db) => findIntentForAuthentication(db, req.params.id!));
+      if (!intent) return res.status(404).type('html').send(page('Not found', '<h1>Unknown payment</h1>'));
+      const id = escape(intent.id);
+      const amount = `${escape(intent.amount)} ${escape(intent.currency.toUpperCase())} (minor units)`;
+      if (intent.status !== 'requires_action') {
+        return res.type('html').send(page('3-D Secure', `<h1>Nothing to authenticate</h1><p>Payment ${id} is ${escape(intent.status)}.</p>`));
+      }
+      return res.type('html').send(
+        page(
+          '3-D Secure authentication',
+          `<h1>Authenticate this payment</h1><p>Cardpay test bank: payment <code>${id}</code> of ${amount}.</p>
+<form method="post" action="${id}/complete" style="display:inline"><button type="submit">Complete</button></form>
+<form method="post" action="${id}/fail" style="display:inline"><button type="submit">Fail</button></form>`,
+        ),
+      );
+    }),
+  );
+  router.post('/3ds/:id/complete', handle((req, res) => finish(req, res, 'complete')));
+  router.post('/3ds/:id/fail', handle((req, res) => finish(req, res, 'fail')));
+}

@@ -1,0 +1,75 @@
+import type { SandboxDeps } from '../module.js';
+import { darajaTimestamp } from '../../providers/mobilemoney/eat-time.js';
+import { findStk, type StkRow } from './store.js';
+
+/** The one job that delivers every operator callback (STK results, transaction-status and reversal results, queue timeouts). */
+export const CALLBACK_JOB = 'sandbox.mobilemoney.callback';
+
+/** Delivery attempts per callback, the first included; then the simulator gives up, like the operator. */
+const MAX_ATTEMPTS = 5;
+const CALLBACK_TIMEOUT_MS = 10_000;
+
+export type CallbackJobData = { url: string; attempt: number } & ({ kind: 'stk'; checkoutRequestId: string } | { kind: 'result'; body: unknown });
+
+export async function scheduleCallback(deps: SandboxDeps, at: Date, data: CallbackJobData): Promise<void> {
+  await deps.agenda.schedule(at, CALLBACK_JOB, data);
+}
+
+/** `config.sandboxCallbackDelayMs` from now: when asynchronous results are sent. */
+export const afterDelay = (deps: SandboxDeps) => new Date(Date.now() + deps.config.sandboxCallbackDelayMs);
+
+/** `{Body:{stkCallback:{…}}}`; CallbackMetadata only on success, with numbers where the operator sends numbers. */
+export function stkCallbackBody(row: StkRow) {
+  const callback: Record<string, unknown> = {
+    MerchantRequestID: row.merchant_request_id,
+    CheckoutRequestID: row.checkout_request_id,
+    ResultCode: row.result_code,
+    ResultDesc: row.result_desc,
+  };
+  if (row.result_code === 0 && row.receipt_number) {
+    callback.CallbackMetadata = {
+      Item: [
+        { Name: 'Amount', Value: Number(row.amount) },
+        { Name: 'MpesaReceiptNumber', Value: row.receipt_number },
+        { Name: 'Balance' },
+        { Name: 'TransactionDate', Value: Number(darajaTimestamp(row.completes_at)) },
+        { Name: 'PhoneNumber', Value: Number(row.phone) },
+      ],
+    };
+  }
+  return { Body: { stkCallback: callback } };
+}
+
+/** POSTs one callback; on failure retries with a growing delay, up to MAX_ATTEMPTS. The operator does not sign callbacks. */
+export async function deliverCallback(deps: SandboxDeps, data: CallbackJobData): Promise<void> {
+  let body: unknown;
+  if (data.kind === 'stk') {
+    const row = await findStk(deps.em, data.checkoutRequestId);
+    if (!row) return;
+    body = stkCallbackBody(row);
+  } else {
+    body = data.body;
+  }
+  let failure: string | null = null;
+  try {
+    const res = await fetch(data.url, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(CALLBACK_TIMEOUT_MS),
+    });
+    await res.arrayBuffer().catch(() => undefined);
+    if (res.status < 200 || res.status >= 300) failure = `HTTP ${res.status}`;
+  } catch (err) {
+    failure = (err as Error).name === 'TimeoutError' ? 'timeout' : 'connection failed';
+  }
+  if (failure === null) return;
+  const attempt = data.attempt + 1;
+  if (attempt >= MAX_ATTEMPTS) {
+    deps.logger.warn({ provider: 'mobilemoney', kind: data.kind, attempts: attempt, failure }, 'sandbox callback given up');
+    return;
+  }
+  const delay = Math.max(deps.config.sandboxCallbackDelayMs, 250) * 2 ** attempt;
+  deps.logger.info({ provider: 'mobilemoney', kind: data.kind, attempt, failure }, 'sandbox callback failed, retrying');
+  await scheduleCallback(deps, new Date(Date.now() + delay), { ...data, attempt });
+}

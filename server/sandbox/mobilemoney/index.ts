@@ -1,0 +1,30 @@
+import express, { type Request, type Response } from 'express';
+import { outageSwitch } from '../controls.js';
+import type { SandboxModule } from '../module.js';
+import { CALLBACK_JOB, deliverCallback, type CallbackJobData } from './callbacks.js';
+import { mountOauth } from './oauth.js';
+import { mountPull } from './pull.js';
+import { mountResults } from './results.js';
+import { mountStk } from './stk.js';
+import { operatorError } from './wire.js';
+
+/**
+ * The M-Pesa Daraja simulator at /sandbox/mobilemoney: OAuth, STK push and query, transaction status,
+ * reversal and pull transactions, speaking the operator's wire protocol. Test values: test-values.ts.
+ */
+export const mobilemoneySandbox: SandboxModule = {
+  path: '/sandbox/mobilemoney',
+  router(deps) {
+    const router = express.Router();
+    outageSwitch(router, deps.em, 'mobilemoney', { requestId: 'sandbox-outage', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' });
+    mountOauth(router, deps);
+    mountStk(router, deps);
+    mountResults(router, deps);
+    mountPull(router, deps);
+    router.use((_req: Request, res: Response) => operatorError(res, '404.001.01', 'Resource not found'));
+    return router;
+  },
+  defineJobs(deps, define) {
+    define<CallbackJobData>(CALLBACK_JOB, (data) => deliverCallback(deps, data));
+  },
+};

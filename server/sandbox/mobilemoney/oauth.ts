@@ -1,0 +1,56 @@
+import type { NextFunction, Request, Response, Router } from 'express';
+import type { SandboxDeps } from '../module.js';
+import { consumerForToken, issueToken } from './store.js';
+import { operatorError } from './wire.js';
+
+/** Tokens live 3600 s; the operator announces 3599 (as a string). */
+const TOKEN_LIFETIME_SECONDS = 3599;
+
+export type AuthedRequest = Request & { consumerKey?: string };
+
+/** `GET /oauth/v1/generate?grant_type=client_credentials` with Basic auth. */
+export function mountOauth(router: Router, deps: SandboxDeps): void {
+  router.get('/oauth/v1/generate', async (req: Request, res: Response, next: NextFunction) => {
+    try {
+      const header = req.get('authorization') ?? '';
+      const m = /^Basic\s+([A-Za-z0-9+/=]+)$/.exec(header.trim());
+      const decoded = m ? Buffer.from(m[1]!, 'base64').toString('utf8') : '';
+      const colon = decoded.indexOf(':');
+      if (!m || colon <= 0 || colon === decoded.length - 1) {
+        operatorError(res, '400.008.01', 'Invalid Authentication passed');
+        return;
+      }
+      if (req.query.grant_type !== 'client_credentials') {
+        operatorError(res, '400.008.02', 'Invalid grant type passed');
+        return;
+      }
+      const token = await issueToken(deps.em, decoded.slice(0, colon), TOKEN_LIFETIME_SECONDS);
+      res.json({ access_token: token, expires_in: String(TOKEN_LIFETIME_SECONDS) });
+    } catch (err) {
+      next(err);
+    }
+  });
+}
+
+/** Every API call needs `Authorization: Bearer <live token>`. */
+export function requireToken(deps: SandboxDeps) {
+  return async (req: AuthedRequest, res: Response, next: NextFunction) => {
+    try {
+      const header = req.get('authorization') ?? '';
+      const m = /^Bearer\s+(\S+)$/.exec(header.trim());
+      if (!m) {
+        operatorError(res, '404.001.04', 'Invalid Authentication Header');
+        return;
+      }
+      const consumerKey = await consumerForToken(deps.em, m[1]!);
+      if (!consumerKey) {
+        operatorError(res, '404.001.03', 'Invalid Access Token');
+        return;
+      }
+      req.consumerKey = consumerKey;
+      next();
+    } catch (err) {
+      next(err);
+    }
+  };
+}

@@ -1,0 +1,72 @@
+import type { NextFunction, Response, Router } from 'express';
+import { parsePullDateTime } from '../../providers/mobilemoney/eat-time.js';
+import type { SandboxDeps } from '../module.js';
+import { responseRefId } from './ids.js';
+import { requireToken, type AuthedRequest } from './oauth.js';
+import { completedInWindow, registerPull } from './store.js';
+import { PULL_PAGE_SIZE } from './test-values.js';
+import { body, decimalAmount, invalidField, isMsisdn, isShortcode, isUrl, text } from './wire.js';
+
+/** Pull Transactions: one-time registration, then paged queries of the shortcode's C2B transactions. */
+export function mountPull(router: Router, deps: SandboxDeps): void {
+  router.post('/pulltransactions/v1/register', requireToken(deps), async (req: AuthedRequest, res: Response, next: NextFunction) => {
+    try {
+      const b = body(req);
+      const shortcode = text(b.ShortCode);
+      if (!isShortcode(shortcode)) return invalidField(res, 'ShortCode');
+      if (text(b.RequestType) !== 'Pull') return invalidField(res, 'RequestType');
+      const nominated = text(b.NominatedNumber);
+      if (!isMsisdn(nominated)) return invalidField(res, 'NominatedNumber');
+      const callbackUrl = text(b.CallBackURL);
+      if (!isUrl(callbackUrl)) return invalidField(res, 'CallBackURL');
+      const { created, refId } = await registerPull(deps.em, shortcode, nominated, callbackUrl);
+      res.json({
+        ResponseRefID: refId,
+        ResponseStatus: created ? '1000' : '1001',
+        ShortCode: shortcode,
+        ResponseDescription: created ? 'Shortcode Registered Successfully' : 'Shortcode already registered',
+      });
+    } catch (err) {
+      next(err);
+    }
+  });
+
+  router.post('/pulltransactions/v1/query', requireToken(deps), async (req: AuthedRequest, res: Response, next: NextFunction) => {
+    try {
+      const b = body(req);
+      const shortcode = text(b.ShortCode);
+      if (!isShortcode(shortcode)) return invalidField(res, 'ShortCode');
+      const start = parsePullDateTime(text(b.StartDate) ?? '');
+      if (!start) return invalidField(res, 'StartDate');
+      const end = parsePullDateTime(text(b.EndDate) ?? '');
+      if (!end || end < start) return invalidField(res, 'EndDate');
+      const offsetText = text(b.OffSetValue) ?? '0';
+      if (!/^\d{1,9}$/.test(offsetText)) return invalidField(res, 'OffSetValue');
+
+      const rows = await completedInWindow(deps.em, shortcode, start, end, Number(offsetText), PULL_PAGE_SIZE);
+      if (rows.length === 0) {
+        res.json({ ResponseRefID: responseRefId(), ResponseCode: '1001', ResponseMessage: 'No transactions found', Response: [[]] });
+        return;
+      }
+      res.json({
+        ResponseRefID: responseRefId(),
+        ResponseCode: '1000',
+        ResponseMessage: 'Success',
+        Response: [
+          rows.map((row) => ({
+            transactionId: row.receipt_number,
+            trxDate: new Date(row.completes_at).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+            msisdn: row.phone,
+            sender: row.phone,
+            transactiontype: 'c2b-pay-bill-debit',
+            billreference: row.account_reference,
+            amount: decimalAmount(row.amount),
+            organizationname: `Sandbox Merchant ${row.shortcode}`,
+          })),
+        ],
+      });
+    } catch (err) {
+      next(err);
+    }
+  });
+}

@@ -1,0 +1,139 @@
+import type { NextFunction, Response, Router } from 'express';
+import { parseDarajaTimestamp } from '../../providers/mobilemoney/eat-time.js';
+import type { SandboxDeps } from '../module.js';
+import { scheduleCallback } from './callbacks.js';
+import { checkoutRequestId, dashedId, receiptNumber } from './ids.js';
+import { requireToken, type AuthedRequest } from './oauth.js';
+import { findStk, insertStk } from './store.js';
+import { TEST_PHONES } from './test-values.js';
+import { body, invalidField, isMsisdn, isShortcode, isUrl, operatorError, text, wholeAmount } from './wire.js';
+
+const TRANSACTION_TYPES = new Set(['CustomerPayBillOnline', 'CustomerBuyGoodsOnline']);
+
+/** The outcome a test phone gets (test-values.ts). */
+function outcomeFor(phone: string): { resultCode: number; resultDesc: string; sendsCallback: boolean } {
+  switch (phone) {
+    case TEST_PHONES.cancelled:
+      return { resultCode: 1032, resultDesc: 'Request cancelled by user', sendsCallback: true };
+    case TEST_PHONES.insufficientFunds:
+      return { resultCode: 1, resultDesc: 'The balance is insufficient for the transaction', sendsCallback: true };
+    case TEST_PHONES.silent:
+      return { resultCode: 0, resultDesc: 'The service request is processed successfully.', sendsCallback: false };
+    default:
+      return { resultCode: 0, resultDesc: 'The service request is processed successfully.', sendsCallback: true };
+  }
+}
+
+/**
+ * Password = base64(BusinessShortCode + Passkey + Timestamp). Any passkey is accepted, but the
+ * password must be built from this shortcode and timestamp around a non-empty passkey.
+ */
+function passwordMatches(password: string, shortcode: string, timestamp: string): boolean {
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(password)) return false;
+  const decoded = Buffer.from(password, 'base64').toString('utf8');
+  return decoded.length > shortcode.length + timestamp.length && decoded.startsWith(shortcode) && decoded.endsWith(timestamp);
+}
+
+/** Shortcode, Password and Timestamp, common to push and query: the error to answer, or the shortcode. */
+function checkCredentials(b: Record<string, unknown>): { shortcode: string } | { error: [code: string, message: string] } {
+  const shortcode = text(b.BusinessShortCode);
+  if (!isShortcode(shortcode)) return { error: ['400.002.02', 'Bad Request - Invalid BusinessShortCode'] };
+  const password = text(b.Password);
+  if (!password) return { error: ['400.002.02', 'Bad Request - Invalid Password'] };
+  const timestamp = text(b.Timestamp);
+  if (!timestamp || !parseDarajaTimestamp(timestamp)) return { error: ['400.002.02', 'Bad Request - Invalid Timestamp'] };
+  if (!passwordMatches(password, shortcode, timestamp)) return { error: ['500.001.1001', 'Wrong credentials'] };
+  return { shortcode };
+}
+
+export function mountStk(router: Router, deps: SandboxDeps): void {
+  router.post('/mpesa/stkpush/v1/processrequest', requireToken(deps), async (req: AuthedRequest, res: Response, next: NextFunction) => {
+    try {
+      const b = body(req);
+      // Field checks in the order of the operator's documentation; the first bad field is named.
+      const shortcode = text(b.BusinessShortCode);
+      if (!isShortcode(shortcode)) return invalidField(res, 'BusinessShortCode');
+      if (!text(b.Password)) return invalidField(res, 'Password');
+      const timestamp = text(b.Timestamp);
+      if (!timestamp || !parseDarajaTimestamp(timestamp)) return invalidField(res, 'Timestamp');
+      const transactionType = text(b.TransactionType);
+      if (!transactionType || !TRANSACTION_TYPES.has(transactionType)) return invalidField(res, 'TransactionType');
+      const amount = wholeAmount(b.Amount);
+      if (amount === null) return invalidField(res, 'Amount');
+      const partyA = text(b.PartyA);
+      if (!isMsisdn(partyA)) return invalidField(res, 'PartyA');
+      const partyB = text(b.PartyB);
+      if (!isShortcode(partyB)) return invalidField(res, 'PartyB');
+      const phone = text(b.PhoneNumber);
+      if (!isMsisdn(phone)) return invalidField(res, 'PhoneNumber');
+      const callbackUrl = text(b.CallBackURL);
+      if (!isUrl(callbackUrl)) return invalidField(res, 'CallBackURL');
+      const accountReference = text(b.AccountReference);
+      if (!accountReference || accountReference.length > 12) return invalidField(res, 'AccountReference');
+      const transactionDesc = b.TransactionDesc === undefined || b.TransactionDesc === null ? null : text(b.TransactionDesc);
+      if (b.TransactionDesc !== undefined && b.TransactionDesc !== null && (transactionDesc === null || transactionDesc.length > 13)) {
+        return invalidField(res, 'TransactionDesc');
+      }
+      const creds = checkCredentials(b);
+      if ('error' in creds) return operatorError(res, ...creds.error);
+
+      const outcome = outcomeFor(phone);
+      const checkoutId = checkoutRequestId(new Date());
+      const merchantRequestId = dashedId();
+      const completesAt = await insertStk(deps.em, {
+        checkoutRequestId: checkoutId,
+        merchantRequestId,
+        consumerKey: req.consumerKey!,
+        shortcode,
+        transactionType,
+        partyA,
+        partyB,
+        phone,
+        amount,
+        accountReference,
+        transactionDesc,
+        callbackUrl,
+        resultCode: outcome.resultCode,
+        resultDesc: outcome.resultDesc,
+        receiptNumber: outcome.resultCode === 0 ? receiptNumber() : null,
+        sendsCallback: outcome.sendsCallback,
+        delayMs: deps.config.sandboxCallbackDelayMs,
+      });
+      if (outcome.sendsCallback) {
+        await scheduleCallback(deps, completesAt, { kind: 'stk', url: callbackUrl, checkoutRequestId: checkoutId, attempt: 0 });
+      }
+      res.json({
+        MerchantRequestID: merchantRequestId,
+        CheckoutRequestID: checkoutId,
+        ResponseCode: '0',
+        ResponseDescription: 'Success. Request accepted for processing',
+        CustomerMessage: 'Success. Request accepted for processing',
+      });
+    } catch (err) {
+      next(err);
+    }
+  });
+
+  router.post('/mpesa/stkpushquery/v1/query', requireToken(deps), async (req: AuthedRequest, res: Response, next: NextFunction) => {
+    try {
+      const b = body(req);
+      const creds = checkCredentials(b);
+      if ('error' in creds) return operatorError(res, ...creds.error);
+      const id = text(b.CheckoutRequestID);
+      const row = id ? await findStk(deps.em, id) : null;
+      if (!row || row.shortcode !== creds.shortcode) return invalidField(res, 'CheckoutRequestID');
+      // Until the customer has answered (the callback delay), the operator says it is still processing.
+      if (!row.done) return operatorError(res, '500.001.1001', 'The transaction is being processed');
+      res.json({
+        ResponseCode: '0',
+        ResponseDescription: 'The service request has been accepted successsfully',
+        MerchantRequestID: row.merchant_request_id,
+        CheckoutRequestID: row.checkout_request_id,
+        ResultCode: String(row.result_code),
+        ResultDesc: row.result_desc,
+      });
+    } catch (err) {
+      next(err);
+    }
+  });
+}

@@ -1,0 +1,162 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { accessToken, responseRefId } from './ids.js';
+
+/** The simulator's state, all in PostgreSQL (`sandbox_mobilemoney_*`), so every process sees it. */
+
+export interface StkRow {
+  checkout_request_id: string;
+  merchant_request_id: string;
+  shortcode: string;
+  phone: string;
+  amount: string;
+  account_reference: string;
+  callback_url: string;
+  result_code: number;
+  result_desc: string;
+  receipt_number: string | null;
+  sends_callback: boolean;
+  completes_at: Date;
+  /** completes_at has passed (by the database clock). */
+  done: boolean;
+}
+
+/** Timestamps travel as epoch milliseconds: the ORM's driver hands raw timestamptz values over as text. */
+type StkRecord = Omit<StkRow, 'completes_at'> & { completes_at_ms: string };
+
+const toRow = ({ completes_at_ms, ...rest }: StkRecord): StkRow => ({ ...rest, completes_at: new Date(Number(completes_at_ms)) });
+
+
+const exec = <T>(em: EntityManager, sql: string, params: unknown[] = []) => em.getConnection().execute<T[]>(sql, params);
+
+/** Issues a token for a consumer key and revokes its previous ones (the operator's behaviour). */
+export async function issueToken(em: EntityManager, consumerKey: string, lifetimeSeconds: number): Promise<string> {
+  const token = accessToken();
+  // Serialised per consumer key, so two concurrent requests still leave exactly one live token.
+  await em.getKnex().transaction(async (trx) => {
+    await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`sandbox-mobilemoney-token:${consumerKey}`]);
+    await trx.raw('UPDATE sandbox_mobilemoney_tokens SET revoked_at = now() WHERE consumer_key = ? AND revoked_at IS NULL', [consumerKey]);
+    await trx.raw(
+      'INSERT INTO sandbox_mobilemoney_tokens (access_token, consumer_key, expires_at) VALUES (?, ?, now() + make_interval(secs => ?))',
+      [token, consumerKey, lifetimeSeconds],
+    );
+  });
+  return token;
+}
+
+/** The consumer key of a live token, or null. */
+export async function consumerForToken(em: EntityManager, token: string): Promise<string | null> {
+  const rows = await exec<{ consumer_key: string }>(
+    em,
+    `SELECT consumer_key FROM sandbox_mobilemoney_tokens WHERE access_token = ? AND revoked_at IS NULL AND expires_at > now()`,
+    [token],
+  );
+  return rows[0]?.consumer_key ?? null;
+}
+
+export interface NewStk {
+  checkoutRequestId: string;
+  merchantRequestId: string;
+  consumerKey: string;
+  shortcode: string;
+  transactionType: string;
+  partyA: string;
+  partyB: string;
+  phone: string;
+  amount: number;
+  accountReference: string;
+  transactionDesc: string | null;
+  callbackUrl: string;
+  resultCode: number;
+  resultDesc: string;
+  receiptNumber: string | null;
+  sendsCallback: boolean;
+  delayMs: number;
+}
+
+/** Records an accepted push; returns when it completes (database clock). */
+export async function insertStk(em: EntityManager, s: NewStk): Promise<Date> {
+  const rows = await exec<{ completes_at_ms: string }>(
+    em,
+    `INSERT INTO sandbox_mobilemoney_stk_requests
+       (checkout_request_id, merchant_request_id, consumer_key, shortcode, transaction_type, party_a, party_b, phone, amount,
+        account_reference, transaction_desc, callback_url, result_code, result_desc, receipt_number, sends_callback, completes_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now() + make_interval(secs => ?))
+     RETURNING (extract(epoch FROM completes_at) * 1000)::bigint::text AS completes_at_ms`,
+    [
+      s.checkoutRequestId, s.merchantRequestId, s.consumerKey, s.shortcode, s.transactionType, s.partyA, s.partyB, s.phone, s.amount,
+      s.accountReference, s.transactionDesc, s.callbackUrl, s.resultCode, s.resultDesc, s.receiptNumber, s.sendsCallback, s.delayMs / 1000,
+    ],
+  );
+  return new Date(Number(rows[0]!.completes_at_ms));
+}
+
+const STK_COLUMNS = `checkout_request_id, merchant_request_id, shortcode, phone, amount::text AS amount, account_reference, callback_url,
+  result_code, result_desc, receipt_number, sends_callback,
+  (extract(epoch FROM completes_at) * 1000)::bigint::text AS completes_at_ms, completes_at <= now() AS done`;
+
+export async function findStk(em: EntityManager, checkoutRequestId: string): Promise<StkRow | null> {
+  const rows = await exec<StkRecord>(em, `SELECT ${STK_COLUMNS} FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = ?`, [checkoutRequestId]);
+  return rows[0] ? toRow(rows[0]) : null;
+}
+
+/** A completed transaction (it has a receipt and its time has come) of the shortcode. */
+export async function findCompletedByReceipt(em: EntityManager, receipt: string, shortcode: string): Promise<StkRow | null> {
+  const rows = await exec<StkRecord>(
+    em,
+    `SELECT ${STK_COLUMNS} FROM sandbox_mobilemoney_stk_requests
+     WHERE receipt_number = ? AND shortcode = ? AND completes_at <= now()`,
+    [receipt, shortcode],
+  );
+  return rows[0] ? toRow(rows[0]) : null;
+}
+
+/** Completed transactions of a shortcode in [start, end] (whole seconds) within the last 48 h. */
+export async function completedInWindow(em: EntityManager, shortcode: string, start: Date, end: Date, offset: number, limit: number): Promise<StkRow[]> {
+  const rows = await exec<StkRecord>(
+    em,
+    `SELECT ${STK_COLUMNS} FROM sandbox_mobilemoney_stk_requests
+     WHERE shortcode = ? AND receipt_number IS NOT NULL AND completes_at <= now()
+       AND completes_at >= greatest(?::timestamptz, now() - interval '48 hours')
+       AND completes_at < ?::timestamptz + interval '1 second'
+     ORDER BY completes_at, checkout_request_id
+     OFFSET ? LIMIT ?`,
+    [shortcode, start.toISOString(), end.toISOString(), offset, limit],
+  );
+  return rows.map(toRow);
+}
+
+/**
+ * Records a reversal attempt. A success is recorded at most once per receipt (unique index):
+ * false means the receipt had already been reversed.
+ */
+export async function recordReversal(
+  em: EntityManager,
+  r: { conversationId: string; originatorConversationId: string; transactionId: string; reversalReceipt: string | null; amount: number | null; resultCode: string },
+): Promise<boolean> {
+  const rows = await exec<{ conversation_id: string }>(
+    em,
+    `INSERT INTO sandbox_mobilemoney_reversals (conversation_id, originator_conversation_id, transaction_id, reversal_receipt, amount, result_code)
+     VALUES (?, ?, ?, ?, ?, ?)
+     ON CONFLICT DO NOTHING
+     RETURNING conversation_id`,
+    [r.conversationId, r.originatorConversationId, r.transactionId, r.reversalReceipt, r.amount, r.resultCode],
+  );
+  return rows.length === 1;
+}
+
+export async function isReversed(em: EntityManager, receipt: string): Promise<boolean> {
+  const rows = await exec<{ one: number }>(em, `SELECT 1 AS one FROM sandbox_mobilemoney_reversals WHERE transaction_id = ? AND result_code = '0'`, [receipt]);
+  return rows.length > 0;
+}
+
+/** Registers a shortcode for pull; false when it already was. */
+export async function registerPull(em: EntityManager, shortcode: string, nominatedNumber: string, callbackUrl: string): Promise<{ created: boolean; refId: string }> {
+  const refId = responseRefId();
+  const rows = await exec<{ shortcode: string }>(
+    em,
+    `INSERT INTO sandbox_mobilemoney_pull_registrations (shortcode, nominated_number, callback_url, response_ref_id)
+     VALUES (?, ?, ?, ?) ON CONFLICT (shortcode) DO NOTHING RETURNING shortcode`,
+    [shortcode, nominatedNumber, callbackUrl, refId],
+  );
+  return { created: rows.length === 1, refId };
+}

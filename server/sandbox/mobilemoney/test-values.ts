@@ -1,0 +1,53 @@
+/**
+ * The mobilemoney simulator's documented test values (M-Pesa Daraja sandbox behaviour).
+ *
+ * OAuth: any non-empty consumer key / secret pair gets a token; each new token for a consumer key
+ * revokes the previous one, like the real operator.
+ *
+ * STK push outcomes, by the PhoneNumber that receives the prompt (callback after
+ * SANDBOX_CALLBACK_DELAY_MS; the STK query answers "being processed" until then):
+ *   254708374149  → ResultCode 0 with a receipt (CallbackMetadata)
+ *   254700000001  → ResultCode 1032 "Request cancelled by user"
+ *   254700000002  → ResultCode 1 "The balance is insufficient for the transaction"
+ *   254700000003  → completes with a receipt but NO callback is ever sent (reconciliation by pull)
+ *   any other     → ResultCode 0
+ * The Password must be base64(BusinessShortCode + <any passkey> + Timestamp); the passkey itself is
+ * not checked.
+ *
+ * Transaction status (TransactionID = a receipt of this shortcode): result 0 with the transaction's
+ * details; an unknown receipt → ResultCode "R000002"; TransactionID `TIMEOUT0000` → nothing to the
+ * ResultURL, a queue-timeout notice to the QueueTimeOutURL instead (reversals too).
+ *
+ * Reversal result codes, rules applied in this order:
+ *   Remarks or Occasion containing `SIM:<code>` (code one of 0, R000001, R000002, 1, 21, 2001)
+ *                                              → that code (forced, for tests)
+ *   SecurityCredential `invalid-credential`    → 2001 invalid initiator credentials
+ *   Initiator `testapi_norole`                 → 21 initiator lacks the reversal role
+ *   TransactionID not a receipt of ReceiverParty → R000002 invalid transaction id
+ *   receipt already reversed                   → R000001 already reversed
+ *   original amount 99999 KES                  → 1 insufficient balance
+ *   otherwise                                  → 0 success (the receipt is now reversed)
+ *
+ * Pull: register answers 1000 the first time for a shortcode, then 1001; the query returns every
+ * transaction the simulator completed for the shortcode in the window (last 48 h), 100 rows per page
+ * (OffSetValue is a row offset). Registration is not required before querying.
+ */
+export const SANDBOX_SHORTCODE = '174379';
+/** Safaricom's published sandbox passkey for shortcode 174379 (any passkey works here). */
+export const SANDBOX_PASSKEY = 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919';
+/** Used by the adapter in sandbox env when the credentials carry no initiator / security credential. */
+export const SANDBOX_INITIATOR = 'testapi';
+export const SANDBOX_SECURITY_CREDENTIAL = 'sandbox-security-credential';
+
+export const TEST_PHONES = {
+  success: '254708374149',
+  cancelled: '254700000001',
+  insufficientFunds: '254700000002',
+  silent: '254700000003',
+} as const;
+
+export const TIMEOUT_TRANSACTION_ID = 'TIMEOUT0000';
+export const INVALID_SECURITY_CREDENTIAL = 'invalid-credential';
+export const INITIATOR_WITHOUT_ROLE = 'testapi_norole';
+export const INSUFFICIENT_BALANCE_AMOUNT = 99999;
+export const PULL_PAGE_SIZE = 100;

@@ -1,0 +1,173 @@
+import { randomUUID } from 'node:crypto';
+import type { SandboxDeps } from '../module.js';
+import { dbOf, inTransaction, isoTime, paypalId, simulatorBase, type Db } from './db.js';
+import { certUrl, signTransmission, signedMessage, signingKeys } from './signing.js';
+import { captureView, type CaptureRow } from './views.js';
+
+export const SEND_EVENT_JOB = 'sandbox.walletpay.send-event';
+export const SETTLE_CAPTURE_JOB = 'sandbox.walletpay.settle-capture';
+
+/** Attempts per transmission, the first included; then it is marked failed (PayPal tries 25 times over 3 days). */
+const MAX_ATTEMPTS = 6;
+const DELIVERY_TIMEOUT_MS = 10_000;
+
+export interface SendEventJob {
+  transmissionId: string;
+}
+
+export interface SettleCaptureJob {
+  captureId: string;
+}
+
+interface TransmissionRow {
+  id: string;
+  event_id: string;
+  webhook_id: string;
+  url: string;
+  raw_body: string;
+  transmission_time: string | null;
+  signature: string | null;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+}
+
+/**
+ * Inside the transaction that made the change: records the event `{id:'WH-…', event_version,
+ * create_time, resource_type, resource_version, event_type, summary, resource, links}` and one
+ * transmission (the exact bytes to send) per webhook of `clientId` subscribed to its type. Returns the
+ * transmission ids, to schedule once the transaction has committed.
+ */
+export async function recordEvent(
+  db: Db,
+  base: string,
+  input: { clientId: string; eventType: string; resourceType: string; resource: Record<string, unknown>; summary: string },
+): Promise<string[]> {
+  const id = `WH-${paypalId(17)}-${paypalId(17)}`;
+  const event = {
+    id,
+    event_version: '1.0',
+    create_time: isoTime(),
+    resource_type: input.resourceType,
+    resource_version: '2.0',
+    event_type: input.eventType,
+    summary: input.summary,
+    resource: input.resource,
+    links: [
+      { href: `${base}/v1/notifications/webhooks-events/${id}`, rel: 'self', method: 'GET' },
+      { href: `${base}/v1/notifications/webhooks-events/${id}/resend`, rel: 'resend', method: 'POST' },
+    ],
+  };
+  const rawBody = JSON.stringify(event);
+  await db.query('INSERT INTO sandbox_walletpay_events (id, client_id, event_type, body) VALUES (?, ?, ?, ?::jsonb)', [id, input.clientId, input.eventType, rawBody]);
+  const webhooks = await db.query<{ id: string; url: string; event_types: { name: string }[] }>(
+    'SELECT id, url, event_types FROM sandbox_walletpay_webhooks WHERE client_id = ? ORDER BY created_at, id',
+    [input.clientId],
+  );
+  const transmissions: string[] = [];
+  for (const webhook of webhooks) {
+    const names = webhook.event_types.map((t) => t.name);
+    if (!names.includes('*') && !names.includes(input.eventType)) continue;
+    const transmissionId = randomUUID();
+    await db.query('INSERT INTO sandbox_walletpay_transmissions (id, event_id, webhook_id, url, raw_body) VALUES (?, ?, ?, ?, ?)', [
+      transmissionId, id, webhook.id, webhook.url, rawBody,
+    ]);
+    transmissions.push(transmissionId);
+  }
+  return transmissions;
+}
+
+/** The capture event matching a capture's status (COMPLETED, DENIED or PENDING). */
+export function captureEvent(base: string, capture: CaptureRow) {
+  const amount = `${capture.currency} ${(captureView(base, capture).amount as { value: string }).value}`;
+  const [eventType, summary] =
+    capture.status === 'DECLINED' ? ['PAYMENT.CAPTURE.DENIED', `A payment capture for ${amount} was denied`]
+      : capture.status === 'PENDING' ? ['PAYMENT.CAPTURE.PENDING', `Payment pending for ${amount}`]
+        : ['PAYMENT.CAPTURE.COMPLETED', `Payment completed for ${amount}`];
+  return { clientId: capture.client_id, eventType, resourceType: 'capture', resource: captureView(base, capture, { withOrderId: true }), summary };
+}
+
+/** After commit: each transmission is sent by an Agenda job `sandboxCallbackDelayMs` later. */
+export async function scheduleTransmissions(deps: SandboxDeps, transmissionIds: string[]): Promise<void> {
+  const due = new Date(Date.now() + deps.config.sandboxCallbackDelayMs);
+  for (const transmissionId of transmissionIds) {
+    await deps.agenda.schedule<SendEventJob>(due, SEND_EVENT_JOB, { transmissionId });
+  }
+}
+
+/**
+ * The job body: signs the transmission on its first attempt (the same headers and bytes on every
+ * retry), POSTs it, and retries a non-2xx answer or no answer with backoff, a bounded number of times.
+ */
+export async function sendTransmission(deps: SandboxDeps, job: SendEventJob): Promise<void> {
+  const db = dbOf(deps.em);
+  const [row] = await db.query<TransmissionRow>('SELECT * FROM sandbox_walletpay_transmissions WHERE id = ?', [job.transmissionId]);
+  if (!row || row.status !== 'pending') return;
+  const base = simulatorBase(deps.config.publicBaseUrl);
+  const keys = await signingKeys(db);
+  let { transmission_time: time, signature } = row;
+  if (!time || !signature) {
+    time = isoTime();
+    signature = signTransmission(keys, signedMessage(row.id, time, row.webhook_id, row.raw_body));
+    await db.query('UPDATE sandbox_walletpay_transmissions SET transmission_time = ?, signature = ? WHERE id = ?', [time, signature, row.id]);
+  }
+  const cert = certUrl(base, keys.certId);
+  let status: number | null = null;
+  let error: string | null = null;
+  try {
+    const res = await fetch(row.url, {
+      method: 'POST',
+      headers: {
+        'Content-Type': 'application/json',
+        'User-Agent': 'PayPal/AUHD-214.0-58257000',
+        // interface.md names the headers Walletpay-*; the real provider sends PAYPAL-* (and no webhook id).
+        'Walletpay-Transmission-Id': row.id,
+        'Walletpay-Transmission-Time': time,
+        'Walletpay-Transmission-Sig': signature,
+        'Walletpay-Cert-Url': cert,
+        'Walletpay-Auth-Algo': 'SHA256withRSA',
+        'Walletpay-Webhook-Id': row.webhook_id,
+        'PAYPAL-TRANSMISSION-ID': row.id,
+        'PAYPAL-TRANSMISSION-TIME': time,
+        'PAYPAL-TRANSMISSION-SIG': signature,
+        'PAYPAL-CERT-URL': cert,
+        'PAYPAL-AUTH-ALGO': 'SHA256withRSA',
+      },
+      body: row.raw_body,
+      signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
+    });
+    status = res.status;
+    await res.arrayBuffer().catch(() => undefined);
+  } catch (err) {
+    error = (err as Error).name === 'TimeoutError' ? 'timeout' : 'connection failed';
+  }
+  const attempts = row.attempts + 1;
+  const delivered = status !== null && status >= 200 && status < 300;
+  const final = delivered ? 'delivered' : attempts >= MAX_ATTEMPTS ? 'failed' : 'pending';
+  await db.query(
+    `UPDATE sandbox_walletpay_transmissions
+     SET attempts = ?, status = ?, last_response_status = ?, last_error = ?, delivered_at = CASE WHEN ? THEN now() ELSE NULL END
+     WHERE id = ?`,
+    [attempts, final, status, error ?? (delivered ? null : `HTTP ${status}`), delivered, row.id],
+  );
+  if (final === 'pending') {
+    const delay = Math.max(deps.config.sandboxCallbackDelayMs, 100) * 2 ** (attempts - 1);
+    await deps.agenda.schedule<SendEventJob>(new Date(Date.now() + delay), SEND_EVENT_JOB, { transmissionId: row.id });
+  } else if (final === 'failed') {
+    deps.logger.warn({ provider: 'walletpay', transmissionId: row.id, attempts }, 'sandbox webhook transmission gave up');
+  }
+}
+
+/** The job body for a capture left PENDING (review): it completes and sends PAYMENT.CAPTURE.COMPLETED. */
+export async function settleCapture(deps: SandboxDeps, job: SettleCaptureJob): Promise<void> {
+  const base = simulatorBase(deps.config.publicBaseUrl);
+  const transmissions = await inTransaction(deps.em, async (db) => {
+    const [capture] = await db.query<CaptureRow>(
+      `UPDATE sandbox_walletpay_captures SET status = 'COMPLETED', status_reason = NULL, updated_at = now()
+       WHERE id = ? AND status = 'PENDING' RETURNING *`,
+      [job.captureId],
+    );
+    if (!capture) return [];
+    return recordEvent(db, base, captureEvent(base, capture));
+  });
+  await scheduleTransmissions(deps, transmissions);
+}

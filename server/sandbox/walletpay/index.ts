@@ -1,0 +1,51 @@
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { outageSwitch } from '../controls.js';
+import type { SandboxModule } from '../module.js';
+import { mountApproval } from './approval.js';
+import { mountAuth, requireBearer } from './auth.js';
+import { INTERNAL_ERROR_BODY, PaypalError, sendError } from './errors.js';
+import { SEND_EVENT_JOB, SETTLE_CAPTURE_JOB, sendTransmission, settleCapture, type SendEventJob, type SettleCaptureJob } from './events.js';
+import { mountOrders } from './orders.js';
+import { mountPayments } from './payments.js';
+import { mountCertificate, mountWebhooks } from './webhooks.js';
+
+/**
+ * The walletpay simulator: PayPal's Orders v2 wire protocol (OAuth2 client credentials, orders with
+ * buyer approval and capture, capture refunds, webhook subscriptions with RSA-signed events and the
+ * verify-webhook-signature postback), mounted at /sandbox/walletpay. State is in the
+ * `sandbox_walletpay_*` tables; events are sent by Agenda jobs.
+ */
+export const walletpaySandbox: SandboxModule = {
+  path: '/sandbox/walletpay',
+
+  router(deps) {
+    const router = express.Router();
+    outageSwitch(router, deps.em, 'walletpay', INTERNAL_ERROR_BODY);
+    mountAuth(router, deps);
+    mountCertificate(router, deps);
+    mountApproval(router, deps);
+    // Everything below needs a live bearer token.
+    router.use(['/v1', '/v2'], requireBearer(deps));
+    mountOrders(router, deps);
+    mountPayments(router, deps);
+    mountWebhooks(router, deps);
+
+    router.use((_req: Request, res: Response) => sendError(res, new PaypalError(404)));
+    router.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+      if (err instanceof PaypalError) return sendError(res, err);
+      const status = (err as { status?: number }).status;
+      if (typeof status === 'number' && status >= 400 && status < 500) {
+        // Body-parser failures (malformed or oversized form bodies).
+        return sendError(res, new PaypalError(400, [{ issue: 'MALFORMED_REQUEST', description: 'The request is not well formed.' }]));
+      }
+      deps.logger.error({ provider: 'walletpay', err: { type: (err as Error).name, message: (err as Error).message } }, 'sandbox walletpay error');
+      res.status(500).json(INTERNAL_ERROR_BODY);
+    });
+    return router;
+  },
+
+  defineJobs(deps, define) {
+    define<SendEventJob>(SEND_EVENT_JOB, (data) => sendTransmission(deps, data));
+    define<SettleCaptureJob>(SETTLE_CAPTURE_JOB, (data) => settleCapture(deps, data));
+  },
+};

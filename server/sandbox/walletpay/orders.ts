@@ -1,0 +1,144 @@
+import type { Router } from 'express';
+import type { SandboxDeps } from '../module.js';
+import { clientIdOf } from './auth.js';
+import { dbOf, inTransaction, paypalId, route, simulatorBase } from './db.js';
+import { invalid, unprocessable } from './errors.js';
+import { SETTLE_CAPTURE_JOB, captureEvent, recordEvent, scheduleTransmissions, type SettleCaptureJob } from './events.js';
+import { isObject, missing, optionalString, optionalUrl, parseMoney, requestIdOf, wantsRepresentation } from './params.js';
+import { loadOrder, renderOrder } from './store.js';
+import { minimalOrderView, type CaptureRow, type Experience, type OrderRow, type PurchaseUnitInput } from './views.js';
+
+interface OrderRequest {
+  intent: string;
+  unit: PurchaseUnitInput;
+  amountMinor: bigint;
+  currency: string;
+  experience: Experience;
+  usesPaymentSource: boolean;
+}
+
+/** Validates a create-order body the way PayPal does: 400 for shape and syntax, 422 for business rules. */
+function parseOrderRequest(body: unknown): OrderRequest {
+  if (!isObject(body)) throw invalid('MALFORMED_REQUEST_JSON', '', 'The request JSON is not well formed.');
+  const intent = body.intent;
+  if (intent === undefined) throw missing('/intent');
+  if (intent !== 'CAPTURE' && intent !== 'AUTHORIZE') {
+    throw invalid('INVALID_PARAMETER_VALUE', '/intent', 'The value of a field is invalid.', 'body', String(intent));
+  }
+  if (intent === 'AUTHORIZE') throw unprocessable('UNSUPPORTED_INTENT', 'The sandbox simulator supports intent CAPTURE only.', '/intent');
+  const units = body.purchase_units;
+  if (!Array.isArray(units) || units.length === 0) throw missing('/purchase_units');
+  if (units.length > 1) throw unprocessable('MULTIPLE_PURCHASE_UNITS_NOT_SUPPORTED', 'The sandbox simulator supports one purchase unit per order.', '/purchase_units');
+  const pu: unknown = units[0];
+  if (!isObject(pu)) throw invalid('INVALID_PARAMETER_SYNTAX', '/purchase_units/0', 'The value of a field does not conform to the expected format.');
+  const { minor, currency } = parseMoney(pu.amount, '/purchase_units/0/amount');
+  const unit: PurchaseUnitInput = {
+    reference_id: optionalString(pu, 'reference_id', '/purchase_units/0/reference_id', 256),
+    custom_id: optionalString(pu, 'custom_id', '/purchase_units/0/custom_id', 127),
+    invoice_id: optionalString(pu, 'invoice_id', '/purchase_units/0/invoice_id', 127),
+    description: optionalString(pu, 'description', '/purchase_units/0/description', 127),
+  };
+
+  // Return and cancel URLs: the newer payment_source.paypal.experience_context, or the older application_context.
+  const source = body.payment_source;
+  const paypal = isObject(source) ? source.paypal : undefined;
+  const usesPaymentSource = isObject(paypal);
+  const ctx = usesPaymentSource ? (paypal as Record<string, unknown>).experience_context : body.application_context;
+  const prefix = usesPaymentSource ? '/payment_source/paypal/experience_context' : '/application_context';
+  const experience: Experience = {};
+  if (isObject(ctx)) {
+    experience.return_url = optionalUrl(ctx, 'return_url', `${prefix}/return_url`);
+    experience.cancel_url = optionalUrl(ctx, 'cancel_url', `${prefix}/cancel_url`);
+    experience.brand_name = optionalString(ctx, 'brand_name', `${prefix}/brand_name`, 127);
+    experience.user_action = optionalString(ctx, 'user_action', `${prefix}/user_action`, 20);
+    experience.shipping_preference = optionalString(ctx, 'shipping_preference', `${prefix}/shipping_preference`, 40);
+    experience.landing_page = optionalString(ctx, 'landing_page', `${prefix}/landing_page`, 20);
+    experience.locale = optionalString(ctx, 'locale', `${prefix}/locale`, 10);
+  } else if (ctx !== undefined) {
+    throw invalid('INVALID_PARAMETER_SYNTAX', prefix, 'The value of a field does not conform to the expected format.');
+  }
+  return { intent, unit, amountMinor: minor, currency, experience, usesPaymentSource };
+}
+
+/** `POST /v2/checkout/orders`, `GET /v2/checkout/orders/:id`, `POST /v2/checkout/orders/:id/capture`. */
+export function mountOrders(router: Router, deps: SandboxDeps): void {
+  const base = () => simulatorBase(deps.config.publicBaseUrl);
+
+  router.post(
+    '/v2/checkout/orders',
+    route(async (req, res) => {
+      const clientId = clientIdOf(res);
+      const requestId = requestIdOf(req);
+      const input = parseOrderRequest(req.body);
+      const db = dbOf(deps.em);
+      const [created] = await db.query<OrderRow>(
+        `INSERT INTO sandbox_walletpay_orders
+           (id, client_id, request_id, intent, status, purchase_unit, amount_minor, currency, experience, uses_payment_source)
+         VALUES (?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?::jsonb, ?)
+         ON CONFLICT (client_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
+         RETURNING *`,
+        [
+          paypalId(), clientId, requestId, input.intent, input.usesPaymentSource ? 'PAYER_ACTION_REQUIRED' : 'CREATED',
+          JSON.stringify(input.unit), input.amountMinor.toString(), input.currency, JSON.stringify(input.experience), input.usesPaymentSource,
+        ],
+      );
+      // The same PayPal-Request-Id again: the original order, 200 instead of 201.
+      const order = created ?? (await db.query<OrderRow>('SELECT * FROM sandbox_walletpay_orders WHERE client_id = ? AND request_id = ?', [clientId, requestId]))[0]!;
+      const body = wantsRepresentation(req) ? await renderOrder(db, base(), order) : minimalOrderView(base(), order);
+      res.status(created ? 201 : 200).json(body);
+    }),
+  );
+
+  router.get(
+    '/v2/checkout/orders/:id',
+    route(async (req, res) => {
+      const db = dbOf(deps.em);
+      const order = await loadOrder(db, req.params.id!, clientIdOf(res));
+      res.json(await renderOrder(db, base(), order));
+    }),
+  );
+
+  router.post(
+    '/v2/checkout/orders/:id/capture',
+    route(async (req, res) => {
+      const clientId = clientIdOf(res);
+      const requestId = requestIdOf(req);
+      const result = await inTransaction(deps.em, async (db) => {
+        const order = await loadOrder(db, req.params.id!, clientId, true);
+        if (order.status === 'COMPLETED') {
+          if (requestId !== null && order.capture_request_id === requestId) {
+            return { status: 200, body: await renderOrder(db, base(), order), transmissions: [], pendingCapture: null };
+          }
+          throw unprocessable('ORDER_ALREADY_CAPTURED', "Order already captured. If 'intent=CAPTURE' only one capture per order is allowed.");
+        }
+        if (order.status !== 'APPROVED') {
+          throw unprocessable(
+            'ORDER_NOT_APPROVED',
+            order.status === 'VOIDED'
+              ? 'The order was voided (the payer cancelled) and can no longer be captured.'
+              : "Payer has not yet approved the Order for payment. Please redirect the payer to the 'rel':'approve' url returned as part of the HATEOAS links within the Create Order call.",
+          );
+        }
+        const [status, reason] = order.funding === 'declined' ? ['DECLINED', null] : order.funding === 'pending' ? ['PENDING', 'PENDING_REVIEW'] : ['COMPLETED', null];
+        const [capture] = await db.query<CaptureRow>(
+          `INSERT INTO sandbox_walletpay_captures (id, order_id, client_id, status, status_reason, amount_minor, currency, custom_id, invoice_id)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
+          [paypalId(), order.id, clientId, status, reason, order.amount_minor, order.currency, order.purchase_unit.custom_id ?? null, order.purchase_unit.invoice_id ?? null],
+        );
+        const [completed] = await db.query<OrderRow>(
+          `UPDATE sandbox_walletpay_orders SET status = 'COMPLETED', capture_request_id = ?, updated_at = now() WHERE id = ? RETURNING *`,
+          [requestId, order.id],
+        );
+        const transmissions = await recordEvent(db, base(), captureEvent(base(), capture!));
+        return { status: 201, body: await renderOrder(db, base(), completed!), transmissions, pendingCapture: status === 'PENDING' ? capture!.id : null };
+      });
+      await scheduleTransmissions(deps, result.transmissions);
+      if (result.pendingCapture) {
+        // A capture under review completes a little later, with its own PAYMENT.CAPTURE.COMPLETED event.
+        const due = new Date(Date.now() + 2 * deps.config.sandboxCallbackDelayMs);
+        await deps.agenda.schedule<SettleCaptureJob>(due, SETTLE_CAPTURE_JOB, { captureId: result.pendingCapture });
+      }
+      res.status(result.status).json(result.body);
+    }),
+  );
+}

@@ -1,0 +1,108 @@
+import type { Router } from 'express';
+import type { SandboxDeps } from '../module.js';
+import { clientIdOf } from './auth.js';
+import { dbOf, inTransaction, paypalId, route, simulatorBase } from './db.js';
+import { invalid, notFound, unprocessable } from './errors.js';
+import { recordEvent, scheduleTransmissions } from './events.js';
+import { isObject, optionalString, parseMoney, requestIdOf, wantsRepresentation } from './params.js';
+import { loadCapture } from './store.js';
+import { captureView, money, refundView, type CaptureRow, type RefundRow } from './views.js';
+
+interface RefundRequest {
+  amount: { minor: bigint; currency: string } | null;
+  invoiceId: string | null;
+  customId: string | null;
+  noteToPayer: string | null;
+}
+
+function parseRefundRequest(body: unknown): RefundRequest {
+  if (body === undefined || body === null) return { amount: null, invoiceId: null, customId: null, noteToPayer: null };
+  if (!isObject(body)) throw invalid('MALFORMED_REQUEST_JSON', '', 'The request JSON is not well formed.');
+  return {
+    amount: body.amount === undefined ? null : parseMoney(body.amount, '/amount'),
+    invoiceId: optionalString(body, 'invoice_id', '/invoice_id', 127) ?? null,
+    customId: optionalString(body, 'custom_id', '/custom_id', 127) ?? null,
+    noteToPayer: optionalString(body, 'note_to_payer', '/note_to_payer', 255) ?? null,
+  };
+}
+
+/** `GET /v2/payments/captures/:id`, `POST /v2/payments/captures/:id/refund`, `GET /v2/payments/refunds/:id`. */
+export function mountPayments(router: Router, deps: SandboxDeps): void {
+  const base = () => simulatorBase(deps.config.publicBaseUrl);
+
+  router.get(
+    '/v2/payments/captures/:id',
+    route(async (req, res) => {
+      const capture = await loadCapture(dbOf(deps.em), req.params.id!, clientIdOf(res));
+      res.json(captureView(base(), capture, { withOrderId: true }));
+    }),
+  );
+
+  router.get(
+    '/v2/payments/refunds/:id',
+    route(async (req, res) => {
+      const db = dbOf(deps.em);
+      const [refund] = await db.query<RefundRow>('SELECT * FROM sandbox_walletpay_refunds WHERE id = ? AND client_id = ?', [req.params.id, clientIdOf(res)]);
+      if (!refund) throw notFound('INVALID_RESOURCE_ID', 'Specified resource ID does not exist. Please check the resource ID and try again.', 'refund_id');
+      const capture = await loadCapture(db, refund.capture_id, refund.client_id);
+      res.json(refundView(base(), refund, capture));
+    }),
+  );
+
+  router.post(
+    '/v2/payments/captures/:id/refund',
+    route(async (req, res) => {
+      const clientId = clientIdOf(res);
+      const requestId = requestIdOf(req);
+      const input = parseRefundRequest(req.body);
+      const result = await inTransaction(deps.em, async (db) => {
+        // The capture's row lock serialises refunds of one capture, replays included.
+        const capture = await loadCapture(db, req.params.id!, clientId, true);
+        if (requestId !== null) {
+          const [replay] = await db.query<RefundRow>('SELECT * FROM sandbox_walletpay_refunds WHERE client_id = ? AND request_id = ?', [clientId, requestId]);
+          if (replay) {
+            const of = replay.capture_id === capture.id ? capture : await loadCapture(db, replay.capture_id, clientId);
+            return { status: 200, refund: replay, capture: of, transmissions: [] as string[] };
+          }
+        }
+        if (capture.status === 'REFUNDED') throw unprocessable('CAPTURE_FULLY_REFUNDED', 'The capture has already been fully refunded.');
+        if (capture.status !== 'COMPLETED' && capture.status !== 'PARTIALLY_REFUNDED') {
+          throw unprocessable('REFUND_NOT_ALLOWED', `A capture that is ${capture.status} cannot be refunded.`);
+        }
+        const remaining = BigInt(capture.amount_minor) - BigInt(capture.refunded_minor);
+        if (input.amount && input.amount.currency !== capture.currency) {
+          throw unprocessable('CURRENCY_MISMATCH', 'Refund must be in the same currency as the capture.', '/amount/currency_code');
+        }
+        const amount = input.amount?.minor ?? remaining;
+        if (amount > remaining) {
+          throw unprocessable('REFUND_AMOUNT_EXCEEDED', 'The refund amount must be less than or equal to the capture amount that has not yet been refunded.', '/amount/value');
+        }
+        const [refund] = await db.query<RefundRow>(
+          `INSERT INTO sandbox_walletpay_refunds (id, capture_id, client_id, request_id, status, amount_minor, currency, invoice_id, custom_id, note_to_payer)
+           VALUES (?, ?, ?, ?, 'COMPLETED', ?, ?, ?, ?, ?) RETURNING *`,
+          [paypalId(), capture.id, clientId, requestId, amount.toString(), capture.currency, input.invoiceId, input.customId, input.noteToPayer],
+        );
+        const [updated] = await db.query<CaptureRow>(
+          `UPDATE sandbox_walletpay_captures
+           SET refunded_minor = refunded_minor + ?,
+               status = CASE WHEN refunded_minor + ? >= amount_minor THEN 'REFUNDED' ELSE 'PARTIALLY_REFUNDED' END,
+               updated_at = now()
+           WHERE id = ? RETURNING *`,
+          [amount.toString(), amount.toString(), capture.id],
+        );
+        const value = money(amount, capture.currency);
+        const transmissions = await recordEvent(db, base(), {
+          clientId,
+          eventType: 'PAYMENT.CAPTURE.REFUNDED',
+          resourceType: 'refund',
+          resource: refundView(base(), refund!, updated!),
+          summary: `A ${value.currency_code} ${value.value} capture payment was refunded`,
+        });
+        return { status: 201, refund: refund!, capture: updated!, transmissions };
+      });
+      await scheduleTransmissions(deps, result.transmissions);
+      const view = refundView(base(), result.refund, result.capture);
+      res.status(result.status).json(wantsRepresentation(req) ? view : { id: view.id, status: view.status, links: view.links });
+    }),
+  );
+}

@@ -1,0 +1,35 @@
+import type { Db } from './db.js';
+import { notFound } from './errors.js';
+import { orderView, type CaptureRow, type OrderRow, type RefundRow } from './views.js';
+
+/** An order of this client (another client's order does not exist for it), optionally row-locked. */
+export async function loadOrder(db: Db, id: string, clientId: string, lock = false): Promise<OrderRow> {
+  const rows = await db.query<OrderRow>(
+    `SELECT * FROM sandbox_walletpay_orders WHERE id = ? AND client_id = ?${lock ? ' FOR UPDATE' : ''}`,
+    [id, clientId],
+  );
+  if (!rows[0]) throw notFound('INVALID_RESOURCE_ID', 'Specified resource ID does not exist. Please check the resource ID and try again.', 'order_id');
+  return rows[0];
+}
+
+export async function loadCapture(db: Db, id: string, clientId: string, lock = false): Promise<CaptureRow> {
+  const rows = await db.query<CaptureRow>(
+    `SELECT * FROM sandbox_walletpay_captures WHERE id = ? AND client_id = ?${lock ? ' FOR UPDATE' : ''}`,
+    [id, clientId],
+  );
+  if (!rows[0]) throw notFound('INVALID_RESOURCE_ID', 'Specified resource ID does not exist. Please check the resource ID and try again.', 'capture_id');
+  return rows[0];
+}
+
+/** The full representation of an order, with its captures and refunds. */
+export async function renderOrder(db: Db, base: string, order: OrderRow): Promise<Record<string, unknown>> {
+  const captures = await db.query<CaptureRow>('SELECT * FROM sandbox_walletpay_captures WHERE order_id = ? ORDER BY created_at, id', [order.id]);
+  const refunds = captures.length === 0
+    ? []
+    : await db.query<RefundRow>(
+      `SELECT r.* FROM sandbox_walletpay_refunds r JOIN sandbox_walletpay_captures c ON c.id = r.capture_id
+       WHERE c.order_id = ? ORDER BY r.created_at, r.id`,
+      [order.id],
+    );
+  return orderView(base, order, captures, refunds);
+}

@@ -1,0 +1,91 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface ReceivedRequest {
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+interface Behaviour {
+  /** Answer this many requests with `status` before answering 200. Infinity = always. */
+  failures: number;
+  status: number;
+  /** Leave this many requests unanswered (past the service's timeout) before answering. */
+  hangs: number;
+}
+
+/**
+ * A merchant's webhook endpoint on 127.0.0.1: records every request (path, headers, raw body) and
+ * behaves per path as told — fail N times, always fail, or hang.
+ */
+export class WebhookReceiver {
+  readonly requests: ReceivedRequest[] = [];
+  private readonly behaviours = new Map<string, Behaviour>();
+  private readonly server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const path = req.url ?? '/';
+      this.requests.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      const b = this.behaviours.get(path);
+      if (b && b.hangs > 0) {
+        b.hangs -= 1;
+        return; // never answered; closed at stop()
+      }
+      if (b && b.failures > 0) {
+        b.failures -= 1;
+        res.writeHead(b.status, { 'Content-Type': 'text/plain' }).end('receiver says no');
+        return;
+      }
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end('{"received":true}');
+    });
+  });
+  private port = 0;
+
+  async start(): Promise<this> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.port = (this.server.address() as AddressInfo).port;
+    return this;
+  }
+
+  url(path: string): string {
+    return `http://127.0.0.1:${this.port}${path}`;
+  }
+
+  failNext(path: string, count: number, status = 500): void {
+    this.behaviours.set(path, { failures: count, status, hangs: 0 });
+  }
+
+  alwaysFail(path: string, status = 503): void {
+    this.failNext(path, Number.POSITIVE_INFINITY, status);
+  }
+
+  hangNext(path: string, count: number): void {
+    this.behaviours.set(path, { failures: 0, status: 200, hangs: count });
+  }
+
+  succeed(path: string): void {
+    this.behaviours.delete(path);
+  }
+
+  on(path: string): ReceivedRequest[] {
+    return this.requests.filter((r) => r.path === path);
+  }
+
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+/** Polls `probe` until it returns a truthy value (bounded), for outcomes produced by jobs. */
+export async function waitFor<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -1,0 +1,74 @@
+import { createHmac } from 'node:crypto';
+import { describe, expect, it } from '@jest/globals';
+import { WebhookVerificationError, verifyWebhook } from '../../client/index.js';
+
+const secret = 'whsec_test_secret_for_verification_0001';
+const now = new Date('2026-11-22T10:00:00Z');
+const ts = Math.floor(now.getTime() / 1000);
+const body = JSON.stringify({
+  id: 'a9f1c7d2-4b6e-4c8a-9d55-6f1e8f3a7c21',
+  type: 'payment.refunded',
+  created_at: now.toISOString(),
+  data: {
+    payment_id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21', amount: '25.00', currency: 'USD', provider: 'cardpay',
+    status: 'refunded', previous_status: 'completed', refund_id: '7c9e6679-7425-40de-944b-e07fc1f90ae7', amount_refunded: '25.00',
+  },
+});
+const sign = (timestamp: number, payload: string, key = secret) =>
+  `sha256=${createHmac('sha256', key).update(`${timestamp}.${payload}`).digest('hex')}`;
+const headersFor = (timestamp: number, payload = body) => ({
+  'x-payments-timestamp': String(timestamp),
+  'x-payments-signature': sign(timestamp, payload),
+  'x-webhook-id': 'd1',
+  'x-event-type': 'payment.refunded',
+});
+
+function reasonOf(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(WebhookVerificationError);
+    return (err as WebhookVerificationError).reason;
+  }
+  throw new Error('expected verification to fail');
+}
+
+describe('verifyWebhook', () => {
+  it('returns the typed event for a valid delivery (string, bytes, Node headers and fetch Headers)', () => {
+    const event = verifyWebhook(body, headersFor(ts), secret, { now });
+    expect(event.type).toBe('payment.refunded');
+    expect(event.data.refund_id).toBe('7c9e6679-7425-40de-944b-e07fc1f90ae7');
+    expect(verifyWebhook(new TextEncoder().encode(body), new Headers(headersFor(ts)), secret, { now: now.getTime() })).toEqual(event);
+    const upper = { 'X-Payments-Timestamp': [String(ts)], 'X-Payments-Signature': sign(ts, body) };
+    expect(verifyWebhook(Buffer.from(body), upper, secret, { now }).id).toBe(event.id);
+  });
+
+  it('rejects missing headers', () => {
+    expect(reasonOf(() => verifyWebhook(body, { 'x-payments-signature': sign(ts, body) }, secret, { now }))).toBe('missing_header');
+    expect(reasonOf(() => verifyWebhook(body, { 'x-payments-timestamp': String(ts) }, secret, { now }))).toBe('missing_header');
+  });
+
+  it('rejects malformed headers', () => {
+    expect(reasonOf(() => verifyWebhook(body, { ...headersFor(ts), 'x-payments-timestamp': '2026-11-22' }, secret, { now }))).toBe('malformed_header');
+    expect(reasonOf(() => verifyWebhook(body, { ...headersFor(ts), 'x-payments-signature': 'v1=abc' }, secret, { now }))).toBe('malformed_header');
+  });
+
+  it('rejects a timestamp outside the tolerance, either way', () => {
+    expect(reasonOf(() => verifyWebhook(body, headersFor(ts - 301), secret, { now }))).toBe('timestamp_too_old');
+    expect(reasonOf(() => verifyWebhook(body, headersFor(ts + 301), secret, { now }))).toBe('timestamp_in_future');
+    expect(verifyWebhook(body, headersFor(ts - 300), secret, { now }).type).toBe('payment.refunded');
+    expect(reasonOf(() => verifyWebhook(body, headersFor(ts - 60), secret, { now, toleranceSec: 30 }))).toBe('timestamp_too_old');
+  });
+
+  it('rejects a wrong secret, a changed body and a signature moved to another timestamp', () => {
+    expect(reasonOf(() => verifyWebhook(body, headersFor(ts), 'whsec_other', { now }))).toBe('signature_mismatch');
+    expect(reasonOf(() => verifyWebhook(body.replace('25.00', '2500.00'), headersFor(ts), secret, { now }))).toBe('signature_mismatch');
+    const moved = { ...headersFor(ts), 'x-payments-timestamp': String(ts + 1) };
+    expect(reasonOf(() => verifyWebhook(body, moved, secret, { now }))).toBe('signature_mismatch');
+  });
+
+  it('rejects a correctly signed body that is not an event', () => {
+    expect(reasonOf(() => verifyWebhook('not json', headersFor(ts, 'not json'), secret, { now }))).toBe('malformed_body');
+    expect(reasonOf(() => verifyWebhook('{"hello":1}', headersFor(ts, '{"hello":1}'), secret, { now }))).toBe('malformed_body');
+  });
+});

@@ -1,0 +1,120 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+
+let t: TestService;
+let key: string;
+let otherKey: string;
+
+interface Seed { status: string; provider: string; currency: string; minor: number; amount: string; created: string; receipt?: string; key?: string }
+
+// A fixed book of payments for one merchant (seeded directly: this file tests the read path).
+const SEEDS: Seed[] = [
+  { status: 'completed', provider: 'cardpay', currency: 'USD', minor: 1000, amount: '10.00', created: '2026-01-01T10:00:00Z', key: 'order-a' },
+  { status: 'failed', provider: 'cardpay', currency: 'USD', minor: 2550, amount: '25.50', created: '2026-01-02T10:00:00Z' },
+  { status: 'pending', provider: 'walletpay', currency: 'EUR', minor: 9999, amount: '99.99', created: '2026-01-03T10:00:00Z' },
+  { status: 'completed', provider: 'mobilemoney', currency: 'KES', minor: 150000, amount: '1500.00', created: '2026-01-04T10:00:00Z', receipt: 'NLJ7RT61SV' },
+  { status: 'reversed', provider: 'mobilemoney', currency: 'KES', minor: 5000, amount: '50.00', created: '2026-01-05T10:00:00Z', receipt: 'QWE1RT2YUI' },
+  { status: 'refunded', provider: 'walletpay', currency: 'USD', minor: 500, amount: '5.00', created: '2026-01-06T10:00:00Z' },
+  { status: 'completed', provider: 'cardpay', currency: 'JPY', minor: 1200, amount: '1200', created: '2026-01-07T10:00:00Z' },
+];
+
+async function seed(merchantId: string, rows: Seed[]) {
+  for (const s of rows) {
+    await t.sql(
+      `INSERT INTO payments (id, merchant_id, provider, status, amount_minor, currency, amount, reference, idempotency_key, request_hash, receipt_number, provider_ref, created_at, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'seed', $10, $11, $12, $12)`,
+      [randomUUID(), merchantId, s.provider, s.status, s.minor, s.currency, s.amount, randomUUID().slice(0, 12).toUpperCase(), s.key ?? randomUUID(), s.receipt ?? null, s.receipt ?? `ref-${randomUUID()}`, s.created],
+    );
+  }
+}
+
+const list = (query: Record<string, string | number>, apiKey = key) => t.http.get('/v1/payments').query(query).set('X-API-Key', apiKey);
+const amounts = (res: { body: { data: { amount: string }[] } }) => res.body.data.map((p) => p.amount);
+
+beforeAll(async () => {
+  t = await startTestService();
+  const a = await t.createMerchant('Lister');
+  const b = await t.createMerchant('Other lister');
+  key = a.apiKey;
+  otherKey = b.apiKey;
+  await seed(a.merchantId, SEEDS);
+  await seed(b.merchantId, [{ status: 'completed', provider: 'cardpay', currency: 'USD', minor: 1000, amount: '10.00', created: '2026-01-01T11:00:00Z' }]);
+});
+afterAll(async () => t.stop());
+
+describe('GET /v1/payments', () => {
+  it('lists only the merchant’s payments, newest first, with meta', async () => {
+    const res = await list({});
+    expect(res.status).toBe(200);
+    expect(res.body.meta).toEqual({ page: 1, page_size: 50, total: 7 });
+    expect(amounts(res)).toEqual(['1200', '5.00', '50.00', '1500.00', '99.99', '25.50', '10.00']);
+    expect(res.body.data[0]).not.toHaveProperty('provider_response');
+  });
+
+  it.each([
+    [{ status: 'completed' }, ['1200', '1500.00', '10.00']],
+    [{ status: 'reversed' }, ['50.00']],
+    [{ status: 'refunded' }, ['5.00']],
+    [{ provider: 'mobilemoney' }, ['50.00', '1500.00']],
+    [{ currency: 'usd' }, ['5.00', '25.50', '10.00']],
+    [{ min_amount: '25.50' }, ['1200', '50.00', '1500.00', '99.99', '25.50']],
+    [{ max_amount: '10' }, ['5.00', '10.00']],
+    [{ min_amount: '10.00', max_amount: '99.99' }, ['50.00', '99.99', '25.50', '10.00']],
+    [{ since: '2026-01-05T10:00:00Z' }, ['1200', '5.00', '50.00']],
+    [{ until: '2026-01-02T10:00:00Z' }, ['10.00']],
+    [{ since: '2026-01-02T00:00:00Z', until: '2026-01-05T00:00:00+00:00' }, ['1500.00', '99.99', '25.50']],
+    [{ search: 'NLJ7RT61SV' }, ['1500.00']],
+    [{ search: 'nlj7rt61sv' }, ['1500.00']],
+    [{ search: 'order-a' }, ['10.00']],
+    [{ search: 'nothing-matches' }, []],
+    [{ status: 'completed', provider: 'cardpay', currency: 'USD', min_amount: '5', since: '2025-12-31T00:00:00Z' }, ['10.00']],
+    [{ status: 'pending', provider: 'cardpay' }, []],
+  ])('filters %j', async (query, expected) => {
+    const res = await list(query as Record<string, string>);
+    expect(res.status).toBe(200);
+    expect(amounts(res)).toEqual(expected);
+    expect(res.body.meta.total).toBe(expected.length);
+  });
+
+  it('paginates with page and page_size and reports the total', async () => {
+    const first = await list({ page_size: 3 });
+    const second = await list({ page_size: 3, page: 2 });
+    const third = await list({ page_size: 3, page: 3 });
+    const beyond = await list({ page_size: 3, page: 9 });
+    expect(amounts(first)).toEqual(['1200', '5.00', '50.00']);
+    expect(amounts(second)).toEqual(['1500.00', '99.99', '25.50']);
+    expect(amounts(third)).toEqual(['10.00']);
+    expect(beyond.body).toEqual({ success: true, data: [], meta: { page: 9, page_size: 3, total: 7 } });
+  });
+
+  it('an empty result is data [] and total 0', async () => {
+    const res = await list({ currency: 'GBP' });
+    expect(res.body).toEqual({ success: true, data: [], meta: { page: 1, page_size: 50, total: 0 } });
+  });
+
+  it.each([
+    [{ page_size: 101 }, 'page_size'],
+    [{ page_size: 0 }, 'page_size'],
+    [{ page: 0 }, 'page'],
+    [{ page: 'two' }, 'page'],
+    [{ status: 'settled' }, 'status'],
+    [{ provider: 'paypal' }, 'provider'],
+    [{ currency: 'dollars' }, 'currency'],
+    [{ min_amount: '-1' }, 'min_amount'],
+    [{ since: 'yesterday' }, 'since'],
+    [{ colour: 'red' }, 'colour'],
+    [{ min_amount: '20', max_amount: '10' }, 'min_amount'],
+    [{ since: '2026-02-01T00:00:00Z', until: '2026-01-01T00:00:00Z' }, 'since'],
+  ])('refuses %j with 422 naming the field (never clamps)', async (query, field) => {
+    const res = await list(query as Record<string, string>);
+    expect(res.status).toBe(422);
+    expect(res.body.error.code).toBe('VALIDATION_ERROR');
+    expect(res.body.error.details.map((d: { field: string }) => d.field)).toContain(field);
+  });
+
+  it('another merchant sees only its own payment', async () => {
+    const res = await list({}, otherKey);
+    expect(res.body.meta.total).toBe(1);
+  });
+});

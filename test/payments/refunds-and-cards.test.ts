@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+
+let t: TestService;
+let receiver: WebhookReceiver;
+let key: string;
+let n = 0;
+
+async function payment(body: Record<string, unknown>) {
+  return t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `rc-${Date.now()}-${++n}`).send(body);
+}
+const visa = (amount = '100.00') => payment({ provider: 'cardpay', amount, currency: 'USD', payment_method: 'pm_card_visa' });
+const refund = (body: Record<string, unknown>, apiKey = key) => t.http.post('/v1/refunds').set('X-API-Key', apiKey).send(body);
+const getPayment = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key)).body.data;
+
+beforeAll(async () => {
+  t = await startTestService();
+  receiver = await new WebhookReceiver().start();
+  ({ apiKey: key } = await t.createMerchant('Refund Shop'));
+  await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: receiver.url }).expect(200);
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_refunds_0001' } }).expect(200);
+});
+afterAll(async () => {
+  await t.stop();
+  await receiver.stop();
+});
+
+describe('refunds', () => {
+  it('refunds in part, then the remainder: amount_refunded grows, the payment ends refunded, each emits payment.refunded', async () => {
+    const p = (await visa('100.00')).body.data;
+    const first = await refund({ payment_id: p.id, amount: '30.00' });
+    expect(first.status).toBe(201);
+    expect(first.body.data).toMatchObject({ payment_id: p.id, status: 'completed', amount: '30.00', currency: 'USD', failure_reason: null });
+    expect(first.body.data.provider_ref).toMatch(/^re_/);
+    expect(await getPayment(p.id)).toMatchObject({ status: 'completed', amount_refunded: '30.00' });
+
+    const rest = await refund({ payment_id: p.id });
+    expect(rest.body.data.amount).toBe('70.00');
+    expect(await getPayment(p.id)).toMatchObject({ status: 'refunded', amount_refunded: '100.00' });
+
+    const events = await eventually(() => {
+      const mine = receiver.events('payment.refunded').filter((e) => e.json.data.payment_id === p.id);
+      return mine.length === 2 ? mine : null;
+    });
+    const byRefund = Object.fromEntries(events.map((e) => [e.json.data.refund_id, e.json.data]));
+    expect(byRefund[first.body.data.id]).toMatchObject({ status: 'completed', previous_status: 'completed', amount_refunded: '30.00', amount: '100.00' });
+    expect(byRefund[rest.body.data.id]).toMatchObject({ status: 'refunded', previous_status: 'completed', amount_refunded: '100.00' });
+
+    const got = await t.http.get(`/v1/refunds/${first.body.data.id}`).set('X-API-Key', key);
+    expect(got.body.data).toEqual(first.body.data);
+    const list = await t.http.get('/v1/refunds').query({ payment_id: p.id }).set('X-API-Key', key);
+    expect(list.body.data.map((r: { id: string }) => r.id)).toEqual([first.body.data.id, rest.body.data.id]);
+    expect(list.body.meta).toEqual({ page: 1, page_size: 50, total: 2 });
+  });
+
+  it('refuses an over-refund with 422 and a refund of a refunded payment with 409', async () => {
+    const p = (await visa('10.00')).body.data;
+    const over = await refund({ payment_id: p.id, amount: '10.01' });
+    expect(over.status).toBe(422);
+    expect(over.body.error.details[0].field).toBe('amount');
+    await refund({ payment_id: p.id }).expect(201);
+    const again = await refund({ payment_id: p.id, amount: '1.00' });
+    expect(again.status).toBe(409);
+    expect(again.body.error.code).toBe('CONFLICT');
+  });
+
+  it('refuses zero, negative and over-precise amounts with 422', async () => {
+    const p = (await visa('10.00')).body.data;
+    for (const amount of ['0', '-1', '0.001', 'abc']) {
+      const res = await refund({ payment_id: p.id, amount });
+      expect(res.status).toBe(422);
+    }
+    expect((await getPayment(p.id)).amount_refunded).toBe('0.00');
+  });
+
+  it('refuses to refund a failed payment (409) and an unknown or foreign one (404)', async () => {
+    const failed = (await payment({ provider: 'cardpay', amount: '5.00', currency: 'USD', payment_method: 'pm_card_chargeDeclined' })).body.data;
+    expect((await refund({ payment_id: failed.id })).status).toBe(409);
+    expect((await refund({ payment_id: '00000000-0000-4000-8000-000000000000' })).status).toBe(404);
+    const other = await t.createMerchant('Stranger');
+    const mine = (await visa('5.00')).body.data;
+    expect((await refund({ payment_id: mine.id }, other.apiKey)).status).toBe(404);
+    expect((await t.http.get(`/v1/refunds?payment_id=${mine.id}`).set('X-API-Key', other.apiKey)).status).toBe(404);
+  });
+
+  it('two concurrent partial refunds can never exceed the amount', async () => {
+    const p = (await visa('10.00')).body.data;
+    const results = await Promise.all([refund({ payment_id: p.id, amount: '6.00' }), refund({ payment_id: p.id, amount: '6.00' })]);
+    expect(results.map((r) => r.status).sort()).toEqual([201, 422]);
+    expect((await getPayment(p.id)).amount_refunded).toBe('6.00');
+  });
+});
+
+describe('saved cards', () => {
+  it('saves a card (token, brand, last4, expiry only), lists it, charges it off-session, deletes it', async () => {
+    const saved = await t.http.post('/v1/payments/cards').set('X-API-Key', key).send({ payment_method_id: 'pm_card_visa', customer_email: 'buyer@example.com', customer_name: 'Ada Buyer' });
+    expect(saved.status).toBe(201);
+    expect(saved.body.data).toEqual({
+      id: expect.any(String), provider: 'cardpay', brand: 'visa', last4: '4242', exp_month: expect.any(Number), exp_year: expect.any(Number),
+      is_default: true, created_at: expect.any(String),
+    });
+    const row = (await t.sql('SELECT * FROM saved_cards WHERE id = $1', [saved.body.data.id]))[0]!;
+    expect(Object.keys(row).sort()).toEqual(['active', 'brand', 'created_at', 'customer_ref', 'deleted_at', 'exp_month', 'exp_year', 'id', 'is_default', 'last4', 'merchant_id', 'payment_method_token', 'provider']);
+
+    const second = await t.http.post('/v1/payments/cards').set('X-API-Key', key).send({ payment_method_id: 'pm_card_mastercard' });
+    expect(second.body.data.is_default).toBe(false);
+    const list = await t.http.get('/v1/payments/cards').set('X-API-Key', key);
+    expect(list.body.data.map((c: { id: string }) => c.id)).toEqual([saved.body.data.id, second.body.data.id]);
+    expect(list.body.meta.total).toBe(2);
+
+    const charge = await payment({ provider: 'cardpay', amount: '12.00', currency: 'USD', saved_card_id: saved.body.data.id });
+    expect(charge.status).toBe(201);
+    expect(charge.body.data.status).toBe('completed');
+    expect(charge.body.data.next_action).toBeNull();
+
+    const deleted = await t.http.delete(`/v1/payments/cards/${saved.body.data.id}`).set('X-API-Key', key);
+    expect(deleted.status).toBe(200);
+    expect(deleted.body).toEqual({ success: true, data: { id: saved.body.data.id, deleted: true } });
+    const after = await t.http.get('/v1/payments/cards').set('X-API-Key', key);
+    expect(after.body.data.map((c: { id: string }) => c.id)).toEqual([second.body.data.id]);
+
+    const refused = await payment({ provider: 'cardpay', amount: '12.00', currency: 'USD', saved_card_id: saved.body.data.id });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error.details[0].field).toBe('saved_card_id');
+    expect((await t.http.delete(`/v1/payments/cards/${saved.body.data.id}`).set('X-API-Key', key)).status).toBe(404);
+  });
+
+  it('a saved card that declines later fails its off-session charge', async () => {
+    const saved = await t.http.post('/v1/payments/cards').set('X-API-Key', key).send({ payment_method_id: 'pm_card_chargeCustomerFail' });
+    expect(saved.status).toBe(201);
+    const charge = await payment({ provider: 'cardpay', amount: '3.00', currency: 'USD', saved_card_id: saved.body.data.id });
+    expect(charge.body.data.status).toBe('failed');
+  });
+
+  it("rejects a bad email with 422, and hides another merchant's card (404)", async () => {
+    const bad = await t.http.post('/v1/payments/cards').set('X-API-Key', key).send({ payment_method_id: 'pm_card_visa', customer_email: 'not-an-email' });
+    expect(bad.status).toBe(422);
+    expect(bad.body.error.details[0].field).toBe('customer_email');
+    const saved = await t.http.post('/v1/payments/cards').set('X-API-Key', key).send({ payment_method_id: 'pm_card_visa' });
+    const other = await t.createMerchant('Card Thief');
+    expect((await t.http.delete(`/v1/payments/cards/${saved.body.data.id}`).set('X-API-Key', other.apiKey)).status).toBe(404);
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', other.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_thief_0001' } }).expect(200);
+    const charge = await t.http.post('/v1/payments').set('X-API-Key', other.apiKey).set('Idempotency-Key', `thief-${Date.now()}`)
+      .send({ provider: 'cardpay', amount: '1.00', currency: 'USD', saved_card_id: saved.body.data.id });
+    expect(charge.status).toBe(422);
+  });
+});

@@ -1,0 +1,501 @@
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { CardpayAdapter, prepareCardpayCredentials } from '../../server/providers/cardpay/adapter.js';
+import { parseCardpayEvent, verifyCardpaySignature } from '../../server/providers/cardpay/webhook.js';
+import type { CreatePaymentInput, ProviderPaymentResult, RefundInput } from '../../server/providers/types.js';
+import { ProviderError } from '../../server/providers/types.js';
+import { startTestService, type TestService } from '../support/service.js';
+
+/**
+ * The cardpay adapter (official stripe SDK) against the cardpay simulator over real HTTP: charges,
+ * declines, 3-D Secure, saved cards, refunds, idempotency, signed events, outages.
+ */
+let t: TestService;
+let adapter: CardpayAdapter;
+beforeAll(async () => {
+  t = await startTestService({ PROVIDER_TIMEOUT_MS: '1000' });
+  adapter = new CardpayAdapter(t.service.container.config);
+});
+afterAll(async () => t.stop());
+
+/** Each test its own secret key: its own tenant at the simulator. */
+const newCreds = () => ({ secret_key: `sk_test_${randomUUID().replace(/-/g, '')}` });
+
+function paymentInput(fields: Record<string, unknown>, minor = 1050n, currency = 'USD'): CreatePaymentInput {
+  const paymentId = randomUUID();
+  return {
+    paymentId,
+    reference: paymentId.replace(/-/g, '').slice(0, 12).toUpperCase(),
+    amount: { minor, currency },
+    idempotencyKey: `payment-${paymentId}`,
+    callbackUrl: 'http://unused.invalid/',
+    fields,
+  };
+}
+
+async function providerError(promise: Promise<unknown>): Promise<ProviderError> {
+  try {
+    await promise;
+  } catch (err) {
+    expect(err).toBeInstanceOf(ProviderError);
+    return err as ProviderError;
+  }
+  throw new Error('expected a ProviderError');
+}
+
+async function eventually<T>(fn: () => Promise<T | undefined> | T | undefined, what: string, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function refundInput(payment: ProviderPaymentResult, paymentInputUsed: CreatePaymentInput, minor: bigint, full: boolean): RefundInput {
+  const refundId = randomUUID();
+  return {
+    refundId,
+    payment: {
+      paymentId: paymentInputUsed.paymentId,
+      providerRef: payment.providerRef,
+      reference: paymentInputUsed.reference,
+      providerData: {},
+      amount: paymentInputUsed.amount,
+      receiptNumber: null,
+    },
+    amount: { minor, currency: paymentInputUsed.amount.currency },
+    full,
+    idempotencyKey: `refund-${refundId}`,
+    resultUrl: 'http://unused.invalid/',
+    timeoutUrl: 'http://unused.invalid/',
+  };
+}
+
+describe('one-time charges', () => {
+  it.each(['pm_card_visa', 'pm_card_mastercard', 'pm_card_amex'])('%s succeeds: completed, with the intent as raw (no client secret)', async (token) => {
+    const input = paymentInput({ payment_method: token });
+    const result = await adapter.createPayment(newCreds(), input);
+    expect(result.status).toBe('completed');
+    expect(result.providerRef).toMatch(/^pi_/);
+    expect(result.nextAction).toBeNull();
+    expect(result.failureReason).toBeNull();
+    const raw = result.raw as Record<string, unknown>;
+    expect(raw).toMatchObject({ object: 'payment_intent', status: 'succeeded', amount: 1050, currency: 'usd', amount_received: 1050 });
+    expect(raw.metadata).toEqual({ payment_id: input.paymentId, reference: input.reference });
+    expect(raw).not.toHaveProperty('client_secret');
+    expect(raw.automatic_payment_methods).toEqual({ enabled: true, allow_redirects: 'never' });
+  });
+
+  it.each([
+    ['pm_card_chargeDeclined', 'generic_decline', 'Your card was declined.'],
+    ['pm_card_visa_chargeDeclined', 'generic_decline', 'Your card was declined.'],
+    ['pm_card_visa_chargeDeclinedInsufficientFunds', 'insufficient_funds', 'Your card has insufficient funds.'],
+  ])('%s is declined with the failed intent attached', async (token, code, message) => {
+    const err = await providerError(adapter.createPayment(newCreds(), paymentInput({ payment_method: token })));
+    expect(err.kind).toBe('declined');
+    expect(err.providerCode).toBe(code);
+    expect(err.message).toBe(message);
+    expect(err.result).toMatchObject({ status: 'failed', failureReason: message });
+    expect(err.result!.providerRef).toMatch(/^pi_/);
+    expect(err.result!.raw).toMatchObject({ status: 'requires_payment_method', last_payment_error: { code: 'card_declined', decline_code: code } });
+  });
+
+  it('an unknown payment method token is an invalid request naming it', async () => {
+    const err = await providerError(adapter.createPayment(newCreds(), paymentInput({ payment_method: 'pm_card_doesNotExist' })));
+    expect(err.kind).toBe('invalid_request');
+    expect(err.message).toContain("No such PaymentMethod: 'pm_card_doesNotExist'");
+    expect(err.providerCode).toBe('resource_missing');
+  });
+
+  it('a refused secret key is an auth error', async () => {
+    const err = await providerError(adapter.createPayment({ secret_key: 'sk_test_invalid_key_1234' }, paymentInput({ payment_method: 'pm_card_visa' })));
+    expect(err.kind).toBe('auth');
+    expect(err.message).not.toContain('sk_test_invalid_key_1234');
+  });
+
+  it('getPayment reads the intent by id, or finds it by our payment id when the id is unknown', async () => {
+    const creds = newCreds();
+    const input = paymentInput({ payment_method: 'pm_card_visa' });
+    const created = await adapter.createPayment(creds, input);
+    const lookup = { paymentId: input.paymentId, reference: input.reference, providerData: {} };
+    expect(await adapter.getPayment(creds, { ...lookup, providerRef: created.providerRef })).toMatchObject({ providerRef: created.providerRef, status: 'completed' });
+    expect(await adapter.getPayment(creds, { ...lookup, providerRef: null })).toMatchObject({ providerRef: created.providerRef, status: 'completed' });
+    const missing = await providerError(adapter.getPayment(creds, { ...lookup, paymentId: randomUUID(), providerRef: null }));
+    expect(missing.providerCode).toBe('resource_missing');
+    // Another key cannot see it.
+    const other = await providerError(adapter.getPayment(newCreds(), { ...lookup, providerRef: created.providerRef }));
+    expect(other.kind).toBe('invalid_request');
+  });
+});
+
+describe('3-D Secure', () => {
+  const returnUrl = 'https://shop.example.com/return?order=42';
+
+  async function requireAction(creds: { secret_key: string }, token = 'pm_card_threeDSecureRequired') {
+    const input = paymentInput({ payment_method: token, return_url: returnUrl });
+    const result = await adapter.createPayment(creds, input);
+    expect(result.status).toBe('pending');
+    expect(result.nextAction).toEqual({ type: 'redirect', url: `${t.baseUrl}/sandbox/cardpay/3ds/${result.providerRef}` });
+    expect(result.raw).toMatchObject({
+      status: 'requires_action',
+      next_action: { type: 'redirect_to_url', redirect_to_url: { url: result.nextAction!.url, return_url: returnUrl } },
+    });
+    return { input, result };
+  }
+
+  it('requires_action → ?auto=complete redirects to the return_url and the payment is completed', async () => {
+    const creds = newCreds();
+    const { input, result } = await requireAction(creds);
+    const page = await fetch(`${result.nextAction!.url}?auto=complete`, { redirect: 'manual' });
+    expect(page.status).toBe(302);
+    const location = new URL(page.headers.get('location')!);
+    expect(`${location.origin}${location.pathname}`).toBe('https://shop.example.com/return');
+    expect(location.searchParams.get('order')).toBe('42');
+    expect(location.searchParams.get('payment_intent')).toBe(result.providerRef);
+    expect(location.searchParams.get('redirect_status')).toBe('succeeded');
+    const synced = await adapter.getPayment(creds, { paymentId: input.paymentId, providerRef: result.providerRef, reference: input.reference, providerData: {} });
+    expect(synced).toMatchObject({ status: 'completed', nextAction: null });
+  });
+
+  it('?auto=fail leaves the intent failed with the authentication failure as the reason', async () => {
+    const creds = newCreds();
+    const { input, result } = await requireAction(creds, 'pm_card_threeDSecure2Required');
+    const page = await fetch(`${result.nextAction!.url}?auto=fail`, { redirect: 'manual' });
+    expect(page.status).toBe(302);
+    expect(new URL(page.headers.get('location')!).searchParams.get('redirect_status')).toBe('failed');
+    const synced = await adapter.getPayment(creds, { paymentId: input.paymentId, providerRef: result.providerRef, reference: input.reference, providerData: {} });
+    expect(synced.status).toBe('failed');
+    expect(synced.failureReason).toMatch(/failed authentication/);
+  });
+
+  it('the page has Complete and Fail buttons; its forms settle the intent once', async () => {
+    const creds = newCreds();
+    const { result } = await requireAction(creds);
+    const path = new URL(result.nextAction!.url).pathname;
+    const html = await t.http.get(path).expect(200);
+    expect(html.text).toContain('Complete');
+    expect(html.text).toContain('Fail');
+    expect(html.text).toContain(`action="${result.providerRef}/complete"`);
+    expect(html.text).toContain(`action="${result.providerRef}/fail"`);
+    await t.http.post(`${path}/complete`).expect(302);
+    // A second settlement changes nothing.
+    const again = await t.http.post(`${path}/fail`).expect(302);
+    expect(new URL(again.headers.location!).searchParams.get('redirect_status')).toBe('succeeded');
+    const [row] = await t.sql<{ status: string }>('SELECT status FROM sandbox_cardpay_intents WHERE id = $1', [result.providerRef]);
+    expect(row!.status).toBe('succeeded');
+  });
+
+  it('without a return_url the 3-D Secure page still comes back as the next action', async () => {
+    const result = await adapter.createPayment(newCreds(), paymentInput({ payment_method: 'pm_card_threeDSecureRequired' }));
+    expect(result.status).toBe('pending');
+    expect(result.raw).toMatchObject({ next_action: { type: 'use_stripe_sdk' } });
+    expect(result.nextAction?.url).toBe(`${t.baseUrl}/sandbox/cardpay/3ds/${result.providerRef}`);
+  });
+});
+
+describe('saved cards and off-session charges', () => {
+  async function saveCard(creds: { secret_key: string }, token: string) {
+    const { customerId } = await adapter.createCustomer(creds, { email: 'ann@example.com', name: 'Ann', idempotencyKey: `cus-${randomUUID()}` });
+    const card = await adapter.attachPaymentMethod(creds, { paymentMethodId: token, customerId, idempotencyKey: `attach-${randomUUID()}` });
+    return { customerId, card };
+  }
+
+  it('a customer with an attached card is charged off-session', async () => {
+    const creds = newCreds();
+    const { customerId, card } = await saveCard(creds, 'pm_card_visa');
+    expect(customerId).toMatch(/^cus_/);
+    expect(card).toEqual({ paymentMethodId: expect.stringMatching(/^pm_/), brand: 'visa', last4: '4242', expMonth: 12, expYear: expect.any(Number) });
+    expect(card.paymentMethodId).not.toBe('pm_card_visa');
+    const result = await adapter.createPayment(creds, paymentInput({ payment_method: card.paymentMethodId, customer: customerId, off_session: true }));
+    expect(result.status).toBe('completed');
+    expect(result.raw).toMatchObject({ customer: customerId, payment_method: card.paymentMethodId });
+  });
+
+  it('pm_card_chargeCustomerFail attaches, then its charge declines', async () => {
+    const creds = newCreds();
+    const { customerId, card } = await saveCard(creds, 'pm_card_chargeCustomerFail');
+    expect(card.last4).toBe('0341');
+    const err = await providerError(adapter.createPayment(creds, paymentInput({ payment_method: card.paymentMethodId, customer: customerId, off_session: true })));
+    expect(err.kind).toBe('declined');
+    expect(err.result?.status).toBe('failed');
+  });
+
+  it('a 3-D Secure card charged off-session fails with authentication_required', async () => {
+    const creds = newCreds();
+    const { customerId, card } = await saveCard(creds, 'pm_card_threeDSecureRequired');
+    const err = await providerError(adapter.createPayment(creds, paymentInput({ payment_method: card.paymentMethodId, customer: customerId, off_session: true })));
+    expect(err.kind).toBe('declined');
+    expect(err.providerCode).toBe('authentication_required');
+    expect(err.result?.status).toBe('failed');
+  });
+
+  it('a decline card cannot be attached', async () => {
+    const creds = newCreds();
+    const { customerId } = await adapter.createCustomer(creds, { idempotencyKey: `cus-${randomUUID()}` });
+    const err = await providerError(adapter.attachPaymentMethod(creds, { paymentMethodId: 'pm_card_chargeDeclined', customerId, idempotencyKey: `a-${randomUUID()}` }));
+    expect(err.kind).toBe('declined');
+    expect(err.providerCode).toBe('generic_decline');
+  });
+
+  it('detaching works once and again (already detached counts as done); a detached card cannot be charged', async () => {
+    const creds = newCreds();
+    const { customerId, card } = await saveCard(creds, 'pm_card_mastercard');
+    await adapter.detachPaymentMethod(creds, card.paymentMethodId);
+    await adapter.detachPaymentMethod(creds, card.paymentMethodId);
+    const [row] = await t.sql<{ customer: string | null; detached: boolean }>('SELECT customer, detached FROM sandbox_cardpay_payment_methods WHERE id = $1', [card.paymentMethodId]);
+    expect(row).toEqual({ customer: null, detached: true });
+    const err = await providerError(adapter.createPayment(creds, paymentInput({ payment_method: card.paymentMethodId, customer: customerId, off_session: true })));
+    expect(err.kind).toBe('invalid_request');
+  });
+});
+
+describe('refunds', () => {
+  it('partial, then the remainder, then nothing is left to refund', async () => {
+    const creds = newCreds();
+    const input = paymentInput({ payment_method: 'pm_card_visa' }, 1000n);
+    const payment = await adapter.createPayment(creds, input);
+
+    const partial = await adapter.refundPayment(creds, refundInput(payment, input, 300n, false));
+    expect(partial).toMatchObject({ status: 'completed', failureReason: null });
+    expect(partial.providerRef).toMatch(/^re_/);
+    expect(partial.raw).toMatchObject({ object: 'refund', amount: 300, currency: 'usd', payment_intent: payment.providerRef, status: 'succeeded' });
+
+    const over = await providerError(adapter.refundPayment(creds, refundInput(payment, input, 800n, false)));
+    expect(over.kind).toBe('invalid_request');
+    expect(over.providerCode).toBe('amount_too_large');
+
+    const rest = await adapter.refundPayment(creds, refundInput(payment, input, 700n, true));
+    expect(rest.raw).toMatchObject({ amount: 700, status: 'succeeded' });
+
+    const none = await providerError(adapter.refundPayment(creds, refundInput(payment, input, 1n, false)));
+    expect(none.kind).toBe('invalid_request');
+    expect(none.providerCode).toBe('charge_already_refunded');
+
+    const [intent] = await t.sql<{ amount_refunded: string }>('SELECT amount_refunded FROM sandbox_cardpay_intents WHERE id = $1', [payment.providerRef]);
+    expect(intent!.amount_refunded).toBe('1000');
+  });
+
+  it('a refund of a declined payment is refused', async () => {
+    const creds = newCreds();
+    const input = paymentInput({ payment_method: 'pm_card_chargeDeclined' });
+    const declined = await providerError(adapter.createPayment(creds, input));
+    const err = await providerError(adapter.refundPayment(creds, refundInput(declined.result!, input, 100n, false)));
+    expect(err.kind).toBe('invalid_request');
+  });
+});
+
+describe('idempotency', () => {
+  const intentCount = async (paymentId: string) =>
+    Number((await t.sql<{ n: string }>(`SELECT count(*) AS n FROM sandbox_cardpay_intents WHERE metadata->>'payment_id' = $1`, [paymentId]))[0]!.n);
+
+  it('the same key twice gives the same intent, stored once', async () => {
+    const creds = newCreds();
+    const input = paymentInput({ payment_method: 'pm_card_visa' });
+    const first = await adapter.createPayment(creds, input);
+    const second = await adapter.createPayment(creds, input);
+    expect(second.providerRef).toBe(first.providerRef);
+    expect(await intentCount(input.paymentId)).toBe(1);
+  });
+
+  it('20 concurrent calls with one key create one intent', async () => {
+    const creds = newCreds();
+    const input = paymentInput({ payment_method: 'pm_card_visa' });
+    const results = await Promise.all(Array.from({ length: 20 }, () => adapter.createPayment(creds, input)));
+    expect(new Set(results.map((r) => r.providerRef)).size).toBe(1);
+    expect(results.every((r) => r.status === 'completed')).toBe(true);
+    expect(await intentCount(input.paymentId)).toBe(1);
+  });
+
+  it('a decline is replayed as the same decline', async () => {
+    const creds = newCreds();
+    const input = paymentInput({ payment_method: 'pm_card_chargeDeclined' });
+    const first = await providerError(adapter.createPayment(creds, input));
+    const second = await providerError(adapter.createPayment(creds, input));
+    expect(second.kind).toBe('declined');
+    expect(second.result?.providerRef).toBe(first.result?.providerRef);
+    expect(await intentCount(input.paymentId)).toBe(1);
+  });
+
+  it('the same key with different parameters is refused', async () => {
+    const creds = newCreds();
+    const input = paymentInput({ payment_method: 'pm_card_visa' });
+    await adapter.createPayment(creds, input);
+    const err = await providerError(adapter.createPayment(creds, { ...input, amount: { minor: 2000n, currency: 'USD' } }));
+    expect(err.kind).toBe('invalid_request');
+    expect(err.message).toContain('Keys for idempotent requests can only be used with the same parameters');
+    expect(await intentCount(input.paymentId)).toBe(1);
+  });
+});
+
+describe('webhook endpoints and signed events', () => {
+  interface Received {
+    headers: http.IncomingHttpHeaders;
+    rawBody: Buffer;
+  }
+  const received: Received[] = [];
+  /** Statuses to answer with, in order; then 200. */
+  const answers: number[] = [];
+  let receiver: http.Server;
+  let receiverUrl: string;
+
+  beforeAll(async () => {
+    receiver = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        received.push({ headers: req.headers, rawBody: Buffer.concat(chunks) });
+        res.statusCode = answers.shift() ?? 200;
+        res.end('ok');
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks/cardpay`;
+  });
+  afterAll(async () => new Promise<void>((resolve) => receiver.close(() => resolve())));
+
+  const eventsOfType = (type: string, intentOrCharge?: (obj: Record<string, unknown>) => boolean) =>
+    received.filter((r) => {
+      const body = JSON.parse(r.rawBody.toString('utf8')) as { type: string; data: { object: Record<string, unknown> } };
+      return body.type === type && (!intentOrCharge || intentOrCharge(body.data.object));
+    });
+
+  it('registers an endpoint; success, decline and refund events arrive signed with its secret', async () => {
+    const creds = newCreds();
+    const endpoint = await adapter.registerWebhookEndpoint(creds, receiverUrl);
+    expect(endpoint.id).toMatch(/^we_/);
+    expect(endpoint.secret).toMatch(/^whsec_/);
+
+    const input = paymentInput({ payment_method: 'pm_card_visa' });
+    const payment = await adapter.createPayment(creds, input);
+    const [delivery] = await eventually(() => {
+      const hits = eventsOfType('payment_intent.succeeded', (o) => o.id === payment.providerRef);
+      return hits.length ? hits : undefined;
+    }, 'payment_intent.succeeded');
+    const header = delivery!.headers['cardpay-signature'] as string;
+    expect(header).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/);
+    expect(verifyCardpaySignature(delivery!.rawBody, header, endpoint.secret)).toBe(true);
+    expect(verifyCardpaySignature(delivery!.rawBody, header, 'whsec_other')).toBe(false);
+    const event = JSON.parse(delivery!.rawBody.toString('utf8'));
+    expect(event).toMatchObject({ object: 'event', livemode: false, api_version: expect.any(String), created: expect.any(Number) });
+    expect(event.id).toMatch(/^evt_/);
+    expect(parseCardpayEvent(event)).toMatchObject({
+      kind: 'payment',
+      eventId: event.id,
+      type: 'payment_intent.succeeded',
+      paymentIntentId: payment.providerRef,
+      paymentId: input.paymentId,
+      status: 'completed',
+      failureReason: null,
+    });
+
+    const declinedInput = paymentInput({ payment_method: 'pm_card_visa_chargeDeclinedInsufficientFunds' });
+    const declined = await providerError(adapter.createPayment(creds, declinedInput));
+    const [failed] = await eventually(() => {
+      const hits = eventsOfType('payment_intent.payment_failed', (o) => o.id === declined.result!.providerRef);
+      return hits.length ? hits : undefined;
+    }, 'payment_intent.payment_failed');
+    expect(verifyCardpaySignature(failed!.rawBody, failed!.headers['cardpay-signature'] as string, endpoint.secret)).toBe(true);
+    expect(parseCardpayEvent(JSON.parse(failed!.rawBody.toString('utf8')))).toMatchObject({
+      kind: 'payment',
+      paymentId: declinedInput.paymentId,
+      status: 'failed',
+      failureReason: 'Your card has insufficient funds.',
+    });
+
+    await adapter.refundPayment(creds, refundInput(payment, input, 250n, false));
+    const [refundDelivery] = await eventually(() => {
+      const hits = eventsOfType('charge.refunded', (o) => o.payment_intent === payment.providerRef);
+      return hits.length ? hits : undefined;
+    }, 'charge.refunded');
+    expect(verifyCardpaySignature(refundDelivery!.rawBody, refundDelivery!.headers['cardpay-signature'] as string, endpoint.secret)).toBe(true);
+    const refundEvent = parseCardpayEvent(JSON.parse(refundDelivery!.rawBody.toString('utf8')));
+    expect(refundEvent).toMatchObject({ kind: 'refund', paymentIntentId: payment.providerRef, amountRefundedMinor: 250n });
+    expect(refundEvent.kind === 'refund' && refundEvent.refunds).toEqual([{ id: expect.stringMatching(/^re_/), amountMinor: 250n, status: 'succeeded' }]);
+
+    // Only the subscribed types were sent (no payment_intent.created, charge.succeeded, …).
+    expect(new Set(received.map((r) => JSON.parse(r.rawBody.toString('utf8')).type))).toEqual(
+      new Set(['payment_intent.succeeded', 'payment_intent.payment_failed', 'charge.refunded']),
+    );
+  });
+
+  it('a 3-D Secure settlement sends its event too', async () => {
+    const creds = newCreds();
+    const endpoint = await adapter.registerWebhookEndpoint(creds, receiverUrl);
+    const result = await adapter.createPayment(creds, paymentInput({ payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/r' }));
+    await fetch(`${result.nextAction!.url}?auto=complete`, { redirect: 'manual' });
+    const [delivery] = await eventually(() => {
+      const hits = eventsOfType('payment_intent.succeeded', (o) => o.id === result.providerRef);
+      return hits.length ? hits : undefined;
+    }, '3DS success event');
+    expect(verifyCardpaySignature(delivery!.rawBody, delivery!.headers['cardpay-signature'] as string, endpoint.secret)).toBe(true);
+  });
+
+  it('a receiver that answers non-2xx gets the same event again', async () => {
+    const creds = newCreds();
+    await adapter.registerWebhookEndpoint(creds, receiverUrl);
+    answers.push(500, 503);
+    const payment = await adapter.createPayment(creds, paymentInput({ payment_method: 'pm_card_visa' }));
+    const deliveries = await eventually(() => {
+      const hits = eventsOfType('payment_intent.succeeded', (o) => o.id === payment.providerRef);
+      return hits.length >= 3 ? hits : undefined;
+    }, 'three delivery attempts');
+    const ids = deliveries.map((d) => JSON.parse(d.rawBody.toString('utf8')).id);
+    expect(new Set(ids).size).toBe(1);
+  });
+
+  it('registering the same URL again replaces the endpoint (one endpoint, the new secret)', async () => {
+    const creds = newCreds();
+    const first = await adapter.registerWebhookEndpoint(creds, receiverUrl);
+    const second = await adapter.registerWebhookEndpoint(creds, receiverUrl);
+    expect(second.secret).not.toBe(first.secret);
+    const rows = await t.sql<{ id: string }>('SELECT id FROM sandbox_cardpay_webhook_endpoints WHERE url = $1 AND id IN ($2, $3)', [receiverUrl, first.id, second.id]);
+    expect(rows.map((r) => r.id)).toEqual([second.id]);
+  });
+
+  it('the credentials preparer registers our callback URL when no webhook_secret is given', async () => {
+    const prepare = prepareCardpayCredentials(adapter, t.service.container.config);
+    const creds = newCreds();
+    const prepared = await prepare(randomUUID(), creds);
+    expect(prepared.secret_key).toBe(creds.secret_key);
+    expect(prepared.webhook_secret).toMatch(/^whsec_/);
+    const rows = await t.sql<{ url: string; secret: string; enabled_events: string[] }>('SELECT url, secret, enabled_events FROM sandbox_cardpay_webhook_endpoints WHERE secret = $1', [prepared.webhook_secret]);
+    expect(rows).toEqual([{ url: `${t.baseUrl}/v1/webhooks/cardpay`, secret: prepared.webhook_secret, enabled_events: ['payment_intent.succeeded', 'payment_intent.payment_failed', 'charge.refunded'] }]);
+    const given = { ...newCreds(), webhook_secret: 'whsec_given' };
+    expect(await prepare(randomUUID(), given)).toBe(given);
+  });
+});
+
+describe('outages', () => {
+  const setMode = (mode: string) => t.http.post('/sandbox/cardpay/_control/outage').send({ mode }).expect(200);
+
+  it("'error' mode: creation is indeterminate, a read is unavailable", async () => {
+    const creds = newCreds();
+    await setMode('error');
+    try {
+      const created = await providerError(adapter.createPayment(creds, paymentInput({ payment_method: 'pm_card_visa' })));
+      expect(created.kind).toBe('indeterminate');
+      expect(created.message).toContain('HTTP 500');
+      const read = await providerError(adapter.getPayment(creds, { paymentId: randomUUID(), providerRef: 'pi_x', reference: 'R', providerData: {} }));
+      expect(read.kind).toBe('unavailable');
+    } finally {
+      await setMode('ok');
+    }
+  });
+
+  it("'hang' mode: the call gives up after the provider timeout, indeterminate", async () => {
+    await setMode('hang');
+    try {
+      const err = await providerError(adapter.createPayment(newCreds(), paymentInput({ payment_method: 'pm_card_visa' })));
+      expect(err.kind).toBe('indeterminate');
+      expect(err.message).toContain('did not answer in time');
+    } finally {
+      await setMode('ok');
+    }
+    // And the simulator answers again.
+    expect((await adapter.createPayment(newCreds(), paymentInput({ payment_method: 'pm_card_visa' }))).status).toBe('completed');
+  });
+});

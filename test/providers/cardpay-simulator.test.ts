@@ -1,0 +1,194 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+
+/** The cardpay simulator's wire protocol, spoken by hand: form bodies, auth, errors, idempotency, tenancy. */
+let t: TestService;
+beforeAll(async () => {
+  t = await startTestService();
+});
+afterAll(async () => t.stop());
+
+const newKey = () => `sk_test_${randomUUID().replace(/-/g, '')}`;
+const base = '/sandbox/cardpay';
+const post = (key: string, path: string, form: Record<string, string>) =>
+  t.http.post(`${base}${path}`).set('Authorization', `Bearer ${key}`).type('form').send(form);
+const get = (key: string, path: string) => t.http.get(`${base}${path}`).set('Authorization', `Bearer ${key}`);
+
+const visaForm = (extra: Record<string, string> = {}) => ({
+  amount: '2000',
+  currency: 'USD',
+  payment_method: 'pm_card_visa',
+  confirm: 'true',
+  'automatic_payment_methods[enabled]': 'true',
+  'automatic_payment_methods[allow_redirects]': 'never',
+  ...extra,
+});
+
+describe('authentication', () => {
+  it('takes the key as Bearer or as the Basic username', async () => {
+    const key = newKey();
+    const created = await post(key, '/v1/payment_intents', visaForm()).expect(200);
+    const basic = Buffer.from(`${key}:`).toString('base64');
+    const read = await t.http.get(`${base}/v1/payment_intents/${created.body.id}`).set('Authorization', `Basic ${basic}`).expect(200);
+    expect(read.body.id).toBe(created.body.id);
+  });
+
+  it('answers 401 in Stripe’s error shape without a key or with a refused one', async () => {
+    const none = await t.http.post(`${base}/v1/payment_intents`).type('form').send(visaForm()).expect(401);
+    expect(none.body).toEqual({ error: { type: 'invalid_request_error', message: expect.stringContaining('You did not provide an API key') } });
+    const bad = await post('sk_test_revoked_key_revoked', '/v1/payment_intents', visaForm()).expect(401);
+    expect(bad.body.error.message).toMatch(/^Invalid API Key provided: sk_test_\*\*\*\*/);
+    expect(JSON.stringify(bad.body)).not.toContain('sk_test_revoked_key_revoked');
+  });
+
+  it('objects belong to the key that made them', async () => {
+    const created = await post(newKey(), '/v1/payment_intents', visaForm()).expect(200);
+    const other = await get(newKey(), `/v1/payment_intents/${created.body.id}`).expect(404);
+    expect(other.body.error).toMatchObject({ type: 'invalid_request_error', code: 'resource_missing', param: 'id' });
+  });
+});
+
+describe('payment intents', () => {
+  it('decodes bracket syntax and keeps values with quotes and question marks intact', async () => {
+    const key = newKey();
+    const res = await post(key, '/v1/payment_intents', {
+      ...visaForm(),
+      'metadata[payment_id]': 'p-1',
+      'metadata[note]': "it's ? a 'test'",
+      description: 'What?',
+    }).expect(200);
+    expect(res.body).toMatchObject({
+      object: 'payment_intent',
+      amount: 2000,
+      currency: 'usd',
+      status: 'succeeded',
+      description: 'What?',
+      metadata: { payment_id: 'p-1', note: "it's ? a 'test'" },
+      automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
+      latest_charge: expect.stringMatching(/^ch_/),
+    });
+    expect(res.body.client_secret).toMatch(new RegExp(`^${res.body.id}_secret_`));
+    expect(res.headers['request-id']).toMatch(/^req_/);
+  });
+
+  it('refuses unknown and missing parameters with 400 naming the parameter', async () => {
+    const key = newKey();
+    const unknown = await post(key, '/v1/payment_intents', visaForm({ colour: 'red' })).expect(400);
+    expect(unknown.body.error).toMatchObject({ type: 'invalid_request_error', code: 'parameter_unknown', param: 'colour' });
+    const { amount: _a, ...noAmount } = visaForm();
+    const missing = await post(key, '/v1/payment_intents', noAmount).expect(400);
+    expect(missing.body.error).toMatchObject({ code: 'parameter_missing', param: 'amount' });
+    const redirects = await post(key, '/v1/payment_intents', { ...visaForm(), 'automatic_payment_methods[allow_redirects]': 'always' }).expect(400);
+    expect(redirects.body.error.param).toBe('return_url');
+  });
+
+  it('a decline is 402 card_error with the intent in requires_payment_method', async () => {
+    const res = await post(newKey(), '/v1/payment_intents', visaForm({ payment_method: 'pm_card_visa_chargeDeclined' })).expect(402);
+    expect(res.body.error).toMatchObject({
+      type: 'card_error',
+      code: 'card_declined',
+      decline_code: 'generic_decline',
+      message: 'Your card was declined.',
+      charge: expect.stringMatching(/^ch_/),
+      payment_intent: { status: 'requires_payment_method', payment_method: null, last_payment_error: { code: 'card_declined' } },
+    });
+  });
+
+  it('an off-session 3-D Secure charge is declined with authentication_required', async () => {
+    const key = newKey();
+    const customer = await post(key, '/v1/customers', { email: 'a@example.com' }).expect(200);
+    const pm = await post(key, '/v1/payment_methods/pm_card_threeDSecure2Required/attach', { customer: customer.body.id }).expect(200);
+    const res = await post(key, '/v1/payment_intents', visaForm({ payment_method: pm.body.id, customer: customer.body.id, off_session: 'true' })).expect(402);
+    expect(res.body.error).toMatchObject({ code: 'authentication_required', decline_code: 'authentication_required' });
+    // Using the attached method without its customer is refused.
+    await post(key, '/v1/payment_intents', visaForm({ payment_method: pm.body.id })).expect(400);
+  });
+
+  it('cancels an intent awaiting 3-D Secure; a succeeded one cannot be canceled', async () => {
+    const key = newKey();
+    const pending = await post(key, '/v1/payment_intents', visaForm({ payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/r', 'automatic_payment_methods[allow_redirects]': 'always' })).expect(200);
+    expect(pending.body.status).toBe('requires_action');
+    const canceled = await post(key, `/v1/payment_intents/${pending.body.id}/cancel`, { cancellation_reason: 'abandoned' }).expect(200);
+    expect(canceled.body).toMatchObject({ status: 'canceled', cancellation_reason: 'abandoned', canceled_at: expect.any(Number), next_action: null });
+    // The 3-D Secure page no longer settles it.
+    await t.http.get(`${base}/3ds/${pending.body.id}?auto=complete`).expect(302);
+    expect((await get(key, `/v1/payment_intents/${pending.body.id}`)).body.status).toBe('canceled');
+
+    const done = await post(key, '/v1/payment_intents', visaForm()).expect(200);
+    const refused = await post(key, `/v1/payment_intents/${done.body.id}/cancel`, {}).expect(400);
+    expect(refused.body.error.code).toBe('payment_intent_unexpected_state');
+  });
+
+  it('an unknown route and an unknown 3-D Secure page are 404s', async () => {
+    const route = await get(newKey(), '/v1/nothing_here').expect(404);
+    expect(route.body.error.type).toBe('invalid_request_error');
+    await t.http.get(`${base}/3ds/pi_unknown`).expect(404);
+  });
+});
+
+describe('idempotency', () => {
+  it('replays the stored answer with Idempotent-Replayed; other parameters are an idempotency_error', async () => {
+    const key = newKey();
+    const idem = randomUUID();
+    const first = await post(key, '/v1/payment_intents', visaForm()).set('Idempotency-Key', idem).expect(200);
+    const again = await post(key, '/v1/payment_intents', visaForm()).set('Idempotency-Key', idem).expect(200);
+    expect(again.body).toEqual(first.body);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    const different = await post(key, '/v1/payment_intents', visaForm({ amount: '2001' })).set('Idempotency-Key', idem).expect(400);
+    expect(different.body.error.type).toBe('idempotency_error');
+    // Keys are per secret key: another key may use the same one.
+    const otherKey = await post(newKey(), '/v1/payment_intents', visaForm()).set('Idempotency-Key', idem).expect(200);
+    expect(otherKey.body.id).not.toBe(first.body.id);
+  });
+
+  it('a request that failed validation is not stored: the key can be used again', async () => {
+    const key = newKey();
+    const idem = randomUUID();
+    await post(key, '/v1/payment_intents', visaForm({ payment_method: 'pm_nope' })).set('Idempotency-Key', idem).expect(400);
+    const ok = await post(key, '/v1/payment_intents', visaForm()).set('Idempotency-Key', idem).expect(200);
+    expect(ok.body.status).toBe('succeeded');
+  });
+});
+
+describe('refunds and charges', () => {
+  it('concurrent refunds with different keys never refund more than the charge', async () => {
+    const key = newKey();
+    const intent = await post(key, '/v1/payment_intents', visaForm({ amount: '1000' })).expect(200);
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, () => post(key, '/v1/refunds', { payment_intent: intent.body.id, amount: '300' }).set('Idempotency-Key', randomUUID())),
+    );
+    expect(answers.filter((a) => a.status === 200)).toHaveLength(3);
+    expect(answers.filter((a) => a.status === 400).every((a) => a.body.error.code === 'amount_too_large')).toBe(true);
+    const charge = await get(key, `/v1/charges/${intent.body.latest_charge}`).expect(200);
+    expect(charge.body).toMatchObject({ object: 'charge', amount: 1000, amount_refunded: 900, refunded: false, payment_intent: intent.body.id });
+    expect(charge.body.refunds.data).toHaveLength(3);
+  });
+
+  it('refunds by charge id; no amount refunds the remainder', async () => {
+    const key = newKey();
+    const intent = await post(key, '/v1/payment_intents', visaForm({ amount: '500' })).expect(200);
+    const refund = await post(key, '/v1/refunds', { charge: intent.body.latest_charge, reason: 'requested_by_customer' }).expect(200);
+    expect(refund.body).toMatchObject({ object: 'refund', amount: 500, status: 'succeeded', charge: intent.body.latest_charge, payment_intent: intent.body.id, reason: 'requested_by_customer' });
+    expect((await get(key, `/v1/refunds/${refund.body.id}`).expect(200)).body.id).toBe(refund.body.id);
+    const again = await post(key, '/v1/refunds', { payment_intent: intent.body.id }).expect(400);
+    expect(again.body.error.code).toBe('charge_already_refunded');
+  });
+});
+
+describe('webhook endpoints', () => {
+  it('creates (secret shown once), lists, reads and deletes endpoints', async () => {
+    const key = newKey();
+    const created = await post(key, '/v1/webhook_endpoints', { url: 'https://shop.example.com/hook', 'enabled_events[0]': 'payment_intent.succeeded', 'enabled_events[1]': 'charge.refunded' }).expect(200);
+    expect(created.body).toMatchObject({ object: 'webhook_endpoint', url: 'https://shop.example.com/hook', enabled_events: ['payment_intent.succeeded', 'charge.refunded'], status: 'enabled' });
+    expect(created.body.secret).toMatch(/^whsec_/);
+    const read = await get(key, `/v1/webhook_endpoints/${created.body.id}`).expect(200);
+    expect(read.body).not.toHaveProperty('secret');
+    const list = await get(key, '/v1/webhook_endpoints').expect(200);
+    expect(list.body.data.map((e: { id: string }) => e.id)).toEqual([created.body.id]);
+    await t.http.delete(`${base}/v1/webhook_endpoints/${created.body.id}`).set('Authorization', `Bearer ${key}`).expect(200, { id: created.body.id, object: 'webhook_endpoint', deleted: true });
+    await get(key, `/v1/webhook_endpoints/${created.body.id}`).expect(404);
+    const bad = await post(key, '/v1/webhook_endpoints', { url: 'ftp://x', 'enabled_events[0]': '*' }).expect(400);
+    expect(bad.body.error.param).toBe('url');
+  });
+});

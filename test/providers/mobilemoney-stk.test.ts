@@ -1,0 +1,332 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { openOrm } from '../../server/persistence/orm.js';
+import { MobilemoneyAdapter } from '../../server/providers/mobilemoney/adapter.js';
+import { parseStkCallback } from '../../server/providers/mobilemoney/callback.js';
+import { darajaTimestamp } from '../../server/providers/mobilemoney/eat-time.js';
+import { stkPassword } from '../../server/providers/mobilemoney/transformers.js';
+import { ProviderError } from '../../server/providers/types.js';
+import { TEST_PHONES } from '../../server/sandbox/mobilemoney/test-values.js';
+import { startTestService, type TestService } from '../support/service.js';
+import { CallbackReceiver, eventually, paymentInput, sandboxCreds } from './mobilemoney-helpers.js';
+
+let t: TestService;
+let receiver: CallbackReceiver;
+let adapter: MobilemoneyAdapter;
+let sim: string;
+
+beforeAll(async () => {
+  t = await startTestService();
+  receiver = await new CallbackReceiver().start();
+  adapter = new MobilemoneyAdapter(t.service.container.config, t.service.container.orm.em);
+  sim = `${t.baseUrl}/sandbox/mobilemoney`;
+});
+afterAll(async () => {
+  await receiver.stop();
+  await t.stop();
+});
+
+const basic = (key: string, secret: string) => `Basic ${Buffer.from(`${key}:${secret}`).toString('base64')}`;
+
+async function rawToken(key: string, secret = 'secret'): Promise<string> {
+  const res = await fetch(`${sim}/oauth/v1/generate?grant_type=client_credentials`, { headers: { Authorization: basic(key, secret) } });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { access_token: string }).access_token;
+}
+
+function rawPost(path: string, token: string, body: unknown) {
+  return fetch(`${sim}${path}`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+}
+
+async function rejection(promise: Promise<unknown>): Promise<ProviderError> {
+  try {
+    await promise;
+  } catch (err) {
+    expect(err).toBeInstanceOf(ProviderError);
+    return err as ProviderError;
+  }
+  throw new Error('expected a ProviderError');
+}
+
+/** Waits for the STK callback of one CheckoutRequestID at `path`. */
+const stkCallbackAt = (path: string, checkoutRequestId: string) =>
+  eventually(() => receiver.at(path).find((r) => r.json?.Body?.stkCallback?.CheckoutRequestID === checkoutRequestId), `STK callback ${checkoutRequestId}`);
+
+describe('OAuth', () => {
+  it('issues {access_token, expires_in: "3599"} for Basic client credentials', async () => {
+    const res = await fetch(`${sim}/oauth/v1/generate?grant_type=client_credentials`, { headers: { Authorization: basic('key-a', 'secret') } });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as Record<string, unknown>;
+    expect(body).toEqual({ access_token: expect.stringMatching(/^[A-Za-z0-9]{28}$/), expires_in: '3599' });
+  });
+
+  it('answers 400.008.01 for another auth type and 400.008.02 for another grant', async () => {
+    const wrongType = await fetch(`${sim}/oauth/v1/generate?grant_type=client_credentials`, { headers: { Authorization: 'Bearer abc' } });
+    expect(wrongType.status).toBe(400);
+    expect(await wrongType.json()).toEqual({ requestId: expect.any(String), errorCode: '400.008.01', errorMessage: expect.any(String) });
+    const wrongGrant = await fetch(`${sim}/oauth/v1/generate?grant_type=password`, { headers: { Authorization: basic('key-a', 'secret') } });
+    expect(wrongGrant.status).toBe(400);
+    expect(((await wrongGrant.json()) as { errorCode: string }).errorCode).toBe('400.008.02');
+  });
+
+  it('refuses a bad token with 404.001.03, and a new token invalidates the previous one', async () => {
+    const bad = await rawPost('/mpesa/stkpushquery/v1/query', 'not-a-token', {});
+    expect(bad.status).toBe(404);
+    expect(((await bad.json()) as { errorCode: string }).errorCode).toBe('404.001.03');
+
+    const first = await rawToken('key-b');
+    const second = await rawToken('key-b');
+    expect(second).not.toBe(first);
+    const withFirst = await rawPost('/mpesa/stkpushquery/v1/query', first, {});
+    expect(((await withFirst.json()) as { errorCode: string }).errorCode).toBe('404.001.03');
+    const withSecond = await rawPost('/mpesa/stkpushquery/v1/query', second, {});
+    expect(((await withSecond.json()) as { errorCode: string }).errorCode).toBe('400.002.02');
+  });
+});
+
+describe('shared token', () => {
+  it('gives every adapter and process the same token, fetched once', async () => {
+    const creds = sandboxCreds();
+    // A second ORM is a second "process": its own pool, the same database.
+    const otherOrm: MikroORM = await openOrm(t.databaseUrl, 4);
+    try {
+      const other = new MobilemoneyAdapter(t.service.container.config, otherOrm.em);
+      const tokens = await Promise.all([adapter.accessToken(creds), other.accessToken(creds), adapter.accessToken(creds), other.accessToken(creds)]);
+      expect(new Set(tokens).size).toBe(1);
+      const issued = await t.sql('SELECT access_token FROM sandbox_mobilemoney_tokens WHERE consumer_key = $1', [creds.consumer_key]);
+      expect(issued).toHaveLength(1);
+
+      // Both can use it: neither knocked the other's token out.
+      const a = await adapter.createPayment(creds, paymentInput(TEST_PHONES.success, `${receiver.url}/shared`));
+      const b = await other.createPayment(creds, paymentInput(TEST_PHONES.success, `${receiver.url}/shared`));
+      expect(a.providerRef).not.toBe(b.providerRef);
+
+      // The stored token is sealed, never in clear.
+      const stored = await t.sql<{ token_enc: string }>('SELECT token_enc FROM mobilemoney_tokens');
+      expect(stored.length).toBeGreaterThan(0);
+      for (const row of stored) expect(row.token_enc).not.toContain(tokens[0]!);
+    } finally {
+      await otherOrm.close(true);
+    }
+  });
+
+  it('recovers when someone else takes a new token (the old one is invalidated)', async () => {
+    const creds = sandboxCreds();
+    const original = await adapter.accessToken(creds);
+    const intruder = await rawToken(creds.consumer_key, creds.consumer_secret);
+    expect(intruder).not.toBe(original);
+
+    const result = await adapter.createPayment(creds, paymentInput(TEST_PHONES.success, `${receiver.url}/recover`));
+    expect(result.status).toBe('pending');
+    const now = await adapter.accessToken(creds);
+    expect(now).not.toBe(original);
+    expect(now).not.toBe(intruder);
+    const live = await t.sql('SELECT 1 FROM sandbox_mobilemoney_tokens WHERE consumer_key = $1 AND revoked_at IS NULL', [creds.consumer_key]);
+    expect(live).toHaveLength(1);
+  });
+});
+
+describe('STK push', () => {
+  const creds = sandboxCreds();
+
+  it('accepts the push and sends a success callback with the receipt (254708374149)', async () => {
+    const input = paymentInput(TEST_PHONES.success, `${receiver.url}/stk/success`, 168n);
+    const result = await adapter.createPayment(creds, input);
+    expect(result).toEqual({
+      providerRef: expect.stringMatching(/^ws_CO_\d+$/),
+      status: 'pending',
+      raw: {
+        MerchantRequestID: expect.stringMatching(/^\d+-\d+-1$/),
+        CheckoutRequestID: result.providerRef,
+        ResponseCode: '0',
+        ResponseDescription: 'Success. Request accepted for processing',
+        CustomerMessage: expect.any(String),
+      },
+      data: { merchantRequestId: (result.raw as { MerchantRequestID: string }).MerchantRequestID },
+    });
+
+    const callback = await stkCallbackAt('/stk/success', result.providerRef);
+    const stk = callback.json.Body.stkCallback;
+    expect(stk.ResultCode).toBe(0);
+    const items = Object.fromEntries(stk.CallbackMetadata.Item.map((i: { Name: string; Value?: unknown }) => [i.Name, i.Value]));
+    expect(items.Amount).toBe(168);
+    expect(items.MpesaReceiptNumber).toMatch(/^[A-Z][A-Z0-9]{9}$/);
+    expect(typeof items.TransactionDate).toBe('number');
+    expect(String(items.TransactionDate)).toMatch(/^\d{14}$/);
+    expect(items.PhoneNumber).toBe(254708374149);
+
+    const parsed = parseStkCallback(callback.json);
+    expect(parsed).toMatchObject({ checkoutRequestId: result.providerRef, resultCode: 0, amountMinor: 16800n, phone: '254708374149', receiptNumber: items.MpesaReceiptNumber });
+
+    const query = await adapter.queryPayment(creds, result.providerRef);
+    expect(query).toMatchObject({ providerRef: result.providerRef, status: 'completed', failureReason: null });
+    expect(query.raw).toMatchObject({ ResponseCode: '0', ResultCode: '0' });
+  });
+
+  it.each([
+    [TEST_PHONES.cancelled, 1032, 'Request cancelled by user'],
+    [TEST_PHONES.insufficientFunds, 1, 'The balance is insufficient for the transaction'],
+  ])('phone %s gets ResultCode %d without metadata, and the query reports failed', async (phone, code, desc) => {
+    const result = await adapter.createPayment(creds, paymentInput(phone, `${receiver.url}/stk/fail-${code}`));
+    const callback = await stkCallbackAt(`/stk/fail-${code}`, result.providerRef);
+    expect(callback.json.Body.stkCallback).toEqual({
+      MerchantRequestID: expect.any(String),
+      CheckoutRequestID: result.providerRef,
+      ResultCode: code,
+      ResultDesc: desc,
+    });
+    const query = await adapter.queryPayment(creds, result.providerRef);
+    expect(query).toMatchObject({ status: 'failed', failureReason: desc });
+    expect(query.raw).toMatchObject({ ResultCode: String(code) });
+  });
+
+  it('phone 254700000003 completes with a receipt but never calls back', async () => {
+    const silent = await adapter.createPayment(creds, paymentInput(TEST_PHONES.silent, `${receiver.url}/stk/silent`));
+    const completed = await eventually(async () => {
+      const q = await adapter.queryPayment(creds, silent.providerRef);
+      return q.status === 'completed' ? q : null;
+    }, 'silent payment to complete');
+    expect(completed.status).toBe('completed');
+    const rows = await t.sql<{ receipt_number: string | null }>('SELECT receipt_number FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1', [silent.providerRef]);
+    expect(rows[0]!.receipt_number).toMatch(/^[A-Z][A-Z0-9]{9}$/);
+    // No callback job was ever scheduled for it, and a later push's callback arrives while it stays silent.
+    const jobs = await t.sql(`SELECT 1 FROM agenda_jobs WHERE data->>'checkoutRequestId' = $1`, [silent.providerRef]);
+    expect(jobs).toHaveLength(0);
+    const later = await adapter.createPayment(creds, paymentInput(TEST_PHONES.success, `${receiver.url}/stk/silent`));
+    await stkCallbackAt('/stk/silent', later.providerRef);
+    expect(receiver.at('/stk/silent').filter((r) => r.json?.Body?.stkCallback?.CheckoutRequestID === silent.providerRef)).toHaveLength(0);
+  });
+
+  it('any other phone succeeds, and local phone forms are normalised', async () => {
+    const result = await adapter.createPayment(creds, paymentInput('0722000111', `${receiver.url}/stk/other`));
+    const callback = await stkCallbackAt('/stk/other', result.providerRef);
+    expect(callback.json.Body.stkCallback.ResultCode).toBe(0);
+    const rows = await t.sql<{ phone: string }>('SELECT phone FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1', [result.providerRef]);
+    expect(rows[0]!.phone).toBe('254722000111');
+  });
+
+  it('the STK query says pending while the customer has not answered', async () => {
+    const config = t.service.container.config;
+    const saved = config.sandboxCallbackDelayMs;
+    config.sandboxCallbackDelayMs = 10 * 60_000; // the simulator reads it per request
+    let providerRef: string;
+    try {
+      ({ providerRef } = await adapter.createPayment(creds, paymentInput(TEST_PHONES.success, `${receiver.url}/stk/slow`)));
+    } finally {
+      config.sandboxCallbackDelayMs = saved;
+    }
+    const query = await adapter.queryPayment(creds, providerRef);
+    expect(query).toEqual({
+      providerRef,
+      status: 'pending',
+      raw: { requestId: expect.any(String), errorCode: '500.001.1001', errorMessage: 'The transaction is being processed' },
+    });
+    const unknown = await rejection(adapter.queryPayment(creds, 'ws_CO_000000000000000000'));
+    expect(unknown.kind).toBe('invalid_request');
+    expect(unknown.message).toMatch(/Invalid CheckoutRequestID/);
+  });
+
+  it('retries a callback the receiver refused, a bounded number of times', async () => {
+    receiver.fail('/stk/flaky', 2);
+    const result = await adapter.createPayment(creds, paymentInput(TEST_PHONES.success, `${receiver.url}/stk/flaky`));
+    await eventually(() => receiver.at('/stk/flaky').length >= 3, 'third delivery attempt');
+    const attempts = receiver.at('/stk/flaky');
+    expect(attempts.every((a) => a.json.Body.stkCallback.CheckoutRequestID === result.providerRef)).toBe(true);
+  });
+});
+
+describe('validation', () => {
+  const creds = sandboxCreds();
+
+  it('maps the operator\'s 400.002.02 to invalid_request naming the field', async () => {
+    const badShortcode = await rejection(adapter.createPayment({ ...creds, shortcode: '12' }, paymentInput(TEST_PHONES.success, `${receiver.url}/x`)));
+    expect(badShortcode).toMatchObject({ kind: 'invalid_request', providerCode: '400.002.02' });
+    expect(badShortcode.message).toMatch(/Invalid BusinessShortCode/);
+
+    const badUrl = await rejection(adapter.createPayment(creds, paymentInput(TEST_PHONES.success, 'not-a-url')));
+    expect(badUrl).toMatchObject({ kind: 'invalid_request', providerCode: '400.002.02' });
+    expect(badUrl.message).toMatch(/Invalid CallBackURL/);
+  });
+
+  it('refuses bad phones and fractional amounts before calling the operator', async () => {
+    const phone = await rejection(adapter.createPayment(creds, paymentInput('12345', `${receiver.url}/x`)));
+    expect(phone.kind).toBe('invalid_request');
+    const input = paymentInput(TEST_PHONES.success, `${receiver.url}/x`);
+    const cents = await rejection(adapter.createPayment(creds, { ...input, amount: { minor: 10050n, currency: 'KES' } }));
+    expect(cents.message).toMatch(/whole shillings/);
+  });
+
+  it('checks each STK field and the password on the wire', async () => {
+    const token = await rawToken('key-validation');
+    const timestamp = darajaTimestamp(new Date());
+    const good = {
+      BusinessShortCode: '174379',
+      Password: stkPassword('174379', 'any-passkey', timestamp),
+      Timestamp: timestamp,
+      TransactionType: 'CustomerPayBillOnline',
+      Amount: 1,
+      PartyA: '254708374149',
+      PartyB: '174379',
+      PhoneNumber: '254708374149',
+      CallBackURL: `${receiver.url}/wire`,
+      AccountReference: 'ACC123',
+      TransactionDesc: 'Payment',
+    };
+    const accepted = await rawPost('/mpesa/stkpush/v1/processrequest', token, good);
+    expect(accepted.status).toBe(200);
+    expect(await accepted.json()).toMatchObject({ ResponseCode: '0', CheckoutRequestID: expect.stringMatching(/^ws_CO_/) });
+
+    const cases: [Record<string, unknown>, string][] = [
+      [{ Timestamp: '2026-01-01' }, 'Timestamp'],
+      [{ TransactionType: 'Other' }, 'TransactionType'],
+      [{ Amount: 1.5 }, 'Amount'],
+      [{ Amount: 0 }, 'Amount'],
+      [{ PartyA: '0708374149' }, 'PartyA'],
+      [{ PhoneNumber: '255708374149' }, 'PhoneNumber'],
+      [{ CallBackURL: 'ftp://x' }, 'CallBackURL'],
+      [{ AccountReference: 'A'.repeat(13) }, 'AccountReference'],
+      [{ TransactionDesc: 'D'.repeat(14) }, 'TransactionDesc'],
+    ];
+    for (const [change, field] of cases) {
+      const res = await rawPost('/mpesa/stkpush/v1/processrequest', token, { ...good, ...change });
+      expect(res.status).toBe(400);
+      expect(await res.json()).toEqual({ requestId: expect.any(String), errorCode: '400.002.02', errorMessage: `Bad Request - Invalid ${field}` });
+    }
+    const wrongPassword = await rawPost('/mpesa/stkpush/v1/processrequest', token, { ...good, Password: stkPassword('600000', 'pk', timestamp) });
+    expect(wrongPassword.status).toBe(500);
+    expect(((await wrongPassword.json()) as { errorCode: string }).errorCode).toBe('500.001.1001');
+  });
+});
+
+describe('outages', () => {
+  const creds = sandboxCreds();
+  const outage = (mode: string) =>
+    fetch(`${sim}/_control/outage`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ mode }) }).then((r) => expect(r.status).toBe(200));
+
+  it('an operator error is indeterminate with the operator code', async () => {
+    await adapter.accessToken(creds);
+    await outage('error');
+    try {
+      const err = await rejection(adapter.createPayment(creds, paymentInput(TEST_PHONES.success, `${receiver.url}/x`)));
+      expect(err).toMatchObject({ kind: 'indeterminate', providerCode: '500.003.1001' });
+      // Without a stored token the token request fails first: nothing was sent, so it is "unavailable".
+      const fresh = await rejection(adapter.createPayment(sandboxCreds(), paymentInput(TEST_PHONES.success, `${receiver.url}/x`)));
+      expect(fresh.kind).toBe('unavailable');
+    } finally {
+      await outage('ok');
+    }
+  });
+
+  it('a hanging operator times out as indeterminate', async () => {
+    const impatient = new MobilemoneyAdapter({ ...t.service.container.config, providerTimeoutMs: 300 }, t.service.container.orm.em);
+    await impatient.accessToken(creds);
+    await outage('hang');
+    try {
+      const err = await rejection(impatient.createPayment(creds, paymentInput(TEST_PHONES.success, `${receiver.url}/x`)));
+      expect(err.kind).toBe('indeterminate');
+      expect(err.message).toMatch(/no answer within 300 ms/);
+    } finally {
+      await outage('ok');
+    }
+  });
+});

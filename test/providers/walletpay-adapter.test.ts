@@ -1,0 +1,310 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { WalletpayCredentials } from '../../contract/index.js';
+import { WalletpayAdapter } from '../../server/providers/walletpay/adapter.js';
+import { ProviderError, type CreatePaymentInput, type ProviderPaymentResult, type RefundInput } from '../../server/providers/types.js';
+import { startTestService, type TestService } from '../support/service.js';
+
+let t: TestService;
+let adapter: WalletpayAdapter;
+beforeAll(async () => {
+  t = await startTestService();
+  adapter = new WalletpayAdapter(t.service.container.config);
+});
+afterAll(async () => t.stop());
+
+/** A fresh tenant per test: any client id / secret pair is an app at the simulator. */
+const newCreds = (): WalletpayCredentials => ({ env: 'sandbox', client_id: `client-${randomUUID()}`, client_secret: `secret-${randomUUID()}` });
+
+function paymentInput(overrides: Partial<CreatePaymentInput> = {}): CreatePaymentInput {
+  const paymentId = randomUUID();
+  return {
+    paymentId,
+    reference: paymentId.replace(/-/g, '').slice(0, 12).toUpperCase(),
+    amount: { minor: 1050n, currency: 'USD' },
+    idempotencyKey: `payment-${paymentId}`,
+    callbackUrl: `${t.baseUrl}/v1/webhooks/walletpay`,
+    fields: { return_url: 'https://shop.example.com/return?cart=7', cancel_url: 'https://shop.example.com/cancel' },
+    ...overrides,
+  };
+}
+
+/** What the buyer's browser does: follow the approval link with an outcome, without following the redirect. */
+async function buyer(url: string, auto: 'approve' | 'cancel' | 'approve-decline' | 'approve-pending'): Promise<Response> {
+  return fetch(`${url}&auto=${auto}`, { redirect: 'manual' });
+}
+
+function lookupOf(payment: CreatePaymentInput, result: ProviderPaymentResult) {
+  return { paymentId: payment.paymentId, providerRef: result.providerRef, reference: payment.reference, providerData: result.data ?? {} };
+}
+
+function refundInput(payment: CreatePaymentInput, result: ProviderPaymentResult, amountMinor: bigint, key = randomUUID()): RefundInput {
+  return {
+    refundId: randomUUID(),
+    payment: { ...lookupOf(payment, result), amount: payment.amount, receiptNumber: result.receiptNumber ?? null },
+    amount: { minor: amountMinor, currency: payment.amount.currency },
+    full: false,
+    idempotencyKey: `refund-${key}`,
+    resultUrl: '',
+    timeoutUrl: '',
+  };
+}
+
+async function providerError(promise: Promise<unknown>): Promise<ProviderError> {
+  try {
+    await promise;
+  } catch (err) {
+    if (err instanceof ProviderError) return err;
+    throw err;
+  }
+  throw new Error('expected a ProviderError');
+}
+
+/** Creates an order, has the buyer approve it and captures it. */
+async function capturedPayment(creds: WalletpayCredentials, input = paymentInput()) {
+  const created = await adapter.createPayment(creds, input);
+  expect((await buyer(created.nextAction!.url, 'approve')).status).toBe(302);
+  const captured = await adapter.capturePayment(creds, { orderId: created.providerRef, idempotencyKey: `capture-${input.paymentId}` });
+  return { input, created, captured };
+}
+
+describe('createPayment', () => {
+  it('creates an order awaiting the buyer, with the approval link as next action', async () => {
+    const creds = newCreds();
+    const input = paymentInput();
+    const result = await adapter.createPayment(creds, input);
+    expect(result.status).toBe('pending');
+    expect(result.providerRef).toMatch(/^[A-Z0-9]{17}$/);
+    expect(result.nextAction).toEqual({ type: 'redirect', url: `${t.baseUrl}/sandbox/walletpay/checkoutnow?token=${result.providerRef}` });
+    const raw = result.raw as { status: string; purchase_units: { amount: unknown; custom_id: string; invoice_id: string; reference_id: string }[] };
+    expect(raw.status).toBe('PAYER_ACTION_REQUIRED');
+    expect(raw.purchase_units[0]).toMatchObject({
+      amount: { currency_code: 'USD', value: '10.50' },
+      custom_id: input.paymentId,
+      invoice_id: input.reference,
+      reference_id: input.reference,
+    });
+  });
+
+  it('formats the amount with the currency digits (JPY has none, KWD three)', async () => {
+    const creds = newCreds();
+    const yen = await adapter.createPayment(creds, paymentInput({ amount: { minor: 1200n, currency: 'JPY' } }));
+    expect((yen.raw as { purchase_units: { amount: unknown }[] }).purchase_units[0]!.amount).toEqual({ currency_code: 'JPY', value: '1200' });
+    const dinar = await adapter.createPayment(creds, paymentInput({ amount: { minor: 1234n, currency: 'KWD' } }));
+    expect((dinar.raw as { purchase_units: { amount: unknown }[] }).purchase_units[0]!.amount).toEqual({ currency_code: 'KWD', value: '1.234' });
+  });
+
+  it('returns the same order for the same idempotency key (PayPal-Request-Id)', async () => {
+    const creds = newCreds();
+    const input = paymentInput();
+    const first = await adapter.createPayment(creds, input);
+    const again = await adapter.createPayment(creds, { ...input, amount: { minor: 9999n, currency: 'USD' } });
+    expect(again.providerRef).toBe(first.providerRef);
+    const rows = await t.sql('SELECT id FROM sandbox_walletpay_orders WHERE client_id = $1', [creds.client_id]);
+    expect(rows).toHaveLength(1);
+  });
+
+  it('refuses bad client credentials as an auth error', async () => {
+    const err = await providerError(adapter.createPayment({ ...newCreds(), client_secret: 'bad-secret' }, paymentInput()));
+    expect(err.kind).toBe('auth');
+    expect(err.message).not.toContain('bad-secret');
+  });
+});
+
+describe('approve and capture', () => {
+  it('captures an approved order: completed, with the capture id', async () => {
+    const creds = newCreds();
+    const { input, created, captured } = await capturedPayment(creds);
+    expect(captured.status).toBe('completed');
+    expect(captured.providerRef).toBe(created.providerRef);
+    expect(captured.data).toMatchObject({ orderId: created.providerRef, captureId: expect.stringMatching(/^[A-Z0-9]{17}$/), captureStatus: 'COMPLETED' });
+    expect(captured.receiptNumber).toBe(captured.data!.captureId);
+    expect(captured.nextAction).toBeNull();
+    const capture = (captured.raw as { purchase_units: { payments: { captures: Record<string, unknown>[] } }[] }).purchase_units[0]!.payments.captures[0]!;
+    expect(capture).toMatchObject({ status: 'COMPLETED', amount: { currency_code: 'USD', value: '10.50' }, final_capture: true, custom_id: input.paymentId });
+
+    const synced = await adapter.getPayment(creds, lookupOf(input, created));
+    expect(synced.status).toBe('completed');
+    expect(synced.data!.captureId).toBe(captured.data!.captureId);
+  });
+
+  it('keeps an approved but uncaptured order pending, without a next action', async () => {
+    const creds = newCreds();
+    const input = paymentInput();
+    const created = await adapter.createPayment(creds, input);
+    await buyer(created.nextAction!.url, 'approve');
+    const synced = await adapter.getPayment(creds, lookupOf(input, created));
+    expect(synced.status).toBe('pending');
+    expect((synced.raw as { status: string }).status).toBe('APPROVED');
+    expect(synced.nextAction).toBeNull();
+  });
+
+  it('refuses a capture before the buyer approved: ORDER_NOT_APPROVED', async () => {
+    const creds = newCreds();
+    const created = await adapter.createPayment(creds, paymentInput());
+    const err = await providerError(adapter.capturePayment(creds, { orderId: created.providerRef, idempotencyKey: randomUUID() }));
+    expect(err.kind).toBe('invalid_request');
+    expect(err.providerCode).toBe('ORDER_NOT_APPROVED');
+  });
+
+  it('refuses a second capture: ORDER_ALREADY_CAPTURED; the same key replays the first', async () => {
+    const creds = newCreds();
+    const { input, created, captured } = await capturedPayment(creds);
+    const replay = await adapter.capturePayment(creds, { orderId: created.providerRef, idempotencyKey: `capture-${input.paymentId}` });
+    expect(replay.status).toBe('completed');
+    expect(replay.data!.captureId).toBe(captured.data!.captureId);
+    const err = await providerError(adapter.capturePayment(creds, { orderId: created.providerRef, idempotencyKey: 'another-key' }));
+    expect(err.kind).toBe('invalid_request');
+    expect(err.providerCode).toBe('ORDER_ALREADY_CAPTURED');
+    const captures = await t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [created.providerRef]);
+    expect(captures).toHaveLength(1);
+  });
+
+  it('judges the capture, not the order: a declined capture fails the payment', async () => {
+    const creds = newCreds();
+    const input = paymentInput();
+    const created = await adapter.createPayment(creds, input);
+    await buyer(created.nextAction!.url, 'approve-decline');
+    const captured = await adapter.capturePayment(creds, { orderId: created.providerRef, idempotencyKey: randomUUID() });
+    expect((captured.raw as { status: string }).status).toBe('COMPLETED');
+    expect(captured.status).toBe('failed');
+    expect(captured.failureReason).toMatch(/DECLINED/);
+  });
+
+  it('keeps a capture held for review pending until it completes', async () => {
+    const creds = newCreds();
+    const input = paymentInput();
+    const created = await adapter.createPayment(creds, input);
+    await buyer(created.nextAction!.url, 'approve-pending');
+    const captured = await adapter.capturePayment(creds, { orderId: created.providerRef, idempotencyKey: randomUUID() });
+    expect(captured.status).toBe('pending');
+    expect(captured.data!.captureStatus).toBe('PENDING');
+    // The simulator completes it from an Agenda job a little later.
+    const deadline = Date.now() + 15_000;
+    let synced = await adapter.getPayment(creds, lookupOf(input, created));
+    while (synced.status === 'pending' && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      synced = await adapter.getPayment(creds, lookupOf(input, created));
+    }
+    expect(synced.status).toBe('completed');
+  });
+
+  it('fails a payment the buyer cancelled (order VOIDED)', async () => {
+    const creds = newCreds();
+    const input = paymentInput();
+    const created = await adapter.createPayment(creds, input);
+    const res = await buyer(created.nextAction!.url, 'cancel');
+    expect(res.status).toBe(302);
+    expect(res.headers.get('location')).toBe(`https://shop.example.com/cancel?token=${created.providerRef}`);
+    const synced = await adapter.getPayment(creds, lookupOf(input, created));
+    expect(synced.status).toBe('failed');
+    expect((synced.raw as { status: string }).status).toBe('VOIDED');
+    expect(synced.failureReason).toMatch(/voided/);
+    const err = await providerError(adapter.capturePayment(creds, { orderId: created.providerRef, idempotencyKey: randomUUID() }));
+    expect(err.providerCode).toBe('ORDER_NOT_APPROVED');
+  });
+
+  it("cannot see another client's order", async () => {
+    const owner = newCreds();
+    const input = paymentInput();
+    const created = await adapter.createPayment(owner, input);
+    const err = await providerError(adapter.getPayment(newCreds(), lookupOf(input, created)));
+    expect(err.kind).toBe('invalid_request');
+    expect(err.providerCode).toBe('INVALID_RESOURCE_ID');
+  });
+});
+
+describe('refundPayment', () => {
+  it('refunds partially, then the rest, then refuses more', async () => {
+    const creds = newCreds();
+    const { input, captured } = await capturedPayment(creds);
+    const part = await adapter.refundPayment(creds, refundInput(input, captured, 300n));
+    expect(part).toMatchObject({ status: 'completed', providerRef: expect.stringMatching(/^[A-Z0-9]{17}$/) });
+    expect((part.raw as { amount: unknown }).amount).toEqual({ currency_code: 'USD', value: '3.00' });
+
+    const tooMuch = await providerError(adapter.refundPayment(creds, refundInput(input, captured, 751n)));
+    expect(tooMuch.kind).toBe('invalid_request');
+    expect(tooMuch.providerCode).toBe('REFUND_AMOUNT_EXCEEDED');
+
+    const rest = await adapter.refundPayment(creds, { ...refundInput(input, captured, 750n), full: true });
+    expect(rest.status).toBe('completed');
+    const capture = await t.sql<{ status: string; refunded_minor: string }>('SELECT status, refunded_minor FROM sandbox_walletpay_captures WHERE id = $1', [captured.data!.captureId]);
+    expect(capture[0]).toEqual({ status: 'REFUNDED', refunded_minor: '1050' });
+
+    const again = await providerError(adapter.refundPayment(creds, refundInput(input, captured, 1n)));
+    expect(again.providerCode).toBe('CAPTURE_FULLY_REFUNDED');
+  });
+
+  it('refunds the whole capture at once, and a retried refund is not repeated', async () => {
+    const creds = newCreds();
+    const { input, captured } = await capturedPayment(creds);
+    const refund = { ...refundInput(input, captured, 1050n), full: true };
+    const first = await adapter.refundPayment(creds, refund);
+    const retry = await adapter.refundPayment(creds, refund);
+    expect(retry.providerRef).toBe(first.providerRef);
+    const rows = await t.sql('SELECT id FROM sandbox_walletpay_refunds WHERE capture_id = $1', [captured.data!.captureId]);
+    expect(rows).toHaveLength(1);
+  });
+
+  it('finds the capture from the order when the payment does not know its capture id', async () => {
+    const creds = newCreds();
+    const { input, captured } = await capturedPayment(creds);
+    const refund = refundInput(input, captured, 100n);
+    refund.payment.providerData = {};
+    expect((await adapter.refundPayment(creds, refund)).status).toBe('completed');
+  });
+});
+
+describe('access tokens', () => {
+  it('caches the token, and fetches a new one once when the provider says it expired', async () => {
+    const creds = newCreds();
+    const input = paymentInput();
+    const created = await adapter.createPayment(creds, input);
+    await adapter.getPayment(creds, lookupOf(input, created));
+    const count = async () => (await t.sql<{ n: number }>('SELECT count(*)::int AS n FROM sandbox_walletpay_tokens WHERE client_id = $1', [creds.client_id]))[0]!.n;
+    expect(await count()).toBe(1);
+
+    await t.http.post('/sandbox/walletpay/_control/expire-tokens').send({}).expect(200);
+    const synced = await adapter.getPayment(creds, lookupOf(input, created));
+    expect(synced.status).toBe('pending');
+    expect(await count()).toBe(2);
+  });
+});
+
+describe('provider outages', () => {
+  const outage = (mode: 'ok' | 'error' | 'hang') => t.http.post('/sandbox/walletpay/_control/outage').send({ mode }).expect(200);
+
+  it('turns an HTTP 500 into a ProviderError', async () => {
+    const creds = newCreds();
+    const input = paymentInput();
+    const created = await adapter.createPayment(creds, input);
+    await outage('error');
+    try {
+      const read = await providerError(adapter.getPayment(creds, lookupOf(input, created)));
+      expect(read.kind).toBe('unavailable');
+      const write = await providerError(adapter.capturePayment(creds, { orderId: created.providerRef, idempotencyKey: randomUUID() }));
+      expect(write.kind).toBe('indeterminate');
+      expect(write.providerCode).toBe('INTERNAL_SERVER_ERROR');
+      const token = await providerError(adapter.createPayment(newCreds(), paymentInput()));
+      expect(token.kind).toBe('unavailable');
+    } finally {
+      await outage('ok');
+    }
+  });
+
+  it('gives up on a provider that does not answer: indeterminate', async () => {
+    const impatient = new WalletpayAdapter({ ...t.service.container.config, providerTimeoutMs: 300 });
+    const creds = newCreds();
+    const input = paymentInput();
+    const created = await impatient.createPayment(creds, input);
+    await outage('hang');
+    try {
+      const err = await providerError(impatient.createPayment(creds, paymentInput()));
+      expect(err.kind).toBe('indeterminate');
+      expect(err.message).toMatch(/no answer within 300 ms/);
+    } finally {
+      await outage('ok');
+    }
+    expect((await impatient.getPayment(creds, lookupOf(input, created))).status).toBe('pending');
+  });
+});

@@ -1,0 +1,255 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+
+/** The walletpay simulator on the wire, as any PayPal REST client would see it. */
+let t: TestService;
+let base: string;
+beforeAll(async () => {
+  t = await startTestService();
+  base = `${t.baseUrl}/sandbox/walletpay`;
+});
+afterAll(async () => t.stop());
+
+const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`;
+
+async function token(clientId = `client-${randomUUID()}`): Promise<string> {
+  const res = await t.http
+    .post('/sandbox/walletpay/v1/oauth2/token')
+    .set('Authorization', basic(clientId, 'secret'))
+    .type('form')
+    .send('grant_type=client_credentials')
+    .expect(200);
+  return res.body.access_token as string;
+}
+
+const order = (overrides: Record<string, unknown> = {}) => ({
+  intent: 'CAPTURE',
+  purchase_units: [{ reference_id: 'REF123456789', custom_id: 'pay-1', amount: { currency_code: 'USD', value: '25.00' } }],
+  application_context: { return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' },
+  ...overrides,
+});
+
+describe('POST /v1/oauth2/token', () => {
+  it('issues a bearer token for any client id and secret', async () => {
+    const res = await t.http
+      .post('/sandbox/walletpay/v1/oauth2/token')
+      .set('Authorization', basic('my-app', 'my-secret'))
+      .type('form')
+      .send('grant_type=client_credentials')
+      .expect(200);
+    expect(res.body).toEqual({
+      scope: expect.stringContaining('https://uri.paypal.com/services/payments/payment/authcapture'),
+      access_token: expect.stringMatching(/^A21AA/),
+      token_type: 'Bearer',
+      app_id: expect.stringMatching(/^APP-[A-Z0-9]{17}$/),
+      expires_in: 32400,
+      nonce: expect.any(String),
+    });
+  });
+
+  it('refuses a wrong secret, missing credentials and another grant type', async () => {
+    const bad = await t.http.post('/sandbox/walletpay/v1/oauth2/token').set('Authorization', basic('my-app', 'bad-secret')).type('form').send('grant_type=client_credentials');
+    expect(bad.status).toBe(401);
+    expect(bad.body).toEqual({ error: 'invalid_client', error_description: 'Client Authentication failed' });
+    expect((await t.http.post('/sandbox/walletpay/v1/oauth2/token').type('form').send('grant_type=client_credentials')).status).toBe(401);
+    const grant = await t.http.post('/sandbox/walletpay/v1/oauth2/token').set('Authorization', basic('my-app', 's')).type('form').send('grant_type=password');
+    expect(grant.status).toBe(400);
+    expect(grant.body.error).toBe('unsupported_grant_type');
+  });
+
+  it('answers 401 AUTHENTICATION_FAILURE without a token, with an unknown one and with an expired one', async () => {
+    const none = await t.http.get('/sandbox/walletpay/v2/checkout/orders/ABC');
+    expect(none.status).toBe(401);
+    expect(none.body).toMatchObject({ name: 'AUTHENTICATION_FAILURE', message: expect.any(String), debug_id: expect.any(String) });
+    expect((await t.http.get('/sandbox/walletpay/v2/checkout/orders/ABC').set('Authorization', 'Bearer nope')).status).toBe(401);
+
+    const clientId = `client-${randomUUID()}`;
+    const live = await token(clientId);
+    expect((await t.http.get('/sandbox/walletpay/v1/notifications/webhooks').set('Authorization', `Bearer ${live}`)).status).toBe(200);
+    const expired = await t.http.post('/sandbox/walletpay/_control/expire-tokens').send({ client_id: clientId }).expect(200);
+    expect(expired.body).toEqual({ expired: 1 });
+    const after = await t.http.get('/sandbox/walletpay/v1/notifications/webhooks').set('Authorization', `Bearer ${live}`);
+    expect(after.status).toBe(401);
+    expect(after.body.name).toBe('AUTHENTICATION_FAILURE');
+  });
+});
+
+describe('POST /v2/checkout/orders', () => {
+  it('creates a CREATED order with self/approve/update/capture links (application_context)', async () => {
+    const bearer = await token();
+    const res = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).send(order()).expect(201);
+    const id = res.body.id as string;
+    expect(res.body).toEqual({
+      id: expect.stringMatching(/^[A-Z0-9]{17}$/),
+      status: 'CREATED',
+      links: [
+        { href: `${base}/v2/checkout/orders/${id}`, rel: 'self', method: 'GET' },
+        { href: `${base}/checkoutnow?token=${id}`, rel: 'approve', method: 'GET' },
+        { href: `${base}/v2/checkout/orders/${id}`, rel: 'update', method: 'PATCH' },
+        { href: `${base}/v2/checkout/orders/${id}/capture`, rel: 'capture', method: 'POST' },
+      ],
+    });
+    const full = await t.http.get(`/sandbox/walletpay/v2/checkout/orders/${id}`).set('Authorization', `Bearer ${bearer}`).expect(200);
+    expect(full.body).toMatchObject({
+      id,
+      intent: 'CAPTURE',
+      status: 'CREATED',
+      purchase_units: [{ reference_id: 'REF123456789', custom_id: 'pay-1', amount: { currency_code: 'USD', value: '25.00' } }],
+      create_time: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/),
+    });
+  });
+
+  it('answers PAYER_ACTION_REQUIRED with a payer-action link for payment_source.paypal.experience_context', async () => {
+    const bearer = await token();
+    const body = order({
+      application_context: undefined,
+      payment_source: { paypal: { experience_context: { return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c', user_action: 'PAY_NOW' } } },
+    });
+    const res = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).set('Prefer', 'return=representation').send(body).expect(201);
+    expect(res.body.status).toBe('PAYER_ACTION_REQUIRED');
+    expect(res.body.payment_source).toEqual({ paypal: {} });
+    expect(res.body.links.map((l: { rel: string }) => l.rel)).toEqual(['self', 'payer-action']);
+  });
+
+  it('answers the same order with 200 for the same PayPal-Request-Id', async () => {
+    const bearer = await token();
+    const requestId = randomUUID();
+    const first = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).set('PayPal-Request-Id', requestId).send(order());
+    const again = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).set('PayPal-Request-Id', requestId).send(order());
+    expect(first.status).toBe(201);
+    expect(again.status).toBe(200);
+    expect(again.body.id).toBe(first.body.id);
+    // Request ids are per app: another client gets its own order.
+    const other = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${await token()}`).set('PayPal-Request-Id', requestId).send(order());
+    expect(other.status).toBe(201);
+    expect(other.body.id).not.toBe(first.body.id);
+  });
+
+  it.each([
+    ['no intent', order({ intent: undefined }), 400, 'INVALID_REQUEST', 'MISSING_REQUIRED_PARAMETER', '/intent'],
+    ['no purchase units', order({ purchase_units: [] }), 400, 'INVALID_REQUEST', 'MISSING_REQUIRED_PARAMETER', '/purchase_units'],
+    ['no amount', order({ purchase_units: [{}] }), 400, 'INVALID_REQUEST', 'MISSING_REQUIRED_PARAMETER', '/purchase_units/0/amount'],
+    ['a non-decimal value', order({ purchase_units: [{ amount: { currency_code: 'USD', value: '1e3' } }] }), 400, 'INVALID_REQUEST', 'INVALID_PARAMETER_SYNTAX', '/purchase_units/0/amount/value'],
+    ['three decimals in USD', order({ purchase_units: [{ amount: { currency_code: 'USD', value: '1.005' } }] }), 422, 'UNPROCESSABLE_ENTITY', 'DECIMAL_PRECISION', '/purchase_units/0/amount/value'],
+    ['a zero amount', order({ purchase_units: [{ amount: { currency_code: 'USD', value: '0.00' } }] }), 422, 'UNPROCESSABLE_ENTITY', 'CANNOT_BE_ZERO_OR_NEGATIVE', '/purchase_units/0/amount/value'],
+    ['an unknown currency', order({ purchase_units: [{ amount: { currency_code: 'XYZ', value: '1.00' } }] }), 422, 'UNPROCESSABLE_ENTITY', 'CURRENCY_NOT_SUPPORTED', '/purchase_units/0/amount/currency_code'],
+    ['a bad return URL', order({ application_context: { return_url: 'not a url' } }), 400, 'INVALID_REQUEST', 'INVALID_PARAMETER_SYNTAX', '/application_context/return_url'],
+  ])('rejects %s like PayPal', async (_name, body, status, name, issue, field) => {
+    const res = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${await token()}`).send(body);
+    expect(res.status).toBe(status);
+    expect(res.body).toMatchObject({ name, message: expect.any(String), debug_id: expect.any(String) });
+    expect(res.body.details[0]).toMatchObject({ issue, field, description: expect.any(String) });
+  });
+});
+
+describe('approval page', () => {
+  async function newOrder(bearer: string, extra: Record<string, unknown> = {}): Promise<string> {
+    const res = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).send(order(extra)).expect(201);
+    return res.body.id as string;
+  }
+
+  it('shows the amount with Approve and Cancel buttons that post back', async () => {
+    const id = await newOrder(await token());
+    const res = await t.http.get(`/sandbox/walletpay/checkoutnow?token=${id}`).expect(200);
+    expect(res.headers['content-type']).toMatch(/text\/html/);
+    expect(res.text).toContain('25.00 USD');
+    expect(res.text).toMatch(/<form method="post">.*name="action" value="approve"/s);
+    expect(res.text).toMatch(/name="action" value="cancel"/);
+  });
+
+  it('approves from the form post and redirects to return_url with token and PayerID', async () => {
+    const bearer = await token();
+    const id = await newOrder(bearer);
+    const res = await t.http.post(`/sandbox/walletpay/checkoutnow?token=${id}`).type('form').send(`token=${id}&action=approve`).expect(302);
+    const location = new URL(res.headers.location!);
+    expect(`${location.origin}${location.pathname}`).toBe('https://shop.example.com/return');
+    expect(location.searchParams.get('token')).toBe(id);
+    expect(location.searchParams.get('PayerID')).toMatch(/^[A-Z0-9]{13}$/);
+    const approved = await t.http.get(`/sandbox/walletpay/v2/checkout/orders/${id}`).set('Authorization', `Bearer ${bearer}`).expect(200);
+    expect(approved.body.status).toBe('APPROVED');
+    expect(approved.body.payer.payer_id).toBe(location.searchParams.get('PayerID'));
+    expect(approved.body.links.map((l: { rel: string }) => l.rel)).toEqual(['self', 'update', 'capture']);
+    // Approving again is harmless: the same redirect.
+    const again = await t.http.get(`/sandbox/walletpay/checkoutnow?token=${id}&auto=approve`).expect(302);
+    expect(again.headers.location).toBe(res.headers.location);
+    // …but a cancel after approval is refused.
+    expect((await t.http.get(`/sandbox/walletpay/checkoutnow?token=${id}&auto=cancel`)).status).toBe(422);
+  });
+
+  it('answers 404 for an unknown order and 400 for an unknown auto value', async () => {
+    expect((await t.http.get('/sandbox/walletpay/checkoutnow?token=NOPE')).status).toBe(404);
+    expect((await t.http.get('/sandbox/walletpay/checkoutnow?token=NOPE&auto=steal')).status).toBe(400);
+  });
+});
+
+describe('capture and refund on the wire', () => {
+  it('captures once (201), replays the same PayPal-Request-Id (200), and exposes capture and refund', async () => {
+    const bearer = await token();
+    const created = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).send(order()).expect(201);
+    const id = created.body.id as string;
+    await t.http.get(`/sandbox/walletpay/checkoutnow?token=${id}&auto=approve`).expect(302);
+    const capture = () =>
+      t.http.post(`/sandbox/walletpay/v2/checkout/orders/${id}/capture`).set('Authorization', `Bearer ${bearer}`)
+        .set('PayPal-Request-Id', `cap-${id}`).set('Prefer', 'return=representation').send({});
+    const first = await capture();
+    expect(first.status).toBe(201);
+    expect(first.body.status).toBe('COMPLETED');
+    const cap = first.body.purchase_units[0].payments.captures[0];
+    expect(cap).toMatchObject({
+      id: expect.stringMatching(/^[A-Z0-9]{17}$/),
+      status: 'COMPLETED',
+      amount: { currency_code: 'USD', value: '25.00' },
+      final_capture: true,
+      seller_receivable_breakdown: { gross_amount: { currency_code: 'USD', value: '25.00' }, paypal_fee: { currency_code: 'USD', value: '1.36' }, net_amount: { currency_code: 'USD', value: '23.64' } },
+      create_time: expect.any(String),
+    });
+    const replay = await capture();
+    expect(replay.status).toBe(200);
+    expect(replay.body).toEqual(first.body);
+
+    const got = await t.http.get(`/sandbox/walletpay/v2/payments/captures/${cap.id}`).set('Authorization', `Bearer ${bearer}`).expect(200);
+    expect(got.body.supplementary_data).toEqual({ related_ids: { order_id: id } });
+
+    const refund = await t.http.post(`/sandbox/walletpay/v2/payments/captures/${cap.id}/refund`).set('Authorization', `Bearer ${bearer}`)
+      .set('Prefer', 'return=representation').send({ amount: { currency_code: 'USD', value: '5.00' }, note_to_payer: 'sorry' }).expect(201);
+    expect(refund.body).toMatchObject({
+      id: expect.stringMatching(/^[A-Z0-9]{17}$/),
+      status: 'COMPLETED',
+      amount: { currency_code: 'USD', value: '5.00' },
+      links: expect.arrayContaining([{ href: `${base}/v2/payments/captures/${cap.id}`, rel: 'up', method: 'GET' }]),
+    });
+    const gotRefund = await t.http.get(`/sandbox/walletpay/v2/payments/refunds/${refund.body.id}`).set('Authorization', `Bearer ${bearer}`).expect(200);
+    expect(gotRefund.body.seller_payable_breakdown.total_refunded_amount).toEqual({ currency_code: 'USD', value: '5.00' });
+    const partially = await t.http.get(`/sandbox/walletpay/v2/payments/captures/${cap.id}`).set('Authorization', `Bearer ${bearer}`).expect(200);
+    expect(partially.body.status).toBe('PARTIALLY_REFUNDED');
+
+    const mismatch = await t.http.post(`/sandbox/walletpay/v2/payments/captures/${cap.id}/refund`).set('Authorization', `Bearer ${bearer}`)
+      .send({ amount: { currency_code: 'EUR', value: '1.00' } });
+    expect(mismatch.status).toBe(422);
+    expect(mismatch.body.details[0].issue).toBe('CURRENCY_MISMATCH');
+    // No amount refunds what remains.
+    const rest = await t.http.post(`/sandbox/walletpay/v2/payments/captures/${cap.id}/refund`).set('Authorization', `Bearer ${bearer}`)
+      .set('Prefer', 'return=representation').send({}).expect(201);
+    expect(rest.body.amount).toEqual({ currency_code: 'USD', value: '20.00' });
+  });
+
+  it('answers 404 RESOURCE_NOT_FOUND for unknown ids and unknown paths', async () => {
+    const bearer = await token();
+    const res = await t.http.get('/sandbox/walletpay/v2/payments/captures/NOPE').set('Authorization', `Bearer ${bearer}`);
+    expect(res.status).toBe(404);
+    expect(res.body).toMatchObject({ name: 'RESOURCE_NOT_FOUND', details: [{ issue: 'INVALID_RESOURCE_ID' }] });
+    expect((await t.http.get('/sandbox/walletpay/v2/nothing-here').set('Authorization', `Bearer ${bearer}`)).body.name).toBe('RESOURCE_NOT_FOUND');
+  });
+
+  it('answers 500 INTERNAL_SERVER_ERROR while the outage switch is on', async () => {
+    await t.http.post('/sandbox/walletpay/_control/outage').send({ mode: 'error' }).expect(200);
+    try {
+      const res = await t.http.post('/sandbox/walletpay/v1/oauth2/token').set('Authorization', basic('a', 'b')).type('form').send('grant_type=client_credentials');
+      expect(res.status).toBe(500);
+      expect(res.body.name).toBe('INTERNAL_SERVER_ERROR');
+    } finally {
+      await t.http.post('/sandbox/walletpay/_control/outage').send({ mode: 'ok' }).expect(200);
+    }
+  });
+});

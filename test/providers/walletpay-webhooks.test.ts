@@ -1,0 +1,257 @@
+import { randomUUID, verify } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { WalletpayCredentials } from '../../contract/index.js';
+import { WalletpayAdapter } from '../../server/providers/walletpay/adapter.js';
+import { prepareWalletpayCredentials } from '../../server/providers/walletpay/credentials.js';
+import { parseWalletpayEvent, verifyWalletpayEvent, walletpayTransmissionId } from '../../server/providers/walletpay/webhook.js';
+import type { CreatePaymentInput, InboundCallback } from '../../server/providers/types.js';
+import { crc32 } from '../../server/sandbox/walletpay/signing.js';
+import { startTestService, type TestService } from '../support/service.js';
+
+interface Received {
+  path: string;
+  headers: Record<string, string | undefined>;
+  rawBody: Buffer;
+}
+
+/** A merchant-side receiver on loopback: records every delivery; `status(path, n)` decides the answer. */
+async function startReceiver(status: (path: string, nth: number) => number = () => 200) {
+  const received: Received[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const headers: Record<string, string | undefined> = {};
+      for (const [k, v] of Object.entries(req.headers)) headers[k] = Array.isArray(v) ? v.join(',') : v;
+      const path = req.url ?? '/';
+      received.push({ path, headers, rawBody: Buffer.concat(chunks) });
+      res.statusCode = status(path, received.filter((r) => r.path === path).length);
+      res.end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    received,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+let t: TestService;
+let adapter: WalletpayAdapter;
+let receiver: Awaited<ReturnType<typeof startReceiver>>;
+beforeAll(async () => {
+  t = await startTestService();
+  adapter = new WalletpayAdapter(t.service.container.config);
+  // Paths under /flaky answer 500 to their first delivery.
+  receiver = await startReceiver((path, nth) => (path.startsWith('/flaky') && nth === 1 ? 500 : 200));
+});
+afterAll(async () => {
+  await receiver.close();
+  await t.stop();
+});
+
+const newCreds = (): WalletpayCredentials => ({ env: 'sandbox', client_id: `client-${randomUUID()}`, client_secret: `secret-${randomUUID()}` });
+
+async function eventually<T>(probe: () => T | undefined | Promise<T | undefined>, what: string, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** A subscribed merchant: its credentials carry the webhook id, deliveries go to a path of its own. */
+async function subscribed(prefix = '/hooks') {
+  const creds = newCreds();
+  const path = `${prefix}/${randomUUID()}`;
+  const { webhookId } = await adapter.registerWebhook(creds, `${receiver.url}${path}`);
+  return { creds: { ...creds, webhook_id: webhookId }, path };
+}
+
+const deliveriesTo = (path: string) => receiver.received.filter((r) => r.path === path);
+
+function eventType(r: Received): string {
+  return (JSON.parse(r.rawBody.toString('utf8')) as { event_type: string }).event_type;
+}
+
+function asCallback(r: Received, overrides: Partial<InboundCallback> = {}): InboundCallback {
+  return { subpath: '', headers: r.headers, rawBody: r.rawBody, body: JSON.parse(r.rawBody.toString('utf8')), query: {}, sourceIp: '127.0.0.1', ...overrides };
+}
+
+function paymentInput(): CreatePaymentInput {
+  const paymentId = randomUUID();
+  return {
+    paymentId,
+    reference: paymentId.replace(/-/g, '').slice(0, 12).toUpperCase(),
+    amount: { minor: 1050n, currency: 'USD' },
+    idempotencyKey: `payment-${paymentId}`,
+    callbackUrl: '',
+    fields: { return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' },
+  };
+}
+
+async function capture(creds: WalletpayCredentials, outcome: 'approve' | 'approve-decline' = 'approve') {
+  const input = paymentInput();
+  const created = await adapter.createPayment(creds, input);
+  await fetch(`${created.nextAction!.url}&auto=${outcome}`, { redirect: 'manual' });
+  const captured = await adapter.capturePayment(creds, { orderId: created.providerRef, idempotencyKey: randomUUID() });
+  return { input, created, captured };
+}
+
+describe('webhook registration', () => {
+  it('registers a URL for the events the service acts on, and finds it again when it already exists', async () => {
+    const creds = newCreds();
+    const url = `${receiver.url}/hooks/${randomUUID()}`;
+    const first = await adapter.registerWebhook(creds, url);
+    expect(first.webhookId).toMatch(/^[A-Z0-9]{17}$/);
+    const rows = await t.sql<{ url: string; event_types: { name: string }[] }>('SELECT url, event_types FROM sandbox_walletpay_webhooks WHERE client_id = $1', [creds.client_id]);
+    expect(rows).toEqual([{ url, event_types: [{ name: 'PAYMENT.CAPTURE.COMPLETED' }, { name: 'PAYMENT.CAPTURE.DENIED' }, { name: 'PAYMENT.CAPTURE.REFUNDED' }] }]);
+    expect(await adapter.registerWebhook(creds, url)).toEqual(first);
+  });
+
+  it('prepares credentials: registers the service callback URL when webhook_id is absent, keeps a given one', async () => {
+    const config = t.service.container.config;
+    const prepare = prepareWalletpayCredentials(adapter, config);
+    const creds = newCreds();
+    const prepared = await prepare('merchant-1', creds);
+    expect(prepared).toEqual({ ...creds, webhook_id: expect.stringMatching(/^[A-Z0-9]{17}$/) });
+    const rows = await t.sql<{ id: string; url: string }>('SELECT id, url FROM sandbox_walletpay_webhooks WHERE client_id = $1', [creds.client_id]);
+    expect(rows).toEqual([{ id: prepared.webhook_id, url: `${config.publicBaseUrl}/v1/webhooks/walletpay` }]);
+
+    const given = { ...newCreds(), webhook_id: 'WH-GIVEN' };
+    expect(await prepare('merchant-2', given)).toBe(given);
+    expect(await t.sql('SELECT id FROM sandbox_walletpay_webhooks WHERE client_id = $1', [given.client_id])).toEqual([]);
+  });
+});
+
+describe('signed events', () => {
+  it('delivers PAYMENT.CAPTURE.COMPLETED signed, verified by the postback and parsed to the payment', async () => {
+    const { creds, path } = await subscribed();
+    const { input, created, captured } = await capture(creds);
+    const delivery = await eventually(() => deliveriesTo(path)[0], 'the capture event');
+    expect(delivery.headers).toMatchObject({
+      'content-type': 'application/json',
+      'walletpay-transmission-id': expect.stringMatching(/^[0-9a-f-]{36}$/),
+      'walletpay-transmission-time': expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/),
+      'walletpay-transmission-sig': expect.any(String),
+      'walletpay-cert-url': expect.stringContaining('/sandbox/walletpay/v1/notifications/certs/CERT-'),
+      'walletpay-auth-algo': 'SHA256withRSA',
+      'walletpay-webhook-id': creds.webhook_id,
+    });
+    const callback = asCallback(delivery);
+    expect(await verifyWalletpayEvent(adapter, creds, callback)).toBe('verified');
+    expect(walletpayTransmissionId(callback)).toBe(delivery.headers['walletpay-transmission-id']);
+
+    const event = parseWalletpayEvent(callback.body);
+    expect(event).toEqual({
+      kind: 'payment',
+      eventId: expect.stringMatching(/^WH-[A-Z0-9]{17}-[A-Z0-9]{17}$/),
+      eventType: 'PAYMENT.CAPTURE.COMPLETED',
+      orderId: created.providerRef,
+      captureId: captured.data!.captureId,
+      customId: input.paymentId,
+      status: 'completed',
+      amount: { minor: 1050n, currency: 'USD' },
+    });
+  });
+
+  it('signs as PayPal does: RSA-SHA256 over id|time|webhookId|crc32(body), checkable offline with the certificate URL', async () => {
+    const { creds, path } = await subscribed();
+    await capture(creds);
+    const delivery = await eventually(() => deliveriesTo(path)[0], 'the capture event');
+    const h = delivery.headers;
+    const pem = await (await fetch(h['walletpay-cert-url']!)).text();
+    expect(pem).toContain('BEGIN PUBLIC KEY');
+    const message = `${h['walletpay-transmission-id']}|${h['walletpay-transmission-time']}|${creds.webhook_id}|${crc32(delivery.rawBody)}`;
+    expect(verify('sha256', Buffer.from(message), pem, Buffer.from(h['walletpay-transmission-sig']!, 'base64'))).toBe(true);
+    // The real provider's header names come too.
+    expect(h['paypal-transmission-sig']).toBe(h['walletpay-transmission-sig']);
+  });
+
+  it('rejects a forged body, a disagreeing webhook id header, missing headers and another merchant', async () => {
+    const { creds, path } = await subscribed();
+    await capture(creds);
+    const delivery = await eventually(() => deliveriesTo(path)[0], 'the capture event');
+
+    const forgedBody = JSON.parse(delivery.rawBody.toString('utf8')) as { resource: { amount: { value: string } } };
+    forgedBody.resource.amount.value = '0.01';
+    const forgedRaw = Buffer.from(JSON.stringify(forgedBody));
+    expect(await verifyWalletpayEvent(adapter, creds, asCallback(delivery, { body: forgedBody, rawBody: forgedRaw }))).toBe('invalid');
+
+    const wrongId = asCallback(delivery, { headers: { ...delivery.headers, 'walletpay-webhook-id': 'SOMEONEELSE12345' } });
+    expect(await verifyWalletpayEvent(adapter, creds, wrongId)).toBe('invalid');
+
+    const noSig = { ...delivery.headers };
+    delete noSig['walletpay-transmission-sig'];
+    delete noSig['paypal-transmission-sig'];
+    expect(await verifyWalletpayEvent(adapter, creds, asCallback(delivery, { headers: noSig }))).toBe('invalid');
+
+    const { webhook_id: _dropped, ...withoutWebhookId } = creds;
+    expect(await verifyWalletpayEvent(adapter, withoutWebhookId, asCallback(delivery))).toBe('invalid');
+
+    // Another merchant (another app) cannot have this event verified against its own webhook.
+    const other = await subscribed();
+    const replayed = asCallback(delivery, { headers: { ...delivery.headers, 'walletpay-webhook-id': other.creds.webhook_id } });
+    expect(await verifyWalletpayEvent(adapter, other.creds, replayed)).toBe('invalid');
+  });
+
+  it('delivers PAYMENT.CAPTURE.DENIED for a declined capture, parsed as failed', async () => {
+    const { creds, path } = await subscribed();
+    const { created } = await capture(creds, 'approve-decline');
+    const delivery = await eventually(() => deliveriesTo(path)[0], 'the denied event');
+    expect(await verifyWalletpayEvent(adapter, creds, asCallback(delivery))).toBe('verified');
+    expect(parseWalletpayEvent(asCallback(delivery).body)).toMatchObject({ kind: 'payment', eventType: 'PAYMENT.CAPTURE.DENIED', orderId: created.providerRef, status: 'failed' });
+  });
+
+  it('delivers PAYMENT.CAPTURE.REFUNDED, parsed to the refund and its capture', async () => {
+    const { creds, path } = await subscribed();
+    const { input, captured } = await capture(creds);
+    const refundId = randomUUID();
+    const refund = await adapter.refundPayment(creds, {
+      refundId,
+      payment: { paymentId: input.paymentId, providerRef: captured.providerRef, reference: input.reference, providerData: captured.data ?? {}, amount: input.amount, receiptNumber: null },
+      amount: { minor: 300n, currency: 'USD' },
+      full: false,
+      idempotencyKey: `refund-${refundId}`,
+      resultUrl: '',
+      timeoutUrl: '',
+    });
+    const delivery = await eventually(() => deliveriesTo(path).find((r) => eventType(r) === 'PAYMENT.CAPTURE.REFUNDED'), 'the refund event');
+    expect(await verifyWalletpayEvent(adapter, creds, asCallback(delivery))).toBe('verified');
+    expect(parseWalletpayEvent(asCallback(delivery).body)).toEqual({
+      kind: 'refund',
+      eventId: expect.stringMatching(/^WH-/),
+      eventType: 'PAYMENT.CAPTURE.REFUNDED',
+      captureId: captured.data!.captureId,
+      refundId: refund.providerRef,
+      customId: refundId,
+      status: 'completed',
+      amountMinor: 300n,
+      currency: 'USD',
+    });
+  });
+
+  it('retries a failed delivery with the same transmission id and bytes', async () => {
+    const { creds, path } = await subscribed('/flaky');
+    await capture(creds);
+    const [first, second] = await eventually(() => (deliveriesTo(path).length >= 2 ? deliveriesTo(path) : undefined), 'the retried delivery');
+    expect(second!.headers['walletpay-transmission-id']).toBe(first!.headers['walletpay-transmission-id']);
+    expect(second!.rawBody.equals(first!.rawBody)).toBe(true);
+    const row = await eventually(async () => {
+      const [r] = await t.sql<{ status: string; attempts: number }>('SELECT status, attempts FROM sandbox_walletpay_transmissions WHERE id = $1', [first!.headers['walletpay-transmission-id']]);
+      return r?.status === 'delivered' ? r : undefined;
+    }, 'the transmission to be marked delivered');
+    expect(row.attempts).toBe(2);
+  });
+
+  it('ignores event types the service does not act on', () => {
+    expect(parseWalletpayEvent({ id: 'WH-1', event_type: 'CHECKOUT.ORDER.APPROVED', resource: { id: 'X' } })).toEqual({ kind: 'ignored', eventId: 'WH-1', eventType: 'CHECKOUT.ORDER.APPROVED' });
+    expect(parseWalletpayEvent('nonsense')).toEqual({ kind: 'ignored', eventId: null, eventType: null });
+  });
+});
