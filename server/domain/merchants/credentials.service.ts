@@ -10,6 +10,7 @@ import type {
 import { ProviderCredentialSchema } from '../../persistence/entities/index.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { DomainError, notFound } from '../errors.js';
+import { ProviderError } from '../../providers/types.js';
 import { summarizeCredentials } from './credential-masking.js';
 
 export interface CredentialsByProvider {
@@ -43,7 +44,16 @@ export class CredentialsService {
     const provider = body.provider;
     let credentials = (body as Record<string, unknown>)[provider] as CredentialsByProvider[typeof provider];
     const prepare = this.preparers[provider] as ((m: string, c: typeof credentials) => Promise<typeof credentials>) | undefined;
-    if (prepare) credentials = await prepare(merchantId, credentials);
+    if (prepare) {
+      try {
+        credentials = await prepare(merchantId, credentials);
+      } catch (err) {
+        if (err instanceof ProviderError) {
+          throw new DomainError('PROVIDER_ERROR', `${provider} rejected the credentials while registering the callback URL: ${err.message}`);
+        }
+        throw err;
+      }
+    }
     const summary = summarizeCredentials(provider, credentials as Record<string, unknown>);
     const sealed = this.secrets.sealJson(credentials);
     // One statement, so two concurrent stores for one provider cannot both insert.

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { formatMinorUnits } from '../../domain/money/money.js';
 import type { CreatePaymentInput, Money, ProviderPaymentResult, ProviderRefundResult, RefundInput, ServicePaymentStatus } from '../types.js';
 import { ProviderError } from '../types.js';
@@ -186,9 +187,9 @@ export function refundRequest(input: RefundInput): Record<string, unknown> {
   return { amount: toWireMoney(input.amount), custom_id: input.refundId };
 }
 
-/** `PayPal-Request-Id` allows 1–108 characters. */
+/** `PayPal-Request-Id` allows 1–108 characters: a longer key is replaced by its SHA-256 (still unique per key). */
 export function requestId(key: string): string {
-  return key.length <= 108 ? key : key.slice(0, 108);
+  return key.length <= 108 ? key : createHash('sha256').update(key).digest('hex');
 }
 
 /* ----------------------------------------------------------------------------------------------

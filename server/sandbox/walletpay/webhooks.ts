@@ -6,6 +6,8 @@ import { PaypalError, invalid, notFound } from './errors.js';
 import { isObject, missing, optionalUrl } from './params.js';
 import { certUrl, signedMessage, signingKeys, verifyTransmission } from './signing.js';
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 /** PayPal allows 10 webhooks per app. */
 const MAX_WEBHOOKS = 10;
 
@@ -148,8 +150,10 @@ export function mountWebhooks(router: Router, deps: SandboxDeps): void {
       if (!certPath.endsWith(new URL(certUrl(base(), keys.certId)).pathname)) return failure();
 
       const candidates = [JSON.stringify(p.webhook_event)];
-      const [sent] = await db().query<{ raw_body: string }>('SELECT raw_body FROM sandbox_walletpay_transmissions WHERE id::text = ? AND webhook_id = ?', [p.transmission_id, p.webhook_id]);
-      if (sent && sameJson(sent.raw_body, p.webhook_event)) candidates.unshift(sent.raw_body);
+      if (UUID.test(p.transmission_id)) {
+        const [sent] = await db().query<{ raw_body: string }>('SELECT raw_body FROM sandbox_walletpay_transmissions WHERE id = ? AND webhook_id = ?', [p.transmission_id, p.webhook_id]);
+        if (sent && sameJson(sent.raw_body, p.webhook_event)) candidates.unshift(sent.raw_body);
+      }
       const ok = candidates.some((raw) =>
         verifyTransmission(keys, signedMessage(p.transmission_id, p.transmission_time, p.webhook_id, raw), p.transmission_sig),
       );

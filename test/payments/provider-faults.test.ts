@@ -1,0 +1,98 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { eventually } from '../support/webhook-receiver.js';
+
+let t: TestService;
+let key: string;
+let n = 0;
+
+const outage = (mode: 'ok' | 'error' | 'hang') =>
+  t.http.post('/sandbox/cardpay/_control/outage').send({ mode }).expect(200);
+const pay = (idem = `fault-${Date.now()}-${++n}`, apiKey = key) =>
+  t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', idem).send({ provider: 'cardpay', amount: '9.99', currency: 'USD', payment_method: 'pm_card_visa' });
+const statusOf = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key)).body.data;
+const intentsFor = async (paymentId: string) =>
+  (await t.sql<{ n: number }>(`SELECT count(*)::int AS n FROM sandbox_cardpay_intents WHERE metadata->>'payment_id' = $1`, [paymentId]))[0]!.n;
+
+beforeAll(async () => {
+  // Status sync every few hundred ms so recovery is observable within the test.
+  t = await startTestService({ PROVIDER_TIMEOUT_MS: '800', STATUS_SYNC_SCHEDULE: '300ms,300ms,300ms,300ms,300ms,300ms,300ms,300ms', STATUS_SYNC_POLL_INTERVAL: '200ms' });
+  ({ apiKey: key } = await t.createMerchant('Fault Shop'));
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_faults_0001' } }).expect(200);
+});
+afterAll(async () => {
+  await outage('ok');
+  await t.stop();
+});
+
+describe('cardpay outages on creation', () => {
+  it('keeps the payment pending when the provider errors, replays it to a retry, and settles it once the provider is back', async () => {
+    await outage('error');
+    const idem = `fault-error-${Date.now()}`;
+    const res = await pay(idem);
+    expect(res.status).toBe(201);
+    expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+    const retry = await pay(idem);
+    expect(retry.status).toBe(200);
+    expect(retry.body.data.id).toBe(res.body.data.id);
+    await outage('ok');
+    const settled = await eventually(async () => {
+      const p = await statusOf(res.body.data.id);
+      return p.status === 'completed' ? p : null;
+    }, 15_000, 'status sync to settle the payment');
+    expect(settled.provider_ref).toMatch(/^pi_/);
+    expect(await intentsFor(res.body.data.id)).toBe(1);
+  });
+
+  it('keeps the payment pending when the provider hangs past the timeout, without a double charge', async () => {
+    await outage('hang');
+    const res = await pay();
+    expect(res.status).toBe(201);
+    expect(res.body.data.status).toBe('pending');
+    await outage('ok');
+    await eventually(async () => (await statusOf(res.body.data.id)).status === 'completed', 15_000, 'settlement after the hang');
+    expect(await intentsFor(res.body.data.id)).toBe(1);
+  });
+});
+
+describe('a provider that refuses the request', () => {
+  it('answers 502 PROVIDER_ERROR and records the payment as failed with the reason', async () => {
+    const m = await t.createMerchant('Bad Key Shop');
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey)
+      .send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_invalid_0001', webhook_secret: 'whsec_given_0001' } }).expect(200);
+    const idem = `bad-key-${Date.now()}`;
+    const res = await pay(idem, m.apiKey);
+    expect(res.status).toBe(502);
+    expect(res.body.error.code).toBe('PROVIDER_ERROR');
+    expect(res.body.error.message).toContain('cardpay');
+    expect(res.body.error.message).not.toContain('sk_test_invalid_0001');
+    const [row] = await t.sql<{ status: string; failure_reason: string }>('SELECT status, failure_reason FROM payments WHERE idempotency_key = $1', [idem]);
+    expect(row!.status).toBe('failed');
+    expect(row!.failure_reason).toEqual(expect.any(String));
+    const replay = await pay(idem, m.apiKey);
+    expect(replay.status).toBe(200);
+    expect(replay.body.data.status).toBe('failed');
+  });
+
+  it('refuses to store cardpay credentials the provider rejects when registering our callback (502)', async () => {
+    const m = await t.createMerchant('Rejected Shop');
+    const res = await t.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_invalid_0002' } });
+    expect(res.status).toBe(502);
+    expect(res.body.error.code).toBe('PROVIDER_ERROR');
+    expect(await t.sql('SELECT 1 FROM provider_credentials WHERE merchant_id = $1', [m.merchantId])).toHaveLength(0);
+  });
+});
+
+describe('cardpay outage on refund', () => {
+  it('answers 502 and keeps the refund pending; the payment keeps its amount', async () => {
+    const p = (await pay()).body.data;
+    expect(p.status).toBe('completed');
+    await outage('error');
+    const res = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id });
+    await outage('ok');
+    expect(res.status).toBe(502);
+    const refunds = await t.sql<{ status: string }>('SELECT status FROM refunds WHERE payment_id = $1', [p.id]);
+    expect(refunds).toEqual([{ status: 'pending' }]);
+    expect((await statusOf(p.id)).amount_refunded).toBe('0.00');
+  });
+});
