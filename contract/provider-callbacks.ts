@@ -25,4 +25,22 @@ export const providerCallbacksContract = c.router({
     body: z.record(z.string(), z.unknown()),
     responses: { 200: Ack, 400: ErrorBodySchema, 401: ErrorBodySchema, 413: ErrorBodySchema, 500: ErrorBodySchema },
   },
+  walletpay: {
+    method: 'POST',
+    path: '/v1/webhooks/walletpay',
+    summary: 'walletpay event callback',
+    description:
+      'Capture and refund events from the wallet provider (PAYMENT.CAPTURE.COMPLETED, PAYMENT.CAPTURE.DENIED, PAYMENT.CAPTURE.REFUNDED), with ' +
+      '`Walletpay-Transmission-Id`, `-Time`, `-Sig`, `-Cert-Url`, `-Auth-Algo` and `Walletpay-Webhook-Id`. Verified through the provider\'s ' +
+      "verify-webhook-signature call with the merchant's credentials and stored webhook_id. Duplicates (by transmission id) are acknowledged and ignored.",
+    metadata: callback,
+    headers: z.object({
+      'walletpay-transmission-id': z.string().optional(),
+      'walletpay-transmission-time': z.string().optional(),
+      'walletpay-transmission-sig': z.string().optional(),
+      'walletpay-webhook-id': z.string().optional(),
+    }),
+    body: z.record(z.string(), z.unknown()),
+    responses: { 200: Ack, 401: ErrorBodySchema, 413: ErrorBodySchema, 500: ErrorBodySchema, 502: ErrorBodySchema },
+  },
 });

@@ -17,6 +17,9 @@ import { KeyLock } from './persistence/key-lock.js';
 import { CardpayAdapter, prepareCardpayCredentials } from './providers/cardpay/index.js';
 import type { ProviderPorts } from './providers/types.js';
 import { CardpayCallbackService } from './domain/callbacks/cardpay-callback.service.js';
+import { WalletpayCallbackService } from './domain/callbacks/walletpay-callback.service.js';
+import { WalletpayAdapter } from './providers/walletpay/adapter.js';
+import { prepareWalletpayCredentials } from './providers/walletpay/credentials.js';
 import { SavedCardService } from './domain/cards/saved-card.service.js';
 import { PaymentService } from './domain/payments/payment.service.js';
 import { ProviderGateway } from './domain/payments/provider-gateway.js';
@@ -35,6 +38,7 @@ export interface Services {
   savedCards: SavedCardService;
   statusSync: StatusSyncService;
   cardpayCallbacks: CardpayCallbackService;
+  walletpayCallbacks: WalletpayCallbackService;
 }
 
 /** Everything the roles need, wired once. The only module that imports concrete adapters. */
@@ -81,9 +85,11 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
 
   // The provider adapters: the only place concrete providers are named.
   const cardpay = new CardpayAdapter(config);
-  const ports: ProviderPorts = { cardpay };
+  const walletpay = new WalletpayAdapter(config);
+  const ports: ProviderPorts = { cardpay, walletpay };
   const credentials = new CredentialsService(em, secrets, {
     cardpay: prepareCardpayCredentials(cardpay, config),
+    walletpay: prepareWalletpayCredentials(walletpay, config),
   });
   const gateway = new ProviderGateway(ports, credentials);
   const payments = new PaymentService(em, config, credentials, gateway, keyLock, deliveryQueue, logger);
@@ -103,6 +109,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     savedCards: new SavedCardService(em, credentials, cardpay),
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),
     cardpayCallbacks: new CardpayCallbackService(em, credentials, payments, refunds, logger),
+    walletpayCallbacks: new WalletpayCallbackService(em, walletpay, credentials, payments, refunds, logger),
   };
 
   const sandboxDeps: SandboxDeps = { config, em, agenda, logger: options.logger };

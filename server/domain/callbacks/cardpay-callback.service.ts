@@ -1,8 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { LockMode } from '@mikro-orm/core';
 import type { Logger } from '../../observability/logger.js';
-import { PaymentSchema, RefundSchema, type Payment } from '../../persistence/entities/index.js';
+import { PaymentSchema, type Payment } from '../../persistence/entities/index.js';
 import { parseCardpayEvent, verifyCardpaySignature, type CardpayNotification } from '../../providers/cardpay/webhook.js';
 import type { InboundCallback } from '../../providers/types.js';
 import { DomainError } from '../errors.js';
@@ -77,45 +75,20 @@ export class CardpayCallbackService {
     return em.findOne(PaymentSchema, { provider: 'cardpay', providerRef: event.paymentIntentId });
   }
 
-  /**
-   * charge.refunded: refunds made through our API are already recorded (matched by provider ref);
-   * a refund made at the provider directly is recorded now, as completed.
-   */
+  /** charge.refunded: each succeeded refund in the event, recorded once (see RefundService). */
   private async applyRefunds(tx: EntityManager, paymentId: string, event: Extract<CardpayNotification, { kind: 'refund' }>): Promise<string[]> {
-    const payment = await tx.findOneOrFail(PaymentSchema, { id: paymentId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
     const deliveryIds: string[] = [];
-    for (const providerRefund of event.refunds) {
-      if (providerRefund.status !== 'succeeded') continue;
-      // Our own refund may still be waiting for the provider's answer: match it by amount then.
-      const known =
-        (await tx.findOne(RefundSchema, { paymentId, providerRef: providerRefund.id })) ??
-        (await tx.findOne(RefundSchema, { paymentId, providerRef: null, status: 'pending', amountMinor: providerRefund.amountMinor }, { orderBy: { createdAt: 'asc' } }));
-      if (known) {
-        if (known.status === 'pending') {
-          known.status = 'completed';
-          known.providerRef = providerRefund.id;
-          deliveryIds.push(...(await this.refunds.recordCompletedRefund(tx, payment, known)));
-        }
-        continue;
-      }
-      if (payment.status !== 'completed' || payment.amountRefundedMinor + providerRefund.amountMinor > payment.amountMinor) {
-        await tx.execute('INSERT INTO payment_transitions (payment_id, from_status, to_status, trigger, accepted, note) VALUES (?, ?, ?, ?, false, ?)',
-          [payment.id, payment.status, 'refunded', 'callback:charge.refunded', `refund ${providerRefund.id} not applicable`], 'run');
-        continue;
-      }
-      const refund = tx.create(RefundSchema, {
-        id: randomUUID(),
-        paymentId,
-        merchantId: payment.merchantId,
-        status: 'completed',
-        amountMinor: providerRefund.amountMinor,
-        currency: payment.currency,
-        providerRef: providerRefund.id,
-        providerResponse: event.raw,
-      });
-      deliveryIds.push(...(await this.refunds.recordCompletedRefund(tx, payment, refund)));
+    for (const refund of event.refunds) {
+      if (refund.status !== 'succeeded') continue;
+      deliveryIds.push(
+        ...(await this.refunds.recordProviderRefund(tx, paymentId, {
+          providerRefundId: refund.id,
+          amountMinor: refund.amountMinor,
+          raw: event.raw,
+          trigger: 'callback:charge.refunded',
+        })),
+      );
     }
-    await tx.flush();
     return deliveryIds;
   }
 }

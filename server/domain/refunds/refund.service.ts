@@ -133,6 +133,55 @@ export class RefundService {
     return appended.deliveryId ? [appended.deliveryId] : [];
   }
 
+  /**
+   * A completed refund reported by a provider callback. Our own refund (matched by its id, its provider
+   * ref, or — while its answer is still in flight — a pending one of the same amount) is completed if
+   * still pending; a refund made at the provider directly is recorded now. Returns new delivery ids.
+   */
+  async recordProviderRefund(
+    tx: EntityManager,
+    paymentId: string,
+    reported: { providerRefundId: string; amountMinor: bigint | null; ourRefundId?: string | null; raw: unknown; trigger: string },
+  ): Promise<string[]> {
+    const payment = await tx.findOneOrFail(PaymentSchema, { id: paymentId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+    const known =
+      (reported.ourRefundId && /^[0-9a-f-]{36}$/i.test(reported.ourRefundId) ? await tx.findOne(RefundSchema, { id: reported.ourRefundId, paymentId }) : null) ??
+      (await tx.findOne(RefundSchema, { paymentId, providerRef: reported.providerRefundId })) ??
+      (reported.amountMinor === null
+        ? null
+        : await tx.findOne(RefundSchema, { paymentId, providerRef: null, status: 'pending', amountMinor: reported.amountMinor }, { orderBy: { createdAt: 'asc' } }));
+    if (known) {
+      if (known.status !== 'pending') return [];
+      known.status = 'completed';
+      known.providerRef = reported.providerRefundId;
+      const ids = await this.recordCompletedRefund(tx, payment, known);
+      await tx.flush();
+      return ids;
+    }
+    const amountMinor = reported.amountMinor;
+    if (amountMinor === null || payment.status !== 'completed' || payment.amountRefundedMinor + amountMinor > payment.amountMinor) {
+      await tx.execute(
+        'INSERT INTO payment_transitions (payment_id, from_status, to_status, trigger, accepted, note) VALUES (?, ?, ?, ?, false, ?)',
+        [payment.id, payment.status, 'refunded', reported.trigger, `provider refund ${reported.providerRefundId} not applicable`],
+        'run',
+      );
+      return [];
+    }
+    const refund = tx.create(RefundSchema, {
+      id: randomUUID(),
+      paymentId,
+      merchantId: payment.merchantId,
+      status: 'completed',
+      amountMinor,
+      currency: payment.currency,
+      providerRef: reported.providerRefundId,
+      providerResponse: reported.raw,
+    });
+    const ids = await this.recordCompletedRefund(tx, payment, refund);
+    await tx.flush();
+    return ids;
+  }
+
   async get(merchantId: string, id: string): Promise<Refund> {
     const refund = await this.em.findOne(RefundSchema, { id, merchantId });
     if (!refund) throw notFound('refund');

@@ -2,6 +2,7 @@ import type { Request } from 'express';
 import { initServer } from '@ts-rest/express';
 import { contract } from '../../../contract/index.js';
 import type { CardpayCallbackService } from '../../domain/callbacks/cardpay-callback.service.js';
+import type { WalletpayCallbackService } from '../../domain/callbacks/walletpay-callback.service.js';
 import type { InboundCallback } from '../../providers/types.js';
 import type { RawBodyRequest } from '../app.js';
 
@@ -25,10 +26,14 @@ export function inboundCallback(req: Request, subpath = ''): InboundCallback {
 
 const received = { status: 200 as const, body: { received: true as const } };
 
-export function providerCallbacksRouter(deps: { cardpayCallbacks: CardpayCallbackService }) {
+export function providerCallbacksRouter(deps: { cardpayCallbacks: CardpayCallbackService; walletpayCallbacks: WalletpayCallbackService }) {
   return s.router(contract.providerCallbacks, {
     cardpay: async ({ req }) => {
       await deps.cardpayCallbacks.handle(inboundCallback(req));
+      return received;
+    },
+    walletpay: async ({ req }) => {
+      await deps.walletpayCallbacks.handle(inboundCallback(req));
       return received;
     },
   });

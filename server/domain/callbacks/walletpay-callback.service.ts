@@ -1,0 +1,104 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Logger } from '../../observability/logger.js';
+import { PaymentSchema, RefundSchema, type Payment } from '../../persistence/entities/index.js';
+import type { WalletpayAdapter } from '../../providers/walletpay/adapter.js';
+import { parseWalletpayEvent, verifyWalletpayEvent, walletpayTransmissionId, type WalletpayInboundEvent } from '../../providers/walletpay/webhook.js';
+import { ProviderError, type InboundCallback } from '../../providers/types.js';
+import { DomainError } from '../errors.js';
+import type { CredentialsService } from '../merchants/credentials.service.js';
+import { applyPaymentUpdate } from '../payments/payment-transitions.js';
+import type { PaymentService } from '../payments/payment.service.js';
+import type { RefundService } from '../refunds/refund.service.js';
+import { recordCallbackOnce } from './callback-inbox.js';
+import type { CallbackOutcome } from './cardpay-callback.service.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * POST /v1/webhooks/walletpay: find the payment (our id in custom_id, else the order or capture id) →
+ * verify with the provider's verify-webhook-signature call using that merchant's credentials and stored
+ * webhook_id → store the transmission id once → apply (capture completed / denied, refunds).
+ */
+export class WalletpayCallbackService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly adapter: WalletpayAdapter,
+    private readonly credentials: CredentialsService,
+    private readonly payments: PaymentService,
+    private readonly refunds: RefundService,
+    private readonly logger: Logger,
+  ) {}
+
+  async handle(callback: InboundCallback): Promise<CallbackOutcome> {
+    const transmissionId = walletpayTransmissionId(callback);
+    if (!transmissionId) throw new DomainError('UNAUTHORIZED', 'Missing Walletpay-Transmission-Id');
+    const event = parseWalletpayEvent(callback.body);
+    if (event.kind === 'ignored') {
+      this.logger.info({ provider: 'walletpay', eventType: event.eventType }, 'callback type not used; acknowledged');
+      return 'ignored';
+    }
+    const payment = await this.findPayment(event);
+    if (!payment) {
+      this.logger.warn({ provider: 'walletpay', transmissionId }, 'callback for an unknown reference; acknowledged and ignored');
+      return 'unknown_reference';
+    }
+    const creds = await this.credentials.find(payment.merchantId, 'walletpay');
+    let verdict: 'verified' | 'invalid' = 'invalid';
+    try {
+      if (creds) verdict = await verifyWalletpayEvent(this.adapter, creds, callback);
+    } catch (err) {
+      if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', 'walletpay signature verification is unavailable; retry later');
+      throw err;
+    }
+    if (verdict !== 'verified') {
+      this.logger.warn({ provider: 'walletpay', transmissionId, paymentId: payment.id }, 'callback signature rejected');
+      throw new DomainError('UNAUTHORIZED', 'Invalid walletpay transmission signature');
+    }
+
+    const result = await this.em.fork().transactional(async (tx) => {
+      if (!(await recordCallbackOnce(tx, 'walletpay', transmissionId, payment.id, event.eventType))) return { outcome: 'duplicate' as const, deliveryIds: [] };
+      if (event.kind === 'payment') {
+        const applied = await applyPaymentUpdate(
+          tx,
+          payment.id,
+          { status: event.status, data: { captureId: event.captureId }, raw: callback.body },
+          `callback:${event.eventType}`,
+        );
+        return { outcome: 'applied' as const, deliveryIds: applied.deliveryIds };
+      }
+      if (event.status !== 'completed') return { outcome: 'ignored' as const, deliveryIds: [] };
+      const deliveryIds = await this.refunds.recordProviderRefund(tx, payment.id, {
+        providerRefundId: event.refundId,
+        amountMinor: event.amountMinor ?? null,
+        ourRefundId: event.customId,
+        raw: callback.body,
+        trigger: `callback:${event.eventType}`,
+      });
+      return { outcome: 'applied' as const, deliveryIds };
+    });
+    await this.payments.enqueue(result.deliveryIds);
+    return result.outcome;
+  }
+
+  private async findPayment(event: Exclude<WalletpayInboundEvent, { kind: 'ignored' }>): Promise<Payment | null> {
+    const em = this.em.fork();
+    if (event.kind === 'payment') {
+      if (event.customId && UUID.test(event.customId)) {
+        const byId = await em.findOne(PaymentSchema, { id: event.customId, provider: 'walletpay' });
+        if (byId) return byId;
+      }
+      if (event.orderId) return em.findOne(PaymentSchema, { provider: 'walletpay', providerRef: event.orderId });
+      return null;
+    }
+    if (event.customId && UUID.test(event.customId)) {
+      const refund = await em.findOne(RefundSchema, { id: event.customId });
+      if (refund) return em.findOne(PaymentSchema, { id: refund.paymentId, provider: 'walletpay' });
+    }
+    if (!event.captureId) return null;
+    const rows = await em.getConnection().execute<{ id: string }[]>(
+      `SELECT id FROM payments WHERE provider = 'walletpay' AND provider_data->>'captureId' = ? LIMIT 1`,
+      [event.captureId],
+    );
+    return rows[0] ? em.findOne(PaymentSchema, { id: rows[0].id }) : null;
+  }
+}
