@@ -1,21 +1,193 @@
-import { initClient } from '@ts-rest/core';
-import { contract } from '../contract/index.js';
+/**
+ * The Payments API SDK. Every type comes from the contract the server is built from; nothing here
+ * depends on server code. Methods return the response's `data` (lists: `{ data, meta }`) and throw
+ * PaymentsApiError for any non-2xx answer, PaymentsConnectionError when no answer arrived.
+ */
+import { initClient, type AppRoute, type ClientInferRequest, type SuccessfulHttpStatusCode } from '@ts-rest/core';
+import type { z } from 'zod';
+import {
+  contract,
+  type CapturedPaymentSchema,
+  type CredentialSummarySchema,
+  type DeliveryLogDetailSchema,
+  type DeliveryLogSchema,
+  type MerchantSchema,
+  type PaymentSchema,
+  type Provider,
+  type RefundSchema,
+  type SavedCardSchema,
+} from '../contract/index.js';
+import { PaymentsApiError } from './errors.js';
+import { paginate, type Page } from './pagination.js';
+import { createFetcher, type RequestOptions, type RetryInfo } from './transport.js';
 
 export interface PaymentsClientOptions {
+  /** The service's address, e.g. `http://localhost:3000`. */
   baseUrl: string;
+  /** A merchant API key (`pk_…`), sent as X-API-Key. */
   apiKey: string;
+  /** A fetch implementation (default: the global fetch). */
+  fetch?: typeof globalThis.fetch;
+  /** Per-attempt timeout in milliseconds (default 30 000). */
+  timeoutMs?: number;
+  /** Retries after the first attempt, for requests that are safe to repeat (default 2). */
+  maxRetries?: number;
+  /** First backoff step in milliseconds (default 500); doubles per retry, with jitter. */
+  initialRetryDelayMs?: number;
+  /** Longest wait between attempts (default 30 000); a longer Retry-After ends the retries. */
+  maxRetryDelayMs?: number;
+  /** Called before each retry (logging, metrics). */
+  onRetry?: (info: RetryInfo) => void;
 }
 
-/** A typed client for every `/v1` route, built from the same contract as the server. */
+export interface CreatePaymentOptions extends RequestOptions {
+  /**
+   * Makes the create safe to repeat: the same key and body return the original payment. Generated
+   * (a random UUID) when omitted and reused by the SDK's own retries; pass your own (e.g. an order
+   * id) to make retries across processes or restarts safe too.
+   */
+  idempotencyKey?: string;
+}
+
+type Contract = typeof contract;
+type Success<T> = Extract<T, { status: SuccessfulHttpStatusCode }>;
+type BodyOf<R extends AppRoute> = ClientInferRequest<R> extends { body: infer B } ? B : never;
+type QueryOf<R extends AppRoute> = ClientInferRequest<R> extends { query: infer Q } ? Q : never;
+/** Query parameters as the SDK takes them: page numbers as numbers, instants as Date or ISO strings. */
+type SdkQuery<Q> = {
+  [K in keyof Q]: K extends 'page' | 'page_size' ? number | undefined : K extends 'since' | 'until' ? Q[K] | Date : Q[K];
+};
+
+export type Payment = z.infer<typeof PaymentSchema>;
+export type CapturedPayment = z.infer<typeof CapturedPaymentSchema>;
+export type SavedCard = z.infer<typeof SavedCardSchema>;
+export type Refund = z.infer<typeof RefundSchema>;
+export type Merchant = z.infer<typeof MerchantSchema>;
+export type CredentialSummary = z.infer<typeof CredentialSummarySchema>;
+export type WebhookDelivery = z.infer<typeof DeliveryLogSchema>;
+export type WebhookDeliveryDetail = z.infer<typeof DeliveryLogDetailSchema>;
+
+export type CreatePaymentInput = BodyOf<Contract['payments']['create']>;
+export type ListPaymentsQuery = SdkQuery<QueryOf<Contract['payments']['list']>>;
+export type SaveCardInput = BodyOf<Contract['payments']['createCard']>;
+export type ListCardsQuery = SdkQuery<QueryOf<Contract['payments']['listCards']>>;
+export type CreateRefundInput = BodyOf<Contract['refunds']['create']>;
+export type ListRefundsQuery = SdkQuery<QueryOf<Contract['refunds']['list']>>;
+export type StoreCredentialsInput = BodyOf<Contract['merchant']['storeCredentials']>;
+export type ListWebhookLogsQuery = SdkQuery<QueryOf<Contract['webhookLogs']['list']>>;
+
+/** A random Idempotency-Key (UUID v4). */
+export function createIdempotencyKey(): string {
+  return globalThis.crypto.randomUUID();
+}
+
+/** The 2xx body, or a PaymentsApiError built from the error envelope. */
+async function ok<T extends { status: number; body: unknown; headers: Headers }>(pending: Promise<T>): Promise<Success<T>['body']> {
+  const response = await pending;
+  if (response.status >= 200 && response.status < 300) return response.body as Success<T>['body'];
+  throw PaymentsApiError.fromResponse(response.status, response.body, response.headers);
+}
+
+type DataOf<B> = B extends { data: infer D } ? D : never;
+
+async function data<T extends { status: number; body: unknown; headers: Headers }>(pending: Promise<T>): Promise<DataOf<Success<T>['body']>> {
+  return ((await ok(pending)) as { data: DataOf<Success<T>['body']> }).data;
+}
+
+/** The raw query for ts-rest: numbers and Dates are serialised by its query encoder as they are. */
+function query<Q>(value: SdkQuery<Q> | undefined): Q {
+  return (value ?? {}) as unknown as Q;
+}
+
 export function createPaymentsClient(options: PaymentsClientOptions) {
-  return initClient(contract, {
-    baseUrl: options.baseUrl.replace(/\/$/, ''),
+  const fetchImpl = options.fetch ?? globalThis.fetch;
+  if (typeof fetchImpl !== 'function') throw new TypeError('createPaymentsClient: no fetch implementation (Node 18+ has one built in)');
+  const api = createFetcher({
+    fetch: fetchImpl,
+    timeoutMs: options.timeoutMs ?? 30_000,
+    maxRetries: options.maxRetries ?? 2,
+    initialRetryDelayMs: options.initialRetryDelayMs ?? 500,
+    maxRetryDelayMs: options.maxRetryDelayMs ?? 30_000,
+    ...(options.onRetry ? { onRetry: options.onRetry } : {}),
+  });
+
+  /** The ts-rest client: every contract route, `{ status, body, headers }` answers, with retries and timeouts. */
+  const raw = initClient(contract, {
+    baseUrl: options.baseUrl.replace(/\/+$/, ''),
     baseHeaders: { 'x-api-key': options.apiKey },
     validateResponse: false,
+    api,
   });
+
+  const payments = {
+    /** POST /v1/payments. Sends an Idempotency-Key (generated unless given) that its retries reuse. */
+    create: (body: CreatePaymentInput, opts: CreatePaymentOptions = {}) => {
+      const { idempotencyKey = createIdempotencyKey(), ...requestOptions } = opts;
+      return data(raw.payments.create({ body, headers: { 'idempotency-key': idempotencyKey }, requestOptions }));
+    },
+    /** GET /v1/payments/{id}, with next_action and the last provider response. */
+    get: (id: string, requestOptions?: RequestOptions) => data(raw.payments.get({ params: { id }, requestOptions })),
+    /** GET /v1/payments: one page, newest first. */
+    list: (q?: ListPaymentsQuery, requestOptions?: RequestOptions): Promise<Page<Payment>> =>
+      ok(raw.payments.list({ query: query(q), requestOptions })),
+    /** Every payment matching the filters, across pages: `for await (const p of client.payments.listAll({ status: 'completed' }))`. */
+    listAll: (q: ListPaymentsQuery = {}, requestOptions?: RequestOptions) =>
+      paginate((page) => payments.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
+    /** POST /v1/payments/{id}/capture: captures an approved walletpay payment. */
+    capture: (id: string, requestOptions?: RequestOptions) => data(raw.payments.capture({ params: { id }, body: {}, requestOptions })),
+  };
+
+  const cards = {
+    /** POST /v1/payments/cards: saves a card from a payment-method token. */
+    create: (body: SaveCardInput, requestOptions?: RequestOptions) => data(raw.payments.createCard({ body, requestOptions })),
+    list: (q?: ListCardsQuery, requestOptions?: RequestOptions): Promise<Page<SavedCard>> => ok(raw.payments.listCards({ query: query(q), requestOptions })),
+    listAll: (q: ListCardsQuery = {}, requestOptions?: RequestOptions) =>
+      paginate((page) => cards.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
+    /** DELETE /v1/payments/cards/{id}: detaches the card at the provider. */
+    delete: (id: string, requestOptions?: RequestOptions) => data(raw.payments.deleteCard({ params: { id }, requestOptions })),
+  };
+
+  const refunds = {
+    /** POST /v1/refunds: full (no amount) or partial. Not retried automatically: check `refunds.list` before repeating. */
+    create: (body: CreateRefundInput, requestOptions?: RequestOptions) => data(raw.refunds.create({ body, requestOptions })),
+    get: (id: string, requestOptions?: RequestOptions) => data(raw.refunds.get({ params: { id }, requestOptions })),
+    /** GET /v1/refunds?payment_id=…: a payment's refunds, oldest first. */
+    list: (q: ListRefundsQuery, requestOptions?: RequestOptions): Promise<Page<Refund>> => ok(raw.refunds.list({ query: query(q), requestOptions })),
+    listAll: (q: ListRefundsQuery, requestOptions?: RequestOptions) =>
+      paginate((page) => refunds.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
+  };
+
+  const merchant = {
+    get: (requestOptions?: RequestOptions) => data(raw.merchant.get({ requestOptions })),
+    /** PUT /v1/merchant/webhook: returns the new `whsec_` secret, shown only here. */
+    setWebhook: (webhookUrl: string, requestOptions?: RequestOptions) => data(raw.merchant.setWebhook({ body: { webhook_url: webhookUrl }, requestOptions })),
+    /** PUT /v1/merchant/credentials: replaces one provider's credentials; the answer is masked. */
+    storeCredentials: (body: StoreCredentialsInput, requestOptions?: RequestOptions) => data(raw.merchant.storeCredentials({ body, requestOptions })),
+    listCredentials: (requestOptions?: RequestOptions) => data(raw.merchant.listCredentials({ requestOptions })),
+    deleteCredentials: (provider: Provider, requestOptions?: RequestOptions) =>
+      data(raw.merchant.deleteCredentials({ params: { provider }, requestOptions })),
+  };
+
+  const webhookLogs = {
+    list: (q?: ListWebhookLogsQuery, requestOptions?: RequestOptions): Promise<Page<WebhookDelivery>> =>
+      ok(raw.webhookLogs.list({ query: query(q), requestOptions })),
+    listAll: (q: ListWebhookLogsQuery = {}, requestOptions?: RequestOptions) =>
+      paginate((page) => webhookLogs.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
+    /** One delivery with every attempt made. */
+    get: (id: string, requestOptions?: RequestOptions) => data(raw.webhookLogs.get({ params: { id }, requestOptions })),
+    /** Re-sends a dead or retrying delivery now (same event id and X-Webhook-Id). */
+    retry: (id: string, requestOptions?: RequestOptions) => data(raw.webhookLogs.retry({ params: { id }, requestOptions })),
+  };
+
+  return { payments, cards, refunds, merchant, webhookLogs, raw };
 }
 
 export type PaymentsClient = ReturnType<typeof createPaymentsClient>;
+
 export { contract } from '../contract/index.js';
+export type { ErrorCode } from '../contract/common.js';
+export { PaymentsApiError, PaymentsConnectionError, PaymentsError, type ErrorDetail } from './errors.js';
+export { paginate, type Page, type PageMeta } from './pagination.js';
+export { backoffDelay, parseRetryAfter, type RequestOptions, type RetryInfo } from './transport.js';
 export { verifyWebhook, WebhookVerificationError } from './webhooks.js';
 export type { VerifyWebhookOptions, WebhookEvent, WebhookEventData, WebhookEventType, WebhookVerificationReason } from './webhooks.js';

@@ -145,6 +145,29 @@ const write = { scope: 'payments:write', tag: 'Payments' } as const;
 const read = { scope: 'payments:read', tag: 'Payments' } as const;
 const cards = { scope: 'payments:write', tag: 'Saved cards' } as const;
 
+export const CheckStatusAckSchema = extendApi(
+  z.object({
+    OriginatorConversationID: z.string(),
+    ConversationID: z.string(),
+    ResponseCode: z.string(),
+    ResponseDescription: z.string(),
+  }),
+  { example: { OriginatorConversationID: '5118-111210482-1', ConversationID: 'AG_20261122_00004e48cf7e3533f581', ResponseCode: '0', ResponseDescription: 'Accept the service request successfully.' } },
+);
+
+export const ReconcileReportSchema = extendApi(
+  z.object({
+    pulled: z.number().int(),
+    updated: z.number().int(),
+    skipped: z.number().int(),
+    not_found: z.number().int(),
+    results: z.array(z.object({ receipt: z.string(), outcome: z.enum(['updated', 'skipped', 'not_found']), payment_id: UuidSchema.optional() })),
+  }),
+  { example: { pulled: 2, updated: 1, skipped: 1, not_found: 0, results: [{ receipt: 'NLJ7RT61SV', outcome: 'updated', payment_id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21' }, { receipt: 'QWE1RT2YUI', outcome: 'skipped', payment_id: '7c9e6679-7425-40de-944b-e07fc1f90ae7' }] } },
+);
+
+const mobilemoneyTag = 'Mobile money';
+
 /** Static paths (cards, mobilemoney) come before `/:id` so Express matches them first. */
 export const paymentsContract = c.router(
   {
@@ -181,6 +204,51 @@ export const paymentsContract = c.router(
       pathParams: IdParamsSchema,
       body: c.noBody(),
       responses: { 200: envelope(z.object({ id: UuidSchema, deleted: z.literal(true) })), 404: ErrorBodySchema, 502: ErrorBodySchema },
+    },
+    checkStatus: {
+      method: 'POST',
+      path: '/v1/payments/mobilemoney/check-status/:code',
+      summary: 'Ask the operator for a transaction status',
+      description:
+        'Asks the mobile-money operator for the status of a transaction, by receipt number or CheckoutRequestID. The answer only confirms ' +
+        'the query was accepted; the result arrives later at the transaction-status callback, which updates the payment and enqueues the merchant event.',
+      metadata: { scope: 'payments:read', tag: mobilemoneyTag } as const,
+      pathParams: z.object({ code: z.string().regex(/^[A-Za-z0-9_-]{6,64}$/, 'must be a receipt number or CheckoutRequestID') }),
+      body: z.union([z.object({}).strict(), z.undefined(), z.null()]).optional(),
+      responses: { 200: envelope(CheckStatusAckSchema), 404: ErrorBodySchema, 502: ErrorBodySchema },
+    },
+    reconcile: {
+      method: 'POST',
+      path: '/v1/payments/mobilemoney/reconcile',
+      summary: 'Reconcile missed mobile-money callbacks',
+      description:
+        "Pulls the operator's completed transactions for the window (default: the last 48 hours; at most 48 hours) and settles payments whose " +
+        'callback never came: known and pending → completed (event enqueued); known otherwise → skipped; unknown → not_found.',
+      metadata: { scope: 'payments:write', tag: mobilemoneyTag } as const,
+      body: z.object({ since: DateTimeQuery.optional(), until: DateTimeQuery.optional() }).strict().optional(),
+      responses: { 200: envelope(ReconcileReportSchema), 502: ErrorBodySchema },
+    },
+    registerPull: {
+      method: 'POST',
+      path: '/v1/payments/mobilemoney/register-pull',
+      summary: 'Register the shortcode for the pull API',
+      description: 'One-time registration for the pull API used by reconciliation. Defaults come from the stored mobilemoney credentials.',
+      metadata: { scope: 'payments:write', tag: mobilemoneyTag } as const,
+      body: z
+        .object({
+          nominated_number: z.string().regex(/^254\d{9}$/, 'must be in the format 254XXXXXXXXX').optional(),
+          callback_url: UrlSchema.optional(),
+        })
+        .strict()
+        .optional(),
+      responses: {
+        200: envelope(
+          extendApi(z.object({ registered: z.boolean(), response_code: z.string(), response_description: z.string() }), {
+            example: { registered: true, response_code: '1000', response_description: 'Shortcode Registered Successfully' },
+          }),
+        ),
+        502: ErrorBodySchema,
+      },
     },
     create: {
       method: 'POST',

@@ -9,6 +9,26 @@ const Ack = extendApi(z.object({ received: z.literal(true) }), { example: { rece
 const callback = { scope: null, tag: 'Provider callbacks' } as const;
 
 /**
+ * The operator does not sign its callbacks: they are accepted only from allowlisted addresses, and
+ * verified by the `ref` + `token` query (HMAC keyed by the passkey) in the sandbox env, or the RSA
+ * signature in X-Mobilemoney-Signature (operator certificate) in the live env.
+ */
+function operatorCallback<P extends string>(subpath: P, summary: string, description: string) {
+  return {
+    method: 'POST' as const,
+    path: `/v1/webhooks/mobilemoney${subpath}` as `/v1/webhooks/mobilemoney${P}`,
+    summary,
+    description: `${description} Accepted only from allowlisted operator addresses; verified by the URL token (sandbox) or X-Mobilemoney-Signature (live).`,
+    metadata: { scope: null, tag: 'Provider callbacks' } as const,
+    query: z.object({ ref: z.string().max(64).optional(), token: z.string().max(128).optional() }),
+    headers: z.object({ 'x-mobilemoney-signature': z.string().optional() }),
+    body: z.record(z.string(), z.unknown()),
+    responses: { 200: Ack, 400: ErrorBodySchema, 401: ErrorBodySchema, 413: ErrorBodySchema, 500: ErrorBodySchema },
+  };
+}
+
+
+/**
  * Called by the providers, not by merchants: no API key; each is verified with the provider's own
  * scheme over the raw body. A duplicate or an unknown reference is acknowledged (200) and ignored.
  */
@@ -43,4 +63,9 @@ export const providerCallbacksContract = c.router({
     body: z.record(z.string(), z.unknown()),
     responses: { 200: Ack, 401: ErrorBodySchema, 413: ErrorBodySchema, 500: ErrorBodySchema, 502: ErrorBodySchema },
   },
+  mobilemoney: operatorCallback('', 'mobilemoney STK push result', 'The push result `Body.stkCallback` (MerchantRequestID, CheckoutRequestID, ResultCode, ResultDesc, CallbackMetadata). ResultCode 0 → completed (the receipt becomes provider_ref), anything else → failed. De-duplicated by CheckoutRequestID for 24 hours.'),
+  mobilemoneyStatusResult: operatorCallback('/transactionstatus/result', 'mobilemoney transaction-status result', 'The `Result` of a check-status query. A completed transaction settles its pending payment and enqueues the merchant event.'),
+  mobilemoneyStatusTimeout: operatorCallback('/transactionstatus/timeout', 'mobilemoney transaction-status timeout', 'The operator could not process a check-status query in time. Recorded on the query.'),
+  mobilemoneyReversalResult: operatorCallback('/reversal/result', 'mobilemoney reversal result', 'The `Result` of a reversal. 0 or R000001: refund completed, payment reversed, payment.reversed. Any other code: refund failed with the reason, refund.failed.'),
+  mobilemoneyReversalTimeout: operatorCallback('/reversal/timeout', 'mobilemoney reversal timeout', 'The operator could not process a reversal in time; the refund stays pending.'),
 });

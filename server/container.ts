@@ -10,6 +10,7 @@ import { CredentialsService } from './domain/merchants/credentials.service.js';
 import { MerchantService } from './domain/merchants/merchant.service.js';
 import { createAgenda } from './jobs/agenda.js';
 import { AgendaDeliveryQueue } from './jobs/delivery-queue.js';
+import { cancelMobilemoneyReconciliation, scheduleMobilemoneyReconciliation } from './jobs/reconcile-mobilemoney.job.js';
 import type { Logger } from './observability/logger.js';
 import { Metrics } from './observability/metrics.js';
 import { openOrm } from './persistence/orm.js';
@@ -18,6 +19,9 @@ import { CardpayAdapter, prepareCardpayCredentials } from './providers/cardpay/i
 import type { ProviderPorts } from './providers/types.js';
 import { CardpayCallbackService } from './domain/callbacks/cardpay-callback.service.js';
 import { WalletpayCallbackService } from './domain/callbacks/walletpay-callback.service.js';
+import { MobilemoneyCallbackService } from './domain/callbacks/mobilemoney-callback.service.js';
+import { MobilemoneyOperationsService } from './domain/mobilemoney/mobilemoney-operations.service.js';
+import { MobilemoneyAdapter } from './providers/mobilemoney/index.js';
 import { WalletpayAdapter } from './providers/walletpay/adapter.js';
 import { prepareWalletpayCredentials } from './providers/walletpay/credentials.js';
 import { SavedCardService } from './domain/cards/saved-card.service.js';
@@ -39,6 +43,8 @@ export interface Services {
   statusSync: StatusSyncService;
   cardpayCallbacks: CardpayCallbackService;
   walletpayCallbacks: WalletpayCallbackService;
+  mobilemoneyCallbacks: MobilemoneyCallbackService;
+  mobilemoney: MobilemoneyOperationsService;
 }
 
 /** Everything the roles need, wired once. The only module that imports concrete adapters. */
@@ -86,12 +92,21 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   // The provider adapters: the only place concrete providers are named.
   const cardpay = new CardpayAdapter(config);
   const walletpay = new WalletpayAdapter(config);
-  const ports: ProviderPorts = { cardpay, walletpay };
+  const mobilemoney = new MobilemoneyAdapter(config, em);
+  const ports: ProviderPorts = { cardpay, walletpay, mobilemoney };
   const credentials = new CredentialsService(em, secrets, {
     cardpay: prepareCardpayCredentials(cardpay, config),
     walletpay: prepareWalletpayCredentials(walletpay, config),
+  }, {
+    // Automatic mobile-money reconciliation exists exactly while the merchant has credentials.
+    stored: async (merchantId, provider) => {
+      if (provider === 'mobilemoney') await scheduleMobilemoneyReconciliation(agenda, config.mobilemoneyReconcileIntervalMs, merchantId);
+    },
+    removed: async (merchantId, provider) => {
+      if (provider === 'mobilemoney') await cancelMobilemoneyReconciliation(agenda, merchantId);
+    },
   });
-  const gateway = new ProviderGateway(ports, credentials);
+  const gateway = new ProviderGateway(ports, credentials, config);
   const payments = new PaymentService(em, config, credentials, gateway, keyLock, deliveryQueue, logger);
   const refunds = new RefundService(em, config, gateway, payments);
   const services: Services = {
@@ -110,6 +125,8 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),
     cardpayCallbacks: new CardpayCallbackService(em, credentials, payments, refunds, logger),
     walletpayCallbacks: new WalletpayCallbackService(em, walletpay, credentials, payments, refunds, logger),
+    mobilemoneyCallbacks: new MobilemoneyCallbackService(em, config, credentials, payments, logger),
+    mobilemoney: new MobilemoneyOperationsService(em, config, credentials, mobilemoney, payments, logger),
   };
 
   const sandboxDeps: SandboxDeps = { config, em, agenda, logger: options.logger };

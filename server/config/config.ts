@@ -26,6 +26,7 @@ const EnvSchema = z.object({
   DELIVERY_SWEEP_INTERVAL: z.string().default('30s'),
   STATUS_SYNC_SCHEDULE: z.string().default('1m,5m,15m,1h,6h,24h,48h'),
   STATUS_SYNC_POLL_INTERVAL: z.string().default('30s'),
+  MOBILEMONEY_RECONCILE_INTERVAL: z.string().default('15m'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DATA_DIR: z.string().default('.data'),
 });
@@ -57,6 +58,8 @@ export interface AppConfig {
   statusSyncScheduleMs: number[];
   /** How often a worker looks for pending payments due a status sync. */
   statusSyncPollMs: number;
+  /** Automatic mobile-money reconciliation interval per merchant. */
+  mobilemoneyReconcileIntervalMs: number;
   mobilemoneyCallbackAllowlist: string[];
   mobilemoneyCertPath: string | undefined;
   logLevel: string;
@@ -106,6 +109,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     deliverySweepIntervalMs: parseDurationMs(e.DELIVERY_SWEEP_INTERVAL),
     statusSyncScheduleMs: statusSync,
     statusSyncPollMs: parseDurationMs(e.STATUS_SYNC_POLL_INTERVAL),
+    mobilemoneyReconcileIntervalMs: parseDurationMs(e.MOBILEMONEY_RECONCILE_INTERVAL),
     mobilemoneyCallbackAllowlist: e.MOBILEMONEY_CALLBACK_ALLOWLIST
       ? e.MOBILEMONEY_CALLBACK_ALLOWLIST.split(',').map((s) => s.trim()).filter(Boolean)
       : DEFAULT_MOBILEMONEY_ALLOWLIST,

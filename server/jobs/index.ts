@@ -4,12 +4,14 @@ import { defineJob } from './define-job.js';
 import { defineDeliverWebhookJob } from './deliver-webhook.job.js';
 import { defineSweepDeliveriesJob, scheduleDeliverySweep } from './sweep-deliveries.job.js';
 import { defineSyncPaymentsJob, scheduleSyncPayments } from './sync-payments.job.js';
+import { defineReconcileMobilemoneyJob, scheduleAllMobilemoneyReconciliations } from './reconcile-mobilemoney.job.js';
 
 /** Registers every job body with Agenda (worker role). */
 export function defineJobs(container: Container): void {
   defineDeliverWebhookJob(container);
   defineSweepDeliveriesJob(container);
   defineSyncPaymentsJob(container);
+  defineReconcileMobilemoneyJob(container);
   if (container.config.sandbox) {
     for (const module of sandboxModules) {
       module.defineJobs?.(container.sandboxDeps, (name, body) => defineJob(container, name, body));
@@ -21,4 +23,5 @@ export function defineJobs(container: Container): void {
 export async function scheduleRecurringJobs(container: Container): Promise<void> {
   await scheduleDeliverySweep(container);
   await scheduleSyncPayments(container);
+  await scheduleAllMobilemoneyReconciliations(container);
 }

@@ -27,6 +27,12 @@ export type CredentialPreparer = {
   [P in Provider]?: (merchantId: string, credentials: CredentialsByProvider[P]) => Promise<CredentialsByProvider[P]>;
 };
 
+/** Called after a provider's credentials were stored or removed (e.g. to (un)schedule its jobs). */
+export interface CredentialHooks {
+  stored?: (merchantId: string, provider: Provider) => Promise<void>;
+  removed?: (merchantId: string, provider: Provider) => Promise<void>;
+}
+
 export interface CredentialSummary {
   provider: Provider;
   config_summary: Record<string, string>;
@@ -38,6 +44,7 @@ export class CredentialsService {
     private readonly em: EntityManager,
     private readonly secrets: SecretBox,
     private readonly preparers: CredentialPreparer = {},
+    private readonly hooks: CredentialHooks = {},
   ) {}
 
   async store(merchantId: string, body: StoreCredentialsBody): Promise<CredentialSummary> {
@@ -64,6 +71,7 @@ export class CredentialsService {
        DO UPDATE SET secrets_enc = EXCLUDED.secrets_enc, config_summary = EXCLUDED.config_summary, updated_at = now()`,
       [randomUUID(), merchantId, provider, sealed, JSON.stringify(summary)],
     );
+    await this.hooks.stored?.(merchantId, provider);
     return { provider, config_summary: summary };
   }
 
@@ -75,6 +83,7 @@ export class CredentialsService {
   async remove(merchantId: string, provider: Provider): Promise<void> {
     const deleted = await this.em.nativeDelete(ProviderCredentialSchema, { merchantId, provider });
     if (deleted === 0) throw notFound(`${provider} credentials`);
+    await this.hooks.removed?.(merchantId, provider);
   }
 
   /** Decrypted credentials for a provider call, or null when the merchant has none. */

@@ -1,4 +1,6 @@
-import type { Provider } from '../../../contract/index.js';
+import type { MobilemoneyCredentials, Provider } from '../../../contract/index.js';
+import type { AppConfig } from '../../config/config.js';
+import { signedCallbackUrl } from '../mobilemoney/callback-urls.js';
 import type { Payment } from '../../persistence/entities/index.js';
 import {
   ProviderError, type CreatePaymentInput, type PaymentLookup, type ProviderPaymentResult, type ProviderPorts, type ProviderRefundResult, type RefundInput,
@@ -13,6 +15,7 @@ export class ProviderGateway {
   constructor(
     readonly ports: ProviderPorts,
     private readonly credentials: CredentialsService,
+    private readonly config: AppConfig,
   ) {}
 
   private port(provider: string) {
@@ -28,7 +31,16 @@ export class ProviderGateway {
   }
 
   async createPayment(payment: Payment, input: CreatePaymentInput): Promise<ProviderPaymentResult> {
-    return this.port(payment.provider).createPayment((await this.creds(payment)) as never, input);
+    const creds = await this.creds(payment);
+    if (payment.provider === 'mobilemoney') {
+      // Our push callback carries the payment id and its token, unless the merchant chose another address.
+      const callback = typeof input.fields.callback_url === 'string'
+        ? input.fields.callback_url
+        : signedCallbackUrl(this.config, creds as MobilemoneyCredentials, '', payment.id);
+      const result = await this.port('mobilemoney').createPayment(creds as never, { ...input, callbackUrl: callback });
+      return { ...result, data: { ...result.data, checkoutRequestId: result.providerRef } };
+    }
+    return this.port(payment.provider).createPayment(creds as never, input);
   }
 
   async getPayment(payment: Payment, lookup: PaymentLookup): Promise<ProviderPaymentResult> {
@@ -36,7 +48,16 @@ export class ProviderGateway {
   }
 
   async refund(payment: Payment, input: RefundInput): Promise<ProviderRefundResult> {
-    return this.port(payment.provider).refundPayment((await this.creds(payment)) as never, input);
+    const creds = await this.creds(payment);
+    if (payment.provider === 'mobilemoney') {
+      const mm = creds as MobilemoneyCredentials;
+      input = {
+        ...input,
+        resultUrl: signedCallbackUrl(this.config, mm, '/reversal/result', input.refundId),
+        timeoutUrl: signedCallbackUrl(this.config, mm, '/reversal/timeout', input.refundId),
+      };
+    }
+    return this.port(payment.provider).refundPayment(creds as never, input);
   }
 
   async capture(payment: Payment, idempotencyKey: string): Promise<ProviderPaymentResult> {

@@ -1,6 +1,7 @@
 import { initServer } from '@ts-rest/express';
 import { contract } from '../../../contract/index.js';
 import type { SavedCardService } from '../../domain/cards/saved-card.service.js';
+import type { MobilemoneyOperationsService } from '../../domain/mobilemoney/mobilemoney-operations.service.js';
 import type { PaymentService } from '../../domain/payments/payment.service.js';
 import { ok } from '../envelope.js';
 import { principalOf } from '../middleware/auth.js';
@@ -8,7 +9,7 @@ import { pageMeta, presentCapture, presentPayment, presentSavedCard } from '../p
 
 const s = initServer();
 
-export function paymentsRouter(deps: { payments: PaymentService; savedCards: SavedCardService }) {
+export function paymentsRouter(deps: { payments: PaymentService; savedCards: SavedCardService; mobilemoney: MobilemoneyOperationsService }) {
   // Express matches in registration order: the static /cards routes must come before /:id.
   return s.router(contract.payments, {
     createCard: async ({ body, res }) => {
@@ -27,6 +28,9 @@ export function paymentsRouter(deps: { payments: PaymentService; savedCards: Sav
       await deps.savedCards.remove(principalOf(res).merchantId, params.id);
       return ok({ id: params.id, deleted: true as const });
     },
+    checkStatus: async ({ params, res }) => ok(await deps.mobilemoney.checkStatus(principalOf(res).merchantId, params.code)),
+    reconcile: async ({ body, res }) => ok(await deps.mobilemoney.reconcile(principalOf(res).merchantId, body ?? {})),
+    registerPull: async ({ body, res }) => ok(await deps.mobilemoney.registerPull(principalOf(res).merchantId, body ?? {})),
     create: async ({ headers, body, res }) => {
       const { payment, replayed } = await deps.payments.create(principalOf(res).merchantId, headers['idempotency-key'], body);
       if (replayed) {

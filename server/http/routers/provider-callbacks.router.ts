@@ -3,6 +3,7 @@ import { initServer } from '@ts-rest/express';
 import { contract } from '../../../contract/index.js';
 import type { CardpayCallbackService } from '../../domain/callbacks/cardpay-callback.service.js';
 import type { WalletpayCallbackService } from '../../domain/callbacks/walletpay-callback.service.js';
+import type { MobilemoneyCallbackService } from '../../domain/callbacks/mobilemoney-callback.service.js';
 import type { InboundCallback } from '../../providers/types.js';
 import type { RawBodyRequest } from '../app.js';
 
@@ -26,7 +27,12 @@ export function inboundCallback(req: Request, subpath = ''): InboundCallback {
 
 const received = { status: 200 as const, body: { received: true as const } };
 
-export function providerCallbacksRouter(deps: { cardpayCallbacks: CardpayCallbackService; walletpayCallbacks: WalletpayCallbackService }) {
+export function providerCallbacksRouter(deps: {
+  cardpayCallbacks: CardpayCallbackService;
+  walletpayCallbacks: WalletpayCallbackService;
+  mobilemoneyCallbacks: MobilemoneyCallbackService;
+}) {
+  const mm = deps.mobilemoneyCallbacks;
   return s.router(contract.providerCallbacks, {
     cardpay: async ({ req }) => {
       await deps.cardpayCallbacks.handle(inboundCallback(req));
@@ -34,6 +40,26 @@ export function providerCallbacksRouter(deps: { cardpayCallbacks: CardpayCallbac
     },
     walletpay: async ({ req }) => {
       await deps.walletpayCallbacks.handle(inboundCallback(req));
+      return received;
+    },
+    mobilemoney: async ({ req }) => {
+      await mm.handleStkResult(inboundCallback(req));
+      return received;
+    },
+    mobilemoneyStatusResult: async ({ req }) => {
+      await mm.handleStatusResult(inboundCallback(req, '/transactionstatus/result'));
+      return received;
+    },
+    mobilemoneyStatusTimeout: async ({ req }) => {
+      await mm.handleTimeout(inboundCallback(req, '/transactionstatus/timeout'), 'transactionstatus');
+      return received;
+    },
+    mobilemoneyReversalResult: async ({ req }) => {
+      await mm.handleReversalResult(inboundCallback(req, '/reversal/result'));
+      return received;
+    },
+    mobilemoneyReversalTimeout: async ({ req }) => {
+      await mm.handleTimeout(inboundCallback(req, '/reversal/timeout'), 'reversal');
       return received;
     },
   });

@@ -3,6 +3,7 @@ import { Migration20261122000001_foundation } from './Migration20261122000001_fo
 import { Migration20261122000002_payments } from './Migration20261122000002_payments.js';
 import { Migration20261122000101_sandbox_cardpay } from './Migration20261122000101_sandbox_cardpay.js';
 import { Migration20261122000201_sandbox_walletpay } from './Migration20261122000201_sandbox_walletpay.js';
+import { Migration20261122000401_mobilemoney_operations } from './Migration20261122000401_mobilemoney_operations.js';
 import { Migration20261122000301_sandbox_mobilemoney } from './Migration20261122000301_sandbox_mobilemoney.js';
 
 /**
@@ -15,4 +16,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261122000101_sandbox_cardpay', class: Migration20261122000101_sandbox_cardpay },
   { name: 'Migration20261122000201_sandbox_walletpay', class: Migration20261122000201_sandbox_walletpay },
   { name: 'Migration20261122000301_sandbox_mobilemoney', class: Migration20261122000301_sandbox_mobilemoney },
+  { name: 'Migration20261122000401_mobilemoney_operations', class: Migration20261122000401_mobilemoney_operations },
 ];

@@ -1,4 +1,5 @@
 import type { NextFunction, Request, Response, Router } from 'express';
+import { formatMinorUnits } from '../../domain/money/money.js';
 import type { SandboxDeps } from '../module.js';
 import { authenticate } from './charging.js';
 import { inTransaction } from './db.js';
@@ -11,8 +12,15 @@ const escape = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)}
 
 function page(title: string, body: string): string {
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escape(title)}</title>
-<style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem}button{font-size:1rem;padding:.5rem 1.25rem;margin-right:.5rem}</style>
-</head><body>${body}</body></html>`;
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{font-family:system-ui,sans-serif;background:#f3f4f6;color:#111827;margin:0;padding:3rem 1rem}
+main{max-width:26rem;margin:0 auto;background:#fff;border:1px solid #e5e7eb;border-radius:.75rem;padding:1.5rem 1.75rem;box-shadow:0 1px 3px rgba(0,0,0,.08)}
+.bank{margin:0 0 1rem;font-size:.85rem;letter-spacing:.04em;text-transform:uppercase;color:#6b7280}
+h1{font-size:1.4rem;margin:0 0 .75rem}.amount{font-size:1.6rem;font-weight:600;margin:.5rem 0}code{font-size:.85rem;color:#4b5563}
+.actions{display:flex;gap:.75rem;margin-top:1.5rem}.actions form{flex:1}
+button{width:100%;font-size:1rem;padding:.65rem 1rem;border-radius:.5rem;border:1px solid #d1d5db;background:#fff;cursor:pointer}
+button.primary{background:#1d4ed8;border-color:#1d4ed8;color:#fff}</style>
+</head><body><main><p class="bank">cardpay test bank &middot; 3-D Secure</p>${body}</main></body></html>`;
 }
 
 /** Where the browser goes after authentication: the intent's return_url with Stripe's query parameters. */
@@ -70,16 +78,18 @@ export function threeDsRoutes(router: Router, deps: SandboxDeps): void {
       const intent = await inTransaction(deps.em, (db) => findIntentForAuthentication(db, req.params.id!));
       if (!intent) return res.status(404).type('html').send(page('Not found', '<h1>Unknown payment</h1>'));
       const id = escape(intent.id);
-      const amount = `${escape(intent.amount)} ${escape(intent.currency.toUpperCase())} (minor units)`;
+      const currency = intent.currency.toUpperCase();
+      const amount = `${escape(formatMinorUnits(BigInt(intent.amount), currency))} ${escape(currency)}`;
       if (intent.status !== 'requires_action') {
         return res.type('html').send(page('3-D Secure', `<h1>Nothing to authenticate</h1><p>Payment ${id} is ${escape(intent.status)}.</p>`));
       }
       return res.type('html').send(
         page(
           '3-D Secure authentication',
-          `<h1>Authenticate this payment</h1><p>Cardpay test bank: payment <code>${id}</code> of ${amount}.</p>
-<form method="post" action="${id}/complete" style="display:inline"><button type="submit">Complete</button></form>
-<form method="post" action="${id}/fail" style="display:inline"><button type="submit">Fail</button></form>`,
+          `<h1>Authenticate this payment</h1><p class="amount">${amount}</p><p>Payment <code>${id}</code></p>
+<p>This sandbox bank asks you to choose the authentication outcome.</p>
+<div class="actions"><form method="post" action="${id}/complete"><button type="submit" class="primary">Complete</button></form>
+<form method="post" action="${id}/fail"><button type="submit">Fail</button></form></div>`,
         ),
       );
     }),

@@ -1,0 +1,143 @@
+/**
+ * The SDK's HTTP layer: a ts-rest `api` fetcher that adds a per-attempt timeout and retries with
+ * exponential backoff and jitter. A request is retried only when repeating it cannot do something
+ * twice: GET/HEAD/PUT/DELETE always, a POST only when it carries an Idempotency-Key (payment
+ * creation). Retries reuse the exact same request, headers included, so the key is the same.
+ */
+import type { ApiFetcherArgs } from '@ts-rest/core';
+import { PaymentsConnectionError } from './errors.js';
+
+/** Options that apply to one call and override the client's defaults. */
+export interface RequestOptions {
+  /** Cancels the call, including any wait between retries. */
+  signal?: AbortSignal;
+  /** Per-attempt timeout in milliseconds. */
+  timeoutMs?: number;
+  /** Retries after the first attempt (0 disables retrying). */
+  maxRetries?: number;
+}
+
+/** What `onRetry` is told before the SDK waits and tries again. */
+export interface RetryInfo {
+  method: string;
+  url: string;
+  /** The attempt that is about to start (2 for the first retry). */
+  attempt: number;
+  /** How long the SDK waits first: the Retry-After value when the server sent one. */
+  delayMs: number;
+  /** The status that caused the retry, or undefined for a network error or timeout. */
+  status?: number;
+  error?: unknown;
+}
+
+export interface TransportOptions {
+  fetch: typeof globalThis.fetch;
+  timeoutMs: number;
+  maxRetries: number;
+  /** First backoff step; doubles per retry up to maxRetryDelayMs, with jitter. */
+  initialRetryDelayMs: number;
+  /** Longest wait between attempts; a Retry-After above it ends the retries. */
+  maxRetryDelayMs: number;
+  onRetry?: (info: RetryInfo) => void;
+}
+
+export type SdkFetcherArgs = ApiFetcherArgs & { requestOptions?: RequestOptions };
+export interface FetcherResult {
+  status: number;
+  body: unknown;
+  headers: Headers;
+}
+
+/** 429 and the 5xx that signal a passing condition. 501 never heals; 502 PROVIDER_ERROR is a provider's final answer. */
+const RETRYABLE_STATUSES = new Set([408, 429, 500, 502, 503, 504]);
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
+
+export function isRetrySafe(method: string, headers: Record<string, string>): boolean {
+  if (SAFE_METHODS.has(method.toUpperCase())) return true;
+  return Object.keys(headers).some((name) => name.toLowerCase() === 'idempotency-key' && headers[name]);
+}
+
+/** Retry-After as milliseconds: delta-seconds or an HTTP date; undefined when absent or unreadable. */
+export function parseRetryAfter(value: string | null, now: number = Date.now()): number | undefined {
+  if (value === null) return undefined;
+  const text = value.trim();
+  if (/^\d+(\.\d+)?$/.test(text)) return Math.round(Number(text) * 1000);
+  const date = Date.parse(text);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+/** Exponential backoff with equal jitter: half the step is fixed, half random. */
+export function backoffDelay(retry: number, initialMs: number, maxMs: number, random: () => number = Math.random): number {
+  const step = Math.min(maxMs, initialMs * 2 ** retry);
+  return Math.round(step / 2 + random() * (step / 2));
+}
+
+function isRetryableResponse(status: number, body: unknown): boolean {
+  if (!RETRYABLE_STATUSES.has(status)) return false;
+  const code = (body as { error?: { code?: unknown } } | null)?.error?.code;
+  return code !== 'PROVIDER_ERROR';
+}
+
+async function readBody(response: Response): Promise<unknown> {
+  const text = await response.text();
+  if (text === '') return undefined;
+  const type = response.headers.get('content-type') ?? '';
+  if (type.includes('json')) {
+    try {
+      return JSON.parse(text);
+    } catch {
+      return text;
+    }
+  }
+  return text;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+export function createFetcher(options: TransportOptions) {
+  return async function sdkFetcher(args: SdkFetcherArgs): Promise<FetcherResult> {
+    const call = args.requestOptions ?? {};
+    const maxRetries = call.maxRetries ?? options.maxRetries;
+    const timeoutMs = call.timeoutMs ?? options.timeoutMs;
+    const retrySafe = isRetrySafe(args.method, args.headers);
+    const userSignal = call.signal ?? args.fetchOptions?.signal ?? undefined;
+
+    for (let attempt = 1; ; attempt++) {
+      const canRetry = retrySafe && attempt <= maxRetries;
+      let retry: Omit<RetryInfo, 'method' | 'url' | 'attempt'>;
+      try {
+        const timeout = AbortSignal.timeout(timeoutMs);
+        const signal = userSignal ? AbortSignal.any([userSignal, timeout]) : timeout;
+        const response = await options.fetch(args.path, { ...args.fetchOptions, method: args.method, headers: args.headers, body: args.body ?? null, signal });
+        const body = await readBody(response);
+        if (!canRetry || !isRetryableResponse(response.status, body)) return { status: response.status, body, headers: response.headers };
+        const retryAfter = parseRetryAfter(response.headers.get('retry-after'));
+        // Waiting longer than the server asks would be fine; retrying sooner would not. Too long a wait: give up.
+        if (retryAfter !== undefined && retryAfter > options.maxRetryDelayMs) return { status: response.status, body, headers: response.headers };
+        retry = { delayMs: retryAfter ?? backoffDelay(attempt - 1, options.initialRetryDelayMs, options.maxRetryDelayMs), status: response.status };
+      } catch (error) {
+        if (userSignal?.aborted) throw userSignal.reason;
+        if (!canRetry) {
+          const what = (error as Error)?.name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : `failed: ${(error as Error)?.message ?? error}`;
+          throw new PaymentsConnectionError(`${args.method} ${args.path} ${what} (${attempt} attempt${attempt === 1 ? '' : 's'})`, attempt, { cause: error });
+        }
+        retry = { delayMs: backoffDelay(attempt - 1, options.initialRetryDelayMs, options.maxRetryDelayMs), error };
+      }
+      options.onRetry?.({ method: args.method, url: args.path, attempt: attempt + 1, ...retry });
+      await sleep(retry.delayMs, userSignal);
+    }
+  };
+}

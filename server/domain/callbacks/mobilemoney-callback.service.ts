@@ -1,0 +1,272 @@
+import { readFileSync } from 'node:fs';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { LockMode } from '@mikro-orm/core';
+import type { MobilemoneyCredentials } from '../../../contract/index.js';
+import type { AppConfig } from '../../config/config.js';
+import type { Logger } from '../../observability/logger.js';
+import { PaymentSchema, RefundSchema, type Payment } from '../../persistence/entities/index.js';
+import {
+  MalformedCallbackError, isAllowedSource, parseResult, parseStkCallback, reversalResultStatus, stkResultStatus, verifyCallbackToken, verifyLiveSignature,
+  type OperatorResult,
+} from '../../providers/mobilemoney/index.js';
+import type { InboundCallback } from '../../providers/types.js';
+import { appendEvent } from '../events/outbox.js';
+import { DomainError } from '../errors.js';
+import type { CredentialsService } from '../merchants/credentials.service.js';
+import { formatMinorUnits } from '../money/money.js';
+import { applyPaymentUpdate, eventData } from '../payments/payment-transitions.js';
+import { canTransition } from '../payments/payment-state.js';
+import type { PaymentService } from '../payments/payment.service.js';
+import type { CallbackOutcome } from './cardpay-callback.service.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** interface.md: replays are rejected through a 24-hour de-duplication by CheckoutRequestID. */
+const DEDUP_WINDOW = '24 hours';
+
+/**
+ * The mobile-money operator's callbacks: STK push results, transaction-status results and reversal
+ * results. None is signed by the operator itself, so each is checked three ways: the source address
+ * must be on the allowlist; in the sandbox env the URL's `ref` + `token` (HMAC keyed by the merchant's
+ * passkey) must match; in the live env the RSA signature in X-Mobilemoney-Signature must verify with
+ * the operator certificate. Anything else is 401 and changes nothing.
+ */
+export class MobilemoneyCallbackService {
+  private certPem: string | null | undefined;
+
+  constructor(
+    private readonly em: EntityManager,
+    private readonly config: AppConfig,
+    private readonly credentials: CredentialsService,
+    private readonly payments: PaymentService,
+    private readonly logger: Logger,
+  ) {}
+
+  /** POST /v1/webhooks/mobilemoney — the STK push result. */
+  async handleStkResult(callback: InboundCallback): Promise<CallbackOutcome> {
+    this.assertAllowedSource(callback);
+    let result;
+    try {
+      result = parseStkCallback(callback.body);
+    } catch (err) {
+      if (err instanceof MalformedCallbackError) throw new DomainError('BAD_REQUEST', 'Body is not a mobilemoney STK callback');
+      throw err;
+    }
+    const payment = await this.findByCheckout(result.checkoutRequestId);
+    if (!payment) {
+      this.logger.warn({ provider: 'mobilemoney', checkoutRequestId: result.checkoutRequestId }, 'callback for an unknown reference; acknowledged and ignored');
+      return 'unknown_reference';
+    }
+    await this.verify(callback, payment.merchantId, payment.id);
+
+    const status = stkResultStatus(result.resultCode);
+    const applied = await this.em.fork().transactional(async (tx) => {
+      if (!(await this.recordOnce(tx, `stk:${result.checkoutRequestId}`, payment.id, `ResultCode ${result.resultCode}`))) {
+        return { outcome: 'duplicate' as const, deliveryIds: [] };
+      }
+      const update = await applyPaymentUpdate(
+        tx,
+        payment.id,
+        {
+          status,
+          providerRef: status === 'completed' && result.receiptNumber ? result.receiptNumber : undefined,
+          receiptNumber: result.receiptNumber ?? null,
+          failureReason: status === 'failed' ? `${result.resultDesc} (ResultCode ${result.resultCode})` : null,
+          raw: callback.body,
+          data: { checkoutRequestId: result.checkoutRequestId },
+        },
+        'callback:stk',
+      );
+      return { outcome: 'applied' as const, deliveryIds: update.deliveryIds };
+    });
+    await this.payments.enqueue(applied.deliveryIds);
+    return applied.outcome;
+  }
+
+  /** POST /v1/webhooks/mobilemoney/transactionstatus/result — the answer to a check-status query. */
+  async handleStatusResult(callback: InboundCallback): Promise<CallbackOutcome> {
+    this.assertAllowedSource(callback);
+    const result = this.parse(callback);
+    const query = await this.findStatusQuery(callback, result);
+    if (!query) return 'unknown_reference';
+    await this.verify(callback, query.merchant_id, query.id);
+
+    const outcome = await this.em.fork().transactional(async (tx) => {
+      if (!(await this.recordOnce(tx, `status:${result.originatorConversationId}`, query.payment_id, `ResultCode ${result.resultCode}`))) {
+        return { outcome: 'duplicate' as const, deliveryIds: [] };
+      }
+      await tx.execute(
+        `UPDATE mobilemoney_status_queries SET result_code = ?, result = ?::jsonb, completed_at = now(), conversation_id = coalesce(conversation_id, ?) WHERE id = ?`,
+        [result.resultCode, JSON.stringify(callback.body), result.conversationId, query.id],
+        'run',
+      );
+      const paymentId = query.payment_id ?? (await this.paymentIdByReceipt(tx, query.merchant_id, result.parameters.ReceiptNo ?? result.transactionId));
+      if (!paymentId) return { outcome: 'applied' as const, deliveryIds: [] };
+      // Only a confirmed completion moves a payment: a status answer never fails or reverses one.
+      const completed = result.resultCode === '0' && /^completed$/i.test(result.parameters.TransactionStatus ?? '');
+      if (!completed) return { outcome: 'applied' as const, deliveryIds: [] };
+      const receipt = result.parameters.ReceiptNo || result.transactionId || null;
+      const update = await applyPaymentUpdate(tx, paymentId, { status: 'completed', providerRef: receipt, receiptNumber: receipt, raw: callback.body }, 'callback:transaction-status');
+      return { outcome: 'applied' as const, deliveryIds: update.deliveryIds };
+    });
+    await this.payments.enqueue(outcome.deliveryIds);
+    return outcome.outcome;
+  }
+
+  /** POST /v1/webhooks/mobilemoney/{transactionstatus|reversal}/timeout — the request expired in the operator's queue. */
+  async handleTimeout(callback: InboundCallback, kind: 'transactionstatus' | 'reversal'): Promise<CallbackOutcome> {
+    this.assertAllowedSource(callback);
+    const result = this.parse(callback);
+    const ref = callback.query.ref;
+    if (kind === 'reversal') {
+      const refund = ref && UUID.test(ref) ? await this.em.fork().findOne(RefundSchema, { id: ref }) : null;
+      if (!refund) return 'unknown_reference';
+      await this.verify(callback, refund.merchantId, refund.id);
+    } else {
+      const query = await this.findStatusQuery(callback, result);
+      if (!query) return 'unknown_reference';
+      await this.verify(callback, query.merchant_id, query.id);
+      await this.em.getConnection().execute(
+        `UPDATE mobilemoney_status_queries SET result_code = ?, result = ?::jsonb, completed_at = now() WHERE id = ? AND completed_at IS NULL`,
+        [result.resultCode, JSON.stringify(callback.body), query.id],
+      );
+    }
+    // A timed-out reversal stays pending: the merchant may retry the refund once it is settled.
+    this.logger.warn({ provider: 'mobilemoney', kind, originatorConversationId: result.originatorConversationId }, 'operator request timed out in its queue');
+    return 'applied';
+  }
+
+  /**
+   * POST /v1/webhooks/mobilemoney/reversal/result — 0 or R000001: refund completed, payment reversed,
+   * payment.reversed; anything else: refund failed with the reason, payment stays completed, refund.failed.
+   */
+  async handleReversalResult(callback: InboundCallback): Promise<CallbackOutcome> {
+    this.assertAllowedSource(callback);
+    const result = this.parse(callback);
+    const ref = callback.query.ref;
+    const em = this.em.fork();
+    const refund =
+      (ref && UUID.test(ref) ? await em.findOne(RefundSchema, { id: ref }) : null) ??
+      (await em.findOne(RefundSchema, { providerRef: result.originatorConversationId }));
+    if (!refund) {
+      this.logger.warn({ provider: 'mobilemoney', originatorConversationId: result.originatorConversationId }, 'reversal result for an unknown refund; acknowledged');
+      return 'unknown_reference';
+    }
+    await this.verify(callback, refund.merchantId, refund.id);
+
+    const applied = await this.em.fork().transactional(async (tx) => {
+      if (!(await this.recordOnce(tx, `reversal:${result.originatorConversationId}`, refund.paymentId, `ResultCode ${result.resultCode}`))) {
+        return { outcome: 'duplicate' as const, deliveryIds: [] as string[] };
+      }
+      const locked = await tx.findOneOrFail(RefundSchema, { id: refund.id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (locked.status !== 'pending') return { outcome: 'duplicate' as const, deliveryIds: [] as string[] };
+      const payment = await tx.findOneOrFail(PaymentSchema, { id: locked.paymentId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      locked.providerResponse = callback.body;
+      const succeeded = reversalResultStatus(result.resultCode) === 'completed';
+      const previous = payment.status;
+      if (succeeded && canTransition(payment.status, 'reversed')) {
+        locked.status = 'completed';
+        payment.amountRefundedMinor = payment.amountMinor;
+        payment.status = 'reversed';
+        await tx.execute('INSERT INTO payment_transitions (payment_id, from_status, to_status, trigger, accepted) VALUES (?, ?, ?, ?, true)', [payment.id, previous, 'reversed', 'callback:reversal'], 'run');
+      } else {
+        locked.status = 'failed';
+        locked.failureReason = succeeded ? `payment is ${payment.status}; it cannot be reversed` : `${result.resultDesc || 'reversal failed'} (ResultCode ${result.resultCode})`;
+      }
+      const event = await appendEvent(tx, {
+        merchantId: payment.merchantId,
+        paymentId: payment.id,
+        type: locked.status === 'completed' ? 'payment.reversed' : 'refund.failed',
+        data: {
+          ...eventData(payment, previous),
+          refund_id: locked.id,
+          amount_refunded: formatMinorUnits(payment.amountRefundedMinor, payment.currency),
+          ...(locked.status === 'failed' ? { failure_reason: locked.failureReason ?? undefined } : {}),
+        },
+      });
+      await tx.flush();
+      return { outcome: 'applied' as const, deliveryIds: event.deliveryId ? [event.deliveryId] : [] };
+    });
+    await this.payments.enqueue(applied.deliveryIds);
+    return applied.outcome;
+  }
+
+  private parse(callback: InboundCallback): OperatorResult {
+    try {
+      return parseResult(callback.body);
+    } catch (err) {
+      if (err instanceof MalformedCallbackError) throw new DomainError('BAD_REQUEST', 'Body is not a mobilemoney Result');
+      throw err;
+    }
+  }
+
+  private assertAllowedSource(callback: InboundCallback): void {
+    if (!isAllowedSource(callback.sourceIp, this.config.mobilemoneyCallbackAllowlist, this.config.sandbox)) {
+      this.logger.warn({ provider: 'mobilemoney', source: callback.sourceIp }, 'callback from an address not on the allowlist');
+      throw new DomainError('UNAUTHORIZED', 'Callback source address is not allowed');
+    }
+  }
+
+  /** sandbox env: the URL's ref/token; live env: the operator's RSA signature over the raw body. */
+  private async verify(callback: InboundCallback, merchantId: string, ref: string): Promise<MobilemoneyCredentials> {
+    const creds = await this.credentials.find(merchantId, 'mobilemoney');
+    let ok = false;
+    if (creds?.env === 'sandbox') {
+      ok = callback.query.ref === ref && verifyCallbackToken(creds.passkey, ref, callback.query.token);
+    } else if (creds?.env === 'live') {
+      const cert = this.certificate();
+      ok = cert !== null && verifyLiveSignature(callback.rawBody, callback.headers['x-mobilemoney-signature'], cert);
+    }
+    if (!creds || !ok) {
+      this.logger.warn({ provider: 'mobilemoney', ref }, 'callback verification failed');
+      throw new DomainError('UNAUTHORIZED', 'Callback could not be verified');
+    }
+    return creds;
+  }
+
+  private certificate(): string | null {
+    if (this.certPem === undefined) {
+      this.certPem = this.config.mobilemoneyCertPath ? readFileSync(this.config.mobilemoneyCertPath, 'utf8') : null;
+    }
+    return this.certPem;
+  }
+
+  /** Stores a callback key once; a repeat within 24 h is a duplicate. */
+  private async recordOnce(tx: EntityManager, eventId: string, paymentId: string | null, outcome: string): Promise<boolean> {
+    const rows = await tx.execute<{ event_id: string }[]>(
+      `INSERT INTO provider_events (provider, event_id, payment_id, outcome) VALUES ('mobilemoney', ?, ?, ?)
+       ON CONFLICT (provider, event_id) DO UPDATE SET received_at = now(), outcome = EXCLUDED.outcome
+       WHERE provider_events.received_at < now() - interval '${DEDUP_WINDOW}'
+       RETURNING event_id`,
+      [eventId, paymentId, outcome],
+    );
+    return rows.length > 0;
+  }
+
+  private async findByCheckout(checkoutRequestId: string): Promise<Payment | null> {
+    const em = this.em.fork();
+    const byRef = await em.findOne(PaymentSchema, { provider: 'mobilemoney', providerRef: checkoutRequestId });
+    if (byRef) return byRef;
+    const rows = await em.getConnection().execute<{ id: string }[]>(
+      `SELECT id FROM payments WHERE provider = 'mobilemoney' AND provider_data->>'checkoutRequestId' = ? LIMIT 1`,
+      [checkoutRequestId],
+    );
+    return rows[0] ? em.findOne(PaymentSchema, { id: rows[0].id }) : null;
+  }
+
+  private async findStatusQuery(callback: InboundCallback, result: OperatorResult) {
+    const ref = callback.query.ref;
+    const rows = await this.em.getConnection().execute<{ id: string; merchant_id: string; payment_id: string | null }[]>(
+      `SELECT id, merchant_id, payment_id FROM mobilemoney_status_queries
+       WHERE ${ref && UUID.test(ref) ? 'id = ?' : 'originator_conversation_id = ?'} LIMIT 1`,
+      [ref && UUID.test(ref) ? ref : result.originatorConversationId],
+    );
+    if (!rows[0]) this.logger.warn({ provider: 'mobilemoney', originatorConversationId: result.originatorConversationId }, 'status result for an unknown query; acknowledged');
+    return rows[0] ?? null;
+  }
+
+  private async paymentIdByReceipt(tx: EntityManager, merchantId: string, receipt: string): Promise<string | null> {
+    if (!receipt) return null;
+    const payment = await tx.findOne(PaymentSchema, { merchantId, provider: 'mobilemoney', receiptNumber: receipt });
+    return payment?.id ?? null;
+  }
+}

@@ -1,0 +1,302 @@
+import { generateKeyPairSync, sign as rsaSign } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+
+const PHONES = { success: '254708374149', cancelled: '254700000001', insufficient: '254700000002', silent: '254700000003' };
+const SANDBOX_CREDS = {
+  env: 'sandbox', consumer_key: 'mm-consumer-key', consumer_secret: 'mm-consumer-secret',
+  passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379', nominated_number: '254708374149',
+};
+
+let t: TestService;
+let receiver: WebhookReceiver;
+let key: string;
+let n = 0;
+const keyPair = generateKeyPairSync('rsa', { modulusLength: 2048, publicKeyEncoding: { type: 'spki', format: 'pem' }, privateKeyEncoding: { type: 'pkcs8', format: 'pem' } });
+
+const pay = (body: Record<string, unknown>, apiKey = key) =>
+  t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `mm-${Date.now()}-${++n}`).send({ provider: 'mobilemoney', currency: 'KES', amount: '100', ...body });
+const get = async (id: string, apiKey = key) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', apiKey)).body.data;
+const settled = (id: string, status: string, apiKey = key) =>
+  eventually(async () => {
+    const p = await get(id, apiKey);
+    return p.status === status ? p : null;
+  }, 15_000, `payment ${id} to become ${status}`);
+const storeCreds = (apiKey: string, creds: Record<string, unknown>) =>
+  t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'mobilemoney', mobilemoney: creds }).expect(200);
+
+beforeAll(async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'mm-cert-'));
+  writeFileSync(path.join(dir, 'operator.pem'), keyPair.publicKey);
+  t = await startTestService({ MOBILEMONEY_CERT_PATH: path.join(dir, 'operator.pem'), MOBILEMONEY_RECONCILE_INTERVAL: '1h' });
+  receiver = await new WebhookReceiver().start();
+  ({ apiKey: key } = await t.createMerchant('Duka'));
+  await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: receiver.url }).expect(200);
+  await storeCreds(key, SANDBOX_CREDS);
+});
+afterAll(async () => {
+  await t.stop();
+  await receiver.stop();
+});
+
+describe('STK push payments', () => {
+  it('success: pending with the CheckoutRequestID, then completed by the callback with the receipt as provider_ref', async () => {
+    const res = await pay({ phone: '0708374149' });
+    expect(res.status).toBe(201);
+    expect(res.body.data).toMatchObject({ provider: 'mobilemoney', status: 'pending', amount: '100.00', currency: 'KES' });
+    expect(res.body.data.provider_ref).toMatch(/^ws_CO_/);
+    const done = await settled(res.body.data.id, 'completed');
+    expect(done.provider_ref).toMatch(/^[A-Z0-9]{10}$/);
+    const event = await eventually(() => receiver.events('payment.completed').find((e) => e.json.data.payment_id === res.body.data.id));
+    expect(event.json.data).toMatchObject({ provider: 'mobilemoney', status: 'completed', previous_status: 'pending', amount: '100.00' });
+    const search = await t.http.get('/v1/payments').query({ search: done.provider_ref }).set('X-API-Key', key);
+    expect(search.body.data.map((p: { id: string }) => p.id)).toEqual([res.body.data.id]);
+  });
+
+  it.each([
+    ['cancelled by the user (1032)', PHONES.cancelled, '1032'],
+    ['insufficient funds (1)', PHONES.insufficient, 'ResultCode 1)'],
+  ])('%s: failed with the reason, payment.failed', async (_name, phone, reason) => {
+    const res = await pay({ phone });
+    const failed = await settled(res.body.data.id, 'failed');
+    expect(failed.failure_reason).toContain(reason);
+    await eventually(() => receiver.events('payment.failed').find((e) => e.json.data.payment_id === res.body.data.id));
+  });
+
+  it.each([
+    ['a currency other than KES', { currency: 'USD', phone: PHONES.success }, 'currency'],
+    ['decimals', { amount: '10.50', phone: PHONES.success }, 'amount'],
+    ['more than 250,000 KES', { amount: '250001', phone: PHONES.success }, 'amount'],
+    ['a phone that is not Kenyan mobile', { phone: '12345' }, 'phone'],
+    ['a missing phone', {}, 'phone'],
+  ])('refuses %s with 422 naming the field', async (_name, body, field) => {
+    const res = await pay(body);
+    expect(res.status).toBe(422);
+    expect(res.body.error.details.map((d: { field: string }) => d.field)).toContain(field);
+    expect(res.body.error.message).toEqual(expect.any(String));
+  });
+});
+
+describe('callback security', () => {
+  async function pendingSilent() {
+    const res = await pay({ phone: PHONES.silent });
+    return res.body.data as { id: string; provider_ref: string };
+  }
+  const stkBody = (checkoutId: string, code = 0) => ({
+    Body: { stkCallback: {
+      MerchantRequestID: 'm-1', CheckoutRequestID: checkoutId, ResultCode: code, ResultDesc: code === 0 ? 'ok' : 'failed',
+      ...(code === 0 ? { CallbackMetadata: { Item: [{ Name: 'Amount', Value: 100 }, { Name: 'MpesaReceiptNumber', Value: 'FAKE123456' }, { Name: 'PhoneNumber', Value: 254700000003 }] } } : {}),
+    } },
+  });
+
+  it('refuses a forged callback (wrong or missing token) with 401 and changes nothing', async () => {
+    const p = await pendingSilent();
+    for (const query of [`?ref=${p.id}&token=${'0'.repeat(64)}`, `?ref=${p.id}`, '']) {
+      const res = await t.http.post(`/v1/webhooks/mobilemoney${query}`).send(stkBody(p.provider_ref));
+      expect(res.status).toBe(401);
+    }
+    expect((await get(p.id)).status).toBe('pending');
+  });
+
+  it('accepts the operator callback once; a replay of the same CheckoutRequestID is acknowledged and ignored', async () => {
+    const res = await pay({ phone: PHONES.success });
+    await settled(res.body.data.id, 'completed');
+    const [stk] = await t.sql<{ callback_url: string; checkout_request_id: string }>('SELECT callback_url, checkout_request_id FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1', [res.body.data.provider_ref]);
+    const url = new URL(stk!.callback_url);
+    const replay = await t.http.post(`${url.pathname}${url.search}`).send(stkBody(stk!.checkout_request_id, 1032));
+    expect(replay.status).toBe(200);
+    expect((await get(res.body.data.id)).status).toBe('completed');
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [res.body.data.id])).toEqual([{ type: 'payment.completed' }]);
+  });
+
+  it('refuses callbacks from addresses off the allowlist when loopback is not allowed (sandbox off)', async () => {
+    const strict = await startTestService({ SANDBOX: 'false', MOBILEMONEY_BASE_URL: `${t.baseUrl}/sandbox/mobilemoney` });
+    try {
+      const res = await strict.http.post('/v1/webhooks/mobilemoney').send(stkBody('ws_CO_anything'));
+      expect(res.status).toBe(401);
+      expect(res.body.error.code).toBe('UNAUTHORIZED');
+    } finally {
+      await strict.stop();
+    }
+  });
+
+  it('live env: verifies the RSA signature with the operator certificate', async () => {
+    const live = await t.createMerchant('Live Duka');
+    await storeCreds(live.apiKey, { ...SANDBOX_CREDS, env: 'live', consumer_key: 'live-key', initiator: 'apiop', security_credential: 'c2VjcmV0' });
+    const res = await pay({ phone: PHONES.silent }, live.apiKey);
+    const p = res.body.data;
+    const body = JSON.stringify(stkBody(p.provider_ref));
+    const bad = await t.http.post('/v1/webhooks/mobilemoney').set('Content-Type', 'application/json').set('X-Mobilemoney-Signature', Buffer.from('forged').toString('base64')).send(body);
+    expect(bad.status).toBe(401);
+    expect((await get(p.id, live.apiKey)).status).toBe('pending');
+    const signature = rsaSign('sha256', Buffer.from(body), keyPair.privateKey).toString('base64');
+    const good = await t.http.post('/v1/webhooks/mobilemoney').set('Content-Type', 'application/json').set('X-Mobilemoney-Signature', signature).send(body);
+    expect(good.status).toBe(200);
+    expect((await get(p.id, live.apiKey))).toMatchObject({ status: 'completed', provider_ref: 'FAKE123456' });
+  });
+});
+
+describe('reversals', () => {
+  async function completedPayment(apiKey = key, amount = '100') {
+    const res = await pay({ phone: PHONES.success, amount }, apiKey);
+    return settled(res.body.data.id, 'completed', apiKey);
+  }
+  const refund = (body: Record<string, unknown>, apiKey = key) => t.http.post('/v1/refunds').set('X-API-Key', apiKey).send(body);
+  const refundOf = (id: string, apiKey = key) =>
+    eventually(async () => {
+      const r = (await t.http.get(`/v1/refunds/${id}`).set('X-API-Key', apiKey)).body.data;
+      return r.status !== 'pending' ? r : null;
+    }, 15_000, 'reversal result');
+
+  it('result 0: refund pending, then completed; payment reversed; payment.reversed', async () => {
+    const p = await completedPayment();
+    const res = await refund({ payment_id: p.id });
+    expect(res.status).toBe(201);
+    expect(res.body.data).toMatchObject({ status: 'pending', amount: '100.00' });
+    const again = await refund({ payment_id: p.id });
+    expect(again.status).toBe(409);
+    expect((await refundOf(res.body.data.id)).status).toBe('completed');
+    expect(await get(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+    const event = await eventually(() => receiver.events('payment.reversed').find((e) => e.json.data.payment_id === p.id));
+    expect(event.json.data).toMatchObject({ status: 'reversed', previous_status: 'completed', refund_id: res.body.data.id });
+  });
+
+  it('refuses a partial reversal with 422', async () => {
+    const p = await completedPayment();
+    const res = await refund({ payment_id: p.id, amount: '50' });
+    expect(res.status).toBe(422);
+    expect(res.body.error.details[0].field).toBe('amount');
+  });
+
+  it.each([
+    ['2001 invalid initiator credentials', { security_credential: 'invalid-credential' }, '100', '2001'],
+    ['21 initiator not allowed', { initiator: 'testapi_norole' }, '100', '21'],
+    ['1 insufficient balance', {}, '99999', 'ResultCode 1)'],
+  ])('result %s: refund failed with the reason, payment stays completed, refund.failed', async (_name, creds, amount, reason) => {
+    const m = await t.createMerchant(`Reversal ${reason}`);
+    await t.http.put('/v1/merchant/webhook').set('X-API-Key', m.apiKey).send({ webhook_url: receiver.url }).expect(200);
+    await storeCreds(m.apiKey, { ...SANDBOX_CREDS, consumer_key: `key-${n}-${reason.length}`, ...creds });
+    const p = await completedPayment(m.apiKey, amount);
+    const res = await refund({ payment_id: p.id }, m.apiKey);
+    const r = await refundOf(res.body.data.id, m.apiKey);
+    expect(r.status).toBe('failed');
+    expect(r.failure_reason).toContain(reason);
+    expect((await get(p.id, m.apiKey)).status).toBe('completed');
+    const event = await eventually(() => receiver.events('refund.failed').find((e) => e.json.data.payment_id === p.id));
+    expect(event.json.data).toMatchObject({ status: 'completed', refund_id: res.body.data.id });
+  });
+
+  it('result R000002 (receipt unknown to the shortcode) fails; R000001 (already reversed) completes', async () => {
+    const m = await t.createMerchant('Reversal R codes');
+    await storeCreds(m.apiKey, { ...SANDBOX_CREDS, consumer_key: 'r-codes-key' });
+    const first = await completedPayment(m.apiKey);
+    const second = await completedPayment(m.apiKey);
+    // The shortcode changes: the old receipts are not this shortcode's → R000002.
+    await storeCreds(m.apiKey, { ...SANDBOX_CREDS, consumer_key: 'r-codes-key', shortcode: '600000' });
+    const invalid = await refundOf((await refund({ payment_id: first.id }, m.apiKey)).body.data.id, m.apiKey);
+    expect(invalid.status).toBe('failed');
+    expect(invalid.failure_reason).toContain('R000002');
+    // Reversed at the operator directly (outside the service) first → R000001 → still a completed reversal.
+    await storeCreds(m.apiKey, { ...SANDBOX_CREDS, consumer_key: 'r-codes-key' });
+    const tokenRes = await fetch(`${t.baseUrl}/sandbox/mobilemoney/oauth/v1/generate?grant_type=client_credentials`, {
+      headers: { Authorization: `Basic ${Buffer.from('r-codes-direct:secret').toString('base64')}` },
+    });
+    const { access_token } = (await tokenRes.json()) as { access_token: string };
+    const direct = await fetch(`${t.baseUrl}/sandbox/mobilemoney/mpesa/reversal/v1/request`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${access_token}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({
+        Initiator: 'testapi', SecurityCredential: 'x', CommandID: 'TransactionReversal', TransactionID: second.provider_ref, Amount: 100,
+        ReceiverParty: '174379', RecieverIdentifierType: '11', ResultURL: 'http://127.0.0.1:9/none', QueueTimeOutURL: 'http://127.0.0.1:9/none', Remarks: 'direct reversal',
+      }),
+    });
+    expect(direct.status).toBe(200);
+    await eventually(() => t.sql(`SELECT 1 FROM sandbox_mobilemoney_reversals WHERE transaction_id = $1`, [second.provider_ref]).then((r) => r.length > 0), 10_000, 'direct reversal');
+    const already = await refundOf((await refund({ payment_id: second.id }, m.apiKey)).body.data.id, m.apiKey);
+    expect(already.status).toBe('completed');
+    expect((await get(second.id, m.apiKey)).status).toBe('reversed');
+  });
+});
+
+describe('check-status', () => {
+  it('accepts a receipt number, and the result reaches the service', async () => {
+    const res = await pay({ phone: PHONES.success });
+    const p = await settled(res.body.data.id, 'completed');
+    const ack = await t.http.post(`/v1/payments/mobilemoney/check-status/${p.provider_ref}`).set('X-API-Key', key);
+    expect(ack.status).toBe(200);
+    expect(ack.body.data).toEqual({ OriginatorConversationID: expect.any(String), ConversationID: expect.any(String), ResponseCode: '0', ResponseDescription: expect.any(String) });
+    const [query] = await eventually(() =>
+      t.sql<{ result_code: string; payment_id: string }>('SELECT result_code, payment_id FROM mobilemoney_status_queries WHERE originator_conversation_id = $1 AND completed_at IS NOT NULL', [ack.body.data.OriginatorConversationID])
+        .then((rows) => (rows.length ? rows : null)), 10_000, 'status result');
+    expect(query).toEqual({ result_code: '0', payment_id: p.id });
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.completed' }]);
+  });
+
+  it('records a queue timeout', async () => {
+    const ack = await t.http.post('/v1/payments/mobilemoney/check-status/TIMEOUT0000').set('X-API-Key', key);
+    expect(ack.status).toBe(200);
+    await eventually(() =>
+      t.sql(`SELECT 1 FROM mobilemoney_status_queries WHERE code = 'TIMEOUT0000' AND completed_at IS NOT NULL`).then((r) => r.length > 0), 10_000, 'timeout notice');
+  });
+
+  it('needs mobilemoney credentials (422)', async () => {
+    const m = await t.createMerchant('No creds');
+    expect((await t.http.post('/v1/payments/mobilemoney/check-status/NLJ7RT61SV').set('X-API-Key', m.apiKey)).status).toBe(422);
+  });
+});
+
+describe('reconciliation', () => {
+  it('recovers a silent payment exactly once, and reports skipped and not_found', async () => {
+    const m = await t.createMerchant('Reconciler');
+    await t.http.put('/v1/merchant/webhook').set('X-API-Key', m.apiKey).send({ webhook_url: receiver.url }).expect(200);
+    await storeCreds(m.apiKey, { ...SANDBOX_CREDS, consumer_key: 'reconciler-key', shortcode: '777001' });
+    const silent = (await pay({ phone: PHONES.silent }, m.apiKey)).body.data;
+    const loud = (await pay({ phone: PHONES.success }, m.apiKey)).body.data;
+    await settled(loud.id, 'completed', m.apiKey);
+    // A transaction on the shortcode that this service never created.
+    const outsider = await fetch(`${t.baseUrl}/sandbox/mobilemoney/oauth/v1/generate?grant_type=client_credentials`, { headers: { Authorization: `Basic ${Buffer.from('outsider:secret').toString('base64')}` } });
+    const { access_token } = (await outsider.json()) as { access_token: string };
+    const ts = '20261122120000';
+    await fetch(`${t.baseUrl}/sandbox/mobilemoney/mpesa/stkpush/v1/processrequest`, {
+      method: 'POST', headers: { Authorization: `Bearer ${access_token}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ BusinessShortCode: '777001', Password: Buffer.from(`777001x${ts}`).toString('base64'), Timestamp: ts, TransactionType: 'CustomerPayBillOnline', Amount: 5, PartyA: PHONES.silent, PartyB: '777001', PhoneNumber: PHONES.silent, CallBackURL: 'http://127.0.0.1:9/none', AccountReference: 'WALKIN', TransactionDesc: 'walk in' }),
+    });
+    await eventually(() => t.sql(`SELECT 1 FROM sandbox_mobilemoney_stk_requests WHERE shortcode = '777001' AND completes_at <= now()`).then((r) => r.length === 3), 10_000, 'three completed transactions');
+
+    const first = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', m.apiKey).send({});
+    expect(first.status).toBe(200);
+    expect(first.body.data).toMatchObject({ pulled: 3, updated: 1, skipped: 1, not_found: 1 });
+    expect(first.body.data.results).toEqual(expect.arrayContaining([
+      { receipt: expect.any(String), outcome: 'updated', payment_id: silent.id },
+      { receipt: expect.any(String), outcome: 'skipped', payment_id: loud.id },
+      { receipt: expect.any(String), outcome: 'not_found' },
+    ]));
+    expect((await get(silent.id, m.apiKey)).status).toBe('completed');
+    await eventually(() => receiver.events('payment.completed').find((e) => e.json.data.payment_id === silent.id));
+
+    const second = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', m.apiKey).send({});
+    expect(second.body.data).toMatchObject({ pulled: 3, updated: 0, skipped: 2, not_found: 1 });
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [silent.id])).toEqual([{ type: 'payment.completed' }]);
+  });
+
+  it('refuses a window longer than 48 hours, or reversed, with 422', async () => {
+    const long = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', key).send({ since: '2026-11-01T00:00:00Z', until: '2026-11-03T00:00:01Z' });
+    expect(long.status).toBe(422);
+    const reversed = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', key).send({ since: '2026-11-03T00:00:00Z', until: '2026-11-02T00:00:00Z' });
+    expect(reversed.status).toBe(422);
+    const bad = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', key).send({ since: 'yesterday' });
+    expect(bad.status).toBe(422);
+  });
+
+  it('register-pull answers 1000, then 1001 (already registered)', async () => {
+    const first = await t.http.post('/v1/payments/mobilemoney/register-pull').set('X-API-Key', key).send({});
+    expect(first.status).toBe(200);
+    expect(first.body.data).toEqual({ registered: true, response_code: '1000', response_description: expect.any(String) });
+    const second = await t.http.post('/v1/payments/mobilemoney/register-pull').set('X-API-Key', key).send({ nominated_number: '254708374149' });
+    expect(second.body.data.response_code).toBe('1001');
+  });
+});

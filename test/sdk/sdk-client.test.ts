@@ -1,0 +1,190 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createPaymentsClient, PaymentsApiError, PaymentsConnectionError, type PaymentsClient } from '../../client/index.js';
+import { startTestService, type TestService } from '../support/service.js';
+
+let t: TestService;
+let client: PaymentsClient;
+let merchantId: string;
+let apiKey: string;
+
+interface SentRequest {
+  method: string;
+  url: string;
+  headers: Headers;
+}
+
+/** A fetch that records what it sends and can lose the response of the next POST /v1/payments. */
+function recordingFetch() {
+  const sent: SentRequest[] = [];
+  let loseNextCreateResponse = false;
+  const wrapped: typeof fetch = async (input, init) => {
+    const url = String(input);
+    const method = init?.method ?? 'GET';
+    sent.push({ method, url, headers: new Headers(init?.headers) });
+    const response = await fetch(input, init);
+    if (loseNextCreateResponse && method === 'POST' && new URL(url).pathname === '/v1/payments') {
+      loseNextCreateResponse = false;
+      // The service has done the work; the answer is lost on the way back, as with a dropped connection.
+      await response.arrayBuffer();
+      throw new TypeError('fetch failed: socket hang up');
+    }
+    return response;
+  };
+  return { sent, fetch: wrapped, loseNextCreateResponse: () => void (loseNextCreateResponse = true) };
+}
+
+const visa = { provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' } as const;
+
+beforeAll(async () => {
+  t = await startTestService();
+  ({ merchantId, apiKey } = await t.createMerchant('SDK Shop'));
+  client = createPaymentsClient({ baseUrl: t.baseUrl, apiKey });
+  const stored = await client.merchant.storeCredentials({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_sdkshop_0001' } });
+  expect(stored).toEqual({ provider: 'cardpay', config_summary: expect.objectContaining({ secret_key: '****0001' }) });
+});
+afterAll(async () => {
+  await t.stop();
+});
+
+describe('SDK against the real service', () => {
+  it('creates a cardpay payment, reads it back and finds it in the list', async () => {
+    const payment = await client.payments.create(visa);
+    expect(payment).toMatchObject({ merchant_id: merchantId, provider: 'cardpay', status: 'completed', amount: '25.00', currency: 'USD' });
+    expect(payment.provider_ref).toMatch(/^pi_/);
+
+    const again = await client.payments.get(payment.id);
+    expect(again.id).toBe(payment.id);
+    expect(again.provider_response).toEqual(expect.any(Object));
+
+    const page = await client.payments.list({ search: payment.idempotency_key });
+    expect(page.meta).toEqual({ page: 1, page_size: 50, total: 1 });
+    expect(page.data.map((p) => p.id)).toEqual([payment.id]);
+  });
+
+  it('generates an Idempotency-Key per create, and sends a given one as it is', async () => {
+    const rec = recordingFetch();
+    const sdk = createPaymentsClient({ baseUrl: t.baseUrl, apiKey, fetch: rec.fetch });
+    const a = await sdk.payments.create(visa);
+    const b = await sdk.payments.create(visa);
+    const keys = rec.sent.map((r) => r.headers.get('idempotency-key'));
+    expect(keys).toEqual([a.idempotency_key, b.idempotency_key]);
+    expect(a.idempotency_key).toMatch(/^[0-9a-f-]{36}$/);
+    expect(a.idempotency_key).not.toBe(b.idempotency_key);
+    expect(rec.sent[0]!.headers.get('x-api-key')).toBe(apiKey);
+
+    const own = await sdk.payments.create(visa, { idempotencyKey: 'order-sdk-42' });
+    expect(own.idempotency_key).toBe('order-sdk-42');
+    expect(rec.sent.at(-1)!.headers.get('idempotency-key')).toBe('order-sdk-42');
+  });
+
+  it('retries a create whose response was lost with the same key: one payment, the original returned', async () => {
+    const rec = recordingFetch();
+    const retries: number[] = [];
+    const sdk = createPaymentsClient({ baseUrl: t.baseUrl, apiKey, fetch: rec.fetch, initialRetryDelayMs: 50, onRetry: (i) => retries.push(i.attempt) });
+    rec.loseNextCreateResponse();
+    const payment = await sdk.payments.create({ ...visa, amount: '31.00' });
+
+    expect(retries).toEqual([2]);
+    expect(rec.sent).toHaveLength(2);
+    const [first, second] = rec.sent.map((r) => r.headers.get('idempotency-key'));
+    expect(first).toEqual(expect.any(String));
+    expect(second).toBe(first);
+    expect(payment.idempotency_key).toBe(first);
+    const rows = await t.sql<{ id: string }>('SELECT id FROM payments WHERE idempotency_key = $1', [first]);
+    expect(rows.map((r) => r.id)).toEqual([payment.id]);
+  });
+
+  it('does not retry a POST without an Idempotency-Key (a refund) after a network error', async () => {
+    const payment = await client.payments.create(visa);
+    let calls = 0;
+    const sdk = createPaymentsClient({
+      baseUrl: t.baseUrl,
+      apiKey,
+      initialRetryDelayMs: 10,
+      fetch: async (input, init) => {
+        calls += 1;
+        throw new TypeError(`fetch failed (${init?.method} ${String(input)})`);
+      },
+    });
+    const error = await sdk.refunds.create({ payment_id: payment.id, amount: '1.00' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PaymentsConnectionError);
+    expect((error as PaymentsConnectionError).attempts).toBe(1);
+    expect(calls).toBe(1);
+  });
+
+  it('throws PaymentsApiError with code, status, requestId and details for 422', async () => {
+    const error = await client.payments.create({ provider: 'cardpay', amount: '-5', currency: 'USD', payment_method: 'pm_card_visa' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PaymentsApiError);
+    const e = error as PaymentsApiError;
+    expect(e).toMatchObject({ name: 'PaymentsApiError', status: 422, code: 'VALIDATION_ERROR' });
+    expect(e.details).toEqual(expect.arrayContaining([expect.objectContaining({ field: 'amount' })]));
+    expect(e.requestId).toBe(e.headers.get('x-request-id'));
+    expect(e.requestId).toEqual(expect.any(String));
+    expect(e.message).toEqual(expect.any(String));
+  });
+
+  it('throws PaymentsApiError NOT_FOUND for an unknown payment and UNAUTHORIZED for a bad key', async () => {
+    const missing = await client.payments.get('00000000-0000-4000-8000-000000000000').catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(PaymentsApiError);
+    expect(missing).toMatchObject({ status: 404, code: 'NOT_FOUND', details: [] });
+    expect((missing as PaymentsApiError).requestId).toEqual(expect.any(String));
+
+    const stranger = createPaymentsClient({ baseUrl: t.baseUrl, apiKey: 'pk_not_a_real_key' });
+    const unauthorized = await stranger.merchant.get().catch((e: unknown) => e);
+    expect(unauthorized).toBeInstanceOf(PaymentsApiError);
+    expect(unauthorized).toMatchObject({ status: 401, code: 'UNAUTHORIZED' });
+    expect((unauthorized as PaymentsApiError).requestId).toEqual(expect.any(String));
+  });
+
+  it('listAll walks every page of a filtered list', async () => {
+    const { apiKey: key } = await t.createMerchant('Paging Shop');
+    const rec = recordingFetch();
+    const sdk = createPaymentsClient({ baseUrl: t.baseUrl, apiKey: key, fetch: rec.fetch });
+    await sdk.merchant.storeCredentials({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_paging_0001' } });
+    const created: string[] = [];
+    for (let i = 0; i < 5; i++) created.push((await sdk.payments.create({ ...visa, amount: `${10 + i}.00` })).id);
+    await sdk.payments.create({ ...visa, payment_method: 'pm_card_chargeDeclined' });
+
+    const sentBefore = rec.sent.length;
+    const seen: string[] = [];
+    for await (const p of sdk.payments.listAll({ status: 'completed', page_size: 2 })) {
+      expect(p.status).toBe('completed');
+      seen.push(p.id);
+    }
+    expect(seen.sort()).toEqual([...created].sort());
+    const pages = rec.sent.slice(sentBefore).map((r) => new URL(r.url).searchParams.get('page'));
+    expect(pages).toEqual(['1', '2', '3']);
+
+    const empty: unknown[] = [];
+    for await (const p of sdk.payments.listAll({ status: 'refunded' })) empty.push(p);
+    expect(empty).toEqual([]);
+  });
+
+  it('covers cards, refunds, capture errors, the webhook settings and the delivery log', async () => {
+    const card = await client.cards.create({ payment_method_id: 'pm_card_visa', customer_email: 'ada@example.com' });
+    expect(card).toMatchObject({ provider: 'cardpay', last4: expect.any(String) });
+    expect((await client.cards.list()).data.map((c) => c.id)).toContain(card.id);
+    const charged = await client.payments.create({ provider: 'cardpay', amount: '12.00', currency: 'USD', saved_card_id: card.id });
+    expect(charged.status).toBe('completed');
+    expect(await client.cards.delete(card.id)).toEqual({ id: card.id, deleted: true });
+
+    const refund = await client.refunds.create({ payment_id: charged.id, amount: '2.00' });
+    expect(refund).toMatchObject({ payment_id: charged.id, status: 'completed', amount: '2.00' });
+    expect((await client.refunds.get(refund.id)).id).toBe(refund.id);
+    const refunds = [];
+    for await (const r of client.refunds.listAll({ payment_id: charged.id })) refunds.push(r.id);
+    expect(refunds).toEqual([refund.id]);
+
+    const conflict = await client.payments.capture(charged.id).catch((e: unknown) => e);
+    expect(conflict).toBeInstanceOf(PaymentsApiError);
+    expect((conflict as PaymentsApiError).status).toBeGreaterThanOrEqual(400);
+
+    const webhook = await client.merchant.setWebhook('http://127.0.0.1:9/webhooks');
+    expect(webhook.webhook_secret).toMatch(/^whsec_/);
+    expect((await client.merchant.get()).webhook_url).toBe('http://127.0.0.1:9/webhooks');
+    expect((await client.merchant.listCredentials()).map((c) => c.provider)).toEqual(['cardpay']);
+
+    const logs = await client.webhookLogs.list({ page_size: 5 });
+    expect(logs.meta).toMatchObject({ page: 1, page_size: 5 });
+  });
+});

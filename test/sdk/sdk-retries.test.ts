@@ -1,0 +1,209 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import {
+  backoffDelay, createPaymentsClient, parseRetryAfter, PaymentsApiError, PaymentsConnectionError, type RetryInfo,
+} from '../../client/index.js';
+import { startTestService, type TestService } from '../support/service.js';
+
+/** What the stub does with the next request: answer with a status, or never answer. Unscripted requests go to the service. */
+type Scripted = { status: number; headers?: Record<string, string>; body?: unknown } | 'hang';
+
+/** A proxy in front of the real service that can answer the next requests itself (503, 429, a hang). */
+class StubProxy {
+  readonly seen: { method: string; path: string; idempotencyKey: string | undefined }[] = [];
+  private script: Scripted[] = [];
+  private hanging: http.ServerResponse[] = [];
+  private server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => void this.handle(req, Buffer.concat(chunks), res));
+  });
+  url = '';
+
+  constructor(private readonly target: string) {}
+
+  async start() {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  next(...steps: Scripted[]) {
+    this.script.push(...steps);
+  }
+
+  reset() {
+    this.script = [];
+    this.seen.length = 0;
+  }
+
+  async stop() {
+    for (const res of this.hanging) res.destroy();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private async handle(req: http.IncomingMessage, body: Buffer, res: http.ServerResponse) {
+    const key = req.headers['idempotency-key'];
+    this.seen.push({ method: req.method ?? '', path: req.url ?? '', idempotencyKey: Array.isArray(key) ? key[0] : key });
+    const step = this.script.shift();
+    if (step === 'hang') {
+      this.hanging.push(res);
+      return;
+    }
+    if (step) {
+      const text = typeof step.body === 'string' ? step.body : JSON.stringify(step.body ?? {});
+      const type = typeof step.body === 'string' ? 'text/plain' : 'application/json';
+      res.writeHead(step.status, { 'content-type': type, ...step.headers }).end(text);
+      return;
+    }
+    const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => !['host', 'connection', 'content-length'].includes(name))) as Record<string, string>;
+    const upstream = await fetch(`${this.target}${req.url}`, { method: req.method, headers, body: body.length > 0 ? new Uint8Array(body) : undefined });
+    res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json', 'x-request-id': upstream.headers.get('x-request-id') ?? '' });
+    res.end(Buffer.from(await upstream.arrayBuffer()));
+  }
+}
+
+const unavailable = (retryAfter?: string): Scripted => ({
+  status: 503,
+  headers: retryAfter === undefined ? {} : { 'retry-after': retryAfter },
+  body: { success: false, error: { code: 'INTERNAL_ERROR', message: 'Temporarily unavailable', request_id: 'stub-503' } },
+});
+const rateLimited = (retryAfter: string): Scripted => ({
+  status: 429,
+  headers: { 'retry-after': retryAfter },
+  body: { success: false, error: { code: 'RATE_LIMITED', message: 'Slow down', request_id: 'stub-429' } },
+});
+
+let t: TestService;
+let stub: StubProxy;
+let apiKey: string;
+const visa = { provider: 'cardpay', amount: '20.00', currency: 'USD', payment_method: 'pm_card_visa' } as const;
+
+function sdk(extra: { maxRetries?: number; timeoutMs?: number; maxRetryDelayMs?: number } = {}) {
+  const retries: RetryInfo[] = [];
+  const client = createPaymentsClient({ baseUrl: stub.url, apiKey, initialRetryDelayMs: 20, onRetry: (info) => retries.push(info), ...extra });
+  return { client, retries };
+}
+
+beforeAll(async () => {
+  t = await startTestService();
+  stub = await new StubProxy(t.baseUrl).start();
+  ({ apiKey } = await t.createMerchant('Retry Shop'));
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_retry_0001' } }).expect(200);
+});
+afterAll(async () => {
+  await stub.stop();
+  await t.stop();
+});
+
+describe('SDK retries', () => {
+  it('waits the Retry-After of a 503 and retries the create with the same Idempotency-Key', async () => {
+    stub.reset();
+    stub.next(unavailable('1'));
+    const { client, retries } = sdk();
+    const payment = await client.payments.create(visa);
+    expect(payment.status).toBe('completed');
+    expect(retries).toEqual([expect.objectContaining({ attempt: 2, status: 503, delayMs: 1000, method: 'POST' })]);
+    expect(stub.seen).toHaveLength(2);
+    expect(stub.seen[1]!.idempotencyKey).toBe(stub.seen[0]!.idempotencyKey);
+    expect(payment.idempotency_key).toBe(stub.seen[0]!.idempotencyKey);
+    const rows = await t.sql('SELECT id FROM payments WHERE idempotency_key = $1', [payment.idempotency_key]);
+    expect(rows).toHaveLength(1);
+  });
+
+  it('retries a GET after 429s, using Retry-After (seconds or an HTTP date) instead of backoff', async () => {
+    const created = await sdk().client.payments.create(visa);
+    stub.reset();
+    stub.next(rateLimited('0'), rateLimited(new Date(Date.now() - 60_000).toUTCString()));
+    const { client, retries } = sdk();
+    const payment = await client.payments.get(created.id);
+    expect(payment.id).toBe(created.id);
+    expect(retries.map((r) => [r.attempt, r.status, r.delayMs])).toEqual([
+      [2, 429, 0],
+      [3, 429, 0],
+    ]);
+  });
+
+  it('gives up after maxRetries with the last error, using backoff when there is no Retry-After', async () => {
+    stub.reset();
+    stub.next(unavailable(), unavailable(), { status: 503, body: 'Service Unavailable' });
+    const { client, retries } = sdk({ maxRetries: 2 });
+    const error = await client.merchant.get().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PaymentsApiError);
+    expect(error).toMatchObject({ status: 503, code: 'UNEXPECTED_RESPONSE', body: 'Service Unavailable' });
+    expect(stub.seen).toHaveLength(3);
+    expect(retries.map((r) => r.attempt)).toEqual([2, 3]);
+    // First step 20 ms, then 40 ms, each with jitter over its upper half.
+    expect(retries[0]!.delayMs).toBeGreaterThanOrEqual(10);
+    expect(retries[0]!.delayMs).toBeLessThanOrEqual(20);
+    expect(retries[1]!.delayMs).toBeGreaterThanOrEqual(20);
+    expect(retries[1]!.delayMs).toBeLessThanOrEqual(40);
+  });
+
+  it('does not retry when Retry-After is longer than maxRetryDelayMs', async () => {
+    stub.reset();
+    stub.next(unavailable('120'));
+    const { client, retries } = sdk({ maxRetryDelayMs: 5_000 });
+    const error = await client.merchant.get().catch((e: unknown) => e);
+    expect(error).toMatchObject({ status: 503, code: 'INTERNAL_ERROR', requestId: 'stub-503' });
+    expect(retries).toEqual([]);
+    expect(stub.seen).toHaveLength(1);
+  });
+
+  it('never retries a POST without an Idempotency-Key, nor a PROVIDER_ERROR', async () => {
+    stub.reset();
+    stub.next(unavailable('0'));
+    const { client, retries } = sdk();
+    const refund = await client.refunds.create({ payment_id: '00000000-0000-4000-8000-000000000000' }).catch((e: unknown) => e);
+    expect(refund).toMatchObject({ status: 503 });
+    expect(stub.seen).toHaveLength(1);
+
+    stub.reset();
+    stub.next({ status: 502, body: { success: false, error: { code: 'PROVIDER_ERROR', message: 'cardpay refused the payment', request_id: 'stub-502' } } });
+    const refused = await client.payments.create(visa).catch((e: unknown) => e);
+    expect(refused).toMatchObject({ status: 502, code: 'PROVIDER_ERROR', message: 'cardpay refused the payment' });
+    expect(stub.seen).toHaveLength(1);
+    expect(retries).toEqual([]);
+  });
+
+  it('times out each attempt, retries, then throws PaymentsConnectionError', async () => {
+    stub.reset();
+    stub.next('hang', 'hang');
+    const { client, retries } = sdk({ timeoutMs: 200, maxRetries: 1 });
+    const error = await client.merchant.get().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PaymentsConnectionError);
+    expect((error as PaymentsConnectionError).attempts).toBe(2);
+    expect((error as Error).message).toContain('timed out');
+    expect(retries).toHaveLength(1);
+    expect(stub.seen).toHaveLength(2);
+  });
+
+  it('stops waiting between retries when the caller aborts', async () => {
+    stub.reset();
+    stub.next(unavailable('20'));
+    const controller = new AbortController();
+    const client = createPaymentsClient({ baseUrl: stub.url, apiKey, onRetry: () => controller.abort(new Error('caller gave up')) });
+    const error = await client.merchant.get({ signal: controller.signal }).catch((e: unknown) => e);
+    expect(error).toEqual(new Error('caller gave up'));
+    expect(stub.seen).toHaveLength(1);
+  });
+});
+
+describe('retry helpers', () => {
+  it('parses Retry-After as seconds or an HTTP date', () => {
+    const now = Date.parse('2026-11-22T10:00:00Z');
+    expect(parseRetryAfter('2', now)).toBe(2000);
+    expect(parseRetryAfter('0.5', now)).toBe(500);
+    expect(parseRetryAfter('Sun, 22 Nov 2026 10:00:07 GMT', now)).toBe(7000);
+    expect(parseRetryAfter('Sun, 22 Nov 2026 09:59:00 GMT', now)).toBe(0);
+    expect(parseRetryAfter('soon', now)).toBeUndefined();
+    expect(parseRetryAfter(null, now)).toBeUndefined();
+  });
+
+  it('backs off exponentially with jitter, capped', () => {
+    expect([0, 1, 2, 3].map((n) => backoffDelay(n, 500, 3000, () => 0))).toEqual([250, 500, 1000, 1500]);
+    expect([0, 1, 2, 3].map((n) => backoffDelay(n, 500, 3000, () => 1))).toEqual([500, 1000, 2000, 3000]);
+  });
+});
