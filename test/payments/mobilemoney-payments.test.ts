@@ -236,6 +236,16 @@ describe('check-status', () => {
     expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.completed' }]);
   });
 
+  it('settles a pending push asked for by its CheckoutRequestID (STK query) and enqueues the event', async () => {
+    const silent = (await pay({ phone: PHONES.silent })).body.data;
+    await eventually(() => t.sql(`SELECT 1 FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1 AND completes_at <= now()`, [silent.provider_ref]).then((r) => r.length > 0), 10_000, 'push completed at the operator');
+    const ack = await t.http.post(`/v1/payments/mobilemoney/check-status/${silent.provider_ref}`).set('X-API-Key', key);
+    expect(ack.status).toBe(200);
+    expect(ack.body.data).toMatchObject({ ConversationID: silent.provider_ref, ResponseCode: '0' });
+    expect((await get(silent.id)).status).toBe('completed');
+    await eventually(() => receiver.events('payment.completed').find((e) => e.json.data.payment_id === silent.id));
+  });
+
   it('records a queue timeout', async () => {
     const ack = await t.http.post('/v1/payments/mobilemoney/check-status/TIMEOUT0000').set('X-API-Key', key);
     expect(ack.status).toBe(200);

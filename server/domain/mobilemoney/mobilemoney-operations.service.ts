@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { MobilemoneyCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, type Payment } from '../../persistence/entities/index.js';
@@ -47,6 +48,11 @@ export class MobilemoneyOperationsService {
   async checkStatus(merchantId: string, code: string) {
     const creds = await this.credentials.require(merchantId, 'mobilemoney');
     const payment = await this.findPayment(merchantId, code);
+    if (payment && !payment.receiptNumber && payment.status === 'pending' && payment.providerRef) {
+      // No receipt yet: the transaction-status API cannot look up a push by its CheckoutRequestID, so
+      // ask the STK query instead and apply its answer at once (same state machine, same events).
+      return this.queryPush(merchantId, payment, creds);
+    }
     const transactionId = payment?.receiptNumber ?? code;
     const queryId = randomUUID();
     await this.em.getConnection().execute(
@@ -69,6 +75,24 @@ export class MobilemoneyOperationsService {
       [ack.OriginatorConversationID, ack.ConversationID, queryId],
     );
     return ack;
+  }
+
+  private async queryPush(merchantId: string, payment: Payment, creds: MobilemoneyCredentials) {
+    let result;
+    try {
+      result = await this.adapter.queryPayment(creds, payment.providerRef!);
+    } catch (err) {
+      providerFailure(err, 'STK query');
+    }
+    await this.payments.applyUpdate(payment.id, { status: result.status, failureReason: result.failureReason ?? null, raw: result.raw }, 'check-status');
+    this.logger.info({ merchantId, paymentId: payment.id, status: result.status }, 'check-status answered by STK query');
+    const merchantRequestId = typeof payment.providerData.merchantRequestId === 'string' ? payment.providerData.merchantRequestId : payment.providerRef!;
+    return {
+      OriginatorConversationID: merchantRequestId,
+      ConversationID: payment.providerRef!,
+      ResponseCode: '0',
+      ResponseDescription: `STK push status: ${result.status}`,
+    };
   }
 
   private async findPayment(merchantId: string, code: string): Promise<Payment | null> {

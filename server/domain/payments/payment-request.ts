@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { CreatePaymentBody, Provider } from '../../../contract/index.js';
 import { DomainError, type FieldIssue } from '../errors.js';
 import { currencyDigits, toMinorUnits } from '../money/money.js';
-import { normalisePhone } from './phone.js';
+import { normalisePhone } from '../../providers/mobilemoney/phone.js';
 
 /** decisions.md "Money": 999,999,999.99 in major units at most; 250,000 KES for mobilemoney. */
 const MAX_MAJOR_TIMES_100 = 99_999_999_999n;

@@ -8,7 +8,7 @@ import { Migration20261122000301_sandbox_mobilemoney } from './Migration20261122
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
- * load the same set. A new migration is a new file here: `npm run migration:create -- name`.
+ * load the same set. A new migration is a new file here, listed below.
  */
 export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261122000001_foundation', class: Migration20261122000001_foundation },
