@@ -75,6 +75,8 @@ export type CreateRefundInput = BodyOf<Contract['refunds']['create']>;
 export type ListRefundsQuery = SdkQuery<QueryOf<Contract['refunds']['list']>>;
 export type StoreCredentialsInput = BodyOf<Contract['merchant']['storeCredentials']>;
 export type ListWebhookLogsQuery = SdkQuery<QueryOf<Contract['webhookLogs']['list']>>;
+export type ReconcileInput = NonNullable<BodyOf<Contract['payments']['reconcile']>>;
+export type RegisterPullInput = NonNullable<BodyOf<Contract['payments']['registerPull']>>;
 
 /** A random Idempotency-Key (UUID v4). */
 export function createIdempotencyKey(): string {
@@ -147,6 +149,15 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     delete: (id: string, requestOptions?: RequestOptions) => data(raw.payments.deleteCard({ params: { id }, requestOptions })),
   };
 
+  const mobilemoney = {
+    /** POST /v1/payments/mobilemoney/check-status/{code}: asks the operator; the result arrives later by callback. */
+    checkStatus: (code: string, requestOptions?: RequestOptions) => data(raw.payments.checkStatus({ params: { code }, body: {}, requestOptions })),
+    /** POST /v1/payments/mobilemoney/reconcile: settles payments whose callback never came (default: the last 48 hours). */
+    reconcile: (window: ReconcileInput = {}, requestOptions?: RequestOptions) => data(raw.payments.reconcile({ body: window, requestOptions })),
+    /** POST /v1/payments/mobilemoney/register-pull: one-time registration for the pull API. */
+    registerPull: (body: RegisterPullInput = {}, requestOptions?: RequestOptions) => data(raw.payments.registerPull({ body, requestOptions })),
+  };
+
   const refunds = {
     /** POST /v1/refunds: full (no amount) or partial. Not retried automatically: check `refunds.list` before repeating. */
     create: (body: CreateRefundInput, requestOptions?: RequestOptions) => data(raw.refunds.create({ body, requestOptions })),
@@ -179,7 +190,7 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     retry: (id: string, requestOptions?: RequestOptions) => data(raw.webhookLogs.retry({ params: { id }, requestOptions })),
   };
 
-  return { payments, cards, refunds, merchant, webhookLogs, raw };
+  return { payments, cards, mobilemoney, refunds, merchant, webhookLogs, raw };
 }
 
 export type PaymentsClient = ReturnType<typeof createPaymentsClient>;

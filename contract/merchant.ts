@@ -41,11 +41,21 @@ export const MobilemoneyCredentialsSchema = z
 
 export const StoreCredentialsBodySchema = extendApi(
   z.discriminatedUnion('provider', [
-    z.object({ provider: z.literal('cardpay'), cardpay: CardpayCredentialsSchema }).strict(),
-    z.object({ provider: z.literal('walletpay'), walletpay: WalletpayCredentialsSchema }).strict(),
-    z.object({ provider: z.literal('mobilemoney'), mobilemoney: MobilemoneyCredentialsSchema }).strict(),
+    extendApi(z.object({ provider: z.literal('cardpay'), cardpay: CardpayCredentialsSchema }).strict(), { title: 'StoreCardpayCredentials' }),
+    extendApi(z.object({ provider: z.literal('walletpay'), walletpay: WalletpayCredentialsSchema }).strict(), { title: 'StoreWalletpayCredentials' }),
+    extendApi(z.object({ provider: z.literal('mobilemoney'), mobilemoney: MobilemoneyCredentialsSchema }).strict(), { title: 'StoreMobilemoneyCredentials' }),
   ]),
-  { example: { provider: 'cardpay', cardpay: { secret_key: 'sk_test_51Hx…', webhook_secret: 'whsec_…' } } },
+  {
+    example: { provider: 'cardpay', cardpay: { secret_key: 'sk_test_51Hx…', webhook_secret: 'whsec_…' } },
+    mediaExamples: {
+      cardpay: { summary: 'cardpay (the webhook secret is registered for you when omitted)', value: { provider: 'cardpay', cardpay: { secret_key: 'sk_test_demo_0001' } } },
+      walletpay: { summary: 'walletpay', value: { provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'AbC123-client', client_secret: 'EfG456-secret' } } },
+      mobilemoney: {
+        summary: 'mobilemoney',
+        value: { provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: 'ck_demo', consumer_secret: 'cs_demo', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd', shortcode: '174379' } },
+      },
+    },
+  },
 );
 export type StoreCredentialsBody = z.infer<typeof StoreCredentialsBodySchema>;
 export type CardpayCredentials = z.infer<typeof CardpayCredentialsSchema>;

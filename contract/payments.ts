@@ -52,8 +52,27 @@ export const CreateWalletpayPaymentSchema = z
   .strict();
 
 export const CreatePaymentBodySchema = extendApi(
-  z.discriminatedUnion('provider', [CreateCardpayPaymentSchema, CreateMobilemoneyPaymentSchema, CreateWalletpayPaymentSchema]),
-  { example: { provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' } },
+  z.discriminatedUnion('provider', [
+    extendApi(CreateCardpayPaymentSchema, { title: 'CreateCardpayPayment' }),
+    extendApi(CreateMobilemoneyPaymentSchema, { title: 'CreateMobilemoneyPayment' }),
+    extendApi(CreateWalletpayPaymentSchema, { title: 'CreateWalletpayPayment' }),
+  ]),
+  {
+    example: { provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' },
+    mediaExamples: {
+      cardpay: { summary: 'Charge a card token', value: { provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' } },
+      cardpay3ds: {
+        summary: 'Charge a card that asks for 3-D Secure',
+        value: { provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/checkout/return' },
+      },
+      savedCard: { summary: 'Charge a saved card off-session', value: { provider: 'cardpay', amount: '25.00', currency: 'USD', saved_card_id: '7c9e6679-7425-40de-944b-e07fc1f90ae7' } },
+      mobilemoney: { summary: 'Send a mobile-money push prompt', value: { provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254708374149' } },
+      walletpay: {
+        summary: 'Create a wallet order to approve',
+        value: { provider: 'walletpay', amount: '25.00', currency: 'USD', return_url: 'https://shop.example.com/checkout/return', cancel_url: 'https://shop.example.com/checkout/cancel' },
+      },
+    },
+  },
 );
 export type CreatePaymentBody = z.infer<typeof CreatePaymentBodySchema>;
 
@@ -112,7 +131,16 @@ export const SavedCardSchema = extendApi(
 );
 
 const DecimalQuery = extendApi(z.string().regex(/^\d{1,15}(\.\d{1,4})?$/, 'must be a decimal number'), { type: 'string', example: '10.00' });
-const DateTimeQuery = extendApi(z.string().datetime({ offset: true, message: 'must be an ISO 8601 date-time' }), { format: 'date-time' });
+/** The format check alone lets through instants that do not exist (offset +99:99, year 0000); PostgreSQL refuses them. */
+const isStorableInstant = (value: string) => {
+  const time = Date.parse(value);
+  const year = Number.isNaN(time) ? NaN : new Date(time).getUTCFullYear();
+  return year >= 1 && year <= 9999;
+};
+const DateTimeQuery = extendApi(
+  z.string().datetime({ offset: true, message: 'must be an ISO 8601 date-time' }).refine(isStorableInstant, 'must be an ISO 8601 date-time between years 1 and 9999'),
+  { format: 'date-time' },
+);
 
 export const ListPaymentsQuerySchema = z
   .object({

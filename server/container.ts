@@ -4,6 +4,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import type { AppConfig } from './config/config.js';
 import { resolveEncryptionKey } from './config/encryption-key.js';
 import { ApiKeyService } from './domain/auth/api-key.service.js';
+import { RateLimiter } from './domain/auth/rate-limiter.js';
 import { SecretBox } from './domain/crypto/secret-box.js';
 import { DeliveryService } from './domain/delivery/delivery.service.js';
 import { CredentialsService } from './domain/merchants/credentials.service.js';
@@ -34,6 +35,7 @@ import type { SandboxDeps } from './sandbox/module.js';
 
 export interface Services {
   apiKeys: ApiKeyService;
+  rateLimiter: RateLimiter;
   merchants: MerchantService;
   credentials: CredentialsService;
   deliveries: DeliveryService;
@@ -56,6 +58,8 @@ export interface Container {
   agenda: Agenda;
   /** Outbound webhook attempts as Agenda jobs (implements the domain's DeliveryQueue). */
   deliveryQueue: AgendaDeliveryQueue;
+  /** Cross-process advisory locks (idempotency keys, per-merchant job scheduling). */
+  keyLock: KeyLock;
   secrets: SecretBox;
   services: Services;
   sandboxMounts: { path: string; router: Router }[];
@@ -72,14 +76,15 @@ export interface ContainerOptions {
 }
 
 export async function createContainer(config: AppConfig, options: ContainerOptions): Promise<Container> {
-  const orm = await openOrm(options.databaseUrl);
+  const orm = await openOrm(options.databaseUrl, config.databasePoolMax);
   const secrets = new SecretBox(await resolveEncryptionKey(config));
   const em = orm.em;
-  const agenda = createAgenda({
+  const { agenda, closePool: closeAgendaPool } = createAgenda({
     databaseUrl: options.databaseUrl,
     name: `${config.role}-${process.pid}`,
     processEveryMs: options.agendaProcessEveryMs ?? 5000,
     lockLifetimeMs: options.agendaLockLifetimeMs ?? 10 * 60_000,
+    poolMax: Math.min(8, config.databasePoolMax),
   });
   let agendaReady = false;
   agenda.on('ready', () => (agendaReady = true));
@@ -87,7 +92,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const logger = options.logger;
   const merchants = new MerchantService(em, secrets, config.webhookAllowPrivateUrls);
   const deliveryQueue = new AgendaDeliveryQueue(agenda);
-  const keyLock = new KeyLock(options.databaseUrl);
+  const keyLock = new KeyLock(options.databaseUrl, config.databasePoolMax);
 
   // The provider adapters: the only place concrete providers are named.
   const cardpay = new CardpayAdapter(config);
@@ -100,10 +105,10 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   }, {
     // Automatic mobile-money reconciliation exists exactly while the merchant has credentials.
     stored: async (merchantId, provider) => {
-      if (provider === 'mobilemoney') await scheduleMobilemoneyReconciliation(agenda, config.mobilemoneyReconcileIntervalMs, merchantId);
+      if (provider === 'mobilemoney') await scheduleMobilemoneyReconciliation(agenda, keyLock, config.mobilemoneyReconcileIntervalMs, merchantId);
     },
     removed: async (merchantId, provider) => {
-      if (provider === 'mobilemoney') await cancelMobilemoneyReconciliation(agenda, merchantId);
+      if (provider === 'mobilemoney') await cancelMobilemoneyReconciliation(agenda, keyLock, merchantId);
     },
   });
   const gateway = new ProviderGateway(ports, credentials, config);
@@ -111,6 +116,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const refunds = new RefundService(em, config, gateway, payments);
   const services: Services = {
     apiKeys: new ApiKeyService(em),
+    rateLimiter: new RateLimiter(em, config.rateLimitPerMinute),
     merchants,
     credentials,
     deliveries: new DeliveryService(
@@ -139,6 +145,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     orm,
     agenda,
     deliveryQueue,
+    keyLock,
     secrets,
     services,
     sandboxMounts,
@@ -152,6 +159,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     },
     async close() {
       await keyLock.close();
+      await closeAgendaPool().catch(() => undefined);
       await orm.close(true);
     },
   };

@@ -8,6 +8,7 @@ import { defineJobs, scheduleRecurringJobs } from './jobs/index.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from './persistence/embedded-postgres.js';
 import { migrate } from './persistence/orm.js';
+import { withSchemaLock } from './persistence/schema-lock.js';
 
 export interface RunningService {
   container: Container;
@@ -38,13 +39,18 @@ export async function startService(config: AppConfig, options: StartOptions = {}
     embedded = await startEmbeddedPostgres(path.join(config.dataDir, 'postgres'));
     databaseUrl = embedded.url;
   }
-  const container = await createContainer(config, {
-    databaseUrl,
-    logger,
-    agendaProcessEveryMs: options.agendaProcessEveryMs,
-    agendaLockLifetimeMs: options.agendaLockLifetimeMs,
+  // Schema work is serialised across processes: Agenda creates its tables as it connects, and we migrate.
+  const url = databaseUrl;
+  const { container, applied } = await withSchemaLock(url, async () => {
+    const created = await createContainer(config, {
+      databaseUrl: url,
+      logger,
+      agendaProcessEveryMs: options.agendaProcessEveryMs,
+      agendaLockLifetimeMs: options.agendaLockLifetimeMs,
+    });
+    await created.agenda.ready;
+    return { container: created, applied: await migrate(created.orm) };
   });
-  const applied = await migrate(container.orm);
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
 
   const servesApi = config.role === 'all' || config.role === 'api';

@@ -18,6 +18,7 @@ import { DomainError } from '../domain/errors.js';
 import { MerchantService } from '../domain/merchants/merchant.service.js';
 import { runningEmbeddedUrl, startEmbeddedPostgres, type EmbeddedDatabase } from '../persistence/embedded-postgres.js';
 import { migrate, openOrm } from '../persistence/orm.js';
+import { withSchemaLock } from '../persistence/schema-lock.js';
 
 const USAGE = `usage:
   admin merchant create --name NAME
@@ -68,7 +69,7 @@ async function run(argv: string[]): Promise<unknown> {
   }
   const orm = await openOrm(databaseUrl, 2);
   try {
-    await migrate(orm);
+    await withSchemaLock(databaseUrl, () => migrate(orm));
     const secrets = new SecretBox(await resolveEncryptionKey(config));
     return await RequestContext.create(orm.em, async () => {
       const keys = new ApiKeyService(orm.em);

@@ -9,6 +9,7 @@ const EnvSchema = z.object({
   NODE_ENV: z.string().default('development'),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   DATABASE_URL: z.string().url().optional(),
+  DATABASE_POOL_MAX: z.coerce.number().int().min(2).max(1000).default(20),
   PUBLIC_BASE_URL: z.string().url().optional(),
   ENCRYPTION_KEY: z.string().optional(),
   ROLE: z.enum(['all', 'api', 'worker']).default('all'),
@@ -27,6 +28,7 @@ const EnvSchema = z.object({
   STATUS_SYNC_SCHEDULE: z.string().default('1m,5m,15m,1h,6h,24h,48h'),
   STATUS_SYNC_POLL_INTERVAL: z.string().default('30s'),
   MOBILEMONEY_RECONCILE_INTERVAL: z.string().default('15m'),
+  RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).default(0),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DATA_DIR: z.string().default('.data'),
 });
@@ -43,6 +45,8 @@ export interface AppConfig {
   production: boolean;
   port: number;
   databaseUrl: string | undefined;
+  /** Most connections each of the process's pools opens (ORM, idempotency locks, Agenda at most 8). */
+  databasePoolMax: number;
   /** Address providers call back on; filled from the listening port when not configured. */
   publicBaseUrl: string;
   encryptionKey: string | undefined;
@@ -60,6 +64,8 @@ export interface AppConfig {
   statusSyncPollMs: number;
   /** Automatic mobile-money reconciliation interval per merchant. */
   mobilemoneyReconcileIntervalMs: number;
+  /** Requests per API key per minute; 0 turns rate limiting off. */
+  rateLimitPerMinute: number;
   mobilemoneyCallbackAllowlist: string[];
   mobilemoneyCertPath: string | undefined;
   logLevel: string;
@@ -92,6 +98,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     production,
     port: e.PORT,
     databaseUrl: e.DATABASE_URL,
+    databasePoolMax: e.DATABASE_POOL_MAX,
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/$/, ''),
     encryptionKey: e.ENCRYPTION_KEY,
     role: e.ROLE,
@@ -110,6 +117,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     statusSyncScheduleMs: statusSync,
     statusSyncPollMs: parseDurationMs(e.STATUS_SYNC_POLL_INTERVAL),
     mobilemoneyReconcileIntervalMs: parseDurationMs(e.MOBILEMONEY_RECONCILE_INTERVAL),
+    rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
     mobilemoneyCallbackAllowlist: e.MOBILEMONEY_CALLBACK_ALLOWLIST
       ? e.MOBILEMONEY_CALLBACK_ALLOWLIST.split(',').map((s) => s.trim()).filter(Boolean)
       : DEFAULT_MOBILEMONEY_ALLOWLIST,

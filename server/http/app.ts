@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import express, { type Express, type Request } from 'express';
 import { RequestContext } from '@mikro-orm/core';
 import { createExpressEndpoints, initServer } from '@ts-rest/express';
@@ -6,6 +7,7 @@ import { contract } from '../../contract/index.js';
 import type { Container } from '../container.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
 import { authenticate } from './middleware/auth.js';
+import { rejectNulCharacters } from './middleware/reject-nul.js';
 import { accessLog, requestId } from './middleware/request-context.js';
 import { merchantRouter } from './routers/merchant.router.js';
 import { webhookLogsRouter } from './routers/webhook-logs.router.js';
@@ -37,7 +39,12 @@ export function createApp(container: Container): Express {
     res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
   });
   const document = openApiDocument();
+  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
   app.get('/openapi.json', (_req, res) => res.json(document));
+  // The reference links the README's quick start; serve it beside the page so the link resolves.
+  app.get('/docs/README.md', (_req, res) => {
+    res.type('text/markdown; charset=utf-8').send(readme);
+  });
   app.use('/docs', swaggerUi.serve, swaggerUi.setup(document, { customSiteTitle: 'Payments API reference' }));
 
   app.use(
@@ -66,7 +73,8 @@ export function createApp(container: Container): Express {
     logInitialization: false,
     jsonQuery: false,
     responseValidation: false,
-    globalMiddleware: [authenticate(services.apiKeys)],
+    // After authentication (an anonymous caller learns nothing), before validation and the handlers.
+    globalMiddleware: [authenticate(services.apiKeys, services.rateLimiter), rejectNulCharacters],
     requestValidationErrorHandler: (err, _req, _res, next) => next(err),
   });
 

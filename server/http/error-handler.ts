@@ -47,6 +47,9 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       return sendError(res, 'VALIDATION_ERROR', first ? `Invalid request: ${first.field} ${first.issue}` : 'Invalid request', details);
     }
     if (err instanceof DomainError) return sendError(res, err.code, err.message, err.details, err.headers);
+    // Express could not percent-decode a path parameter (/v1/payments/%zz): like an id that does not
+    // parse, it names no resource. Without this it fell through to 500.
+    if (err instanceof URIError) return sendError(res, 'NOT_FOUND', 'Resource not found');
     const type = (err as { type?: string }).type;
     if (type === 'entity.too.large') return sendError(res, 'PAYLOAD_TOO_LARGE', 'Request body is larger than 100 KiB');
     if (type === 'entity.parse.failed') return sendError(res, 'BAD_REQUEST', 'Request body is not valid JSON');

@@ -16,7 +16,7 @@ const ERRORS: Record<string, { code: string; description: string; message: strin
   '400': { code: 'BAD_REQUEST', description: 'Malformed JSON (BAD_REQUEST)', message: 'The body is not valid JSON' },
   '401': { code: 'UNAUTHORIZED', description: 'Missing, unknown or revoked API key (UNAUTHORIZED)', message: 'A valid X-API-Key header is required' },
   '403': { code: 'FORBIDDEN', description: 'The API key lacks the scope this operation needs (FORBIDDEN)', message: 'The API key lacks the payments:write scope' },
-  '404': { code: 'NOT_FOUND', description: 'Unknown id, or an id owned by another merchant (NOT_FOUND)', message: 'Payment not found' },
+  '404': { code: 'NOT_FOUND', description: 'Unknown id, or an id owned by another merchant (NOT_FOUND)', message: 'Not found' },
   '409': { code: 'CONFLICT', description: 'Conflict with the current state (CONFLICT)', message: 'The payment is not in a state that allows this' },
   '413': { code: 'PAYLOAD_TOO_LARGE', description: 'Body larger than 100 KiB (PAYLOAD_TOO_LARGE)', message: 'The body is larger than 100 KiB' },
   '422': { code: 'VALIDATION_ERROR', description: 'Invalid input, with field details (VALIDATION_ERROR)', message: 'The request is invalid' },
@@ -29,18 +29,79 @@ const SUCCESS_DESCRIPTIONS: Record<string, string> = { '200': 'OK', '201': 'Crea
 
 const EXAMPLE_REQUEST_ID = '6f1c1c1e-6c1a-4a57-9a57-1f0c3b9b9b0e';
 
-function errorExample(status: string): Json | undefined {
+/** Provider callbacks carry no API key: their 401 is a bad provider signature. */
+const CALLBACK_401 = { description: 'Missing or invalid provider signature (UNAUTHORIZED)', message: 'The callback signature is missing or invalid' };
+
+function errorFor(status: string, operation: Json): { code: string; description: string; message: string } | undefined {
   const error = ERRORS[status];
   if (!error) return undefined;
-  const details = status === '422' ? { details: [{ field: 'amount', issue: 'must be greater than 0' }] } : {};
+  const isCallback = Array.isArray(operation.security) && operation.security.length === 0;
+  if (status === '401' && isCallback) return { ...error, ...CALLBACK_401 };
+  const scope = operation['x-required-scope'];
+  if (status === '403' && typeof scope === 'string') return { ...error, message: `The API key lacks the ${scope} scope` };
+  return error;
+}
+
+/** The field a 422 example names: the amount when the body has one, else the first input. */
+function exampleField(operation: Json, bodySchema: unknown, components: Record<string, Schema>): { field: string; issue: string } | undefined {
+  const resolved = isObject(bodySchema) && typeof bodySchema.$ref === 'string' ? components[bodySchema.$ref.split('/').pop() ?? ''] : bodySchema;
+  const first = isObject(resolved) && Array.isArray(resolved.oneOf) ? resolved.oneOf[0] : resolved;
+  const member = isObject(first) && typeof first.$ref === 'string' ? components[first.$ref.split('/').pop() ?? ''] : first;
+  const bodyFields = isObject(member) && isObject(member.properties) ? Object.keys(member.properties) : [];
+  if (bodyFields.includes('amount')) return { field: 'amount', issue: 'must be greater than 0' };
+  const query = (Array.isArray(operation.parameters) ? operation.parameters : []).find((p) => isObject(p) && p.in === 'query');
+  if (isObject(query) && typeof query.name === 'string') return { field: query.name, issue: 'is invalid' };
+  const path = (Array.isArray(operation.parameters) ? operation.parameters : []).find((p) => isObject(p) && p.in === 'path');
+  if (isObject(path) && typeof path.name === 'string') return { field: path.name, issue: 'is invalid' };
+  return bodyFields[0] ? { field: bodyFields[0], issue: 'is invalid' } : undefined;
+}
+
+function errorExample(status: string, error: { code: string; message: string }, detail?: { field: string; issue: string }): Json {
+  const details = status === '422' && detail ? { details: [detail] } : {};
   return { success: false, error: { code: error.code, message: error.message, ...details, request_id: EXAMPLE_REQUEST_ID } };
 }
+
+/** Plausible values for well-known field names, so built examples read like real responses. */
+const FIELD_EXAMPLES: Record<string, unknown> = {
+  amount: '25.00',
+  amount_refunded: '0.00',
+  currency: 'USD',
+  provider_ref: 'pi_3Nq8Yx2eZvKYlo2C0a1b2c3d',
+  name: 'Acme Ltd',
+  url: 'https://shop.example.com/payments/webhook',
+  webhook_url: 'https://shop.example.com/payments/webhook',
+  failure_reason: null,
+  last_error: null,
+};
 
 const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** z.undefined() renders as `{}` and z.null() as `{ type: 'string', format: 'null', nullable: true }`. */
 const isUndefinedSchema = (s: unknown) => isObject(s) && Object.keys(s).length === 0;
 const isNullSchema = (s: unknown) => isObject(s) && s.format === 'null';
+
+/**
+ * A discriminated union whose members have a title (`extendApi(member, { title })`) but stayed inline
+ * (ts-rest only moves titled schemas to components when the body itself is titled): the members
+ * become components and the discriminator maps each value to its member.
+ */
+function hoistDiscriminatedMembers(schema: Schema, components: Record<string, Schema>) {
+  const discriminator = schema.discriminator;
+  if (!isObject(discriminator) || typeof discriminator.propertyName !== 'string' || !Array.isArray(schema.oneOf)) return;
+  const property = discriminator.propertyName;
+  const mapping: Record<string, string> = {};
+  schema.oneOf = schema.oneOf.map((member) => {
+    if (!isObject(member) || typeof member.title !== 'string') return member;
+    const existing = components[member.title];
+    if (existing && JSON.stringify(existing) !== JSON.stringify(member)) throw new Error(`OpenAPI: two different schemas are titled ${member.title}`);
+    components[member.title] = member;
+    const ref = `#/components/schemas/${member.title}`;
+    const values = isObject(member.properties) && isObject(member.properties[property]) ? member.properties[property].enum : undefined;
+    if (Array.isArray(values) && values.length === 1) mapping[String(values[0])] = ref;
+    return { $ref: ref };
+  });
+  if (Object.keys(mapping).length > 0) discriminator.mapping = { ...(isObject(discriminator.mapping) ? discriminator.mapping : {}), ...mapping };
+}
 
 /** Rewrites the loosely rendered shapes in place (see the file comment). */
 function normaliseSchema(schema: Schema, components: Record<string, Schema>): Schema {
@@ -56,6 +117,7 @@ function normaliseSchema(schema: Schema, components: Record<string, Schema>): Sc
     }
   }
 
+  hoistDiscriminatedMembers(schema, components);
   // A union with z.undefined()/z.null() members: keep the real members, null becomes `nullable`.
   if (Array.isArray(schema.oneOf) && schema.oneOf.some((s) => isUndefinedSchema(s) || isNullSchema(s))) {
     const hadNull = schema.oneOf.some(isNullSchema);
@@ -94,7 +156,8 @@ function exampleFor(schema: unknown, components: Record<string, Schema>, depth =
     case 'object': {
       const out: Json = {};
       for (const [name, prop] of Object.entries(isObject(schema.properties) ? schema.properties : {})) {
-        const value = exampleFor(prop, components, depth + 1);
+        const hinted = isObject(prop) && !('example' in prop) && name in FIELD_EXAMPLES && (FIELD_EXAMPLES[name] !== null || prop.nullable === true);
+        const value = hinted ? FIELD_EXAMPLES[name] : exampleFor(prop, components, depth + 1);
         if (value !== undefined) out[name] = value;
       }
       return out;
@@ -114,6 +177,8 @@ function exampleFor(schema: unknown, components: Record<string, Schema>, depth =
         case 'email':
           return 'ada@example.com';
         default:
+          // A made-up value would not match the pattern: such a field needs an example in the contract.
+          if (typeof schema.pattern === 'string') return undefined;
           return typeof schema.minLength === 'number' && schema.minLength > 6 ? 'x'.repeat(schema.minLength) : 'string';
       }
     case 'integer':
@@ -168,9 +233,11 @@ export function polishDocument<T extends Json>(document: T): T {
           withExample(media, components);
         }
       }
+      const bodyMedia = isObject(body) && isObject(body.content) ? body.content['application/json'] : undefined;
+      const detail = exampleField(operation, isObject(bodyMedia) ? bodyMedia.schema : undefined, components);
       for (const [status, response] of Object.entries(isObject(operation.responses) ? operation.responses : {})) {
         if (!isObject(response)) continue;
-        const error = ERRORS[status];
+        const error = errorFor(status, operation);
         if (error) response.description = error.description;
         else if (response.description === status) response.description = SUCCESS_DESCRIPTIONS[status] ?? `HTTP ${status}`;
         response.headers = {
@@ -181,11 +248,11 @@ export function polishDocument<T extends Json>(document: T): T {
         for (const media of Object.values(isObject(response.content) ? response.content : {})) {
           if (!isObject(media)) continue;
           if (isObject(media.schema)) normaliseSchema(media.schema, components);
-          withExample(media, components, errorExample(status));
+          withExample(media, components, error ? errorExample(status, error, detail) : undefined);
         }
       }
     }
   }
-  document.components = componentsObject;
+  (document as Json).components = componentsObject;
   return document;
 }

@@ -1,21 +1,43 @@
 import { generateOpenApi } from '@ts-rest/open-api';
-import type { AppRoute } from '@ts-rest/core';
+import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
 import { contract, type RouteMetadata } from '../../contract/index.js';
+import { polishDocument } from './openapi-polish.js';
 
-const ERROR_DESCRIPTIONS: Record<string, string> = {
-  '400': 'Malformed JSON (BAD_REQUEST)',
-  '401': 'Missing, unknown or revoked API key (UNAUTHORIZED)',
-  '403': 'The API key lacks the scope this operation needs (FORBIDDEN)',
-  '404': 'Unknown id, or an id owned by another merchant (NOT_FOUND)',
-  '409': 'Conflict with the current state (CONFLICT)',
-  '413': 'Body larger than 100 KiB (PAYLOAD_TOO_LARGE)',
-  '422': 'Invalid input, with field details (VALIDATION_ERROR)',
-  '429': 'Too many requests; see Retry-After (RATE_LIMITED)',
-  '500': 'Unexpected error; quote the request id (INTERNAL_ERROR)',
-  '502': 'The provider was unreachable or refused the request (PROVIDER_ERROR)',
+/** One line per tag in /docs; a tag used by a route but missing here gets a generic line. */
+const TAG_DESCRIPTIONS: Record<string, string> = {
+  Merchant: 'The authenticated merchant: its webhook URL and its provider credentials (stored encrypted, shown masked).',
+  Payments: 'Create, read, list and capture payments through cardpay, mobilemoney or walletpay.',
+  'Saved cards': 'Cards saved at the card provider (cardpay) for later off-session charges.',
+  'Mobile money': 'mobilemoney operations: status queries, reconciliation of missed callbacks, pull API registration.',
+  Refunds: 'Full and partial refunds; mobilemoney refunds are asynchronous reversals.',
+  Webhooks: 'The outbound event deliveries to the merchant webhook URL, and manual retries.',
+  'Provider callbacks': 'Called by the providers, never by merchants: no API key; each verified with the provider’s own scheme.',
 };
 
-/** openapi.json, generated from the contract; `npm run openapi` writes it, CI checks it is current. */
+const DESCRIPTION = `One API for card (cardpay), mobile-money (mobilemoney) and wallet (walletpay) payments, with signed event webhooks.
+
+**Quick start** — the full walk-through is the [README quick start](README.md#quick-start), and the typed
+TypeScript SDK is described in [README → SDK](README.md#sdk):
+
+1. Get an API key from your administrator (\`npm run admin -- key create --merchant <id> --scopes …\`) and send it as \`X-API-Key\`.
+2. Store provider credentials: \`PUT /v1/merchant/credentials\` with \`{"provider":"cardpay","cardpay":{"secret_key":"sk_test_…"}}\`.
+3. Register your webhook URL: \`PUT /v1/merchant/webhook\` (the \`whsec_\` signing secret is shown once).
+4. Create a payment: \`POST /v1/payments\` with an \`Idempotency-Key\` header and
+   \`{"provider":"cardpay","amount":"25.00","currency":"USD","payment_method":"pm_card_visa"}\`.
+
+Every response uses the envelope \`{ success, data, meta? }\` or \`{ success: false, error: { code, message, details?, request_id } }\`,
+and carries \`X-Request-Id\`. Amounts are decimal strings in major units.`;
+
+function routesOf(router: AppRouter): AppRoute[] {
+  return Object.values(router).flatMap((value) => (isAppRoute(value) ? [value] : routesOf(value as AppRouter)));
+}
+
+function tagsOf(router: AppRouter) {
+  const names = [...new Set(routesOf(router).map((route) => (route.metadata as RouteMetadata | undefined)?.tag).filter((t): t is string => !!t))];
+  return names.map((name) => ({ name, description: TAG_DESCRIPTIONS[name] ?? `${name} operations.` }));
+}
+
+/** openapi.json, generated from the contract; `npm run openapi` writes it, CI checks it is current and lints it. */
 export function openApiDocument() {
   const document = generateOpenApi(
     contract,
@@ -23,12 +45,11 @@ export function openApiDocument() {
       info: {
         title: 'Payments API',
         version: '1.0.0',
-        description:
-          'One API for card (cardpay), mobile-money (mobilemoney) and wallet (walletpay) payments, with signed event webhooks. ' +
-          'Authenticate with the `X-API-Key` header. Every response uses the envelope `{ success, data, meta? }` or ' +
-          '`{ success: false, error: { code, message, details?, request_id } }`. See the README for the quick start.',
+        description: DESCRIPTION,
+        license: { name: 'MIT', url: 'https://opensource.org/licenses/MIT' },
       },
       servers: [{ url: 'http://localhost:3000', description: 'Local service (npm start)' }],
+      tags: tagsOf(contract),
       components: {
         securitySchemes: { ApiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' } },
       },
@@ -37,9 +58,13 @@ export function openApiDocument() {
       setOperationId: 'concatenated-path',
       operationMapper: (operation, route: AppRoute) => {
         const metadata = route.metadata as RouteMetadata | undefined;
-        for (const [status, response] of Object.entries(operation.responses ?? {})) {
-          const description = ERROR_DESCRIPTIONS[status];
-          if (description && response && typeof response === 'object') (response as { description: string }).description = description;
+        const takesIdempotencyKey = (operation.parameters ?? []).some((p) => 'in' in p && p.in === 'header' && p.name === 'idempotency-key');
+        const replay = operation.responses?.['200'];
+        if (takesIdempotencyKey && replay && typeof replay === 'object' && !('$ref' in replay)) {
+          replay.description = 'The original result, replayed: the same Idempotency-Key and body were sent before';
+          replay.headers = {
+            'Idempotent-Replayed': { description: '`true` when this is the replay of an earlier request with the same Idempotency-Key', schema: { type: 'string', enum: ['true'] } },
+          };
         }
         return {
           ...operation,
@@ -50,5 +75,5 @@ export function openApiDocument() {
       },
     },
   );
-  return document;
+  return polishDocument(document as unknown as Record<string, unknown>) as unknown as typeof document;
 }

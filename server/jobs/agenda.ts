@@ -1,5 +1,6 @@
 import { Agenda } from 'agenda';
 import { PostgresBackend } from '@agendajs/postgres-backend';
+import pg from 'pg';
 
 export interface AgendaOptions {
   databaseUrl: string;
@@ -8,16 +9,26 @@ export interface AgendaOptions {
   /** Short in tests: Agenda keeps a timer of half the lock lifetime alive after a job. */
   lockLifetimeMs: number;
   name: string;
+  /** Connections of Agenda's own pool. */
+  poolMax?: number;
 }
 
-/** Agenda on the PostgreSQL backend: jobs live in `agenda_jobs` of the service's own database. */
-export function createAgenda(options: AgendaOptions): Agenda {
-  return new Agenda({
-    backend: new PostgresBackend({ poolConfig: { connectionString: options.databaseUrl, max: 8 } }),
+/**
+ * Agenda on the PostgreSQL backend: jobs live in `agenda_jobs` of the service's own database. The pool
+ * is ours (Agenda does not close a pool it was given): an idle connection that the server drops —
+ * e.g. while the database shuts down — is an error event we handle, not a process crash; `close()`
+ * ends it after Agenda has stopped.
+ */
+export function createAgenda(options: AgendaOptions): { agenda: Agenda; closePool: () => Promise<void> } {
+  const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolMax ?? 8 });
+  pool.on('error', () => undefined);
+  const agenda = new Agenda({
+    backend: new PostgresBackend({ pool }),
     name: options.name,
     processEvery: options.processEveryMs,
     defaultConcurrency: 10,
     maxConcurrency: 40,
     defaultLockLifetime: options.lockLifetimeMs,
   });
+  return { agenda, closePool: () => pool.end() };
 }

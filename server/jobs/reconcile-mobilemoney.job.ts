@@ -1,5 +1,6 @@
 import type { Agenda } from 'agenda';
 import type { Container } from '../container.js';
+import type { KeyLock } from '../persistence/key-lock.js';
 import { AUTO_RECONCILE_WINDOW_MS } from '../domain/mobilemoney/mobilemoney-operations.service.js';
 import { defineJob } from './define-job.js';
 
@@ -25,16 +26,28 @@ export function defineReconcileMobilemoneyJob(container: Container): void {
   }, { concurrency: 2 });
 }
 
-export async function scheduleMobilemoneyReconciliation(agenda: Agenda, intervalMs: number, merchantId: string): Promise<void> {
-  await agenda
-    .create<ReconcileJobData>(RECONCILE_MOBILEMONEY_JOB, { merchantId })
-    .unique({ 'data.merchantId': merchantId })
-    .repeatEvery(intervalMs, { skipImmediate: true })
-    .save();
+/**
+ * Agenda's `unique()` save is a SELECT then an INSERT, so two processes scheduling one merchant at once
+ * (credentials stored through two api processes, workers booting together) would both insert. The
+ * merchant's advisory lock makes the check-and-insert one step across processes.
+ */
+const SCHEDULE_LOCK_WAIT_MS = 30_000;
+const scheduleLockKey = (merchantId: string) => `mobilemoney-reconcile-job:${merchantId}`;
+
+export async function scheduleMobilemoneyReconciliation(agenda: Agenda, locks: KeyLock, intervalMs: number, merchantId: string): Promise<void> {
+  await locks.withLock(scheduleLockKey(merchantId), SCHEDULE_LOCK_WAIT_MS, async () => {
+    await agenda
+      .create<ReconcileJobData>(RECONCILE_MOBILEMONEY_JOB, { merchantId })
+      .unique({ 'data.merchantId': merchantId })
+      .repeatEvery(intervalMs, { skipImmediate: true })
+      .save();
+  });
 }
 
-export async function cancelMobilemoneyReconciliation(agenda: Agenda, merchantId: string): Promise<void> {
-  await agenda.cancel({ name: RECONCILE_MOBILEMONEY_JOB, data: { merchantId } });
+export async function cancelMobilemoneyReconciliation(agenda: Agenda, locks: KeyLock, merchantId: string): Promise<void> {
+  await locks.withLock(scheduleLockKey(merchantId), SCHEDULE_LOCK_WAIT_MS, async () => {
+    await agenda.cancel({ name: RECONCILE_MOBILEMONEY_JOB, data: { merchantId } });
+  });
 }
 
 /** At worker start: every merchant with mobilemoney credentials has its job (idempotent). */
@@ -43,6 +56,6 @@ export async function scheduleAllMobilemoneyReconciliations(container: Container
     `SELECT merchant_id FROM provider_credentials WHERE provider = 'mobilemoney'`,
   );
   for (const { merchant_id } of merchants) {
-    await scheduleMobilemoneyReconciliation(container.agenda, container.config.mobilemoneyReconcileIntervalMs, merchant_id);
+    await scheduleMobilemoneyReconciliation(container.agenda, container.keyLock, container.config.mobilemoneyReconcileIntervalMs, merchant_id);
   }
 }

@@ -7,6 +7,16 @@ export const SWEEP_DELIVERIES_JOB = 'webhook.sweep';
 const SWEEP_GRACE_MS = 2_000;
 
 /**
+ * Agenda keeps a job locked until its lock lifetime passes (10 minutes by default) when the worker
+ * holding it dies, and workers lock the sweep ahead of its run: a crashed worker would stop the
+ * sweeper, the very thing that rescues its stranded deliveries, for that long. A sweep takes well
+ * under a second, so its lock lasts two intervals (at least 10 s): recovery waits at most that.
+ */
+export function sweepLockLifetimeMs(intervalMs: number): number {
+  return Math.max(2 * intervalMs, 10_000);
+}
+
+/**
  * Re-enqueues deliveries that are due but have no job: the process died between the outbox commit and
  * the enqueue, between an attempt and booking the next one, or mid-attempt (its lease expired).
  */
@@ -16,7 +26,7 @@ export function defineSweepDeliveriesJob(container: Container): void {
     if (ids.length === 0) return;
     container.logger.info({ count: ids.length }, 're-enqueuing stranded webhook deliveries');
     await container.deliveryQueue.enqueue(ids);
-  }, { concurrency: 1 });
+  }, { concurrency: 1, lockLifetime: sweepLockLifetimeMs(container.config.deliverySweepIntervalMs) });
 }
 
 /** One repeating row for every worker: Agenda's `every` upserts a single job by name. */

@@ -2,10 +2,17 @@ import pg from 'pg';
 
 export class LockTimeoutError extends Error {}
 
+/** Back-off between tries while another request holds the key: short at first, at most this. */
+const MAX_RETRY_DELAY_MS = 100;
+
 /**
  * Session-level PostgreSQL advisory locks on a small dedicated pool, so a lock held during a provider
  * call never competes with the ORM's connections. Works across every process on the database: this is
  * how concurrent requests with one Idempotency-Key wait for the first instead of calling the provider.
+ *
+ * Only the holder keeps a connection: waiters try (`pg_try_advisory_lock`) and give their connection
+ * back between tries. Blocking in `pg_advisory_lock` would pin one connection per waiting request, so
+ * a burst of retries on one key could exhaust the database's connections for everyone.
  */
 export class KeyLock {
   private readonly pool: pg.Pool;
@@ -17,26 +24,34 @@ export class KeyLock {
 
   /** Runs `fn` holding the lock for `key`; waits at most `waitMs` for it, else LockTimeoutError. */
   async withLock<T>(key: string, waitMs: number, fn: () => Promise<T>): Promise<T> {
-    const started = Date.now();
-    const client = await this.pool.connect().catch((err: Error) => {
-      throw new LockTimeoutError(`lock pool unavailable: ${err.message}`);
-    });
-    let locked = false;
-    try {
-      const remaining = Math.max(1, waitMs - (Date.now() - started));
-      await client.query(`SET lock_timeout = ${Math.floor(remaining)}`);
+    const deadline = Date.now() + waitMs;
+    let delay = 5;
+    for (;;) {
+      const client = await this.pool.connect().catch((err: Error) => {
+        throw new LockTimeoutError(`lock pool unavailable: ${err.message}`);
+      });
+      let locked = false;
+      let broken = false;
       try {
-        await client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [key]);
-      } catch (err) {
-        if ((err as { code?: string }).code === '55P03') throw new LockTimeoutError('lock wait timed out');
-        throw err;
+        const { rows } = await client
+          .query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [key])
+          .catch((err: Error) => {
+            broken = true;
+            throw err;
+          });
+        locked = rows[0]?.ok === true;
+        if (locked) return await fn();
+      } finally {
+        if (locked) {
+          await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [key]).catch(() => (broken = true));
+        }
+        // A connection that may still hold the lock is closed (which releases it), never pooled.
+        client.release(broken);
       }
-      locked = true;
-      await client.query('SET lock_timeout = 0');
-      return await fn();
-    } finally {
-      if (locked) await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [key]).catch(() => undefined);
-      client.release();
+      const left = deadline - Date.now();
+      if (left <= 0) throw new LockTimeoutError('lock wait timed out');
+      await new Promise((r) => setTimeout(r, Math.min(left, delay * (0.5 + Math.random()))));
+      delay = Math.min(delay * 2, MAX_RETRY_DELAY_MS);
     }
   }
 

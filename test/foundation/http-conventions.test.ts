@@ -92,6 +92,9 @@ describe('operations endpoints', () => {
     const docs = await t.http.get('/docs/');
     expect(docs.status).toBe(200);
     expect(docs.text).toContain('swagger-ui');
+    const readme = await t.http.get('/docs/README.md');
+    expect(readme.status).toBe(200);
+    expect(readme.text).toContain('## Quick start');
   });
 
   it('the committed openapi.json is what the contract generates', async () => {

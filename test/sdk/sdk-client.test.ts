@@ -187,4 +187,32 @@ describe('SDK against the real service', () => {
     const logs = await client.webhookLogs.list({ page_size: 5 });
     expect(logs.meta).toMatchObject({ page: 1, page_size: 5 });
   });
+
+  it('takes a walletpay payment through approval and capture', async () => {
+    await client.merchant.storeCredentials({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'sdk-wallet-client', client_secret: 'sdk-wallet-secret' } });
+    const order = await client.payments.create({
+      provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel',
+    });
+    expect(order).toMatchObject({ status: 'pending', next_action: { type: 'redirect', url: expect.any(String) } });
+    const approval = order.next_action!.url;
+    await fetch(`${approval}${approval.includes('?') ? '&' : '?'}auto=approve`, { redirect: 'manual' });
+    const captured = await client.payments.capture(order.id);
+    expect(captured).toEqual({ id: order.id, status: 'completed', provider_ref: expect.any(String), amount: '45.00', currency: 'USD', provider: 'walletpay', created_at: expect.any(String) });
+  });
+
+  it('covers the mobilemoney operations: push payment, status query and reconciliation', async () => {
+    await client.merchant.storeCredentials({
+      provider: 'mobilemoney',
+      mobilemoney: {
+        env: 'sandbox', consumer_key: 'sdk-consumer-key', consumer_secret: 'sdk-consumer-secret',
+        passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379', nominated_number: '254708374149',
+      },
+    });
+    const push = await client.payments.create({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254708374149' });
+    expect(push).toMatchObject({ provider: 'mobilemoney', status: 'pending', provider_ref: expect.stringMatching(/^ws_CO_/) });
+    const ack = await client.mobilemoney.checkStatus(push.provider_ref!);
+    expect(ack).toEqual(expect.objectContaining({ ResponseCode: expect.any(String) }));
+    const report = await client.mobilemoney.reconcile();
+    expect(report).toEqual(expect.objectContaining({ pulled: expect.any(Number), results: expect.any(Array) }));
+  });
 });

@@ -4,6 +4,8 @@ import { Migration20261122000002_payments } from './Migration20261122000002_paym
 import { Migration20261122000101_sandbox_cardpay } from './Migration20261122000101_sandbox_cardpay.js';
 import { Migration20261122000201_sandbox_walletpay } from './Migration20261122000201_sandbox_walletpay.js';
 import { Migration20261122000401_mobilemoney_operations } from './Migration20261122000401_mobilemoney_operations.js';
+import { Migration20261122000402_rate_limits } from './Migration20261122000402_rate_limits.js';
+import { Migration20261122000501_payment_list_indexes } from './Migration20261122000501_payment_list_indexes.js';
 import { Migration20261122000301_sandbox_mobilemoney } from './Migration20261122000301_sandbox_mobilemoney.js';
 
 /**
@@ -17,4 +19,6 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261122000201_sandbox_walletpay', class: Migration20261122000201_sandbox_walletpay },
   { name: 'Migration20261122000301_sandbox_mobilemoney', class: Migration20261122000301_sandbox_mobilemoney },
   { name: 'Migration20261122000401_mobilemoney_operations', class: Migration20261122000401_mobilemoney_operations },
+  { name: 'Migration20261122000402_rate_limits', class: Migration20261122000402_rate_limits },
+  { name: 'Migration20261122000501_payment_list_indexes', class: Migration20261122000501_payment_list_indexes },
 ];

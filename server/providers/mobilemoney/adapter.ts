@@ -1,7 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { MobilemoneyCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
-import { SANDBOX_INITIATOR, SANDBOX_SECURITY_CREDENTIAL } from '../../sandbox/mobilemoney/test-values.js';
 import { providerBaseUrl } from '../base-url.js';
 import { httpRequest, type HttpResponse } from '../http-client.js';
 import {
@@ -26,6 +25,8 @@ import {
   PullQueryResponseSchema,
   pulledTransactions,
   PullRegisterResponseSchema,
+  SANDBOX_INITIATOR,
+  SANDBOX_SECURITY_CREDENTIAL,
   StkPushResponseSchema,
   StkQueryResponseSchema,
   stkResultStatus,

@@ -157,6 +157,10 @@ export function isStillProcessing(error: OperatorError): boolean {
 
 // ---------------------------------------------------------------- transaction status and reversal
 
+/** The operator's published sandbox initiator, used in the sandbox env when the credentials carry none. */
+export const SANDBOX_INITIATOR = 'testapi';
+export const SANDBOX_SECURITY_CREDENTIAL = 'sandbox-security-credential';
+
 export interface InitiatorCredentials {
   Initiator: string;
   SecurityCredential: string;

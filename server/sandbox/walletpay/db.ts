@@ -1,20 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 
-/** Raw SQL bound to one EntityManager (inside a transaction: that transaction's connection). */
-export interface Db {
-  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
-}
-
-export function dbOf(em: EntityManager): Db {
-  return { query: <T>(sql: string, params: unknown[] = []) => em.execute(sql, params) as unknown as Promise<T[]> };
-}
-
-/** Runs `fn` in one database transaction; every query made through its Db is part of it. */
-export function inTransaction<T>(em: EntityManager, fn: (db: Db) => Promise<T>): Promise<T> {
-  return em.transactional((tem) => fn(dbOf(tem)));
-}
+export { dbOf, inTransaction, type Db } from '../db.js';
 
 const UPPER_ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
 

@@ -1,0 +1,74 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import net from 'node:net';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { eventually } from '../support/webhook-receiver.js';
+
+const run = promisify(execFile);
+const tsx = path.resolve('node_modules/.bin/tsx');
+const childEnv = (extra: Record<string, string>) => ({ ...process.env, NODE_OPTIONS: '', ...extra });
+
+let t: TestService;
+let receiver: ChildProcess | undefined;
+
+beforeAll(async () => {
+  t = await startTestService();
+});
+afterAll(async () => {
+  receiver?.kill();
+  await t.stop();
+});
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+describe('examples/ run with npx tsx', () => {
+  it('create-payment.ts stores credentials, creates a cardpay payment and prints it', async () => {
+    const { apiKey } = await t.createMerchant('Example Shop');
+    const { stdout } = await run(tsx, ['examples/create-payment.ts'], {
+      env: childEnv({ BASE_URL: t.baseUrl, API_KEY: apiKey, CARDPAY_SECRET_KEY: 'sk_test_example_0001' }),
+    });
+    expect(JSON.parse(stdout)).toMatchObject({ provider: 'cardpay', status: 'completed', amount: '25.00', currency: 'USD' });
+  }, 60_000);
+
+  it('webhook-receiver.ts accepts a signed delivery, prints the event and rejects a bad signature', async () => {
+    const port = await freePort();
+    const secret = 'whsec_example_receiver_secret';
+    const child = spawn(tsx, ['examples/webhook-receiver.ts'], { env: childEnv({ WEBHOOK_SECRET: secret, PORT: String(port) }) });
+    receiver = child;
+    let out = '';
+    child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    await new Promise<void>((resolve, reject) => {
+      child.stdout!.on('data', () => out.includes('listening on') && resolve());
+      child.on('exit', (code) => reject(new Error(`receiver exited with ${code}`)));
+    });
+
+    const body = JSON.stringify({
+      id: 'evt_1', type: 'payment.completed', created_at: new Date().toISOString(),
+      data: { payment_id: 'p_1', amount: '25.00', currency: 'USD', provider: 'cardpay', status: 'completed', previous_status: 'pending' },
+    });
+    const timestamp = String(Math.floor(Date.now() / 1000));
+    const signature = `sha256=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
+    const headers = { 'content-type': 'application/json', 'x-payments-timestamp': timestamp, 'x-webhook-id': 'dlv_1', 'x-event-type': 'payment.completed' };
+
+    const good = await fetch(`http://127.0.0.1:${port}/webhooks`, { method: 'POST', headers: { ...headers, 'x-payments-signature': signature }, body });
+    expect(good.status).toBe(200);
+    const bad = await fetch(`http://127.0.0.1:${port}/webhooks`, { method: 'POST', headers: { ...headers, 'x-payments-signature': `sha256=${'0'.repeat(64)}` }, body });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toEqual({ error: 'signature_mismatch' });
+
+    // The receiver prints before it answers, but its stdout can reach us after the HTTP answer.
+    await eventually(() => out.includes('"dlv_1"'), 10_000, 'the printed event');
+    const printed = out.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line));
+    expect(printed).toEqual([{ delivery: 'dlv_1', event: JSON.parse(body) }]);
+  }, 60_000);
+});
