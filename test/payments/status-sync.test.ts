@@ -1,0 +1,77 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+
+// The status sync re-checks pending payments with their provider on a backoff. Here the schedule is
+// milliseconds and the simulator's push completes after 2 s, so the first re-checks see the push
+// "being processed" and leave the payment pending; a later one settles it.
+
+let t: TestService;
+let receiver: WebhookReceiver;
+let key: string;
+
+beforeAll(async () => {
+  t = await startTestService({
+    SANDBOX_CALLBACK_DELAY_MS: '2000',
+    STATUS_SYNC_SCHEDULE: '200ms,300ms,400ms,500ms,600ms,700ms,800ms,900ms,1s,1s,1s',
+    STATUS_SYNC_POLL_INTERVAL: '100ms',
+  });
+  receiver = await new WebhookReceiver().start();
+  ({ apiKey: key } = await t.createMerchant('Sync Shop'));
+  await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: receiver.url }).expect(200);
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({
+    provider: 'mobilemoney',
+    mobilemoney: { env: 'sandbox', consumer_key: 'sync-key', consumer_secret: 's', passkey: 'p', shortcode: '174379' },
+  }).expect(200);
+});
+afterAll(async () => {
+  await t.stop();
+  await receiver.stop();
+});
+
+describe('status sync of stuck payments', () => {
+  it('mobile money: "being processed" keeps it pending; a later STK query settles it once, with its event', async () => {
+    // The silent phone never gets a callback: only the sync (or reconciliation) can settle it.
+    const res = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `sync-${Date.now()}`)
+      .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254700000003' });
+    expect(res.body.data.status).toBe('pending');
+    const id = res.body.data.id;
+
+    const stillPending = await eventually(async () => {
+      const [row] = await t.sql<{ status: string; sync_attempts: number }>('SELECT status, sync_attempts FROM payments WHERE id = $1', [id]);
+      return row!.sync_attempts >= 1 ? row : null;
+    }, 10_000, 'a first re-check');
+    expect(stillPending.status).toBe('pending');
+
+    await eventually(async () => (await t.sql<{ status: string }>('SELECT status FROM payments WHERE id = $1', [id]))[0]!.status === 'completed', 15_000, 'settlement by the sync');
+    const transitions = await t.sql('SELECT from_status, to_status, trigger FROM payment_transitions WHERE payment_id = $1 AND accepted ORDER BY id', [id]);
+    expect(transitions).toEqual([
+      { from_status: null, to_status: 'pending', trigger: 'create' },
+      { from_status: 'pending', to_status: 'completed', trigger: 'status-sync' },
+    ]);
+    const [after] = await t.sql<{ next_sync_at: Date | null }>('SELECT next_sync_at FROM payments WHERE id = $1', [id]);
+    expect(after!.next_sync_at).toBeNull();
+    await eventually(() => receiver.events('payment.completed').find((e) => e.json.data.payment_id === id));
+  });
+
+  it('stops re-checking after the last interval of the schedule', async () => {
+    const shortSchedule = await startTestService({ SANDBOX_CALLBACK_DELAY_MS: '600000', STATUS_SYNC_SCHEDULE: '100ms,100ms', STATUS_SYNC_POLL_INTERVAL: '100ms' });
+    try {
+      const m = await shortSchedule.createMerchant('Patient Shop');
+      await shortSchedule.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({
+        provider: 'mobilemoney',
+        mobilemoney: { env: 'sandbox', consumer_key: 'patient-key', consumer_secret: 's', passkey: 'p', shortcode: '174379' },
+      }).expect(200);
+      const res = await shortSchedule.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `patient-${Date.now()}`)
+        .send({ provider: 'mobilemoney', amount: '10', currency: 'KES', phone: '254700000003' });
+      const row = await eventually(async () => {
+        const [r] = await shortSchedule.sql<{ status: string; sync_attempts: number; next_sync_at: Date | null }>(
+          'SELECT status, sync_attempts, next_sync_at FROM payments WHERE id = $1', [res.body.data.id]);
+        return r!.next_sync_at === null ? r : null;
+      }, 10_000, 'the schedule to run out');
+      expect(row).toEqual({ status: 'pending', sync_attempts: 2, next_sync_at: null });
+    } finally {
+      await shortSchedule.stop();
+    }
+  });
+});
