@@ -81,6 +81,9 @@ export const TimestampSchema = extendApi(z.string(), { format: 'date-time', exam
 /** Header every merchant route takes; documented once as the X-API-Key security scheme. */
 export const API_KEY_HEADER = 'x-api-key';
 
+/** The page number query parameter: from 1, and small enough to stay an exact integer offset. */
+export const pageQuery = () => intQuery({ min: 1, max: 10_000_000, default: 1, description: 'Page number, from 1' });
+
 /** Integer query parameter given as a string (`?page=2`). */
 export function intQuery(opts: { min: number; max?: number; default: number; description: string }) {
   const inner = z

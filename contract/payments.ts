@@ -2,7 +2,7 @@ import { initContract } from '@ts-rest/core';
 import { extendApi } from '@anatine/zod-openapi';
 import { z } from 'zod';
 import {
-  ErrorBodySchema, IdParamsSchema, ProviderSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, listEnvelope,
+  ErrorBodySchema, IdParamsSchema, ProviderSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, pageQuery, listEnvelope,
 } from './common.js';
 
 const c = initContract();
@@ -152,7 +152,7 @@ export const ListPaymentsQuerySchema = z
     since: DateTimeQuery.optional().describe('Created at or after this instant'),
     until: DateTimeQuery.optional().describe('Created before this instant'),
     search: z.string().min(1).max(255).optional().describe('Exact mobile-money receipt number or idempotency key'),
-    page: intQuery({ min: 1, default: 1, description: 'Page number, from 1' }),
+    page: pageQuery(),
     page_size: intQuery({ min: 1, max: 100, default: 50, description: 'Items per page, at most 100' }),
   })
   .strict();
@@ -160,7 +160,7 @@ export type ListPaymentsQuery = z.infer<typeof ListPaymentsQuerySchema>;
 
 const PaginationQuerySchema = z
   .object({
-    page: intQuery({ min: 1, default: 1, description: 'Page number, from 1' }),
+    page: pageQuery(),
     page_size: intQuery({ min: 1, max: 100, default: 50, description: 'Items per page, at most 100' }),
   })
   .strict();

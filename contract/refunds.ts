@@ -1,7 +1,7 @@
 import { initContract } from '@ts-rest/core';
 import { extendApi } from '@anatine/zod-openapi';
 import { z } from 'zod';
-import { ErrorBodySchema, IdParamsSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, listEnvelope } from './common.js';
+import { ErrorBodySchema, IdParamsSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, pageQuery, listEnvelope } from './common.js';
 import { AmountInputSchema } from './payments.js';
 
 const c = initContract();
@@ -45,7 +45,7 @@ export const refundsContract = c.router(
       query: z
         .object({
           payment_id: UuidSchema,
-          page: intQuery({ min: 1, default: 1, description: 'Page number, from 1' }),
+          page: pageQuery(),
           page_size: intQuery({ min: 1, max: 100, default: 50, description: 'Items per page, at most 100' }),
         })
         .strict(),

@@ -1,7 +1,7 @@
 import { initContract } from '@ts-rest/core';
 import { extendApi } from '@anatine/zod-openapi';
 import { z } from 'zod';
-import { ErrorBodySchema, IdParamsSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, listEnvelope } from './common.js';
+import { ErrorBodySchema, IdParamsSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, pageQuery, listEnvelope } from './common.js';
 
 const c = initContract();
 
@@ -60,7 +60,7 @@ export const ListWebhookLogsQuerySchema = z
     status: DeliveryStatusSchema.optional(),
     event_type: z.enum(WEBHOOK_EVENT_TYPES).optional(),
     payment_id: UuidSchema.optional(),
-    page: intQuery({ min: 1, default: 1, description: 'Page number, from 1' }),
+    page: pageQuery(),
     page_size: intQuery({ min: 1, max: 100, default: 50, description: 'Items per page, at most 100' }),
   })
   .strict();

@@ -98,6 +98,7 @@ describe('GET /v1/payments', () => {
     [{ page_size: 0 }, 'page_size'],
     [{ page: 0 }, 'page'],
     [{ page: 'two' }, 'page'],
+    [{ page: '100000000000000000000000' }, 'page'],
     [{ status: 'settled' }, 'status'],
     [{ provider: 'paypal' }, 'provider'],
     [{ currency: 'dollars' }, 'currency'],
