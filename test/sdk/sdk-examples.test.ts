@@ -1,11 +1,11 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
+import { freePort } from '../../server/net/free-port.js';
 
 const run = promisify(execFile);
 const tsx = path.resolve('node_modules/.bin/tsx');
@@ -22,14 +22,6 @@ afterAll(async () => {
   await t.stop();
 });
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 describe('examples/ run with npx tsx', () => {
   it('create-payment.ts stores credentials, creates a cardpay payment and prints it', async () => {

@@ -1,8 +1,10 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { TEST_ENCRYPTION_KEY } from './service.js';
+import { freePort } from '../../server/net/free-port.js';
+
+export { freePort };
 
 /**
  * The service as real child processes (`node --import tsx server/main.ts`), the way it runs in
@@ -38,17 +40,6 @@ process.once('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
 
-/** A TCP port free on 127.0.0.1 right now (the api processes are told their port up front). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Configuration every test process shares; `env` adds to or overrides it. */
 export function baseEnv(databaseUrl: string, publicBaseUrl: string, env: Record<string, string> = {}): Record<string, string> {
