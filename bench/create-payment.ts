@@ -1,0 +1,157 @@
+/**
+ * Benchmark 1 — POST /v1/payments (cardpay through the built-in simulator, pm_card_visa, a unique
+ * Idempotency-Key each) against a bare Express + pg handler that inserts one row, both measured in the
+ * same run, on the same PostgreSQL server, at the same concurrency.
+ *
+ * The service runs as one `ROLE=api` process with the merchant's webhook URL registered, so every
+ * request does the whole write path (key lookup, credential decryption, advisory lock, pending row,
+ * the provider's HTTP call to the simulator — which is served by the same process and writes its own
+ * rows —, the completing transition, the outbox event + delivery row, the Agenda job). No worker runs:
+ * sending the webhooks is benchmark 3.
+ *
+ *   npx tsx bench/create-payment.ts   (BENCH_CONCURRENCY=50 BENCH_CREATE_REQUESTS=2000 BENCH_CREATE_SECONDS=20)
+ */
+import { randomUUID } from 'node:crypto';
+import { knob, log, runIfMain, type Benchmark } from './lib/harness.js';
+import { LoopbackClient, closedLoop, type HttpResponse, type LoadResult } from './lib/http.js';
+import { configureMerchant, createMerchant, createPayment } from './lib/merchant.js';
+import { query } from './lib/postgres.js';
+import { WebhookReceiver } from './lib/receiver.js';
+import { kib, printTable, summarize, writeResult } from './lib/report.js';
+import { startServiceProcess, watchRss, type ServiceProcess } from './lib/service-process.js';
+
+/**
+ * What the requests cost PostgreSQL, per request: transactions (every standalone statement is one) and
+ * rows written to each table, read after the process stopped (a backend publishes its statistics when
+ * it exits; before that they can lag by up to 10 s). Boot and migrations add a few dozen transactions.
+ */
+async function workPerRequest(url: string, name: string, requests: number) {
+  const [db] = await query<{ c: string }>(url, 'SELECT xact_commit AS c FROM pg_stat_database WHERE datname = $1', [name]);
+  const tables = await query<{ relname: string; ins: string; upd: string }>(
+    url,
+    `SELECT relname, n_tup_ins AS ins, n_tup_upd AS upd FROM pg_stat_user_tables
+      WHERE relname <> 'mikro_orm_migrations' AND n_tup_ins + n_tup_upd > 0 ORDER BY relname`,
+  );
+  const per = (n: number) => Math.round((n / requests) * 10) / 10;
+  const byTable = Object.fromEntries(tables.map((t) => [t.relname, { inserted: per(Number(t.ins)), updated: per(Number(t.upd)) }]));
+  return {
+    transactions: per(Number(db?.c)),
+    rowsInserted: per(tables.reduce((a, t) => a + Number(t.ins), 0)),
+    rowsUpdated: per(tables.reduce((a, t) => a + Number(t.upd), 0)),
+    byTable,
+  };
+}
+
+const completed = (res: HttpResponse) => res.status === 201 && res.body.includes('"status":"completed"');
+
+function row(name: string, r: LoadResult) {
+  const s = summarize(r.latenciesMs);
+  return { target: name, requests: r.ok + r.failed, ok: r.ok, failed: r.failed, 'req/s': r.requestsPerSecond.toFixed(0), 'p50 ms': s.p50, 'p90 ms': s.p90, 'p99 ms': s.p99, 'max ms': s.max };
+}
+
+export const createPaymentBenchmark: Benchmark = async (ctx) => {
+  const concurrency = knob('BENCH_CONCURRENCY', 50);
+  const maxRequests = knob('BENCH_CREATE_REQUESTS', 2000);
+  const maxMs = knob('BENCH_CREATE_SECONDS', 20) * 1000;
+  const warmup = knob('BENCH_WARMUP_REQUESTS', 200);
+  const db = await ctx.pg.createDatabase('create');
+  // Same server, its own database: each side's statistics are its own.
+  const baseDb = await ctx.pg.createDatabase('baseline');
+  const receiver = await new WebhookReceiver().start();
+  const processes: ServiceProcess[] = [];
+  try {
+    log('benchmark 1: starting the service (ROLE=api) and the baseline');
+    const api = await startServiceProcess({ role: 'api', databaseUrl: db.url });
+    processes.push(api);
+    await api.waitReady();
+    const baseline = await startServiceProcess({ role: 'baseline', databaseUrl: baseDb.url });
+    processes.push(baseline);
+    await baseline.waitReady();
+    const stopWatch = watchRss(processes);
+
+    const merchant = await createMerchant(db.url, 'Bench create-payment');
+    const client = new LoopbackClient(api.baseUrl, concurrency);
+    const baseClient = new LoopbackClient(baseline.baseUrl, concurrency);
+    await configureMerchant(client, merchant, receiver.url);
+
+    const run = (c: LoopbackClient, kind: 'service' | 'baseline', n: number, ms: number) => {
+      const prefix = `${kind}-${randomUUID()}`;
+      const body = JSON.stringify({ amount: '25.00', currency: 'USD' });
+      return closedLoop({
+        concurrency,
+        maxRequests: n,
+        maxDurationMs: ms,
+        isOk: kind === 'service' ? completed : (res) => res.status === 201,
+        send: (i) =>
+          kind === 'service'
+            ? createPayment(c, merchant, `${prefix}-${i}`)
+            : c.request({ method: 'POST', path: '/payments', headers: { 'idempotency-key': `${prefix}-${i}` }, body }),
+      });
+    };
+
+    log(`warm-up: ${warmup} requests each`);
+    await run(client, 'service', warmup, 30_000);
+    await run(baseClient, 'baseline', warmup, 30_000);
+    log(`measuring the service: ${maxRequests} requests or ${maxMs / 1000} s, ${concurrency} concurrent`);
+    const service = await run(client, 'service', maxRequests, maxMs);
+    log(`measuring the baseline: ${maxRequests} requests or ${maxMs / 1000} s, ${concurrency} concurrent`);
+    const bare = await run(baseClient, 'baseline', maxRequests, maxMs);
+    stopWatch();
+    client.close();
+    baseClient.close();
+
+    // The rows are really there: every ok response is a completed payment with its outbox delivery.
+    const [counts] = await query<{ completed: string; deliveries: string }>(
+      db.url,
+      `SELECT (SELECT count(*) FROM payments WHERE status = 'completed') AS completed, (SELECT count(*) FROM webhook_deliveries) AS deliveries`,
+    );
+
+    const apiRss = (await api.stop()).peakRssKb;
+    const baseRss = (await baseline.stop()).peakRssKb;
+    await new Promise((r) => setTimeout(r, 1000));
+    const work = {
+      service: await workPerRequest(db.url, db.name, warmup + service.ok + service.failed),
+      baseline: await workPerRequest(baseDb.url, baseDb.name, warmup + bare.ok + bare.failed),
+    };
+    const table = [row('service POST /v1/payments', service), row('bare express + pg INSERT', bare)];
+    printTable(`Create payment — ${concurrency} concurrent, unique Idempotency-Keys (cardpay simulator, pm_card_visa)`, table);
+    const ratio = bare.requestsPerSecond / service.requestsPerSecond;
+    const s = summarize(service.latenciesMs);
+    const b = summarize(bare.latenciesMs);
+    process.stdout.write(`throughput ratio bare/service: ${ratio.toFixed(1)}x; p50 ${s.p50} vs ${b.p50} ms (${(s.p50 / b.p50).toFixed(1)}x)\n`);
+    process.stdout.write(`per request in PostgreSQL (every standalone statement is a transaction): service ${work.service.transactions} transactions, ${work.service.rowsInserted} rows inserted, ${work.service.rowsUpdated} updated; baseline ${work.baseline.transactions} / ${work.baseline.rowsInserted} / ${work.baseline.rowsUpdated}\n`);
+    process.stdout.write(`peak RSS: service api ${kib(apiRss)}, baseline ${kib(baseRss)}\n`);
+    if (service.failures.length) process.stdout.write(`service failures (first ${service.failures.length}): ${service.failures.join(' | ')}\n`);
+
+    const result = {
+      benchmark: 'create-payment',
+      at: new Date().toISOString(),
+      machine: ctx.machine,
+      parameters: { concurrency, maxRequests, maxSeconds: maxMs / 1000, warmup, serviceRole: 'api', paymentMethod: 'pm_card_visa' },
+      service: { ...summarize(service.latenciesMs), ok: service.ok, failed: service.failed, statuses: service.statuses, requestsPerSecond: service.requestsPerSecond, elapsedMs: service.elapsedMs, failures: service.failures },
+      baseline: { ...summarize(bare.latenciesMs), ok: bare.ok, failed: bare.failed, statuses: bare.statuses, requestsPerSecond: bare.requestsPerSecond, elapsedMs: bare.elapsedMs },
+      ratio: { throughputBareOverService: ratio, p50ServiceOverBare: s.p50 / b.p50, p99ServiceOverBare: s.p99 / b.p99 },
+      database: { completedPayments: Number(counts?.completed), deliveryRows: Number(counts?.deliveries), perRequest: work },
+      peakRssKb: { api: apiRss, baseline: baseRss },
+    };
+    return {
+      name: 'create-payment',
+      headline: {
+        'service req/s': Math.round(service.requestsPerSecond),
+        'service p50/p99 ms': `${s.p50} / ${s.p99}`,
+        'bare req/s': Math.round(bare.requestsPerSecond),
+        'bare p50/p99 ms': `${b.p50} / ${b.p99}`,
+        'bare/service': `${ratio.toFixed(1)}x`,
+      },
+      resultFile: writeResult('create-payment', result),
+      peakRssKb: { api: apiRss, baseline: baseRss },
+    };
+  } finally {
+    for (const p of processes) await p.stop();
+    await receiver.stop();
+    await db.drop();
+    await baseDb.drop();
+  }
+};
+
+runIfMain(import.meta.url, createPaymentBenchmark);

@@ -1,0 +1,117 @@
+/**
+ * Benchmark 3 — webhook deliveries per second from ONE worker process. With no worker running, a
+ * `ROLE=api` process creates N completed cardpay payments (pm_card_visa): each commits its
+ * `payment.completed` event, the delivery row (transactional outbox) and an Agenda job. Then one
+ * `ROLE=worker` process starts and drains them to a local receiver that answers 200 at once.
+ * Throughput is counted from the first delivery received to the last (the worker's boot is reported
+ * separately), and checked against the database: every delivery row must end `delivered`.
+ *
+ *   npx tsx bench/webhook-throughput.ts   (BENCH_DELIVERIES=1000)
+ */
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { knob, log, runIfMain, type Benchmark } from './lib/harness.js';
+import { LoopbackClient, closedLoop } from './lib/http.js';
+import { configureMerchant, createMerchant, createPayment } from './lib/merchant.js';
+import { query } from './lib/postgres.js';
+import { WebhookReceiver } from './lib/receiver.js';
+import { kib, printTable, writeResult } from './lib/report.js';
+import { startServiceProcess, watchRss, type ServiceProcess } from './lib/service-process.js';
+
+export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
+  const deliveries = knob('BENCH_DELIVERIES', 1000);
+  const concurrency = knob('BENCH_CONCURRENCY', 50);
+  const db = await ctx.pg.createDatabase('delivery');
+  const receiver = await new WebhookReceiver().start();
+  const processes: ServiceProcess[] = [];
+  try {
+    log('benchmark 3: starting the service (ROLE=api only)');
+    const api = await startServiceProcess({ role: 'api', databaseUrl: db.url });
+    processes.push(api);
+    await api.waitReady();
+    const merchant = await createMerchant(db.url, 'Bench deliveries');
+    const client = new LoopbackClient(api.baseUrl, concurrency);
+    await configureMerchant(client, merchant, receiver.url);
+
+    log(`creating ${deliveries} completed payments with no worker running`);
+    const prefix = `wh-${randomUUID()}`;
+    const creation = await closedLoop({
+      concurrency,
+      maxRequests: deliveries,
+      maxDurationMs: 300_000,
+      isOk: (res) => res.status === 201 && res.body.includes('"status":"completed"'),
+      send: (i) => createPayment(client, merchant, `${prefix}-${i}`),
+    });
+    client.close();
+    if (creation.failed > 0) throw new Error(`could not create the payments: ${creation.failures.join(' | ')}`);
+    const [queued] = await query<{ deliveries: string; jobs: string }>(
+      db.url,
+      `SELECT (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending') AS deliveries,
+              (SELECT count(*) FROM agenda_jobs WHERE name = 'webhook.deliver') AS jobs`,
+    );
+    const pendingRows = Number(queued?.deliveries);
+    log(`${pendingRows} deliveries pending, ${queued?.jobs} delivery jobs queued; starting one worker`);
+
+    const spawnedAt = performance.now();
+    const worker = await startServiceProcess({ role: 'worker', databaseUrl: db.url });
+    processes.push(worker);
+    const stopWatch = watchRss(processes);
+    const allArrived = await receiver.waitForDistinct(pendingRows, 180_000);
+    stopWatch();
+    const receipts = [...receiver.byWebhookId.values()].map((r) => r.at).sort((a, b) => a - b);
+    const first = receipts[0] ?? NaN;
+    const last = receipts.at(-1) ?? NaN;
+    // Let the worker record the last attempts before counting rows.
+    let delivered = 0;
+    for (let i = 0; i < 50; i += 1) {
+      const [row] = await query<{ n: string }>(db.url, `SELECT count(*) AS n FROM webhook_deliveries WHERE status = 'delivered'`);
+      delivered = Number(row?.n);
+      if (delivered >= pendingRows) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const workerRss = (await worker.stop()).peakRssKb;
+    const apiRss = (await api.stop()).peakRssKb;
+
+    const steadyPerSecond = receipts.length > 1 ? ((receipts.length - 1) / (last - first)) * 1000 : NaN;
+    const overallPerSecond = (receipts.length / (last - spawnedAt)) * 1000;
+    printTable(`Webhook delivery — one worker process, ${pendingRows} queued deliveries, local receiver`, [
+      {
+        received: receipts.length,
+        'delivered rows': delivered,
+        duplicates: receiver.receipts.length - receipts.length,
+        'deliveries/s (first→last)': steadyPerSecond.toFixed(0),
+        'deliveries/s (incl. worker boot)': overallPerSecond.toFixed(0),
+        'worker boot → first ms': (first - spawnedAt).toFixed(0),
+        'worker peak RSS': kib(workerRss),
+      },
+    ]);
+    if (!allArrived) process.stdout.write('WARNING: not every delivery arrived within 180 s\n');
+
+    const result = {
+      benchmark: 'webhook-throughput',
+      at: new Date().toISOString(),
+      machine: ctx.machine,
+      parameters: { deliveries: pendingRows, workers: 1, creationConcurrency: concurrency },
+      received: receipts.length,
+      duplicates: receiver.receipts.length - receipts.length,
+      deliveredRows: delivered,
+      deliveriesPerSecondFirstToLast: steadyPerSecond,
+      deliveriesPerSecondIncludingBoot: overallPerSecond,
+      workerBootToFirstMs: first - spawnedAt,
+      drainMs: last - first,
+      peakRssKb: { worker: workerRss, api: apiRss },
+    };
+    return {
+      name: 'webhook-throughput',
+      headline: { deliveries: receipts.length, 'deliveries/s': Math.round(steadyPerSecond), 'incl. boot /s': Math.round(overallPerSecond) },
+      resultFile: writeResult('webhook-throughput', result),
+      peakRssKb: { worker: workerRss, api: apiRss },
+    };
+  } finally {
+    for (const p of processes) await p.stop();
+    await receiver.stop();
+    await db.drop();
+  }
+};
+
+runIfMain(import.meta.url, webhookThroughputBenchmark);
