@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { freePort } from '../../server/net/free-port.js';
 
 /** A PostgreSQL server the benchmarks create their own fresh databases on. */
 export interface PgServer {
@@ -30,16 +30,6 @@ const REPORTED_SETTINGS = ['fsync', 'synchronous_commit', 'shared_buffers', 'wor
 /** Where the embedded server's log goes (overwritten per run). */
 export const EMBEDDED_LOG = path.join(os.tmpdir(), 'payments-bench-postgres.log');
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 export async function query<T extends Record<string, unknown> = Record<string, unknown>>(url: string, text: string, params: unknown[] = []): Promise<T[]> {
   const client = new pg.Client({ connectionString: url });
