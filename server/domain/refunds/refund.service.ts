@@ -58,8 +58,18 @@ export class RefundService {
       if (!payment) throw notFound('payment');
       if (payment.status !== 'completed') throw conflict(`payment is ${payment.status}; only a completed payment can be refunded`);
       if (!payment.providerRef) throw conflict('payment has no provider reference to refund');
-      const pending = await tx.find(RefundSchema, { paymentId, status: 'pending' });
-      if (payment.provider === 'mobilemoney' && pending.length > 0) throw conflict('a reversal of this payment is already pending');
+      let pending = await tx.find(RefundSchema, { paymentId, status: 'pending' });
+      if (payment.provider === 'mobilemoney') {
+        // A reversal the operator never acknowledged (its request failed) must not block the merchant's
+        // retry: it is superseded. Reversals are idempotent per receipt at the operator, so if the old
+        // request did go through, the new one answers R000001 (already reversed) and completes all the same.
+        for (const stale of pending.filter((r) => !r.providerRef)) {
+          stale.status = 'failed';
+          stale.failureReason = 'superseded: the operator never acknowledged this reversal request';
+        }
+        pending = pending.filter((r) => r.providerRef);
+        if (pending.length > 0) throw conflict('a reversal of this payment is already pending');
+      }
       const reserved = pending.reduce((sum, r) => sum + r.amountMinor, 0n);
       const remaining = payment.amountMinor - payment.amountRefundedMinor - reserved;
       let amountMinor = remaining;

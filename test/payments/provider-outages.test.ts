@@ -1,0 +1,70 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { eventually } from '../support/webhook-receiver.js';
+
+// Outages of the wallet provider on capture and of the mobile-money operator on reversal: a clear 502,
+// nothing moves, and the merchant's retry works once the provider is back (without a double effect).
+
+let t: TestService;
+let key: string;
+let n = 0;
+const outage = (provider: string, mode: 'ok' | 'error' | 'hang') => t.http.post(`/sandbox/${provider}/_control/outage`).send({ mode }).expect(200);
+const get = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key)).body.data;
+
+beforeAll(async () => {
+  t = await startTestService({ PROVIDER_TIMEOUT_MS: '800' });
+  ({ apiKey: key } = await t.createMerchant('Outage Shop'));
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
+    .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'outage-client', client_secret: 'outage-secret' } }).expect(200);
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
+    .send({ provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: 'outage-key', consumer_secret: 's', passkey: 'p', shortcode: '174379' } }).expect(200);
+});
+afterAll(async () => {
+  await outage('walletpay', 'ok');
+  await outage('mobilemoney', 'ok');
+  await t.stop();
+});
+
+describe('walletpay outage on capture', () => {
+  it.each(['error', 'hang'] as const)('%s: 502 PROVIDER_ERROR, the payment stays pending, the retried capture completes it once', async (mode) => {
+    const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `out-${++n}-${Date.now()}`)
+      .send({ provider: 'walletpay', amount: '30.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
+    const p = created.body.data;
+    await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+    await outage('walletpay', mode);
+    const failed = await t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).send({});
+    await outage('walletpay', 'ok');
+    expect(failed.status).toBe(502);
+    expect(failed.body.error.code).toBe('PROVIDER_ERROR');
+    expect(failed.body.error.message).toContain('walletpay');
+    expect((await get(p.id)).status).toBe('pending');
+    const retried = await t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).send({});
+    expect(retried.status).toBe(200);
+    expect(retried.body.data.status).toBe('completed');
+    const captures = await t.sql<{ n: number }>(`SELECT count(*)::int AS n FROM sandbox_walletpay_captures WHERE order_id = $1`, [p.provider_ref]);
+    expect(captures[0]!.n).toBe(1);
+  });
+});
+
+describe('mobilemoney outage on reversal', () => {
+  it('502 and a pending refund that does not block the retry; the retry reverses the payment', async () => {
+    const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `out-mm-${Date.now()}`)
+      .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254708374149' });
+    const id = created.body.data.id;
+    await eventually(async () => (await get(id)).status === 'completed', 10_000, 'the push callback');
+    await outage('mobilemoney', 'error');
+    const failed = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id });
+    await outage('mobilemoney', 'ok');
+    expect(failed.status).toBe(502);
+    expect((await get(id)).status).toBe('completed');
+    const retry = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id });
+    expect(retry.status).toBe(201);
+    expect(retry.body.data.status).toBe('pending');
+    await eventually(async () => (await get(id)).status === 'reversed', 10_000, 'the reversal result');
+    const refunds = await t.sql('SELECT status, failure_reason FROM refunds WHERE payment_id = $1 ORDER BY created_at', [id]);
+    expect(refunds).toEqual([
+      { status: 'failed', failure_reason: 'superseded: the operator never acknowledged this reversal request' },
+      { status: 'completed', failure_reason: null },
+    ]);
+  });
+});
