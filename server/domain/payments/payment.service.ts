@@ -55,13 +55,13 @@ export class PaymentService {
    */
   async create(merchantId: string, idempotencyKey: string, body: CreatePaymentBody): Promise<CreatedPayment> {
     const request = normalizePaymentRequest(body);
-    await this.credentials.require(merchantId, request.provider);
+    const creds = await this.credentials.require(merchantId, request.provider);
     try {
       return await this.keyLock.withLock(`payment-idempotency:${idempotencyKey}`, IDEMPOTENCY_WAIT_MS, async () => {
         const existing = await this.em.fork().findOne(PaymentSchema, { idempotencyKey });
         if (existing) return { payment: this.replay(existing, merchantId, request), replayed: true };
         const payment = await this.reserve(merchantId, idempotencyKey, request);
-        return { payment: await this.callProvider(payment, request), replayed: false };
+        return { payment: await this.callProvider(payment, request, creds), replayed: false };
       });
     } catch (err) {
       if (err instanceof LockTimeoutError) {
@@ -114,7 +114,7 @@ export class PaymentService {
   }
 
   /** The provider call of a reserved payment and the transition its answer makes. */
-  private async callProvider(payment: Payment, request: NormalizedPaymentRequest): Promise<Payment> {
+  private async callProvider(payment: Payment, request: NormalizedPaymentRequest, creds: unknown): Promise<Payment> {
     let result: ProviderPaymentResult;
     try {
       result = await this.gateway.createPayment(payment, {
@@ -124,7 +124,7 @@ export class PaymentService {
         idempotencyKey: `payment-${payment.id}`,
         callbackUrl: request.fields.callback_url ?? callbackUrl(this.config, payment.provider as never),
         fields: payment.providerData,
-      });
+      }, creds);
     } catch (err) {
       return this.handleCreateError(payment, err);
     }

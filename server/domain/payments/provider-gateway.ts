@@ -30,8 +30,9 @@ export class ProviderGateway {
     return creds;
   }
 
-  async createPayment(payment: Payment, input: CreatePaymentInput): Promise<ProviderPaymentResult> {
-    const creds = await this.creds(payment);
+  /** `knownCreds`: the caller already decrypted them (payment creation), so they are not read twice. */
+  async createPayment(payment: Payment, input: CreatePaymentInput, knownCreds?: unknown): Promise<ProviderPaymentResult> {
+    const creds = knownCreds ?? (await this.creds(payment));
     if (payment.provider === 'mobilemoney') {
       // Our push callback carries the payment id and its token, unless the merchant chose another address.
       const callback = typeof input.fields.callback_url === 'string'
