@@ -151,6 +151,7 @@ export class DeliveryService {
       url,
       body: leased.body,
       timeoutMs: this.config.timeoutMs,
+      allowPrivate: this.config.allowPrivateUrls,
       headers: {
         'Content-Type': 'application/json',
         'User-Agent': USER_AGENT,

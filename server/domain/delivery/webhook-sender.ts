@@ -1,3 +1,9 @@
+import dns, { type LookupAddress } from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
+import type { LookupFunction } from 'node:net';
+import { isPublicAddress } from '../merchants/webhook-url-policy.js';
+
 /** What one HTTP attempt produced; `responseStatus` is null when no response arrived. */
 export interface SendResult {
   ok: boolean;
@@ -13,11 +19,26 @@ export function capError(text: string): string {
   return text.length > MAX_ERROR_LENGTH ? `${text.slice(0, MAX_ERROR_LENGTH - 1)}…` : text;
 }
 
-function describeNetworkError(err: unknown, timeoutMs: number): string {
-  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return `no response within ${timeoutMs} ms`;
-  const cause = e?.cause?.code ?? e?.cause?.message;
-  return cause ? `request failed: ${cause}` : `request failed: ${e?.message ?? 'unknown error'}`;
+
+/**
+ * Resolves like the system resolver, but refuses a non-public address unless private URLs are allowed.
+ * The check runs on the address the socket actually connects to, so a DNS answer that changes between
+ * the URL check and the request (rebinding) cannot point a delivery at the internal network.
+ */
+function guardedLookup(allowPrivate: boolean): LookupFunction {
+  return (hostname, options, callback) => {
+    dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
+      if (err) return callback(err, '', 4);
+      const list = addresses as LookupAddress[];
+      if (!allowPrivate && (list.length === 0 || !list.every((a) => isPublicAddress(a.address)))) {
+        const refused = Object.assign(new Error(`${hostname} resolves to a non-public address`), { code: 'ENOTPUBLIC' });
+        return callback(refused, '', 4);
+      }
+      if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
+      const first = list[0]!;
+      callback(null, first.address, first.family);
+    });
+  };
 }
 
 /**
@@ -25,22 +46,49 @@ function describeNetworkError(err: unknown, timeoutMs: number): string {
  * registers the final address), and the whole exchange up to the response headers is bounded by
  * `timeoutMs`. The response body is discarded unread.
  */
-export async function sendWebhook(input: { url: string; body: string; headers: Record<string, string>; timeoutMs: number }): Promise<SendResult> {
+export async function sendWebhook(input: {
+  url: string;
+  body: string;
+  headers: Record<string, string>;
+  timeoutMs: number;
+  allowPrivate: boolean;
+}): Promise<SendResult> {
   const started = performance.now();
   const elapsed = () => Math.round(performance.now() - started);
-  try {
-    const res = await fetch(input.url, {
-      method: 'POST',
-      body: input.body,
-      headers: input.headers,
-      redirect: 'manual',
-      signal: AbortSignal.timeout(input.timeoutMs),
+  const url = new URL(input.url);
+  const client = url.protocol === 'https:' ? https : http;
+  return new Promise<SendResult>((resolve) => {
+    let settled = false;
+    const finish = (result: SendResult) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(result);
+    };
+    const req = client.request(
+      url,
+      {
+        method: 'POST',
+        headers: { ...input.headers, 'Content-Length': String(Buffer.byteLength(input.body)) },
+        lookup: guardedLookup(input.allowPrivate),
+        agent: false,
+      },
+      (res) => {
+        res.resume();
+        const status = res.statusCode ?? 0;
+        const ok = status >= 200 && status < 300;
+        const error = ok ? null : status >= 300 && status < 400 ? `redirect (HTTP ${status}) not followed` : `HTTP ${status}`;
+        finish({ ok, responseStatus: status, error, durationMs: elapsed() });
+      },
+    );
+    // Bounds the whole exchange up to the response headers (connect, send, wait).
+    const timer = setTimeout(() => {
+      finish({ ok: false, responseStatus: null, error: `no response within ${input.timeoutMs} ms`, durationMs: elapsed() });
+      req.destroy();
+    }, input.timeoutMs);
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      finish({ ok: false, responseStatus: null, error: capError(`request failed: ${err.code ?? err.message}`), durationMs: elapsed() });
     });
-    await res.body?.cancel().catch(() => undefined);
-    const ok = res.status >= 200 && res.status < 300;
-    const error = ok ? null : res.status >= 300 && res.status < 400 ? `redirect (HTTP ${res.status}) not followed` : `HTTP ${res.status}`;
-    return { ok, responseStatus: res.status, error, durationMs: elapsed() };
-  } catch (err) {
-    return { ok: false, responseStatus: null, error: capError(describeNetworkError(err, input.timeoutMs)), durationMs: elapsed() };
-  }
+    req.end(input.body);
+  });
 }
