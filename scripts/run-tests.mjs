@@ -5,7 +5,7 @@
  * PostgreSQL in a temporary directory for the run. Extra arguments go to jest.
  */
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -44,6 +44,11 @@ delete env.DATABASE_URL;
 env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ''} --experimental-vm-modules --no-warnings`.trim();
 
 const jestBin = path.resolve('node_modules', 'jest', 'bin', 'jest.js');
+// Every service a test starts logs under test-results/logs; start the run with none, so the secret
+// scan below reads exactly this run's logs.
+const logDir = path.resolve('test-results', 'logs');
+await rm(logDir, { recursive: true, force: true });
+
 const summaryFile = path.resolve('test-results', `jest-summary-${process.pid}.json`);
 await mkdir(path.dirname(summaryFile), { recursive: true });
 await rm(summaryFile, { force: true });
@@ -57,8 +62,26 @@ try {
   process.stdout.write('\njest: 0 passed, 1 failed\n');
 }
 await rm(summaryFile, { force: true });
+
+// The logs of the whole run must hold no credential: API keys, webhook signing secrets, provider
+// secret keys or the sandbox passkey. Any hit fails the run.
+const SECRET_PATTERNS = [/pk_[A-Za-z0-9_-]{43}/, /whsec_[A-Za-z0-9_-]{16,}/, /\b[sr]k_(test|live)_[A-Za-z0-9_]{4,}/, /bfb279f9aa9bdbcf158e97dd71a467cd/];
+let leaks = 0;
+let scanned = 0;
+for (const name of await readdir(logDir).catch(() => [])) {
+  const text = await readFile(path.join(logDir, name), 'utf8').catch(() => '');
+  scanned += 1;
+  for (const pattern of SECRET_PATTERNS) {
+    if (pattern.test(text)) {
+      leaks += 1;
+      process.stdout.write(`secret-like value matching ${pattern} in test-results/logs/${name}\n`);
+    }
+  }
+}
+process.stdout.write(`log scan: ${scanned} service log files, ${leaks} with secrets\n`);
+const exitCode = code === 0 && leaks > 0 ? 1 : code;
 if (embedded) {
   await embedded.stop().catch(() => {});
   if (tempDir) await rm(tempDir, { recursive: true, force: true }).catch(() => {});
 }
-process.exit(code);
+process.exit(exitCode);
