@@ -14,7 +14,7 @@ import { appendEvent } from '../events/outbox.js';
 import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import { formatMinorUnits } from '../money/money.js';
-import { applyPaymentUpdate, eventData } from '../payments/payment-transitions.js';
+import { applyPaymentUpdate, eventData, recordTransition } from '../payments/payment-transitions.js';
 import { canTransition } from '../payments/payment-state.js';
 import type { PaymentService } from '../payments/payment.service.js';
 import type { CallbackOutcome } from './cardpay-callback.service.js';
@@ -167,7 +167,7 @@ export class MobilemoneyCallbackService {
         locked.status = 'completed';
         payment.amountRefundedMinor = payment.amountMinor;
         payment.status = 'reversed';
-        await tx.execute('INSERT INTO payment_transitions (payment_id, from_status, to_status, trigger, accepted) VALUES (?, ?, ?, ?, true)', [payment.id, previous, 'reversed', 'callback:reversal'], 'run');
+        await recordTransition(tx, payment.id, previous, 'reversed', 'callback:reversal', true);
       } else {
         locked.status = 'failed';
         locked.failureReason = succeeded ? `payment is ${payment.status}; it cannot be reversed` : `${result.resultDesc || 'reversal failed'} (ResultCode ${result.resultCode})`;

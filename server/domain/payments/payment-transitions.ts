@@ -36,7 +36,8 @@ export function eventData(payment: Payment, previousStatus: PaymentStatus): Merc
   };
 }
 
-async function recordTransition(tx: EntityManager, paymentId: string, from: PaymentStatus | null, to: PaymentStatus, trigger: string, accepted: boolean, note?: string) {
+/** One row of the transition audit: accepted moves and refused ones (with the reason in `note`). */
+export async function recordTransition(tx: EntityManager, paymentId: string, from: PaymentStatus | null, to: PaymentStatus, trigger: string, accepted: boolean, note?: string) {
   await tx.execute(
     'INSERT INTO payment_transitions (payment_id, from_status, to_status, trigger, accepted, note) VALUES (?, ?, ?, ?, ?, ?)',
     [paymentId, from, to, trigger, accepted, note ?? null],

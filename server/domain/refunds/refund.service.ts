@@ -9,7 +9,7 @@ import { appendEvent } from '../events/outbox.js';
 import { DomainError, conflict, notFound } from '../errors.js';
 import { formatMinorUnits, toMinorUnits } from '../money/money.js';
 import type { ProviderGateway } from '../payments/provider-gateway.js';
-import { eventData } from '../payments/payment-transitions.js';
+import { eventData, recordTransition } from '../payments/payment-transitions.js';
 import { canTransition } from '../payments/payment-state.js';
 import { paymentLookup, type PaymentService } from '../payments/payment.service.js';
 
@@ -128,7 +128,7 @@ export class RefundService {
     payment.amountRefundedMinor += refund.amountMinor;
     if (payment.amountRefundedMinor >= payment.amountMinor && canTransition(payment.status, 'refunded')) payment.status = 'refunded';
     if (payment.status !== previous) {
-      await tx.execute('INSERT INTO payment_transitions (payment_id, from_status, to_status, trigger, accepted) VALUES (?, ?, ?, ?, true)', [payment.id, previous, payment.status, 'refund'], 'run');
+      await recordTransition(tx, payment.id, previous, payment.status, 'refund', true);
     }
     const appended = await appendEvent(tx, {
       merchantId: payment.merchantId,
@@ -170,11 +170,7 @@ export class RefundService {
     }
     const amountMinor = reported.amountMinor;
     if (amountMinor === null || payment.status !== 'completed' || payment.amountRefundedMinor + amountMinor > payment.amountMinor) {
-      await tx.execute(
-        'INSERT INTO payment_transitions (payment_id, from_status, to_status, trigger, accepted, note) VALUES (?, ?, ?, ?, false, ?)',
-        [payment.id, payment.status, 'refunded', reported.trigger, `provider refund ${reported.providerRefundId} not applicable`],
-        'run',
-      );
+      await recordTransition(tx, payment.id, payment.status, 'refunded', reported.trigger, false, `provider refund ${reported.providerRefundId} not applicable`);
       return [];
     }
     const refund = tx.create(RefundSchema, {
