@@ -5,6 +5,7 @@ import type { MobilemoneyOperationsService } from '../../domain/mobilemoney/mobi
 import type { PaymentService } from '../../domain/payments/payment.service.js';
 import { ok } from '../envelope.js';
 import { principalOf } from '../middleware/auth.js';
+import { asSent } from '../middleware/json-body.js';
 import { pageMeta, presentCapture, presentPayment, presentSavedCard } from '../presenters/presenters.js';
 
 const s = initServer();
@@ -31,8 +32,9 @@ export function paymentsRouter(deps: { payments: PaymentService; savedCards: Sav
     checkStatus: async ({ params, res }) => ok(await deps.mobilemoney.checkStatus(principalOf(res).merchantId, params.code)),
     reconcile: async ({ body, res }) => ok(await deps.mobilemoney.reconcile(principalOf(res).merchantId, body ?? {})),
     registerPull: async ({ body, res }) => ok(await deps.mobilemoney.registerPull(principalOf(res).merchantId, body ?? {})),
-    create: async ({ headers, body, res }) => {
-      const { payment, replayed } = await deps.payments.create(principalOf(res).merchantId, headers['idempotency-key'], body);
+    create: async ({ headers, body, req, res }) => {
+      const amount = asSent(req, 'amount', body.amount);
+      const { payment, replayed } = await deps.payments.create(principalOf(res).merchantId, headers['idempotency-key'], { ...body, amount });
       if (replayed) {
         res.setHeader('Idempotent-Replayed', 'true');
         return ok(presentPayment(payment));
