@@ -1,6 +1,7 @@
-/** The events a merchant's webhook receives (interface.md "Events", decisions.md "Refunds"). */
-export const MERCHANT_EVENT_TYPES = ['payment.completed', 'payment.failed', 'payment.refunded', 'payment.reversed', 'refund.failed'] as const;
-export type MerchantEventType = (typeof MERCHANT_EVENT_TYPES)[number];
+import type { WebhookEventType } from '../../../contract/index.js';
+
+/** The events a merchant's webhook receives: declared once, in the contract (WEBHOOK_EVENT_TYPES). */
+export type MerchantEventType = WebhookEventType;
 
 export interface MerchantEventData {
   payment_id: string;
