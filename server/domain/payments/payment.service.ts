@@ -9,6 +9,7 @@ import { callbackUrl } from '../../providers/base-url.js';
 import { ProviderError, type PaymentLookup, type ProviderPaymentResult } from '../../providers/types.js';
 import { DomainError, conflict, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
+import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import { compareDecimals, formatMinorUnits } from '../money/money.js';
 import type { DeliveryQueue } from '../ports.js';
 import type { IdempotencyKeys } from './idempotency-keys.js';
@@ -54,6 +55,8 @@ export class PaymentService {
    */
   async create(merchantId: string, idempotencyKey: string, body: CreatePaymentBody): Promise<CreatedPayment> {
     const request = normalizePaymentRequest(body);
+    // The operator will call this address: the same policy as the merchant's webhook URL.
+    if (request.fields.callback_url) await assertDeliverableUrl(request.fields.callback_url, this.config.webhookAllowPrivateUrls, 'callback_url');
     const creds = await this.credentials.require(merchantId, request.provider);
     const acquired = await this.idempotency.acquire(
       { scope: 'payment.create', merchantId, key: idempotencyKey, requestHash: request.requestHash },
