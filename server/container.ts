@@ -26,6 +26,7 @@ import { MobilemoneyAdapter } from './providers/mobilemoney/index.js';
 import { WalletpayAdapter } from './providers/walletpay/adapter.js';
 import { prepareWalletpayCredentials } from './providers/walletpay/credentials.js';
 import { SavedCardService } from './domain/cards/saved-card.service.js';
+import { IdempotencyKeys } from './domain/payments/idempotency-keys.js';
 import { PaymentService } from './domain/payments/payment.service.js';
 import { ProviderGateway } from './domain/payments/provider-gateway.js';
 import { StatusSyncService } from './domain/payments/status-sync.service.js';
@@ -33,6 +34,9 @@ import { StatusWriter } from './domain/payments/status-writer.js';
 import { RefundService } from './domain/refunds/refund.service.js';
 import { sandboxModules } from './sandbox/index.js';
 import type { SandboxDeps } from './sandbox/module.js';
+
+/** Connections of the advisory-lock pool (per process). */
+export const KEY_LOCK_POOL_MAX = 2;
 
 export interface Services {
   apiKeys: ApiKeyService;
@@ -59,7 +63,7 @@ export interface Container {
   agenda: Agenda;
   /** Outbound webhook attempts as Agenda jobs (implements the domain's DeliveryQueue). */
   deliveryQueue: AgendaDeliveryQueue;
-  /** Cross-process advisory locks (idempotency keys, per-merchant job scheduling). */
+  /** Cross-process advisory locks for per-merchant job scheduling (a database-only critical section). */
   keyLock: KeyLock;
   secrets: SecretBox;
   services: Services;
@@ -77,7 +81,7 @@ export interface ContainerOptions {
 }
 
 export async function createContainer(config: AppConfig, options: ContainerOptions): Promise<Container> {
-  const orm = await openOrm(options.databaseUrl, config.databasePoolMax);
+  const orm = await openOrm(options.databaseUrl, config.databasePoolMax, config.databaseAcquireTimeoutMs);
   const secrets = new SecretBox(await resolveEncryptionKey(config));
   const em = orm.em;
   const { agenda, closePool: closeAgendaPool } = createAgenda({
@@ -93,7 +97,8 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const logger = options.logger;
   const merchants = new MerchantService(em, secrets, config.webhookAllowPrivateUrls);
   const deliveryQueue = new AgendaDeliveryQueue(agenda);
-  const keyLock = new KeyLock(options.databaseUrl, config.databasePoolMax);
+  // Scheduling is rare and brief: two connections are plenty (idempotency needs none of its own).
+  const keyLock = new KeyLock(options.databaseUrl, KEY_LOCK_POOL_MAX);
 
   // The provider adapters: the only place concrete providers are named.
   const cardpay = new CardpayAdapter(config);
@@ -113,9 +118,10 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     },
   });
   const gateway = new ProviderGateway(ports, credentials, config);
+  const idempotency = new IdempotencyKeys(em, config.idempotencyLeaseMs);
   const metrics = new Metrics();
   const writer = new StatusWriter(em, deliveryQueue, metrics.integrityMismatches, logger);
-  const payments = new PaymentService(em, config, credentials, gateway, keyLock, writer, logger);
+  const payments = new PaymentService(em, config, credentials, gateway, idempotency, writer, logger);
   const refunds = new RefundService(em, config, gateway, writer);
   const services: Services = {
     apiKeys: new ApiKeyService(em),
