@@ -27,6 +27,7 @@ import { MobilemoneyAdapter } from './providers/mobilemoney/index.js';
 import { WalletpayAdapter } from './providers/walletpay/adapter.js';
 import { prepareWalletpayCredentials } from './providers/walletpay/credentials.js';
 import { SavedCardService } from './domain/cards/saved-card.service.js';
+import { IdempotencyKeys } from './domain/payments/idempotency-keys.js';
 import { PaymentHistory } from './domain/payments/payment-history.js';
 import { PaymentService } from './domain/payments/payment.service.js';
 import { ProviderGateway } from './domain/payments/provider-gateway.js';
@@ -34,6 +35,9 @@ import { StatusSyncService } from './domain/payments/status-sync.service.js';
 import { RefundService } from './domain/refunds/refund.service.js';
 import { sandboxModules } from './sandbox/index.js';
 import type { SandboxDeps } from './sandbox/module.js';
+
+/** Connections of the advisory-lock pool (per process). */
+export const KEY_LOCK_POOL_MAX = 2;
 
 export interface Services {
   apiKeys: ApiKeyService;
@@ -62,7 +66,7 @@ export interface Container {
   agenda: Agenda;
   /** Outbound webhook attempts as Agenda jobs (implements the domain's DeliveryQueue). */
   deliveryQueue: AgendaDeliveryQueue;
-  /** Cross-process advisory locks (idempotency keys, per-merchant job scheduling). */
+  /** Cross-process advisory locks for per-merchant job scheduling (a database-only critical section). */
   keyLock: KeyLock;
   secrets: SecretBox;
   services: Services;
@@ -80,7 +84,7 @@ export interface ContainerOptions {
 }
 
 export async function createContainer(config: AppConfig, options: ContainerOptions): Promise<Container> {
-  const orm = await openOrm(options.databaseUrl, config.databasePoolMax);
+  const orm = await openOrm(options.databaseUrl, config.databasePoolMax, config.databaseAcquireTimeoutMs);
   const secrets = new SecretBox(await resolveEncryptionKey(config));
   const em = orm.em;
   const { agenda, closePool: closeAgendaPool } = createAgenda({
@@ -96,7 +100,8 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const logger = options.logger;
   const merchants = new MerchantService(em, secrets, config.webhookAllowPrivateUrls);
   const deliveryQueue = new AgendaDeliveryQueue(agenda);
-  const keyLock = new KeyLock(options.databaseUrl, config.databasePoolMax);
+  // Scheduling is rare and brief: two connections are plenty (idempotency needs none of its own).
+  const keyLock = new KeyLock(options.databaseUrl, KEY_LOCK_POOL_MAX);
 
   // The provider adapters: the only place concrete providers are named.
   const cardpay = new CardpayAdapter(config);
@@ -116,7 +121,8 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     },
   });
   const gateway = new ProviderGateway(ports, credentials, config);
-  const payments = new PaymentService(em, config, credentials, gateway, keyLock, deliveryQueue, logger);
+  const idempotency = new IdempotencyKeys(em, config.idempotencyLeaseMs);
+  const payments = new PaymentService(em, config, credentials, gateway, idempotency, deliveryQueue, logger);
   const refunds = new RefundService(em, config, gateway, payments);
   const services: Services = {
     apiKeys: new ApiKeyService(em),

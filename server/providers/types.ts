@@ -108,6 +108,11 @@ export type ProviderCredentialsMap = {
 
 /** Every provider can create, look up and refund a payment. */
 export interface PaymentProviderPort<C> {
+  /**
+   * True when a repeated create with the same idempotency key returns the first result instead of
+   * charging again: an interrupted creation may then be resumed by calling create once more.
+   */
+  readonly repeatsCreateSafely: boolean;
   createPayment(creds: C, input: CreatePaymentInput): Promise<ProviderPaymentResult>;
   getPayment(creds: C, lookup: PaymentLookup): Promise<ProviderPaymentResult>;
   refundPayment(creds: C, input: RefundInput): Promise<ProviderRefundResult>;
