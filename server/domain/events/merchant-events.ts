@@ -1,7 +1,12 @@
 import type { WebhookEventType } from '../../../contract/index.js';
 
-/** The events a merchant's webhook receives: declared once, in the contract (WEBHOOK_EVENT_TYPES). */
+/**
+ * The events a merchant's webhook receives: declared once, in the contract (WEBHOOK_EVENT_TYPES;
+ * interface.md "Events", decisions.md "Refunds"; `webhook.test` on request).
+ */
 export type MerchantEventType = WebhookEventType;
+/** The events a payment's transitions emit through the outbox. */
+export type PaymentEventType = Exclude<MerchantEventType, 'webhook.test'>;
 
 export interface MerchantEventData {
   payment_id: string;

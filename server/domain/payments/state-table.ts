@@ -1,5 +1,5 @@
 import type { PaymentStatus, RefundStatus } from '../../../contract/index.js';
-import type { MerchantEventType } from '../events/merchant-events.js';
+import type { PaymentEventType } from '../events/merchant-events.js';
 
 /**
  * THE table of allowed status moves (interface.md "States and transitions", decisions.md "Refunds"),
@@ -15,7 +15,7 @@ import type { MerchantEventType } from '../events/merchant-events.js';
 export interface Edge<S extends string> {
   from: S;
   to: S;
-  event: MerchantEventType;
+  event: PaymentEventType;
   movesMoney: boolean;
 }
 

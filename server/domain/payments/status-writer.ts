@@ -7,7 +7,7 @@ import {
 } from '../../persistence/entities/index.js';
 import type { Money, ProviderPaymentResult } from '../../providers/types.js';
 import { appendEvent } from '../events/outbox.js';
-import type { MerchantEventData, MerchantEventType } from '../events/merchant-events.js';
+import type { MerchantEventData, PaymentEventType } from '../events/merchant-events.js';
 import { formatMinorUnits } from '../money/money.js';
 import type { DeliveryQueue, IntegrityCounter } from '../ports.js';
 import { paymentEdge, refundEdge, type PaymentEdge } from './state-table.js';
@@ -348,7 +348,7 @@ export class UnitOfWork {
     return this.tx.findOneOrFail(PaymentSchema, { id: paymentId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
   }
 
-  private async emit(payment: Payment, type: MerchantEventType, data: MerchantEventData): Promise<void> {
+  private async emit(payment: Payment, type: PaymentEventType, data: MerchantEventData): Promise<void> {
     const appended = await appendEvent(this.tx, { merchantId: payment.merchantId, paymentId: payment.id, type, data });
     if (appended.deliveryId) this.deliveryIds.push(appended.deliveryId);
   }
