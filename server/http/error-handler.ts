@@ -5,6 +5,7 @@ import type { ZodError, ZodIssue } from 'zod';
 import { DomainError, type FieldIssue } from '../domain/errors.js';
 import type { Logger } from '../observability/logger.js';
 import { sendError } from './envelope.js';
+import { isCapacityExhausted, RETRY_AFTER_SECONDS } from './error-map.js';
 
 function issueToField(prefix: string | null, issue: ZodIssue): FieldIssue[] {
   const base = [...(prefix ? [prefix] : []), ...issue.path.map(String)].join('.');
@@ -85,6 +86,10 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     if (err instanceof URIError) return sendError(res, 'NOT_FOUND', 'Resource not found');
     const bodyError = bodyReadError(err);
     if (bodyError) return sendError(res, bodyError.code, bodyError.message);
+    if (isCapacityExhausted(err)) {
+      logger.warn({ requestId: res.locals.requestId, route: req.path, err: { type: (err as Error)?.name } }, 'database capacity exhausted; answered 503');
+      return sendError(res, 'SERVICE_UNAVAILABLE', 'The service is temporarily overloaded; retry after a moment', undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
+    }
     // The logger's err serializer keeps SQL, its parameters and request data out of the log.
     logger.error({ requestId: res.locals.requestId, route: req.path, err }, 'unhandled error');
     return sendError(res, 'INTERNAL_ERROR', 'Internal error; quote the request id when contacting support');
