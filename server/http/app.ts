@@ -5,6 +5,7 @@ import { createExpressEndpoints, initServer } from '@ts-rest/express';
 import swaggerUi from 'swagger-ui-express';
 import { contract } from '../../contract/index.js';
 import type { Container } from '../container.js';
+import { dashboardRouter } from './dashboard.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
 import { authenticate } from './middleware/auth.js';
 import { rejectNulCharacters } from './middleware/reject-nul.js';
@@ -47,6 +48,7 @@ export function createApp(container: Container): Express {
   app.get('/docs/README.md', (_req, res) => {
     res.type('text/markdown; charset=utf-8').send(readme);
   });
+  app.use('/dashboard', dashboardRouter());
   app.use('/docs', swaggerUi.serve, swaggerUi.setup(document, { customSiteTitle: 'Payments API reference' }));
 
   app.use(
