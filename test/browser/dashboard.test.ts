@@ -148,7 +148,11 @@ describe('merchant dashboard', () => {
     expect(refundRows).toEqual([expect.stringContaining('delivered'), expect.stringContaining('delivered')]);
     const transitions = await page.locator('h2:text("Transitions") + div table tbody tr').allInnerTexts();
     expect(transitions.map((row) => row.replace(/\s+/g, ' '))).toEqual([
-      expect.stringMatching(/— pending create yes/), expect.stringMatching(/pending completed create yes/), expect.stringMatching(/completed refunded refund yes/),
+      expect.stringMatching(/payment — pending create yes/),
+      expect.stringMatching(/payment pending completed create yes/),
+      expect.stringMatching(/refund \w{8}… pending completed refund yes/),
+      expect.stringMatching(/refund \w{8}… pending completed refund yes/),
+      expect.stringMatching(/payment completed refunded refund yes/),
     ]);
     const events = await page.locator('h2:text("Events") + div table tbody tr').allInnerTexts();
     expect(events.join('\n')).toMatch(/payment\.refunded[\s\S]*payment\.refunded[\s\S]*payment\.completed/);

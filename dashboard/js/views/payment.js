@@ -49,6 +49,7 @@ async function render(id, section) {
     h('h2', {}, 'Transitions'),
     part(transitions, (rows) => table([
       { label: 'When', cell: (t) => when(t.created_at) },
+      { label: 'Of', cell: (t) => (t.subject === 'refund' ? h('span', {}, 'refund ', shortId(t.refund_id)) : 'payment') },
       { label: 'From', cell: (t) => (t.from_status ? badge(t.from_status) : '—') },
       { label: 'To', cell: (t) => badge(t.to_status) },
       { label: 'Trigger', cell: (t) => h('code', {}, t.trigger) },
