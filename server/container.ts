@@ -129,7 +129,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     refunds,
     savedCards: new SavedCardService(em, credentials, cardpay),
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),
-    cardpayCallbacks: new CardpayCallbackService(em, credentials, payments, refunds, logger),
+    cardpayCallbacks: new CardpayCallbackService(em, credentials, payments, refunds, cardpay, logger),
     walletpayCallbacks: new WalletpayCallbackService(em, walletpay, credentials, payments, refunds, logger),
     mobilemoneyCallbacks: new MobilemoneyCallbackService(em, config, credentials, payments, logger),
     mobilemoney: new MobilemoneyOperationsService(em, config, credentials, mobilemoney, payments, logger),

@@ -15,6 +15,7 @@ import { paymentsRouter } from './routers/payments.router.js';
 import { providerCallbacksRouter } from './routers/provider-callbacks.router.js';
 import { refundsRouter } from './routers/refunds.router.js';
 import { openApiDocument } from './openapi.js';
+import { mountReturnPage } from './return-page.js';
 
 export const BODY_LIMIT = '100kb';
 
@@ -25,7 +26,8 @@ export function createApp(container: Container): Express {
   const { logger, metrics, orm, services } = container;
   const app = express();
   app.disable('x-powered-by');
-  app.set('trust proxy', false);
+  // Off unless TRUST_PROXY says which proxies to believe: then req.ip is the client behind them.
+  app.set('trust proxy', container.config.trustProxy);
   app.use(requestId);
   app.use(accessLog(logger, metrics));
 
@@ -38,6 +40,7 @@ export function createApp(container: Container): Express {
   app.get('/metrics', async (_req, res) => {
     res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
   });
+  mountReturnPage(app);
   const document = openApiDocument();
   const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
   app.get('/openapi.json', (_req, res) => res.json(document));

@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, type Payment } from '../../persistence/entities/index.js';
 import { parseCardpayEvent, verifyCardpaySignature, type CardpayNotification } from '../../providers/cardpay/webhook.js';
-import type { InboundCallback } from '../../providers/types.js';
+import type { CardpayPort, InboundCallback, ProviderRefundRecord } from '../../providers/types.js';
 import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import { applyPaymentUpdate } from '../payments/payment-transitions.js';
@@ -23,6 +23,7 @@ export class CardpayCallbackService {
     private readonly credentials: CredentialsService,
     private readonly payments: PaymentService,
     private readonly refunds: RefundService,
+    private readonly cardpay: CardpayPort,
     private readonly logger: Logger,
   ) {}
 
@@ -49,6 +50,9 @@ export class CardpayCallbackService {
       throw new DomainError('UNAUTHORIZED', 'Invalid or missing Cardpay-Signature');
     }
 
+    // charge.refunded carries no refunds (API ≥ 2022-11-15): read them before the transaction opens.
+    const reported = event.kind === 'refund' ? await this.cardpay.listChargeRefunds(creds, event.chargeId) : [];
+
     const result = await this.em.fork().transactional(async (tx) => {
       if (!(await recordCallbackOnce(tx, 'cardpay', event.eventId, payment.id, event.type))) return { outcome: 'duplicate' as const, deliveryIds: [] };
       if (event.kind === 'payment') {
@@ -60,7 +64,7 @@ export class CardpayCallbackService {
         );
         return { outcome: 'applied' as const, deliveryIds: applied.deliveryIds };
       }
-      return { outcome: 'applied' as const, deliveryIds: await this.applyRefunds(tx, payment.id, event) };
+      return { outcome: 'applied' as const, deliveryIds: await this.applyRefunds(tx, payment, event, reported) };
     });
     await this.payments.enqueue(result.deliveryIds);
     return result.outcome;
@@ -75,17 +79,31 @@ export class CardpayCallbackService {
     return em.findOne(PaymentSchema, { provider: 'cardpay', providerRef: event.paymentIntentId });
   }
 
-  /** charge.refunded: each succeeded refund in the event, recorded once (see RefundService). */
-  private async applyRefunds(tx: EntityManager, paymentId: string, event: Extract<CardpayNotification, { kind: 'refund' }>): Promise<string[]> {
+  /**
+   * charge.refunded: each completed refund of the charge, as the provider lists it, recorded once (see
+   * RefundService), whether the service or the provider's dashboard made it. A refund in another
+   * currency than the payment's is not ours to count.
+   */
+  private async applyRefunds(
+    tx: EntityManager,
+    payment: Payment,
+    event: Extract<CardpayNotification, { kind: 'refund' }>,
+    reported: ProviderRefundRecord[],
+  ): Promise<string[]> {
     const deliveryIds: string[] = [];
-    for (const refund of event.refunds) {
-      if (refund.status !== 'succeeded') continue;
+    for (const refund of [...reported].reverse()) {
+      if (refund.status !== 'completed') continue;
+      if (refund.amount.currency !== payment.currency) {
+        this.logger.warn({ provider: 'cardpay', paymentId: payment.id, refund: refund.providerRef }, 'provider refund currency differs from the payment; not recorded');
+        continue;
+      }
       deliveryIds.push(
-        ...(await this.refunds.recordProviderRefund(tx, paymentId, {
-          providerRefundId: refund.id,
-          amountMinor: refund.amountMinor,
-          raw: event.raw,
-          trigger: 'callback:charge.refunded',
+        ...(await this.refunds.recordProviderRefund(tx, payment.id, {
+          providerRefundId: refund.providerRef,
+          amountMinor: refund.amount.minor,
+          ourRefundId: refund.ourRefundId,
+          raw: refund.raw,
+          trigger: `callback:${event.type}`,
         })),
       );
     }
