@@ -8,6 +8,7 @@ import { Migration20261122000402_rate_limits } from './Migration20261122000402_r
 import { Migration20261122000501_payment_list_indexes } from './Migration20261122000501_payment_list_indexes.js';
 import { Migration20261122000301_sandbox_mobilemoney } from './Migration20261122000301_sandbox_mobilemoney.js';
 import { Migration20261123000101_sandbox_cardpay_fidelity } from './Migration20261123000101_sandbox_cardpay_fidelity.js';
+import { Migration20261123000102_sandbox_certificates } from './Migration20261123000102_sandbox_certificates.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -23,4 +24,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261122000402_rate_limits', class: Migration20261122000402_rate_limits },
   { name: 'Migration20261122000501_payment_list_indexes', class: Migration20261122000501_payment_list_indexes },
   { name: 'Migration20261123000101_sandbox_cardpay_fidelity', class: Migration20261123000101_sandbox_cardpay_fidelity },
+  { name: 'Migration20261123000102_sandbox_certificates', class: Migration20261123000102_sandbox_certificates },
 ];
