@@ -5,9 +5,7 @@ import { parseCardpayEvent, verifyCardpaySignature, type CardpayNotification } f
 import type { CardpayPort, InboundCallback, ProviderRefundRecord } from '../../providers/types.js';
 import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
-import { applyPaymentUpdate } from '../payments/payment-transitions.js';
-import type { PaymentService } from '../payments/payment.service.js';
-import type { RefundService } from '../refunds/refund.service.js';
+import type { StatusWriter, UnitOfWork } from '../payments/status-writer.js';
 import { recordCallbackOnce } from './callback-inbox.js';
 
 export type CallbackOutcome = 'applied' | 'duplicate' | 'unknown_reference' | 'ignored';
@@ -21,8 +19,7 @@ export class CardpayCallbackService {
   constructor(
     private readonly em: EntityManager,
     private readonly credentials: CredentialsService,
-    private readonly payments: PaymentService,
-    private readonly refunds: RefundService,
+    private readonly writer: StatusWriter,
     private readonly cardpay: CardpayPort,
     private readonly logger: Logger,
   ) {}
@@ -53,21 +50,19 @@ export class CardpayCallbackService {
     // charge.refunded carries no refunds (API ≥ 2022-11-15): read them before the transaction opens.
     const reported = event.kind === 'refund' ? await this.cardpay.listChargeRefunds(creds, event.chargeId) : [];
 
-    const result = await this.em.fork().transactional(async (tx) => {
-      if (!(await recordCallbackOnce(tx, 'cardpay', event.eventId, payment.id, event.type))) return { outcome: 'duplicate' as const, deliveryIds: [] };
+    return this.writer.commit(async (uow) => {
+      if (!(await recordCallbackOnce(uow.tx, 'cardpay', event.eventId, payment.id, event.type))) return 'duplicate' as const;
       if (event.kind === 'payment') {
-        const applied = await applyPaymentUpdate(
-          tx,
+        await uow.payment(
           payment.id,
           { status: event.status, providerRef: event.paymentIntentId, failureReason: event.failureReason, raw: event.raw },
           `callback:${event.type}`,
         );
-        return { outcome: 'applied' as const, deliveryIds: applied.deliveryIds };
+      } else {
+        await this.applyRefunds(uow, payment.id, event, reported);
       }
-      return { outcome: 'applied' as const, deliveryIds: await this.applyRefunds(tx, payment, event, reported) };
+      return 'applied' as const;
     });
-    await this.payments.enqueue(result.deliveryIds);
-    return result.outcome;
   }
 
   private async findPayment(event: Exclude<CardpayNotification, { kind: 'ignored' }>): Promise<Payment | null> {
@@ -80,33 +75,22 @@ export class CardpayCallbackService {
   }
 
   /**
-   * charge.refunded: each completed refund of the charge, as the provider lists it, recorded once (see
-   * RefundService), whether the service or the provider's dashboard made it. A refund in another
-   * currency than the payment's is not ours to count.
+   * charge.refunded: each completed refund of the charge as the provider lists it (oldest first),
+   * recorded once by the status writer, whether the service or the provider's dashboard made it.
    */
   private async applyRefunds(
-    tx: EntityManager,
-    payment: Payment,
+    uow: UnitOfWork,
+    paymentId: string,
     event: Extract<CardpayNotification, { kind: 'refund' }>,
     reported: ProviderRefundRecord[],
-  ): Promise<string[]> {
-    const deliveryIds: string[] = [];
+  ): Promise<void> {
     for (const refund of [...reported].reverse()) {
       if (refund.status !== 'completed') continue;
-      if (refund.amount.currency !== payment.currency) {
-        this.logger.warn({ provider: 'cardpay', paymentId: payment.id, refund: refund.providerRef }, 'provider refund currency differs from the payment; not recorded');
-        continue;
-      }
-      deliveryIds.push(
-        ...(await this.refunds.recordProviderRefund(tx, payment.id, {
-          providerRefundId: refund.providerRef,
-          amountMinor: refund.amount.minor,
-          ourRefundId: refund.ourRefundId,
-          raw: refund.raw,
-          trigger: `callback:${event.type}`,
-        })),
+      await uow.providerRefund(
+        paymentId,
+        { providerRefundId: refund.providerRef, reported: refund.amount, ourRefundId: refund.ourRefundId, raw: refund.raw },
+        `callback:${event.type}`,
       );
     }
-    return deliveryIds;
   }
 }

@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import type { Money } from '../types.js';
 import { eventMeaning, redactIntent } from './transformers.js';
 
 /**
@@ -51,6 +52,8 @@ export type CardpayNotification = { eventId: string; type: string } & (
       paymentId: string | null;
       status: 'completed' | 'failed';
       failureReason: string | null;
+      /** The intent's amount and currency as the provider reports them. */
+      amount: Money | null;
       raw: unknown;
     }
   | {
@@ -78,6 +81,8 @@ const IntentSchema = z
     id: z.string().min(1),
     object: z.literal('payment_intent'),
     status: z.string(),
+    amount: minor.nullish(),
+    currency: z.string().nullish(),
     metadata: z.record(z.string()).nullish(),
     last_payment_error: z.object({ message: z.string().nullish() }).passthrough().nullish(),
     cancellation_reason: z.string().nullish(),
@@ -109,6 +114,7 @@ export function parseCardpayEvent(body: unknown): CardpayNotification {
       paymentId: intent.metadata?.payment_id ?? null,
       status: meaning.status,
       failureReason: meaning.status === 'failed' ? (intent.last_payment_error?.message ?? 'The payment failed') : null,
+      amount: typeof intent.amount === 'number' && intent.currency ? { minor: BigInt(intent.amount), currency: intent.currency.toUpperCase() } : null,
       raw,
     };
   }

@@ -5,7 +5,7 @@ import { Migration } from '@mikro-orm/migrations';
  * and the mobilemoney simulator holds the key pair whose certificate initiator passwords are encrypted
  * with (SecurityCredential, as Daraja's).
  */
-export class Migration20261123000102_sandbox_certificates extends Migration {
+export class Migration20261123000702_sandbox_certificates extends Migration {
   override async up(): Promise<void> {
     this.addSql(`ALTER TABLE sandbox_walletpay_keys ADD COLUMN certificate_pem text NULL;`);
     this.addSql(`
