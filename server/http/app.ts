@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import express, { type Express, type Request } from 'express';
+import express, { type Express } from 'express';
 import { RequestContext } from '@mikro-orm/core';
 import { createExpressEndpoints, initServer } from '@ts-rest/express';
 import swaggerUi from 'swagger-ui-express';
@@ -7,6 +7,7 @@ import { contract } from '../../contract/index.js';
 import type { Container } from '../container.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
 import { authenticate } from './middleware/auth.js';
+import { jsonBody } from './middleware/json-body.js';
 import { rejectNulCharacters } from './middleware/reject-nul.js';
 import { accessLog, requestId } from './middleware/request-context.js';
 import { merchantRouter } from './routers/merchant.router.js';
@@ -19,10 +20,7 @@ import { refundsRouter } from './routers/refunds.router.js';
 import { openApiDocument } from './openapi.js';
 import { mountReturnPage } from './return-page.js';
 
-export const BODY_LIMIT = '100kb';
-
-/** Keeps the exact request bytes: provider callbacks are verified over the raw body. */
-export type RawBodyRequest = Request & { rawBody?: Buffer };
+export { BODY_LIMIT, type RawBodyRequest } from './middleware/json-body.js';
 
 export function createApp(container: Container): Express {
   const { logger, metrics, orm, services } = container;
@@ -52,15 +50,7 @@ export function createApp(container: Container): Express {
   });
   app.use('/docs', swaggerUi.serve, swaggerUi.setup(document, { customSiteTitle: 'Payments API reference' }));
 
-  app.use(
-    express.json({
-      limit: BODY_LIMIT,
-      type: ['application/json', 'application/*+json'],
-      verify: (req, _res, buf) => {
-        (req as RawBodyRequest).rawBody = buf;
-      },
-    }),
-  );
+  app.use(jsonBody());
   // Every request gets its own identity map: no entity leaks between requests.
   app.use((_req, _res, next) => RequestContext.create(orm.em, next));
 
