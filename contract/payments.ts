@@ -2,7 +2,7 @@ import { initContract } from '@ts-rest/core';
 import { extendApi } from '@anatine/zod-openapi';
 import { z } from 'zod';
 import {
-  ErrorBodySchema, IdParamsSchema, ProviderSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, pageQuery, listEnvelope,
+  ErrorBodySchema, IdParamsSchema, IdempotencyKeySchema, ProviderSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, pageQuery, listEnvelope,
 } from './common.js';
 
 const c = initContract();
@@ -184,7 +184,7 @@ const PaginationQuerySchema = z
   .strict();
 
 const IdempotencyHeaders = z.object({
-  'idempotency-key': z.string().min(1, 'is required').max(255).describe('Unique per payment attempt; a retry with the same key and body returns the original payment'),
+  'idempotency-key': IdempotencyKeySchema.describe('Unique per payment attempt (1–255 printable ASCII characters); a retry with the same key and body returns the original payment'),
 });
 
 const write = { scope: 'payments:write', tag: 'Payments' } as const;
