@@ -5,6 +5,7 @@ import { createExpressEndpoints, initServer } from '@ts-rest/express';
 import swaggerUi from 'swagger-ui-express';
 import { contract } from '../../contract/index.js';
 import type { Container } from '../container.js';
+import { dashboardRouter } from './dashboard.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
 import { authenticate } from './middleware/auth.js';
 import { jsonBody } from './middleware/json-body.js';
@@ -18,6 +19,7 @@ import { paymentsRouter } from './routers/payments.router.js';
 import { providerCallbacksRouter } from './routers/provider-callbacks.router.js';
 import { refundsRouter } from './routers/refunds.router.js';
 import { openApiDocument } from './openapi.js';
+import { mountReturnPage } from './return-page.js';
 
 export { BODY_LIMIT, type RawBodyRequest } from './middleware/json-body.js';
 
@@ -25,7 +27,8 @@ export function createApp(container: Container): Express {
   const { logger, metrics, orm, services } = container;
   const app = express();
   app.disable('x-powered-by');
-  app.set('trust proxy', false);
+  // Off unless TRUST_PROXY says which proxies to believe: then req.ip is the client behind them.
+  app.set('trust proxy', container.config.trustProxy);
   app.use(requestId);
   app.use(accessLog(logger, metrics));
 
@@ -38,6 +41,7 @@ export function createApp(container: Container): Express {
   app.get('/metrics', async (_req, res) => {
     res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
   });
+  mountReturnPage(app);
   const document = openApiDocument();
   const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
   app.get('/openapi.json', (_req, res) => res.json(document));
@@ -45,6 +49,7 @@ export function createApp(container: Container): Express {
   app.get('/docs/README.md', (_req, res) => {
     res.type('text/markdown; charset=utf-8').send(readme);
   });
+  app.use('/dashboard', dashboardRouter());
   app.use('/docs', swaggerUi.serve, swaggerUi.setup(document, { customSiteTitle: 'Payments API reference' }));
 
   app.use(jsonBody());

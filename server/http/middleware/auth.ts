@@ -28,7 +28,8 @@ export function authenticate(apiKeys: ApiKeyService, rateLimiter: RateLimiter, c
     try {
       if (metadata.scope === null) {
         if (callbackRateLimiter.enabled) {
-          const source = req.socket.remoteAddress ?? 'unknown';
+          // The client address as TRUST_PROXY defines it (the socket's own unless a proxy is trusted).
+          const source = req.ip ?? req.socket.remoteAddress ?? 'unknown';
           if (!admit(res, callbackRateLimiter, await callbackRateLimiter.hit(`callback:${source}`), 'from this address')) return;
         }
         return next();
