@@ -29,6 +29,11 @@ export interface ProviderPaymentResult {
   data?: Record<string, unknown>;
   /** The raw provider response with secrets removed; shown as `provider_response`. */
   raw: unknown;
+  /**
+   * The amount and currency the provider reports for this payment (intent amount, order or capture
+   * amount, callback Amount). The status writer moves money only when it equals the payment's.
+   */
+  amount?: Money | null;
 }
 
 export interface ProviderRefundResult {
@@ -36,6 +41,8 @@ export interface ProviderRefundResult {
   status: 'pending' | 'completed' | 'failed';
   failureReason?: string | null;
   raw: unknown;
+  /** The refunded amount and currency the provider reports; must equal the refund's to complete it. */
+  amount?: Money | null;
 }
 
 /** What the provider must know about the payment being created. */
@@ -108,6 +115,11 @@ export type ProviderCredentialsMap = {
 
 /** Every provider can create, look up and refund a payment. */
 export interface PaymentProviderPort<C> {
+  /**
+   * True when a repeated create with the same idempotency key returns the first result instead of
+   * charging again: an interrupted creation may then be resumed by calling create once more.
+   */
+  readonly repeatsCreateSafely: boolean;
   createPayment(creds: C, input: CreatePaymentInput): Promise<ProviderPaymentResult>;
   getPayment(creds: C, lookup: PaymentLookup): Promise<ProviderPaymentResult>;
   refundPayment(creds: C, input: RefundInput): Promise<ProviderRefundResult>;

@@ -9,6 +9,7 @@ import type { MobilemoneyAdapter } from '../../providers/mobilemoney/adapter.js'
 import { ProviderError } from '../../providers/types.js';
 import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
+import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import type { PaymentService } from '../payments/payment.service.js';
 import { signedCallbackUrl } from './callback-urls.js';
 
@@ -155,6 +156,8 @@ export class MobilemoneyOperationsService {
 
   /** One-time pull registration; defaults from the stored credentials. */
   async registerPull(merchantId: string, input: { nominated_number?: string; callback_url?: string }) {
+    // The operator will post pull results there: the same policy as the merchant's webhook URL.
+    if (input.callback_url) await assertDeliverableUrl(input.callback_url, this.config.webhookAllowPrivateUrls, 'callback_url');
     const creds = await this.credentials.require(merchantId, 'mobilemoney');
     const nominatedNumber = input.nominated_number ?? creds.nominated_number;
     if (!nominatedNumber) {

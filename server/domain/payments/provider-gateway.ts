@@ -44,6 +44,11 @@ export class ProviderGateway {
     return this.port(payment.provider).createPayment(creds as never, input);
   }
 
+  /** Whether an interrupted creation may be resumed by sending the create again (same idempotency key). */
+  repeatsCreateSafely(provider: string): boolean {
+    return this.ports[provider as Provider]?.repeatsCreateSafely === true;
+  }
+
   async getPayment(payment: Payment, lookup: PaymentLookup): Promise<ProviderPaymentResult> {
     return this.port(payment.provider).getPayment((await this.creds(payment)) as never, lookup);
   }

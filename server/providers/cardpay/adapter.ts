@@ -23,6 +23,8 @@ import { WEBHOOK_EVENT_TYPES, createIntentParams, toPaymentResult, toRefundResul
  * caller's idempotency key, so a retry can never charge twice.
  */
 export class CardpayAdapter implements CardpayPort {
+  /** Idempotency-Key on every write. */
+  readonly repeatsCreateSafely = true;
   private readonly clients = new CardpayClients();
 
   constructor(private readonly config: AppConfig) {}

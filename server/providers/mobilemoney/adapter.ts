@@ -45,6 +45,8 @@ const MAX_PULL_PAGES = 500;
  * Stateless apart from the OAuth token, which lives in PostgreSQL and is shared by every process.
  */
 export class MobilemoneyAdapter {
+  /** An STK push has no idempotency key: a second push is a second prompt. */
+  readonly repeatsCreateSafely = false;
   readonly provider = 'mobilemoney' as const;
   private readonly tokens: MobilemoneyTokenStore;
 

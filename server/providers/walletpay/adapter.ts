@@ -52,6 +52,8 @@ interface CallOptions {
  * the credential's env).
  */
 export class WalletpayAdapter implements WalletpayPort {
+  /** PayPal-Request-Id on order create. */
+  readonly repeatsCreateSafely = true;
   readonly provider = 'walletpay' as const;
   private readonly tokens: WalletpayTokens;
 
