@@ -7,6 +7,7 @@ import { contract } from '../../contract/index.js';
 import type { Container } from '../container.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
 import { authenticate } from './middleware/auth.js';
+import { callbackMetrics } from './middleware/callback-metrics.js';
 import { rejectNulCharacters } from './middleware/reject-nul.js';
 import { accessLog, requestId } from './middleware/request-context.js';
 import { merchantRouter } from './routers/merchant.router.js';
@@ -31,6 +32,7 @@ export function createApp(container: Container): Express {
   app.disable('x-powered-by');
   app.set('trust proxy', false);
   app.use(requestId);
+  app.use(callbackMetrics(metrics));
   app.use(accessLog(logger, metrics));
 
   app.use(opsRouter(container));
