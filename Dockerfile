@@ -22,6 +22,7 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm install --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY README.md ./
+COPY dashboard ./dashboard
 COPY --from=build /app/dist ./dist
 USER node
 # 3000: the API (ROLE=api or all); 3001: a worker's /healthz, /readyz and /metrics (ROLE=worker).

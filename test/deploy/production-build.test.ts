@@ -116,8 +116,9 @@ beforeAll(async () => {
   const build = await npm(buildDir, ['run', '-s', 'build']);
   expect(build.stderr + build.stdout).toBe('');
   expect(build.code).toBe(0);
-  // Runtime stage: package.json, the lockfile, the README and dist/ only, then the production install.
-  for (const item of ['package.json', 'package-lock.json', 'README.md']) cpSync(path.join(REPO, item), path.join(appDir, item));
+  // Runtime stage: package.json, the lockfile, the README, the dashboard's static files and dist/ only,
+  // then the production install.
+  for (const item of ['package.json', 'package-lock.json', 'README.md', 'dashboard']) cpSync(path.join(REPO, item), path.join(appDir, item), { recursive: true });
   cpSync(path.join(buildDir, 'dist'), path.join(appDir, 'dist'), { recursive: true });
   const install = await npm(appDir, ['install', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error']);
   expect(install.code).toBe(0);
@@ -184,6 +185,10 @@ describe('the production build', () => {
     expect(tree.filter((p) => /tsx|esbuild/.test(p.cmdline))).toEqual([]);
     // Bound to 127.0.0.1 only: not reachable from other machines.
     expect(listeningAddresses(port)).toEqual(['127.0.0.1']);
+
+    // Files the server reads beside package.json resolve from dist/ too.
+    expect((await fetch(`http://127.0.0.1:${port}/dashboard/`)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${port}/docs/README.md`)).status).toBe(200);
 
     const health = await npm(appDir, ['run', '-s', 'healthcheck'], prodEnv({ ROLE: 'api', PORT: String(port), SANDBOX: 'true' }));
     expect(health.code).toBe(0);
