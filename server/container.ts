@@ -32,6 +32,7 @@ import { ProviderGateway } from './domain/payments/provider-gateway.js';
 import { StatusSyncService } from './domain/payments/status-sync.service.js';
 import { RefundService } from './domain/refunds/refund.service.js';
 import { sandboxModules } from './sandbox/index.js';
+import { withLatency } from './sandbox/controls.js';
 import type { SandboxDeps } from './sandbox/module.js';
 
 /** Connections of the advisory-lock pool (per process). */
@@ -142,7 +143,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   };
 
   const sandboxDeps: SandboxDeps = { config, em, agenda, logger: options.logger };
-  const sandboxMounts = config.sandbox ? sandboxModules.map((m) => ({ path: m.path, router: m.router(sandboxDeps) })) : [];
+  const sandboxMounts = config.sandbox ? sandboxModules.map((m) => ({ path: m.path, router: withLatency(m.router(sandboxDeps), config.sandboxLatencyMs) })) : [];
 
   return {
     config,
