@@ -7,6 +7,7 @@ import { ApiKeyService } from './domain/auth/api-key.service.js';
 import { RateLimiter } from './domain/auth/rate-limiter.js';
 import { SecretBox } from './domain/crypto/secret-box.js';
 import { DeliveryService } from './domain/delivery/delivery.service.js';
+import { EventLog } from './domain/events/event-log.js';
 import { CredentialsService } from './domain/merchants/credentials.service.js';
 import { MerchantService } from './domain/merchants/merchant.service.js';
 import { createAgenda } from './jobs/agenda.js';
@@ -27,6 +28,7 @@ import { WalletpayAdapter } from './providers/walletpay/adapter.js';
 import { prepareWalletpayCredentials } from './providers/walletpay/credentials.js';
 import { SavedCardService } from './domain/cards/saved-card.service.js';
 import { IdempotencyKeys } from './domain/payments/idempotency-keys.js';
+import { PaymentHistory } from './domain/payments/payment-history.js';
 import { PaymentService } from './domain/payments/payment.service.js';
 import { ProviderGateway } from './domain/payments/provider-gateway.js';
 import { StatusSyncService } from './domain/payments/status-sync.service.js';
@@ -44,7 +46,9 @@ export interface Services {
   merchants: MerchantService;
   credentials: CredentialsService;
   deliveries: DeliveryService;
+  events: EventLog;
   payments: PaymentService;
+  paymentHistory: PaymentHistory;
   refunds: RefundService;
   savedCards: SavedCardService;
   statusSync: StatusSyncService;
@@ -130,9 +134,12 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
       em,
       merchants,
       { retryScheduleMs: config.webhookRetryScheduleMs, timeoutMs: config.webhookTimeoutMs, allowPrivateUrls: config.webhookAllowPrivateUrls },
+      deliveryQueue,
       logger,
     ),
+    events: new EventLog(em, config.eventRetentionMs),
     payments,
+    paymentHistory: new PaymentHistory(em),
     refunds,
     savedCards: new SavedCardService(em, credentials, cardpay),
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),

@@ -28,6 +28,8 @@ const EnvSchema = z.object({
   MOBILEMONEY_CERT_PATH: z.string().optional(),
   PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(15_000),
   DELIVERY_SWEEP_INTERVAL: z.string().default('30s'),
+  EVENT_RETENTION: z.string().default('30d'),
+  EVENT_PRUNE_INTERVAL: z.string().default('1h'),
   STATUS_SYNC_SCHEDULE: z.string().default('1m,5m,15m,1h,6h,24h,48h'),
   STATUS_SYNC_POLL_INTERVAL: z.string().default('30s'),
   MOBILEMONEY_RECONCILE_INTERVAL: z.string().default('15m'),
@@ -71,6 +73,10 @@ export interface AppConfig {
   webhookTimeoutMs: number;
   webhookAllowPrivateUrls: boolean;
   deliverySweepIntervalMs: number;
+  /** How long events (GET /v1/events) and their delivered deliveries are kept. */
+  eventRetentionMs: number;
+  /** How often a worker prunes events past the retention period. */
+  eventPruneIntervalMs: number;
   statusSyncScheduleMs: number[];
   /** How often a worker looks for pending payments due a status sync. */
   statusSyncPollMs: number;
@@ -141,6 +147,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
     webhookAllowPrivateUrls: e.WEBHOOK_ALLOW_PRIVATE_URLS ?? !production,
     deliverySweepIntervalMs: parseDurationMs(e.DELIVERY_SWEEP_INTERVAL),
+    eventRetentionMs: parseDurationMs(e.EVENT_RETENTION),
+    eventPruneIntervalMs: parseDurationMs(e.EVENT_PRUNE_INTERVAL),
     statusSyncScheduleMs: statusSync,
     statusSyncPollMs: parseDurationMs(e.STATUS_SYNC_POLL_INTERVAL),
     mobilemoneyReconcileIntervalMs: parseDurationMs(e.MOBILEMONEY_RECONCILE_INTERVAL),

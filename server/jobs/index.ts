@@ -2,6 +2,7 @@ import type { Container } from '../container.js';
 import { sandboxModules } from '../sandbox/index.js';
 import { defineJob } from './define-job.js';
 import { defineDeliverWebhookJob } from './deliver-webhook.job.js';
+import { definePruneEventsJob, schedulePruneEvents } from './prune-events.job.js';
 import { defineSweepDeliveriesJob, scheduleDeliverySweep } from './sweep-deliveries.job.js';
 import { defineSyncPaymentsJob, scheduleSyncPayments } from './sync-payments.job.js';
 import { defineReconcileMobilemoneyJob, scheduleAllMobilemoneyReconciliations } from './reconcile-mobilemoney.job.js';
@@ -12,6 +13,7 @@ export function defineJobs(container: Container): void {
   defineSweepDeliveriesJob(container);
   defineSyncPaymentsJob(container);
   defineReconcileMobilemoneyJob(container);
+  definePruneEventsJob(container);
   if (container.config.sandbox) {
     for (const module of sandboxModules) {
       module.defineJobs?.(container.sandboxDeps, (name, body) => defineJob(container, name, body));
@@ -24,4 +26,5 @@ export async function scheduleRecurringJobs(container: Container): Promise<void>
   await scheduleDeliverySweep(container);
   await scheduleSyncPayments(container);
   await scheduleAllMobilemoneyReconciliations(container);
+  await schedulePruneEvents(container);
 }

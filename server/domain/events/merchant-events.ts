@@ -1,6 +1,8 @@
-/** The events a merchant's webhook receives (interface.md "Events", decisions.md "Refunds"). */
-export const MERCHANT_EVENT_TYPES = ['payment.completed', 'payment.failed', 'payment.refunded', 'payment.reversed', 'refund.failed'] as const;
+/** The events a merchant's webhook receives (interface.md "Events", decisions.md "Refunds"; `webhook.test` on request). */
+export const MERCHANT_EVENT_TYPES = ['payment.completed', 'payment.failed', 'payment.refunded', 'payment.reversed', 'refund.failed', 'webhook.test'] as const;
 export type MerchantEventType = (typeof MERCHANT_EVENT_TYPES)[number];
+/** The events a payment's transitions emit through the outbox. */
+export type PaymentEventType = Exclude<MerchantEventType, 'webhook.test'>;
 
 export interface MerchantEventData {
   payment_id: string;
