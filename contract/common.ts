@@ -74,6 +74,19 @@ export const commonErrorResponses = {
   503: ErrorBodySchema,
 } as const;
 
+/**
+ * The optional Idempotency-Key of POST /v1/refunds, /v1/payments/{id}/capture and /v1/payments/cards:
+ * with it, a retry replays the first answer and never acts twice; the same key with another body is 409.
+ */
+export const OptionalIdempotencyHeaders = z.object({
+  'idempotency-key': z
+    .string()
+    .min(1, 'must not be empty')
+    .max(255)
+    .optional()
+    .describe('Optional. A retry with the same key and body returns the first answer (status and resource, Idempotent-Replayed: true) and never acts twice; the same key with another body is 409'),
+});
+
 export const UuidSchema = extendApi(z.string().uuid(), { format: 'uuid', example: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21' });
 export const IdParamsSchema = z.object({ id: UuidSchema });
 

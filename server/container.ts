@@ -124,7 +124,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const gateway = new ProviderGateway(ports, credentials, config);
   const idempotency = new IdempotencyKeys(em, config.idempotencyLeaseMs);
   const payments = new PaymentService(em, config, credentials, gateway, idempotency, deliveryQueue, logger);
-  const refunds = new RefundService(em, config, gateway, payments);
+  const refunds = new RefundService(em, config, gateway, payments, idempotency);
   const services: Services = {
     apiKeys: new ApiKeyService(em),
     rateLimiter: new RateLimiter(em, config.rateLimitPerMinute),
@@ -141,7 +141,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     payments,
     paymentHistory: new PaymentHistory(em),
     refunds,
-    savedCards: new SavedCardService(em, credentials, cardpay),
+    savedCards: new SavedCardService(em, credentials, cardpay, idempotency),
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),
     cardpayCallbacks: new CardpayCallbackService(em, credentials, payments, refunds, logger),
     walletpayCallbacks: new WalletpayCallbackService(em, walletpay, credentials, payments, refunds, logger),

@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ErrorCode } from '../../../contract/index.js';
-import { DomainError, conflict } from '../errors.js';
+import { DomainError, conflict, type FieldIssue } from '../errors.js';
 
 /**
  * Idempotency keys after Brandur Leach's "Implementing Stripe-like Idempotency Keys in Postgres":
@@ -24,7 +24,7 @@ export type IdempotencyScope = 'payment.create' | 'payment.capture' | 'refund.cr
 export type RecoveryPoint = 'provider_call' | 'finished';
 
 /** The first answer, kept so that a replay gives the same one. */
-export type StoredAnswer = { status: number } | { error: { code: ErrorCode; message: string } };
+export type StoredAnswer = { status: number } | { error: { code: ErrorCode; message: string; details?: FieldIssue[] } };
 
 export interface IdempotentRequest {
   scope: IdempotencyScope;
@@ -61,6 +61,24 @@ export const WAIT_MS = 10_000;
 const MAX_POLL_MS = 200;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** SHA-256 of a request's fields (keys sorted; undefined omitted), for comparing a retry's body with the first. */
+export function hashRequest(fields: Record<string, string | number | null | undefined>): string {
+  const canonical = Object.keys(fields).sort().filter((k) => fields[k] !== undefined).map((k) => [k, fields[k]]);
+  return createHash('sha256').update(JSON.stringify(canonical)).digest('hex');
+}
+
+/** The steps of an action run under an Idempotency-Key (see `IdempotencyKeys.run`). */
+export interface IdempotentAction<T> {
+  /** Validates and reserves inside the claiming transaction; returns the id the provider keys derive from. Throwing claims nothing. */
+  reserve(tx: EntityManager): Promise<string>;
+  /** The provider call(s) and the commit of their answer; `resumed` when a dead request's claim was taken over. */
+  act(resourceId: string, resumed: boolean): Promise<T>;
+  /** The resource as it is now, for a replay. */
+  load(resourceId: string): Promise<T>;
+  /** Errors after which nothing happened anywhere (e.g. the buyer has not approved yet): the key is freed, not answered. */
+  nothingDone?(err: DomainError): boolean;
+}
 
 export class IdempotencyKeys {
   constructor(
@@ -102,6 +120,32 @@ export class IdempotencyKeys {
     }
   }
 
+  /**
+   * Runs `action` once per key: the first request's answer — its success status, or the DomainError it
+   * ended with — is stored and replayed to every later request with the key (marked Idempotent-Replayed),
+   * and the action never runs twice. An unexpected error releases the lease so a retry resumes at once.
+   */
+  async run<T>(request: IdempotentRequest, status: number, action: IdempotentAction<T>): Promise<{ value: T; replayed: boolean }> {
+    const acquired = await this.acquire(request, (tx) => action.reserve(tx));
+    if (acquired.state === 'finished') {
+      const replayedError = IdempotencyKeys.replayError(acquired.answer);
+      if (replayedError) throw replayedError;
+      return { value: await action.load(acquired.resourceId), replayed: true };
+    }
+    const { claim } = acquired;
+    let value: T;
+    try {
+      value = await action.act(claim.resourceId, claim.resumed);
+    } catch (err) {
+      if (err instanceof DomainError && action.nothingDone?.(err)) await this.forget(claim);
+      else if (err instanceof DomainError) await this.finish(claim, { error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) } });
+      else await this.release(claim).catch(() => undefined);
+      throw err;
+    }
+    await this.finish(claim, { status });
+    return { value, replayed: claim.resumed };
+  }
+
   /** Records the answer; the key replays it from now on. Returns false if the lease was lost meanwhile. */
   async finish(claim: ClaimedKey, answer: StoredAnswer, tx: EntityManager = this.em.fork()): Promise<boolean> {
     const rows = await tx.execute<{ id: string }[]>(
@@ -129,7 +173,7 @@ export class IdempotencyKeys {
   /** The replay of a stored error answer, marked as a replay. */
   static replayError(answer: StoredAnswer): DomainError | null {
     if (!('error' in answer)) return null;
-    return new DomainError(answer.error.code, answer.error.message, undefined, { 'Idempotent-Replayed': 'true' });
+    return new DomainError(answer.error.code, answer.error.message, answer.error.details, { 'Idempotent-Replayed': 'true' });
   }
 
   private async claim(request: IdempotentRequest, reserve: (tx: EntityManager) => Promise<string>): Promise<ClaimedKey | null> {

@@ -12,7 +12,7 @@ import type { CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import { compareDecimals, formatMinorUnits } from '../money/money.js';
 import type { DeliveryQueue } from '../ports.js';
-import type { IdempotencyKeys } from './idempotency-keys.js';
+import { hashRequest, type IdempotencyKeys } from './idempotency-keys.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { applyPaymentUpdate, recordCreation, type PaymentUpdate } from './payment-transitions.js';
 import { normalizePaymentRequest, type NormalizedPaymentRequest } from './payment-request.js';
@@ -239,12 +239,38 @@ export class PaymentService {
     return { items, total };
   }
 
-  /** Captures an approved walletpay order. Wrong status or an unapproved order is 409. */
-  async capture(merchantId: string, id: string): Promise<Payment> {
+  /**
+   * Captures an approved walletpay order. Wrong status or an unapproved order is 409. With an
+   * Idempotency-Key a retry replays the first answer; a 409 (nothing captured) frees the key for a retry.
+   */
+  async capture(merchantId: string, id: string, idempotencyKey?: string): Promise<{ payment: Payment; replayed: boolean }> {
+    if (idempotencyKey === undefined) return { payment: await this.captureNow(merchantId, id), replayed: false };
+    const { value, replayed } = await this.idempotency.run(
+      { scope: 'payment.capture', merchantId, key: idempotencyKey, requestHash: hashRequest({ payment_id: id }) },
+      200,
+      {
+        reserve: async (tx) => {
+          const payment = await tx.findOne(PaymentSchema, { id, merchantId });
+          if (!payment) throw notFound('payment');
+          assertCapturable(payment);
+          return payment.id;
+        },
+        act: async (paymentId, resumed) => {
+          const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
+          // A resumed capture whose answer was committed is not sent again.
+          if (resumed && payment.status !== 'pending') return payment;
+          return this.captureNow(merchantId, paymentId);
+        },
+        load: (paymentId) => this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId }),
+        nothingDone: (err) => err.code === 'CONFLICT',
+      },
+    );
+    return { payment: value, replayed };
+  }
+
+  private async captureNow(merchantId: string, id: string): Promise<Payment> {
     const payment = await this.get(merchantId, id);
-    if (payment.provider !== 'walletpay') throw conflict(`${payment.provider} payments are not captured; only walletpay payments are`);
-    if (payment.status !== 'pending') throw conflict(`payment is ${payment.status}; only a pending payment can be captured`);
-    if (!payment.providerRef) throw conflict('payment has no wallet order yet');
+    assertCapturable(payment);
     let result: ProviderPaymentResult;
     try {
       result = await this.gateway.capture(payment, `capture-${payment.id}`);
@@ -262,6 +288,12 @@ export class PaymentService {
     }
     return (await this.applyUpdate(payment.id, toUpdate(result), 'capture')).payment;
   }
+}
+
+function assertCapturable(payment: Payment): void {
+  if (payment.provider !== 'walletpay') throw conflict(`${payment.provider} payments are not captured; only walletpay payments are`);
+  if (payment.status !== 'pending') throw conflict(`payment is ${payment.status}; only a pending payment can be captured`);
+  if (!payment.providerRef) throw conflict('payment has no wallet order yet');
 }
 
 export function toUpdate(result: ProviderPaymentResult): PaymentUpdate {
