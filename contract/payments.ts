@@ -9,6 +9,7 @@ const c = initContract();
 
 export const PAYMENT_STATUSES = ['pending', 'completed', 'failed', 'refunded', 'reversed'] as const;
 export const PaymentStatusSchema = z.enum(PAYMENT_STATUSES);
+export type PaymentStatus = z.infer<typeof PaymentStatusSchema>;
 
 /** A decimal amount: a JSON number or a decimal string. Parsed without binary floating point. */
 export const AmountInputSchema = extendApi(z.union([z.string().max(32), z.number()]), {

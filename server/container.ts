@@ -32,6 +32,7 @@ import { PaymentHistory } from './domain/payments/payment-history.js';
 import { PaymentService } from './domain/payments/payment.service.js';
 import { ProviderGateway } from './domain/payments/provider-gateway.js';
 import { StatusSyncService } from './domain/payments/status-sync.service.js';
+import { StatusWriter } from './domain/payments/status-writer.js';
 import { RefundService } from './domain/refunds/refund.service.js';
 import { sandboxModules } from './sandbox/index.js';
 import { withLatency } from './sandbox/controls.js';
@@ -122,9 +123,11 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     },
   });
   const gateway = new ProviderGateway(ports, credentials, config);
-  const idempotency = new IdempotencyKeys(em, config.idempotencyLeaseMs);
-  const payments = new PaymentService(em, config, credentials, gateway, idempotency, deliveryQueue, logger);
-  const refunds = new RefundService(em, config, gateway, payments, idempotency);
+  const metrics = new Metrics();
+  const writer = new StatusWriter(em, deliveryQueue, metrics.integrityMismatches, logger);
+  const idempotency = new IdempotencyKeys(em, writer, config.idempotencyLeaseMs);
+  const payments = new PaymentService(em, config, credentials, gateway, idempotency, writer, logger);
+  const refunds = new RefundService(em, config, gateway, writer, idempotency);
   const services: Services = {
     apiKeys: new ApiKeyService(em),
     rateLimiter: new RateLimiter(em, config.rateLimitPerMinute),
@@ -143,9 +146,9 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     refunds,
     savedCards: new SavedCardService(em, credentials, cardpay, idempotency),
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),
-    cardpayCallbacks: new CardpayCallbackService(em, credentials, payments, refunds, logger),
-    walletpayCallbacks: new WalletpayCallbackService(em, walletpay, credentials, payments, refunds, logger),
-    mobilemoneyCallbacks: new MobilemoneyCallbackService(em, config, credentials, payments, logger),
+    cardpayCallbacks: new CardpayCallbackService(em, credentials, writer, logger),
+    walletpayCallbacks: new WalletpayCallbackService(em, walletpay, credentials, writer, logger),
+    mobilemoneyCallbacks: new MobilemoneyCallbackService(em, config, credentials, writer, logger),
     mobilemoney: new MobilemoneyOperationsService(em, config, credentials, mobilemoney, payments, logger),
   };
 
@@ -155,7 +158,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   return {
     config,
     logger: options.logger,
-    metrics: new Metrics(),
+    metrics,
     orm,
     agenda,
     deliveryQueue,

@@ -29,6 +29,11 @@ export interface ProviderPaymentResult {
   data?: Record<string, unknown>;
   /** The raw provider response with secrets removed; shown as `provider_response`. */
   raw: unknown;
+  /**
+   * The amount and currency the provider reports for this payment (intent amount, order or capture
+   * amount, callback Amount). The status writer moves money only when it equals the payment's.
+   */
+  amount?: Money | null;
 }
 
 export interface ProviderRefundResult {
@@ -36,6 +41,8 @@ export interface ProviderRefundResult {
   status: 'pending' | 'completed' | 'failed';
   failureReason?: string | null;
   raw: unknown;
+  /** The refunded amount and currency the provider reports; must equal the refund's to complete it. */
+  amount?: Money | null;
 }
 
 /** What the provider must know about the payment being created. */

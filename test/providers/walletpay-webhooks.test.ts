@@ -232,8 +232,7 @@ describe('signed events', () => {
       refundId: refund.providerRef,
       customId: refundId,
       status: 'completed',
-      amountMinor: 300n,
-      currency: 'USD',
+      amount: { minor: 300n, currency: 'USD' },
     });
   });
 

@@ -5,9 +5,7 @@ import { parseCardpayEvent, verifyCardpaySignature, type CardpayNotification } f
 import type { InboundCallback } from '../../providers/types.js';
 import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
-import { applyPaymentUpdate } from '../payments/payment-transitions.js';
-import type { PaymentService } from '../payments/payment.service.js';
-import type { RefundService } from '../refunds/refund.service.js';
+import type { StatusWriter, UnitOfWork } from '../payments/status-writer.js';
 import { recordCallbackOnce } from './callback-inbox.js';
 
 export type CallbackOutcome = 'applied' | 'duplicate' | 'unknown_reference' | 'ignored';
@@ -21,8 +19,7 @@ export class CardpayCallbackService {
   constructor(
     private readonly em: EntityManager,
     private readonly credentials: CredentialsService,
-    private readonly payments: PaymentService,
-    private readonly refunds: RefundService,
+    private readonly writer: StatusWriter,
     private readonly logger: Logger,
   ) {}
 
@@ -49,21 +46,19 @@ export class CardpayCallbackService {
       throw new DomainError('UNAUTHORIZED', 'Invalid or missing Cardpay-Signature');
     }
 
-    const result = await this.em.fork().transactional(async (tx) => {
-      if (!(await recordCallbackOnce(tx, 'cardpay', event.eventId, payment.id, event.type))) return { outcome: 'duplicate' as const, deliveryIds: [] };
+    return this.writer.commit(async (uow) => {
+      if (!(await recordCallbackOnce(uow.tx, 'cardpay', event.eventId, payment.id, event.type))) return 'duplicate' as const;
       if (event.kind === 'payment') {
-        const applied = await applyPaymentUpdate(
-          tx,
+        await uow.payment(
           payment.id,
           { status: event.status, providerRef: event.paymentIntentId, failureReason: event.failureReason, raw: event.raw },
           `callback:${event.type}`,
         );
-        return { outcome: 'applied' as const, deliveryIds: applied.deliveryIds };
+      } else {
+        await this.applyRefunds(uow, payment.id, event);
       }
-      return { outcome: 'applied' as const, deliveryIds: await this.applyRefunds(tx, payment.id, event) };
+      return 'applied' as const;
     });
-    await this.payments.enqueue(result.deliveryIds);
-    return result.outcome;
   }
 
   private async findPayment(event: Exclude<CardpayNotification, { kind: 'ignored' }>): Promise<Payment | null> {
@@ -76,19 +71,10 @@ export class CardpayCallbackService {
   }
 
   /** charge.refunded: each succeeded refund in the event, recorded once (see RefundService). */
-  private async applyRefunds(tx: EntityManager, paymentId: string, event: Extract<CardpayNotification, { kind: 'refund' }>): Promise<string[]> {
-    const deliveryIds: string[] = [];
+  private async applyRefunds(uow: UnitOfWork, paymentId: string, event: Extract<CardpayNotification, { kind: 'refund' }>): Promise<void> {
     for (const refund of event.refunds) {
       if (refund.status !== 'succeeded') continue;
-      deliveryIds.push(
-        ...(await this.refunds.recordProviderRefund(tx, paymentId, {
-          providerRefundId: refund.id,
-          amountMinor: refund.amountMinor,
-          raw: event.raw,
-          trigger: 'callback:charge.refunded',
-        })),
-      );
+      await uow.providerRefund(paymentId, { providerRefundId: refund.id, reported: refund.amount, raw: event.raw }, 'callback:charge.refunded');
     }
-    return deliveryIds;
   }
 }

@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { LockMode } from '@mikro-orm/core';
 import type { MobilemoneyCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
 import type { Logger } from '../../observability/logger.js';
@@ -10,13 +9,9 @@ import {
   type OperatorResult,
 } from '../../providers/mobilemoney/index.js';
 import type { InboundCallback } from '../../providers/types.js';
-import { appendEvent } from '../events/outbox.js';
 import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
-import { formatMinorUnits } from '../money/money.js';
-import { applyPaymentUpdate, eventData, recordTransition } from '../payments/payment-transitions.js';
-import { canTransition } from '../payments/payment-state.js';
-import type { PaymentService } from '../payments/payment.service.js';
+import type { StatusWriter } from '../payments/status-writer.js';
 import type { CallbackOutcome } from './cardpay-callback.service.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -37,7 +32,7 @@ export class MobilemoneyCallbackService {
     private readonly em: EntityManager,
     private readonly config: AppConfig,
     private readonly credentials: CredentialsService,
-    private readonly payments: PaymentService,
+    private readonly writer: StatusWriter,
     private readonly logger: Logger,
   ) {}
 
@@ -59,12 +54,9 @@ export class MobilemoneyCallbackService {
     await this.verify(callback, payment.merchantId, payment.id);
 
     const status = stkResultStatus(result.resultCode);
-    const applied = await this.em.fork().transactional(async (tx) => {
-      if (!(await this.recordOnce(tx, `stk:${result.checkoutRequestId}`, payment.id, `ResultCode ${result.resultCode}`))) {
-        return { outcome: 'duplicate' as const, deliveryIds: [] };
-      }
-      const update = await applyPaymentUpdate(
-        tx,
+    return this.writer.commit(async (uow) => {
+      if (!(await this.recordOnce(uow.tx, `stk:${result.checkoutRequestId}`, payment.id, `ResultCode ${result.resultCode}`))) return 'duplicate' as const;
+      await uow.payment(
         payment.id,
         {
           status,
@@ -76,10 +68,8 @@ export class MobilemoneyCallbackService {
         },
         'callback:stk',
       );
-      return { outcome: 'applied' as const, deliveryIds: update.deliveryIds };
+      return 'applied' as const;
     });
-    await this.payments.enqueue(applied.deliveryIds);
-    return applied.outcome;
   }
 
   /** POST /v1/webhooks/mobilemoney/transactionstatus/result — the answer to a check-status query. */
@@ -90,26 +80,23 @@ export class MobilemoneyCallbackService {
     if (!query) return 'unknown_reference';
     await this.verify(callback, query.merchant_id, query.id);
 
-    const outcome = await this.em.fork().transactional(async (tx) => {
-      if (!(await this.recordOnce(tx, `status:${result.originatorConversationId}`, query.payment_id, `ResultCode ${result.resultCode}`))) {
-        return { outcome: 'duplicate' as const, deliveryIds: [] };
-      }
+    return this.writer.commit(async (uow) => {
+      const tx = uow.tx;
+      if (!(await this.recordOnce(tx, `status:${result.originatorConversationId}`, query.payment_id, `ResultCode ${result.resultCode}`))) return 'duplicate' as const;
       await tx.execute(
         `UPDATE mobilemoney_status_queries SET result_code = ?, result = ?::jsonb, completed_at = now(), conversation_id = coalesce(conversation_id, ?) WHERE id = ?`,
         [result.resultCode, JSON.stringify(callback.body), result.conversationId, query.id],
         'run',
       );
       const paymentId = query.payment_id ?? (await this.paymentIdByReceipt(tx, query.merchant_id, result.parameters.ReceiptNo ?? result.transactionId));
-      if (!paymentId) return { outcome: 'applied' as const, deliveryIds: [] };
+      if (!paymentId) return 'applied' as const;
       // Only a confirmed completion moves a payment: a status answer never fails or reverses one.
       const completed = result.resultCode === '0' && /^completed$/i.test(result.parameters.TransactionStatus ?? '');
-      if (!completed) return { outcome: 'applied' as const, deliveryIds: [] };
+      if (!completed) return 'applied' as const;
       const receipt = result.parameters.ReceiptNo || result.transactionId || null;
-      const update = await applyPaymentUpdate(tx, paymentId, { status: 'completed', providerRef: receipt, receiptNumber: receipt, raw: callback.body }, 'callback:transaction-status');
-      return { outcome: 'applied' as const, deliveryIds: update.deliveryIds };
+      await uow.payment(paymentId, { status: 'completed', providerRef: receipt, receiptNumber: receipt, raw: callback.body }, 'callback:transaction-status');
+      return 'applied' as const;
     });
-    await this.payments.enqueue(outcome.deliveryIds);
-    return outcome.outcome;
   }
 
   /** POST /v1/webhooks/mobilemoney/{transactionstatus|reversal}/timeout — the request expired in the operator's queue. */
@@ -153,41 +140,18 @@ export class MobilemoneyCallbackService {
     }
     await this.verify(callback, refund.merchantId, refund.id);
 
-    const applied = await this.em.fork().transactional(async (tx) => {
-      if (!(await this.recordOnce(tx, `reversal:${result.originatorConversationId}`, refund.paymentId, `ResultCode ${result.resultCode}`))) {
-        return { outcome: 'duplicate' as const, deliveryIds: [] as string[] };
-      }
-      const locked = await tx.findOneOrFail(RefundSchema, { id: refund.id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      if (locked.status !== 'pending') return { outcome: 'duplicate' as const, deliveryIds: [] as string[] };
-      const payment = await tx.findOneOrFail(PaymentSchema, { id: locked.paymentId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      locked.providerResponse = callback.body;
+    return this.writer.commit(async (uow) => {
+      if (!(await this.recordOnce(uow.tx, `reversal:${result.originatorConversationId}`, refund.paymentId, `ResultCode ${result.resultCode}`))) return 'duplicate' as const;
       const succeeded = reversalResultStatus(result.resultCode) === 'completed';
-      const previous = payment.status;
-      if (succeeded && canTransition(payment.status, 'reversed')) {
-        locked.status = 'completed';
-        payment.amountRefundedMinor = payment.amountMinor;
-        payment.status = 'reversed';
-        await recordTransition(tx, payment.id, previous, 'reversed', 'callback:reversal', true);
-      } else {
-        locked.status = 'failed';
-        locked.failureReason = succeeded ? `payment is ${payment.status}; it cannot be reversed` : `${result.resultDesc || 'reversal failed'} (ResultCode ${result.resultCode})`;
-      }
-      const event = await appendEvent(tx, {
-        merchantId: payment.merchantId,
-        paymentId: payment.id,
-        type: locked.status === 'completed' ? 'payment.reversed' : 'refund.failed',
-        data: {
-          ...eventData(payment, previous),
-          refund_id: locked.id,
-          amount_refunded: formatMinorUnits(payment.amountRefundedMinor, payment.currency),
-          ...(locked.status === 'failed' ? { failure_reason: locked.failureReason ?? undefined } : {}),
-        },
-      });
-      await tx.flush();
-      return { outcome: 'applied' as const, deliveryIds: event.deliveryId ? [event.deliveryId] : [] };
+      const outcome = await uow.refund(
+        refund.id,
+        succeeded
+          ? { status: 'completed', reversal: true, raw: callback.body }
+          : { status: 'failed', failureReason: `${result.resultDesc || 'reversal failed'} (ResultCode ${result.resultCode})`, raw: callback.body },
+        'callback:reversal',
+      );
+      return outcome.transitioned || outcome.mismatch ? ('applied' as const) : ('duplicate' as const);
     });
-    await this.payments.enqueue(applied.deliveryIds);
-    return applied.outcome;
   }
 
   private parse(callback: InboundCallback): OperatorResult {

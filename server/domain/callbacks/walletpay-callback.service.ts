@@ -6,9 +6,7 @@ import { parseWalletpayEvent, verifyWalletpayEvent, walletpayTransmissionId, typ
 import { ProviderError, type InboundCallback } from '../../providers/types.js';
 import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
-import { applyPaymentUpdate } from '../payments/payment-transitions.js';
-import type { PaymentService } from '../payments/payment.service.js';
-import type { RefundService } from '../refunds/refund.service.js';
+import type { StatusWriter } from '../payments/status-writer.js';
 import { recordCallbackOnce } from './callback-inbox.js';
 import type { CallbackOutcome } from './cardpay-callback.service.js';
 
@@ -24,8 +22,7 @@ export class WalletpayCallbackService {
     private readonly em: EntityManager,
     private readonly adapter: WalletpayAdapter,
     private readonly credentials: CredentialsService,
-    private readonly payments: PaymentService,
-    private readonly refunds: RefundService,
+    private readonly writer: StatusWriter,
     private readonly logger: Logger,
   ) {}
 
@@ -55,29 +52,20 @@ export class WalletpayCallbackService {
       throw new DomainError('UNAUTHORIZED', 'Invalid walletpay transmission signature');
     }
 
-    const result = await this.em.fork().transactional(async (tx) => {
-      if (!(await recordCallbackOnce(tx, 'walletpay', transmissionId, payment.id, event.eventType))) return { outcome: 'duplicate' as const, deliveryIds: [] };
+    return this.writer.commit(async (uow) => {
+      if (!(await recordCallbackOnce(uow.tx, 'walletpay', transmissionId, payment.id, event.eventType))) return 'duplicate' as const;
       if (event.kind === 'payment') {
-        const applied = await applyPaymentUpdate(
-          tx,
-          payment.id,
-          { status: event.status, data: { captureId: event.captureId }, raw: callback.body },
-          `callback:${event.eventType}`,
-        );
-        return { outcome: 'applied' as const, deliveryIds: applied.deliveryIds };
+        await uow.payment(payment.id, { status: event.status, data: { captureId: event.captureId }, raw: callback.body }, `callback:${event.eventType}`);
+        return 'applied' as const;
       }
-      if (event.status !== 'completed') return { outcome: 'ignored' as const, deliveryIds: [] };
-      const deliveryIds = await this.refunds.recordProviderRefund(tx, payment.id, {
-        providerRefundId: event.refundId,
-        amountMinor: event.amountMinor ?? null,
-        ourRefundId: event.customId,
-        raw: callback.body,
-        trigger: `callback:${event.eventType}`,
-      });
-      return { outcome: 'applied' as const, deliveryIds };
+      if (event.status !== 'completed') return 'ignored' as const;
+      await uow.providerRefund(
+        payment.id,
+        { providerRefundId: event.refundId, reported: event.amount ?? null, ourRefundId: event.customId, raw: callback.body },
+        `callback:${event.eventType}`,
+      );
+      return 'applied' as const;
     });
-    await this.payments.enqueue(result.deliveryIds);
-    return result.outcome;
   }
 
   private async findPayment(event: Exclude<WalletpayInboundEvent, { kind: 'ignored' }>): Promise<Payment | null> {

@@ -1,6 +1,10 @@
-/** The events a merchant's webhook receives (interface.md "Events", decisions.md "Refunds"; `webhook.test` on request). */
-export const MERCHANT_EVENT_TYPES = ['payment.completed', 'payment.failed', 'payment.refunded', 'payment.reversed', 'refund.failed', 'webhook.test'] as const;
-export type MerchantEventType = (typeof MERCHANT_EVENT_TYPES)[number];
+import type { WebhookEventType } from '../../../contract/index.js';
+
+/**
+ * The events a merchant's webhook receives: declared once, in the contract (WEBHOOK_EVENT_TYPES;
+ * interface.md "Events", decisions.md "Refunds"; `webhook.test` on request).
+ */
+export type MerchantEventType = WebhookEventType;
 /** The events a payment's transitions emit through the outbox. */
 export type PaymentEventType = Exclude<MerchantEventType, 'webhook.test'>;
 

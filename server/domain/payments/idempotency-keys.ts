@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ErrorCode } from '../../../contract/index.js';
 import { DomainError, conflict, type FieldIssue } from '../errors.js';
+import type { StatusWriter, UnitOfWork } from './status-writer.js';
 
 /**
  * Idempotency keys after Brandur Leach's "Implementing Stripe-like Idempotency Keys in Postgres":
@@ -71,7 +72,7 @@ export function hashRequest(fields: Record<string, string | number | null | unde
 /** The steps of an action run under an Idempotency-Key (see `IdempotencyKeys.run`). */
 export interface IdempotentAction<T> {
   /** Validates and reserves inside the claiming transaction; returns the id the provider keys derive from. Throwing claims nothing. */
-  reserve(tx: EntityManager): Promise<string>;
+  reserve(uow: UnitOfWork): Promise<string>;
   /** The provider call(s) and the commit of their answer; `resumed` when a dead request's claim was taken over. */
   act(resourceId: string, resumed: boolean): Promise<T>;
   /** The resource as it is now, for a replay. */
@@ -83,6 +84,8 @@ export interface IdempotentAction<T> {
 export class IdempotencyKeys {
   constructor(
     private readonly em: EntityManager,
+    /** Claims run as the status writer's unit of work, so a reservation may move statuses too. */
+    private readonly writer: StatusWriter,
     /** How long a claim stays exclusive; longer than any provider call (see config IDEMPOTENCY_LEASE). */
     private readonly leaseMs: number,
   ) {}
@@ -92,7 +95,7 @@ export class IdempotencyKeys {
    * runs inside the claiming transaction (only when the key is new) and returns the id of what it
    * reserved; if it throws, nothing is claimed and the error is the answer (validation happens there).
    */
-  async acquire(request: IdempotentRequest, reserve: (tx: EntityManager) => Promise<string>): Promise<Acquired> {
+  async acquire(request: IdempotentRequest, reserve: (uow: UnitOfWork) => Promise<string>): Promise<Acquired> {
     const deadline = Date.now() + WAIT_MS;
     let delay = 10;
     let tryInsert = true;
@@ -126,7 +129,7 @@ export class IdempotencyKeys {
    * and the action never runs twice. An unexpected error releases the lease so a retry resumes at once.
    */
   async run<T>(request: IdempotentRequest, status: number, action: IdempotentAction<T>): Promise<{ value: T; replayed: boolean }> {
-    const acquired = await this.acquire(request, (tx) => action.reserve(tx));
+    const acquired = await this.acquire(request, (uow) => action.reserve(uow));
     if (acquired.state === 'finished') {
       const replayedError = IdempotencyKeys.replayError(acquired.answer);
       if (replayedError) throw replayedError;
@@ -176,9 +179,10 @@ export class IdempotencyKeys {
     return new DomainError(answer.error.code, answer.error.message, answer.error.details, { 'Idempotent-Replayed': 'true' });
   }
 
-  private async claim(request: IdempotentRequest, reserve: (tx: EntityManager) => Promise<string>): Promise<ClaimedKey | null> {
+  private async claim(request: IdempotentRequest, reserve: (uow: UnitOfWork) => Promise<string>): Promise<ClaimedKey | null> {
     const leaseToken = randomUUID();
-    return this.em.fork().transactional(async (tx) => {
+    return this.writer.commit(async (uow) => {
+      const tx = uow.tx;
       const placeholder = randomUUID();
       // Blocks only while another claim of this key is committing (a few milliseconds), never across a provider call.
       const rows = await tx.execute<{ id: string }[]>(
@@ -190,7 +194,7 @@ export class IdempotencyKeys {
       );
       const id = rows[0]?.id;
       if (!id) return null;
-      const resourceId = await reserve(tx);
+      const resourceId = await reserve(uow);
       await tx.execute('UPDATE idempotency_keys SET resource_id = ? WHERE id = ?', [resourceId, id], 'run');
       return { id, resourceId, leaseToken, resumed: false };
     });

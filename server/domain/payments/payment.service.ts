@@ -11,10 +11,9 @@ import { DomainError, conflict, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import { compareDecimals, formatMinorUnits } from '../money/money.js';
-import type { DeliveryQueue } from '../ports.js';
 import { hashRequest, type IdempotencyKeys } from './idempotency-keys.js';
 import type { ProviderGateway } from './provider-gateway.js';
-import { applyPaymentUpdate, recordCreation, type PaymentUpdate } from './payment-transitions.js';
+import { recordCreation, type PaymentUpdate, type StatusWriter } from './status-writer.js';
 import { normalizePaymentRequest, type NormalizedPaymentRequest } from './payment-request.js';
 
 const REFERENCE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
@@ -42,7 +41,7 @@ export class PaymentService {
     private readonly credentials: CredentialsService,
     private readonly gateway: ProviderGateway,
     private readonly idempotency: IdempotencyKeys,
-    private readonly deliveryQueue: DeliveryQueue,
+    private readonly writer: StatusWriter,
     private readonly logger: Logger,
   ) {}
 
@@ -60,7 +59,7 @@ export class PaymentService {
     const creds = await this.credentials.require(merchantId, request.provider);
     const acquired = await this.idempotency.acquire(
       { scope: 'payment.create', merchantId, key: idempotencyKey, requestHash: request.requestHash },
-      async (tx) => (await this.reserve(tx, merchantId, idempotencyKey, request)).id,
+      async (uow) => (await this.reserve(uow.tx, merchantId, idempotencyKey, request)).id,
     );
     if (acquired.state === 'finished') {
       return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: acquired.resourceId }), replayed: true };
@@ -177,19 +176,9 @@ export class PaymentService {
     });
   }
 
-  /** Applies a provider update in its own transaction and hands the new deliveries to the queue. */
+  /** Applies a provider update through the status writer (its own unit of work). */
   async applyUpdate(paymentId: string, update: PaymentUpdate, trigger: string) {
-    const applied = await this.em.fork().transactional((tx) => applyPaymentUpdate(tx, paymentId, update, trigger));
-    await this.enqueue(applied.deliveryIds);
-    return applied;
-  }
-
-  async enqueue(deliveryIds: string[]): Promise<void> {
-    if (deliveryIds.length === 0) return;
-    // After commit. If this fails (or the process dies first), the delivery sweeper finds the rows.
-    await this.deliveryQueue.enqueue(deliveryIds).catch((err: Error) => {
-      this.logger.warn({ err: { message: err.message } }, 'could not enqueue deliveries; the sweeper will');
-    });
+    return this.writer.applyPayment(paymentId, update, trigger);
   }
 
   async get(merchantId: string, id: string): Promise<Payment> {
@@ -249,8 +238,8 @@ export class PaymentService {
       { scope: 'payment.capture', merchantId, key: idempotencyKey, requestHash: hashRequest({ payment_id: id }) },
       200,
       {
-        reserve: async (tx) => {
-          const payment = await tx.findOne(PaymentSchema, { id, merchantId });
+        reserve: async (uow) => {
+          const payment = await uow.tx.findOne(PaymentSchema, { id, merchantId });
           if (!payment) throw notFound('payment');
           assertCapturable(payment);
           return payment.id;
@@ -305,5 +294,6 @@ export function toUpdate(result: ProviderPaymentResult): PaymentUpdate {
     nextAction: result.nextAction ?? null,
     raw: result.raw,
     data: result.data,
+    reported: result.amount,
   };
 }

@@ -9,6 +9,7 @@ import { Migration20261122000501_payment_list_indexes } from './Migration2026112
 import { Migration20261122000601_idempotency_keys } from './Migration20261122000601_idempotency_keys.js';
 import { Migration20261123000601_events_api } from './Migration20261123000601_events_api.js';
 import { Migration20261122000301_sandbox_mobilemoney } from './Migration20261122000301_sandbox_mobilemoney.js';
+import { Migration20261123000101_integrity_audit } from './Migration20261123000101_integrity_audit.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -25,4 +26,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261122000501_payment_list_indexes', class: Migration20261122000501_payment_list_indexes },
   { name: 'Migration20261122000601_idempotency_keys', class: Migration20261122000601_idempotency_keys },
   { name: 'Migration20261123000601_events_api', class: Migration20261123000601_events_api },
+  { name: 'Migration20261123000101_integrity_audit', class: Migration20261123000101_integrity_audit },
 ];

@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import type { Money } from '../types.js';
 import { eventMeaning, redactIntent } from './transformers.js';
 
 /**
@@ -51,13 +52,15 @@ export type CardpayNotification = { eventId: string; type: string } & (
       paymentId: string | null;
       status: 'completed' | 'failed';
       failureReason: string | null;
+      /** The intent's amount and currency as the provider reports them. */
+      amount: Money | null;
       raw: unknown;
     }
   | {
       kind: 'refund';
       paymentIntentId: string;
       amountRefundedMinor: bigint;
-      refunds: { id: string; amountMinor: bigint; status: string }[];
+      refunds: { id: string; amount: Money; status: string }[];
       raw: unknown;
     }
   | { kind: 'ignored' }
@@ -77,6 +80,8 @@ const IntentSchema = z
     id: z.string().min(1),
     object: z.literal('payment_intent'),
     status: z.string(),
+    amount: minor.nullish(),
+    currency: z.string().nullish(),
     metadata: z.record(z.string()).nullish(),
     last_payment_error: z.object({ message: z.string().nullish() }).passthrough().nullish(),
     cancellation_reason: z.string().nullish(),
@@ -89,6 +94,7 @@ const ChargeSchema = z
     object: z.literal('charge'),
     payment_intent: z.union([z.string(), z.object({ id: z.string() }).passthrough()]).nullish(),
     amount_refunded: minor,
+    currency: z.string().min(3),
     // Not included by API versions that stopped expanding it: then the list is empty.
     refunds: z
       .object({ data: z.array(z.object({ id: z.string().min(1), amount: minor, status: z.string().nullish() }).passthrough()) })
@@ -113,6 +119,7 @@ export function parseCardpayEvent(body: unknown): CardpayNotification {
       paymentId: intent.metadata?.payment_id ?? null,
       status: meaning.status,
       failureReason: meaning.status === 'failed' ? (intent.last_payment_error?.message ?? 'The payment failed') : null,
+      amount: typeof intent.amount === 'number' && intent.currency ? { minor: BigInt(intent.amount), currency: intent.currency.toUpperCase() } : null,
       raw,
     };
   }
@@ -125,7 +132,7 @@ export function parseCardpayEvent(body: unknown): CardpayNotification {
     kind: 'refund',
     paymentIntentId: intentId,
     amountRefundedMinor: BigInt(charge.amount_refunded),
-    refunds: (charge.refunds?.data ?? []).map((r) => ({ id: r.id, amountMinor: BigInt(r.amount), status: r.status ?? 'pending' })),
+    refunds: (charge.refunds?.data ?? []).map((r) => ({ id: r.id, amount: { minor: BigInt(r.amount), currency: charge.currency.toUpperCase() }, status: r.status ?? 'pending' })),
     raw: charge,
   };
 }
