@@ -14,7 +14,9 @@ import { createAgenda } from './jobs/agenda.js';
 import { AgendaDeliveryQueue } from './jobs/delivery-queue.js';
 import { cancelMobilemoneyReconciliation, scheduleMobilemoneyReconciliation } from './jobs/reconcile-mobilemoney.job.js';
 import type { Logger } from './observability/logger.js';
+import { instrumentProvider } from './observability/instrument-provider.js';
 import { Metrics } from './observability/metrics.js';
+import { registerStoreMetrics } from './observability/store-metrics.js';
 import { openOrm } from './persistence/orm.js';
 import { KeyLock } from './persistence/key-lock.js';
 import { CardpayAdapter, prepareCardpayCredentials } from './providers/cardpay/index.js';
@@ -104,10 +106,13 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   // Scheduling is rare and brief: two connections are plenty (idempotency needs none of its own).
   const keyLock = new KeyLock(options.databaseUrl, KEY_LOCK_POOL_MAX);
 
-  // The provider adapters: the only place concrete providers are named.
-  const cardpay = new CardpayAdapter(config);
-  const walletpay = new WalletpayAdapter(config);
-  const mobilemoney = new MobilemoneyAdapter(config, em);
+  const metrics = new Metrics();
+  registerStoreMetrics(metrics.registry, (sql) => orm.em.getConnection().execute(sql));
+  // The provider adapters: the only place concrete providers are named. Each is wrapped so every call
+  // to its provider is timed (provider_call_duration_seconds); the adapters know nothing of it.
+  const cardpay = instrumentProvider('cardpay', new CardpayAdapter(config), metrics.providerCalls);
+  const walletpay = instrumentProvider('walletpay', new WalletpayAdapter(config), metrics.providerCalls);
+  const mobilemoney = instrumentProvider('mobilemoney', new MobilemoneyAdapter(config, em), metrics.providerCalls);
   const ports: ProviderPorts = { cardpay, walletpay, mobilemoney };
   const credentials = new CredentialsService(em, secrets, {
     cardpay: prepareCardpayCredentials(cardpay, config),
@@ -123,7 +128,6 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   });
   const gateway = new ProviderGateway(ports, credentials, config);
   const idempotency = new IdempotencyKeys(em, config.idempotencyLeaseMs);
-  const metrics = new Metrics();
   const writer = new StatusWriter(em, deliveryQueue, metrics.integrityMismatches, logger);
   const payments = new PaymentService(em, config, credentials, gateway, idempotency, writer, logger);
   const refunds = new RefundService(em, config, gateway, writer);

@@ -8,6 +8,10 @@ const booleanFlag = z
 const EnvSchema = z.object({
   NODE_ENV: z.string().default('development'),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  HOST: z.string().min(1).optional(),
+  WORKER_PORT: z.coerce.number().int().min(0).max(65535).default(3001),
+  METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
+  MIGRATE_ON_BOOT: booleanFlag.default('true'),
   DATABASE_URL: z.string().url().optional(),
   DATABASE_POOL_MAX: z.coerce.number().int().min(2).max(1000).default(20),
   DATABASE_ACQUIRE_TIMEOUT: z.string().default('5s'),
@@ -52,6 +56,14 @@ export interface AppConfig {
   env: string;
   production: boolean;
   port: number;
+  /** Address the HTTP servers bind: loopback by default while the sandbox is on, every interface otherwise. */
+  host: string;
+  /** Port of the worker role's health, readiness and metrics server. */
+  workerPort: number;
+  /** When set, GET /metrics requires `Authorization: Bearer <token>`. */
+  metricsToken: string | undefined;
+  /** Apply pending migrations at boot (otherwise boot refuses to run on an out-of-date schema). */
+  migrateOnBoot: boolean;
   databaseUrl: string | undefined;
   /** Most connections the process's ORM pool opens (Agenda's pool takes at most 8, the scheduling lock pool 2). */
   databasePoolMax: number;
@@ -153,6 +165,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     env: e.NODE_ENV,
     production,
     port: e.PORT,
+    // The simulators accept any credentials: with them mounted, only this machine may reach the service.
+    host: e.HOST ?? (sandbox ? '127.0.0.1' : '0.0.0.0'),
+    workerPort: e.WORKER_PORT,
+    metricsToken: e.METRICS_TOKEN,
+    migrateOnBoot: e.MIGRATE_ON_BOOT,
     databaseUrl: e.DATABASE_URL,
     databasePoolMax: e.DATABASE_POOL_MAX,
     databaseAcquireTimeoutMs: acquireTimeoutMs,
