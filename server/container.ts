@@ -46,6 +46,7 @@ export const KEY_LOCK_POOL_MAX = 2;
 export interface Services {
   apiKeys: ApiKeyService;
   rateLimiter: RateLimiter;
+  callbackRateLimiter: RateLimiter;
   merchants: MerchantService;
   credentials: CredentialsService;
   deliveries: DeliveryService;
@@ -134,7 +135,8 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const refunds = new RefundService(em, config, gateway, writer, idempotency);
   const services: Services = {
     apiKeys: new ApiKeyService(em),
-    rateLimiter: new RateLimiter(em, config.rateLimitPerMinute),
+    rateLimiter: new RateLimiter(em, config.rateLimit),
+    callbackRateLimiter: new RateLimiter(em, config.callbackRateLimit),
     merchants,
     credentials,
     deliveries: new DeliveryService(
