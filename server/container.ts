@@ -37,6 +37,7 @@ import { StatusSyncService } from './domain/payments/status-sync.service.js';
 import { StatusWriter } from './domain/payments/status-writer.js';
 import { RefundService } from './domain/refunds/refund.service.js';
 import { sandboxModules } from './sandbox/index.js';
+import { withLatency } from './sandbox/controls.js';
 import type { SandboxDeps } from './sandbox/module.js';
 
 /** Connections of the advisory-lock pool (per process). */
@@ -45,6 +46,7 @@ export const KEY_LOCK_POOL_MAX = 2;
 export interface Services {
   apiKeys: ApiKeyService;
   rateLimiter: RateLimiter;
+  callbackRateLimiter: RateLimiter;
   merchants: MerchantService;
   credentials: CredentialsService;
   deliveries: DeliveryService;
@@ -127,13 +129,14 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     },
   });
   const gateway = new ProviderGateway(ports, credentials, config);
-  const idempotency = new IdempotencyKeys(em, config.idempotencyLeaseMs);
   const writer = new StatusWriter(em, deliveryQueue, metrics.integrityMismatches, logger);
+  const idempotency = new IdempotencyKeys(em, writer, config.idempotencyLeaseMs);
   const payments = new PaymentService(em, config, credentials, gateway, idempotency, writer, logger);
-  const refunds = new RefundService(em, config, gateway, writer);
+  const refunds = new RefundService(em, config, gateway, writer, idempotency);
   const services: Services = {
     apiKeys: new ApiKeyService(em),
-    rateLimiter: new RateLimiter(em, config.rateLimitPerMinute),
+    rateLimiter: new RateLimiter(em, config.rateLimit),
+    callbackRateLimiter: new RateLimiter(em, config.callbackRateLimit),
     merchants,
     credentials,
     deliveries: new DeliveryService(
@@ -147,7 +150,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     payments,
     paymentHistory: new PaymentHistory(em),
     refunds,
-    savedCards: new SavedCardService(em, credentials, cardpay),
+    savedCards: new SavedCardService(em, credentials, cardpay, idempotency),
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),
     cardpayCallbacks: new CardpayCallbackService(em, credentials, writer, cardpay, logger),
     walletpayCallbacks: new WalletpayCallbackService(em, walletpay, credentials, writer, logger),
@@ -156,7 +159,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   };
 
   const sandboxDeps: SandboxDeps = { config, em, agenda, logger: options.logger };
-  const sandboxMounts = config.sandbox ? sandboxModules.map((m) => ({ path: m.path, router: m.router(sandboxDeps) })) : [];
+  const sandboxMounts = config.sandbox ? sandboxModules.map((m) => ({ path: m.path, router: withLatency(m.router(sandboxDeps), config.sandboxLatencyMs) })) : [];
 
   return {
     config,

@@ -69,7 +69,7 @@ export function createApp(container: Container): Express {
     jsonQuery: false,
     responseValidation: false,
     // After authentication (an anonymous caller learns nothing), before validation and the handlers.
-    globalMiddleware: [authenticate(services.apiKeys, services.rateLimiter), rejectNulCharacters],
+    globalMiddleware: [authenticate(services.apiKeys, services.rateLimiter, services.callbackRateLimiter), rejectNulCharacters],
     requestValidationErrorHandler: (err, _req, _res, next) => next(err),
   });
 

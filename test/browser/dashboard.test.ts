@@ -80,7 +80,12 @@ afterAll(async () => {
 describe('merchant dashboard', () => {
   it('refuses a wrong key with the API error, and keeps a good one in session storage only', async () => {
     const page = await newPage(1280);
-    await page.goto(`${t.baseUrl}/dashboard/`);
+    const elsewhere: string[] = [];
+    page.on('request', (req) => {
+      if (!req.url().startsWith(t.baseUrl)) elsewhere.push(req.url());
+    });
+    const response = await page.goto(`${t.baseUrl}/dashboard/`);
+    expect(response?.headers()['content-security-policy']).toContain("script-src 'self'");
     await page.getByLabel('API key').fill('pk_not_a_real_key');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('alert').waitFor();
@@ -91,6 +96,7 @@ describe('merchant dashboard', () => {
     await page.getByRole('heading', { name: 'Payments', level: 1 }).waitFor();
     const stored = await page.evaluate(() => ({ session: Object.values(sessionStorage), local: Object.keys(localStorage), cookie: document.cookie }));
     expect(stored).toEqual({ session: [merchant.apiKey], local: [], cookie: '' });
+    expect(elsewhere).toEqual([]); // nothing from the network: npm start works offline
     await page.locator('#merchant-name', { hasText: 'Dashboard Coffee Roasters' }).waitFor();
     await page.close();
   });
@@ -161,6 +167,27 @@ describe('merchant dashboard', () => {
     await deliveries.locator('tr', { hasText: 'payment.completed' }).locator('ol').waitFor();
     await expect(deliveries.locator('tr', { hasText: 'payment.completed' }).locator('ol').innerText()).resolves.toMatch(/scheduled · HTTP 200/);
     await screenshot(page, 'dashboard-payment-1280');
+    await page.close();
+  });
+
+  it('captures an approved walletpay payment from its page', async () => {
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', merchant.apiKey)
+      .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'dashboard-wallet-client', client_secret: 'dashboard-wallet-secret' } }).expect(200);
+    const order = await t.http.post('/v1/payments').set('X-API-Key', merchant.apiKey).set('Idempotency-Key', `dash-${randomUUID()}`)
+      .send({ provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' })
+      .expect(201);
+    const approval: string = order.body.data.next_action.url;
+    await fetch(`${approval}${approval.includes('?') ? '&' : '?'}auto=approve`, { redirect: 'manual' });
+
+    const page = await newPage(1280);
+    await signIn(page);
+    await page.goto(`${t.baseUrl}/dashboard/#/payments/${order.body.data.id}`);
+    await page.getByRole('heading', { name: 'Payment 45.00 USD' }).waitFor();
+    await page.getByRole('button', { name: 'Capture' }).click();
+    await shows(page, 'Payment captured.');
+    await page.locator('dl.summary', { hasText: 'completed' }).waitFor();
+    await page.getByLabel('Refund amount (empty = the rest)').waitFor(); // a completed payment offers a refund instead
+    expect((await t.http.get(`/v1/payments/${order.body.data.id}`).set('X-API-Key', merchant.apiKey)).body.data.status).toBe('completed');
     await page.close();
   });
 
