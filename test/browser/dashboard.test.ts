@@ -259,6 +259,14 @@ describe('merchant dashboard', () => {
     await page.getByRole('heading', { name: 'Payment 149.99 USD' }).waitFor();
     expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
     await screenshot(page, 'dashboard-payment-390', { fullPage: false });
+    for (const [hash, heading] of [['deliveries', 'Webhook deliveries'], ['settings', 'Settings']] as const) {
+      await page.goto(`${t.baseUrl}/dashboard/#/${hash}`);
+      await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
+      await page.locator('table').first().waitFor();
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      expect({ page: hash, overflow }).toEqual({ page: hash, overflow: 0 });
+    }
+    await screenshot(page, 'dashboard-settings-390', { fullPage: false });
     await page.close();
   });
 });
