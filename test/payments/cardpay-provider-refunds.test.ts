@@ -69,3 +69,23 @@ describe('a refund made in the provider dashboard', () => {
     expect((await refundsOf(p.id)).map((r) => r.amount).sort()).toEqual(['2.00', '3.00']);
   });
 });
+
+describe('refund events (refund.created, refund.updated, refund.failed)', () => {
+  it('the endpoint the service registers subscribes to them', async () => {
+    const [endpoint] = await t.sql<{ enabled_events: string[] }>('SELECT enabled_events FROM sandbox_cardpay_webhook_endpoints');
+    expect(endpoint!.enabled_events).toEqual(expect.arrayContaining(['charge.refunded', 'refund.created', 'refund.updated', 'refund.failed']));
+  });
+
+  it('a refund of ours the provider answers pending completes when refund.updated says it succeeded', async () => {
+    const p = await paid('pm_card_pendingRefund');
+    const res = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id, amount: '4.00' });
+    expect(res.status).toBe(201);
+    expect(res.body.data.status).toBe('pending');
+    const event = await eventually(() => receiver.events('payment.refunded').find((e) => e.json.data.payment_id === p.id), 10_000, 'payment.refunded');
+    expect(event.json.data).toMatchObject({ refund_id: res.body.data.id, amount_refunded: '4.00' });
+    expect((await t.http.get(`/v1/refunds/${res.body.data.id}`).set('X-API-Key', key).expect(200)).body.data.status).toBe('completed');
+    // The events for this charge were all handled: refund.created, charge.refunded, refund.updated — one refund, once.
+    expect(await refundsOf(p.id)).toHaveLength(1);
+    expect((await payment(p.id)).amount_refunded).toBe('4.00');
+  });
+});
