@@ -65,6 +65,7 @@ export class MobilemoneyCallbackService {
           failureReason: status === 'failed' ? `${result.resultDesc} (ResultCode ${result.resultCode})` : null,
           raw: callback.body,
           data: { checkoutRequestId: result.checkoutRequestId },
+          reported: result.amount ?? null,
         },
         'callback:stk',
       );
@@ -94,7 +95,7 @@ export class MobilemoneyCallbackService {
       const completed = result.resultCode === '0' && /^completed$/i.test(result.parameters.TransactionStatus ?? '');
       if (!completed) return 'applied' as const;
       const receipt = result.parameters.ReceiptNo || result.transactionId || null;
-      await uow.payment(paymentId, { status: 'completed', providerRef: receipt, receiptNumber: receipt, raw: callback.body }, 'callback:transaction-status');
+      await uow.payment(paymentId, { status: 'completed', providerRef: receipt, receiptNumber: receipt, raw: callback.body, reported: result.amount }, 'callback:transaction-status');
       return 'applied' as const;
     });
   }
@@ -146,7 +147,7 @@ export class MobilemoneyCallbackService {
       const outcome = await uow.refund(
         refund.id,
         succeeded
-          ? { status: 'completed', reversal: true, raw: callback.body }
+          ? { status: 'completed', reversal: true, raw: callback.body, reported: result.amount }
           : { status: 'failed', failureReason: `${result.resultDesc || 'reversal failed'} (ResultCode ${result.resultCode})`, raw: callback.body },
         'callback:reversal',
       );

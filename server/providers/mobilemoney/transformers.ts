@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { MobilemoneyCredentials } from '../../../contract/index.js';
-import { ProviderError, type ServicePaymentStatus } from '../types.js';
+import { ProviderError, type Money, type ServicePaymentStatus } from '../types.js';
 import { darajaTimestamp } from './eat-time.js';
 
 /**
@@ -24,6 +24,9 @@ export function reversalResultStatus(resultCode: number | string): 'completed' |
 }
 
 // ---------------------------------------------------------------- amounts
+
+/** The operator settles in Kenyan shillings only; its amounts carry no currency of their own. */
+export const MOBILEMONEY_CURRENCY = 'KES';
 
 /** KES minor units → whole shillings as the operator wants them (Amount must be a whole number). */
 export function wholeShillings(amount: { minor: bigint; currency: string }): number {
@@ -258,6 +261,8 @@ export interface PulledTransaction {
   billReference: string;
   /** KES minor units. */
   amountMinor: bigint;
+  /** The same as Money (KES), for the integrity check. */
+  amount: Money;
   organizationName: string;
 }
 
@@ -280,6 +285,7 @@ export function pulledTransactions(response: z.infer<typeof PullQueryResponseSch
       transactionType: r.transactiontype,
       billReference: r.billreference,
       amountMinor,
+      amount: { minor: amountMinor, currency: MOBILEMONEY_CURRENCY },
       organizationName: r.organizationname,
     };
   });
