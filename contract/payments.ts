@@ -2,7 +2,7 @@ import { initContract } from '@ts-rest/core';
 import { extendApi } from '@anatine/zod-openapi';
 import { z } from 'zod';
 import {
-  ErrorBodySchema, IdParamsSchema, ProviderSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, pageQuery, listEnvelope,
+  ErrorBodySchema, IdParamsSchema, IdempotencyKeySchema, ProviderSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, pageQuery, listEnvelope,
 } from './common.js';
 
 const c = initContract();
@@ -137,16 +137,18 @@ export const PaymentSchema = extendApi(
 
 export const PaymentTransitionSchema = extendApi(
   z.object({
-    from_status: PaymentStatusSchema.nullable().describe('null for the creation'),
-    to_status: PaymentStatusSchema,
+    subject: z.enum(['payment', 'refund']).describe("What moved: the payment, or one of its refunds (then refund_id names it and the statuses are the refund's)"),
+    refund_id: UuidSchema.nullable(),
+    from_status: z.string().nullable().describe('null for the creation'),
+    to_status: z.string(),
     trigger: z.string().describe('What asked for the move, e.g. create, cardpay.callback, capture, status_sync, refund'),
-    accepted: z.boolean().describe('false when the state machine refused the move (the payment did not change)'),
+    accepted: z.boolean().describe('false when the move was refused (the state table or the integrity check): nothing changed'),
     note: z.string().nullable(),
     created_at: TimestampSchema,
   }),
   {
     title: 'PaymentTransition',
-    example: { from_status: 'pending', to_status: 'completed', trigger: 'create', accepted: true, note: null, created_at: '2026-11-22T10:15:31.000Z' },
+    example: { subject: 'payment', refund_id: null, from_status: 'pending', to_status: 'completed', trigger: 'create', accepted: true, note: null, created_at: '2026-11-22T10:15:31.000Z' },
   },
 );
 
@@ -210,7 +212,7 @@ const PaginationQuerySchema = z
   .strict();
 
 const IdempotencyHeaders = z.object({
-  'idempotency-key': z.string().min(1, 'is required').max(255).describe('Unique per payment attempt; a retry with the same key and body returns the original payment'),
+  'idempotency-key': IdempotencyKeySchema.describe('Unique per payment attempt (1–255 printable ASCII characters); a retry with the same key and body returns the original payment'),
 });
 
 const write = { scope: 'payments:write', tag: 'Payments' } as const;

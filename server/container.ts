@@ -145,7 +145,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     refunds,
     savedCards: new SavedCardService(em, credentials, cardpay),
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),
-    cardpayCallbacks: new CardpayCallbackService(em, credentials, writer, logger),
+    cardpayCallbacks: new CardpayCallbackService(em, credentials, writer, cardpay, logger),
     walletpayCallbacks: new WalletpayCallbackService(em, walletpay, credentials, writer, logger),
     mobilemoneyCallbacks: new MobilemoneyCallbackService(em, config, credentials, writer, logger),
     mobilemoney: new MobilemoneyOperationsService(em, config, credentials, mobilemoney, payments, logger),

@@ -26,6 +26,9 @@ const EnvSchema = z.object({
   WEBHOOK_ALLOW_PRIVATE_URLS: booleanFlag.optional(),
   MOBILEMONEY_CALLBACK_ALLOWLIST: z.string().optional(),
   MOBILEMONEY_CERT_PATH: z.string().optional(),
+  MOBILEMONEY_SANDBOX_CERT_PATH: z.string().optional(),
+  MOBILEMONEY_LIVE_CERT_PATH: z.string().optional(),
+  TRUST_PROXY: z.string().optional(),
   PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(15_000),
   DELIVERY_SWEEP_INTERVAL: z.string().default('30s'),
   EVENT_RETENTION: z.string().default('30d'),
@@ -86,11 +89,34 @@ export interface AppConfig {
   rateLimitPerMinute: number;
   mobilemoneyCallbackAllowlist: string[];
   mobilemoneyCertPath: string | undefined;
+  /** The operator's X.509 certificates that initiator passwords are encrypted with (SecurityCredential), per credential env. */
+  mobilemoneySecurityCertPaths: { sandbox?: string; live?: string };
+  /** Express's `trust proxy`: which proxies' X-Forwarded-For is believed for the client address (off by default). */
+  trustProxy: TrustProxy;
   logLevel: string;
   dataDir: string;
 }
 
 export class ConfigError extends Error {}
+
+/** false (the socket's address is the client's), true (any proxy), a hop count, or trusted addresses/subnets. */
+export type TrustProxy = boolean | number | string[];
+
+/** TRUST_PROXY: unset/false, true, a hop count ("1"), or a comma-separated list ("loopback, 10.0.0.0/8"). */
+export function parseTrustProxy(raw: string | undefined): TrustProxy {
+  const value = raw?.trim() ?? '';
+  if (value === '' || /^(false|0|no)$/i.test(value)) return false;
+  if (/^(true|yes)$/i.test(value)) return true;
+  if (/^\d{1,2}$/.test(value)) return Number(value);
+  const list = value.split(',').map((s) => s.trim()).filter(Boolean);
+  const named = ['loopback', 'linklocal', 'uniquelocal'];
+  for (const entry of list) {
+    if (!named.includes(entry) && !/^[0-9a-fA-F:.]+(\/\d{1,3})?$/.test(entry)) {
+      throw new ConfigError(`invalid TRUST_PROXY entry "${entry}": use true, a hop count, or IP addresses/subnets (or loopback, linklocal, uniquelocal)`);
+    }
+  }
+  return list;
+}
 
 /** Reads and validates the environment once, at boot; a bad value stops the process with a clear message. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
@@ -157,6 +183,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       ? e.MOBILEMONEY_CALLBACK_ALLOWLIST.split(',').map((s) => s.trim()).filter(Boolean)
       : DEFAULT_MOBILEMONEY_ALLOWLIST,
     mobilemoneyCertPath: e.MOBILEMONEY_CERT_PATH,
+    mobilemoneySecurityCertPaths: { sandbox: e.MOBILEMONEY_SANDBOX_CERT_PATH, live: e.MOBILEMONEY_LIVE_CERT_PATH },
+    trustProxy: parseTrustProxy(e.TRUST_PROXY),
     logLevel: e.LOG_LEVEL,
     dataDir: e.DATA_DIR,
   };

@@ -1,12 +1,14 @@
 import { readFileSync } from 'node:fs';
-import express, { type Express, type Request } from 'express';
+import express, { type Express } from 'express';
 import { RequestContext } from '@mikro-orm/core';
 import { createExpressEndpoints, initServer } from '@ts-rest/express';
 import swaggerUi from 'swagger-ui-express';
 import { contract } from '../../contract/index.js';
 import type { Container } from '../container.js';
+import { dashboardRouter } from './dashboard.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
 import { authenticate } from './middleware/auth.js';
+import { jsonBody } from './middleware/json-body.js';
 import { rejectNulCharacters } from './middleware/reject-nul.js';
 import { accessLog, requestId } from './middleware/request-context.js';
 import { merchantRouter } from './routers/merchant.router.js';
@@ -17,17 +19,16 @@ import { paymentsRouter } from './routers/payments.router.js';
 import { providerCallbacksRouter } from './routers/provider-callbacks.router.js';
 import { refundsRouter } from './routers/refunds.router.js';
 import { openApiDocument } from './openapi.js';
+import { mountReturnPage } from './return-page.js';
 
-export const BODY_LIMIT = '100kb';
-
-/** Keeps the exact request bytes: provider callbacks are verified over the raw body. */
-export type RawBodyRequest = Request & { rawBody?: Buffer };
+export { BODY_LIMIT, type RawBodyRequest } from './middleware/json-body.js';
 
 export function createApp(container: Container): Express {
   const { logger, metrics, orm, services } = container;
   const app = express();
   app.disable('x-powered-by');
-  app.set('trust proxy', false);
+  // Off unless TRUST_PROXY says which proxies to believe: then req.ip is the client behind them.
+  app.set('trust proxy', container.config.trustProxy);
   app.use(requestId);
   app.use(accessLog(logger, metrics));
 
@@ -40,6 +41,7 @@ export function createApp(container: Container): Express {
   app.get('/metrics', async (_req, res) => {
     res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
   });
+  mountReturnPage(app);
   const document = openApiDocument();
   const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
   app.get('/openapi.json', (_req, res) => res.json(document));
@@ -47,17 +49,10 @@ export function createApp(container: Container): Express {
   app.get('/docs/README.md', (_req, res) => {
     res.type('text/markdown; charset=utf-8').send(readme);
   });
+  app.use('/dashboard', dashboardRouter());
   app.use('/docs', swaggerUi.serve, swaggerUi.setup(document, { customSiteTitle: 'Payments API reference' }));
 
-  app.use(
-    express.json({
-      limit: BODY_LIMIT,
-      type: ['application/json', 'application/*+json'],
-      verify: (req, _res, buf) => {
-        (req as RawBodyRequest).rawBody = buf;
-      },
-    }),
-  );
+  app.use(jsonBody());
   // Every request gets its own identity map: no entity leaks between requests.
   app.use((_req, _res, next) => RequestContext.create(orm.em, next));
 

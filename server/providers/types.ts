@@ -135,8 +135,20 @@ export interface SavedCardDetails {
   expYear: number;
 }
 
+/** A refund as the provider reports it (made by the service or directly at the provider). */
+export interface ProviderRefundRecord {
+  providerRef: string;
+  status: ProviderRefundResult['status'];
+  amount: Money;
+  /** Our refund id when the service made it (sent as metadata). */
+  ourRefundId: string | null;
+  raw: unknown;
+}
+
 /** cardpay also keeps customers and their payment methods (saved cards). */
 export interface CardpayPort extends PaymentProviderPort<CardpayCredentials> {
+  /** Every refund of a charge (GET /v1/refunds?charge=), newest first. */
+  listChargeRefunds(creds: CardpayCredentials, chargeId: string): Promise<ProviderRefundRecord[]>;
   createCustomer(creds: CardpayCredentials, input: { email?: string; name?: string; idempotencyKey: string }): Promise<{ customerId: string }>;
   attachPaymentMethod(creds: CardpayCredentials, input: { paymentMethodId: string; customerId: string; idempotencyKey: string }): Promise<SavedCardDetails>;
   detachPaymentMethod(creds: CardpayCredentials, paymentMethodId: string): Promise<void>;

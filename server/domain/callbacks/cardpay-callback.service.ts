@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, type Payment } from '../../persistence/entities/index.js';
 import { parseCardpayEvent, verifyCardpaySignature, type CardpayNotification } from '../../providers/cardpay/webhook.js';
-import type { InboundCallback } from '../../providers/types.js';
+import type { CardpayPort, InboundCallback, ProviderRefundRecord } from '../../providers/types.js';
 import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import type { StatusWriter, UnitOfWork } from '../payments/status-writer.js';
@@ -20,6 +20,7 @@ export class CardpayCallbackService {
     private readonly em: EntityManager,
     private readonly credentials: CredentialsService,
     private readonly writer: StatusWriter,
+    private readonly cardpay: CardpayPort,
     private readonly logger: Logger,
   ) {}
 
@@ -46,6 +47,9 @@ export class CardpayCallbackService {
       throw new DomainError('UNAUTHORIZED', 'Invalid or missing Cardpay-Signature');
     }
 
+    // charge.refunded carries no refunds (API ≥ 2022-11-15): read them before the transaction opens.
+    const reported = event.kind === 'refund' ? await this.cardpay.listChargeRefunds(creds, event.chargeId) : [];
+
     return this.writer.commit(async (uow) => {
       if (!(await recordCallbackOnce(uow.tx, 'cardpay', event.eventId, payment.id, event.type))) return 'duplicate' as const;
       if (event.kind === 'payment') {
@@ -55,7 +59,7 @@ export class CardpayCallbackService {
           `callback:${event.type}`,
         );
       } else {
-        await this.applyRefunds(uow, payment.id, event);
+        await this.applyRefunds(uow, payment.id, event, reported);
       }
       return 'applied' as const;
     });
@@ -70,11 +74,23 @@ export class CardpayCallbackService {
     return em.findOne(PaymentSchema, { provider: 'cardpay', providerRef: event.paymentIntentId });
   }
 
-  /** charge.refunded: each succeeded refund in the event, recorded once (see RefundService). */
-  private async applyRefunds(uow: UnitOfWork, paymentId: string, event: Extract<CardpayNotification, { kind: 'refund' }>): Promise<void> {
-    for (const refund of event.refunds) {
-      if (refund.status !== 'succeeded') continue;
-      await uow.providerRefund(paymentId, { providerRefundId: refund.id, reported: refund.amount, raw: event.raw }, 'callback:charge.refunded');
+  /**
+   * charge.refunded: each completed refund of the charge as the provider lists it (oldest first),
+   * recorded once by the status writer, whether the service or the provider's dashboard made it.
+   */
+  private async applyRefunds(
+    uow: UnitOfWork,
+    paymentId: string,
+    event: Extract<CardpayNotification, { kind: 'refund' }>,
+    reported: ProviderRefundRecord[],
+  ): Promise<void> {
+    for (const refund of [...reported].reverse()) {
+      if (refund.status !== 'completed') continue;
+      await uow.providerRefund(
+        paymentId,
+        { providerRefundId: refund.providerRef, reported: refund.amount, ourRefundId: refund.ourRefundId, raw: refund.raw },
+        `callback:${event.type}`,
+      );
     }
   }
 }

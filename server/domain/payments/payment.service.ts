@@ -10,7 +10,7 @@ import { ProviderError, type PaymentLookup, type ProviderPaymentResult } from '.
 import { DomainError, conflict, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
-import { compareDecimals, formatMinorUnits } from '../money/money.js';
+import { compareDecimals, currencyDigits, formatMinorUnits } from '../money/money.js';
 import type { IdempotencyKeys } from './idempotency-keys.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { recordCreation, type PaymentUpdate, type StatusWriter } from './status-writer.js';
@@ -187,6 +187,20 @@ export class PaymentService {
     return payment;
   }
 
+  /** With a currency filter, min/max follow that currency's digits, like every amount input. */
+  private checkFilterDigits(query: ListPaymentsQuery): void {
+    if (!query.currency) return;
+    const digits = currencyDigits(query.currency);
+    if (digits === null) throw new DomainError('VALIDATION_ERROR', 'Invalid request: currency must be a known ISO 4217 code', [{ field: 'currency', issue: 'must be a known ISO 4217 code' }]);
+    for (const field of ['min_amount', 'max_amount'] as const) {
+      const fraction = query[field]?.split('.')[1] ?? '';
+      if (fraction.replace(/0+$/, '').length > digits) {
+        const issue = `must have at most ${digits} decimal places for ${query.currency.toUpperCase()}`;
+        throw new DomainError('VALIDATION_ERROR', `Invalid request: ${field} ${issue}`, [{ field, issue }]);
+      }
+    }
+  }
+
   async list(merchantId: string, query: ListPaymentsQuery): Promise<{ items: Payment[]; total: number }> {
     const where: FilterQuery<Payment> = { merchantId };
     if (query.status) where.status = query.status;
@@ -207,6 +221,7 @@ export class PaymentService {
       where.createdAt = { ...(since ? { $gte: since } : {}), ...(until ? { $lt: until } : {}) };
     }
     if (query.search) where.$or = [{ receiptNumber: query.search.toUpperCase() }, { receiptNumber: query.search }, { idempotencyKey: query.search }];
+    this.checkFilterDigits(query);
     if (query.min_amount !== undefined && query.max_amount !== undefined && compareDecimals(query.min_amount, query.max_amount) > 0) {
       throw new DomainError('VALIDATION_ERROR', 'Invalid request: min_amount must not exceed max_amount', [{ field: 'min_amount', issue: 'must not exceed max_amount' }]);
     }

@@ -6,6 +6,7 @@ import type { PaymentHistory } from '../../domain/payments/payment-history.js';
 import type { PaymentService } from '../../domain/payments/payment.service.js';
 import { ok } from '../envelope.js';
 import { principalOf } from '../middleware/auth.js';
+import { asSent } from '../middleware/json-body.js';
 import { pageMeta, presentCapture, presentPayment, presentSavedCard, presentTransition } from '../presenters/presenters.js';
 
 const s = initServer();
@@ -37,8 +38,9 @@ export function paymentsRouter(deps: {
     checkStatus: async ({ params, res }) => ok(await deps.mobilemoney.checkStatus(principalOf(res).merchantId, params.code)),
     reconcile: async ({ body, res }) => ok(await deps.mobilemoney.reconcile(principalOf(res).merchantId, body ?? {})),
     registerPull: async ({ body, res }) => ok(await deps.mobilemoney.registerPull(principalOf(res).merchantId, body ?? {})),
-    create: async ({ headers, body, res }) => {
-      const { payment, replayed } = await deps.payments.create(principalOf(res).merchantId, headers['idempotency-key'], body);
+    create: async ({ headers, body, req, res }) => {
+      const amount = asSent(req, 'amount', body.amount);
+      const { payment, replayed } = await deps.payments.create(principalOf(res).merchantId, headers['idempotency-key'], { ...body, amount });
       if (replayed) {
         res.setHeader('Idempotent-Replayed', 'true');
         return ok(presentPayment(payment));

@@ -9,7 +9,10 @@ import type { RawBodyRequest } from '../app.js';
 
 const s = initServer();
 
-/** The callback exactly as received: raw bytes for signatures, headers lower-cased, the socket's address. */
+/**
+ * The callback exactly as received: raw bytes for signatures, headers lower-cased, and the client's
+ * address (the socket's, or with TRUST_PROXY the one the trusted proxies forwarded).
+ */
 export function inboundCallback(req: Request, subpath = ''): InboundCallback {
   const headers: Record<string, string | undefined> = {};
   for (const [name, value] of Object.entries(req.headers)) headers[name] = Array.isArray(value) ? value.join(',') : value;
@@ -21,7 +24,7 @@ export function inboundCallback(req: Request, subpath = ''): InboundCallback {
     rawBody: (req as RawBodyRequest).rawBody ?? Buffer.alloc(0),
     body: req.body,
     query,
-    sourceIp: req.socket.remoteAddress ?? '',
+    sourceIp: req.ip ?? req.socket.remoteAddress ?? '',
   };
 }
 

@@ -3,14 +3,15 @@ import { contract } from '../../../contract/index.js';
 import type { RefundService } from '../../domain/refunds/refund.service.js';
 import { ok } from '../envelope.js';
 import { principalOf } from '../middleware/auth.js';
+import { asSent } from '../middleware/json-body.js';
 import { pageMeta, presentRefund } from '../presenters/presenters.js';
 
 const s = initServer();
 
 export function refundsRouter(deps: { refunds: RefundService }) {
   return s.router(contract.refunds, {
-    create: async ({ body, res }) => {
-      const refund = await deps.refunds.create(principalOf(res).merchantId, body.payment_id, body.amount);
+    create: async ({ body, req, res }) => {
+      const refund = await deps.refunds.create(principalOf(res).merchantId, body.payment_id, asSent(req, 'amount', body.amount));
       return { status: 201 as const, body: { success: true as const, data: presentRefund(refund) } };
     },
     list: async ({ query, res }) => {
