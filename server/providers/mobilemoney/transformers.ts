@@ -23,6 +23,17 @@ export function reversalResultStatus(resultCode: number | string): 'completed' |
   return code === '0' || code === 'R000001' ? 'completed' : 'failed';
 }
 
+/**
+ * The amount a completed reversal result reports. A success carries `Amount`; R000001 ("already
+ * reversed") carries none — the operator reverses whole transactions only, so it means the whole
+ * receipt, which is the amount we asked to reverse (`requested`). A success without an amount reports
+ * none (and so completes nothing).
+ */
+export function reversedAmount(resultCode: number | string, reported: Money | null, requested: Money): Money | null {
+  if (String(resultCode).trim() === 'R000001') return reported ?? requested;
+  return reported;
+}
+
 // ---------------------------------------------------------------- amounts
 
 /** The operator settles in Kenyan shillings only; its amounts carry no currency of their own. */

@@ -1,5 +1,6 @@
 import express, { type Request, type Response } from 'express';
 import { outageSwitch } from '../controls.js';
+import { eachObject, misreportSwitch } from '../misreport.js';
 import type { SandboxModule } from '../module.js';
 import { CALLBACK_JOB, deliverCallback, type CallbackJobData } from './callbacks.js';
 import { mountOauth } from './oauth.js';
@@ -18,6 +19,13 @@ export const mobilemoneySandbox: SandboxModule = {
   router(deps) {
     const router = express.Router();
     outageSwitch(router, deps.em, 'mobilemoney', { requestId: 'sandbox-outage', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' });
+    // Integrity tests: pulled transactions report another amount (the operator's amounts have no currency).
+    misreportSwitch(router, deps.em, 'mobilemoney', (body, m) => {
+      eachObject(body, (o) => {
+        if (typeof o.transactionId === 'string' && 'amount' in o && m.amount !== undefined) o.amount = m.amount;
+      });
+      return body;
+    });
     mountCertificate(router, deps);
     mountOauth(router, deps);
     mountStk(router, deps);

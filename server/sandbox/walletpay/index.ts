@@ -1,5 +1,6 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { outageSwitch } from '../controls.js';
+import { eachObject, misreportSwitch } from '../misreport.js';
 import type { SandboxModule } from '../module.js';
 import { mountApproval } from './approval.js';
 import { mountAuth, requireBearer } from './auth.js';
@@ -21,6 +22,15 @@ export const walletpaySandbox: SandboxModule = {
   router(deps) {
     const router = express.Router();
     outageSwitch(router, deps.em, 'walletpay', INTERNAL_ERROR_BODY);
+    // Integrity tests: every money object (order, capture, refund amounts) reports another value / currency.
+    misreportSwitch(router, deps.em, 'walletpay', (body, m) => {
+      eachObject(body, (o) => {
+        if (typeof o.currency_code !== 'string' || typeof o.value !== 'string') return;
+        if (m.amount !== undefined) o.value = String(m.amount);
+        if (m.currency !== undefined) o.currency_code = m.currency;
+      });
+      return body;
+    });
     mountAuth(router, deps);
     mountCertificate(router, deps);
     mountApproval(router, deps);
