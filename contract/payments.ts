@@ -2,7 +2,8 @@ import { initContract } from '@ts-rest/core';
 import { extendApi } from '@anatine/zod-openapi';
 import { z } from 'zod';
 import {
-  ErrorBodySchema, IdParamsSchema, IdempotencyKeySchema, ProviderSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, pageQuery, listEnvelope,
+  ErrorBodySchema, IdParamsSchema, IdempotencyKeySchema, OptionalIdempotencyHeaders, ProviderSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery,
+  pageQuery, listEnvelope,
 } from './common.js';
 
 const c = initContract();
@@ -272,8 +273,11 @@ export const paymentsContract = c.router(
       method: 'POST',
       path: '/v1/payments/cards',
       summary: 'Save a card',
-      description: 'Creates a customer at the card provider and attaches the payment method. Only the token, brand, last four digits and expiry are stored.',
+      description:
+        'Creates a customer at the card provider and attaches the payment method. Only the token, brand, last four digits and expiry are stored. ' +
+        'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and never saves the card twice.',
       metadata: cards,
+      headers: OptionalIdempotencyHeaders,
       body: z
         .object({
           payment_method_id: z.string().min(1).max(255),
@@ -395,8 +399,11 @@ export const paymentsContract = c.router(
       method: 'POST',
       path: '/v1/payments/:id/capture',
       summary: 'Capture an approved wallet payment',
-      description: 'Captures a walletpay order after the buyer approved it. No body (or `{}`). 409 when the payment is not pending or the buyer has not approved.',
+      description:
+        'Captures a walletpay order after the buyer approved it. No body (or `{}`). 409 when the payment is not pending or the buyer has not approved. ' +
+        'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and never captures twice.',
       metadata: write,
+      headers: OptionalIdempotencyHeaders,
       pathParams: IdParamsSchema,
       body: z.union([z.object({}).strict(), z.undefined(), z.null()]).optional(),
       responses: { 200: envelope(CapturedPaymentSchema), 404: ErrorBodySchema, 409: ErrorBodySchema, 502: ErrorBodySchema },

@@ -14,7 +14,9 @@ import { createAgenda } from './jobs/agenda.js';
 import { AgendaDeliveryQueue } from './jobs/delivery-queue.js';
 import { cancelMobilemoneyReconciliation, scheduleMobilemoneyReconciliation } from './jobs/reconcile-mobilemoney.job.js';
 import type { Logger } from './observability/logger.js';
+import { instrumentProvider } from './observability/instrument-provider.js';
 import { Metrics } from './observability/metrics.js';
+import { registerStoreMetrics } from './observability/store-metrics.js';
 import { openOrm } from './persistence/orm.js';
 import { KeyLock } from './persistence/key-lock.js';
 import { CardpayAdapter, prepareCardpayCredentials } from './providers/cardpay/index.js';
@@ -35,6 +37,7 @@ import { StatusSyncService } from './domain/payments/status-sync.service.js';
 import { StatusWriter } from './domain/payments/status-writer.js';
 import { RefundService } from './domain/refunds/refund.service.js';
 import { sandboxModules } from './sandbox/index.js';
+import { withLatency } from './sandbox/controls.js';
 import type { SandboxDeps } from './sandbox/module.js';
 
 /** Connections of the advisory-lock pool (per process). */
@@ -43,6 +46,7 @@ export const KEY_LOCK_POOL_MAX = 2;
 export interface Services {
   apiKeys: ApiKeyService;
   rateLimiter: RateLimiter;
+  callbackRateLimiter: RateLimiter;
   merchants: MerchantService;
   credentials: CredentialsService;
   deliveries: DeliveryService;
@@ -104,10 +108,13 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   // Scheduling is rare and brief: two connections are plenty (idempotency needs none of its own).
   const keyLock = new KeyLock(options.databaseUrl, KEY_LOCK_POOL_MAX);
 
-  // The provider adapters: the only place concrete providers are named.
-  const cardpay = new CardpayAdapter(config);
-  const walletpay = new WalletpayAdapter(config);
-  const mobilemoney = new MobilemoneyAdapter(config, em);
+  const metrics = new Metrics();
+  registerStoreMetrics(metrics.registry, (sql) => orm.em.getConnection().execute(sql));
+  // The provider adapters: the only place concrete providers are named. Each is wrapped so every call
+  // to its provider is timed (provider_call_duration_seconds); the adapters know nothing of it.
+  const cardpay = instrumentProvider('cardpay', new CardpayAdapter(config), metrics.providerCalls);
+  const walletpay = instrumentProvider('walletpay', new WalletpayAdapter(config), metrics.providerCalls);
+  const mobilemoney = instrumentProvider('mobilemoney', new MobilemoneyAdapter(config, em), metrics.providerCalls);
   const ports: ProviderPorts = { cardpay, walletpay, mobilemoney };
   const credentials = new CredentialsService(em, secrets, {
     cardpay: prepareCardpayCredentials(cardpay, config),
@@ -122,14 +129,14 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     },
   });
   const gateway = new ProviderGateway(ports, credentials, config);
-  const idempotency = new IdempotencyKeys(em, config.idempotencyLeaseMs);
-  const metrics = new Metrics();
   const writer = new StatusWriter(em, deliveryQueue, metrics.integrityMismatches, logger);
+  const idempotency = new IdempotencyKeys(em, writer, config.idempotencyLeaseMs);
   const payments = new PaymentService(em, config, credentials, gateway, idempotency, writer, logger);
-  const refunds = new RefundService(em, config, gateway, writer);
+  const refunds = new RefundService(em, config, gateway, writer, idempotency);
   const services: Services = {
     apiKeys: new ApiKeyService(em),
-    rateLimiter: new RateLimiter(em, config.rateLimitPerMinute),
+    rateLimiter: new RateLimiter(em, config.rateLimit),
+    callbackRateLimiter: new RateLimiter(em, config.callbackRateLimit),
     merchants,
     credentials,
     deliveries: new DeliveryService(
@@ -143,7 +150,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     payments,
     paymentHistory: new PaymentHistory(em),
     refunds,
-    savedCards: new SavedCardService(em, credentials, cardpay),
+    savedCards: new SavedCardService(em, credentials, cardpay, idempotency),
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),
     cardpayCallbacks: new CardpayCallbackService(em, credentials, writer, cardpay, logger),
     walletpayCallbacks: new WalletpayCallbackService(em, walletpay, credentials, writer, logger),
@@ -152,7 +159,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   };
 
   const sandboxDeps: SandboxDeps = { config, em, agenda, logger: options.logger };
-  const sandboxMounts = config.sandbox ? sandboxModules.map((m) => ({ path: m.path, router: m.router(sandboxDeps) })) : [];
+  const sandboxMounts = config.sandbox ? sandboxModules.map((m) => ({ path: m.path, router: withLatency(m.router(sandboxDeps), config.sandboxLatencyMs) })) : [];
 
   return {
     config,

@@ -8,6 +8,7 @@ import type { Container } from '../container.js';
 import { dashboardRouter } from './dashboard.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
 import { authenticate } from './middleware/auth.js';
+import { callbackMetrics } from './middleware/callback-metrics.js';
 import { jsonBody } from './middleware/json-body.js';
 import { rejectNulCharacters } from './middleware/reject-nul.js';
 import { accessLog, requestId } from './middleware/request-context.js';
@@ -19,6 +20,8 @@ import { paymentsRouter } from './routers/payments.router.js';
 import { providerCallbacksRouter } from './routers/provider-callbacks.router.js';
 import { refundsRouter } from './routers/refunds.router.js';
 import { openApiDocument } from './openapi.js';
+import { opsRouter } from './ops-routes.js';
+import { projectFile } from '../config/project-root.js';
 import { mountReturnPage } from './return-page.js';
 
 export { BODY_LIMIT, type RawBodyRequest } from './middleware/json-body.js';
@@ -30,20 +33,13 @@ export function createApp(container: Container): Express {
   // Off unless TRUST_PROXY says which proxies to believe: then req.ip is the client behind them.
   app.set('trust proxy', container.config.trustProxy);
   app.use(requestId);
+  app.use(callbackMetrics(metrics));
   app.use(accessLog(logger, metrics));
 
-  app.get('/healthz', (_req, res) => res.json({ success: true, data: { status: 'ok' } }));
-  app.get('/readyz', async (_req, res) => {
-    const checks = await container.readiness();
-    const ready = Object.values(checks).every(Boolean);
-    res.status(ready ? 200 : 503).json({ success: ready, data: { status: ready ? 'ready' : 'not_ready', checks } });
-  });
-  app.get('/metrics', async (_req, res) => {
-    res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
-  });
+  app.use(opsRouter(container));
   mountReturnPage(app);
   const document = openApiDocument();
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  const readme = readFileSync(projectFile('README.md'), 'utf8');
   app.get('/openapi.json', (_req, res) => res.json(document));
   // The reference links the README's quick start; serve it beside the page so the link resolves.
   app.get('/docs/README.md', (_req, res) => {
@@ -73,11 +69,23 @@ export function createApp(container: Container): Express {
     jsonQuery: false,
     responseValidation: false,
     // After authentication (an anonymous caller learns nothing), before validation and the handlers.
-    globalMiddleware: [authenticate(services.apiKeys, services.rateLimiter), rejectNulCharacters],
+    globalMiddleware: [authenticate(services.apiKeys, services.rateLimiter, services.callbackRateLimiter), rejectNulCharacters],
     requestValidationErrorHandler: (err, _req, _res, next) => next(err),
   });
 
   app.use(notFoundHandler);
   app.use(errorHandler(logger));
+  return app;
+}
+
+/** What a worker serves on WORKER_PORT: health, readiness and metrics, nothing else. */
+export function createWorkerApp(container: Container): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(requestId);
+  app.use(accessLog(container.logger, container.metrics));
+  app.use(opsRouter(container));
+  app.use(notFoundHandler);
+  app.use(errorHandler(container.logger));
   return app;
 }

@@ -1,7 +1,8 @@
-import { fileURLToPath } from 'node:url';
 import express, { type Router } from 'express';
+import { projectFile } from '../config/project-root.js';
 
-const DASHBOARD_DIR = fileURLToPath(new URL('../../dashboard/', import.meta.url));
+// Beside package.json: the same folder whether run from source or from dist/.
+const DASHBOARD_DIR = projectFile('dashboard');
 
 /**
  * The merchant dashboard: static files (plain ES modules, no build step, nothing fetched from the

@@ -80,7 +80,12 @@ afterAll(async () => {
 describe('merchant dashboard', () => {
   it('refuses a wrong key with the API error, and keeps a good one in session storage only', async () => {
     const page = await newPage(1280);
-    await page.goto(`${t.baseUrl}/dashboard/`);
+    const elsewhere: string[] = [];
+    page.on('request', (req) => {
+      if (!req.url().startsWith(t.baseUrl)) elsewhere.push(req.url());
+    });
+    const response = await page.goto(`${t.baseUrl}/dashboard/`);
+    expect(response?.headers()['content-security-policy']).toContain("script-src 'self'");
     await page.getByLabel('API key').fill('pk_not_a_real_key');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('alert').waitFor();
@@ -91,6 +96,7 @@ describe('merchant dashboard', () => {
     await page.getByRole('heading', { name: 'Payments', level: 1 }).waitFor();
     const stored = await page.evaluate(() => ({ session: Object.values(sessionStorage), local: Object.keys(localStorage), cookie: document.cookie }));
     expect(stored).toEqual({ session: [merchant.apiKey], local: [], cookie: '' });
+    expect(elsewhere).toEqual([]); // nothing from the network: npm start works offline
     await page.locator('#merchant-name', { hasText: 'Dashboard Coffee Roasters' }).waitFor();
     await page.close();
   });

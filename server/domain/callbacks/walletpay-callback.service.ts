@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, RefundSchema, type Payment } from '../../persistence/entities/index.js';
 import type { WalletpayAdapter } from '../../providers/walletpay/adapter.js';
-import { parseWalletpayEvent, verifyWalletpayEvent, walletpayTransmissionId, type WalletpayInboundEvent } from '../../providers/walletpay/webhook.js';
+import { parseWalletpayEvent, verifyWalletpayEvent, walletpayHeaderProblem, walletpayTransmissionId, type WalletpayInboundEvent } from '../../providers/walletpay/webhook.js';
 import { ProviderError, type InboundCallback } from '../../providers/types.js';
 import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
@@ -29,6 +29,9 @@ export class WalletpayCallbackService {
   async handle(callback: InboundCallback): Promise<CallbackOutcome> {
     const transmissionId = walletpayTransmissionId(callback);
     if (!transmissionId) throw new DomainError('UNAUTHORIZED', 'Missing Walletpay-Transmission-Id');
+    // Cheap local checks first: a malformed forgery costs no lookup and no verification call.
+    const headerProblem = walletpayHeaderProblem(callback);
+    if (headerProblem) throw new DomainError('UNAUTHORIZED', `Invalid walletpay callback: ${headerProblem}`);
     const event = parseWalletpayEvent(callback.body);
     if (event.kind === 'ignored') {
       this.logger.info({ provider: 'walletpay', eventType: event.eventType }, 'callback type not used; acknowledged');

@@ -1,13 +1,21 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { CardpayCredentials } from '../../../contract/index.js';
 import { SavedCardSchema, type SavedCard } from '../../persistence/entities/index.js';
 import { ProviderError, type CardpayPort } from '../../providers/types.js';
 import { DomainError, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
+import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
 
 function providerFailure(err: unknown, action: string): never {
   if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `cardpay could not ${action}: ${err.message}`);
   throw err;
+}
+
+export interface SaveCardInput {
+  paymentMethodId: string;
+  email?: string;
+  name?: string;
 }
 
 /** Saved cards: a provider customer with the payment method attached; only token, brand, last4, expiry kept. */
@@ -16,11 +24,28 @@ export class SavedCardService {
     private readonly em: EntityManager,
     private readonly credentials: CredentialsService,
     private readonly cardpay: CardpayPort,
+    private readonly idempotency: IdempotencyKeys,
   ) {}
 
-  async save(merchantId: string, input: { paymentMethodId: string; email?: string; name?: string }): Promise<SavedCard> {
+  /**
+   * Saves a card. With an Idempotency-Key a retry replays the first answer, and a retry after a crash
+   * resumes with the same card id, so the provider's idempotency keys (derived from it) create no
+   * second customer.
+   */
+  async save(merchantId: string, input: SaveCardInput, idempotencyKey?: string): Promise<{ card: SavedCard; replayed: boolean }> {
     const creds = await this.credentials.require(merchantId, 'cardpay');
-    const id = randomUUID();
+    if (idempotencyKey === undefined) return { card: await this.saveAs(randomUUID(), merchantId, input, creds), replayed: false };
+    const requestHash = hashRequest({ payment_method_id: input.paymentMethodId, customer_email: input.email, customer_name: input.name });
+    const { value, replayed } = await this.idempotency.run({ scope: 'card.create', merchantId, key: idempotencyKey, requestHash }, 201, {
+      // Nothing to write before the provider is called: the claim carries the card id the provider keys derive from.
+      reserve: async () => randomUUID(),
+      act: async (id) => (await this.em.fork().findOne(SavedCardSchema, { id })) ?? this.saveAs(id, merchantId, input, creds),
+      load: (id) => this.em.fork().findOneOrFail(SavedCardSchema, { id }),
+    });
+    return { card: value, replayed };
+  }
+
+  private async saveAs(id: string, merchantId: string, input: SaveCardInput, creds: CardpayCredentials): Promise<SavedCard> {
     let customerId: string;
     let details;
     try {

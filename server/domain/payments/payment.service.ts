@@ -11,7 +11,7 @@ import { DomainError, conflict, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import { compareDecimals, currencyDigits, formatMinorUnits } from '../money/money.js';
-import type { IdempotencyKeys } from './idempotency-keys.js';
+import { hashRequest, type IdempotencyKeys } from './idempotency-keys.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { recordCreation, type PaymentUpdate, type StatusWriter } from './status-writer.js';
 import { normalizePaymentRequest, type NormalizedPaymentRequest } from './payment-request.js';
@@ -59,7 +59,7 @@ export class PaymentService {
     const creds = await this.credentials.require(merchantId, request.provider);
     const acquired = await this.idempotency.acquire(
       { scope: 'payment.create', merchantId, key: idempotencyKey, requestHash: request.requestHash },
-      async (tx) => (await this.reserve(tx, merchantId, idempotencyKey, request)).id,
+      async (uow) => (await this.reserve(uow.tx, merchantId, idempotencyKey, request)).id,
     );
     if (acquired.state === 'finished') {
       return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: acquired.resourceId }), replayed: true };
@@ -243,12 +243,38 @@ export class PaymentService {
     return { items, total };
   }
 
-  /** Captures an approved walletpay order. Wrong status or an unapproved order is 409. */
-  async capture(merchantId: string, id: string): Promise<Payment> {
+  /**
+   * Captures an approved walletpay order. Wrong status or an unapproved order is 409. With an
+   * Idempotency-Key a retry replays the first answer; a 409 (nothing captured) frees the key for a retry.
+   */
+  async capture(merchantId: string, id: string, idempotencyKey?: string): Promise<{ payment: Payment; replayed: boolean }> {
+    if (idempotencyKey === undefined) return { payment: await this.captureNow(merchantId, id), replayed: false };
+    const { value, replayed } = await this.idempotency.run(
+      { scope: 'payment.capture', merchantId, key: idempotencyKey, requestHash: hashRequest({ payment_id: id }) },
+      200,
+      {
+        reserve: async (uow) => {
+          const payment = await uow.tx.findOne(PaymentSchema, { id, merchantId });
+          if (!payment) throw notFound('payment');
+          assertCapturable(payment);
+          return payment.id;
+        },
+        act: async (paymentId, resumed) => {
+          const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
+          // A resumed capture whose answer was committed is not sent again.
+          if (resumed && payment.status !== 'pending') return payment;
+          return this.captureNow(merchantId, paymentId);
+        },
+        load: (paymentId) => this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId }),
+        nothingDone: (err) => err.code === 'CONFLICT',
+      },
+    );
+    return { payment: value, replayed };
+  }
+
+  private async captureNow(merchantId: string, id: string): Promise<Payment> {
     const payment = await this.get(merchantId, id);
-    if (payment.provider !== 'walletpay') throw conflict(`${payment.provider} payments are not captured; only walletpay payments are`);
-    if (payment.status !== 'pending') throw conflict(`payment is ${payment.status}; only a pending payment can be captured`);
-    if (!payment.providerRef) throw conflict('payment has no wallet order yet');
+    assertCapturable(payment);
     let result: ProviderPaymentResult;
     try {
       result = await this.gateway.capture(payment, `capture-${payment.id}`);
@@ -266,6 +292,12 @@ export class PaymentService {
     }
     return (await this.applyUpdate(payment.id, toUpdate(result), 'capture')).payment;
   }
+}
+
+function assertCapturable(payment: Payment): void {
+  if (payment.provider !== 'walletpay') throw conflict(`${payment.provider} payments are not captured; only walletpay payments are`);
+  if (payment.status !== 'pending') throw conflict(`payment is ${payment.status}; only a pending payment can be captured`);
+  if (!payment.providerRef) throw conflict('payment has no wallet order yet');
 }
 
 export function toUpdate(result: ProviderPaymentResult): PaymentUpdate {

@@ -13,6 +13,7 @@ import { Migration20261123000101_integrity_audit } from './Migration202611230001
 import { Migration20261123000102_sandbox_misreport } from './Migration20261123000102_sandbox_misreport.js';
 import { Migration20261123000701_sandbox_cardpay_fidelity } from './Migration20261123000701_sandbox_cardpay_fidelity.js';
 import { Migration20261123000702_sandbox_certificates } from './Migration20261123000702_sandbox_certificates.js';
+import { Migration20261123000801_rate_limit_buckets } from './Migration20261123000801_rate_limit_buckets.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -33,4 +34,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261123000102_sandbox_misreport', class: Migration20261123000102_sandbox_misreport },
   { name: 'Migration20261123000701_sandbox_cardpay_fidelity', class: Migration20261123000701_sandbox_cardpay_fidelity },
   { name: 'Migration20261123000702_sandbox_certificates', class: Migration20261123000702_sandbox_certificates },
+  { name: 'Migration20261123000801_rate_limit_buckets', class: Migration20261123000801_rate_limit_buckets },
 ];
