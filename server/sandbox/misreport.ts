@@ -11,16 +11,6 @@ export interface Misreport {
 /** Rewrites one provider's JSON answer so it reports `m` (each simulator knows where its amounts are). */
 export type MisreportRewriter = (body: unknown, m: Misreport) => unknown;
 
-async function currentMisreport(em: EntityManager, provider: string): Promise<Misreport | null> {
-  const rows = await em.getConnection().execute<{ amount: number | string | null; currency: string | null }[]>(
-    'SELECT amount, currency FROM sandbox_misreports WHERE provider = ?',
-    [provider],
-  );
-  const row = rows[0];
-  if (!row) return null;
-  return { ...(row.amount !== null ? { amount: row.amount } : {}), ...(row.currency !== null ? { currency: row.currency } : {}) };
-}
-
 /** Applies `fn` to every object in a JSON value (depth first), in place. */
 export function eachObject(value: unknown, fn: (o: Record<string, unknown>) => void): void {
   if (Array.isArray(value)) {
@@ -34,40 +24,30 @@ export function eachObject(value: unknown, fn: (o: Record<string, unknown>) => v
 /**
  * A hostile provider, for integrity tests: `POST /_control/misreport {amount?, currency?}` makes every
  * JSON answer of this simulator report that amount and/or currency (as wire values) instead of the
- * real ones, for every process (the switch is in PostgreSQL); `{}` switches it off. What the simulator
- * stores and charges is unchanged: only what it reports lies. Mount it before the simulator's routes.
+ * real ones, for every process (the switch is a row of sandbox_controls, read by the outage switch's
+ * middleware in the same query); `{}` switches it off. What the simulator stores and charges is
+ * unchanged: only what it reports lies.
  */
-export function misreportSwitch(router: Router, em: EntityManager, provider: string, rewrite: MisreportRewriter): void {
+export function mountMisreportControl(router: Router, em: EntityManager, provider: string): void {
   router.post('/_control/misreport', express.json(), async (req: Request, res: Response, next: NextFunction) => {
     try {
       const body = (req.body ?? {}) as { amount?: unknown; currency?: unknown };
       const amount = typeof body.amount === 'number' || typeof body.amount === 'string' ? body.amount : null;
       const currency = typeof body.currency === 'string' ? body.currency : null;
-      if (amount === null && currency === null) {
-        await em.getConnection().execute('DELETE FROM sandbox_misreports WHERE provider = ?', [provider]);
-      } else {
-        await em.getConnection().execute(
-          `INSERT INTO sandbox_misreports (provider, amount, currency) VALUES (?, ?::jsonb, ?)
-           ON CONFLICT (provider) DO UPDATE SET amount = EXCLUDED.amount, currency = EXCLUDED.currency`,
-          [provider, amount === null ? null : JSON.stringify(amount), currency],
-        );
-      }
+      await em.getConnection().execute(
+        `INSERT INTO sandbox_controls (provider, mode, misreport_amount, misreport_currency) VALUES (?, 'ok', ?::jsonb, ?)
+         ON CONFLICT (provider) DO UPDATE SET misreport_amount = EXCLUDED.misreport_amount, misreport_currency = EXCLUDED.misreport_currency, updated_at = now()`,
+        [provider, amount === null ? null : JSON.stringify(amount), currency],
+      );
       res.json({ provider, amount, currency });
     } catch (err) {
       next(err);
     }
   });
-  router.use(async (req: Request, res: Response, next: NextFunction) => {
-    if (req.path.startsWith('/_control')) return next();
-    try {
-      const m = await currentMisreport(em, provider);
-      if (m) {
-        const json = res.json.bind(res);
-        res.json = (body: unknown) => json(rewrite(structuredClone(body), m));
-      }
-      next();
-    } catch (err) {
-      next(err);
-    }
-  });
+}
+
+/** Makes this response report `m` (called by the outage switch's middleware when a misreport is on). */
+export function misreportResponse(res: Response, m: Misreport, rewrite: MisreportRewriter): void {
+  const json = res.json.bind(res);
+  res.json = (body: unknown) => json(rewrite(structuredClone(body), m));
 }
