@@ -44,14 +44,17 @@ export interface PaymentsClientOptions {
   onRetry?: (info: RetryInfo) => void;
 }
 
-export interface CreatePaymentOptions extends RequestOptions {
+export interface IdempotentRequestOptions extends RequestOptions {
   /**
-   * Makes the create safe to repeat: the same key and body return the original payment. Generated
-   * (a random UUID) when omitted and reused by the SDK's own retries; pass your own (e.g. an order
-   * id) to make retries across processes or restarts safe too.
+   * Makes the request safe to repeat: the same key and body return the first answer, and the action
+   * happens once. Generated (a random UUID) when omitted and reused by the SDK's own retries; pass your
+   * own (e.g. an order id) to make retries across processes or restarts safe too.
    */
   idempotencyKey?: string;
 }
+
+/** Options of `payments.create` (the same as every idempotent write). */
+export type CreatePaymentOptions = IdempotentRequestOptions;
 
 type Contract = typeof contract;
 type Success<T> = Extract<T, { status: SuccessfulHttpStatusCode }>;
@@ -154,13 +157,19 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
       paginate((page) => payments.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
     /** GET /v1/payments/{id}/transitions: every status change, oldest first (refused ones with accepted: false). */
     transitions: (id: string, requestOptions?: RequestOptions) => data(raw.payments.transitions({ params: { id }, requestOptions })),
-    /** POST /v1/payments/{id}/capture: captures an approved walletpay payment. */
-    capture: (id: string, requestOptions?: RequestOptions) => data(raw.payments.capture({ params: { id }, body: {}, requestOptions })),
+    /** POST /v1/payments/{id}/capture: captures an approved walletpay payment. Sends an Idempotency-Key its retries reuse. */
+    capture: (id: string, opts: IdempotentRequestOptions = {}) => {
+      const { idempotencyKey = createIdempotencyKey(), ...requestOptions } = opts;
+      return data(raw.payments.capture({ params: { id }, body: {}, headers: { 'idempotency-key': idempotencyKey }, requestOptions }));
+    },
   };
 
   const cards = {
-    /** POST /v1/payments/cards: saves a card from a payment-method token. */
-    create: (body: SaveCardInput, requestOptions?: RequestOptions) => data(raw.payments.createCard({ body, requestOptions })),
+    /** POST /v1/payments/cards: saves a card from a payment-method token. Sends an Idempotency-Key its retries reuse. */
+    create: (body: SaveCardInput, opts: IdempotentRequestOptions = {}) => {
+      const { idempotencyKey = createIdempotencyKey(), ...requestOptions } = opts;
+      return data(raw.payments.createCard({ body, headers: { 'idempotency-key': idempotencyKey }, requestOptions }));
+    },
     list: (q?: ListCardsQuery, requestOptions?: RequestOptions): Promise<Page<SavedCard>> => ok(raw.payments.listCards({ query: query(q), requestOptions })),
     listAll: (q: ListCardsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => cards.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
@@ -178,8 +187,11 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
   };
 
   const refunds = {
-    /** POST /v1/refunds: full (no amount) or partial. Not retried automatically: check `refunds.list` before repeating. */
-    create: (body: CreateRefundInput, requestOptions?: RequestOptions) => data(raw.refunds.create({ body, requestOptions })),
+    /** POST /v1/refunds: full (no amount) or partial. Sends an Idempotency-Key its retries reuse, so a retry never refunds twice. */
+    create: (body: CreateRefundInput, opts: IdempotentRequestOptions = {}) => {
+      const { idempotencyKey = createIdempotencyKey(), ...requestOptions } = opts;
+      return data(raw.refunds.create({ body, headers: { 'idempotency-key': idempotencyKey }, requestOptions }));
+    },
     get: (id: string, requestOptions?: RequestOptions) => data(raw.refunds.get({ params: { id }, requestOptions })),
     /** GET /v1/refunds?payment_id=…: a payment's refunds, oldest first. */
     list: (q: ListRefundsQuery, requestOptions?: RequestOptions): Promise<Page<Refund>> => ok(raw.refunds.list({ query: query(q), requestOptions })),

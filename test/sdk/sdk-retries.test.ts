@@ -152,12 +152,25 @@ describe('SDK retries', () => {
     expect(stub.seen).toHaveLength(1);
   });
 
-  it('never retries a POST without an Idempotency-Key, nor a PROVIDER_ERROR', async () => {
+  it('retries a refund with the Idempotency-Key it sent', async () => {
     stub.reset();
     stub.next(unavailable('0'));
     const { client, retries } = sdk();
     const refund = await client.refunds.create({ payment_id: '00000000-0000-4000-8000-000000000000' }).catch((e: unknown) => e);
-    expect(refund).toMatchObject({ status: 503 });
+    // The retry reached the service, which does not know the payment.
+    expect(refund).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+    expect(retries).toHaveLength(1);
+    expect(stub.seen).toHaveLength(2);
+    expect(stub.seen[0]!.idempotencyKey).toEqual(expect.any(String));
+    expect(stub.seen[1]!.idempotencyKey).toBe(stub.seen[0]!.idempotencyKey);
+  });
+
+  it('never retries a POST without an Idempotency-Key, nor a PROVIDER_ERROR', async () => {
+    stub.reset();
+    stub.next(unavailable('0'));
+    const { client, retries } = sdk();
+    const reconcile = await client.mobilemoney.reconcile().catch((e: unknown) => e);
+    expect(reconcile).toMatchObject({ status: 503 });
     expect(stub.seen).toHaveLength(1);
 
     stub.reset();
