@@ -203,6 +203,17 @@ describe('walletpay', () => {
       ['capture', '45.00', 'USD', '45.00', 'EUR'],
     ]);
     expect((await refused(id)).map((r) => [r.to_status, r.reported_amount_minor, r.reported_currency])).toEqual([['completed', '1', 'USD'], ['completed', '4500', 'EUR']]);
+
+    // Refund answers: the same for a refund of the captured payment.
+    await misreport('walletpay', { amount: '0.01' });
+    const wrongRefund = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id, amount: '15.00' });
+    expect(wrongRefund.body.data.status).toBe('pending');
+    await misreport('walletpay', {});
+    const rightRefund = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id, amount: '15.00' });
+    expect(rightRefund.body.data.status).toBe('completed');
+    const refunded = await get(id);
+    expect(refunded.amount_refunded).toBe('15.00');
+    expect(refunded.integrity.mismatches.at(-1)).toMatchObject({ source: 'refund', refund_id: wrongRefund.body.data.id, expected_amount: '15.00', reported_amount: '0.01' });
   });
 });
 
