@@ -119,6 +119,20 @@ describe('cardpay', () => {
     expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.completed' }]);
   });
 
+  it('a report that would complete a payment without naming an amount is refused too (no path can skip the check)', async () => {
+    const created = await pay({ provider: 'cardpay', amount: '12.00', currency: 'USD', payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/r' });
+    const id = created.body.data.id as string;
+    const applied = await t.inContext(() => t.service.container.services.payments.applyUpdate(id, { status: 'completed' }, 'test'));
+    expect(applied.transitioned).toBe(false);
+    expect(await get(id)).toMatchObject({
+      status: 'pending',
+      integrity: { status: 'mismatch', mismatches: [{ source: 'test', expected_amount: '12.00', expected_currency: 'USD', reported_amount: null, reported_currency: null }] },
+    });
+    expect(await refused(id)).toEqual([
+      { subject: 'payment', to_status: 'completed', trigger: 'test', expected_amount_minor: '1200', expected_currency: 'USD', reported_amount_minor: null, reported_currency: null },
+    ]);
+  });
+
   it('refund answers: a refund the provider reports with another amount or currency stays pending', async () => {
     const paid = await pay({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' });
     const id = paid.body.data.id as string;
