@@ -22,7 +22,7 @@ export function defineReconcileMobilemoneyJob(container: Container): void {
     if (!(await ops.merchantsWithCredentials()).includes(merchantId)) return;
     const until = new Date();
     const report = await ops.reconcileWindow(merchantId, new Date(until.getTime() - AUTO_RECONCILE_WINDOW_MS), until);
-    container.logger.info({ merchantId, pulled: report.pulled, updated: report.updated, not_found: report.not_found }, 'automatic mobilemoney reconciliation');
+    container.logger.info({ merchantId, pulled: report.pulled, updated: report.updated, mismatched: report.mismatched, not_found: report.not_found }, 'automatic mobilemoney reconciliation');
   }, { concurrency: 2 });
 }
 

@@ -61,6 +61,8 @@ export interface CreatePaymentInput {
 
 export interface PaymentLookup {
   paymentId: string;
+  /** The payment's amount: what we asked the provider to charge (a lookup whose answer names none reports it). */
+  amount?: Money;
   providerRef: string | null;
   reference: string;
   providerData: Record<string, unknown>;

@@ -16,8 +16,10 @@ function sign(body: string, secret = SIGNING_SECRET, timestamp = Math.floor(Date
   return `t=${timestamp},v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
 }
 
+/** An intent event as the provider sends it: with the intent's amount and currency (those of pendingPayment unless given). */
 function intentEvent(type: string, intent: Record<string, unknown>, id = `evt_test_${Date.now()}_${++n}`) {
-  return JSON.stringify({ id, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type, data: { object: { object: 'payment_intent', ...intent } } });
+  const object = { object: 'payment_intent', amount: 4000, currency: 'eur', ...intent };
+  return JSON.stringify({ id, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type, data: { object } });
 }
 
 const post = (body: string, signature?: string) => {

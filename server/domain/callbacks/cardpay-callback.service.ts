@@ -56,7 +56,7 @@ export class CardpayCallbackService {
       if (event.kind === 'payment') {
         await uow.payment(
           payment.id,
-          { status: event.status, providerRef: event.paymentIntentId, failureReason: event.failureReason, raw: event.raw },
+          { status: event.status, providerRef: event.paymentIntentId, failureReason: event.failureReason, raw: event.raw, reported: event.amount },
           `callback:${event.type}`,
         );
       } else {

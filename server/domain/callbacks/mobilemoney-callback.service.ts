@@ -5,7 +5,7 @@ import type { AppConfig } from '../../config/config.js';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, RefundSchema, type Payment } from '../../persistence/entities/index.js';
 import {
-  MalformedCallbackError, isAllowedSource, parseResult, parseStkCallback, reversalResultStatus, stkResultStatus, verifyCallbackToken, verifyLiveSignature,
+  MalformedCallbackError, isAllowedSource, parseResult, parseStkCallback, reversalResultStatus, reversedAmount, stkResultStatus, verifyCallbackToken, verifyLiveSignature,
   type OperatorResult,
 } from '../../providers/mobilemoney/index.js';
 import type { InboundCallback } from '../../providers/types.js';
@@ -18,6 +18,11 @@ import { CALLBACK_UNVERIFIED } from '../../../contract/errors.js';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** interface.md: replays are rejected through a 24-hour de-duplication by CheckoutRequestID. */
 const DEDUP_WINDOW = '24 hours';
+/**
+ * A callback the integrity check refused does not use up its key (a CheckoutRequestID has one genuine
+ * result): the operator's real callback for it is still applied when it comes.
+ */
+const INTEGRITY_REFUSED = 'refused: amount or currency not ours';
 
 /**
  * The mobile-money operator's callbacks: STK push results, transaction-status results and reversal
@@ -56,8 +61,9 @@ export class MobilemoneyCallbackService {
 
     const status = stkResultStatus(result.resultCode);
     return this.writer.commit(async (uow) => {
-      if (!(await this.recordOnce(uow.tx, `stk:${result.checkoutRequestId}`, payment.id, `ResultCode ${result.resultCode}`))) return 'duplicate' as const;
-      await uow.payment(
+      const key = `stk:${result.checkoutRequestId}`;
+      if (!(await this.recordOnce(uow.tx, key, payment.id, `ResultCode ${result.resultCode}`))) return 'duplicate' as const;
+      const applied = await uow.payment(
         payment.id,
         {
           status,
@@ -66,9 +72,11 @@ export class MobilemoneyCallbackService {
           failureReason: status === 'failed' ? `${result.resultDesc} (ResultCode ${result.resultCode})` : null,
           raw: callback.body,
           data: { checkoutRequestId: result.checkoutRequestId },
+          reported: result.amount ?? null,
         },
         'callback:stk',
       );
+      if (applied.mismatch) await this.markRefused(uow.tx, key);
       return 'applied' as const;
     });
   }
@@ -95,7 +103,8 @@ export class MobilemoneyCallbackService {
       const completed = result.resultCode === '0' && /^completed$/i.test(result.parameters.TransactionStatus ?? '');
       if (!completed) return 'applied' as const;
       const receipt = result.parameters.ReceiptNo || result.transactionId || null;
-      await uow.payment(paymentId, { status: 'completed', providerRef: receipt, receiptNumber: receipt, raw: callback.body }, 'callback:transaction-status');
+      const applied = await uow.payment(paymentId, { status: 'completed', providerRef: receipt, receiptNumber: receipt, raw: callback.body, reported: result.amount }, 'callback:transaction-status');
+      if (applied.mismatch) await this.markRefused(tx, `status:${result.originatorConversationId}`);
       return 'applied' as const;
     });
   }
@@ -147,10 +156,16 @@ export class MobilemoneyCallbackService {
       const outcome = await uow.refund(
         refund.id,
         succeeded
-          ? { status: 'completed', reversal: true, raw: callback.body }
+          ? {
+              status: 'completed',
+              reversal: true,
+              raw: callback.body,
+              reported: reversedAmount(result.resultCode, result.amount, { minor: refund.amountMinor, currency: refund.currency }),
+            }
           : { status: 'failed', failureReason: `${result.resultDesc || 'reversal failed'} (ResultCode ${result.resultCode})`, raw: callback.body },
         'callback:reversal',
       );
+      if (outcome.mismatch) await this.markRefused(uow.tx, `reversal:${result.originatorConversationId}`);
       return outcome.transitioned || outcome.mismatch ? ('applied' as const) : ('duplicate' as const);
     });
   }
@@ -195,12 +210,17 @@ export class MobilemoneyCallbackService {
     return this.certPem;
   }
 
-  /** Stores a callback key once; a repeat within 24 h is a duplicate. */
+  /** Lets a later callback with this key be applied (see INTEGRITY_REFUSED). */
+  private async markRefused(tx: EntityManager, eventId: string): Promise<void> {
+    await tx.execute(`UPDATE provider_events SET outcome = ? WHERE provider = 'mobilemoney' AND event_id = ?`, [INTEGRITY_REFUSED, eventId], 'run');
+  }
+
+  /** Stores a callback key once; a repeat within 24 h is a duplicate, unless the first was refused for its amount. */
   private async recordOnce(tx: EntityManager, eventId: string, paymentId: string | null, outcome: string): Promise<boolean> {
     const rows = await tx.execute<{ event_id: string }[]>(
       `INSERT INTO provider_events (provider, event_id, payment_id, outcome) VALUES ('mobilemoney', ?, ?, ?)
        ON CONFLICT (provider, event_id) DO UPDATE SET received_at = now(), outcome = EXCLUDED.outcome
-       WHERE provider_events.received_at < now() - interval '${DEDUP_WINDOW}'
+       WHERE provider_events.received_at < now() - interval '${DEDUP_WINDOW}' OR provider_events.outcome = '${INTEGRITY_REFUSED}'
        RETURNING event_id`,
       [eventId, paymentId, outcome],
     );

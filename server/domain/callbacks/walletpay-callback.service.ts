@@ -59,7 +59,7 @@ export class WalletpayCallbackService {
     return this.writer.commit(async (uow) => {
       if (!(await recordCallbackOnce(uow.tx, 'walletpay', transmissionId, payment.id, event.eventType))) return 'duplicate' as const;
       if (event.kind === 'payment') {
-        await uow.payment(payment.id, { status: event.status, data: { captureId: event.captureId }, raw: callback.body }, `callback:${event.eventType}`);
+        await uow.payment(payment.id, { status: event.status, data: { captureId: event.captureId }, raw: callback.body, reported: event.amount }, `callback:${event.eventType}`);
         return 'applied' as const;
       }
       if (event.status !== 'completed') return 'ignored' as const;

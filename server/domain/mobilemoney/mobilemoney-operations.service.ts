@@ -8,6 +8,7 @@ import { callbackUrl } from '../../providers/base-url.js';
 import type { MobilemoneyAdapter } from '../../providers/mobilemoney/adapter.js';
 import { ProviderError } from '../../providers/types.js';
 import { DomainError } from '../errors.js';
+import { formatMinorUnits } from '../money/money.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import type { PaymentService } from '../payments/payment.service.js';
@@ -17,12 +18,24 @@ import { signedCallbackUrl } from './callback-urls.js';
 export const RECONCILE_MAX_WINDOW_MS = 48 * 3_600_000;
 export const AUTO_RECONCILE_WINDOW_MS = 2 * 3_600_000;
 
+export interface ReconcileResult {
+  receipt: string;
+  outcome: 'updated' | 'skipped' | 'mismatched' | 'not_found';
+  payment_id?: string;
+  /** mismatched only: the payment's amount and what the operator's transaction says. */
+  expected_amount?: string;
+  expected_currency?: string;
+  reported_amount?: string;
+  reported_currency?: string;
+}
+
 export interface ReconcileReport {
   pulled: number;
   updated: number;
   skipped: number;
+  mismatched: number;
   not_found: number;
-  results: { receipt: string; outcome: 'updated' | 'skipped' | 'not_found'; payment_id?: string }[];
+  results: ReconcileResult[];
 }
 
 function providerFailure(err: unknown, action: string): never {
@@ -81,11 +94,11 @@ export class MobilemoneyOperationsService {
   private async queryPush(merchantId: string, payment: Payment, creds: MobilemoneyCredentials) {
     let result;
     try {
-      result = await this.adapter.queryPayment(creds, payment.providerRef!);
+      result = await this.adapter.queryPayment(creds, payment.providerRef!, { minor: payment.amountMinor, currency: payment.currency });
     } catch (err) {
       providerFailure(err, 'STK query');
     }
-    await this.payments.applyUpdate(payment.id, { status: result.status, failureReason: result.failureReason ?? null, raw: result.raw }, 'check-status');
+    await this.payments.applyUpdate(payment.id, { status: result.status, failureReason: result.failureReason ?? null, raw: result.raw, reported: result.amount }, 'check-status');
     this.logger.info({ merchantId, paymentId: payment.id, status: result.status }, 'check-status answered by STK query');
     const merchantRequestId = typeof payment.providerData.merchantRequestId === 'string' ? payment.providerData.merchantRequestId : payment.providerRef!;
     return {
@@ -110,7 +123,8 @@ export class MobilemoneyOperationsService {
 
   /**
    * Pulls the operator's completed transactions for the window and settles missed callbacks: known and
-   * pending → completed (event enqueued); known otherwise → skipped; unknown → not_found (logged).
+   * pending → completed (event enqueued); known otherwise → skipped; unknown → not_found (logged);
+   * known and pending but another amount → mismatched (nothing settles; see the status writer).
    * Matched by receipt, else by bill reference (= the payment's `reference`).
    */
   async reconcile(merchantId: string, window: { since?: string; until?: string }): Promise<ReconcileReport> {
@@ -131,7 +145,7 @@ export class MobilemoneyOperationsService {
     } catch (err) {
       providerFailure(err, 'pull query');
     }
-    const report: ReconcileReport = { pulled: pulled.length, updated: 0, skipped: 0, not_found: 0, results: [] };
+    const report: ReconcileReport = { pulled: pulled.length, updated: 0, skipped: 0, mismatched: 0, not_found: 0, results: [] };
     const em = this.em.fork();
     for (const tx of pulled) {
       const payment =
@@ -145,8 +159,27 @@ export class MobilemoneyOperationsService {
       }
       const applied =
         payment.status === 'pending'
-          ? await this.payments.applyUpdate(payment.id, { status: 'completed', providerRef: tx.transactionId, receiptNumber: tx.transactionId, raw: { reconciled: tx.transactionId } }, 'reconciliation')
+          ? await this.payments.applyUpdate(
+              payment.id,
+              { status: 'completed', providerRef: tx.transactionId, receiptNumber: tx.transactionId, raw: { reconciled: tx.transactionId }, reported: tx.amount },
+              'reconciliation',
+            )
           : null;
+      if (applied?.mismatch) {
+        // The transaction quotes this payment but is not its amount (e.g. a 1 KES paybill payment that
+        // quotes the reference of a 10,000 KES one): nothing settles; the merchant sees both amounts.
+        report.mismatched += 1;
+        report.results.push({
+          receipt: tx.transactionId,
+          outcome: 'mismatched',
+          payment_id: payment.id,
+          expected_amount: formatMinorUnits(payment.amountMinor, payment.currency),
+          expected_currency: payment.currency,
+          reported_amount: formatMinorUnits(tx.amount.minor, tx.amount.currency),
+          reported_currency: tx.amount.currency,
+        });
+        continue;
+      }
       const outcome = applied?.transitioned ? 'updated' : 'skipped';
       report[outcome] += 1;
       report.results.push({ receipt: tx.transactionId, outcome, payment_id: payment.id });

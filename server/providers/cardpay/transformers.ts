@@ -1,5 +1,5 @@
 import type Stripe from 'stripe';
-import type { CreatePaymentInput, ProviderPaymentResult, ProviderRefundRecord, ProviderRefundResult, SavedCardDetails, ServicePaymentStatus } from '../types.js';
+import type { CreatePaymentInput, Money, ProviderPaymentResult, ProviderRefundRecord, ProviderRefundResult, SavedCardDetails, ServicePaymentStatus } from '../types.js';
 import { ProviderError } from '../types.js';
 
 /**
@@ -32,7 +32,12 @@ export const REFUND_STATUS: Record<string, ProviderRefundResult['status']> = {
 export const EVENT_MEANING = {
   'payment_intent.succeeded': { kind: 'payment', status: 'completed' },
   'payment_intent.payment_failed': { kind: 'payment', status: 'failed' },
+  // A charge's refunds changed (a charge no longer lists them: the service reads them from the provider).
   'charge.refunded': { kind: 'refund' },
+  // One refund was made (by the service or in the dashboard), changed status (pending → succeeded), or failed.
+  'refund.created': { kind: 'refund' },
+  'refund.updated': { kind: 'refund' },
+  'refund.failed': { kind: 'refund' },
 } as const satisfies Record<string, { kind: 'payment'; status: 'completed' | 'failed' } | { kind: 'refund' }>;
 
 export type CardpayEventType = keyof typeof EVENT_MEANING;
@@ -52,7 +57,7 @@ export interface CardpayPaymentFields {
   off_session?: boolean;
 }
 
-type IntentLike = Pick<Stripe.PaymentIntent, 'id' | 'status'> & Partial<Pick<Stripe.PaymentIntent, 'last_payment_error' | 'next_action' | 'cancellation_reason' | 'latest_charge'>>;
+type IntentLike = Pick<Stripe.PaymentIntent, 'id' | 'status'> & Partial<Pick<Stripe.PaymentIntent, 'last_payment_error' | 'next_action' | 'cancellation_reason' | 'latest_charge' | 'amount' | 'currency'>>;
 
 export function intentStatus(intent: IntentLike): ServicePaymentStatus {
   if (intent.status === 'requires_payment_method' && !intent.last_payment_error) return 'pending';
@@ -90,6 +95,7 @@ export function toPaymentResult(intent: IntentLike): ProviderPaymentResult {
     failureReason: intentFailureReason(intent),
     data: intent.latest_charge ? { latest_charge: typeof intent.latest_charge === 'string' ? intent.latest_charge : intent.latest_charge.id } : {},
     raw: redactIntent(intent),
+    amount: wireMoney(intent.amount, intent.currency),
   };
 }
 
@@ -126,14 +132,20 @@ export function createIntentParams(input: CreatePaymentInput, defaultReturnUrl: 
   };
 }
 
-export function toRefundResult(refund: Pick<Stripe.Refund, 'id' | 'status' | 'failure_reason'>): ProviderRefundResult {
+export function toRefundResult(refund: Pick<Stripe.Refund, 'id' | 'status' | 'failure_reason'> & Partial<Pick<Stripe.Refund, 'amount' | 'currency'>>): ProviderRefundResult {
   const status = REFUND_STATUS[refund.status ?? ''] ?? 'pending';
   return {
     providerRef: refund.id,
     status,
     failureReason: status === 'failed' ? (refund.failure_reason ?? 'The refund failed') : null,
     raw: refund,
+    amount: wireMoney(refund.amount, refund.currency),
   };
+}
+
+/** Stripe's integer amount and lower-case currency as Money; null when either is missing. */
+export function wireMoney(amount: number | null | undefined, currency: string | null | undefined): Money | null {
+  return typeof amount === 'number' && Number.isSafeInteger(amount) && currency ? { minor: BigInt(amount), currency: currency.toUpperCase() } : null;
 }
 
 export function toRefundRecord(refund: Stripe.Refund): ProviderRefundRecord {

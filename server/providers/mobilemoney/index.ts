@@ -12,4 +12,4 @@ export {
   type StkCallback,
 } from './callback.js';
 export { normalisePhone } from './phone.js';
-export { reversalResultStatus, stkResultStatus, type AsyncAck, type PulledTransaction, type PullRegistration } from './transformers.js';
+export { reversalResultStatus, reversedAmount, stkResultStatus, type AsyncAck, type PulledTransaction, type PullRegistration } from './transformers.js';
