@@ -11,20 +11,15 @@ import { CredentialsService } from './domain/merchants/credentials.service.js';
 import { MerchantService } from './domain/merchants/merchant.service.js';
 import { createAgenda } from './jobs/agenda.js';
 import { AgendaDeliveryQueue } from './jobs/delivery-queue.js';
-import { cancelMobilemoneyReconciliation, scheduleMobilemoneyReconciliation } from './jobs/reconcile-mobilemoney.job.js';
+import { cancelReconciliation, scheduleReconciliation } from './jobs/reconcile-transactions.job.js';
 import type { Logger } from './observability/logger.js';
 import { Metrics } from './observability/metrics.js';
 import { openOrm } from './persistence/orm.js';
 import { KeyLock } from './persistence/key-lock.js';
-import { CardpayAdapter, prepareCardpayCredentials } from './providers/cardpay/index.js';
-import type { ProviderPorts } from './providers/types.js';
-import { CardpayCallbackService } from './domain/callbacks/cardpay-callback.service.js';
-import { WalletpayCallbackService } from './domain/callbacks/walletpay-callback.service.js';
-import { MobilemoneyCallbackService } from './domain/callbacks/mobilemoney-callback.service.js';
-import { MobilemoneyOperationsService } from './domain/mobilemoney/mobilemoney-operations.service.js';
-import { MobilemoneyAdapter } from './providers/mobilemoney/index.js';
-import { WalletpayAdapter } from './providers/walletpay/adapter.js';
-import { prepareWalletpayCredentials } from './providers/walletpay/credentials.js';
+import { createProviderRegistry } from './providers/registry.js';
+import type { ProviderRegistry } from './domain/ports.js';
+import { InboundPipeline } from './domain/inbound/inbound-pipeline.js';
+import { ProviderOperationsService } from './domain/operations/provider-operations.service.js';
 import { SavedCardService } from './domain/cards/saved-card.service.js';
 import { PaymentService } from './domain/payments/payment.service.js';
 import { ProviderGateway } from './domain/payments/provider-gateway.js';
@@ -43,13 +38,11 @@ export interface Services {
   refunds: RefundService;
   savedCards: SavedCardService;
   statusSync: StatusSyncService;
-  cardpayCallbacks: CardpayCallbackService;
-  walletpayCallbacks: WalletpayCallbackService;
-  mobilemoneyCallbacks: MobilemoneyCallbackService;
-  mobilemoney: MobilemoneyOperationsService;
+  inbound: InboundPipeline;
+  operations: ProviderOperationsService;
 }
 
-/** Everything the roles need, wired once. The only module that imports concrete adapters. */
+/** Everything the roles need, wired once. Concrete providers are named only in providers/registry.ts. */
 export interface Container {
   config: AppConfig;
   logger: Logger;
@@ -60,6 +53,7 @@ export interface Container {
   deliveryQueue: AgendaDeliveryQueue;
   /** Cross-process advisory locks (idempotency keys, per-merchant job scheduling). */
   keyLock: KeyLock;
+  providers: ProviderRegistry;
   secrets: SecretBox;
   services: Services;
   sandboxMounts: { path: string; router: Router }[];
@@ -94,24 +88,18 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const deliveryQueue = new AgendaDeliveryQueue(agenda);
   const keyLock = new KeyLock(options.databaseUrl, config.databasePoolMax);
 
-  // The provider adapters: the only place concrete providers are named.
-  const cardpay = new CardpayAdapter(config);
-  const walletpay = new WalletpayAdapter(config);
-  const mobilemoney = new MobilemoneyAdapter(config, em);
-  const ports: ProviderPorts = { cardpay, walletpay, mobilemoney };
-  const credentials = new CredentialsService(em, secrets, {
-    cardpay: prepareCardpayCredentials(cardpay, config),
-    walletpay: prepareWalletpayCredentials(walletpay, config),
-  }, {
-    // Automatic mobile-money reconciliation exists exactly while the merchant has credentials.
+  const providers = createProviderRegistry(config, em);
+  const reconciles = (provider: string) => Boolean(providers.find(provider)?.operations?.listTransactions);
+  const credentials = new CredentialsService(em, secrets, providers, {
+    // Automatic reconciliation exists exactly while the merchant has credentials of a provider that lists its transactions.
     stored: async (merchantId, provider) => {
-      if (provider === 'mobilemoney') await scheduleMobilemoneyReconciliation(agenda, keyLock, config.mobilemoneyReconcileIntervalMs, merchantId);
+      if (reconciles(provider)) await scheduleReconciliation(agenda, keyLock, config.mobilemoneyReconcileIntervalMs, provider, merchantId);
     },
     removed: async (merchantId, provider) => {
-      if (provider === 'mobilemoney') await cancelMobilemoneyReconciliation(agenda, keyLock, merchantId);
+      if (reconciles(provider)) await cancelReconciliation(agenda, keyLock, provider, merchantId);
     },
   });
-  const gateway = new ProviderGateway(ports, credentials, config);
+  const gateway = new ProviderGateway(providers, credentials);
   const payments = new PaymentService(em, config, credentials, gateway, keyLock, deliveryQueue, logger);
   const refunds = new RefundService(em, config, gateway, payments);
   const services: Services = {
@@ -127,12 +115,10 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     ),
     payments,
     refunds,
-    savedCards: new SavedCardService(em, credentials, cardpay),
+    savedCards: new SavedCardService(em, credentials, providers),
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),
-    cardpayCallbacks: new CardpayCallbackService(em, credentials, payments, refunds, logger),
-    walletpayCallbacks: new WalletpayCallbackService(em, walletpay, credentials, payments, refunds, logger),
-    mobilemoneyCallbacks: new MobilemoneyCallbackService(em, config, credentials, payments, logger),
-    mobilemoney: new MobilemoneyOperationsService(em, config, credentials, mobilemoney, payments, logger),
+    inbound: new InboundPipeline(em, providers, credentials, payments, refunds, logger),
+    operations: new ProviderOperationsService(em, providers, credentials, payments, logger),
   };
 
   const sandboxDeps: SandboxDeps = { config, em, agenda, logger: options.logger };
@@ -146,6 +132,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     agenda,
     deliveryQueue,
     keyLock,
+    providers,
     secrets,
     services,
     sandboxMounts,

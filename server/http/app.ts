@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import express, { type Express, type Request } from 'express';
+import express, { type Express } from 'express';
 import { RequestContext } from '@mikro-orm/core';
 import { createExpressEndpoints, initServer } from '@ts-rest/express';
 import swaggerUi from 'swagger-ui-express';
@@ -15,11 +15,10 @@ import { paymentsRouter } from './routers/payments.router.js';
 import { providerCallbacksRouter } from './routers/provider-callbacks.router.js';
 import { refundsRouter } from './routers/refunds.router.js';
 import { openApiDocument } from './openapi.js';
+import type { RawBodyRequest } from './raw-body.js';
 
 export const BODY_LIMIT = '100kb';
 
-/** Keeps the exact request bytes: provider callbacks are verified over the raw body. */
-export type RawBodyRequest = Request & { rawBody?: Buffer };
 
 export function createApp(container: Container): Express {
   const { logger, metrics, orm, services } = container;

@@ -1,31 +1,42 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { SavedCardSchema, type SavedCard } from '../../persistence/entities/index.js';
-import { ProviderError, type CardpayPort } from '../../providers/types.js';
 import { DomainError, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
+import { ProviderError, type CardVault, type ProviderPort, type ProviderRegistry } from '../ports.js';
 
 function providerFailure(err: unknown, action: string): never {
-  if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `cardpay could not ${action}: ${err.message}`);
+  if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${err.provider} could not ${action}: ${err.message}`);
   throw err;
 }
 
-/** Saved cards: a provider customer with the payment method attached; only token, brand, last4, expiry kept. */
+/**
+ * Saved cards: a provider customer with the payment method attached; only token, brand, last4, expiry
+ * kept. The cards live at the provider whose port has a card vault (the contract's card API names none).
+ */
 export class SavedCardService {
+  private readonly port: ProviderPort;
+  private readonly vault: CardVault<unknown>;
+
   constructor(
     private readonly em: EntityManager,
     private readonly credentials: CredentialsService,
-    private readonly cardpay: CardpayPort,
-  ) {}
+    providers: ProviderRegistry,
+  ) {
+    const port = providers.all().find((p) => p.cards);
+    if (!port?.cards) throw new Error('no provider of this build keeps saved cards');
+    this.port = port;
+    this.vault = port.cards;
+  }
 
   async save(merchantId: string, input: { paymentMethodId: string; email?: string; name?: string }): Promise<SavedCard> {
-    const creds = await this.credentials.require(merchantId, 'cardpay');
+    const creds = await this.credentials.require(merchantId, this.port.name);
     const id = randomUUID();
     let customerId: string;
     let details;
     try {
-      ({ customerId } = await this.cardpay.createCustomer(creds, { email: input.email, name: input.name, idempotencyKey: `card-${id}-customer` }));
-      details = await this.cardpay.attachPaymentMethod(creds, { paymentMethodId: input.paymentMethodId, customerId, idempotencyKey: `card-${id}-attach` });
+      ({ customerId } = await this.vault.createCustomer(creds, { email: input.email, name: input.name, idempotencyKey: `card-${id}-customer` }));
+      details = await this.vault.attachPaymentMethod(creds, { paymentMethodId: input.paymentMethodId, customerId, idempotencyKey: `card-${id}-attach` });
     } catch (err) {
       if (err instanceof ProviderError && (err.kind === 'declined' || err.kind === 'invalid_request')) {
         throw new DomainError('VALIDATION_ERROR', `Invalid request: the card cannot be saved: ${err.message}`, [{ field: 'payment_method_id', issue: err.message }]);
@@ -37,7 +48,7 @@ export class SavedCardService {
       const card = tx.create(SavedCardSchema, {
         id,
         merchantId,
-        provider: 'cardpay',
+        provider: this.port.name,
         paymentMethodToken: details.paymentMethodId,
         customerRef: customerId,
         brand: details.brand,
@@ -64,9 +75,9 @@ export class SavedCardService {
   async remove(merchantId: string, id: string): Promise<void> {
     const card = await this.em.findOne(SavedCardSchema, { id, merchantId, active: true });
     if (!card) throw notFound('saved card');
-    const creds = await this.credentials.require(merchantId, 'cardpay');
+    const creds = await this.credentials.require(merchantId, this.port.name);
     try {
-      await this.cardpay.detachPaymentMethod(creds, card.paymentMethodToken);
+      await this.vault.detachPaymentMethod(creds, card.paymentMethodToken);
     } catch (err) {
       providerFailure(err, 'detach the card');
     }

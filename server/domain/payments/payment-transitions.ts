@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
 import { PaymentSchema, type Payment, type PaymentStatus } from '../../persistence/entities/index.js';
-import type { ProviderPaymentResult } from '../../providers/types.js';
+import type { Money, ProviderPaymentResult } from '../ports.js';
 import { appendEvent } from '../events/outbox.js';
 import type { MerchantEventData } from '../events/merchant-events.js';
 import { formatMinorUnits } from '../money/money.js';
@@ -16,6 +16,8 @@ export interface PaymentUpdate {
   nextAction?: ProviderPaymentResult['nextAction'];
   raw?: unknown;
   data?: Record<string, unknown>;
+  /** The amount the provider reported with this update, when it reported one (integrity check). */
+  reportedAmount?: Money | null;
 }
 
 export interface AppliedUpdate {

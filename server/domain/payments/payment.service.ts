@@ -6,12 +6,10 @@ import type { AppConfig } from '../../config/config.js';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, SavedCardSchema, type Payment } from '../../persistence/entities/index.js';
 import { LockTimeoutError, type KeyLock } from '../../persistence/key-lock.js';
-import { callbackUrl } from '../../providers/base-url.js';
-import { ProviderError, type PaymentLookup, type ProviderPaymentResult } from '../../providers/types.js';
 import { DomainError, conflict, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import { compareDecimals, formatMinorUnits } from '../money/money.js';
-import type { DeliveryQueue } from '../ports.js';
+import { ProviderError, type DeliveryQueue, type PaymentLookup, type ProviderPaymentResult } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { applyPaymentUpdate, recordCreation, type PaymentUpdate } from './payment-transitions.js';
 import { normalizePaymentRequest, type NormalizedPaymentRequest } from './payment-request.js';
@@ -54,14 +52,14 @@ export class PaymentService {
    * answer as a transition; the others then find the payment and replay it.
    */
   async create(merchantId: string, idempotencyKey: string, body: CreatePaymentBody): Promise<CreatedPayment> {
-    const request = normalizePaymentRequest(body);
+    const request = normalizePaymentRequest(body, this.gateway.port(body.provider));
     const creds = await this.credentials.require(merchantId, request.provider);
     try {
       return await this.keyLock.withLock(`payment-idempotency:${idempotencyKey}`, IDEMPOTENCY_WAIT_MS, async () => {
         const existing = await this.em.fork().findOne(PaymentSchema, { idempotencyKey });
         if (existing) return { payment: this.replay(existing, merchantId, request), replayed: true };
         const payment = await this.reserve(merchantId, idempotencyKey, request);
-        return { payment: await this.callProvider(payment, request, creds), replayed: false };
+        return { payment: await this.callProvider(payment, creds), replayed: false };
       });
     } catch (err) {
       if (err instanceof LockTimeoutError) {
@@ -81,10 +79,11 @@ export class PaymentService {
 
   private async reserve(merchantId: string, idempotencyKey: string, request: NormalizedPaymentRequest): Promise<Payment> {
     const providerData: Record<string, unknown> = {};
-    if (request.provider === 'cardpay' && request.fields.saved_card_id) {
-      const card = await this.em.fork().findOne(SavedCardSchema, { id: request.fields.saved_card_id, merchantId, active: true });
+    const vault = this.gateway.port(request.provider).cards;
+    if (vault && request.fields.saved_card_id) {
+      const card = await this.em.fork().findOne(SavedCardSchema, { id: request.fields.saved_card_id, merchantId, provider: request.provider, active: true });
       if (!card) throw new DomainError('VALIDATION_ERROR', 'Invalid request: saved_card_id is not an active saved card', [{ field: 'saved_card_id', issue: 'is not an active saved card of this merchant' }]);
-      Object.assign(providerData, { customer: card.customerRef, payment_method: card.paymentMethodToken, off_session: true });
+      Object.assign(providerData, vault.chargeFields(card));
     }
     for (const [key, value] of Object.entries(request.fields)) if (value !== undefined && key !== 'saved_card_id') providerData[key] ??= value;
     if (request.fields.saved_card_id) providerData.saved_card_id = request.fields.saved_card_id;
@@ -114,7 +113,7 @@ export class PaymentService {
   }
 
   /** The provider call of a reserved payment and the transition its answer makes. */
-  private async callProvider(payment: Payment, request: NormalizedPaymentRequest, creds: unknown): Promise<Payment> {
+  private async callProvider(payment: Payment, creds: unknown): Promise<Payment> {
     let result: ProviderPaymentResult;
     try {
       result = await this.gateway.createPayment(payment, {
@@ -122,7 +121,6 @@ export class PaymentService {
         reference: payment.reference,
         amount: { minor: payment.amountMinor, currency: payment.currency },
         idempotencyKey: `payment-${payment.id}`,
-        callbackUrl: request.fields.callback_url ?? callbackUrl(this.config, payment.provider as never),
         fields: payment.providerData,
       }, creds);
     } catch (err) {
@@ -220,25 +218,25 @@ export class PaymentService {
     return { items, total };
   }
 
-  /** Captures an approved walletpay order. Wrong status or an unapproved order is 409. */
+  /** Captures an approved payment (providers with the capture capability). Wrong status or an unapproved payment is 409. */
   async capture(merchantId: string, id: string): Promise<Payment> {
     const payment = await this.get(merchantId, id);
-    if (payment.provider !== 'walletpay') throw conflict(`${payment.provider} payments are not captured; only walletpay payments are`);
+    if (!this.gateway.port(payment.provider).capabilities.capture) throw conflict(`${payment.provider} payments are not captured`);
     if (payment.status !== 'pending') throw conflict(`payment is ${payment.status}; only a pending payment can be captured`);
     if (!payment.providerRef) throw conflict('payment has no wallet order yet');
     let result: ProviderPaymentResult;
     try {
       result = await this.gateway.capture(payment, `capture-${payment.id}`);
     } catch (err) {
-      if (err instanceof ProviderError && (err.providerCode === 'ORDER_NOT_APPROVED' || err.providerCode === 'PAYER_ACTION_REQUIRED')) {
+      if (err instanceof ProviderError && err.reason === 'not_approved') {
         throw conflict('the buyer has not approved this payment yet');
       }
-      if (err instanceof ProviderError && err.providerCode === 'ORDER_ALREADY_CAPTURED') {
+      if (err instanceof ProviderError && err.reason === 'already_captured') {
         // Already captured at the provider (e.g. an earlier capture's answer was lost): settle from its state.
         const current = await this.gateway.getPayment(payment, paymentLookup(payment));
         return (await this.applyUpdate(payment.id, toUpdate(current), 'capture')).payment;
       }
-      if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `walletpay capture failed: ${err.message}`);
+      if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${payment.provider} capture failed: ${err.message}`);
       throw err;
     }
     return (await this.applyUpdate(payment.id, toUpdate(result), 'capture')).payment;

@@ -3,9 +3,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
 import type { AppConfig } from '../../config/config.js';
 import { PaymentSchema, RefundSchema, type Payment, type Refund } from '../../persistence/entities/index.js';
-import { callbackUrl } from '../../providers/base-url.js';
-import { ProviderError, type ProviderRefundResult } from '../../providers/types.js';
 import { appendEvent } from '../events/outbox.js';
+import { ProviderError, type ProviderRefundResult } from '../ports.js';
 import { DomainError, conflict, notFound } from '../errors.js';
 import { formatMinorUnits, toMinorUnits } from '../money/money.js';
 import type { ProviderGateway } from '../payments/provider-gateway.js';
@@ -37,8 +36,6 @@ export class RefundService {
         amount: { minor: refund.amountMinor, currency: refund.currency },
         full: refund.amountMinor === payment.amountMinor - payment.amountRefundedMinor,
         idempotencyKey: `refund-${refund.id}`,
-        resultUrl: callbackUrl(this.config, 'mobilemoney', '/reversal/result'),
-        timeoutUrl: callbackUrl(this.config, 'mobilemoney', '/reversal/timeout'),
       });
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
@@ -59,10 +56,12 @@ export class RefundService {
       if (payment.status !== 'completed') throw conflict(`payment is ${payment.status}; only a completed payment can be refunded`);
       if (!payment.providerRef) throw conflict('payment has no provider reference to refund');
       let pending = await tx.find(RefundSchema, { paymentId, status: 'pending' });
-      if (payment.provider === 'mobilemoney') {
-        // A reversal the operator never acknowledged (its request failed) must not block the merchant's
-        // retry: it is superseded. Reversals are idempotent per receipt at the operator, so if the old
-        // request did go through, the new one answers R000001 (already reversed) and completes all the same.
+      const fullOnly = !this.gateway.port(payment.provider).capabilities.partialRefunds;
+      if (fullOnly) {
+        // Full-only refunds are reversals, one at a time. One the provider never acknowledged (its request
+        // failed) must not block the merchant's retry: it is superseded. A reversal is idempotent per
+        // transaction at the provider, so if the old request did go through, the new one answers
+        // "already reversed" and completes all the same.
         for (const stale of pending.filter((r) => !r.providerRef)) {
           stale.status = 'failed';
           stale.failureReason = 'superseded: the operator never acknowledged this reversal request';
@@ -76,8 +75,8 @@ export class RefundService {
       if (amount !== undefined) {
         amountMinor = toMinorUnits(amount, payment.currency);
         if (amountMinor <= 0n) throw new DomainError('VALIDATION_ERROR', 'Invalid request: amount must be greater than 0', [{ field: 'amount', issue: 'must be greater than 0' }]);
-        if (payment.provider === 'mobilemoney' && amountMinor !== payment.amountMinor) {
-          throw new DomainError('VALIDATION_ERROR', 'Invalid request: mobilemoney reversals are for the full amount only', [{ field: 'amount', issue: 'must be omitted or equal the full amount for mobilemoney' }]);
+        if (fullOnly && amountMinor !== payment.amountMinor) {
+          throw new DomainError('VALIDATION_ERROR', `Invalid request: ${payment.provider} reversals are for the full amount only`, [{ field: 'amount', issue: `must be omitted or equal the full amount for ${payment.provider}` }]);
         }
       }
       if (remaining <= 0n) throw conflict('payment has no amount left to refund');
@@ -186,6 +185,45 @@ export class RefundService {
     const ids = await this.recordCompletedRefund(tx, payment, refund);
     await tx.flush();
     return ids;
+  }
+
+  /**
+   * The provider's answer to a reversal (a full refund answered asynchronously), inside `tx`: succeeded
+   * → refund completed, payment reversed, payment.reversed; refused → refund failed with the reason,
+   * the payment stays completed, refund.failed. A refund already settled is left alone.
+   */
+  async applyReversalResult(
+    tx: EntityManager,
+    refundId: string,
+    result: { succeeded: boolean; failureReason: string | null; raw: unknown; trigger: string },
+  ): Promise<{ applied: boolean; deliveryIds: string[] }> {
+    const refund = await tx.findOneOrFail(RefundSchema, { id: refundId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+    if (refund.status !== 'pending') return { applied: false, deliveryIds: [] };
+    const payment = await tx.findOneOrFail(PaymentSchema, { id: refund.paymentId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+    refund.providerResponse = result.raw;
+    const previous = payment.status;
+    if (result.succeeded && canTransition(payment.status, 'reversed')) {
+      refund.status = 'completed';
+      payment.amountRefundedMinor = payment.amountMinor;
+      payment.status = 'reversed';
+      await recordTransition(tx, payment.id, previous, 'reversed', result.trigger, true);
+    } else {
+      refund.status = 'failed';
+      refund.failureReason = result.succeeded ? `payment is ${payment.status}; it cannot be reversed` : (result.failureReason ?? 'reversal failed');
+    }
+    const event = await appendEvent(tx, {
+      merchantId: payment.merchantId,
+      paymentId: payment.id,
+      type: refund.status === 'completed' ? 'payment.reversed' : 'refund.failed',
+      data: {
+        ...eventData(payment, previous),
+        refund_id: refund.id,
+        amount_refunded: formatMinorUnits(payment.amountRefundedMinor, payment.currency),
+        ...(refund.status === 'failed' ? { failure_reason: refund.failureReason ?? undefined } : {}),
+      },
+    });
+    await tx.flush();
+    return { applied: true, deliveryIds: event.deliveryId ? [event.deliveryId] : [] };
   }
 
   async get(merchantId: string, id: string): Promise<Refund> {

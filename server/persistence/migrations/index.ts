@@ -7,6 +7,8 @@ import { Migration20261122000401_mobilemoney_operations } from './Migration20261
 import { Migration20261122000402_rate_limits } from './Migration20261122000402_rate_limits.js';
 import { Migration20261122000501_payment_list_indexes } from './Migration20261122000501_payment_list_indexes.js';
 import { Migration20261122000301_sandbox_mobilemoney } from './Migration20261122000301_sandbox_mobilemoney.js';
+import { Migration20261123000302_sandbox_mobilemoney_query_count } from './Migration20261123000302_sandbox_mobilemoney_query_count.js';
+import { Migration20261123000601_provider_status_queries } from './Migration20261123000601_provider_status_queries.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -21,4 +23,6 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261122000401_mobilemoney_operations', class: Migration20261122000401_mobilemoney_operations },
   { name: 'Migration20261122000402_rate_limits', class: Migration20261122000402_rate_limits },
   { name: 'Migration20261122000501_payment_list_indexes', class: Migration20261122000501_payment_list_indexes },
+  { name: 'Migration20261123000302_sandbox_mobilemoney_query_count', class: Migration20261123000302_sandbox_mobilemoney_query_count },
+  { name: 'Migration20261123000601_provider_status_queries', class: Migration20261123000601_provider_status_queries },
 ];

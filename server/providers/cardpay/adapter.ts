@@ -1,18 +1,16 @@
 import Stripe from 'stripe';
 import type { CardpayCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
-import type { CredentialPreparer } from '../../domain/merchants/credentials.service.js';
 import { callbackUrl, providerBaseUrl } from '../base-url.js';
 import type {
-  CardpayPort,
   CreatePaymentInput,
   PaymentLookup,
   ProviderPaymentResult,
   ProviderRefundResult,
   RefundInput,
   SavedCardDetails,
-} from '../types.js';
-import { ProviderError } from '../types.js';
+} from '../../domain/ports.js';
+import { ProviderError } from '../../domain/ports.js';
 import { CardpayClients } from './client.js';
 import { toProviderError } from './errors.js';
 import { WEBHOOK_EVENT_TYPES, createIntentParams, toPaymentResult, toRefundResult, toSavedCard, toWireAmount } from './transformers.js';
@@ -22,7 +20,7 @@ import { WEBHOOK_EVENT_TYPES, createIntentParams, toPaymentResult, toRefundResul
  * simulator in the sandbox). Stateless apart from cached SDK clients; every mutating call carries the
  * caller's idempotency key, so a retry can never charge twice.
  */
-export class CardpayAdapter implements CardpayPort {
+export class CardpayAdapter {
   private readonly clients = new CardpayClients();
 
   constructor(private readonly config: AppConfig) {}
@@ -125,7 +123,7 @@ export class CardpayAdapter implements CardpayPort {
  * The credentials preparer for cardpay: credentials stored without a webhook_secret get our callback
  * URL registered with the provider, and keep the signing secret it returns.
  */
-export function prepareCardpayCredentials(adapter: CardpayAdapter, config: AppConfig): NonNullable<CredentialPreparer['cardpay']> {
+export function prepareCardpayCredentials(adapter: CardpayAdapter, config: AppConfig): (merchantId: string, creds: CardpayCredentials) => Promise<CardpayCredentials> {
   return async (_merchantId, creds) => {
     if (creds.webhook_secret) return creds;
     const { secret } = await adapter.registerWebhookEndpoint(creds, callbackUrl(config, 'cardpay'));

@@ -1,6 +1,6 @@
 import type { WalletpayCredentials } from '../../../contract/index.js';
-import { toMinorUnits } from '../../domain/money/money.js';
-import type { InboundCallback, Money } from '../types.js';
+import { toMinorUnits } from '../../lib/money.js';
+import type { InboundRequest, Money } from '../../domain/ports.js';
 import type { WalletpayAdapter } from './adapter.js';
 import {
   EVENT_MAPPING,
@@ -42,7 +42,7 @@ export type WalletpayInboundEvent =
   | { kind: 'ignored'; eventId: string | null; eventType: string | null };
 
 /** Header names as interface.md gives them, with the real provider's PAYPAL-* names as a fallback. */
-function header(callback: InboundCallback, name: string): string | undefined {
+function header(callback: InboundRequest, name: string): string | undefined {
   const lower = name.toLowerCase();
   const paypal = lower.replace(/^walletpay-/, 'paypal-');
   for (const key of [lower, name, paypal]) {
@@ -53,11 +53,11 @@ function header(callback: InboundCallback, name: string): string | undefined {
 }
 
 /** The transmission id: what inbound walletpay callbacks are de-duplicated by. */
-export function walletpayTransmissionId(callback: InboundCallback): string | null {
+export function walletpayTransmissionId(callback: InboundRequest): string | null {
   return header(callback, 'Walletpay-Transmission-Id') ?? null;
 }
 
-function eventBody(callback: InboundCallback): Record<string, unknown> | null {
+function eventBody(callback: InboundRequest): Record<string, unknown> | null {
   if (typeof callback.body === 'object' && callback.body !== null && !Array.isArray(callback.body)) return callback.body as Record<string, unknown>;
   try {
     const parsed: unknown = JSON.parse(callback.rawBody.toString('utf8'));
@@ -77,7 +77,7 @@ function eventBody(callback: InboundCallback): Record<string, unknown> | null {
 export async function verifyWalletpayEvent(
   adapter: WalletpayAdapter,
   creds: WalletpayCredentials,
-  callback: InboundCallback,
+  callback: InboundRequest,
 ): Promise<'verified' | 'invalid'> {
   const webhookId = creds.webhook_id;
   if (!webhookId) return 'invalid';

@@ -35,8 +35,9 @@
 export const SANDBOX_SHORTCODE = '174379';
 /** Safaricom's published sandbox passkey for shortcode 174379 (any passkey works here). */
 export const SANDBOX_PASSKEY = 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919';
-/** Used by the adapter in sandbox env when the credentials carry no initiator / security credential. */
-export { SANDBOX_INITIATOR, SANDBOX_SECURITY_CREDENTIAL } from '../../providers/mobilemoney/transformers.js';
+/** Accepted like any initiator; the adapter sends these in the sandbox env when the credentials carry none. */
+export const SANDBOX_INITIATOR = 'testapi';
+export const SANDBOX_SECURITY_CREDENTIAL = 'sandbox-security-credential';
 
 export const TEST_PHONES = {
   success: '254708374149',

@@ -1,0 +1,53 @@
+import type { CardpayCredentials } from '../../../contract/index.js';
+import { MalformedNotificationError, type NotificationScheme, type ProviderNotification } from '../../domain/ports.js';
+import { parseCardpayEvent, verifyCardpaySignature } from './webhook.js';
+
+/**
+ * cardpay events through the inbound pipeline: every event is signed (Cardpay-Signature, HMAC with the
+ * merchant's webhook secret), so a missing or wrong signature is `invalid`; event ids never repeat.
+ */
+export const cardpayNotifications: NotificationScheme<CardpayCredentials> = {
+  dedupWindowMs: null,
+
+  parse(request): ProviderNotification {
+    let event;
+    try {
+      event = parseCardpayEvent(request.body);
+    } catch {
+      throw new MalformedNotificationError('Body is not a cardpay event');
+    }
+    if (event.kind === 'ignored') return { kind: 'ignored', label: event.type, reason: 'event type not used' };
+    if (event.kind === 'payment') {
+      return {
+        kind: 'payment',
+        dedupKey: event.eventId,
+        label: event.type,
+        raw: event.raw,
+        payment: { ourId: event.paymentId, providerRef: event.paymentIntentId },
+        status: event.status,
+        amount: event.amount,
+        providerRef: event.paymentIntentId,
+        failureReason: event.failureReason,
+      };
+    }
+    return {
+      kind: 'refund',
+      dedupKey: event.eventId,
+      label: event.type,
+      raw: event.raw,
+      payment: { ourId: null, providerRef: event.paymentIntentId },
+      refunds: event.refunds.map((r) => ({
+        providerRefundId: r.id,
+        ourRefundId: r.refundId,
+        status: r.status === 'succeeded' ? 'completed' : r.status === 'failed' || r.status === 'canceled' ? 'failed' : 'pending',
+        amount: event.currency ? { minor: r.amountMinor, currency: event.currency } : null,
+      })),
+    };
+  },
+
+  async verify(request, creds) {
+    const header = request.headers['cardpay-signature'] ?? request.headers['stripe-signature'];
+    if (!creds.webhook_secret) return 'invalid';
+    return verifyCardpaySignature(request.rawBody, header, creds.webhook_secret) ? 'verified' : 'invalid';
+  },
+};
