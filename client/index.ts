@@ -11,8 +11,12 @@ import {
   type CredentialSummarySchema,
   type DeliveryLogDetailSchema,
   type DeliveryLogSchema,
+  type EventSchema,
   type MerchantSchema,
   type PaymentSchema,
+  type PaymentTransitionSchema,
+  type RecoverResultSchema,
+  type TestDeliveryResultSchema,
   type Provider,
   type RefundSchema,
   type SavedCardSchema,
@@ -66,6 +70,11 @@ export type Merchant = z.infer<typeof MerchantSchema>;
 export type CredentialSummary = z.infer<typeof CredentialSummarySchema>;
 export type WebhookDelivery = z.infer<typeof DeliveryLogSchema>;
 export type WebhookDeliveryDetail = z.infer<typeof DeliveryLogDetailSchema>;
+export type PaymentTransition = z.infer<typeof PaymentTransitionSchema>;
+/** An event exactly as its webhook body is delivered. */
+export type Event = z.infer<typeof EventSchema>;
+export type RecoverResult = z.infer<typeof RecoverResultSchema>;
+export type TestDeliveryResult = z.infer<typeof TestDeliveryResultSchema>;
 
 export type CreatePaymentInput = BodyOf<Contract['payments']['create']>;
 export type ListPaymentsQuery = SdkQuery<QueryOf<Contract['payments']['list']>>;
@@ -75,8 +84,16 @@ export type CreateRefundInput = BodyOf<Contract['refunds']['create']>;
 export type ListRefundsQuery = SdkQuery<QueryOf<Contract['refunds']['list']>>;
 export type StoreCredentialsInput = BodyOf<Contract['merchant']['storeCredentials']>;
 export type ListWebhookLogsQuery = SdkQuery<QueryOf<Contract['webhookLogs']['list']>>;
+export type ListEventsQuery = SdkQuery<QueryOf<Contract['events']['list']>>;
+/** `since` at most 7 days ago; `until` defaults to now. Dates or ISO strings. */
+export interface RecoverInput {
+  since: string | Date;
+  until?: string | Date;
+}
 export type ReconcileInput = NonNullable<BodyOf<Contract['payments']['reconcile']>>;
 export type RegisterPullInput = NonNullable<BodyOf<Contract['payments']['registerPull']>>;
+
+const iso = (value: string | Date) => (value instanceof Date ? value.toISOString() : value);
 
 /** A random Idempotency-Key (UUID v4). */
 export function createIdempotencyKey(): string {
@@ -135,6 +152,8 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     /** Every payment matching the filters, across pages: `for await (const p of client.payments.listAll({ status: 'completed' }))`. */
     listAll: (q: ListPaymentsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => payments.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
+    /** GET /v1/payments/{id}/transitions: every status change, oldest first (refused ones with accepted: false). */
+    transitions: (id: string, requestOptions?: RequestOptions) => data(raw.payments.transitions({ params: { id }, requestOptions })),
     /** POST /v1/payments/{id}/capture: captures an approved walletpay payment. */
     capture: (id: string, requestOptions?: RequestOptions) => data(raw.payments.capture({ params: { id }, body: {}, requestOptions })),
   };
@@ -190,7 +209,23 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     retry: (id: string, requestOptions?: RequestOptions) => data(raw.webhookLogs.retry({ params: { id }, requestOptions })),
   };
 
-  return { payments, cards, mobilemoney, refunds, merchant, webhookLogs, raw };
+  const webhooks = {
+    /** POST /v1/webhooks/recover: queues again every retrying or dead delivery of the window; answers how many. */
+    recover: (window: RecoverInput, requestOptions?: RequestOptions) =>
+      data(raw.webhooks.recover({ body: { since: iso(window.since), ...(window.until ? { until: iso(window.until) } : {}) }, requestOptions })),
+    /** POST /v1/webhooks/test: sends a signed `webhook.test` event now and answers with the attempt's outcome. Not retried. */
+    sendTest: (requestOptions?: RequestOptions) => data(raw.webhooks.test({ body: {}, requestOptions })),
+  };
+
+  const events = {
+    /** GET /v1/events: one page, newest first; each item is exactly the delivered webhook body. */
+    list: (q?: ListEventsQuery, requestOptions?: RequestOptions): Promise<Page<Event>> => ok(raw.events.list({ query: query(q), requestOptions })),
+    listAll: (q: ListEventsQuery = {}, requestOptions?: RequestOptions) =>
+      paginate((page) => events.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
+    get: (id: string, requestOptions?: RequestOptions) => data(raw.events.get({ params: { id }, requestOptions })),
+  };
+
+  return { payments, cards, mobilemoney, refunds, merchant, webhookLogs, webhooks, events, raw };
 }
 
 export type PaymentsClient = ReturnType<typeof createPaymentsClient>;
@@ -201,4 +236,4 @@ export { PaymentsApiError, PaymentsConnectionError, PaymentsError, type ErrorDet
 export { paginate, type Page, type PageMeta } from './pagination.js';
 export { backoffDelay, parseRetryAfter, type RequestOptions, type RetryInfo } from './transport.js';
 export { verifyWebhook, WebhookVerificationError } from './webhooks.js';
-export type { VerifyWebhookOptions, WebhookEvent, WebhookEventData, WebhookEventType, WebhookVerificationReason } from './webhooks.js';
+export type { PaymentWebhookEvent, TestWebhookEvent, VerifyWebhookOptions, WebhookEvent, WebhookEventData, WebhookEventType, WebhookVerificationReason } from './webhooks.js';

@@ -23,13 +23,24 @@ export interface WebhookEventData {
   failure_reason?: string;
 }
 
-/** The body of every delivery; `id` is the event id, the X-Webhook-Id header the delivery id. */
-export interface WebhookEvent {
+/** The body of a payment event delivery; `id` is the event id, the X-Webhook-Id header the delivery id. */
+export interface PaymentWebhookEvent {
   id: string;
-  type: WebhookEventType;
+  type: Exclude<WebhookEventType, 'webhook.test'>;
   created_at: string;
   data: WebhookEventData;
 }
+
+/** The body of a `webhook.test` delivery (POST /v1/webhooks/test). */
+export interface TestWebhookEvent {
+  id: string;
+  type: 'webhook.test';
+  created_at: string;
+  data: { message: string; merchant_id: string };
+}
+
+/** Every delivery's body: narrow on `type`. */
+export type WebhookEvent = PaymentWebhookEvent | TestWebhookEvent;
 
 export type WebhookVerificationReason =
   | 'missing_header'
@@ -72,32 +83,64 @@ function required(headers: HeaderBag, name: string): string {
   return value;
 }
 
-/**
- * Checks a delivery's `X-Payments-Signature` (`sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">`
- * keyed by your `whsec_` secret) and `X-Payments-Timestamp`, then returns the parsed event.
- * Pass the raw body exactly as received (before any JSON parsing). Throws WebhookVerificationError.
- * Deliveries can repeat: de-duplicate on the `X-Webhook-Id` header.
- */
-export function verifyWebhook(rawBody: string | Uint8Array, headers: HeaderBag, secret: string, options: VerifyWebhookOptions = {}): WebhookEvent {
+/** The timestamp as unix seconds, within `toleranceSec` of the receiver's clock. */
+function checkTimestamp(name: string, text: string, options: VerifyWebhookOptions): void {
   const toleranceSec = options.toleranceSec ?? 300;
-  const timestampText = required(headers, 'X-Payments-Timestamp');
-  const signatureText = required(headers, 'X-Payments-Signature');
-
-  if (!/^\d{1,12}$/.test(timestampText)) {
-    throw new WebhookVerificationError('malformed_header', 'X-Payments-Timestamp must be unix seconds');
-  }
-  const timestamp = Number(timestampText);
+  if (!/^\d{1,12}$/.test(text)) throw new WebhookVerificationError('malformed_header', `${name} must be unix seconds`);
+  const timestamp = Number(text);
   const nowMs = options.now === undefined ? Date.now() : typeof options.now === 'number' ? options.now : options.now.getTime();
   const skew = Math.floor(nowMs / 1000) - timestamp;
   if (skew > toleranceSec) throw new WebhookVerificationError('timestamp_too_old', `timestamp is ${skew} s old; the tolerance is ${toleranceSec} s`);
   if (-skew > toleranceSec) throw new WebhookVerificationError('timestamp_in_future', `timestamp is ${-skew} s in the future; the tolerance is ${toleranceSec} s`);
+}
 
+/** X-Payments-Signature: `sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">` keyed by the whole secret string. */
+function verifyPaymentsSignature(body: Buffer, headers: HeaderBag, secret: string, options: VerifyWebhookOptions): void {
+  const timestampText = required(headers, 'X-Payments-Timestamp');
+  const signatureText = required(headers, 'X-Payments-Signature');
+  checkTimestamp('X-Payments-Timestamp', timestampText, options);
   const match = /^sha256=([0-9a-f]{64})$/i.exec(signatureText);
   if (!match) throw new WebhookVerificationError('malformed_header', 'X-Payments-Signature must be sha256=<64 hex digits>');
-  const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : Buffer.from(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength);
   const expected = createHmac('sha256', secret).update(`${timestampText}.`).update(body).digest();
   const given = Buffer.from(match[1]!, 'hex');
   if (!timingSafeEqual(expected, given)) throw new WebhookVerificationError('signature_mismatch', 'signature does not match the body and timestamp');
+}
+
+/**
+ * Standard Webhooks: `webhook-signature: v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">`
+ * (space-separated when there are several) keyed by the bytes the base64 after `whsec_` encodes.
+ */
+function verifyStandardSignature(body: Buffer, headers: HeaderBag, secret: string, options: VerifyWebhookOptions): void {
+  const id = required(headers, 'webhook-id');
+  const timestampText = required(headers, 'webhook-timestamp');
+  const signatures = required(headers, 'webhook-signature');
+  checkTimestamp('webhook-timestamp', timestampText, options);
+  const key = Buffer.from(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret, 'base64');
+  const expected = createHmac('sha256', key).update(`${id}.${timestampText}.`).update(body).digest();
+  const given = signatures
+    .split(' ')
+    .filter((entry) => entry.startsWith('v1,'))
+    .map((entry) => Buffer.from(entry.slice(3), 'base64'));
+  if (given.length === 0) throw new WebhookVerificationError('malformed_header', 'webhook-signature has no v1,<base64> entry');
+  if (!given.some((mac) => mac.length === expected.length && timingSafeEqual(mac, expected))) {
+    throw new WebhookVerificationError('signature_mismatch', 'signature does not match the body, id and timestamp');
+  }
+}
+
+/**
+ * Verifies a delivery and returns the parsed event. Either scheme is accepted: the service's
+ * `X-Payments-Signature` + `X-Payments-Timestamp` (checked when present), or the Standard Webhooks
+ * `webhook-id` / `webhook-timestamp` / `webhook-signature` headers. Every delivery carries both.
+ * Pass the raw body exactly as received (before any JSON parsing). Throws WebhookVerificationError.
+ * Deliveries can repeat: de-duplicate on the `X-Webhook-Id` (= `webhook-id`) header.
+ */
+export function verifyWebhook(rawBody: string | Uint8Array, headers: HeaderBag, secret: string, options: VerifyWebhookOptions = {}): WebhookEvent {
+  const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : Buffer.from(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength);
+  if (header(headers, 'X-Payments-Signature') === undefined && header(headers, 'webhook-signature') !== undefined) {
+    verifyStandardSignature(body, headers, secret, options);
+  } else {
+    verifyPaymentsSignature(body, headers, secret, options);
+  }
 
   let event: unknown;
   try {

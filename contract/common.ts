@@ -16,7 +16,7 @@ export type RouteMetadata = { readonly scope: Scope | null; readonly tag: string
 
 export const ERROR_CODES = [
   'BAD_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN', 'NOT_FOUND', 'CONFLICT', 'PAYLOAD_TOO_LARGE',
-  'VALIDATION_ERROR', 'RATE_LIMITED', 'PROVIDER_ERROR', 'INTERNAL_ERROR',
+  'VALIDATION_ERROR', 'RATE_LIMITED', 'PROVIDER_ERROR', 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -71,6 +71,7 @@ export const commonErrorResponses = {
   422: ErrorBodySchema,
   429: ErrorBodySchema,
   500: ErrorBodySchema,
+  503: ErrorBodySchema,
 } as const;
 
 export const UuidSchema = extendApi(z.string().uuid(), { format: 'uuid', example: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21' });

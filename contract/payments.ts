@@ -9,6 +9,7 @@ const c = initContract();
 
 export const PAYMENT_STATUSES = ['pending', 'completed', 'failed', 'refunded', 'reversed'] as const;
 export const PaymentStatusSchema = z.enum(PAYMENT_STATUSES);
+export type PaymentStatus = z.infer<typeof PaymentStatusSchema>;
 
 /** A decimal amount: a JSON number or a decimal string. Parsed without binary floating point. */
 export const AmountInputSchema = extendApi(z.union([z.string().max(32), z.number()]), {
@@ -106,6 +107,21 @@ export const PaymentSchema = extendApi(
   },
 );
 
+export const PaymentTransitionSchema = extendApi(
+  z.object({
+    from_status: PaymentStatusSchema.nullable().describe('null for the creation'),
+    to_status: PaymentStatusSchema,
+    trigger: z.string().describe('What asked for the move, e.g. create, cardpay.callback, capture, status_sync, refund'),
+    accepted: z.boolean().describe('false when the state machine refused the move (the payment did not change)'),
+    note: z.string().nullable(),
+    created_at: TimestampSchema,
+  }),
+  {
+    title: 'PaymentTransition',
+    example: { from_status: 'pending', to_status: 'completed', trigger: 'create', accepted: true, note: null, created_at: '2026-11-22T10:15:31.000Z' },
+  },
+);
+
 export const CapturedPaymentSchema = z.object({
   id: UuidSchema,
   status: PaymentStatusSchema,
@@ -137,7 +153,7 @@ const isStorableInstant = (value: string) => {
   const year = Number.isNaN(time) ? NaN : new Date(time).getUTCFullYear();
   return year >= 1 && year <= 9999;
 };
-const DateTimeQuery = extendApi(
+export const DateTimeQuery = extendApi(
   z.string().datetime({ offset: true, message: 'must be an ISO 8601 date-time' }).refine(isStorableInstant, 'must be an ISO 8601 date-time between years 1 and 9999'),
   { format: 'date-time' },
 );
@@ -310,6 +326,17 @@ export const paymentsContract = c.router(
       metadata: read,
       pathParams: IdParamsSchema,
       responses: { 200: envelope(PaymentSchema), 404: ErrorBodySchema },
+    },
+    transitions: {
+      method: 'GET',
+      path: '/v1/payments/:id/transitions',
+      summary: "List a payment's status transitions",
+      description:
+        'Every status change the payment went through, oldest first, with what triggered it (create, provider callback, capture, status sync, ' +
+        "reconciliation, refund). Moves the state machine refused are listed too, with `accepted: false` and the reason. Another merchant's payment is 404.",
+      metadata: read,
+      pathParams: IdParamsSchema,
+      responses: { 200: envelope(z.array(PaymentTransitionSchema)), 404: ErrorBodySchema },
     },
     capture: {
       method: 'POST',

@@ -6,11 +6,16 @@ import { AmountInputSchema } from './payments.js';
 
 const c = initContract();
 
+/** Refund statuses, declared once: the domain's state table and the database check use this list. */
+export const REFUND_STATUSES = ['pending', 'completed', 'failed'] as const;
+export const RefundStatusSchema = z.enum(REFUND_STATUSES);
+export type RefundStatus = z.infer<typeof RefundStatusSchema>;
+
 export const RefundSchema = extendApi(
   z.object({
     id: UuidSchema,
     payment_id: UuidSchema,
-    status: z.enum(['pending', 'completed', 'failed']),
+    status: RefundStatusSchema,
     provider_ref: z.string().nullable(),
     amount: z.string(),
     currency: z.string(),

@@ -5,8 +5,8 @@ import { ErrorBodySchema, IdParamsSchema, TimestampSchema, UuidSchema, commonErr
 
 const c = initContract();
 
-/** The event types a merchant's webhook receives (interface.md "Events"). */
-export const WEBHOOK_EVENT_TYPES = ['payment.completed', 'payment.failed', 'payment.refunded', 'payment.reversed', 'refund.failed'] as const;
+/** The event types a merchant's webhook receives (interface.md "Events"; `webhook.test` from POST /v1/webhooks/test). */
+export const WEBHOOK_EVENT_TYPES = ['payment.completed', 'payment.failed', 'payment.refunded', 'payment.reversed', 'refund.failed', 'webhook.test'] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'retrying', 'dead'] as const;

@@ -65,7 +65,7 @@ await rm(summaryFile, { force: true });
 
 // The logs of the whole run must hold no credential: API keys, webhook signing secrets, provider
 // secret keys or the sandbox passkey. Any hit fails the run.
-const SECRET_PATTERNS = [/pk_[A-Za-z0-9_-]{43}/, /whsec_[A-Za-z0-9_-]{16,}/, /\b[sr]k_(test|live)_[A-Za-z0-9_]{4,}/, /bfb279f9aa9bdbcf158e97dd71a467cd/];
+const SECRET_PATTERNS = [/pk_[A-Za-z0-9_-]{43}/, /whsec_[A-Za-z0-9_+/-]{16,}/, /\b[sr]k_(test|live)_[A-Za-z0-9_]{4,}/, /bfb279f9aa9bdbcf158e97dd71a467cd/];
 let leaks = 0;
 let scanned = 0;
 for (const name of await readdir(logDir).catch(() => [])) {

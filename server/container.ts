@@ -7,6 +7,7 @@ import { ApiKeyService } from './domain/auth/api-key.service.js';
 import { RateLimiter } from './domain/auth/rate-limiter.js';
 import { SecretBox } from './domain/crypto/secret-box.js';
 import { DeliveryService } from './domain/delivery/delivery.service.js';
+import { EventLog } from './domain/events/event-log.js';
 import { CredentialsService } from './domain/merchants/credentials.service.js';
 import { MerchantService } from './domain/merchants/merchant.service.js';
 import { createAgenda } from './jobs/agenda.js';
@@ -21,12 +22,18 @@ import type { ProviderRegistry } from './domain/ports.js';
 import { InboundPipeline } from './domain/inbound/inbound-pipeline.js';
 import { ProviderOperationsService } from './domain/operations/provider-operations.service.js';
 import { SavedCardService } from './domain/cards/saved-card.service.js';
+import { IdempotencyKeys } from './domain/payments/idempotency-keys.js';
+import { PaymentHistory } from './domain/payments/payment-history.js';
 import { PaymentService } from './domain/payments/payment.service.js';
 import { ProviderGateway } from './domain/payments/provider-gateway.js';
 import { StatusSyncService } from './domain/payments/status-sync.service.js';
+import { StatusWriter } from './domain/payments/status-writer.js';
 import { RefundService } from './domain/refunds/refund.service.js';
 import { sandboxModules } from './sandbox/index.js';
 import type { SandboxDeps } from './sandbox/module.js';
+
+/** Connections of the advisory-lock pool (per process). */
+export const KEY_LOCK_POOL_MAX = 2;
 
 export interface Services {
   apiKeys: ApiKeyService;
@@ -34,7 +41,9 @@ export interface Services {
   merchants: MerchantService;
   credentials: CredentialsService;
   deliveries: DeliveryService;
+  events: EventLog;
   payments: PaymentService;
+  paymentHistory: PaymentHistory;
   refunds: RefundService;
   savedCards: SavedCardService;
   statusSync: StatusSyncService;
@@ -51,7 +60,7 @@ export interface Container {
   agenda: Agenda;
   /** Outbound webhook attempts as Agenda jobs (implements the domain's DeliveryQueue). */
   deliveryQueue: AgendaDeliveryQueue;
-  /** Cross-process advisory locks (idempotency keys, per-merchant job scheduling). */
+  /** Cross-process advisory locks for per-merchant job scheduling (a database-only critical section). */
   keyLock: KeyLock;
   providers: ProviderRegistry;
   secrets: SecretBox;
@@ -70,7 +79,7 @@ export interface ContainerOptions {
 }
 
 export async function createContainer(config: AppConfig, options: ContainerOptions): Promise<Container> {
-  const orm = await openOrm(options.databaseUrl, config.databasePoolMax);
+  const orm = await openOrm(options.databaseUrl, config.databasePoolMax, config.databaseAcquireTimeoutMs);
   const secrets = new SecretBox(await resolveEncryptionKey(config));
   const em = orm.em;
   const { agenda, closePool: closeAgendaPool } = createAgenda({
@@ -86,7 +95,8 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const logger = options.logger;
   const merchants = new MerchantService(em, secrets, config.webhookAllowPrivateUrls);
   const deliveryQueue = new AgendaDeliveryQueue(agenda);
-  const keyLock = new KeyLock(options.databaseUrl, config.databasePoolMax);
+  // Scheduling is rare and brief: two connections are plenty (idempotency needs none of its own).
+  const keyLock = new KeyLock(options.databaseUrl, KEY_LOCK_POOL_MAX);
 
   const providers = createProviderRegistry(config, em);
   const reconciles = (provider: string) => Boolean(providers.find(provider)?.operations?.listTransactions);
@@ -100,8 +110,11 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     },
   });
   const gateway = new ProviderGateway(providers, credentials);
-  const payments = new PaymentService(em, config, credentials, gateway, keyLock, deliveryQueue, logger);
-  const refunds = new RefundService(em, config, gateway, payments);
+  const idempotency = new IdempotencyKeys(em, config.idempotencyLeaseMs);
+  const metrics = new Metrics();
+  const writer = new StatusWriter(em, deliveryQueue, metrics.integrityMismatches, logger);
+  const payments = new PaymentService(em, config, credentials, gateway, idempotency, writer, logger);
+  const refunds = new RefundService(em, config, gateway, writer);
   const services: Services = {
     apiKeys: new ApiKeyService(em),
     rateLimiter: new RateLimiter(em, config.rateLimitPerMinute),
@@ -111,14 +124,17 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
       em,
       merchants,
       { retryScheduleMs: config.webhookRetryScheduleMs, timeoutMs: config.webhookTimeoutMs, allowPrivateUrls: config.webhookAllowPrivateUrls },
+      deliveryQueue,
       logger,
     ),
+    events: new EventLog(em, config.eventRetentionMs),
     payments,
+    paymentHistory: new PaymentHistory(em),
     refunds,
     savedCards: new SavedCardService(em, credentials, providers),
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),
-    inbound: new InboundPipeline(em, providers, credentials, payments, refunds, logger),
-    operations: new ProviderOperationsService(em, providers, credentials, payments, logger),
+    inbound: new InboundPipeline(em, providers, credentials, writer, logger),
+    operations: new ProviderOperationsService(em, config, providers, credentials, writer, logger),
   };
 
   const sandboxDeps: SandboxDeps = { config, em, agenda, logger: options.logger };
@@ -127,7 +143,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   return {
     config,
     logger: options.logger,
-    metrics: new Metrics(),
+    metrics,
     orm,
     agenda,
     deliveryQueue,

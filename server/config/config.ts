@@ -10,11 +10,14 @@ const EnvSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   DATABASE_URL: z.string().url().optional(),
   DATABASE_POOL_MAX: z.coerce.number().int().min(2).max(1000).default(20),
+  DATABASE_ACQUIRE_TIMEOUT: z.string().default('5s'),
+  IDEMPOTENCY_LEASE: z.string().default('60s'),
   PUBLIC_BASE_URL: z.string().url().optional(),
   ENCRYPTION_KEY: z.string().optional(),
   ROLE: z.enum(['all', 'api', 'worker']).default('all'),
   SANDBOX: booleanFlag.optional(),
   SANDBOX_CALLBACK_DELAY_MS: z.coerce.number().int().min(0).default(1000),
+  SANDBOX_LATENCY_MS: z.coerce.number().int().min(0).max(120_000).default(0),
   CARDPAY_BASE_URL: z.string().url().optional(),
   WALLETPAY_BASE_URL: z.string().url().optional(),
   MOBILEMONEY_BASE_URL: z.string().url().optional(),
@@ -25,6 +28,8 @@ const EnvSchema = z.object({
   MOBILEMONEY_CERT_PATH: z.string().optional(),
   PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(15_000),
   DELIVERY_SWEEP_INTERVAL: z.string().default('30s'),
+  EVENT_RETENTION: z.string().default('30d'),
+  EVENT_PRUNE_INTERVAL: z.string().default('1h'),
   STATUS_SYNC_SCHEDULE: z.string().default('1m,5m,15m,1h,6h,24h,48h'),
   STATUS_SYNC_POLL_INTERVAL: z.string().default('30s'),
   MOBILEMONEY_RECONCILE_INTERVAL: z.string().default('15m'),
@@ -45,20 +50,33 @@ export interface AppConfig {
   production: boolean;
   port: number;
   databaseUrl: string | undefined;
-  /** Most connections each of the process's pools opens (ORM, idempotency locks, Agenda at most 8). */
+  /** Most connections the process's ORM pool opens (Agenda's pool takes at most 8, the scheduling lock pool 2). */
   databasePoolMax: number;
+  /** How long a query waits for a free pooled connection; past it the request is answered 503. */
+  databaseAcquireTimeoutMs: number;
+  /**
+   * How long an idempotency key's claim stays exclusive. Longer than a provider call can take, so a
+   * live request is never taken over; after it, a retry resumes a request that died.
+   */
+  idempotencyLeaseMs: number;
   /** Address providers call back on; filled from the listening port when not configured. */
   publicBaseUrl: string;
   encryptionKey: string | undefined;
   role: 'all' | 'api' | 'worker';
   sandbox: boolean;
   sandboxCallbackDelayMs: number;
+  /** Every simulator request waits this long before it is answered: a slow provider network. */
+  sandboxLatencyMs: number;
   providerBaseUrls: { cardpay?: string; walletpay?: string; mobilemoney?: string };
   providerTimeoutMs: number;
   webhookRetryScheduleMs: number[];
   webhookTimeoutMs: number;
   webhookAllowPrivateUrls: boolean;
   deliverySweepIntervalMs: number;
+  /** How long events (GET /v1/events) and their delivered deliveries are kept. */
+  eventRetentionMs: number;
+  /** How often a worker prunes events past the retention period. */
+  eventPruneIntervalMs: number;
   statusSyncScheduleMs: number[];
   /** How often a worker looks for pending payments due a status sync. */
   statusSyncPollMs: number;
@@ -92,6 +110,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   } catch (err) {
     throw new ConfigError(`invalid schedule: ${(err as Error).message}`);
   }
+  let acquireTimeoutMs: number;
+  let leaseMs: number;
+  try {
+    acquireTimeoutMs = parseDurationMs(e.DATABASE_ACQUIRE_TIMEOUT);
+    leaseMs = parseDurationMs(e.IDEMPOTENCY_LEASE);
+  } catch (err) {
+    throw new ConfigError(`invalid duration: ${(err as Error).message}`);
+  }
+  // A creation makes up to two provider requests (token + create, customer + attach), each bounded by the timeout.
+  if (leaseMs <= 2 * e.PROVIDER_TIMEOUT_MS) {
+    throw new ConfigError('IDEMPOTENCY_LEASE must be longer than twice PROVIDER_TIMEOUT_MS, or a live request could be taken over');
+  }
   const sandbox = e.SANDBOX ?? !production;
   return {
     env: e.NODE_ENV,
@@ -99,11 +129,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     port: e.PORT,
     databaseUrl: e.DATABASE_URL,
     databasePoolMax: e.DATABASE_POOL_MAX,
+    databaseAcquireTimeoutMs: acquireTimeoutMs,
+    idempotencyLeaseMs: leaseMs,
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/$/, ''),
     encryptionKey: e.ENCRYPTION_KEY,
     role: e.ROLE,
     sandbox,
     sandboxCallbackDelayMs: e.SANDBOX_CALLBACK_DELAY_MS,
+    sandboxLatencyMs: e.SANDBOX_LATENCY_MS,
     providerBaseUrls: {
       cardpay: e.CARDPAY_BASE_URL,
       walletpay: e.WALLETPAY_BASE_URL,
@@ -114,6 +147,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
     webhookAllowPrivateUrls: e.WEBHOOK_ALLOW_PRIVATE_URLS ?? !production,
     deliverySweepIntervalMs: parseDurationMs(e.DELIVERY_SWEEP_INTERVAL),
+    eventRetentionMs: parseDurationMs(e.EVENT_RETENTION),
+    eventPruneIntervalMs: parseDurationMs(e.EVENT_PRUNE_INTERVAL),
     statusSyncScheduleMs: statusSync,
     statusSyncPollMs: parseDurationMs(e.STATUS_SYNC_POLL_INTERVAL),
     mobilemoneyReconcileIntervalMs: parseDurationMs(e.MOBILEMONEY_RECONCILE_INTERVAL),

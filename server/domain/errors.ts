@@ -23,5 +23,5 @@ export class DomainError extends Error {
 
 export const notFound = (what: string) => new DomainError('NOT_FOUND', `${what} not found`);
 export const conflict = (message: string) => new DomainError('CONFLICT', message);
-export const validationError = (field: string, issue: string, message = 'The request is invalid') =>
+export const validationError = (field: string, issue: string, message = `Invalid request: ${field} ${issue}`) =>
   new DomainError('VALIDATION_ERROR', message, [{ field, issue }]);

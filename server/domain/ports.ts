@@ -305,3 +305,8 @@ export interface ProviderRegistry {
   find(provider: string): ProviderPort | undefined;
   all(): readonly ProviderPort[];
 }
+
+/** Counts provider reports the integrity check refused; implemented by a prom-client counter. */
+export interface IntegrityCounter {
+  inc(labels: { provider: string; source: string }): void;
+}

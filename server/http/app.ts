@@ -11,6 +11,8 @@ import { rejectNulCharacters } from './middleware/reject-nul.js';
 import { accessLog, requestId } from './middleware/request-context.js';
 import { merchantRouter } from './routers/merchant.router.js';
 import { webhookLogsRouter } from './routers/webhook-logs.router.js';
+import { webhooksRouter } from './routers/webhooks.router.js';
+import { eventsRouter } from './routers/events.router.js';
 import { paymentsRouter } from './routers/payments.router.js';
 import { providerCallbacksRouter } from './routers/provider-callbacks.router.js';
 import { refundsRouter } from './routers/refunds.router.js';
@@ -67,6 +69,8 @@ export function createApp(container: Container): Express {
     refunds: refundsRouter(services),
     providerCallbacks: providerCallbacksRouter(services),
     webhookLogs: webhookLogsRouter(services),
+    webhooks: webhooksRouter(services),
+    events: eventsRouter(services),
   });
   createExpressEndpoints(contract, router, app, {
     logInitialization: false,

@@ -4,6 +4,7 @@ import type { ZodError, ZodIssue } from 'zod';
 import { DomainError, type FieldIssue } from '../domain/errors.js';
 import type { Logger } from '../observability/logger.js';
 import { sendError } from './envelope.js';
+import { isCapacityExhausted, RETRY_AFTER_SECONDS } from './error-map.js';
 
 function issueToField(prefix: string | null, issue: ZodIssue): FieldIssue[] {
   const base = [...(prefix ? [prefix] : []), ...issue.path.map(String)].join('.');
@@ -57,6 +58,10 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       return sendError(res, 'BAD_REQUEST', 'Request body could not be read');
     }
     const error = err as Error;
+    if (isCapacityExhausted(err)) {
+      logger.warn({ requestId: res.locals.requestId, route: req.path, err: { type: error?.name } }, 'database capacity exhausted; answered 503');
+      return sendError(res, 'SERVICE_UNAVAILABLE', 'The service is temporarily overloaded; retry after a moment', undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
+    }
     logger.error({ requestId: res.locals.requestId, route: req.path, err: { type: error?.name, message: error?.message } }, 'unhandled error');
     logger.debug({ requestId: res.locals.requestId, stack: error?.stack }, 'unhandled error stack');
     return sendError(res, 'INTERNAL_ERROR', 'Internal error; quote the request id when contacting support');

@@ -6,7 +6,7 @@
  * - every error response gets its description and an example in the error envelope;
  * - every request and success body without an example gets one built from its schema (schema
  *   examples from the contract's `extendApi(..., { example })` are used first);
- * - every response documents X-Request-Id; 429 documents Retry-After.
+ * - every response documents X-Request-Id; 429 and 503 document Retry-After.
  */
 
 type Json = Record<string, unknown>;
@@ -23,6 +23,11 @@ const ERRORS: Record<string, { code: string; description: string; message: strin
   '429': { code: 'RATE_LIMITED', description: 'Too many requests; wait for Retry-After seconds (RATE_LIMITED)', message: 'Too many requests' },
   '500': { code: 'INTERNAL_ERROR', description: 'Unexpected error; quote the request id (INTERNAL_ERROR)', message: 'Something went wrong; quote the request id' },
   '502': { code: 'PROVIDER_ERROR', description: 'The provider was unreachable or refused the request (PROVIDER_ERROR)', message: 'cardpay refused the request: Invalid API Key provided' },
+  '503': {
+    code: 'SERVICE_UNAVAILABLE',
+    description: 'The service has no database capacity free right now; nothing was done, retry after Retry-After seconds with the same Idempotency-Key (SERVICE_UNAVAILABLE)',
+    message: 'The service is temporarily overloaded; retry after a moment',
+  },
 };
 
 const SUCCESS_DESCRIPTIONS: Record<string, string> = { '200': 'OK', '201': 'Created', '202': 'Accepted', '204': 'No content' };
@@ -243,7 +248,7 @@ export function polishDocument<T extends Json>(document: T): T {
         response.headers = {
           ...(isObject(response.headers) ? response.headers : {}),
           'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' },
-          ...(status === '429' ? { 'Retry-After': { $ref: '#/components/headers/Retry-After' } } : {}),
+          ...(status === '429' || status === '503' ? { 'Retry-After': { $ref: '#/components/headers/Retry-After' } } : {}),
         };
         for (const media of Object.values(isObject(response.content) ? response.content : {})) {
           if (!isObject(media)) continue;

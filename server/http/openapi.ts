@@ -10,7 +10,8 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   'Saved cards': 'Cards saved at the card provider (cardpay) for later off-session charges.',
   'Mobile money': 'mobilemoney operations: status queries, reconciliation of missed callbacks, pull API registration.',
   Refunds: 'Full and partial refunds; mobilemoney refunds are asynchronous reversals.',
-  Webhooks: 'The outbound event deliveries to the merchant webhook URL, and manual retries.',
+  Webhooks: 'The outbound event deliveries to the merchant webhook URL: the delivery log, manual retries, recovering a window of failed deliveries, and a test event. Every delivery is signed twice: X-Payments-Signature and the Standard Webhooks webhook-signature.',
+  Events: 'Every event the outbox holds for the merchant, exactly as its webhook body is delivered, kept for the retention period (30 days by default).',
   'Provider callbacks': 'Called by the providers, never by merchants: no API key; each verified with the provider’s own scheme.',
 };
 

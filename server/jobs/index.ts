@@ -2,6 +2,7 @@ import type { JobContext } from './job-context.js';
 import { sandboxModules } from '../sandbox/index.js';
 import { defineJob } from './define-job.js';
 import { defineDeliverWebhookJob } from './deliver-webhook.job.js';
+import { definePruneEventsJob, schedulePruneEvents } from './prune-events.job.js';
 import { defineSweepDeliveriesJob, scheduleDeliverySweep } from './sweep-deliveries.job.js';
 import { defineSyncPaymentsJob, scheduleSyncPayments } from './sync-payments.job.js';
 import { defineReconcileTransactionsJobs, scheduleAllReconciliations } from './reconcile-transactions.job.js';
@@ -12,6 +13,7 @@ export function defineJobs(container: JobContext): void {
   defineSweepDeliveriesJob(container);
   defineSyncPaymentsJob(container);
   defineReconcileTransactionsJobs(container);
+  definePruneEventsJob(container);
   if (container.config.sandbox) {
     for (const module of sandboxModules) {
       module.defineJobs?.(container.sandboxDeps, (name, body) => defineJob(container, name, body));
@@ -24,4 +26,5 @@ export async function scheduleRecurringJobs(container: JobContext): Promise<void
   await scheduleDeliverySweep(container);
   await scheduleSyncPayments(container);
   await scheduleAllReconciliations(container);
+  await schedulePruneEvents(container);
 }

@@ -2,6 +2,7 @@ import type { Agenda } from 'agenda';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { AppConfig } from '../config/config.js';
 import type { DeliveryService } from '../domain/delivery/delivery.service.js';
+import type { EventLog } from '../domain/events/event-log.js';
 import type { ProviderOperationsService } from '../domain/operations/provider-operations.service.js';
 import type { StatusSyncService } from '../domain/payments/status-sync.service.js';
 import type { ProviderRegistry } from '../domain/ports.js';
@@ -24,6 +25,7 @@ export interface JobContext {
   providers: ProviderRegistry;
   services: {
     deliveries: DeliveryService;
+    events: EventLog;
     statusSync: StatusSyncService;
     operations: ProviderOperationsService;
   };

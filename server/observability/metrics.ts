@@ -17,6 +17,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** Provider reports refused because their amount or currency is not the payment's (or the refund's). */
+  readonly integrityMismatches = new Counter({
+    name: 'payments_integrity_mismatches_total',
+    help: 'Provider-reported outcomes refused by the integrity check, by provider and source',
+    labelNames: ['provider', 'source'] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }

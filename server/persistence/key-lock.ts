@@ -6,9 +6,9 @@ export class LockTimeoutError extends Error {}
 const MAX_RETRY_DELAY_MS = 100;
 
 /**
- * Session-level PostgreSQL advisory locks on a small dedicated pool, so a lock held during a provider
- * call never competes with the ORM's connections. Works across every process on the database: this is
- * how concurrent requests with one Idempotency-Key wait for the first instead of calling the provider.
+ * Session-level PostgreSQL advisory locks on a small dedicated pool, for short database-only critical
+ * sections across every process (per-merchant job scheduling). Never hold one across a call to another
+ * system: idempotency keys use leases instead (domain/payments/idempotency-keys.ts).
  *
  * Only the holder keeps a connection: waiters try (`pg_try_advisory_lock`) and give their connection
  * back between tries. Blocking in `pg_advisory_lock` would pin one connection per waiting request, so
@@ -27,9 +27,8 @@ export class KeyLock {
     const deadline = Date.now() + waitMs;
     let delay = 5;
     for (;;) {
-      const client = await this.pool.connect().catch((err: Error) => {
-        throw new LockTimeoutError(`lock pool unavailable: ${err.message}`);
-      });
+      // A pool that cannot give a connection throws its own error: capacity, not lock contention.
+      const client = await this.pool.connect();
       let locked = false;
       let broken = false;
       try {

@@ -5,13 +5,17 @@ import { migrationsList } from './migrations/index.js';
 
 export type { EntityManager } from '@mikro-orm/postgresql';
 
-export function ormOptions(databaseUrl: string, poolMax = 20): Options {
+/** How long a query waits for a pooled connection before failing (then answered 503, never 409). */
+const DEFAULT_ACQUIRE_TIMEOUT_MS = 5_000;
+
+export function ormOptions(databaseUrl: string, poolMax = 20, acquireTimeoutMs = DEFAULT_ACQUIRE_TIMEOUT_MS): Options {
   return {
     clientUrl: databaseUrl,
     entities,
     extensions: [Migrator],
     migrations: { migrationsList, transactional: true, allOrNothing: true, tableName: 'mikro_orm_migrations', silent: true },
     pool: { min: 0, max: poolMax },
+    driverOptions: { acquireConnectionTimeout: acquireTimeoutMs },
     // The domain decides what is flushed and when; no implicit writes on fork.
     allowGlobalContext: false,
     forceUtcTimezone: true,
@@ -19,8 +23,8 @@ export function ormOptions(databaseUrl: string, poolMax = 20): Options {
   };
 }
 
-export async function openOrm(databaseUrl: string, poolMax?: number): Promise<MikroORM> {
-  return MikroORM.init(ormOptions(databaseUrl, poolMax));
+export async function openOrm(databaseUrl: string, poolMax?: number, acquireTimeoutMs?: number): Promise<MikroORM> {
+  return MikroORM.init(ormOptions(databaseUrl, poolMax, acquireTimeoutMs));
 }
 
 /** Applies pending migrations; returns the names applied. */

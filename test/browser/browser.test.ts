@@ -6,7 +6,7 @@ import { launchChromium, screenshot } from './chromium.js';
 import { MerchantSite } from './merchant-site.js';
 
 /**
- * A real browser (Debian's Chromium driven by playwright-core) against the real service: the API
+ * A real browser (a system Chromium, or the one the @sparticuz/chromium package ships, driven by playwright-core) against the real service: the API
  * reference renders, and a buyer clicks through the walletpay approval page and the cardpay 3-D
  * Secure page; the payment's status is then checked through the API.
  */
@@ -31,7 +31,7 @@ async function newPage(): Promise<Page> {
 }
 
 beforeAll(async () => {
-  // Launched first: without Chromium this fails at once with a message saying how to install it.
+  // Launched first: a broken Chromium fails the file at once.
   browser = await launchChromium();
   context = await browser.newContext({ viewport: { width: 1100, height: 800 } });
   shop = await new MerchantSite().start();

@@ -4,46 +4,59 @@ import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 
 /**
- * Debian's `chromium` package (installed by `.ci/run`). Playwright's own browser download is never
- * used: the machine has no network for it. CHROMIUM_PATH overrides the lookup.
+ * Which Chromium the browser tests drive: CHROMIUM_PATH when set, else a system Chromium on PATH,
+ * else the one inside the `@sparticuz/chromium` npm package (a dev dependency: `npm install` alone
+ * is enough). Playwright's own browser download is never used: the machine has no network for it.
  */
-function chromiumExecutable(): string {
-  const override = process.env.CHROMIUM_PATH;
-  if (override) {
-    if (existsSync(override)) return override;
-    throw new Error(`CHROMIUM_PATH is set to ${override}, which does not exist.`);
-  }
-  for (const candidate of ['/usr/bin/chromium', '/usr/bin/chromium-browser']) if (existsSync(candidate)) return candidate;
-  try {
-    const found = execFileSync('sh', ['-c', 'command -v chromium || command -v chromium-browser'], { encoding: 'utf8' }).trim();
-    if (found) return found;
-  } catch {
-    // not on PATH either: fall through to the explanation below
-  }
-  throw new Error(
-    'Chromium is not installed: the browser tests need Debian\'s `chromium` package ' +
-      '(`apt-get install -y chromium`, which .ci/run does) or CHROMIUM_PATH pointing at a Chromium binary.',
-  );
+export type ChromiumSource = 'CHROMIUM_PATH' | 'system' | '@sparticuz/chromium';
+
+interface Resolved {
+  source: ChromiumSource;
+  executablePath: string;
+  args: string[];
 }
 
 /**
- * A headless Chromium for tests. Without the background-networking flags Chromium keeps trying to
- * reach Google's services, which on a closed network only means a flood of failing connections.
+ * Without the background-networking flags Chromium keeps trying to reach Google's services, which on
+ * a closed network only means a flood of failing connections.
  */
-export function launchChromium(): Promise<Browser> {
-  return chromium.launch({
-    executablePath: chromiumExecutable(),
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+const QUIET_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+function systemChromium(): string | null {
+  try {
+    const found = execFileSync('sh', ['-c', 'command -v chromium || command -v chromium-browser'], { encoding: 'utf8' }).trim();
+    return found || null;
+  } catch {
+    return null;
+  }
+}
+
+export async function resolveChromium(): Promise<Resolved> {
+  const override = process.env.CHROMIUM_PATH;
+  if (override) {
+    if (!existsSync(override)) throw new Error(`CHROMIUM_PATH is set to ${override}, which does not exist.`);
+    return { source: 'CHROMIUM_PATH', executablePath: override, args: QUIET_ARGS };
+  }
+  const system = systemChromium();
+  if (system) return { source: 'system', executablePath: system, args: QUIET_ARGS };
+  // The package unpacks its brotli-compressed binary into the temp directory once (~2 s) and reuses it.
+  const { default: packaged } = await import('@sparticuz/chromium');
+  const executablePath = await packaged.executablePath();
+  return { source: '@sparticuz/chromium', executablePath, args: [...packaged.args, ...QUIET_ARGS.filter((a) => !packaged.args.includes(a))] };
+}
+
+/** A headless Chromium for tests. */
+export async function launchChromium(): Promise<Browser> {
+  const { executablePath, args } = await resolveChromium();
+  return chromium.launch({ executablePath, headless: true, args });
 }
 
 const SCREENSHOT_DIR = path.resolve('test-results', 'screenshots');

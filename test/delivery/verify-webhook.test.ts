@@ -37,6 +37,7 @@ describe('verifyWebhook', () => {
   it('returns the typed event for a valid delivery (string, bytes, Node headers and fetch Headers)', () => {
     const event = verifyWebhook(body, headersFor(ts), secret, { now });
     expect(event.type).toBe('payment.refunded');
+    if (event.type === 'webhook.test') throw new Error('expected a payment event');
     expect(event.data.refund_id).toBe('7c9e6679-7425-40de-944b-e07fc1f90ae7');
     expect(verifyWebhook(new TextEncoder().encode(body), new Headers(headersFor(ts)), secret, { now: now.getTime() })).toEqual(event);
     const upper = { 'X-Payments-Timestamp': [String(ts)], 'X-Payments-Signature': sign(ts, body) };

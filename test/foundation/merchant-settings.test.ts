@@ -27,7 +27,7 @@ describe('PUT /v1/merchant/webhook', () => {
     const first = await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: 'https://shop.example.com/hooks' });
     expect(first.status).toBe(200);
     expect(first.body.data.webhook_url).toBe('https://shop.example.com/hooks');
-    expect(first.body.data.webhook_secret).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
+    expect(first.body.data.webhook_secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
 
     const me = await t.http.get('/v1/merchant').set('X-API-Key', key);
     expect(me.body.data.webhook_url).toBe('https://shop.example.com/hooks');

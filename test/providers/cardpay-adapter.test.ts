@@ -411,7 +411,7 @@ describe('webhook endpoints and signed events', () => {
     expect(verifyCardpaySignature(refundDelivery!.rawBody, refundDelivery!.headers['cardpay-signature'] as string, endpoint.secret)).toBe(true);
     const refundEvent = parseCardpayEvent(JSON.parse(refundDelivery!.rawBody.toString('utf8')));
     expect(refundEvent).toMatchObject({ kind: 'refund', paymentIntentId: payment.providerRef, amountRefundedMinor: 250n });
-    expect(refundEvent.kind === 'refund' && refundEvent.refunds).toEqual([{ id: expect.stringMatching(/^re_/), amountMinor: 250n, status: 'succeeded', refundId: expect.stringMatching(/^[0-9a-f-]{36}$/) }]);
+    expect(refundEvent.kind === 'refund' && refundEvent.refunds).toEqual([{ id: expect.stringMatching(/^re_/), amount: { minor: 250n, currency: 'USD' }, status: 'succeeded', refundId: expect.stringMatching(/^[0-9a-f-]{36}$/) }]);
 
     // Only the subscribed types were sent (no payment_intent.created, charge.succeeded, …).
     expect(new Set(received.map((r) => JSON.parse(r.rawBody.toString('utf8')).type))).toEqual(

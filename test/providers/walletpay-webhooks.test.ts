@@ -229,8 +229,7 @@ describe('signed events', () => {
       refundId: refund.providerRef,
       customId: refundId,
       status: 'completed',
-      amountMinor: 300n,
-      currency: 'USD',
+      amount: { minor: 300n, currency: 'USD' },
     });
   });
 

@@ -5,9 +5,13 @@ export function generateApiKey(): string {
   return `pk_${randomBytes(32).toString('base64url')}`;
 }
 
-/** `whsec_` + 32 random bytes, base64url. */
+/**
+ * `whsec_` + 32 random bytes in standard base64: the Standard Webhooks form, so `standardwebhooks` and
+ * `svix` take the secret as it is (their HMAC key is the decoded bytes; X-Payments-Signature's is the
+ * whole string).
+ */
 export function generateWebhookSecret(): string {
-  return `whsec_${randomBytes(32).toString('base64url')}`;
+  return `whsec_${randomBytes(32).toString('base64')}`;
 }
 
 export function sha256Hex(value: string): string {

@@ -168,3 +168,21 @@ export async function listAttempts(em: EntityManager, deliveryId: string): Promi
     [deliveryId],
   );
 }
+
+/**
+ * Puts the merchant's retrying and dead deliveries created in [since, until) back in the queue, due now,
+ * and returns their ids. One statement: two concurrent calls never take the same delivery, and one
+ * already queued again (pending) or being sent (leased) is left alone.
+ */
+export async function requeueFailedDeliveries(em: EntityManager, merchantId: string, since: Date, until: Date): Promise<string[]> {
+  const rows = await em.execute<{ id: string }[]>(
+    `UPDATE webhook_deliveries
+        SET status = 'pending', next_attempt_at = now(), updated_at = now()
+      WHERE merchant_id = ? AND status IN ('retrying', 'dead')
+        AND created_at >= ? AND created_at < ?
+        AND (lease_until IS NULL OR lease_until < now())
+  RETURNING id`,
+    [merchantId, since, until],
+  );
+  return rows.map((r) => r.id);
+}

@@ -1,16 +1,19 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../../observability/logger.js';
-import { WebhookDeliverySchema, type DeliveryStatus, type WebhookDelivery } from '../../persistence/entities/index.js';
-import { DomainError, conflict, notFound } from '../errors.js';
+import type { DeliveryQueue } from '../ports.js';
+import { recordTestEvent } from './test-event.js';
+import { MerchantSchema, WebhookDeliverySchema, type DeliveryStatus, type WebhookDelivery } from '../../persistence/entities/index.js';
+import { RECOVER_MAX_DAYS } from '../../../contract/index.js';
+import { DomainError, conflict, notFound, validationError } from '../errors.js';
 import type { MerchantEventType } from '../events/merchant-events.js';
 import type { MerchantService } from '../merchants/merchant.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import {
-  countScheduledAttempts, finishAttempt, findStrandedDeliveryIds, insertAttempt, leaseDelivery, listAttempts,
+  countScheduledAttempts, finishAttempt, findStrandedDeliveryIds, insertAttempt, leaseDelivery, listAttempts, requeueFailedDeliveries,
   type AttemptRow, type AttemptTrigger, type LeasedDelivery, type NextState,
 } from './delivery-store.js';
 import { afterFailedAttempt } from './retry-schedule.js';
-import { WEBHOOK_HEADERS, signWebhook } from './signature.js';
+import { signatureHeaders } from './signature.js';
 import { USER_AGENT, capError, sendWebhook, type SendResult } from './webhook-sender.js';
 
 export interface DeliveryConfig {
@@ -26,6 +29,13 @@ export interface AttemptOutcome {
   nextAttemptAt: Date | null;
 }
 
+/** What POST /v1/webhooks/test answers. */
+export interface TestDeliveryOutcome extends SendResult {
+  deliveryId: string;
+  eventId: string;
+  url: string;
+}
+
 export interface DeliveryFilter {
   status?: DeliveryStatus;
   eventType?: MerchantEventType;
@@ -33,6 +43,8 @@ export interface DeliveryFilter {
   page: number;
   pageSize: number;
 }
+
+const DAY_MS = 86_400_000;
 
 /** Headroom over the request timeout for DNS, the secret lookup and recording the result. */
 const LEASE_MARGIN_MS = 30_000;
@@ -48,6 +60,7 @@ export class DeliveryService {
     private readonly em: EntityManager,
     private readonly merchants: MerchantService,
     private readonly config: DeliveryConfig,
+    private readonly queue: DeliveryQueue,
     private readonly logger: Logger,
   ) {}
 
@@ -62,7 +75,7 @@ export class DeliveryService {
   async attemptScheduled(deliveryId: string): Promise<AttemptOutcome | null> {
     const leased = await leaseDelivery(this.em, deliveryId, { leaseMs: this.leaseMs, trigger: 'scheduled' });
     if (!leased) return null;
-    return this.attempt(leased, 'scheduled');
+    return (await this.attempt(leased, 'scheduled', 'schedule')).outcome;
   }
 
   /**
@@ -77,8 +90,40 @@ export class DeliveryService {
     }
     const leased = await leaseDelivery(this.em, deliveryId, { leaseMs: this.leaseMs, trigger: 'manual' });
     if (!leased) throw conflict('The delivery is being sent right now; try again shortly');
-    await this.attempt(leased, 'manual');
+    await this.attempt(leased, 'manual', 'unchanged');
     return this.em.findOneOrFail(WebhookDeliverySchema, { id: deliveryId }, { refresh: true });
+  }
+
+  /**
+   * POST /v1/webhooks/recover: queues again every retrying or dead delivery of the window, due now;
+   * the delivery job sends each to the current URL with its own body and id. Returns how many.
+   */
+  async recover(merchantId: string, since: Date, until?: Date): Promise<{ queued: number; since: Date; until: Date }> {
+    const now = new Date();
+    const end = until ?? now;
+    if (since.getTime() < now.getTime() - RECOVER_MAX_DAYS * DAY_MS) throw validationError('since', `must be at most ${RECOVER_MAX_DAYS} days ago`);
+    if (end <= since) throw validationError('until', 'must be after since');
+    const ids = await requeueFailedDeliveries(this.em, merchantId, since, end);
+    await this.queue.enqueue(ids);
+    if (ids.length > 0) this.logger.info({ merchantId, count: ids.length }, 'failed webhook deliveries queued again');
+    return { queued: ids.length, since, until: end };
+  }
+
+  /**
+   * POST /v1/webhooks/test: records a `webhook.test` event and its delivery, sends it now and answers
+   * with the attempt. A failed test is dead at once (no retries); the delivery log shows it either way.
+   */
+  async sendTest(merchantId: string): Promise<TestDeliveryOutcome> {
+    const merchant = await this.em.findOne(MerchantSchema, { id: merchantId });
+    if (!merchant) throw notFound('merchant');
+    if (!merchant.webhookUrl) throw conflict('No webhook URL is registered: register one with PUT /v1/merchant/webhook first');
+    const url = merchant.webhookUrl;
+    const recorded = await this.em.transactional((tx) => recordTestEvent(tx, merchantId, url));
+    const leased: LeasedDelivery = {
+      id: recorded.deliveryId, merchantId, eventType: 'webhook.test', status: 'pending', attempts: 0, url, merchantUrl: url, body: recorded.body,
+    };
+    const { result } = await this.attempt(leased, 'manual', 'dead');
+    return { deliveryId: recorded.deliveryId, eventId: recorded.eventId, url, ...result };
   }
 
   async list(merchantId: string, filter: DeliveryFilter): Promise<{ items: WebhookDelivery[]; total: number }> {
@@ -106,7 +151,12 @@ export class DeliveryService {
     return findStrandedDeliveryIds(this.em, graceMs, limit);
   }
 
-  private async attempt(leased: LeasedDelivery, trigger: AttemptTrigger): Promise<AttemptOutcome> {
+  /** `onFailure`: book the next scheduled attempt, leave status and schedule as they were (manual retry), or end it (test). */
+  private async attempt(
+    leased: LeasedDelivery,
+    trigger: AttemptTrigger,
+    onFailure: 'schedule' | 'unchanged' | 'dead',
+  ): Promise<{ outcome: AttemptOutcome; result: SendResult }> {
     const url = leased.merchantUrl ?? leased.url;
     const result = await this.send(leased, url);
     const attemptNumber = leased.attempts + 1;
@@ -121,7 +171,7 @@ export class DeliveryService {
       });
       let next: NextState;
       if (result.ok) next = { kind: 'delivered' };
-      else if (trigger === 'manual') next = { kind: 'unchanged' };
+      else if (onFailure !== 'schedule') next = { kind: onFailure };
       else next = afterFailedAttempt(this.config.retryScheduleMs, await countScheduledAttempts(tx, leased.id));
       return finishAttempt(tx, leased.id, { url, responseStatus: result.responseStatus, error: result.error, next });
     });
@@ -130,7 +180,7 @@ export class DeliveryService {
       { deliveryId: leased.id, eventType: leased.eventType, attempt: attemptNumber, trigger, responseStatus: result.responseStatus, status: outcome.status },
       result.ok ? 'webhook delivered' : 'webhook attempt failed',
     );
-    return outcome;
+    return { outcome, result };
   }
 
   /** Checks the URL and the secret, then POSTs; anything that stops the request is a failed attempt. */
@@ -155,10 +205,7 @@ export class DeliveryService {
       headers: {
         'Content-Type': 'application/json',
         'User-Agent': USER_AGENT,
-        [WEBHOOK_HEADERS.eventType]: leased.eventType,
-        [WEBHOOK_HEADERS.timestamp]: String(timestamp),
-        [WEBHOOK_HEADERS.signature]: signWebhook(secret, timestamp, leased.body),
-        [WEBHOOK_HEADERS.webhookId]: leased.id,
+        ...signatureHeaders(secret, leased.id, leased.eventType, timestamp, leased.body),
       },
     });
   }

@@ -1,6 +1,12 @@
-/** The events a merchant's webhook receives (interface.md "Events", decisions.md "Refunds"). */
-export const MERCHANT_EVENT_TYPES = ['payment.completed', 'payment.failed', 'payment.refunded', 'payment.reversed', 'refund.failed'] as const;
-export type MerchantEventType = (typeof MERCHANT_EVENT_TYPES)[number];
+import type { WebhookEventType } from '../../../contract/index.js';
+
+/**
+ * The events a merchant's webhook receives: declared once, in the contract (WEBHOOK_EVENT_TYPES;
+ * interface.md "Events", decisions.md "Refunds"; `webhook.test` on request).
+ */
+export type MerchantEventType = WebhookEventType;
+/** The events a payment's transitions emit through the outbox. */
+export type PaymentEventType = Exclude<MerchantEventType, 'webhook.test'>;
 
 export interface MerchantEventData {
   payment_id: string;

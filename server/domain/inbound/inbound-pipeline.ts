@@ -4,13 +4,12 @@ import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, type Payment } from '../../persistence/entities/index.js';
 import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
-import { applyPaymentUpdate } from '../payments/payment-transitions.js';
-import { paymentLookup, toUpdate, type PaymentService } from '../payments/payment.service.js';
+import { paymentLookup, toUpdate } from '../payments/payment.service.js';
+import type { PaymentUpdate, StatusWriter } from '../payments/status-writer.js';
 import {
   MalformedNotificationError, ProviderError,
   type InboundRequest, type PaymentOutcomeNotification, type ProviderNotification, type ProviderPort, type ProviderRegistry, type Verification,
 } from '../ports.js';
-import type { RefundService } from '../refunds/refund.service.js';
 import { recordInInbox } from './inbox.js';
 import { resolvePayment, resolveRefund, resolveStatusQuery } from './resolve.js';
 import { recordStatusReport } from './status-reports.js';
@@ -47,8 +46,7 @@ export class InboundPipeline {
     private readonly em: EntityManager,
     private readonly providers: ProviderRegistry,
     private readonly credentials: CredentialsService,
-    private readonly payments: PaymentService,
-    private readonly refunds: RefundService,
+    private readonly writer: StatusWriter,
     private readonly logger: Logger,
   ) {}
 
@@ -125,63 +123,53 @@ export class InboundPipeline {
     }
   }
 
-  /** A verified notification: inbox, status writer and outbox in one transaction; deliveries after commit. */
+  /** A verified notification: inbox, status writer and outbox in one unit of work; deliveries after commit. */
   private async apply(port: ProviderPort, notification: Actionable, subject: Subject): Promise<InboundOutcome> {
-    const trigger = `callback:${notification.label}`;
-    const result = await this.em.fork().transactional(async (tx) => {
-      const fresh = await recordInInbox(tx, {
+    const source = `callback:${notification.label}`;
+    return this.writer.commit(async (uow): Promise<InboundOutcome> => {
+      const fresh = await recordInInbox(uow.tx, {
         provider: port.name,
         dedupKey: notification.dedupKey,
         paymentId: subject.paymentId,
         outcome: notification.label,
         windowMs: port.notifications.dedupWindowMs,
       });
-      if (!fresh) return { outcome: 'duplicate' as const, deliveryIds: [] as string[] };
+      if (!fresh) return 'duplicate';
       switch (notification.kind) {
-        case 'payment': {
-          const applied = await applyPaymentUpdate(tx, subject.paymentId!, paymentUpdateOf(notification), trigger);
-          return { outcome: 'applied' as const, deliveryIds: applied.deliveryIds };
-        }
-        case 'refund': {
-          const deliveryIds: string[] = [];
+        case 'payment':
+          await uow.payment(subject.paymentId!, paymentUpdateOf(notification), source);
+          return 'applied';
+        case 'refund':
           for (const refund of notification.refunds) {
             if (refund.status !== 'completed') continue;
-            deliveryIds.push(...(await this.refunds.recordProviderRefund(tx, subject.paymentId!, {
-              providerRefundId: refund.providerRefundId,
-              amountMinor: refund.amount?.minor ?? null,
-              ourRefundId: refund.ourRefundId,
-              raw: notification.raw,
-              trigger,
-            })));
+            await uow.providerRefund(subject.paymentId!, { providerRefundId: refund.providerRefundId, reported: refund.amount, ourRefundId: refund.ourRefundId, raw: notification.raw }, source);
           }
-          return { outcome: 'applied' as const, deliveryIds };
-        }
+          return 'applied';
         case 'reversal': {
           if (notification.succeeded === null) {
             // Timed out in the provider's queue: nothing decided; the refund stays pending and may be retried.
             this.logger.warn({ provider: port.name, refundId: subject.refundId }, 'reversal timed out in the provider queue');
-            return { outcome: 'applied' as const, deliveryIds: [] };
+            return 'applied';
           }
-          const applied = await this.refunds.applyReversalResult(tx, subject.refundId!, {
-            succeeded: notification.succeeded,
-            failureReason: notification.failureReason,
-            raw: notification.raw,
-            trigger,
-          });
-          return { outcome: applied.applied ? ('applied' as const) : ('duplicate' as const), deliveryIds: applied.deliveryIds };
+          const outcome = await uow.refund(
+            subject.refundId!,
+            notification.succeeded
+              ? { status: 'completed', reversal: true, raw: notification.raw }
+              : { status: 'failed', failureReason: notification.failureReason, raw: notification.raw },
+            source,
+          );
+          return outcome.transitioned || outcome.mismatch ? 'applied' : 'duplicate';
         }
         case 'status-report': {
-          const paymentId = await recordStatusReport(tx, port.name, subject.queryId!, subject.merchantId, notification);
+          const paymentId = await recordStatusReport(uow.tx, port.name, subject.queryId!, subject.merchantId, notification);
           // Only a confirmed completion moves a payment: a status report never fails or reverses one.
-          if (!paymentId || !notification.completed) return { outcome: 'applied' as const, deliveryIds: [] };
-          const receipt = notification.completed.receipt;
-          const applied = await applyPaymentUpdate(tx, paymentId, { status: 'completed', providerRef: receipt, receiptNumber: receipt, raw: notification.raw }, trigger);
-          return { outcome: 'applied' as const, deliveryIds: applied.deliveryIds };
+          if (!paymentId || !notification.completed) return 'applied';
+          const { receipt, amount } = notification.completed;
+          await uow.payment(paymentId, { status: 'completed', reported: amount, providerRef: receipt, receiptNumber: receipt, raw: notification.raw }, source);
+          return 'applied';
         }
       }
     });
-    await this.payments.enqueue(result.deliveryIds);
-    return result.outcome;
   }
 
   /**
@@ -205,20 +193,21 @@ export class InboundPipeline {
       this.logger.warn({ provider: port.name, paymentId: payment.id, kind: err.kind }, 'unverifiable notification: the provider could not be asked; the status sync will');
       return 'unconfirmed';
     }
-    await this.payments.applyUpdate(payment.id, toUpdate(answer), `confirmed:${notification.label}`);
+    await this.writer.applyPayment(payment.id, toUpdate(answer), `confirmed:${notification.label}`);
     this.logger.info({ provider: port.name, paymentId: payment.id, claimed: notification.status, confirmed: answer.status }, 'unverifiable notification settled by asking the provider');
     return 'confirmed';
   }
 }
 
-function paymentUpdateOf(n: PaymentOutcomeNotification) {
+/** A report that moves money carries the provider's amount to the writer's integrity check; a failure moves none. */
+function paymentUpdateOf(n: PaymentOutcomeNotification): PaymentUpdate {
   return {
     status: n.status,
+    ...(n.status === 'completed' ? { reported: n.amount } : {}),
     providerRef: n.providerRef ?? undefined,
     receiptNumber: n.receiptNumber ?? null,
     failureReason: n.failureReason ?? null,
     raw: n.raw,
     data: n.data,
-    reportedAmount: n.amount,
   };
 }

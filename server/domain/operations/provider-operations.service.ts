@@ -5,7 +5,10 @@ import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, type Payment } from '../../persistence/entities/index.js';
 import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
-import { paymentLookup, toUpdate, type PaymentService } from '../payments/payment.service.js';
+import type { AppConfig } from '../../config/config.js';
+import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
+import { paymentLookup, toUpdate } from '../payments/payment.service.js';
+import type { StatusWriter } from '../payments/status-writer.js';
 import { ProviderError, type ProviderOperations, type ProviderRegistry } from '../ports.js';
 
 /** interface.md "Limits": the pull API keeps 48 hours; automatic reconciliation pulls the last 2. */
@@ -35,9 +38,10 @@ function providerFailure(err: unknown, provider: string, action: string): never 
 export class ProviderOperationsService {
   constructor(
     private readonly em: EntityManager,
+    private readonly config: AppConfig,
     private readonly providers: ProviderRegistry,
     private readonly credentials: CredentialsService,
-    private readonly payments: PaymentService,
+    private readonly writer: StatusWriter,
     private readonly logger: Logger,
   ) {}
 
@@ -82,7 +86,7 @@ export class ProviderOperationsService {
     } catch (err) {
       providerFailure(err, provider, 'status lookup');
     }
-    await this.payments.applyUpdate(payment.id, { ...toUpdate(result), providerRef: undefined }, 'check-status');
+    await this.writer.applyPayment(payment.id, { ...toUpdate(result), providerRef: undefined }, 'check-status');
     this.logger.info({ merchantId: payment.merchantId, paymentId: payment.id, status: result.status }, 'check-status answered by the payment lookup');
     return { OriginatorConversationID: payment.reference, ConversationID: payment.providerRef!, ResponseCode: '0', ResponseDescription: `payment status: ${result.status}` };
   }
@@ -139,9 +143,9 @@ export class ProviderOperationsService {
       }
       const applied =
         payment.status === 'pending'
-          ? await this.payments.applyUpdate(
+          ? await this.writer.applyPayment(
               payment.id,
-              { status: 'completed', providerRef: tx.receipt, receiptNumber: tx.receipt, raw: { reconciled: tx.receipt }, reportedAmount: tx.amount },
+              { status: 'completed', reported: tx.amount, providerRef: tx.receipt, receiptNumber: tx.receipt, raw: { reconciled: tx.receipt } },
               'reconciliation',
             )
           : null;
@@ -155,6 +159,8 @@ export class ProviderOperationsService {
   /** One-time registration for the provider's transaction list; defaults come from the stored credentials. */
   async registerTransactionFeed(merchantId: string, provider: Provider, input: Record<string, string | undefined>): Promise<Record<string, unknown>> {
     const register = this.operation(provider, 'registerTransactionFeed');
+    // The provider will post there: the same policy as the merchant's webhook URL.
+    if (input.callback_url) await assertDeliverableUrl(input.callback_url, this.config.webhookAllowPrivateUrls, 'callback_url');
     const creds = await this.credentials.require(merchantId, provider);
     let answer;
     try {

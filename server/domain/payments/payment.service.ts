@@ -5,17 +5,16 @@ import type { CreatePaymentBody, ListPaymentsQuery } from '../../../contract/ind
 import type { AppConfig } from '../../config/config.js';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, SavedCardSchema, type Payment } from '../../persistence/entities/index.js';
-import { LockTimeoutError, type KeyLock } from '../../persistence/key-lock.js';
 import { DomainError, conflict, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
+import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import { compareDecimals, formatMinorUnits } from '../money/money.js';
-import { ProviderError, type DeliveryQueue, type PaymentLookup, type ProviderPaymentResult } from '../ports.js';
+import { ProviderError, type PaymentLookup, type ProviderPaymentResult } from '../ports.js';
+import type { IdempotencyKeys } from './idempotency-keys.js';
 import type { ProviderGateway } from './provider-gateway.js';
-import { applyPaymentUpdate, recordCreation, type PaymentUpdate } from './payment-transitions.js';
+import { recordCreation, type PaymentUpdate, type StatusWriter } from './status-writer.js';
 import { normalizePaymentRequest, type NormalizedPaymentRequest } from './payment-request.js';
 
-/** decisions.md: concurrent requests with one key wait for the first, or get 409 after 10 s. */
-const IDEMPOTENCY_WAIT_MS = 10_000;
 const REFERENCE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
 
 export interface CreatedPayment {
@@ -40,80 +39,100 @@ export class PaymentService {
     private readonly config: AppConfig,
     private readonly credentials: CredentialsService,
     private readonly gateway: ProviderGateway,
-    private readonly keyLock: KeyLock,
-    private readonly deliveryQueue: DeliveryQueue,
+    private readonly idempotency: IdempotencyKeys,
+    private readonly writer: StatusWriter,
     private readonly logger: Logger,
   ) {}
 
   /**
-   * Creates a payment exactly once per Idempotency-Key. The key's advisory lock (PostgreSQL, so every
-   * process shares it) serialises concurrent requests: the first reserves the key by writing the payment
-   * as `pending`, calls the provider with an idempotency key derived from the payment id, and applies the
-   * answer as a transition; the others then find the payment and replay it.
+   * Creates a payment exactly once per Idempotency-Key (idempotency-keys.ts): the key is claimed in the
+   * same short transaction that writes the payment as `pending`; the provider is then called with no
+   * connection held, with an idempotency key derived from the payment id, and its answer is applied
+   * as a transition. A concurrent request with the key waits for that answer; a request that finds the
+   * first one dead (its lease expired) resumes it with the same provider idempotency key.
    */
   async create(merchantId: string, idempotencyKey: string, body: CreatePaymentBody): Promise<CreatedPayment> {
     const request = normalizePaymentRequest(body, this.gateway.port(body.provider));
+    // The operator will call this address: the same policy as the merchant's webhook URL.
+    if (request.fields.callback_url) await assertDeliverableUrl(request.fields.callback_url, this.config.webhookAllowPrivateUrls, 'callback_url');
     const creds = await this.credentials.require(merchantId, request.provider);
+    const acquired = await this.idempotency.acquire(
+      { scope: 'payment.create', merchantId, key: idempotencyKey, requestHash: request.requestHash },
+      async (tx) => (await this.reserve(tx, merchantId, idempotencyKey, request)).id,
+    );
+    if (acquired.state === 'finished') {
+      return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: acquired.resourceId }), replayed: true };
+    }
+    const { claim } = acquired;
     try {
-      return await this.keyLock.withLock(`payment-idempotency:${idempotencyKey}`, IDEMPOTENCY_WAIT_MS, async () => {
-        const existing = await this.em.fork().findOne(PaymentSchema, { idempotencyKey });
-        if (existing) return { payment: this.replay(existing, merchantId, request), replayed: true };
-        const payment = await this.reserve(merchantId, idempotencyKey, request);
-        return { payment: await this.callProvider(payment, creds), replayed: false };
-      });
+      const payment = await this.completeCreation(claim.resourceId, request, creds, claim.resumed);
+      await this.idempotency.finish(claim, { status: 201 });
+      return { payment, replayed: claim.resumed };
     } catch (err) {
-      if (err instanceof LockTimeoutError) {
-        throw conflict('A request with this Idempotency-Key is still being processed; retry shortly');
+      if (err instanceof DomainError && err.code === 'PROVIDER_ERROR') {
+        // The provider refused: the payment is `failed`, and a retry with the key replays that payment.
+        await this.idempotency.finish(claim, { status: 201 });
+      } else {
+        await this.idempotency.release(claim).catch(() => undefined);
       }
       throw err;
     }
   }
 
-  private replay(existing: Payment, merchantId: string, request: NormalizedPaymentRequest): Payment {
-    if (existing.merchantId !== merchantId) throw conflict('This Idempotency-Key has already been used');
-    if (existing.requestHash !== request.requestHash) {
-      throw conflict('This Idempotency-Key was already used with a different request body');
+  /**
+   * The provider call of a reserved payment and the transition its answer makes. A resumed claim first
+   * checks what the dead request got done: an answer already applied is not asked for again, and a
+   * provider whose create is not idempotent is not asked twice (the status sync and its callback settle it).
+   */
+  private async completeCreation(paymentId: string, request: NormalizedPaymentRequest, creds: unknown, resumed: boolean): Promise<Payment> {
+    const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
+    if (resumed) {
+      if (payment.status !== 'pending' || payment.providerRef) return payment;
+      if (!this.gateway.repeatsCreateSafely(payment.provider)) {
+        this.logger.warn({ paymentId, provider: payment.provider }, 'resumed creation: the provider cannot take a repeated create; left to the status sync');
+        await this.markForSync(paymentId, { error: 'the request creating this payment was interrupted' });
+        return this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
+      }
     }
-    return existing;
+    return this.callProvider(payment, request, creds);
   }
 
-  private async reserve(merchantId: string, idempotencyKey: string, request: NormalizedPaymentRequest): Promise<Payment> {
+  /** Writes the payment as `pending` inside the key's claiming transaction `tx`. */
+  private async reserve(tx: EntityManager, merchantId: string, idempotencyKey: string, request: NormalizedPaymentRequest): Promise<Payment> {
     const providerData: Record<string, unknown> = {};
     const vault = this.gateway.port(request.provider).cards;
     if (vault && request.fields.saved_card_id) {
-      const card = await this.em.fork().findOne(SavedCardSchema, { id: request.fields.saved_card_id, merchantId, provider: request.provider, active: true });
+      const card = await tx.findOne(SavedCardSchema, { id: request.fields.saved_card_id, merchantId, provider: request.provider, active: true });
       if (!card) throw new DomainError('VALIDATION_ERROR', 'Invalid request: saved_card_id is not an active saved card', [{ field: 'saved_card_id', issue: 'is not an active saved card of this merchant' }]);
       Object.assign(providerData, vault.chargeFields(card));
     }
     for (const [key, value] of Object.entries(request.fields)) if (value !== undefined && key !== 'saved_card_id') providerData[key] ??= value;
     if (request.fields.saved_card_id) providerData.saved_card_id = request.fields.saved_card_id;
 
-    return this.em.fork().transactional(async (tx) => {
-      const payment = tx.create(PaymentSchema, {
-        id: randomUUID(),
-        merchantId,
-        provider: request.provider,
-        status: 'pending',
-        amountMinor: request.amountMinor,
-        currency: request.currency,
-        amount: formatMinorUnits(request.amountMinor, request.currency),
-        amountRefundedMinor: 0n,
-        reference: newReference(),
-        idempotencyKey,
-        requestHash: request.requestHash,
-        providerData,
-        syncAttempts: 0,
-        // Every pending payment is re-checked with its provider from then on (status sync).
-        nextSyncAt: new Date(Date.now() + (this.config.statusSyncScheduleMs[0] ?? 60_000)),
-      });
-      await tx.flush();
-      await recordCreation(tx, payment.id);
-      return payment;
+    const payment = tx.create(PaymentSchema, {
+      id: randomUUID(),
+      merchantId,
+      provider: request.provider,
+      status: 'pending',
+      amountMinor: request.amountMinor,
+      currency: request.currency,
+      amount: formatMinorUnits(request.amountMinor, request.currency),
+      amountRefundedMinor: 0n,
+      reference: newReference(),
+      idempotencyKey,
+      requestHash: request.requestHash,
+      providerData,
+      syncAttempts: 0,
+      // Every pending payment is re-checked with its provider from then on (status sync).
+      nextSyncAt: new Date(Date.now() + (this.config.statusSyncScheduleMs[0] ?? 60_000)),
     });
+    await tx.flush();
+    await recordCreation(tx, payment.id);
+    return payment;
   }
 
   /** The provider call of a reserved payment and the transition its answer makes. */
-  private async callProvider(payment: Payment, creds: unknown): Promise<Payment> {
+  private async callProvider(payment: Payment, request: NormalizedPaymentRequest, creds: unknown): Promise<Payment> {
     let result: ProviderPaymentResult;
     try {
       result = await this.gateway.createPayment(payment, {
@@ -156,19 +175,9 @@ export class PaymentService {
     });
   }
 
-  /** Applies a provider update in its own transaction and hands the new deliveries to the queue. */
+  /** Applies a provider update through the status writer (its own unit of work). */
   async applyUpdate(paymentId: string, update: PaymentUpdate, trigger: string) {
-    const applied = await this.em.fork().transactional((tx) => applyPaymentUpdate(tx, paymentId, update, trigger));
-    await this.enqueue(applied.deliveryIds);
-    return applied;
-  }
-
-  async enqueue(deliveryIds: string[]): Promise<void> {
-    if (deliveryIds.length === 0) return;
-    // After commit. If this fails (or the process dies first), the delivery sweeper finds the rows.
-    await this.deliveryQueue.enqueue(deliveryIds).catch((err: Error) => {
-      this.logger.warn({ err: { message: err.message } }, 'could not enqueue deliveries; the sweeper will');
-    });
+    return this.writer.applyPayment(paymentId, update, trigger);
   }
 
   async get(merchantId: string, id: string): Promise<Payment> {
@@ -223,7 +232,7 @@ export class PaymentService {
     const payment = await this.get(merchantId, id);
     if (!this.gateway.port(payment.provider).capabilities.capture) throw conflict(`${payment.provider} payments are not captured`);
     if (payment.status !== 'pending') throw conflict(`payment is ${payment.status}; only a pending payment can be captured`);
-    if (!payment.providerRef) throw conflict('payment has no wallet order yet');
+    if (!payment.providerRef) throw conflict('payment has no provider reference to capture yet');
     let result: ProviderPaymentResult;
     try {
       result = await this.gateway.capture(payment, `capture-${payment.id}`);
@@ -252,5 +261,6 @@ export function toUpdate(result: ProviderPaymentResult): PaymentUpdate {
     nextAction: result.nextAction ?? null,
     raw: result.raw,
     data: result.data,
+    reported: result.amount,
   };
 }

@@ -1,6 +1,9 @@
 import type { Payment, Refund, SavedCard } from '../../persistence/entities/index.js';
 import { formatMinorUnits } from '../../domain/money/money.js';
 import type { Provider } from '../../../contract/index.js';
+import type { TransitionRow } from '../../domain/payments/payment-history.js';
+
+type PaymentStatus = Payment['status'];
 
 /** Domain rows → contract DTOs. Entities are never returned as they are. */
 
@@ -65,4 +68,15 @@ export function presentSavedCard(c: SavedCard) {
 
 export function pageMeta(page: number, pageSize: number, total: number) {
   return { page, page_size: pageSize, total };
+}
+
+export function presentTransition(t: TransitionRow) {
+  return {
+    from_status: t.from_status as PaymentStatus | null,
+    to_status: t.to_status as PaymentStatus,
+    trigger: t.trigger,
+    accepted: t.accepted,
+    note: t.note,
+    created_at: new Date(t.created_at).toISOString(),
+  };
 }

@@ -2,14 +2,20 @@ import { initServer } from '@ts-rest/express';
 import { contract } from '../../../contract/index.js';
 import type { SavedCardService } from '../../domain/cards/saved-card.service.js';
 import type { ProviderOperationsService } from '../../domain/operations/provider-operations.service.js';
+import type { PaymentHistory } from '../../domain/payments/payment-history.js';
 import type { PaymentService } from '../../domain/payments/payment.service.js';
 import { ok } from '../envelope.js';
 import { principalOf } from '../middleware/auth.js';
-import { pageMeta, presentCapture, presentPayment, presentSavedCard } from '../presenters/presenters.js';
+import { pageMeta, presentCapture, presentPayment, presentSavedCard, presentTransition } from '../presenters/presenters.js';
 
 const s = initServer();
 
-export function paymentsRouter(deps: { payments: PaymentService; savedCards: SavedCardService; operations: ProviderOperationsService }) {
+export function paymentsRouter(deps: {
+  payments: PaymentService;
+  paymentHistory: PaymentHistory;
+  savedCards: SavedCardService;
+  operations: ProviderOperationsService;
+}) {
   // Express matches in registration order: the static /cards routes must come before /:id.
   return s.router(contract.payments, {
     createCard: async ({ body, res }) => {
@@ -45,6 +51,10 @@ export function paymentsRouter(deps: { payments: PaymentService; savedCards: Sav
       return { status: 200 as const, body: { success: true as const, data: items.map((p) => presentPayment(p)), meta: pageMeta(query.page, query.page_size, total) } };
     },
     get: async ({ params, res }) => ok(presentPayment(await deps.payments.get(principalOf(res).merchantId, params.id), { withProviderResponse: true })),
+    transitions: async ({ params, res }) => {
+      const rows = await deps.paymentHistory.transitions(principalOf(res).merchantId, params.id);
+      return ok(rows.map(presentTransition));
+    },
     capture: async ({ params, res }) => ok(presentCapture(await deps.payments.capture(principalOf(res).merchantId, params.id))),
   });
 }

@@ -1,7 +1,18 @@
 import { defineEntity, type InferEntity } from '@mikro-orm/core';
+import type { PaymentStatus } from '../../../contract/index.js';
 
-export const PAYMENT_STATUSES = ['pending', 'completed', 'failed', 'refunded', 'reversed'] as const;
-export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
+export type { PaymentStatus };
+
+/** A provider-reported amount that did not match the payment's (or its refund's); see the status writer. */
+export interface IntegrityMismatch {
+  source: string;
+  refund_id?: string;
+  expected_amount_minor: string;
+  expected_currency: string;
+  reported_amount_minor: string | null;
+  reported_currency: string | null;
+  at: string;
+}
 
 export type NextAction = { type: 'redirect'; url: string };
 
@@ -31,6 +42,8 @@ export const PaymentSchema = defineEntity({
     providerResponse: p.json<unknown>().nullable(),
     /** Provider-specific facts the later steps need (phone, return URLs, capture id, customer, …). */
     providerData: p.json<Record<string, unknown>>(),
+    /** Provider reports refused by the integrity check (amount or currency not ours), oldest first. */
+    integrityMismatches: p.json<IntegrityMismatch[]>().default([]),
     syncAttempts: p.integer().default(0),
     nextSyncAt: p.datetime().nullable(),
     createdAt: p.datetime().onCreate(() => new Date()),

@@ -1,6 +1,7 @@
 import { defineEntity, type InferEntity } from '@mikro-orm/core';
+import type { RefundStatus } from '../../../contract/index.js';
 
-export type RefundStatus = 'pending' | 'completed' | 'failed';
+export type { RefundStatus };
 
 export const RefundSchema = defineEntity({
   name: 'Refund',

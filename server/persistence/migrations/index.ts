@@ -6,9 +6,12 @@ import { Migration20261122000201_sandbox_walletpay } from './Migration2026112200
 import { Migration20261122000401_mobilemoney_operations } from './Migration20261122000401_mobilemoney_operations.js';
 import { Migration20261122000402_rate_limits } from './Migration20261122000402_rate_limits.js';
 import { Migration20261122000501_payment_list_indexes } from './Migration20261122000501_payment_list_indexes.js';
+import { Migration20261122000601_idempotency_keys } from './Migration20261122000601_idempotency_keys.js';
+import { Migration20261123000601_events_api } from './Migration20261123000601_events_api.js';
 import { Migration20261122000301_sandbox_mobilemoney } from './Migration20261122000301_sandbox_mobilemoney.js';
+import { Migration20261123000101_integrity_audit } from './Migration20261123000101_integrity_audit.js';
 import { Migration20261123000302_sandbox_mobilemoney_query_count } from './Migration20261123000302_sandbox_mobilemoney_query_count.js';
-import { Migration20261123000601_provider_status_queries } from './Migration20261123000601_provider_status_queries.js';
+import { Migration20261123000701_provider_status_queries } from './Migration20261123000701_provider_status_queries.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -23,6 +26,9 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261122000401_mobilemoney_operations', class: Migration20261122000401_mobilemoney_operations },
   { name: 'Migration20261122000402_rate_limits', class: Migration20261122000402_rate_limits },
   { name: 'Migration20261122000501_payment_list_indexes', class: Migration20261122000501_payment_list_indexes },
+  { name: 'Migration20261122000601_idempotency_keys', class: Migration20261122000601_idempotency_keys },
+  { name: 'Migration20261123000601_events_api', class: Migration20261123000601_events_api },
+  { name: 'Migration20261123000101_integrity_audit', class: Migration20261123000101_integrity_audit },
   { name: 'Migration20261123000302_sandbox_mobilemoney_query_count', class: Migration20261123000302_sandbox_mobilemoney_query_count },
-  { name: 'Migration20261123000601_provider_status_queries', class: Migration20261123000601_provider_status_queries },
+  { name: 'Migration20261123000701_provider_status_queries', class: Migration20261123000701_provider_status_queries },
 ];

@@ -40,7 +40,7 @@ export const cardpayNotifications: NotificationScheme<CardpayCredentials> = {
         providerRefundId: r.id,
         ourRefundId: r.refundId,
         status: r.status === 'succeeded' ? 'completed' : r.status === 'failed' || r.status === 'canceled' ? 'failed' : 'pending',
-        amount: event.currency ? { minor: r.amountMinor, currency: event.currency } : null,
+        amount: r.amount,
       })),
     };
   },

@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import type { Money } from '../../domain/ports.js';
 import { eventMeaning, redactIntent } from './transformers.js';
 
 /**
@@ -50,18 +51,17 @@ export type CardpayNotification = { eventId: string; type: string } & (
       /** Our payment id, from the intent's metadata.payment_id. */
       paymentId: string | null;
       status: 'completed' | 'failed';
-      /** The intent's amount and currency, as the provider reports them. */
-      amount: { minor: bigint; currency: string } | null;
       failureReason: string | null;
+      /** The intent's amount and currency as the provider reports them. */
+      amount: Money | null;
       raw: unknown;
     }
   | {
       kind: 'refund';
       paymentIntentId: string;
       amountRefundedMinor: bigint;
-      currency: string | null;
       /** `refundId`: ours, from the refund's metadata.refund_id. */
-      refunds: { id: string; amountMinor: bigint; status: string; refundId: string | null }[];
+      refunds: { id: string; amount: Money; status: string; refundId: string | null }[];
       raw: unknown;
     }
   | { kind: 'ignored' }
@@ -81,8 +81,8 @@ const IntentSchema = z
     id: z.string().min(1),
     object: z.literal('payment_intent'),
     status: z.string(),
-    amount: minor.optional(),
-    currency: z.string().optional(),
+    amount: minor.nullish(),
+    currency: z.string().nullish(),
     metadata: z.record(z.string()).nullish(),
     last_payment_error: z.object({ message: z.string().nullish() }).passthrough().nullish(),
     cancellation_reason: z.string().nullish(),
@@ -95,7 +95,7 @@ const ChargeSchema = z
     object: z.literal('charge'),
     payment_intent: z.union([z.string(), z.object({ id: z.string() }).passthrough()]).nullish(),
     amount_refunded: minor,
-    currency: z.string().optional(),
+    currency: z.string().min(3),
     // Not included by API versions that stopped expanding it: then the list is empty.
     refunds: z
       .object({ data: z.array(z.object({ id: z.string().min(1), amount: minor, status: z.string().nullish(), metadata: z.record(z.string()).nullish() }).passthrough()) })
@@ -120,7 +120,7 @@ export function parseCardpayEvent(body: unknown): CardpayNotification {
       paymentId: intent.metadata?.payment_id ?? null,
       status: meaning.status,
       failureReason: meaning.status === 'failed' ? (intent.last_payment_error?.message ?? 'The payment failed') : null,
-      amount: intent.amount !== undefined && intent.currency ? { minor: BigInt(intent.amount), currency: intent.currency.toUpperCase() } : null,
+      amount: typeof intent.amount === 'number' && intent.currency ? { minor: BigInt(intent.amount), currency: intent.currency.toUpperCase() } : null,
       raw,
     };
   }
@@ -133,10 +133,9 @@ export function parseCardpayEvent(body: unknown): CardpayNotification {
     kind: 'refund',
     paymentIntentId: intentId,
     amountRefundedMinor: BigInt(charge.amount_refunded),
-    currency: charge.currency ? charge.currency.toUpperCase() : null,
     refunds: (charge.refunds?.data ?? []).map((r) => ({
       id: r.id,
-      amountMinor: BigInt(r.amount),
+      amount: { minor: BigInt(r.amount), currency: charge.currency.toUpperCase() },
       status: r.status ?? 'pending',
       refundId: r.metadata?.refund_id ?? null,
     })),

@@ -41,7 +41,7 @@ export function walletpayNotifications(adapter: WalletpayAdapter): NotificationS
           providerRefundId: event.refundId,
           ourRefundId: event.customId,
           status: event.status,
-          amount: event.amountMinor !== undefined && event.currency ? { minor: event.amountMinor, currency: event.currency } : null,
+          amount: event.amount,
         }],
       };
     },

@@ -36,8 +36,8 @@ export type WalletpayInboundEvent =
     /** Our refund id when the refund was made by the service (sent as custom_id). */
     customId: string | null;
     status: 'completed' | 'pending' | 'failed';
-    amountMinor?: bigint;
-    currency?: string;
+    /** The refunded amount as the provider reports it. */
+    amount: Money | null;
   }
   | { kind: 'ignored'; eventId: string | null; eventType: string | null };
 
@@ -149,6 +149,6 @@ export function parseWalletpayEvent(body: unknown): WalletpayInboundEvent {
     customId: str(resource.custom_id),
     // PAYMENT.CAPTURE.REFUNDED is sent for a completed refund; its resource says so too.
     status: refundStatus && Object.hasOwn(REFUND_STATUS, refundStatus) ? REFUND_STATUS[refundStatus] : 'completed',
-    ...(amount ? { amountMinor: amount.minor, currency: amount.currency } : {}),
+    amount,
   };
 }

@@ -1,0 +1,174 @@
+import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { ErrorCode } from '../../../contract/index.js';
+import { DomainError, conflict } from '../errors.js';
+
+/**
+ * Idempotency keys after Brandur Leach's "Implementing Stripe-like Idempotency Keys in Postgres":
+ *
+ * - **Atomic claim.** `INSERT … ON CONFLICT DO NOTHING` in the same short transaction that reserves the
+ *   resource (the pending payment, the pending refund, …): the key and the reservation exist together
+ *   or not at all, and exactly one request wins.
+ * - **A lease, not a lock.** The winner holds `locked_until`, a timestamp, not a database lock or a
+ *   pooled connection: every connection goes back to the pool before the provider is called.
+ * - **Recovery point.** `provider_call` means "call the provider (again) with the idempotency key derived
+ *   from `resource_id`"; `finished` means the answer is committed. A request that died mid-way leaves
+ *   its lease to expire; the next request with the key takes the lease over and resumes from there,
+ *   so the provider sees the same idempotency key and never charges twice.
+ *
+ * Another request with the key waits for the holder by polling the row (giving its connection back
+ * between polls), up to WAIT_MS (decisions.md: 10 s), then 409.
+ */
+
+export type IdempotencyScope = 'payment.create' | 'payment.capture' | 'refund.create' | 'card.create';
+export type RecoveryPoint = 'provider_call' | 'finished';
+
+/** The first answer, kept so that a replay gives the same one. */
+export type StoredAnswer = { status: number } | { error: { code: ErrorCode; message: string } };
+
+export interface IdempotentRequest {
+  scope: IdempotencyScope;
+  merchantId: string;
+  key: string;
+  /** Hash of the normalised request: the same key with another body is a conflict. */
+  requestHash: string;
+}
+
+export interface ClaimedKey {
+  id: string;
+  resourceId: string;
+  leaseToken: string;
+  /** True when this request took over the lease of one that died or gave up mid-way. */
+  resumed: boolean;
+}
+
+export type Acquired =
+  | { state: 'claimed'; claim: ClaimedKey }
+  | { state: 'finished'; resourceId: string; answer: StoredAnswer };
+
+interface KeyRow {
+  id: string;
+  merchant_id: string;
+  request_hash: string;
+  recovery_point: RecoveryPoint;
+  resource_id: string;
+  answer: StoredAnswer | null;
+  lease_token: string | null;
+}
+
+/** decisions.md: a concurrent request with the same key waits at most this long for the first. */
+export const WAIT_MS = 10_000;
+const MAX_POLL_MS = 200;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class IdempotencyKeys {
+  constructor(
+    private readonly em: EntityManager,
+    /** How long a claim stays exclusive; longer than any provider call (see config IDEMPOTENCY_LEASE). */
+    private readonly leaseMs: number,
+  ) {}
+
+  /**
+   * Claims `request`'s key, or finds its finished answer, or takes over an expired lease. `reserve`
+   * runs inside the claiming transaction (only when the key is new) and returns the id of what it
+   * reserved; if it throws, nothing is claimed and the error is the answer (validation happens there).
+   */
+  async acquire(request: IdempotentRequest, reserve: (tx: EntityManager) => Promise<string>): Promise<Acquired> {
+    const deadline = Date.now() + WAIT_MS;
+    let delay = 10;
+    let tryInsert = true;
+    for (;;) {
+      if (tryInsert) {
+        const claim = await this.claim(request, reserve);
+        if (claim) return { state: 'claimed', claim };
+      }
+      const row = await this.find(request);
+      if (!row) {
+        // The holder gave the key up (nothing had happened): claim it afresh.
+        tryInsert = true;
+        continue;
+      }
+      tryInsert = false;
+      if (row.merchant_id !== request.merchantId) throw conflict('This Idempotency-Key has already been used');
+      if (row.request_hash !== request.requestHash) throw conflict('This Idempotency-Key was already used with a different request body');
+      if (row.recovery_point === 'finished') return { state: 'finished', resourceId: row.resource_id, answer: row.answer ?? { status: 200 } };
+      const taken = await this.takeOver(row.id);
+      if (taken) return { state: 'claimed', claim: { id: row.id, resourceId: row.resource_id, leaseToken: taken, resumed: true } };
+      const left = deadline - Date.now();
+      if (left <= 0) throw conflict('A request with this Idempotency-Key is still being processed; retry shortly');
+      await sleep(Math.min(left, delay * (0.5 + Math.random())));
+      delay = Math.min(delay * 2, MAX_POLL_MS);
+    }
+  }
+
+  /** Records the answer; the key replays it from now on. Returns false if the lease was lost meanwhile. */
+  async finish(claim: ClaimedKey, answer: StoredAnswer, tx: EntityManager = this.em.fork()): Promise<boolean> {
+    const rows = await tx.execute<{ id: string }[]>(
+      `UPDATE idempotency_keys SET recovery_point = 'finished', answer = ?::jsonb, lease_token = NULL, locked_until = NULL, updated_at = now()
+       WHERE id = ? AND lease_token = ? RETURNING id`,
+      [JSON.stringify(answer), claim.id, claim.leaseToken],
+      'all',
+    );
+    return rows.length === 1;
+  }
+
+  /** Ends the lease without an answer: the next request with the key resumes at once (unexpected error). */
+  async release(claim: ClaimedKey): Promise<void> {
+    await this.em.fork().execute(
+      'UPDATE idempotency_keys SET lease_token = NULL, locked_until = NULL, updated_at = now() WHERE id = ? AND lease_token = ?',
+      [claim.id, claim.leaseToken],
+    );
+  }
+
+  /** Deletes a claim whose action did not happen at all (nothing reserved, nothing sent): the key is free again. */
+  async forget(claim: ClaimedKey): Promise<void> {
+    await this.em.fork().execute('DELETE FROM idempotency_keys WHERE id = ? AND lease_token = ?', [claim.id, claim.leaseToken]);
+  }
+
+  /** The replay of a stored error answer, marked as a replay. */
+  static replayError(answer: StoredAnswer): DomainError | null {
+    if (!('error' in answer)) return null;
+    return new DomainError(answer.error.code, answer.error.message, undefined, { 'Idempotent-Replayed': 'true' });
+  }
+
+  private async claim(request: IdempotentRequest, reserve: (tx: EntityManager) => Promise<string>): Promise<ClaimedKey | null> {
+    const leaseToken = randomUUID();
+    return this.em.fork().transactional(async (tx) => {
+      const placeholder = randomUUID();
+      // Blocks only while another claim of this key is committing (a few milliseconds), never across a provider call.
+      const rows = await tx.execute<{ id: string }[]>(
+        `INSERT INTO idempotency_keys (scope, key, merchant_id, request_hash, recovery_point, resource_id, lease_token, locked_until)
+         VALUES (?, ?, ?, ?, 'provider_call', ?, ?, now() + make_interval(secs => ?))
+         ON CONFLICT (scope, key) DO NOTHING RETURNING id`,
+        [request.scope, request.key, request.merchantId, request.requestHash, placeholder, leaseToken, this.leaseMs / 1000],
+        'all',
+      );
+      const id = rows[0]?.id;
+      if (!id) return null;
+      const resourceId = await reserve(tx);
+      await tx.execute('UPDATE idempotency_keys SET resource_id = ? WHERE id = ?', [resourceId, id], 'run');
+      return { id, resourceId, leaseToken, resumed: false };
+    });
+  }
+
+  private async find(request: IdempotentRequest): Promise<KeyRow | null> {
+    const rows = await this.em.fork().execute<KeyRow[]>(
+      'SELECT id, merchant_id, request_hash, recovery_point, resource_id, answer, lease_token FROM idempotency_keys WHERE scope = ? AND key = ?',
+      [request.scope, request.key],
+    );
+    return rows[0] ?? null;
+  }
+
+  /** Takes the lease of an unfinished key whose holder died or gave up; returns the new lease token. */
+  private async takeOver(id: string): Promise<string | null> {
+    const leaseToken = randomUUID();
+    const rows = await this.em.fork().execute<{ id: string }[]>(
+      `UPDATE idempotency_keys SET lease_token = ?, locked_until = now() + make_interval(secs => ?), updated_at = now()
+       WHERE id = ? AND recovery_point <> 'finished' AND (locked_until IS NULL OR locked_until < now())
+       RETURNING id`,
+      [leaseToken, this.leaseMs / 1000, id],
+    );
+    return rows.length === 1 ? leaseToken : null;
+  }
+}

@@ -1,0 +1,371 @@
+import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { LockMode } from '@mikro-orm/core';
+import type { Logger } from '../../observability/logger.js';
+import {
+  PaymentSchema, RefundSchema, type IntegrityMismatch, type Payment, type PaymentStatus, type Refund, type RefundStatus,
+} from '../../persistence/entities/index.js';
+import type { Money, ProviderPaymentResult } from '../ports.js';
+import { appendEvent } from '../events/outbox.js';
+import type { MerchantEventData, PaymentEventType } from '../events/merchant-events.js';
+import { formatMinorUnits } from '../money/money.js';
+import type { DeliveryQueue, IntegrityCounter } from '../ports.js';
+import { paymentEdge, refundEdge, type PaymentEdge } from './state-table.js';
+
+/**
+ * THE status writer (issue 10): payment and refund statuses change only in `UnitOfWork.move`, driven by
+ * the table in state-table.ts. One unit of work is one database transaction holding the row locks: the
+ * status change, its audit row (payment_transitions), the merchant event and its delivery commit
+ * together; the deliveries are enqueued after the commit (the sweeper finds them if the process dies).
+ *
+ * Integrity (anchor: Hyperswitch's integrity framework, without its opt-outs): a provider report that
+ * carries an amount must carry ours — the payment's, or the refund's — in amount AND currency, and a
+ * report that moves money must carry one. Otherwise nothing changes: the report is recorded in the audit
+ * with both amounts (accepted = false), kept on the payment (`integrity` in the API), logged at warn and
+ * counted (payments_integrity_mismatches_total). No caller can skip it: it is inside the only writer.
+ */
+
+/** What a provider told us about a payment, from any source (creation, capture, callback, sync, reconcile). */
+export interface PaymentUpdate {
+  status: PaymentStatus;
+  /** The amount and currency the provider reports for this payment; required for a move to `completed`. */
+  reported?: Money | null;
+  providerRef?: string | null;
+  receiptNumber?: string | null;
+  failureReason?: string | null;
+  nextAction?: ProviderPaymentResult['nextAction'];
+  raw?: unknown;
+  data?: Record<string, unknown>;
+}
+
+/** What a provider (or the service itself, for a superseded request) says about a refund. */
+export interface RefundUpdate {
+  status: RefundStatus;
+  /** The refunded amount and currency the provider reports; required for a move to `completed`. */
+  reported?: Money | null;
+  providerRef?: string | null;
+  failureReason?: string | null;
+  raw?: unknown;
+  /** Completing it reverses the whole payment (a mobile-money reversal) instead of refunding part of it. */
+  reversal?: boolean;
+}
+
+/** A refund the provider reports that may not be ours yet (made in the provider's dashboard). */
+export interface ReportedRefund {
+  providerRefundId: string;
+  reported: Money | null;
+  ourRefundId?: string | null;
+  raw: unknown;
+}
+
+export interface PaymentOutcome {
+  payment: Payment;
+  transitioned: boolean;
+  /** Set when the integrity check refused the report. */
+  mismatch: IntegrityMismatch | null;
+}
+
+export interface RefundOutcome {
+  refund: Refund;
+  payment: Payment;
+  transitioned: boolean;
+  mismatch: IntegrityMismatch | null;
+}
+
+type Subject = { kind: 'payment'; row: Payment } | { kind: 'refund'; row: Refund; payment: Payment };
+
+interface Mismatched {
+  provider: string;
+  source: string;
+  paymentId: string;
+  mismatch: IntegrityMismatch;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function eventData(payment: Payment, previousStatus: PaymentStatus): MerchantEventData {
+  return {
+    payment_id: payment.id,
+    amount: formatMinorUnits(payment.amountMinor, payment.currency),
+    currency: payment.currency,
+    provider: payment.provider,
+    status: payment.status,
+    previous_status: previousStatus,
+  };
+}
+
+/** The first audit row of a new payment (written as pending before the provider is called). */
+export async function recordCreation(tx: EntityManager, paymentId: string): Promise<void> {
+  await tx.execute(
+    `INSERT INTO payment_transitions (payment_id, subject, from_status, to_status, trigger, accepted) VALUES (?, 'payment', NULL, 'pending', 'create', true)`,
+    [paymentId],
+    'run',
+  );
+}
+
+function sameMoney(expected: Money, reported: Money | null | undefined): boolean {
+  return !!reported && reported.minor === expected.minor && reported.currency.toUpperCase() === expected.currency.toUpperCase();
+}
+
+export class StatusWriter {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly deliveryQueue: DeliveryQueue,
+    private readonly mismatches: IntegrityCounter,
+    private readonly logger: Logger,
+  ) {}
+
+  /**
+   * Runs `work` as one unit of work (one transaction). After the commit: mismatches are logged and
+   * counted, and the new deliveries enqueued. Never call a provider inside `work`.
+   */
+  async commit<T>(work: (uow: UnitOfWork) => Promise<T>): Promise<T> {
+    const { result, uow } = await this.em.fork().transactional(async (tx) => {
+      const uow = new UnitOfWork(tx);
+      const result = await work(uow);
+      await tx.flush();
+      return { result, uow };
+    });
+    for (const m of uow.refused) {
+      this.mismatches.inc({ provider: m.provider, source: m.source });
+      this.logger.warn({ paymentId: m.paymentId, provider: m.provider, ...m.mismatch }, 'provider report refused: amount or currency is not ours');
+    }
+    await this.enqueue(uow.deliveryIds);
+    return result;
+  }
+
+  applyPayment(paymentId: string, update: PaymentUpdate, source: string): Promise<PaymentOutcome> {
+    return this.commit((uow) => uow.payment(paymentId, update, source));
+  }
+
+  applyRefund(refundId: string, update: RefundUpdate, source: string): Promise<RefundOutcome> {
+    return this.commit((uow) => uow.refund(refundId, update, source));
+  }
+
+  private async enqueue(deliveryIds: string[]): Promise<void> {
+    if (deliveryIds.length === 0) return;
+    await this.deliveryQueue.enqueue(deliveryIds).catch((err: Error) => {
+      this.logger.warn({ err: { message: err.message } }, 'could not enqueue deliveries; the sweeper will');
+    });
+  }
+}
+
+export class UnitOfWork {
+  readonly deliveryIds: string[] = [];
+  readonly refused: Mismatched[] = [];
+
+  constructor(readonly tx: EntityManager) {}
+
+  /**
+   * Applies a provider's report about a payment. Details (provider_ref, next_action, raw response) are
+   * refreshed only while the payment is pending and only from a report that passed the integrity check.
+   */
+  async payment(paymentId: string, update: PaymentUpdate, source: string): Promise<PaymentOutcome> {
+    const payment = await this.lockPayment(paymentId);
+    const from = payment.status;
+    const edge = update.status === from ? null : paymentEdge(from, update.status);
+    // Phase 1 of issue 10: checked when the report carries an amount; every adapter fills it next.
+    const checked = update.reported !== undefined;
+    if (checked && from === 'pending') {
+      const mismatch = await this.checkIntegrity(payment, null, { minor: payment.amountMinor, currency: payment.currency }, update.reported, source, update.status);
+      if (mismatch) return { payment, transitioned: false, mismatch };
+    }
+    if (from === 'pending') {
+      if (update.providerRef) payment.providerRef = update.providerRef;
+      if (update.receiptNumber) payment.receiptNumber = update.receiptNumber;
+      if (update.nextAction !== undefined) payment.nextAction = update.nextAction ?? null;
+      if (update.raw !== undefined) payment.providerResponse = update.raw;
+      if (update.data) payment.providerData = { ...payment.providerData, ...update.data };
+    }
+    if (update.status === from) return { payment, transitioned: false, mismatch: null };
+
+    if (edge?.via === 'provider' && update.status === 'failed') {
+      payment.failureReason = update.failureReason ?? payment.failureReason ?? 'declined by the provider';
+    }
+    const moved = await this.move({ kind: 'payment', row: payment }, update.status, source, 'provider');
+    if (!moved) return { payment, transitioned: false, mismatch: null };
+    payment.nextAction = null;
+    payment.nextSyncAt = null;
+    await this.emit(payment, moved.event, eventData(payment, from));
+    return { payment, transitioned: true, mismatch: null };
+  }
+
+  /**
+   * Applies a report about one of our refunds. A completed refund raises amount_refunded and, at the
+   * full amount (or for a reversal), moves the payment too — in this same unit of work.
+   */
+  async refund(refundId: string, update: RefundUpdate, source: string): Promise<RefundOutcome> {
+    const unlocked = await this.tx.findOneOrFail(RefundSchema, { id: refundId });
+    const payment = await this.lockPayment(unlocked.paymentId);
+    const refund = await this.tx.findOneOrFail(RefundSchema, { id: refundId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
+    const from = refund.status;
+    if (from !== 'pending' || update.status === 'pending') {
+      if (from === 'pending' && update.providerRef) refund.providerRef = update.providerRef;
+      if (from === 'pending' && update.raw !== undefined) refund.providerResponse = update.raw;
+      return { refund, payment, transitioned: false, mismatch: null };
+    }
+    if (update.reported !== undefined) {
+      const mismatch = await this.checkIntegrity(payment, refund, { minor: refund.amountMinor, currency: refund.currency }, update.reported, source, update.status);
+      if (mismatch) return { refund, payment, transitioned: false, mismatch };
+    }
+    if (update.providerRef) refund.providerRef = update.providerRef;
+    if (update.raw !== undefined) refund.providerResponse = update.raw;
+    const previous = payment.status;
+
+    if (update.status === 'completed') {
+      const target: PaymentStatus | null = update.reversal
+        ? 'reversed'
+        : payment.amountRefundedMinor + refund.amountMinor >= payment.amountMinor
+          ? 'refunded'
+          : null;
+      const paymentMove = target ? paymentEdge(previous, target) : null;
+      if (target && !paymentMove) {
+        // e.g. a reversal result for a payment that is no longer completed: the refund cannot complete.
+        return this.refund(refundId, { status: 'failed', failureReason: `payment is ${previous}; it cannot be ${target}`, raw: update.raw }, source);
+      }
+      if (payment.amountRefundedMinor + refund.amountMinor > payment.amountMinor) {
+        return this.refund(refundId, { status: 'failed', failureReason: 'the refund exceeds what remains of the payment', raw: update.raw }, source);
+      }
+      const refundMove = await this.move({ kind: 'refund', row: refund, payment }, 'completed', source, 'provider');
+      if (!refundMove) return { refund, payment, transitioned: false, mismatch: null };
+      payment.amountRefundedMinor = update.reversal ? payment.amountMinor : payment.amountRefundedMinor + refund.amountMinor;
+      const moved = target ? await this.move({ kind: 'payment', row: payment }, target, source, 'refund', refund.id) : null;
+      await this.emit(payment, moved?.event ?? refundMove.event, {
+        ...eventData(payment, previous),
+        refund_id: refund.id,
+        amount_refunded: formatMinorUnits(payment.amountRefundedMinor, payment.currency),
+      });
+      return { refund, payment, transitioned: true, mismatch: null };
+    }
+
+    refund.failureReason = update.failureReason ?? 'refused by the provider';
+    const failed = await this.move({ kind: 'refund', row: refund, payment }, update.status, source, 'provider');
+    if (!failed) return { refund, payment, transitioned: false, mismatch: null };
+    await this.emit(payment, failed.event, {
+      ...eventData(payment, previous),
+      refund_id: refund.id,
+      amount_refunded: formatMinorUnits(payment.amountRefundedMinor, payment.currency),
+      failure_reason: refund.failureReason ?? undefined,
+    });
+    return { refund, payment, transitioned: true, mismatch: null };
+  }
+
+  /**
+   * A completed refund a provider reports (callback). Ours — matched by its id, its provider ref, or
+   * (while our request's answer is still in flight) a pending one of the same amount — is completed
+   * through `refund`; one made at the provider directly is recorded as a new refund and completed the
+   * same way, when its currency is the payment's and it fits in what remains.
+   */
+  async providerRefund(paymentId: string, report: ReportedRefund, source: string): Promise<RefundOutcome | null> {
+    const payment = await this.lockPayment(paymentId);
+    const known =
+      (report.ourRefundId && UUID.test(report.ourRefundId) ? await this.tx.findOne(RefundSchema, { id: report.ourRefundId, paymentId }) : null) ??
+      (await this.tx.findOne(RefundSchema, { paymentId, providerRef: report.providerRefundId })) ??
+      (report.reported === null
+        ? null
+        : await this.tx.findOne(RefundSchema, { paymentId, providerRef: null, status: 'pending', amountMinor: report.reported.minor }, { orderBy: { createdAt: 'asc' } }));
+    if (known) {
+      return this.refund(known.id, { status: 'completed', reported: report.reported, providerRef: report.providerRefundId, raw: report.raw }, source);
+    }
+    const reported = report.reported;
+    if (reported && reported.currency.toUpperCase() !== payment.currency) {
+      await this.checkIntegrity(payment, null, { minor: reported.minor, currency: payment.currency }, reported, source, 'refunded');
+      return null;
+    }
+    if (!reported || payment.status !== 'completed' || payment.amountRefundedMinor + reported.minor > payment.amountMinor) {
+      await this.audit({ paymentId, subject: 'payment', from: payment.status, to: 'refunded', source, accepted: false, note: `provider refund ${report.providerRefundId} not applicable` });
+      return null;
+    }
+    const refund = this.tx.create(RefundSchema, {
+      id: randomUUID(),
+      paymentId,
+      merchantId: payment.merchantId,
+      status: 'pending',
+      amountMinor: reported.minor,
+      currency: payment.currency,
+      providerRef: report.providerRefundId,
+      providerResponse: report.raw,
+    });
+    await this.tx.flush();
+    return this.refund(refund.id, { status: 'completed', reported, providerRef: report.providerRefundId, raw: report.raw }, source);
+  }
+
+  /**
+   * THE status write: the only place a payment's or a refund's status changes. Refused unless the
+   * table has the edge (and, for payments, the edge is reached the way the table says); every attempt
+   * is audited.
+   */
+  private async move(subject: Subject, to: PaymentStatus | RefundStatus, source: string, via: PaymentEdge['via'], refundId?: string) {
+    const paymentId = subject.kind === 'payment' ? subject.row.id : subject.payment.id;
+    const from = subject.row.status;
+    const found = subject.kind === 'payment' ? paymentEdge(subject.row.status, to as PaymentStatus) : refundEdge(subject.row.status, to as RefundStatus);
+    const edge = found && (!('via' in found) || found.via === via) ? found : null;
+    const audit = { paymentId, refundId: subject.kind === 'refund' ? subject.row.id : refundId, subject: subject.kind, from, to, source };
+    if (!edge) {
+      await this.audit({ ...audit, accepted: false, note: 'refused by the state machine' });
+      return null;
+    }
+    subject.row.status = to as never;
+    await this.audit({ ...audit, accepted: true });
+    return edge;
+  }
+
+  /** Compares a report with what we expect; on a mismatch records it everywhere and returns it. */
+  private async checkIntegrity(payment: Payment, refund: Refund | null, expected: Money, reported: Money | null | undefined, source: string, to: string): Promise<IntegrityMismatch | null> {
+    if (sameMoney(expected, reported)) return null;
+    const mismatch: IntegrityMismatch = {
+      source,
+      ...(refund ? { refund_id: refund.id } : {}),
+      expected_amount_minor: expected.minor.toString(),
+      expected_currency: expected.currency,
+      reported_amount_minor: reported ? reported.minor.toString() : null,
+      reported_currency: reported ? reported.currency.toUpperCase() : null,
+      at: new Date().toISOString(),
+    };
+    const seen = payment.integrityMismatches.some(
+      (m) => m.source === source && m.refund_id === mismatch.refund_id && m.reported_amount_minor === mismatch.reported_amount_minor && m.reported_currency === mismatch.reported_currency,
+    );
+    if (seen) return mismatch; // the same report again (a retried sync, a re-run reconciliation): recorded once
+    payment.integrityMismatches = [...payment.integrityMismatches, mismatch];
+    const what = reported ? `${reported.minor} ${reported.currency.toUpperCase()}` : 'no amount';
+    await this.audit({
+      paymentId: payment.id,
+      refundId: refund?.id,
+      subject: refund ? 'refund' : 'payment',
+      from: refund ? refund.status : payment.status,
+      to,
+      source,
+      accepted: false,
+      note: `integrity: the provider reported ${what}, expected ${expected.minor} ${expected.currency}`,
+      expected,
+      reported: reported ?? null,
+    });
+    this.refused.push({ provider: payment.provider, source, paymentId: payment.id, mismatch });
+    return mismatch;
+  }
+
+  private async lockPayment(paymentId: string): Promise<Payment> {
+    return this.tx.findOneOrFail(PaymentSchema, { id: paymentId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
+  }
+
+  private async emit(payment: Payment, type: PaymentEventType, data: MerchantEventData): Promise<void> {
+    const appended = await appendEvent(this.tx, { merchantId: payment.merchantId, paymentId: payment.id, type, data });
+    if (appended.deliveryId) this.deliveryIds.push(appended.deliveryId);
+  }
+
+  private async audit(row: {
+    paymentId: string; refundId?: string; subject: Subject['kind']; from: string | null; to: string; source: string; accepted: boolean; note?: string;
+    expected?: Money; reported?: Money | null;
+  }): Promise<void> {
+    await this.tx.execute(
+      `INSERT INTO payment_transitions (payment_id, refund_id, subject, from_status, to_status, trigger, accepted, note,
+         expected_amount_minor, expected_currency, reported_amount_minor, reported_currency)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [
+        row.paymentId, row.refundId ?? null, row.subject, row.from, row.to, row.source, row.accepted, row.note ?? null,
+        row.expected?.minor.toString() ?? null, row.expected?.currency ?? null, row.reported?.minor.toString() ?? null, row.reported?.currency.toUpperCase() ?? null,
+      ],
+      'run',
+    );
+  }
+}

@@ -1,0 +1,26 @@
+import { initServer } from '@ts-rest/express';
+import { contract, type EventBody } from '../../../contract/index.js';
+import type { EventLog } from '../../domain/events/event-log.js';
+import { ok } from '../envelope.js';
+import { principalOf } from '../middleware/auth.js';
+import { pageMeta } from '../presenters/presenters.js';
+
+const s = initServer();
+
+/** GET /v1/events: each item is the event's delivered body as it is (stored JSON, written by the outbox in the contract's shape). */
+export function eventsRouter(deps: { events: EventLog }) {
+  return s.router(contract.events, {
+    list: async ({ query, res }) => {
+      const { items, total } = await deps.events.list(principalOf(res).merchantId, {
+        type: query.type,
+        paymentId: query.payment_id,
+        since: query.since ? new Date(query.since) : undefined,
+        until: query.until ? new Date(query.until) : undefined,
+        page: query.page,
+        pageSize: query.page_size,
+      });
+      return { status: 200 as const, body: { success: true as const, data: items as EventBody[], meta: pageMeta(query.page, query.page_size, total) } };
+    },
+    get: async ({ params, res }) => ok((await deps.events.get(principalOf(res).merchantId, params.id)) as EventBody),
+  });
+}

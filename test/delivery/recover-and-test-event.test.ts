@@ -1,0 +1,223 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Webhook } from 'standardwebhooks';
+import { verifyWebhook } from '../../client/index.js';
+import { startTestService, type TestService } from '../support/service.js';
+import { attemptsOf, delivery, emitEvent, registerWebhook } from './events.js';
+import { WebhookReceiver, waitFor } from './receiver.js';
+
+/**
+ * POST /v1/webhooks/recover, POST /v1/webhooks/test, and the Standard Webhooks signature every
+ * delivery carries (checked with the `standardwebhooks` package, unchanged).
+ */
+
+let t: TestService;
+let receiver: WebhookReceiver;
+
+beforeAll(async () => {
+  receiver = await new WebhookReceiver().start();
+  t = await startTestService({ WEBHOOK_RETRY_SCHEDULE: '100ms,100ms' });
+});
+afterAll(async () => {
+  await t.stop();
+  await receiver.stop();
+});
+
+async function merchantAt(path: string) {
+  const m = await t.createMerchant(`Shop ${path}`);
+  const secret = await registerWebhook(t, m.apiKey, receiver.url(path));
+  return { ...m, secret };
+}
+
+/** Delivery rows put in a status and age, never enqueued (the job and sweeper leave them be). */
+async function failedDelivery(merchantId: string, status: 'dead' | 'retrying' | 'delivered', ageHours = 1) {
+  const emitted = await emitEvent(t, merchantId, { enqueue: false });
+  await t.sql(
+    `UPDATE webhook_deliveries SET status = $2, attempts = 1, last_response_status = 500,
+       next_attempt_at = CASE WHEN $2 = 'retrying' THEN now() + interval '1 day' END,
+       created_at = now() - ($3::int * interval '1 hour') WHERE id = $1`,
+    [emitted.deliveryId, status, ageHours],
+  );
+  return emitted;
+}
+
+const recover = (key: string, body: unknown) => t.http.post('/v1/webhooks/recover').set('X-API-Key', key).send(body as object);
+const hoursAgo = (h: number) => new Date(Date.now() - h * 3_600_000).toISOString();
+
+describe('Standard Webhooks', () => {
+  it('issues whsec_ + standard base64 of 32 bytes, and every delivery verifies with the standardwebhooks package and both SDK schemes', async () => {
+    const m = await merchantAt('/standard');
+    expect(m.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    expect(Buffer.from(m.secret.slice(6), 'base64')).toHaveLength(32);
+    const { deliveryId, eventId } = await emitEvent(t, m.merchantId);
+    const [req] = await waitFor(async () => (receiver.on('/standard').length ? receiver.on('/standard') : null), 'the delivery');
+    expect(req!.headers['webhook-id']).toBe(deliveryId);
+    expect(req!.headers['webhook-id']).toBe(req!.headers['x-webhook-id']);
+    expect(req!.headers['webhook-timestamp']).toBe(req!.headers['x-payments-timestamp']);
+    expect(req!.headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/);
+
+    // The reference library, given the secret exactly as the API returned it.
+    const verified = new Webhook(m.secret).verify(req!.body, req!.headers as Record<string, string>) as { id: string };
+    expect(verified.id).toBe(eventId);
+    expect(() => new Webhook(`whsec_${Buffer.alloc(32, 1).toString('base64')}`).verify(req!.body, req!.headers as Record<string, string>)).toThrow();
+
+    // The SDK: X-Payments-Signature when present, the Standard Webhooks headers otherwise.
+    expect(verifyWebhook(req!.body, req!.headers, m.secret).id).toBe(eventId);
+    const standardOnly = { 'webhook-id': req!.headers['webhook-id'], 'webhook-timestamp': req!.headers['webhook-timestamp'], 'webhook-signature': req!.headers['webhook-signature'] };
+    expect(verifyWebhook(req!.body, standardOnly, m.secret).id).toBe(eventId);
+    expect(() => verifyWebhook(`${req!.body} `, standardOnly, m.secret)).toThrow(/signature/);
+    expect(() => verifyWebhook(req!.body, { ...standardOnly, 'webhook-id': randomUUID() }, m.secret)).toThrow(/signature/);
+  });
+
+  it('keeps a secret issued before the switch (url-safe base64) valid for X-Payments-Signature and webhook-signature', async () => {
+    const m = await merchantAt('/legacy');
+    // The old form, sealed the way the service seals secrets.
+    const legacy = `whsec_${Buffer.alloc(32, 0xfb).toString('base64url')}`;
+    expect(legacy).toMatch(/[-_]/);
+    const sealed = t.service.container.secrets.seal(legacy);
+    await t.sql('UPDATE merchants SET webhook_secret_enc = $2 WHERE id = $1', [m.merchantId, sealed]);
+    await emitEvent(t, m.merchantId);
+    const [req] = await waitFor(async () => (receiver.on('/legacy').length ? receiver.on('/legacy') : null), 'the delivery');
+    expect(verifyWebhook(req!.body, req!.headers, legacy).type).toBe('payment.completed');
+    const standardOnly = { 'webhook-id': req!.headers['webhook-id'], 'webhook-timestamp': req!.headers['webhook-timestamp'], 'webhook-signature': req!.headers['webhook-signature'] };
+    expect(verifyWebhook(req!.body, standardOnly, legacy).type).toBe('payment.completed');
+  });
+});
+
+describe('POST /v1/webhooks/recover', () => {
+  it('queues every retrying and dead delivery of the window again, to the current URL with the same id and body; a second call queues none', async () => {
+    const m = await merchantAt('/recover-old');
+    const dead = await failedDelivery(m.merchantId, 'dead', 2);
+    const retrying = await failedDelivery(m.merchantId, 'retrying', 3);
+    const delivered = await failedDelivery(m.merchantId, 'delivered', 2);
+    const outside = await failedDelivery(m.merchantId, 'dead', 30);
+    const other = await merchantAt('/recover-other');
+    const othersDead = await failedDelivery(other.merchantId, 'dead', 2);
+    // The endpoint moved since: recovery goes to the new address.
+    const secret = await registerWebhook(t, m.apiKey, receiver.url('/recover-new'));
+
+    const res = await recover(m.apiKey, { since: hoursAgo(24) });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ success: true, data: { queued: 2, since: expect.any(String), until: expect.any(String) } });
+
+    const again = await recover(m.apiKey, { since: hoursAgo(24) });
+    expect(again.body.data.queued).toBe(0);
+
+    for (const id of [dead.deliveryId, retrying.deliveryId]) {
+      await waitFor(async () => (await delivery(t, id)).status === 'delivered', `delivery ${id} recovered`);
+    }
+    const sent = receiver.on('/recover-new');
+    expect(sent.map((r) => r.headers['x-webhook-id']).sort()).toEqual([dead.deliveryId, retrying.deliveryId].sort());
+    for (const req of sent) {
+      const [event] = await t.sql<{ body: string }>('SELECT e.body FROM events e JOIN webhook_deliveries d ON d.event_id = e.id WHERE d.id = $1', [req.headers['x-webhook-id']]);
+      expect(req.body).toBe(event!.body);
+      expect(new Webhook(secret).verify(req.body, req.headers as Record<string, string>)).toBeTruthy();
+    }
+    expect((await delivery(t, dead.deliveryId)).url).toBe(receiver.url('/recover-new'));
+    expect(receiver.on('/recover-old')).toHaveLength(0);
+    // Out of the window, already delivered, or another merchant's: untouched.
+    expect((await delivery(t, outside.deliveryId)).status).toBe('dead');
+    expect((await delivery(t, delivered.deliveryId)).attempts).toBe(1);
+    expect((await delivery(t, othersDead.deliveryId)).status).toBe('dead');
+    expect(receiver.on('/recover-other')).toHaveLength(0);
+  });
+
+  it('respects until, and a recovered dead delivery that fails again is dead after one attempt', async () => {
+    const m = await merchantAt('/recover-fail');
+    const recent = await failedDelivery(m.merchantId, 'dead', 1);
+    const older = await failedDelivery(m.merchantId, 'dead', 5);
+    // The recovered delivery had already used its three scheduled attempts (schedule: 100ms,100ms).
+    await t.sql('UPDATE webhook_deliveries SET attempts = 3 WHERE id = $1', [older.deliveryId]);
+    await t.sql(
+      `INSERT INTO delivery_attempts (delivery_id, attempt_number, trigger, response_status, error, duration_ms)
+       SELECT $1, n, 'scheduled', 500, 'HTTP 500', 1 FROM generate_series(1, 3) n`,
+      [older.deliveryId],
+    );
+    receiver.alwaysFail('/recover-fail', 503);
+    const res = await recover(m.apiKey, { since: hoursAgo(6), until: hoursAgo(2) });
+    expect(res.body.data.queued).toBe(1);
+    await waitFor(async () => {
+      const row = await delivery(t, older.deliveryId);
+      return row.status === 'dead' && row.attempts === 4 && row.lease_until === null;
+    }, 'the recovered delivery to be dead again');
+    expect((await attemptsOf(t, older.deliveryId)).at(-1)).toMatchObject({ attempt_number: 4, trigger: 'scheduled', response_status: 503 });
+    expect(receiver.on('/recover-fail')).toHaveLength(1);
+    expect((await delivery(t, recent.deliveryId)).attempts).toBe(1);
+  });
+
+  it.each([
+    [{ since: hoursAgo(24 * 7 + 1) }, 'since', 'at most 7 days'],
+    [{ since: hoursAgo(2), until: hoursAgo(3) }, 'until', 'after since'],
+    [{}, 'since', ''],
+    [{ since: 'last tuesday' }, 'since', ''],
+    [{ since: hoursAgo(1), extra: true }, 'extra', ''],
+  ])('refuses %j with 422 and queues nothing', async (body, field, issue) => {
+    const m = await merchantAt('/recover-bad');
+    const dead = await failedDelivery(m.merchantId, 'dead', 1);
+    const res = await recover(m.apiKey, body);
+    expect(res.status).toBe(422);
+    expect(res.body).toMatchObject({ success: false, error: { code: 'VALIDATION_ERROR', request_id: expect.any(String) } });
+    expect(res.body.error.details).toContainEqual({ field, issue: expect.stringContaining(issue) });
+    expect((await delivery(t, dead.deliveryId)).status).toBe('dead');
+  });
+
+  it('needs the webhooks:write scope', async () => {
+    const m = await merchantAt('/recover-scope');
+    const { apiKey } = await t.issueKey(m.merchantId, ['webhooks:read']);
+    const res = await recover(apiKey, { since: hoursAgo(1) });
+    expect(res.status).toBe(403);
+    expect(res.body.error.message).toContain('webhooks:write');
+  });
+});
+
+describe('POST /v1/webhooks/test', () => {
+  const sendTest = (key: string) => t.http.post('/v1/webhooks/test').set('X-API-Key', key).send({});
+
+  it('sends a signed webhook.test event now, answers with the outcome, and logs it like any delivery', async () => {
+    const m = await merchantAt('/test-ok');
+    const res = await sendTest(m.apiKey);
+    expect(res.status).toBe(200);
+    expect(res.body.data).toEqual({
+      delivery_id: expect.any(String), event_id: expect.any(String), url: receiver.url('/test-ok'),
+      delivered: true, response_status: 200, duration_ms: expect.any(Number), error: null,
+    });
+    const [req] = receiver.on('/test-ok');
+    expect(req!.headers['x-event-type']).toBe('webhook.test');
+    const event = new Webhook(m.secret).verify(req!.body, req!.headers as Record<string, string>);
+    expect(event).toEqual({
+      id: res.body.data.event_id, type: 'webhook.test', created_at: expect.any(String),
+      data: { message: expect.stringContaining('test'), merchant_id: m.merchantId },
+    });
+    expect(verifyWebhook(req!.body, req!.headers, m.secret).type).toBe('webhook.test');
+
+    const log = await t.http.get(`/v1/webhooks/logs/${res.body.data.delivery_id}`).set('X-API-Key', m.apiKey);
+    expect(log.body.data).toMatchObject({ event_type: 'webhook.test', status: 'delivered', payment_id: null, attempts: 1 });
+    expect(log.body.data.attempt_history).toHaveLength(1);
+    const listed = await t.http.get('/v1/webhooks/logs?event_type=webhook.test').set('X-API-Key', m.apiKey);
+    expect(listed.body.data.map((d: { id: string }) => d.id)).toEqual([res.body.data.delivery_id]);
+    const events = await t.http.get('/v1/events?type=webhook.test').set('X-API-Key', m.apiKey);
+    expect(events.body.data.map((e: { id: string }) => e.id)).toEqual([res.body.data.event_id]);
+  });
+
+  it('reports a failing endpoint without retrying it: the delivery is dead at once', async () => {
+    const m = await merchantAt('/test-fail');
+    receiver.alwaysFail('/test-fail', 500);
+    const res = await sendTest(m.apiKey);
+    expect(res.status).toBe(200);
+    expect(res.body.data).toMatchObject({ delivered: false, response_status: 500, error: 'HTTP 500' });
+    const row = await delivery(t, res.body.data.delivery_id);
+    expect(row).toMatchObject({ status: 'dead', attempts: 1, next_attempt_at: null });
+    await new Promise((r) => setTimeout(r, 1500)); // two sweeper periods: nothing re-sends it
+    expect(receiver.on('/test-fail')).toHaveLength(1);
+  });
+
+  it('answers 409 when no webhook URL is registered, and needs webhooks:write', async () => {
+    const m = await t.createMerchant('No URL');
+    const res = await sendTest(m.apiKey);
+    expect(res.status).toBe(409);
+    expect(res.body).toMatchObject({ success: false, error: { code: 'CONFLICT', message: expect.stringContaining('PUT /v1/merchant/webhook') } });
+    expect(await t.sql('SELECT 1 FROM events WHERE merchant_id = $1', [m.merchantId])).toHaveLength(0);
+    const { apiKey } = await t.issueKey(m.merchantId, ['webhooks:read']);
+    expect((await sendTest(apiKey)).status).toBe(403);
+  });
+});

@@ -1,0 +1,55 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+
+/** GET /v1/payments/{id}/transitions: the audit the dashboard's payment page shows. */
+
+let t: TestService;
+let a: { merchantId: string; apiKey: string };
+let b: { merchantId: string; apiKey: string };
+let paymentId: string;
+
+beforeAll(async () => {
+  t = await startTestService();
+  a = await t.createMerchant('Transitions A');
+  b = await t.createMerchant('Transitions B');
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', a.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_transitions_0001' } }).expect(200);
+  const created = await t.http.post('/v1/payments').set('X-API-Key', a.apiKey).set('Idempotency-Key', `tr-${randomUUID()}`)
+    .send({ provider: 'cardpay', amount: '10.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
+  paymentId = created.body.data.id;
+  await t.http.post('/v1/refunds').set('X-API-Key', a.apiKey).send({ payment_id: paymentId }).expect(201);
+});
+afterAll(async () => {
+  await t.stop();
+});
+
+const transitions = (key: string, id: string) => t.http.get(`/v1/payments/${id}/transitions`).set('X-API-Key', key);
+
+describe('GET /v1/payments/{id}/transitions', () => {
+  it('lists every status change oldest first, with its trigger', async () => {
+    const res = await transitions(a.apiKey, paymentId);
+    expect(res.status).toBe(200);
+    expect(res.body.success).toBe(true);
+    expect(res.body.data.map((x: { from_status: string | null; to_status: string; accepted: boolean }) => [x.from_status, x.to_status, x.accepted])).toEqual([
+      [null, 'pending', true],
+      ['pending', 'completed', true],
+      ['completed', 'refunded', true],
+    ]);
+    expect(res.body.data[0]).toEqual({ from_status: null, to_status: 'pending', trigger: 'create', accepted: true, note: null, created_at: expect.stringMatching(/Z$/) });
+  });
+
+  it("answers 404 for another merchant's payment, an unknown id and a malformed one", async () => {
+    for (const [key, id] of [[b.apiKey, paymentId], [a.apiKey, randomUUID()], [a.apiKey, 'nope']] as const) {
+      const res = await transitions(key, id);
+      expect(res.status).toBe(404);
+      expect(res.body).toMatchObject({ success: false, error: { code: 'NOT_FOUND' } });
+    }
+  });
+
+  it('needs the payments:read scope', async () => {
+    const { apiKey } = await t.issueKey(a.merchantId, ['webhooks:read']);
+    const res = await transitions(apiKey, paymentId);
+    expect(res.status).toBe(403);
+    expect(res.body.error.message).toContain('payments:read');
+  });
+});
