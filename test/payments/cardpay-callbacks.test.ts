@@ -16,8 +16,10 @@ function sign(body: string, secret = SIGNING_SECRET, timestamp = Math.floor(Date
   return `t=${timestamp},v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
 }
 
+// Every intent in this file is the 40.00 EUR payment pendingPayment() creates, as the provider reports it.
 function intentEvent(type: string, intent: Record<string, unknown>, id = `evt_test_${Date.now()}_${++n}`) {
-  return JSON.stringify({ id, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type, data: { object: { object: 'payment_intent', ...intent } } });
+  const object = { object: 'payment_intent', amount: 4000, currency: 'eur', ...intent };
+  return JSON.stringify({ id, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type, data: { object } });
 }
 
 const post = (body: string, signature?: string) => {
