@@ -282,6 +282,8 @@ export interface CardVault<C> {
 export interface ProviderPort<C = unknown> {
   readonly name: Provider;
   readonly capabilities: ProviderCapabilities;
+  /** Credential fields that are not secret: shown as given in `config_summary`; every other one is masked. */
+  readonly publicCredentialFields: readonly string[];
   /**
    * The provider's own request rules (currency, limits, phone format, required fields), after the
    * domain checked the amount. Returns the fields the provider's createPayment reads, or the issues.

@@ -1,23 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type {
-  CardpayCredentials,
-  MobilemoneyCredentials,
-  Provider,
-  StoreCredentialsBody,
-  WalletpayCredentials,
-} from '../../../contract/index.js';
+import type { Provider, StoreCredentialsBody } from '../../../contract/index.js';
 import { ProviderCredentialSchema } from '../../persistence/entities/index.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { DomainError, notFound } from '../errors.js';
 import { ProviderError, type ProviderRegistry } from '../ports.js';
 import { summarizeCredentials } from './credential-masking.js';
 
-export interface CredentialsByProvider {
-  cardpay: CardpayCredentials;
-  walletpay: WalletpayCredentials;
-  mobilemoney: MobilemoneyCredentials;
-}
+type StoreBodyOf<P extends Provider> = Extract<StoreCredentialsBody, { provider: P }>;
+/** Each provider's credentials, as the contract's credential schemas define them. */
+export type CredentialsByProvider = { [P in Provider]: StoreBodyOf<P>[P & keyof StoreBodyOf<P>] };
 
 /** Called after a provider's credentials were stored or removed (e.g. to (un)schedule its jobs). */
 export interface CredentialHooks {
@@ -54,7 +46,7 @@ export class CredentialsService {
         throw err;
       }
     }
-    const summary = summarizeCredentials(provider, credentials as Record<string, unknown>);
+    const summary = summarizeCredentials(credentials as Record<string, unknown>, port.publicCredentialFields);
     const sealed = this.secrets.sealJson(credentials);
     // One statement, so two concurrent stores for one provider cannot both insert.
     await this.em.getConnection().execute(

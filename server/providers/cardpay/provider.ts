@@ -10,6 +10,7 @@ export function cardpayProvider(config: AppConfig): ProviderPort<CardpayCredenti
   return {
     name: 'cardpay',
     capabilities: { capture: false, partialRefunds: true, replayableCreate: true },
+    publicCredentialFields: [],
 
     normaliseRequest(body) {
       if (body.provider !== 'cardpay') return { issues: [{ field: 'provider', issue: 'must be cardpay' }] };

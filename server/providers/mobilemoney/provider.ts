@@ -22,6 +22,7 @@ export function mobilemoneyProvider(config: AppConfig, em: EntityManager): Provi
     // The push cannot be repeated to learn its answer (a second push is a second prompt): a push whose
     // answer was lost is found by reconciliation (bill reference) instead of the status sync.
     capabilities: { capture: false, partialRefunds: false, replayableCreate: false },
+    publicCredentialFields: ['env', 'shortcode', 'result_url', 'timeout_url'],
 
     normaliseRequest(body, amount) {
       if (body.provider !== 'mobilemoney') return { issues: [{ field: 'provider', issue: 'must be mobilemoney' }] };

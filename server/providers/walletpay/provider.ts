@@ -15,6 +15,7 @@ export function walletpayProvider(config: AppConfig): ProviderPort<WalletpayCred
   return {
     name: 'walletpay',
     capabilities: { capture: true, partialRefunds: true, replayableCreate: true },
+    publicCredentialFields: ['env', 'webhook_id'],
 
     normaliseRequest(body) {
       if (body.provider !== 'walletpay') return { issues: [{ field: 'provider', issue: 'must be walletpay' }] };
