@@ -172,7 +172,13 @@ export interface PaymentOutcomeNotification extends NotificationBase {
 export interface RefundOutcomeNotification extends NotificationBase {
   kind: 'refund';
   payment: PaymentReference;
-  refunds: { providerRefundId: string; ourRefundId: string | null; status: 'pending' | 'completed' | 'failed'; amount: Money | null }[];
+  refunds: {
+    providerRefundId: string;
+    ourRefundId: string | null;
+    status: 'pending' | 'completed' | 'failed';
+    amount: Money | null;
+    failureReason?: string | null;
+  }[];
 }
 
 /** The answer to a reversal (a full refund that arrives asynchronously), or its queue timeout. */

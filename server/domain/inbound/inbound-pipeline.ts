@@ -11,7 +11,7 @@ import {
   type InboundRequest, type PaymentOutcomeNotification, type ProviderNotification, type ProviderPort, type ProviderRegistry, type Verification,
 } from '../ports.js';
 import { recordInInbox } from './inbox.js';
-import { resolvePayment, resolveRefund, resolveStatusQuery } from './resolve.js';
+import { findOurRefund, resolvePayment, resolveRefund, resolveStatusQuery } from './resolve.js';
 import { recordStatusReport } from './status-reports.js';
 
 /**
@@ -141,8 +141,13 @@ export class InboundPipeline {
           return 'applied';
         case 'refund':
           for (const refund of notification.refunds) {
-            if (refund.status !== 'completed') continue;
-            await uow.providerRefund(subject.paymentId!, { providerRefundId: refund.providerRefundId, reported: refund.amount, ourRefundId: refund.ourRefundId, raw: notification.raw }, source);
+            if (refund.status === 'completed') {
+              await uow.providerRefund(subject.paymentId!, { providerRefundId: refund.providerRefundId, reported: refund.amount, ourRefundId: refund.ourRefundId, raw: notification.raw }, source);
+            } else if (refund.status === 'failed') {
+              // Only a refund of ours can fail: one made at the provider and failed there never moved money here.
+              const ours = await findOurRefund(uow.tx, subject.paymentId!, refund);
+              if (ours) await uow.refund(ours.id, { status: 'failed', failureReason: refund.failureReason ?? 'refused by the provider', raw: notification.raw }, source);
+            }
           }
           return 'applied';
         case 'reversal': {

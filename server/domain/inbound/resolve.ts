@@ -54,3 +54,9 @@ export async function resolveStatusQuery(em: EntityManager, provider: string, re
   );
   return rows[0] ?? null;
 }
+
+/** One of our refunds of `paymentId` a provider reports on: by our id, else by the provider's refund id. */
+export async function findOurRefund(em: EntityManager, paymentId: string, reported: { ourRefundId: string | null; providerRefundId: string }): Promise<Refund | null> {
+  const id = ourId(reported.ourRefundId);
+  return (id ? await em.findOne(RefundSchema, { id, paymentId }) : null) ?? em.findOne(RefundSchema, { paymentId, providerRef: reported.providerRefundId });
+}
