@@ -100,3 +100,25 @@ export function intQuery(opts: { min: number; max?: number; default: number; des
     description: opts.description,
   });
 }
+
+/**
+ * The Idempotency-Key header, the same rule on every route that takes one: 1–255 printable ASCII
+ * characters. Anything else would be stored and echoed garbled (headers are read as latin-1) and
+ * could never be found again by search.
+ */
+export const IdempotencyKeySchema = extendApi(
+  z
+    .string()
+    .min(1, 'is required')
+    .max(255, 'must be at most 255 characters')
+    .regex(/^[\x20-\x7e]*$/, 'must be printable ASCII (letters, digits, punctuation, spaces)'),
+  { description: 'Unique per attempt: 1–255 printable ASCII characters', example: 'order-1042' },
+);
+
+/**
+ * The optional Idempotency-Key of POST /v1/refunds, /v1/payments/{id}/capture and /v1/payments/cards:
+ * with it, a retry replays the first answer and never acts twice; the same key with another body is 409.
+ */
+export const OptionalIdempotencyHeaders = z.object({
+  'idempotency-key': IdempotencyKeySchema.optional().describe('Optional. A retry with the same key and body returns the first answer (status and resource, Idempotent-Replayed: true) and never acts twice; the same key with another body is 409'),
+});

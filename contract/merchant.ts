@@ -32,7 +32,12 @@ export const MobilemoneyCredentialsSchema = z
     passkey: nonEmpty,
     shortcode: z.string().regex(/^\d{5,7}$/, 'must be a 5 to 7 digit shortcode'),
     initiator: nonEmpty.optional().describe('API operator username (reversals, live status queries)'),
-    security_credential: nonEmpty.optional().describe('Encrypted operator password (reversals, live status queries)'),
+    initiator_password: nonEmpty
+      .optional()
+      .describe("API operator password (reversals, status queries): encrypted per request with the operator's certificate into the SecurityCredential"),
+    security_credential: nonEmpty
+      .optional()
+      .describe('A SecurityCredential already encrypted (e.g. generated on the operator portal), sent as is when no initiator_password is stored'),
     result_url: z.string().url().optional(),
     timeout_url: z.string().url().optional(),
     nominated_number: z.string().regex(/^254\d{9}$/, 'must be in the format 254XXXXXXXXX').optional(),

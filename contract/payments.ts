@@ -2,7 +2,8 @@ import { initContract } from '@ts-rest/core';
 import { extendApi } from '@anatine/zod-openapi';
 import { z } from 'zod';
 import {
-  ErrorBodySchema, IdParamsSchema, ProviderSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, pageQuery, listEnvelope,
+  ErrorBodySchema, IdParamsSchema, IdempotencyKeySchema, OptionalIdempotencyHeaders, ProviderSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery,
+  pageQuery, listEnvelope,
 } from './common.js';
 
 const c = initContract();
@@ -109,16 +110,18 @@ export const PaymentSchema = extendApi(
 
 export const PaymentTransitionSchema = extendApi(
   z.object({
-    from_status: PaymentStatusSchema.nullable().describe('null for the creation'),
-    to_status: PaymentStatusSchema,
+    subject: z.enum(['payment', 'refund']).describe("What moved: the payment, or one of its refunds (then refund_id names it and the statuses are the refund's)"),
+    refund_id: UuidSchema.nullable(),
+    from_status: z.string().nullable().describe('null for the creation'),
+    to_status: z.string(),
     trigger: z.string().describe('What asked for the move, e.g. create, cardpay.callback, capture, status_sync, refund'),
-    accepted: z.boolean().describe('false when the state machine refused the move (the payment did not change)'),
+    accepted: z.boolean().describe('false when the move was refused (the state table or the integrity check): nothing changed'),
     note: z.string().nullable(),
     created_at: TimestampSchema,
   }),
   {
     title: 'PaymentTransition',
-    example: { from_status: 'pending', to_status: 'completed', trigger: 'create', accepted: true, note: null, created_at: '2026-11-22T10:15:31.000Z' },
+    example: { subject: 'payment', refund_id: null, from_status: 'pending', to_status: 'completed', trigger: 'create', accepted: true, note: null, created_at: '2026-11-22T10:15:31.000Z' },
   },
 );
 
@@ -182,7 +185,7 @@ const PaginationQuerySchema = z
   .strict();
 
 const IdempotencyHeaders = z.object({
-  'idempotency-key': z.string().min(1, 'is required').max(255).describe('Unique per payment attempt; a retry with the same key and body returns the original payment'),
+  'idempotency-key': IdempotencyKeySchema.describe('Unique per payment attempt (1–255 printable ASCII characters); a retry with the same key and body returns the original payment'),
 });
 
 const write = { scope: 'payments:write', tag: 'Payments' } as const;
@@ -221,8 +224,11 @@ export const paymentsContract = c.router(
       method: 'POST',
       path: '/v1/payments/cards',
       summary: 'Save a card',
-      description: 'Creates a customer at the card provider and attaches the payment method. Only the token, brand, last four digits and expiry are stored.',
+      description:
+        'Creates a customer at the card provider and attaches the payment method. Only the token, brand, last four digits and expiry are stored. ' +
+        'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and never saves the card twice.',
       metadata: cards,
+      headers: OptionalIdempotencyHeaders,
       body: z
         .object({
           payment_method_id: z.string().min(1).max(255),
@@ -342,8 +348,11 @@ export const paymentsContract = c.router(
       method: 'POST',
       path: '/v1/payments/:id/capture',
       summary: 'Capture an approved wallet payment',
-      description: 'Captures a walletpay order after the buyer approved it. No body (or `{}`). 409 when the payment is not pending or the buyer has not approved.',
+      description:
+        'Captures a walletpay order after the buyer approved it. No body (or `{}`). 409 when the payment is not pending or the buyer has not approved. ' +
+        'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and never captures twice.',
       metadata: write,
+      headers: OptionalIdempotencyHeaders,
       pathParams: IdParamsSchema,
       body: z.union([z.object({}).strict(), z.undefined(), z.null()]).optional(),
       responses: { 200: envelope(CapturedPaymentSchema), 404: ErrorBodySchema, 409: ErrorBodySchema, 502: ErrorBodySchema },

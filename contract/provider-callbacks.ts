@@ -23,7 +23,7 @@ function operatorCallback<P extends string>(subpath: P, summary: string, descrip
     query: z.object({ ref: z.string().max(64).optional(), token: z.string().max(128).optional() }),
     headers: z.object({ 'x-mobilemoney-signature': z.string().optional() }),
     body: z.record(z.string(), z.unknown()),
-    responses: { 200: Ack, 400: ErrorBodySchema, 401: ErrorBodySchema, 413: ErrorBodySchema, 500: ErrorBodySchema },
+    responses: { 200: Ack, 400: ErrorBodySchema, 401: ErrorBodySchema, 413: ErrorBodySchema, 429: ErrorBodySchema, 500: ErrorBodySchema },
   };
 }
 
@@ -43,7 +43,7 @@ export const providerCallbacksContract = c.router({
     metadata: callback,
     headers: z.object({ 'cardpay-signature': z.string().optional(), 'stripe-signature': z.string().optional() }),
     body: z.record(z.string(), z.unknown()),
-    responses: { 200: Ack, 400: ErrorBodySchema, 401: ErrorBodySchema, 413: ErrorBodySchema, 500: ErrorBodySchema },
+    responses: { 200: Ack, 400: ErrorBodySchema, 401: ErrorBodySchema, 413: ErrorBodySchema, 429: ErrorBodySchema, 500: ErrorBodySchema },
   },
   walletpay: {
     method: 'POST',
@@ -61,7 +61,7 @@ export const providerCallbacksContract = c.router({
       'walletpay-webhook-id': z.string().optional(),
     }),
     body: z.record(z.string(), z.unknown()),
-    responses: { 200: Ack, 401: ErrorBodySchema, 413: ErrorBodySchema, 500: ErrorBodySchema, 502: ErrorBodySchema },
+    responses: { 200: Ack, 401: ErrorBodySchema, 413: ErrorBodySchema, 429: ErrorBodySchema, 500: ErrorBodySchema, 502: ErrorBodySchema },
   },
   mobilemoney: operatorCallback('', 'mobilemoney STK push result', 'The push result `Body.stkCallback` (MerchantRequestID, CheckoutRequestID, ResultCode, ResultDesc, CallbackMetadata). ResultCode 0 → completed (the receipt becomes provider_ref), anything else → failed. De-duplicated by CheckoutRequestID for 24 hours.'),
   mobilemoneyStatusResult: operatorCallback('/transactionstatus/result', 'mobilemoney transaction-status result', 'The `Result` of a check-status query. A completed transaction settles its pending payment and enqueues the merchant event.'),

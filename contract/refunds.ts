@@ -1,7 +1,7 @@
 import { initContract } from '@ts-rest/core';
 import { extendApi } from '@anatine/zod-openapi';
 import { z } from 'zod';
-import { ErrorBodySchema, IdParamsSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, pageQuery, listEnvelope } from './common.js';
+import { ErrorBodySchema, IdParamsSchema, OptionalIdempotencyHeaders, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, pageQuery, listEnvelope } from './common.js';
 import { AmountInputSchema } from './payments.js';
 
 const c = initContract();
@@ -36,8 +36,10 @@ export const refundsContract = c.router(
       summary: 'Refund a payment',
       description:
         'Refunds a completed payment in full (no amount) or in part. cardpay and walletpay refunds complete at once; a mobilemoney refund is an ' +
-        'asynchronous reversal of the full amount that stays pending until the operator reports the result.',
+        'asynchronous reversal of the full amount that stays pending until the operator reports the result. With an Idempotency-Key, a retry ' +
+        'returns the first answer (Idempotent-Replayed: true) and never refunds twice.',
       metadata: { scope: 'refunds:write', tag: 'Refunds' } as const,
+      headers: OptionalIdempotencyHeaders,
       body: z.object({ payment_id: UuidSchema, amount: AmountInputSchema.optional() }).strict(),
       responses: { 201: envelope(RefundSchema), 404: ErrorBodySchema, 409: ErrorBodySchema, 502: ErrorBodySchema },
     },

@@ -14,7 +14,9 @@ import { createAgenda } from './jobs/agenda.js';
 import { AgendaDeliveryQueue } from './jobs/delivery-queue.js';
 import { cancelReconciliation, scheduleReconciliation } from './jobs/reconcile-transactions.job.js';
 import type { Logger } from './observability/logger.js';
+import { instrumentProvider } from './observability/instrument-provider.js';
 import { Metrics } from './observability/metrics.js';
+import { registerStoreMetrics } from './observability/store-metrics.js';
 import { openOrm } from './persistence/orm.js';
 import { KeyLock } from './persistence/key-lock.js';
 import { createProviderRegistry } from './providers/registry.js';
@@ -30,6 +32,7 @@ import { StatusSyncService } from './domain/payments/status-sync.service.js';
 import { StatusWriter } from './domain/payments/status-writer.js';
 import { RefundService } from './domain/refunds/refund.service.js';
 import { sandboxModules } from './sandbox/index.js';
+import { withLatency } from './sandbox/controls.js';
 import type { SandboxDeps } from './sandbox/module.js';
 
 /** Connections of the advisory-lock pool (per process). */
@@ -38,6 +41,7 @@ export const KEY_LOCK_POOL_MAX = 2;
 export interface Services {
   apiKeys: ApiKeyService;
   rateLimiter: RateLimiter;
+  callbackRateLimiter: RateLimiter;
   merchants: MerchantService;
   credentials: CredentialsService;
   deliveries: DeliveryService;
@@ -98,7 +102,11 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   // Scheduling is rare and brief: two connections are plenty (idempotency needs none of its own).
   const keyLock = new KeyLock(options.databaseUrl, KEY_LOCK_POOL_MAX);
 
-  const providers = createProviderRegistry(config, em);
+  const metrics = new Metrics();
+  registerStoreMetrics(metrics.registry, (sql) => orm.em.getConnection().execute(sql));
+  // The providers (named only in providers/registry.ts). Each adapter is wrapped so every call to its
+  // provider is timed (provider_call_duration_seconds); the adapters know nothing of it.
+  const providers = createProviderRegistry(config, em, (provider, adapter) => instrumentProvider(provider, adapter, metrics.providerCalls));
   const reconciles = (provider: string) => Boolean(providers.find(provider)?.operations?.listTransactions);
   const credentials = new CredentialsService(em, secrets, providers, {
     // Automatic reconciliation exists exactly while the merchant has credentials of a provider that lists its transactions.
@@ -110,14 +118,14 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     },
   });
   const gateway = new ProviderGateway(providers, credentials);
-  const idempotency = new IdempotencyKeys(em, config.idempotencyLeaseMs);
-  const metrics = new Metrics();
   const writer = new StatusWriter(em, deliveryQueue, metrics.integrityMismatches, logger);
+  const idempotency = new IdempotencyKeys(em, writer, config.idempotencyLeaseMs);
   const payments = new PaymentService(em, config, credentials, gateway, idempotency, writer, logger);
-  const refunds = new RefundService(em, config, gateway, writer);
+  const refunds = new RefundService(em, config, gateway, writer, idempotency);
   const services: Services = {
     apiKeys: new ApiKeyService(em),
-    rateLimiter: new RateLimiter(em, config.rateLimitPerMinute),
+    rateLimiter: new RateLimiter(em, config.rateLimit),
+    callbackRateLimiter: new RateLimiter(em, config.callbackRateLimit),
     merchants,
     credentials,
     deliveries: new DeliveryService(
@@ -131,14 +139,14 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     payments,
     paymentHistory: new PaymentHistory(em),
     refunds,
-    savedCards: new SavedCardService(em, credentials, providers),
+    savedCards: new SavedCardService(em, credentials, providers, idempotency),
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),
     inbound: new InboundPipeline(em, providers, credentials, writer, logger),
     operations: new ProviderOperationsService(em, config, providers, credentials, writer, logger),
   };
 
   const sandboxDeps: SandboxDeps = { config, em, agenda, logger: options.logger };
-  const sandboxMounts = config.sandbox ? sandboxModules.map((m) => ({ path: m.path, router: m.router(sandboxDeps) })) : [];
+  const sandboxMounts = config.sandbox ? sandboxModules.map((m) => ({ path: m.path, router: withLatency(m.router(sandboxDeps), config.sandboxLatencyMs) })) : [];
 
   return {
     config,

@@ -3,11 +3,11 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { AppConfig } from './config/config.js';
 import { createContainer, type Container } from './container.js';
-import { createApp } from './http/app.js';
+import { createApp, createWorkerApp } from './http/app.js';
 import { defineJobs, scheduleRecurringJobs } from './jobs/index.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from './persistence/embedded-postgres.js';
-import { migrate } from './persistence/orm.js';
+import { migrate, pendingMigrations } from './persistence/orm.js';
 import { withSchemaLock } from './persistence/schema-lock.js';
 
 export interface RunningService {
@@ -15,6 +15,8 @@ export interface RunningService {
   /** The HTTP server when the role serves the API. */
   server: http.Server | null;
   baseUrl: string;
+  /** A worker's health/readiness/metrics address (ROLE=worker only). */
+  opsUrl: string | null;
   stop(): Promise<void>;
 }
 
@@ -49,7 +51,13 @@ export async function startService(config: AppConfig, options: StartOptions = {}
       agendaLockLifetimeMs: options.agendaLockLifetimeMs,
     });
     await created.agenda.ready;
-    return { container: created, applied: await migrate(created.orm) };
+    if (config.migrateOnBoot) return { container: created, applied: await migrate(created.orm) };
+    const pending = await pendingMigrations(created.orm);
+    if (pending.length > 0) {
+      await created.close();
+      throw new Error(`MIGRATE_ON_BOOT is off and ${pending.length} migration(s) are pending: run the migrate command first (npm run migrate, or npm run migrate:prod from the build)`);
+    }
+    return { container: created, applied: [] as string[] };
   });
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
 
@@ -60,19 +68,27 @@ export async function startService(config: AppConfig, options: StartOptions = {}
   let baseUrl = config.publicBaseUrl;
   if (servesApi) {
     server = http.createServer();
-    await new Promise<void>((resolve) => server!.listen(config.port, resolve));
+    await listen(server, config.port, config.host);
     const port = (server.address() as AddressInfo).port;
-    if (!process.env.PUBLIC_BASE_URL) config.publicBaseUrl = `http://127.0.0.1:${port}`;
-    baseUrl = `http://127.0.0.1:${port}`;
+    if (!process.env.PUBLIC_BASE_URL) config.publicBaseUrl = `http://${urlHost(config.host)}:${port}`;
+    baseUrl = `http://${urlHost(config.host)}:${port}`;
     server.on('request', createApp(container));
     server.keepAliveTimeout = 5000;
+  }
+  // A worker serves nothing else, so it gets its own small server for probes and scraping.
+  let opsServer: http.Server | null = null;
+  let opsUrl: string | null = null;
+  if (config.role === 'worker') {
+    opsServer = http.createServer(createWorkerApp(container));
+    await listen(opsServer, config.workerPort, config.host);
+    opsUrl = `http://${urlHost(config.host)}:${(opsServer.address() as AddressInfo).port}`;
   }
   if (runsJobs) defineJobs(container);
   // Started in every role: a started Agenda sends NOTIFY when it schedules a job, so workers pick
   // jobs up at once; with no job definitions (api role) it processes nothing.
   await container.agenda.start();
   if (runsJobs) await scheduleRecurringJobs(container);
-  logger.info({ role: config.role, baseUrl, sandbox: config.sandbox }, 'payments service started');
+  logger.info({ role: config.role, baseUrl, ...(opsUrl ? { opsUrl } : {}), host: config.host, sandbox: config.sandbox }, 'payments service started');
 
   let stopping: Promise<void> | null = null;
   const stop = () =>
@@ -82,11 +98,31 @@ export async function startService(config: AppConfig, options: StartOptions = {}
         server.closeIdleConnections();
         await new Promise<void>((resolve) => server!.close(() => resolve()));
       }
+      if (opsServer) {
+        opsServer.closeIdleConnections();
+        await new Promise<void>((resolve) => opsServer!.close(() => resolve()));
+      }
       await container.agenda.drain({ timeout: 10_000 }).catch(() => undefined);
       await container.agenda.stop().catch(() => undefined);
       await container.close();
       if (embedded) await embedded.stop();
     })());
 
-  return { container, server, baseUrl, stop };
+  return { container, server, baseUrl, opsUrl, stop };
+}
+
+function listen(server: http.Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/** Where this machine reaches a server bound to `host` (every interface: through loopback). */
+function urlHost(host: string): string {
+  if (host === '0.0.0.0' || host === '::') return '127.0.0.1';
+  return host.includes(':') ? `[${host}]` : host;
 }

@@ -1,10 +1,12 @@
 /**
  * Admin CLI (outside the public API): merchants and API keys.
- *   npm run admin -- merchant create --name NAME
+ *   npm run admin -- merchant create --name NAME          (production build: npm run admin:prod -- …)
  *   npm run admin -- key create --merchant ID --scopes a,b,c
  *   npm run admin -- key revoke --id KEYID
  *   npm run admin -- key list --merchant ID
- * Prints JSON on stdout; errors go to stderr with a non-zero exit.
+ *   npm run admin -- [COMMAND] --help
+ * Prints JSON on stdout; errors go to stderr with a non-zero exit. Works against DATABASE_URL (a
+ * deployed database) or, without it, the embedded database in DATA_DIR.
  */
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -12,6 +14,7 @@ import { RequestContext } from '@mikro-orm/core';
 import pg from 'pg';
 import { loadConfig } from '../config/config.js';
 import { resolveEncryptionKey } from '../config/encryption-key.js';
+import { SCOPES } from '../../contract/index.js';
 import { ApiKeyService, parseScopes } from '../domain/auth/api-key.service.js';
 import { SecretBox } from '../domain/crypto/secret-box.js';
 import { DomainError } from '../domain/errors.js';
@@ -20,11 +23,44 @@ import { runningEmbeddedUrl, startEmbeddedPostgres, type EmbeddedDatabase } from
 import { migrate, openOrm } from '../persistence/orm.js';
 import { withSchemaLock } from '../persistence/schema-lock.js';
 
+const SCOPE_LIST = SCOPES.join(',');
+
 const USAGE = `usage:
   admin merchant create --name NAME
   admin key create --merchant ID --scopes a,b,c
   admin key revoke --id KEYID
-  admin key list --merchant ID`;
+  admin key list --merchant ID
+  admin COMMAND --help
+
+Connects to DATABASE_URL (without it, the embedded PostgreSQL in DATA_DIR; ENCRYPTION_KEY as the
+service uses it). Prints JSON on stdout; errors on stderr with a non-zero exit.`;
+
+const COMMAND_HELP: Record<string, string> = {
+  'merchant create': `usage: admin merchant create --name NAME
+
+Creates a merchant and prints {"merchant_id","name"}. Issue it a key with \`admin key create\`.
+
+  --name NAME   the merchant's display name (required)`,
+  'key create': `usage: admin key create --merchant ID --scopes a,b,c
+
+Issues an API key and prints {"id","key",…}: the key is shown once; only its SHA-256 is stored.
+
+  --merchant ID   the merchant's id (UUID, required)
+  --scopes LIST   comma-separated scopes (required): ${SCOPE_LIST}`,
+  'key revoke': `usage: admin key revoke --id KEYID
+
+Revokes an API key at once (every process sees it on the next request).
+
+  --id KEYID   the key's id (UUID, required; not the key itself)`,
+  'key list': `usage: admin key list --merchant ID
+
+Lists a merchant's keys and their scopes, never the keys themselves.
+
+  --merchant ID   the merchant's id (UUID, required)`,
+};
+
+/** Thrown to print help on stdout with exit 0. */
+class HelpRequested extends Error {}
 
 class UsageError extends Error {}
 
@@ -39,9 +75,9 @@ async function reachable(url: string): Promise<boolean> {
   }
 }
 
-function required(values: Record<string, string | undefined>, name: string): string {
+function required(values: Record<string, string | boolean | undefined>, name: string): string {
   const value = values[name];
-  if (!value) throw new UsageError(`--${name} is required\n${USAGE}`);
+  if (typeof value !== 'string' || !value) throw new UsageError(`--${name} is required\n${USAGE}`);
   return value;
 }
 
@@ -49,11 +85,13 @@ async function run(argv: string[]): Promise<unknown> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { name: { type: 'string' }, merchant: { type: 'string' }, scopes: { type: 'string' }, id: { type: 'string' } },
+    options: { name: { type: 'string' }, merchant: { type: 'string' }, scopes: { type: 'string' }, id: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
   });
   const [resource, action] = positionals;
   const command = `${resource ?? ''} ${action ?? ''}`;
-  if (!['merchant create', 'key create', 'key revoke', 'key list'].includes(command)) throw new UsageError(USAGE);
+  const known = COMMAND_HELP[command];
+  if (values.help) throw new HelpRequested(known ?? USAGE);
+  if (!known) throw new UsageError(USAGE);
 
   const config = loadConfig();
   let embedded: EmbeddedDatabase | null = null;
@@ -69,7 +107,8 @@ async function run(argv: string[]): Promise<unknown> {
   }
   const orm = await openOrm(databaseUrl, 2);
   try {
-    await withSchemaLock(databaseUrl, () => migrate(orm));
+    // Like a booting service: bring the schema up to date unless the operator migrates separately.
+    if (config.migrateOnBoot) await withSchemaLock(databaseUrl, () => migrate(orm));
     const secrets = new SecretBox(await resolveEncryptionKey(config));
     return await RequestContext.create(orm.em, async () => {
       const keys = new ApiKeyService(orm.em);
@@ -104,6 +143,10 @@ run(process.argv.slice(2)).then(
     process.exit(0);
   },
   (err: Error) => {
+    if (err instanceof HelpRequested) {
+      process.stdout.write(`${err.message}\n`);
+      process.exit(0);
+    }
     const message = err instanceof UsageError || err instanceof DomainError ? err.message : `admin failed: ${err.message}`;
     process.stderr.write(`${message}\n`);
     process.exit(err instanceof UsageError ? 64 : 1);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { RateLimitRule } from '../domain/auth/rate-limiter.js';
 import { parseDurationMs, parseSchedule } from './duration.js';
 
 const booleanFlag = z
@@ -8,6 +9,10 @@ const booleanFlag = z
 const EnvSchema = z.object({
   NODE_ENV: z.string().default('development'),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  HOST: z.string().min(1).optional(),
+  WORKER_PORT: z.coerce.number().int().min(0).max(65535).default(3001),
+  METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
+  MIGRATE_ON_BOOT: booleanFlag.default('true'),
   DATABASE_URL: z.string().url().optional(),
   DATABASE_POOL_MAX: z.coerce.number().int().min(2).max(1000).default(20),
   DATABASE_ACQUIRE_TIMEOUT: z.string().default('5s'),
@@ -26,6 +31,9 @@ const EnvSchema = z.object({
   WEBHOOK_ALLOW_PRIVATE_URLS: booleanFlag.optional(),
   MOBILEMONEY_CALLBACK_ALLOWLIST: z.string().optional(),
   MOBILEMONEY_CERT_PATH: z.string().optional(),
+  MOBILEMONEY_SANDBOX_CERT_PATH: z.string().optional(),
+  MOBILEMONEY_LIVE_CERT_PATH: z.string().optional(),
+  TRUST_PROXY: z.string().optional(),
   PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(15_000),
   DELIVERY_SWEEP_INTERVAL: z.string().default('30s'),
   EVENT_RETENTION: z.string().default('30d'),
@@ -33,7 +41,9 @@ const EnvSchema = z.object({
   STATUS_SYNC_SCHEDULE: z.string().default('1m,5m,15m,1h,6h,24h,48h'),
   STATUS_SYNC_POLL_INTERVAL: z.string().default('30s'),
   MOBILEMONEY_RECONCILE_INTERVAL: z.string().default('15m'),
-  RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).default(0),
+  RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).optional(),
+  RATE_LIMIT_PER_SECOND: z.coerce.number().int().min(0).optional(),
+  CALLBACK_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DATA_DIR: z.string().default('.data'),
 });
@@ -49,6 +59,14 @@ export interface AppConfig {
   env: string;
   production: boolean;
   port: number;
+  /** Address the HTTP servers bind: loopback by default while the sandbox is on, every interface otherwise. */
+  host: string;
+  /** Port of the worker role's health, readiness and metrics server. */
+  workerPort: number;
+  /** When set, GET /metrics requires `Authorization: Bearer <token>`. */
+  metricsToken: string | undefined;
+  /** Apply pending migrations at boot (otherwise boot refuses to run on an out-of-date schema). */
+  migrateOnBoot: boolean;
   databaseUrl: string | undefined;
   /** Most connections the process's ORM pool opens (Agenda's pool takes at most 8, the scheduling lock pool 2). */
   databasePoolMax: number;
@@ -82,15 +100,55 @@ export interface AppConfig {
   statusSyncPollMs: number;
   /** Automatic mobile-money reconciliation interval per merchant. */
   mobilemoneyReconcileIntervalMs: number;
-  /** Requests per API key per minute; 0 turns rate limiting off. */
-  rateLimitPerMinute: number;
+  /** Requests per API key per window; a limit of 0 turns rate limiting off. */
+  rateLimit: RateLimitRule;
+  /** Provider-callback requests per source address per window (callbacks carry no API key). */
+  callbackRateLimit: RateLimitRule;
   mobilemoneyCallbackAllowlist: string[];
   mobilemoneyCertPath: string | undefined;
+  /** The operator's X.509 certificates that initiator passwords are encrypted with (SecurityCredential), per credential env. */
+  mobilemoneySecurityCertPaths: { sandbox?: string; live?: string };
+  /** Express's `trust proxy`: which proxies' X-Forwarded-For is believed for the client address (off by default). */
+  trustProxy: TrustProxy;
   logLevel: string;
   dataDir: string;
 }
 
 export class ConfigError extends Error {}
+
+/**
+ * Production's per-key default: 100 requests a second, the card provider's own live limit per account
+ * (a key sending more would only collect the provider's 429s). Off elsewhere unless configured.
+ */
+export const DEFAULT_RATE_LIMIT_PER_SECOND = 100;
+/** Production's per-source-address default for provider callbacks: 20 a second sustained, per address. */
+export const DEFAULT_CALLBACK_LIMIT_PER_MINUTE = 1200;
+
+function apiKeyRateLimit(perMinute: number | undefined, perSecond: number | undefined, production: boolean): RateLimitRule {
+  if (perMinute !== undefined && perSecond !== undefined) throw new ConfigError('set RATE_LIMIT_PER_MINUTE or RATE_LIMIT_PER_SECOND, not both');
+  if (perSecond !== undefined) return { limit: perSecond, windowMs: 1000 };
+  if (perMinute !== undefined) return { limit: perMinute, windowMs: 60_000 };
+  return production ? { limit: DEFAULT_RATE_LIMIT_PER_SECOND, windowMs: 1000 } : { limit: 0, windowMs: 60_000 };
+}
+
+/** false (the socket's address is the client's), true (any proxy), a hop count, or trusted addresses/subnets. */
+export type TrustProxy = boolean | number | string[];
+
+/** TRUST_PROXY: unset/false, true, a hop count ("1"), or a comma-separated list ("loopback, 10.0.0.0/8"). */
+export function parseTrustProxy(raw: string | undefined): TrustProxy {
+  const value = raw?.trim() ?? '';
+  if (value === '' || /^(false|0|no)$/i.test(value)) return false;
+  if (/^(true|yes)$/i.test(value)) return true;
+  if (/^\d{1,2}$/.test(value)) return Number(value);
+  const list = value.split(',').map((s) => s.trim()).filter(Boolean);
+  const named = ['loopback', 'linklocal', 'uniquelocal'];
+  for (const entry of list) {
+    if (!named.includes(entry) && !/^[0-9a-fA-F:.]+(\/\d{1,3})?$/.test(entry)) {
+      throw new ConfigError(`invalid TRUST_PROXY entry "${entry}": use true, a hop count, or IP addresses/subnets (or loopback, linklocal, uniquelocal)`);
+    }
+  }
+  return list;
+}
 
 /** Reads and validates the environment once, at boot; a bad value stops the process with a clear message. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
@@ -127,6 +185,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     env: e.NODE_ENV,
     production,
     port: e.PORT,
+    // The simulators accept any credentials: with them mounted, only this machine may reach the service.
+    host: e.HOST ?? (sandbox ? '127.0.0.1' : '0.0.0.0'),
+    workerPort: e.WORKER_PORT,
+    metricsToken: e.METRICS_TOKEN,
+    migrateOnBoot: e.MIGRATE_ON_BOOT,
     databaseUrl: e.DATABASE_URL,
     databasePoolMax: e.DATABASE_POOL_MAX,
     databaseAcquireTimeoutMs: acquireTimeoutMs,
@@ -152,11 +215,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     statusSyncScheduleMs: statusSync,
     statusSyncPollMs: parseDurationMs(e.STATUS_SYNC_POLL_INTERVAL),
     mobilemoneyReconcileIntervalMs: parseDurationMs(e.MOBILEMONEY_RECONCILE_INTERVAL),
-    rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    rateLimit: apiKeyRateLimit(e.RATE_LIMIT_PER_MINUTE, e.RATE_LIMIT_PER_SECOND, production),
+    callbackRateLimit: { limit: e.CALLBACK_RATE_LIMIT_PER_MINUTE ?? (production ? DEFAULT_CALLBACK_LIMIT_PER_MINUTE : 0), windowMs: 60_000 },
     mobilemoneyCallbackAllowlist: e.MOBILEMONEY_CALLBACK_ALLOWLIST
       ? e.MOBILEMONEY_CALLBACK_ALLOWLIST.split(',').map((s) => s.trim()).filter(Boolean)
       : DEFAULT_MOBILEMONEY_ALLOWLIST,
     mobilemoneyCertPath: e.MOBILEMONEY_CERT_PATH,
+    mobilemoneySecurityCertPaths: { sandbox: e.MOBILEMONEY_SANDBOX_CERT_PATH, live: e.MOBILEMONEY_LIVE_CERT_PATH },
+    trustProxy: parseTrustProxy(e.TRUST_PROXY),
     logLevel: e.LOG_LEVEL,
     dataDir: e.DATA_DIR,
   };

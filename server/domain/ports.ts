@@ -80,6 +80,16 @@ export interface RefundInput {
   idempotencyKey: string;
 }
 
+/** A refund as the provider lists it (made by the service or directly at the provider). */
+export interface ProviderRefundRecord {
+  providerRef: string;
+  status: ProviderRefundResult['status'];
+  amount: Money;
+  /** Our refund id when the service made it (sent as metadata). */
+  ourRefundId: string | null;
+  raw: unknown;
+}
+
 export interface SavedCardDetails {
   paymentMethodId: string;
   brand: string;
@@ -168,17 +178,28 @@ export interface PaymentOutcomeNotification extends NotificationBase {
   data?: Record<string, unknown>;
 }
 
+/** One refund as a provider reports it (made by the service or directly at the provider). */
+export interface RefundReport {
+  providerRefundId: string;
+  /** Ours when the service made it (stamped as metadata / custom_id). */
+  ourRefundId: string | null;
+  status: 'pending' | 'completed' | 'failed';
+  amount: Money | null;
+  failureReason?: string | null;
+  /** This refund's own raw object, when the provider sent or listed it separately. */
+  raw?: unknown;
+}
+
 /** Refunds of a payment made or settled at the provider. */
 export interface RefundOutcomeNotification extends NotificationBase {
   kind: 'refund';
   payment: PaymentReference;
-  refunds: {
-    providerRefundId: string;
-    ourRefundId: string | null;
-    status: 'pending' | 'completed' | 'failed';
-    amount: Money | null;
-    failureReason?: string | null;
-  }[];
+  refunds: RefundReport[];
+  /**
+   * Set when the notification names its refunds only by this provider id (a refunded charge): once it
+   * is verified, the pipeline asks the provider (NotificationScheme.fetchRefunds) before the unit of work.
+   */
+  fetchRefundsOf?: string;
 }
 
 /** The answer to a reversal (a full refund that arrives asynchronously), or its queue timeout. */
@@ -229,8 +250,11 @@ export class MalformedNotificationError extends Error {
 }
 
 export interface NotificationScheme<C> {
-  /** Checks that need no merchant (the source address allowlist, required headers); false → 401. */
-  screen?(request: InboundRequest): boolean;
+  /**
+   * Checks that need no merchant and cost nothing (the source address allowlist, the shape of the
+   * signature headers): the reason to refuse (401), or null.
+   */
+  screen?(request: InboundRequest): string | null;
   /** Reads the body into a notification; throws MalformedNotificationError. */
   parse(request: InboundRequest): ProviderNotification;
   /**
@@ -239,6 +263,8 @@ export interface NotificationScheme<C> {
    * could not be asked throws ProviderError (the pipeline answers 5xx and the provider retries).
    */
   verify(request: InboundRequest, creds: C, subjectId: string): Promise<Verification>;
+  /** The refunds of `ref` as the provider lists them, oldest first (see RefundOutcomeNotification.fetchRefundsOf). */
+  fetchRefunds?(creds: C, ref: string): Promise<RefundReport[]>;
   /** How long a notification id is remembered: null = for ever; otherwise a repeat after it is applied again. */
   dedupWindowMs: number | null;
 }
@@ -305,6 +331,9 @@ export interface ProviderPort<C = unknown> {
   readonly cards?: CardVault<C>;
   readonly operations?: ProviderOperations<C>;
 }
+
+/** Wraps a provider's adapter where the registry builds it (e.g. to time every call); the adapter knows nothing of it. */
+export type AdapterDecorator = <T extends object>(provider: string, adapter: T) => T;
 
 /** Every provider of this build, by name (server/providers/registry.ts). */
 export interface ProviderRegistry {

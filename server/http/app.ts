@@ -5,8 +5,11 @@ import { createExpressEndpoints, initServer } from '@ts-rest/express';
 import swaggerUi from 'swagger-ui-express';
 import { contract } from '../../contract/index.js';
 import type { Container } from '../container.js';
+import { dashboardRouter } from './dashboard.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
 import { authenticate } from './middleware/auth.js';
+import { callbackMetrics } from './middleware/callback-metrics.js';
+import { jsonBody } from './middleware/json-body.js';
 import { rejectNulCharacters } from './middleware/reject-nul.js';
 import { accessLog, requestId } from './middleware/request-context.js';
 import { merchantRouter } from './routers/merchant.router.js';
@@ -17,46 +20,35 @@ import { paymentsRouter } from './routers/payments.router.js';
 import { providerCallbacksRouter } from './routers/provider-callbacks.router.js';
 import { refundsRouter } from './routers/refunds.router.js';
 import { openApiDocument } from './openapi.js';
-import type { RawBodyRequest } from './raw-body.js';
+import { opsRouter } from './ops-routes.js';
+import { projectFile } from '../config/project-root.js';
+import { mountReturnPage } from './return-page.js';
 
-export const BODY_LIMIT = '100kb';
-
+export { BODY_LIMIT, type RawBodyRequest } from './middleware/json-body.js';
 
 export function createApp(container: Container): Express {
   const { logger, metrics, orm, services } = container;
   const app = express();
   app.disable('x-powered-by');
-  app.set('trust proxy', false);
+  // Off unless TRUST_PROXY says which proxies to believe: then req.ip is the client behind them.
+  app.set('trust proxy', container.config.trustProxy);
   app.use(requestId);
+  app.use(callbackMetrics(metrics));
   app.use(accessLog(logger, metrics));
 
-  app.get('/healthz', (_req, res) => res.json({ success: true, data: { status: 'ok' } }));
-  app.get('/readyz', async (_req, res) => {
-    const checks = await container.readiness();
-    const ready = Object.values(checks).every(Boolean);
-    res.status(ready ? 200 : 503).json({ success: ready, data: { status: ready ? 'ready' : 'not_ready', checks } });
-  });
-  app.get('/metrics', async (_req, res) => {
-    res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
-  });
+  app.use(opsRouter(container));
+  mountReturnPage(app);
   const document = openApiDocument();
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  const readme = readFileSync(projectFile('README.md'), 'utf8');
   app.get('/openapi.json', (_req, res) => res.json(document));
   // The reference links the README's quick start; serve it beside the page so the link resolves.
   app.get('/docs/README.md', (_req, res) => {
     res.type('text/markdown; charset=utf-8').send(readme);
   });
+  app.use('/dashboard', dashboardRouter());
   app.use('/docs', swaggerUi.serve, swaggerUi.setup(document, { customSiteTitle: 'Payments API reference' }));
 
-  app.use(
-    express.json({
-      limit: BODY_LIMIT,
-      type: ['application/json', 'application/*+json'],
-      verify: (req, _res, buf) => {
-        (req as RawBodyRequest).rawBody = buf;
-      },
-    }),
-  );
+  app.use(jsonBody());
   // Every request gets its own identity map: no entity leaks between requests.
   app.use((_req, _res, next) => RequestContext.create(orm.em, next));
 
@@ -77,11 +69,23 @@ export function createApp(container: Container): Express {
     jsonQuery: false,
     responseValidation: false,
     // After authentication (an anonymous caller learns nothing), before validation and the handlers.
-    globalMiddleware: [authenticate(services.apiKeys, services.rateLimiter), rejectNulCharacters],
+    globalMiddleware: [authenticate(services.apiKeys, services.rateLimiter, services.callbackRateLimiter), rejectNulCharacters],
     requestValidationErrorHandler: (err, _req, _res, next) => next(err),
   });
 
   app.use(notFoundHandler);
   app.use(errorHandler(logger));
+  return app;
+}
+
+/** What a worker serves on WORKER_PORT: health, readiness and metrics, nothing else. */
+export function createWorkerApp(container: Container): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(requestId);
+  app.use(accessLog(container.logger, container.metrics));
+  app.use(opsRouter(container));
+  app.use(notFoundHandler);
+  app.use(errorHandler(container.logger));
   return app;
 }

@@ -24,3 +24,8 @@ export function sendError(res: Response, code: ErrorCode, message: string, detai
 export function ok<T>(data: T) {
   return { status: 200 as const, body: { success: true as const, data } };
 }
+
+/** The answer repeats the first one given for this Idempotency-Key. */
+export function markReplayed(res: Response): void {
+  res.setHeader('Idempotent-Replayed', 'true');
+}

@@ -1,5 +1,6 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { RequestValidationError } from '@ts-rest/express';
+import type { ErrorCode } from '../../contract/index.js';
 import type { ZodError, ZodIssue } from 'zod';
 import { DomainError, type FieldIssue } from '../domain/errors.js';
 import type { Logger } from '../observability/logger.js';
@@ -31,6 +32,38 @@ export function validationDetails(err: RequestValidationError): FieldIssue[] {
    .map((d) => (d.field.startsWith('query.') ? { ...d, field: d.field.slice('query.'.length) } : d));
 }
 
+/** What body-parser 1.x (express 4) inflates; br is not among them. */
+const CONTENT_ENCODINGS = 'gzip, deflate or identity';
+
+/**
+ * The 4xx errors of reading a body (body-parser / raw-body / zlib, marked with a 4xx `status`), as
+ * the envelope's code and a message; null for anything else. A body that does not match its
+ * Content-Encoding is a zlib error body-parser marks 400.
+ */
+function bodyReadError(err: unknown): { code: ErrorCode; message: string } | null {
+  const e = err as { type?: unknown; status?: unknown; statusCode?: unknown; code?: unknown };
+  const status = Number(e?.status ?? e?.statusCode);
+  if (!(status >= 400 && status < 500)) return null;
+  switch (e.type) {
+    case 'entity.too.large':
+      return { code: 'PAYLOAD_TOO_LARGE', message: 'Request body is larger than 100 KiB' };
+    case 'entity.parse.failed':
+      return { code: 'BAD_REQUEST', message: 'Request body is not valid JSON' };
+    case 'encoding.unsupported':
+      return { code: 'BAD_REQUEST', message: `Unsupported Content-Encoding; use ${CONTENT_ENCODINGS}` };
+    case 'charset.unsupported':
+      return { code: 'BAD_REQUEST', message: 'Unsupported request body charset; send UTF-8' };
+    default:
+      break;
+  }
+  if (typeof e.code === 'string' && e.code.startsWith('Z_')) {
+    return { code: 'BAD_REQUEST', message: 'Request body does not match its Content-Encoding' };
+  }
+  if (status === 413) return { code: 'PAYLOAD_TOO_LARGE', message: 'Request body is too large' };
+  if (status === 404) return { code: 'NOT_FOUND', message: 'No such route' };
+  return { code: 'BAD_REQUEST', message: 'Request body could not be read' };
+}
+
 /** Unknown route: 404 in the envelope. */
 export const notFoundHandler: RequestHandler = (_req, res) => {
   sendError(res, 'NOT_FOUND', 'No such route');
@@ -51,19 +84,14 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     // Express could not percent-decode a path parameter (/v1/payments/%zz): like an id that does not
     // parse, it names no resource. Without this it fell through to 500.
     if (err instanceof URIError) return sendError(res, 'NOT_FOUND', 'Resource not found');
-    const type = (err as { type?: string }).type;
-    if (type === 'entity.too.large') return sendError(res, 'PAYLOAD_TOO_LARGE', 'Request body is larger than 100 KiB');
-    if (type === 'entity.parse.failed') return sendError(res, 'BAD_REQUEST', 'Request body is not valid JSON');
-    if (type === 'encoding.unsupported' || type === 'charset.unsupported' || type === 'request.aborted') {
-      return sendError(res, 'BAD_REQUEST', 'Request body could not be read');
-    }
-    const error = err as Error;
+    const bodyError = bodyReadError(err);
+    if (bodyError) return sendError(res, bodyError.code, bodyError.message);
     if (isCapacityExhausted(err)) {
-      logger.warn({ requestId: res.locals.requestId, route: req.path, err: { type: error?.name } }, 'database capacity exhausted; answered 503');
+      logger.warn({ requestId: res.locals.requestId, route: req.path, err: { type: (err as Error)?.name } }, 'database capacity exhausted; answered 503');
       return sendError(res, 'SERVICE_UNAVAILABLE', 'The service is temporarily overloaded; retry after a moment', undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
     }
-    logger.error({ requestId: res.locals.requestId, route: req.path, err: { type: error?.name, message: error?.message } }, 'unhandled error');
-    logger.debug({ requestId: res.locals.requestId, stack: error?.stack }, 'unhandled error stack');
+    // The logger's err serializer keeps SQL, its parameters and request data out of the log.
+    logger.error({ requestId: res.locals.requestId, route: req.path, err }, 'unhandled error');
     return sendError(res, 'INTERNAL_ERROR', 'Internal error; quote the request id when contacting support');
   };
 }

@@ -8,6 +8,21 @@ export class InvalidAmountError extends Error {
   }
 }
 
+/**
+ * ISO 4217 codes that are not money a payment can be made in: precious metals, bond-market and
+ * accounting units, SDR, Sucre, ADB unit, the testing code and "no currency" (XXX), and the fund /
+ * unit-of-account codes (next-day dollars, indexed units). ISO lists no minor units for most of them.
+ */
+const NON_MONETARY = new Set([
+  'XAU', 'XAG', 'XPT', 'XPD', 'XBA', 'XBB', 'XBC', 'XBD', 'XDR', 'XSU', 'XUA', 'XTS', 'XXX',
+  'BOV', 'CHE', 'CHW', 'CLF', 'COU', 'MXV', 'USN', 'UYI', 'UYW',
+]);
+
+/** True for a code payments can be made in; false for unknown and non-monetary codes. */
+export function isPaymentCurrency(currency: string): boolean {
+  return !NON_MONETARY.has(currency.toUpperCase()) && currencyDigits(currency) !== null;
+}
+
 /** ISO 4217 minor-unit digits of a currency, or null for an unknown code. */
 export function currencyDigits(currency: string): number | null {
   const entry = currencyCodes.code(currency.toUpperCase());
@@ -16,13 +31,19 @@ export function currencyDigits(currency: string): number | null {
 
 /**
  * Parses a decimal amount (JSON number or string) into integer minor units without binary floating
- * point: the text is split into digits, never multiplied as a float.
+ * point: the text is split into digits, never multiplied as a float. Strict: no surrounding spaces,
+ * no sign, no exponent, at most the currency's digits. A JSON number too precise for a double
+ * arrives here as its exact text (see the JSON body parser), so `19.999999999999999` is refused
+ * rather than read as 20.
  */
 export function toMinorUnits(value: string | number, currency: string, field = 'amount'): bigint {
   const digits = currencyDigits(currency);
   if (digits === null) throw new InvalidAmountError(`unknown currency ${currency}`, 'currency', 'must be a known ISO 4217 code');
-  const text = typeof value === 'number' ? numberToPlainString(value) : value.trim();
+  const text = typeof value === 'number' ? numberToPlainString(value) : value;
   const match = /^(\d{1,15})(?:\.(\d+))?$/.exec(text);
+  if (!match && text.trim() !== text && /^(\d{1,15})(?:\.(\d+))?$/.test(text.trim())) {
+    throw new InvalidAmountError(`Invalid request: ${field} must not have spaces around the number`, field, 'must be a decimal number without surrounding spaces');
+  }
   if (!match) {
     throw new InvalidAmountError(`${field} must be a positive decimal number`, field, 'must be a positive decimal number');
   }

@@ -25,6 +25,23 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** Every call to a provider's API (through the adapters' ports), by operation and outcome. */
+  readonly providerCalls = new Histogram({
+    name: 'provider_call_duration_seconds',
+    help: 'Provider API calls by provider, operation (port method) and outcome (ok or the error kind)',
+    labelNames: ['provider', 'operation', 'outcome'] as const,
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+
+  /** Inbound provider callbacks as answered: accepted (2xx), rejected (4xx) or failed (5xx). */
+  readonly providerCallbacks = new Counter({
+    name: 'provider_callbacks_total',
+    help: 'Provider callbacks received, by provider and outcome (accepted, rejected, failed)',
+    labelNames: ['provider', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }

@@ -32,3 +32,8 @@ export async function migrate(orm: MikroORM): Promise<string[]> {
   const applied = await orm.getMigrator().up();
   return applied.map((m) => m.name);
 }
+
+/** Names of the migrations not yet applied. */
+export async function pendingMigrations(orm: MikroORM): Promise<string[]> {
+  return (await orm.getMigrator().getPendingMigrations()).map((m) => m.name);
+}

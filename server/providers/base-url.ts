@@ -24,3 +24,4 @@ export function providerBaseUrl(config: AppConfig, provider: Provider, env: 'san
 export function callbackUrl(config: AppConfig, provider: Provider, subpath = ''): string {
   return `${config.publicBaseUrl}/v1/webhooks/${provider}${subpath}`;
 }
+

@@ -58,3 +58,25 @@ export function outageSwitch(router: Router, em: EntityManager, provider: string
     }
   });
 }
+
+/**
+ * SANDBOX_LATENCY_MS: every simulator request is handled at once but answered only after `ms`, like a
+ * provider behind a slow network (the provider has acted; its answer is still on the way). Control
+ * routes answer at once. A timer, not a held connection: the simulator's state is already committed.
+ */
+export function withLatency(router: Router, ms: number): Router {
+  if (ms <= 0) return router;
+  const outer = express.Router();
+  outer.use((req: Request, res: Response, next: NextFunction) => {
+    if (req.path.startsWith('/_control')) return next();
+    const end = res.end.bind(res) as (...args: unknown[]) => Response;
+    res.end = ((...args: unknown[]) => {
+      const timer = setTimeout(() => end(...args), ms);
+      res.once('close', () => clearTimeout(timer));
+      return res;
+    }) as Response['end'];
+    next();
+  });
+  outer.use(router);
+  return outer;
+}

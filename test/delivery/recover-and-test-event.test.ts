@@ -145,6 +145,19 @@ describe('POST /v1/webhooks/recover', () => {
     expect((await delivery(t, recent.deliveryId)).attempts).toBe(1);
   });
 
+  it('queues each delivery once when two recover calls race', async () => {
+    const m = await merchantAt('/recover-race');
+    const dead = await Promise.all([1, 2, 3, 4, 5].map(() => failedDelivery(m.merchantId, 'dead', 1)));
+    const [first, second] = await Promise.all([recover(m.apiKey, { since: hoursAgo(2) }), recover(m.apiKey, { since: hoursAgo(2) })]);
+    expect(first!.body.data.queued + second!.body.data.queued).toBe(5);
+    await waitFor(async () => {
+      const rows = await Promise.all(dead.map((d) => delivery(t, d.deliveryId)));
+      return rows.every((r) => r.status === 'delivered' && r.attempts === 2);
+    }, 'each recovered delivery delivered');
+    await new Promise((r) => setTimeout(r, 500));
+    expect(receiver.on('/recover-race')).toHaveLength(5);
+  });
+
   it.each([
     [{ since: hoursAgo(24 * 7 + 1) }, 'since', 'at most 7 days'],
     [{ since: hoursAgo(2), until: hoursAgo(3) }, 'until', 'after since'],

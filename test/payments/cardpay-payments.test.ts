@@ -50,6 +50,12 @@ describe('POST /v1/payments with cardpay', () => {
     expect(delivered.headers['x-event-type']).toBe('payment.completed');
   });
 
+  it('an amount under the provider minimum is refused as the real provider refuses it: 502 naming amount_too_small', async () => {
+    const res = await create(card('pm_card_visa', { amount: '0.49' }));
+    expect(res.status).toBe(502);
+    expect(res.body.error).toMatchObject({ code: 'PROVIDER_ERROR', message: expect.stringContaining('Amount must be at least $0.50 usd') });
+  });
+
   it('records a decline as failed with the reason and emits payment.failed', async () => {
     const res = await create(card('pm_card_chargeDeclined'));
     expect(res.status).toBe(201);

@@ -26,16 +26,19 @@ afterAll(async () => {
 const transitions = (key: string, id: string) => t.http.get(`/v1/payments/${id}/transitions`).set('X-API-Key', key);
 
 describe('GET /v1/payments/{id}/transitions', () => {
-  it('lists every status change oldest first, with its trigger', async () => {
+  it("lists every status change oldest first, the payment's and its refunds', with its trigger", async () => {
     const res = await transitions(a.apiKey, paymentId);
     expect(res.status).toBe(200);
     expect(res.body.success).toBe(true);
-    expect(res.body.data.map((x: { from_status: string | null; to_status: string; accepted: boolean }) => [x.from_status, x.to_status, x.accepted])).toEqual([
-      [null, 'pending', true],
-      ['pending', 'completed', true],
-      ['completed', 'refunded', true],
+    const rows = res.body.data as { subject: string; refund_id: string | null; from_status: string | null; to_status: string; accepted: boolean }[];
+    const [refund] = (await t.http.get(`/v1/refunds?payment_id=${paymentId}`).set('X-API-Key', a.apiKey)).body.data;
+    expect(rows.map((x) => [x.subject, x.refund_id, x.from_status, x.to_status, x.accepted])).toEqual([
+      ['payment', null, null, 'pending', true],
+      ['payment', null, 'pending', 'completed', true],
+      ['refund', refund.id, 'pending', 'completed', true],
+      ['payment', refund.id, 'completed', 'refunded', true],
     ]);
-    expect(res.body.data[0]).toEqual({ from_status: null, to_status: 'pending', trigger: 'create', accepted: true, note: null, created_at: expect.stringMatching(/Z$/) });
+    expect(res.body.data[0]).toEqual({ subject: 'payment', refund_id: null, from_status: null, to_status: 'pending', trigger: 'create', accepted: true, note: null, created_at: expect.stringMatching(/Z$/) });
   });
 
   it("answers 404 for another merchant's payment, an unknown id and a malformed one", async () => {

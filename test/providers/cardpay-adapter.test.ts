@@ -84,7 +84,8 @@ describe('one-time charges', () => {
     expect(raw).toMatchObject({ object: 'payment_intent', status: 'succeeded', amount: 1050, currency: 'usd', amount_received: 1050 });
     expect(raw.metadata).toEqual({ payment_id: input.paymentId, reference: input.reference });
     expect(raw).not.toHaveProperty('client_secret');
-    expect(raw.automatic_payment_methods).toEqual({ enabled: true, allow_redirects: 'never' });
+    // Confirmed with the service's own return page (the merchant gave none), as the current API requires.
+    expect(raw.automatic_payment_methods).toEqual({ enabled: true, allow_redirects: 'always' });
   });
 
   it.each([
@@ -186,11 +187,29 @@ describe('3-D Secure', () => {
     expect(row!.status).toBe('succeeded');
   });
 
-  it('without a return_url the 3-D Secure page still comes back as the next action', async () => {
+  it("without the merchant's return_url the intent is confirmed with the service's return page: redirect_to_url, which lands there", async () => {
+    const serviceReturn = `${t.baseUrl}/return/cardpay`;
     const result = await adapter.createPayment(newCreds(), paymentInput({ payment_method: 'pm_card_threeDSecureRequired' }));
     expect(result.status).toBe('pending');
-    expect(result.raw).toMatchObject({ next_action: { type: 'use_stripe_sdk' } });
+    expect(result.raw).toMatchObject({ next_action: { type: 'redirect_to_url', redirect_to_url: { return_url: serviceReturn } } });
     expect(result.nextAction?.url).toBe(`${t.baseUrl}/sandbox/cardpay/3ds/${result.providerRef}`);
+    const page = await fetch(`${result.nextAction!.url}?auto=complete`, { redirect: 'manual' });
+    const location = new URL(page.headers.get('location')!);
+    expect(`${location.origin}${location.pathname}`).toBe(serviceReturn);
+    const landing = await fetch(location);
+    expect(landing.status).toBe(200);
+    expect(await landing.text()).toContain('you can close this window');
+  });
+
+  it('a next action other than redirect_to_url (use_stripe_sdk, internal to the JS library) is not followed', async () => {
+    const { toPaymentResult } = await import('../../server/providers/cardpay/transformers.js');
+    const result = toPaymentResult({
+      id: 'pi_x',
+      status: 'requires_action',
+      last_payment_error: null,
+      next_action: { type: 'use_stripe_sdk', use_stripe_sdk: { stripe_js: 'https://hooks.example/3ds' } },
+    } as never);
+    expect(result).toMatchObject({ status: 'pending', nextAction: null });
   });
 });
 
@@ -410,8 +429,13 @@ describe('webhook endpoints and signed events', () => {
     }, 'charge.refunded');
     expect(verifyCardpaySignature(refundDelivery!.rawBody, refundDelivery!.headers['cardpay-signature'] as string, endpoint.secret)).toBe(true);
     const refundEvent = parseCardpayEvent(JSON.parse(refundDelivery!.rawBody.toString('utf8')));
-    expect(refundEvent).toMatchObject({ kind: 'refund', paymentIntentId: payment.providerRef, amountRefundedMinor: 250n });
-    expect(refundEvent.kind === 'refund' && refundEvent.refunds).toEqual([{ id: expect.stringMatching(/^re_/), amount: { minor: 250n, currency: 'USD' }, status: 'succeeded', refundId: expect.stringMatching(/^[0-9a-f-]{36}$/) }]);
+    expect(refundEvent).toMatchObject({ kind: 'refund', paymentIntentId: payment.providerRef, amountRefundedMinor: 250n, chargeId: expect.stringMatching(/^ch_/) });
+    // The charge no longer embeds its refunds (API ≥ 2022-11-15): they are listed by charge.
+    expect(JSON.parse(refundDelivery!.rawBody.toString('utf8')).data.object).not.toHaveProperty('refunds');
+    const listed = await adapter.listChargeRefunds(creds, refundEvent.kind === 'refund' ? refundEvent.chargeId : '');
+    expect(listed).toEqual([
+      expect.objectContaining({ providerRef: expect.stringMatching(/^re_/), status: 'completed', amount: { minor: 250n, currency: 'USD' }, ourRefundId: expect.any(String) }),
+    ]);
 
     // Only the subscribed types were sent (no payment_intent.created, charge.succeeded, …).
     expect(new Set(received.map((r) => JSON.parse(r.rawBody.toString('utf8')).type))).toEqual(

@@ -162,7 +162,13 @@ describe('refunds and charges', () => {
     expect(answers.filter((a) => a.status === 400).every((a) => a.body.error.code === 'amount_too_large')).toBe(true);
     const charge = await get(key, `/v1/charges/${intent.body.latest_charge}`).expect(200);
     expect(charge.body).toMatchObject({ object: 'charge', amount: 1000, amount_refunded: 900, refunded: false, payment_intent: intent.body.id });
-    expect(charge.body.refunds.data).toHaveLength(3);
+    // Since API 2022-11-15 a charge does not embed its refunds: list them by charge, or expand.
+    expect(charge.body).not.toHaveProperty('refunds');
+    const listed = await get(key, `/v1/refunds?charge=${intent.body.latest_charge}`).expect(200);
+    expect(listed.body).toMatchObject({ object: 'list', has_more: false, url: '/v1/refunds' });
+    expect(listed.body.data).toHaveLength(3);
+    const expanded = await get(key, `/v1/charges/${intent.body.latest_charge}?expand[]=refunds`).expect(200);
+    expect(expanded.body.refunds.data).toHaveLength(3);
   });
 
   it('refunds by charge id; no amount refunds the remainder', async () => {

@@ -110,7 +110,7 @@ describe('transaction status', () => {
     expect(err).toBeInstanceOf(ProviderError);
     expect(err).toMatchObject({ kind: 'invalid_request', message: expect.stringContaining('initiator') });
     const noCredential = await adapter.reverse({ ...live, initiator: 'ops' }, { transactionId: 'X', amountMinor: 100n, remarks: 'r', ...urls('x') }).catch((e: unknown) => e);
-    expect(noCredential).toMatchObject({ kind: 'invalid_request', message: expect.stringContaining('security_credential') });
+    expect(noCredential).toMatchObject({ kind: 'invalid_request', message: expect.stringContaining('initiator_password') });
   });
 });
 

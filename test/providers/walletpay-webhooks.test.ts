@@ -1,4 +1,4 @@
-import { randomUUID, verify } from 'node:crypto';
+import { X509Certificate, randomUUID, verify } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -7,7 +7,7 @@ import { WalletpayAdapter } from '../../server/providers/walletpay/adapter.js';
 import { prepareWalletpayCredentials } from '../../server/providers/walletpay/credentials.js';
 import { parseWalletpayEvent, verifyWalletpayEvent, walletpayTransmissionId } from '../../server/providers/walletpay/webhook.js';
 import type { CreatePaymentInput, InboundRequest } from '../../server/domain/ports.js';
-import { crc32 } from '../../server/sandbox/walletpay/signing.js';
+import { crc32 } from '../../server/lib/crc32.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 interface Received {
@@ -166,9 +166,13 @@ describe('signed events', () => {
     const delivery = await eventually(() => deliveriesTo(path)[0], 'the capture event');
     const h = delivery.headers;
     const pem = await (await fetch(h['walletpay-cert-url']!)).text();
-    expect(pem).toContain('BEGIN PUBLIC KEY');
+    // An X.509 certificate, as PayPal serves: node:crypto reads it and its key checks the signature.
+    expect(pem).toContain('BEGIN CERTIFICATE');
+    const cert = new X509Certificate(pem);
+    expect(cert.verify(cert.publicKey)).toBe(true); // self-signed
+    expect(Date.parse(cert.validTo)).toBeGreaterThan(Date.now());
     const message = `${h['walletpay-transmission-id']}|${h['walletpay-transmission-time']}|${creds.webhook_id}|${crc32(delivery.rawBody)}`;
-    expect(verify('sha256', Buffer.from(message), pem, Buffer.from(h['walletpay-transmission-sig']!, 'base64'))).toBe(true);
+    expect(verify('sha256', Buffer.from(message), cert.publicKey, Buffer.from(h['walletpay-transmission-sig']!, 'base64'))).toBe(true);
     // The real provider's header names come too.
     expect(h['paypal-transmission-sig']).toBe(h['walletpay-transmission-sig']);
   });

@@ -53,7 +53,6 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     PROVIDER_TIMEOUT_MS: '3000',
     DELIVERY_SWEEP_INTERVAL: '1s',
     STATUS_SYNC_POLL_INTERVAL: '500ms',
-    RATE_LIMIT_PER_MINUTE: '0',
     ...env,
   });
   // Every test run's logs are kept, so a test can prove no secret ever reaches them.

@@ -4,10 +4,17 @@ import { SavedCardSchema, type SavedCard } from '../../persistence/entities/inde
 import { DomainError, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import { ProviderError, type CardVault, type ProviderPort, type ProviderRegistry } from '../ports.js';
+import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
 
 function providerFailure(err: unknown, action: string): never {
   if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${err.provider} could not ${action}: ${err.message}`);
   throw err;
+}
+
+export interface SaveCardInput {
+  paymentMethodId: string;
+  email?: string;
+  name?: string;
 }
 
 /**
@@ -22,6 +29,7 @@ export class SavedCardService {
     private readonly em: EntityManager,
     private readonly credentials: CredentialsService,
     providers: ProviderRegistry,
+    private readonly idempotency: IdempotencyKeys,
   ) {
     const port = providers.all().find((p) => p.cards);
     if (!port?.cards) throw new Error('no provider of this build keeps saved cards');
@@ -29,9 +37,25 @@ export class SavedCardService {
     this.vault = port.cards;
   }
 
-  async save(merchantId: string, input: { paymentMethodId: string; email?: string; name?: string }): Promise<SavedCard> {
+  /**
+   * Saves a card. With an Idempotency-Key a retry replays the first answer, and a retry after a crash
+   * resumes with the same card id, so the provider's idempotency keys (derived from it) create no
+   * second customer.
+   */
+  async save(merchantId: string, input: SaveCardInput, idempotencyKey?: string): Promise<{ card: SavedCard; replayed: boolean }> {
     const creds = await this.credentials.require(merchantId, this.port.name);
-    const id = randomUUID();
+    if (idempotencyKey === undefined) return { card: await this.saveAs(randomUUID(), merchantId, input, creds), replayed: false };
+    const requestHash = hashRequest({ payment_method_id: input.paymentMethodId, customer_email: input.email, customer_name: input.name });
+    const { value, replayed } = await this.idempotency.run({ scope: 'card.create', merchantId, key: idempotencyKey, requestHash }, 201, {
+      // Nothing to write before the provider is called: the claim carries the card id the provider keys derive from.
+      reserve: async () => randomUUID(),
+      act: async (id) => (await this.em.fork().findOne(SavedCardSchema, { id })) ?? this.saveAs(id, merchantId, input, creds),
+      load: (id) => this.em.fork().findOneOrFail(SavedCardSchema, { id }),
+    });
+    return { card: value, replayed };
+  }
+
+  private async saveAs(id: string, merchantId: string, input: SaveCardInput, creds: unknown): Promise<SavedCard> {
     let customerId: string;
     let details;
     try {

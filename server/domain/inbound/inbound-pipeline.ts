@@ -53,9 +53,10 @@ export class InboundPipeline {
   async handle(provider: Provider, request: InboundRequest): Promise<InboundOutcome> {
     const port = this.providers.get(provider);
     const scheme = port.notifications;
-    if (scheme.screen && !scheme.screen(request)) {
-      this.logger.warn({ provider, subpath: request.subpath }, 'notification refused before parsing (source or required headers)');
-      throw new DomainError('UNAUTHORIZED', `${provider} notification could not be verified`);
+    const refusal = scheme.screen?.(request) ?? null;
+    if (refusal) {
+      this.logger.warn({ provider, subpath: request.subpath, refusal }, 'notification refused before parsing');
+      throw new DomainError('UNAUTHORIZED', `Invalid ${provider} callback: ${refusal}`);
     }
     let notification: ProviderNotification;
     try {
@@ -80,7 +81,19 @@ export class InboundPipeline {
       throw new DomainError('UNAUTHORIZED', `${provider} notification could not be verified`);
     }
     if (verdict === 'unverifiable') return this.confirm(port, creds, notification, subject);
-    return this.apply(port, notification, subject);
+    return this.apply(port, await this.withFetchedRefunds(port, creds, notification), subject);
+  }
+
+  /** A verified notification that names its refunds only by a provider id: the provider lists them (outside any transaction). */
+  private async withFetchedRefunds(port: ProviderPort, creds: unknown, notification: Actionable): Promise<Actionable> {
+    if (notification.kind !== 'refund' || !notification.fetchRefundsOf || !port.notifications.fetchRefunds) return notification;
+    try {
+      return { ...notification, refunds: await port.notifications.fetchRefunds(creds, notification.fetchRefundsOf) };
+    } catch (err) {
+      // Not answered now: 5xx, so the provider sends the notification again.
+      if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${port.name} could not list the refunds; retry later`);
+      throw err;
+    }
   }
 
   private async verify(port: ProviderPort, request: InboundRequest, creds: unknown, subject: Subject): Promise<Verification> {
@@ -142,11 +155,12 @@ export class InboundPipeline {
         case 'refund':
           for (const refund of notification.refunds) {
             if (refund.status === 'completed') {
-              await uow.providerRefund(subject.paymentId!, { providerRefundId: refund.providerRefundId, reported: refund.amount, ourRefundId: refund.ourRefundId, raw: notification.raw }, source);
+              const raw = refund.raw ?? notification.raw;
+              await uow.providerRefund(subject.paymentId!, { providerRefundId: refund.providerRefundId, reported: refund.amount, ourRefundId: refund.ourRefundId, raw }, source);
             } else if (refund.status === 'failed') {
               // Only a refund of ours can fail: one made at the provider and failed there never moved money here.
               const ours = await findOurRefund(uow.tx, subject.paymentId!, refund);
-              if (ours) await uow.refund(ours.id, { status: 'failed', failureReason: refund.failureReason ?? 'refused by the provider', raw: notification.raw }, source);
+              if (ours) await uow.refund(ours.id, { status: 'failed', failureReason: refund.failureReason ?? 'refused by the provider', raw: refund.raw ?? notification.raw }, source);
             }
           }
           return 'applied';

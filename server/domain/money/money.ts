@@ -1,7 +1,7 @@
 import { InvalidAmountError, toMinorUnits as parseMinorUnits } from '../../lib/money.js';
 import { DomainError } from '../errors.js';
 
-export { compareDecimals, currencyDigits, formatMinorUnits } from '../../lib/money.js';
+export { compareDecimals, currencyDigits, formatMinorUnits, isPaymentCurrency } from '../../lib/money.js';
 
 /** lib/money's parser, with a malformed amount reported as the merchant's validation error (422). */
 export function toMinorUnits(value: string | number, currency: string, field = 'amount'): bigint {

@@ -1,7 +1,8 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ErrorCode } from '../../../contract/index.js';
-import { DomainError, conflict } from '../errors.js';
+import { DomainError, conflict, type FieldIssue } from '../errors.js';
+import type { StatusWriter, UnitOfWork } from './status-writer.js';
 
 /**
  * Idempotency keys after Brandur Leach's "Implementing Stripe-like Idempotency Keys in Postgres":
@@ -24,7 +25,7 @@ export type IdempotencyScope = 'payment.create' | 'payment.capture' | 'refund.cr
 export type RecoveryPoint = 'provider_call' | 'finished';
 
 /** The first answer, kept so that a replay gives the same one. */
-export type StoredAnswer = { status: number } | { error: { code: ErrorCode; message: string } };
+export type StoredAnswer = { status: number } | { error: { code: ErrorCode; message: string; details?: FieldIssue[] } };
 
 export interface IdempotentRequest {
   scope: IdempotencyScope;
@@ -62,9 +63,29 @@ const MAX_POLL_MS = 200;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** SHA-256 of a request's fields (keys sorted; undefined omitted), for comparing a retry's body with the first. */
+export function hashRequest(fields: Record<string, string | number | null | undefined>): string {
+  const canonical = Object.keys(fields).sort().filter((k) => fields[k] !== undefined).map((k) => [k, fields[k]]);
+  return createHash('sha256').update(JSON.stringify(canonical)).digest('hex');
+}
+
+/** The steps of an action run under an Idempotency-Key (see `IdempotencyKeys.run`). */
+export interface IdempotentAction<T> {
+  /** Validates and reserves inside the claiming transaction; returns the id the provider keys derive from. Throwing claims nothing. */
+  reserve(uow: UnitOfWork): Promise<string>;
+  /** The provider call(s) and the commit of their answer; `resumed` when a dead request's claim was taken over. */
+  act(resourceId: string, resumed: boolean): Promise<T>;
+  /** The resource as it is now, for a replay. */
+  load(resourceId: string): Promise<T>;
+  /** Errors after which nothing happened anywhere (e.g. the buyer has not approved yet): the key is freed, not answered. */
+  nothingDone?(err: DomainError): boolean;
+}
+
 export class IdempotencyKeys {
   constructor(
     private readonly em: EntityManager,
+    /** Claims run as the status writer's unit of work, so a reservation may move statuses too. */
+    private readonly writer: StatusWriter,
     /** How long a claim stays exclusive; longer than any provider call (see config IDEMPOTENCY_LEASE). */
     private readonly leaseMs: number,
   ) {}
@@ -74,7 +95,7 @@ export class IdempotencyKeys {
    * runs inside the claiming transaction (only when the key is new) and returns the id of what it
    * reserved; if it throws, nothing is claimed and the error is the answer (validation happens there).
    */
-  async acquire(request: IdempotentRequest, reserve: (tx: EntityManager) => Promise<string>): Promise<Acquired> {
+  async acquire(request: IdempotentRequest, reserve: (uow: UnitOfWork) => Promise<string>): Promise<Acquired> {
     const deadline = Date.now() + WAIT_MS;
     let delay = 10;
     let tryInsert = true;
@@ -100,6 +121,32 @@ export class IdempotencyKeys {
       await sleep(Math.min(left, delay * (0.5 + Math.random())));
       delay = Math.min(delay * 2, MAX_POLL_MS);
     }
+  }
+
+  /**
+   * Runs `action` once per key: the first request's answer — its success status, or the DomainError it
+   * ended with — is stored and replayed to every later request with the key (marked Idempotent-Replayed),
+   * and the action never runs twice. An unexpected error releases the lease so a retry resumes at once.
+   */
+  async run<T>(request: IdempotentRequest, status: number, action: IdempotentAction<T>): Promise<{ value: T; replayed: boolean }> {
+    const acquired = await this.acquire(request, (uow) => action.reserve(uow));
+    if (acquired.state === 'finished') {
+      const replayedError = IdempotencyKeys.replayError(acquired.answer);
+      if (replayedError) throw replayedError;
+      return { value: await action.load(acquired.resourceId), replayed: true };
+    }
+    const { claim } = acquired;
+    let value: T;
+    try {
+      value = await action.act(claim.resourceId, claim.resumed);
+    } catch (err) {
+      if (err instanceof DomainError && action.nothingDone?.(err)) await this.forget(claim);
+      else if (err instanceof DomainError) await this.finish(claim, { error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) } });
+      else await this.release(claim).catch(() => undefined);
+      throw err;
+    }
+    await this.finish(claim, { status });
+    return { value, replayed: claim.resumed };
   }
 
   /** Records the answer; the key replays it from now on. Returns false if the lease was lost meanwhile. */
@@ -129,12 +176,13 @@ export class IdempotencyKeys {
   /** The replay of a stored error answer, marked as a replay. */
   static replayError(answer: StoredAnswer): DomainError | null {
     if (!('error' in answer)) return null;
-    return new DomainError(answer.error.code, answer.error.message, undefined, { 'Idempotent-Replayed': 'true' });
+    return new DomainError(answer.error.code, answer.error.message, answer.error.details, { 'Idempotent-Replayed': 'true' });
   }
 
-  private async claim(request: IdempotentRequest, reserve: (tx: EntityManager) => Promise<string>): Promise<ClaimedKey | null> {
+  private async claim(request: IdempotentRequest, reserve: (uow: UnitOfWork) => Promise<string>): Promise<ClaimedKey | null> {
     const leaseToken = randomUUID();
-    return this.em.fork().transactional(async (tx) => {
+    return this.writer.commit(async (uow) => {
+      const tx = uow.tx;
       const placeholder = randomUUID();
       // Blocks only while another claim of this key is committing (a few milliseconds), never across a provider call.
       const rows = await tx.execute<{ id: string }[]>(
@@ -146,7 +194,7 @@ export class IdempotencyKeys {
       );
       const id = rows[0]?.id;
       if (!id) return null;
-      const resourceId = await reserve(tx);
+      const resourceId = await reserve(uow);
       await tx.execute('UPDATE idempotency_keys SET resource_id = ? WHERE id = ?', [resourceId, id], 'run');
       return { id, resourceId, leaseToken, resumed: false };
     });

@@ -2,6 +2,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { notFound } from '../errors.js';
 
 export interface TransitionRow {
+  subject: 'payment' | 'refund';
+  refund_id: string | null;
   from_status: string | null;
   to_status: string;
   trigger: string;
@@ -19,7 +21,7 @@ export class PaymentHistory {
     const owned = await this.em.execute<{ id: string }[]>('SELECT id FROM payments WHERE id = ? AND merchant_id = ?', [paymentId, merchantId]);
     if (owned.length === 0) throw notFound('payment');
     return this.em.execute<TransitionRow[]>(
-      'SELECT from_status, to_status, trigger, accepted, note, created_at FROM payment_transitions WHERE payment_id = ? ORDER BY id',
+      'SELECT subject, refund_id, from_status, to_status, trigger, accepted, note, created_at FROM payment_transitions WHERE payment_id = ? ORDER BY id',
       [paymentId],
     );
   }

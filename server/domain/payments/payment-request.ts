@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { CreatePaymentBody, Provider } from '../../../contract/index.js';
 import { DomainError, type FieldIssue } from '../errors.js';
-import { currencyDigits, toMinorUnits } from '../money/money.js';
+import { currencyDigits, isPaymentCurrency, toMinorUnits } from '../money/money.js';
 import type { ProviderPort } from '../ports.js';
 
 /** decisions.md "Money": 999,999,999.99 in major units at most. */
@@ -27,6 +27,7 @@ export function normalizePaymentRequest(body: CreatePaymentBody, port: ProviderP
   const currency = body.currency.toUpperCase();
   const digits = currencyDigits(currency);
   if (digits === null) throw invalid([{ field: 'currency', issue: 'must be a known ISO 4217 code' }]);
+  if (!isPaymentCurrency(currency)) throw invalid([{ field: 'currency', issue: `must be a currency payments can be made in (${currency} is not money)` }]);
   const amountMinor = toMinorUnits(body.amount, currency);
   if (amountMinor <= 0n) throw invalid([{ field: 'amount', issue: 'must be greater than 0' }]);
   if (amountMinor * 100n > MAX_MAJOR_TIMES_100 * 10n ** BigInt(digits)) {

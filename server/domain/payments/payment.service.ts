@@ -8,9 +8,9 @@ import { PaymentSchema, SavedCardSchema, type Payment } from '../../persistence/
 import { DomainError, conflict, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
-import { compareDecimals, formatMinorUnits } from '../money/money.js';
+import { compareDecimals, currencyDigits, formatMinorUnits } from '../money/money.js';
 import { ProviderError, type PaymentLookup, type ProviderPaymentResult } from '../ports.js';
-import type { IdempotencyKeys } from './idempotency-keys.js';
+import { hashRequest, type IdempotencyKeys } from './idempotency-keys.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { recordCreation, type PaymentUpdate, type StatusWriter } from './status-writer.js';
 import { normalizePaymentRequest, type NormalizedPaymentRequest } from './payment-request.js';
@@ -58,7 +58,7 @@ export class PaymentService {
     const creds = await this.credentials.require(merchantId, request.provider);
     const acquired = await this.idempotency.acquire(
       { scope: 'payment.create', merchantId, key: idempotencyKey, requestHash: request.requestHash },
-      async (tx) => (await this.reserve(tx, merchantId, idempotencyKey, request)).id,
+      async (uow) => (await this.reserve(uow.tx, merchantId, idempotencyKey, request)).id,
     );
     if (acquired.state === 'finished') {
       return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: acquired.resourceId }), replayed: true };
@@ -186,6 +186,20 @@ export class PaymentService {
     return payment;
   }
 
+  /** With a currency filter, min/max follow that currency's digits, like every amount input. */
+  private checkFilterDigits(query: ListPaymentsQuery): void {
+    if (!query.currency) return;
+    const digits = currencyDigits(query.currency);
+    if (digits === null) throw new DomainError('VALIDATION_ERROR', 'Invalid request: currency must be a known ISO 4217 code', [{ field: 'currency', issue: 'must be a known ISO 4217 code' }]);
+    for (const field of ['min_amount', 'max_amount'] as const) {
+      const fraction = query[field]?.split('.')[1] ?? '';
+      if (fraction.replace(/0+$/, '').length > digits) {
+        const issue = `must have at most ${digits} decimal places for ${query.currency.toUpperCase()}`;
+        throw new DomainError('VALIDATION_ERROR', `Invalid request: ${field} ${issue}`, [{ field, issue }]);
+      }
+    }
+  }
+
   async list(merchantId: string, query: ListPaymentsQuery): Promise<{ items: Payment[]; total: number }> {
     const where: FilterQuery<Payment> = { merchantId };
     if (query.status) where.status = query.status;
@@ -206,6 +220,7 @@ export class PaymentService {
       where.createdAt = { ...(since ? { $gte: since } : {}), ...(until ? { $lt: until } : {}) };
     }
     if (query.search) where.$or = [{ receiptNumber: query.search.toUpperCase() }, { receiptNumber: query.search }, { idempotencyKey: query.search }];
+    this.checkFilterDigits(query);
     if (query.min_amount !== undefined && query.max_amount !== undefined && compareDecimals(query.min_amount, query.max_amount) > 0) {
       throw new DomainError('VALIDATION_ERROR', 'Invalid request: min_amount must not exceed max_amount', [{ field: 'min_amount', issue: 'must not exceed max_amount' }]);
     }
@@ -227,12 +242,38 @@ export class PaymentService {
     return { items, total };
   }
 
-  /** Captures an approved payment (providers with the capture capability). Wrong status or an unapproved payment is 409. */
-  async capture(merchantId: string, id: string): Promise<Payment> {
+  /**
+   * Captures an approved payment (providers with the capture capability). Wrong status or an unapproved payment is 409. With an
+   * Idempotency-Key a retry replays the first answer; a 409 (nothing captured) frees the key for a retry.
+   */
+  async capture(merchantId: string, id: string, idempotencyKey?: string): Promise<{ payment: Payment; replayed: boolean }> {
+    if (idempotencyKey === undefined) return { payment: await this.captureNow(merchantId, id), replayed: false };
+    const { value, replayed } = await this.idempotency.run(
+      { scope: 'payment.capture', merchantId, key: idempotencyKey, requestHash: hashRequest({ payment_id: id }) },
+      200,
+      {
+        reserve: async (uow) => {
+          const payment = await uow.tx.findOne(PaymentSchema, { id, merchantId });
+          if (!payment) throw notFound('payment');
+          this.assertCapturable(payment);
+          return payment.id;
+        },
+        act: async (paymentId, resumed) => {
+          const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
+          // A resumed capture whose answer was committed is not sent again.
+          if (resumed && payment.status !== 'pending') return payment;
+          return this.captureNow(merchantId, paymentId);
+        },
+        load: (paymentId) => this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId }),
+        nothingDone: (err) => err.code === 'CONFLICT',
+      },
+    );
+    return { payment: value, replayed };
+  }
+
+  private async captureNow(merchantId: string, id: string): Promise<Payment> {
     const payment = await this.get(merchantId, id);
-    if (!this.gateway.port(payment.provider).capabilities.capture) throw conflict(`${payment.provider} payments are not captured`);
-    if (payment.status !== 'pending') throw conflict(`payment is ${payment.status}; only a pending payment can be captured`);
-    if (!payment.providerRef) throw conflict('payment has no provider reference to capture yet');
+    this.assertCapturable(payment);
     let result: ProviderPaymentResult;
     try {
       result = await this.gateway.capture(payment, `capture-${payment.id}`);
@@ -249,6 +290,12 @@ export class PaymentService {
       throw err;
     }
     return (await this.applyUpdate(payment.id, toUpdate(result), 'capture')).payment;
+  }
+
+  private assertCapturable(payment: Payment): void {
+    if (!this.gateway.port(payment.provider).capabilities.capture) throw conflict(`${payment.provider} payments are not captured`);
+    if (payment.status !== 'pending') throw conflict(`payment is ${payment.status}; only a pending payment can be captured`);
+    if (!payment.providerRef) throw conflict('payment has no provider reference to capture yet');
   }
 }
 

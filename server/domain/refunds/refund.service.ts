@@ -6,9 +6,10 @@ import { PaymentSchema, RefundSchema, type Refund } from '../../persistence/enti
 import { ProviderError, type ProviderRefundResult } from '../ports.js';
 import { DomainError, conflict, notFound } from '../errors.js';
 import { formatMinorUnits, toMinorUnits } from '../money/money.js';
+import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
 import type { ProviderGateway } from '../payments/provider-gateway.js';
 import { paymentLookup } from '../payments/payment.service.js';
-import type { StatusWriter } from '../payments/status-writer.js';
+import type { StatusWriter, UnitOfWork } from '../payments/status-writer.js';
 
 /**
  * Refunds (decisions.md "Refunds"): any number of partial refunds while the payment is `completed` and
@@ -22,10 +23,37 @@ export class RefundService {
     private readonly config: AppConfig,
     private readonly gateway: ProviderGateway,
     private readonly writer: StatusWriter,
+    private readonly idempotency: IdempotencyKeys,
   ) {}
 
-  async create(merchantId: string, paymentId: string, amount: string | number | undefined): Promise<Refund> {
-    const { refund, payment } = await this.reserve(merchantId, paymentId, amount);
+  /**
+   * Reserves the refund as `pending`, asks the provider, records its answer. With an Idempotency-Key the
+   * reservation is the key's claim (idempotency-keys.ts): a retry replays the first answer, and a retry
+   * after a crash resumes with the same refund id, so the provider sees the same idempotency key.
+   */
+  async create(merchantId: string, paymentId: string, amount: string | number | undefined, idempotencyKey?: string): Promise<{ refund: Refund; replayed: boolean }> {
+    if (idempotencyKey === undefined) {
+      const refund = await this.writer.commit((uow) => this.reserve(uow, merchantId, paymentId, amount));
+      return { refund: await this.askProvider(refund.id), replayed: false };
+    }
+    const request = { scope: 'refund.create' as const, merchantId, key: idempotencyKey, requestHash: hashRequest({ payment_id: paymentId, amount: amount === undefined ? undefined : String(amount) }) };
+    const { value, replayed } = await this.idempotency.run(request, 201, {
+      reserve: async (uow) => (await this.reserve(uow, merchantId, paymentId, amount)).id,
+      act: async (refundId, resumed) => {
+        const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
+        // A resumed refund the provider already answered (or acknowledged) is not sent again.
+        if (resumed && (refund.status !== 'pending' || refund.providerRef)) return refund;
+        return this.askProvider(refundId);
+      },
+      load: (refundId) => this.em.fork().findOneOrFail(RefundSchema, { id: refundId }),
+    });
+    return { refund: value, replayed };
+  }
+
+  /** The provider call of a reserved refund (idempotency key derived from its id) and the record of its answer. */
+  private async askProvider(refundId: string): Promise<Refund> {
+    const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
+    const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: refund.paymentId });
     let result: ProviderRefundResult;
     try {
       result = await this.gateway.refund(payment, {
@@ -47,52 +75,51 @@ export class RefundService {
     return this.settle(refund.id, result);
   }
 
-  private async reserve(merchantId: string, paymentId: string, amount: string | number | undefined) {
-    return this.writer.commit(async (uow) => {
-      const tx = uow.tx;
-      const payment = await tx.findOne(PaymentSchema, { id: paymentId, merchantId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      if (!payment) throw notFound('payment');
-      if (payment.status !== 'completed') throw conflict(`payment is ${payment.status}; only a completed payment can be refunded`);
-      if (!payment.providerRef) throw conflict('payment has no provider reference to refund');
-      let pending = await tx.find(RefundSchema, { paymentId, status: 'pending' });
-      const fullOnly = !this.gateway.port(payment.provider).capabilities.partialRefunds;
-      if (fullOnly) {
-        // Full-only refunds are reversals, one at a time. One the provider never acknowledged (its request
-        // failed) must not block the merchant's retry: it is superseded. A reversal is idempotent per
-        // transaction at the provider, so if the old request did go through, the new one answers
-        // "already reversed" and completes all the same.
-        for (const stale of pending.filter((r) => !r.providerRef)) {
-          await uow.refund(stale.id, { status: 'failed', failureReason: 'superseded: the operator never acknowledged this reversal request' }, 'refund:superseded');
-        }
-        pending = pending.filter((r) => r.providerRef);
-        if (pending.length > 0) throw conflict('a reversal of this payment is already pending');
+  /** Checks the refund is allowed and writes it as `pending`, in `uow` under the payment's row lock. */
+  private async reserve(uow: UnitOfWork, merchantId: string, paymentId: string, amount: string | number | undefined): Promise<Refund> {
+    const tx = uow.tx;
+    const payment = await tx.findOne(PaymentSchema, { id: paymentId, merchantId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+    if (!payment) throw notFound('payment');
+    if (payment.status !== 'completed') throw conflict(`payment is ${payment.status}; only a completed payment can be refunded`);
+    if (!payment.providerRef) throw conflict('payment has no provider reference to refund');
+    let pending = await tx.find(RefundSchema, { paymentId, status: 'pending' });
+    const fullOnly = !this.gateway.port(payment.provider).capabilities.partialRefunds;
+    if (fullOnly) {
+      // Full-only refunds are reversals, one at a time. One the provider never acknowledged (its request
+      // failed) must not block the merchant's retry: it is superseded. A reversal is idempotent per
+      // transaction at the provider, so if the old request did go through, the new one answers
+      // "already reversed" and completes all the same.
+      for (const stale of pending.filter((r) => !r.providerRef)) {
+        await uow.refund(stale.id, { status: 'failed', failureReason: 'superseded: the operator never acknowledged this reversal request' }, 'refund:superseded');
       }
-      const reserved = pending.reduce((sum, r) => sum + r.amountMinor, 0n);
-      const remaining = payment.amountMinor - payment.amountRefundedMinor - reserved;
-      let amountMinor = remaining;
-      if (amount !== undefined) {
-        amountMinor = toMinorUnits(amount, payment.currency);
-        if (amountMinor <= 0n) throw new DomainError('VALIDATION_ERROR', 'Invalid request: amount must be greater than 0', [{ field: 'amount', issue: 'must be greater than 0' }]);
-        if (fullOnly && amountMinor !== payment.amountMinor) {
-          throw new DomainError('VALIDATION_ERROR', `Invalid request: ${payment.provider} reversals are for the full amount only`, [{ field: 'amount', issue: `must be omitted or equal the full amount for ${payment.provider}` }]);
-        }
+      pending = pending.filter((r) => r.providerRef);
+      if (pending.length > 0) throw conflict('a reversal of this payment is already pending');
+    }
+    const reserved = pending.reduce((sum, r) => sum + r.amountMinor, 0n);
+    const remaining = payment.amountMinor - payment.amountRefundedMinor - reserved;
+    let amountMinor = remaining;
+    if (amount !== undefined) {
+      amountMinor = toMinorUnits(amount, payment.currency);
+      if (amountMinor <= 0n) throw new DomainError('VALIDATION_ERROR', 'Invalid request: amount must be greater than 0', [{ field: 'amount', issue: 'must be greater than 0' }]);
+      if (fullOnly && amountMinor !== payment.amountMinor) {
+        throw new DomainError('VALIDATION_ERROR', `Invalid request: ${payment.provider} reversals are for the full amount only`, [{ field: 'amount', issue: `must be omitted or equal the full amount for ${payment.provider}` }]);
       }
-      if (remaining <= 0n) throw conflict('payment has no amount left to refund');
-      if (amountMinor > remaining) {
-        const left = formatMinorUnits(remaining, payment.currency);
-        throw new DomainError('VALIDATION_ERROR', `Invalid request: amount exceeds the refundable remainder ${left}`, [{ field: 'amount', issue: `must be at most ${left}` }]);
-      }
-      const refund = tx.create(RefundSchema, {
-        id: randomUUID(),
-        paymentId,
-        merchantId,
-        status: 'pending',
-        amountMinor,
-        currency: payment.currency,
-      });
-      await tx.flush();
-      return { refund, payment };
+    }
+    if (remaining <= 0n) throw conflict('payment has no amount left to refund');
+    if (amountMinor > remaining) {
+      const left = formatMinorUnits(remaining, payment.currency);
+      throw new DomainError('VALIDATION_ERROR', `Invalid request: amount exceeds the refundable remainder ${left}`, [{ field: 'amount', issue: `must be at most ${left}` }]);
+    }
+    const refund = tx.create(RefundSchema, {
+      id: randomUUID(),
+      paymentId,
+      merchantId,
+      status: 'pending',
+      amountMinor,
+      currency: payment.currency,
     });
+    await tx.flush();
+    return refund;
   }
 
   /** Records a provider's answer for a refund through the status writer (one unit of work). */

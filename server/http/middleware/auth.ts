@@ -1,33 +1,45 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { RouteMetadata } from '../../../contract/index.js';
 import type { ApiKeyService, Principal } from '../../domain/auth/api-key.service.js';
-import type { RateLimiter } from '../../domain/auth/rate-limiter.js';
+import { describeRule, type RateLimiter, type RateLimitVerdict } from '../../domain/auth/rate-limiter.js';
 import { sendError } from '../envelope.js';
+
+/** Sets the rate-limit headers; answers 429 with Retry-After and returns false when over the budget. */
+function admit(res: Response, limiter: RateLimiter, verdict: RateLimitVerdict, who: string): boolean {
+  res.set('X-RateLimit-Limit', String(verdict.limit));
+  res.set('X-RateLimit-Remaining', String(verdict.remaining));
+  if (verdict.allowed) return true;
+  sendError(res, 'RATE_LIMITED', `Too many requests ${who}: at most ${describeRule(limiter.rule)}`, undefined, {
+    'Retry-After': String(verdict.retryAfterSec),
+  });
+  return false;
+}
 
 /**
  * Reads the scope a route needs from its contract metadata and checks the X-API-Key against it.
  * Runs before request validation, so an anonymous caller learns nothing about a route's schema.
+ * Provider callbacks (no scope) are limited per source address instead, before any lookup,
+ * verification or outbound call is spent on them.
  */
-export function authenticate(apiKeys: ApiKeyService, rateLimiter: RateLimiter) {
+export function authenticate(apiKeys: ApiKeyService, rateLimiter: RateLimiter, callbackRateLimiter: RateLimiter) {
   return async (req: Request, res: Response, next: NextFunction) => {
     const metadata = (req as Request & { tsRestRoute?: { metadata?: RouteMetadata } }).tsRestRoute?.metadata;
-    if (!metadata || metadata.scope === null) return next();
+    if (!metadata) return next();
     try {
+      if (metadata.scope === null) {
+        if (callbackRateLimiter.enabled) {
+          // The client address as TRUST_PROXY defines it (the socket's own unless a proxy is trusted).
+          const source = req.ip ?? req.socket.remoteAddress ?? 'unknown';
+          if (!admit(res, callbackRateLimiter, await callbackRateLimiter.hit(`callback:${source}`), 'from this address')) return;
+        }
+        return next();
+      }
       const principal = await apiKeys.authenticate(req.get('x-api-key'));
       if (!principal) return sendError(res, 'UNAUTHORIZED', 'Missing, unknown or revoked API key (send it in the X-API-Key header)');
       if (!principal.scopes.includes(metadata.scope)) {
         return sendError(res, 'FORBIDDEN', `This API key lacks the required scope: ${metadata.scope}`);
       }
-      if (rateLimiter.enabled) {
-        const verdict = await rateLimiter.hit(principal.keyId);
-        res.set('X-RateLimit-Limit', String(verdict.limit));
-        res.set('X-RateLimit-Remaining', String(verdict.remaining));
-        if (!verdict.allowed) {
-          return sendError(res, 'RATE_LIMITED', `Too many requests for this API key: at most ${verdict.limit} a minute`, undefined, {
-            'Retry-After': String(verdict.retryAfterSec),
-          });
-        }
-      }
+      if (rateLimiter.enabled && !admit(res, rateLimiter, await rateLimiter.hit(principal.keyId), 'for this API key')) return;
       res.locals.principal = principal;
       next();
     } catch (err) {

@@ -1,17 +1,28 @@
 import type { RequestHandler } from 'express';
 import { sendError } from '../envelope.js';
 
-/** Where the first U+0000 sits in a parsed query or body (a dotted path), or null. Iterative: bodies may nest deeply. */
-export function findNulCharacter(root: unknown, rootName: string): string | null {
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** Why PostgreSQL could not store `text`, or null when it can. */
+function unstorable(text: string): string | null {
+  if (text.includes('\u0000')) return 'must not contain NUL characters';
+  if (LONE_SURROGATE.test(text)) return 'must be valid Unicode text (it holds a lone UTF-16 surrogate)';
+  return null;
+}
+
+/** Where the first text PostgreSQL cannot store sits in a parsed query or body (a dotted path), and why. Iterative: bodies may nest deeply. */
+export function findUnstorableText(root: unknown, rootName: string): { field: string; issue: string } | null {
   const stack: [unknown, string][] = [[root, rootName]];
   while (stack.length > 0) {
     const [value, path] = stack.pop()!;
     if (typeof value === 'string') {
-      if (value.includes('\u0000')) return path;
+      const issue = unstorable(value);
+      if (issue) return { field: path, issue };
     } else if (value !== null && typeof value === 'object') {
       for (const [key, child] of Object.entries(value)) {
         const childPath = path ? `${path}.${key}` : key;
-        if (key.includes('\u0000')) return childPath;
+        const issue = unstorable(key);
+        if (issue) return { field: childPath, issue: `is a field name that ${issue}` };
         stack.push([child, childPath]);
       }
     }
@@ -20,12 +31,13 @@ export function findNulCharacter(root: unknown, rootName: string): string | null
 }
 
 /**
- * PostgreSQL text and jsonb cannot hold U+0000, so a NUL anywhere in a query or JSON body (a legal
- * `\u0000` escape) would fail deep inside a query as a 500. Refused up front as a validation error.
+ * PostgreSQL text and jsonb hold neither U+0000 nor a lone UTF-16 surrogate, yet both are legal JSON
+ * escapes (`\u0000`, `\ud800`): anywhere in a query or body they would fail deep inside a query as a
+ * 500. Refused up front as a validation error naming the field.
  */
 export const rejectNulCharacters: RequestHandler = (req, res, next) => {
-  const field = findNulCharacter(req.query, '') ?? findNulCharacter(req.body, '');
-  if (field === null) return next();
-  const name = field || 'body';
-  sendError(res, 'VALIDATION_ERROR', `Invalid request: ${name} must not contain NUL characters`, [{ field: name, issue: 'must not contain NUL characters' }]);
+  const found = findUnstorableText(req.query, '') ?? findUnstorableText(req.body, '');
+  if (found === null) return next();
+  const field = found.field || 'body';
+  sendError(res, 'VALIDATION_ERROR', `Invalid request: ${field} ${found.issue}`, [{ field, issue: found.issue }]);
 };

@@ -3,7 +3,6 @@ import { formatMinorUnits } from '../../domain/money/money.js';
 import type { Provider } from '../../../contract/index.js';
 import type { TransitionRow } from '../../domain/payments/payment-history.js';
 
-type PaymentStatus = Payment['status'];
 
 /** Domain rows → contract DTOs. Entities are never returned as they are. */
 
@@ -72,8 +71,10 @@ export function pageMeta(page: number, pageSize: number, total: number) {
 
 export function presentTransition(t: TransitionRow) {
   return {
-    from_status: t.from_status as PaymentStatus | null,
-    to_status: t.to_status as PaymentStatus,
+    subject: t.subject,
+    refund_id: t.refund_id,
+    from_status: t.from_status,
+    to_status: t.to_status,
     trigger: t.trigger,
     accepted: t.accepted,
     note: t.note,

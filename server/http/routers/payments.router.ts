@@ -4,8 +4,9 @@ import type { SavedCardService } from '../../domain/cards/saved-card.service.js'
 import type { ProviderOperationsService } from '../../domain/operations/provider-operations.service.js';
 import type { PaymentHistory } from '../../domain/payments/payment-history.js';
 import type { PaymentService } from '../../domain/payments/payment.service.js';
-import { ok } from '../envelope.js';
+import { markReplayed, ok } from '../envelope.js';
 import { principalOf } from '../middleware/auth.js';
+import { asSent } from '../middleware/json-body.js';
 import { pageMeta, presentCapture, presentPayment, presentSavedCard, presentTransition } from '../presenters/presenters.js';
 
 const s = initServer();
@@ -18,12 +19,13 @@ export function paymentsRouter(deps: {
 }) {
   // Express matches in registration order: the static /cards routes must come before /:id.
   return s.router(contract.payments, {
-    createCard: async ({ body, res }) => {
-      const card = await deps.savedCards.save(principalOf(res).merchantId, {
+    createCard: async ({ headers, body, res }) => {
+      const { card, replayed } = await deps.savedCards.save(principalOf(res).merchantId, {
         paymentMethodId: body.payment_method_id,
         email: body.customer_email,
         name: body.customer_name,
-      });
+      }, headers['idempotency-key']);
+      if (replayed) markReplayed(res);
       return { status: 201 as const, body: { success: true as const, data: presentSavedCard(card) } };
     },
     listCards: async ({ query, res }) => {
@@ -38,10 +40,11 @@ export function paymentsRouter(deps: {
     checkStatus: async ({ params, res }) => ok(await deps.operations.checkStatus(principalOf(res).merchantId, 'mobilemoney', params.code)),
     reconcile: async ({ body, res }) => ok(await deps.operations.reconcile(principalOf(res).merchantId, 'mobilemoney', body ?? {})),
     registerPull: async ({ body, res }) => ok(await deps.operations.registerTransactionFeed(principalOf(res).merchantId, 'mobilemoney', body ?? {}) as never),
-    create: async ({ headers, body, res }) => {
-      const { payment, replayed } = await deps.payments.create(principalOf(res).merchantId, headers['idempotency-key'], body);
+    create: async ({ headers, body, req, res }) => {
+      const amount = asSent(req, 'amount', body.amount);
+      const { payment, replayed } = await deps.payments.create(principalOf(res).merchantId, headers['idempotency-key'], { ...body, amount });
       if (replayed) {
-        res.setHeader('Idempotent-Replayed', 'true');
+        markReplayed(res);
         return ok(presentPayment(payment));
       }
       return { status: 201 as const, body: { success: true as const, data: presentPayment(payment) } };
@@ -55,6 +58,10 @@ export function paymentsRouter(deps: {
       const rows = await deps.paymentHistory.transitions(principalOf(res).merchantId, params.id);
       return ok(rows.map(presentTransition));
     },
-    capture: async ({ params, res }) => ok(presentCapture(await deps.payments.capture(principalOf(res).merchantId, params.id))),
+    capture: async ({ headers, params, res }) => {
+      const { payment, replayed } = await deps.payments.capture(principalOf(res).merchantId, params.id, headers['idempotency-key']);
+      if (replayed) markReplayed(res);
+      return ok(presentCapture(payment));
+    },
   });
 }

@@ -3,11 +3,14 @@ import { initServer } from '@ts-rest/express';
 import { ProviderSchema, contract, type Provider } from '../../../contract/index.js';
 import type { InboundPipeline } from '../../domain/inbound/inbound-pipeline.js';
 import type { InboundRequest } from '../../domain/ports.js';
-import type { RawBodyRequest } from '../raw-body.js';
+import type { RawBodyRequest } from '../middleware/json-body.js';
 
 const s = initServer();
 
-/** The callback exactly as received: raw bytes for signatures, headers lower-cased, the socket's address. */
+/**
+ * The callback exactly as received: raw bytes for signatures, headers lower-cased, and the client's
+ * address (the socket's, or with TRUST_PROXY the one the trusted proxies forwarded).
+ */
 export function inboundRequest(req: Request, subpath = ''): InboundRequest {
   const headers: Record<string, string | undefined> = {};
   for (const [name, value] of Object.entries(req.headers)) headers[name] = Array.isArray(value) ? value.join(',') : value;
@@ -19,7 +22,7 @@ export function inboundRequest(req: Request, subpath = ''): InboundRequest {
     rawBody: (req as RawBodyRequest).rawBody ?? Buffer.alloc(0),
     body: req.body,
     query,
-    sourceIp: req.socket.remoteAddress ?? '',
+    sourceIp: req.ip ?? req.socket.remoteAddress ?? '',
   };
 }
 

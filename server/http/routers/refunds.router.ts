@@ -1,16 +1,18 @@
 import { initServer } from '@ts-rest/express';
 import { contract } from '../../../contract/index.js';
 import type { RefundService } from '../../domain/refunds/refund.service.js';
-import { ok } from '../envelope.js';
+import { markReplayed, ok } from '../envelope.js';
 import { principalOf } from '../middleware/auth.js';
+import { asSent } from '../middleware/json-body.js';
 import { pageMeta, presentRefund } from '../presenters/presenters.js';
 
 const s = initServer();
 
 export function refundsRouter(deps: { refunds: RefundService }) {
   return s.router(contract.refunds, {
-    create: async ({ body, res }) => {
-      const refund = await deps.refunds.create(principalOf(res).merchantId, body.payment_id, body.amount);
+    create: async ({ headers, body, req, res }) => {
+      const { refund, replayed } = await deps.refunds.create(principalOf(res).merchantId, body.payment_id, asSent(req, 'amount', body.amount), headers['idempotency-key']);
+      if (replayed) markReplayed(res);
       return { status: 201 as const, body: { success: true as const, data: presentRefund(refund) } };
     },
     list: async ({ query, res }) => {

@@ -1,11 +1,13 @@
 import Stripe from 'stripe';
 import type { CardpayCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
+import { cardpayReturnPageUrl } from '../../lib/return-page.js';
 import { callbackUrl, providerBaseUrl } from '../base-url.js';
 import type {
   CreatePaymentInput,
   PaymentLookup,
   ProviderPaymentResult,
+  ProviderRefundRecord,
   ProviderRefundResult,
   RefundInput,
   SavedCardDetails,
@@ -13,7 +15,7 @@ import type {
 import { ProviderError } from '../../domain/ports.js';
 import { CardpayClients } from './client.js';
 import { toProviderError } from './errors.js';
-import { WEBHOOK_EVENT_TYPES, createIntentParams, toPaymentResult, toRefundResult, toSavedCard, toWireAmount } from './transformers.js';
+import { WEBHOOK_EVENT_TYPES, createIntentParams, toPaymentResult, toRefundRecord, toRefundResult, toSavedCard, toWireAmount } from './transformers.js';
 
 /**
  * cardpay over Stripe's PaymentIntents API with the official SDK, pointed at providerBaseUrl (the
@@ -39,7 +41,7 @@ export class CardpayAdapter {
   }
 
   async createPayment(creds: CardpayCredentials, input: CreatePaymentInput): Promise<ProviderPaymentResult> {
-    const params = createIntentParams(input);
+    const params = createIntentParams(input, cardpayReturnPageUrl(this.config.publicBaseUrl));
     const intent = await this.call('write', () => this.stripe(creds).paymentIntents.create(params, { idempotencyKey: input.idempotencyKey }));
     return toPaymentResult(intent);
   }
@@ -68,6 +70,16 @@ export class CardpayAdapter {
     };
     const refund = await this.call('write', () => this.stripe(creds).refunds.create(params, { idempotencyKey: input.idempotencyKey }));
     return toRefundResult(refund);
+  }
+
+  /** At most this many refunds of one charge are read (a charge cannot have more than its amount in refunds anyway). */
+  private static readonly MAX_CHARGE_REFUNDS = 1000;
+
+  async listChargeRefunds(creds: CardpayCredentials, chargeId: string): Promise<ProviderRefundRecord[]> {
+    const refunds = await this.call('read', () =>
+      this.stripe(creds).refunds.list({ charge: chargeId, limit: 100 }).autoPagingToArray({ limit: CardpayAdapter.MAX_CHARGE_REFUNDS }),
+    );
+    return refunds.map(toRefundRecord);
   }
 
   async createCustomer(creds: CardpayCredentials, input: { email?: string; name?: string; idempotencyKey: string }): Promise<{ customerId: string }> {

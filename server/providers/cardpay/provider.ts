@@ -1,12 +1,12 @@
 import type { CardpayCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
-import type { ProviderPort, RequestIssue } from '../../domain/ports.js';
+import type { AdapterDecorator, ProviderPort, RequestIssue } from '../../domain/ports.js';
 import { CardpayAdapter, prepareCardpayCredentials } from './adapter.js';
 import { cardpayNotifications } from './notifications.js';
 
 /** cardpay (Stripe PaymentIntents): cards, 3-D Secure, saved cards, partial refunds, signed events. */
-export function cardpayProvider(config: AppConfig): ProviderPort<CardpayCredentials> {
-  const adapter = new CardpayAdapter(config);
+export function cardpayProvider(config: AppConfig, instrument: AdapterDecorator = (_name, a) => a): ProviderPort<CardpayCredentials> {
+  const adapter = instrument('cardpay', new CardpayAdapter(config));
   return {
     name: 'cardpay',
     capabilities: { capture: false, partialRefunds: true, replayableCreate: true },
@@ -25,7 +25,7 @@ export function cardpayProvider(config: AppConfig): ProviderPort<CardpayCredenti
     getPayment: (creds, lookup) => adapter.getPayment(creds, lookup),
     refundPayment: (creds, input) => adapter.refundPayment(creds, input),
     prepareCredentials: prepareCardpayCredentials(adapter, config),
-    notifications: cardpayNotifications,
+    notifications: cardpayNotifications(adapter),
     cards: {
       createCustomer: (creds, input) => adapter.createCustomer(creds, input),
       attachPaymentMethod: (creds, input) => adapter.attachPaymentMethod(creds, input),

@@ -1,5 +1,5 @@
 import type Stripe from 'stripe';
-import type { CreatePaymentInput, ProviderPaymentResult, ProviderRefundResult, SavedCardDetails, ServicePaymentStatus } from '../../domain/ports.js';
+import type { CreatePaymentInput, ProviderPaymentResult, ProviderRefundRecord, ProviderRefundResult, SavedCardDetails, ServicePaymentStatus } from '../../domain/ports.js';
 import { ProviderError } from '../../domain/ports.js';
 
 /**
@@ -66,12 +66,13 @@ export function intentFailureReason(intent: IntentLike): string | null {
   return intent.last_payment_error?.message ?? 'The payment failed';
 }
 
-/** The 3-D Secure page the cardholder must visit: redirect_to_url, or the use_stripe_sdk redirect. */
+/**
+ * The 3-D Secure page the cardholder must visit. Only `redirect_to_url` is read: every intent is confirmed
+ * with a return_url, so that is what the provider answers; `use_stripe_sdk` is internal to its JS library.
+ */
 function intentNextAction(intent: IntentLike): ProviderPaymentResult['nextAction'] {
-  if (intent.status !== 'requires_action' || !intent.next_action) return null;
-  const url =
-    intent.next_action.redirect_to_url?.url ??
-    ((intent.next_action.use_stripe_sdk as { stripe_js?: unknown } | undefined)?.stripe_js as string | undefined);
+  if (intent.status !== 'requires_action' || intent.next_action?.type !== 'redirect_to_url') return null;
+  const url = intent.next_action.redirect_to_url?.url;
   return typeof url === 'string' && url ? { type: 'redirect', url } : null;
 }
 
@@ -101,13 +102,15 @@ export function toWireAmount(minor: bigint): number {
 const text = (v: unknown): string | undefined => (typeof v === 'string' && v.trim() !== '' ? v : undefined);
 
 /**
- * A confirmed PaymentIntent for one payment. Without a return_url redirects are switched off (cards
- * then need none; 3-D Secure comes back as use_stripe_sdk); a saved card is charged off-session.
+ * A confirmed PaymentIntent for one payment, always with a return_url (the merchant's, else the
+ * service's own return page) so 3-D Secure answers `redirect_to_url` and redirect-capable automatic
+ * payment methods can be confirmed (the current API refuses them without one). A saved card is charged
+ * off-session.
  */
-export function createIntentParams(input: CreatePaymentInput): Stripe.PaymentIntentCreateParams {
+export function createIntentParams(input: CreatePaymentInput, defaultReturnUrl: string): Stripe.PaymentIntentCreateParams {
   const fields = input.fields as CardpayPaymentFields;
   const paymentMethod = text(fields.payment_method);
-  const returnUrl = text(fields.return_url);
+  const returnUrl = text(fields.return_url) ?? defaultReturnUrl;
   const customer = text(fields.customer);
   const offSession = fields.off_session === true || (fields.off_session as unknown) === 'true';
   return {
@@ -115,9 +118,9 @@ export function createIntentParams(input: CreatePaymentInput): Stripe.PaymentInt
     currency: input.amount.currency.toLowerCase(),
     confirm: true,
     metadata: { payment_id: input.paymentId, reference: input.reference },
-    automatic_payment_methods: returnUrl ? { enabled: true } : { enabled: true, allow_redirects: 'never' },
+    automatic_payment_methods: { enabled: true },
+    return_url: returnUrl,
     ...(paymentMethod ? { payment_method: paymentMethod } : {}),
-    ...(returnUrl ? { return_url: returnUrl } : {}),
     ...(customer ? { customer } : {}),
     ...(offSession ? { off_session: true } : {}),
   };
@@ -129,6 +132,17 @@ export function toRefundResult(refund: Pick<Stripe.Refund, 'id' | 'status' | 'fa
     providerRef: refund.id,
     status,
     failureReason: status === 'failed' ? (refund.failure_reason ?? 'The refund failed') : null,
+    raw: refund,
+  };
+}
+
+export function toRefundRecord(refund: Stripe.Refund): ProviderRefundRecord {
+  const metadataRefundId = refund.metadata?.refund_id;
+  return {
+    providerRef: refund.id,
+    status: REFUND_STATUS[refund.status ?? ''] ?? 'pending',
+    amount: { minor: BigInt(refund.amount), currency: refund.currency.toUpperCase() },
+    ourRefundId: typeof metadataRefundId === 'string' && metadataRefundId ? metadataRefundId : null,
     raw: refund,
   };
 }

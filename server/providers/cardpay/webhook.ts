@@ -59,9 +59,9 @@ export type CardpayNotification = { eventId: string; type: string } & (
   | {
       kind: 'refund';
       paymentIntentId: string;
+      /** The refunded charge: its refunds are fetched from the provider (a charge no longer embeds them). */
+      chargeId: string;
       amountRefundedMinor: bigint;
-      /** `refundId`: ours, from the refund's metadata.refund_id. */
-      refunds: { id: string; amount: Money; status: string; refundId: string | null }[];
       raw: unknown;
     }
   | { kind: 'ignored' }
@@ -95,12 +95,6 @@ const ChargeSchema = z
     object: z.literal('charge'),
     payment_intent: z.union([z.string(), z.object({ id: z.string() }).passthrough()]).nullish(),
     amount_refunded: minor,
-    currency: z.string().min(3),
-    // Not included by API versions that stopped expanding it: then the list is empty.
-    refunds: z
-      .object({ data: z.array(z.object({ id: z.string().min(1), amount: minor, status: z.string().nullish(), metadata: z.record(z.string()).nullish() }).passthrough()) })
-      .passthrough()
-      .nullish(),
   })
   .passthrough();
 
@@ -132,13 +126,8 @@ export function parseCardpayEvent(body: unknown): CardpayNotification {
     ...base,
     kind: 'refund',
     paymentIntentId: intentId,
+    chargeId: charge.id,
     amountRefundedMinor: BigInt(charge.amount_refunded),
-    refunds: (charge.refunds?.data ?? []).map((r) => ({
-      id: r.id,
-      amount: { minor: BigInt(r.amount), currency: charge.currency.toUpperCase() },
-      status: r.status ?? 'pending',
-      refundId: r.metadata?.refund_id ?? null,
-    })),
     raw: charge,
   };
 }

@@ -14,6 +14,7 @@ import {
 import { INVALID_TOKEN_CODES, operatorError, toProviderError, unreadable } from './errors.js';
 import { pullDateTime } from './eat-time.js';
 import { normalisePhone } from './phone.js';
+import { encryptInitiatorPassword, operatorCertificate, type CertificateSource } from './security-credential.js';
 import { MobilemoneyTokenStore } from './token-store.js';
 import {
   AsyncAckSchema,
@@ -26,7 +27,7 @@ import {
   pulledTransactions,
   PullRegisterResponseSchema,
   SANDBOX_INITIATOR,
-  SANDBOX_SECURITY_CREDENTIAL,
+  SANDBOX_INITIATOR_PASSWORD,
   StkPushResponseSchema,
   StkQueryResponseSchema,
   stkResultStatus,
@@ -126,7 +127,7 @@ export class MobilemoneyAdapter {
     creds: MobilemoneyCredentials,
     input: { transactionId: string; resultUrl: string; timeoutUrl: string; remarks?: string; occasion?: string },
   ): Promise<AsyncAck> {
-    const body = buildTransactionStatus(creds, this.initiator(creds), input);
+    const body = buildTransactionStatus(creds, await this.initiator(creds), input);
     return this.queued(creds, '/mpesa/transactionstatus/v1/query', body, 'transaction status query');
   }
 
@@ -136,7 +137,7 @@ export class MobilemoneyAdapter {
     input: { transactionId: string; amountMinor: bigint; resultUrl: string; timeoutUrl: string; remarks: string; occasion?: string },
   ): Promise<AsyncAck> {
     const amount = wholeShillings({ minor: input.amountMinor, currency: 'KES' });
-    const body = buildReversal(creds, this.initiator(creds), { ...input, amount });
+    const body = buildReversal(creds, await this.initiator(creds), { ...input, amount });
     return this.queued(creds, '/mpesa/reversal/v1/request', body, 'reversal');
   }
 
@@ -192,16 +193,35 @@ export class MobilemoneyAdapter {
     throw new ProviderError('mobilemoney', 'indeterminate', `mobilemoney pull returned more than ${MAX_PULL_PAGES} pages`);
   }
 
-  /** Live: the merchant's initiator is required. Sandbox: theirs if given, else the simulator's test values. */
-  private initiator(creds: MobilemoneyCredentials): InitiatorCredentials {
-    if (creds.env === 'live') {
-      if (!creds.initiator) throw new ProviderError('mobilemoney', 'invalid_request', 'mobilemoney credentials need initiator (the API operator username) for this operation');
-      if (!creds.security_credential) {
-        throw new ProviderError('mobilemoney', 'invalid_request', 'mobilemoney credentials need security_credential (the encrypted operator password) for this operation');
-      }
-      return { Initiator: creds.initiator, SecurityCredential: creds.security_credential };
+  /**
+   * Initiator and SecurityCredential for status queries and reversals. The stored initiator password is
+   * encrypted with the operator certificate of the credential's env (MOBILEMONEY_<ENV>_CERT_PATH; for the
+   * built-in simulator, its own certificate). A stored pre-encrypted security_credential is sent as it
+   * is. Live needs the merchant's own; sandbox falls back to the operator's published test initiator.
+   */
+  private async initiator(creds: MobilemoneyCredentials): Promise<InitiatorCredentials> {
+    const live = creds.env === 'live';
+    const initiator = creds.initiator ?? (live ? null : SANDBOX_INITIATOR);
+    if (!initiator) throw new ProviderError('mobilemoney', 'invalid_request', 'mobilemoney credentials need initiator (the API operator username) for this operation');
+    const password = creds.initiator_password ?? (live || creds.security_credential ? null : SANDBOX_INITIATOR_PASSWORD);
+    if (password) {
+      const certificate = await operatorCertificate(this.certificateSource(creds.env), this.config.providerTimeoutMs);
+      return { Initiator: initiator, SecurityCredential: encryptInitiatorPassword(certificate, password) };
     }
-    return { Initiator: creds.initiator ?? SANDBOX_INITIATOR, SecurityCredential: creds.security_credential ?? SANDBOX_SECURITY_CREDENTIAL };
+    if (creds.security_credential) return { Initiator: initiator, SecurityCredential: creds.security_credential };
+    throw new ProviderError('mobilemoney', 'invalid_request', 'mobilemoney credentials need initiator_password (the API operator password) for this operation');
+  }
+
+  private certificateSource(env: MobilemoneyCredentials['env']): CertificateSource {
+    const path = this.config.mobilemoneySecurityCertPaths[env];
+    if (path) return { kind: 'file', path };
+    const baseUrl = this.baseUrl({ env } as MobilemoneyCredentials);
+    if (this.config.sandbox && !this.config.providerBaseUrls.mobilemoney) return { kind: 'simulator', url: `${baseUrl}/certificates/SandboxCertificate.cer` };
+    throw new ProviderError(
+      'mobilemoney',
+      'invalid_request',
+      `mobilemoney ${env} operator certificate is not configured: set MOBILEMONEY_${env.toUpperCase()}_CERT_PATH to the operator's ${env === 'live' ? 'ProductionCertificate.cer' : 'SandboxCertificate.cer'}`,
+    );
   }
 
   private async queued(creds: MobilemoneyCredentials, path: string, body: object, action: string): Promise<AsyncAck> {

@@ -37,7 +37,7 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
   return {
     dedupWindowMs: DEDUP_WINDOW_MS,
 
-    screen: (request) => isAllowedSource(request.sourceIp, config.mobilemoneyCallbackAllowlist, config.sandbox),
+    screen: (request) => (isAllowedSource(request.sourceIp, config.mobilemoneyCallbackAllowlist, config.sandbox) ? null : 'the source address is not an operator address'),
 
     parse(request): ProviderNotification {
       const ref = request.query.ref ?? null;

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { MobilemoneyCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
-import type { ProviderPort, RequestIssue } from '../../domain/ports.js';
+import type { AdapterDecorator, ProviderPort, RequestIssue } from '../../domain/ports.js';
 import { callbackUrl } from '../base-url.js';
 import { MobilemoneyAdapter } from './adapter.js';
 import { signedCallbackUrl } from './callback-urls.js';
@@ -15,8 +15,8 @@ const MAX_KES_MINOR = 250_000n * 100n;
  * mobilemoney (M-Pesa Daraja): STK push in whole KES, full reversals only, and the operator's extra
  * operations — transaction-status reports, pull of settled transactions for reconciliation.
  */
-export function mobilemoneyProvider(config: AppConfig, em: EntityManager): ProviderPort<MobilemoneyCredentials> {
-  const adapter = new MobilemoneyAdapter(config, em);
+export function mobilemoneyProvider(config: AppConfig, em: EntityManager, instrument: AdapterDecorator = (_name, a) => a): ProviderPort<MobilemoneyCredentials> {
+  const adapter = instrument('mobilemoney', new MobilemoneyAdapter(config, em));
   return {
     name: 'mobilemoney',
     // The push cannot be repeated to learn its answer (a second push is a second prompt): a push whose

@@ -157,9 +157,9 @@ export function isStillProcessing(error: OperatorError): boolean {
 
 // ---------------------------------------------------------------- transaction status and reversal
 
-/** The operator's published sandbox initiator, used in the sandbox env when the credentials carry none. */
+/** The operator's published sandbox test initiator and password, used in the sandbox env when the credentials carry none. */
 export const SANDBOX_INITIATOR = 'testapi';
-export const SANDBOX_SECURITY_CREDENTIAL = 'sandbox-security-credential';
+export const SANDBOX_INITIATOR_PASSWORD = 'Safaricom999!*!';
 
 export interface InitiatorCredentials {
   Initiator: string;

@@ -1,18 +1,19 @@
 import type { WalletpayCredentials } from '../../../contract/index.js';
 import type { NotificationScheme, ProviderNotification } from '../../domain/ports.js';
 import type { WalletpayAdapter } from './adapter.js';
-import { parseWalletpayEvent, verifyWalletpayEvent, walletpayTransmissionId } from './webhook.js';
+import { parseWalletpayEvent, verifyWalletpayEvent, walletpayHeaderProblem, walletpayTransmissionId } from './webhook.js';
 
 /**
  * walletpay events through the inbound pipeline: de-duplicated by transmission id (for ever), verified
  * with the provider's verify-webhook-signature postback using the merchant's credentials and stored
- * webhook id. An event without a transmission id is refused before anything is looked up.
+ * webhook id. Malformed signature headers are refused before anything is looked up.
  */
 export function walletpayNotifications(adapter: WalletpayAdapter): NotificationScheme<WalletpayCredentials> {
   return {
     dedupWindowMs: null,
 
-    screen: (request) => walletpayTransmissionId(request) !== null,
+    // Cheap local checks first: a malformed forgery costs no lookup and no verification call.
+    screen: (request) => walletpayHeaderProblem(request),
 
     parse(request): ProviderNotification {
       const transmissionId = walletpayTransmissionId(request) ?? '';

@@ -1,6 +1,6 @@
 import type { WalletpayCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
-import { ProviderError, type ProviderPort } from '../../domain/ports.js';
+import { ProviderError, type AdapterDecorator, type ProviderPort } from '../../domain/ports.js';
 import { WalletpayAdapter } from './adapter.js';
 import { prepareWalletpayCredentials } from './credentials.js';
 import { walletpayNotifications } from './notifications.js';
@@ -10,8 +10,8 @@ const NOT_APPROVED = new Set(['ORDER_NOT_APPROVED', 'PAYER_ACTION_REQUIRED']);
 const ALREADY_CAPTURED = 'ORDER_ALREADY_CAPTURED';
 
 /** walletpay (PayPal Orders v2): the buyer approves at a link, the merchant captures; partial refunds. */
-export function walletpayProvider(config: AppConfig): ProviderPort<WalletpayCredentials> {
-  const adapter = new WalletpayAdapter(config);
+export function walletpayProvider(config: AppConfig, instrument: AdapterDecorator = (_name, a) => a): ProviderPort<WalletpayCredentials> {
+  const adapter = instrument('walletpay', new WalletpayAdapter(config));
   return {
     name: 'walletpay',
     capabilities: { capture: true, partialRefunds: true, replayableCreate: true },

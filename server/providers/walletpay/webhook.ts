@@ -57,6 +57,34 @@ export function walletpayTransmissionId(callback: InboundRequest): string | null
   return header(callback, 'Walletpay-Transmission-Id') ?? null;
 }
 
+const TRANSMISSION_ID = /^[A-Za-z0-9_-]{8,64}$/;
+const SIGNATURE = /^[A-Za-z0-9+/]{16,2048}={0,2}$/;
+const AUTH_ALGOS = new Set(['SHA256withRSA']);
+/** The provider retries a transmission (same id and time) for up to three days. */
+const MAX_TRANSMISSION_AGE_MS = 72 * 3_600_000;
+const MAX_CLOCK_SKEW_MS = 5 * 60_000;
+
+/**
+ * What is wrong with a callback's signature headers, checked locally (shape, a plausible transmission
+ * time, a known algorithm), or null. Runs before anything costly: a forged callback that fails here
+ * costs no database lookup and no verification call with the merchant's credentials.
+ */
+export function walletpayHeaderProblem(callback: InboundRequest, now = Date.now()): string | null {
+  const transmissionId = header(callback, 'Walletpay-Transmission-Id');
+  const time = header(callback, 'Walletpay-Transmission-Time');
+  const sig = header(callback, 'Walletpay-Transmission-Sig');
+  const certUrl = header(callback, 'Walletpay-Cert-Url');
+  const algo = header(callback, 'Walletpay-Auth-Algo');
+  if (!transmissionId || !TRANSMISSION_ID.test(transmissionId)) return 'Walletpay-Transmission-Id is missing or malformed';
+  const sent = time && /^\d{4}-\d\d-\d\dT/.test(time) ? Date.parse(time) : NaN;
+  if (Number.isNaN(sent)) return 'Walletpay-Transmission-Time is missing or not an ISO 8601 time';
+  if (sent > now + MAX_CLOCK_SKEW_MS || sent < now - MAX_TRANSMISSION_AGE_MS) return 'Walletpay-Transmission-Time is outside the accepted window';
+  if (!sig || !SIGNATURE.test(sig)) return 'Walletpay-Transmission-Sig is missing or not base64';
+  if (!certUrl || certUrl.length > 2048 || !/^https?:\/\//.test(certUrl) || !URL.canParse(certUrl)) return 'Walletpay-Cert-Url is missing or not a URL';
+  if (algo !== undefined && !AUTH_ALGOS.has(algo)) return 'Walletpay-Auth-Algo is not supported';
+  return null;
+}
+
 function eventBody(callback: InboundRequest): Record<string, unknown> | null {
   if (typeof callback.body === 'object' && callback.body !== null && !Array.isArray(callback.body)) return callback.body as Record<string, unknown>;
   try {
@@ -89,7 +117,7 @@ export async function verifyWalletpayEvent(
   const certUrl = header(callback, 'Walletpay-Cert-Url');
   const authAlgo = header(callback, 'Walletpay-Auth-Algo') ?? 'SHA256withRSA';
   const event = eventBody(callback);
-  if (!transmissionId || !transmissionTime || !transmissionSig || !certUrl || !event) return 'invalid';
+  if (!transmissionId || !transmissionTime || !transmissionSig || !certUrl || !event || walletpayHeaderProblem(callback) !== null) return 'invalid';
   const ok = await adapter.verifyWebhookSignature(creds, {
     authAlgo,
     certUrl,

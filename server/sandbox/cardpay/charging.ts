@@ -35,7 +35,7 @@ function succeed(intent: IntentRow, pm: PaymentMethodRow): Transition {
   intent.last_payment_error = null;
   return {
     events: [
-      { type: 'charge.succeeded', object: chargeObject(intent, [], pm) },
+      { type: 'charge.succeeded', object: chargeObject(intent, pm) },
       { type: 'payment_intent.succeeded', object: intentObject(intent) },
     ],
     decline: null,
@@ -61,7 +61,7 @@ function decline(intent: IntentRow, pm: PaymentMethodRow, reason: Decline, type:
   intent.last_payment_error = error as unknown as Record<string, unknown>;
   if (charge) intent.latest_charge = charge;
   const events: PendingEvent[] = [];
-  if (charge) events.push({ type: 'charge.failed', object: chargeObject(intent, [], pm) });
+  if (charge) events.push({ type: 'charge.failed', object: chargeObject(intent, pm) });
   events.push({ type: 'payment_intent.payment_failed', object: intentObject(intent) });
   return { events, decline: { ...error, payment_intent: intentObject(intent) } };
 }
@@ -99,9 +99,9 @@ export function cancel(intent: IntentRow, reason: string | null, canceledAt: num
   return { events: [{ type: 'payment_intent.canceled', object: intentObject(intent) }], decline: null };
 }
 
-export function refunded(intent: IntentRow, refunds: RefundRow[], pm: PaymentMethodRow | null, refund: RefundRow): PendingEvent[] {
+export function refunded(intent: IntentRow, pm: PaymentMethodRow | null, refund: RefundRow): PendingEvent[] {
   return [
-    { type: 'charge.refunded', object: chargeObject(intent, refunds, pm) },
+    { type: 'charge.refunded', object: chargeObject(intent, pm) },
     { type: 'refund.created', object: refundObject(refund) },
   ];
 }

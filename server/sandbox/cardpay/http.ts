@@ -5,6 +5,7 @@ import type { Db } from './db.js';
 import { dbOf, newId } from './db.js';
 import { SimError } from './errors.js';
 import { emitEvents } from './events.js';
+import { expandResponse } from './expand.js';
 import type { Outcome, SimResponse } from './idempotency.js';
 import { runIdempotent } from './idempotency.js';
 import { SIM_API_VERSION } from './objects.js';
@@ -18,6 +19,8 @@ export interface ApiContext {
   path: Record<string, string>;
   db: Db;
   deps: SandboxDeps;
+  /** The request's Stripe-Version (the SDK pins one), else the simulator's: some rules depend on it. */
+  apiVersion: string;
 }
 
 export const ok = (body: unknown, events: SimResponse['events'] = []): SimResponse => ({ status: 200, body, events });
@@ -49,9 +52,12 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
         const account = accountOf(req);
         const params = (req.body ?? {}) as Params;
         const key = method === 'post' ? req.get('idempotency-key') : undefined;
-        const outcome = await runIdempotent(deps.em, { account, key, method: method.toUpperCase(), path: req.path, params }, (db) =>
-          handler({ account, params, path: req.params as Record<string, string>, db, deps }),
-        );
+        const apiVersion = req.get('stripe-version') ?? SIM_API_VERSION;
+        const outcome = await runIdempotent(deps.em, { account, key, method: method.toUpperCase(), path: req.path, params }, async (db) => {
+          const res = await handler({ account, params, path: req.params as Record<string, string>, db, deps, apiVersion });
+          // Expanded before it is stored: a replay answers the same bytes.
+          return res.status === 200 ? { ...res, body: await expandResponse(db, account, res.body, params) } : res;
+        });
         // Scheduled before answering, so an answered change always has its events on the way.
         await emitEvents(deps, account, outcome.events, key ?? null);
         send(req, res, outcome);
@@ -62,14 +68,30 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
   };
 
   return {
+    /** Unknown URLs: a bad key is refused first (401, as at Stripe), then 404 in Stripe's shape. */
+    notFound(req: Request, res: Response, next: NextFunction) {
+      try {
+        accountOf(req);
+        send(req, res, {
+          status: 404,
+          body: { error: { type: 'invalid_request_error', message: `Unrecognized request URL (${req.method}: ${req.path}).` } },
+          replayed: false,
+        });
+      } catch (err) {
+        fail(req, res, next, err);
+      }
+    },
     post: (path: string, handler: (ctx: ApiContext) => Promise<SimResponse>) => mutation('post', path, handler),
     delete: (path: string, handler: (ctx: ApiContext) => Promise<SimResponse>) => mutation('delete', path, handler),
     get(path: string, handler: (ctx: ApiContext) => Promise<unknown>) {
       router.get(path, async (req: Request, res: Response, next: NextFunction) => {
         try {
           const account = accountOf(req);
-          const body = await handler({ account, params: req.query as Params, path: req.params as Record<string, string>, db: dbOf(deps.em), deps });
-          send(req, res, { status: 200, body, replayed: false });
+          const db = dbOf(deps.em);
+          const params = req.query as Params;
+          const apiVersion = req.get('stripe-version') ?? SIM_API_VERSION;
+          const body = await handler({ account, params, path: req.params as Record<string, string>, db, deps, apiVersion });
+          send(req, res, { status: 200, body: await expandResponse(db, account, body, params), replayed: false });
         } catch (err) {
           fail(req, res, next, err);
         }

@@ -26,11 +26,7 @@ function router(deps: SandboxDeps): Router {
   customerRoutes(api);
   paymentMethodRoutes(api);
   webhookEndpointRoutes(api);
-  r.use((req: Request, res: Response) => {
-    res.status(404).json({
-      error: { type: 'invalid_request_error', message: `Unrecognized request URL (${req.method}: ${req.path}).` },
-    });
-  });
+  r.use(api.notFound);
   // A body the form parser refuses (too large, malformed) is answered in Stripe's shape, not the service's.
   r.use((err: { status?: number; statusCode?: number }, _req: Request, res: Response, next: NextFunction) => {
     if (res.headersSent) return next(err);

@@ -181,8 +181,11 @@ export function refundObject(row: RefundRow): StripeObject {
   };
 }
 
-/** The intent's charge (one per confirmation attempt that reached the card network). */
-export function chargeObject(intent: IntentRow, refunds: RefundRow[], pm: PaymentMethodRow | null): StripeObject {
+/**
+ * The intent's charge (one per confirmation attempt that reached the card network). Without `refunds`:
+ * since API 2022-11-15 a charge no longer embeds them (list them with GET /v1/refunds?charge=, or expand).
+ */
+export function chargeObject(intent: IntentRow, pm: PaymentMethodRow | null): StripeObject {
   if (!intent.latest_charge) throw new Error(`intent ${intent.id} has no charge`);
   const succeeded = intent.status === 'succeeded';
   const error = succeeded ? null : (intent.last_payment_error as { code?: string; decline_code?: string; message?: string } | null);
@@ -214,7 +217,6 @@ export function chargeObject(intent: IntentRow, refunds: RefundRow[], pm: Paymen
     payment_method: intent.payment_method,
     payment_method_details: pm ? { type: 'card', card: cardDetails(pm) } : null,
     refunded: amountRefunded >= amount,
-    refunds: { object: 'list', data: refunds.map(refundObject), has_more: false, total_count: refunds.length, url: `/v1/charges/${intent.latest_charge}/refunds` },
     status: succeeded ? 'succeeded' : 'failed',
   };
 }

@@ -1,12 +1,16 @@
 import { confirm, cancel } from './charging.js';
 import { newId, nowSec } from './db.js';
 import { invalidRequest, missingParam, noSuch } from './errors.js';
+import type { PendingEvent } from './events.js';
 import type { ApiContext, ApiRoutes } from './http.js';
 import { ok } from './http.js';
-import type { IntentRow } from './objects.js';
+import type { SimResponse } from './idempotency.js';
+import { listPage } from './lists.js';
+import { belowMinimum } from './minimum-amounts.js';
+import type { IntentRow, PaymentMethodRow } from './objects.js';
 import { intentObject } from './objects.js';
 import { httpUrl, metadata, onlyKnown, optBool, optHash, optInt, optString, reqString, stringArray } from './params.js';
-import { findCustomer, insertIntent, requireIntent, resolvePaymentMethod, saveIntentState } from './store.js';
+import { findCustomer, insertIntent, paymentMethodById, requireIntent, resolvePaymentMethod, saveIntent, saveIntentState } from './store.js';
 
 const CREATE_PARAMS = [
   'amount', 'currency', 'payment_method', 'customer', 'confirm', 'return_url', 'off_session', 'metadata', 'automatic_payment_methods',
@@ -26,14 +30,96 @@ function offSession(ctx: ApiContext): boolean {
   return optBool(ctx.params, 'off_session') ?? false;
 }
 
-async function create(ctx: ApiContext) {
+/** Since API 2023-08-16 automatic payment methods are on when a request names neither them nor payment_method_types. */
+const AUTOMATIC_BY_DEFAULT_SINCE = '2023-08-16';
+
+type AutomaticPaymentMethods = { enabled: true; allow_redirects: 'always' | 'never' } | { enabled: false } | null;
+
+function automaticPaymentMethods(ctx: ApiContext, types: string[] | undefined): AutomaticPaymentMethods {
+  const apmHash = optHash(ctx.params, 'automatic_payment_methods');
+  if (!apmHash) return !types && ctx.apiVersion >= AUTOMATIC_BY_DEFAULT_SINCE ? { enabled: true, allow_redirects: 'always' } : null;
+  onlyKnown(apmHash, ['enabled', 'allow_redirects']);
+  const enabled = optBool(apmHash, 'enabled');
+  if (enabled === undefined) throw missingParam('automatic_payment_methods[enabled]');
+  const allowRedirects = optString(apmHash, 'allow_redirects') ?? 'always';
+  if (allowRedirects !== 'always' && allowRedirects !== 'never') {
+    throw invalidRequest(`Invalid automatic_payment_methods[allow_redirects]: must be one of always or never`, 'automatic_payment_methods[allow_redirects]');
+  }
+  return enabled ? { enabled: true, allow_redirects: allowRedirects } : { enabled: false };
+}
+
+/** Confirming an intent that may redirect (automatic payment methods with redirects allowed) needs a return_url. */
+function requireReturnUrl(intent: IntentRow): void {
+  const apm = intent.automatic_payment_methods as AutomaticPaymentMethods;
+  if (apm?.enabled && apm.allow_redirects === 'always' && !intent.return_url) {
+    throw invalidRequest(
+      "This PaymentIntent is configured to accept payment methods enabled in your Dashboard. Because some of these payment methods might redirect your customer off of your page, you must provide a `return_url`. If you don't want to accept redirect-based payment methods, set `automatic_payment_methods[enabled]` to `true` and `automatic_payment_methods[allow_redirects]` to `never` when creating Setup Intents and Payment Intents.",
+      'return_url',
+    );
+  }
+}
+
+function amountParam(params: ApiContext['params'], required: boolean): bigint | undefined {
+  const amount = optInt(params, 'amount');
+  if (amount === undefined) {
+    if (required) throw missingParam('amount');
+    return undefined;
+  }
+  if (amount < 1n) throw invalidRequest('This value must be greater than or equal to 1.', 'amount', 'parameter_invalid_integer');
+  return amount;
+}
+
+function currencyParam(params: ApiContext['params'], required: boolean): string | undefined {
+  const raw = required ? reqString(params, 'currency') : optString(params, 'currency');
+  if (raw === undefined) return undefined;
+  const currency = raw.toLowerCase();
+  if (!/^[a-z]{3}$/.test(currency)) throw invalidRequest(`Invalid currency: ${currency}.`, 'currency', 'parameter_invalid_string');
+  return currency;
+}
+
+/** A payment method usable by this intent's customer: not detached, and a saved one only with its own customer. */
+async function usablePaymentMethod(ctx: ApiContext, id: string, customerId: string | null): Promise<PaymentMethodRow> {
+  const pm = await resolvePaymentMethod(ctx.db, ctx.account, id, 'payment_method');
+  if (pm.detached) {
+    throw invalidRequest(
+      'The provided PaymentMethod was previously detached from a Customer. It may not be used again. To use a PaymentMethod multiple times, you must attach it to a Customer first.',
+      'payment_method',
+      'payment_method_unexpected_state',
+    );
+  }
+  if (pm.customer && pm.customer !== customerId) {
+    throw invalidRequest(
+      `The provided PaymentMethod belongs to a Customer, but you did not provide the Customer ${pm.customer}. Pass customer=${pm.customer} to use it.`,
+      'customer',
+    );
+  }
+  return pm;
+}
+
+const missingPaymentMethod = () =>
+  invalidRequest("You cannot confirm this PaymentIntent because it's missing a payment method. To confirm the PaymentIntent, pass a payment method.", 'payment_method', 'payment_intent_unexpected_state');
+
+/** Confirms a row (not yet saved) and answers like Stripe: 200 with the intent, or 402 with the decline. */
+function confirmAndAnswer(ctx: ApiContext, intent: IntentRow, pm: PaymentMethodRow, events: PendingEvent[], errorOnRequiresAction: boolean): SimResponse {
+  requireReturnUrl(intent);
+  const result = confirm(intent, pm, {
+    offSession: intent.off_session,
+    errorOnRequiresAction,
+    returnUrl: intent.return_url,
+    authenticationUrl: authenticationUrl(ctx, intent.id),
+  });
+  events.push(...result.events);
+  if (result.decline) return { status: 402, body: { error: result.decline }, events };
+  return ok(intentObject(intent), events);
+}
+
+async function create(ctx: ApiContext): Promise<SimResponse> {
   const { params, account, db } = ctx;
   onlyKnown(params, CREATE_PARAMS);
-  const amount = optInt(params, 'amount');
-  if (amount === undefined) throw missingParam('amount');
-  if (amount < 1n) throw invalidRequest('This value must be greater than or equal to 1.', 'amount', 'parameter_invalid_integer');
-  const currency = reqString(params, 'currency').toLowerCase();
-  if (!/^[a-z]{3}$/.test(currency)) throw invalidRequest(`Invalid currency: ${currency}.`, 'currency', 'parameter_invalid_string');
+  const amount = amountParam(params, true)!;
+  const currency = currencyParam(params, true)!;
+  const tooSmall = belowMinimum(amount, currency);
+  if (tooSmall) throw tooSmall;
   const confirmNow = optBool(params, 'confirm') ?? false;
   const returnUrl = optString(params, 'return_url');
   if (returnUrl !== undefined) httpUrl(returnUrl, 'return_url');
@@ -48,45 +134,13 @@ async function create(ctx: ApiContext) {
   }
   const types = stringArray(params, 'payment_method_types');
   if (types && types.some((t) => t !== 'card')) throw invalidRequest('The simulator only supports the payment method type card.', 'payment_method_types');
-  const apmHash = optHash(params, 'automatic_payment_methods');
-  let automaticPaymentMethods: Record<string, unknown> | null = null;
-  if (apmHash) {
-    onlyKnown(apmHash, ['enabled', 'allow_redirects']);
-    const enabled = optBool(apmHash, 'enabled');
-    if (enabled === undefined) throw missingParam('automatic_payment_methods[enabled]');
-    const allowRedirects = optString(apmHash, 'allow_redirects') ?? 'always';
-    if (allowRedirects !== 'always' && allowRedirects !== 'never') {
-      throw invalidRequest(`Invalid automatic_payment_methods[allow_redirects]: must be one of always or never`, 'automatic_payment_methods[allow_redirects]');
-    }
-    automaticPaymentMethods = enabled ? { allow_redirects: allowRedirects, enabled: true } : { enabled: false };
-    if (enabled && allowRedirects === 'always' && confirmNow && !returnUrl) {
-      throw invalidRequest(
-        "This PaymentIntent is configured to accept payment methods enabled in your Dashboard. Because some of these payment methods might redirect your customer off of your page, you must provide a `return_url`. If you don't want to accept redirect-based payment methods, set `automatic_payment_methods[enabled]` to `true` and `automatic_payment_methods[allow_redirects]` to `never` when creating Setup Intents and Payment Intents.",
-        'return_url',
-      );
-    }
-  }
+  const apm = automaticPaymentMethods(ctx, types);
 
   const customerId = optString(params, 'customer');
   if (customerId && !(await findCustomer(db, account, customerId))) throw noSuch('customer', customerId, 'customer');
   const pmParam = optString(params, 'payment_method');
-  const pm = pmParam ? await resolvePaymentMethod(db, account, pmParam, 'payment_method') : null;
-  if (pm?.detached) {
-    throw invalidRequest(
-      'The provided PaymentMethod was previously detached from a Customer. It may not be used again. To use a PaymentMethod multiple times, you must attach it to a Customer first.',
-      'payment_method',
-      'payment_method_unexpected_state',
-    );
-  }
-  if (pm?.customer && pm.customer !== customerId) {
-    throw invalidRequest(
-      `The provided PaymentMethod belongs to a Customer, but you did not provide the Customer ${pm.customer}. Pass customer=${pm.customer} to use it.`,
-      'customer',
-    );
-  }
-  if (confirmNow && !pm) {
-    throw invalidRequest("You cannot confirm this PaymentIntent because it's missing a payment method.", 'payment_method', 'payment_intent_unexpected_state');
-  }
+  const pm = pmParam ? await usablePaymentMethod(ctx, pmParam, customerId ?? null) : null;
+  if (confirmNow && !pm) throw missingPaymentMethod();
 
   const id = newId('pi');
   const intent: IntentRow = {
@@ -100,7 +154,7 @@ async function create(ctx: ApiContext) {
     description: optString(params, 'description') ?? null,
     return_url: returnUrl ?? null,
     off_session: isOffSession,
-    automatic_payment_methods: automaticPaymentMethods,
+    automatic_payment_methods: apm,
     metadata: metadata(params),
     next_action: null,
     last_payment_error: null,
@@ -112,21 +166,102 @@ async function create(ctx: ApiContext) {
     canceled_at: null,
     created: String(nowSec()),
   };
-  const events = [{ type: 'payment_intent.created', object: intentObject(intent) }];
-  if (!confirmNow || !pm) {
-    await insertIntent(db, intent);
-    return ok(intentObject(intent), events);
-  }
-  const result = confirm(intent, pm, {
-    offSession: isOffSession,
-    errorOnRequiresAction,
-    returnUrl: returnUrl ?? null,
-    authenticationUrl: authenticationUrl(ctx, id),
-  });
+  const events: PendingEvent[] = [{ type: 'payment_intent.created', object: intentObject(intent) }];
+  const answer = confirmNow && pm ? confirmAndAnswer(ctx, intent, pm, events, errorOnRequiresAction) : ok(intentObject(intent), events);
   await insertIntent(db, intent);
-  events.push(...result.events);
-  if (result.decline) return { status: 402, body: { error: result.decline }, events };
-  return ok(intentObject(intent), events);
+  return answer;
+}
+
+const CONFIRMABLE = ['requires_payment_method', 'requires_confirmation', 'requires_action'];
+const CONFIRM_PARAMS = ['payment_method', 'return_url', 'off_session', 'error_on_requires_action', 'use_stripe_sdk', 'setup_future_usage', 'receipt_email'] as const;
+
+/** POST /v1/payment_intents/{id}/confirm: the same outcomes as create with confirm=true. */
+async function confirmIntent(ctx: ApiContext): Promise<SimResponse> {
+  const { params } = ctx;
+  onlyKnown(params, CONFIRM_PARAMS);
+  const intent = await requireIntent(ctx.db, ctx.account, ctx.path.id!, true);
+  if (!CONFIRMABLE.includes(intent.status)) {
+    throw invalidRequest(
+      `You cannot confirm this PaymentIntent because it has a status of ${intent.status}. Only a PaymentIntent with one of the following statuses may be confirmed: ${CONFIRMABLE.join(', ')}.`,
+      undefined,
+      'payment_intent_unexpected_state',
+    );
+  }
+  const returnUrl = optString(params, 'return_url');
+  if (returnUrl !== undefined) intent.return_url = httpUrl(returnUrl, 'return_url');
+  if (params.off_session !== undefined) intent.off_session = offSession(ctx);
+  const pmParam = optString(params, 'payment_method');
+  const pm = pmParam ? await usablePaymentMethod(ctx, pmParam, intent.customer) : await paymentMethodById(ctx.db, intent.payment_method);
+  if (!pm) throw missingPaymentMethod();
+  const answer = confirmAndAnswer(ctx, intent, pm, [], optBool(params, 'error_on_requires_action') ?? false);
+  await saveIntent(ctx.db, intent);
+  return answer;
+}
+
+const UPDATE_PARAMS = [
+  'amount', 'currency', 'metadata', 'description', 'payment_method', 'customer', 'receipt_email', 'setup_future_usage',
+  'statement_descriptor', 'statement_descriptor_suffix', 'payment_method_types',
+] as const;
+/** Fields that may change whatever the status (everything else only before the payment succeeds). */
+const ALWAYS_UPDATABLE = ['metadata', 'description', 'receipt_email'];
+
+/** POST /v1/payment_intents/{id}: update before confirmation; metadata keys set, an empty value removes one. */
+async function updateIntent(ctx: ApiContext): Promise<SimResponse> {
+  const { params } = ctx;
+  onlyKnown(params, UPDATE_PARAMS);
+  const intent = await requireIntent(ctx.db, ctx.account, ctx.path.id!, true);
+  const restricted = Object.keys(params).filter((k) => k !== 'expand' && !ALWAYS_UPDATABLE.includes(k));
+  if (restricted.length > 0 && !CONFIRMABLE.includes(intent.status)) {
+    throw invalidRequest(
+      `You cannot update this PaymentIntent because it has a status of ${intent.status}. Updates are only allowed when the PaymentIntent has a status of requires_payment_method, requires_confirmation, or requires_action.`,
+      restricted[0],
+      'payment_intent_unexpected_state',
+    );
+  }
+  const amount = amountParam(params, false);
+  const currency = currencyParam(params, false);
+  if (amount !== undefined || currency !== undefined) {
+    const tooSmall = belowMinimum(amount ?? BigInt(intent.amount), currency ?? intent.currency);
+    if (tooSmall) throw tooSmall;
+    intent.amount = (amount ?? BigInt(intent.amount)).toString();
+    intent.currency = currency ?? intent.currency;
+  }
+  const customerId = optString(params, 'customer');
+  if (customerId) {
+    if (!(await findCustomer(ctx.db, ctx.account, customerId))) throw noSuch('customer', customerId, 'customer');
+    intent.customer = customerId;
+  }
+  const pmParam = optString(params, 'payment_method');
+  if (pmParam) {
+    const pm = await usablePaymentMethod(ctx, pmParam, intent.customer);
+    intent.payment_method = pm.id;
+    intent.status = 'requires_confirmation';
+    intent.next_action = null;
+  }
+  const description = optString(params, 'description');
+  if (description !== undefined) intent.description = description;
+  if (params.metadata !== undefined) {
+    const merged: Record<string, string> = { ...intent.metadata };
+    for (const [k, v] of Object.entries(metadata(params))) {
+      if (v === '') delete merged[k];
+      else merged[k] = v;
+    }
+    intent.metadata = merged;
+  }
+  await saveIntent(ctx.db, intent);
+  return ok(intentObject(intent));
+}
+
+/** GET /v1/payment_intents: newest first, optionally one customer's. */
+async function listIntents(ctx: ApiContext) {
+  const customer = optString(ctx.params, 'customer');
+  return listPage<IntentRow>(ctx.db, ctx.account, ctx.params, {
+    source: { table: 'sandbox_cardpay_intents', kind: 'payment_intent' },
+    where: customer ? ['customer = ?'] : [],
+    args: customer ? [customer] : [],
+    toObject: intentObject,
+    url: '/v1/payment_intents',
+  });
 }
 
 async function cancelIntent(ctx: ApiContext) {
@@ -182,7 +317,10 @@ async function search(ctx: ApiContext) {
 
 export function paymentIntentRoutes(api: ApiRoutes): void {
   api.post('/v1/payment_intents', create);
+  api.get('/v1/payment_intents', listIntents);
   api.get('/v1/payment_intents/search', search);
   api.get('/v1/payment_intents/:id', async (ctx) => intentObject(await requireIntent(ctx.db, ctx.account, ctx.path.id!)));
+  api.post('/v1/payment_intents/:id', updateIntent);
+  api.post('/v1/payment_intents/:id/confirm', confirmIntent);
   api.post('/v1/payment_intents/:id/cancel', cancelIntent);
 }

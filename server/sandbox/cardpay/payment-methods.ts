@@ -4,7 +4,8 @@ import type { ApiContext, ApiRoutes } from './http.js';
 import { ok } from './http.js';
 import type { PaymentMethodRow } from './objects.js';
 import { cardOf, paymentMethodObject } from './objects.js';
-import { onlyKnown, reqString } from './params.js';
+import { listPage } from './lists.js';
+import { onlyKnown, optString, reqString } from './params.js';
 import { findCustomer, findPaymentMethod, insertPaymentMethod } from './store.js';
 import { testCard } from './test-cards.js';
 
@@ -66,7 +67,22 @@ async function detach(ctx: ApiContext) {
   return ok(object, [{ type: 'payment_method.detached', object }]);
 }
 
+/** A customer's attached cards, newest first (the only payment method type the simulator has). */
+async function listOfCustomer(ctx: ApiContext, customerId: string, param: string) {
+  if (!(await findCustomer(ctx.db, ctx.account, customerId))) throw noSuch('customer', customerId, param);
+  const type = optString(ctx.params, 'type');
+  return listPage<PaymentMethodRow>(ctx.db, ctx.account, ctx.params, {
+    source: { table: 'sandbox_cardpay_payment_methods', kind: 'payment_method' },
+    where: ['customer = ?', 'NOT detached', ...(type && type !== 'card' ? ['false'] : [])],
+    args: [customerId],
+    toObject: paymentMethodObject,
+    url: param === 'id' ? `/v1/customers/${customerId}/payment_methods` : '/v1/payment_methods',
+  });
+}
+
 export function paymentMethodRoutes(api: ApiRoutes): void {
+  api.get('/v1/payment_methods', (ctx) => listOfCustomer(ctx, reqString(ctx.params, 'customer'), 'customer'));
+  api.get('/v1/customers/:id/payment_methods', (ctx) => listOfCustomer(ctx, ctx.path.id!, 'id'));
   api.post('/v1/payment_methods/:id/attach', attach);
   api.post('/v1/payment_methods/:id/detach', detach);
   api.get('/v1/payment_methods/:id', async ({ db, account, path }) => {

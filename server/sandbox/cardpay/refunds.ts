@@ -6,7 +6,8 @@ import { ok } from './http.js';
 import type { IntentRow, RefundRow } from './objects.js';
 import { chargeObject, refundObject } from './objects.js';
 import { metadata, onlyKnown, optInt, optString } from './params.js';
-import { paymentMethodById, refundsOf, requireIntent } from './store.js';
+import { listPage } from './lists.js';
+import { paymentMethodById, requireIntent } from './store.js';
 
 const REASONS = ['duplicate', 'fraudulent', 'requested_by_customer'];
 
@@ -63,12 +64,38 @@ async function create(ctx: ApiContext) {
      VALUES (?, ?, ?, ?, ?, ?, 'succeeded', ?, ?::jsonb, ?) RETURNING *`,
     [newId('re'), account, intent.id, intent.latest_charge, amount.toString(), intent.currency, reason, JSON.stringify(meta), nowSec()],
   );
-  const events = refunded(intent, await refundsOf(db, intent.id), await paymentMethodById(db, intent.payment_method), refund!);
+  const events = refunded(intent, await paymentMethodById(db, intent.payment_method), refund!);
   return ok(refundObject(refund!), events);
+}
+
+/** GET /v1/refunds: newest first, optionally of one charge or one payment intent (which must exist). */
+async function listRefunds(ctx: ApiContext) {
+  const where: string[] = [];
+  const args: unknown[] = [];
+  const charge = optString(ctx.params, 'charge');
+  if (charge) {
+    await intentOfCharge(ctx, charge, false, 'charge');
+    where.push('charge = ?');
+    args.push(charge);
+  }
+  const intent = optString(ctx.params, 'payment_intent');
+  if (intent) {
+    await requireIntent(ctx.db, ctx.account, intent, false, 'payment_intent');
+    where.push('payment_intent = ?');
+    args.push(intent);
+  }
+  return listPage<RefundRow>(ctx.db, ctx.account, ctx.params, {
+    source: { table: 'sandbox_cardpay_refunds', kind: 'refund' },
+    where,
+    args,
+    toObject: refundObject,
+    url: '/v1/refunds',
+  });
 }
 
 export function refundRoutes(api: ApiRoutes): void {
   api.post('/v1/refunds', create);
+  api.get('/v1/refunds', listRefunds);
   api.get('/v1/refunds/:id', async (ctx) => {
     const [row] = await ctx.db.query<RefundRow>('SELECT * FROM sandbox_cardpay_refunds WHERE id = ? AND account = ?', [ctx.path.id, ctx.account]);
     if (!row) throw noSuch('refund', ctx.path.id!);
@@ -76,6 +103,6 @@ export function refundRoutes(api: ApiRoutes): void {
   });
   api.get('/v1/charges/:id', async (ctx) => {
     const intent = await intentOfCharge(ctx, ctx.path.id!, false, 'id');
-    return chargeObject(intent, await refundsOf(ctx.db, intent.id), await paymentMethodById(ctx.db, intent.payment_method));
+    return chargeObject(intent, await paymentMethodById(ctx.db, intent.payment_method));
   });
 }

@@ -1,7 +1,7 @@
 import type { Db } from './db.js';
 import { newId, nowSec } from './db.js';
 import { noSuch } from './errors.js';
-import type { CustomerRow, IntentRow, PaymentMethodRow, RefundRow } from './objects.js';
+import type { CustomerRow, IntentRow, PaymentMethodRow } from './objects.js';
 import { testCard } from './test-cards.js';
 
 /** Row access for the simulator's tables; every lookup is scoped to the calling key's account. */
@@ -55,6 +55,16 @@ export async function saveIntentState(db: Db, row: IntentRow): Promise<void> {
   );
 }
 
+/** Writes every field a confirmation or an update may change. */
+export async function saveIntent(db: Db, row: IntentRow): Promise<void> {
+  await saveIntentState(db, row);
+  await db.query(
+    `UPDATE sandbox_cardpay_intents SET amount = ?, currency = ?, customer = ?, description = ?, return_url = ?, off_session = ?,
+       metadata = ?::jsonb WHERE id = ?`,
+    [row.amount, row.currency, row.customer, row.description, row.return_url, row.off_session, json(row.metadata), row.id],
+  );
+}
+
 export async function findPaymentMethod(db: Db, account: string, id: string, lock = false): Promise<PaymentMethodRow | null> {
   const [row] = await db.query<PaymentMethodRow>(
     `SELECT * FROM sandbox_cardpay_payment_methods WHERE id = ? AND account = ?${lock ? ' FOR UPDATE' : ''}`,
@@ -82,10 +92,6 @@ export async function resolvePaymentMethod(db: Db, account: string, idOrToken: s
 export async function findCustomer(db: Db, account: string, id: string): Promise<CustomerRow | null> {
   const [row] = await db.query<CustomerRow>('SELECT * FROM sandbox_cardpay_customers WHERE id = ? AND account = ?', [id, account]);
   return row ?? null;
-}
-
-export async function refundsOf(db: Db, intentId: string): Promise<RefundRow[]> {
-  return db.query<RefundRow>('SELECT * FROM sandbox_cardpay_refunds WHERE payment_intent = ? ORDER BY created DESC, id DESC', [intentId]);
 }
 
 export async function paymentMethodById(db: Db, id: string | null): Promise<PaymentMethodRow | null> {

@@ -5,6 +5,7 @@ import { CALLBACK_JOB, deliverCallback, type CallbackJobData } from './callbacks
 import { mountOauth } from './oauth.js';
 import { mountPull } from './pull.js';
 import { mountResults } from './results.js';
+import { mountCertificate } from './security-credential.js';
 import { mountStk } from './stk.js';
 import { operatorError } from './wire.js';
 
@@ -17,6 +18,7 @@ export const mobilemoneySandbox: SandboxModule = {
   router(deps) {
     const router = express.Router();
     outageSwitch(router, deps.em, 'mobilemoney', { requestId: 'sandbox-outage', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' });
+    mountCertificate(router, deps);
     mountOauth(router, deps);
     mountStk(router, deps);
     mountResults(router, deps);

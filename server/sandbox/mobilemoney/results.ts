@@ -5,7 +5,8 @@ import { afterDelay, scheduleCallback } from './callbacks.js';
 import { conversationId, dashedId, receiptNumber } from './ids.js';
 import { requireToken, type AuthedRequest } from './oauth.js';
 import { findCompletedByReceipt, isReversed, recordReversal, type StkRow } from './store.js';
-import { INITIATOR_WITHOUT_ROLE, INSUFFICIENT_BALANCE_AMOUNT, INVALID_SECURITY_CREDENTIAL, TIMEOUT_TRANSACTION_ID } from './test-values.js';
+import { credentialIsValid } from './security-credential.js';
+import { INITIATOR_WITHOUT_ROLE, INSUFFICIENT_BALANCE_AMOUNT, TIMEOUT_TRANSACTION_ID } from './test-values.js';
 import { body, invalidField, isShortcode, isUrl, text, wholeAmount } from './wire.js';
 
 /**
@@ -176,7 +177,7 @@ export function mountResults(router: Router, deps: SandboxDeps): void {
         return ack(res, c);
       }
       let result;
-      if (c.securityCredential === INVALID_SECURITY_CREDENTIAL) {
+      if (!(await credentialIsValid(deps, c.securityCredential))) {
         result = failure(c, '2001', REVERSAL_FAILURES['2001']!);
       } else {
         const row = await findCompletedByReceipt(deps.em, c.transactionId, partyA);
@@ -209,7 +210,7 @@ export function mountResults(router: Router, deps: SandboxDeps): void {
       const row = await findCompletedByReceipt(deps.em, c.transactionId, receiver);
       let code = FORCED_CODE.exec(`${c.remarks} ${c.occasion}`)?.[1];
       if (!code) {
-        if (c.securityCredential === INVALID_SECURITY_CREDENTIAL) code = '2001';
+        if (!(await credentialIsValid(deps, c.securityCredential))) code = '2001';
         else if (c.initiator === INITIATOR_WITHOUT_ROLE) code = '21';
         else if (!row) code = 'R000002';
         else if (await isReversed(deps.em, c.transactionId)) code = 'R000001';

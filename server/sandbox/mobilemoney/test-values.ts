@@ -21,7 +21,9 @@
  * Reversal result codes, rules applied in this order:
  *   Remarks or Occasion containing `SIM:<code>` (code one of 0, R000001, R000002, 1, 21, 2001)
  *                                              → that code (forced, for tests)
- *   SecurityCredential `invalid-credential`    → 2001 invalid initiator credentials
+ *   SecurityCredential that is not SANDBOX_INITIATOR_PASSWORD encrypted (RSA PKCS#1 v1.5, base64) with
+ *   the simulator's certificate (GET /certificates/SandboxCertificate.cer)
+ *                                              → 2001 invalid initiator credentials (status queries too)
  *   Initiator `testapi_norole`                 → 21 initiator lacks the reversal role
  *   TransactionID not a receipt of ReceiverParty → R000002 invalid transaction id
  *   receipt already reversed                   → R000001 already reversed
@@ -35,9 +37,9 @@
 export const SANDBOX_SHORTCODE = '174379';
 /** Safaricom's published sandbox passkey for shortcode 174379 (any passkey works here). */
 export const SANDBOX_PASSKEY = 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919';
-/** Accepted like any initiator; the adapter sends these in the sandbox env when the credentials carry none. */
+/** The simulator's initiator and its password (the operator publishes a sandbox pair the same way). */
 export const SANDBOX_INITIATOR = 'testapi';
-export const SANDBOX_SECURITY_CREDENTIAL = 'sandbox-security-credential';
+export const SANDBOX_INITIATOR_PASSWORD = 'Safaricom999!*!';
 
 export const TEST_PHONES = {
   success: '254708374149',

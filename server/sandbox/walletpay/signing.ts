@@ -1,6 +1,6 @@
-import { generateKeyPair, sign, verify } from 'node:crypto';
-import { promisify } from 'node:util';
-import zlib from 'node:zlib';
+import { createPublicKey, sign, verify } from 'node:crypto';
+import { walletpaySignedMessage } from '../../lib/crc32.js';
+import { newKeyAndCertificate, selfSignedCertificate } from '../certificates.js';
 import type { Db } from './db.js';
 import { paypalId } from './db.js';
 
@@ -8,58 +8,45 @@ export interface SigningKeys {
   certId: string;
   privateKeyPem: string;
   publicKeyPem: string;
+  /** The X.509 certificate served at the certificate URL, as PayPal serves its own. */
+  certificatePem: string;
 }
 
-const generate = promisify(generateKeyPair);
+const CERT_SUBJECT = ['messageverificationcerts.walletpay.sandbox', 'walletpay simulator'] as const;
+
+type KeyRow = { cert_id: string; private_key_pem: string; public_key_pem: string; certificate_pem: string | null };
 
 /**
- * The simulator's RSA key pair: generated once and kept in PostgreSQL, so every process signs with
- * the same key and the certificate URL serves the matching public key. Two processes racing to
- * create it both end up with the row that won.
+ * The simulator's RSA key pair and self-signed certificate: made once and kept in PostgreSQL, so every
+ * process signs with the same key and the certificate URL serves the matching certificate. Two
+ * processes racing to create it both end up with the row that won.
  */
 export async function signingKeys(db: Db): Promise<SigningKeys> {
-  const load = () => db.query<{ cert_id: string; private_key_pem: string; public_key_pem: string }>('SELECT cert_id, private_key_pem, public_key_pem FROM sandbox_walletpay_keys WHERE id = 1');
+  const load = () => db.query<KeyRow>('SELECT cert_id, private_key_pem, public_key_pem, certificate_pem FROM sandbox_walletpay_keys WHERE id = 1');
   let [row] = await load();
   if (!row) {
-    const { privateKey, publicKey } = await generate('rsa', {
-      modulusLength: 2048,
-      publicKeyEncoding: { type: 'spki', format: 'pem' },
-      privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
-    });
+    const made = await newKeyAndCertificate(...CERT_SUBJECT);
+    const publicKey = createPublicKey(made.privateKeyPem).export({ type: 'spki', format: 'pem' }).toString();
     await db.query(
-      'INSERT INTO sandbox_walletpay_keys (id, cert_id, private_key_pem, public_key_pem) VALUES (1, ?, ?, ?) ON CONFLICT (id) DO NOTHING',
-      [`CERT-${paypalId(12)}`, privateKey, publicKey],
+      'INSERT INTO sandbox_walletpay_keys (id, cert_id, private_key_pem, public_key_pem, certificate_pem) VALUES (1, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING',
+      [`CERT-${paypalId(12)}`, made.privateKeyPem, publicKey, made.certificatePem],
     );
     [row] = await load();
+  } else if (!row.certificate_pem) {
+    // A key pair made before certificates were served: certify it once.
+    await db.query('UPDATE sandbox_walletpay_keys SET certificate_pem = ? WHERE id = 1 AND certificate_pem IS NULL', [
+      selfSignedCertificate(row.private_key_pem, ...CERT_SUBJECT),
+    ]);
+    [row] = await load();
   }
-  return { certId: row!.cert_id, privateKeyPem: row!.private_key_pem, publicKeyPem: row!.public_key_pem };
+  return { certId: row!.cert_id, privateKeyPem: row!.private_key_pem, publicKeyPem: row!.public_key_pem, certificatePem: row!.certificate_pem! };
 }
 
-/** Where the certificate (here: the PEM public key) of `certId` is served. */
+/** Where the certificate of `certId` is served. */
 export const certUrl = (base: string, certId: string) => `${base}/v1/notifications/certs/${certId}`;
 
-const CRC_TABLE = (() => {
-  const table = new Uint32Array(256);
-  for (let n = 0; n < 256; n++) {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    table[n] = c >>> 0;
-  }
-  return table;
-})();
-
-/** Unsigned CRC-32 (IEEE) of the bytes: zlib's when the runtime has it (Node ≥ 20.15), else a table. */
-export function crc32(data: Buffer | string): number {
-  const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
-  if (typeof zlib.crc32 === 'function') return zlib.crc32(bytes) >>> 0;
-  let crc = 0xffffffff;
-  for (const b of bytes) crc = CRC_TABLE[(crc ^ b) & 0xff]! ^ (crc >>> 8);
-  return (crc ^ 0xffffffff) >>> 0;
-}
-
-/** PayPal's signed string: `transmissionId|transmissionTime|webhookId|crc32(rawBody)` (decimal). */
-export const signedMessage = (transmissionId: string, transmissionTime: string, webhookId: string, rawBody: Buffer | string) =>
-  `${transmissionId}|${transmissionTime}|${webhookId}|${crc32(rawBody)}`;
+/** PayPal's signed string (server/lib: the adapter verifies the same bytes). */
+export const signedMessage = walletpaySignedMessage;
 
 /** Base64 RSA-SHA256 signature (SHA256withRSA). */
 export function signTransmission(keys: SigningKeys, message: string): string {

@@ -53,7 +53,7 @@ function sameJson(raw: string, value: unknown): boolean {
   }
 }
 
-/** Public (no token): receivers download the signing certificate, here the PEM public key. */
+/** Public (no token): receivers download the signing certificate (X.509, PEM), as from PayPal's. */
 export function mountCertificate(router: Router, deps: SandboxDeps): void {
   const db = () => dbOf(deps.em);
   router.get(
@@ -61,7 +61,7 @@ export function mountCertificate(router: Router, deps: SandboxDeps): void {
     route(async (req, res) => {
       const keys = await signingKeys(db());
       if (req.params.certId !== keys.certId) throw notFound('INVALID_RESOURCE_ID', 'Certificate not found.');
-      res.type('application/x-pem-file').send(keys.publicKeyPem);
+      res.type('application/x-pem-file').send(keys.certificatePem);
     }),
   );
 }

@@ -4,7 +4,7 @@ import { Migration } from '@mikro-orm/migrations';
  * Status queries belong to any provider that reports a transaction's status asynchronously (today
  * mobilemoney's transaction-status API): the table loses its provider name and gains a provider column.
  */
-export class Migration20261123000701_provider_status_queries extends Migration {
+export class Migration20261123000901_provider_status_queries extends Migration {
   override async up(): Promise<void> {
     this.addSql(`ALTER TABLE mobilemoney_status_queries RENAME TO provider_status_queries;`);
     this.addSql(`ALTER TABLE provider_status_queries ADD COLUMN provider text NOT NULL DEFAULT 'mobilemoney';`);

@@ -1,0 +1,120 @@
+import { api } from '../api.js';
+import { announce } from '../nav.js';
+import { badge, errorBox, field, h, mount, shortId, table, when } from '../dom.js';
+import { deliveryTable } from './delivery-list.js';
+
+/** One payment: its summary, capture and refund, transitions, refunds, events and deliveries with attempts. */
+export function paymentView(id) {
+  const section = h('section', {}, h('p', {}, h('a', { href: '#/payments' }, '← All payments')), h('h1', {}, 'Payment'), h('p', { class: 'muted' }, 'Loading…'));
+  render(id, section);
+  return section;
+}
+
+async function render(id, section) {
+  const errors = h('div');
+  let payment;
+  try {
+    ({ data: payment } = await api('GET', `/v1/payments/${encodeURIComponent(id)}`));
+  } catch (err) {
+    mount(section, h('p', {}, h('a', { href: '#/payments' }, '← All payments')), h('h1', {}, 'Payment'), errorBox(err));
+    return;
+  }
+  const rerender = () => render(id, section);
+  const [transitions, refunds, events, deliveries] = await Promise.allSettled([
+    api('GET', `/v1/payments/${id}/transitions`),
+    api('GET', '/v1/refunds', { query: { payment_id: id, page_size: 100 } }),
+    api('GET', '/v1/events', { query: { payment_id: id, page_size: 100 } }),
+    api('GET', '/v1/webhooks/logs', { query: { payment_id: id, page_size: 100 } }),
+  ]);
+  const part = (result, draw) => (result.status === 'fulfilled' ? draw(result.value.data) : errorBox(result.reason));
+
+  mount(section,
+    h('p', {}, h('a', { href: '#/payments' }, '← All payments')),
+    h('h1', {}, `Payment ${payment.amount} ${payment.currency}`),
+    errors,
+    h('div', { class: 'panel' }, h('dl', { class: 'summary' },
+      row('Id', h('code', {}, payment.id)),
+      row('Status', badge(payment.status)),
+      row('Provider', payment.provider),
+      row('Amount', `${payment.amount} ${payment.currency}`),
+      row('Refunded', `${payment.amount_refunded} ${payment.currency}`),
+      row('Provider reference', payment.provider_ref ? h('code', {}, payment.provider_ref) : '—'),
+      row('Idempotency key', h('code', {}, payment.idempotency_key)),
+      row('Reference', h('code', {}, payment.reference)),
+      payment.failure_reason ? row('Failure reason', payment.failure_reason) : null,
+      payment.next_action ? row('Next action', h('a', { href: payment.next_action.url, rel: 'noreferrer' }, payment.next_action.url)) : null,
+      row('Created', when(payment.created_at)),
+      row('Updated', when(payment.updated_at)))),
+    actions(payment, errors, rerender),
+    h('h2', {}, 'Transitions'),
+    part(transitions, (rows) => table([
+      { label: 'When', cell: (t) => when(t.created_at) },
+      { label: 'Of', cell: (t) => (t.subject === 'refund' ? h('span', {}, 'refund ', shortId(t.refund_id)) : 'payment') },
+      { label: 'From', cell: (t) => (t.from_status ? badge(t.from_status) : '—') },
+      { label: 'To', cell: (t) => badge(t.to_status) },
+      { label: 'Trigger', cell: (t) => h('code', {}, t.trigger) },
+      { label: 'Applied', cell: (t) => (t.accepted ? 'yes' : `refused${t.note ? `: ${t.note}` : ''}`) },
+    ], rows)),
+    h('h2', {}, 'Refunds'),
+    part(refunds, (rows) => table([
+      { label: 'Refund', cell: (r) => shortId(r.id) },
+      { label: 'Amount', class: 'num', cell: (r) => `${r.amount} ${r.currency}` },
+      { label: 'Status', cell: (r) => badge(r.status) },
+      { label: 'Reason', cell: (r) => r.failure_reason ?? '—' },
+      { label: 'Created', cell: (r) => when(r.created_at) },
+    ], rows)),
+    h('h2', {}, 'Events'),
+    part(events, (rows) => table([
+      { label: 'Event', cell: (e) => e.type },
+      { label: 'Created', cell: (e) => when(e.created_at) },
+      { label: 'Body', cell: (e) => h('details', {}, h('summary', {}, 'Show body'), h('pre', {}, JSON.stringify(e, null, 2))) },
+    ], rows)),
+    h('h2', {}, 'Webhook deliveries'),
+    part(deliveries, (rows) => deliveryTable(rows, rerender, errors)));
+}
+
+const row = (label, value) => [h('dt', {}, label), h('dd', {}, value)];
+
+function actions(payment, errors, rerender) {
+  const buttons = [];
+  if (payment.status === 'pending' && payment.provider === 'walletpay') {
+    buttons.push(h('button', {
+      type: 'button',
+      class: 'primary',
+      onclick: async (e) => {
+        e.currentTarget.disabled = true;
+        mount(errors);
+        try {
+          await api('POST', `/v1/payments/${payment.id}/capture`, { body: {} });
+          announce('Payment captured.');
+        } catch (err) {
+          mount(errors, errorBox(err));
+        }
+        await rerender();
+      },
+    }, 'Capture'));
+  }
+  if (payment.status === 'completed') {
+    const amount = h('input', { name: 'amount', inputmode: 'decimal', placeholder: `all that remains (${payment.currency})` });
+    buttons.push(h('form', {
+      class: 'actions',
+      'aria-label': 'Refund',
+      onsubmit: async (e) => {
+        e.preventDefault();
+        const submit = e.currentTarget.querySelector('button');
+        submit.disabled = true;
+        mount(errors);
+        try {
+          const value = amount.value.trim();
+          const { data } = await api('POST', '/v1/refunds', { body: { payment_id: payment.id, ...(value ? { amount: value } : {}) } });
+          announce(`Refund of ${data.amount} ${data.currency} is ${data.status}.`);
+          await rerender();
+        } catch (err) {
+          submit.disabled = false;
+          mount(errors, errorBox(err));
+        }
+      },
+    }, field('Refund amount (empty = the rest)', amount), h('button', { type: 'submit', class: 'danger' }, 'Refund')));
+  }
+  return buttons.length ? h('div', { class: 'panel actions' }, buttons) : null;
+}

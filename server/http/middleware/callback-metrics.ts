@@ -1,0 +1,19 @@
+import type { RequestHandler } from 'express';
+import { PROVIDERS } from '../../../contract/index.js';
+import type { Metrics } from '../../observability/metrics.js';
+
+const CALLBACK_PATH = new RegExp(`^/v1/webhooks/(${PROVIDERS.join('|')})(/|$)`);
+
+/** Counts provider callbacks (/v1/webhooks/<provider>…) by how they were answered. */
+export function callbackMetrics(metrics: Metrics): RequestHandler {
+  return (req, res, next) => {
+    const provider = CALLBACK_PATH.exec(req.path)?.[1];
+    if (provider) {
+      res.on('finish', () => {
+        const outcome = res.statusCode < 400 ? 'accepted' : res.statusCode < 500 ? 'rejected' : 'failed';
+        metrics.providerCallbacks.inc({ provider, outcome });
+      });
+    }
+    next();
+  };
+}

@@ -1,0 +1,122 @@
+import express, { type Request, type RequestHandler } from 'express';
+import { isLosslessNumber, isSafeNumber, parse as parseLossless } from 'lossless-json';
+import { DomainError } from '../../domain/errors.js';
+
+export const BODY_LIMIT = '100kb';
+/** Keeps the exact request bytes: provider callbacks are verified over the raw body. */
+export type RawBodyRequest = Request & { rawBody?: Buffer; exactNumbers?: Map<string, string> };
+const JSON_TYPES = ['application/json', 'application/*+json'];
+/** Deeper than any request or provider callback needs; keeps the recursive parser far from the stack limit. */
+export const MAX_JSON_DEPTH = 64;
+
+const badRequest = (message: string) => new DomainError('BAD_REQUEST', message);
+
+/** The nesting depth of JSON text (brackets outside strings), stopping early past `limit`. */
+function exceedsDepth(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i += 1) {
+    const ch = text.charCodeAt(i);
+    if (inString) {
+      if (ch === 0x5c) i += 1; // backslash: skip the escaped character
+      else if (ch === 0x22) inString = false;
+    } else if (ch === 0x22) inString = true;
+    else if (ch === 0x7b || ch === 0x5b) {
+      depth += 1;
+      if (depth > limit) return true;
+    } else if (ch === 0x7d || ch === 0x5d) depth -= 1;
+  }
+  return false;
+}
+
+/**
+ * JSON numbers as JSON.parse reads them, plus the exact source text of every number the double
+ * does not hold exactly (`19.999999999999999` reads as 20, `1e400` as Infinity), by dotted path.
+ * Node 20's JSON.parse gives no access to a number's source text, hence lossless-json: its numbers
+ * keep their text, and this walk turns them into ordinary numbers, so validation and provider
+ * callbacks see exactly what JSON.parse would have given them.
+ */
+function toNumbers(root: unknown, exact: Map<string, string>): unknown {
+  const convert = (value: unknown, path: string): unknown => {
+    if (isLosslessNumber(value)) {
+      if (!isSafeNumber(value.value)) exact.set(path, value.value);
+      return Number(value.value);
+    }
+    return value;
+  };
+  const stack: [Record<string, unknown> | unknown[], string][] = [];
+  const top = convert(root, '');
+  if (top !== null && typeof top === 'object') stack.push([top as Record<string, unknown>, '']);
+  while (stack.length > 0) {
+    const [node, path] = stack.pop()!;
+    for (const key of Object.keys(node)) {
+      const childPath = path ? `${path}.${key}` : key;
+      const child = convert((node as Record<string, unknown>)[key], childPath);
+      (node as Record<string, unknown>)[key] = child;
+      if (child !== null && typeof child === 'object') stack.push([child as Record<string, unknown>, childPath]);
+    }
+  }
+  return top;
+}
+
+/** Parses a JSON request body: UTF-8 only, an object or array at the top, no duplicate keys. */
+export function parseJsonBody(bytes: Buffer, charset: string | undefined): { body: unknown; exactNumbers: Map<string, string> } {
+  const exactNumbers = new Map<string, string>();
+  if (charset !== undefined && !/^utf-?8$/i.test(charset)) throw badRequest(`Request body charset ${charset.slice(0, 40)} is not supported; send UTF-8`);
+  if (bytes.length === 0) return { body: {}, exactNumbers };
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw badRequest('Request body is not valid UTF-8');
+  }
+  // JSON's own whitespace only: a byte order mark or other Unicode space in front is not JSON.
+  const first = /[^ \t\r\n]/.exec(text)?.[0];
+  if (first !== '{' && first !== '[') throw badRequest('Request body must be a JSON object');
+  if (exceedsDepth(text, MAX_JSON_DEPTH)) throw badRequest(`Request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+  let parsed: unknown;
+  try {
+    parsed = parseLossless(text);
+  } catch {
+    // Malformed JSON, or a key given twice with different values (which one would count is ambiguous).
+    throw badRequest('Request body is not valid JSON');
+  }
+  return { body: toNumbers(parsed, exactNumbers), exactNumbers };
+}
+
+/**
+ * A decimal input (an amount) as the client wrote it: the exact text when the body held a JSON
+ * number no double holds exactly, otherwise the validated value. So `19.999999999999999` is judged
+ * against the currency's digits, never silently read as 20.
+ */
+export function asSent<T>(req: Request, path: string, value: T): T | string {
+  return (req as RawBodyRequest).exactNumbers?.get(path) ?? value;
+}
+
+function charsetOf(contentType: string | undefined): string | undefined {
+  const match = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(contentType ?? '');
+  return match ? match[1] : undefined;
+}
+
+/**
+ * Reads JSON bodies (inflating gzip/deflate/br within the size limit) and keeps the exact bytes:
+ * provider callbacks are verified over the raw body. Parsing is ours (see parseJsonBody); reading,
+ * limits and decompression are body-parser's, whose errors the error handler maps to 4xx.
+ */
+export function jsonBody(): RequestHandler[] {
+  const read = express.raw({ limit: BODY_LIMIT, type: JSON_TYPES, inflate: true });
+  const parse: RequestHandler = (req, _res, next) => {
+    if (!Buffer.isBuffer(req.body)) return next();
+    const bytes = req.body;
+    (req as RawBodyRequest).rawBody = bytes;
+    try {
+      const { body, exactNumbers } = parseJsonBody(bytes, charsetOf(req.get('content-type')));
+      req.body = body;
+      (req as RawBodyRequest).exactNumbers = exactNumbers;
+      next();
+    } catch (err) {
+      next(err);
+    }
+  };
+  return [read, parse];
+}

@@ -1,0 +1,32 @@
+import { timingSafeEqual } from 'node:crypto';
+import { Router, type Request } from 'express';
+import type { Container } from '../container.js';
+import { sendError } from './envelope.js';
+
+function bearerMatches(req: Request, token: string): boolean {
+  const given = Buffer.from((req.get('authorization') ?? '').replace(/^Bearer\s+/i, ''));
+  const expected = Buffer.from(token);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/**
+ * /healthz (the process is up), /readyz (database and job runner) and /metrics (Prometheus), served by
+ * the API and, on WORKER_PORT, by a worker. With METRICS_TOKEN set, /metrics wants that bearer token.
+ */
+export function opsRouter(container: Container): Router {
+  const { metrics, config } = container;
+  const router = Router();
+  router.get('/healthz', (_req, res) => res.json({ success: true, data: { status: 'ok' } }));
+  router.get('/readyz', async (_req, res) => {
+    const checks = await container.readiness();
+    const ready = Object.values(checks).every(Boolean);
+    res.status(ready ? 200 : 503).json({ success: ready, data: { status: ready ? 'ready' : 'not_ready', checks } });
+  });
+  router.get('/metrics', async (req, res) => {
+    if (config.metricsToken && !bearerMatches(req, config.metricsToken)) {
+      return sendError(res, 'UNAUTHORIZED', 'Missing or wrong metrics token (send Authorization: Bearer <METRICS_TOKEN>)');
+    }
+    res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
+  return router;
+}

@@ -1,0 +1,113 @@
+import { Gauge, type Registry } from 'prom-client';
+
+/** Runs one read-only query; the container passes the ORM connection's `execute`. */
+export type Query = (sql: string) => Promise<Record<string, unknown>[]>;
+
+interface Snapshot {
+  payments: { provider: string; status: string; n: number }[];
+  deliveries: { status: string; n: number }[];
+  deliveryLagSeconds: number;
+  jobs: { name: string; depth: number; lag: number }[];
+}
+
+/** How long one snapshot serves scrapes: several scrapers (or a fast one) cost one round of queries. */
+const CACHE_MS = 5000;
+
+async function takeSnapshot(query: Query): Promise<Snapshot> {
+  const [payments, deliveries, lag, jobs] = await Promise.all([
+    query('SELECT provider, status, count(*)::int AS n FROM payments GROUP BY provider, status'),
+    query('SELECT status, count(*)::int AS n FROM webhook_deliveries GROUP BY status'),
+    // Age of the oldest delivery that is due and not yet sent (0 when none is waiting).
+    query(`SELECT coalesce(extract(epoch FROM now() - min(next_attempt_at)), 0)::float8 AS lag
+             FROM webhook_deliveries WHERE status IN ('pending', 'retrying') AND next_attempt_at <= now()`),
+    // Jobs due now that no worker has locked: the queue, and how long its oldest has waited.
+    query(`SELECT name, count(*)::int AS depth, coalesce(extract(epoch FROM now() - min(next_run_at)), 0)::float8 AS lag
+             FROM agenda_jobs
+            WHERE next_run_at <= now() AND locked_at IS NULL AND coalesce(disabled, false) = false
+            GROUP BY name`),
+  ]);
+  return {
+    payments: payments.map((r) => ({ provider: String(r.provider), status: String(r.status), n: Number(r.n) })),
+    deliveries: deliveries.map((r) => ({ status: String(r.status), n: Number(r.n) })),
+    deliveryLagSeconds: Math.max(0, Number(lag[0]?.lag ?? 0)),
+    jobs: jobs.map((r) => ({ name: String(r.name), depth: Number(r.depth), lag: Math.max(0, Number(r.lag)) })),
+  };
+}
+
+/**
+ * Business gauges read from the database at scrape time (one aggregate query each, cached for 5 s):
+ * every process reports the same numbers, whatever it has handled itself, so they survive restarts
+ * and need no cross-process counting. In PromQL take `max` over instances.
+ */
+export function registerStoreMetrics(registry: Registry, query: Query): void {
+  let cached: { at: number; value: Promise<Snapshot> } | null = null;
+  const snapshot = () => {
+    if (!cached || Date.now() - cached.at > CACHE_MS) {
+      const value = takeSnapshot(query);
+      cached = { at: Date.now(), value };
+      // A failed round is not kept: the next scrape asks again.
+      value.catch(() => (cached = null));
+    }
+    return cached.value;
+  };
+  // A scrape never fails because the database does: the gauges keep their last values.
+  const read = async (): Promise<Snapshot | null> => snapshot().catch(() => null);
+
+  new Gauge({
+    name: 'payments',
+    help: 'Payments stored, by provider and status',
+    labelNames: ['provider', 'status'] as const,
+    registers: [registry],
+    async collect() {
+      const s = await read();
+      if (!s) return;
+      this.reset();
+      for (const p of s.payments) this.set({ provider: p.provider, status: p.status }, p.n);
+    },
+  });
+  new Gauge({
+    name: 'webhook_deliveries',
+    help: 'Merchant webhook deliveries by outcome (pending, retrying, delivered, dead)',
+    labelNames: ['status'] as const,
+    registers: [registry],
+    async collect() {
+      const s = await read();
+      if (!s) return;
+      this.reset();
+      for (const d of s.deliveries) this.set({ status: d.status }, d.n);
+    },
+  });
+  new Gauge({
+    name: 'webhook_delivery_lag_seconds',
+    help: 'How long the oldest due, unsent merchant webhook delivery has waited (0 when none)',
+    registers: [registry],
+    async collect() {
+      const s = await read();
+      if (s) this.set(s.deliveryLagSeconds);
+    },
+  });
+  new Gauge({
+    name: 'job_queue_depth',
+    help: 'Agenda jobs due now and not yet picked up by a worker, by job name',
+    labelNames: ['job'] as const,
+    registers: [registry],
+    async collect() {
+      const s = await read();
+      if (!s) return;
+      this.reset();
+      for (const j of s.jobs) this.set({ job: j.name }, j.depth);
+    },
+  });
+  new Gauge({
+    name: 'job_queue_lag_seconds',
+    help: 'How long the oldest due, unclaimed Agenda job has waited, by job name',
+    labelNames: ['job'] as const,
+    registers: [registry],
+    async collect() {
+      const s = await read();
+      if (!s) return;
+      this.reset();
+      for (const j of s.jobs) this.set({ job: j.name }, j.lag);
+    },
+  });
+}

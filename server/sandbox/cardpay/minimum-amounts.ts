@@ -1,0 +1,40 @@
+import { invalidRequest, type SimError } from './errors.js';
+
+/**
+ * Stripe's minimum charge amounts in the API's minor units (docs.stripe.com/currencies, "Minimum and
+ * maximum charge amounts"). Other currencies have a minimum equivalent to 0.50 USD at the day's rate,
+ * which a simulator cannot know: they are not checked.
+ */
+const MINIMUMS: Record<string, { minor: number; display: string }> = {
+  usd: { minor: 50, display: '$0.50' },
+  aed: { minor: 200, display: 'AED 2.00' },
+  aud: { minor: 50, display: 'A$0.50' },
+  bgn: { minor: 100, display: 'BGN 1.00' },
+  brl: { minor: 50, display: 'R$0.50' },
+  cad: { minor: 50, display: 'CA$0.50' },
+  chf: { minor: 50, display: 'CHF 0.50' },
+  czk: { minor: 1500, display: 'CZK 15.00' },
+  dkk: { minor: 250, display: 'DKK 2.50' },
+  eur: { minor: 50, display: '€0.50' },
+  gbp: { minor: 30, display: '£0.30' },
+  hkd: { minor: 400, display: 'HK$4.00' },
+  huf: { minor: 17500, display: 'HUF 175.00' },
+  inr: { minor: 50, display: '₹0.50' },
+  jpy: { minor: 50, display: '¥50' },
+  mxn: { minor: 1000, display: 'MX$10.00' },
+  myr: { minor: 200, display: 'MYR 2.00' },
+  nok: { minor: 300, display: 'NOK 3.00' },
+  nzd: { minor: 50, display: 'NZ$0.50' },
+  pln: { minor: 200, display: 'PLN 2.00' },
+  ron: { minor: 200, display: 'RON 2.00' },
+  sek: { minor: 300, display: 'SEK 3.00' },
+  sgd: { minor: 50, display: 'SGD 0.50' },
+  thb: { minor: 1000, display: 'THB 10.00' },
+};
+
+/** `amount_too_small` (400 invalid_request_error, param amount) when `amount` is under the currency's minimum. */
+export function belowMinimum(amount: bigint, currency: string): SimError | null {
+  const minimum = Object.hasOwn(MINIMUMS, currency) ? MINIMUMS[currency]! : null;
+  if (!minimum || amount >= BigInt(minimum.minor)) return null;
+  return invalidRequest(`Amount must be at least ${minimum.display} ${currency}`, 'amount', 'amount_too_small');
+}

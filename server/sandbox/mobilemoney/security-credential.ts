@@ -1,0 +1,62 @@
+import { createPrivateKey } from 'node:crypto';
+import type { Router } from 'express';
+import forge from 'node-forge';
+import type { SandboxDeps } from '../module.js';
+import { newKeyAndCertificate } from '../certificates.js';
+import { dbOf } from '../db.js';
+import { SANDBOX_INITIATOR_PASSWORD } from './test-values.js';
+
+interface OperatorKeys {
+  privateKeyPem: string;
+  certificatePem: string;
+}
+
+/**
+ * The simulator's operator key pair and X.509 certificate (Daraja's SandboxCertificate.cer): made once
+ * and kept in PostgreSQL so every process decrypts with the same key. Racing processes keep the winner.
+ */
+export async function operatorKeys(deps: SandboxDeps): Promise<OperatorKeys> {
+  const db = dbOf(deps.em);
+  const load = () => db.query<{ private_key_pem: string; certificate_pem: string }>('SELECT private_key_pem, certificate_pem FROM sandbox_mobilemoney_keys WHERE id = 1');
+  let [row] = await load();
+  if (!row) {
+    const made = await newKeyAndCertificate('apicrypt.mobilemoney.sandbox', 'mobilemoney simulator');
+    await db.query('INSERT INTO sandbox_mobilemoney_keys (id, private_key_pem, certificate_pem) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING', [
+      made.privateKeyPem,
+      made.certificatePem,
+    ]);
+    [row] = await load();
+  }
+  return { privateKeyPem: row!.private_key_pem, certificatePem: row!.certificate_pem };
+}
+
+/**
+ * Daraja's SecurityCredential check: base64 of the initiator password RSA-encrypted (PKCS#1 v1.5) with
+ * the operator's certificate. Anything that does not decrypt with our key to the initiator's password
+ * is refused (ResultCode 2001, "The initiator information is invalid.").
+ */
+export async function credentialIsValid(deps: SandboxDeps, securityCredential: string): Promise<boolean> {
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(securityCredential)) return false;
+  const { privateKeyPem } = await operatorKeys(deps);
+  // node:crypto no longer decrypts PKCS#1 v1.5 (CVE-2023-46809, a timing oracle that matters to a real
+  // operator, not to a simulator); node-forge still does.
+  const key = forge.pki.privateKeyFromPem(createPrivateKey(privateKeyPem).export({ type: 'pkcs1', format: 'pem' }).toString());
+  try {
+    const password = key.decrypt(Buffer.from(securityCredential, 'base64').toString('binary'), 'RSAES-PKCS1-V1_5');
+    return Buffer.from(password, 'binary').toString('utf8') === SANDBOX_INITIATOR_PASSWORD;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * `GET /certificates/SandboxCertificate.cer`: the certificate to encrypt initiator passwords with, as
+ * the operator's portal offers it for download (PEM). Public: it is a certificate.
+ */
+export function mountCertificate(router: Router, deps: SandboxDeps): void {
+  router.get('/certificates/SandboxCertificate.cer', (_req, res, next) => {
+    operatorKeys(deps)
+      .then((keys) => res.type('application/x-x509-ca-cert').send(keys.certificatePem))
+      .catch(next);
+  });
+}

@@ -1,0 +1,243 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { WebhookReceiver, waitFor } from '../delivery/receiver.js';
+import { startTestService, type TestService } from '../support/service.js';
+import { launchChromium, screenshot } from './chromium.js';
+
+/**
+ * The merchant dashboard (/dashboard) in a real Chromium against the real service: sign in with an
+ * API key, filter payments, open one, refund it and see the event delivered, resend a dead delivery,
+ * send a test event, and read the settings — at 1280 and 390 px wide.
+ */
+
+let t: TestService;
+let receiver: WebhookReceiver;
+let browser: Browser;
+let context: BrowserContext;
+let merchant: { merchantId: string; apiKey: string };
+const payments: Record<string, string> = {};
+
+async function pay(paymentMethod: string, amount: string) {
+  const res = await t.http.post('/v1/payments').set('X-API-Key', merchant.apiKey).set('Idempotency-Key', `dash-${randomUUID()}`)
+    .send({ provider: 'cardpay', amount, currency: 'USD', payment_method: paymentMethod });
+  expect(res.status).toBe(201);
+  return res.body.data.id as string;
+}
+
+const deliveryStatus = async (paymentId: string, type: string) => {
+  const [row] = await t.sql<{ id: string; status: string }>('SELECT id, status FROM webhook_deliveries WHERE payment_id = $1 AND event_type = $2', [paymentId, type]);
+  return row;
+};
+
+async function newPage(width: number): Promise<Page> {
+  const page = await context.newPage();
+  await page.setViewportSize({ width, height: width > 800 ? 860 : 844 });
+  page.setDefaultTimeout(15_000);
+  return page;
+}
+
+async function signIn(page: Page) {
+  await page.goto(`${t.baseUrl}/dashboard`);
+  await page.getByLabel('API key').fill(merchant.apiKey);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Payments', level: 1 }).waitFor();
+}
+
+/** Waits until the page shows this text (announcements, outcomes). */
+const shows = (page: Page, text: string | RegExp) => page.getByText(text).first().waitFor();
+
+/** The payment ids the list shows, in order. */
+const listedIds = async (page: Page) =>
+  page.locator('tbody tr a[aria-label^="Payment "]').evaluateAll((links) => links.map((a) => a.getAttribute('aria-label')!.slice('Payment '.length)));
+
+beforeAll(async () => {
+  browser = await launchChromium();
+  context = await browser.newContext();
+  receiver = await new WebhookReceiver().start();
+  t = await startTestService({ WEBHOOK_RETRY_SCHEDULE: '100ms,100ms' });
+  merchant = await t.createMerchant('Dashboard Coffee Roasters');
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', merchant.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_dashboard_0001' } }).expect(200);
+  await t.http.put('/v1/merchant/webhook').set('X-API-Key', merchant.apiKey).send({ webhook_url: receiver.url('/hooks') }).expect(200);
+
+  // The first payment's event finds the endpoint down until it is dead.
+  receiver.alwaysFail('/hooks', 503);
+  payments.deadDelivery = await pay('pm_card_visa', '12.00');
+  await waitFor(async () => (await deliveryStatus(payments.deadDelivery!, 'payment.completed'))?.status === 'dead', 'a dead delivery');
+  receiver.succeed('/hooks');
+  payments.declined = await pay('pm_card_chargeDeclined', '30.00');
+  payments.small = await pay('pm_card_visa', '8.50');
+  payments.large = await pay('pm_card_mastercard', '149.99');
+}, 60_000);
+
+afterAll(async () => {
+  await context?.close();
+  await browser?.close();
+  await t?.stop();
+  await receiver?.stop();
+});
+
+describe('merchant dashboard', () => {
+  it('refuses a wrong key with the API error, and keeps a good one in session storage only', async () => {
+    const page = await newPage(1280);
+    const elsewhere: string[] = [];
+    page.on('request', (req) => {
+      if (!req.url().startsWith(t.baseUrl)) elsewhere.push(req.url());
+    });
+    const response = await page.goto(`${t.baseUrl}/dashboard/`);
+    expect(response?.headers()['content-security-policy']).toContain("script-src 'self'");
+    await page.getByLabel('API key').fill('pk_not_a_real_key');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').waitFor();
+    await expect(page.getByRole('alert').innerText()).resolves.toMatch(/UNAUTHORIZED/);
+
+    await page.getByLabel('API key').fill(merchant.apiKey);
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Payments', level: 1 }).waitFor();
+    const stored = await page.evaluate(() => ({ session: Object.values(sessionStorage), local: Object.keys(localStorage), cookie: document.cookie }));
+    expect(stored).toEqual({ session: [merchant.apiKey], local: [], cookie: '' });
+    expect(elsewhere).toEqual([]); // nothing from the network: npm start works offline
+    await page.locator('#merchant-name', { hasText: 'Dashboard Coffee Roasters' }).waitFor();
+    await page.close();
+  });
+
+  it('lists payments, filters them, pages, and shows a filter error from the envelope', async () => {
+    const page = await newPage(1280);
+    await signIn(page);
+    await expect(listedIds(page)).resolves.toEqual([payments.large, payments.small, payments.declined, payments.deadDelivery]);
+    await screenshot(page, 'dashboard-payments-1280', { fullPage: false });
+
+    await page.getByLabel('Status').selectOption('failed');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.waitForURL(/status=failed/);
+    await waitFor(async () => JSON.stringify(await listedIds(page)) === JSON.stringify([payments.declined]), 'the failed filter');
+
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await page.getByLabel('Min amount').fill('10');
+    await page.getByLabel('Max amount').fill('100');
+    await page.getByLabel('Provider').selectOption('cardpay');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await waitFor(async () => JSON.stringify(await listedIds(page)) === JSON.stringify([payments.declined, payments.deadDelivery]), 'the amount filter');
+    await shows(page, 'Page 1 of 1 · 2 payments');
+
+    await page.goto(`${t.baseUrl}/dashboard/#/payments?page_size=1`);
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await page.getByLabel('Currency').fill('US');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    const alert = page.getByRole('alert');
+    await alert.waitFor();
+    await expect(alert.innerText()).resolves.toMatch(/VALIDATION_ERROR[\s\S]*currency/);
+    await page.close();
+  });
+
+  it('opens a payment, refunds it, and shows the refund event delivered', async () => {
+    const page = await newPage(1280);
+    await signIn(page);
+    await page.getByRole('link', { name: `Payment ${payments.large}` }).click();
+    await page.getByRole('heading', { name: 'Payment 149.99 USD' }).waitFor();
+    await expect(page.locator('dl.summary').innerText()).resolves.toContain('completed');
+
+    await page.getByLabel('Refund amount (empty = the rest)').fill('49.99');
+    await page.getByRole('button', { name: 'Refund' }).click();
+    await shows(page, 'Refund of 49.99 USD is completed.');
+    await page.getByRole('button', { name: 'Refund' }).click(); // the rest
+    await page.locator('dl.summary', { hasText: 'refunded' }).waitFor();
+
+    await waitFor(async () => {
+      const rows = await t.sql<{ status: string }>(`SELECT status FROM webhook_deliveries WHERE payment_id = $1 AND event_type = 'payment.refunded'`, [payments.large]);
+      return rows.length === 2 && rows.every((r) => r.status === 'delivered');
+    }, 'both refund events delivered');
+    await page.reload();
+    const deliveries = page.locator('h2:text("Webhook deliveries") + div table');
+    await deliveries.locator('tr', { hasText: 'payment.refunded' }).first().waitFor();
+    const refundRows = await deliveries.locator('tr', { hasText: 'payment.refunded' }).allInnerTexts();
+    expect(refundRows).toEqual([expect.stringContaining('delivered'), expect.stringContaining('delivered')]);
+    const transitions = await page.locator('h2:text("Transitions") + div table tbody tr').allInnerTexts();
+    expect(transitions.map((row) => row.replace(/\s+/g, ' '))).toEqual([
+      expect.stringMatching(/payment — pending create yes/),
+      expect.stringMatching(/payment pending completed create yes/),
+      expect.stringMatching(/refund \w{8}… pending completed refund yes/),
+      expect.stringMatching(/refund \w{8}… pending completed refund yes/),
+      expect.stringMatching(/payment completed refunded refund yes/),
+    ]);
+    const events = await page.locator('h2:text("Events") + div table tbody tr').allInnerTexts();
+    expect(events.join('\n')).toMatch(/payment\.refunded[\s\S]*payment\.refunded[\s\S]*payment\.completed/);
+    const attempts = deliveries.locator('tr', { hasText: 'payment.completed' }).getByText('Attempts (1)');
+    await attempts.click();
+    await deliveries.locator('tr', { hasText: 'payment.completed' }).locator('ol').waitFor();
+    await expect(deliveries.locator('tr', { hasText: 'payment.completed' }).locator('ol').innerText()).resolves.toMatch(/scheduled · HTTP 200/);
+    await screenshot(page, 'dashboard-payment-1280');
+    await page.close();
+  });
+
+  it('resends a dead delivery from the log, recovers a window, and sends a test event', async () => {
+    const page = await newPage(1280);
+    await signIn(page);
+    await page.getByRole('link', { name: 'Webhook deliveries' }).click();
+    await page.getByLabel('Status').selectOption('dead');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.waitForURL(/status=dead/);
+    const { id: deadId } = (await deliveryStatus(payments.deadDelivery!, 'payment.completed'))!;
+    const resend = page.getByRole('button', { name: `Resend delivery ${deadId}` });
+    await resend.click();
+    await shows(page, `Delivery ${deadId.slice(0, 8)} resent and delivered.`);
+    expect((await deliveryStatus(payments.deadDelivery!, 'payment.completed'))?.status).toBe('delivered');
+    expect(receiver.on('/hooks').filter((r) => r.headers['x-webhook-id'] === deadId).at(-1)).toBeDefined();
+
+    await page.getByRole('button', { name: 'Recover failed deliveries' }).click();
+    await shows(page, '0 failed deliveries queued again.');
+
+    await page.getByRole('button', { name: 'Send test event' }).click();
+    await shows(page, /Test event delivered: HTTP 200 in \d+ ms/);
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await page.locator('tbody tr', { hasText: 'webhook.test' }).first().waitFor();
+    await screenshot(page, 'dashboard-deliveries-1280');
+    await page.close();
+  });
+
+  it('shows settings: the webhook URL, a rotated secret shown once, and masked credentials', async () => {
+    const page = await newPage(1280);
+    await signIn(page);
+    await page.getByRole('link', { name: 'Settings' }).click();
+    await waitFor(async () => (await page.getByLabel('Webhook URL').inputValue()) === receiver.url('/hooks'), 'the webhook URL');
+    await page.locator('table', { hasText: 'cardpay' }).waitFor();
+    await expect(page.locator('table').innerText()).resolves.toMatch(/cardpay[\s\S]*secret_key: \*\*\*\*0001/);
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.getByRole('button', { name: 'Rotate secret' }).click();
+    const secret = await page.getByLabel('New signing secret').inputValue();
+    expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    await page.reload();
+    await page.getByRole('heading', { name: 'Settings' }).waitFor();
+    await expect(page.locator('main').innerText()).resolves.not.toContain(secret);
+    await page.close();
+  });
+
+  it('is readable and usable at 390 px wide, by keyboard', async () => {
+    const page = await newPage(390);
+    await signIn(page);
+    await page.locator('tbody tr').first().waitFor();
+    await screenshot(page, 'dashboard-payments-390', { fullPage: false });
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    expect(overflow).toBeLessThanOrEqual(0);
+    // After each navigation focus is on the page's content: Tab reaches its first control, and going
+    // back (Shift+Tab) passes Sign out, then the navigation links.
+    const active = () => page.evaluate(() => document.activeElement?.getAttribute('name') ?? document.activeElement?.textContent?.trim() ?? '');
+    await page.keyboard.press('Tab');
+    await expect(active()).resolves.toBe('status');
+    const backwards: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      await page.keyboard.press('Shift+Tab');
+      backwards.push(await active());
+    }
+    expect(backwards).toEqual(['Sign out', 'Settings', 'Webhook deliveries']);
+    await page.keyboard.press('Tab');
+    await expect(active()).resolves.toBe('Settings');
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Settings' }).waitFor();
+    await page.goto(`${t.baseUrl}/dashboard/#/payments/${payments.large}`);
+    await page.getByRole('heading', { name: 'Payment 149.99 USD' }).waitFor();
+    expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
+    await screenshot(page, 'dashboard-payment-390', { fullPage: false });
+    await page.close();
+  });
+});

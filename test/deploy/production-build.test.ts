@@ -1,0 +1,231 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { freePort } from '../../server/net/free-port.js';
+import { createTestDatabase, sql } from '../support/database.js';
+import { TEST_ENCRYPTION_KEY } from '../support/service.js';
+import { eventually } from '../support/webhook-receiver.js';
+
+/**
+ * The production path, exactly as the Dockerfile runs it, with the same npm scripts: a build stage
+ * (`npm install`, `npm run build`) and a runtime folder holding only package.json, the lockfile, the
+ * README and dist/, with a production install (`npm install --omit=dev`). Then `npm run migrate:prod`,
+ * `npm run start:prod` (api and worker roles), `npm run healthcheck` and `npm run admin:prod` against
+ * DATABASE_URL. The image itself cannot be built here; these are its steps.
+ */
+
+const SLOW = 300_000;
+const REPO = path.resolve('.');
+const work = mkdtempSync(path.join(os.tmpdir(), 'payments-prod-'));
+const buildDir = path.join(work, 'build');
+const appDir = path.join(work, 'app');
+const children: ChildProcess[] = [];
+let db: Awaited<ReturnType<typeof createTestDatabase>>;
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, ...extra };
+  for (const name of ['TEST_DATABASE_URL', 'NODE_OPTIONS', 'DATABASE_URL', 'PORT', 'ROLE', 'HOST', 'SANDBOX', 'METRICS_TOKEN']) {
+    if (!(name in extra)) delete env[name];
+  }
+  return env;
+}
+
+function npm(cwd: string, args: string[], env: Record<string, string> = {}): Promise<Run> {
+  const child = spawn('npm', args, { cwd, env: cleanEnv(env) });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })));
+}
+
+function startProd(env: Record<string, string>): { child: ChildProcess; output: () => string } {
+  const child = spawn('npm', ['run', '-s', 'start:prod'], { cwd: appDir, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  children.push(child);
+  return { child, output: () => output };
+}
+
+/** Every descendant of `pid` with its command line, read from /proc. */
+function processTree(pid: number): { pid: number; cmdline: string }[] {
+  const parents = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      parents.set(ppid, [...(parents.get(ppid) ?? []), Number(entry)]);
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  const tree: { pid: number; cmdline: string }[] = [];
+  const visit = (p: number) => {
+    let cmdline = '';
+    try {
+      cmdline = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0').join(' ').trim();
+    } catch {
+      return;
+    }
+    tree.push({ pid: p, cmdline });
+    for (const c of parents.get(p) ?? []) visit(c);
+  };
+  visit(pid);
+  return tree;
+}
+
+/** Addresses listening on `port`, from /proc/net/tcp (hex, little-endian IPv4). */
+function listeningAddresses(port: number): string[] {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  return readFileSync('/proc/net/tcp', 'utf8')
+    .split('\n')
+    .slice(1)
+    .map((l) => l.trim().split(/\s+/))
+    .filter((f) => f[1]?.endsWith(`:${hexPort}`) && f[3] === '0A')
+    .map((f) => {
+      const hex = f[1]!.split(':')[0]!;
+      return [3, 2, 1, 0].map((i) => parseInt(hex.slice(i * 2, i * 2 + 2), 16)).join('.');
+    });
+}
+
+const prodEnv = (extra: Record<string, string> = {}) => ({
+  DATABASE_URL: db.url,
+  ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+  DATABASE_POOL_MAX: '4',
+  LOG_LEVEL: 'info',
+  ...extra,
+});
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  // Build stage: the sources the Dockerfile copies, and the full dependencies (linked, already installed).
+  for (const item of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'contract', 'server']) {
+    cpSync(path.join(REPO, item), path.join(buildDir, item), { recursive: true });
+  }
+  symlinkSync(path.join(REPO, 'node_modules'), path.join(buildDir, 'node_modules'), 'dir');
+  const build = await npm(buildDir, ['run', '-s', 'build']);
+  expect(build.stderr + build.stdout).toBe('');
+  expect(build.code).toBe(0);
+  // Runtime stage: package.json, the lockfile, the README, the dashboard's static files and dist/ only,
+  // then the production install.
+  for (const item of ['package.json', 'package-lock.json', 'README.md', 'dashboard']) cpSync(path.join(REPO, item), path.join(appDir, item), { recursive: true });
+  cpSync(path.join(buildDir, 'dist'), path.join(appDir, 'dist'), { recursive: true });
+  const install = await npm(appDir, ['install', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error']);
+  expect(install.code).toBe(0);
+}, SLOW);
+
+afterAll(async () => {
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+  }
+  await db?.drop();
+  rmSync(work, { recursive: true, force: true });
+}, 60_000);
+
+describe('the production build', () => {
+  it('holds no TypeScript runner or compiler: the production install leaves tsx, esbuild and typescript out', () => {
+    expect(existsSync(path.join(appDir, 'dist', 'server', 'main.js'))).toBe(true);
+    for (const devOnly of ['tsx', 'esbuild', 'typescript', 'jest', '@sparticuz/chromium']) {
+      expect({ devOnly, installed: existsSync(path.join(appDir, 'node_modules', devOnly)) }).toEqual({ devOnly, installed: false });
+    }
+  });
+
+  it('the Dockerfile runs exactly these scripts: its RUN, HEALTHCHECK and CMD lines are the npm scripts this test runs', () => {
+    const dockerfile = readFileSync(path.join(REPO, 'Dockerfile'), 'utf8');
+    const scripts = (JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+    const runs = [...dockerfile.matchAll(/^RUN (.+)$/gm)].map((m) => m[1]);
+    expect(runs).toEqual(['npm install --no-audit --no-fund', 'npm run build', 'npm install --omit=dev --no-audit --no-fund && npm cache clean --force']);
+    const execForm = (line: string) => (JSON.parse(line) as string[]).join(' ');
+    expect(execForm(/^CMD (\[.+\])$/m.exec(dockerfile)![1]!)).toBe(scripts['start:prod']);
+    expect(execForm(/^HEALTHCHECK .* CMD (\[.+\])$/m.exec(dockerfile)![1]!)).toBe(scripts.healthcheck);
+    expect(dockerfile).toMatch(/^USER node$/m);
+    const compose = readFileSync(path.join(REPO, 'compose.yaml'), 'utf8');
+    expect(execForm(/command: (\[.+\])/.exec(compose)![1]!)).toBe(scripts['migrate:prod']);
+  });
+
+  it('with MIGRATE_ON_BOOT=false the server refuses an out-of-date schema; npm run migrate:prod then applies every migration', async () => {
+    const refused = startProd(prodEnv({ MIGRATE_ON_BOOT: 'false', PORT: String(await freePort()) }));
+    const code = await new Promise((resolve) => refused.child.once('exit', resolve));
+    expect(code).not.toBe(0);
+    expect(refused.output()).toMatch(/MIGRATE_ON_BOOT is off and \d+ migration\(s\) are pending/);
+
+    const help = await npm(appDir, ['run', '-s', 'migrate:prod', '--', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('usage: migrate');
+    const migrated = await npm(appDir, ['run', '-s', 'migrate:prod'], prodEnv());
+    expect(migrated.code).toBe(0);
+    const applied = (JSON.parse(migrated.stdout) as { applied: string[] }).applied;
+    expect(applied.length).toBeGreaterThan(3);
+    const recorded = await sql<{ n: string }>(db.url, 'SELECT count(*) AS n FROM mikro_orm_migrations');
+    expect(Number(recorded[0]!.n)).toBe(applied.length);
+    const again = await npm(appDir, ['run', '-s', 'migrate:prod', '--', '--status'], prodEnv());
+    expect(JSON.parse(again.stdout)).toEqual({ pending: [] });
+  }, SLOW);
+
+  it('npm run start:prod serves the API from plain node (no tsx or esbuild in its process tree), on loopback only while the sandbox is on', async () => {
+    const port = await freePort();
+    const api = startProd(prodEnv({ ROLE: 'api', PORT: String(port), SANDBOX: 'true', MIGRATE_ON_BOOT: 'false' }));
+    await eventually(() => fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status === 200, () => false), 120_000, 'start:prod ready');
+
+    const tree = processTree(api.child.pid!);
+    expect(tree.some((p) => /node .*dist\/server\/main\.js/.test(p.cmdline))).toBe(true);
+    expect(tree.filter((p) => /tsx|esbuild/.test(p.cmdline))).toEqual([]);
+    // Bound to 127.0.0.1 only: not reachable from other machines.
+    expect(listeningAddresses(port)).toEqual(['127.0.0.1']);
+
+    // Files the server reads beside package.json resolve from dist/ too.
+    expect((await fetch(`http://127.0.0.1:${port}/dashboard/`)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${port}/docs/README.md`)).status).toBe(200);
+
+    const health = await npm(appDir, ['run', '-s', 'healthcheck'], prodEnv({ ROLE: 'api', PORT: String(port), SANDBOX: 'true' }));
+    expect(health.code).toBe(0);
+
+    // The admin CLI from the build, against DATABASE_URL: help for every command, then a working key.
+    for (const command of [[], ['merchant', 'create'], ['key', 'create'], ['key', 'revoke'], ['key', 'list']]) {
+      const help = await npm(appDir, ['run', '-s', 'admin:prod', '--', ...command, '--help']);
+      expect({ command, code: help.code }).toEqual({ command, code: 0 });
+      expect(help.stdout).toMatch(/^usage:/);
+    }
+    const merchant = await npm(appDir, ['run', '-s', 'admin:prod', '--', 'merchant', 'create', '--name', 'Prod Shop'], prodEnv());
+    expect(merchant.code).toBe(0);
+    const merchantId = (JSON.parse(merchant.stdout) as { merchant_id: string }).merchant_id;
+    const key = await npm(appDir, ['run', '-s', 'admin:prod', '--', 'key', 'create', '--merchant', merchantId, '--scopes', 'merchant:read'], prodEnv());
+    const apiKey = (JSON.parse(key.stdout) as { key: string }).key;
+    const me = await fetch(`http://127.0.0.1:${port}/v1/merchant`, { headers: { 'X-API-Key': apiKey } });
+    expect(me.status).toBe(200);
+    expect(((await me.json()) as { data: { name: string } }).data.name).toBe('Prod Shop');
+  }, SLOW);
+
+  it('ROLE=worker serves /healthz, /readyz and token-protected /metrics on WORKER_PORT, and binds every interface with the sandbox off', async () => {
+    const workerPort = await freePort();
+    const token = 'metrics-token-0123456789';
+    const worker = startProd(prodEnv({ ROLE: 'worker', WORKER_PORT: String(workerPort), SANDBOX: 'false', METRICS_TOKEN: token, MIGRATE_ON_BOOT: 'false' }));
+    const base = `http://127.0.0.1:${workerPort}`;
+    await eventually(() => fetch(`${base}/readyz`).then((r) => r.status === 200, () => false), 120_000, 'worker ready');
+    expect(listeningAddresses(workerPort)).toEqual(['0.0.0.0']);
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    expect(((await (await fetch(`${base}/readyz`)).json()) as { data: unknown }).data).toEqual({ status: 'ready', checks: { database: true, job_runner: true } });
+    const anonymous = await fetch(`${base}/metrics`);
+    expect(anonymous.status).toBe(401);
+    const scraped = await fetch(`${base}/metrics`, { headers: { Authorization: `Bearer ${token}` } });
+    expect(scraped.status).toBe(200);
+    expect(await scraped.text()).toContain('http_requests_total');
+    expect((await fetch(`${base}/v1/payments`)).status).toBe(404);
+    const health = await npm(appDir, ['run', '-s', 'healthcheck'], prodEnv({ ROLE: 'worker', WORKER_PORT: String(workerPort), SANDBOX: 'false' }));
+    expect(health.code).toBe(0);
+    expect(processTree(worker.child.pid!).filter((p) => /tsx|esbuild/.test(p.cmdline))).toEqual([]);
+  }, SLOW);
+});

@@ -1,0 +1,127 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+
+/**
+ * What an operator's Prometheus sees on /metrics next to the HTTP metrics: payments by provider and
+ * status, provider call latency, callbacks, deliveries and their lag, the job queue. Scraped before
+ * and after real traffic through the simulators; the numbers have to move.
+ */
+
+let t: TestService;
+let receiver: WebhookReceiver;
+let key: string;
+let n = 0;
+
+type Samples = Map<string, number>;
+
+/** Parses the Prometheus text format into `name{labels}` → value (labels as the server wrote them). */
+function parse(text: string): Samples {
+  const samples: Samples = new Map();
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const at = line.lastIndexOf(' ');
+    samples.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return samples;
+}
+
+async function scrape(): Promise<Samples> {
+  const res = await t.http.get('/metrics');
+  expect(res.status).toBe(200);
+  return parse(res.text);
+}
+
+/** Sum of every sample of `name` whose labels include all of `labels`. */
+function total(samples: Samples, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  for (const [series, value] of samples) {
+    const brace = series.indexOf('{');
+    const seriesName = brace < 0 ? series : series.slice(0, brace);
+    if (seriesName !== name) continue;
+    if (Object.entries(labels).every(([k, v]) => series.includes(`${k}="${v}"`))) sum += value;
+  }
+  return sum;
+}
+
+async function pay(paymentMethod: string) {
+  const res = await t.http
+    .post('/v1/payments')
+    .set('X-API-Key', key)
+    .set('Idempotency-Key', `metrics-${Date.now()}-${++n}`)
+    .send({ provider: 'cardpay', amount: '12.00', currency: 'USD', payment_method: paymentMethod });
+  expect(res.status).toBe(201);
+  return res.body.data as { id: string; status: string };
+}
+
+beforeAll(async () => {
+  t = await startTestService();
+  receiver = await new WebhookReceiver().start();
+  ({ apiKey: key } = await t.createMerchant('Metrics Shop'));
+  await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: receiver.url }).expect(200);
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_metrics_0001' } }).expect(200);
+});
+afterAll(async () => {
+  await t?.stop();
+  await receiver?.stop();
+});
+
+describe('business metrics on /metrics', () => {
+  it('payments by provider and status, provider call latency, deliveries and callbacks move with real traffic', async () => {
+    const before = await scrape();
+    const completed = await pay('pm_card_visa');
+    const declined = await pay('pm_card_chargeDeclined');
+    expect([completed.status, declined.status]).toEqual(['completed', 'failed']);
+    // A forged callback is rejected and counted as such.
+    const forged = await t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', 't=1,v1=00').send('{"id":"evt_forged"}');
+    expect(forged.status).toBeGreaterThanOrEqual(400);
+
+    // The gauges come from the database (cached up to 5 s); the counters are this process's own.
+    const after = await eventually(async () => {
+      const s = await scrape();
+      const delivered = total(s, 'webhook_deliveries', { status: 'delivered' }) - total(before, 'webhook_deliveries', { status: 'delivered' });
+      const callbacksAccepted = total(s, 'provider_callbacks_total', { provider: 'cardpay', outcome: 'accepted' });
+      return delivered >= 2 && total(s, 'payments', { provider: 'cardpay', status: 'completed' }) === 1 && callbacksAccepted >= 1 ? s : null;
+    }, 20_000, 'metrics to show the payments, their deliveries and the simulator callbacks');
+
+    expect(total(after, 'payments', { provider: 'cardpay', status: 'completed' })).toBe(1);
+    expect(total(after, 'payments', { provider: 'cardpay', status: 'failed' })).toBe(1);
+    const created = (s: Samples) => total(s, 'provider_call_duration_seconds_count', { provider: 'cardpay', operation: 'createPayment' });
+    expect(created(after) - created(before)).toBe(2);
+    expect(total(after, 'provider_call_duration_seconds_sum', { provider: 'cardpay', operation: 'createPayment' })).toBeGreaterThan(0);
+    expect(total(after, 'provider_callbacks_total', { provider: 'cardpay', outcome: 'rejected' }) - total(before, 'provider_callbacks_total', { provider: 'cardpay', outcome: 'rejected' })).toBe(1);
+    expect(total(after, 'webhook_deliveries', { status: 'dead' })).toBe(0);
+    // Everything due has been sent.
+    expect(total(after, 'webhook_delivery_lag_seconds')).toBe(0);
+    // Refused provider reports (amount or currency not ours) are counted by the status writer.
+    expect((await t.http.get('/metrics')).text).toContain('# TYPE payments_integrity_mismatches_total counter');
+    // The HTTP metrics are still there beside them.
+    expect(total(after, 'http_requests_total', { route: '/v1/payments', status: '201' })).toBeGreaterThanOrEqual(2);
+  }, 40_000);
+
+  it('job queue depth and lag: a job due 30 s ago that no worker handles shows up by name', async () => {
+    await t.sql(`INSERT INTO agenda_jobs (name, next_run_at, type, priority) VALUES ('metrics-probe-unhandled', now() - interval '30 seconds', 'normal', 0)`);
+    const s = await eventually(async () => {
+      const scraped = await scrape();
+      return total(scraped, 'job_queue_depth', { job: 'metrics-probe-unhandled' }) === 1 ? scraped : null;
+    }, 10_000, 'the probe job in job_queue_depth');
+    expect(total(s, 'job_queue_lag_seconds', { job: 'metrics-probe-unhandled' })).toBeGreaterThanOrEqual(30);
+  }, 20_000);
+
+  it('METRICS_TOKEN protects /metrics: no token or a wrong one is 401 in the envelope', async () => {
+    const guarded = await startTestService({ METRICS_TOKEN: 'a-long-metrics-token-123' });
+    try {
+      const none = await guarded.http.get('/metrics');
+      expect(none.status).toBe(401);
+      expect(none.body).toMatchObject({ success: false, error: { code: 'UNAUTHORIZED' } });
+      expect((await guarded.http.get('/metrics').set('Authorization', 'Bearer wrong-token-wrong-token')).status).toBe(401);
+      const ok = await guarded.http.get('/metrics').set('Authorization', 'Bearer a-long-metrics-token-123');
+      expect(ok.status).toBe(200);
+      expect(ok.text).toContain('# TYPE payments gauge');
+      // Health and readiness stay open for probes.
+      expect((await guarded.http.get('/healthz')).status).toBe(200);
+    } finally {
+      await guarded.stop();
+    }
+  }, 30_000);
+});

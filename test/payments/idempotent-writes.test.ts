@@ -1,0 +1,159 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+
+// POST /v1/refunds, /v1/payments/{id}/capture and /v1/payments/cards take an optional Idempotency-Key:
+// a retry with it replays the first answer and never acts twice at the provider.
+
+let t: TestService;
+let key: string;
+let otherKey: string;
+let n = 0;
+const unique = (prefix: string) => `${prefix}-${Date.now()}-${++n}`;
+
+const visa = async (amount = '50.00') =>
+  (await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', unique('pay'))
+    .send({ provider: 'cardpay', amount, currency: 'USD', payment_method: 'pm_card_visa' }).expect(201)).body.data;
+const refund = (body: Record<string, unknown>, idem?: string, apiKey = key) => {
+  const req = t.http.post('/v1/refunds').set('X-API-Key', apiKey);
+  return (idem === undefined ? req : req.set('Idempotency-Key', idem)).send(body);
+};
+const capture = (id: string, idem: string) => t.http.post(`/v1/payments/${id}/capture`).set('X-API-Key', key).set('Idempotency-Key', idem).send({});
+const saveCard = (body: Record<string, unknown>, idem: string) => t.http.post('/v1/payments/cards').set('X-API-Key', key).set('Idempotency-Key', idem).send(body);
+
+async function buyerApproves(approvalUrl: string) {
+  await fetch(`${approvalUrl}${approvalUrl.includes('?') ? '&' : '?'}auto=approve`, { redirect: 'manual' });
+}
+
+beforeAll(async () => {
+  t = await startTestService();
+  ({ apiKey: key } = await t.createMerchant('Idempotent Writes Shop'));
+  ({ apiKey: otherKey } = await t.createMerchant('Other Shop'));
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_idem_writes_0001' } }).expect(200);
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
+    .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'idem-writes-client', client_secret: 'idem-writes-secret' } }).expect(200);
+});
+afterAll(async () => {
+  await t.stop();
+});
+
+describe('refunds with an Idempotency-Key', () => {
+  it('a retry returns the first refund (201, Idempotent-Replayed) and the provider refunds once', async () => {
+    const p = await visa('50.00');
+    const idem = unique('refund');
+    const first = await refund({ payment_id: p.id, amount: '20.00' }, idem);
+    expect(first.status).toBe(201);
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    const again = await refund({ payment_id: p.id, amount: '20.00' }, idem);
+    expect(again.status).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body.data).toEqual(first.body.data);
+
+    expect(await t.sql('SELECT id FROM refunds WHERE payment_id = $1', [p.id])).toHaveLength(1);
+    const [intent] = await t.sql<{ id: string }>(`SELECT id FROM sandbox_cardpay_intents WHERE metadata->>'payment_id' = $1`, [p.id]);
+    expect(await t.sql('SELECT 1 FROM sandbox_cardpay_refunds WHERE payment_intent = $1', [intent!.id])).toHaveLength(1);
+    expect((await t.http.get(`/v1/payments/${p.id}`).set('X-API-Key', key)).body.data.amount_refunded).toBe('20.00');
+  });
+
+  it('20 concurrent requests with one key make one refund; every answer is that refund', async () => {
+    const p = await visa('50.00');
+    const idem = unique('refund-race');
+    const answers = await Promise.all(Array.from({ length: 20 }, () => refund({ payment_id: p.id, amount: '5.00' }, idem)));
+    expect(answers.map((a) => a.status)).toEqual(Array(20).fill(201));
+    expect(new Set(answers.map((a) => a.body.data.id)).size).toBe(1);
+    expect(await t.sql('SELECT id FROM refunds WHERE payment_id = $1', [p.id])).toHaveLength(1);
+    expect((await t.http.get(`/v1/payments/${p.id}`).set('X-API-Key', key)).body.data.amount_refunded).toBe('5.00');
+  });
+
+  it('the same key with another body, or from another merchant, is 409 and refunds nothing', async () => {
+    const p = await visa('50.00');
+    const idem = unique('refund-body');
+    await refund({ payment_id: p.id, amount: '10.00' }, idem).expect(201);
+    const otherBody = await refund({ payment_id: p.id, amount: '11.00' }, idem);
+    expect(otherBody.status).toBe(409);
+    expect(otherBody.body.error.code).toBe('CONFLICT');
+    const otherMerchant = await refund({ payment_id: p.id, amount: '10.00' }, idem, otherKey);
+    expect(otherMerchant.status).toBe(409);
+    expect(await t.sql('SELECT id FROM refunds WHERE payment_id = $1', [p.id])).toHaveLength(1);
+  });
+
+  it('a request refused before anything happened claims nothing: the key stays free', async () => {
+    const p = await visa('10.00');
+    const idem = unique('refund-over');
+    const over = await refund({ payment_id: p.id, amount: '10.01' }, idem);
+    expect(over.status).toBe(422);
+    expect(await t.sql('SELECT 1 FROM idempotency_keys WHERE key = $1', [idem])).toEqual([]);
+    await refund({ payment_id: p.id, amount: '10.01' }, idem).expect(422);
+  });
+
+  it('without a key, each request is a new refund (as before)', async () => {
+    const p = await visa('50.00');
+    await refund({ payment_id: p.id, amount: '1.00' }).expect(201);
+    await refund({ payment_id: p.id, amount: '1.00' }).expect(201);
+    expect(await t.sql('SELECT id FROM refunds WHERE payment_id = $1', [p.id])).toHaveLength(2);
+  });
+
+  it('an empty or over-long key is 422 naming the header', async () => {
+    const p = await visa('5.00');
+    for (const bad of ['', 'k'.repeat(256)]) {
+      const res = await refund({ payment_id: p.id }, bad);
+      expect(res.status).toBe(422);
+      expect(res.body.error.details[0].field).toBe('idempotency-key');
+    }
+    expect(await t.sql('SELECT 1 FROM refunds WHERE payment_id = $1', [p.id])).toEqual([]);
+  });
+});
+
+describe('capture with an Idempotency-Key', () => {
+  it('a capture before approval is 409 and frees the key; after approval it captures once and replays', async () => {
+    const p = (await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', unique('wallet'))
+      .send({ provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' })
+      .expect(201)).body.data;
+    const idem = unique('capture');
+    const early = await capture(p.id, idem);
+    expect(early.status).toBe(409);
+
+    await buyerApproves(p.next_action.url);
+    const first = await capture(p.id, idem);
+    expect(first.status).toBe(200);
+    expect(first.body.data.status).toBe('completed');
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    const again = await capture(p.id, idem);
+    expect(again.status).toBe(200);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body.data).toEqual(first.body.data);
+    // Without the key, a second capture is the usual 409.
+    expect((await t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).send({})).status).toBe(409);
+
+    const [row] = await t.sql<{ provider_ref: string }>('SELECT provider_ref FROM payments WHERE id = $1', [p.id]);
+    expect(await t.sql('SELECT 1 FROM sandbox_walletpay_captures WHERE order_id = $1', [row!.provider_ref])).toHaveLength(1);
+  });
+});
+
+describe('saved cards with an Idempotency-Key', () => {
+  it('a retry returns the first card (201, Idempotent-Replayed); the provider has one customer; another body is 409', async () => {
+    const idem = unique('card');
+    const body = { payment_method_id: 'pm_card_visa', customer_email: 'idem@example.com' };
+    const first = await saveCard(body, idem);
+    expect(first.status).toBe(201);
+    const again = await saveCard(body, idem);
+    expect(again.status).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body.data).toEqual(first.body.data);
+    expect(await t.sql(`SELECT 1 FROM sandbox_cardpay_customers WHERE email = 'idem@example.com'`)).toHaveLength(1);
+    expect(await t.sql('SELECT 1 FROM saved_cards WHERE id = $1', [first.body.data.id])).toHaveLength(1);
+
+    const other = await saveCard({ ...body, payment_method_id: 'pm_card_mastercard' }, idem);
+    expect(other.status).toBe(409);
+  });
+
+  it('a card the provider refuses is refused again on a retry, without asking the provider twice', async () => {
+    const idem = unique('card-bad');
+    const first = await saveCard({ payment_method_id: 'pm_card_does_not_exist', customer_email: 'refused@example.com' }, idem);
+    expect(first.status).toBe(422);
+    const again = await saveCard({ payment_method_id: 'pm_card_does_not_exist', customer_email: 'refused@example.com' }, idem);
+    expect(again.status).toBe(422);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body.error).toMatchObject({ code: first.body.error.code, message: first.body.error.message, details: first.body.error.details });
+    expect(await t.sql(`SELECT 1 FROM sandbox_cardpay_customers WHERE email = 'refused@example.com'`)).toHaveLength(1);
+  });
+});

@@ -1,0 +1,207 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import Stripe from 'stripe';
+import { CardpayClients } from '../../server/providers/cardpay/client.js';
+import { startTestService, type TestService } from '../support/service.js';
+
+/**
+ * The cardpay simulator driven by the official `stripe` SDK (the one a merchant would point at the
+ * real provider) through the calls a real integration makes, and the refusals the real API answers
+ * with: what passes here must pass against api.stripe.com.
+ */
+let t: TestService;
+const clients = new CardpayClients();
+beforeAll(async () => {
+  t = await startTestService();
+});
+afterAll(async () => t.stop());
+
+const newKey = () => `sk_test_${randomUUID().replace(/-/g, '')}`;
+const sdk = (key = newKey()) => clients.for(`${t.baseUrl}/sandbox/cardpay`, key, 5000);
+
+async function stripeError(promise: Promise<unknown>): Promise<Stripe.errors.StripeError> {
+  try {
+    await promise;
+  } catch (err) {
+    expect(err).toBeInstanceOf(Stripe.errors.StripeError);
+    return err as Stripe.errors.StripeError;
+  }
+  throw new Error('expected a StripeError');
+}
+
+const visaParams = (extra: Partial<Stripe.PaymentIntentCreateParams> = {}): Stripe.PaymentIntentCreateParams => ({
+  amount: 2000,
+  currency: 'usd',
+  payment_method: 'pm_card_visa',
+  confirm: true,
+  return_url: 'https://shop.example.com/return',
+  ...extra,
+});
+
+describe('refusals the real API answers with', () => {
+  it.each([
+    [49, 'usd', 'Amount must be at least $0.50 usd'],
+    [29, 'gbp', 'Amount must be at least £0.30 gbp'],
+    [49, 'jpy', 'Amount must be at least ¥50 jpy'],
+  ])('%i %s is under the currency minimum: 400 amount_too_small, nothing created', async (amount, currency, message) => {
+    const stripe = sdk();
+    const err = await stripeError(stripe.paymentIntents.create(visaParams({ amount, currency })));
+    expect(err).toBeInstanceOf(Stripe.errors.StripeInvalidRequestError);
+    expect(err).toMatchObject({ statusCode: 400, type: 'StripeInvalidRequestError', code: 'amount_too_small', param: 'amount', message });
+    expect(err.raw).toMatchObject({ type: 'invalid_request_error', doc_url: expect.stringContaining('amount-too-small') });
+    expect((await stripe.paymentIntents.list()).data).toHaveLength(0);
+  });
+
+  it('the minimum itself is accepted', async () => {
+    expect(await sdk().paymentIntents.create(visaParams({ amount: 50 }))).toMatchObject({ status: 'succeeded', amount: 50 });
+  });
+
+  it('confirming without a return_url while automatic payment methods may redirect (the default since 2023-08-16) is refused', async () => {
+    const stripe = sdk();
+    const err = await stripeError(stripe.paymentIntents.create({ amount: 2000, currency: 'usd', payment_method: 'pm_card_visa', confirm: true }));
+    expect(err).toMatchObject({ statusCode: 400, param: 'return_url', message: expect.stringContaining('you must provide a `return_url`') });
+    // The same through the confirm endpoint; allow_redirects=never needs none.
+    const intent = await stripe.paymentIntents.create({ amount: 2000, currency: 'usd', payment_method: 'pm_card_visa' });
+    expect(intent.automatic_payment_methods).toEqual({ enabled: true, allow_redirects: 'always' });
+    const confirmErr = await stripeError(stripe.paymentIntents.confirm(intent.id));
+    expect(confirmErr).toMatchObject({ statusCode: 400, param: 'return_url' });
+    const noRedirects = await stripe.paymentIntents.create({
+      amount: 2000, currency: 'usd', payment_method: 'pm_card_visa', confirm: true, automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
+    });
+    expect(noRedirects.status).toBe('succeeded');
+  });
+
+  it('a bad secret key is 401 on lists and on unknown paths too, as a StripeAuthenticationError', async () => {
+    const bad = sdk('sk_test_invalid_key_0000');
+    for (const call of [() => bad.paymentIntents.list(), () => bad.refunds.list(), () => bad.paymentMethods.list({ customer: 'cus_x' })]) {
+      const err = await stripeError(call());
+      expect(err).toBeInstanceOf(Stripe.errors.StripeAuthenticationError);
+      expect(err.statusCode).toBe(401);
+    }
+    const unknown = await t.http.get('/sandbox/cardpay/v1/not_a_resource').set('Authorization', 'Bearer sk_test_invalid_key_0000');
+    expect(unknown.status).toBe(401);
+    const known = await t.http.get('/sandbox/cardpay/v1/not_a_resource').set('Authorization', `Bearer ${newKey()}`);
+    expect(known.status).toBe(404);
+    expect(known.body.error).toMatchObject({ type: 'invalid_request_error', message: expect.stringContaining('Unrecognized request URL') });
+  });
+});
+
+describe('payment intents: confirm, update, list, expand', () => {
+  it('create → update → confirm (3-D Secure answers redirect_to_url because a return_url was given)', async () => {
+    const stripe = sdk();
+    const created = await stripe.paymentIntents.create({ amount: 1500, currency: 'eur', metadata: { order: '1', drop: 'x' } });
+    expect(created.status).toBe('requires_payment_method');
+    const updated = await stripe.paymentIntents.update(created.id, {
+      amount: 1800,
+      payment_method: 'pm_card_threeDSecureRequired',
+      metadata: { order: '2', drop: '' },
+      description: 'two items',
+    });
+    expect(updated).toMatchObject({ amount: 1800, status: 'requires_confirmation', metadata: { order: '2' }, description: 'two items' });
+    expect(updated.metadata).not.toHaveProperty('drop');
+    const tooSmall = await stripeError(stripe.paymentIntents.update(created.id, { amount: 10 }));
+    expect(tooSmall).toMatchObject({ code: 'amount_too_small', statusCode: 400 });
+
+    const confirmed = await stripe.paymentIntents.confirm(created.id, { return_url: 'https://shop.example.com/back' });
+    expect(confirmed.status).toBe('requires_action');
+    expect(confirmed.next_action).toEqual({
+      type: 'redirect_to_url',
+      redirect_to_url: { url: `${t.baseUrl}/sandbox/cardpay/3ds/${created.id}`, return_url: 'https://shop.example.com/back' },
+    });
+    await fetch(`${confirmed.next_action!.redirect_to_url!.url}?auto=complete`, { redirect: 'manual' });
+    const done = await stripe.paymentIntents.retrieve(created.id);
+    expect(done.status).toBe('succeeded');
+
+    const again = await stripeError(stripe.paymentIntents.confirm(created.id, { return_url: 'https://shop.example.com/back' }));
+    expect(again).toMatchObject({ statusCode: 400, code: 'payment_intent_unexpected_state' });
+    const late = await stripeError(stripe.paymentIntents.update(created.id, { amount: 900 }));
+    expect(late).toMatchObject({ statusCode: 400, code: 'payment_intent_unexpected_state' });
+    // Metadata may still change after success.
+    expect((await stripe.paymentIntents.update(created.id, { metadata: { shipped: 'yes' } })).metadata).toEqual({ order: '2', shipped: 'yes' });
+  });
+
+  it('a decline on confirm is a 402 StripeCardError carrying the intent', async () => {
+    const stripe = sdk();
+    const intent = await stripe.paymentIntents.create({ amount: 1200, currency: 'usd', payment_method: 'pm_card_visa_chargeDeclinedInsufficientFunds' });
+    const err = await stripeError(stripe.paymentIntents.confirm(intent.id, { return_url: 'https://shop.example.com/r' }));
+    expect(err).toBeInstanceOf(Stripe.errors.StripeCardError);
+    expect(err).toMatchObject({ statusCode: 402, code: 'card_declined', decline_code: 'insufficient_funds' });
+    expect(err.payment_intent).toMatchObject({ id: intent.id, status: 'requires_payment_method', last_payment_error: { decline_code: 'insufficient_funds' } });
+  });
+
+  it('expand[] turns latest_charge (and deeper paths) into objects on create, retrieve and list', async () => {
+    const stripe = sdk();
+    const created = await stripe.paymentIntents.create({ ...visaParams(), expand: ['latest_charge'] });
+    const charge = created.latest_charge as Stripe.Charge;
+    expect(charge).toMatchObject({ object: 'charge', status: 'succeeded', amount: 2000, payment_intent: created.id });
+    expect(charge).not.toHaveProperty('refunds');
+
+    const plain = await stripe.paymentIntents.retrieve(created.id);
+    expect(plain.latest_charge).toBe(charge.id);
+    const deep = await stripe.paymentIntents.retrieve(created.id, { expand: ['latest_charge.payment_intent', 'payment_method'] });
+    expect(((deep.latest_charge as Stripe.Charge).payment_intent as Stripe.PaymentIntent).id).toBe(created.id);
+    expect(deep.payment_method).toMatchObject({ object: 'payment_method', card: { last4: '4242' } });
+
+    const listed = await stripe.paymentIntents.list({ expand: ['data.latest_charge'] });
+    expect((listed.data[0]!.latest_charge as Stripe.Charge).id).toBe(charge.id);
+
+    const bad = await stripeError(stripe.paymentIntents.retrieve(created.id, { expand: ['amount'] }));
+    expect(bad).toMatchObject({ statusCode: 400, message: 'This property cannot be expanded (amount).' });
+  });
+
+  it('lists newest first with limit, has_more and cursors; auto-pagination reads them all', async () => {
+    const stripe = sdk();
+    const customer = await stripe.customers.create({ email: 'list@example.com' });
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await stripe.paymentIntents.create({ amount: 1000 + i, currency: 'usd', customer: i < 3 ? customer.id : undefined })).id);
+    const first = await stripe.paymentIntents.list({ limit: 2 });
+    expect(first).toMatchObject({ object: 'list', has_more: true, url: '/v1/payment_intents' });
+    expect(first.data.map((p) => p.id)).toEqual([ids[4], ids[3]]);
+    const next = await stripe.paymentIntents.list({ limit: 2, starting_after: first.data[1]!.id });
+    expect(next.data.map((p) => p.id)).toEqual([ids[2], ids[1]]);
+    const back = await stripe.paymentIntents.list({ limit: 2, ending_before: next.data[0]!.id });
+    expect(back.data.map((p) => p.id)).toEqual([ids[4], ids[3]]);
+    expect((await stripe.paymentIntents.list({ limit: 2 }).autoPagingToArray({ limit: 100 })).map((p) => p.id)).toEqual([...ids].reverse());
+    expect((await stripe.paymentIntents.list({ customer: customer.id })).data.map((p) => p.id)).toEqual([ids[2], ids[1], ids[0]]);
+    // Another key sees none of them.
+    expect((await sdk().paymentIntents.list()).data).toEqual([]);
+  });
+});
+
+describe('refunds and saved payment methods', () => {
+  it('GET /v1/refunds by charge and by payment intent; the charge itself has no refunds list', async () => {
+    const stripe = sdk();
+    const intent = await stripe.paymentIntents.create(visaParams({ amount: 3000 }));
+    const r1 = await stripe.refunds.create({ payment_intent: intent.id, amount: 1000 });
+    const r2 = await stripe.refunds.create({ payment_intent: intent.id, amount: 500 });
+    const byCharge = await stripe.refunds.list({ charge: intent.latest_charge as string });
+    expect(byCharge.data.map((r) => r.id)).toEqual([r2.id, r1.id]);
+    expect(byCharge.data[0]).toMatchObject({ object: 'refund', amount: 500, status: 'succeeded', charge: intent.latest_charge, payment_intent: intent.id });
+    expect((await stripe.refunds.list({ payment_intent: intent.id, limit: 1 })).has_more).toBe(true);
+    const charge = await stripe.charges.retrieve(intent.latest_charge as string);
+    expect(charge).toMatchObject({ amount_refunded: 1500, refunded: false });
+    expect(charge).not.toHaveProperty('refunds');
+    const expanded = await stripe.refunds.retrieve(r1.id, { expand: ['charge'] });
+    expect((expanded.charge as Stripe.Charge).amount_refunded).toBe(1500);
+    const missing = await stripeError(stripe.refunds.list({ charge: 'ch_doesnotexist' }));
+    expect(missing).toMatchObject({ statusCode: 400, code: 'resource_missing', param: 'charge' });
+  });
+
+  it("a customer's payment methods: GET /v1/payment_methods?customer= and /v1/customers/{id}/payment_methods", async () => {
+    const stripe = sdk();
+    const customer = await stripe.customers.create({ email: 'cards@example.com' });
+    const visa = await stripe.paymentMethods.attach('pm_card_visa', { customer: customer.id });
+    const mastercard = await stripe.paymentMethods.attach('pm_card_mastercard', { customer: customer.id });
+    const detached = await stripe.paymentMethods.attach('pm_card_amex', { customer: customer.id });
+    await stripe.paymentMethods.detach(detached.id);
+
+    const listed = await stripe.paymentMethods.list({ customer: customer.id, type: 'card' });
+    expect(listed.data.map((pm) => pm.id).sort()).toEqual([visa.id, mastercard.id].sort());
+    const ofCustomer = await stripe.customers.listPaymentMethods(customer.id, { limit: 1 });
+    expect(ofCustomer).toMatchObject({ has_more: true, url: `/v1/customers/${customer.id}/payment_methods` });
+    expect(ofCustomer.data[0]).toMatchObject({ object: 'payment_method', type: 'card', customer: customer.id });
+
+    const unknown = await stripeError(stripe.customers.listPaymentMethods('cus_doesnotexist'));
+    expect(unknown).toMatchObject({ statusCode: 404, code: 'resource_missing' });
+  });
+});
