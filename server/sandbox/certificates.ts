@@ -1,4 +1,4 @@
-import { createPrivateKey, createPublicKey, generateKeyPair, randomBytes } from 'node:crypto';
+import { createPublicKey, generateKeyPair, randomBytes, sign } from 'node:crypto';
 import { promisify } from 'node:util';
 import forge from 'node-forge';
 
@@ -15,12 +15,10 @@ export interface KeyAndCertificate {
 /**
  * A self-signed X.509 certificate for `privateKeyPem`'s RSA key, as a provider publishes its signing or
  * encryption certificate. node:crypto can read and verify certificates but not issue them, hence
- * node-forge (pure JavaScript, no dependencies) for the encoding and the signature.
+ * node-forge (pure JavaScript, no dependencies) for the ASN.1 encoding; the signature itself is
+ * node:crypto's (native, milliseconds instead of forge's pure-JS RSA).
  */
 export function selfSignedCertificate(privateKeyPem: string, commonName: string, organization: string): string {
-  // forge reads PKCS#1 ("RSA PRIVATE KEY"); node:crypto converts whatever it was given.
-  const pkcs1 = createPrivateKey(privateKeyPem).export({ type: 'pkcs1', format: 'pem' }).toString();
-  const privateKey = forge.pki.privateKeyFromPem(pkcs1);
   const publicKey = forge.pki.publicKeyFromPem(createPublicKey(privateKeyPem).export({ type: 'spki', format: 'pem' }).toString());
   const cert = forge.pki.createCertificate();
   cert.publicKey = publicKey;
@@ -40,7 +38,12 @@ export function selfSignedCertificate(privateKeyPem: string, commonName: string,
     { name: 'basicConstraints', cA: false },
     { name: 'keyUsage', digitalSignature: true, keyEncipherment: true },
   ]);
-  cert.sign(privateKey, forge.md.sha256.create());
+  cert.signatureOid = forge.pki.oids.sha256WithRSAEncryption!;
+  cert.siginfo.algorithmOid = forge.pki.oids.sha256WithRSAEncryption!;
+  // Not in @types/node-forge, but exported by forge (x509.js) and used by its own cert.sign.
+  const tbs = (forge.pki as unknown as { getTBSCertificate(c: forge.pki.Certificate): forge.asn1.Asn1 }).getTBSCertificate(cert);
+  cert.tbsCertificate = tbs;
+  cert.signature = sign('sha256', Buffer.from(forge.asn1.toDer(tbs).getBytes(), 'binary'), privateKeyPem).toString('binary');
   return forge.pki.certificateToPem(cert);
 }
 

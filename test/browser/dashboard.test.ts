@@ -170,6 +170,27 @@ describe('merchant dashboard', () => {
     await page.close();
   });
 
+  it('captures an approved walletpay payment from its page', async () => {
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', merchant.apiKey)
+      .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'dashboard-wallet-client', client_secret: 'dashboard-wallet-secret' } }).expect(200);
+    const order = await t.http.post('/v1/payments').set('X-API-Key', merchant.apiKey).set('Idempotency-Key', `dash-${randomUUID()}`)
+      .send({ provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' })
+      .expect(201);
+    const approval: string = order.body.data.next_action.url;
+    await fetch(`${approval}${approval.includes('?') ? '&' : '?'}auto=approve`, { redirect: 'manual' });
+
+    const page = await newPage(1280);
+    await signIn(page);
+    await page.goto(`${t.baseUrl}/dashboard/#/payments/${order.body.data.id}`);
+    await page.getByRole('heading', { name: 'Payment 45.00 USD' }).waitFor();
+    await page.getByRole('button', { name: 'Capture' }).click();
+    await shows(page, 'Payment captured.');
+    await page.locator('dl.summary', { hasText: 'completed' }).waitFor();
+    await page.getByLabel('Refund amount (empty = the rest)').waitFor(); // a completed payment offers a refund instead
+    expect((await t.http.get(`/v1/payments/${order.body.data.id}`).set('X-API-Key', merchant.apiKey)).body.data.status).toBe('completed');
+    await page.close();
+  });
+
   it('resends a dead delivery from the log, recovers a window, and sends a test event', async () => {
     const page = await newPage(1280);
     await signIn(page);
@@ -238,6 +259,14 @@ describe('merchant dashboard', () => {
     await page.getByRole('heading', { name: 'Payment 149.99 USD' }).waitFor();
     expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
     await screenshot(page, 'dashboard-payment-390', { fullPage: false });
+    for (const [hash, heading] of [['deliveries', 'Webhook deliveries'], ['settings', 'Settings']] as const) {
+      await page.goto(`${t.baseUrl}/dashboard/#/${hash}`);
+      await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
+      await page.locator('table').first().waitFor();
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      expect({ page: hash, overflow }).toEqual({ page: hash, overflow: 0 });
+    }
+    await screenshot(page, 'dashboard-settings-390', { fullPage: false });
     await page.close();
   });
 });

@@ -29,6 +29,14 @@ async function stripeError(promise: Promise<unknown>): Promise<Stripe.errors.Str
   throw new Error('expected a StripeError');
 }
 
+async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 const visaParams = (extra: Partial<Stripe.PaymentIntentCreateParams> = {}): Stripe.PaymentIntentCreateParams => ({
   amount: 2000,
   currency: 'usd',
@@ -185,6 +193,36 @@ describe('refunds and saved payment methods', () => {
     expect((expanded.charge as Stripe.Charge).amount_refunded).toBe(1500);
     const missing = await stripeError(stripe.refunds.list({ charge: 'ch_doesnotexist' }));
     expect(missing).toMatchObject({ statusCode: 400, code: 'resource_missing', param: 'charge' });
+  });
+
+  it('test cards whose refunds change later: pm_card_pendingRefund (pending → succeeded), pm_card_refundFail (succeeded → failed)', async () => {
+    const stripe = sdk();
+    const pending = await stripe.paymentIntents.create(visaParams({ payment_method: 'pm_card_pendingRefund' }));
+    const failing = await stripe.paymentIntents.create(visaParams({ payment_method: 'pm_card_refundFail' }));
+    const r1 = await stripe.refunds.create({ payment_intent: pending.id });
+    const r2 = await stripe.refunds.create({ payment_intent: failing.id, amount: 700 });
+    expect(r1.status).toBe('pending');
+    expect(r2.status).toBe('succeeded');
+    await waitFor(async () => (await stripe.refunds.retrieve(r1.id)).status === 'succeeded', 'the pending refund to succeed');
+    await waitFor(async () => (await stripe.refunds.retrieve(r2.id)).status === 'failed', 'the refund to fail');
+    expect(await stripe.refunds.retrieve(r2.id)).toMatchObject({ status: 'failed', failure_reason: 'expired_or_canceled_card' });
+    expect((await stripe.charges.retrieve(failing.latest_charge as string)).amount_refunded).toBe(0);
+  });
+
+  it('a refund made in the dashboard (simulator control) is a refund like any other, without the service\'s metadata', async () => {
+    const key = newKey();
+    const stripe = sdk(key);
+    const intent = await stripe.paymentIntents.create(visaParams({ amount: 5000 }));
+    const res = await t.http
+      .post('/sandbox/cardpay/dashboard/refunds')
+      .set('Authorization', `Bearer ${key}`)
+      .type('form')
+      .send({ payment_intent: intent.id, amount: '1200' });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ object: 'refund', amount: 1200, status: 'succeeded', metadata: {}, payment_intent: intent.id });
+    expect((await stripe.refunds.list({ charge: intent.latest_charge as string })).data.map((r) => r.id)).toEqual([res.body.id]);
+    const refused = await t.http.post('/sandbox/cardpay/dashboard/refunds').set('Authorization', 'Bearer sk_test_invalid_x000').type('form').send({ payment_intent: intent.id });
+    expect(refused.status).toBe(401);
   });
 
   it("a customer's payment methods: GET /v1/payment_methods?customer= and /v1/customers/{id}/payment_methods", async () => {

@@ -8,6 +8,7 @@ import { prepareWalletpayCredentials } from '../../server/providers/walletpay/cr
 import { parseWalletpayEvent, verifyWalletpayEvent, walletpayTransmissionId } from '../../server/providers/walletpay/webhook.js';
 import type { CreatePaymentInput, InboundRequest } from '../../server/domain/ports.js';
 import { crc32 } from '../../server/lib/crc32.js';
+import { isProviderCertUrl } from '../../server/providers/walletpay/signing-certificates.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 interface Received {
@@ -253,5 +254,73 @@ describe('signed events', () => {
   it('ignores event types the service does not act on', () => {
     expect(parseWalletpayEvent({ id: 'WH-1', event_type: 'CHECKOUT.ORDER.APPROVED', resource: { id: 'X' } })).toEqual({ kind: 'ignored', eventId: 'WH-1', eventType: 'CHECKOUT.ORDER.APPROVED' });
     expect(parseWalletpayEvent('nonsense')).toEqual({ kind: 'ignored', eventId: null, eventType: null });
+  });
+});
+
+describe('offline verification (CRC-32 + SHA256withRSA with the certificate from the provider host)', () => {
+  const outage = (mode: 'ok' | 'error') => t.http.post('/sandbox/walletpay/_control/outage').send({ mode }).expect(200);
+
+  it('a genuine event verifies and a forged one is refused without any call to the provider once the certificate is cached', async () => {
+    const { creds, path } = await subscribed();
+    await capture(creds);
+    const delivery = await eventually(() => deliveriesTo(path)[0], 'the capture event');
+    const offlineAdapter = new WalletpayAdapter(t.service.container.config);
+    expect(await verifyWalletpayEvent(offlineAdapter, creds, asCallback(delivery))).toBe('verified'); // downloads and caches the certificate
+    await outage('error');
+    try {
+      // The provider is down: neither answer can have come from a postback.
+      expect(await verifyWalletpayEvent(offlineAdapter, creds, asCallback(delivery))).toBe('verified');
+      const forged = Buffer.from(delivery.rawBody.toString('utf8').replace('"10.50"', '"0.01"'));
+      expect(forged.equals(delivery.rawBody)).toBe(false);
+      expect(await verifyWalletpayEvent(offlineAdapter, creds, asCallback(delivery, { rawBody: forged, body: JSON.parse(forged.toString('utf8')) }))).toBe('invalid');
+      const badSig = { ...delivery.headers, 'walletpay-transmission-sig': Buffer.from('x'.repeat(256)).toString('base64') };
+      expect(await verifyWalletpayEvent(offlineAdapter, creds, asCallback(delivery, { headers: badSig }))).toBe('invalid');
+    } finally {
+      await outage('ok');
+    }
+  });
+
+  it("a certificate URL on any other host is refused: nothing is downloaded from it and no postback is made", async () => {
+    const { creds, path } = await subscribed();
+    await capture(creds);
+    const delivery = await eventually(() => deliveriesTo(path)[0], 'the capture event');
+    const before = receiver.received.length;
+    const foreign = { ...delivery.headers, 'walletpay-cert-url': `${receiver.url}/v1/notifications/certs/CERT-FORGER`, 'paypal-cert-url': undefined };
+    await outage('error');
+    try {
+      expect(await verifyWalletpayEvent(new WalletpayAdapter(t.service.container.config), creds, asCallback(delivery, { headers: foreign }))).toBe('invalid');
+    } finally {
+      await outage('ok');
+    }
+    expect(receiver.received.length).toBe(before); // the forger's host was never asked
+  });
+
+  it('falls back to the verify-webhook-signature postback only when the offline check cannot be done', async () => {
+    const { creds, path } = await subscribed();
+    await capture(creds);
+    const delivery = await eventually(() => deliveriesTo(path)[0], 'the capture event');
+    const fresh = new WalletpayAdapter(t.service.container.config);
+    await outage('error');
+    try {
+      // Certificate not cached and unobtainable: the postback is tried, and the provider being down is an error, not a verdict.
+      await expect(verifyWalletpayEvent(fresh, creds, asCallback(delivery))).rejects.toMatchObject({ name: 'ProviderError' });
+    } finally {
+      await outage('ok');
+    }
+    // Once the provider answers again the same adapter verifies it (offline, the certificate now downloaded).
+    expect(await verifyWalletpayEvent(fresh, creds, asCallback(delivery))).toBe('verified');
+  });
+
+  it("the provider's own host: https on paypal.com for the real provider; the same origin and certificates path for the simulator", () => {
+    const live = 'https://api-m.sandbox.paypal.com';
+    expect(isProviderCertUrl('https://api.sandbox.paypal.com/v1/notifications/certs/CERT-360caa42-fca2a594-d2a9e8b5', live)).toBe(true);
+    expect(isProviderCertUrl('https://api.paypal.com/v1/notifications/certs/CERT-1', 'https://api-m.paypal.com')).toBe(true);
+    for (const bad of ['http://api.paypal.com/v1/notifications/certs/C', 'https://api.paypal.com.evil.example/c', 'https://evilpaypal.com/c', 'https://api.paypal.com:8443/c', 'https://user@api.paypal.com/c', 'not a url']) {
+      expect(isProviderCertUrl(bad, live)).toBe(false);
+    }
+    const sim = 'http://127.0.0.1:3000/sandbox/walletpay';
+    expect(isProviderCertUrl('http://127.0.0.1:3000/sandbox/walletpay/v1/notifications/certs/CERT-1', sim)).toBe(true);
+    expect(isProviderCertUrl('http://127.0.0.1:3001/sandbox/walletpay/v1/notifications/certs/CERT-1', sim)).toBe(false);
+    expect(isProviderCertUrl('http://127.0.0.1:3000/sandbox/cardpay/v1/notifications/certs/CERT-1', sim)).toBe(false);
   });
 });

@@ -1,6 +1,7 @@
 import type { WalletpayCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
 import { providerBaseUrl } from '../base-url.js';
+import { WalletpaySigningCertificates, verifyOffline, type OfflineVerdict, type Transmission } from './signing-certificates.js';
 import { httpRequest, type HttpResponse } from '../http-client.js';
 import type { CreatePaymentInput, PaymentLookup, ProviderPaymentResult, ProviderRefundResult, RefundInput} from '../../domain/ports.js';
 import { ProviderError } from '../../domain/ports.js';
@@ -54,9 +55,16 @@ interface CallOptions {
 export class WalletpayAdapter {
   readonly provider = 'walletpay' as const;
   private readonly tokens: WalletpayTokens;
+  private readonly certificates: WalletpaySigningCertificates;
 
   constructor(private readonly config: AppConfig) {
     this.tokens = new WalletpayTokens(() => this.config.providerTimeoutMs);
+    this.certificates = new WalletpaySigningCertificates(config.providerTimeoutMs);
+  }
+
+  /** The offline check of an inbound event (certificate from the provider's own host, cached); see signing-certificates.ts. */
+  verifyTransmissionOffline(creds: WalletpayCredentials, transmission: Transmission): Promise<OfflineVerdict> {
+    return verifyOffline(transmission, this.baseUrl(creds), this.certificates);
   }
 
   baseUrl(creds: WalletpayCredentials): string {

@@ -96,11 +96,14 @@ function eventBody(callback: InboundRequest): Record<string, unknown> | null {
 }
 
 /**
- * Verifies an inbound event with the provider's verify-webhook-signature postback, using the
- * merchant's client credentials and its stored `webhook_id` (never the one the request claims: a
- * `Walletpay-Webhook-Id` header that disagrees with it is rejected outright). Missing signature
- * headers or no stored webhook id → 'invalid'. The provider being unreachable is not a verdict: its
- * ProviderError is thrown, so the caller answers 5xx and the provider retries.
+ * Verifies an inbound event against the merchant's stored `webhook_id` (never the one the request
+ * claims: a `Walletpay-Webhook-Id` header that disagrees with it is rejected outright). Offline first,
+ * as PayPal recommends: CRC-32 of the raw body and SHA256withRSA with the certificate downloaded from
+ * the provider's own host (cached), so a forged callback costs no call with the merchant's
+ * credentials. Only when that cannot be done (another algorithm, the certificate unobtainable) does
+ * the verify-webhook-signature postback decide. Missing signature headers or no stored webhook id →
+ * 'invalid'. The provider being unreachable for the postback is not a verdict: its ProviderError is
+ * thrown, so the caller answers 5xx and the provider retries.
  */
 export async function verifyWalletpayEvent(
   adapter: WalletpayAdapter,
@@ -118,6 +121,16 @@ export async function verifyWalletpayEvent(
   const authAlgo = header(callback, 'Walletpay-Auth-Algo') ?? 'SHA256withRSA';
   const event = eventBody(callback);
   if (!transmissionId || !transmissionTime || !transmissionSig || !certUrl || !event || walletpayHeaderProblem(callback) !== null) return 'invalid';
+  const offline = await adapter.verifyTransmissionOffline(creds, {
+    transmissionId,
+    transmissionTime,
+    transmissionSig,
+    certUrl,
+    authAlgo,
+    webhookId,
+    rawBody: callback.rawBody,
+  });
+  if (offline !== 'unverifiable') return offline;
   const ok = await adapter.verifyWebhookSignature(creds, {
     authAlgo,
     certUrl,

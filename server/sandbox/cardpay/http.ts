@@ -60,6 +60,7 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
         });
         // Scheduled before answering, so an answered change always has its events on the way.
         await emitEvents(deps, account, outcome.events, key ?? null);
+        for (const f of outcome.followUps ?? []) await deps.agenda.schedule(new Date(Date.now() + f.delayMs), f.job, f.data);
         send(req, res, outcome);
       } catch (err) {
         fail(req, res, next, err);

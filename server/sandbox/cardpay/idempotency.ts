@@ -6,11 +6,19 @@ import type { StripeErrorBody } from './errors.js';
 import { SimError, invalidRequest } from './errors.js';
 import type { PendingEvent } from './events.js';
 
+/** A job to schedule once the change is committed (e.g. a refund that settles later). */
+export interface FollowUp {
+  job: string;
+  data: Record<string, unknown>;
+  delayMs: number;
+}
+
 /** What a handler answers: stored for replay and committed together with its state changes. */
 export interface SimResponse {
   status: number;
   body: unknown;
   events: PendingEvent[];
+  followUps?: FollowUp[];
 }
 
 export interface Outcome {
@@ -19,6 +27,7 @@ export interface Outcome {
   replayed: boolean;
   /** Events to emit after the commit (none on a replay). */
   events: PendingEvent[];
+  followUps?: FollowUp[];
 }
 
 export interface IdempotentRequest {

@@ -6,6 +6,7 @@ import { SEND_EVENT_JOB, sendEvent, type SendEventJob } from './events.js';
 import { apiRoutes } from './http.js';
 import { paymentIntentRoutes } from './payment-intents.js';
 import { paymentMethodRoutes } from './payment-methods.js';
+import { SETTLE_REFUND_JOB, settleRefund } from './refund-settlement.js';
 import { refundRoutes } from './refunds.js';
 import { threeDsRoutes } from './three-ds.js';
 import { webhookEndpointRoutes } from './webhook-endpoints.js';
@@ -43,5 +44,6 @@ export const cardpaySandbox: SandboxModule = {
   router,
   defineJobs(deps, define) {
     define<SendEventJob>(SEND_EVENT_JOB, (job) => sendEvent(deps, job));
+    define<{ refundId: string }>(SETTLE_REFUND_JOB, (job) => settleRefund(deps, job.refundId));
   },
 };

@@ -62,6 +62,7 @@ export interface RefundRow {
   reason: string | null;
   metadata: Record<string, string>;
   created: string;
+  failure_reason?: string | null;
 }
 
 export interface EndpointRow {
@@ -171,6 +172,7 @@ export function refundObject(row: RefundRow): StripeObject {
     created: Number(row.created),
     currency: row.currency,
     destination_details: { type: 'card', card: { reference_status: 'pending', reference_type: 'acquirer_reference_number', type: 'refund' } },
+    ...(row.failure_reason ? { failure_reason: row.failure_reason } : {}),
     metadata: row.metadata,
     payment_intent: row.payment_intent,
     reason: row.reason,

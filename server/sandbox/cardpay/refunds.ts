@@ -1,10 +1,12 @@
 import { refunded } from './charging.js';
+import type { SimResponse } from './idempotency.js';
+import { SETTLE_REFUND_JOB, settleDelayMs } from './refund-settlement.js';
 import { newId, nowSec } from './db.js';
 import { invalidRequest, noSuch } from './errors.js';
 import type { ApiContext, ApiRoutes } from './http.js';
 import { ok } from './http.js';
 import type { IntentRow, RefundRow } from './objects.js';
-import { chargeObject, refundObject } from './objects.js';
+import { cardOf, chargeObject, refundObject } from './objects.js';
 import { metadata, onlyKnown, optInt, optString } from './params.js';
 import { listPage } from './lists.js';
 import { paymentMethodById, requireIntent } from './store.js';
@@ -20,10 +22,12 @@ async function intentOfCharge(ctx: ApiContext, chargeId: string, lock: boolean, 
   return row;
 }
 
-/** A refund of the intent's charge: the remainder when no amount is given; never more than the remainder. */
-async function create(ctx: ApiContext) {
+/**
+ * A refund of the intent's charge: the remainder when no amount is given; never more than the
+ * remainder. Made through the API (with the caller's metadata) or in the dashboard (without).
+ */
+async function createRefund(ctx: ApiContext, meta: Record<string, string>): Promise<SimResponse> {
   const { params, db, account } = ctx;
-  onlyKnown(params, ['payment_intent', 'charge', 'amount', 'reason', 'metadata']);
   const intentId = optString(params, 'payment_intent');
   const chargeId = optString(params, 'charge');
   if (!intentId && !chargeId) {
@@ -33,7 +37,6 @@ async function create(ctx: ApiContext) {
   if (requested !== undefined && requested < 1n) throw invalidRequest('Invalid positive integer', 'amount', 'parameter_invalid_integer');
   const reason = optString(params, 'reason') ?? null;
   if (reason && !REASONS.includes(reason)) throw invalidRequest(`Invalid reason: must be one of ${REASONS.join(', ')}`, 'reason');
-  const meta = metadata(params);
 
   // Locked: two refunds of one charge are decided one after the other.
   const intent = intentId
@@ -57,16 +60,34 @@ async function create(ctx: ApiContext) {
       'amount_too_large',
     );
   }
+  const pm = await paymentMethodById(db, intent.payment_method);
+  const later = pm ? cardOf(pm).refund : undefined;
   await db.query('UPDATE sandbox_cardpay_intents SET amount_refunded = amount_refunded + ?, updated_at = now() WHERE id = ?', [amount.toString(), intent.id]);
   intent.amount_refunded = (BigInt(intent.amount_refunded) + amount).toString();
   const [refund] = await db.query<RefundRow>(
     `INSERT INTO sandbox_cardpay_refunds (id, account, payment_intent, charge, amount, currency, status, reason, metadata, created)
-     VALUES (?, ?, ?, ?, ?, ?, 'succeeded', ?, ?::jsonb, ?) RETURNING *`,
-    [newId('re'), account, intent.id, intent.latest_charge, amount.toString(), intent.currency, reason, JSON.stringify(meta), nowSec()],
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?) RETURNING *`,
+    [newId('re'), account, intent.id, intent.latest_charge, amount.toString(), intent.currency, later === 'pending_then_succeeded' ? 'pending' : 'succeeded',
+      reason, JSON.stringify(meta), nowSec()],
   );
-  const events = refunded(intent, await paymentMethodById(db, intent.payment_method), refund!);
-  return ok(refundObject(refund!), events);
+  const followUps = later ? [{ job: SETTLE_REFUND_JOB, data: { refundId: refund!.id }, delayMs: settleDelayMs(ctx.deps) }] : [];
+  return { ...ok(refundObject(refund!), refunded(intent, pm, refund!)), followUps };
 }
+
+const create = (ctx: ApiContext) => {
+  onlyKnown(ctx.params, ['payment_intent', 'charge', 'amount', 'reason', 'metadata']);
+  return createRefund(ctx, metadata(ctx.params));
+};
+
+/**
+ * POST /dashboard/refunds (simulator only): a refund made in the provider's dashboard by someone
+ * signed in to the account (here: the account's secret key) — not through the service, so it carries
+ * none of the service's metadata. Its events are the ones an API refund sends.
+ */
+const createInDashboard = (ctx: ApiContext) => {
+  onlyKnown(ctx.params, ['payment_intent', 'charge', 'amount', 'reason']);
+  return createRefund(ctx, {});
+};
 
 /** GET /v1/refunds: newest first, optionally of one charge or one payment intent (which must exist). */
 async function listRefunds(ctx: ApiContext) {
@@ -95,6 +116,7 @@ async function listRefunds(ctx: ApiContext) {
 
 export function refundRoutes(api: ApiRoutes): void {
   api.post('/v1/refunds', create);
+  api.post('/dashboard/refunds', createInDashboard);
   api.get('/v1/refunds', listRefunds);
   api.get('/v1/refunds/:id', async (ctx) => {
     const [row] = await ctx.db.query<RefundRow>('SELECT * FROM sandbox_cardpay_refunds WHERE id = ? AND account = ?', [ctx.path.id, ctx.account]);

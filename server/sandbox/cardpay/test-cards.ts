@@ -18,6 +18,13 @@ export interface TestCard {
   behaviour: CardBehaviour;
   /** Decline cards cannot be attached to a Customer (attach answers with the decline). */
   attachable: boolean;
+  /**
+   * What happens to a refund of a charge on this card (docs.stripe.com/testing, "Refunds"): by default it
+   * succeeds at once; `pending_then_succeeded` starts pending and succeeds later (refund.updated);
+   * `succeeded_then_failed` starts succeeded and fails later with expired_or_canceled_card
+   * (refund.updated + refund.failed).
+   */
+  refund?: 'pending_then_succeeded' | 'succeeded_then_failed';
 }
 
 export const DECLINES = {
@@ -61,6 +68,8 @@ export const TEST_CARDS: Record<string, TestCard> = {
   pm_card_chargeDeclinedProcessingError: visa('0119', decline(DECLINES.processing), false),
   // Attaches fine; every charge then declines.
   pm_card_chargeCustomerFail: visa('0341', decline(DECLINES.generic)),
+  pm_card_pendingRefund: { ...visa('7726', succeed), refund: 'pending_then_succeeded' },
+  pm_card_refundFail: { ...visa('5126', succeed), refund: 'succeeded_then_failed' },
   pm_card_threeDSecureRequired: visa('3063', { kind: 'three_d_secure', then: succeed }),
   pm_card_threeDSecure2Required: visa('3220', { kind: 'three_d_secure', then: succeed }),
   pm_card_authenticationRequired: visa('3184', { kind: 'three_d_secure', then: succeed }),

@@ -1,0 +1,97 @@
+import { X509Certificate, verify } from 'node:crypto';
+import { walletpaySignedMessage } from '../../lib/crc32.js';
+import { httpRequest } from '../http-client.js';
+
+/** How long a downloaded certificate is trusted before it is fetched again (never past its own expiry). */
+const CACHE_TTL_MS = 24 * 60 * 60 * 1000;
+const MAX_CACHED = 100;
+
+/** The provider's own domain: its certificate URLs are on api.paypal.com / api.sandbox.paypal.com. */
+const PROVIDER_DOMAIN = 'paypal.com';
+
+export type OfflineVerdict = 'verified' | 'invalid' | 'unverifiable';
+
+export interface Transmission {
+  transmissionId: string;
+  transmissionTime: string;
+  transmissionSig: string;
+  certUrl: string;
+  authAlgo: string;
+  webhookId: string;
+  rawBody: Buffer;
+}
+
+/**
+ * Whether `certUrl` is on the provider's own host, judged against the base URL the adapter calls: for
+ * the real provider, https on paypal.com or a subdomain of it; for anything else (the built-in simulator,
+ * an override), the same origin and the certificates path under that base. A certificate anywhere else
+ * could be the forger's own.
+ */
+export function isProviderCertUrl(certUrl: string, providerBaseUrl: string): boolean {
+  let cert: URL;
+  let base: URL;
+  try {
+    cert = new URL(certUrl);
+    base = new URL(providerBaseUrl);
+  } catch {
+    return false;
+  }
+  if (cert.username || cert.password) return false;
+  const host = base.hostname.toLowerCase();
+  if (host === PROVIDER_DOMAIN || host.endsWith(`.${PROVIDER_DOMAIN}`)) {
+    const certHost = cert.hostname.toLowerCase();
+    return cert.protocol === 'https:' && (certHost === PROVIDER_DOMAIN || certHost.endsWith(`.${PROVIDER_DOMAIN}`)) && cert.port === '';
+  }
+  const basePath = base.pathname.replace(/\/+$/, '');
+  return cert.origin === base.origin && cert.pathname.startsWith(`${basePath}/v1/notifications/certs/`);
+}
+
+/**
+ * The provider's signing certificates, downloaded on first use and kept per process until they expire
+ * (a cache: a restarted process downloads again). Only successful downloads are kept.
+ */
+export class WalletpaySigningCertificates {
+  private readonly cache = new Map<string, { cert: X509Certificate; until: number }>();
+
+  constructor(private readonly timeoutMs: number) {}
+
+  /** The certificate at `url`, or null when it cannot be had (unreachable, not a certificate, expired). */
+  async get(url: string): Promise<X509Certificate | null> {
+    const now = Date.now();
+    const cached = this.cache.get(url);
+    if (cached && cached.until > now) return cached.cert;
+    this.cache.delete(url);
+    let cert: X509Certificate;
+    try {
+      const res = await httpRequest('walletpay', url, { method: 'GET', timeoutMs: this.timeoutMs, redirect: 'error' });
+      if (res.status !== 200) return null;
+      cert = new X509Certificate(res.text);
+    } catch {
+      return null;
+    }
+    const validTo = Date.parse(cert.validTo);
+    if (!(Date.parse(cert.validFrom) <= now && now < validTo)) return null;
+    if (this.cache.size >= MAX_CACHED) this.cache.delete(this.cache.keys().next().value!);
+    this.cache.set(url, { cert, until: Math.min(now + CACHE_TTL_MS, validTo) });
+    return cert;
+  }
+}
+
+/**
+ * PayPal's offline check: RSA-SHA256 over `transmissionId|transmissionTime|webhookId|crc32(rawBody)`
+ * with the certificate from the provider's own host. `unverifiable` (an algorithm other than
+ * SHA256withRSA, a certificate that cannot be downloaded) leaves the verdict to the postback; a
+ * certificate URL on another host, or a signature that does not match, is `invalid` at no cost.
+ */
+export async function verifyOffline(t: Transmission, providerBaseUrl: string, certificates: WalletpaySigningCertificates): Promise<OfflineVerdict> {
+  if (!isProviderCertUrl(t.certUrl, providerBaseUrl)) return 'invalid';
+  if (t.authAlgo.toUpperCase() !== 'SHA256WITHRSA') return 'unverifiable';
+  const cert = await certificates.get(t.certUrl);
+  if (!cert) return 'unverifiable';
+  const message = walletpaySignedMessage(t.transmissionId, t.transmissionTime, t.webhookId, t.rawBody);
+  try {
+    return verify('sha256', Buffer.from(message, 'utf8'), cert.publicKey, Buffer.from(t.transmissionSig, 'base64')) ? 'verified' : 'invalid';
+  } catch {
+    return 'invalid';
+  }
+}
