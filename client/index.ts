@@ -44,13 +44,22 @@ export interface PaymentsClientOptions {
   onRetry?: (info: RetryInfo) => void;
 }
 
-export interface CreatePaymentOptions extends RequestOptions {
+export interface IdempotentRequestOptions extends RequestOptions {
   /**
-   * Makes the create safe to repeat: the same key and body return the original payment. Generated
-   * (a random UUID) when omitted and reused by the SDK's own retries; pass your own (e.g. an order
-   * id) to make retries across processes or restarts safe too.
+   * Makes the call safe to repeat: the same key and body return the original result (`$response.replayed`).
+   * Generated (a random UUID) when omitted and reused by the SDK's own retries; pass your own (e.g. an
+   * order id) to make retries across processes or restarts safe too.
    */
   idempotencyKey?: string;
+}
+
+/** Payment creation's options (an IdempotentRequestOptions). */
+export type CreatePaymentOptions = IdempotentRequestOptions;
+
+/** The call's options with the Idempotency-Key it sends: the caller's, or a new random one. */
+function idempotent(opts: IdempotentRequestOptions | undefined): RequestOptions & { idempotencyKey: string } {
+  const { idempotencyKey = createIdempotencyKey(), ...requestOptions } = opts ?? {};
+  return { ...requestOptions, idempotencyKey };
 }
 
 type Contract = typeof contract;
@@ -100,17 +109,52 @@ export function createIdempotencyKey(): string {
   return globalThis.crypto.randomUUID();
 }
 
+/** About the HTTP answer a successful call returned. */
+export interface ResponseMeta {
+  status: number;
+  /** X-Request-Id: quote it when asking for support. */
+  requestId: string | null;
+  /** True when an Idempotency-Key replayed an earlier result (Idempotent-Replayed: true): nothing new happened. */
+  replayed: boolean;
+  headers: Headers;
+}
+
+/** A method's result with its response's metadata on `$response` (not enumerable: JSON and spreads leave it out). */
+export type WithResponse<T> = T extends object ? T & { readonly $response: ResponseMeta } : T;
+
+function attachResponse<T>(value: T, response: { status: number; headers: Headers }): WithResponse<T> {
+  if (value !== null && typeof value === 'object') {
+    const meta: ResponseMeta = {
+      status: response.status,
+      requestId: response.headers.get('x-request-id'),
+      replayed: response.headers.get('idempotent-replayed') === 'true',
+      headers: response.headers,
+    };
+    Object.defineProperty(value, '$response', { value: meta, enumerable: false, configurable: true });
+  }
+  return value as WithResponse<T>;
+}
+
+/** The `$response` of a value an SDK method returned (undefined for anything else). */
+export function responseOf(value: unknown): ResponseMeta | undefined {
+  return value !== null && typeof value === 'object' ? (value as { $response?: ResponseMeta }).$response : undefined;
+}
+
 /** The 2xx body, or a PaymentsApiError built from the error envelope. */
-async function ok<T extends { status: number; body: unknown; headers: Headers }>(pending: Promise<T>): Promise<Success<T>['body']> {
+async function ok<T extends { status: number; body: unknown; headers: Headers }>(pending: Promise<T>): Promise<WithResponse<Success<T>['body']>> {
   const response = await pending;
-  if (response.status >= 200 && response.status < 300) return response.body as Success<T>['body'];
+  if (response.status >= 200 && response.status < 300) return attachResponse(response.body as Success<T>['body'], response);
   throw PaymentsApiError.fromResponse(response.status, response.body, response.headers);
 }
 
 type DataOf<B> = B extends { data: infer D } ? D : never;
 
-async function data<T extends { status: number; body: unknown; headers: Headers }>(pending: Promise<T>): Promise<DataOf<Success<T>['body']>> {
-  return ((await ok(pending)) as { data: DataOf<Success<T>['body']> }).data;
+async function data<T extends { status: number; body: unknown; headers: Headers }>(pending: Promise<T>): Promise<WithResponse<DataOf<Success<T>['body']>>> {
+  const response = await pending;
+  if (response.status >= 200 && response.status < 300) {
+    return attachResponse((response.body as { data: DataOf<Success<T>['body']> }).data, response);
+  }
+  throw PaymentsApiError.fromResponse(response.status, response.body, response.headers);
 }
 
 /** The raw query for ts-rest: numbers and Dates are serialised by its query encoder as they are. */
@@ -141,27 +185,27 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
   const payments = {
     /** POST /v1/payments. Sends an Idempotency-Key (generated unless given) that its retries reuse. */
     create: (body: CreatePaymentInput, opts: CreatePaymentOptions = {}) => {
-      const { idempotencyKey = createIdempotencyKey(), ...requestOptions } = opts;
+      const { idempotencyKey, ...requestOptions } = idempotent(opts);
       return data(raw.payments.create({ body, headers: { 'idempotency-key': idempotencyKey }, requestOptions }));
     },
     /** GET /v1/payments/{id}, with next_action and the last provider response. */
     get: (id: string, requestOptions?: RequestOptions) => data(raw.payments.get({ params: { id }, requestOptions })),
     /** GET /v1/payments: one page, newest first. */
-    list: (q?: ListPaymentsQuery, requestOptions?: RequestOptions): Promise<Page<Payment>> =>
+    list: (q?: ListPaymentsQuery, requestOptions?: RequestOptions): Promise<WithResponse<Page<Payment>>> =>
       ok(raw.payments.list({ query: query(q), requestOptions })),
     /** Every payment matching the filters, across pages: `for await (const p of client.payments.listAll({ status: 'completed' }))`. */
     listAll: (q: ListPaymentsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => payments.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
     /** GET /v1/payments/{id}/transitions: every status change, oldest first (refused ones with accepted: false). */
     transitions: (id: string, requestOptions?: RequestOptions) => data(raw.payments.transitions({ params: { id }, requestOptions })),
-    /** POST /v1/payments/{id}/capture: captures an approved walletpay payment. */
-    capture: (id: string, requestOptions?: RequestOptions) => data(raw.payments.capture({ params: { id }, body: {}, requestOptions })),
+    /** POST /v1/payments/{id}/capture: captures an approved walletpay payment. Sends an Idempotency-Key its retries reuse. */
+    capture: (id: string, opts?: IdempotentRequestOptions) => data(raw.payments.capture({ params: { id }, body: {}, requestOptions: idempotent(opts) })),
   };
 
   const cards = {
-    /** POST /v1/payments/cards: saves a card from a payment-method token. */
-    create: (body: SaveCardInput, requestOptions?: RequestOptions) => data(raw.payments.createCard({ body, requestOptions })),
-    list: (q?: ListCardsQuery, requestOptions?: RequestOptions): Promise<Page<SavedCard>> => ok(raw.payments.listCards({ query: query(q), requestOptions })),
+    /** POST /v1/payments/cards: saves a card from a payment-method token. Sends an Idempotency-Key its retries reuse. */
+    create: (body: SaveCardInput, opts?: IdempotentRequestOptions) => data(raw.payments.createCard({ body, requestOptions: idempotent(opts) })),
+    list: (q?: ListCardsQuery, requestOptions?: RequestOptions): Promise<WithResponse<Page<SavedCard>>> => ok(raw.payments.listCards({ query: query(q), requestOptions })),
     listAll: (q: ListCardsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => cards.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
     /** DELETE /v1/payments/cards/{id}: detaches the card at the provider. */
@@ -178,11 +222,11 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
   };
 
   const refunds = {
-    /** POST /v1/refunds: full (no amount) or partial. Not retried automatically: check `refunds.list` before repeating. */
-    create: (body: CreateRefundInput, requestOptions?: RequestOptions) => data(raw.refunds.create({ body, requestOptions })),
+    /** POST /v1/refunds: full (no amount) or partial. Sends an Idempotency-Key its retries reuse: pass your own to repeat safely later. */
+    create: (body: CreateRefundInput, opts?: IdempotentRequestOptions) => data(raw.refunds.create({ body, requestOptions: idempotent(opts) })),
     get: (id: string, requestOptions?: RequestOptions) => data(raw.refunds.get({ params: { id }, requestOptions })),
     /** GET /v1/refunds?payment_id=…: a payment's refunds, oldest first. */
-    list: (q: ListRefundsQuery, requestOptions?: RequestOptions): Promise<Page<Refund>> => ok(raw.refunds.list({ query: query(q), requestOptions })),
+    list: (q: ListRefundsQuery, requestOptions?: RequestOptions): Promise<WithResponse<Page<Refund>>> => ok(raw.refunds.list({ query: query(q), requestOptions })),
     listAll: (q: ListRefundsQuery, requestOptions?: RequestOptions) =>
       paginate((page) => refunds.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
   };
@@ -199,7 +243,7 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
   };
 
   const webhookLogs = {
-    list: (q?: ListWebhookLogsQuery, requestOptions?: RequestOptions): Promise<Page<WebhookDelivery>> =>
+    list: (q?: ListWebhookLogsQuery, requestOptions?: RequestOptions): Promise<WithResponse<Page<WebhookDelivery>>> =>
       ok(raw.webhookLogs.list({ query: query(q), requestOptions })),
     listAll: (q: ListWebhookLogsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => webhookLogs.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
@@ -219,7 +263,7 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
 
   const events = {
     /** GET /v1/events: one page, newest first; each item is exactly the delivered webhook body. */
-    list: (q?: ListEventsQuery, requestOptions?: RequestOptions): Promise<Page<Event>> => ok(raw.events.list({ query: query(q), requestOptions })),
+    list: (q?: ListEventsQuery, requestOptions?: RequestOptions): Promise<WithResponse<Page<Event>>> => ok(raw.events.list({ query: query(q), requestOptions })),
     listAll: (q: ListEventsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => events.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
     get: (id: string, requestOptions?: RequestOptions) => data(raw.events.get({ params: { id }, requestOptions })),
@@ -236,4 +280,5 @@ export { PaymentsApiError, PaymentsConnectionError, PaymentsError, type ErrorDet
 export { paginate, type Page, type PageMeta } from './pagination.js';
 export { backoffDelay, parseRetryAfter, type RequestOptions, type RetryInfo } from './transport.js';
 export { verifyWebhook, WebhookVerificationError } from './webhooks.js';
+export { signTestWebhook, type SignedTestWebhook, type SignTestWebhookOptions, type TestWebhookInput } from './test-webhooks.js';
 export type { PaymentWebhookEvent, TestWebhookEvent, VerifyWebhookOptions, WebhookEvent, WebhookEventData, WebhookEventType, WebhookVerificationReason } from './webhooks.js';

@@ -2,7 +2,8 @@
  * The SDK's HTTP layer: a ts-rest `api` fetcher that adds a per-attempt timeout and retries with
  * exponential backoff and jitter. A request is retried only when repeating it cannot do something
  * twice: GET/HEAD/PUT/DELETE always, a POST only when it carries an Idempotency-Key (payment
- * creation). Retries reuse the exact same request, headers included, so the key is the same.
+ * creation, refunds, captures, card saves). Retries reuse the exact same request, headers included,
+ * so the key is the same.
  */
 import type { ApiFetcherArgs } from '@ts-rest/core';
 import { PaymentsConnectionError } from './errors.js';
@@ -15,6 +16,12 @@ export interface RequestOptions {
   timeoutMs?: number;
   /** Retries after the first attempt (0 disables retrying). */
   maxRetries?: number;
+}
+
+/** What the SDK itself adds to a call (not part of the public RequestOptions). */
+export interface SdkCallOptions extends RequestOptions {
+  /** Sent as Idempotency-Key; makes a POST safe to retry (the retries carry the same key). */
+  idempotencyKey?: string;
 }
 
 /** What `onRetry` is told before the SDK waits and tries again. */
@@ -41,7 +48,7 @@ export interface TransportOptions {
   onRetry?: (info: RetryInfo) => void;
 }
 
-export type SdkFetcherArgs = ApiFetcherArgs & { requestOptions?: RequestOptions };
+export type SdkFetcherArgs = ApiFetcherArgs & { requestOptions?: SdkCallOptions };
 export interface FetcherResult {
   status: number;
   body: unknown;
@@ -112,7 +119,8 @@ export function createFetcher(options: TransportOptions) {
     const call = args.requestOptions ?? {};
     const maxRetries = call.maxRetries ?? options.maxRetries;
     const timeoutMs = call.timeoutMs ?? options.timeoutMs;
-    const retrySafe = isRetrySafe(args.method, args.headers);
+    const headers = call.idempotencyKey ? { ...args.headers, 'idempotency-key': call.idempotencyKey } : args.headers;
+    const retrySafe = isRetrySafe(args.method, headers);
     const userSignal = call.signal ?? args.fetchOptions?.signal ?? undefined;
 
     for (let attempt = 1; ; attempt++) {
@@ -121,7 +129,7 @@ export function createFetcher(options: TransportOptions) {
       try {
         const timeout = AbortSignal.timeout(timeoutMs);
         const signal = userSignal ? AbortSignal.any([userSignal, timeout]) : timeout;
-        const response = await options.fetch(args.path, { ...args.fetchOptions, method: args.method, headers: args.headers, body: args.body ?? null, signal });
+        const response = await options.fetch(args.path, { ...args.fetchOptions, method: args.method, headers, body: args.body ?? null, signal });
         const body = await readBody(response);
         if (!canRetry || !isRetryableResponse(response.status, body)) return { status: response.status, body, headers: response.headers };
         const retryAfter = parseRetryAfter(response.headers.get('retry-after'));

@@ -4,7 +4,7 @@
  *   BASE_URL=http://localhost:3000 API_KEY=pk_… npx tsx examples/create-payment.ts
  *
  * Set CARDPAY_SECRET_KEY (e.g. sk_test_demo_0001) to store cardpay credentials first.
- * Outside this repository, import from 'multi-provider-payments/client' instead.
+ * Outside this repository, import from 'multi-provider-payments-sdk' instead.
  */
 import { createPaymentsClient, PaymentsApiError } from '../client/index.js';
 

@@ -4,7 +4,7 @@
  *   WEBHOOK_SECRET=whsec_… PORT=4000 npx tsx examples/webhook-receiver.ts
  *
  * Register it with PUT /v1/merchant/webhook {"webhook_url":"http://localhost:4000/webhooks"}; the
- * answer carries the whsec_ secret. Outside this repository, import from 'multi-provider-payments/client'.
+ * answer carries the whsec_ secret. Outside this repository, import from 'multi-provider-payments-sdk'.
  */
 import http from 'node:http';
 import { verifyWebhook, WebhookVerificationError } from '../client/index.js';

@@ -94,8 +94,7 @@ describe('SDK against the real service', () => {
     expect(rows.map((r) => r.id)).toEqual([payment.id]);
   });
 
-  it('does not retry a POST without an Idempotency-Key (a refund) after a network error', async () => {
-    const payment = await client.payments.create(visa);
+  it('does not retry a POST without an Idempotency-Key (a reconciliation) after a network error', async () => {
     let calls = 0;
     const sdk = createPaymentsClient({
       baseUrl: t.baseUrl,
@@ -106,10 +105,24 @@ describe('SDK against the real service', () => {
         throw new TypeError(`fetch failed (${init?.method} ${String(input)})`);
       },
     });
-    const error = await sdk.refunds.create({ payment_id: payment.id, amount: '1.00' }).catch((e: unknown) => e);
+    const error = await sdk.mobilemoney.reconcile({}).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(PaymentsConnectionError);
     expect((error as PaymentsConnectionError).attempts).toBe(1);
     expect(calls).toBe(1);
+  });
+
+  it('successful calls carry the request id and the replayed flag on $response (left out of JSON)', async () => {
+    const key = `sdk-replay-${Date.now()}`;
+    const first = await client.payments.create(visa, { idempotencyKey: key });
+    const again = await client.payments.create(visa, { idempotencyKey: key });
+    expect(again.id).toBe(first.id);
+    expect(first.$response).toMatchObject({ status: 201, replayed: false, requestId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
+    expect(again.$response).toMatchObject({ status: 200, replayed: true });
+    expect(again.$response.requestId).not.toBe(first.$response.requestId);
+    expect(JSON.parse(JSON.stringify(first))).not.toHaveProperty('$response');
+    const page = await client.payments.list({ page_size: 1 });
+    expect(page.$response.status).toBe(200);
+    expect(page.data).toHaveLength(1);
   });
 
   it('throws PaymentsApiError with code, status, requestId and details for 422', async () => {

@@ -152,13 +152,38 @@ describe('SDK retries', () => {
     expect(stub.seen).toHaveLength(1);
   });
 
+  it('refunds, captures and card saves send an Idempotency-Key and their retries reuse it', async () => {
+    const { client, retries } = sdk();
+    const calls = [
+      () => client.refunds.create({ payment_id: '00000000-0000-4000-8000-000000000000' }),
+      () => client.payments.capture('00000000-0000-4000-8000-000000000000'),
+      () => client.cards.create({ payment_method_id: 'pm_card_visa' }),
+    ];
+    for (const call of calls) {
+      stub.reset();
+      stub.next(unavailable('0'));
+      // The retry reaches the service, which answers for itself (404 / 422: nothing to act on).
+      await call().catch((e: unknown) => e);
+      expect(stub.seen).toHaveLength(2);
+      const [first, second] = stub.seen;
+      expect(first!.idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+      expect(second!.idempotencyKey).toBe(first!.idempotencyKey);
+    }
+    expect(retries).toHaveLength(3);
+    // A key of the caller's own is sent as given.
+    stub.reset();
+    await client.refunds.create({ payment_id: '00000000-0000-4000-8000-000000000000' }, { idempotencyKey: 'refund-order-77' }).catch((e: unknown) => e);
+    expect(stub.seen.map((r) => r.idempotencyKey)).toEqual(['refund-order-77']);
+  });
+
   it('never retries a POST without an Idempotency-Key, nor a PROVIDER_ERROR', async () => {
     stub.reset();
     stub.next(unavailable('0'));
     const { client, retries } = sdk();
-    const refund = await client.refunds.create({ payment_id: '00000000-0000-4000-8000-000000000000' }).catch((e: unknown) => e);
-    expect(refund).toMatchObject({ status: 503 });
+    const reconcile = await client.mobilemoney.reconcile({}).catch((e: unknown) => e);
+    expect(reconcile).toMatchObject({ status: 503 });
     expect(stub.seen).toHaveLength(1);
+    expect(stub.seen[0]!.idempotencyKey).toBeUndefined();
 
     stub.reset();
     stub.next({ status: 502, body: { success: false, error: { code: 'PROVIDER_ERROR', message: 'cardpay refused the payment', request_id: 'stub-502' } } });

@@ -1,0 +1,169 @@
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+
+/**
+ * The SDK as a merchant installs it: `cd client && npm pack` (prepack builds it), the tarball
+ * installed into an empty project (its dependencies from the local npm cache), then loaded with both
+ * `import` and `require` and used against the real service.
+ */
+
+const run = promisify(execFile);
+const root = path.resolve('.');
+const work = mkdtempSync(path.join(os.tmpdir(), 'payments-sdk-pack-'));
+const consumer = path.join(work, 'consumer');
+let tarball: string;
+let packedFiles: string[];
+
+function sizeOf(dir: string): number {
+  let total = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) total += sizeOf(full);
+    else if (entry.isFile()) total += statSync(full).size;
+  }
+  return total;
+}
+
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true });
+  return entries.filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name));
+}
+
+const ESM = `
+import { createPaymentsClient, PaymentsApiError, responseOf, signTestWebhook, verifyWebhook } from 'multi-provider-payments-sdk';
+const client = createPaymentsClient({ baseUrl: process.env.BASE_URL, apiKey: process.env.API_KEY });
+await client.merchant.storeCredentials({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_packed_0001' } });
+const body = { provider: 'cardpay', amount: '9.99', currency: 'USD', payment_method: 'pm_card_visa' };
+const first = await client.payments.create(body, { idempotencyKey: 'packed-order-1' });
+const again = await client.payments.create(body, { idempotencyKey: 'packed-order-1' });
+const missing = await client.payments.get('00000000-0000-4000-8000-000000000000').catch((e) => e);
+const listed = [];
+for await (const p of client.payments.listAll({ page_size: 1 })) listed.push(p.id);
+const signed = signTestWebhook({ type: 'payment.completed', data: { payment_id: first.id, amount: '9.99', currency: 'USD', provider: 'cardpay', status: 'completed', previous_status: 'pending' } }, 'whsec_dGVzdC1zZWNyZXQtMDEyMzQ1Njc4OQ==');
+const verified = verifyWebhook(signed.body, signed.headers, 'whsec_dGVzdC1zZWNyZXQtMDEyMzQ1Njc4OQ==');
+console.log(JSON.stringify({
+  status: first.status, sameId: again.id === first.id,
+  first: { requestId: first.$response.requestId, replayed: first.$response.replayed, status: first.$response.status },
+  again: { replayed: responseOf(again).replayed, status: again.$response.status },
+  enumerable: Object.keys(first).includes('$response'),
+  listed: listed.length,
+  error: { isApiError: missing instanceof PaymentsApiError, code: missing.code, status: missing.status },
+  webhook: { type: verified.type, paymentId: verified.data.payment_id === first.id },
+}));
+`;
+
+const CJS = `
+const sdk = require('multi-provider-payments-sdk');
+const signed = sdk.signTestWebhook({ type: 'payment.failed', data: { payment_id: 'p', amount: '1.00', currency: 'USD', provider: 'cardpay', status: 'failed', previous_status: 'pending' } }, 'whsec_c2VjcmV0');
+let tampered = null;
+try { sdk.verifyWebhook(signed.body.replace('1.00', '9.00'), signed.headers, 'whsec_c2VjcmV0'); } catch (e) { tampered = e.reason; }
+console.log(JSON.stringify({
+  createPaymentsClient: typeof sdk.createPaymentsClient,
+  PaymentsApiError: typeof sdk.PaymentsApiError,
+  verified: sdk.verifyWebhook(signed.body, signed.headers, 'whsec_c2VjcmV0').type,
+  tampered,
+  routes: Object.keys(sdk.contract).length > 3,
+}));
+`;
+
+/** A TypeScript consumer: the published declarations type-check a typical use, and catch a missing body. */
+const TYPED = `
+import { createPaymentsClient, type Payment } from 'multi-provider-payments-sdk';
+const client = createPaymentsClient({ baseUrl: 'http://localhost:3000', apiKey: 'pk_x' });
+export async function pay(): Promise<Payment> {
+  const p = await client.payments.create({ provider: 'cardpay', amount: '1.00', currency: 'USD', payment_method: 'pm_card_visa' });
+  const replayed: boolean = p.$response.replayed;
+  void replayed;
+  return p;
+}
+`;
+
+let t: TestService;
+beforeAll(async () => {
+  t = await startTestService();
+  const packDir = path.join(work, 'pack');
+  mkdirSync(packDir);
+  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', packDir], { cwd: path.join(root, 'client'), maxBuffer: 16 * 1024 * 1024 });
+  const [info] = JSON.parse(stdout) as { filename: string; files: { path: string }[] }[];
+  tarball = path.join(packDir, info!.filename);
+  packedFiles = info!.files.map((f) => f.path).sort();
+  mkdirSync(consumer);
+  writeFileSync(path.join(consumer, 'package.json'), JSON.stringify({ name: 'sdk-consumer', version: '1.0.0', private: true }));
+  await run('npm', ['install', tarball, '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: consumer });
+}, 240_000);
+afterAll(async () => {
+  await t?.stop();
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe('the SDK package (client/)', () => {
+  it('packs only its build: package.json, ESM, CommonJS and declarations', () => {
+    expect(packedFiles).toEqual(expect.arrayContaining(['package.json', 'dist/index.js', 'dist/index.cjs', 'dist/index.d.cts', 'dist/types/client/index.d.ts']));
+    const unexpected = packedFiles.filter((f) => f !== 'package.json' && !f.startsWith('dist/'));
+    expect(unexpected).toEqual([]);
+    expect(packedFiles.some((f) => /(^|\/)(server|test|bench)\//.test(f))).toBe(false);
+  });
+
+  it('installs into an empty project with zod and @ts-rest/core as its only dependencies, in at most 15 MB', () => {
+    const installed = readdirSync(path.join(consumer, 'node_modules')).filter((n) => !n.startsWith('.'));
+    expect(installed.sort()).toEqual(['@ts-rest', 'multi-provider-payments-sdk', 'zod']);
+    const bytes = sizeOf(path.join(consumer, 'node_modules'));
+    expect(bytes).toBeLessThanOrEqual(15 * 1024 * 1024);
+  });
+
+  it('loads with import and works against the service: request id and replayed flag on results, listAll, typed errors, test webhooks', async () => {
+    const { apiKey } = await t.createMerchant('Packed SDK Shop');
+    writeFileSync(path.join(consumer, 'esm.mjs'), ESM);
+    const { stdout } = await run(process.execPath, ['esm.mjs'], { cwd: consumer, env: { ...process.env, NODE_OPTIONS: '', BASE_URL: t.baseUrl, API_KEY: apiKey } });
+    expect(JSON.parse(stdout.trim())).toEqual({
+      status: 'completed',
+      sameId: true,
+      first: { requestId: expect.stringMatching(/^[0-9a-f-]{36}$/), replayed: false, status: 201 },
+      again: { replayed: true, status: 200 },
+      enumerable: false,
+      listed: 1,
+      error: { isApiError: true, code: 'NOT_FOUND', status: 404 },
+      webhook: { type: 'payment.completed', paymentId: true },
+    });
+  });
+
+  it('loads with require (CommonJS)', async () => {
+    writeFileSync(path.join(consumer, 'cjs.cjs'), CJS);
+    const { stdout } = await run(process.execPath, ['cjs.cjs'], { cwd: consumer, env: { ...process.env, NODE_OPTIONS: '' } });
+    expect(JSON.parse(stdout.trim())).toEqual({ createPaymentsClient: 'function', PaymentsApiError: 'function', verified: 'payment.failed', tampered: 'signature_mismatch', routes: true });
+  });
+
+  it('its declarations type-check a TypeScript consumer', async () => {
+    writeFileSync(path.join(consumer, 'typed.ts'), TYPED);
+    const tsc = path.join(root, 'node_modules/typescript/bin/tsc');
+    const args = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--typeRoots', path.join(root, 'node_modules/@types'), '--types', 'node', 'typed.ts'];
+    await expect(run(process.execPath, [tsc, ...args], { cwd: consumer })).resolves.toBeDefined();
+    writeFileSync(path.join(consumer, 'typed.ts'), TYPED.replace("{ provider: 'cardpay', amount: '1.00', currency: 'USD', payment_method: 'pm_card_visa' }", ''));
+    const broken = await run(process.execPath, [tsc, ...args], { cwd: consumer }).catch((e: { stdout: string }) => e);
+    expect((broken as { stdout: string }).stdout).toContain('typed.ts');
+  }, 180_000);
+
+  it('the sources depend on nothing but the contract, @ts-rest/core, zod and Node built-ins; the bundles only on zod and @ts-rest/core', async () => {
+    const allowed = /^(\.{1,2}\/|@ts-rest\/core$|zod$|@anatine\/zod-openapi$|node:)/;
+    const sources = [...(await filesUnder('client')), ...(await filesUnder('contract'))].filter((f) => /\.ts$/.test(f) && !f.includes(`${path.sep}dist${path.sep}`));
+    const offending: string[] = [];
+    for (const file of sources) {
+      const text = await readFile(file, 'utf8');
+      for (const match of text.matchAll(/(?:from|import)\s*\(?\s*['"]([^'"]+)['"]/g)) {
+        const specifier = match[1]!;
+        const resolved = specifier.startsWith('.') ? path.relative(root, path.resolve(path.dirname(file), specifier)) : specifier;
+        if (!allowed.test(specifier) || /^(server|test|scripts)\//.test(resolved)) offending.push(`${file}: ${specifier}`);
+      }
+    }
+    expect(offending).toEqual([]);
+    const bundle = await readFile(path.join(consumer, 'node_modules/multi-provider-payments-sdk/dist/index.js'), 'utf8');
+    const imported = new Set([...bundle.matchAll(/from\s*['"]([^'"]+)['"]/g)].map((m) => m[1]));
+    expect([...imported].sort()).toEqual(['@ts-rest/core', 'node:crypto', 'zod']);
+  });
+});
