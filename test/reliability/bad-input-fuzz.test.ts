@@ -67,6 +67,7 @@ const TEMPLATES: Record<string, { params?: Record<string, string>; query?: Recor
   'payments.list': { query: { status: 'completed', provider: 'cardpay', page_size: '20' } },
   'payments.get': { params: { id: UNKNOWN_ID } },
   'payments.capture': { params: { id: UNKNOWN_ID }, bodies: [{}] },
+  'payments.transitions': { params: { id: UNKNOWN_ID } },
   'refunds.create': { bodies: [{ payment_id: UNKNOWN_ID, amount: '5.00' }] },
   'refunds.list': { query: { payment_id: UNKNOWN_ID } },
   'refunds.get': { params: { id: UNKNOWN_ID } },
@@ -84,6 +85,11 @@ const TEMPLATES: Record<string, { params?: Record<string, string>; query?: Recor
   'webhookLogs.list': { query: { status: 'dead', page: '1' } },
   'webhookLogs.get': { params: { id: UNKNOWN_ID } },
   'webhookLogs.retry': { params: { id: UNKNOWN_ID } },
+  // The fuzz merchant has no deliveries and no webhook URL: recover queues nothing, test is 409.
+  'webhooks.recover': { bodies: [{ since: '2026-11-20T00:00:00Z', until: '2026-11-21T00:00:00Z' }] },
+  'webhooks.test': { bodies: [{}] },
+  'events.list': { query: { type: 'payment.completed', page_size: '20' } },
+  'events.get': { params: { id: UNKNOWN_ID } },
 };
 
 // ---------------------------------------------------------------------------------------------
