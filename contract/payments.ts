@@ -80,6 +80,32 @@ export type CreatePaymentBody = z.infer<typeof CreatePaymentBodySchema>;
 
 export const NextActionSchema = z.object({ type: z.literal('redirect'), url: z.string() }).nullable();
 
+export const IntegrityMismatchSchema = extendApi(
+  z.object({
+    source: z.string().describe('Which provider report was refused: create, capture, status-sync, check-status, reconciliation, refund, callback:<event>'),
+    refund_id: UuidSchema.optional().describe('Set when the report was about this refund'),
+    expected_amount: z.string().describe('Our amount (the payment\'s, or the refund\'s)'),
+    expected_currency: z.string(),
+    reported_amount: z.string().nullable().describe('What the provider reported; null when the report named no amount'),
+    reported_currency: z.string().nullable(),
+    at: TimestampSchema,
+  }),
+  { title: 'IntegrityMismatch' },
+);
+
+export const PaymentIntegritySchema = extendApi(
+  z.object({
+    status: z.enum(['ok', 'mismatch']).describe('mismatch: at least one provider report about this payment had another amount or currency and changed nothing'),
+    mismatches: z.array(IntegrityMismatchSchema),
+  }),
+  {
+    title: 'PaymentIntegrity',
+    description:
+      'Every provider-reported outcome is compared with the payment (or refund) in amount and currency; money moves only when both are equal. ' +
+      'Refused reports are listed here, oldest first — review them with the provider.',
+  },
+);
+
 export const PaymentSchema = extendApi(
   z.object({
     id: UuidSchema,
@@ -97,6 +123,7 @@ export const PaymentSchema = extendApi(
     created_at: TimestampSchema,
     updated_at: TimestampSchema,
     provider_response: z.record(z.string(), z.unknown()).nullable().optional().describe('Last raw provider response, secrets removed (GET by id only)'),
+    integrity: PaymentIntegritySchema,
   }),
   {
     title: 'Payment',
@@ -104,6 +131,7 @@ export const PaymentSchema = extendApi(
       id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21', merchant_id: '5d1c3a2b-8e7f-4a6b-9c0d-1e2f3a4b5c6d', amount: '25.00', currency: 'USD',
       provider: 'cardpay', status: 'completed', provider_ref: 'pi_3Nq…', idempotency_key: 'order-1042', reference: 'K7M2Q9XW4RTA',
       amount_refunded: '0.00', next_action: null, failure_reason: null, created_at: '2026-11-22T10:15:30.000Z', updated_at: '2026-11-22T10:15:31.000Z',
+      integrity: { status: 'ok', mismatches: [] },
     },
   },
 );
@@ -209,10 +237,33 @@ export const ReconcileReportSchema = extendApi(
     pulled: z.number().int(),
     updated: z.number().int(),
     skipped: z.number().int(),
+    mismatched: z.number().int().describe('Transactions that match a pending payment by receipt or reference but not in amount or currency: nothing settled'),
     not_found: z.number().int(),
-    results: z.array(z.object({ receipt: z.string(), outcome: z.enum(['updated', 'skipped', 'not_found']), payment_id: UuidSchema.optional() })),
+    results: z.array(
+      z.object({
+        receipt: z.string(),
+        outcome: z.enum(['updated', 'skipped', 'mismatched', 'not_found']),
+        payment_id: UuidSchema.optional(),
+        expected_amount: z.string().optional().describe('mismatched only: the payment\'s amount'),
+        expected_currency: z.string().optional().describe('mismatched only: the payment\'s currency'),
+        reported_amount: z.string().optional().describe('mismatched only: the amount of the operator\'s transaction'),
+        reported_currency: z.string().optional().describe('mismatched only: the currency of the operator\'s transaction'),
+      }),
+    ),
   }),
-  { example: { pulled: 2, updated: 1, skipped: 1, not_found: 0, results: [{ receipt: 'NLJ7RT61SV', outcome: 'updated', payment_id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21' }, { receipt: 'QWE1RT2YUI', outcome: 'skipped', payment_id: '7c9e6679-7425-40de-944b-e07fc1f90ae7' }] } },
+  {
+    example: {
+      pulled: 3, updated: 1, skipped: 1, mismatched: 1, not_found: 0,
+      results: [
+        { receipt: 'NLJ7RT61SV', outcome: 'updated', payment_id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21' },
+        { receipt: 'QWE1RT2YUI', outcome: 'skipped', payment_id: '7c9e6679-7425-40de-944b-e07fc1f90ae7' },
+        {
+          receipt: 'RTY5UI8OPA', outcome: 'mismatched', payment_id: '3f2b1c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d',
+          expected_amount: '10000', expected_currency: 'KES', reported_amount: '1', reported_currency: 'KES',
+        },
+      ],
+    },
+  },
 );
 
 const mobilemoneyTag = 'Mobile money';
@@ -275,7 +326,9 @@ export const paymentsContract = c.router(
       summary: 'Reconcile missed mobile-money callbacks',
       description:
         "Pulls the operator's completed transactions for the window (default: the last 48 hours; at most 48 hours) and settles payments whose " +
-        'callback never came: known and pending → completed (event enqueued); known otherwise → skipped; unknown → not_found.',
+        'callback never came: known and pending → completed (event enqueued); known otherwise → skipped; unknown → not_found. A transaction that ' +
+        'matches a pending payment by receipt or reference but not in amount or currency settles nothing: it is reported as mismatched with both ' +
+        'amounts and shown on the payment (integrity).',
       metadata: { scope: 'payments:write', tag: mobilemoneyTag } as const,
       body: z.object({ since: DateTimeQuery.optional(), until: DateTimeQuery.optional() }).strict().optional(),
       responses: { 200: envelope(ReconcileReportSchema), 502: ErrorBodySchema },

@@ -66,6 +66,8 @@ export interface CreatePaymentInput {
 
 export interface PaymentLookup {
   paymentId: string;
+  /** The payment's amount: what we asked the provider to charge (a lookup whose answer names none reports it). */
+  amount?: Money;
   providerRef: string | null;
   reference: string;
   providerData: Record<string, unknown>;
@@ -208,6 +210,11 @@ export interface ReversalResultNotification extends NotificationBase {
   refund: RefundReference;
   /** null: timed out in the provider's queue, nothing decided (the refund stays pending). */
   succeeded: boolean | null;
+  /**
+   * The reversed amount as the provider reports it; 'as-requested' when it confirms the whole amount we
+   * asked to reverse without naming it (e.g. "already reversed": reversals are of whole transactions).
+   */
+  amount: Money | 'as-requested' | null;
   failureReason: string | null;
 }
 
@@ -293,7 +300,7 @@ export interface ProviderOperations<C> {
    */
   requestStatusReport?(creds: C, input: { queryId: string; transactionId: string }): Promise<{ providerQueryRef: string; ack: CheckStatusAck }>;
   /** Settled incoming transactions in a window, for reconciliation. */
-  listTransactions?(creds: C, window: { since: Date; until: Date }): Promise<{ receipt: string; reference: string | null; amount: Money | null }[]>;
+  listTransactions?(creds: C, window: { since: Date; until: Date }): Promise<{ receipt: string; reference: string | null; amount: Money }[]>;
   /** One-time registration for listTransactions; returns issues when the request lacks what it needs. */
   registerTransactionFeed?(creds: C, input: Record<string, string | undefined>): Promise<{ issues: RequestIssue[] } | { result: Record<string, unknown> }>;
 }

@@ -1,6 +1,7 @@
 import type { NextFunction, Request, Response, Router } from 'express';
 import express from 'express';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { mountMisreportControl, misreportResponse, type Misreport, type MisreportRewriter } from './misreport.js';
 
 export type OutageMode = 'ok' | 'error' | 'hang';
 
@@ -8,8 +9,22 @@ export type OutageMode = 'ok' | 'error' | 'hang';
 const HANG_MS = 120_000;
 
 export async function outageMode(em: EntityManager, provider: string): Promise<OutageMode> {
-  const rows = await em.getConnection().execute<{ mode: OutageMode }[]>('SELECT mode FROM sandbox_controls WHERE provider = ?', [provider]);
-  return rows[0]?.mode ?? 'ok';
+  return (await controls(em, provider)).mode;
+}
+
+/** The provider's switches, in one query per simulator request: outage mode and misreport. */
+async function controls(em: EntityManager, provider: string): Promise<{ mode: OutageMode; misreport: Misreport | null }> {
+  const rows = await em.getConnection().execute<{ mode: OutageMode; misreport_amount: number | string | null; misreport_currency: string | null }[]>(
+    'SELECT mode, misreport_amount, misreport_currency FROM sandbox_controls WHERE provider = ?',
+    [provider],
+  );
+  const row = rows[0];
+  if (!row) return { mode: 'ok', misreport: null };
+  const misreport: Misreport = {
+    ...(row.misreport_amount !== null ? { amount: row.misreport_amount } : {}),
+    ...(row.misreport_currency !== null ? { currency: row.misreport_currency } : {}),
+  };
+  return { mode: row.mode, misreport: Object.keys(misreport).length > 0 ? misreport : null };
 }
 
 export async function setOutageMode(em: EntityManager, provider: string, mode: OutageMode): Promise<void> {
@@ -23,9 +38,11 @@ export async function setOutageMode(em: EntityManager, provider: string, mode: O
 /**
  * Mounts `POST /_control/outage {mode: ok|error|hang}` and a middleware that, while an outage is on,
  * answers every provider call with HTTP 500 or never answers (until the client gives up). The state is
- * in PostgreSQL, so it holds for every process. Mount it before the simulator's routes.
+ * in PostgreSQL, so it holds for every process. Mount it before the simulator's routes. With `misreport`
+ * (the simulator's rewriter) it also mounts `POST /_control/misreport` (see misreport.ts).
  */
-export function outageSwitch(router: Router, em: EntityManager, provider: string, errorBody: unknown): void {
+export function outageSwitch(router: Router, em: EntityManager, provider: string, errorBody: unknown, misreport?: MisreportRewriter): void {
+  if (misreport) mountMisreportControl(router, em, provider);
   router.post('/_control/outage', express.json(), async (req: Request, res: Response, next: NextFunction) => {
     try {
       const mode = (req.body as { mode?: string } | undefined)?.mode;
@@ -42,7 +59,8 @@ export function outageSwitch(router: Router, em: EntityManager, provider: string
   router.use(async (req: Request, res: Response, next: NextFunction) => {
     if (req.path.startsWith('/_control')) return next();
     try {
-      const mode = await outageMode(em, provider);
+      const { mode, misreport: lie } = await controls(em, provider);
+      if (lie && misreport) misreportResponse(res, lie, misreport);
       if (mode === 'error') {
         res.status(500).json(errorBody);
         return;

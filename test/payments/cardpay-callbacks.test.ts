@@ -16,7 +16,7 @@ function sign(body: string, secret = SIGNING_SECRET, timestamp = Math.floor(Date
   return `t=${timestamp},v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
 }
 
-// Every intent in this file is the 40.00 EUR payment pendingPayment() creates, as the provider reports it.
+/** An intent event as the provider sends it: with the intent's amount and currency (those of pendingPayment unless given). */
 function intentEvent(type: string, intent: Record<string, unknown>, id = `evt_test_${Date.now()}_${++n}`) {
   const object = { object: 'payment_intent', amount: 4000, currency: 'eur', ...intent };
   return JSON.stringify({ id, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type, data: { object } });

@@ -1,16 +1,17 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Provider } from '../../../contract/index.js';
 import type { Logger } from '../../observability/logger.js';
-import { PaymentSchema, type Payment } from '../../persistence/entities/index.js';
+import { PaymentSchema, RefundSchema, type Payment } from '../../persistence/entities/index.js';
 import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import { paymentLookup, toUpdate } from '../payments/payment.service.js';
 import type { PaymentUpdate, StatusWriter } from '../payments/status-writer.js';
 import {
   MalformedNotificationError, ProviderError,
-  type InboundRequest, type PaymentOutcomeNotification, type ProviderNotification, type ProviderPort, type ProviderRegistry, type Verification,
+  type InboundRequest, type Money, type PaymentOutcomeNotification, type ProviderNotification, type ProviderPort, type ProviderRegistry,
+  type ReversalResultNotification, type Verification,
 } from '../ports.js';
-import { recordInInbox } from './inbox.js';
+import { markRefusedInInbox, recordInInbox } from './inbox.js';
 import { findOurRefund, resolvePayment, resolveRefund, resolveStatusQuery } from './resolve.js';
 import { recordStatusReport } from './status-reports.js';
 
@@ -140,6 +141,7 @@ export class InboundPipeline {
   private async apply(port: ProviderPort, notification: Actionable, subject: Subject): Promise<InboundOutcome> {
     const source = `callback:${notification.label}`;
     return this.writer.commit(async (uow): Promise<InboundOutcome> => {
+      const refused = () => markRefusedInInbox(uow.tx, port.name, notification.dedupKey);
       const fresh = await recordInInbox(uow.tx, {
         provider: port.name,
         dedupKey: notification.dedupKey,
@@ -149,14 +151,17 @@ export class InboundPipeline {
       });
       if (!fresh) return 'duplicate';
       switch (notification.kind) {
-        case 'payment':
-          await uow.payment(subject.paymentId!, paymentUpdateOf(notification), source);
+        case 'payment': {
+          const outcome = await uow.payment(subject.paymentId!, paymentUpdateOf(notification), source);
+          if (outcome.mismatch) await refused();
           return 'applied';
+        }
         case 'refund':
           for (const refund of notification.refunds) {
             if (refund.status === 'completed') {
               const raw = refund.raw ?? notification.raw;
-              await uow.providerRefund(subject.paymentId!, { providerRefundId: refund.providerRefundId, reported: refund.amount, ourRefundId: refund.ourRefundId, raw }, source);
+              const outcome = await uow.providerRefund(subject.paymentId!, { providerRefundId: refund.providerRefundId, reported: refund.amount, ourRefundId: refund.ourRefundId, raw }, source);
+              if (outcome?.mismatch) await refused();
             } else if (refund.status === 'failed') {
               // Only a refund of ours can fail: one made at the provider and failed there never moved money here.
               const ours = await findOurRefund(uow.tx, subject.paymentId!, refund);
@@ -173,10 +178,11 @@ export class InboundPipeline {
           const outcome = await uow.refund(
             subject.refundId!,
             notification.succeeded
-              ? { status: 'completed', reversal: true, raw: notification.raw }
+              ? { status: 'completed', reversal: true, raw: notification.raw, reported: await reversedAmount(uow.tx, subject.refundId!, notification.amount) }
               : { status: 'failed', failureReason: notification.failureReason, raw: notification.raw },
             source,
           );
+          if (outcome.mismatch) await refused();
           return outcome.transitioned || outcome.mismatch ? 'applied' : 'duplicate';
         }
         case 'status-report': {
@@ -184,7 +190,8 @@ export class InboundPipeline {
           // Only a confirmed completion moves a payment: a status report never fails or reverses one.
           if (!paymentId || !notification.completed) return 'applied';
           const { receipt, amount } = notification.completed;
-          await uow.payment(paymentId, { status: 'completed', reported: amount, providerRef: receipt, receiptNumber: receipt, raw: notification.raw }, source);
+          const outcome = await uow.payment(paymentId, { status: 'completed', reported: amount, providerRef: receipt, receiptNumber: receipt, raw: notification.raw }, source);
+          if (outcome.mismatch) await refused();
           return 'applied';
         }
       }
@@ -229,4 +236,11 @@ function paymentUpdateOf(n: PaymentOutcomeNotification): PaymentUpdate {
     raw: n.raw,
     data: n.data,
   };
+}
+
+/** The amount a reversal result reports; 'as-requested' is the refund's own amount (see ReversalResultNotification). */
+async function reversedAmount(tx: EntityManager, refundId: string, amount: ReversalResultNotification['amount']): Promise<Money | null> {
+  if (amount !== 'as-requested') return amount;
+  const refund = await tx.findOneOrFail(RefundSchema, { id: refundId });
+  return { minor: refund.amountMinor, currency: refund.currency };
 }

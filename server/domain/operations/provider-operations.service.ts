@@ -4,6 +4,7 @@ import type { CheckStatusAck, Provider } from '../../../contract/index.js';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, type Payment } from '../../persistence/entities/index.js';
 import { DomainError } from '../errors.js';
+import { formatMinorUnits } from '../money/money.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import type { AppConfig } from '../../config/config.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
@@ -15,12 +16,24 @@ import { ProviderError, type ProviderOperations, type ProviderRegistry } from '.
 export const RECONCILE_MAX_WINDOW_MS = 48 * 3_600_000;
 export const AUTO_RECONCILE_WINDOW_MS = 2 * 3_600_000;
 
+export interface ReconcileResult {
+  receipt: string;
+  outcome: 'updated' | 'skipped' | 'mismatched' | 'not_found';
+  payment_id?: string;
+  /** mismatched only: the payment's amount and what the provider's transaction says. */
+  expected_amount?: string;
+  expected_currency?: string;
+  reported_amount?: string;
+  reported_currency?: string;
+}
+
 export interface ReconcileReport {
   pulled: number;
   updated: number;
   skipped: number;
+  mismatched: number;
   not_found: number;
-  results: { receipt: string; outcome: 'updated' | 'skipped' | 'not_found'; payment_id?: string }[];
+  results: ReconcileResult[];
 }
 
 function providerFailure(err: unknown, provider: string, action: string): never {
@@ -117,7 +130,8 @@ export class ProviderOperationsService {
 
   /**
    * Pulls the provider's settled transactions for the window and settles missed callbacks: known and
-   * pending → completed (event enqueued); known otherwise → skipped; unknown → not_found (logged).
+   * pending → completed (event enqueued); known otherwise → skipped; unknown → not_found (logged);
+   * known and pending but another amount → mismatched (nothing settles; see the status writer).
    * Matched by receipt, else by the reference the customer paid to (= the payment's `reference`).
    */
   async reconcileWindow(merchantId: string, provider: Provider, since: Date, until: Date): Promise<ReconcileReport> {
@@ -129,7 +143,7 @@ export class ProviderOperationsService {
     } catch (err) {
       providerFailure(err, provider, 'pull query');
     }
-    const report: ReconcileReport = { pulled: pulled.length, updated: 0, skipped: 0, not_found: 0, results: [] };
+    const report: ReconcileReport = { pulled: pulled.length, updated: 0, skipped: 0, mismatched: 0, not_found: 0, results: [] };
     const em = this.em.fork();
     for (const tx of pulled) {
       const payment =
@@ -149,6 +163,21 @@ export class ProviderOperationsService {
               'reconciliation',
             )
           : null;
+      if (applied?.mismatch) {
+        // The transaction quotes this payment but is not its amount (e.g. a 1 KES paybill payment that
+        // quotes the reference of a 10,000 KES one): nothing settles; the merchant sees both amounts.
+        report.mismatched += 1;
+        report.results.push({
+          receipt: tx.receipt,
+          outcome: 'mismatched',
+          payment_id: payment.id,
+          expected_amount: formatMinorUnits(payment.amountMinor, payment.currency),
+          expected_currency: payment.currency,
+          reported_amount: formatMinorUnits(tx.amount.minor, tx.amount.currency),
+          reported_currency: tx.amount.currency,
+        });
+        continue;
+      }
       const outcome = applied?.transitioned ? 'updated' : 'skipped';
       report[outcome] += 1;
       report.results.push({ receipt: tx.receipt, outcome, payment_id: payment.id });

@@ -23,7 +23,7 @@ export interface CreatedPayment {
 }
 
 export function paymentLookup(payment: Payment): PaymentLookup {
-  return { paymentId: payment.id, providerRef: payment.providerRef ?? null, reference: payment.reference, providerData: payment.providerData };
+  return { paymentId: payment.id, amount: { minor: payment.amountMinor, currency: payment.currency }, providerRef: payment.providerRef ?? null, reference: payment.reference, providerData: payment.providerData };
 }
 
 function newReference(): string {

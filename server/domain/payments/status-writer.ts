@@ -164,8 +164,8 @@ export class UnitOfWork {
     const payment = await this.lockPayment(paymentId);
     const from = payment.status;
     const edge = update.status === from ? null : paymentEdge(from, update.status);
-    // Phase 1 of issue 10: checked when the report carries an amount; every adapter fills it next.
-    const checked = update.reported !== undefined;
+    // A report that moves money must carry the amount; any report that carries one must carry ours.
+    const checked = edge?.movesMoney === true || (update.reported !== undefined && update.reported !== null);
     if (checked && from === 'pending') {
       const mismatch = await this.checkIntegrity(payment, null, { minor: payment.amountMinor, currency: payment.currency }, update.reported, source, update.status);
       if (mismatch) return { payment, transitioned: false, mismatch };
@@ -204,7 +204,7 @@ export class UnitOfWork {
       if (from === 'pending' && update.raw !== undefined) refund.providerResponse = update.raw;
       return { refund, payment, transitioned: false, mismatch: null };
     }
-    if (update.reported !== undefined) {
+    if (update.status === 'completed' || (update.reported !== undefined && update.reported !== null)) {
       const mismatch = await this.checkIntegrity(payment, refund, { minor: refund.amountMinor, currency: refund.currency }, update.reported, source, update.status);
       if (mismatch) return { refund, payment, transitioned: false, mismatch };
     }

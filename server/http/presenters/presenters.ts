@@ -23,7 +23,22 @@ export function presentPayment(p: Payment, options: { withProviderResponse?: boo
     created_at: p.createdAt.toISOString(),
     updated_at: p.updatedAt.toISOString(),
     ...(options.withProviderResponse ? { provider_response: (p.providerResponse as Record<string, unknown> | null | undefined) ?? null } : {}),
+    integrity: presentIntegrity(p),
   };
+}
+
+/** The integrity check's refused reports, amounts as decimal strings of their currency. */
+function presentIntegrity(p: Payment) {
+  const mismatches = (p.integrityMismatches ?? []).map((m) => ({
+    source: m.source,
+    ...(m.refund_id ? { refund_id: m.refund_id } : {}),
+    expected_amount: formatMinorUnits(BigInt(m.expected_amount_minor), m.expected_currency),
+    expected_currency: m.expected_currency,
+    reported_amount: m.reported_amount_minor === null ? null : formatMinorUnits(BigInt(m.reported_amount_minor), m.reported_currency ?? m.expected_currency),
+    reported_currency: m.reported_currency,
+    at: m.at,
+  }));
+  return { status: mismatches.length > 0 ? ('mismatch' as const) : ('ok' as const), mismatches };
 }
 
 /** The capture response: exactly the seven fields of interface.md. */

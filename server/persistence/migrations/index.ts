@@ -10,6 +10,7 @@ import { Migration20261122000601_idempotency_keys } from './Migration20261122000
 import { Migration20261123000601_events_api } from './Migration20261123000601_events_api.js';
 import { Migration20261122000301_sandbox_mobilemoney } from './Migration20261122000301_sandbox_mobilemoney.js';
 import { Migration20261123000101_integrity_audit } from './Migration20261123000101_integrity_audit.js';
+import { Migration20261123000102_sandbox_misreport } from './Migration20261123000102_sandbox_misreport.js';
 import { Migration20261123000701_sandbox_cardpay_fidelity } from './Migration20261123000701_sandbox_cardpay_fidelity.js';
 import { Migration20261123000702_sandbox_certificates } from './Migration20261123000702_sandbox_certificates.js';
 import { Migration20261123000801_rate_limit_buckets } from './Migration20261123000801_rate_limit_buckets.js';
@@ -32,6 +33,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261122000601_idempotency_keys', class: Migration20261122000601_idempotency_keys },
   { name: 'Migration20261123000601_events_api', class: Migration20261123000601_events_api },
   { name: 'Migration20261123000101_integrity_audit', class: Migration20261123000101_integrity_audit },
+  { name: 'Migration20261123000102_sandbox_misreport', class: Migration20261123000102_sandbox_misreport },
   { name: 'Migration20261123000701_sandbox_cardpay_fidelity', class: Migration20261123000701_sandbox_cardpay_fidelity },
   { name: 'Migration20261123000702_sandbox_certificates', class: Migration20261123000702_sandbox_certificates },
   { name: 'Migration20261123000801_rate_limit_buckets', class: Migration20261123000801_rate_limit_buckets },

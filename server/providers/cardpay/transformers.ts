@@ -1,5 +1,5 @@
 import type Stripe from 'stripe';
-import type { CreatePaymentInput, ProviderPaymentResult, ProviderRefundRecord, ProviderRefundResult, SavedCardDetails, ServicePaymentStatus } from '../../domain/ports.js';
+import type { CreatePaymentInput, Money, ProviderPaymentResult, ProviderRefundRecord, ProviderRefundResult, SavedCardDetails, ServicePaymentStatus } from '../../domain/ports.js';
 import { ProviderError } from '../../domain/ports.js';
 
 /**
@@ -52,7 +52,7 @@ export interface CardpayPaymentFields {
   off_session?: boolean;
 }
 
-type IntentLike = Pick<Stripe.PaymentIntent, 'id' | 'status'> & Partial<Pick<Stripe.PaymentIntent, 'last_payment_error' | 'next_action' | 'cancellation_reason' | 'latest_charge'>>;
+type IntentLike = Pick<Stripe.PaymentIntent, 'id' | 'status'> & Partial<Pick<Stripe.PaymentIntent, 'last_payment_error' | 'next_action' | 'cancellation_reason' | 'latest_charge' | 'amount' | 'currency'>>;
 
 export function intentStatus(intent: IntentLike): ServicePaymentStatus {
   if (intent.status === 'requires_payment_method' && !intent.last_payment_error) return 'pending';
@@ -90,6 +90,7 @@ export function toPaymentResult(intent: IntentLike): ProviderPaymentResult {
     failureReason: intentFailureReason(intent),
     data: intent.latest_charge ? { latest_charge: typeof intent.latest_charge === 'string' ? intent.latest_charge : intent.latest_charge.id } : {},
     raw: redactIntent(intent),
+    amount: wireMoney(intent.amount, intent.currency),
   };
 }
 
@@ -126,14 +127,20 @@ export function createIntentParams(input: CreatePaymentInput, defaultReturnUrl: 
   };
 }
 
-export function toRefundResult(refund: Pick<Stripe.Refund, 'id' | 'status' | 'failure_reason'>): ProviderRefundResult {
+export function toRefundResult(refund: Pick<Stripe.Refund, 'id' | 'status' | 'failure_reason'> & Partial<Pick<Stripe.Refund, 'amount' | 'currency'>>): ProviderRefundResult {
   const status = REFUND_STATUS[refund.status ?? ''] ?? 'pending';
   return {
     providerRef: refund.id,
     status,
     failureReason: status === 'failed' ? (refund.failure_reason ?? 'The refund failed') : null,
     raw: refund,
+    amount: wireMoney(refund.amount, refund.currency),
   };
+}
+
+/** Stripe's integer amount and lower-case currency as Money; null when either is missing. */
+export function wireMoney(amount: number | null | undefined, currency: string | null | undefined): Money | null {
+  return typeof amount === 'number' && Number.isSafeInteger(amount) && currency ? { minor: BigInt(amount), currency: currency.toUpperCase() } : null;
 }
 
 export function toRefundRecord(refund: Stripe.Refund): ProviderRefundRecord {

@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { Money } from '../../domain/ports.js';
-import { eventMeaning, redactIntent } from './transformers.js';
+import { eventMeaning, redactIntent, wireMoney } from './transformers.js';
 
 /**
  * Inbound cardpay events (POST /v1/webhooks/cardpay): the Stripe signature scheme and the event shapes
@@ -114,7 +114,7 @@ export function parseCardpayEvent(body: unknown): CardpayNotification {
       paymentId: intent.metadata?.payment_id ?? null,
       status: meaning.status,
       failureReason: meaning.status === 'failed' ? (intent.last_payment_error?.message ?? 'The payment failed') : null,
-      amount: typeof intent.amount === 'number' && intent.currency ? { minor: BigInt(intent.amount), currency: intent.currency.toUpperCase() } : null,
+      amount: wireMoney(intent.amount, intent.currency),
       raw,
     };
   }

@@ -6,6 +6,7 @@ import { httpRequest, type HttpResponse } from '../http-client.js';
 import {
   ProviderError,
   type CreatePaymentInput,
+  type Money,
   type PaymentLookup,
   type ProviderPaymentResult,
   type ProviderRefundResult,
@@ -97,8 +98,14 @@ export class MobilemoneyAdapter {
     };
   }
 
-  /** STK query: "being processed" → pending; ResultCode 0 → completed; anything else → failed. */
-  async queryPayment(creds: MobilemoneyCredentials, checkoutRequestId: string): Promise<ProviderPaymentResult> {
+  /**
+   * STK query: "being processed" → pending; ResultCode 0 → completed; anything else → failed.
+   * The operator's answer names no amount: it is about the one push request `checkoutRequestId`,
+   * whose amount is the one we sent (`pushAmount`) and which the customer can only accept or decline.
+   * So the push's amount is reported; every source that does carry an amount (callback, status
+   * result, pull, reversal) reports the operator's own.
+   */
+  async queryPayment(creds: MobilemoneyCredentials, checkoutRequestId: string, pushAmount?: Money): Promise<ProviderPaymentResult> {
     const res = await this.post(creds, '/mpesa/stkpushquery/v1/query', buildStkQuery(creds, checkoutRequestId, new Date()), 'STK query');
     if (!ok(res)) {
       const error = operatorError(res);
@@ -113,13 +120,14 @@ export class MobilemoneyAdapter {
       status,
       failureReason: status === 'failed' ? parsed.data.ResultDesc || `ResultCode ${parsed.data.ResultCode}` : null,
       raw: res.json,
+      amount: pushAmount ?? null,
     };
   }
 
   /** The payment port's lookup: the STK query by CheckoutRequestID. */
   getPayment(creds: MobilemoneyCredentials, lookup: PaymentLookup): Promise<ProviderPaymentResult> {
     if (!lookup.providerRef) throw new ProviderError('mobilemoney', 'invalid_request', 'mobilemoney payment has no CheckoutRequestID to query');
-    return this.queryPayment(creds, lookup.providerRef);
+    return this.queryPayment(creds, lookup.providerRef, lookup.amount);
   }
 
   /** Asks for a transaction's status by receipt; the result is POSTed to `resultUrl` later. */

@@ -1,7 +1,8 @@
 import { createHmac, createPublicKey, timingSafeEqual, verify } from 'node:crypto';
 import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
-import { wireAmountToMinor } from './transformers.js';
+import type { Money } from '../../domain/ports.js';
+import { MOBILEMONEY_CURRENCY, wireAmountToMinor } from './transformers.js';
 
 /**
  * Inbound operator callbacks: parsing the STK and result bodies, and the checks that make an
@@ -40,6 +41,8 @@ export interface StkCallback {
   resultDesc: string;
   receiptNumber?: string;
   amountMinor?: bigint;
+  /** The Amount the operator reports (always KES), on a successful push only. */
+  amount?: Money;
   phone?: string;
   /** `YYYYMMDDHHmmss` in EAT, as sent. */
   transactionDate?: string;
@@ -67,6 +70,7 @@ export function parseStkCallback(body: unknown): StkCallback {
     const minor = wireAmountToMinor(amount);
     if (minor === null) throw new MalformedCallbackError('STK callback Amount is not an amount');
     result.amountMinor = minor;
+    result.amount = { minor, currency: MOBILEMONEY_CURRENCY };
   }
   // PhoneNumber and TransactionDate arrive as JSON numbers; 12/14 digits are exact in a double.
   const phone = items.get('PhoneNumber');
@@ -102,6 +106,8 @@ export interface OperatorResult {
   resultCode: string;
   resultDesc: string;
   parameters: Record<string, string>;
+  /** The `Amount` result parameter (transaction status, reversal), in KES; null when absent or unreadable. */
+  amount: Money | null;
 }
 
 /** A transaction-status or reversal `{Result:{…}}` body (also queue timeouts); throws when malformed. */
@@ -112,6 +118,7 @@ export function parseResult(body: unknown): OperatorResult {
   const list = r.ResultParameters ? [r.ResultParameters.ResultParameter].flat() : [];
   const parameters: Record<string, string> = {};
   for (const p of list) parameters[p.Key] = p.Value === undefined || p.Value === null ? '' : String(p.Value);
+  const amountMinor = parameters.Amount ? wireAmountToMinor(parameters.Amount) : null;
   return {
     originatorConversationId: r.OriginatorConversationID,
     conversationId: r.ConversationID,
@@ -119,6 +126,7 @@ export function parseResult(body: unknown): OperatorResult {
     resultCode: String(r.ResultCode).trim(),
     resultDesc: r.ResultDesc,
     parameters,
+    amount: amountMinor === null ? null : { minor: amountMinor, currency: MOBILEMONEY_CURRENCY },
   };
 }
 

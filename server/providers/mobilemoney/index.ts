@@ -13,4 +13,4 @@ export {
 } from './callback.js';
 export { normalisePhone } from './phone.js';
 export { mobilemoneyProvider } from './provider.js';
-export { reversalResultStatus, stkResultStatus, type AsyncAck, type PulledTransaction, type PullRegistration } from './transformers.js';
+export { reversalResultStatus, reversedAmount, stkResultStatus, type AsyncAck, type PulledTransaction, type PullRegistration } from './transformers.js';

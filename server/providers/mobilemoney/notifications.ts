@@ -3,12 +3,10 @@ import type { MobilemoneyCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
 import { MalformedNotificationError, type InboundRequest, type NotificationScheme, type ProviderNotification } from '../../domain/ports.js';
 import { MalformedCallbackError, isAllowedSource, parseResult, parseStkCallback, verifyCallbackToken, verifyLiveSignature, type OperatorResult } from './callback.js';
-import { reversalResultStatus, stkResultStatus, wireAmountToMinor } from './transformers.js';
+import { reversalResultStatus, stkResultStatus } from './transformers.js';
 
 /** interface.md: replays are rejected through a 24-hour de-duplication by CheckoutRequestID. */
 const DEDUP_WINDOW_MS = 24 * 3_600_000;
-
-const kes = (minor: bigint | null | undefined) => (minor === null || minor === undefined ? null : { minor, currency: 'KES' });
 
 function result(request: InboundRequest): OperatorResult {
   try {
@@ -58,7 +56,7 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
             raw: request.body,
             payment: { ourId: ref, providerRef: stk.checkoutRequestId, providerDataKey: 'checkoutRequestId' },
             status,
-            amount: kes(stk.amountMinor),
+            amount: stk.amount ?? null,
             providerRef: status === 'completed' && stk.receiptNumber ? stk.receiptNumber : undefined,
             receiptNumber: stk.receiptNumber ?? null,
             failureReason: status === 'failed' ? `${stk.resultDesc} (ResultCode ${stk.resultCode})` : null,
@@ -78,7 +76,7 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
             raw: request.body,
             query: { ourId: ref, providerRef: r.originatorConversationId },
             resultCode: r.resultCode,
-            completed: completed && receipt ? { receipt, amount: kes(wireAmountToMinor(r.parameters.Amount)) } : null,
+            completed: completed && receipt ? { receipt, amount: r.amount } : null,
           };
         }
         case '/reversal/result':
@@ -86,6 +84,8 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
           const r = result(request);
           const timeout = request.subpath.endsWith('timeout');
           const succeeded = timeout ? null : reversalResultStatus(r.resultCode) === 'completed';
+          // "Already reversed" (R000001) names no amount: the operator reverses whole receipts, so it is the whole request.
+          const alreadyReversed = r.resultCode === 'R000001' && r.amount === null;
           return {
             kind: 'reversal',
             dedupKey: `${timeout ? 'reversal-timeout' : 'reversal'}:${r.originatorConversationId}`,
@@ -93,6 +93,7 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
             raw: request.body,
             refund: { ourId: ref, providerRef: r.originatorConversationId },
             succeeded,
+            amount: alreadyReversed ? 'as-requested' : r.amount,
             failureReason: succeeded === false ? `${r.resultDesc || 'reversal failed'} (ResultCode ${r.resultCode})` : null,
           };
         }

@@ -65,7 +65,7 @@ export function mobilemoneyProvider(config: AppConfig, em: EntityManager, instru
 
       async listTransactions(creds, window) {
         const rows = await adapter.pullTransactions(creds, window);
-        return rows.map((r) => ({ receipt: r.transactionId, reference: r.billReference || null, amount: { minor: r.amountMinor, currency: 'KES' } }));
+        return rows.map((r) => ({ receipt: r.transactionId, reference: r.billReference || null, amount: r.amount }));
       },
 
       async registerTransactionFeed(creds, input) {

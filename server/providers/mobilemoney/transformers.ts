@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { MobilemoneyCredentials } from '../../../contract/index.js';
-import { ProviderError, type ServicePaymentStatus } from '../../domain/ports.js';
+import { ProviderError, type Money, type ServicePaymentStatus } from '../../domain/ports.js';
 import { darajaTimestamp } from './eat-time.js';
 
 /**
@@ -23,7 +23,21 @@ export function reversalResultStatus(resultCode: number | string): 'completed' |
   return code === '0' || code === 'R000001' ? 'completed' : 'failed';
 }
 
+/**
+ * The amount a completed reversal result reports. A success carries `Amount`; R000001 ("already
+ * reversed") carries none — the operator reverses whole transactions only, so it means the whole
+ * receipt, which is the amount we asked to reverse (`requested`). A success without an amount reports
+ * none (and so completes nothing).
+ */
+export function reversedAmount(resultCode: number | string, reported: Money | null, requested: Money): Money | null {
+  if (String(resultCode).trim() === 'R000001') return reported ?? requested;
+  return reported;
+}
+
 // ---------------------------------------------------------------- amounts
+
+/** The operator settles in Kenyan shillings only; its amounts carry no currency of their own. */
+export const MOBILEMONEY_CURRENCY = 'KES';
 
 /** KES minor units → whole shillings as the operator wants them (Amount must be a whole number). */
 export function wholeShillings(amount: { minor: bigint; currency: string }): number {
@@ -258,6 +272,8 @@ export interface PulledTransaction {
   billReference: string;
   /** KES minor units. */
   amountMinor: bigint;
+  /** The same as Money (KES), for the integrity check. */
+  amount: Money;
   organizationName: string;
 }
 
@@ -280,6 +296,7 @@ export function pulledTransactions(response: z.infer<typeof PullQueryResponseSch
       transactionType: r.transactiontype,
       billReference: r.billreference,
       amountMinor,
+      amount: { minor: amountMinor, currency: MOBILEMONEY_CURRENCY },
       organizationName: r.organizationname,
     };
   });

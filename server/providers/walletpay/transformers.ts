@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { formatMinorUnits } from '../../lib/money.js';
+import { formatMinorUnits, toMinorUnits } from '../../lib/money.js';
 import type { CreatePaymentInput, Money, ProviderPaymentResult, ProviderRefundResult, RefundInput, ServicePaymentStatus } from '../../domain/ports.js';
 import { ProviderError } from '../../domain/ports.js';
 
@@ -150,6 +150,17 @@ export const toWireMoney = (money: Money): WireMoney => ({
   value: formatMinorUnits(money.minor, money.currency),
 });
 
+/** A wire amount as integer minor units; null when absent or not an amount of a known currency. */
+export function moneyOf(raw: unknown): Money | null {
+  const m = raw as Partial<WireMoney> | undefined;
+  if (!m || typeof m.value !== 'string' || typeof m.currency_code !== 'string') return null;
+  try {
+    return { minor: toMinorUnits(m.value, m.currency_code), currency: m.currency_code.toUpperCase() };
+  } catch {
+    return null;
+  }
+}
+
 /**
  * An order with intent CAPTURE for the payment. Our payment id rides in `custom_id` (it comes back on
  * the capture and in events), the 12-character reference is the invoice and reference id, and the
@@ -226,6 +237,8 @@ export function orderToResult(order: WireOrder): ProviderPaymentResult {
     receiptNumber: capture?.id ?? null,
     data: capture ? { orderId: order.id, captureId: capture.id, captureStatus: capture.status } : { orderId: order.id },
     raw: order,
+    // What was captured once there is a capture; before that, what the order asks the buyer to approve.
+    amount: moneyOf(capture ? capture.amount : order.purchase_units?.[0]?.amount),
   };
 }
 
@@ -236,6 +249,7 @@ export function refundToResult(refund: WireRefund): ProviderRefundResult {
     status,
     failureReason: status === 'failed' ? `refund ${refund.status}${refund.status_details?.reason ? ` (${refund.status_details.reason})` : ''}` : null,
     raw: refund,
+    amount: moneyOf(refund.amount),
   };
 }
 

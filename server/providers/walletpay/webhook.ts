@@ -1,13 +1,12 @@
 import type { WalletpayCredentials } from '../../../contract/index.js';
-import { toMinorUnits } from '../../lib/money.js';
 import type { InboundRequest, Money } from '../../domain/ports.js';
 import type { WalletpayAdapter } from './adapter.js';
 import {
   EVENT_MAPPING,
   REFUND_STATUS,
   captureIdOfRefund,
+  moneyOf,
   type WireEvent,
-  type WireMoney,
   type WireRefundStatus,
 } from './transformers.js';
 
@@ -145,15 +144,6 @@ export async function verifyWalletpayEvent(
 
 const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : null);
 
-function moneyOf(raw: unknown): Money | null {
-  const m = raw as Partial<WireMoney> | undefined;
-  if (!m || typeof m.value !== 'string' || typeof m.currency_code !== 'string') return null;
-  try {
-    return { minor: toMinorUnits(m.value, m.currency_code), currency: m.currency_code.toUpperCase() };
-  } catch {
-    return null;
-  }
-}
 
 /** Maps a (verified) event body through the event table in transformers.ts. */
 export function parseWalletpayEvent(body: unknown): WalletpayInboundEvent {

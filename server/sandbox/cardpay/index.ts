@@ -1,5 +1,6 @@
 import express, { type NextFunction, type Request, type Response, Router } from 'express';
 import { outageSwitch } from '../controls.js';
+import { eachObject, type MisreportRewriter } from '../misreport.js';
 import type { SandboxDeps, SandboxModule } from '../module.js';
 import { customerRoutes } from './customers.js';
 import { SEND_EVENT_JOB, sendEvent, type SendEventJob } from './events.js';
@@ -15,11 +16,21 @@ import { webhookEndpointRoutes } from './webhook-endpoints.js';
  * The cardpay simulator: Stripe's v1 PaymentIntents protocol (form-encoded requests, JSON answers,
  * Stripe's errors and idempotency), enough for the official `stripe` package to work against it.
  */
+/** Integrity tests: intents, charges and refunds report another amount / currency. */
+const misreport: MisreportRewriter = (body, m) => {
+  eachObject(body, (o) => {
+    if (o.object !== 'payment_intent' && o.object !== 'charge' && o.object !== 'refund') return;
+    if (m.amount !== undefined) o.amount = m.amount;
+    if (m.currency !== undefined) o.currency = m.currency;
+  });
+  return body;
+};
+
 function router(deps: SandboxDeps): Router {
   const r = Router();
   // The app's JSON parser ignores form bodies; Stripe's bracket syntax needs qs (extended).
   r.use(express.urlencoded({ extended: true, limit: '100kb', parameterLimit: 1000 }));
-  outageSwitch(r, deps.em, 'cardpay', { error: { type: 'api_error', message: 'The cardpay simulator is in an outage (error mode). Try again later.' } });
+  outageSwitch(r, deps.em, 'cardpay', { error: { type: 'api_error', message: 'The cardpay simulator is in an outage (error mode). Try again later.' } }, misreport);
   threeDsRoutes(r, deps);
   const api = apiRoutes(r, deps);
   paymentIntentRoutes(api);

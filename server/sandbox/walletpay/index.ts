@@ -1,5 +1,6 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { outageSwitch } from '../controls.js';
+import { eachObject, type MisreportRewriter } from '../misreport.js';
 import type { SandboxModule } from '../module.js';
 import { mountApproval } from './approval.js';
 import { mountAuth, requireBearer } from './auth.js';
@@ -15,12 +16,22 @@ import { mountCertificate, mountWebhooks } from './webhooks.js';
  * verify-webhook-signature postback), mounted at /sandbox/walletpay. State is in the
  * `sandbox_walletpay_*` tables; events are sent by Agenda jobs.
  */
+/** Integrity tests: every money object (order, capture, refund amounts) reports another value / currency. */
+const misreport: MisreportRewriter = (body, m) => {
+  eachObject(body, (o) => {
+    if (typeof o.currency_code !== 'string' || typeof o.value !== 'string') return;
+    if (m.amount !== undefined) o.value = String(m.amount);
+    if (m.currency !== undefined) o.currency_code = m.currency;
+  });
+  return body;
+};
+
 export const walletpaySandbox: SandboxModule = {
   path: '/sandbox/walletpay',
 
   router(deps) {
     const router = express.Router();
-    outageSwitch(router, deps.em, 'walletpay', INTERNAL_ERROR_BODY);
+    outageSwitch(router, deps.em, 'walletpay', INTERNAL_ERROR_BODY, misreport);
     mountAuth(router, deps);
     mountCertificate(router, deps);
     mountApproval(router, deps);

@@ -1,0 +1,247 @@
+import { createHmac, randomUUID } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { eventually } from '../support/webhook-receiver.js';
+
+/**
+ * Issue 10, point 1: every provider-reported outcome is compared with the payment (or the refund) in
+ * amount AND currency. For each path: a wrong amount and a wrong currency change no status (the audit
+ * holds the refused report with both amounts, the payment shows `integrity: mismatch`), the right
+ * amount settles. Hostile answers come from the simulators' misreport switch; hostile callbacks are
+ * signed by the test with the sandbox secrets it knows.
+ */
+
+const CARD_SIGNING_SECRET = 'whsec_integrity_test_secret';
+const MM_PASSKEY = 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919';
+const MM_CREDS = { env: 'sandbox', consumer_key: 'integrity-key', consumer_secret: 'integrity-secret', passkey: MM_PASSKEY, shortcode: '174379', nominated_number: '254708374149' };
+const SILENT_PHONE = '254700000003';
+
+let t: TestService;
+let key: string;
+let n = 0;
+
+const misreport = (provider: string, body: Record<string, unknown>) => t.http.post(`/sandbox/${provider}/_control/misreport`).send(body).expect(200);
+const idem = () => `integrity-${randomUUID()}`;
+const pay = (body: Record<string, unknown>) => t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', idem()).send(body);
+const get = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key)).body.data;
+const refused = (paymentId: string) =>
+  t.sql<{ subject: string; to_status: string; trigger: string; expected_amount_minor: string; expected_currency: string; reported_amount_minor: string | null; reported_currency: string | null }>(
+    `SELECT subject, to_status, trigger, expected_amount_minor::text, expected_currency, reported_amount_minor::text, reported_currency
+     FROM payment_transitions WHERE payment_id = $1 AND NOT accepted AND expected_amount_minor IS NOT NULL ORDER BY id`,
+    [paymentId],
+  );
+const metric = async (provider: string, source: string) => {
+  const text = (await t.http.get('/metrics')).text;
+  const line = text.split('\n').find((l) => l.startsWith(`payments_integrity_mismatches_total{provider="${provider}",source="${source}"}`));
+  return line ? Number(line.split(' ').at(-1)) : 0;
+};
+const syncOne = (id: string) => t.inContext(() => t.service.container.services.statusSync.syncOne(id));
+
+beforeAll(async () => {
+  t = await startTestService({ MOBILEMONEY_RECONCILE_INTERVAL: '1h', SANDBOX_CALLBACK_DELAY_MS: '1500' });
+  ({ apiKey: key } = await t.createMerchant('Integrity Shop'));
+  // Our own signing secret: the card simulator sends no events here; every callback is the test's.
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_integrity_01', webhook_secret: CARD_SIGNING_SECRET } }).expect(200);
+  // A webhook id the simulator does not know: it sends no capture events, so only answers are tested.
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
+    .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'integrity-client', client_secret: 'integrity-secret', webhook_id: 'WH-INTEGRITY-NONE' } }).expect(200);
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'mobilemoney', mobilemoney: MM_CREDS }).expect(200);
+});
+afterEach(async () => {
+  for (const provider of ['cardpay', 'walletpay', 'mobilemoney']) await misreport(provider, {});
+});
+afterAll(async () => {
+  await t.stop();
+});
+
+describe('cardpay', () => {
+  it('creation answers and status-sync answers: only the matching one settles', async () => {
+    const before = await metric('cardpay', 'create');
+    await misreport('cardpay', { amount: 1 });
+    const wrongAmount = await pay({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' });
+    expect(wrongAmount.status).toBe(201);
+    expect(wrongAmount.body.data).toMatchObject({
+      status: 'pending',
+      integrity: { status: 'mismatch', mismatches: [{ source: 'create', expected_amount: '25.00', expected_currency: 'USD', reported_amount: '0.01', reported_currency: 'USD', at: expect.any(String) }] },
+    });
+    await misreport('cardpay', { currency: 'eur' });
+    const wrongCurrency = await pay({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' });
+    expect(wrongCurrency.body.data).toMatchObject({ status: 'pending', integrity: { status: 'mismatch', mismatches: [{ reported_amount: '25.00', reported_currency: 'EUR' }] } });
+    await misreport('cardpay', {});
+    const right = await pay({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' });
+    expect(right.body.data).toMatchObject({ status: 'completed', integrity: { status: 'ok', mismatches: [] } });
+
+    expect(await refused(wrongAmount.body.data.id)).toEqual([
+      { subject: 'payment', to_status: 'completed', trigger: 'create', expected_amount_minor: '2500', expected_currency: 'USD', reported_amount_minor: '1', reported_currency: 'USD' },
+    ]);
+    expect(await refused(right.body.data.id)).toEqual([]);
+    expect(await metric('cardpay', 'create')).toBe(before + 2);
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = ANY($1)', [[wrongAmount.body.data.id, wrongCurrency.body.data.id]])).toEqual([]);
+
+    // The status sync asks again: a lying answer is refused too; the truthful one settles.
+    await misreport('cardpay', { amount: 2499 });
+    await syncOne(wrongAmount.body.data.id);
+    const stillPending = await get(wrongAmount.body.data.id);
+    expect(stillPending.status).toBe('pending');
+    expect(stillPending.integrity.mismatches.map((m: { source: string; reported_amount: string }) => [m.source, m.reported_amount])).toEqual([['create', '0.01'], ['status-sync', '24.99']]);
+    await misreport('cardpay', {});
+    await syncOne(wrongAmount.body.data.id);
+    expect(await get(wrongAmount.body.data.id)).toMatchObject({ status: 'completed', integrity: { status: 'mismatch' } });
+  });
+
+  it('callbacks: a signed payment_intent.succeeded with another amount or currency changes nothing', async () => {
+    const created = await pay({ provider: 'cardpay', amount: '40.00', currency: 'EUR', payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/r' });
+    const p = created.body.data as { id: string; provider_ref: string };
+    expect(created.body.data.status).toBe('pending');
+    const send = async (amount: number, currency: string) => {
+      const body = JSON.stringify({
+        id: `evt_integrity_${++n}`, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type: 'payment_intent.succeeded',
+        data: { object: { object: 'payment_intent', id: p.provider_ref, status: 'succeeded', amount, currency, metadata: { payment_id: p.id } } },
+      });
+      const ts = Math.floor(Date.now() / 1000);
+      const signature = `t=${ts},v1=${createHmac('sha256', CARD_SIGNING_SECRET).update(`${ts}.${body}`).digest('hex')}`;
+      return t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signature).send(body);
+    };
+    expect((await send(1, 'eur')).status).toBe(200);
+    expect((await get(p.id)).status).toBe('pending');
+    expect((await send(4000, 'usd')).status).toBe(200);
+    expect((await get(p.id)).status).toBe('pending');
+    expect((await send(4000, 'eur')).status).toBe(200);
+    const done = await get(p.id);
+    expect(done.status).toBe('completed');
+    expect(done.integrity.mismatches.map((m: Record<string, string>) => [m.source, m.expected_amount, m.expected_currency, m.reported_amount, m.reported_currency])).toEqual([
+      ['callback:payment_intent.succeeded', '40.00', 'EUR', '0.01', 'EUR'],
+      ['callback:payment_intent.succeeded', '40.00', 'EUR', '40.00', 'USD'],
+    ]);
+    expect((await refused(p.id)).map((r) => [r.reported_amount_minor, r.reported_currency])).toEqual([['1', 'EUR'], ['4000', 'USD']]);
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.completed' }]);
+  });
+
+  it('refund answers: a refund the provider reports with another amount or currency stays pending', async () => {
+    const paid = await pay({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' });
+    const id = paid.body.data.id as string;
+    await misreport('cardpay', { amount: 1 });
+    const wrongAmount = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id, amount: '5.00' });
+    expect(wrongAmount.status).toBe(201);
+    expect(wrongAmount.body.data.status).toBe('pending');
+    await misreport('cardpay', { currency: 'gbp' });
+    const wrongCurrency = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id, amount: '5.00' });
+    expect(wrongCurrency.body.data.status).toBe('pending');
+    await misreport('cardpay', {});
+    const right = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id, amount: '5.00' });
+    expect(right.body.data.status).toBe('completed');
+
+    const payment = await get(id);
+    expect(payment).toMatchObject({ status: 'completed', amount_refunded: '5.00' });
+    expect(payment.integrity.mismatches.map((m: Record<string, string>) => [m.source, m.refund_id, m.expected_amount, m.reported_amount, m.reported_currency])).toEqual([
+      ['refund', wrongAmount.body.data.id, '5.00', '0.01', 'USD'],
+      ['refund', wrongCurrency.body.data.id, '5.00', '5.00', 'GBP'],
+    ]);
+    expect((await refused(id)).map((r) => [r.subject, r.to_status, r.reported_amount_minor])).toEqual([['refund', 'completed', '1'], ['refund', 'completed', '500']]);
+    expect(await t.sql(`SELECT type FROM events WHERE payment_id = $1 AND type = 'payment.refunded'`, [id])).toHaveLength(1);
+  });
+});
+
+describe('walletpay', () => {
+  it('capture answers: a capture reported with another amount or currency does not complete the payment', async () => {
+    const created = await pay({ provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
+    const id = created.body.data.id as string;
+    const approval = new URL(created.body.data.next_action.url);
+    expect((await t.http.get(`${approval.pathname}${approval.search}&auto=approve`)).status).toBeLessThan(400);
+
+    await misreport('walletpay', { amount: '0.01' });
+    const wrongAmount = await t.http.post(`/v1/payments/${id}/capture`).set('X-API-Key', key);
+    expect(wrongAmount.status).toBe(200);
+    expect(wrongAmount.body.data.status).toBe('pending');
+    await misreport('walletpay', { currency: 'EUR' });
+    const wrongCurrency = await t.http.post(`/v1/payments/${id}/capture`).set('X-API-Key', key);
+    expect(wrongCurrency.body.data.status).toBe('pending');
+    await misreport('walletpay', {});
+    const right = await t.http.post(`/v1/payments/${id}/capture`).set('X-API-Key', key);
+    expect(right.body.data.status).toBe('completed');
+
+    const payment = await get(id);
+    expect(payment.integrity.mismatches.map((m: Record<string, string>) => [m.source, m.expected_amount, m.expected_currency, m.reported_amount, m.reported_currency])).toEqual([
+      ['capture', '45.00', 'USD', '0.01', 'USD'],
+      ['capture', '45.00', 'USD', '45.00', 'EUR'],
+    ]);
+    expect((await refused(id)).map((r) => [r.to_status, r.reported_amount_minor, r.reported_currency])).toEqual([['completed', '1', 'USD'], ['completed', '4500', 'EUR']]);
+  });
+});
+
+describe('mobilemoney', () => {
+  const pending = async () => {
+    const res = await pay({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: SILENT_PHONE });
+    expect(res.body.data.status).toBe('pending');
+    return res.body.data as { id: string; provider_ref: string; reference: string };
+  };
+
+  it('STK callbacks: a callback with another Amount changes nothing; the operator\'s true callback still settles', async () => {
+    const p = await pending();
+    const [stk] = await t.sql<{ callback_url: string }>('SELECT callback_url FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1', [p.provider_ref]);
+    const url = new URL(stk!.callback_url);
+    const callback = (amount: number) => t.http.post(`${url.pathname}${url.search}`).send({
+      Body: { stkCallback: {
+        MerchantRequestID: 'm-integrity', CheckoutRequestID: p.provider_ref, ResultCode: 0, ResultDesc: 'ok',
+        CallbackMetadata: { Item: [{ Name: 'Amount', Value: amount }, { Name: 'MpesaReceiptNumber', Value: 'INTEG12345' }, { Name: 'PhoneNumber', Value: 254700000003 }] },
+      } },
+    });
+    expect((await callback(1)).status).toBe(200);
+    expect(await get(p.id)).toMatchObject({ status: 'pending', integrity: { status: 'mismatch', mismatches: [{ source: 'callback:stk', expected_amount: '100.00', expected_currency: 'KES', reported_amount: '1.00', reported_currency: 'KES' }] } });
+    expect((await callback(100)).status).toBe(200);
+    expect(await get(p.id)).toMatchObject({ status: 'completed', provider_ref: 'INTEG12345' });
+    expect((await refused(p.id)).map((r) => [r.trigger, r.expected_amount_minor, r.reported_amount_minor])).toEqual([['callback:stk', '10000', '100']]);
+  });
+
+  it('reconciliation: a pulled transaction quoting the payment\'s reference with another amount is reported as mismatched', async () => {
+    const p = await pending();
+    await misreport('mobilemoney', { amount: 1 });
+    // The customer's transaction shows in the pull once the operator completed it (after the callback delay).
+    const mismatched = await eventually(async () => {
+      const res = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', key).send({});
+      return res.body.data?.results.some((r: { payment_id?: string }) => r.payment_id === p.id) ? res : null;
+    }, 10_000, 'the pulled transaction');
+    expect(mismatched.status).toBe(200);
+    const row = mismatched.body.data.results.find((r: { payment_id?: string }) => r.payment_id === p.id);
+    expect(row).toEqual({ receipt: expect.any(String), outcome: 'mismatched', payment_id: p.id, expected_amount: '100.00', expected_currency: 'KES', reported_amount: '1.00', reported_currency: 'KES' });
+    expect(mismatched.body.data.mismatched).toBeGreaterThanOrEqual(1);
+    expect(await get(p.id)).toMatchObject({ status: 'pending', integrity: { status: 'mismatch', mismatches: [{ source: 'reconciliation', reported_amount: '1.00' }] } });
+
+    // Run again with the same lie: reported again, recorded once.
+    const again = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', key).send({});
+    expect(again.body.data.results.find((r: { payment_id?: string }) => r.payment_id === p.id).outcome).toBe('mismatched');
+    expect((await get(p.id)).integrity.mismatches).toHaveLength(1);
+
+    await misreport('mobilemoney', {});
+    const updated = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', key).send({});
+    expect(updated.body.data.results.find((r: { payment_id?: string }) => r.payment_id === p.id).outcome).toBe('updated');
+    expect((await get(p.id)).status).toBe('completed');
+    expect((await refused(p.id)).map((r) => [r.trigger, r.expected_amount_minor, r.reported_amount_minor, r.reported_currency])).toEqual([['reconciliation', '10000', '100', 'KES']]);
+  });
+
+  it('reversal results: a result reporting another Amount does not reverse the payment; the operator\'s true result does', async () => {
+    const res = await pay({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254708374149' });
+    const id = res.body.data.id as string;
+    await eventually(async () => ((await get(id)).status === 'completed' ? true : null), 15_000, 'completed payment');
+    const refund = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id });
+    expect(refund.body.data.status).toBe('pending');
+    const refundId = refund.body.data.id as string;
+    // The result URL we gave the operator: ref = the refund id, token = HMAC of it keyed by the passkey.
+    const token = createHmac('sha256', MM_PASSKEY).update(refundId).digest('hex');
+    const hostile = await t.http.post(`/v1/webhooks/mobilemoney/reversal/result?ref=${refundId}&token=${token}`).send({
+      Result: {
+        ResultType: 0, ResultCode: 0, ResultDesc: 'The service request is processed successfully.', OriginatorConversationID: `integrity-${refundId}`,
+        ConversationID: 'AG_integrity', TransactionID: 'INTEGREV01',
+        ResultParameters: { ResultParameter: [{ Key: 'Amount', Value: 1 }, { Key: 'OriginalTransactionID', Value: res.body.data.provider_ref }] },
+      },
+    });
+    expect(hostile.status).toBe(200);
+    const afterHostile = await get(id);
+    expect(afterHostile).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+    expect(afterHostile.integrity.mismatches).toEqual([expect.objectContaining({ source: 'callback:reversal', refund_id: refundId, expected_amount: '100.00', reported_amount: '1.00' })]);
+    // The simulator's own result (the whole 100 KES) arrives after SANDBOX_CALLBACK_DELAY_MS.
+    await eventually(async () => ((await get(id)).status === 'reversed' ? true : null), 15_000, 'reversed payment');
+    expect((await t.http.get(`/v1/refunds/${refundId}`).set('X-API-Key', key)).body.data.status).toBe('completed');
+    expect((await refused(id)).map((r) => [r.subject, r.reported_amount_minor])).toEqual([['refund', '100']]);
+  });
+});
