@@ -265,8 +265,8 @@ describe('merchant dashboard', () => {
       await page.locator('table').first().waitFor();
       const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
       expect({ page: hash, overflow }).toEqual({ page: hash, overflow: 0 });
+      await screenshot(page, `dashboard-${hash}-390`, { fullPage: false });
     }
-    await screenshot(page, 'dashboard-settings-390', { fullPage: false });
     await page.close();
   });
 });

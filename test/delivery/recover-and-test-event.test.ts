@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Webhook } from 'standardwebhooks';
 import { verifyWebhook } from '../../client/index.js';
+import { recordTestEvent } from '../../server/domain/delivery/test-event.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { attemptsOf, delivery, emitEvent, registerWebhook } from './events.js';
 import { WebhookReceiver, waitFor } from './receiver.js';
@@ -222,6 +223,19 @@ describe('POST /v1/webhooks/test', () => {
     expect(row).toMatchObject({ status: 'dead', attempts: 1, next_attempt_at: null });
     await new Promise((r) => setTimeout(r, 1500)); // two sweeper periods: nothing re-sends it
     expect(receiver.on('/test-fail')).toHaveLength(1);
+  });
+
+  it('is still delivered, by the sweeper, when the process that recorded it died before sending', async () => {
+    const m = await merchantAt('/test-orphan');
+    const { em } = t.service.container.orm;
+    // What POST /v1/webhooks/test writes before it sends, with a short lease; then nothing (the process "died").
+    const recorded = await t.inContext(() => em.transactional((tx) => recordTestEvent(tx, m.merchantId, receiver.url('/test-orphan'), 200)));
+    const row = await waitFor(async () => {
+      const d = await delivery(t, recorded.deliveryId);
+      return d.status === 'delivered' ? d : null;
+    }, 'the orphaned test delivery');
+    expect(row.attempts).toBe(1);
+    expect(receiver.on('/test-orphan').map((r) => r.headers['webhook-id'])).toEqual([recorded.deliveryId]);
   });
 
   it('answers 409 when no webhook URL is registered, and needs webhooks:write', async () => {

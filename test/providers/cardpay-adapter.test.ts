@@ -429,7 +429,7 @@ describe('webhook endpoints and signed events', () => {
     }, 'charge.refunded');
     expect(verifyCardpaySignature(refundDelivery!.rawBody, refundDelivery!.headers['cardpay-signature'] as string, endpoint.secret)).toBe(true);
     const refundEvent = parseCardpayEvent(JSON.parse(refundDelivery!.rawBody.toString('utf8')));
-    expect(refundEvent).toMatchObject({ kind: 'refund', paymentIntentId: payment.providerRef, amountRefundedMinor: 250n, chargeId: expect.stringMatching(/^ch_/) });
+    expect(refundEvent).toMatchObject({ kind: 'refund', paymentIntentId: payment.providerRef, chargeId: expect.stringMatching(/^ch_/) });
     // The charge no longer embeds its refunds (API ≥ 2022-11-15): they are listed by charge.
     expect(JSON.parse(refundDelivery!.rawBody.toString('utf8')).data.object).not.toHaveProperty('refunds');
     const listed = await adapter.listChargeRefunds(creds, refundEvent.kind === 'refund' ? refundEvent.chargeId : '');
@@ -439,8 +439,13 @@ describe('webhook endpoints and signed events', () => {
 
     // Only the subscribed types were sent (no payment_intent.created, charge.succeeded, …).
     expect(new Set(received.map((r) => JSON.parse(r.rawBody.toString('utf8')).type))).toEqual(
-      new Set(['payment_intent.succeeded', 'payment_intent.payment_failed', 'charge.refunded']),
+      new Set(['payment_intent.succeeded', 'payment_intent.payment_failed', 'charge.refunded', 'refund.created']),
     );
+    // refund.* events name the refund's charge: the same list is read for them.
+    const created = received.find((r) => JSON.parse(r.rawBody.toString('utf8')).type === 'refund.created')!;
+    expect(parseCardpayEvent(JSON.parse(created.rawBody.toString('utf8')))).toMatchObject({
+      kind: 'refund', type: 'refund.created', paymentIntentId: payment.providerRef, chargeId: refundEvent.kind === 'refund' ? refundEvent.chargeId : '',
+    });
   });
 
   it('a 3-D Secure settlement sends its event too', async () => {
@@ -484,7 +489,7 @@ describe('webhook endpoints and signed events', () => {
     expect(prepared.secret_key).toBe(creds.secret_key);
     expect(prepared.webhook_secret).toMatch(/^whsec_/);
     const rows = await t.sql<{ url: string; secret: string; enabled_events: string[] }>('SELECT url, secret, enabled_events FROM sandbox_cardpay_webhook_endpoints WHERE secret = $1', [prepared.webhook_secret]);
-    expect(rows).toEqual([{ url: `${t.baseUrl}/v1/webhooks/cardpay`, secret: prepared.webhook_secret, enabled_events: ['payment_intent.succeeded', 'payment_intent.payment_failed', 'charge.refunded'] }]);
+    expect(rows).toEqual([{ url: `${t.baseUrl}/v1/webhooks/cardpay`, secret: prepared.webhook_secret, enabled_events: ['payment_intent.succeeded', 'payment_intent.payment_failed', 'charge.refunded', 'refund.created', 'refund.updated', 'refund.failed'] }]);
     const given = { ...newCreds(), webhook_secret: 'whsec_given' };
     expect(await prepare(randomUUID(), given)).toBe(given);
   });

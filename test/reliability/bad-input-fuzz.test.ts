@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import type { ZodTypeAny } from 'zod';
 import { ERROR_CODES, contract } from '../../contract/index.js';
@@ -8,9 +9,11 @@ import { findSecretsInFiles, inProcessLogFile } from '../support/secret-audit.js
 import { startTestService, type TestService } from '../support/service.js';
 
 // ≥ 10,000 malformed or hostile requests, generated from a fixed seed, across every route of the
-// contract. Each is built to be refused (bad key, bad id, bad query, bad body, bad headers), and is
-// sent byte for byte over a raw socket. The service must never answer 5xx, every refusal must be the
-// error envelope, and nothing may be written.
+// contract. Each is built to be refused (bad key, bad id, bad query, bad body, bad headers, lone
+// surrogates, bodies that do not match their Content-Encoding or charset, non-ASCII header bytes,
+// padded, over-precise or non-monetary amounts), and is sent byte for byte over a raw socket. The
+// service must never answer 5xx, every refusal must be the error envelope (with the one status the
+// case calls for, where that is certain), and nothing may be written.
 
 const SEED = 20261122;
 const RUNS = 10_000;
@@ -143,6 +146,48 @@ const HEADER_INJECTIONS = [
   "' OR 1=1 --", 'a'.repeat(4000),
 ];
 
+/** A lone UTF-16 surrogate: legal as a JSON escape, refused by PostgreSQL text and jsonb. */
+const loneSurrogate = fc.oneof(fc.integer({ min: 0xd800, max: 0xdbff }), fc.integer({ min: 0xdc00, max: 0xdfff })).map((c) => String.fromCharCode(c));
+/** A header value with characters outside printable ASCII (sent as UTF-8 bytes), never control characters. */
+const nonAsciiHeader = fc
+  .oneof(
+    fc.constantFrom('ключ-🔑', 'order-é', '\u00ff\u00fe', '注文-1042', 'x\u00a0y', '😀'),
+    fc.string({ unit: 'grapheme', minLength: 1, maxLength: 30 }),
+  )
+  .map((v) => v.replace(/[\u0000-\u001f\u007f]/g, '').replace(/[\ud800-\udfff](?![\udc00-\udfff])/g, ''))
+  .filter((v) => /[^\x20-\x7e]/.test(v) && !/^[\s\u0080-\u00a0]|[\s\u0080-\u00a0]$/.test(v));
+
+type AmountCase = { kind: 'padded' | 'precise' | 'currency'; json: string; text: string; currency: string };
+const PADDING = [' ', '  ', '\t', '\n', '\u00a0', '\u2003', '\u3000', '\ufeff'];
+const NON_MONETARY = ['XXX', 'XAU', 'XAG', 'XPT', 'XPD', 'XTS', 'XDR', 'XBA', 'XBB', 'XBC', 'XBD', 'XSU', 'XUA', 'USN', 'CLF', 'xau'];
+/**
+ * Amounts a strict reader must refuse: a valid decimal with padding (as a string), or more decimals
+ * than the currency has (a JSON number or string, often beyond what a double holds), or a valid
+ * amount in a non-monetary currency.
+ */
+const amountCase: fc.Arbitrary<AmountCase> = fc.oneof(
+  fc.tuple(fc.integer({ min: 1, max: 99_999 }), fc.constantFrom(...PADDING), fc.constantFrom(...PADDING), fc.nat(2)).map(([n, a, b, where]) => {
+    const text = [`${a}${n}`, `${n}${b}`, `${a}${n}.50${b}`][where]!;
+    return { kind: 'padded' as const, json: JSON.stringify(text), text, currency: 'USD' };
+  }),
+  fc
+    .tuple(fc.integer({ min: 0, max: 99_999_999 }), fc.integer({ min: 3, max: 25 }), fc.nat(), fc.constantFrom('USD', 'EUR', 'KES', 'JPY', 'KWD'), fc.boolean())
+    .map(([whole, places, seed, currency, asString]) => {
+      // One more decimal place than the currency has, at least; the last digit is never 0.
+      const digits = { USD: 2, EUR: 2, KES: 2, JPY: 0, KWD: 3 }[currency]!;
+      const count = Math.max(places, digits + 1);
+      let fraction = '';
+      for (let i = 0, x = seed; i < count; i += 1, x = Math.floor(x / 7) + i * 31) fraction += String(x % 10);
+      fraction = `${fraction.slice(0, -1)}${1 + (seed % 9)}`;
+      const text = `${whole}.${fraction}`;
+      return { kind: 'precise' as const, json: asString ? JSON.stringify(text) : text, text, currency };
+    }),
+  fc.tuple(fc.constantFrom(...NON_MONETARY), fc.integer({ min: 1, max: 9999 })).map(([currency, n]) => ({ kind: 'currency' as const, json: JSON.stringify(String(n)), text: String(n), currency })),
+);
+/** Bodies whose bytes do not match what their headers claim. */
+const ENCODING_CASES = ['gzip', 'deflate', 'br', 'x-evil', 'gzip, gzip', 'truncated-gzip', 'charset', 'bad-utf8'] as const;
+const BAD_CHARSETS = ['latin1', 'utf-16', 'utf-16le', 'iso-8859-1', 'klingon', 'utf-7', 'ascii', 'windows-1252'];
+
 // ---------------------------------------------------------------------------------------------
 // Building requests
 
@@ -157,12 +202,18 @@ interface Sample {
   size: number;
   extraHeader: number | null;
   headerValue: string;
+  lone: string;
+  bytes: Uint8Array;
+  nonAscii: string;
+  amount: AmountCase;
 }
 
 interface FuzzCase {
   route: string;
   facet: string;
   request: RawRequest;
+  /** The one status this case must get, where the refusal is certain (a lone surrogate is always 422). */
+  expectStatus?: number;
 }
 
 const sampleArb: fc.Arbitrary<Sample> = fc.record({
@@ -176,6 +227,10 @@ const sampleArb: fc.Arbitrary<Sample> = fc.record({
   size: fc.integer({ min: 1, max: 1_000_000 }),
   extraHeader: fc.option(fc.nat(), { freq: 3 }),
   headerValue: fc.oneof(fc.constantFrom(...HEADER_INJECTIONS), hostileString),
+  lone: loneSurrogate,
+  bytes: fc.uint8Array({ minLength: 1, maxLength: 64 }),
+  nonAscii: nonAsciiHeader,
+  amount: amountCase,
 });
 
 /** Text of any generated value (generated objects may have keys like toString, so no String()). */
@@ -237,8 +292,11 @@ function bodyAccepted(route: Route, text: string | undefined): boolean {
   return route.body.safeParse(parsed).success;
 }
 
+/** Routes that take an amount (body `amount`, or the list's min/max filters). */
+const AMOUNT_ROUTES = new Set(['payments.create', 'refunds.create', 'payments.list']);
+
 /** Routes whose unmutated requests would still be refused (no credentials, unknown ids) — see TEMPLATES. */
-const WRITES_IF_VALID = new Set(['merchant.setWebhook', 'merchant.storeCredentials']);
+const WRITES_IF_VALID = new Set(['merchant.setWebhook', 'merchant.storeCredentials', 'webhooks.recover', 'webhooks.test']);
 
 function buildCase(s: Sample, apiKey: string): FuzzCase | null {
   const route = ROUTES[s.route]!;
@@ -256,7 +314,9 @@ function buildCase(s: Sample, apiKey: string): FuzzCase | null {
     ...(scoped ? ['auth'] : []),
     ...(Object.keys(params).length > 0 ? ['path'] : []),
     ...(isZod(route.query) ? ['query'] : []),
-    ...(route.body !== undefined ? ['body-field', 'body-shape', 'body-raw', 'body-type', 'body-size', 'body-dup', 'body-extra'] : []),
+    ...(route.body !== undefined ? ['body-field', 'body-shape', 'body-raw', 'body-type', 'body-size', 'body-dup', 'body-extra', 'body-surrogate', 'body-encoding'] : []),
+    ...(AMOUNT_ROUTES.has(s.route) ? ['amount'] : []),
+    'header-nonascii',
     'method',
   ];
   const facet = facets[s.facet % facets.length]!;
@@ -352,6 +412,80 @@ function buildCase(s: Sample, apiKey: string): FuzzCase | null {
       bodyText = `${JSON.stringify(baseBody).slice(0, -1)}${Object.keys(baseBody).length > 0 ? ',' : ''}${JSON.stringify(s.key)}:${JSON.stringify(s.value) ?? 'null'}}`;
       break;
     }
+    case 'body-surrogate': {
+      // A lone surrogate in a string field, or in a key: always 422, whatever the route.
+      const body = (baseBody && typeof baseBody === 'object' && !Array.isArray(baseBody) ? clone(baseBody) : {}) as Record<string, unknown>;
+      const strings = fieldPaths(body).filter((p) => typeof p.reduce<unknown>((node, k) => (node as Record<string, unknown>)[k], body) === 'string');
+      if (strings.length === 0 || s.size % 5 === 0) body[`k${s.lone}`] = 1;
+      else {
+        const path = strings[s.pick % strings.length]!;
+        const value = path.reduce<unknown>((node, k) => (node as Record<string, unknown>)[k], body) as string;
+        const at = s.size % (value.length + 1);
+        setPath(body, path, `${value.slice(0, at)}${s.lone}${value.slice(at)}`);
+      }
+      // JSON.stringify writes a lone surrogate as its \\u escape: the bytes on the wire are valid UTF-8.
+      bodyText = JSON.stringify(body);
+      return { route: s.route, facet, expectStatus: 422, request: { method: route.method, target: targetOf(route, params), headers: [...headers, ['Content-Type', 'application/json']], body: bodyText } };
+    }
+    case 'body-encoding': {
+      // Bytes that do not match their Content-Encoding or charset: 400 before anything else runs.
+      const kind = ENCODING_CASES[s.pick % ENCODING_CASES.length]!;
+      const text = bodyText ?? '{}';
+      const garbage = Buffer.from(s.bytes);
+      let body: Buffer = garbage;
+      let type = 'application/json';
+      const extra: [string, string][] = [];
+      if (kind === 'truncated-gzip') {
+        body = gzipSync(text).subarray(0, 10 + (s.size % 8));
+        extra.push(['Content-Encoding', 'gzip']);
+      } else if (kind === 'charset') {
+        body = Buffer.from(text);
+        type = `application/json; charset=${BAD_CHARSETS[s.size % BAD_CHARSETS.length]}`;
+      } else if (kind === 'bad-utf8') {
+        const at = Math.max(1, s.size % Math.max(text.length, 1));
+        body = Buffer.concat([Buffer.from(text.slice(0, at)), Buffer.from([[0xff], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82], [0x80]][s.size % 5]!), Buffer.from(text.slice(at))]);
+      } else {
+        // Garbage in a format zlib checks (gzip: magic bytes; deflate: header and checksum) or one not supported.
+        if (kind === 'gzip' && garbage[0] === 0x1f) garbage[0] = 0;
+        if (kind === 'deflate') body = Buffer.concat([Buffer.from([0x78, 0x9c]), garbage.subarray(0, 8), Buffer.from([0, 0, 0, 0])]);
+        extra.push(['Content-Encoding', kind]);
+      }
+      return { route: s.route, facet, expectStatus: 400, request: { method: route.method, target: targetOf(route, params), headers: [...headers, ...extra, ['Content-Type', type]], body } };
+    }
+    case 'header-nonascii': {
+      // Non-ASCII header bytes: a non-ASCII Idempotency-Key is 422, a non-ASCII API key 401.
+      const request = (hs: [string, string][]): RawRequest => ({
+        method: route.method, target: targetOf(route, params, encodeQuery(queryEntries)), headers: bodyText === undefined ? hs : [...hs, ['Content-Type', 'application/json']], body: bodyText,
+      });
+      if (s.route === 'payments.create' && s.pick % 2 === 0) {
+        const hs = headers.map(([n, v]): [string, string] => (n === 'Idempotency-Key' ? [n, `${v}-${s.nonAscii}`] : [n, v]));
+        return { route: s.route, facet, expectStatus: 422, request: request(hs) };
+      }
+      if (scoped) {
+        const hs = headers.map(([n, v]): [string, string] => (n === 'X-API-Key' ? [n, s.pick % 3 === 0 ? s.nonAscii : `${v}${s.nonAscii}`] : [n, v]));
+        return { route: s.route, facet, expectStatus: 401, request: request(hs) };
+      }
+      const name = ['Cardpay-Signature', 'Walletpay-Transmission-Id', 'Walletpay-Transmission-Sig', 'X-Mobilemoney-Signature', 'Idempotency-Key'][s.pick % 5]!;
+      return { route: s.route, facet, request: request([...headers, [name, s.nonAscii]]) };
+    }
+    case 'amount': {
+      // Padded, over-precise or non-monetary amounts: 422, never trimmed, rounded or charged.
+      const a = s.amount;
+      if (s.route === 'payments.list') {
+        if (a.kind === 'currency') return null;
+        const field = s.pick % 2 === 0 ? 'min_amount' : 'max_amount';
+        const entries: [string, string][] = [[field, a.text], ...(a.kind === 'precise' ? [['currency', a.currency] as [string, string]] : [])];
+        return { route: s.route, facet, expectStatus: 422, request: { method: 'GET', target: targetOf(route, params, encodeQuery(entries)), headers } };
+      }
+      const body = clone(baseBody) as Record<string, unknown>;
+      const payment = s.route === 'payments.create';
+      if (payment) body.currency = a.currency;
+      if (payment && body.provider === 'mobilemoney' && a.kind === 'padded') body.currency = 'KES';
+      body.amount = '__AMOUNT__';
+      bodyText = JSON.stringify(body).replace('"__AMOUNT__"', a.json);
+      // A refund of an unknown payment is 404 before its amount is read; the refusal is all that is certain.
+      return { route: s.route, facet, ...(payment ? { expectStatus: 422 } : {}), request: { method: route.method, target: targetOf(route, params), headers: [...headers, ['Content-Type', 'application/json']], body: bodyText } };
+    }
     case 'method': {
       // Only methods no route serves on this path (GET on POST /v1/payments would be a valid list).
       const served = new Set(Object.values(ROUTES).filter((r) => r.path === route.path).map((r) => r.method));
@@ -397,6 +531,7 @@ function corpus(apiKey: string): FuzzCase[] {
   const send = (route: string, method: string, target: string, body: string, extra: [string, string][] = []): FuzzCase => ({
     route, facet: 'corpus', request: { method, target, headers: [auth, json, ...extra], body },
   });
+  const exactly = (status: number, c: FuzzCase): FuzzCase => ({ ...c, expectStatus: status });
   const nulEvent = '{"id":"evt_\\u0000","object":"event","type":"payment_intent.succeeded","data":{"object":{"object":"payment_intent","id":"pi_\\u0000","status":"succeeded","metadata":{"payment_id":"x\\u0000"}}}}';
   return [
     get('payments.list', '/v1/payments?search=%00'),
@@ -420,6 +555,15 @@ function corpus(apiKey: string): FuzzCase[] {
     send('providerCallbacks.cardpay', 'POST', '/v1/webhooks/cardpay', nulEvent, [['Cardpay-Signature', 't=1,v1=00']]),
     send('providerCallbacks.walletpay', 'POST', '/v1/webhooks/walletpay', '{"id":"WH-\\u0000","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{"id":"CAP-\\u0000","status":"COMPLETED"}}', [['Walletpay-Transmission-Id', 'x']]),
     send('providerCallbacks.mobilemoney', 'POST', '/v1/webhooks/mobilemoney?ref=%00&token=%00', '{"Body":{"stkCallback":{"CheckoutRequestID":"ws_\\u0000","ResultCode":0}}}'),
+    // The red-team findings of issue 14, each once: the exact status is part of the promise.
+    exactly(422, send('payments.create', 'POST', '/v1/payments', '{"provider":"cardpay","amount":"1.00","currency":"USD","payment_method":"pm_\\ud800"}', [['Idempotency-Key', 'corpus-surrogate']])),
+    exactly(422, send('payments.create', 'POST', '/v1/payments', '{"provider":"mobilemoney","amount":"100","currency":"KES","phone":"254708374149\\udc00"}', [['Idempotency-Key', 'corpus-surrogate-2']])),
+    exactly(400, send('merchant.setWebhook', 'PUT', '/v1/merchant/webhook', '{"webhook_url":"https://shop.example.com/x"}', [['Content-Encoding', 'gzip']])),
+    exactly(422, send('payments.create', 'POST', '/v1/payments', '{"provider":"cardpay","amount":"1.00","currency":"USD","payment_method":"pm_card_visa"}', [['Idempotency-Key', 'ключ-🔑']])),
+    exactly(422, send('payments.create', 'POST', '/v1/payments', '{"provider":"cardpay","amount":"  5 ","currency":"USD","payment_method":"pm_card_visa"}', [['Idempotency-Key', 'corpus-padded']])),
+    exactly(422, send('payments.create', 'POST', '/v1/payments', '{"provider":"cardpay","amount":"5","currency":"XAU","payment_method":"pm_card_visa"}', [['Idempotency-Key', 'corpus-gold']])),
+    exactly(422, send('payments.create', 'POST', '/v1/payments', '{"provider":"cardpay","amount":19.999999999999999,"currency":"USD","payment_method":"pm_card_visa"}', [['Idempotency-Key', 'corpus-precise']])),
+    exactly(422, get('payments.list', '/v1/payments?currency=USD&min_amount=19.999')),
   ];
 }
 
@@ -428,6 +572,7 @@ function corpus(apiKey: string): FuzzCase[] {
 
 function problemWith(c: FuzzCase, res: RawResponse): string | null {
   if (res.status >= 500) return `${res.status} server error: ${res.body.slice(0, 300)}`;
+  if (c.expectStatus !== undefined && res.status !== c.expectStatus) return `expected ${c.expectStatus}, got ${res.status}: ${res.body.slice(0, 200)}`;
   if (res.headers['set-cookie'] !== undefined) return 'a Set-Cookie header came back';
   const requestId = res.headers['x-request-id'];
   if (!requestId || !/^[A-Za-z0-9._:-]{1,128}$/.test(requestId)) return `bad X-Request-Id ${JSON.stringify(requestId)}`;
@@ -530,6 +675,10 @@ describe(`${RUNS} hostile requests across every route (seed ${SEED})`, () => {
     process.stdout.write(`fuzz statuses: ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}\n`);
     expect(offenders.map((o) => o.text)).toEqual([]);
     expect(routesHit.size).toBe(Object.keys(ROUTES).length);
+    const facetCounts = new Map<string, number>();
+    for (const c of cases) facetCounts.set(c.facet, (facetCounts.get(c.facet) ?? 0) + 1);
+    process.stdout.write(`fuzz facets: ${JSON.stringify(Object.fromEntries(facetCounts))}\n`);
+    for (const facet of ['body-surrogate', 'body-encoding', 'header-nonascii', 'amount']) expect(facetCounts.get(facet) ?? 0).toBeGreaterThan(50);
     expect(await snapshot()).toEqual(before);
   }, 180_000);
 

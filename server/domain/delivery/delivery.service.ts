@@ -118,7 +118,7 @@ export class DeliveryService {
     if (!merchant) throw notFound('merchant');
     if (!merchant.webhookUrl) throw conflict('No webhook URL is registered: register one with PUT /v1/merchant/webhook first');
     const url = merchant.webhookUrl;
-    const recorded = await this.em.transactional((tx) => recordTestEvent(tx, merchantId, url));
+    const recorded = await this.em.transactional((tx) => recordTestEvent(tx, merchantId, url, this.leaseMs));
     const leased: LeasedDelivery = {
       id: recorded.deliveryId, merchantId, eventType: 'webhook.test', status: 'pending', attempts: 0, url, merchantUrl: url, body: recorded.body,
     };

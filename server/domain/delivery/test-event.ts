@@ -10,13 +10,20 @@ export interface TestEventPayload {
 }
 
 /**
- * Writes a `webhook.test` event and its delivery. The delivery has no due time, so neither the
- * delivery job nor the sweeper picks it up: the caller sends it once, at once.
+ * Writes a `webhook.test` event and its delivery, leased to the caller, who sends it at once. Its due
+ * time is the end of that lease: only if the process dies before recording the attempt does the
+ * sweeper find it and send it as a scheduled delivery.
  */
-export async function recordTestEvent(tx: EntityManager, merchantId: string, url: string): Promise<{ eventId: string; deliveryId: string; body: string }> {
+export async function recordTestEvent(
+  tx: EntityManager,
+  merchantId: string,
+  url: string,
+  leaseMs: number,
+): Promise<{ eventId: string; deliveryId: string; body: string }> {
   const eventId = randomUUID();
   const deliveryId = randomUUID();
   const createdAt = new Date();
+  const leaseEnd = new Date(createdAt.getTime() + leaseMs);
   const payload: TestEventPayload = {
     id: eventId,
     type: 'webhook.test',
@@ -28,7 +35,8 @@ export async function recordTestEvent(tx: EntityManager, merchantId: string, url
   // No relation is declared between the entities: the event row must exist before its delivery's foreign key.
   await tx.flush();
   tx.create(WebhookDeliverySchema, {
-    id: deliveryId, eventId, merchantId, paymentId: null, eventType: payload.type, url, status: 'pending', attempts: 0, nextAttemptAt: null,
+    id: deliveryId, eventId, merchantId, paymentId: null, eventType: payload.type, url, status: 'pending', attempts: 0,
+    nextAttemptAt: leaseEnd, leaseUntil: leaseEnd,
   });
   await tx.flush();
   return { eventId, deliveryId, body };

@@ -32,7 +32,12 @@ export const REFUND_STATUS: Record<string, ProviderRefundResult['status']> = {
 export const EVENT_MEANING = {
   'payment_intent.succeeded': { kind: 'payment', status: 'completed' },
   'payment_intent.payment_failed': { kind: 'payment', status: 'failed' },
+  // A charge's refunds changed (a charge no longer lists them: the service reads them from the provider).
   'charge.refunded': { kind: 'refund' },
+  // One refund was made (by the service or in the dashboard), changed status (pending → succeeded), or failed.
+  'refund.created': { kind: 'refund' },
+  'refund.updated': { kind: 'refund' },
+  'refund.failed': { kind: 'refund' },
 } as const satisfies Record<string, { kind: 'payment'; status: 'completed' | 'failed' } | { kind: 'refund' }>;
 
 export type CardpayEventType = keyof typeof EVENT_MEANING;

@@ -61,7 +61,6 @@ export type CardpayNotification = { eventId: string; type: string } & (
       paymentIntentId: string;
       /** The refunded charge: its refunds are fetched from the provider (a charge no longer embeds them). */
       chargeId: string;
-      amountRefundedMinor: bigint;
       raw: unknown;
     }
   | { kind: 'ignored' }
@@ -98,6 +97,13 @@ const ChargeSchema = z
   })
   .passthrough();
 
+const ExpandableId = z.union([z.string(), z.object({ id: z.string() }).passthrough()]).nullish();
+const idOf = (value: z.infer<typeof ExpandableId>): string | null => (typeof value === 'string' ? value : (value?.id ?? null));
+
+const RefundSchema = z
+  .object({ id: z.string().min(1), object: z.literal('refund'), charge: ExpandableId, payment_intent: ExpandableId })
+  .passthrough();
+
 /** Parses a verified event body. Event types the service does not use → `ignored`; a body that is not an event throws. */
 export function parseCardpayEvent(body: unknown): CardpayNotification {
   const event = EventSchema.parse(body);
@@ -118,16 +124,11 @@ export function parseCardpayEvent(body: unknown): CardpayNotification {
       raw,
     };
   }
-  const charge = ChargeSchema.parse(event.data.object);
-  const intentId = typeof charge.payment_intent === 'string' ? charge.payment_intent : (charge.payment_intent?.id ?? null);
+  // charge.refunded carries a charge, refund.* a refund: either way the charge's refunds are what is read.
+  const object = event.type.startsWith('refund.') ? RefundSchema.parse(event.data.object) : ChargeSchema.parse(event.data.object);
+  const chargeId = object.object === 'refund' ? idOf(object.charge) : object.id;
+  const intentId = idOf(object.payment_intent);
   // A charge made without a PaymentIntent was not made by this service.
-  if (!intentId) return { ...base, kind: 'ignored' };
-  return {
-    ...base,
-    kind: 'refund',
-    paymentIntentId: intentId,
-    chargeId: charge.id,
-    amountRefundedMinor: BigInt(charge.amount_refunded),
-    raw: charge,
-  };
+  if (!intentId || !chargeId) return { ...base, kind: 'ignored' };
+  return { ...base, kind: 'refund', paymentIntentId: intentId, chargeId, raw: object };
 }

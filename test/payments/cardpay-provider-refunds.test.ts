@@ -1,0 +1,91 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+
+/**
+ * Refunds the service learns from the provider rather than makes itself: one made in the provider's
+ * dashboard (here the simulator's dashboard control), and one of ours that the provider settles later.
+ * The charge events carry no refunds (API ≥ 2022-11-15): the service reads them from the provider.
+ */
+let t: TestService;
+let receiver: WebhookReceiver;
+let key: string;
+const SECRET_KEY = 'sk_test_provider_refunds_0001';
+let counter = 0;
+
+beforeAll(async () => {
+  t = await startTestService();
+  receiver = await new WebhookReceiver().start();
+  ({ apiKey: key } = await t.createMerchant('Refund Shop'));
+  await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: receiver.url }).expect(200);
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: SECRET_KEY } }).expect(200);
+});
+afterAll(async () => {
+  await t.stop();
+  await receiver.stop();
+});
+
+async function paid(paymentMethod = 'pm_card_visa', amount = '25.00') {
+  const res = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `refunds-${Date.now()}-${++counter}`)
+    .send({ provider: 'cardpay', amount, currency: 'USD', payment_method: paymentMethod });
+  expect(res.status).toBe(201);
+  expect(res.body.data.status).toBe('completed');
+  return res.body.data as { id: string; provider_ref: string };
+}
+
+const dashboardRefund = (intentId: string, amount?: number) =>
+  t.http.post('/sandbox/cardpay/dashboard/refunds').set('Authorization', `Bearer ${SECRET_KEY}`).type('form')
+    .send({ payment_intent: intentId, ...(amount ? { amount: String(amount) } : {}) });
+
+const payment = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key).expect(200)).body.data;
+const refundsOf = async (id: string) => (await t.http.get(`/v1/refunds?payment_id=${id}`).set('X-API-Key', key).expect(200)).body.data as Record<string, unknown>[];
+
+describe('a refund made in the provider dashboard', () => {
+  it('is recorded on the payment and sent to the merchant as payment.refunded; the rest in full makes the payment refunded', async () => {
+    const p = await paid();
+    const partial = await dashboardRefund(p.provider_ref, 500);
+    expect(partial.status).toBe(200);
+
+    const event = await eventually(() => receiver.events('payment.refunded').find((e) => e.json.data.payment_id === p.id), 10_000, 'payment.refunded');
+    expect(event.json.data).toMatchObject({ payment_id: p.id, amount: '25.00', currency: 'USD', amount_refunded: '5.00' });
+    expect(await payment(p.id)).toMatchObject({ status: 'completed', amount_refunded: '5.00' });
+    expect(await refundsOf(p.id)).toEqual([expect.objectContaining({ amount: '5.00', currency: 'USD', status: 'completed' })]);
+
+    // The rest, also in the dashboard: the payment is now refunded.
+    expect((await dashboardRefund(p.provider_ref)).status).toBe(200);
+    await eventually(async () => (await payment(p.id)).status === 'refunded', 10_000, 'the payment to be refunded');
+    expect(await payment(p.id)).toMatchObject({ amount_refunded: '25.00' });
+    expect((await refundsOf(p.id)).map((r) => r.amount)).toEqual(['5.00', '20.00']);
+  });
+
+  it("a refund the service made itself is not counted twice when the provider's event lists it", async () => {
+    const p = await paid();
+    const ours = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id, amount: '3.00' });
+    expect(ours.status).toBe(201);
+    await dashboardRefund(p.provider_ref, 200);
+    await eventually(async () => (await payment(p.id)).amount_refunded === '5.00', 10_000, 'both refunds');
+    // Every charge.refunded for this payment has been handled by now: still exactly two refunds.
+    await eventually(() => receiver.events('payment.refunded').filter((e) => e.json.data.payment_id === p.id).length === 2, 10_000, 'two payment.refunded');
+    expect((await refundsOf(p.id)).map((r) => r.amount).sort()).toEqual(['2.00', '3.00']);
+  });
+});
+
+describe('refund events (refund.created, refund.updated, refund.failed)', () => {
+  it('the endpoint the service registers subscribes to them', async () => {
+    const [endpoint] = await t.sql<{ enabled_events: string[] }>('SELECT enabled_events FROM sandbox_cardpay_webhook_endpoints');
+    expect(endpoint!.enabled_events).toEqual(expect.arrayContaining(['charge.refunded', 'refund.created', 'refund.updated', 'refund.failed']));
+  });
+
+  it('a refund of ours the provider answers pending completes when refund.updated says it succeeded', async () => {
+    const p = await paid('pm_card_pendingRefund');
+    const res = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id, amount: '4.00' });
+    expect(res.status).toBe(201);
+    expect(res.body.data.status).toBe('pending');
+    const event = await eventually(() => receiver.events('payment.refunded').find((e) => e.json.data.payment_id === p.id), 10_000, 'payment.refunded');
+    expect(event.json.data).toMatchObject({ refund_id: res.body.data.id, amount_refunded: '4.00' });
+    expect((await t.http.get(`/v1/refunds/${res.body.data.id}`).set('X-API-Key', key).expect(200)).body.data.status).toBe('completed');
+    // The events for this charge were all handled: refund.created, charge.refunded, refund.updated — one refund, once.
+    expect(await refundsOf(p.id)).toHaveLength(1);
+    expect((await payment(p.id)).amount_refunded).toBe('4.00');
+  });
+});
