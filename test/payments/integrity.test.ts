@@ -1,4 +1,5 @@
-import { createHmac, randomUUID } from 'node:crypto';
+import { createHmac, randomUUID, sign } from 'node:crypto';
+import { walletpaySignedMessage } from '../../server/lib/crc32.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
@@ -15,6 +16,7 @@ const CARD_SIGNING_SECRET = 'whsec_integrity_test_secret';
 const MM_PASSKEY = 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919';
 const MM_CREDS = { env: 'sandbox', consumer_key: 'integrity-key', consumer_secret: 'integrity-secret', passkey: MM_PASSKEY, shortcode: '174379', nominated_number: '254708374149' };
 const SILENT_PHONE = '254700000003';
+const WALLET_WEBHOOK_ID = 'WH-INTEGRITY-NONE';
 
 let t: TestService;
 let key: string;
@@ -44,7 +46,7 @@ beforeAll(async () => {
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_integrity_01', webhook_secret: CARD_SIGNING_SECRET } }).expect(200);
   // A webhook id the simulator does not know: it sends no capture events, so only answers are tested.
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
-    .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'integrity-client', client_secret: 'integrity-secret', webhook_id: 'WH-INTEGRITY-NONE' } }).expect(200);
+    .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'integrity-client', client_secret: 'integrity-secret', webhook_id: WALLET_WEBHOOK_ID } }).expect(200);
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'mobilemoney', mobilemoney: MM_CREDS }).expect(200);
 });
 afterEach(async () => {
@@ -140,6 +142,41 @@ describe('cardpay', () => {
     expect((await refused(id)).map((r) => [r.subject, r.to_status, r.reported_amount_minor])).toEqual([['refund', 'completed', '1'], ['refund', 'completed', '500']]);
     expect(await t.sql(`SELECT type FROM events WHERE payment_id = $1 AND type = 'payment.refunded'`, [id])).toHaveLength(1);
   });
+
+  it('charge.refunded: our refund completes only when the provider lists it with its amount and currency', async () => {
+    const paid = await pay({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' });
+    const id = paid.body.data.id as string;
+    const full = await get(id);
+    const chargeId = (full.provider_response as { latest_charge: string }).latest_charge;
+    await misreport('cardpay', { amount: 1 });
+    const refund = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id, amount: '10.00' });
+    expect(refund.body.data.status).toBe('pending');
+    const chargeRefunded = async () => {
+      const body = JSON.stringify({
+        id: `evt_integrity_${++n}`, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type: 'charge.refunded',
+        data: { object: { object: 'charge', id: chargeId, payment_intent: full.provider_ref, amount: 2500, amount_refunded: 1000, currency: 'usd' } },
+      });
+      const ts = Math.floor(Date.now() / 1000);
+      const signature = `t=${ts},v1=${createHmac('sha256', CARD_SIGNING_SECRET).update(`${ts}.${body}`).digest('hex')}`;
+      return t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signature).send(body);
+    };
+    // The provider's refund list (read when charge.refunded arrives) lies too: still pending.
+    expect((await chargeRefunded()).status).toBe(200);
+    expect((await t.http.get(`/v1/refunds/${refund.body.data.id}`).set('X-API-Key', key)).body.data.status).toBe('pending');
+    await misreport('cardpay', { currency: 'eur' });
+    expect((await chargeRefunded()).status).toBe(200);
+    expect((await t.http.get(`/v1/refunds/${refund.body.data.id}`).set('X-API-Key', key)).body.data.status).toBe('pending');
+    await misreport('cardpay', {});
+    expect((await chargeRefunded()).status).toBe(200);
+    expect((await t.http.get(`/v1/refunds/${refund.body.data.id}`).set('X-API-Key', key)).body.data.status).toBe('completed');
+    const payment = await get(id);
+    expect(payment.amount_refunded).toBe('10.00');
+    expect(payment.integrity.mismatches.map((m: Record<string, string>) => [m.source, m.reported_amount, m.reported_currency])).toEqual([
+      ['refund', '0.01', 'USD'],
+      ['callback:charge.refunded', '0.01', 'USD'],
+      ['callback:charge.refunded', '10.00', 'EUR'],
+    ]);
+  });
 });
 
 describe('walletpay', () => {
@@ -166,6 +203,44 @@ describe('walletpay', () => {
       ['capture', '45.00', 'USD', '45.00', 'EUR'],
     ]);
     expect((await refused(id)).map((r) => [r.to_status, r.reported_amount_minor, r.reported_currency])).toEqual([['completed', '1', 'USD'], ['completed', '4500', 'EUR']]);
+  });
+});
+
+describe('walletpay callbacks', () => {
+  it('a provider-signed PAYMENT.CAPTURE.COMPLETED of another amount or currency does not complete the payment', async () => {
+    const created = await pay({ provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
+    const p = created.body.data as { id: string; provider_ref: string };
+    // The simulator's signing key (created on first use), as the sandbox operator's own signature.
+    await t.http.get('/sandbox/walletpay/v1/notifications/certs/none');
+    const [keys] = await t.sql<{ cert_id: string; private_key_pem: string }>('SELECT cert_id, private_key_pem FROM sandbox_walletpay_keys WHERE id = 1');
+    const send = async (value: string, currency: string) => {
+      const transmissionId = randomUUID();
+      const time = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+      const body = JSON.stringify({
+        id: `WH-${randomUUID()}`, event_version: '1.0', create_time: time, resource_type: 'capture', event_type: 'PAYMENT.CAPTURE.COMPLETED',
+        resource: {
+          id: `CAP${++n}INTEGRITY`, status: 'COMPLETED', amount: { currency_code: currency, value }, final_capture: true, custom_id: p.id,
+          supplementary_data: { related_ids: { order_id: p.provider_ref } },
+        },
+      });
+      const signature = sign('sha256', Buffer.from(walletpaySignedMessage(transmissionId, time, WALLET_WEBHOOK_ID, body)), keys!.private_key_pem).toString('base64');
+      return t.http.post('/v1/webhooks/walletpay').set('Content-Type', 'application/json')
+        .set('Walletpay-Transmission-Id', transmissionId).set('Walletpay-Transmission-Time', time).set('Walletpay-Transmission-Sig', signature)
+        .set('Walletpay-Cert-Url', `${t.baseUrl}/sandbox/walletpay/v1/notifications/certs/${keys!.cert_id}`).set('Walletpay-Auth-Algo', 'SHA256withRSA')
+        .send(body);
+    };
+    expect((await send('0.01', 'USD')).status).toBe(200);
+    expect((await get(p.id)).status).toBe('pending');
+    expect((await send('45.00', 'EUR')).status).toBe(200);
+    expect((await get(p.id)).status).toBe('pending');
+    expect((await send('45.00', 'USD')).status).toBe(200);
+    const done = await get(p.id);
+    expect(done.status).toBe('completed');
+    expect(done.integrity.mismatches.map((m: Record<string, string>) => [m.source, m.reported_amount, m.reported_currency])).toEqual([
+      ['callback:PAYMENT.CAPTURE.COMPLETED', '0.01', 'USD'],
+      ['callback:PAYMENT.CAPTURE.COMPLETED', '45.00', 'EUR'],
+    ]);
+    expect((await refused(p.id)).map((r) => [r.expected_amount_minor, r.reported_amount_minor, r.reported_currency])).toEqual([['4500', '1', 'USD'], ['4500', '4500', 'EUR']]);
   });
 });
 
