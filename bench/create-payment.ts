@@ -4,7 +4,7 @@
  * same run, on the same PostgreSQL server, at the same concurrency.
  *
  * The service runs as one `ROLE=api` process with the merchant's webhook URL registered, so every
- * request does the whole write path (key lookup, credential decryption, advisory lock, pending row,
+ * request does the whole write path (key lookup, credential decryption, the idempotency claim with the pending row,
  * the provider's HTTP call to the simulator — which is served by the same process and writes its own
  * rows —, the completing transition, the outbox event + delivery row, the Agenda job). No worker runs:
  * sending the webhooks is benchmark 3.

@@ -4,7 +4,7 @@
  * processes. Prints each benchmark's table, then a summary with the peak RSS of every service process,
  * and writes bench/results/<name>-<timestamp>.json per benchmark plus summary-<timestamp>.json.
  *
- *   npm run bench                          # all four
+ *   npm run bench                          # all five
  *   npm run bench -- list-payments         # a subset, by name
  */
 import os from 'node:os';
@@ -13,6 +13,7 @@ import { createPaymentBenchmark } from './create-payment.js';
 import { log, withContext, type Benchmark, type BenchOutcome } from './lib/harness.js';
 import { kib, printTable, writeResult } from './lib/report.js';
 import { listPaymentsBenchmark } from './list-payments.js';
+import { slowProviderBenchmark } from './slow-provider.js';
 import { webhookThroughputBenchmark } from './webhook-throughput.js';
 
 const ALL: Record<string, Benchmark> = {
@@ -20,6 +21,7 @@ const ALL: Record<string, Benchmark> = {
   'callback-latency': callbackLatencyBenchmark,
   'webhook-throughput': webhookThroughputBenchmark,
   'list-payments': listPaymentsBenchmark,
+  'slow-provider': slowProviderBenchmark,
 };
 
 async function main() {

@@ -34,16 +34,17 @@ beforeAll(async () => {
     ...baseEnv(db.url, `http://127.0.0.1:${providerPort}`, { SANDBOX_LATENCY_MS: '3000' }),
     PORT: String(providerPort),
   }, { name: 'provider' });
-  // Both api processes send cardpay calls to the simulator process; claims expire after LEASE.
+  // Both api processes send cardpay calls to the simulator process; claims expire after LEASE. Like
+  // api processes behind one load balancer, they share one public address (provider requests carry it).
+  const [doomedPort, survivorPort] = [await freePort(), await freePort()];
   const apiEnv = (port: number) => ({
-    ...baseEnv(db.url, `http://127.0.0.1:${port}`, {
+    ...baseEnv(db.url, `http://127.0.0.1:${survivorPort}`, {
       CARDPAY_BASE_URL: `${provider.url}/sandbox/cardpay`,
       PROVIDER_TIMEOUT_MS: '4000',
       IDEMPOTENCY_LEASE: LEASE,
     }),
     PORT: String(port),
   });
-  const [doomedPort, survivorPort] = [await freePort(), await freePort()];
   [doomed, survivor] = await Promise.all([
     startProcess('api', apiEnv(doomedPort), { name: 'doomed' }),
     startProcess('api', apiEnv(survivorPort), { name: 'survivor' }),

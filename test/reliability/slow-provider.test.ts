@@ -86,9 +86,14 @@ describe('a provider that answers in 2 s', () => {
   it('200 concurrent creates with their own keys all answer 201; the connections open never exceed the pools', async () => {
     const port = await freePort();
     const api = await startProcess('api', {
-      ...baseEnv(db.url, `http://127.0.0.1:${port}`, { DATABASE_POOL_MAX: String(POOL_MAX), SANDBOX_LATENCY_MS: '2000' }),
+      ...baseEnv(db.url, `http://127.0.0.1:${port}`, {
+        DATABASE_POOL_MAX: String(POOL_MAX), SANDBOX_LATENCY_MS: '2000', DATABASE_ACQUIRE_TIMEOUT: '20s', PROVIDER_TIMEOUT_MS: '20000',
+      }),
       PORT: String(port),
     }, { name: 'slow-api' });
+    // Generous pool and provider timeouts: on a shared, busy test machine a short queue for the pool or a
+    // slow answer is not the failure this test looks for (connections held across the provider call would
+    // exhaust the pool for minutes; 200 × 2 s / 6 connections).
     const apiKey = await merchantOn(api, 'Slow Provider Shop');
 
     const sampler = sampleConnections();

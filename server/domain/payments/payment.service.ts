@@ -94,7 +94,7 @@ export class PaymentService {
         return this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
       }
     }
-    return this.callProvider(payment, request, creds);
+    return this.callProvider(payment, request, creds, resumed);
   }
 
   /** Writes the payment as `pending` inside the key's claiming transaction `tx`. */
@@ -132,7 +132,7 @@ export class PaymentService {
   }
 
   /** The provider call of a reserved payment and the transition its answer makes. */
-  private async callProvider(payment: Payment, request: NormalizedPaymentRequest, creds: unknown): Promise<Payment> {
+  private async callProvider(payment: Payment, request: NormalizedPaymentRequest, creds: unknown, resumed = false): Promise<Payment> {
     let result: ProviderPaymentResult;
     try {
       result = await this.gateway.createPayment(payment, {
@@ -143,13 +143,21 @@ export class PaymentService {
         fields: payment.providerData,
       }, creds);
     } catch (err) {
-      return this.handleCreateError(payment, err);
+      return this.handleCreateError(payment, err, resumed);
     }
     return (await this.applyUpdate(payment.id, toUpdate(result), 'create')).payment;
   }
 
-  private async handleCreateError(payment: Payment, err: unknown): Promise<Payment> {
+  private async handleCreateError(payment: Payment, err: unknown, resumed: boolean): Promise<Payment> {
     if (!(err instanceof ProviderError)) throw err;
+    if (resumed && err.kind !== 'declined') {
+      // The interrupted first request may have been charged: a refusal of the repeat (e.g. its parameters
+      // differ after a configuration change) proves nothing. Keep it pending for the status sync, which
+      // finds the charge by our payment id.
+      this.logger.warn({ paymentId: payment.id, provider: payment.provider, kind: err.kind }, 'resumed creation refused by the provider; left to the status sync');
+      await this.markForSync(payment.id, { error: err.message });
+      return this.em.fork().findOneOrFail(PaymentSchema, { id: payment.id });
+    }
     if (err.kind === 'declined') {
       const update = err.result ? toUpdate(err.result) : { status: 'failed' as const };
       return (await this.applyUpdate(payment.id, { ...update, status: 'failed', failureReason: err.message }, 'create')).payment;
