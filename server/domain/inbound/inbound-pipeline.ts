@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Provider } from '../../../contract/index.js';
+import { CALLBACK_UNVERIFIED } from '../../../contract/errors.js';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, RefundSchema, type Payment } from '../../persistence/entities/index.js';
 import { DomainError } from '../errors.js';
@@ -79,7 +80,7 @@ export class InboundPipeline {
     const verdict = creds === null ? 'invalid' : await this.verify(port, request, creds, subject);
     if (verdict === 'invalid') {
       this.logger.warn({ provider, label: notification.label, subjectId: subject.subjectId }, 'notification verification failed');
-      throw new DomainError('UNAUTHORIZED', `${provider} notification could not be verified`);
+      throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED[provider]);
     }
     if (verdict === 'unverifiable') return this.confirm(port, creds, notification, subject);
     return this.apply(port, await this.withFetchedRefunds(port, creds, notification), subject);
