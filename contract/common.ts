@@ -51,11 +51,14 @@ export function envelope<T extends z.ZodTypeAny>(data: T) {
   return z.object({ success: z.literal(true), data });
 }
 
-export const PageMetaSchema = z.object({
-  page: z.number().int(),
-  page_size: z.number().int(),
-  total: z.number().int(),
-});
+export const PageMetaSchema = extendApi(
+  z.object({
+    page: z.number().int(),
+    page_size: z.number().int(),
+    total: z.number().int(),
+  }),
+  { example: { page: 1, page_size: 20, total: 1 } },
+);
 
 /** `{ success: true, data: [...], meta: { page, page_size, total } }` around a list. */
 export function listEnvelope<T extends z.ZodTypeAny>(item: T) {

@@ -15,6 +15,8 @@ export * from './provider-callbacks.js';
 export * from './refunds.js';
 export * from './webhook-logs.js';
 export * from './webhooks.js';
+export * from './errors.js';
+export * from './outbound-webhooks.js';
 
 const c = initContract();
 

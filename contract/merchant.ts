@@ -83,7 +83,13 @@ export const MerchantSchema = extendApi(
     providers: z.array(ProviderSchema).describe('Providers with stored credentials'),
     created_at: TimestampSchema,
   }),
-  { title: 'Merchant' },
+  {
+    title: 'Merchant',
+    example: {
+      id: '9b0c2d4e-6f80-4a1b-8c3d-5e7f9a1b3c5d', name: 'Acme Ltd', webhook_url: 'https://shop.example.com/payments/webhook',
+      providers: ['cardpay'], created_at: '2026-11-22T10:15:30.000Z',
+    },
+  },
 );
 
 export const merchantContract = c.router(
@@ -104,7 +110,7 @@ export const merchantContract = c.router(
         'Registers the address that receives signed event notifications and returns a new `whsec_` signing secret. ' +
         'The secret is shown only in this response; registering again rotates it.',
       metadata: { scope: 'merchant:write', tag: 'Merchant' } as const,
-      body: z.object({ webhook_url: z.string().url().max(2048) }).strict(),
+      body: extendApi(z.object({ webhook_url: z.string().url().max(2048) }).strict(), { example: { webhook_url: 'https://shop.example.com/payments/webhook' } }),
       responses: {
         200: envelope(
           extendApi(z.object({ webhook_url: z.string(), webhook_secret: z.string() }), {

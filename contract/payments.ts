@@ -14,7 +14,6 @@ export type PaymentStatus = z.infer<typeof PaymentStatusSchema>;
 
 /** A decimal amount: a JSON number or a decimal string. Parsed without binary floating point. */
 export const AmountInputSchema = extendApi(z.union([z.string().max(32), z.number()]), {
-  type: 'string',
   description: 'Decimal amount in major units, as a string (preferred) or a JSON number; at most the currency\'s minor-unit digits.',
   example: '25.00',
 });
@@ -153,15 +152,23 @@ export const PaymentTransitionSchema = extendApi(
   },
 );
 
-export const CapturedPaymentSchema = z.object({
-  id: UuidSchema,
-  status: PaymentStatusSchema,
-  provider_ref: z.string().nullable(),
-  amount: z.string(),
-  currency: z.string(),
-  provider: ProviderSchema,
-  created_at: TimestampSchema,
-});
+export const CapturedPaymentSchema = extendApi(
+  z.object({
+    id: UuidSchema,
+    status: PaymentStatusSchema,
+    provider_ref: z.string().nullable(),
+    amount: z.string(),
+    currency: z.string(),
+    provider: ProviderSchema,
+    created_at: TimestampSchema,
+  }),
+  {
+    example: {
+      id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21', status: 'completed', provider_ref: '5O190127TN364715T', amount: '45.00', currency: 'USD',
+      provider: 'walletpay', created_at: '2026-11-22T10:15:30.000Z',
+    },
+  },
+);
 
 export const SavedCardSchema = extendApi(
   z.object({
@@ -278,13 +285,16 @@ export const paymentsContract = c.router(
         'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and never saves the card twice.',
       metadata: cards,
       headers: OptionalIdempotencyHeaders,
-      body: z
-        .object({
-          payment_method_id: z.string().min(1).max(255),
-          customer_email: z.string().email().max(254).optional(),
-          customer_name: z.string().min(1).max(200).optional(),
-        })
-        .strict(),
+      body: extendApi(
+        z
+          .object({
+            payment_method_id: z.string().min(1).max(255),
+            customer_email: z.string().email().max(254).optional(),
+            customer_name: z.string().min(1).max(200).optional(),
+          })
+          .strict(),
+        { example: { payment_method_id: 'pm_card_visa', customer_email: 'ada@example.com', customer_name: 'Ada Lovelace' } },
+      ),
       responses: { 201: envelope(SavedCardSchema), 502: ErrorBodySchema },
     },
     listCards: {

@@ -41,7 +41,9 @@ export const providerCallbacksContract = c.router({
       'Payment-intent and refund events from the card provider. Verified with `Cardpay-Signature: t=…,v1=…` (HMAC-SHA256 of `t.rawBody` with the ' +
       "merchant's cardpay webhook secret; several v1 values allowed; 300 s tolerance). Duplicates (by event id) are acknowledged and ignored.",
     metadata: callback,
-    headers: z.object({ 'cardpay-signature': z.string().optional(), 'stripe-signature': z.string().optional() }),
+    headers: z.object({
+      'cardpay-signature': z.string().optional().describe('Cardpay-Signature: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.rawBody">` (several v1 allowed); a callback without a valid one is 401'),
+    }),
     body: z.record(z.string(), z.unknown()),
     responses: { 200: Ack, 400: ErrorBodySchema, 401: ErrorBodySchema, 413: ErrorBodySchema, 429: ErrorBodySchema, 500: ErrorBodySchema },
   },

@@ -53,6 +53,16 @@ export const DeliveryAttemptSchema = z.object({
 
 export const DeliveryLogDetailSchema = extendApi(DeliveryFields.extend({ attempt_history: z.array(DeliveryAttemptSchema) }), {
   title: 'WebhookDeliveryDetail',
+  example: {
+    id: '3f2b8c1d-9e4a-4b7c-8d6e-5f4a3b2c1d0e', event_id: '9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d', event_type: 'payment.completed',
+    payment_id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21', url: 'https://shop.example.com/payments/webhook', status: 'delivered', attempts: 2,
+    last_response_status: 200, last_error: null, next_attempt_at: null, delivered_at: '2026-11-22T10:16:01.000Z',
+    created_at: '2026-11-22T10:15:30.000Z',
+    attempt_history: [
+      { attempt_number: 1, trigger: 'scheduled', response_status: 503, error: 'HTTP 503', duration_ms: 41, created_at: '2026-11-22T10:15:31.000Z' },
+      { attempt_number: 2, trigger: 'scheduled', response_status: 200, error: null, duration_ms: 37, created_at: '2026-11-22T10:16:01.000Z' },
+    ],
+  },
 });
 
 export const ListWebhookLogsQuerySchema = z

@@ -1,4 +1,5 @@
 import type { ErrorCode } from '../../contract/index.js';
+import { ERROR_MESSAGES } from '../../contract/errors.js';
 
 export interface FieldIssue {
   field: string;
@@ -21,7 +22,7 @@ export class DomainError extends Error {
   }
 }
 
-export const notFound = (what: string) => new DomainError('NOT_FOUND', `${what} not found`);
+export const notFound = (what: string) => new DomainError('NOT_FOUND', ERROR_MESSAGES.notFound(what));
 export const conflict = (message: string) => new DomainError('CONFLICT', message);
 export const validationError = (field: string, issue: string, message = `Invalid request: ${field} ${issue}`) =>
   new DomainError('VALIDATION_ERROR', message, [{ field, issue }]);

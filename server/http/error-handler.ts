@@ -6,6 +6,7 @@ import { DomainError, type FieldIssue } from '../domain/errors.js';
 import type { Logger } from '../observability/logger.js';
 import { sendError } from './envelope.js';
 import { isCapacityExhausted, RETRY_AFTER_SECONDS } from './error-map.js';
+import { ERROR_MESSAGES } from '../../contract/errors.js';
 
 function issueToField(prefix: string | null, issue: ZodIssue): FieldIssue[] {
   const base = [...(prefix ? [prefix] : []), ...issue.path.map(String)].join('.');
@@ -46,7 +47,7 @@ function bodyReadError(err: unknown): { code: ErrorCode; message: string } | nul
   if (!(status >= 400 && status < 500)) return null;
   switch (e.type) {
     case 'entity.too.large':
-      return { code: 'PAYLOAD_TOO_LARGE', message: 'Request body is larger than 100 KiB' };
+      return { code: 'PAYLOAD_TOO_LARGE', message: ERROR_MESSAGES.payloadTooLarge };
     case 'entity.parse.failed':
       return { code: 'BAD_REQUEST', message: 'Request body is not valid JSON' };
     case 'encoding.unsupported':
@@ -66,7 +67,7 @@ function bodyReadError(err: unknown): { code: ErrorCode; message: string } | nul
 
 /** Unknown route: 404 in the envelope. */
 export const notFoundHandler: RequestHandler = (_req, res) => {
-  sendError(res, 'NOT_FOUND', 'No such route');
+  sendError(res, 'NOT_FOUND', ERROR_MESSAGES.noSuchRoute);
 };
 
 /** Maps every error to the envelope; internals never reach the response. */
@@ -75,23 +76,23 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     if (res.headersSent) return;
     if (err instanceof RequestValidationError) {
       // A path id that does not even parse (not a UUID, unknown provider) is an unknown resource.
-      if (err.pathParams) return sendError(res, 'NOT_FOUND', 'Resource not found');
+      if (err.pathParams) return sendError(res, 'NOT_FOUND', ERROR_MESSAGES.resourceNotFound);
       const details = validationDetails(err);
       const first = details[0];
-      return sendError(res, 'VALIDATION_ERROR', first ? `Invalid request: ${first.field} ${first.issue}` : 'Invalid request', details);
+      return sendError(res, 'VALIDATION_ERROR', first ? ERROR_MESSAGES.invalidRequest(first.field, first.issue) : 'Invalid request', details);
     }
     if (err instanceof DomainError) return sendError(res, err.code, err.message, err.details, err.headers);
     // Express could not percent-decode a path parameter (/v1/payments/%zz): like an id that does not
     // parse, it names no resource. Without this it fell through to 500.
-    if (err instanceof URIError) return sendError(res, 'NOT_FOUND', 'Resource not found');
+    if (err instanceof URIError) return sendError(res, 'NOT_FOUND', ERROR_MESSAGES.resourceNotFound);
     const bodyError = bodyReadError(err);
     if (bodyError) return sendError(res, bodyError.code, bodyError.message);
     if (isCapacityExhausted(err)) {
       logger.warn({ requestId: res.locals.requestId, route: req.path, err: { type: (err as Error)?.name } }, 'database capacity exhausted; answered 503');
-      return sendError(res, 'SERVICE_UNAVAILABLE', 'The service is temporarily overloaded; retry after a moment', undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
+      return sendError(res, 'SERVICE_UNAVAILABLE', ERROR_MESSAGES.overloaded, undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
     }
     // The logger's err serializer keeps SQL, its parameters and request data out of the log.
     logger.error({ requestId: res.locals.requestId, route: req.path, err }, 'unhandled error');
-    return sendError(res, 'INTERNAL_ERROR', 'Internal error; quote the request id when contacting support');
+    return sendError(res, 'INTERNAL_ERROR', ERROR_MESSAGES.internal);
   };
 }

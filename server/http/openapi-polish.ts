@@ -3,47 +3,48 @@
  * `redocly lint` (redocly.yaml) and reads well in /docs:
  * - zod shapes @anatine/zod-openapi renders loosely (`z.unknown()`, `z.union([obj, z.undefined(), z.null()])`,
  *   nullable titled schemas) become valid OpenAPI 3.0;
- * - every error response gets its description and an example in the error envelope;
- * - every request and success body without an example gets one built from its schema (schema
- *   examples from the contract's `extendApi(..., { example })` are used first);
+ * - every error response gets its description and an example in the error envelope, with the
+ *   messages of contract/errors.ts (the ones the runtime sends);
+ * - a request or success body without an example of its own gets one assembled from the examples the
+ *   contract declares on its parts (`extendApi(..., { example })`) — never an invented value;
  * - every response documents X-Request-Id; 429 and 503 document Retry-After.
  */
+
+import { CALLBACK_UNVERIFIED, DOCUMENTED_ERRORS, ERROR_MESSAGES, PROVIDERS, type DocumentedError } from '../../contract/index.js';
 
 type Json = Record<string, unknown>;
 type Schema = Json;
 
-const ERRORS: Record<string, { code: string; description: string; message: string }> = {
-  '400': { code: 'BAD_REQUEST', description: 'Malformed JSON (BAD_REQUEST)', message: 'The body is not valid JSON' },
-  '401': { code: 'UNAUTHORIZED', description: 'Missing, unknown or revoked API key (UNAUTHORIZED)', message: 'A valid X-API-Key header is required' },
-  '403': { code: 'FORBIDDEN', description: 'The API key lacks the scope this operation needs (FORBIDDEN)', message: 'The API key lacks the payments:write scope' },
-  '404': { code: 'NOT_FOUND', description: 'Unknown id, or an id owned by another merchant (NOT_FOUND)', message: 'Not found' },
-  '409': { code: 'CONFLICT', description: 'Conflict with the current state (CONFLICT)', message: 'The payment is not in a state that allows this' },
-  '413': { code: 'PAYLOAD_TOO_LARGE', description: 'Body larger than 100 KiB (PAYLOAD_TOO_LARGE)', message: 'The body is larger than 100 KiB' },
-  '422': { code: 'VALIDATION_ERROR', description: 'Invalid input, with field details (VALIDATION_ERROR)', message: 'The request is invalid' },
-  '429': { code: 'RATE_LIMITED', description: 'Too many requests; wait for Retry-After seconds (RATE_LIMITED)', message: 'Too many requests' },
-  '500': { code: 'INTERNAL_ERROR', description: 'Unexpected error; quote the request id (INTERNAL_ERROR)', message: 'Something went wrong; quote the request id' },
-  '502': { code: 'PROVIDER_ERROR', description: 'The provider was unreachable or refused the request (PROVIDER_ERROR)', message: 'cardpay refused the request: Invalid API Key provided' },
-  '503': {
-    code: 'SERVICE_UNAVAILABLE',
-    description: 'The service has no database capacity free right now; nothing was done, retry after Retry-After seconds with the same Idempotency-Key (SERVICE_UNAVAILABLE)',
-    message: 'The service is temporarily overloaded; retry after a moment',
-  },
-};
-
-const SUCCESS_DESCRIPTIONS: Record<string, string> = { '200': 'OK', '201': 'Created', '202': 'Accepted', '204': 'No content' };
+/** Responses outside the error envelope: success, and /readyz's 503. */
+const SUCCESS_DESCRIPTIONS: Record<string, string> = { '200': 'OK', '201': 'Created', '202': 'Accepted', '204': 'No content', '503': 'Not ready: a check failed' };
 
 const EXAMPLE_REQUEST_ID = '6f1c1c1e-6c1a-4a57-9a57-1f0c3b9b9b0e';
 
-/** Provider callbacks carry no API key: their 401 is a bad provider signature. */
-const CALLBACK_401 = { description: 'Missing or invalid provider signature (UNAUTHORIZED)', message: 'The callback signature is missing or invalid' };
+/** Provider callbacks carry no API key: their 401 is a callback that could not be verified. */
+function callback401(path: string): { description: string; message: string } {
+  const provider = PROVIDERS.find((p) => path.startsWith(`/v1/webhooks/${p}`));
+  return { description: 'The callback could not be verified (UNAUTHORIZED)', message: provider ? CALLBACK_UNVERIFIED[provider] : ERROR_MESSAGES.unauthorized };
+}
 
-function errorFor(status: string, operation: Json): { code: string; description: string; message: string } | undefined {
-  const error = ERRORS[status];
+/** What a 404 on a path says: the resource its id names (most specific prefix first). */
+const NOT_FOUND_RESOURCES: [string, string][] = [
+  ['/v1/payments/cards/', 'saved card'],
+  ['/v1/payments/', 'payment'],
+  ['/v1/refunds/', 'refund'],
+  ['/v1/webhooks/logs/', 'webhook delivery'],
+  ['/v1/events/', 'event'],
+];
+
+function errorFor(status: string, operation: Json, path: string): DocumentedError | undefined {
+  const error = DOCUMENTED_ERRORS[status];
   if (!error) return undefined;
+  const resource = NOT_FOUND_RESOURCES.find(([prefix]) => path.startsWith(prefix) && path.includes('{id}'))?.[1];
+  if (status === '404' && resource) return { ...error, message: ERROR_MESSAGES.notFound(resource) };
   const isCallback = Array.isArray(operation.security) && operation.security.length === 0;
-  if (status === '401' && isCallback) return { ...error, ...CALLBACK_401 };
+  if (status === '401' && path === '/metrics') return { ...error, description: 'METRICS_TOKEN is set and the bearer token is missing or wrong (UNAUTHORIZED)', message: ERROR_MESSAGES.metricsToken };
+  if (status === '401' && isCallback) return { ...error, ...callback401(path) };
   const scope = operation['x-required-scope'];
-  if (status === '403' && typeof scope === 'string') return { ...error, message: `The API key lacks the ${scope} scope` };
+  if (status === '403' && typeof scope === 'string') return { ...error, message: ERROR_MESSAGES.missingScope(scope) };
   return error;
 }
 
@@ -61,23 +62,14 @@ function exampleField(operation: Json, bodySchema: unknown, components: Record<s
   return bodyFields[0] ? { field: bodyFields[0], issue: 'is invalid' } : undefined;
 }
 
-function errorExample(status: string, error: { code: string; message: string }, detail?: { field: string; issue: string }): Json {
-  const details = status === '422' && detail ? { details: [detail] } : {};
-  return { success: false, error: { code: error.code, message: error.message, ...details, request_id: EXAMPLE_REQUEST_ID } };
+function errorExample(status: string, error: DocumentedError, detail?: { field: string; issue: string }): Json {
+  if (status === '404' && error.code === 'NOT_FOUND' && detail === undefined) return { success: false, error: { code: error.code, message: error.message, request_id: EXAMPLE_REQUEST_ID } };
+  if (status === '422' && detail) {
+    // The message the validator sends names the first field detail.
+    return { success: false, error: { code: error.code, message: ERROR_MESSAGES.invalidRequest(detail.field, detail.issue), details: [detail], request_id: EXAMPLE_REQUEST_ID } };
+  }
+  return { success: false, error: { code: error.code, message: error.message, request_id: EXAMPLE_REQUEST_ID } };
 }
-
-/** Plausible values for well-known field names, so built examples read like real responses. */
-const FIELD_EXAMPLES: Record<string, unknown> = {
-  amount: '25.00',
-  amount_refunded: '0.00',
-  currency: 'USD',
-  provider_ref: 'pi_3Nq8Yx2eZvKYlo2C0a1b2c3d',
-  name: 'Acme Ltd',
-  url: 'https://shop.example.com/payments/webhook',
-  webhook_url: 'https://shop.example.com/payments/webhook',
-  failure_reason: null,
-  last_error: null,
-};
 
 const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
 
@@ -142,13 +134,19 @@ function normaliseSchema(schema: Schema, components: Record<string, Schema>): Sc
   return schema;
 }
 
-/** An example value for a schema: its own example, else one built from its parts. */
+/**
+ * An example for a schema, only from what the contract declares: the schema's own example, else one
+ * assembled from its parts' examples (an enum's first value, a default, null for a nullable field).
+ * Nothing is made up: a part with no declared example leaves the whole without one, which the
+ * openapi tests and redocly's body-has-example rule then report, so the contract gets fixed.
+ */
 function exampleFor(schema: unknown, components: Record<string, Schema>, depth = 0): unknown {
   if (!isObject(schema) || depth > 12) return undefined;
   if (typeof schema.$ref === 'string') return exampleFor(components[schema.$ref.split('/').pop() ?? ''], components, depth + 1);
   if ('example' in schema) return schema.example;
   if (Array.isArray(schema.allOf)) {
     const parts = schema.allOf.map((s) => exampleFor(s, components, depth + 1));
+    if (parts.some((p) => p === undefined)) return undefined;
     return parts.every(isObject) ? Object.assign({}, ...parts) : parts[0];
   }
   for (const key of ['oneOf', 'anyOf'] as const) {
@@ -157,43 +155,50 @@ function exampleFor(schema: unknown, components: Record<string, Schema>, depth =
   }
   if (Array.isArray(schema.enum) && schema.enum.length > 0) return schema.enum[0];
   if ('default' in schema) return schema.default;
-  switch (schema.type) {
-    case 'object': {
-      const out: Json = {};
-      for (const [name, prop] of Object.entries(isObject(schema.properties) ? schema.properties : {})) {
-        const hinted = isObject(prop) && !('example' in prop) && name in FIELD_EXAMPLES && (FIELD_EXAMPLES[name] !== null || prop.nullable === true);
-        const value = hinted ? FIELD_EXAMPLES[name] : exampleFor(prop, components, depth + 1);
-        if (value !== undefined) out[name] = value;
-      }
-      return out;
+  if (schema.type === 'object') {
+    const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+    const out: Json = {};
+    for (const [name, prop] of Object.entries(isObject(schema.properties) ? schema.properties : {})) {
+      const value = exampleFor(prop, components, depth + 1);
+      if (value !== undefined) out[name] = value;
+      else if (required.has(name)) return undefined;
     }
-    case 'array': {
-      const item = exampleFor(schema.items, components, depth + 1);
-      return item === undefined ? [] : [item];
-    }
-    case 'string':
-      switch (schema.format) {
-        case 'date-time':
-          return '2026-11-22T10:15:30.000Z';
-        case 'uuid':
-          return '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21';
-        case 'uri':
-          return 'https://shop.example.com/payments/return';
-        case 'email':
-          return 'ada@example.com';
-        default:
-          // A made-up value would not match the pattern: such a field needs an example in the contract.
-          if (typeof schema.pattern === 'string') return undefined;
-          return typeof schema.minLength === 'number' && schema.minLength > 6 ? 'x'.repeat(schema.minLength) : 'string';
-      }
-    case 'integer':
-    case 'number':
-      return typeof schema.minimum === 'number' ? schema.minimum : 1;
-    case 'boolean':
-      return true;
-    default:
-      return schema.nullable ? null : undefined;
+    return out;
   }
+  if (schema.type === 'array') {
+    const item = exampleFor(schema.items, components, depth + 1);
+    return item === undefined ? undefined : [item];
+  }
+  return schema.nullable === true ? null : undefined;
+}
+
+/** Where a body's example is missing: the first path of a required part that declares none. */
+export function missingExamplePath(schema: unknown, components: Record<string, Schema>, at = '', depth = 0): string | null {
+  if (!isObject(schema) || depth > 12) return null;
+  if (typeof schema.$ref === 'string') return missingExamplePath(components[schema.$ref.split('/').pop() ?? ''], components, at, depth + 1);
+  if ('example' in schema || (Array.isArray(schema.enum) && schema.enum.length > 0) || 'default' in schema) return null;
+  if (Array.isArray(schema.allOf)) {
+    for (const s of schema.allOf) {
+      const missing = missingExamplePath(s, components, at, depth + 1);
+      if (missing) return missing;
+    }
+    return null;
+  }
+  for (const key of ['oneOf', 'anyOf'] as const) {
+    const list = schema[key];
+    if (Array.isArray(list) && list.length > 0) return missingExamplePath(list[0], components, at, depth + 1);
+  }
+  if (schema.type === 'object') {
+    const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+    for (const [name, prop] of Object.entries(isObject(schema.properties) ? schema.properties : {})) {
+      if (!required.has(name)) continue;
+      const missing = missingExamplePath(prop, components, at ? `${at}.${name}` : name, depth + 1);
+      if (missing) return missing;
+    }
+    return null;
+  }
+  if (schema.type === 'array') return missingExamplePath(schema.items, components, `${at}[]`, depth + 1);
+  return schema.nullable === true ? null : at || '(body)';
 }
 
 function withExample(media: Json, components: Record<string, Schema>, override?: unknown) {
@@ -222,7 +227,7 @@ export function polishDocument<T extends Json>(document: T): T {
     'Retry-After': { description: 'Seconds to wait before trying again.', schema: { type: 'integer', example: 30 } },
   };
 
-  for (const pathItem of Object.values((document.paths ?? {}) as Record<string, Json>)) {
+  for (const [path, pathItem] of Object.entries((document.paths ?? {}) as Record<string, Json>)) {
     for (const method of METHODS) {
       const operation = pathItem[method];
       if (!isObject(operation)) continue;
@@ -242,7 +247,10 @@ export function polishDocument<T extends Json>(document: T): T {
       const detail = exampleField(operation, isObject(bodyMedia) ? bodyMedia.schema : undefined, components);
       for (const [status, response] of Object.entries(isObject(operation.responses) ? operation.responses : {})) {
         if (!isObject(response)) continue;
-        const error = errorFor(status, operation);
+        // Only responses in the error envelope get the error table's description and example (a 503 /readyz is not one).
+        const medias = Object.values(isObject(response.content) ? response.content : {});
+        const isEnvelope = medias.some((m) => isObject(m) && isObject(m.schema) && m.schema.$ref === '#/components/schemas/Error');
+        const error = isEnvelope ? errorFor(status, operation, path) : undefined;
         if (error) response.description = error.description;
         else if (response.description === status) response.description = SUCCESS_DESCRIPTIONS[status] ?? `HTTP ${status}`;
         response.headers = {

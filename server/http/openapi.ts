@@ -1,6 +1,9 @@
 import { generateOpenApi } from '@ts-rest/open-api';
 import { isAppRoute, type AppRoute, type AppRouter } from '@ts-rest/core';
-import { contract, type RouteMetadata } from '../../contract/index.js';
+import {
+  OUTBOUND_WEBHOOK_DELIVERY_RULES, OUTBOUND_WEBHOOK_EVENTS, OUTBOUND_WEBHOOK_HEADERS, contract, type RouteMetadata,
+} from '../../contract/index.js';
+import { METRICS_EXAMPLE, operationsContract } from '../../contract/operations.js';
 import { polishDocument } from './openapi-polish.js';
 
 /** One line per tag in /docs; a tag used by a route but missing here gets a generic line. */
@@ -13,6 +16,7 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   Webhooks: 'The outbound event deliveries to the merchant webhook URL: the delivery log, manual retries, recovering a window of failed deliveries, and a test event. Every delivery is signed twice: X-Payments-Signature and the Standard Webhooks webhook-signature.',
   Events: 'Every event the outbox holds for the merchant, exactly as its webhook body is delivered, kept for the retention period (30 days by default).',
   'Provider callbacks': 'Called by the providers, never by merchants: no API key; each verified with the provider’s own scheme.',
+  Operations: 'Liveness, readiness and Prometheus metrics for operators (no API key; /metrics can require METRICS_TOKEN).',
 };
 
 const DESCRIPTION = `One API for card (cardpay), mobile-money (mobilemoney) and wallet (walletpay) payments, with signed event webhooks.
@@ -38,10 +42,44 @@ function tagsOf(router: AppRouter) {
   return names.map((name) => ({ name, description: TAG_DESCRIPTIONS[name] ?? `${name} operations.` }));
 }
 
+/** The outbound webhooks (interface.md "Events") as OpenAPI 3.0's `x-webhooks`: one POST per event type. */
+function outboundWebhooks() {
+  return Object.fromEntries(
+    Object.entries(OUTBOUND_WEBHOOK_EVENTS).map(([type, event]) => [
+      type,
+      {
+        post: {
+          summary: event.summary,
+          description: OUTBOUND_WEBHOOK_DELIVERY_RULES,
+          operationId: `webhook-${type.replace('.', '-')}`,
+          tags: ['Webhooks'],
+          security: [],
+          parameters: OUTBOUND_WEBHOOK_HEADERS.map((h) => ({
+            name: h.name,
+            in: 'header',
+            required: true,
+            description: h.description,
+            schema: { type: 'string', example: h.name === 'X-Event-Type' ? type : h.example },
+          })),
+          requestBody: {
+            required: true,
+            description: `The ${type} event`,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/Event' }, example: event.example } },
+          },
+          responses: {
+            '2XX': { description: 'Acknowledged: the delivery is done' },
+            default: { description: 'Anything else (or no answer within 30 s) is a failed attempt, retried on the schedule' },
+          },
+        },
+      },
+    ]),
+  );
+}
+
 /** openapi.json, generated from the contract; `npm run openapi` writes it, CI checks it is current and lints it. */
 export function openApiDocument() {
   const document = generateOpenApi(
-    contract,
+    { ...contract, operations: operationsContract },
     {
       info: {
         title: 'Payments API',
@@ -49,8 +87,9 @@ export function openApiDocument() {
         description: DESCRIPTION,
         license: { name: 'MIT', url: 'https://opensource.org/licenses/MIT' },
       },
-      servers: [{ url: 'http://localhost:3000', description: 'Local service (npm start)' }],
-      tags: tagsOf(contract),
+      // Relative: "Try it out" in /docs calls the host the document was fetched from, wherever it runs.
+      servers: [{ url: '/', description: 'This service' }],
+      tags: tagsOf({ ...contract, operations: operationsContract }),
       components: {
         securitySchemes: { ApiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' } },
       },
@@ -67,8 +106,15 @@ export function openApiDocument() {
             'Idempotent-Replayed': { description: '`true` when this is the replay of an earlier request with the same Idempotency-Key', schema: { type: 'string', enum: ['true'] } },
           };
         }
+        // A body the route cannot do without is required (ts-rest leaves every requestBody optional).
+        const body = 'body' in route ? (route.body as { isOptional?: () => boolean } | null) : null;
+        const requestBody =
+          operation.requestBody && body && typeof body.isOptional === 'function' && !body.isOptional()
+            ? { ...operation.requestBody, required: true }
+            : operation.requestBody;
         return {
           ...operation,
+          ...(requestBody ? { requestBody } : {}),
           tags: metadata ? [metadata.tag] : operation.tags,
           security: metadata?.scope ? [{ ApiKey: [] }] : [],
           ...(metadata?.scope ? { 'x-required-scope': metadata.scope } : {}),
@@ -76,5 +122,10 @@ export function openApiDocument() {
       },
     },
   );
-  return polishDocument(document as unknown as Record<string, unknown>) as unknown as typeof document;
+  const polished = polishDocument(document as unknown as Record<string, unknown>);
+  polished['x-webhooks'] = outboundWebhooks();
+  // ts-rest's generator leaves non-JSON responses without content: /metrics answers Prometheus text.
+  const metrics = (polished.paths as Record<string, { get: { responses: Record<string, Record<string, unknown>> } }>)['/metrics']!.get.responses['200']!;
+  metrics.content = { 'text/plain': { schema: { type: 'string' }, example: METRICS_EXAMPLE } };
+  return polished as unknown as typeof document;
 }

@@ -2,6 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { Router, type Request } from 'express';
 import type { Container } from '../container.js';
 import { sendError } from './envelope.js';
+import { ERROR_MESSAGES } from '../../contract/errors.js';
 
 function bearerMatches(req: Request, token: string): boolean {
   const given = Buffer.from((req.get('authorization') ?? '').replace(/^Bearer\s+/i, ''));
@@ -24,7 +25,7 @@ export function opsRouter(container: Container): Router {
   });
   router.get('/metrics', async (req, res) => {
     if (config.metricsToken && !bearerMatches(req, config.metricsToken)) {
-      return sendError(res, 'UNAUTHORIZED', 'Missing or wrong metrics token (send Authorization: Bearer <METRICS_TOKEN>)');
+      return sendError(res, 'UNAUTHORIZED', ERROR_MESSAGES.metricsToken);
     }
     res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
   });

@@ -23,6 +23,15 @@ describe('webhook sender', () => {
     expect(receiver.received).toHaveLength(0);
   });
 
+  it('refuses a non-public address literal (IPv4, IPv4-compatible or mapped IPv6) without connecting', async () => {
+    const port = new URL(receiver.url).port;
+    for (const host of ['127.0.0.1', '[::127.0.0.1]', '[::ffff:127.0.0.1]', '[::1]']) {
+      const result = await send(`http://${host}:${port}/webhooks`, false);
+      expect({ host, ok: result.ok, error: result.error }).toEqual({ host, ok: false, error: expect.stringContaining('ENOTPUBLIC') });
+    }
+    expect(receiver.received).toHaveLength(0);
+  });
+
   it('delivers the exact bytes when private URLs are allowed', async () => {
     const port = new URL(receiver.url).port;
     const result = await send(`http://localhost:${port}/webhooks`, true);

@@ -1,8 +1,11 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { DOCUMENTED_ERRORS, OUTBOUND_WEBHOOK_EVENTS, WEBHOOK_EVENT_TYPES } from '../../contract/index.js';
 import { openApiDocument } from '../../server/http/openapi.js';
+import { missingExamplePath } from '../../server/http/openapi-polish.js';
+import { startTestService, type TestService } from '../support/service.js';
 
 const run = promisify(execFile);
 type Json = Record<string, any>;
@@ -20,7 +23,7 @@ describe('openapi.json quality', () => {
       expect([name, typeof op.summary, typeof op.description]).toEqual([name, 'string', 'string']);
       expect([name, op.tags.every((t: string) => tags.has(t))]).toEqual([name, true]);
       expect([name, typeof op.operationId]).toEqual([name, 'string']);
-      const isCallback = op.tags.includes('Provider callbacks');
+      const isCallback = op.tags.includes('Provider callbacks') || op.tags.includes('Operations');
       expect([name, op.security]).toEqual([name, isCallback ? [] : [{ ApiKey: [] }]]);
       if (!isCallback) expect([name, op['x-required-scope']]).toEqual([name, expect.stringMatching(/^[a-z]+:(read|write)$/)]);
     }
@@ -37,11 +40,71 @@ describe('openapi.json quality', () => {
       for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
         expect([name, status, response.description !== status]).toEqual([name, status, true]);
         expect(response.headers['X-Request-Id']).toBeDefined();
-        const media = response.content['application/json'];
+        const media = response.content['application/json'] ?? response.content['text/plain'];
         expect([name, status, media.example !== undefined || media.examples !== undefined]).toEqual([name, status, true]);
-        if (Number(status) >= 400) expect(media.example).toMatchObject({ success: false, error: { code: expect.any(String), request_id: expect.any(String) } });
+        if (Number(status) >= 400 && media.schema?.$ref === '#/components/schemas/Error') expect(media.example).toMatchObject({ success: false, error: { code: expect.any(String), request_id: expect.any(String) } });
       }
     }
+  });
+
+  it('takes every example from the contract: no body lacks one, nothing is made up by the generator', () => {
+    // The generator only assembles examples from what the contract declares; a part without one shows here.
+    const missing: string[] = [];
+    for (const { name, op } of operations) {
+      for (const media of Object.values(op.requestBody?.content ?? {}) as Json[]) {
+        if (media.example === undefined && media.examples === undefined) missing.push(`${name} request: ${missingExamplePath(media.schema, doc.components.schemas)}`);
+      }
+      for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+        for (const media of Object.values(response.content ?? {}) as Json[]) {
+          if (media.example === undefined && media.examples === undefined) missing.push(`${name} ${status}: ${missingExamplePath(media.schema, doc.components.schemas)}`);
+        }
+      }
+    }
+    expect(missing).toEqual([]);
+    // A placeholder the old generator made up for fields without an example.
+    expect(JSON.stringify(doc.paths)).not.toMatch(/"example":\s*"string"/);
+  });
+
+  it('marks every body the route needs as required, and only those', () => {
+    const required = operations.filter(({ op }) => op.requestBody?.required === true).map((o) => o.name);
+    const optional = operations.filter(({ op }) => op.requestBody && op.requestBody.required !== true).map((o) => o.name);
+    expect(required).toEqual(expect.arrayContaining(['POST /v1/payments', 'POST /v1/refunds', 'PUT /v1/merchant/webhook', 'PUT /v1/merchant/credentials', 'POST /v1/payments/cards']));
+    expect(optional).toEqual(expect.arrayContaining(['POST /v1/payments/mobilemoney/reconcile']));
+  });
+
+  it('names no fixed host: servers is relative, so /docs "Try it out" calls wherever the service runs', () => {
+    expect(doc.servers).toEqual([{ url: '/', description: expect.any(String) }]);
+    expect(JSON.stringify(doc)).not.toContain('localhost:3000');
+  });
+
+  it('documents amount as the server accepts it: a decimal string or a JSON number, with no contradicting type', () => {
+    const amount = doc.components.schemas.CreateCardpayPayment.properties.amount;
+    expect(amount.type).toBeUndefined();
+    expect(amount.oneOf.map((s: Json) => s.type).sort()).toEqual(['number', 'string']);
+  });
+
+  it('documents the cardpay callback header as Cardpay-Signature', () => {
+    const names = (doc.paths['/v1/webhooks/cardpay'].post.parameters as Json[]).filter((p) => p.in === 'header').map((p) => String(p.name).toLowerCase());
+    expect(names).toEqual(['cardpay-signature']);
+  });
+
+  it('describes the outbound webhooks: every event type, the X-Payments-* headers and the Event body', () => {
+    const hooks = doc['x-webhooks'] as Record<string, Json>;
+    expect(Object.keys(hooks).sort()).toEqual([...WEBHOOK_EVENT_TYPES].sort());
+    for (const [type, item] of Object.entries(hooks)) {
+      const headers = (item.post.parameters as Json[]).map((p) => p.name);
+      expect([type, headers]).toEqual([type, expect.arrayContaining(['X-Event-Type', 'X-Payments-Signature', 'X-Payments-Timestamp', 'X-Webhook-Id'])]);
+      const media = item.post.requestBody.content['application/json'];
+      expect(media.schema).toEqual({ $ref: '#/components/schemas/Event' });
+      expect(media.example).toEqual(OUTBOUND_WEBHOOK_EVENTS[type as keyof typeof OUTBOUND_WEBHOOK_EVENTS].example);
+      expect(media.example.type).toBe(type);
+    }
+  });
+
+  it('documents /healthz, /readyz and /metrics', () => {
+    expect(doc.paths['/healthz'].get.responses['200']).toBeDefined();
+    expect(Object.keys(doc.paths['/readyz'].get.responses)).toEqual(expect.arrayContaining(['200', '503']));
+    expect(doc.paths['/metrics'].get.responses['200'].content['text/plain']).toBeDefined();
   });
 
   it('links the README quick start from the description shown on /docs', () => {
@@ -54,4 +117,47 @@ describe('openapi.json quality', () => {
     const { stdout, stderr } = await run(process.execPath, [cli, 'lint', 'openapi.json', '--format=stylish'], { env: { ...process.env, NODE_OPTIONS: '' } });
     expect(`${stdout}\n${stderr}`).toContain('Your API description is valid');
   }, 60_000);
+});
+
+describe('openapi.json error examples are what the server sends', () => {
+  let t: TestService;
+  beforeAll(async () => {
+    t = await startTestService();
+  });
+  afterAll(async () => {
+    await t?.stop();
+  });
+  const example = (path: string, method: string, status: string) => doc.paths[path][method].responses[status].content['application/json'].example.error;
+
+  it('400, 401, 403, 404, 413 and 422 answer with the documented code and message', async () => {
+    const { apiKey } = await t.createMerchant('Docs Shop', ['payments:read']);
+    const cases: [string, Promise<{ status: number; body: Json }>][] = [
+      ['400', t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Content-Type', 'application/json').send('{"amount":')],
+      ['401', t.http.get('/v1/payments')],
+      ['403', t.http.post('/v1/payments').set('X-API-Key', apiKey).send({})],
+      ['413', t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Content-Type', 'application/json').send(JSON.stringify({ pad: 'x'.repeat(200 * 1024) }))],
+    ];
+    for (const [status, pending] of cases) {
+      const res = await pending;
+      const documented = example('/v1/payments', status === '401' ? 'get' : 'post', status);
+      expect([status, res.status, res.body.error.code, res.body.error.message]).toEqual([status, Number(status), documented.code, status === '403' ? expect.any(String) : documented.message]);
+    }
+    // 403 names the scope the operation needs, as its example does.
+    const forbidden = await t.http.post('/v1/payments').set('X-API-Key', apiKey).send({});
+    expect(forbidden.body.error.message).toBe(example('/v1/payments', 'post', '403').message);
+    const missing = await t.http.get('/v1/payments/00000000-0000-4000-8000-000000000000').set('X-API-Key', apiKey);
+    expect(missing.body.error).toMatchObject({ code: 'NOT_FOUND', message: example('/v1/payments/{id}', 'get', '404').message });
+    // An id that does not even parse names no resource: the generic 404 of the table.
+    const unparsable = await t.http.get('/v1/payments/not-a-uuid').set('X-API-Key', apiKey);
+    expect(unparsable.body.error).toMatchObject({ code: 'NOT_FOUND', message: DOCUMENTED_ERRORS['404']!.message });
+  });
+
+  it('a 422 names its first field detail in the message, as the example does', async () => {
+    const { apiKey } = await t.createMerchant('Docs Shop 2');
+    const res = await t.http.post('/v1/refunds').set('X-API-Key', apiKey).send({ payment_id: 'nope' });
+    expect(res.status).toBe(422);
+    const documented = example('/v1/refunds', 'post', '422');
+    expect(documented.message).toBe(`Invalid request: ${documented.details[0].field} ${documented.details[0].issue}`);
+    expect(res.body.error.message).toBe(`Invalid request: ${res.body.error.details[0].field} ${res.body.error.details[0].issue}`);
+  });
 });

@@ -119,6 +119,20 @@ describe('cardpay', () => {
     expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.completed' }]);
   });
 
+  it('a report that would complete a payment without naming an amount is refused too (no path can skip the check)', async () => {
+    const created = await pay({ provider: 'cardpay', amount: '12.00', currency: 'USD', payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/r' });
+    const id = created.body.data.id as string;
+    const applied = await t.inContext(() => t.service.container.services.payments.applyUpdate(id, { status: 'completed' }, 'test'));
+    expect(applied.transitioned).toBe(false);
+    expect(await get(id)).toMatchObject({
+      status: 'pending',
+      integrity: { status: 'mismatch', mismatches: [{ source: 'test', expected_amount: '12.00', expected_currency: 'USD', reported_amount: null, reported_currency: null }] },
+    });
+    expect(await refused(id)).toEqual([
+      { subject: 'payment', to_status: 'completed', trigger: 'test', expected_amount_minor: '1200', expected_currency: 'USD', reported_amount_minor: null, reported_currency: null },
+    ]);
+  });
+
   it('refund answers: a refund the provider reports with another amount or currency stays pending', async () => {
     const paid = await pay({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' });
     const id = paid.body.data.id as string;
@@ -203,6 +217,17 @@ describe('walletpay', () => {
       ['capture', '45.00', 'USD', '45.00', 'EUR'],
     ]);
     expect((await refused(id)).map((r) => [r.to_status, r.reported_amount_minor, r.reported_currency])).toEqual([['completed', '1', 'USD'], ['completed', '4500', 'EUR']]);
+
+    // Refund answers: the same for a refund of the captured payment.
+    await misreport('walletpay', { amount: '0.01' });
+    const wrongRefund = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id, amount: '15.00' });
+    expect(wrongRefund.body.data.status).toBe('pending');
+    await misreport('walletpay', {});
+    const rightRefund = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id, amount: '15.00' });
+    expect(rightRefund.body.data.status).toBe('completed');
+    const refunded = await get(id);
+    expect(refunded.amount_refunded).toBe('15.00');
+    expect(refunded.integrity.mismatches.at(-1)).toMatchObject({ source: 'refund', refund_id: wrongRefund.body.data.id, expected_amount: '15.00', reported_amount: '0.01' });
   });
 });
 

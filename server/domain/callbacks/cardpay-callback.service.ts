@@ -7,6 +7,7 @@ import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import type { StatusWriter, UnitOfWork } from '../payments/status-writer.js';
 import { recordCallbackOnce } from './callback-inbox.js';
+import { CALLBACK_UNVERIFIED } from '../../../contract/errors.js';
 
 export type CallbackOutcome = 'applied' | 'duplicate' | 'unknown_reference' | 'ignored';
 
@@ -44,7 +45,7 @@ export class CardpayCallbackService {
     const header = callback.headers['cardpay-signature'] ?? callback.headers['stripe-signature'];
     if (!creds?.webhook_secret || !verifyCardpaySignature(callback.rawBody, header, creds.webhook_secret)) {
       this.logger.warn({ provider: 'cardpay', eventId: event.eventId, paymentId: payment.id }, 'callback signature rejected');
-      throw new DomainError('UNAUTHORIZED', 'Invalid or missing Cardpay-Signature');
+      throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED.cardpay);
     }
 
     // charge.refunded carries no refunds (API ≥ 2022-11-15): read them before the transaction opens.

@@ -13,6 +13,7 @@ import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import type { StatusWriter } from '../payments/status-writer.js';
 import type { CallbackOutcome } from './cardpay-callback.service.js';
+import { CALLBACK_UNVERIFIED } from '../../../contract/errors.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** interface.md: replays are rejected through a 24-hour de-duplication by CheckoutRequestID. */
@@ -197,7 +198,7 @@ export class MobilemoneyCallbackService {
     }
     if (!creds || !ok) {
       this.logger.warn({ provider: 'mobilemoney', ref }, 'callback verification failed');
-      throw new DomainError('UNAUTHORIZED', 'Callback could not be verified');
+      throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED.mobilemoney);
     }
     return creds;
   }

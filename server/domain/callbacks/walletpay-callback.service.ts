@@ -9,6 +9,7 @@ import type { CredentialsService } from '../merchants/credentials.service.js';
 import type { StatusWriter } from '../payments/status-writer.js';
 import { recordCallbackOnce } from './callback-inbox.js';
 import type { CallbackOutcome } from './cardpay-callback.service.js';
+import { CALLBACK_UNVERIFIED } from '../../../contract/errors.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -52,7 +53,7 @@ export class WalletpayCallbackService {
     }
     if (verdict !== 'verified') {
       this.logger.warn({ provider: 'walletpay', transmissionId, paymentId: payment.id }, 'callback signature rejected');
-      throw new DomainError('UNAUTHORIZED', 'Invalid walletpay transmission signature');
+      throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED.walletpay);
     }
 
     return this.writer.commit(async (uow) => {

@@ -1,7 +1,7 @@
 import dns, { type LookupAddress } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
-import type { LookupFunction } from 'node:net';
+import { isIP, type LookupFunction } from 'node:net';
 import { isPublicAddress } from '../merchants/webhook-url-policy.js';
 
 /** What one HTTP attempt produced; `responseStatus` is null when no response arrived. */
@@ -57,6 +57,11 @@ export async function sendWebhook(input: {
   const elapsed = () => Math.round(performance.now() - started);
   const url = new URL(input.url);
   const client = url.protocol === 'https:' ? https : http;
+  // An address literal is connected to without a lookup, so the guarded lookup never sees it: check it here.
+  const literal = url.hostname.replace(/^\[|\]$/g, '');
+  if (!input.allowPrivate && isIP(literal) !== 0 && !isPublicAddress(literal)) {
+    return { ok: false, responseStatus: null, error: `request failed: ENOTPUBLIC (${literal} is not a public address)`, durationMs: elapsed() };
+  }
   return new Promise<SendResult>((resolve) => {
     let settled = false;
     const finish = (result: SendResult) => {

@@ -269,6 +269,7 @@ export class UnitOfWork {
     }
     const reported = report.reported;
     if (reported && reported.currency.toUpperCase() !== payment.currency) {
+      // A refund made at the provider defines its own amount; its currency must still be the payment's.
       await this.checkIntegrity(payment, null, { minor: reported.minor, currency: payment.currency }, reported, source, 'refunded');
       return null;
     }

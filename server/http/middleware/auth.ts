@@ -3,13 +3,14 @@ import type { RouteMetadata } from '../../../contract/index.js';
 import type { ApiKeyService, Principal } from '../../domain/auth/api-key.service.js';
 import { describeRule, type RateLimiter, type RateLimitVerdict } from '../../domain/auth/rate-limiter.js';
 import { sendError } from '../envelope.js';
+import { ERROR_MESSAGES } from '../../../contract/errors.js';
 
 /** Sets the rate-limit headers; answers 429 with Retry-After and returns false when over the budget. */
 function admit(res: Response, limiter: RateLimiter, verdict: RateLimitVerdict, who: string): boolean {
   res.set('X-RateLimit-Limit', String(verdict.limit));
   res.set('X-RateLimit-Remaining', String(verdict.remaining));
   if (verdict.allowed) return true;
-  sendError(res, 'RATE_LIMITED', `Too many requests ${who}: at most ${describeRule(limiter.rule)}`, undefined, {
+  sendError(res, 'RATE_LIMITED', ERROR_MESSAGES.rateLimited(who, describeRule(limiter.rule)), undefined, {
     'Retry-After': String(verdict.retryAfterSec),
   });
   return false;
@@ -35,9 +36,9 @@ export function authenticate(apiKeys: ApiKeyService, rateLimiter: RateLimiter, c
         return next();
       }
       const principal = await apiKeys.authenticate(req.get('x-api-key'));
-      if (!principal) return sendError(res, 'UNAUTHORIZED', 'Missing, unknown or revoked API key (send it in the X-API-Key header)');
+      if (!principal) return sendError(res, 'UNAUTHORIZED', ERROR_MESSAGES.unauthorized);
       if (!principal.scopes.includes(metadata.scope)) {
-        return sendError(res, 'FORBIDDEN', `This API key lacks the required scope: ${metadata.scope}`);
+        return sendError(res, 'FORBIDDEN', ERROR_MESSAGES.missingScope(metadata.scope));
       }
       if (rateLimiter.enabled && !admit(res, rateLimiter, await rateLimiter.hit(principal.keyId), 'for this API key')) return;
       res.locals.principal = principal;

@@ -1,6 +1,7 @@
 import express, { type Request, type RequestHandler } from 'express';
 import { isLosslessNumber, isSafeNumber, parse as parseLossless } from 'lossless-json';
 import { DomainError } from '../../domain/errors.js';
+import { ERROR_MESSAGES } from '../../../contract/errors.js';
 
 export const BODY_LIMIT = '100kb';
 /** Keeps the exact request bytes: provider callbacks are verified over the raw body. */
@@ -79,7 +80,7 @@ export function parseJsonBody(bytes: Buffer, charset: string | undefined): { bod
     parsed = parseLossless(text);
   } catch {
     // Malformed JSON, or a key given twice with different values (which one would count is ambiguous).
-    throw badRequest('Request body is not valid JSON');
+    throw badRequest(ERROR_MESSAGES.invalidJson);
   }
   return { body: toNumbers(parsed, exactNumbers), exactNumbers };
 }

@@ -1,5 +1,6 @@
 import type { RequestHandler } from 'express';
 import { sendError } from '../envelope.js';
+import { ERROR_MESSAGES } from '../../../contract/errors.js';
 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
@@ -39,5 +40,5 @@ export const rejectNulCharacters: RequestHandler = (req, res, next) => {
   const found = findUnstorableText(req.query, '') ?? findUnstorableText(req.body, '');
   if (found === null) return next();
   const field = found.field || 'body';
-  sendError(res, 'VALIDATION_ERROR', `Invalid request: ${field} ${found.issue}`, [{ field, issue: found.issue }]);
+  sendError(res, 'VALIDATION_ERROR', ERROR_MESSAGES.invalidRequest(field, found.issue), [{ field, issue: found.issue }]);
 };

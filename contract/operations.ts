@@ -1,0 +1,70 @@
+import { initContract } from '@ts-rest/core';
+import { extendApi } from '@anatine/zod-openapi';
+import { z } from 'zod';
+import { ErrorBodySchema } from './common.js';
+
+const c = initContract();
+
+export const METRICS_EXAMPLE =
+  '# HELP payments Payments stored, by provider and status\n# TYPE payments gauge\npayments{provider="cardpay",status="completed"} 42\n';
+const ops = { scope: null, tag: 'Operations' } as const;
+
+const HealthSchema = extendApi(z.object({ success: z.literal(true), data: z.object({ status: z.literal('ok') }) }), {
+  example: { success: true, data: { status: 'ok' } },
+});
+
+const ReadinessSchema = extendApi(
+  z.object({
+    success: z.boolean(),
+    data: z.object({
+      status: z.enum(['ready', 'not_ready']),
+      checks: z.object({ database: z.boolean(), job_runner: z.boolean() }),
+    }),
+  }),
+  { example: { success: true, data: { status: 'ready', checks: { database: true, job_runner: true } } } },
+);
+
+const NotReadySchema = extendApi(ReadinessSchema, {
+  example: { success: false, data: { status: 'not_ready', checks: { database: false, job_runner: false } } },
+});
+
+/**
+ * Probes and metrics: served by every api process on PORT and by a worker (ROLE=worker) on
+ * WORKER_PORT, outside /v1 and without an API key. Documented in openapi.json; not part of the
+ * merchant contract the SDK is built from (server/http/ops-routes.ts serves them).
+ */
+export const operationsContract = c.router({
+  healthz: {
+    method: 'GET',
+    path: '/healthz',
+    summary: 'Liveness',
+    description: 'Answers 200 while the process runs; it checks nothing else (use it as a liveness probe).',
+    metadata: ops,
+    responses: { 200: HealthSchema, 404: ErrorBodySchema },
+  },
+  readyz: {
+    method: 'GET',
+    path: '/readyz',
+    summary: 'Readiness',
+    description: 'Answers 200 when the database answers and the job runner is connected, 503 otherwise (use it as a readiness probe).',
+    metadata: ops,
+    responses: { 200: ReadinessSchema, 404: ErrorBodySchema, 503: NotReadySchema },
+  },
+  metrics: {
+    method: 'GET',
+    path: '/metrics',
+    summary: 'Prometheus metrics',
+    description:
+      'Prometheus text format: HTTP requests and latency, payments by provider and status, provider call latency, provider callbacks, ' +
+      'webhook deliveries and their lag, the job queue, integrity mismatches, and Node.js process metrics. With METRICS_TOKEN set it ' +
+      'requires `Authorization: Bearer <METRICS_TOKEN>` (401 otherwise).',
+    metadata: ops,
+    responses: {
+      200: c.otherResponse({
+        contentType: 'text/plain',
+        body: extendApi(z.string(), { example: METRICS_EXAMPLE }),
+      }),
+      401: ErrorBodySchema,
+    },
+  },
+});
