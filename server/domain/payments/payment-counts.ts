@@ -10,7 +10,7 @@ export interface CountKey {
 
 /**
  * The exact number of the merchant's payments matching the key, from `payment_counts` (kept by triggers
- * on payments in the writing transaction; see Migration20261123000901_payment_counts): a sum over at most
+ * on payments in the writing transaction; see Migration20261123000902_payment_counts): a sum over at most
  * 5 statuses × 3 providers × currencies × 16 stripes rows, whatever the number of payments.
  */
 export async function countPayments(em: EntityManager, key: CountKey): Promise<number> {

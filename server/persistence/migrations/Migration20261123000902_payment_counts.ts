@@ -13,7 +13,7 @@ export const PAYMENT_COUNT_STRIPES = 16;
  * different connections add to different rows instead of queueing on one hot row.
  * No foreign key to merchants: a merchant's cascade delete removes payments and their counts together.
  */
-export class Migration20261123000901_payment_counts extends Migration {
+export class Migration20261123000902_payment_counts extends Migration {
   override async up(): Promise<void> {
     this.addSql(`
       CREATE TABLE payment_counts (
