@@ -15,6 +15,8 @@ import { Migration20261123000102_sandbox_misreport } from './Migration2026112300
 import { Migration20261123000701_sandbox_cardpay_fidelity } from './Migration20261123000701_sandbox_cardpay_fidelity.js';
 import { Migration20261123000702_sandbox_certificates } from './Migration20261123000702_sandbox_certificates.js';
 import { Migration20261123000801_rate_limit_buckets } from './Migration20261123000801_rate_limit_buckets.js';
+import { Migration20261123000302_sandbox_mobilemoney_query_count } from './Migration20261123000302_sandbox_mobilemoney_query_count.js';
+import { Migration20261123000901_provider_status_queries } from './Migration20261123000901_provider_status_queries.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -37,4 +39,6 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261123000701_sandbox_cardpay_fidelity', class: Migration20261123000701_sandbox_cardpay_fidelity },
   { name: 'Migration20261123000702_sandbox_certificates', class: Migration20261123000702_sandbox_certificates },
   { name: 'Migration20261123000801_rate_limit_buckets', class: Migration20261123000801_rate_limit_buckets },
+  { name: 'Migration20261123000302_sandbox_mobilemoney_query_count', class: Migration20261123000302_sandbox_mobilemoney_query_count },
+  { name: 'Migration20261123000901_provider_status_queries', class: Migration20261123000901_provider_status_queries },
 ];

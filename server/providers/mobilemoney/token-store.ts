@@ -2,7 +2,7 @@ import { createCipheriv, createDecipheriv, createHash, randomBytes, randomUUID }
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { MobilemoneyCredentials } from '../../../contract/index.js';
 import { httpRequest } from '../http-client.js';
-import { ProviderError } from '../types.js';
+import { ProviderError } from '../../domain/ports.js';
 import { toProviderError, unreadable } from './errors.js';
 import { TokenResponseSchema, tokenCacheKey, tokenLifetimeSeconds } from './transformers.js';
 
