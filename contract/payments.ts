@@ -237,6 +237,8 @@ export const CheckStatusAckSchema = extendApi(
   { example: { OriginatorConversationID: '5118-111210482-1', ConversationID: 'AG_20261122_00004e48cf7e3533f581', ResponseCode: '0', ResponseDescription: 'Accept the service request successfully.' } },
 );
 
+export type CheckStatusAck = z.infer<typeof CheckStatusAckSchema>;
+
 export const ReconcileReportSchema = extendApi(
   z.object({
     pulled: z.number().int(),

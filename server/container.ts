@@ -12,22 +12,17 @@ import { CredentialsService } from './domain/merchants/credentials.service.js';
 import { MerchantService } from './domain/merchants/merchant.service.js';
 import { createAgenda } from './jobs/agenda.js';
 import { AgendaDeliveryQueue } from './jobs/delivery-queue.js';
-import { cancelMobilemoneyReconciliation, scheduleMobilemoneyReconciliation } from './jobs/reconcile-mobilemoney.job.js';
+import { cancelReconciliation, scheduleReconciliation } from './jobs/reconcile-transactions.job.js';
 import type { Logger } from './observability/logger.js';
 import { instrumentProvider } from './observability/instrument-provider.js';
 import { Metrics } from './observability/metrics.js';
 import { registerStoreMetrics } from './observability/store-metrics.js';
 import { openOrm } from './persistence/orm.js';
 import { KeyLock } from './persistence/key-lock.js';
-import { CardpayAdapter, prepareCardpayCredentials } from './providers/cardpay/index.js';
-import type { ProviderPorts } from './providers/types.js';
-import { CardpayCallbackService } from './domain/callbacks/cardpay-callback.service.js';
-import { WalletpayCallbackService } from './domain/callbacks/walletpay-callback.service.js';
-import { MobilemoneyCallbackService } from './domain/callbacks/mobilemoney-callback.service.js';
-import { MobilemoneyOperationsService } from './domain/mobilemoney/mobilemoney-operations.service.js';
-import { MobilemoneyAdapter } from './providers/mobilemoney/index.js';
-import { WalletpayAdapter } from './providers/walletpay/adapter.js';
-import { prepareWalletpayCredentials } from './providers/walletpay/credentials.js';
+import { createProviderRegistry } from './providers/registry.js';
+import type { ProviderRegistry } from './domain/ports.js';
+import { InboundPipeline } from './domain/inbound/inbound-pipeline.js';
+import { ProviderOperationsService } from './domain/operations/provider-operations.service.js';
 import { SavedCardService } from './domain/cards/saved-card.service.js';
 import { IdempotencyKeys } from './domain/payments/idempotency-keys.js';
 import { PaymentHistory } from './domain/payments/payment-history.js';
@@ -56,13 +51,11 @@ export interface Services {
   refunds: RefundService;
   savedCards: SavedCardService;
   statusSync: StatusSyncService;
-  cardpayCallbacks: CardpayCallbackService;
-  walletpayCallbacks: WalletpayCallbackService;
-  mobilemoneyCallbacks: MobilemoneyCallbackService;
-  mobilemoney: MobilemoneyOperationsService;
+  inbound: InboundPipeline;
+  operations: ProviderOperationsService;
 }
 
-/** Everything the roles need, wired once. The only module that imports concrete adapters. */
+/** Everything the roles need, wired once. Concrete providers are named only in providers/registry.ts. */
 export interface Container {
   config: AppConfig;
   logger: Logger;
@@ -73,6 +66,7 @@ export interface Container {
   deliveryQueue: AgendaDeliveryQueue;
   /** Cross-process advisory locks for per-merchant job scheduling (a database-only critical section). */
   keyLock: KeyLock;
+  providers: ProviderRegistry;
   secrets: SecretBox;
   services: Services;
   sandboxMounts: { path: string; router: Router }[];
@@ -110,25 +104,20 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
 
   const metrics = new Metrics();
   registerStoreMetrics(metrics.registry, (sql) => orm.em.getConnection().execute(sql));
-  // The provider adapters: the only place concrete providers are named. Each is wrapped so every call
-  // to its provider is timed (provider_call_duration_seconds); the adapters know nothing of it.
-  const cardpay = instrumentProvider('cardpay', new CardpayAdapter(config), metrics.providerCalls);
-  const walletpay = instrumentProvider('walletpay', new WalletpayAdapter(config), metrics.providerCalls);
-  const mobilemoney = instrumentProvider('mobilemoney', new MobilemoneyAdapter(config, em), metrics.providerCalls);
-  const ports: ProviderPorts = { cardpay, walletpay, mobilemoney };
-  const credentials = new CredentialsService(em, secrets, {
-    cardpay: prepareCardpayCredentials(cardpay, config),
-    walletpay: prepareWalletpayCredentials(walletpay, config),
-  }, {
-    // Automatic mobile-money reconciliation exists exactly while the merchant has credentials.
+  // The providers (named only in providers/registry.ts). Each adapter is wrapped so every call to its
+  // provider is timed (provider_call_duration_seconds); the adapters know nothing of it.
+  const providers = createProviderRegistry(config, em, (provider, adapter) => instrumentProvider(provider, adapter, metrics.providerCalls));
+  const reconciles = (provider: string) => Boolean(providers.find(provider)?.operations?.listTransactions);
+  const credentials = new CredentialsService(em, secrets, providers, {
+    // Automatic reconciliation exists exactly while the merchant has credentials of a provider that lists its transactions.
     stored: async (merchantId, provider) => {
-      if (provider === 'mobilemoney') await scheduleMobilemoneyReconciliation(agenda, keyLock, config.mobilemoneyReconcileIntervalMs, merchantId);
+      if (reconciles(provider)) await scheduleReconciliation(agenda, keyLock, config.mobilemoneyReconcileIntervalMs, provider, merchantId);
     },
     removed: async (merchantId, provider) => {
-      if (provider === 'mobilemoney') await cancelMobilemoneyReconciliation(agenda, keyLock, merchantId);
+      if (reconciles(provider)) await cancelReconciliation(agenda, keyLock, provider, merchantId);
     },
   });
-  const gateway = new ProviderGateway(ports, credentials, config);
+  const gateway = new ProviderGateway(providers, credentials);
   const writer = new StatusWriter(em, deliveryQueue, metrics.integrityMismatches, logger);
   const idempotency = new IdempotencyKeys(em, writer, config.idempotencyLeaseMs);
   const payments = new PaymentService(em, config, credentials, gateway, idempotency, writer, logger);
@@ -150,12 +139,10 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     payments,
     paymentHistory: new PaymentHistory(em),
     refunds,
-    savedCards: new SavedCardService(em, credentials, cardpay, idempotency),
+    savedCards: new SavedCardService(em, credentials, providers, idempotency),
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),
-    cardpayCallbacks: new CardpayCallbackService(em, credentials, writer, cardpay, logger),
-    walletpayCallbacks: new WalletpayCallbackService(em, walletpay, credentials, writer, logger),
-    mobilemoneyCallbacks: new MobilemoneyCallbackService(em, config, credentials, writer, logger),
-    mobilemoney: new MobilemoneyOperationsService(em, config, credentials, mobilemoney, payments, logger),
+    inbound: new InboundPipeline(em, providers, credentials, writer, logger),
+    operations: new ProviderOperationsService(em, config, providers, credentials, writer, logger),
   };
 
   const sandboxDeps: SandboxDeps = { config, em, agenda, logger: options.logger };
@@ -169,6 +156,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     agenda,
     deliveryQueue,
     keyLock,
+    providers,
     secrets,
     services,
     sandboxMounts,

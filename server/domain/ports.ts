@@ -1,7 +1,353 @@
+import type { CheckStatusAck, CreatePaymentBody, Provider } from '../../contract/index.js';
+
+/**
+ * The seams the domain declares and others implement. Providers implement ProviderPort (one folder per
+ * provider under server/providers, listed in server/providers/registry.ts); jobs/ implements
+ * DeliveryQueue. This file imports nothing but the contract's types, so a provider folder may import
+ * it and nothing else of the domain.
+ */
+
 /** What the domain needs from the job runner; implemented in jobs/ on Agenda. */
 export interface DeliveryQueue {
   /** Schedules an immediate delivery attempt for each id (after the outbox transaction committed). */
   enqueue(deliveryIds: readonly string[]): Promise<void>;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Values crossing the provider seam
+ * ---------------------------------------------------------------------------------------------- */
+
+export type ServicePaymentStatus = 'pending' | 'completed' | 'failed';
+
+export interface Money {
+  /** Integer minor units (ISO 4217 exponent of `currency`). */
+  minor: bigint;
+  /** Upper-case ISO 4217 code. */
+  currency: string;
+}
+
+export interface ProviderPaymentResult {
+  /** The provider's id for the payment: intent id, order id, CheckoutRequestID. */
+  providerRef: string;
+  /** Already mapped through the provider's status table. */
+  status: ServicePaymentStatus;
+  /** The amount the provider reports for this payment, when its answer carries one (integrity check). */
+  amount?: Money | null;
+  nextAction?: { type: 'redirect'; url: string } | null;
+  failureReason?: string | null;
+  /** e.g. the mobile-money receipt number once known, the walletpay capture id. */
+  receiptNumber?: string | null;
+  /** Facts later calls need (capture id, customer id, …), merged into payment.provider_data. */
+  data?: Record<string, unknown>;
+  /** The raw provider response with secrets removed; shown as `provider_response`. */
+  raw: unknown;
+}
+
+export interface ProviderRefundResult {
+  providerRef: string | null;
+  status: 'pending' | 'completed' | 'failed';
+  /** The amount the provider reports as refunded by this refund, when its answer carries one. */
+  amount?: Money | null;
+  failureReason?: string | null;
+  raw: unknown;
+}
+
+/** What the provider must know about the payment being created. */
+export interface CreatePaymentInput {
+  paymentId: string;
+  /** 12-character unique reference (bill / account reference). */
+  reference: string;
+  amount: Money;
+  /** Derived from the payment id: a retried call can never double-charge. */
+  idempotencyKey: string;
+  /** The provider's request fields as its normaliseRequest returned them, plus what the domain added (saved card). */
+  fields: Record<string, unknown>;
+}
+
+export interface PaymentLookup {
+  paymentId: string;
+  /** The payment's amount: what we asked the provider to charge (a lookup whose answer names none reports it). */
+  amount?: Money;
+  providerRef: string | null;
+  reference: string;
+  providerData: Record<string, unknown>;
+}
+
+export interface RefundInput {
+  refundId: string;
+  payment: PaymentLookup & { amount: Money; receiptNumber: string | null };
+  amount: Money;
+  /** True when `amount` is what remains of the payment. */
+  full: boolean;
+  idempotencyKey: string;
+}
+
+/** A refund as the provider lists it (made by the service or directly at the provider). */
+export interface ProviderRefundRecord {
+  providerRef: string;
+  status: ProviderRefundResult['status'];
+  amount: Money;
+  /** Our refund id when the service made it (sent as metadata). */
+  ourRefundId: string | null;
+  raw: unknown;
+}
+
+export interface SavedCardDetails {
+  paymentMethodId: string;
+  brand: string;
+  last4: string;
+  expMonth: number;
+  expYear: number;
+}
+
+/** A field-level problem with a merchant's request (the domain answers 422 with these). */
+export interface RequestIssue {
+  field: string;
+  issue: string;
+}
+
+/** Classified provider failure. `indeterminate` means the outcome is unknown (timeout, 5xx): keep pending. */
+export type ProviderErrorKind = 'declined' | 'invalid_request' | 'auth' | 'rate_limited' | 'unavailable' | 'indeterminate';
+
+/** Provider-neutral reasons the domain acts on (capture before approval, capture twice). */
+export type ProviderErrorReason = 'not_approved' | 'already_captured';
+
+export class ProviderError extends Error {
+  constructor(
+    readonly provider: Provider,
+    readonly kind: ProviderErrorKind,
+    message: string,
+    /** The provider's own code (decline_code, issue, errorCode). */
+    readonly providerCode?: string,
+    /** A result the provider returned along with the error (e.g. the declined intent). */
+    readonly result?: ProviderPaymentResult,
+    readonly reason?: ProviderErrorReason,
+  ) {
+    super(message);
+    this.name = 'ProviderError';
+  }
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Inbound notifications
+ * ---------------------------------------------------------------------------------------------- */
+
+/** An inbound provider request exactly as received. */
+export interface InboundRequest {
+  /** Path below /v1/webhooks/<provider>, e.g. '' or '/reversal/result'. */
+  subpath: string;
+  headers: Record<string, string | undefined>;
+  rawBody: Buffer;
+  body: unknown;
+  query: Record<string, string | undefined>;
+  sourceIp: string;
+}
+
+/**
+ * How to find what a notification is about: our id stamped at the provider first (metadata, custom_id,
+ * the callback URL's `ref`), then the provider's reference. `providerDataKey` names a fact the provider
+ * stored in payment.provider_data at creation (e.g. a capture id) that the reference may also be.
+ */
+export interface PaymentReference {
+  ourId: string | null;
+  providerRef: string | null;
+  providerDataKey?: string;
+}
+
+export interface RefundReference {
+  ourId: string | null;
+  providerRef: string | null;
+}
+
+/** Facts common to every actionable notification. */
+interface NotificationBase {
+  /** The provider's id for this message: the inbox de-duplicates by (provider, dedupKey). */
+  dedupKey: string;
+  /** What the provider calls it (event type, callback kind): audit trigger and logs. */
+  label: string;
+  raw: unknown;
+}
+
+/** A payment reached an outcome (card intent succeeded, wallet capture completed, push answered). */
+export interface PaymentOutcomeNotification extends NotificationBase {
+  kind: 'payment';
+  payment: PaymentReference;
+  status: ServicePaymentStatus;
+  amount: Money | null;
+  providerRef?: string | null;
+  receiptNumber?: string | null;
+  failureReason?: string | null;
+  data?: Record<string, unknown>;
+}
+
+/** One refund as a provider reports it (made by the service or directly at the provider). */
+export interface RefundReport {
+  providerRefundId: string;
+  /** Ours when the service made it (stamped as metadata / custom_id). */
+  ourRefundId: string | null;
+  status: 'pending' | 'completed' | 'failed';
+  amount: Money | null;
+  failureReason?: string | null;
+  /** This refund's own raw object, when the provider sent or listed it separately. */
+  raw?: unknown;
+}
+
+/** Refunds of a payment made or settled at the provider. */
+export interface RefundOutcomeNotification extends NotificationBase {
+  kind: 'refund';
+  payment: PaymentReference;
+  refunds: RefundReport[];
+  /**
+   * Set when the notification names its refunds only by this provider id (a refunded charge): once it
+   * is verified, the pipeline asks the provider (NotificationScheme.fetchRefunds) before the unit of work.
+   */
+  fetchRefundsOf?: string;
+}
+
+/** The answer to a reversal (a full refund that arrives asynchronously), or its queue timeout. */
+export interface ReversalResultNotification extends NotificationBase {
+  kind: 'reversal';
+  refund: RefundReference;
+  /** null: timed out in the provider's queue, nothing decided (the refund stays pending). */
+  succeeded: boolean | null;
+  /**
+   * The reversed amount as the provider reports it; 'as-requested' when it confirms the whole amount we
+   * asked to reverse without naming it (e.g. "already reversed": reversals are of whole transactions).
+   */
+  amount: Money | 'as-requested' | null;
+  failureReason: string | null;
+}
+
+/** The answer to a status query we sent (see ProviderOperations.requestStatusReport), or its timeout. */
+export interface StatusReportNotification extends NotificationBase {
+  kind: 'status-report';
+  /** Our query id (stamped in the result URL) or the provider's id of the query. */
+  query: { ourId: string | null; providerRef: string | null };
+  resultCode: string;
+  /** Set when the provider reports the transaction completed. */
+  completed: { receipt: string; amount: Money | null } | null;
+}
+
+export interface IgnoredNotification {
+  kind: 'ignored';
+  label: string;
+  reason: string;
+}
+
+export type ProviderNotification =
+  | PaymentOutcomeNotification
+  | RefundOutcomeNotification
+  | ReversalResultNotification
+  | StatusReportNotification
+  | IgnoredNotification;
+
+/**
+ * The verdict of a provider's scheme: `verified` — apply as it says; `invalid` — a signature or token
+ * that does not match: refuse (401); `unverifiable` — the provider sent nothing to check (e.g. a live
+ * operator callback without a signature): never applied as it says, the pipeline asks the provider.
+ */
+export type Verification = 'verified' | 'invalid' | 'unverifiable';
+
+/** Thrown by parse for a body that is not the provider's notification at all (400). */
+export class MalformedNotificationError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'MalformedNotificationError';
+  }
+}
+
+export interface NotificationScheme<C> {
+  /**
+   * Checks that need no merchant and cost nothing (the source address allowlist, the shape of the
+   * signature headers): the reason to refuse (401), or null.
+   */
+  screen?(request: InboundRequest): string | null;
+  /** Reads the body into a notification; throws MalformedNotificationError. */
+  parse(request: InboundRequest): ProviderNotification;
+  /**
+   * Verifies with the credentials of the merchant the notification resolved to. `subjectId` is our id
+   * of the resolved payment / refund / query (schemes that bind a token to it check it). A provider that
+   * could not be asked throws ProviderError (the pipeline answers 5xx and the provider retries).
+   */
+  verify(request: InboundRequest, creds: C, subjectId: string): Promise<Verification>;
+  /** The refunds of `ref` as the provider lists them, oldest first (see RefundOutcomeNotification.fetchRefundsOf). */
+  fetchRefunds?(creds: C, ref: string): Promise<RefundReport[]>;
+  /** How long a notification id is remembered: null = for ever; otherwise a repeat after it is applied again. */
+  dedupWindowMs: number | null;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * The provider port
+ * ---------------------------------------------------------------------------------------------- */
+
+export interface ProviderCapabilities {
+  /** Payments complete with a merchant capture after the buyer approved (capturePayment). */
+  capture: boolean;
+  /** Refunds may be partial; false = the full amount only, one at a time (reversals). */
+  partialRefunds: boolean;
+  /**
+   * Creation may be repeated with the same idempotency key and answers the original result: the status
+   * sync re-sends a creation whose answer was lost. false: it finds the payment by reconciliation.
+   */
+  replayableCreate: boolean;
+}
+
+/** Operations some providers offer beyond the payment lifecycle (mobile money: status report, pull). */
+export interface ProviderOperations<C> {
+  /**
+   * Asks the provider to report a transaction's status asynchronously; the answer arrives as a
+   * `status-report` notification naming `queryId`.
+   */
+  requestStatusReport?(creds: C, input: { queryId: string; transactionId: string }): Promise<{ providerQueryRef: string; ack: CheckStatusAck }>;
+  /** Settled incoming transactions in a window, for reconciliation. */
+  listTransactions?(creds: C, window: { since: Date; until: Date }): Promise<{ receipt: string; reference: string | null; amount: Money }[]>;
+  /** One-time registration for listTransactions; returns issues when the request lacks what it needs. */
+  registerTransactionFeed?(creds: C, input: Record<string, string | undefined>): Promise<{ issues: RequestIssue[] } | { result: Record<string, unknown> }>;
+}
+
+/** Saved cards: a provider customer with the payment method attached. */
+export interface CardVault<C> {
+  createCustomer(creds: C, input: { email?: string; name?: string; idempotencyKey: string }): Promise<{ customerId: string }>;
+  attachPaymentMethod(creds: C, input: { paymentMethodId: string; customerId: string; idempotencyKey: string }): Promise<SavedCardDetails>;
+  detachPaymentMethod(creds: C, paymentMethodId: string): Promise<void>;
+  /** The request fields that charge a saved card off-session. */
+  chargeFields(card: { customerRef: string; paymentMethodToken: string }): Record<string, unknown>;
+}
+
+/**
+ * One provider. Adapters are stateless: they get the merchant's decrypted credentials per call and
+ * return normalised results; the domain owns persistence, the state machine and the inbox.
+ */
+export interface ProviderPort<C = unknown> {
+  readonly name: Provider;
+  readonly capabilities: ProviderCapabilities;
+  /** Credential fields that are not secret: shown as given in `config_summary`; every other one is masked. */
+  readonly publicCredentialFields: readonly string[];
+  /**
+   * The provider's own request rules (currency, limits, phone format, required fields), after the
+   * domain checked the amount. Returns the fields the provider's createPayment reads, or the issues.
+   */
+  normaliseRequest(body: CreatePaymentBody, amount: Money): { fields: Record<string, string | undefined> } | { issues: RequestIssue[] };
+  createPayment(creds: C, input: CreatePaymentInput): Promise<ProviderPaymentResult>;
+  getPayment(creds: C, lookup: PaymentLookup): Promise<ProviderPaymentResult>;
+  refundPayment(creds: C, input: RefundInput): Promise<ProviderRefundResult>;
+  capturePayment?(creds: C, input: { providerRef: string; idempotencyKey: string }): Promise<ProviderPaymentResult>;
+  /** Completes credentials before they are stored (e.g. registers our callback URL, keeps its secret). */
+  prepareCredentials?(merchantId: string, creds: C): Promise<C>;
+  readonly notifications: NotificationScheme<C>;
+  readonly cards?: CardVault<C>;
+  readonly operations?: ProviderOperations<C>;
+}
+
+/** Wraps a provider's adapter where the registry builds it (e.g. to time every call); the adapter knows nothing of it. */
+export type AdapterDecorator = <T extends object>(provider: string, adapter: T) => T;
+
+/** Every provider of this build, by name (server/providers/registry.ts). */
+export interface ProviderRegistry {
+  get(provider: Provider): ProviderPort;
+  /** undefined for a name that is not a provider of this build. */
+  find(provider: string): ProviderPort | undefined;
+  all(): readonly ProviderPort[];
 }
 
 /** Counts provider reports the integrity check refused; implemented by a prom-client counter. */

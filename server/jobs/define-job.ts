@@ -1,6 +1,6 @@
 import { RequestContext } from '@mikro-orm/core';
 import type { Job } from 'agenda';
-import type { Container } from '../container.js';
+import type { JobContext } from './job-context.js';
 
 export interface JobOptions {
   concurrency?: number;
@@ -13,7 +13,7 @@ export interface JobOptions {
  * Registers a job body that runs in its own MikroORM context (its own identity map), with failures
  * logged without internals. Retries are the job's own business (data, not Agenda's generic backoff).
  */
-export function defineJob<T>(container: Container, name: string, body: (data: T, job: Job<T>) => Promise<void>, options: JobOptions = {}): void {
+export function defineJob<T>(container: JobContext, name: string, body: (data: T, job: Job<T>) => Promise<void>, options: JobOptions = {}): void {
   container.agenda.define<T>(
     name,
     async (job) => {

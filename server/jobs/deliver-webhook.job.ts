@@ -1,4 +1,4 @@
-import type { Container } from '../container.js';
+import type { JobContext } from './job-context.js';
 import { defineJob } from './define-job.js';
 import { DELIVER_WEBHOOK_JOB, type DeliverWebhookData } from './delivery-queue.js';
 
@@ -6,7 +6,7 @@ import { DELIVER_WEBHOOK_JOB, type DeliverWebhookData } from './delivery-queue.j
  * One scheduled delivery attempt; a failure that leaves the delivery retrying books the next job.
  * The attempt history lives in delivery_attempts, so finished job rows are removed.
  */
-export function defineDeliverWebhookJob(container: Container): void {
+export function defineDeliverWebhookJob(container: JobContext): void {
   defineJob<DeliverWebhookData>(container, DELIVER_WEBHOOK_JOB, async (data) => {
     if (typeof data?.deliveryId !== 'string') return;
     const outcome = await container.services.deliveries.attemptScheduled(data.deliveryId);

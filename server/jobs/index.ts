@@ -1,18 +1,18 @@
-import type { Container } from '../container.js';
+import type { JobContext } from './job-context.js';
 import { sandboxModules } from '../sandbox/index.js';
 import { defineJob } from './define-job.js';
 import { defineDeliverWebhookJob } from './deliver-webhook.job.js';
 import { definePruneEventsJob, schedulePruneEvents } from './prune-events.job.js';
 import { defineSweepDeliveriesJob, scheduleDeliverySweep } from './sweep-deliveries.job.js';
 import { defineSyncPaymentsJob, scheduleSyncPayments } from './sync-payments.job.js';
-import { defineReconcileMobilemoneyJob, scheduleAllMobilemoneyReconciliations } from './reconcile-mobilemoney.job.js';
+import { defineReconcileTransactionsJobs, scheduleAllReconciliations } from './reconcile-transactions.job.js';
 
 /** Registers every job body with Agenda (worker role). */
-export function defineJobs(container: Container): void {
+export function defineJobs(container: JobContext): void {
   defineDeliverWebhookJob(container);
   defineSweepDeliveriesJob(container);
   defineSyncPaymentsJob(container);
-  defineReconcileMobilemoneyJob(container);
+  defineReconcileTransactionsJobs(container);
   definePruneEventsJob(container);
   if (container.config.sandbox) {
     for (const module of sandboxModules) {
@@ -22,9 +22,9 @@ export function defineJobs(container: Container): void {
 }
 
 /** Creates the repeating jobs once; Agenda keeps one row per repeating job across workers. */
-export async function scheduleRecurringJobs(container: Container): Promise<void> {
+export async function scheduleRecurringJobs(container: JobContext): Promise<void> {
   await scheduleDeliverySweep(container);
   await scheduleSyncPayments(container);
-  await scheduleAllMobilemoneyReconciliations(container);
+  await scheduleAllReconciliations(container);
   await schedulePruneEvents(container);
 }

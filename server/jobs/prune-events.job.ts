@@ -1,10 +1,10 @@
-import type { Container } from '../container.js';
+import type { JobContext } from './job-context.js';
 import { defineJob } from './define-job.js';
 
 export const PRUNE_EVENTS_JOB = 'events.prune';
 
 /** Deletes events past EVENT_RETENTION with their delivered deliveries (see EventLog.prune). */
-export function definePruneEventsJob(container: Container): void {
+export function definePruneEventsJob(container: JobContext): void {
   defineJob(container, PRUNE_EVENTS_JOB, async () => {
     const deleted = await container.services.events.prune();
     if (deleted > 0) container.logger.info({ deleted }, 'pruned events past the retention period');
@@ -12,6 +12,6 @@ export function definePruneEventsJob(container: Container): void {
 }
 
 /** One repeating row for every worker, every EVENT_PRUNE_INTERVAL. */
-export async function schedulePruneEvents(container: Container): Promise<void> {
+export async function schedulePruneEvents(container: JobContext): Promise<void> {
   await container.agenda.every(container.config.eventPruneIntervalMs, PRUNE_EVENTS_JOB, {});
 }

@@ -1,4 +1,4 @@
-import type { Container } from '../container.js';
+import type { JobContext } from './job-context.js';
 import { defineJob } from './define-job.js';
 
 export const SWEEP_DELIVERIES_JOB = 'webhook.sweep';
@@ -20,7 +20,7 @@ export function sweepLockLifetimeMs(intervalMs: number): number {
  * Re-enqueues deliveries that are due but have no job: the process died between the outbox commit and
  * the enqueue, between an attempt and booking the next one, or mid-attempt (its lease expired).
  */
-export function defineSweepDeliveriesJob(container: Container): void {
+export function defineSweepDeliveriesJob(container: JobContext): void {
   defineJob(container, SWEEP_DELIVERIES_JOB, async () => {
     const ids = await container.services.deliveries.findStranded(SWEEP_GRACE_MS);
     if (ids.length === 0) return;
@@ -30,6 +30,6 @@ export function defineSweepDeliveriesJob(container: Container): void {
 }
 
 /** One repeating row for every worker: Agenda's `every` upserts a single job by name. */
-export async function scheduleDeliverySweep(container: Container): Promise<void> {
+export async function scheduleDeliverySweep(container: JobContext): Promise<void> {
   await container.agenda.every(container.config.deliverySweepIntervalMs, SWEEP_DELIVERIES_JOB, {});
 }

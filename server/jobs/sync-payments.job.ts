@@ -1,15 +1,15 @@
-import type { Container } from '../container.js';
+import type { JobContext } from './job-context.js';
 import { defineJob } from './define-job.js';
 
 export const SYNC_PAYMENTS_JOB = 'payments.sync-due';
 
 /** Repeating job: re-checks due pending payments with their provider (see StatusSyncService). */
-export function defineSyncPaymentsJob(container: Container): void {
+export function defineSyncPaymentsJob(container: JobContext): void {
   defineJob(container, SYNC_PAYMENTS_JOB, async () => {
     await container.services.statusSync.syncDue();
   }, { concurrency: 1 });
 }
 
-export async function scheduleSyncPayments(container: Container): Promise<void> {
+export async function scheduleSyncPayments(container: JobContext): Promise<void> {
   await container.agenda.every(container.config.statusSyncPollMs, SYNC_PAYMENTS_JOB, {}, { skipImmediate: false });
 }

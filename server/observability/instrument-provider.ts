@@ -1,5 +1,5 @@
 import type { Histogram } from 'prom-client';
-import { ProviderError } from '../providers/types.js';
+import { ProviderError } from '../domain/ports.js';
 
 type CallHistogram = Histogram<'provider' | 'operation' | 'outcome'>;
 

@@ -1,5 +1,5 @@
 import type { Provider } from '../../contract/index.js';
-import { ProviderError } from './types.js';
+import { ProviderError } from '../domain/ports.js';
 
 export interface HttpResponse {
   status: number;

@@ -230,7 +230,7 @@ describe('check-status', () => {
     expect(ack.status).toBe(200);
     expect(ack.body.data).toEqual({ OriginatorConversationID: expect.any(String), ConversationID: expect.any(String), ResponseCode: '0', ResponseDescription: expect.any(String) });
     const [query] = await eventually(() =>
-      t.sql<{ result_code: string; payment_id: string }>('SELECT result_code, payment_id FROM mobilemoney_status_queries WHERE originator_conversation_id = $1 AND completed_at IS NOT NULL', [ack.body.data.OriginatorConversationID])
+      t.sql<{ result_code: string; payment_id: string }>('SELECT result_code, payment_id FROM provider_status_queries WHERE provider_query_ref = $1 AND completed_at IS NOT NULL', [ack.body.data.OriginatorConversationID])
         .then((rows) => (rows.length ? rows : null)), 10_000, 'status result');
     expect(query).toEqual({ result_code: '0', payment_id: p.id });
     expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.completed' }]);
@@ -250,7 +250,7 @@ describe('check-status', () => {
     const ack = await t.http.post('/v1/payments/mobilemoney/check-status/TIMEOUT0000').set('X-API-Key', key);
     expect(ack.status).toBe(200);
     await eventually(() =>
-      t.sql(`SELECT 1 FROM mobilemoney_status_queries WHERE code = 'TIMEOUT0000' AND completed_at IS NOT NULL`).then((r) => r.length > 0), 10_000, 'timeout notice');
+      t.sql(`SELECT 1 FROM provider_status_queries WHERE code = 'TIMEOUT0000' AND completed_at IS NOT NULL`).then((r) => r.length > 0), 10_000, 'timeout notice');
   });
 
   it('needs mobilemoney credentials (422)', async () => {

@@ -4,8 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CardpayAdapter, prepareCardpayCredentials } from '../../server/providers/cardpay/adapter.js';
 import { parseCardpayEvent, verifyCardpaySignature } from '../../server/providers/cardpay/webhook.js';
-import type { CreatePaymentInput, ProviderPaymentResult, RefundInput } from '../../server/providers/types.js';
-import { ProviderError } from '../../server/providers/types.js';
+import type { CreatePaymentInput, ProviderPaymentResult, RefundInput } from '../../server/domain/ports.js';
+import { ProviderError } from '../../server/domain/ports.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 /**
@@ -30,7 +30,6 @@ function paymentInput(fields: Record<string, unknown>, minor = 1050n, currency =
     reference: paymentId.replace(/-/g, '').slice(0, 12).toUpperCase(),
     amount: { minor, currency },
     idempotencyKey: `payment-${paymentId}`,
-    callbackUrl: 'http://unused.invalid/',
     fields,
   };
 }
@@ -70,8 +69,6 @@ function refundInput(payment: ProviderPaymentResult, paymentInputUsed: CreatePay
     amount: { minor, currency: paymentInputUsed.amount.currency },
     full,
     idempotencyKey: `refund-${refundId}`,
-    resultUrl: 'http://unused.invalid/',
-    timeoutUrl: 'http://unused.invalid/',
   };
 }
 

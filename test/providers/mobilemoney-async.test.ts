@@ -4,7 +4,7 @@ import { MobilemoneyAdapter } from '../../server/providers/mobilemoney/adapter.j
 import { parseResult, parseStkCallback } from '../../server/providers/mobilemoney/callback.js';
 import { pullDateTime } from '../../server/providers/mobilemoney/eat-time.js';
 import { reversalResultStatus } from '../../server/providers/mobilemoney/transformers.js';
-import { ProviderError } from '../../server/providers/types.js';
+import { ProviderError } from '../../server/domain/ports.js';
 import {
   INITIATOR_WITHOUT_ROLE,
   INSUFFICIENT_BALANCE_AMOUNT,

@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { MobilemoneyCredentials } from '../../contract/index.js';
-import type { CreatePaymentInput } from '../../server/providers/types.js';
+import type { MobilemoneyPaymentInput } from '../../server/providers/mobilemoney/adapter.js';
 import { SANDBOX_PASSKEY } from '../../server/sandbox/mobilemoney/test-values.js';
 
 export interface Received {
@@ -79,7 +79,7 @@ export function sandboxCreds(overrides: Partial<MobilemoneyCredentials> = {}): M
   };
 }
 
-export function paymentInput(phone: string, callbackUrl: string, shillings = 100n): CreatePaymentInput {
+export function paymentInput(phone: string, callbackUrl: string, shillings = 100n): MobilemoneyPaymentInput {
   const paymentId = randomUUID();
   return {
     paymentId,

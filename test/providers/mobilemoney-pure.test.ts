@@ -19,7 +19,7 @@ import {
   wholeShillings,
   wireAmountToMinor,
 } from '../../server/providers/mobilemoney/transformers.js';
-import { ProviderError } from '../../server/providers/types.js';
+import { ProviderError } from '../../server/domain/ports.js';
 
 describe('normalisePhone', () => {
   it.each([

@@ -5,7 +5,7 @@ import { MobilemoneyAdapter } from '../../server/providers/mobilemoney/adapter.j
 import { parseStkCallback } from '../../server/providers/mobilemoney/callback.js';
 import { darajaTimestamp } from '../../server/providers/mobilemoney/eat-time.js';
 import { stkPassword } from '../../server/providers/mobilemoney/transformers.js';
-import { ProviderError } from '../../server/providers/types.js';
+import { ProviderError } from '../../server/domain/ports.js';
 import { TEST_PHONES } from '../../server/sandbox/mobilemoney/test-values.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { CallbackReceiver, eventually, paymentInput, sandboxCreds } from './mobilemoney-helpers.js';
@@ -142,7 +142,7 @@ describe('STK push', () => {
         ResponseDescription: 'Success. Request accepted for processing',
         CustomerMessage: expect.any(String),
       },
-      data: { merchantRequestId: (result.raw as { MerchantRequestID: string }).MerchantRequestID },
+      data: { merchantRequestId: (result.raw as { MerchantRequestID: string }).MerchantRequestID, checkoutRequestId: result.providerRef },
     });
 
     const callback = await stkCallbackAt('/stk/success', result.providerRef);

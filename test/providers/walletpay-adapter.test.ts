@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { WalletpayCredentials } from '../../contract/index.js';
 import { WalletpayAdapter } from '../../server/providers/walletpay/adapter.js';
-import { ProviderError, type CreatePaymentInput, type ProviderPaymentResult, type RefundInput } from '../../server/providers/types.js';
+import { ProviderError, type CreatePaymentInput, type ProviderPaymentResult, type RefundInput } from '../../server/domain/ports.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 let t: TestService;
@@ -23,7 +23,6 @@ function paymentInput(overrides: Partial<CreatePaymentInput> = {}): CreatePaymen
     reference: paymentId.replace(/-/g, '').slice(0, 12).toUpperCase(),
     amount: { minor: 1050n, currency: 'USD' },
     idempotencyKey: `payment-${paymentId}`,
-    callbackUrl: `${t.baseUrl}/v1/webhooks/walletpay`,
     fields: { return_url: 'https://shop.example.com/return?cart=7', cancel_url: 'https://shop.example.com/cancel' },
     ...overrides,
   };
@@ -45,8 +44,6 @@ function refundInput(payment: CreatePaymentInput, result: ProviderPaymentResult,
     amount: { minor: amountMinor, currency: payment.amount.currency },
     full: false,
     idempotencyKey: `refund-${key}`,
-    resultUrl: '',
-    timeoutUrl: '',
   };
 }
 

@@ -6,7 +6,7 @@ import type { WalletpayCredentials } from '../../contract/index.js';
 import { WalletpayAdapter } from '../../server/providers/walletpay/adapter.js';
 import { prepareWalletpayCredentials } from '../../server/providers/walletpay/credentials.js';
 import { parseWalletpayEvent, verifyWalletpayEvent, walletpayTransmissionId } from '../../server/providers/walletpay/webhook.js';
-import type { CreatePaymentInput, InboundCallback } from '../../server/providers/types.js';
+import type { CreatePaymentInput, InboundRequest } from '../../server/domain/ports.js';
 import { crc32 } from '../../server/lib/crc32.js';
 import { isProviderCertUrl } from '../../server/providers/walletpay/signing-certificates.js';
 import { startTestService, type TestService } from '../support/service.js';
@@ -81,7 +81,7 @@ function eventType(r: Received): string {
   return (JSON.parse(r.rawBody.toString('utf8')) as { event_type: string }).event_type;
 }
 
-function asCallback(r: Received, overrides: Partial<InboundCallback> = {}): InboundCallback {
+function asCallback(r: Received, overrides: Partial<InboundRequest> = {}): InboundRequest {
   return { subpath: '', headers: r.headers, rawBody: r.rawBody, body: JSON.parse(r.rawBody.toString('utf8')), query: {}, sourceIp: '127.0.0.1', ...overrides };
 }
 
@@ -92,7 +92,6 @@ function paymentInput(): CreatePaymentInput {
     reference: paymentId.replace(/-/g, '').slice(0, 12).toUpperCase(),
     amount: { minor: 1050n, currency: 'USD' },
     idempotencyKey: `payment-${paymentId}`,
-    callbackUrl: '',
     fields: { return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' },
   };
 }
@@ -224,8 +223,6 @@ describe('signed events', () => {
       amount: { minor: 300n, currency: 'USD' },
       full: false,
       idempotencyKey: `refund-${refundId}`,
-      resultUrl: '',
-      timeoutUrl: '',
     });
     const delivery = await eventually(() => deliveriesTo(path).find((r) => eventType(r) === 'PAYMENT.CAPTURE.REFUNDED'), 'the refund event');
     expect(await verifyWalletpayEvent(adapter, creds, asCallback(delivery))).toBe('verified');

@@ -613,7 +613,7 @@ async function snapshot() {
            (SELECT count(*) FROM webhook_deliveries)::int AS webhook_deliveries, (SELECT count(*) FROM events)::int AS events,
            (SELECT count(*) FROM provider_events)::int AS provider_events, (SELECT count(*) FROM payment_transitions)::int AS payment_transitions,
            (SELECT count(*) FROM merchants)::int AS merchants, (SELECT count(*) FROM api_keys)::int AS api_keys,
-           (SELECT count(*) FROM mobilemoney_status_queries)::int AS status_queries,
+           (SELECT count(*) FROM provider_status_queries)::int AS status_queries,
            (SELECT count(*) FROM agenda_jobs WHERE name NOT IN ('webhook.sweep', 'payments.sync-due'))::int AS jobs`);
   const merchant = await t.sql('SELECT webhook_url, webhook_secret_enc, updated_at FROM merchants WHERE id = $1', [merchantId]);
   return { counts: counts[0], merchant };

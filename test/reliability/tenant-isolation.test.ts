@@ -166,7 +166,7 @@ describe("merchant B with merchant A's ids", () => {
       }
       const query = await eventually(async () => {
         const rows = await t.sql<{ merchant_id: string; payment_id: string | null; result_code: string | null }>(
-          'SELECT merchant_id, payment_id, result_code FROM mobilemoney_status_queries WHERE originator_conversation_id = $1 AND completed_at IS NOT NULL',
+          'SELECT merchant_id, payment_id, result_code FROM provider_status_queries WHERE provider_query_ref = $1 AND completed_at IS NOT NULL',
           [ack.body.data.OriginatorConversationID],
         );
         return rows[0] ?? null;

@@ -1,14 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { CardpayCredentials } from '../../../contract/index.js';
 import { SavedCardSchema, type SavedCard } from '../../persistence/entities/index.js';
-import { ProviderError, type CardpayPort } from '../../providers/types.js';
 import { DomainError, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
+import { ProviderError, type CardVault, type ProviderPort, type ProviderRegistry } from '../ports.js';
 import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
 
 function providerFailure(err: unknown, action: string): never {
-  if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `cardpay could not ${action}: ${err.message}`);
+  if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${err.provider} could not ${action}: ${err.message}`);
   throw err;
 }
 
@@ -18,14 +17,25 @@ export interface SaveCardInput {
   name?: string;
 }
 
-/** Saved cards: a provider customer with the payment method attached; only token, brand, last4, expiry kept. */
+/**
+ * Saved cards: a provider customer with the payment method attached; only token, brand, last4, expiry
+ * kept. The cards live at the provider whose port has a card vault (the contract's card API names none).
+ */
 export class SavedCardService {
+  private readonly port: ProviderPort;
+  private readonly vault: CardVault<unknown>;
+
   constructor(
     private readonly em: EntityManager,
     private readonly credentials: CredentialsService,
-    private readonly cardpay: CardpayPort,
+    providers: ProviderRegistry,
     private readonly idempotency: IdempotencyKeys,
-  ) {}
+  ) {
+    const port = providers.all().find((p) => p.cards);
+    if (!port?.cards) throw new Error('no provider of this build keeps saved cards');
+    this.port = port;
+    this.vault = port.cards;
+  }
 
   /**
    * Saves a card. With an Idempotency-Key a retry replays the first answer, and a retry after a crash
@@ -33,7 +43,7 @@ export class SavedCardService {
    * second customer.
    */
   async save(merchantId: string, input: SaveCardInput, idempotencyKey?: string): Promise<{ card: SavedCard; replayed: boolean }> {
-    const creds = await this.credentials.require(merchantId, 'cardpay');
+    const creds = await this.credentials.require(merchantId, this.port.name);
     if (idempotencyKey === undefined) return { card: await this.saveAs(randomUUID(), merchantId, input, creds), replayed: false };
     const requestHash = hashRequest({ payment_method_id: input.paymentMethodId, customer_email: input.email, customer_name: input.name });
     const { value, replayed } = await this.idempotency.run({ scope: 'card.create', merchantId, key: idempotencyKey, requestHash }, 201, {
@@ -45,12 +55,12 @@ export class SavedCardService {
     return { card: value, replayed };
   }
 
-  private async saveAs(id: string, merchantId: string, input: SaveCardInput, creds: CardpayCredentials): Promise<SavedCard> {
+  private async saveAs(id: string, merchantId: string, input: SaveCardInput, creds: unknown): Promise<SavedCard> {
     let customerId: string;
     let details;
     try {
-      ({ customerId } = await this.cardpay.createCustomer(creds, { email: input.email, name: input.name, idempotencyKey: `card-${id}-customer` }));
-      details = await this.cardpay.attachPaymentMethod(creds, { paymentMethodId: input.paymentMethodId, customerId, idempotencyKey: `card-${id}-attach` });
+      ({ customerId } = await this.vault.createCustomer(creds, { email: input.email, name: input.name, idempotencyKey: `card-${id}-customer` }));
+      details = await this.vault.attachPaymentMethod(creds, { paymentMethodId: input.paymentMethodId, customerId, idempotencyKey: `card-${id}-attach` });
     } catch (err) {
       if (err instanceof ProviderError && (err.kind === 'declined' || err.kind === 'invalid_request')) {
         throw new DomainError('VALIDATION_ERROR', `Invalid request: the card cannot be saved: ${err.message}`, [{ field: 'payment_method_id', issue: err.message }]);
@@ -62,7 +72,7 @@ export class SavedCardService {
       const card = tx.create(SavedCardSchema, {
         id,
         merchantId,
-        provider: 'cardpay',
+        provider: this.port.name,
         paymentMethodToken: details.paymentMethodId,
         customerRef: customerId,
         brand: details.brand,
@@ -89,9 +99,9 @@ export class SavedCardService {
   async remove(merchantId: string, id: string): Promise<void> {
     const card = await this.em.findOne(SavedCardSchema, { id, merchantId, active: true });
     if (!card) throw notFound('saved card');
-    const creds = await this.credentials.require(merchantId, 'cardpay');
+    const creds = await this.credentials.require(merchantId, this.port.name);
     try {
-      await this.cardpay.detachPaymentMethod(creds, card.paymentMethodToken);
+      await this.vault.detachPaymentMethod(creds, card.paymentMethodToken);
     } catch (err) {
       providerFailure(err, 'detach the card');
     }

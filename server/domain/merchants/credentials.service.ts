@@ -1,31 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type {
-  CardpayCredentials,
-  MobilemoneyCredentials,
-  Provider,
-  StoreCredentialsBody,
-  WalletpayCredentials,
-} from '../../../contract/index.js';
+import type { Provider, StoreCredentialsBody } from '../../../contract/index.js';
 import { ProviderCredentialSchema } from '../../persistence/entities/index.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { DomainError, notFound } from '../errors.js';
-import { ProviderError } from '../../providers/types.js';
+import { ProviderError, type ProviderRegistry } from '../ports.js';
 import { summarizeCredentials } from './credential-masking.js';
 
-export interface CredentialsByProvider {
-  cardpay: CardpayCredentials;
-  walletpay: WalletpayCredentials;
-  mobilemoney: MobilemoneyCredentials;
-}
-
-/**
- * Called before credentials are stored, so a provider can complete them (e.g. register our callback URL
- * and keep the returned signing secret or webhook id). Implemented by the provider adapters.
- */
-export type CredentialPreparer = {
-  [P in Provider]?: (merchantId: string, credentials: CredentialsByProvider[P]) => Promise<CredentialsByProvider[P]>;
-};
+type StoreBodyOf<P extends Provider> = Extract<StoreCredentialsBody, { provider: P }>;
+/** Each provider's credentials, as the contract's credential schemas define them. */
+export type CredentialsByProvider = { [P in Provider]: StoreBodyOf<P>[P & keyof StoreBodyOf<P>] };
 
 /** Called after a provider's credentials were stored or removed (e.g. to (un)schedule its jobs). */
 export interface CredentialHooks {
@@ -43,17 +27,18 @@ export class CredentialsService {
   constructor(
     private readonly em: EntityManager,
     private readonly secrets: SecretBox,
-    private readonly preparers: CredentialPreparer = {},
+    /** A provider may complete credentials before they are stored (ProviderPort.prepareCredentials). */
+    private readonly providers: ProviderRegistry,
     private readonly hooks: CredentialHooks = {},
   ) {}
 
   async store(merchantId: string, body: StoreCredentialsBody): Promise<CredentialSummary> {
     const provider = body.provider;
     let credentials = (body as Record<string, unknown>)[provider] as CredentialsByProvider[typeof provider];
-    const prepare = this.preparers[provider] as ((m: string, c: typeof credentials) => Promise<typeof credentials>) | undefined;
-    if (prepare) {
+    const port = this.providers.get(provider);
+    if (port.prepareCredentials) {
       try {
-        credentials = await prepare(merchantId, credentials);
+        credentials = (await port.prepareCredentials(merchantId, credentials)) as typeof credentials;
       } catch (err) {
         if (err instanceof ProviderError) {
           throw new DomainError('PROVIDER_ERROR', `${provider} rejected the credentials while registering the callback URL: ${err.message}`);
@@ -61,7 +46,7 @@ export class CredentialsService {
         throw err;
       }
     }
-    const summary = summarizeCredentials(provider, credentials as Record<string, unknown>);
+    const summary = summarizeCredentials(credentials as Record<string, unknown>, port.publicCredentialFields);
     const sealed = this.secrets.sealJson(credentials);
     // One statement, so two concurrent stores for one provider cannot both insert.
     await this.em.getConnection().execute(

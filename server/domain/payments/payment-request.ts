@@ -2,17 +2,16 @@ import { createHash } from 'node:crypto';
 import type { CreatePaymentBody, Provider } from '../../../contract/index.js';
 import { DomainError, type FieldIssue } from '../errors.js';
 import { currencyDigits, isPaymentCurrency, toMinorUnits } from '../money/money.js';
-import { normalisePhone } from '../../providers/mobilemoney/phone.js';
+import type { ProviderPort } from '../ports.js';
 
-/** decisions.md "Money": 999,999,999.99 in major units at most; 250,000 KES for mobilemoney. */
+/** decisions.md "Money": 999,999,999.99 in major units at most. */
 const MAX_MAJOR_TIMES_100 = 99_999_999_999n;
-const MOBILEMONEY_MAX_KES = 250_000n;
 
 export interface NormalizedPaymentRequest {
   provider: Provider;
   amountMinor: bigint;
   currency: string;
-  /** Provider-specific fields, normalised (phone in 254… form, …). */
+  /** Provider-specific fields, normalised by the provider (phone in 254… form, …). */
   fields: Record<string, string | undefined>;
   /** SHA-256 of the normalised request: the same key with another body is a conflict. */
   requestHash: string;
@@ -23,8 +22,8 @@ function invalid(details: FieldIssue[]): DomainError {
   return new DomainError('VALIDATION_ERROR', `Invalid request: ${first.field} ${first.issue}`, details);
 }
 
-/** Checks the money and provider rules the schema cannot express, and normalises the request. */
-export function normalizePaymentRequest(body: CreatePaymentBody): NormalizedPaymentRequest {
+/** Checks the money rules the schema cannot express, then the provider's own rules, and normalises the request. */
+export function normalizePaymentRequest(body: CreatePaymentBody, port: ProviderPort): NormalizedPaymentRequest {
   const currency = body.currency.toUpperCase();
   const digits = currencyDigits(currency);
   if (digits === null) throw invalid([{ field: 'currency', issue: 'must be a known ISO 4217 code' }]);
@@ -34,33 +33,9 @@ export function normalizePaymentRequest(body: CreatePaymentBody): NormalizedPaym
   if (amountMinor * 100n > MAX_MAJOR_TIMES_100 * 10n ** BigInt(digits)) {
     throw invalid([{ field: 'amount', issue: 'must be at most 999999999.99' }]);
   }
-  const fields: Record<string, string | undefined> = {};
-  switch (body.provider) {
-    case 'cardpay': {
-      if (!body.payment_method && !body.saved_card_id) {
-        throw invalid([{ field: 'payment_method', issue: 'payment_method or saved_card_id is required' }]);
-      }
-      if (body.payment_method && body.saved_card_id) {
-        throw invalid([{ field: 'saved_card_id', issue: 'give either payment_method or saved_card_id, not both' }]);
-      }
-      Object.assign(fields, { payment_method: body.payment_method, return_url: body.return_url, saved_card_id: body.saved_card_id });
-      break;
-    }
-    case 'mobilemoney': {
-      const issues: FieldIssue[] = [];
-      if (currency !== 'KES') issues.push({ field: 'currency', issue: 'must be KES for mobilemoney' });
-      else if (amountMinor % 100n !== 0n) issues.push({ field: 'amount', issue: 'must be a whole number for mobilemoney' });
-      else if (amountMinor > MOBILEMONEY_MAX_KES * 100n) issues.push({ field: 'amount', issue: 'must be at most 250000 KES for mobilemoney' });
-      const phone = normalisePhone(body.phone);
-      if (!phone) issues.push({ field: 'phone', issue: 'must be a Kenyan mobile number in the format 254XXXXXXXXX' });
-      if (issues.length > 0) throw invalid(issues);
-      Object.assign(fields, { phone: phone!, callback_url: body.callback_url });
-      break;
-    }
-    case 'walletpay':
-      Object.assign(fields, { return_url: body.return_url, cancel_url: body.cancel_url });
-      break;
-  }
+  const normalised = port.normaliseRequest(body, { minor: amountMinor, currency });
+  if ('issues' in normalised) throw invalid(normalised.issues);
+  const fields = normalised.fields;
   const canonical = JSON.stringify({ provider: body.provider, amountMinor: amountMinor.toString(), currency, fields: sortKeys(fields) });
   return { provider: body.provider, amountMinor, currency, fields, requestHash: createHash('sha256').update(canonical).digest('hex') };
 }

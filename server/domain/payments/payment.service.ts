@@ -5,12 +5,11 @@ import type { CreatePaymentBody, ListPaymentsQuery } from '../../../contract/ind
 import type { AppConfig } from '../../config/config.js';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, SavedCardSchema, type Payment } from '../../persistence/entities/index.js';
-import { callbackUrl } from '../../providers/base-url.js';
-import { ProviderError, type PaymentLookup, type ProviderPaymentResult } from '../../providers/types.js';
 import { DomainError, conflict, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import { compareDecimals, currencyDigits, formatMinorUnits } from '../money/money.js';
+import { ProviderError, type PaymentLookup, type ProviderPaymentResult } from '../ports.js';
 import { hashRequest, type IdempotencyKeys } from './idempotency-keys.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { recordCreation, type PaymentUpdate, type StatusWriter } from './status-writer.js';
@@ -53,7 +52,7 @@ export class PaymentService {
    * first one dead (its lease expired) resumes it with the same provider idempotency key.
    */
   async create(merchantId: string, idempotencyKey: string, body: CreatePaymentBody): Promise<CreatedPayment> {
-    const request = normalizePaymentRequest(body);
+    const request = normalizePaymentRequest(body, this.gateway.port(body.provider));
     // The operator will call this address: the same policy as the merchant's webhook URL.
     if (request.fields.callback_url) await assertDeliverableUrl(request.fields.callback_url, this.config.webhookAllowPrivateUrls, 'callback_url');
     const creds = await this.credentials.require(merchantId, request.provider);
@@ -101,10 +100,11 @@ export class PaymentService {
   /** Writes the payment as `pending` inside the key's claiming transaction `tx`. */
   private async reserve(tx: EntityManager, merchantId: string, idempotencyKey: string, request: NormalizedPaymentRequest): Promise<Payment> {
     const providerData: Record<string, unknown> = {};
-    if (request.provider === 'cardpay' && request.fields.saved_card_id) {
-      const card = await tx.findOne(SavedCardSchema, { id: request.fields.saved_card_id, merchantId, active: true });
+    const vault = this.gateway.port(request.provider).cards;
+    if (vault && request.fields.saved_card_id) {
+      const card = await tx.findOne(SavedCardSchema, { id: request.fields.saved_card_id, merchantId, provider: request.provider, active: true });
       if (!card) throw new DomainError('VALIDATION_ERROR', 'Invalid request: saved_card_id is not an active saved card', [{ field: 'saved_card_id', issue: 'is not an active saved card of this merchant' }]);
-      Object.assign(providerData, { customer: card.customerRef, payment_method: card.paymentMethodToken, off_session: true });
+      Object.assign(providerData, vault.chargeFields(card));
     }
     for (const [key, value] of Object.entries(request.fields)) if (value !== undefined && key !== 'saved_card_id') providerData[key] ??= value;
     if (request.fields.saved_card_id) providerData.saved_card_id = request.fields.saved_card_id;
@@ -140,7 +140,6 @@ export class PaymentService {
         reference: payment.reference,
         amount: { minor: payment.amountMinor, currency: payment.currency },
         idempotencyKey: `payment-${payment.id}`,
-        callbackUrl: request.fields.callback_url ?? callbackUrl(this.config, payment.provider as never),
         fields: payment.providerData,
       }, creds);
     } catch (err) {
@@ -252,7 +251,7 @@ export class PaymentService {
   }
 
   /**
-   * Captures an approved walletpay order. Wrong status or an unapproved order is 409. With an
+   * Captures an approved payment (providers with the capture capability). Wrong status or an unapproved payment is 409. With an
    * Idempotency-Key a retry replays the first answer; a 409 (nothing captured) frees the key for a retry.
    */
   async capture(merchantId: string, id: string, idempotencyKey?: string): Promise<{ payment: Payment; replayed: boolean }> {
@@ -264,7 +263,7 @@ export class PaymentService {
         reserve: async (uow) => {
           const payment = await uow.tx.findOne(PaymentSchema, { id, merchantId });
           if (!payment) throw notFound('payment');
-          assertCapturable(payment);
+          this.assertCapturable(payment);
           return payment.id;
         },
         act: async (paymentId, resumed) => {
@@ -282,30 +281,30 @@ export class PaymentService {
 
   private async captureNow(merchantId: string, id: string): Promise<Payment> {
     const payment = await this.get(merchantId, id);
-    assertCapturable(payment);
+    this.assertCapturable(payment);
     let result: ProviderPaymentResult;
     try {
       result = await this.gateway.capture(payment, `capture-${payment.id}`);
     } catch (err) {
-      if (err instanceof ProviderError && (err.providerCode === 'ORDER_NOT_APPROVED' || err.providerCode === 'PAYER_ACTION_REQUIRED')) {
+      if (err instanceof ProviderError && err.reason === 'not_approved') {
         throw conflict('the buyer has not approved this payment yet');
       }
-      if (err instanceof ProviderError && err.providerCode === 'ORDER_ALREADY_CAPTURED') {
+      if (err instanceof ProviderError && err.reason === 'already_captured') {
         // Already captured at the provider (e.g. an earlier capture's answer was lost): settle from its state.
         const current = await this.gateway.getPayment(payment, paymentLookup(payment));
         return (await this.applyUpdate(payment.id, toUpdate(current), 'capture')).payment;
       }
-      if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `walletpay capture failed: ${err.message}`);
+      if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${payment.provider} capture failed: ${err.message}`);
       throw err;
     }
     return (await this.applyUpdate(payment.id, toUpdate(result), 'capture')).payment;
   }
-}
 
-function assertCapturable(payment: Payment): void {
-  if (payment.provider !== 'walletpay') throw conflict(`${payment.provider} payments are not captured; only walletpay payments are`);
-  if (payment.status !== 'pending') throw conflict(`payment is ${payment.status}; only a pending payment can be captured`);
-  if (!payment.providerRef) throw conflict('payment has no wallet order yet');
+  private assertCapturable(payment: Payment): void {
+    if (!this.gateway.port(payment.provider).capabilities.capture) throw conflict(`${payment.provider} payments are not captured`);
+    if (payment.status !== 'pending') throw conflict(`payment is ${payment.status}; only a pending payment can be captured`);
+    if (!payment.providerRef) throw conflict('payment has no provider reference to capture yet');
+  }
 }
 
 export function toUpdate(result: ProviderPaymentResult): PaymentUpdate {

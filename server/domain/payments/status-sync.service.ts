@@ -1,9 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema } from '../../persistence/entities/index.js';
-import { callbackUrl } from '../../providers/base-url.js';
 import type { AppConfig } from '../../config/config.js';
-import { ProviderError, type ProviderPaymentResult } from '../../providers/types.js';
+import { ProviderError, type ProviderPaymentResult } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
 
@@ -47,14 +46,13 @@ export class StatusSyncService {
     try {
       result = payment.providerRef
         ? await this.gateway.getPayment(payment, paymentLookup(payment))
-        : payment.provider === 'mobilemoney'
-          ? null // an unanswered push has no checkout id to query: reconciliation by bill reference finds it
+        : !this.gateway.port(payment.provider).capabilities.replayableCreate
+          ? null // creation cannot be repeated to learn its answer: reconciliation finds the payment
           : await this.gateway.createPayment(payment, {
               paymentId: payment.id,
               reference: payment.reference,
               amount: { minor: payment.amountMinor, currency: payment.currency },
               idempotencyKey: `payment-${payment.id}`,
-              callbackUrl: callbackUrl(this.config, payment.provider as never),
               fields: payment.providerData,
             });
     } catch (err) {

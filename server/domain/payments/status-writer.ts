@@ -5,7 +5,7 @@ import type { Logger } from '../../observability/logger.js';
 import {
   PaymentSchema, RefundSchema, type IntegrityMismatch, type Payment, type PaymentStatus, type Refund, type RefundStatus,
 } from '../../persistence/entities/index.js';
-import type { Money, ProviderPaymentResult } from '../../providers/types.js';
+import type { Money, ProviderPaymentResult } from '../ports.js';
 import { appendEvent } from '../events/outbox.js';
 import type { MerchantEventData, PaymentEventType } from '../events/merchant-events.js';
 import { formatMinorUnits } from '../money/money.js';

@@ -3,8 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
 import type { AppConfig } from '../../config/config.js';
 import { PaymentSchema, RefundSchema, type Refund } from '../../persistence/entities/index.js';
-import { callbackUrl } from '../../providers/base-url.js';
-import { ProviderError, type ProviderRefundResult } from '../../providers/types.js';
+import { ProviderError, type ProviderRefundResult } from '../ports.js';
 import { DomainError, conflict, notFound } from '../errors.js';
 import { formatMinorUnits, toMinorUnits } from '../money/money.js';
 import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
@@ -63,8 +62,6 @@ export class RefundService {
         amount: { minor: refund.amountMinor, currency: refund.currency },
         full: refund.amountMinor === payment.amountMinor - payment.amountRefundedMinor,
         idempotencyKey: `refund-${refund.id}`,
-        resultUrl: callbackUrl(this.config, 'mobilemoney', '/reversal/result'),
-        timeoutUrl: callbackUrl(this.config, 'mobilemoney', '/reversal/timeout'),
       });
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
@@ -86,10 +83,12 @@ export class RefundService {
     if (payment.status !== 'completed') throw conflict(`payment is ${payment.status}; only a completed payment can be refunded`);
     if (!payment.providerRef) throw conflict('payment has no provider reference to refund');
     let pending = await tx.find(RefundSchema, { paymentId, status: 'pending' });
-    if (payment.provider === 'mobilemoney') {
-      // A reversal the operator never acknowledged (its request failed) must not block the merchant's
-      // retry: it is superseded. Reversals are idempotent per receipt at the operator, so if the old
-      // request did go through, the new one answers R000001 (already reversed) and completes all the same.
+    const fullOnly = !this.gateway.port(payment.provider).capabilities.partialRefunds;
+    if (fullOnly) {
+      // Full-only refunds are reversals, one at a time. One the provider never acknowledged (its request
+      // failed) must not block the merchant's retry: it is superseded. A reversal is idempotent per
+      // transaction at the provider, so if the old request did go through, the new one answers
+      // "already reversed" and completes all the same.
       for (const stale of pending.filter((r) => !r.providerRef)) {
         await uow.refund(stale.id, { status: 'failed', failureReason: 'superseded: the operator never acknowledged this reversal request' }, 'refund:superseded');
       }
@@ -102,8 +101,8 @@ export class RefundService {
     if (amount !== undefined) {
       amountMinor = toMinorUnits(amount, payment.currency);
       if (amountMinor <= 0n) throw new DomainError('VALIDATION_ERROR', 'Invalid request: amount must be greater than 0', [{ field: 'amount', issue: 'must be greater than 0' }]);
-      if (payment.provider === 'mobilemoney' && amountMinor !== payment.amountMinor) {
-        throw new DomainError('VALIDATION_ERROR', 'Invalid request: mobilemoney reversals are for the full amount only', [{ field: 'amount', issue: 'must be omitted or equal the full amount for mobilemoney' }]);
+      if (fullOnly && amountMinor !== payment.amountMinor) {
+        throw new DomainError('VALIDATION_ERROR', `Invalid request: ${payment.provider} reversals are for the full amount only`, [{ field: 'amount', issue: `must be omitted or equal the full amount for ${payment.provider}` }]);
       }
     }
     if (remaining <= 0n) throw conflict('payment has no amount left to refund');

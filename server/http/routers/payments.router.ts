@@ -1,7 +1,7 @@
 import { initServer } from '@ts-rest/express';
 import { contract } from '../../../contract/index.js';
 import type { SavedCardService } from '../../domain/cards/saved-card.service.js';
-import type { MobilemoneyOperationsService } from '../../domain/mobilemoney/mobilemoney-operations.service.js';
+import type { ProviderOperationsService } from '../../domain/operations/provider-operations.service.js';
 import type { PaymentHistory } from '../../domain/payments/payment-history.js';
 import type { PaymentService } from '../../domain/payments/payment.service.js';
 import { markReplayed, ok } from '../envelope.js';
@@ -15,7 +15,7 @@ export function paymentsRouter(deps: {
   payments: PaymentService;
   paymentHistory: PaymentHistory;
   savedCards: SavedCardService;
-  mobilemoney: MobilemoneyOperationsService;
+  operations: ProviderOperationsService;
 }) {
   // Express matches in registration order: the static /cards routes must come before /:id.
   return s.router(contract.payments, {
@@ -36,9 +36,10 @@ export function paymentsRouter(deps: {
       await deps.savedCards.remove(principalOf(res).merchantId, params.id);
       return ok({ id: params.id, deleted: true as const });
     },
-    checkStatus: async ({ params, res }) => ok(await deps.mobilemoney.checkStatus(principalOf(res).merchantId, params.code)),
-    reconcile: async ({ body, res }) => ok(await deps.mobilemoney.reconcile(principalOf(res).merchantId, body ?? {})),
-    registerPull: async ({ body, res }) => ok(await deps.mobilemoney.registerPull(principalOf(res).merchantId, body ?? {})),
+    // The contract's mobile-money operations: the provider's optional operations (ProviderOperations).
+    checkStatus: async ({ params, res }) => ok(await deps.operations.checkStatus(principalOf(res).merchantId, 'mobilemoney', params.code)),
+    reconcile: async ({ body, res }) => ok(await deps.operations.reconcile(principalOf(res).merchantId, 'mobilemoney', body ?? {})),
+    registerPull: async ({ body, res }) => ok(await deps.operations.registerTransactionFeed(principalOf(res).merchantId, 'mobilemoney', body ?? {}) as never),
     create: async ({ headers, body, req, res }) => {
       const amount = asSent(req, 'amount', body.amount);
       const { payment, replayed } = await deps.payments.create(principalOf(res).merchantId, headers['idempotency-key'], { ...body, amount });

@@ -1,11 +1,9 @@
 import type { Request } from 'express';
 import { initServer } from '@ts-rest/express';
-import { contract } from '../../../contract/index.js';
-import type { CardpayCallbackService } from '../../domain/callbacks/cardpay-callback.service.js';
-import type { WalletpayCallbackService } from '../../domain/callbacks/walletpay-callback.service.js';
-import type { MobilemoneyCallbackService } from '../../domain/callbacks/mobilemoney-callback.service.js';
-import type { InboundCallback } from '../../providers/types.js';
-import type { RawBodyRequest } from '../app.js';
+import { ProviderSchema, contract, type Provider } from '../../../contract/index.js';
+import type { InboundPipeline } from '../../domain/inbound/inbound-pipeline.js';
+import type { InboundRequest } from '../../domain/ports.js';
+import type { RawBodyRequest } from '../middleware/json-body.js';
 
 const s = initServer();
 
@@ -13,7 +11,7 @@ const s = initServer();
  * The callback exactly as received: raw bytes for signatures, headers lower-cased, and the client's
  * address (the socket's, or with TRUST_PROXY the one the trusted proxies forwarded).
  */
-export function inboundCallback(req: Request, subpath = ''): InboundCallback {
+export function inboundRequest(req: Request, subpath = ''): InboundRequest {
   const headers: Record<string, string | undefined> = {};
   for (const [name, value] of Object.entries(req.headers)) headers[name] = Array.isArray(value) ? value.join(',') : value;
   const query: Record<string, string | undefined> = {};
@@ -30,40 +28,30 @@ export function inboundCallback(req: Request, subpath = ''): InboundCallback {
 
 const received = { status: 200 as const, body: { received: true as const } };
 
-export function providerCallbacksRouter(deps: {
-  cardpayCallbacks: CardpayCallbackService;
-  walletpayCallbacks: WalletpayCallbackService;
-  mobilemoneyCallbacks: MobilemoneyCallbackService;
-}) {
-  const mm = deps.mobilemoneyCallbacks;
-  return s.router(contract.providerCallbacks, {
-    cardpay: async ({ req }) => {
-      await deps.cardpayCallbacks.handle(inboundCallback(req));
-      return received;
-    },
-    walletpay: async ({ req }) => {
-      await deps.walletpayCallbacks.handle(inboundCallback(req));
-      return received;
-    },
-    mobilemoney: async ({ req }) => {
-      await mm.handleStkResult(inboundCallback(req));
-      return received;
-    },
-    mobilemoneyStatusResult: async ({ req }) => {
-      await mm.handleStatusResult(inboundCallback(req, '/transactionstatus/result'));
-      return received;
-    },
-    mobilemoneyStatusTimeout: async ({ req }) => {
-      await mm.handleTimeout(inboundCallback(req, '/transactionstatus/timeout'), 'transactionstatus');
-      return received;
-    },
-    mobilemoneyReversalResult: async ({ req }) => {
-      await mm.handleReversalResult(inboundCallback(req, '/reversal/result'));
-      return received;
-    },
-    mobilemoneyReversalTimeout: async ({ req }) => {
-      await mm.handleTimeout(inboundCallback(req, '/reversal/timeout'), 'reversal');
-      return received;
-    },
-  });
+/** `/v1/webhooks/<provider><subpath>`: which provider a callback route belongs to, and the part after it. */
+function routeTarget(path: string): { provider: Provider; subpath: string } {
+  const match = /^\/v1\/webhooks\/([a-z0-9]+)(\/.*)?$/.exec(path);
+  const provider = ProviderSchema.safeParse(match?.[1]);
+  if (!match || !provider.success) throw new Error(`callback route ${path} names no provider`);
+  return { provider: provider.data, subpath: match[2] ?? '' };
+}
+
+/**
+ * Every provider callback route of the contract hands the request to the one inbound pipeline, which
+ * answers 200 unless it refuses the request. Built from the contract's paths: a new provider's callback
+ * route needs nothing here.
+ */
+export function providerCallbacksRouter(deps: { inbound: InboundPipeline }) {
+  type Routes = typeof contract.providerCallbacks;
+  const handlers = Object.fromEntries(
+    (Object.keys(contract.providerCallbacks) as (keyof Routes)[]).map((key) => {
+      const { provider, subpath } = routeTarget(contract.providerCallbacks[key].path);
+      const handler = async ({ req }: { req: Request }) => {
+        await deps.inbound.handle(provider, inboundRequest(req, subpath));
+        return received;
+      };
+      return [key, handler];
+    }),
+  ) as { [K in keyof Routes]: (args: { req: Request }) => Promise<typeof received> };
+  return s.router(contract.providerCallbacks, handlers);
 }

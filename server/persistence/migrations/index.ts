@@ -7,6 +7,7 @@ import { Migration20261122000401_mobilemoney_operations } from './Migration20261
 import { Migration20261122000402_rate_limits } from './Migration20261122000402_rate_limits.js';
 import { Migration20261122000501_payment_list_indexes } from './Migration20261122000501_payment_list_indexes.js';
 import { Migration20261122000601_idempotency_keys } from './Migration20261122000601_idempotency_keys.js';
+import { Migration20261122000602_refresh_leases } from './Migration20261122000602_refresh_leases.js';
 import { Migration20261123000601_events_api } from './Migration20261123000601_events_api.js';
 import { Migration20261122000301_sandbox_mobilemoney } from './Migration20261122000301_sandbox_mobilemoney.js';
 import { Migration20261123000101_integrity_audit } from './Migration20261123000101_integrity_audit.js';
@@ -14,6 +15,8 @@ import { Migration20261123000102_sandbox_misreport } from './Migration2026112300
 import { Migration20261123000701_sandbox_cardpay_fidelity } from './Migration20261123000701_sandbox_cardpay_fidelity.js';
 import { Migration20261123000702_sandbox_certificates } from './Migration20261123000702_sandbox_certificates.js';
 import { Migration20261123000801_rate_limit_buckets } from './Migration20261123000801_rate_limit_buckets.js';
+import { Migration20261123000302_sandbox_mobilemoney_query_count } from './Migration20261123000302_sandbox_mobilemoney_query_count.js';
+import { Migration20261123000901_provider_status_queries } from './Migration20261123000901_provider_status_queries.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -29,10 +32,13 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261122000402_rate_limits', class: Migration20261122000402_rate_limits },
   { name: 'Migration20261122000501_payment_list_indexes', class: Migration20261122000501_payment_list_indexes },
   { name: 'Migration20261122000601_idempotency_keys', class: Migration20261122000601_idempotency_keys },
+  { name: 'Migration20261122000602_refresh_leases', class: Migration20261122000602_refresh_leases },
   { name: 'Migration20261123000601_events_api', class: Migration20261123000601_events_api },
   { name: 'Migration20261123000101_integrity_audit', class: Migration20261123000101_integrity_audit },
   { name: 'Migration20261123000102_sandbox_misreport', class: Migration20261123000102_sandbox_misreport },
   { name: 'Migration20261123000701_sandbox_cardpay_fidelity', class: Migration20261123000701_sandbox_cardpay_fidelity },
   { name: 'Migration20261123000702_sandbox_certificates', class: Migration20261123000702_sandbox_certificates },
   { name: 'Migration20261123000801_rate_limit_buckets', class: Migration20261123000801_rate_limit_buckets },
+  { name: 'Migration20261123000302_sandbox_mobilemoney_query_count', class: Migration20261123000302_sandbox_mobilemoney_query_count },
+  { name: 'Migration20261123000901_provider_status_queries', class: Migration20261123000901_provider_status_queries },
 ];

@@ -1,11 +1,9 @@
 import Stripe from 'stripe';
 import type { CardpayCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
-import type { CredentialPreparer } from '../../domain/merchants/credentials.service.js';
 import { cardpayReturnPageUrl } from '../../lib/return-page.js';
 import { callbackUrl, providerBaseUrl } from '../base-url.js';
 import type {
-  CardpayPort,
   CreatePaymentInput,
   PaymentLookup,
   ProviderPaymentResult,
@@ -13,8 +11,8 @@ import type {
   ProviderRefundResult,
   RefundInput,
   SavedCardDetails,
-} from '../types.js';
-import { ProviderError } from '../types.js';
+} from '../../domain/ports.js';
+import { ProviderError } from '../../domain/ports.js';
 import { CardpayClients } from './client.js';
 import { toProviderError } from './errors.js';
 import { WEBHOOK_EVENT_TYPES, createIntentParams, toPaymentResult, toRefundRecord, toRefundResult, toSavedCard, toWireAmount } from './transformers.js';
@@ -24,9 +22,7 @@ import { WEBHOOK_EVENT_TYPES, createIntentParams, toPaymentResult, toRefundRecor
  * simulator in the sandbox). Stateless apart from cached SDK clients; every mutating call carries the
  * caller's idempotency key, so a retry can never charge twice.
  */
-export class CardpayAdapter implements CardpayPort {
-  /** Idempotency-Key on every write. */
-  readonly repeatsCreateSafely = true;
+export class CardpayAdapter {
   private readonly clients = new CardpayClients();
 
   constructor(private readonly config: AppConfig) {}
@@ -139,7 +135,7 @@ export class CardpayAdapter implements CardpayPort {
  * The credentials preparer for cardpay: credentials stored without a webhook_secret get our callback
  * URL registered with the provider, and keep the signing secret it returns.
  */
-export function prepareCardpayCredentials(adapter: CardpayAdapter, config: AppConfig): NonNullable<CredentialPreparer['cardpay']> {
+export function prepareCardpayCredentials(adapter: CardpayAdapter, config: AppConfig): (merchantId: string, creds: CardpayCredentials) => Promise<CardpayCredentials> {
   return async (_merchantId, creds) => {
     if (creds.webhook_secret) return creds;
     const { secret } = await adapter.registerWebhookEndpoint(creds, callbackUrl(config, 'cardpay'));

@@ -1,5 +1,5 @@
 import Stripe from 'stripe';
-import { ProviderError } from '../types.js';
+import { ProviderError } from '../../domain/ports.js';
 import { toPaymentResult } from './transformers.js';
 
 /**

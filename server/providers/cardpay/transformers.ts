@@ -1,6 +1,6 @@
 import type Stripe from 'stripe';
-import type { CreatePaymentInput, Money, ProviderPaymentResult, ProviderRefundRecord, ProviderRefundResult, SavedCardDetails, ServicePaymentStatus } from '../types.js';
-import { ProviderError } from '../types.js';
+import type { CreatePaymentInput, Money, ProviderPaymentResult, ProviderRefundRecord, ProviderRefundResult, SavedCardDetails, ServicePaymentStatus } from '../../domain/ports.js';
+import { ProviderError } from '../../domain/ports.js';
 
 /**
  * cardpay (Stripe PaymentIntents) wire types and THE status tables: provider statuses and event types

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import type { Money } from '../types.js';
+import type { Money } from '../../domain/ports.js';
 import { eventMeaning, redactIntent, wireMoney } from './transformers.js';
 
 /**

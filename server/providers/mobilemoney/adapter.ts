@@ -11,7 +11,7 @@ import {
   type ProviderPaymentResult,
   type ProviderRefundResult,
   type RefundInput,
-} from '../types.js';
+} from '../../domain/ports.js';
 import { INVALID_TOKEN_CODES, operatorError, toProviderError, unreadable } from './errors.js';
 import { pullDateTime } from './eat-time.js';
 import { normalisePhone } from './phone.js';
@@ -39,6 +39,11 @@ import {
   type PullRegistration,
 } from './transformers.js';
 
+/** A push names where the operator posts its result. */
+export type MobilemoneyPaymentInput = CreatePaymentInput & { callbackUrl: string };
+/** A reversal names where the operator posts its result and its queue timeout. */
+export type MobilemoneyRefundInput = RefundInput & { resultUrl: string; timeoutUrl: string };
+
 /** A guard against an operator that never says "no more rows". */
 const MAX_PULL_PAGES = 500;
 
@@ -47,8 +52,6 @@ const MAX_PULL_PAGES = 500;
  * Stateless apart from the OAuth token, which lives in PostgreSQL and is shared by every process.
  */
 export class MobilemoneyAdapter {
-  /** An STK push has no idempotency key: a second push is a second prompt. */
-  readonly repeatsCreateSafely = false;
   readonly provider = 'mobilemoney' as const;
   private readonly tokens: MobilemoneyTokenStore;
 
@@ -69,7 +72,7 @@ export class MobilemoneyAdapter {
   }
 
   /** STK push: the customer gets a prompt; the outcome arrives by callback (or queryPayment). */
-  async createPayment(creds: MobilemoneyCredentials, input: CreatePaymentInput): Promise<ProviderPaymentResult> {
+  async createPayment(creds: MobilemoneyCredentials, input: MobilemoneyPaymentInput): Promise<ProviderPaymentResult> {
     const rawPhone = input.fields.phone;
     const phone = typeof rawPhone === 'string' ? normalisePhone(rawPhone) : null;
     if (!phone) throw new ProviderError('mobilemoney', 'invalid_request', 'mobilemoney needs a phone number in the format 254XXXXXXXXX');
@@ -90,7 +93,8 @@ export class MobilemoneyAdapter {
       providerRef: parsed.data.CheckoutRequestID,
       status: 'pending',
       raw: res.json,
-      data: { merchantRequestId: parsed.data.MerchantRequestID },
+      // The push callback names the CheckoutRequestID; provider_ref becomes the receipt once completed.
+      data: { merchantRequestId: parsed.data.MerchantRequestID, checkoutRequestId: parsed.data.CheckoutRequestID },
     };
   }
 
@@ -149,7 +153,7 @@ export class MobilemoneyAdapter {
    * The payment port's refund: a full reversal, `pending` until the result callback. The refund's
    * provider reference is the OriginatorConversationID the result callback carries.
    */
-  async refundPayment(creds: MobilemoneyCredentials, input: RefundInput): Promise<ProviderRefundResult> {
+  async refundPayment(creds: MobilemoneyCredentials, input: MobilemoneyRefundInput): Promise<ProviderRefundResult> {
     const receipt = input.payment.receiptNumber;
     if (!receipt) throw new ProviderError('mobilemoney', 'invalid_request', 'mobilemoney payment has no receipt number to reverse');
     const ack = await this.reverse(creds, {

@@ -1,7 +1,7 @@
 import { createHmac, createPublicKey, timingSafeEqual, verify } from 'node:crypto';
 import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
-import type { Money } from '../types.js';
+import type { Money } from '../../domain/ports.js';
 import { MOBILEMONEY_CURRENCY, wireAmountToMinor } from './transformers.js';
 
 /**

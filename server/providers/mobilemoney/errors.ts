@@ -1,5 +1,5 @@
 import type { HttpResponse } from '../http-client.js';
-import { ProviderError, type ProviderErrorKind } from '../types.js';
+import { ProviderError, type ProviderErrorKind } from '../../domain/ports.js';
 import { OperatorErrorSchema, type OperatorError } from './transformers.js';
 
 /** The operator's error codes (providers.md §3, interface.md) and what they mean for us. */

@@ -12,4 +12,5 @@ export {
   type StkCallback,
 } from './callback.js';
 export { normalisePhone } from './phone.js';
+export { mobilemoneyProvider } from './provider.js';
 export { reversalResultStatus, reversedAmount, stkResultStatus, type AsyncAck, type PulledTransaction, type PullRegistration } from './transformers.js';

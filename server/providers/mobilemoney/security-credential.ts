@@ -1,7 +1,7 @@
 import { X509Certificate, constants, publicEncrypt } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { httpRequest } from '../http-client.js';
-import { ProviderError } from '../types.js';
+import { ProviderError } from '../../domain/ports.js';
 
 /**
  * Daraja's SecurityCredential: the initiator password encrypted with the public key of the operator's

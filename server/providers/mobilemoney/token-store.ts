@@ -1,8 +1,8 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { MobilemoneyCredentials } from '../../../contract/index.js';
 import { httpRequest } from '../http-client.js';
-import { ProviderError } from '../types.js';
+import { ProviderError } from '../../domain/ports.js';
 import { toProviderError, unreadable } from './errors.js';
 import { TokenResponseSchema, tokenCacheKey, tokenLifetimeSeconds } from './transformers.js';
 
@@ -11,11 +11,17 @@ const REFRESH_MARGIN_SECONDS = 60;
 
 type Knex = ReturnType<EntityManager['getKnex']>;
 
+/** How often a caller waiting for another's token fetch looks again (at most). */
+const MAX_POLL_MS = 200;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 /**
  * The OAuth token, shared by every process through PostgreSQL. The operator invalidates a consumer
  * key's previous token whenever it issues a new one, so a per-process cache would make processes
- * knock each other's tokens out. A new token is fetched under an advisory lock on the cache key, so
- * concurrent callers wait for one fetch instead of stampeding (and invalidating each other).
+ * knock each other's tokens out. A new token is fetched by one caller at a time, the holder of a
+ * lease row (`refresh_leases`), not of a lock: no connection is held while the operator answers, and
+ * concurrent callers poll the cache (giving their connection back between polls) instead of stampeding.
  */
 export class MobilemoneyTokenStore {
   constructor(
@@ -29,22 +35,42 @@ export class MobilemoneyTokenStore {
    */
   async token(creds: MobilemoneyCredentials, baseUrl: string, stale?: string): Promise<string> {
     const key = tokenCacheKey(baseUrl, creds.consumer_key);
+    const lease = `mobilemoney-token:${key}`;
     const knex = this.em.getKnex();
-    const cached = await this.read(knex, key, creds);
-    if (cached && cached !== stale) return cached;
-    return knex.transaction(async (trx) => {
-      await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`mobilemoney-token:${key}`]);
-      const again = await this.read(trx, key, creds);
-      if (again && again !== stale) return again;
-      const fresh = await this.fetch(creds, baseUrl);
-      await trx.raw(
-        `INSERT INTO mobilemoney_tokens (cache_key, token_enc, expires_at, updated_at)
-         VALUES (?, ?, now() + make_interval(secs => ?), now())
-         ON CONFLICT (cache_key) DO UPDATE SET token_enc = EXCLUDED.token_enc, expires_at = EXCLUDED.expires_at, updated_at = now()`,
-        [key, seal(fresh.token, creds), fresh.lifetimeSeconds],
-      );
-      return fresh.token;
-    });
+    // The holder's lease outlives its fetch (bounded by the timeout); waiters give up after the same.
+    const leaseSeconds = (this.timeoutMs * 2) / 1000;
+    const deadline = Date.now() + this.timeoutMs * 2;
+    let delay = 10;
+    for (;;) {
+      const cached = await this.read(knex, key, creds);
+      if (cached && cached !== stale) return cached;
+      const holder = randomUUID();
+      const taken = (await knex.raw(
+        `INSERT INTO refresh_leases (name, holder, until) VALUES (?, ?, now() + make_interval(secs => ?))
+         ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until WHERE refresh_leases.until < now()
+         RETURNING holder`,
+        [lease, holder, leaseSeconds],
+      )) as { rows: unknown[] };
+      if (taken.rows.length === 1) {
+        try {
+          const again = await this.read(knex, key, creds);
+          if (again && again !== stale) return again;
+          const fresh = await this.fetch(creds, baseUrl);
+          await knex.raw(
+            `INSERT INTO mobilemoney_tokens (cache_key, token_enc, expires_at, updated_at)
+             VALUES (?, ?, now() + make_interval(secs => ?), now())
+             ON CONFLICT (cache_key) DO UPDATE SET token_enc = EXCLUDED.token_enc, expires_at = EXCLUDED.expires_at, updated_at = now()`,
+            [key, seal(fresh.token, creds), fresh.lifetimeSeconds],
+          );
+          return fresh.token;
+        } finally {
+          await knex.raw('DELETE FROM refresh_leases WHERE name = ? AND holder = ?', [lease, holder]).catch(() => undefined);
+        }
+      }
+      if (Date.now() >= deadline) throw new ProviderError('mobilemoney', 'unavailable', 'mobilemoney token request: another request is still fetching the token');
+      await sleep(delay * (0.5 + Math.random()));
+      delay = Math.min(delay * 2, MAX_POLL_MS);
+    }
   }
 
   private async read(knex: Knex, key: string, creds: MobilemoneyCredentials): Promise<string | null> {

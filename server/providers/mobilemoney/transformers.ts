@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { MobilemoneyCredentials } from '../../../contract/index.js';
-import { ProviderError, type Money, type ServicePaymentStatus } from '../types.js';
+import { ProviderError, type Money, type ServicePaymentStatus } from '../../domain/ports.js';
 import { darajaTimestamp } from './eat-time.js';
 
 /**

@@ -3,8 +3,8 @@ import type { AppConfig } from '../../config/config.js';
 import { providerBaseUrl } from '../base-url.js';
 import { WalletpaySigningCertificates, verifyOffline, type OfflineVerdict, type Transmission } from './signing-certificates.js';
 import { httpRequest, type HttpResponse } from '../http-client.js';
-import type { CreatePaymentInput, PaymentLookup, ProviderPaymentResult, ProviderRefundResult, RefundInput, WalletpayPort } from '../types.js';
-import { ProviderError } from '../types.js';
+import type { CreatePaymentInput, PaymentLookup, ProviderPaymentResult, ProviderRefundResult, RefundInput} from '../../domain/ports.js';
+import { ProviderError } from '../../domain/ports.js';
 import { WalletpayTokens } from './oauth.js';
 import {
   SUBSCRIBED_EVENTS,
@@ -52,9 +52,7 @@ interface CallOptions {
  * cache; the base URL is resolved per call (override, built-in simulator, or the real provider for
  * the credential's env).
  */
-export class WalletpayAdapter implements WalletpayPort {
-  /** PayPal-Request-Id on order create. */
-  readonly repeatsCreateSafely = true;
+export class WalletpayAdapter {
   readonly provider = 'walletpay' as const;
   private readonly tokens: WalletpayTokens;
   private readonly certificates: WalletpaySigningCertificates;

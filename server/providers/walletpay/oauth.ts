@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { WalletpayCredentials } from '../../../contract/index.js';
 import { httpRequest } from '../http-client.js';
-import { ProviderError } from '../types.js';
+import { ProviderError } from '../../domain/ports.js';
 import { errorCode, type WireToken } from './transformers.js';
 
 /** Refresh this long before the provider's expiry (at most a tenth of the lifetime), so a token never expires in flight. */

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { formatMinorUnits, toMinorUnits } from '../../domain/money/money.js';
-import type { CreatePaymentInput, Money, ProviderPaymentResult, ProviderRefundResult, RefundInput, ServicePaymentStatus } from '../types.js';
-import { ProviderError } from '../types.js';
+import { formatMinorUnits, toMinorUnits } from '../../lib/money.js';
+import type { CreatePaymentInput, Money, ProviderPaymentResult, ProviderRefundResult, RefundInput, ServicePaymentStatus } from '../../domain/ports.js';
+import { ProviderError } from '../../domain/ports.js';
 
 /* ----------------------------------------------------------------------------------------------
  * Wire types: the subset of PayPal Orders v2 / Payments v2 / Webhooks v1 the adapter reads.

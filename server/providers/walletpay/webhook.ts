@@ -1,5 +1,5 @@
 import type { WalletpayCredentials } from '../../../contract/index.js';
-import type { InboundCallback, Money } from '../types.js';
+import type { InboundRequest, Money } from '../../domain/ports.js';
 import type { WalletpayAdapter } from './adapter.js';
 import {
   EVENT_MAPPING,
@@ -41,7 +41,7 @@ export type WalletpayInboundEvent =
   | { kind: 'ignored'; eventId: string | null; eventType: string | null };
 
 /** Header names as interface.md gives them, with the real provider's PAYPAL-* names as a fallback. */
-function header(callback: InboundCallback, name: string): string | undefined {
+function header(callback: InboundRequest, name: string): string | undefined {
   const lower = name.toLowerCase();
   const paypal = lower.replace(/^walletpay-/, 'paypal-');
   for (const key of [lower, name, paypal]) {
@@ -52,7 +52,7 @@ function header(callback: InboundCallback, name: string): string | undefined {
 }
 
 /** The transmission id: what inbound walletpay callbacks are de-duplicated by. */
-export function walletpayTransmissionId(callback: InboundCallback): string | null {
+export function walletpayTransmissionId(callback: InboundRequest): string | null {
   return header(callback, 'Walletpay-Transmission-Id') ?? null;
 }
 
@@ -68,7 +68,7 @@ const MAX_CLOCK_SKEW_MS = 5 * 60_000;
  * time, a known algorithm), or null. Runs before anything costly: a forged callback that fails here
  * costs no database lookup and no verification call with the merchant's credentials.
  */
-export function walletpayHeaderProblem(callback: InboundCallback, now = Date.now()): string | null {
+export function walletpayHeaderProblem(callback: InboundRequest, now = Date.now()): string | null {
   const transmissionId = header(callback, 'Walletpay-Transmission-Id');
   const time = header(callback, 'Walletpay-Transmission-Time');
   const sig = header(callback, 'Walletpay-Transmission-Sig');
@@ -84,7 +84,7 @@ export function walletpayHeaderProblem(callback: InboundCallback, now = Date.now
   return null;
 }
 
-function eventBody(callback: InboundCallback): Record<string, unknown> | null {
+function eventBody(callback: InboundRequest): Record<string, unknown> | null {
   if (typeof callback.body === 'object' && callback.body !== null && !Array.isArray(callback.body)) return callback.body as Record<string, unknown>;
   try {
     const parsed: unknown = JSON.parse(callback.rawBody.toString('utf8'));
@@ -107,7 +107,7 @@ function eventBody(callback: InboundCallback): Record<string, unknown> | null {
 export async function verifyWalletpayEvent(
   adapter: WalletpayAdapter,
   creds: WalletpayCredentials,
-  callback: InboundCallback,
+  callback: InboundRequest,
 ): Promise<'verified' | 'invalid'> {
   const webhookId = creds.webhook_id;
   if (!webhookId) return 'invalid';

@@ -1,5 +1,5 @@
 import type { NextFunction, Request, Response, Router } from 'express';
-import { formatMinorUnits } from '../../domain/money/money.js';
+import { formatMinorUnits } from '../../lib/money.js';
 import type { SandboxDeps } from '../module.js';
 import { authenticate } from './charging.js';
 import { inTransaction } from './db.js';

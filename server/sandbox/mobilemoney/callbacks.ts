@@ -1,5 +1,5 @@
 import type { SandboxDeps } from '../module.js';
-import { darajaTimestamp } from '../../providers/mobilemoney/eat-time.js';
+import { operatorTimestamp } from './eat-clock.js';
 import { findStk, type StkRow } from './store.js';
 
 /** The one job that delivers every operator callback (STK results, transaction-status and reversal results, queue timeouts). */
@@ -32,7 +32,7 @@ export function stkCallbackBody(row: StkRow) {
         { Name: 'Amount', Value: Number(row.amount) },
         { Name: 'MpesaReceiptNumber', Value: row.receipt_number },
         { Name: 'Balance' },
-        { Name: 'TransactionDate', Value: Number(darajaTimestamp(row.completes_at)) },
+        { Name: 'TransactionDate', Value: Number(operatorTimestamp(row.completes_at)) },
         { Name: 'PhoneNumber', Value: Number(row.phone) },
       ],
     };

@@ -1,5 +1,5 @@
 import { randomBytes, randomInt } from 'node:crypto';
-import { darajaTimestamp } from '../../providers/mobilemoney/eat-time.js';
+import { operatorTimestamp } from './eat-clock.js';
 
 /** Identifiers shaped like the operator's. */
 
@@ -17,12 +17,12 @@ export const dashedId = () => `${randomInt(1000, 100000)}-${randomInt(1_000_000,
 
 /** `ws_CO_<DDMMYYYYHHmmss><digits>`. */
 export function checkoutRequestId(now: Date): string {
-  const t = darajaTimestamp(now);
+  const t = operatorTimestamp(now);
   return `ws_CO_${t.slice(6, 8)}${t.slice(4, 6)}${t.slice(0, 4)}${t.slice(8)}${pick('0123456789', 10)}`;
 }
 
 /** `AG_<YYYYMMDD>_<hex>`. */
-export const conversationId = (now: Date) => `AG_${darajaTimestamp(now).slice(0, 8)}_${randomBytes(10).toString('hex')}`;
+export const conversationId = (now: Date) => `AG_${operatorTimestamp(now).slice(0, 8)}_${randomBytes(10).toString('hex')}`;
 
 /** A 10-character M-Pesa receipt such as `NLJ7RT61SV` (starts with a letter). */
 export const receiptNumber = () => `${pick('ABCDEFGHIJKLMNOPQRSTUVWXYZ', 1)}${pick(ALNUM, 9)}`;

@@ -1,5 +1,5 @@
 import type { NextFunction, Response, Router } from 'express';
-import { parsePullDateTime } from '../../providers/mobilemoney/eat-time.js';
+import { parsePullWindowTime } from './eat-clock.js';
 import type { SandboxDeps } from '../module.js';
 import { responseRefId } from './ids.js';
 import { requireToken, type AuthedRequest } from './oauth.js';
@@ -36,9 +36,9 @@ export function mountPull(router: Router, deps: SandboxDeps): void {
       const b = body(req);
       const shortcode = text(b.ShortCode);
       if (!isShortcode(shortcode)) return invalidField(res, 'ShortCode');
-      const start = parsePullDateTime(text(b.StartDate) ?? '');
+      const start = parsePullWindowTime(text(b.StartDate) ?? '');
       if (!start) return invalidField(res, 'StartDate');
-      const end = parsePullDateTime(text(b.EndDate) ?? '');
+      const end = parsePullWindowTime(text(b.EndDate) ?? '');
       if (!end || end < start) return invalidField(res, 'EndDate');
       const offsetText = text(b.OffSetValue) ?? '0';
       if (!/^\d{1,9}$/.test(offsetText)) return invalidField(res, 'OffSetValue');

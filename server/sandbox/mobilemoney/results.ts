@@ -1,5 +1,5 @@
 import type { NextFunction, Response, Router } from 'express';
-import { darajaTimestamp } from '../../providers/mobilemoney/eat-time.js';
+import { operatorTimestamp } from './eat-clock.js';
 import type { SandboxDeps } from '../module.js';
 import { afterDelay, scheduleCallback } from './callbacks.js';
 import { conversationId, dashedId, receiptNumber } from './ids.js';
@@ -106,7 +106,7 @@ function queueTimeout(c: Common) {
 }
 
 function statusSuccess(c: Common, row: StkRow) {
-  const when = Number(darajaTimestamp(row.completes_at));
+  const when = Number(operatorTimestamp(row.completes_at));
   return {
     Result: {
       ResultType: 0,
@@ -150,7 +150,7 @@ function reversalSuccess(c: Common, reversalReceipt: string, originalId: string,
         ResultParameter: [
           { Key: 'DebitAccountBalance', Value: 'Utility Account|KES|0.00|0.00|0.00|0.00' },
           { Key: 'Amount', Value: amount },
-          { Key: 'TransCompletedTime', Value: Number(darajaTimestamp(new Date())) },
+          { Key: 'TransCompletedTime', Value: Number(operatorTimestamp(new Date())) },
           { Key: 'OriginalTransactionID', Value: originalId },
           { Key: 'Charge', Value: 0 },
           { Key: 'CreditPartyPublicName', Value: `${row?.phone ?? '254708374149'} - Sandbox Customer` },

@@ -1,10 +1,10 @@
 import type { NextFunction, Response, Router } from 'express';
-import { parseDarajaTimestamp } from '../../providers/mobilemoney/eat-time.js';
+import { parseOperatorTimestamp } from './eat-clock.js';
 import type { SandboxDeps } from '../module.js';
 import { scheduleCallback } from './callbacks.js';
 import { checkoutRequestId, dashedId, receiptNumber } from './ids.js';
 import { requireToken, type AuthedRequest } from './oauth.js';
-import { findStk, insertStk } from './store.js';
+import { findStk, insertStk, recordQuery } from './store.js';
 import { TEST_PHONES } from './test-values.js';
 import { body, invalidField, isMsisdn, isShortcode, isUrl, operatorError, text, wholeAmount } from './wire.js';
 
@@ -41,7 +41,7 @@ function checkCredentials(b: Record<string, unknown>): { shortcode: string } | {
   const password = text(b.Password);
   if (!password) return { error: ['400.002.02', 'Bad Request - Invalid Password'] };
   const timestamp = text(b.Timestamp);
-  if (!timestamp || !parseDarajaTimestamp(timestamp)) return { error: ['400.002.02', 'Bad Request - Invalid Timestamp'] };
+  if (!timestamp || !parseOperatorTimestamp(timestamp)) return { error: ['400.002.02', 'Bad Request - Invalid Timestamp'] };
   if (!passwordMatches(password, shortcode, timestamp)) return { error: ['500.001.1001', 'Wrong credentials'] };
   return { shortcode };
 }
@@ -55,7 +55,7 @@ export function mountStk(router: Router, deps: SandboxDeps): void {
       if (!isShortcode(shortcode)) return invalidField(res, 'BusinessShortCode');
       if (!text(b.Password)) return invalidField(res, 'Password');
       const timestamp = text(b.Timestamp);
-      if (!timestamp || !parseDarajaTimestamp(timestamp)) return invalidField(res, 'Timestamp');
+      if (!timestamp || !parseOperatorTimestamp(timestamp)) return invalidField(res, 'Timestamp');
       const transactionType = text(b.TransactionType);
       if (!transactionType || !TRANSACTION_TYPES.has(transactionType)) return invalidField(res, 'TransactionType');
       const amount = wholeAmount(b.Amount);
@@ -122,6 +122,7 @@ export function mountStk(router: Router, deps: SandboxDeps): void {
       const id = text(b.CheckoutRequestID);
       const row = id ? await findStk(deps.em, id) : null;
       if (!row || row.shortcode !== creds.shortcode) return invalidField(res, 'CheckoutRequestID');
+      await recordQuery(deps.em, row.checkout_request_id);
       // Until the customer has answered (the callback delay), the operator says it is still processing.
       if (!row.done) return operatorError(res, '500.001.1001', 'The transaction is being processed');
       res.json({

@@ -99,6 +99,11 @@ export async function findStk(em: EntityManager, checkoutRequestId: string): Pro
   return rows[0] ? toRow(rows[0]) : null;
 }
 
+/** Counts an STK query of a push (sandbox_mobilemoney_stk_requests.query_count: tests see when the service asked). */
+export async function recordQuery(em: EntityManager, checkoutRequestId: string): Promise<void> {
+  await exec(em, `UPDATE sandbox_mobilemoney_stk_requests SET query_count = query_count + 1 WHERE checkout_request_id = ?`, [checkoutRequestId]);
+}
+
 /** A completed transaction (it has a receipt and its time has come) of the shortcode. */
 export async function findCompletedByReceipt(em: EntityManager, receipt: string, shortcode: string): Promise<StkRow | null> {
   const rows = await exec<StkRecord>(

@@ -1,5 +1,5 @@
 import type { Request } from 'express';
-import { currencyDigits } from '../../domain/money/money.js';
+import { currencyDigits } from '../../lib/money.js';
 import { invalid, unprocessable } from './errors.js';
 
 type Obj = Record<string, unknown>;

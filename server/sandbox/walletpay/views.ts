@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { currencyDigits, formatMinorUnits } from '../../domain/money/money.js';
+import { currencyDigits, formatMinorUnits } from '../../lib/money.js';
 import { isoTime } from './db.js';
 
 /** Timestamps as the driver hands them over (MikroORM keeps PostgreSQL's text form). */

@@ -1,0 +1,74 @@
+/**
+ * The service's dependency direction (README "How the parts fit"), checked by `npm run lint:deps` in CI
+ * and by test/architecture/dependency-direction.test.ts:
+ *   contract → http → domain (ports) ← providers / persistence;  sandbox stands apart;  lib is shared.
+ * @type {import('dependency-cruiser').IConfiguration}
+ */
+module.exports = {
+  forbidden: [
+    {
+      name: 'domain-names-no-provider',
+      comment: 'The domain reaches providers only through domain/ports.ts and the registry the container hands it.',
+      severity: 'error',
+      from: { path: '^server/domain/' },
+      to: { path: '^server/(providers|sandbox)/' },
+    },
+    {
+      name: 'domain-is-inner',
+      comment: 'The domain knows nothing of HTTP, jobs or the wiring.',
+      severity: 'error',
+      from: { path: '^server/domain/' },
+      to: { path: '^server/(http|jobs|admin)/|^server/(container|service|main)\\.ts$' },
+    },
+    {
+      name: 'providers-implement-the-port-only',
+      comment: 'A provider folder may import the port (domain/ports.ts) and nothing else of the domain.',
+      severity: 'error',
+      from: { path: '^server/providers/' },
+      to: { path: '^server/domain/', pathNot: '^server/domain/ports\\.ts$' },
+    },
+    {
+      name: 'providers-are-leaves',
+      comment: 'Providers do not reach into the simulators, HTTP, jobs or the wiring.',
+      severity: 'error',
+      from: { path: '^server/providers/' },
+      to: { path: '^server/(sandbox|http|jobs|admin)/|^server/(container|service|main)\\.ts$' },
+    },
+    {
+      name: 'sandbox-stands-apart',
+      comment: 'A simulator shares no code with the adapter it exists to test, nor with the domain: a bug is caught, not mirrored.',
+      severity: 'error',
+      from: { path: '^server/sandbox/' },
+      to: { path: '^server/(domain|providers|http|jobs|persistence|admin)/|^server/(container|service|main)\\.ts$' },
+    },
+    {
+      name: 'lib-is-pure',
+      comment: 'server/lib holds pure helpers shared by domain, providers and simulators: it imports none of them.',
+      severity: 'error',
+      from: { path: '^server/lib/' },
+      to: { path: '^server/', pathNot: '^server/lib/' },
+    },
+    {
+      name: 'contract-is-outermost',
+      comment: 'The contract (shared with the SDK) imports nothing of the server.',
+      severity: 'error',
+      from: { path: '^contract/' },
+      to: { path: '^server/' },
+    },
+    {
+      name: 'no-circular',
+      comment: 'No import circles (type-only imports included).',
+      severity: 'error',
+      from: { path: '^(server|contract|client)/' },
+      to: { circular: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: 'node_modules' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default'], extensions: ['.ts', '.js'] },
+    moduleSystems: ['es6'],
+  },
+};

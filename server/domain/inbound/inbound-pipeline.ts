@@ -1,0 +1,247 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Provider } from '../../../contract/index.js';
+import { CALLBACK_UNVERIFIED } from '../../../contract/errors.js';
+import type { Logger } from '../../observability/logger.js';
+import { PaymentSchema, RefundSchema, type Payment } from '../../persistence/entities/index.js';
+import { DomainError } from '../errors.js';
+import type { CredentialsService } from '../merchants/credentials.service.js';
+import { paymentLookup, toUpdate } from '../payments/payment.service.js';
+import type { PaymentUpdate, StatusWriter } from '../payments/status-writer.js';
+import {
+  MalformedNotificationError, ProviderError,
+  type InboundRequest, type Money, type PaymentOutcomeNotification, type ProviderNotification, type ProviderPort, type ProviderRegistry,
+  type ReversalResultNotification, type Verification,
+} from '../ports.js';
+import { markRefusedInInbox, recordInInbox } from './inbox.js';
+import { findOurRefund, resolvePayment, resolveRefund, resolveStatusQuery } from './resolve.js';
+import { recordStatusReport } from './status-reports.js';
+
+/**
+ * What became of a notification: `applied`; `duplicate` (in the inbox already); `unknown_reference`;
+ * `ignored` (a type we do not act on); `confirmed` (unverifiable, so the provider was asked and its
+ * answer applied); `unconfirmed` (unverifiable and the provider could not be asked: nothing changed).
+ */
+export type InboundOutcome = 'applied' | 'duplicate' | 'unknown_reference' | 'ignored' | 'confirmed' | 'unconfirmed';
+
+type Actionable = Exclude<ProviderNotification, { kind: 'ignored' }>;
+
+/** The resolved subject of a notification: whose credentials verify it, and the rows it may touch. */
+interface Subject {
+  merchantId: string;
+  /** Our id of the payment, refund or status query (what per-subject tokens are bound to). */
+  subjectId: string;
+  payment: Payment | null;
+  paymentId: string | null;
+  refundId: string | null;
+  queryId: string | null;
+}
+
+/**
+ * Every provider notification, one way: screen → parse (the provider's folder) → resolve (our id
+ * first, then the provider's reference) → verify with that merchant's credentials (the provider's
+ * scheme) → the one inbox → the status writer → the outbox, the last three in one transaction, the
+ * deliveries enqueued after commit. A notification that cannot be verified is never applied as it
+ * says: the provider is asked (getPayment) and its answer applied, outside any transaction.
+ */
+export class InboundPipeline {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly providers: ProviderRegistry,
+    private readonly credentials: CredentialsService,
+    private readonly writer: StatusWriter,
+    private readonly logger: Logger,
+  ) {}
+
+  async handle(provider: Provider, request: InboundRequest): Promise<InboundOutcome> {
+    const port = this.providers.get(provider);
+    const scheme = port.notifications;
+    const refusal = scheme.screen?.(request) ?? null;
+    if (refusal) {
+      this.logger.warn({ provider, subpath: request.subpath, refusal }, 'notification refused before parsing');
+      throw new DomainError('UNAUTHORIZED', `Invalid ${provider} callback: ${refusal}`);
+    }
+    let notification: ProviderNotification;
+    try {
+      notification = scheme.parse(request);
+    } catch (err) {
+      if (err instanceof MalformedNotificationError) throw new DomainError('BAD_REQUEST', err.message);
+      throw err;
+    }
+    if (notification.kind === 'ignored') {
+      this.logger.info({ provider, label: notification.label, reason: notification.reason }, 'notification not acted on; acknowledged');
+      return 'ignored';
+    }
+    const subject = await this.resolve(port, notification);
+    if (!subject) {
+      this.logger.warn({ provider, label: notification.label, dedupKey: notification.dedupKey }, 'notification for an unknown reference; acknowledged and ignored');
+      return 'unknown_reference';
+    }
+    const creds = await this.credentials.find(subject.merchantId, provider);
+    const verdict = creds === null ? 'invalid' : await this.verify(port, request, creds, subject);
+    if (verdict === 'invalid') {
+      this.logger.warn({ provider, label: notification.label, subjectId: subject.subjectId }, 'notification verification failed');
+      throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED[provider]);
+    }
+    if (verdict === 'unverifiable') return this.confirm(port, creds, notification, subject);
+    return this.apply(port, await this.withFetchedRefunds(port, creds, notification), subject);
+  }
+
+  /** A verified notification that names its refunds only by a provider id: the provider lists them (outside any transaction). */
+  private async withFetchedRefunds(port: ProviderPort, creds: unknown, notification: Actionable): Promise<Actionable> {
+    if (notification.kind !== 'refund' || !notification.fetchRefundsOf || !port.notifications.fetchRefunds) return notification;
+    try {
+      return { ...notification, refunds: await port.notifications.fetchRefunds(creds, notification.fetchRefundsOf) };
+    } catch (err) {
+      // Not answered now: 5xx, so the provider sends the notification again.
+      if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${port.name} could not list the refunds; retry later`);
+      throw err;
+    }
+  }
+
+  private async verify(port: ProviderPort, request: InboundRequest, creds: unknown, subject: Subject): Promise<Verification> {
+    try {
+      return await port.notifications.verify(request, creds, subject.subjectId);
+    } catch (err) {
+      // The provider could not be asked to verify: not a verdict. 5xx, so the provider sends it again.
+      if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${port.name} notification verification is unavailable; retry later`);
+      throw err;
+    }
+  }
+
+  private async resolve(port: ProviderPort, notification: Actionable): Promise<Subject | null> {
+    const em = this.em.fork();
+    const none = { payment: null, paymentId: null, refundId: null, queryId: null };
+    switch (notification.kind) {
+      case 'payment': {
+        const payment = await resolvePayment(em, port.name, notification.payment);
+        return payment ? { ...none, merchantId: payment.merchantId, subjectId: payment.id, payment, paymentId: payment.id } : null;
+      }
+      case 'refund': {
+        for (const reported of notification.refunds) {
+          const refund = reported.ourRefundId ? await resolveRefund(em, port.name, { ourId: reported.ourRefundId, providerRef: null }) : null;
+          if (refund) {
+            const payment = await em.findOneOrFail(PaymentSchema, { id: refund.paymentId });
+            return { ...none, merchantId: payment.merchantId, subjectId: payment.id, payment, paymentId: payment.id };
+          }
+        }
+        const payment = await resolvePayment(em, port.name, notification.payment);
+        return payment ? { ...none, merchantId: payment.merchantId, subjectId: payment.id, payment, paymentId: payment.id } : null;
+      }
+      case 'reversal': {
+        const refund = await resolveRefund(em, port.name, notification.refund);
+        return refund ? { ...none, merchantId: refund.merchantId, subjectId: refund.id, paymentId: refund.paymentId, refundId: refund.id } : null;
+      }
+      case 'status-report': {
+        const query = await resolveStatusQuery(em, port.name, notification.query);
+        return query ? { ...none, merchantId: query.merchant_id, subjectId: query.id, paymentId: query.payment_id, queryId: query.id } : null;
+      }
+    }
+  }
+
+  /** A verified notification: inbox, status writer and outbox in one unit of work; deliveries after commit. */
+  private async apply(port: ProviderPort, notification: Actionable, subject: Subject): Promise<InboundOutcome> {
+    const source = `callback:${notification.label}`;
+    return this.writer.commit(async (uow): Promise<InboundOutcome> => {
+      const refused = () => markRefusedInInbox(uow.tx, port.name, notification.dedupKey);
+      const fresh = await recordInInbox(uow.tx, {
+        provider: port.name,
+        dedupKey: notification.dedupKey,
+        paymentId: subject.paymentId,
+        outcome: notification.label,
+        windowMs: port.notifications.dedupWindowMs,
+      });
+      if (!fresh) return 'duplicate';
+      switch (notification.kind) {
+        case 'payment': {
+          const outcome = await uow.payment(subject.paymentId!, paymentUpdateOf(notification), source);
+          if (outcome.mismatch) await refused();
+          return 'applied';
+        }
+        case 'refund':
+          for (const refund of notification.refunds) {
+            if (refund.status === 'completed') {
+              const raw = refund.raw ?? notification.raw;
+              const outcome = await uow.providerRefund(subject.paymentId!, { providerRefundId: refund.providerRefundId, reported: refund.amount, ourRefundId: refund.ourRefundId, raw }, source);
+              if (outcome?.mismatch) await refused();
+            } else if (refund.status === 'failed') {
+              // Only a refund of ours can fail: one made at the provider and failed there never moved money here.
+              const ours = await findOurRefund(uow.tx, subject.paymentId!, refund);
+              if (ours) await uow.refund(ours.id, { status: 'failed', failureReason: refund.failureReason ?? 'refused by the provider', raw: refund.raw ?? notification.raw }, source);
+            }
+          }
+          return 'applied';
+        case 'reversal': {
+          if (notification.succeeded === null) {
+            // Timed out in the provider's queue: nothing decided; the refund stays pending and may be retried.
+            this.logger.warn({ provider: port.name, refundId: subject.refundId }, 'reversal timed out in the provider queue');
+            return 'applied';
+          }
+          const outcome = await uow.refund(
+            subject.refundId!,
+            notification.succeeded
+              ? { status: 'completed', reversal: true, raw: notification.raw, reported: await reversedAmount(uow.tx, subject.refundId!, notification.amount) }
+              : { status: 'failed', failureReason: notification.failureReason, raw: notification.raw },
+            source,
+          );
+          if (outcome.mismatch) await refused();
+          return outcome.transitioned || outcome.mismatch ? 'applied' : 'duplicate';
+        }
+        case 'status-report': {
+          const paymentId = await recordStatusReport(uow.tx, port.name, subject.queryId!, subject.merchantId, notification);
+          // Only a confirmed completion moves a payment: a status report never fails or reverses one.
+          if (!paymentId || !notification.completed) return 'applied';
+          const { receipt, amount } = notification.completed;
+          const outcome = await uow.payment(paymentId, { status: 'completed', reported: amount, providerRef: receipt, receiptNumber: receipt, raw: notification.raw }, source);
+          if (outcome.mismatch) await refused();
+          return 'applied';
+        }
+      }
+    });
+  }
+
+  /**
+   * An unverifiable notification: what it says is not believed. For a payment the provider is asked
+   * (its port's getPayment: STK query, get intent, get order) and that answer applied; the
+   * notification is not stored in the inbox, so a forged one cannot shadow the real one. Other kinds
+   * cannot be asked about: nothing changes and the status sync / the merchant's retry settles them.
+   */
+  private async confirm(port: ProviderPort, creds: unknown, notification: Actionable, subject: Subject): Promise<InboundOutcome> {
+    if (notification.kind !== 'payment' || !subject.payment) {
+      this.logger.warn({ provider: port.name, label: notification.label, subjectId: subject.subjectId }, 'unverifiable notification cannot be confirmed with the provider; not applied');
+      return 'unconfirmed';
+    }
+    const payment = subject.payment;
+    if (payment.status !== 'pending') return 'confirmed';
+    let answer;
+    try {
+      answer = await port.getPayment(creds, paymentLookup(payment));
+    } catch (err) {
+      if (!(err instanceof ProviderError)) throw err;
+      this.logger.warn({ provider: port.name, paymentId: payment.id, kind: err.kind }, 'unverifiable notification: the provider could not be asked; the status sync will');
+      return 'unconfirmed';
+    }
+    await this.writer.applyPayment(payment.id, toUpdate(answer), `confirmed:${notification.label}`);
+    this.logger.info({ provider: port.name, paymentId: payment.id, claimed: notification.status, confirmed: answer.status }, 'unverifiable notification settled by asking the provider');
+    return 'confirmed';
+  }
+}
+
+/** A report that moves money carries the provider's amount to the writer's integrity check; a failure moves none. */
+function paymentUpdateOf(n: PaymentOutcomeNotification): PaymentUpdate {
+  return {
+    status: n.status,
+    ...(n.status === 'completed' ? { reported: n.amount } : {}),
+    providerRef: n.providerRef ?? undefined,
+    receiptNumber: n.receiptNumber ?? null,
+    failureReason: n.failureReason ?? null,
+    raw: n.raw,
+    data: n.data,
+  };
+}
+
+/** The amount a reversal result reports; 'as-requested' is the refund's own amount (see ReversalResultNotification). */
+async function reversedAmount(tx: EntityManager, refundId: string, amount: ReversalResultNotification['amount']): Promise<Money | null> {
+  if (amount !== 'as-requested') return amount;
+  const refund = await tx.findOneOrFail(RefundSchema, { id: refundId });
+  return { minor: refund.amountMinor, currency: refund.currency };
+}

@@ -1,0 +1,62 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { PaymentSchema, RefundSchema, type Payment, type Refund } from '../../persistence/entities/index.js';
+import type { PaymentReference, RefundReference } from '../ports.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** provider_data keys a provider may name; inlined in SQL so the expression indexes apply. */
+const DATA_KEY = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
+
+const ourId = (id: string | null | undefined): string | null => (id && UUID.test(id) ? id : null);
+
+/**
+ * Finds the payment a notification is about, among the provider's payments: our id stamped at the
+ * provider first, then the provider's reference (provider_ref, or the provider_data fact it names).
+ */
+export async function resolvePayment(em: EntityManager, provider: string, ref: PaymentReference): Promise<Payment | null> {
+  const id = ourId(ref.ourId);
+  if (id) {
+    const byId = await em.findOne(PaymentSchema, { id, provider });
+    if (byId) return byId;
+  }
+  if (!ref.providerRef) return null;
+  const byRef = await em.findOne(PaymentSchema, { provider, providerRef: ref.providerRef });
+  if (byRef || !ref.providerDataKey || !DATA_KEY.test(ref.providerDataKey)) return byRef;
+  const rows = await em.getConnection().execute<{ id: string }[]>(
+    `SELECT id FROM payments WHERE provider = ? AND provider_data->>'${ref.providerDataKey}' = ? LIMIT 1`,
+    [provider, ref.providerRef],
+  );
+  return rows[0] ? em.findOne(PaymentSchema, { id: rows[0].id }) : null;
+}
+
+/** Finds a refund of one of the provider's payments: our id first, then the provider's reference. */
+export async function resolveRefund(em: EntityManager, provider: string, ref: RefundReference): Promise<Refund | null> {
+  const id = ourId(ref.ourId);
+  const refund =
+    (id ? await em.findOne(RefundSchema, { id }) : null) ?? (ref.providerRef ? await em.findOne(RefundSchema, { providerRef: ref.providerRef }) : null);
+  if (!refund) return null;
+  const payment = await em.findOne(PaymentSchema, { id: refund.paymentId, provider });
+  return payment ? refund : null;
+}
+
+export interface StatusQueryRow {
+  id: string;
+  merchant_id: string;
+  payment_id: string | null;
+}
+
+/** Finds a status query we sent to the provider: our id (in the result URL) first, then the provider's id for it. */
+export async function resolveStatusQuery(em: EntityManager, provider: string, ref: { ourId: string | null; providerRef: string | null }): Promise<StatusQueryRow | null> {
+  const id = ourId(ref.ourId);
+  if (!id && !ref.providerRef) return null;
+  const rows = await em.getConnection().execute<StatusQueryRow[]>(
+    `SELECT id, merchant_id, payment_id FROM provider_status_queries WHERE provider = ? AND ${id ? 'id = ?' : 'provider_query_ref = ?'} LIMIT 1`,
+    [provider, id ?? ref.providerRef],
+  );
+  return rows[0] ?? null;
+}
+
+/** One of our refunds of `paymentId` a provider reports on: by our id, else by the provider's refund id. */
+export async function findOurRefund(em: EntityManager, paymentId: string, reported: { ourRefundId: string | null; providerRefundId: string }): Promise<Refund | null> {
+  const id = ourId(reported.ourRefundId);
+  return (id ? await em.findOne(RefundSchema, { id, paymentId }) : null) ?? em.findOne(RefundSchema, { paymentId, providerRef: reported.providerRefundId });
+}

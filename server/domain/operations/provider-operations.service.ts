@@ -1,0 +1,212 @@
+import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { CheckStatusAck, Provider } from '../../../contract/index.js';
+import type { Logger } from '../../observability/logger.js';
+import { PaymentSchema, type Payment } from '../../persistence/entities/index.js';
+import { DomainError } from '../errors.js';
+import { formatMinorUnits } from '../money/money.js';
+import type { CredentialsService } from '../merchants/credentials.service.js';
+import type { AppConfig } from '../../config/config.js';
+import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
+import { paymentLookup, toUpdate } from '../payments/payment.service.js';
+import type { StatusWriter } from '../payments/status-writer.js';
+import { ProviderError, type ProviderOperations, type ProviderRegistry } from '../ports.js';
+
+/** interface.md "Limits": the pull API keeps 48 hours; automatic reconciliation pulls the last 2. */
+export const RECONCILE_MAX_WINDOW_MS = 48 * 3_600_000;
+export const AUTO_RECONCILE_WINDOW_MS = 2 * 3_600_000;
+
+export interface ReconcileResult {
+  receipt: string;
+  outcome: 'updated' | 'skipped' | 'mismatched' | 'not_found';
+  payment_id?: string;
+  /** mismatched only: the payment's amount and what the provider's transaction says. */
+  expected_amount?: string;
+  expected_currency?: string;
+  reported_amount?: string;
+  reported_currency?: string;
+}
+
+export interface ReconcileReport {
+  pulled: number;
+  updated: number;
+  skipped: number;
+  mismatched: number;
+  not_found: number;
+  results: ReconcileResult[];
+}
+
+function providerFailure(err: unknown, provider: string, action: string): never {
+  if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${provider} ${action} failed: ${err.message}`);
+  throw err;
+}
+
+/**
+ * The operations some providers offer beyond the payment lifecycle (ProviderOperations on the port):
+ * an asynchronous status report, reconciliation from the provider's list of settled transactions, and
+ * the registration that list needs. Generic on purpose: they read and write our payments and go through
+ * the same status writer as everything else, so they live in the domain and the provider folder only
+ * speaks the wire protocol (a provider-side service would need the domain handed back to it).
+ */
+export class ProviderOperationsService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly config: AppConfig,
+    private readonly providers: ProviderRegistry,
+    private readonly credentials: CredentialsService,
+    private readonly writer: StatusWriter,
+    private readonly logger: Logger,
+  ) {}
+
+  private operation<K extends keyof ProviderOperations<unknown>>(provider: Provider, name: K): NonNullable<ProviderOperations<unknown>[K]> {
+    const op = this.providers.get(provider).operations?.[name];
+    if (!op) throw new DomainError('CONFLICT', `${provider} does not offer this operation`);
+    return op.bind(this.providers.get(provider).operations) as NonNullable<ProviderOperations<unknown>[K]>;
+  }
+
+  /**
+   * Asks the provider for a transaction's status. `code` is a receipt number or the provider's payment
+   * reference. A pending payment without a receipt is answered at once by the provider's payment lookup
+   * (the status report cannot find a transaction that has no receipt yet) and applied through the status
+   * writer; otherwise the query is recorded and its answer arrives as a `status-report` notification.
+   */
+  async checkStatus(merchantId: string, provider: Provider, code: string): Promise<CheckStatusAck> {
+    const requestStatusReport = this.operation(provider, 'requestStatusReport');
+    const creds = await this.credentials.require(merchantId, provider);
+    const payment = await this.findPayment(merchantId, provider, code);
+    if (payment && !payment.receiptNumber && payment.status === 'pending' && payment.providerRef) {
+      return this.lookUpNow(provider, payment, creds);
+    }
+    const queryId = randomUUID();
+    await this.em.getConnection().execute(
+      'INSERT INTO provider_status_queries (id, provider, merchant_id, payment_id, code) VALUES (?, ?, ?, ?, ?)',
+      [queryId, provider, merchantId, payment?.id ?? null, code],
+    );
+    let answer;
+    try {
+      answer = await requestStatusReport(creds, { queryId, transactionId: payment?.receiptNumber ?? code });
+    } catch (err) {
+      providerFailure(err, provider, 'transaction status query');
+    }
+    await this.em.getConnection().execute('UPDATE provider_status_queries SET provider_query_ref = ? WHERE id = ?', [answer.providerQueryRef, queryId]);
+    return answer.ack;
+  }
+
+  private async lookUpNow(provider: Provider, payment: Payment, creds: unknown): Promise<CheckStatusAck> {
+    let result;
+    try {
+      result = await this.providers.get(provider).getPayment(creds, paymentLookup(payment));
+    } catch (err) {
+      providerFailure(err, provider, 'status lookup');
+    }
+    await this.writer.applyPayment(payment.id, { ...toUpdate(result), providerRef: undefined }, 'check-status');
+    this.logger.info({ merchantId: payment.merchantId, paymentId: payment.id, status: result.status }, 'check-status answered by the payment lookup');
+    return { OriginatorConversationID: payment.reference, ConversationID: payment.providerRef!, ResponseCode: '0', ResponseDescription: `payment status: ${result.status}` };
+  }
+
+  /** By receipt, provider reference, or any reference the provider stored with the payment. */
+  private async findPayment(merchantId: string, provider: Provider, code: string): Promise<Payment | null> {
+    const em = this.em.fork();
+    const byReceipt = await em.findOne(PaymentSchema, { merchantId, provider, receiptNumber: code.toUpperCase() });
+    if (byReceipt) return byReceipt;
+    const rows = await em.getConnection().execute<{ id: string }[]>(
+      `SELECT id FROM payments WHERE merchant_id = ? AND provider = ?
+       AND (provider_ref = ? OR ? IN (SELECT value FROM jsonb_each_text(provider_data))) LIMIT 1`,
+      [merchantId, provider, code, code],
+    );
+    return rows[0] ? em.findOne(PaymentSchema, { id: rows[0].id }) : null;
+  }
+
+  /** Reconciliation for a merchant-given window (at most 48 hours; default the last 48). */
+  async reconcile(merchantId: string, provider: Provider, window: { since?: string; until?: string }): Promise<ReconcileReport> {
+    const until = window.until ? new Date(window.until) : new Date();
+    const since = window.since ? new Date(window.since) : new Date(until.getTime() - RECONCILE_MAX_WINDOW_MS);
+    if (since >= until) throw new DomainError('VALIDATION_ERROR', 'Invalid request: since must be before until', [{ field: 'since', issue: 'must be before until' }]);
+    if (until.getTime() - since.getTime() > RECONCILE_MAX_WINDOW_MS) {
+      throw new DomainError('VALIDATION_ERROR', 'Invalid request: the window may be at most 48 hours', [{ field: 'since', issue: 'window must be at most 48 hours' }]);
+    }
+    return this.reconcileWindow(merchantId, provider, since, until);
+  }
+
+  /**
+   * Pulls the provider's settled transactions for the window and settles missed callbacks: known and
+   * pending → completed (event enqueued); known otherwise → skipped; unknown → not_found (logged);
+   * known and pending but another amount → mismatched (nothing settles; see the status writer).
+   * Matched by receipt, else by the reference the customer paid to (= the payment's `reference`).
+   */
+  async reconcileWindow(merchantId: string, provider: Provider, since: Date, until: Date): Promise<ReconcileReport> {
+    const listTransactions = this.operation(provider, 'listTransactions');
+    const creds = await this.credentials.require(merchantId, provider);
+    let pulled;
+    try {
+      pulled = await listTransactions(creds, { since, until });
+    } catch (err) {
+      providerFailure(err, provider, 'pull query');
+    }
+    const report: ReconcileReport = { pulled: pulled.length, updated: 0, skipped: 0, mismatched: 0, not_found: 0, results: [] };
+    const em = this.em.fork();
+    for (const tx of pulled) {
+      const payment =
+        (await em.findOne(PaymentSchema, { merchantId, provider, receiptNumber: tx.receipt })) ??
+        (tx.reference ? await em.findOne(PaymentSchema, { merchantId, provider, reference: tx.reference }) : null);
+      if (!payment) {
+        this.logger.info({ merchantId, provider, receipt: tx.receipt }, 'reconciliation: pulled transaction matches no payment');
+        report.not_found += 1;
+        report.results.push({ receipt: tx.receipt, outcome: 'not_found' });
+        continue;
+      }
+      const applied =
+        payment.status === 'pending'
+          ? await this.writer.applyPayment(
+              payment.id,
+              { status: 'completed', reported: tx.amount, providerRef: tx.receipt, receiptNumber: tx.receipt, raw: { reconciled: tx.receipt } },
+              'reconciliation',
+            )
+          : null;
+      if (applied?.mismatch) {
+        // The transaction quotes this payment but is not its amount (e.g. a 1 KES paybill payment that
+        // quotes the reference of a 10,000 KES one): nothing settles; the merchant sees both amounts.
+        report.mismatched += 1;
+        report.results.push({
+          receipt: tx.receipt,
+          outcome: 'mismatched',
+          payment_id: payment.id,
+          expected_amount: formatMinorUnits(payment.amountMinor, payment.currency),
+          expected_currency: payment.currency,
+          reported_amount: formatMinorUnits(tx.amount.minor, tx.amount.currency),
+          reported_currency: tx.amount.currency,
+        });
+        continue;
+      }
+      const outcome = applied?.transitioned ? 'updated' : 'skipped';
+      report[outcome] += 1;
+      report.results.push({ receipt: tx.receipt, outcome, payment_id: payment.id });
+    }
+    return report;
+  }
+
+  /** One-time registration for the provider's transaction list; defaults come from the stored credentials. */
+  async registerTransactionFeed(merchantId: string, provider: Provider, input: Record<string, string | undefined>): Promise<Record<string, unknown>> {
+    const register = this.operation(provider, 'registerTransactionFeed');
+    // The provider will post there: the same policy as the merchant's webhook URL.
+    if (input.callback_url) await assertDeliverableUrl(input.callback_url, this.config.webhookAllowPrivateUrls, 'callback_url');
+    const creds = await this.credentials.require(merchantId, provider);
+    let answer;
+    try {
+      answer = await register(creds, input);
+    } catch (err) {
+      providerFailure(err, provider, 'pull registration');
+    }
+    if ('issues' in answer) {
+      const first = answer.issues[0]!;
+      throw new DomainError('VALIDATION_ERROR', `Invalid request: ${first.field} ${first.issue}`, answer.issues);
+    }
+    return answer.result;
+  }
+
+  /** Merchants with credentials for a provider (for the automatic reconciliation). */
+  async merchantsWithCredentials(provider: Provider): Promise<string[]> {
+    const rows = await this.em.getConnection().execute<{ merchant_id: string }[]>(`SELECT merchant_id FROM provider_credentials WHERE provider = ?`, [provider]);
+    return rows.map((r) => r.merchant_id);
+  }
+}

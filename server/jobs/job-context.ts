@@ -1,0 +1,33 @@
+import type { Agenda } from 'agenda';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { AppConfig } from '../config/config.js';
+import type { DeliveryService } from '../domain/delivery/delivery.service.js';
+import type { EventLog } from '../domain/events/event-log.js';
+import type { ProviderOperationsService } from '../domain/operations/provider-operations.service.js';
+import type { StatusSyncService } from '../domain/payments/status-sync.service.js';
+import type { ProviderRegistry } from '../domain/ports.js';
+import type { Logger } from '../observability/logger.js';
+import type { KeyLock } from '../persistence/key-lock.js';
+import type { SandboxDeps } from '../sandbox/module.js';
+import type { AgendaDeliveryQueue } from './delivery-queue.js';
+
+/**
+ * What the job bodies need, named explicitly (the container satisfies it; jobs never import the
+ * container, so the container may import jobs without an import circle).
+ */
+export interface JobContext {
+  config: AppConfig;
+  logger: Logger;
+  orm: MikroORM;
+  agenda: Agenda;
+  keyLock: KeyLock;
+  deliveryQueue: AgendaDeliveryQueue;
+  providers: ProviderRegistry;
+  services: {
+    deliveries: DeliveryService;
+    events: EventLog;
+    statusSync: StatusSyncService;
+    operations: ProviderOperationsService;
+  };
+  sandboxDeps: SandboxDeps;
+}

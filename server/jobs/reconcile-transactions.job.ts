@@ -1,0 +1,69 @@
+import type { Agenda } from 'agenda';
+import type { Provider } from '../../contract/index.js';
+import type { KeyLock } from '../persistence/key-lock.js';
+import { AUTO_RECONCILE_WINDOW_MS } from '../domain/operations/provider-operations.service.js';
+import { defineJob } from './define-job.js';
+import type { JobContext } from './job-context.js';
+
+/** One job name per provider that lists its settled transactions, e.g. `mobilemoney.reconcile`. */
+export const reconcileJobName = (provider: Provider) => `${provider}.reconcile`;
+
+interface ReconcileJobData {
+  merchantId: string;
+}
+
+/** The providers whose port can list settled transactions (ProviderOperations.listTransactions). */
+export function reconcilingProviders(jobs: Pick<JobContext, 'providers'>): Provider[] {
+  return jobs.providers.all().filter((p) => p.operations?.listTransactions).map((p) => p.name);
+}
+
+/**
+ * Automatic reconciliation (interface.md "Limits"): one repeating Agenda job per merchant and provider
+ * with credentials, every MOBILEMONEY_RECONCILE_INTERVAL (15 minutes), pulling the last 2 hours and
+ * settling payments still pending. The job row is unique per merchant, so any number of workers (and
+ * repeated scheduling) keep exactly one.
+ */
+export function defineReconcileTransactionsJobs(jobs: JobContext): void {
+  for (const provider of reconcilingProviders(jobs)) {
+    defineJob<ReconcileJobData>(jobs, reconcileJobName(provider), async ({ merchantId }) => {
+      const ops = jobs.services.operations;
+      if (!(await ops.merchantsWithCredentials(provider)).includes(merchantId)) return;
+      const until = new Date();
+      const report = await ops.reconcileWindow(merchantId, provider, new Date(until.getTime() - AUTO_RECONCILE_WINDOW_MS), until);
+      jobs.logger.info({ merchantId, provider, pulled: report.pulled, updated: report.updated, mismatched: report.mismatched, not_found: report.not_found }, `automatic ${provider} reconciliation`);
+    }, { concurrency: 2 });
+  }
+}
+
+/**
+ * Agenda's `unique()` save is a SELECT then an INSERT, so two processes scheduling one merchant at once
+ * (credentials stored through two api processes, workers booting together) would both insert. The
+ * merchant's advisory lock makes the check-and-insert one step across processes.
+ */
+const SCHEDULE_LOCK_WAIT_MS = 30_000;
+const scheduleLockKey = (provider: Provider, merchantId: string) => `${provider}-reconcile-job:${merchantId}`;
+
+export async function scheduleReconciliation(agenda: Agenda, locks: KeyLock, intervalMs: number, provider: Provider, merchantId: string): Promise<void> {
+  await locks.withLock(scheduleLockKey(provider, merchantId), SCHEDULE_LOCK_WAIT_MS, async () => {
+    await agenda
+      .create<ReconcileJobData>(reconcileJobName(provider), { merchantId })
+      .unique({ 'data.merchantId': merchantId })
+      .repeatEvery(intervalMs, { skipImmediate: true })
+      .save();
+  });
+}
+
+export async function cancelReconciliation(agenda: Agenda, locks: KeyLock, provider: Provider, merchantId: string): Promise<void> {
+  await locks.withLock(scheduleLockKey(provider, merchantId), SCHEDULE_LOCK_WAIT_MS, async () => {
+    await agenda.cancel({ name: reconcileJobName(provider), data: { merchantId } });
+  });
+}
+
+/** At worker start: every merchant with credentials of a reconciling provider has its job (idempotent). */
+export async function scheduleAllReconciliations(jobs: JobContext): Promise<void> {
+  for (const provider of reconcilingProviders(jobs)) {
+    for (const merchantId of await jobs.services.operations.merchantsWithCredentials(provider)) {
+      await scheduleReconciliation(jobs.agenda, jobs.keyLock, jobs.config.mobilemoneyReconcileIntervalMs, provider, merchantId);
+    }
+  }
+}

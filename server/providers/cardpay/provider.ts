@@ -1,0 +1,36 @@
+import type { CardpayCredentials } from '../../../contract/index.js';
+import type { AppConfig } from '../../config/config.js';
+import type { AdapterDecorator, ProviderPort, RequestIssue } from '../../domain/ports.js';
+import { CardpayAdapter, prepareCardpayCredentials } from './adapter.js';
+import { cardpayNotifications } from './notifications.js';
+
+/** cardpay (Stripe PaymentIntents): cards, 3-D Secure, saved cards, partial refunds, signed events. */
+export function cardpayProvider(config: AppConfig, instrument: AdapterDecorator = (_name, a) => a): ProviderPort<CardpayCredentials> {
+  const adapter = instrument('cardpay', new CardpayAdapter(config));
+  return {
+    name: 'cardpay',
+    capabilities: { capture: false, partialRefunds: true, replayableCreate: true },
+    publicCredentialFields: [],
+
+    normaliseRequest(body) {
+      if (body.provider !== 'cardpay') return { issues: [{ field: 'provider', issue: 'must be cardpay' }] };
+      const issues: RequestIssue[] = [];
+      if (!body.payment_method && !body.saved_card_id) issues.push({ field: 'payment_method', issue: 'payment_method or saved_card_id is required' });
+      if (body.payment_method && body.saved_card_id) issues.push({ field: 'saved_card_id', issue: 'give either payment_method or saved_card_id, not both' });
+      if (issues.length > 0) return { issues };
+      return { fields: { payment_method: body.payment_method, return_url: body.return_url, saved_card_id: body.saved_card_id } };
+    },
+
+    createPayment: (creds, input) => adapter.createPayment(creds, input),
+    getPayment: (creds, lookup) => adapter.getPayment(creds, lookup),
+    refundPayment: (creds, input) => adapter.refundPayment(creds, input),
+    prepareCredentials: prepareCardpayCredentials(adapter, config),
+    notifications: cardpayNotifications(adapter),
+    cards: {
+      createCustomer: (creds, input) => adapter.createCustomer(creds, input),
+      attachPaymentMethod: (creds, input) => adapter.attachPaymentMethod(creds, input),
+      detachPaymentMethod: (creds, id) => adapter.detachPaymentMethod(creds, id),
+      chargeFields: (card) => ({ customer: card.customerRef, payment_method: card.paymentMethodToken, off_session: true }),
+    },
+  };
+}

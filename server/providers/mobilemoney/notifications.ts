@@ -1,0 +1,115 @@
+import { readFileSync } from 'node:fs';
+import type { MobilemoneyCredentials } from '../../../contract/index.js';
+import type { AppConfig } from '../../config/config.js';
+import { MalformedNotificationError, type InboundRequest, type NotificationScheme, type ProviderNotification } from '../../domain/ports.js';
+import { MalformedCallbackError, isAllowedSource, parseResult, parseStkCallback, verifyCallbackToken, verifyLiveSignature, type OperatorResult } from './callback.js';
+import { reversalResultStatus, stkResultStatus } from './transformers.js';
+
+/** interface.md: replays are rejected through a 24-hour de-duplication by CheckoutRequestID. */
+const DEDUP_WINDOW_MS = 24 * 3_600_000;
+
+function result(request: InboundRequest): OperatorResult {
+  try {
+    return parseResult(request.body);
+  } catch (err) {
+    if (err instanceof MalformedCallbackError) throw new MalformedNotificationError('Body is not a mobilemoney Result');
+    throw err;
+  }
+}
+
+/**
+ * The operator's callbacks (STK results, transaction-status results, reversal results, queue
+ * timeouts). The operator signs none of them itself: each must come from an allowlisted address; in
+ * the sandbox env the URL's `ref` + `token` (HMAC keyed by the merchant's passkey) must match; in the
+ * live env an X-Mobilemoney-Signature, when present, must verify with the operator certificate — a
+ * callback without one (how the real operator sends them) is `unverifiable`, and the pipeline asks
+ * the operator (STK query) instead of believing it.
+ */
+export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<MobilemoneyCredentials> {
+  let certPem: string | null | undefined;
+  const certificate = () => {
+    if (certPem === undefined) certPem = config.mobilemoneyCertPath ? readFileSync(config.mobilemoneyCertPath, 'utf8') : null;
+    return certPem;
+  };
+
+  return {
+    dedupWindowMs: DEDUP_WINDOW_MS,
+
+    screen: (request) => (isAllowedSource(request.sourceIp, config.mobilemoneyCallbackAllowlist, config.sandbox) ? null : 'the source address is not an operator address'),
+
+    parse(request): ProviderNotification {
+      const ref = request.query.ref ?? null;
+      switch (request.subpath) {
+        case '': {
+          let stk;
+          try {
+            stk = parseStkCallback(request.body);
+          } catch (err) {
+            if (err instanceof MalformedCallbackError) throw new MalformedNotificationError('Body is not a mobilemoney STK callback');
+            throw err;
+          }
+          const status = stkResultStatus(stk.resultCode);
+          return {
+            kind: 'payment',
+            dedupKey: `stk:${stk.checkoutRequestId}`,
+            label: 'stk',
+            raw: request.body,
+            payment: { ourId: ref, providerRef: stk.checkoutRequestId, providerDataKey: 'checkoutRequestId' },
+            status,
+            amount: stk.amount ?? null,
+            providerRef: status === 'completed' && stk.receiptNumber ? stk.receiptNumber : undefined,
+            receiptNumber: stk.receiptNumber ?? null,
+            failureReason: status === 'failed' ? `${stk.resultDesc} (ResultCode ${stk.resultCode})` : null,
+            data: { checkoutRequestId: stk.checkoutRequestId },
+          };
+        }
+        case '/transactionstatus/result':
+        case '/transactionstatus/timeout': {
+          const r = result(request);
+          const timeout = request.subpath.endsWith('timeout');
+          const completed = !timeout && r.resultCode === '0' && /^completed$/i.test(r.parameters.TransactionStatus ?? '');
+          const receipt = r.parameters.ReceiptNo || r.transactionId;
+          return {
+            kind: 'status-report',
+            dedupKey: `${timeout ? 'status-timeout' : 'status'}:${r.originatorConversationId}`,
+            label: timeout ? 'transaction-status-timeout' : 'transaction-status',
+            raw: request.body,
+            query: { ourId: ref, providerRef: r.originatorConversationId },
+            resultCode: r.resultCode,
+            completed: completed && receipt ? { receipt, amount: r.amount } : null,
+          };
+        }
+        case '/reversal/result':
+        case '/reversal/timeout': {
+          const r = result(request);
+          const timeout = request.subpath.endsWith('timeout');
+          const succeeded = timeout ? null : reversalResultStatus(r.resultCode) === 'completed';
+          // "Already reversed" (R000001) names no amount: the operator reverses whole receipts, so it is the whole request.
+          const alreadyReversed = r.resultCode === 'R000001' && r.amount === null;
+          return {
+            kind: 'reversal',
+            dedupKey: `${timeout ? 'reversal-timeout' : 'reversal'}:${r.originatorConversationId}`,
+            label: timeout ? 'reversal-timeout' : 'reversal',
+            raw: request.body,
+            refund: { ourId: ref, providerRef: r.originatorConversationId },
+            succeeded,
+            amount: alreadyReversed ? 'as-requested' : r.amount,
+            failureReason: succeeded === false ? `${r.resultDesc || 'reversal failed'} (ResultCode ${r.resultCode})` : null,
+          };
+        }
+        default:
+          return { kind: 'ignored', label: request.subpath, reason: 'not an operator callback address' };
+      }
+    },
+
+    async verify(request, creds, subjectId) {
+      if (creds.env === 'sandbox') {
+        return request.query.ref === subjectId && verifyCallbackToken(creds.passkey, subjectId, request.query.token) ? 'verified' : 'invalid';
+      }
+      const signature = request.headers['x-mobilemoney-signature'];
+      if (signature === undefined || signature === '') return 'unverifiable';
+      const cert = certificate();
+      return cert !== null && verifyLiveSignature(request.rawBody, signature, cert) ? 'verified' : 'invalid';
+    },
+  };
+}

@@ -1,0 +1,52 @@
+import type { WalletpayCredentials } from '../../../contract/index.js';
+import type { NotificationScheme, ProviderNotification } from '../../domain/ports.js';
+import type { WalletpayAdapter } from './adapter.js';
+import { parseWalletpayEvent, verifyWalletpayEvent, walletpayHeaderProblem, walletpayTransmissionId } from './webhook.js';
+
+/**
+ * walletpay events through the inbound pipeline: de-duplicated by transmission id (for ever), verified
+ * with the provider's verify-webhook-signature postback using the merchant's credentials and stored
+ * webhook id. Malformed signature headers are refused before anything is looked up.
+ */
+export function walletpayNotifications(adapter: WalletpayAdapter): NotificationScheme<WalletpayCredentials> {
+  return {
+    dedupWindowMs: null,
+
+    // Cheap local checks first: a malformed forgery costs no lookup and no verification call.
+    screen: (request) => walletpayHeaderProblem(request),
+
+    parse(request): ProviderNotification {
+      const transmissionId = walletpayTransmissionId(request) ?? '';
+      const event = parseWalletpayEvent(request.body);
+      if (event.kind === 'ignored') return { kind: 'ignored', label: event.eventType ?? 'unknown', reason: 'event type not used' };
+      if (event.kind === 'payment') {
+        return {
+          kind: 'payment',
+          dedupKey: transmissionId,
+          label: event.eventType,
+          raw: request.body,
+          payment: { ourId: event.customId, providerRef: event.orderId },
+          status: event.status,
+          amount: event.amount,
+          data: { captureId: event.captureId },
+        };
+      }
+      return {
+        kind: 'refund',
+        dedupKey: transmissionId,
+        label: event.eventType,
+        raw: request.body,
+        // The refunded capture: the payment stored it as provider_data.captureId when it was captured.
+        payment: { ourId: null, providerRef: event.captureId, providerDataKey: 'captureId' },
+        refunds: [{
+          providerRefundId: event.refundId,
+          ourRefundId: event.customId,
+          status: event.status,
+          amount: event.amount,
+        }],
+      };
+    },
+
+    verify: (request, creds) => verifyWalletpayEvent(adapter, creds, request),
+  };
+}

@@ -1,0 +1,43 @@
+import type { WalletpayCredentials } from '../../../contract/index.js';
+import type { AppConfig } from '../../config/config.js';
+import { ProviderError, type AdapterDecorator, type ProviderPort } from '../../domain/ports.js';
+import { WalletpayAdapter } from './adapter.js';
+import { prepareWalletpayCredentials } from './credentials.js';
+import { walletpayNotifications } from './notifications.js';
+
+/** The provider codes that mean "the buyer has not approved yet" and "captured already". */
+const NOT_APPROVED = new Set(['ORDER_NOT_APPROVED', 'PAYER_ACTION_REQUIRED']);
+const ALREADY_CAPTURED = 'ORDER_ALREADY_CAPTURED';
+
+/** walletpay (PayPal Orders v2): the buyer approves at a link, the merchant captures; partial refunds. */
+export function walletpayProvider(config: AppConfig, instrument: AdapterDecorator = (_name, a) => a): ProviderPort<WalletpayCredentials> {
+  const adapter = instrument('walletpay', new WalletpayAdapter(config));
+  return {
+    name: 'walletpay',
+    capabilities: { capture: true, partialRefunds: true, replayableCreate: true },
+    publicCredentialFields: ['env', 'webhook_id'],
+
+    normaliseRequest(body) {
+      if (body.provider !== 'walletpay') return { issues: [{ field: 'provider', issue: 'must be walletpay' }] };
+      return { fields: { return_url: body.return_url, cancel_url: body.cancel_url } };
+    },
+
+    createPayment: (creds, input) => adapter.createPayment(creds, input),
+    getPayment: (creds, lookup) => adapter.getPayment(creds, lookup),
+    refundPayment: (creds, input) => adapter.refundPayment(creds, input),
+
+    async capturePayment(creds, input) {
+      try {
+        return await adapter.capturePayment(creds, { orderId: input.providerRef, idempotencyKey: input.idempotencyKey });
+      } catch (err) {
+        if (!(err instanceof ProviderError) || !err.providerCode) throw err;
+        const reason = NOT_APPROVED.has(err.providerCode) ? 'not_approved' : err.providerCode === ALREADY_CAPTURED ? 'already_captured' : undefined;
+        if (!reason) throw err;
+        throw new ProviderError(err.provider, err.kind, err.message, err.providerCode, err.result, reason);
+      }
+    },
+
+    prepareCredentials: prepareWalletpayCredentials(adapter, config),
+    notifications: walletpayNotifications(adapter),
+  };
+}
