@@ -12,6 +12,7 @@ import { compareDecimals, currencyDigits, formatMinorUnits } from '../money/mone
 import { ProviderError, type PaymentLookup, type ProviderPaymentResult } from '../ports.js';
 import { hashRequest, type IdempotencyKeys } from './idempotency-keys.js';
 import type { ProviderGateway } from './provider-gateway.js';
+import { countPayments } from './payment-counts.js';
 import { recordCreation, type PaymentUpdate, type StatusWriter } from './status-writer.js';
 import { normalizePaymentRequest, type NormalizedPaymentRequest } from './payment-request.js';
 
@@ -243,9 +244,14 @@ export class PaymentService {
       .orderBy(order)
       .limit(query.page_size)
       .offset((query.page - 1) * query.page_size);
+    // Exact totals: the trigger-kept counters answer merchant/status/provider/currency filters; amount,
+    // date and search filters are counted on their indexes.
+    const countable = query.min_amount === undefined && query.max_amount === undefined && query.since === undefined && query.until === undefined && query.search === undefined;
     const [items, total] = await Promise.all([
       this.em.find(PaymentSchema, { id: { $in: pageIds.getKnexQuery() } } as unknown as FilterQuery<Payment>, { orderBy: order }),
-      this.em.count(PaymentSchema, where),
+      countable
+        ? countPayments(this.em, { merchantId, status: query.status, provider: query.provider, currency: query.currency?.toUpperCase() })
+        : this.em.count(PaymentSchema, where),
     ]);
     return { items, total };
   }

@@ -17,6 +17,7 @@ import { Migration20261123000702_sandbox_certificates } from './Migration2026112
 import { Migration20261123000801_rate_limit_buckets } from './Migration20261123000801_rate_limit_buckets.js';
 import { Migration20261123000302_sandbox_mobilemoney_query_count } from './Migration20261123000302_sandbox_mobilemoney_query_count.js';
 import { Migration20261123000901_provider_status_queries } from './Migration20261123000901_provider_status_queries.js';
+import { Migration20261123000902_payment_counts } from './Migration20261123000902_payment_counts.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -41,4 +42,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261123000801_rate_limit_buckets', class: Migration20261123000801_rate_limit_buckets },
   { name: 'Migration20261123000302_sandbox_mobilemoney_query_count', class: Migration20261123000302_sandbox_mobilemoney_query_count },
   { name: 'Migration20261123000901_provider_status_queries', class: Migration20261123000901_provider_status_queries },
+  { name: 'Migration20261123000902_payment_counts', class: Migration20261123000902_payment_counts },
 ];
