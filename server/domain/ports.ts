@@ -89,6 +89,8 @@ export interface ProviderRefundRecord {
   amount: Money;
   /** Our refund id when the service made it (sent as metadata). */
   ourRefundId: string | null;
+  /** The provider's reason, when the refund failed. */
+  failureReason: string | null;
   raw: unknown;
 }
 

@@ -48,7 +48,8 @@ function npm(cwd: string, args: string[], env: Record<string, string> = {}): Pro
 }
 
 function startProd(env: Record<string, string>): { child: ChildProcess; output: () => string } {
-  const child = spawn('npm', ['run', '-s', 'start:prod'], { cwd: appDir, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  // Its own process group: stopping it stops npm and the server under it (npm does not pass SIGTERM on).
+  const child = spawn('npm', ['run', '-s', 'start:prod'], { cwd: appDir, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let output = '';
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
@@ -124,13 +125,26 @@ beforeAll(async () => {
   expect(install.code).toBe(0);
 }, SLOW);
 
-afterAll(async () => {
-  for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      await new Promise((resolve) => child.once('exit', resolve));
+const alive = (pid: number) => existsSync(`/proc/${pid}`);
+
+/** SIGTERM to the whole group (npm, sh, node), SIGKILL to whatever still runs after 15 s. */
+async function stopGroup(child: ChildProcess): Promise<void> {
+  const pids = processTree(child.pid!).map((p) => p.pid);
+  const signal = (name: NodeJS.Signals) => {
+    try {
+      process.kill(-child.pid!, name);
+    } catch {
+      // the group is gone
     }
-  }
+  };
+  signal('SIGTERM');
+  const deadline = Date.now() + 15_000;
+  while (pids.some(alive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  if (pids.some(alive)) signal('SIGKILL');
+}
+
+afterAll(async () => {
+  for (const child of children) await stopGroup(child);
   await db?.drop();
   rmSync(work, { recursive: true, force: true });
 }, 60_000);
@@ -227,5 +241,10 @@ describe('the production build', () => {
     const health = await npm(appDir, ['run', '-s', 'healthcheck'], prodEnv({ ROLE: 'worker', WORKER_PORT: String(workerPort), SANDBOX: 'false' }));
     expect(health.code).toBe(0);
     expect(processTree(worker.child.pid!).filter((p) => /tsx|esbuild/.test(p.cmdline))).toEqual([]);
+    // SIGTERM stops it gracefully, the server process included.
+    const pids = processTree(worker.child.pid!).map((p) => p.pid);
+    await stopGroup(worker.child);
+    expect(pids.filter(alive)).toEqual([]);
+    expect(worker.output()).toContain('shutting down');
   }, SLOW);
 });

@@ -12,7 +12,7 @@ beforeAll(async () => {
   t = await startTestService({ MOBILEMONEY_RECONCILE_INTERVAL: '1s' });
   // A second worker process on the same database (its own Agenda, its own pools).
   const config = loadConfig({
-    NODE_ENV: 'test', ROLE: 'worker', DATABASE_URL: t.databaseUrl, ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, LOG_LEVEL: 'silent',
+    NODE_ENV: 'test', ROLE: 'worker', WORKER_PORT: '0', DATABASE_URL: t.databaseUrl, ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, LOG_LEVEL: 'silent',
     PUBLIC_BASE_URL: t.baseUrl, MOBILEMONEY_RECONCILE_INTERVAL: '1s', SANDBOX_CALLBACK_DELAY_MS: '50',
   });
   secondWorker = await startService(config, { logger: createLogger('silent'), agendaProcessEveryMs: 200, agendaLockLifetimeMs: 5000 });

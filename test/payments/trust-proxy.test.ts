@@ -36,7 +36,7 @@ describe('TRUST_PROXY', () => {
     expect(accepted.status).toBe(200);
     const refused = await callback(behindProxy, '203.0.113.9');
     expect(refused.status).toBe(401);
-    expect(refused.body.error).toMatchObject({ code: 'UNAUTHORIZED', message: 'Callback source address is not allowed' });
+    expect(refused.body.error).toMatchObject({ code: 'UNAUTHORIZED', message: expect.stringContaining('source address') });
     // A spoofed hop before the proxy's own entry does not help: the proxy-appended (rightmost) address counts.
     expect((await callback(behindProxy, `${OPERATOR_IP}, 203.0.113.9`)).status).toBe(401);
   });

@@ -96,6 +96,8 @@ export async function startProcess(
   const childEnv: Record<string, string> = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: process.env.HOME ?? '/tmp',
+    // A worker's /healthz listener takes any free port: two workers (or two test runs) never collide on 3001.
+    WORKER_PORT: '0',
     ...env,
     ROLE: role,
     PORT: port,

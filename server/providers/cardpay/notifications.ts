@@ -52,7 +52,14 @@ export function cardpayNotifications(adapter: CardpayAdapter): NotificationSchem
 
     async fetchRefunds(creds, chargeId) {
       const listed = await adapter.listChargeRefunds(creds, chargeId); // newest first
-      return listed.reverse().map((r) => ({ providerRefundId: r.providerRef, ourRefundId: r.ourRefundId, status: r.status, amount: r.amount, raw: r.raw }));
+      return listed.reverse().map((r) => ({
+        providerRefundId: r.providerRef,
+        ourRefundId: r.ourRefundId,
+        status: r.status,
+        amount: r.amount,
+        failureReason: r.failureReason,
+        raw: r.raw,
+      }));
     },
   };
 }

@@ -150,11 +150,13 @@ export function wireMoney(amount: number | null | undefined, currency: string | 
 
 export function toRefundRecord(refund: Stripe.Refund): ProviderRefundRecord {
   const metadataRefundId = refund.metadata?.refund_id;
+  const status = REFUND_STATUS[refund.status ?? ''] ?? 'pending';
   return {
     providerRef: refund.id,
-    status: REFUND_STATUS[refund.status ?? ''] ?? 'pending',
+    status,
     amount: { minor: BigInt(refund.amount), currency: refund.currency.toUpperCase() },
     ourRefundId: typeof metadataRefundId === 'string' && metadataRefundId ? metadataRefundId : null,
+    failureReason: status === 'failed' ? (refund.failure_reason ?? 'The refund failed') : null,
     raw: refund,
   };
 }
