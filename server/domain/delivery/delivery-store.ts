@@ -81,16 +81,14 @@ export function toLeased(row: LeaseRow): LeasedDelivery {
   };
 }
 
+export interface AttemptRecord { deliveryId: string; attemptNumber: number; trigger: AttemptTrigger; responseStatus: number | null; error: string | null; durationMs: number }
+
+const INSERT_ATTEMPT = `INSERT INTO delivery_attempts (delivery_id, attempt_number, trigger, response_status, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)`;
+const attemptParams = (a: AttemptRecord): unknown[] => [a.deliveryId, a.attemptNumber, a.trigger, a.responseStatus, a.error, a.durationMs];
+
 /** Appends one row to the attempt history (call inside the outcome transaction). */
-export async function insertAttempt(
-  em: EntityManager,
-  attempt: { deliveryId: string; attemptNumber: number; trigger: AttemptTrigger; responseStatus: number | null; error: string | null; durationMs: number },
-): Promise<void> {
-  await em.execute(
-    `INSERT INTO delivery_attempts (delivery_id, attempt_number, trigger, response_status, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)`,
-    [attempt.deliveryId, attempt.attemptNumber, attempt.trigger, attempt.responseStatus, attempt.error, attempt.durationMs],
-    'run',
-  );
+export async function insertAttempt(em: EntityManager, attempt: AttemptRecord): Promise<void> {
+  await em.execute(INSERT_ATTEMPT, attemptParams(attempt), 'run');
 }
 
 export async function countScheduledAttempts(em: EntityManager, deliveryId: string): Promise<number> {
@@ -101,13 +99,18 @@ export async function countScheduledAttempts(em: EntityManager, deliveryId: stri
   return rows[0]?.n ?? 0;
 }
 
-/** Records the attempt's result on the delivery and releases the lease; returns the new status and due time. */
+/**
+ * Records the attempt's result on the delivery and releases the lease; returns the new status and due
+ * time. With `attempt`, its history row is appended in the same statement (one round trip, atomic).
+ */
 export async function finishAttempt(
   em: EntityManager,
   deliveryId: string,
   update: { url: string; responseStatus: number | null; error: string | null; next: NextState },
+  attempt?: AttemptRecord,
 ): Promise<{ status: DeliveryStatus; nextAttemptAt: Date | null }> {
-  const params: unknown[] = [update.url, update.responseStatus, update.error];
+  const params: unknown[] = attempt ? attemptParams(attempt) : [];
+  params.push(update.url, update.responseStatus, update.error);
   let transition: string;
   switch (update.next.kind) {
     case 'delivered':
@@ -126,7 +129,7 @@ export async function finishAttempt(
   }
   params.push(deliveryId);
   const rows = await em.execute<{ status: DeliveryStatus; next_attempt_at: string | Date | null }[]>(
-    `UPDATE webhook_deliveries
+    `${attempt ? `WITH recorded AS (${INSERT_ATTEMPT}) ` : ''}UPDATE webhook_deliveries
         SET url = ?, last_response_status = ?, last_error = ?, attempts = attempts + 1,
             lease_until = NULL, updated_at = now(), ${transition}
       WHERE id = ?

@@ -170,21 +170,17 @@ export class DeliveryService {
     const url = leased.merchantUrl ?? leased.url;
     const result = await this.send(leased, url);
     const attemptNumber = leased.attempts + 1;
-    const outcome = await this.em.transactional(async (tx) => {
-      await insertAttempt(tx, {
-        deliveryId: leased.id,
-        attemptNumber,
-        trigger,
-        responseStatus: result.responseStatus,
-        error: result.error,
-        durationMs: result.durationMs,
-      });
-      let next: NextState;
-      if (result.ok) next = { kind: 'delivered' };
-      else if (onFailure !== 'schedule') next = { kind: onFailure };
-      else next = afterFailedAttempt(this.config.retryScheduleMs, await countScheduledAttempts(tx, leased.id));
-      return finishAttempt(tx, leased.id, { url, responseStatus: result.responseStatus, error: result.error, next });
-    });
+    const record = { deliveryId: leased.id, attemptNumber, trigger, responseStatus: result.responseStatus, error: result.error, durationMs: result.durationMs };
+    const update = { url, responseStatus: result.responseStatus, error: result.error };
+    // A success, or a failure whose next state is fixed, is one statement; a failed scheduled attempt
+    // counts the earlier ones first to pick retry or dead, in one transaction.
+    const outcome = result.ok || onFailure !== 'schedule'
+      ? await finishAttempt(this.em, leased.id, { ...update, next: { kind: result.ok ? 'delivered' : (onFailure as 'unchanged' | 'dead') } }, record)
+      : await this.em.transactional(async (tx) => {
+          await insertAttempt(tx, record);
+          const next: NextState = afterFailedAttempt(this.config.retryScheduleMs, await countScheduledAttempts(tx, leased.id));
+          return finishAttempt(tx, leased.id, { ...update, next });
+        });
     // Never the body, the URL's query or the secret: ids, type and outcome only.
     this.logger.info(
       { deliveryId: leased.id, eventType: leased.eventType, attempt: attemptNumber, trigger, responseStatus: result.responseStatus, status: outcome.status },
