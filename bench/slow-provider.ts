@@ -23,6 +23,7 @@ import { startServiceProcess, watchRss } from './lib/service-process.js';
 const POOL_MAX = 20;
 const CONFIGURED_CONNECTIONS = POOL_MAX + Math.min(8, POOL_MAX) + 2;
 
+/** Counted as created: 201 with the payment completed (a 201 still pending is reported on its own). */
 const created = (res: HttpResponse) => res.status === 201 && res.body.includes('"status":"completed"');
 
 /** Samples the connections open on `databaseUrl`'s database (all states, and those not idle) until stopped. */
@@ -88,11 +89,14 @@ export const slowProviderBenchmark: Benchmark = async (ctx) => {
       stopWatch();
       client.close();
       const latency = summarize(load.latenciesMs);
+      const non201 = Object.entries(load.statuses).filter(([status]) => status !== '201').reduce((a, [, n]) => a + n, 0);
       runs.push({
         providerLatencyMs: latencyMs,
         statuses: load.statuses,
         created: load.ok,
-        notCreated: load.failed,
+        non201,
+        // 201 with the payment still pending: the provider call outlived PROVIDER_TIMEOUT_MS (the status sync settles it).
+        pendingAt201: load.failed - non201,
         createdPerSecond: load.requestsPerSecond,
         latency,
         peakConnections: connections.peak,
@@ -111,6 +115,7 @@ export const slowProviderBenchmark: Benchmark = async (ctx) => {
     'provider latency': `${r.providerLatencyMs} ms`,
     statuses: Object.entries(r.statuses).map(([s, n]) => `${s}×${n}`).join(' '),
     'created/s': r.createdPerSecond.toFixed(1),
+    '201 still pending': r.pendingAt201,
     'p50 ms': r.latency.p50,
     'p99 ms': r.latency.p99,
     'peak db connections (active)': `${r.peakConnections} (${r.peakActiveConnections}) of ${r.configuredConnections}`,
@@ -119,10 +124,10 @@ export const slowProviderBenchmark: Benchmark = async (ctx) => {
   const slow = runs[0];
   const fast = runs[runs.length - 1];
   const ratio = slow && fast && fast.createdPerSecond > 0 ? slow.createdPerSecond / fast.createdPerSecond : null;
-  const nonCreated = runs.reduce((a, r) => a + r.notCreated, 0);
-  const goalMet = nonCreated === 0 && ratio !== null && ratio >= 0.8;
+  const non201 = runs.reduce((a, r) => a + r.non201, 0);
+  const goalMet = non201 === 0 && ratio !== null && ratio >= 0.8;
   process.stdout.write(
-    `non-201 answers: ${nonCreated}; created/s at ${slow?.providerLatencyMs} ms is ${ratio === null ? 'n/a' : `${(ratio * 100).toFixed(0)} %`} of ` +
+    `non-201 answers: ${non201}; created/s at ${slow?.providerLatencyMs} ms is ${ratio === null ? 'n/a' : `${(ratio * 100).toFixed(0)} %`} of ` +
       `created/s at ${fast?.providerLatencyMs} ms (goal: zero non-201 and at least 80 %: ${goalMet ? 'met' : 'not met'})\n`,
   );
   const result = {
@@ -138,7 +143,7 @@ export const slowProviderBenchmark: Benchmark = async (ctx) => {
     name: 'slow-provider',
     headline: Object.fromEntries(runs.flatMap((r) => [
       [`created/s @${r.providerLatencyMs} ms`, r.createdPerSecond.toFixed(1)],
-      [`non-201 @${r.providerLatencyMs} ms`, r.notCreated],
+      [`non-201 @${r.providerLatencyMs} ms`, r.non201],
       [`peak conns @${r.providerLatencyMs} ms`, r.peakConnections],
     ])),
     resultFile: writeResult('slow-provider', result),

@@ -4,11 +4,15 @@ import type { AddressInfo } from 'node:net';
 import type { AppConfig } from './config/config.js';
 import { createContainer, type Container } from './container.js';
 import { createApp, createWorkerApp } from './http/app.js';
+import { DeliveryDrainer } from './jobs/delivery-drainer.js';
 import { defineJobs, scheduleRecurringJobs } from './jobs/index.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import type { EmbeddedDatabase } from './persistence/embedded-postgres.js';
 import { migrate, pendingMigrations } from './persistence/orm.js';
 import { withSchemaLock } from './persistence/schema-lock.js';
+
+/** A worker's webhook drain loop: attempts in flight at once, and how often it looks when idle. */
+const DRAINER_OPTIONS = { maxInFlight: 32, idleMs: 250 };
 
 export interface RunningService {
   container: Container;
@@ -91,6 +95,8 @@ export async function startService(config: AppConfig, options: StartOptions = {}
   // jobs up at once; with no job definitions (api role) it processes nothing.
   await container.agenda.start();
   if (runsJobs) await scheduleRecurringJobs(container);
+  const drainer = runsJobs ? new DeliveryDrainer(container, DRAINER_OPTIONS) : null;
+  drainer?.start();
   logger.info({ role: config.role, baseUrl, ...(opsUrl ? { opsUrl } : {}), host: config.host, sandbox: config.sandbox }, 'payments service started');
 
   let stopping: Promise<void> | null = null;
@@ -105,6 +111,7 @@ export async function startService(config: AppConfig, options: StartOptions = {}
         opsServer.closeIdleConnections();
         await new Promise<void>((resolve) => opsServer!.close(() => resolve()));
       }
+      await drainer?.stop();
       await container.agenda.drain({ timeout: 10_000 }).catch(() => undefined);
       await container.agenda.stop().catch(() => undefined);
       await container.close();

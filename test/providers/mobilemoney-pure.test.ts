@@ -153,6 +153,7 @@ describe('parseStkCallback', () => {
       resultDesc: 'The service request is processed successfully.',
       receiptNumber: 'NLJ7RT61SV',
       amountMinor: 100n,
+      amount: { minor: 100n, currency: 'KES' },
       phone: '254708374149',
       transactionDate: '20191219102115',
     });
@@ -188,6 +189,7 @@ describe('parseResult', () => {
       resultCode: '0',
       resultDesc: 'The service request is processed successfully.',
       parameters: { Amount: '100', OriginalTransactionID: 'NLJ7RT61SV', Charge: '' },
+      amount: { minor: 10000n, currency: 'KES' },
     });
     const single = parseResult({ Result: { ResultCode: 'R000001', ResultDesc: 'already', OriginatorConversationID: 'o', ResultParameters: { ResultParameter: { Key: 'A', Value: 'b' } } } });
     expect(single.resultCode).toBe('R000001');

@@ -25,7 +25,7 @@ export type NextState =
   /** A failed manual retry: the status and schedule stay as they were. */
   | { kind: 'unchanged' };
 
-interface LeaseRow {
+export interface LeaseRow {
   id: string;
   merchant_id: string;
   event_type: string;
@@ -65,7 +65,10 @@ export async function leaseDelivery(
     [options.leaseMs, id],
   );
   const row = rows[0];
-  if (!row) return null;
+  return row ? toLeased(row) : null;
+}
+
+export function toLeased(row: LeaseRow): LeasedDelivery {
   return {
     id: row.id,
     merchantId: row.merchant_id,

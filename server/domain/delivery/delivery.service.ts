@@ -78,6 +78,16 @@ export class DeliveryService {
     return (await this.attempt(leased, 'scheduled', 'schedule')).outcome;
   }
 
+  /** The lease a scheduled attempt holds: the request timeout plus headroom. */
+  get attemptLeaseMs(): number {
+    return this.leaseMs;
+  }
+
+  /** The scheduled attempt of a delivery the caller already leased (the worker's batched claims). */
+  async attemptLeased(leased: LeasedDelivery): Promise<AttemptOutcome> {
+    return (await this.attempt(leased, 'scheduled', 'schedule')).outcome;
+  }
+
   /**
    * Re-sends a dead or retrying delivery now, in the caller's request, with the same event body and
    * X-Webhook-Id. A failure changes neither the status nor the schedule.

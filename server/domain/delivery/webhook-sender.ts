@@ -41,6 +41,27 @@ function guardedLookup(allowPrivate: boolean): LookupFunction {
   };
 }
 
+/** Idle keep-alive connections are closed after this long. */
+const IDLE_SOCKET_MS = 15_000;
+const MAX_SOCKETS_PER_ORIGIN = 32;
+const agents = new Map<string, http.Agent>();
+
+/**
+ * One keep-alive agent per merchant origin (and private-address policy), so consecutive deliveries to a
+ * merchant reuse connections instead of a TCP (and TLS) handshake each. Every NEW connection still
+ * resolves through the guarded lookup; a reused one is to an address that lookup already accepted.
+ */
+function agentFor(url: URL, allowPrivate: boolean): http.Agent {
+  const key = `${url.protocol}//${url.host}|${allowPrivate ? 'private' : 'public'}`;
+  let agent = agents.get(key);
+  if (!agent) {
+    const options = { keepAlive: true, maxSockets: MAX_SOCKETS_PER_ORIGIN, maxFreeSockets: MAX_SOCKETS_PER_ORIGIN, timeout: IDLE_SOCKET_MS, lookup: guardedLookup(allowPrivate) };
+    agent = url.protocol === 'https:' ? new https.Agent(options) : new http.Agent(options);
+    agents.set(key, agent);
+  }
+  return agent;
+}
+
 /**
  * POSTs the exact body bytes once. Redirects are not followed (a 3xx is a failure: the merchant
  * registers the final address), and the whole exchange up to the response headers is bounded by
@@ -76,7 +97,7 @@ export async function sendWebhook(input: {
         method: 'POST',
         headers: { ...input.headers, 'Content-Length': String(Buffer.byteLength(input.body)) },
         lookup: guardedLookup(input.allowPrivate),
-        agent: false,
+        agent: agentFor(url, input.allowPrivate),
       },
       (res) => {
         res.resume();
