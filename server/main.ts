@@ -18,8 +18,17 @@ async function main() {
   if (service.server) {
     logger.info(`API on ${service.baseUrl} — docs at ${service.baseUrl}/docs`);
   }
+  let stopping = false;
   const shutdown = (signal: string) => {
+    // A second signal while stopping: the operator insists.
+    if (stopping) process.exit(1);
+    stopping = true;
     logger.info({ signal }, 'signal received');
+    // A stop that cannot finish (e.g. the database is gone) must not keep the process alive forever.
+    setTimeout(() => {
+      logger.error({ timeoutMs: config.shutdownTimeoutMs }, 'graceful shutdown timed out; exiting');
+      process.exit(1);
+    }, config.shutdownTimeoutMs).unref();
     service.stop().then(
       () => process.exit(0),
       (err: Error) => {
@@ -28,8 +37,10 @@ async function main() {
       },
     );
   };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
+  // `on`, not `once`: under tsx (npm start) a signal with no listener of ours left makes tsx's own
+  // handler exit at once (code 143), cutting the graceful stop short.
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
 }
 
 main().catch((err: Error) => {

@@ -6,7 +6,7 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from './config/config.js';
-import { startEmbeddedPostgres, type EmbeddedDatabase } from './persistence/embedded-postgres.js';
+import type { EmbeddedDatabase } from './persistence/embedded-postgres.js';
 import { migrate, openOrm, pendingMigrations } from './persistence/orm.js';
 import { withSchemaLock } from './persistence/schema-lock.js';
 import { createAgenda } from './jobs/agenda.js';
@@ -26,6 +26,7 @@ async function run(argv: string[]): Promise<unknown> {
   let embedded: EmbeddedDatabase | null = null;
   let databaseUrl = config.databaseUrl;
   if (!databaseUrl) {
+    const { startEmbeddedPostgres } = await import('./persistence/embedded-postgres.js');
     embedded = await startEmbeddedPostgres(path.join(config.dataDir, 'postgres'));
     databaseUrl = embedded.url;
   }

@@ -7,7 +7,7 @@ import { createApp, createWorkerApp } from './http/app.js';
 import { DeliveryDrainer } from './jobs/delivery-drainer.js';
 import { defineJobs, scheduleRecurringJobs } from './jobs/index.js';
 import { createLogger, type Logger } from './observability/logger.js';
-import { startEmbeddedPostgres, type EmbeddedDatabase } from './persistence/embedded-postgres.js';
+import type { EmbeddedDatabase } from './persistence/embedded-postgres.js';
 import { migrate, pendingMigrations } from './persistence/orm.js';
 import { withSchemaLock } from './persistence/schema-lock.js';
 
@@ -42,6 +42,9 @@ export async function startService(config: AppConfig, options: StartOptions = {}
   let databaseUrl = config.databaseUrl;
   if (!databaseUrl) {
     logger.info({ dir: path.join(config.dataDir, 'postgres') }, 'no DATABASE_URL: starting embedded PostgreSQL');
+    // Loaded only here: the embedded-postgres package installs a process-wide SIGTERM hook that exits
+    // at once (code 143), which would cut short the graceful stop of a service on DATABASE_URL.
+    const { startEmbeddedPostgres } = await import('./persistence/embedded-postgres.js');
     embedded = await startEmbeddedPostgres(path.join(config.dataDir, 'postgres'));
     databaseUrl = embedded.url;
   }

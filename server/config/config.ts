@@ -13,6 +13,7 @@ const EnvSchema = z.object({
   WORKER_PORT: z.coerce.number().int().min(0).max(65535).default(3001),
   METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
   MIGRATE_ON_BOOT: booleanFlag.default('true'),
+  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   DATABASE_URL: z.string().url().optional(),
   DATABASE_POOL_MAX: z.coerce.number().int().min(2).max(1000).default(20),
   DATABASE_ACQUIRE_TIMEOUT: z.string().default('5s'),
@@ -67,6 +68,8 @@ export interface AppConfig {
   metricsToken: string | undefined;
   /** Apply pending migrations at boot (otherwise boot refuses to run on an out-of-date schema). */
   migrateOnBoot: boolean;
+  /** After SIGTERM/SIGINT, exit (code 1) if the graceful stop has not finished by then. */
+  shutdownTimeoutMs: number;
   databaseUrl: string | undefined;
   /** Most connections the process's ORM pool opens (Agenda's pool takes at most 8, the scheduling lock pool 2). */
   databasePoolMax: number;
@@ -190,6 +193,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     workerPort: e.WORKER_PORT,
     metricsToken: e.METRICS_TOKEN,
     migrateOnBoot: e.MIGRATE_ON_BOOT,
+    shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     databaseUrl: e.DATABASE_URL,
     databasePoolMax: e.DATABASE_POOL_MAX,
     databaseAcquireTimeoutMs: acquireTimeoutMs,

@@ -1,0 +1,43 @@
+import net from 'node:net';
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createTestDatabase } from '../support/database.js';
+import { baseEnv, startProcess, stopAllProcesses } from '../support/processes.js';
+
+/**
+ * SIGTERM always ends the process. A graceful stop waits for requests under way; a client that never
+ * finishes its request would hold it open for minutes (Node's request timeout). SHUTDOWN_TIMEOUT_MS
+ * bounds the wait: the process then exits with code 1 and says why.
+ */
+
+let db: Awaited<ReturnType<typeof createTestDatabase>>;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await stopAllProcesses();
+  await db?.drop();
+});
+
+describe('graceful shutdown', () => {
+  it('exits within SHUTDOWN_TIMEOUT_MS after SIGTERM although a request never completes', async () => {
+    const api = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '2000' }));
+    // A request whose body never arrives: the server keeps it open, waiting for the rest.
+    const socket = net.connect(Number(new URL(api.url!).port), '127.0.0.1');
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.on('error', () => undefined);
+    socket.write('POST /v1/payments HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"amount":');
+    await new Promise((r) => setTimeout(r, 300));
+
+    const started = Date.now();
+    await api.kill('SIGTERM');
+    const code = await api.exited;
+    const elapsed = Date.now() - started;
+    socket.destroy();
+
+    expect(code).toBe(1);
+    expect(elapsed).toBeGreaterThanOrEqual(1900);
+    expect(elapsed).toBeLessThan(10_000);
+    expect(readFileSync(api.logFile, 'utf8')).toContain('graceful shutdown timed out');
+  }, 60_000);
+});
