@@ -15,7 +15,8 @@ const CACHE_MS = 5000;
 
 async function takeSnapshot(query: Query): Promise<Snapshot> {
   const [payments, deliveries, lag, jobs] = await Promise.all([
-    query('SELECT provider, status, count(*)::int AS n FROM payments GROUP BY provider, status'),
+    // The trigger-kept counters (payment_counts), not a count over every payment row.
+    query('SELECT provider, status, sum(n)::int AS n FROM payment_counts GROUP BY provider, status HAVING sum(n) <> 0'),
     query('SELECT status, count(*)::int AS n FROM webhook_deliveries GROUP BY status'),
     // Age of the oldest delivery that is due and not yet sent (0 when none is waiting).
     query(`SELECT coalesce(extract(epoch FROM now() - min(next_attempt_at)), 0)::float8 AS lag
@@ -53,30 +54,25 @@ export function registerStoreMetrics(registry: Registry, query: Query): void {
   // A scrape never fails because the database does: the gauges keep their last values.
   const read = async (): Promise<Snapshot | null> => snapshot().catch(() => null);
 
-  new Gauge({
-    name: 'payments',
-    help: 'Payments stored, by provider and status',
-    labelNames: ['provider', 'status'] as const,
-    registers: [registry],
-    async collect() {
-      const s = await read();
-      if (!s) return;
-      this.reset();
-      for (const p of s.payments) this.set({ provider: p.provider, status: p.status }, p.n);
-    },
-  });
-  new Gauge({
-    name: 'webhook_deliveries',
-    help: 'Merchant webhook deliveries by outcome (pending, retrying, delivered, dead)',
-    labelNames: ['status'] as const,
-    registers: [registry],
-    async collect() {
-      const s = await read();
-      if (!s) return;
-      this.reset();
-      for (const d of s.deliveries) this.set({ status: d.status }, d.n);
-    },
-  });
+  /** A gauge whose labelled values are all replaced from each snapshot. */
+  const snapshotGauge = <L extends string>(name: string, help: string, labelNames: readonly L[], rows: (s: Snapshot) => [Record<L, string>, number][]) =>
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      async collect() {
+        const s = await read();
+        if (!s) return;
+        this.reset();
+        for (const [labels, value] of rows(s)) this.set(labels, value);
+      },
+    });
+
+  snapshotGauge('payments', 'Payments stored, by provider and status', ['provider', 'status'], (s) =>
+    s.payments.map((p) => [{ provider: p.provider, status: p.status }, p.n]));
+  snapshotGauge('webhook_deliveries', 'Merchant webhook deliveries by outcome (pending, retrying, delivered, dead)', ['status'], (s) =>
+    s.deliveries.map((d) => [{ status: d.status }, d.n]));
   new Gauge({
     name: 'webhook_delivery_lag_seconds',
     help: 'How long the oldest due, unsent merchant webhook delivery has waited (0 when none)',
@@ -86,28 +82,8 @@ export function registerStoreMetrics(registry: Registry, query: Query): void {
       if (s) this.set(s.deliveryLagSeconds);
     },
   });
-  new Gauge({
-    name: 'job_queue_depth',
-    help: 'Agenda jobs due now and not yet picked up by a worker, by job name',
-    labelNames: ['job'] as const,
-    registers: [registry],
-    async collect() {
-      const s = await read();
-      if (!s) return;
-      this.reset();
-      for (const j of s.jobs) this.set({ job: j.name }, j.depth);
-    },
-  });
-  new Gauge({
-    name: 'job_queue_lag_seconds',
-    help: 'How long the oldest due, unclaimed Agenda job has waited, by job name',
-    labelNames: ['job'] as const,
-    registers: [registry],
-    async collect() {
-      const s = await read();
-      if (!s) return;
-      this.reset();
-      for (const j of s.jobs) this.set({ job: j.name }, j.lag);
-    },
-  });
+  snapshotGauge('job_queue_depth', 'Agenda jobs due now and not yet picked up by a worker, by job name', ['job'], (s) =>
+    s.jobs.map((j) => [{ job: j.name }, j.depth]));
+  snapshotGauge('job_queue_lag_seconds', 'How long the oldest due, unclaimed Agenda job has waited, by job name', ['job'], (s) =>
+    s.jobs.map((j) => [{ job: j.name }, j.lag]));
 }

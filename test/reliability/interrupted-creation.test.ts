@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createTestDatabase, sql } from '../support/database.js';
-import { adminMerchant, baseEnv, freePort, processLogFiles, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
+import { adminMerchant, baseEnv, freePort, processLogFiles, startProcess, stopAllProcesses, type ServiceProcess, storeCardpayCredentials } from '../support/processes.js';
 import { findSecretsInFiles } from '../support/secret-audit.js';
 import { eventually } from '../support/webhook-receiver.js';
 
@@ -51,12 +51,7 @@ beforeAll(async () => {
   ]);
   ({ apiKey } = await adminMerchant(db.url, 'Interrupted Shop'));
   secrets.push(apiKey, CARDPAY_SECRET_KEY);
-  const res = await fetch(`${survivor.url}/v1/merchant/credentials`, {
-    method: 'PUT',
-    headers: { 'Content-Type': 'application/json', 'X-API-Key': apiKey },
-    body: JSON.stringify({ provider: 'cardpay', cardpay: { secret_key: CARDPAY_SECRET_KEY } }),
-  });
-  expect(res.status).toBe(200);
+  expect(await storeCardpayCredentials(survivor.url!, apiKey, CARDPAY_SECRET_KEY)).toBe(200);
 }, 120_000);
 
 afterAll(async () => {

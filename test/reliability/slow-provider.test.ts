@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createTestDatabase } from '../support/database.js';
-import { adminMerchant, baseEnv, freePort, processLogFiles, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
+import { adminMerchant, baseEnv, freePort, processLogFiles, startProcess, stopAllProcesses, type ServiceProcess, storeCardpayCredentials } from '../support/processes.js';
 import { findSecretsInFiles } from '../support/secret-audit.js';
 
 // A provider that takes 2 s to answer must not turn into 409s or pool exhaustion: the idempotency
@@ -33,12 +33,7 @@ async function createPayment(baseUrl: string, apiKey: string, key: string): Prom
 async function merchantOn(api: ServiceProcess, name: string): Promise<string> {
   const { apiKey } = await adminMerchant(db.url, name);
   secrets.push(apiKey);
-  const res = await fetch(`${api.url}/v1/merchant/credentials`, {
-    method: 'PUT',
-    headers: { 'Content-Type': 'application/json', 'X-API-Key': apiKey },
-    body: JSON.stringify({ provider: 'cardpay', cardpay: { secret_key: CARDPAY_SECRET_KEY } }),
-  });
-  expect(res.status).toBe(200);
+  expect(await storeCardpayCredentials(api.url!, apiKey, CARDPAY_SECRET_KEY)).toBe(200);
   return apiKey;
 }
 

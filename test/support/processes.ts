@@ -201,3 +201,14 @@ export async function adminMerchant(databaseUrl: string, name: string): Promise<
   const { key } = await adminCli<{ key: string }>(databaseUrl, ['key', 'create', '--merchant', merchantId, '--scopes', scopes]);
   return { merchantId, apiKey: key };
 }
+
+/** Stores cardpay credentials for the merchant of `apiKey` through the public API of a running api process. */
+export async function storeCardpayCredentials(baseUrl: string, apiKey: string, secretKey: string): Promise<number> {
+  const res = await fetch(`${baseUrl}/v1/merchant/credentials`, {
+    method: 'PUT',
+    headers: { 'Content-Type': 'application/json', 'X-API-Key': apiKey },
+    body: JSON.stringify({ provider: 'cardpay', cardpay: { secret_key: secretKey } }),
+  });
+  await res.arrayBuffer();
+  return res.status;
+}
