@@ -68,6 +68,29 @@ describe('live-env operator callbacks', () => {
     expect(event.json.data).toMatchObject({ status: 'completed', previous_status: 'pending' });
   });
 
+  it("a payment confirmed by the query gets its receipt from the operator's settled transactions (reconciliation)", async () => {
+    const p = await pay(PHONES.success);
+    await eventually(async () => (await get(p.id)).status === 'completed', 15_000, 'payment settled');
+    // The STK query names no receipt: until reconciliation, the payment is known by its CheckoutRequestID.
+    expect(await get(p.id)).toMatchObject({ status: 'completed', provider_ref: p.provider_ref });
+    // A settled transaction that quotes this payment's reference with another amount gives it nothing.
+    await t.http.post('/sandbox/mobilemoney/_control/misreport').send({ amount: 1 }).expect(200);
+    const hostile = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', key).send({});
+    await t.http.post('/sandbox/mobilemoney/_control/misreport').send({}).expect(200);
+    expect(hostile.status).toBe(200);
+    expect(await get(p.id)).toMatchObject({ provider_ref: p.provider_ref, integrity: { status: 'mismatch' } });
+    const report = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', key).send({});
+    expect(report.status).toBe(200);
+    const row = report.body.data.results.find((r: { payment_id?: string }) => r.payment_id === p.id);
+    expect(row).toMatchObject({ outcome: 'skipped' });
+    const settled = await get(p.id);
+    expect(settled).toMatchObject({ status: 'completed', provider_ref: row.receipt });
+    expect(settled.provider_ref).not.toBe(p.provider_ref);
+    // Found by its receipt from now on, as any payment whose callback was verified.
+    const search = await t.http.get('/v1/payments').query({ search: row.receipt }).set('X-API-Key', key);
+    expect(search.body.data.map((x: { id: string }) => x.id)).toEqual([p.id]);
+  });
+
   it('an unsigned forged "success" for a push the operator has not completed changes nothing', async () => {
     const p = await pay(PHONES.silent);
     const forged = await t.http.post('/v1/webhooks/mobilemoney').send(successBody(p.provider_ref, 'FORGED0001'));

@@ -155,6 +155,11 @@ export class ProviderOperationsService {
         report.results.push({ receipt: tx.receipt, outcome: 'not_found' });
         continue;
       }
+      if (payment.status === 'completed' && !payment.receiptNumber) {
+        // Confirmed by asking the provider, which named no receipt: the settled transaction supplies it.
+        const { recorded } = await this.writer.commit((uow) => uow.settlementReceipt(payment.id, tx.receipt, tx.amount, 'reconciliation'));
+        if (recorded) this.logger.info({ merchantId, provider, paymentId: payment.id }, 'reconciliation: receipt recorded for a payment confirmed without one');
+      }
       const applied =
         payment.status === 'pending'
           ? await this.writer.applyPayment(

@@ -191,6 +191,22 @@ export class UnitOfWork {
   }
 
   /**
+   * A completed payment that was confirmed without a receipt (an STK query answer names none) takes the
+   * receipt of the provider's settled transaction that quotes it — only when that transaction is exactly
+   * this payment's amount and currency. The receipt becomes its provider reference, as a verified
+   * callback's would; later reversals need it. Returns whether it was recorded.
+   */
+  async settlementReceipt(paymentId: string, receipt: string, reported: Money, source: string): Promise<{ recorded: boolean; mismatch: IntegrityMismatch | null }> {
+    const payment = await this.lockPayment(paymentId);
+    if (payment.status !== 'completed' || payment.receiptNumber) return { recorded: false, mismatch: null };
+    const mismatch = await this.checkIntegrity(payment, null, { minor: payment.amountMinor, currency: payment.currency }, reported, source, payment.status);
+    if (mismatch) return { recorded: false, mismatch };
+    payment.receiptNumber = receipt;
+    payment.providerRef = receipt;
+    return { recorded: true, mismatch: null };
+  }
+
+  /**
    * Applies a report about one of our refunds. A completed refund raises amount_refunded and, at the
    * full amount (or for a reversal), moves the payment too — in this same unit of work.
    */
