@@ -12,12 +12,12 @@
  *   npm run bench -- slow-provider   (BENCH_SLOW_CONCURRENCY=300 BENCH_SLOW_SECONDS=20 BENCH_SLOW_LATENCIES_MS=2000,300)
  */
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
 import { knob, log, runIfMain, type Benchmark } from './lib/harness.js';
 import { LoopbackClient, closedLoop, type HttpResponse } from './lib/http.js';
 import { configureMerchant, createMerchant, createPayment } from './lib/merchant.js';
 import { printTable, summarize, writeResult } from './lib/report.js';
 import { startServiceProcess, watchRss } from './lib/service-process.js';
+import { sampleConnections } from '../test/support/connection-sampler.js';
 
 /** The ORM pool of the api process; Agenda's pool is min(8, this) and the scheduling-lock pool 2. */
 const POOL_MAX = 20;
@@ -25,34 +25,6 @@ const CONFIGURED_CONNECTIONS = POOL_MAX + Math.min(8, POOL_MAX) + 2;
 
 /** Counted as created: 201 with the payment completed (a 201 still pending is reported on its own). */
 const created = (res: HttpResponse) => res.status === 201 && res.body.includes('"status":"completed"');
-
-/** Samples the connections open on `databaseUrl`'s database (all states, and those not idle) until stopped. */
-function sampleConnections(databaseUrl: string) {
-  const client = new pg.Client({ connectionString: databaseUrl });
-  let running = true;
-  let peak = 0;
-  let peakActive = 0;
-  const loop = (async () => {
-    await client.connect();
-    while (running) {
-      const { rows } = await client.query<{ total: number; active: number }>(
-        `SELECT count(*)::int AS total, count(*) FILTER (WHERE state <> 'idle')::int AS active
-         FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`,
-      );
-      peak = Math.max(peak, rows[0]!.total);
-      peakActive = Math.max(peakActive, rows[0]!.active);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    await client.end();
-  })();
-  return {
-    async stop() {
-      running = false;
-      await loop;
-      return { peak, peakActive };
-    },
-  };
-}
 
 export const slowProviderBenchmark: Benchmark = async (ctx) => {
   const concurrency = knob('BENCH_SLOW_CONCURRENCY', 300);
@@ -77,7 +49,7 @@ export const slowProviderBenchmark: Benchmark = async (ctx) => {
       log(`slow provider ${latencyMs} ms: warm-up (${concurrency} requests)`);
       await closedLoop({ concurrency, maxRequests: concurrency, maxDurationMs: 60_000, isOk: created, send: (i) => createPayment(client, merchant, `${prefix}-warm-${i}`) });
       log(`slow provider ${latencyMs} ms: ${concurrency} concurrent clients for ${seconds} s`);
-      const sampler = sampleConnections(db.url);
+      const sampler = sampleConnections(db.url, 50);
       const load = await closedLoop({
         concurrency,
         maxRequests: Number.MAX_SAFE_INTEGER,

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { sampleConnections } from '../support/connection-sampler.js';
 import { createTestDatabase } from '../support/database.js';
 import { adminMerchant, baseEnv, freePort, processLogFiles, startProcess, stopAllProcesses, type ServiceProcess, storeCardpayCredentials } from '../support/processes.js';
 import { findSecretsInFiles } from '../support/secret-audit.js';
@@ -37,36 +38,6 @@ async function merchantOn(api: ServiceProcess, name: string): Promise<string> {
   return apiKey;
 }
 
-/** Samples the test database's open connections (every process's pools) until stopped; returns the peak. */
-function sampleConnections(): { stop(): Promise<{ peak: number; peakActive: number; samples: number }> } {
-  const client = new pg.Client({ connectionString: db.url });
-  let running = true;
-  let peak = 0;
-  let peakActive = 0;
-  let samples = 0;
-  const loop = (async () => {
-    await client.connect();
-    while (running) {
-      const { rows } = await client.query<{ total: number; active: number }>(
-        `SELECT count(*)::int AS total, count(*) FILTER (WHERE state <> 'idle')::int AS active
-         FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`,
-      );
-      peak = Math.max(peak, rows[0]!.total);
-      peakActive = Math.max(peakActive, rows[0]!.active);
-      samples += 1;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    await client.end();
-  })();
-  return {
-    async stop() {
-      running = false;
-      await loop;
-      return { peak, peakActive, samples };
-    },
-  };
-}
-
 beforeAll(async () => {
   db = await createTestDatabase();
   secrets.push(CARDPAY_SECRET_KEY);
@@ -91,7 +62,7 @@ describe('a provider that answers in 2 s', () => {
     // exhaust the pool for minutes; 200 × 2 s / 6 connections).
     const apiKey = await merchantOn(api, 'Slow Provider Shop');
 
-    const sampler = sampleConnections();
+    const sampler = sampleConnections(db.url, 20);
     const started = Date.now();
     const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => createPayment(api.url!, apiKey, `slow-${i}-${started}`)));
     const elapsedMs = Date.now() - started;
