@@ -6,6 +6,7 @@ import type { SecretBox } from '../crypto/secret-box.js';
 import { DomainError, notFound } from '../errors.js';
 import { ProviderError, type ProviderRegistry } from '../ports.js';
 import { summarizeCredentials } from './credential-masking.js';
+import type { NotifiedCache } from '../../persistence/notified-cache.js';
 
 type StoreBodyOf<P extends Provider> = Extract<StoreCredentialsBody, { provider: P }>;
 /** Each provider's credentials, as the contract's credential schemas define them. */
@@ -16,6 +17,9 @@ export interface CredentialHooks {
   stored?: (merchantId: string, provider: Provider) => Promise<void>;
   removed?: (merchantId: string, provider: Provider) => Promise<void>;
 }
+
+/** Decrypted credentials by `merchantId:provider`, kept only while changes to provider_credentials are notified. */
+export type CredentialCache = Pick<NotifiedCache<unknown>, 'get'>;
 
 export interface CredentialSummary {
   provider: Provider;
@@ -30,6 +34,7 @@ export class CredentialsService {
     /** A provider may complete credentials before they are stored (ProviderPort.prepareCredentials). */
     private readonly providers: ProviderRegistry,
     private readonly hooks: CredentialHooks = {},
+    private readonly cache?: CredentialCache,
   ) {}
 
   async store(merchantId: string, body: StoreCredentialsBody): Promise<CredentialSummary> {
@@ -73,8 +78,13 @@ export class CredentialsService {
 
   /** Decrypted credentials for a provider call, or null when the merchant has none. */
   async find<P extends Provider>(merchantId: string, provider: P): Promise<CredentialsByProvider[P] | null> {
-    const row = await this.em.findOne(ProviderCredentialSchema, { merchantId, provider });
-    return row ? this.secrets.openJson<CredentialsByProvider[P]>(row.secretsEnc) : null;
+    const load = async () => {
+      const row = await this.em.findOne(ProviderCredentialSchema, { merchantId, provider });
+      // Frozen: one decrypted copy may serve many requests, so none may change it.
+      return row ? deepFreeze(this.secrets.openJson<CredentialsByProvider[P]>(row.secretsEnc)) : null;
+    };
+    const found = this.cache ? await this.cache.get(`${merchantId}:${provider}`, load) : await load();
+    return found as CredentialsByProvider[P] | null;
   }
 
   /** Like find, but a missing configuration is the merchant's validation error (interface: 422). */
@@ -87,4 +97,12 @@ export class CredentialsService {
     }
     return found;
   }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
 }
