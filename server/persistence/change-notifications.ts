@@ -20,16 +20,12 @@ export interface ChangeNotificationOptions {
   channel: string;
   /** How old the last confirmed round trip may be for cached entries to be served. */
   freshnessMs?: number;
-  /** How often the connection is checked while caches are read. */
-  heartbeatMs?: number;
   /** A check unanswered this long means the connection is dead: it is closed and made again. */
   heartbeatTimeoutMs?: number;
   onError?: (message: string) => void;
 }
 
 const MAX_RECONNECT_DELAY_MS = 5_000;
-/** Without reads for this long the heartbeat rests; the next read finds the feed stale and wakes it. */
-const IDLE_AFTER_MS = 5_000;
 
 /**
  * One dedicated PostgreSQL connection per process that LISTENs on a channel fed by triggers
@@ -47,15 +43,12 @@ export class ChangeNotifications implements ChangeFeed {
   private connecting: pg.Client | null = null;
   private readonly listeners: ((change: TableChange) => void)[] = [];
   private confirmedAt = 0;
-  private lastReadAt = 0;
   /** The connection a heartbeat is awaited on (at most one at a time). */
   private heartbeatOn: pg.Client | null = null;
-  private heartbeatTimer: NodeJS.Timeout | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private reconnectDelayMs = 100;
   private stopped = false;
   private readonly freshnessMs: number;
-  private readonly heartbeatMs: number;
   private readonly heartbeatTimeoutMs: number;
 
   constructor(
@@ -63,7 +56,6 @@ export class ChangeNotifications implements ChangeFeed {
     private readonly options: ChangeNotificationOptions,
   ) {
     this.freshnessMs = options.freshnessMs ?? 1_000;
-    this.heartbeatMs = options.heartbeatMs ?? 300;
     this.heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? 2_000;
   }
 
@@ -71,26 +63,23 @@ export class ChangeNotifications implements ChangeFeed {
     this.listeners.push(listener);
   }
 
+  /**
+   * Heartbeats are sent on demand: a read that finds the last confirmation half its allowed age old
+   * asks for a new one, so a busy process checks about twice a second and an idle one not at all.
+   */
   isCurrent(): boolean {
-    const now = Date.now();
-    this.lastReadAt = now;
-    const current = this.client !== null && now - this.confirmedAt < this.freshnessMs;
-    if (!current) this.heartbeat();
-    return current;
+    const age = Date.now() - this.confirmedAt;
+    if (age >= this.freshnessMs / 2) this.heartbeat();
+    return this.client !== null && age < this.freshnessMs;
   }
 
   /** Connects and LISTENs; a failure is retried in the background (callers read the database meanwhile). */
   async start(): Promise<void> {
-    this.heartbeatTimer = setInterval(() => {
-      if (Date.now() - this.lastReadAt < IDLE_AFTER_MS) this.heartbeat();
-    }, this.heartbeatMs);
-    this.heartbeatTimer.unref();
     await this.connect();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     const client = this.client;
     this.client = null;
