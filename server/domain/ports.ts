@@ -77,7 +77,7 @@ export interface RefundInput {
   refundId: string;
   payment: PaymentLookup & { amount: Money; receiptNumber: string | null };
   amount: Money;
-  /** True when `amount` is what remains of the payment. */
+  /** True when `amount` is the payment's whole amount; fixed per refund, so a repeated request sends the same parameters. */
   full: boolean;
   idempotencyKey: string;
 }
