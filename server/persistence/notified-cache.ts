@@ -62,15 +62,28 @@ export class NotifiedCache<V> {
     if (this.entries.size > this.options.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
   }
 
+  /**
+   * Drops the merchant's entries at once: for the process that made a change, which should not
+   * wait for its own notification to read what it wrote.
+   */
+  dropMerchant(merchantId: string): void {
+    this.drop([merchantId]);
+  }
+
   private onChange(change: TableChange): void {
     if (change.table !== '*' && !this.options.tables.includes(change.table)) return;
+    this.drop(change.merchantIds);
+  }
+
+  /** Drops the entries of these merchants, or every entry when none is named. */
+  private drop(merchantIds: readonly string[]): void {
     this.epoch += 1;
     this.loading.clear();
-    if (change.merchantIds.length === 0) {
+    if (merchantIds.length === 0) {
       this.entries.clear();
       return;
     }
-    const merchants = new Set(change.merchantIds);
+    const merchants = new Set(merchantIds);
     for (const [key, entry] of [...this.entries]) {
       if (merchants.has(this.options.merchantOf(key, entry.value))) this.entries.delete(key);
     }

@@ -22,7 +22,7 @@ export function parseScopes(list: string): Scope[] {
 }
 
 /** Principals by key hash, kept only while changes to api_keys are notified to this process. */
-export type PrincipalCache = Pick<NotifiedCache<Principal>, 'get'>;
+export type PrincipalCache = Pick<NotifiedCache<Principal>, 'get' | 'dropMerchant'>;
 
 /** API keys: issued by the admin CLI, stored as SHA-256 hashes, checked on every request. */
 export class ApiKeyService {
@@ -53,6 +53,7 @@ export class ApiKeyService {
     if (!row) throw new DomainError('NOT_FOUND', `key ${id} not found`);
     row.revokedAt ??= new Date();
     await this.em.flush();
+    this.cache?.dropMerchant(row.merchantId);
     return { id, revoked_at: row.revokedAt.toISOString() };
   }
 

@@ -19,7 +19,7 @@ export interface CredentialHooks {
 }
 
 /** Decrypted credentials by `merchantId:provider`, kept only while changes to provider_credentials are notified. */
-export type CredentialCache = Pick<NotifiedCache<unknown>, 'get'>;
+export type CredentialCache = Pick<NotifiedCache<unknown>, 'get' | 'dropMerchant'>;
 
 export interface CredentialSummary {
   provider: Provider;
@@ -61,6 +61,7 @@ export class CredentialsService {
        DO UPDATE SET secrets_enc = EXCLUDED.secrets_enc, config_summary = EXCLUDED.config_summary, updated_at = now()`,
       [randomUUID(), merchantId, provider, sealed, JSON.stringify(summary)],
     );
+    this.cache?.dropMerchant(merchantId);
     await this.hooks.stored?.(merchantId, provider);
     return { provider, config_summary: summary };
   }
@@ -72,6 +73,7 @@ export class CredentialsService {
 
   async remove(merchantId: string, provider: Provider): Promise<void> {
     const deleted = await this.em.nativeDelete(ProviderCredentialSchema, { merchantId, provider });
+    this.cache?.dropMerchant(merchantId);
     if (deleted === 0) throw notFound(`${provider} credentials`);
     await this.hooks.removed?.(merchantId, provider);
   }
