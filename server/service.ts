@@ -5,10 +5,11 @@ import type { AppConfig } from './config/config.js';
 import { createContainer, type Container } from './container.js';
 import { createApp, createWorkerApp } from './http/app.js';
 import { DeliveryDrainer } from './jobs/delivery-drainer.js';
-import { DeliveryListener } from './jobs/delivery-listener.js';
+import { DELIVERIES_DUE_CHANNEL } from './jobs/delivery-queue.js';
 import { defineJobs, scheduleRecurringJobs } from './jobs/index.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import type { EmbeddedDatabase } from './persistence/embedded-postgres.js';
+import { ChangeNotifications } from './persistence/change-notifications.js';
 import { migrate, pendingMigrations } from './persistence/orm.js';
 import { withSchemaLock } from './persistence/schema-lock.js';
 
@@ -96,12 +97,13 @@ export async function startService(config: AppConfig, options: StartOptions = {}
   // jobs up at once; with no job definitions (api role) it processes nothing.
   await container.agenda.start();
   if (runsJobs) await scheduleRecurringJobs(container);
-  // The drain loop sleeps until the database NOTIFYs a due delivery; the listener also wakes it once
-  // connected, for whatever became due while no worker listened.
+  // The drain loop sleeps until the database NOTIFYs a due delivery, on a connection of its own; it is
+  // also woken when that connection is (re)made, for whatever became due while no worker listened.
   const drainer = runsJobs ? new DeliveryDrainer(container, DRAINER_OPTIONS) : null;
-  const listener = drainer ? new DeliveryListener(url, () => drainer.notifyDue(), logger) : null;
+  const dueDeliveries = drainer ? new ChangeNotifications(url, { channel: DELIVERIES_DUE_CHANNEL, onError: (message) => logger.warn(message) }) : null;
+  dueDeliveries?.subscribe(() => drainer!.notifyDue());
   drainer?.start();
-  await listener?.start();
+  await dueDeliveries?.start();
   logger.info({ role: config.role, baseUrl, ...(opsUrl ? { opsUrl } : {}), host: config.host, sandbox: config.sandbox }, 'payments service started');
 
   let stopping: Promise<void> | null = null;
@@ -116,7 +118,7 @@ export async function startService(config: AppConfig, options: StartOptions = {}
         opsServer.closeIdleConnections();
         await new Promise<void>((resolve) => opsServer!.close(() => resolve()));
       }
-      await listener?.stop();
+      await dueDeliveries?.stop();
       await drainer?.stop();
       await container.agenda.drain({ timeout: 10_000 }).catch(() => undefined);
       await container.agenda.stop().catch(() => undefined);

@@ -1,7 +1,12 @@
 import type { Agenda } from 'agenda';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { DeliveryQueue } from '../domain/ports.js';
-import { DELIVERIES_DUE_CHANNEL } from './delivery-listener.js';
+
+/**
+ * The channel the database NOTIFYs when a delivery becomes due now: at the commit of a new outbox row
+ * or of a delivery put back in the queue (migration 20261123001301), and by the sweeper.
+ */
+export const DELIVERIES_DUE_CHANNEL = 'webhook_deliveries_due';
 
 export const DELIVER_WEBHOOK_JOB = 'webhook.deliver';
 export interface DeliverWebhookData {

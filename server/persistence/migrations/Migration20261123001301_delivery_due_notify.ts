@@ -1,6 +1,6 @@
 import { Migration } from '@mikro-orm/migrations';
 
-/** The channel workers LISTEN on (DELIVERIES_DUE_CHANNEL of server/jobs/delivery-listener.ts; a migration keeps its own copy). */
+/** The channel workers LISTEN on (DELIVERIES_DUE_CHANNEL of server/jobs/delivery-queue.ts; a migration keeps its own copy). */
 const DELIVERIES_DUE_CHANNEL = 'webhook_deliveries_due';
 
 /**
