@@ -33,6 +33,7 @@ import { StatusWriter } from './domain/payments/status-writer.js';
 import { RefundService } from './domain/refunds/refund.service.js';
 import { sandboxModules } from './sandbox/index.js';
 import { withLatency } from './sandbox/controls.js';
+import { createSandboxPool } from './sandbox/sql.js';
 import type { SandboxDeps } from './sandbox/module.js';
 
 /** Connections of the advisory-lock pool (per process). */
@@ -83,7 +84,12 @@ export interface ContainerOptions {
 }
 
 export async function createContainer(config: AppConfig, options: ContainerOptions): Promise<Container> {
-  const orm = await openOrm(options.databaseUrl, config.databasePoolMax, config.databaseAcquireTimeoutMs);
+  const metrics = new Metrics();
+  const roundTrips = (pool: 'service' | 'jobs' | 'sandbox') => {
+    const counter = metrics.dbRoundTrips.labels(pool);
+    return () => counter.inc();
+  };
+  const orm = await openOrm(options.databaseUrl, config.databasePoolMax, config.databaseAcquireTimeoutMs, roundTrips('service'));
   const secrets = new SecretBox(await resolveEncryptionKey(config));
   const em = orm.em;
   const { agenda, closePool: closeAgendaPool } = createAgenda({
@@ -92,6 +98,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     processEveryMs: options.agendaProcessEveryMs ?? 5000,
     lockLifetimeMs: options.agendaLockLifetimeMs ?? 10 * 60_000,
     poolMax: Math.min(8, config.databasePoolMax),
+    onQuery: roundTrips('jobs'),
   });
   let agendaReady = false;
   agenda.on('ready', () => (agendaReady = true));
@@ -102,7 +109,6 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   // Scheduling is rare and brief: two connections are plenty (idempotency needs none of its own).
   const keyLock = new KeyLock(options.databaseUrl, KEY_LOCK_POOL_MAX);
 
-  const metrics = new Metrics();
   registerStoreMetrics(metrics.registry, (sql) => orm.em.getConnection().execute(sql));
   // The providers (named only in providers/registry.ts). Each adapter is wrapped so every call to its
   // provider is timed (provider_call_duration_seconds); the adapters know nothing of it.
@@ -145,7 +151,9 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     operations: new ProviderOperationsService(em, config, providers, credentials, writer, logger),
   };
 
-  const sandboxDeps: SandboxDeps = { config, em, agenda, logger: options.logger };
+  // Created always (a pool opens no connection until used): a worker runs the simulators' jobs.
+  const sandboxPool = createSandboxPool(options.databaseUrl, Math.min(10, config.databasePoolMax), roundTrips('sandbox'));
+  const sandboxDeps: SandboxDeps = { config, em, pool: sandboxPool, agenda, logger: options.logger };
   const sandboxMounts = config.sandbox ? sandboxModules.map((m) => ({ path: m.path, router: withLatency(m.router(sandboxDeps), config.sandboxLatencyMs) })) : [];
 
   return {
@@ -171,6 +179,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     async close() {
       await keyLock.close();
       await closeAgendaPool().catch(() => undefined);
+      await sandboxPool.end().catch(() => undefined);
       await orm.close(true);
     },
   };
