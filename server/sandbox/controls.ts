@@ -60,6 +60,11 @@ export function applyControls(res: Response, switches: Controls, errorBody: unkn
   return true;
 }
 
+/** The misreport switch alone, for answers a simulator sends later (asynchronous results). */
+export async function currentMisreport(em: EntityManager, provider: string): Promise<Misreport | null> {
+  return (await controls(em, provider)).misreport;
+}
+
 export async function setOutageMode(em: EntityManager, provider: string, mode: OutageMode): Promise<void> {
   await em.getConnection().execute(
     `INSERT INTO sandbox_controls (provider, mode) VALUES (?, ?)
