@@ -20,9 +20,9 @@ import { readRoundTrips, roundTripsPerRequest } from './lib/round-trips.js';
 import { startServiceProcess, watchRss } from './lib/service-process.js';
 import { sampleConnections } from '../test/support/connection-sampler.js';
 
-/** The ORM pool of the api process; Agenda's pool is min(8, this), the scheduling-lock pool 2, the simulators' min(10, this). */
+/** The ORM pool of the api process; Agenda's pool is min(8, this), the scheduling-lock pool 2, the simulators' min(10, this), the access-change listener 1. */
 const POOL_MAX = 20;
-const CONFIGURED_CONNECTIONS = POOL_MAX + Math.min(8, POOL_MAX) + 2 + Math.min(10, POOL_MAX);
+const CONFIGURED_CONNECTIONS = POOL_MAX + Math.min(8, POOL_MAX) + 2 + Math.min(10, POOL_MAX) + 1;
 
 /** Counted as created: 201 with the payment completed (a 201 still pending is reported on its own). */
 const created = (res: HttpResponse) => res.status === 201 && res.body.includes('"status":"completed"');
