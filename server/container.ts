@@ -25,6 +25,7 @@ import { InboundPipeline } from './domain/inbound/inbound-pipeline.js';
 import { ProviderOperationsService } from './domain/operations/provider-operations.service.js';
 import { SavedCardService } from './domain/cards/saved-card.service.js';
 import { IdempotencyKeys } from './domain/payments/idempotency-keys.js';
+import { IdempotencyKeyRetention } from './domain/payments/idempotency-key-retention.js';
 import { PaymentHistory } from './domain/payments/payment-history.js';
 import { PaymentService } from './domain/payments/payment.service.js';
 import { ProviderGateway } from './domain/payments/provider-gateway.js';
@@ -46,6 +47,7 @@ export interface Services {
   credentials: CredentialsService;
   deliveries: DeliveryService;
   events: EventLog;
+  idempotencyKeyRetention: IdempotencyKeyRetention;
   payments: PaymentService;
   paymentHistory: PaymentHistory;
   refunds: RefundService;
@@ -136,6 +138,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
       logger,
     ),
     events: new EventLog(em, config.eventRetentionMs),
+    idempotencyKeyRetention: new IdempotencyKeyRetention(em, config.idempotencyKeyRetentionMs),
     payments,
     paymentHistory: new PaymentHistory(em),
     refunds,

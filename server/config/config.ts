@@ -18,6 +18,8 @@ const EnvSchema = z.object({
   DATABASE_POOL_MAX: z.coerce.number().int().min(2).max(1000).default(20),
   DATABASE_ACQUIRE_TIMEOUT: z.string().default('5s'),
   IDEMPOTENCY_LEASE: z.string().default('60s'),
+  IDEMPOTENCY_KEY_RETENTION: z.string().default('24h'),
+  IDEMPOTENCY_KEY_PRUNE_INTERVAL: z.string().default('1h'),
   PUBLIC_BASE_URL: z.string().url().optional(),
   ENCRYPTION_KEY: z.string().optional(),
   ROLE: z.enum(['all', 'api', 'worker']).default('all'),
@@ -80,6 +82,10 @@ export interface AppConfig {
    * live request is never taken over; after it, a retry resumes a request that died.
    */
   idempotencyLeaseMs: number;
+  /** How long an idempotency key replays after its last change; a key past it is pruned and is new again (payment-creation keys excepted). */
+  idempotencyKeyRetentionMs: number;
+  /** How often a worker prunes idempotency keys past the retention period. */
+  idempotencyKeyPruneIntervalMs: number;
   /** Address providers call back on; filled from the listening port when not configured. */
   publicBaseUrl: string;
   encryptionKey: string | undefined;
@@ -173,9 +179,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   let acquireTimeoutMs: number;
   let leaseMs: number;
+  let keyRetentionMs: number;
   try {
     acquireTimeoutMs = parseDurationMs(e.DATABASE_ACQUIRE_TIMEOUT);
     leaseMs = parseDurationMs(e.IDEMPOTENCY_LEASE);
+    keyRetentionMs = parseDurationMs(e.IDEMPOTENCY_KEY_RETENTION);
   } catch (err) {
     throw new ConfigError(`invalid duration: ${(err as Error).message}`);
   }
@@ -183,6 +191,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   if (leaseMs <= 2 * e.PROVIDER_TIMEOUT_MS) {
     throw new ConfigError('IDEMPOTENCY_LEASE must be longer than twice PROVIDER_TIMEOUT_MS, or a live request could be taken over');
   }
+  // A key must outlive the time a concurrent request may wait on it and the lease of the request holding it.
+  if (keyRetentionMs <= leaseMs) throw new ConfigError('IDEMPOTENCY_KEY_RETENTION must be longer than IDEMPOTENCY_LEASE');
   const sandbox = e.SANDBOX ?? !production;
   return {
     env: e.NODE_ENV,
@@ -198,6 +208,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     databasePoolMax: e.DATABASE_POOL_MAX,
     databaseAcquireTimeoutMs: acquireTimeoutMs,
     idempotencyLeaseMs: leaseMs,
+    idempotencyKeyRetentionMs: keyRetentionMs,
+    idempotencyKeyPruneIntervalMs: parseDurationMs(e.IDEMPOTENCY_KEY_PRUNE_INTERVAL),
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/$/, ''),
     encryptionKey: e.ENCRYPTION_KEY,
     role: e.ROLE,

@@ -77,7 +77,7 @@ export interface RefundInput {
   refundId: string;
   payment: PaymentLookup & { amount: Money; receiptNumber: string | null };
   amount: Money;
-  /** True when `amount` is what remains of the payment. */
+  /** True when `amount` is the payment's whole amount; fixed per refund, so a repeated request sends the same parameters. */
   full: boolean;
   idempotencyKey: string;
 }
@@ -246,7 +246,10 @@ export type ProviderNotification =
 /**
  * The verdict of a provider's scheme: `verified` — apply as it says; `invalid` — a signature or token
  * that does not match: refuse (401); `unverifiable` — the provider sent nothing to check (e.g. a live
- * operator callback without a signature): never applied as it says, the pipeline asks the provider.
+ * operator callback without a signature): never applied as it says, the pipeline asks the provider —
+ * its payment lookup for a payment, a status report (ProviderOperations.requestStatusReport) for a
+ * reversal or a status report. A status report answers a question we asked; the scheme verifies it by
+ * what binds it to that question (e.g. a token in the address only the provider was given).
  */
 export type Verification = 'verified' | 'invalid' | 'unverifiable';
 
@@ -298,9 +301,11 @@ export interface ProviderCapabilities {
 export interface ProviderOperations<C> {
   /**
    * Asks the provider to report a transaction's status asynchronously; the answer arrives as a
-   * `status-report` notification naming `queryId`.
+   * `status-report` notification naming `queryId`. The transaction is named by the provider's id for it
+   * (`transactionId`, e.g. a receipt) or by the provider's id of a request we made (`requestRef`, e.g.
+   * a reversal's), which is how an unverifiable reversal result is confirmed (see NotificationScheme.verify).
    */
-  requestStatusReport?(creds: C, input: { queryId: string; transactionId: string }): Promise<{ providerQueryRef: string; ack: CheckStatusAck }>;
+  requestStatusReport?(creds: C, input: { queryId: string } & ({ transactionId: string } | { requestRef: string })): Promise<{ providerQueryRef: string; ack: CheckStatusAck }>;
   /** Settled incoming transactions in a window, for reconciliation. */
   listTransactions?(creds: C, window: { since: Date; until: Date }): Promise<{ receipt: string; reference: string | null; amount: Money }[]>;
   /** One-time registration for listTransactions; returns issues when the request lacks what it needs. */

@@ -3,6 +3,7 @@ import { sandboxModules } from '../sandbox/index.js';
 import { defineJob } from './define-job.js';
 import { defineDeliverWebhookJob } from './deliver-webhook.job.js';
 import { definePruneEventsJob, schedulePruneEvents } from './prune-events.job.js';
+import { definePruneIdempotencyKeysJob, schedulePruneIdempotencyKeys } from './prune-idempotency-keys.job.js';
 import { defineSweepDeliveriesJob, scheduleDeliverySweep } from './sweep-deliveries.job.js';
 import { defineSyncPaymentsJob, scheduleSyncPayments } from './sync-payments.job.js';
 import { defineReconcileTransactionsJobs, scheduleAllReconciliations } from './reconcile-transactions.job.js';
@@ -14,6 +15,7 @@ export function defineJobs(container: JobContext): void {
   defineSyncPaymentsJob(container);
   defineReconcileTransactionsJobs(container);
   definePruneEventsJob(container);
+  definePruneIdempotencyKeysJob(container);
   if (container.config.sandbox) {
     for (const module of sandboxModules) {
       module.defineJobs?.(container.sandboxDeps, (name, body) => defineJob(container, name, body));
@@ -27,4 +29,5 @@ export async function scheduleRecurringJobs(container: JobContext): Promise<void
   await scheduleSyncPayments(container);
   await scheduleAllReconciliations(container);
   await schedulePruneEvents(container);
+  await schedulePruneIdempotencyKeys(container);
 }

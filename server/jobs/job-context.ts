@@ -3,6 +3,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import type { AppConfig } from '../config/config.js';
 import type { DeliveryService } from '../domain/delivery/delivery.service.js';
 import type { EventLog } from '../domain/events/event-log.js';
+import type { IdempotencyKeyRetention } from '../domain/payments/idempotency-key-retention.js';
 import type { ProviderOperationsService } from '../domain/operations/provider-operations.service.js';
 import type { StatusSyncService } from '../domain/payments/status-sync.service.js';
 import type { ProviderRegistry } from '../domain/ports.js';
@@ -26,6 +27,7 @@ export interface JobContext {
   services: {
     deliveries: DeliveryService;
     events: EventLog;
+    idempotencyKeyRetention: IdempotencyKeyRetention;
     statusSync: StatusSyncService;
     operations: ProviderOperationsService;
   };

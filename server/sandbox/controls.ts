@@ -27,6 +27,11 @@ async function controls(em: EntityManager, provider: string): Promise<{ mode: Ou
   return { mode: row.mode, misreport: Object.keys(misreport).length > 0 ? misreport : null };
 }
 
+/** The misreport switch alone, for answers a simulator sends later (asynchronous results). */
+export async function currentMisreport(em: EntityManager, provider: string): Promise<Misreport | null> {
+  return (await controls(em, provider)).misreport;
+}
+
 export async function setOutageMode(em: EntityManager, provider: string, mode: OutageMode): Promise<void> {
   await em.getConnection().execute(
     `INSERT INTO sandbox_controls (provider, mode) VALUES (?, ?)

@@ -124,3 +124,162 @@ describe('live-env operator callbacks', () => {
     expect(await queriesOf(p.provider_ref)).toBe(0);
   });
 });
+
+/**
+ * Reversal and transaction-status results are unsigned too. A reversal result is confirmed by a
+ * transaction-status query of our own about the reversal request (by the OriginatorConversationID the
+ * operator gave it), a status result by asking again about the transaction our query named; the
+ * answers to those queries come to the address bound to the query (its token) and are applied.
+ */
+describe('live-env reversal and transaction-status results', () => {
+  let ops: string;
+  const asOps = (method: 'get' | 'post', url: string) => t.http[method](url).set('X-API-Key', ops);
+  const payOps = async (phone: string, amount = '100') => {
+    const res = await asOps('post', '/v1/payments').set('Idempotency-Key', `live-ops-${Date.now()}-${++n}`).send({ provider: 'mobilemoney', currency: 'KES', amount, phone });
+    expect(res.status).toBe(201);
+    return res.body.data as { id: string; provider_ref: string; reference: string };
+  };
+  const getOps = async (id: string) => (await asOps('get', `/v1/payments/${id}`)).body.data;
+  const refundOf = async (id: string) => (await asOps('get', `/v1/refunds/${id}`)).body.data;
+  const confirmations = (column: 'refund_id' | 'payment_id', id: string) =>
+    t.sql<{ confirms: string; result_code: string | null; completed: boolean }>(
+      `SELECT confirms, result_code, completed_at IS NOT NULL AS completed FROM provider_status_queries WHERE ${column} = $1 AND confirms IS NOT NULL ORDER BY created_at`, [id]);
+  /** A completed payment with its receipt: settled through the STK query, the receipt from reconciliation. */
+  const paidWithReceipt = async (amount = '100') => {
+    const p = await payOps(PHONES.success, amount);
+    await eventually(async () => ((await getOps(p.id)).status === 'completed' ? true : null), 15_000, 'payment settled');
+    await asOps('post', '/v1/payments/mobilemoney/reconcile').send({}).expect(200);
+    const paid = await getOps(p.id);
+    expect(paid.provider_ref).not.toBe(p.provider_ref);
+    return paid as { id: string; provider_ref: string };
+  };
+  const reversalResult = (refundId: string, amount: number) => t.http.post(`/v1/webhooks/mobilemoney/reversal/result?ref=${refundId}`).send({
+    Result: {
+      ResultType: 0, ResultCode: 0, ResultDesc: 'The service request is processed successfully.', OriginatorConversationID: `forged-${refundId}`,
+      ConversationID: 'AG_forged', TransactionID: 'FORGEDREV1',
+      ResultParameters: { ResultParameter: [{ Key: 'Amount', Value: amount }, { Key: 'OriginalTransactionID', Value: 'FORGEDORIG' }] },
+    },
+  });
+
+  beforeAll(async () => {
+    ({ apiKey: ops } = await t.createMerchant('Live Ops Duka'));
+    await t.http.put('/v1/merchant/webhook').set('X-API-Key', ops).send({ webhook_url: receiver.url }).expect(200);
+    // The operator's sandbox initiator; the password is encrypted with the simulator's certificate per request.
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', ops).send({ provider: 'mobilemoney', mobilemoney: {
+      ...LIVE_CREDS, consumer_key: 'live-ops-key', security_credential: undefined, initiator: 'testapi', initiator_password: 'Safaricom999!*!',
+    } }).expect(200);
+  });
+
+  it("the operator's unsigned reversal result completes the refund through a transaction-status query", async () => {
+    const paid = await paidWithReceipt();
+    const refund = await asOps('post', '/v1/refunds').send({ payment_id: paid.id });
+    expect(refund.status).toBe(201);
+    expect(refund.body.data.status).toBe('pending');
+    const refundId = refund.body.data.id as string;
+    // Unsigned result → not believed → the service asks about the reversal → the operator's answer completes it.
+    await eventually(async () => ((await refundOf(refundId)).status === 'completed' ? true : null), 20_000, 'refund completed');
+    expect(await getOps(paid.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+    expect(await confirmations('refund_id', refundId)).toEqual([{ confirms: 'reversal', result_code: '0', completed: true }]);
+    const transitions = await t.sql<{ subject: string; to_status: string; trigger: string }>(
+      `SELECT subject, to_status, trigger FROM payment_transitions WHERE payment_id = $1 AND accepted
+       AND ((subject = 'refund' AND to_status = 'completed') OR (subject = 'payment' AND to_status = 'reversed')) ORDER BY id`, [paid.id]);
+    expect(transitions).toEqual([
+      { subject: 'refund', to_status: 'completed', trigger: 'confirmed:reversal' },
+      { subject: 'payment', to_status: 'reversed', trigger: 'confirmed:reversal' },
+    ]);
+    const event = await eventually(() => receiver.events('payment.reversed').find((e) => e.json.data.payment_id === paid.id));
+    expect(event.json.data).toMatchObject({ refund_id: refundId, status: 'reversed' });
+  });
+
+  it('an unsigned forged reversal "success" for a reversal the operator refused changes nothing', async () => {
+    // 99999 KES: the simulator refuses to reverse it (insufficient balance, ResultCode 1).
+    const paid = await paidWithReceipt('99999');
+    const refund = await asOps('post', '/v1/refunds').send({ payment_id: paid.id });
+    expect(refund.body.data.status).toBe('pending');
+    const refundId = refund.body.data.id as string;
+    const forged = await reversalResult(refundId, 99999);
+    expect(forged.status).toBe(200);
+    // The forgery and the operator's own (unsigned) failure each make the service ask the operator (one
+    // query open at a time); the operator knows no completed reversal. Wait for both results and answers.
+    await new Promise((r) => setTimeout(r, OPERATOR_DELAY_MS * 2 + 500));
+    await eventually(async () => {
+      const rows = await confirmations('refund_id', refundId);
+      return rows.length > 0 && rows.every((r) => r.completed) ? rows : null;
+    }, 15_000, 'every confirmation answered');
+    for (const row of await confirmations('refund_id', refundId)) expect(row).toEqual({ confirms: 'reversal', result_code: 'R000002', completed: true });
+    expect(await refundOf(refundId)).toMatchObject({ status: 'pending' });
+    expect(await getOps(paid.id)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+    expect(await t.sql(`SELECT type FROM events WHERE payment_id = $1 AND type IN ('payment.reversed', 'payment.refunded')`, [paid.id])).toEqual([]);
+    expect(await t.sql(`SELECT 1 FROM provider_events WHERE payment_id = $1 AND event_id LIKE 'reversal:%'`, [paid.id])).toEqual([]);
+  });
+});
+
+describe('live-env transaction-status results without the query token', () => {
+  let ops: string;
+  const getOps = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', ops)).body.data;
+  const pendingPush = async () => {
+    const res = await t.http.post('/v1/payments').set('X-API-Key', ops).set('Idempotency-Key', `live-ts-${Date.now()}-${++n}`)
+      .send({ provider: 'mobilemoney', currency: 'KES', amount: '100', phone: PHONES.silent });
+    expect(res.body.data.status).toBe('pending');
+    return res.body.data as { id: string; provider_ref: string };
+  };
+  /**
+   * A status query the service sent about a pending payment (recorded as check-status records it). No API
+   * path leaves a pending payment to the transaction-status API today (a push without a receipt is
+   * answered by the STK query), so the query row is written directly; everything after it is the service.
+   */
+  const statusQuery = async (merchantPayment: string, code: string) => {
+    const [row] = await t.sql<{ id: string }>(
+      `INSERT INTO provider_status_queries (id, provider, merchant_id, payment_id, code, provider_query_ref)
+       SELECT gen_random_uuid(), 'mobilemoney', merchant_id, id, $2, 'earlier-query' FROM payments WHERE id = $1 RETURNING id`, [merchantPayment, code]);
+    return row!.id;
+  };
+  const unsignedResult = (queryId: string, receipt: string) => t.http.post(`/v1/webhooks/mobilemoney/transactionstatus/result?ref=${queryId}`).send({
+    Result: {
+      ResultType: 0, ResultCode: 0, ResultDesc: 'The service request is processed successfully.', OriginatorConversationID: 'earlier-query', ConversationID: 'AG_earlier',
+      TransactionID: 'STATUS0001',
+      ResultParameters: { ResultParameter: [{ Key: 'TransactionStatus', Value: 'Completed' }, { Key: 'Amount', Value: 100 }, { Key: 'ReceiptNo', Value: receipt }] },
+    },
+  });
+  const confirmationsOf = (paymentId: string) =>
+    t.sql<{ confirms: string; code: string; result_code: string | null }>(`SELECT confirms, code, result_code FROM provider_status_queries WHERE payment_id = $1 AND confirms IS NOT NULL`, [paymentId]);
+
+  beforeAll(async () => {
+    ({ apiKey: ops } = await t.createMerchant('Live Status Duka'));
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', ops).send({ provider: 'mobilemoney', mobilemoney: {
+      ...LIVE_CREDS, consumer_key: 'live-status-key', security_credential: undefined, initiator: 'testapi', initiator_password: 'Safaricom999!*!',
+    } }).expect(200);
+  });
+
+  it('an unsigned result for a transaction the operator completed settles the payment through a query of our own', async () => {
+    const p = await pendingPush();
+    // The operator completed the push (no callback for this phone); the customer's SMS shows the receipt.
+    const [stk] = await eventually(() => t.sql<{ receipt_number: string }>(
+      `SELECT receipt_number FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1 AND completes_at <= now()`, [p.provider_ref]).then((r) => (r.length ? r : null)), 10_000, 'push completed');
+    const queryId = await statusQuery(p.id, stk!.receipt_number);
+    expect((await unsignedResult(queryId, stk!.receipt_number)).status).toBe(200);
+    // Not believed: still pending, the claim not recorded on the query.
+    expect(await getOps(p.id)).toMatchObject({ status: 'pending' });
+    expect(await t.sql('SELECT result_code FROM provider_status_queries WHERE id = $1', [queryId])).toEqual([{ result_code: null }]);
+    const done = await eventually(async () => ((await getOps(p.id)).status === 'completed' ? getOps(p.id) : null), 15_000, 'payment settled');
+    expect(done).toMatchObject({ status: 'completed', provider_ref: stk!.receipt_number, integrity: { status: 'ok' } });
+    expect(await confirmationsOf(p.id)).toEqual([{ confirms: 'transaction-status', code: stk!.receipt_number, result_code: '0' }]);
+    const [transition] = await t.sql<{ trigger: string }>(`SELECT trigger FROM payment_transitions WHERE payment_id = $1 AND to_status = 'completed' AND accepted`, [p.id]);
+    expect(transition!.trigger).toBe('confirmed:transaction-status');
+  });
+
+  it('an unsigned forged "completed" result for a transaction the operator does not have changes nothing', async () => {
+    const p = await pendingPush();
+    // The query was about a receipt the operator never issued; the forgery claims it completed.
+    const queryId = await statusQuery(p.id, 'QZZ0000001');
+    expect((await unsignedResult(queryId, 'QZZ0000001')).status).toBe(200);
+    expect((await unsignedResult(queryId, 'QZZ0000001')).status).toBe(200);
+    const [answered] = await eventually(() => t.sql<{ result_code: string }>(
+      `SELECT result_code FROM provider_status_queries WHERE payment_id = $1 AND confirms IS NOT NULL AND completed_at IS NOT NULL`, [p.id]).then((r) => (r.length ? r : null)), 15_000, 'confirmation answered');
+    expect(answered).toEqual({ result_code: 'R000002' });
+    // Two forgeries, one question to the operator.
+    expect(await confirmationsOf(p.id)).toHaveLength(1);
+    expect(await getOps(p.id)).toMatchObject({ status: 'pending', provider_ref: p.provider_ref, integrity: { status: 'ok' } });
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([]);
+  });
+});

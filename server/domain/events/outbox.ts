@@ -49,3 +49,27 @@ export async function appendEvent(
   });
   return { eventId, deliveryId };
 }
+
+/**
+ * `appendEvent` as two CTEs of the caller's statement (the status writer's one-statement strategy):
+ * `event`, written once per row of the CTE `source` (the changed payment), and `delivery`, written with
+ * it only when the merchant has a webhook URL — the same rows `appendEvent` writes. `deliveryId` is
+ * selected FROM delivery by the caller, to enqueue after the commit.
+ */
+export function appendEventSql(
+  input: { merchantId: string; paymentId: string | null; type: MerchantEventType; data: MerchantEventData },
+  source: string,
+): { sql: string; params: unknown[] } {
+  const eventId = randomUUID();
+  const createdAt = new Date().toISOString();
+  const payload: MerchantEventPayload = { id: eventId, type: input.type, created_at: createdAt, data: input.data };
+  const body = JSON.stringify(payload);
+  return {
+    sql: `event AS (INSERT INTO events (id, merchant_id, payment_id, type, payload, body, created_at)
+        SELECT ?, ?, ?, ?, ?::jsonb, ?, ?::timestamptz FROM ${source} RETURNING id, created_at),
+      delivery AS (INSERT INTO webhook_deliveries (id, event_id, merchant_id, payment_id, event_type, url, status, attempts, next_attempt_at, created_at, updated_at)
+        SELECT ?, event.id, m.id, ?, ?, m.webhook_url, 'pending', 0, event.created_at, event.created_at, event.created_at
+        FROM event JOIN merchants m ON m.id = ? WHERE m.webhook_url <> '' RETURNING id)`,
+    params: [eventId, input.merchantId, input.paymentId, input.type, body, body, createdAt, randomUUID(), input.paymentId, input.type, input.merchantId],
+  };
+}

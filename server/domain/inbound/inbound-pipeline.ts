@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Provider } from '../../../contract/index.js';
 import { CALLBACK_UNVERIFIED } from '../../../contract/errors.js';
@@ -10,18 +11,22 @@ import type { PaymentUpdate, StatusWriter } from '../payments/status-writer.js';
 import {
   MalformedNotificationError, ProviderError,
   type InboundRequest, type Money, type PaymentOutcomeNotification, type ProviderNotification, type ProviderPort, type ProviderRegistry,
-  type ReversalResultNotification, type Verification,
+  type ReversalResultNotification, type StatusReportNotification, type Verification,
 } from '../ports.js';
 import { markRefusedInInbox, recordInInbox } from './inbox.js';
-import { findOurRefund, resolvePayment, resolveRefund, resolveStatusQuery } from './resolve.js';
+import { findOurRefund, resolvePayment, resolveRefund, resolveStatusQuery, type StatusQueryRow } from './resolve.js';
 import { recordStatusReport } from './status-reports.js';
 
 /**
  * What became of a notification: `applied`; `duplicate` (in the inbox already); `unknown_reference`;
  * `ignored` (a type we do not act on); `confirmed` (unverifiable, so the provider was asked and its
- * answer applied); `unconfirmed` (unverifiable and the provider could not be asked: nothing changed).
+ * answer applied); `confirming` (unverifiable; the provider was asked for a status report, which is
+ * applied when it arrives); `unconfirmed` (unverifiable and the provider could not be asked: nothing changed).
  */
-export type InboundOutcome = 'applied' | 'duplicate' | 'unknown_reference' | 'ignored' | 'confirmed' | 'unconfirmed';
+export type InboundOutcome = 'applied' | 'duplicate' | 'unknown_reference' | 'ignored' | 'confirmed' | 'confirming' | 'unconfirmed';
+
+/** One confirmation query per subject at a time: forged notifications in a burst cause one provider query, not one each. */
+const OPEN_CONFIRMATION_MS = 10 * 60_000;
 
 type Actionable = Exclude<ProviderNotification, { kind: 'ignored' }>;
 
@@ -33,7 +38,8 @@ interface Subject {
   payment: Payment | null;
   paymentId: string | null;
   refundId: string | null;
-  queryId: string | null;
+  /** The status query a status report answers. */
+  query: StatusQueryRow | null;
 }
 
 /**
@@ -110,7 +116,7 @@ export class InboundPipeline {
 
   private async resolve(port: ProviderPort, notification: Actionable): Promise<Subject | null> {
     const em = this.em.fork();
-    const none = { payment: null, paymentId: null, refundId: null, queryId: null };
+    const none = { payment: null, paymentId: null, refundId: null, query: null };
     switch (notification.kind) {
       case 'payment': {
         const payment = await resolvePayment(em, port.name, notification.payment);
@@ -133,7 +139,7 @@ export class InboundPipeline {
       }
       case 'status-report': {
         const query = await resolveStatusQuery(em, port.name, notification.query);
-        return query ? { ...none, merchantId: query.merchant_id, subjectId: query.id, paymentId: query.payment_id, queryId: query.id } : null;
+        return query ? { ...none, merchantId: query.merchant_id, subjectId: query.id, paymentId: query.payment_id, refundId: query.refund_id, query } : null;
       }
     }
   }
@@ -187,11 +193,19 @@ export class InboundPipeline {
           return outcome.transitioned || outcome.mismatch ? 'applied' : 'duplicate';
         }
         case 'status-report': {
-          const paymentId = await recordStatusReport(uow.tx, port.name, subject.queryId!, subject.merchantId, notification);
-          // Only a confirmed completion moves a payment: a status report never fails or reverses one.
-          if (!paymentId || !notification.completed) return 'applied';
+          const about = await recordStatusReport(uow.tx, port.name, subject.query!.id, subject.merchantId, notification);
+          // Only a reported completion moves money: a status report never fails or reverses a payment.
+          if (!about || !notification.completed) return 'applied';
           const { receipt, amount } = notification.completed;
-          const outcome = await uow.payment(paymentId, { status: 'completed', reported: amount, providerRef: receipt, receiptNumber: receipt, raw: notification.raw }, source);
+          const trigger = about.confirms ? `confirmed:${about.confirms}` : source;
+          if (about.refundId) {
+            // The answer to a reversal's confirmation: the provider's reversal transaction, with its amount.
+            const outcome = await uow.refund(about.refundId, { status: 'completed', reversal: true, reported: amount, raw: notification.raw }, trigger);
+            if (outcome.mismatch) await refused();
+            return 'applied';
+          }
+          if (!about.paymentId) return 'applied';
+          const outcome = await uow.payment(about.paymentId, { status: 'completed', reported: amount, providerRef: receipt, receiptNumber: receipt, raw: notification.raw }, trigger);
           if (outcome.mismatch) await refused();
           return 'applied';
         }
@@ -200,16 +214,16 @@ export class InboundPipeline {
   }
 
   /**
-   * An unverifiable notification: what it says is not believed. For a payment the provider is asked
-   * (its port's getPayment: STK query, get intent, get order) and that answer applied; the
-   * notification is not stored in the inbox, so a forged one cannot shadow the real one. Other kinds
-   * cannot be asked about: nothing changes and the status sync / the merchant's retry settles them.
+   * An unverifiable notification: what it says is not believed, and it is not stored in the inbox, so
+   * a forged one cannot shadow the real one. The provider is asked instead and its answer applied: for
+   * a payment its payment lookup (STK query, get intent, get order), at once; for a reversal or a status
+   * report a status report of our own (the reversal by the provider's id of our request, the status by
+   * the transaction our query named — never by what the notification claims), applied when it arrives.
    */
   private async confirm(port: ProviderPort, creds: unknown, notification: Actionable, subject: Subject): Promise<InboundOutcome> {
-    if (notification.kind !== 'payment' || !subject.payment) {
-      this.logger.warn({ provider: port.name, label: notification.label, subjectId: subject.subjectId }, 'unverifiable notification cannot be confirmed with the provider; not applied');
-      return 'unconfirmed';
-    }
+    if (notification.kind === 'reversal') return this.confirmReversal(port, creds, notification, subject);
+    if (notification.kind === 'status-report') return this.confirmStatusReport(port, creds, notification, subject);
+    if (notification.kind !== 'payment' || !subject.payment) return this.notConfirmable(port, notification, subject);
     const payment = subject.payment;
     if (payment.status !== 'pending') return 'confirmed';
     let answer;
@@ -223,6 +237,71 @@ export class InboundPipeline {
     await this.writer.applyPayment(payment.id, toUpdate(answer), `confirmed:${notification.label}`);
     this.logger.info({ provider: port.name, paymentId: payment.id, claimed: notification.status, confirmed: answer.status }, 'unverifiable notification settled by asking the provider');
     return 'confirmed';
+  }
+
+  private notConfirmable(port: ProviderPort, notification: Actionable, subject: { subjectId: string }): InboundOutcome {
+    this.logger.warn({ provider: port.name, label: notification.label, subjectId: subject.subjectId }, 'unverifiable notification cannot be confirmed with the provider; not applied');
+    return 'unconfirmed';
+  }
+
+  /** An unverifiable reversal result: the provider reports on our reversal request (by its id for it); the report completes the refund. */
+  private async confirmReversal(port: ProviderPort, creds: unknown, notification: ReversalResultNotification, subject: Subject): Promise<InboundOutcome> {
+    const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: subject.refundId! });
+    if (refund.status !== 'pending') return 'confirmed';
+    if (!refund.providerRef) return this.notConfirmable(port, notification, subject);
+    return this.askForStatusReport(port, creds, notification, { merchantId: subject.merchantId, paymentId: refund.paymentId, refundId: refund.id, code: refund.providerRef }, { requestRef: refund.providerRef });
+  }
+
+  /**
+   * An unverifiable status report: only one claiming a completion could change anything. The provider
+   * is asked again about the transaction our query named; a confirmation's own answer is never
+   * confirmed again (the scheme verifies those, see Verification).
+   */
+  private async confirmStatusReport(port: ProviderPort, creds: unknown, notification: StatusReportNotification, subject: Subject): Promise<InboundOutcome> {
+    const query = subject.query!;
+    if (!notification.completed || query.confirms) return this.notConfirmable(port, notification, subject);
+    const payment = query.payment_id ? await this.em.fork().findOne(PaymentSchema, { id: query.payment_id }) : null;
+    if (payment && payment.status !== 'pending') return 'confirmed';
+    const transactionId = payment?.receiptNumber ?? query.code;
+    return this.askForStatusReport(port, creds, notification, { merchantId: query.merchant_id, paymentId: query.payment_id, refundId: null, code: transactionId }, { transactionId });
+  }
+
+  /**
+   * Sends a confirmation query (recorded in provider_status_queries with what it confirms); its answer
+   * arrives as a status report and is applied then. At most one open confirmation per subject.
+   */
+  private async askForStatusReport(
+    port: ProviderPort,
+    creds: unknown,
+    notification: Actionable,
+    about: { merchantId: string; paymentId: string | null; refundId: string | null; code: string },
+    target: { transactionId: string } | { requestRef: string },
+  ): Promise<InboundOutcome> {
+    const operations = port.operations;
+    if (!operations?.requestStatusReport) return this.notConfirmable(port, notification, { subjectId: about.refundId ?? about.paymentId ?? about.code });
+    const connection = this.em.getConnection();
+    const queryId = randomUUID();
+    const opened = await connection.execute<{ id: string }[]>(
+      `INSERT INTO provider_status_queries (id, provider, merchant_id, payment_id, refund_id, code, confirms)
+       SELECT ?, ?, ?, ?, ?, ?, ?
+       WHERE NOT EXISTS (SELECT 1 FROM provider_status_queries WHERE provider = ? AND merchant_id = ? AND code = ? AND confirms IS NOT NULL
+                         AND completed_at IS NULL AND created_at > now() - (? * interval '1 millisecond'))
+       RETURNING id`,
+      [queryId, port.name, about.merchantId, about.paymentId, about.refundId, about.code, notification.label, port.name, about.merchantId, about.code, OPEN_CONFIRMATION_MS],
+    );
+    if (opened.length === 0) return 'confirming';
+    let answer;
+    try {
+      answer = await operations.requestStatusReport(creds, { queryId, ...target });
+    } catch (err) {
+      if (!(err instanceof ProviderError)) throw err;
+      await connection.execute('DELETE FROM provider_status_queries WHERE id = ?', [queryId], 'run');
+      this.logger.warn({ provider: port.name, label: notification.label, kind: err.kind }, 'unverifiable notification: the provider could not be asked; not applied');
+      return 'unconfirmed';
+    }
+    await connection.execute('UPDATE provider_status_queries SET provider_query_ref = ? WHERE id = ?', [answer.providerQueryRef, queryId], 'run');
+    this.logger.info({ provider: port.name, label: notification.label, queryId, paymentId: about.paymentId, refundId: about.refundId }, 'unverifiable notification: the provider was asked to report; its answer will be applied');
+    return 'confirming';
   }
 }
 

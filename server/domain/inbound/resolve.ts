@@ -42,6 +42,12 @@ export interface StatusQueryRow {
   id: string;
   merchant_id: string;
   payment_id: string | null;
+  /** Set on a query that confirms a reversal result: the refund it is about. */
+  refund_id: string | null;
+  /** What the query confirms (the label of an unverifiable notification), or null for a merchant's check-status. */
+  confirms: string | null;
+  /** What was asked about: a receipt, a provider reference, or a request's provider id. */
+  code: string;
 }
 
 /** Finds a status query we sent to the provider: our id (in the result URL) first, then the provider's id for it. */
@@ -49,7 +55,7 @@ export async function resolveStatusQuery(em: EntityManager, provider: string, re
   const id = ourId(ref.ourId);
   if (!id && !ref.providerRef) return null;
   const rows = await em.getConnection().execute<StatusQueryRow[]>(
-    `SELECT id, merchant_id, payment_id FROM provider_status_queries WHERE provider = ? AND ${id ? 'id = ?' : 'provider_query_ref = ?'} LIMIT 1`,
+    `SELECT id, merchant_id, payment_id, refund_id, confirms, code FROM provider_status_queries WHERE provider = ? AND ${id ? 'id = ?' : 'provider_query_ref = ?'} LIMIT 1`,
     [provider, id ?? ref.providerRef],
   );
   return rows[0] ?? null;

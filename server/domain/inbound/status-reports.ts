@@ -2,10 +2,19 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { PaymentSchema } from '../../persistence/entities/index.js';
 import type { StatusReportNotification } from '../ports.js';
 
+/** What a status report is about, once recorded on its query. */
+export interface StatusReportSubject {
+  /** The payment the query was asked for, else the merchant's payment with the reported receipt. */
+  paymentId: string | null;
+  /** The refund a reversal confirmation is about. */
+  refundId: string | null;
+  /** What the query confirms (see provider_status_queries.confirms), or null. */
+  confirms: string | null;
+}
+
 /**
  * Records a provider's answer to a status query on the query (the first answer wins: a queue timeout
- * after the result changes nothing) and returns the payment it is about: the one the query was asked
- * for, else the merchant's payment with the reported receipt.
+ * after the result changes nothing) and returns what it is about; null when the query was answered already.
  */
 export async function recordStatusReport(
   tx: EntityManager,
@@ -13,15 +22,16 @@ export async function recordStatusReport(
   queryId: string,
   merchantId: string,
   report: StatusReportNotification,
-): Promise<string | null> {
-  const rows = await tx.execute<{ payment_id: string | null }[]>(
+): Promise<StatusReportSubject | null> {
+  const rows = await tx.execute<{ payment_id: string | null; refund_id: string | null; confirms: string | null }[]>(
     `UPDATE provider_status_queries SET result_code = ?, result = ?::jsonb, completed_at = now()
-     WHERE id = ? AND completed_at IS NULL RETURNING payment_id`,
+     WHERE id = ? AND completed_at IS NULL RETURNING payment_id, refund_id, confirms`,
     [report.resultCode, JSON.stringify(report.raw), queryId],
   );
-  if (rows.length === 0) return null;
-  if (rows[0]!.payment_id) return rows[0]!.payment_id;
-  if (!report.completed) return null;
+  const row = rows[0];
+  if (!row) return null;
+  const subject = { paymentId: row.payment_id, refundId: row.refund_id, confirms: row.confirms };
+  if (subject.paymentId || subject.refundId || !report.completed) return subject;
   const payment = await tx.findOne(PaymentSchema, { merchantId, provider, receiptNumber: report.completed.receipt });
-  return payment?.id ?? null;
+  return { ...subject, paymentId: payment?.id ?? null };
 }

@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ErrorCode } from '../../../contract/index.js';
 import { DomainError, conflict, type FieldIssue } from '../errors.js';
-import type { StatusWriter, UnitOfWork } from './status-writer.js';
+import type { CompanionWrite, StatusWriter, UnitOfWork } from './status-writer.js';
 
 /**
  * Idempotency keys after Brandur Leach's "Implementing Stripe-like Idempotency Keys in Postgres":
@@ -61,6 +61,17 @@ interface KeyRow {
 export const WAIT_MS = 10_000;
 const MAX_POLL_MS = 200;
 
+/** The atomic claim. Blocks only while another claim of this key is committing (a few milliseconds), never across a provider call. */
+const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, merchant_id, request_hash, recovery_point, resource_id, lease_token, locked_until)
+  VALUES (?, ?, ?, ?, 'provider_call', ?, ?, now() + make_interval(secs => ?))
+  ON CONFLICT (scope, key) DO NOTHING RETURNING id`;
+
+/** The claim statement with its parameters, for `acquireInOneStatement`. */
+export interface KeyClaimStatement {
+  sql: string;
+  params: unknown[];
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** SHA-256 of a request's fields (keys sorted; undefined omitted), for comparing a retry's body with the first. */
@@ -96,13 +107,31 @@ export class IdempotencyKeys {
    * reserved; if it throws, nothing is claimed and the error is the answer (validation happens there).
    */
   async acquire(request: IdempotentRequest, reserve: (uow: UnitOfWork) => Promise<string>): Promise<Acquired> {
+    return this.acquireWith(request, () => this.claim(request, reserve));
+  }
+
+  /**
+   * `acquire` for a caller that writes its reservation in the same statement as the claim (one round
+   * trip, no transaction block): `write` runs `claim.sql` as a CTE named `claim` (it returns the key's
+   * `id` when the key was new, no row otherwise), inserts what it reserves FROM claim, and answers the
+   * key's id, or null when the claim took nothing.
+   */
+  async acquireInOneStatement(request: IdempotentRequest, resourceId: string, write: (claim: KeyClaimStatement) => Promise<string | null>): Promise<Acquired> {
+    return this.acquireWith(request, async () => {
+      const leaseToken = randomUUID();
+      const id = await write({ sql: CLAIM_SQL, params: this.claimParams(request, resourceId, leaseToken) });
+      return id ? { id, resourceId, leaseToken, resumed: false } : null;
+    });
+  }
+
+  private async acquireWith(request: IdempotentRequest, claim: () => Promise<ClaimedKey | null>): Promise<Acquired> {
     const deadline = Date.now() + WAIT_MS;
     let delay = 10;
     let tryInsert = true;
     for (;;) {
       if (tryInsert) {
-        const claim = await this.claim(request, reserve);
-        if (claim) return { state: 'claimed', claim };
+        const claimed = await claim();
+        if (claimed) return { state: 'claimed', claim: claimed };
       }
       const row = await this.find(request);
       if (!row) {
@@ -151,13 +180,18 @@ export class IdempotencyKeys {
 
   /** Records the answer; the key replays it from now on. Returns false if the lease was lost meanwhile. */
   async finish(claim: ClaimedKey, answer: StoredAnswer, tx: EntityManager = this.em.fork()): Promise<boolean> {
-    const rows = await tx.execute<{ id: string }[]>(
-      `UPDATE idempotency_keys SET recovery_point = 'finished', answer = ?::jsonb, lease_token = NULL, locked_until = NULL, updated_at = now()
-       WHERE id = ? AND lease_token = ? RETURNING id`,
-      [JSON.stringify(answer), claim.id, claim.leaseToken],
-      'all',
-    );
+    const finishing = this.finishing(claim, answer);
+    const rows = await tx.execute<{ id: string }[]>(finishing.sql('true'), finishing.params, 'all');
     return rows.length === 1;
+  }
+
+  /** `finish` as a write that commits with another (the status writer's creation answer, in its statement). */
+  finishing(claim: ClaimedKey, answer: StoredAnswer): CompanionWrite {
+    return {
+      sql: (when) => `UPDATE idempotency_keys SET recovery_point = 'finished', answer = ?::jsonb, lease_token = NULL, locked_until = NULL, updated_at = now()
+       WHERE id = ? AND lease_token = ? AND (${when}) RETURNING id`,
+      params: [JSON.stringify(answer), claim.id, claim.leaseToken],
+    };
   }
 
   /** Ends the lease without an answer: the next request with the key resumes at once (unexpected error). */
@@ -184,20 +218,17 @@ export class IdempotencyKeys {
     return this.writer.commit(async (uow) => {
       const tx = uow.tx;
       const placeholder = randomUUID();
-      // Blocks only while another claim of this key is committing (a few milliseconds), never across a provider call.
-      const rows = await tx.execute<{ id: string }[]>(
-        `INSERT INTO idempotency_keys (scope, key, merchant_id, request_hash, recovery_point, resource_id, lease_token, locked_until)
-         VALUES (?, ?, ?, ?, 'provider_call', ?, ?, now() + make_interval(secs => ?))
-         ON CONFLICT (scope, key) DO NOTHING RETURNING id`,
-        [request.scope, request.key, request.merchantId, request.requestHash, placeholder, leaseToken, this.leaseMs / 1000],
-        'all',
-      );
+      const rows = await tx.execute<{ id: string }[]>(CLAIM_SQL, this.claimParams(request, placeholder, leaseToken), 'all');
       const id = rows[0]?.id;
       if (!id) return null;
       const resourceId = await reserve(uow);
       await tx.execute('UPDATE idempotency_keys SET resource_id = ? WHERE id = ?', [resourceId, id], 'run');
       return { id, resourceId, leaseToken, resumed: false };
     });
+  }
+
+  private claimParams(request: IdempotentRequest, resourceId: string, leaseToken: string): unknown[] {
+    return [request.scope, request.key, request.merchantId, request.requestHash, resourceId, leaseToken, this.leaseMs / 1000];
   }
 
   private async find(request: IdempotentRequest): Promise<KeyRow | null> {

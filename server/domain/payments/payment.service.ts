@@ -10,13 +10,20 @@ import type { CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import { compareDecimals, currencyDigits, formatMinorUnits } from '../money/money.js';
 import { ProviderError, type PaymentLookup, type ProviderPaymentResult } from '../ports.js';
-import { hashRequest, type IdempotencyKeys } from './idempotency-keys.js';
+import { hashRequest, type Acquired, type ClaimedKey, type IdempotencyKeys } from './idempotency-keys.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { countPayments } from './payment-counts.js';
-import { recordCreation, type PaymentUpdate, type StatusWriter } from './status-writer.js';
+import { reservePayment, type PaymentReservation } from './payment-reservation.js';
+import type { PaymentUpdate, StatusWriter } from './status-writer.js';
 import { normalizePaymentRequest, type NormalizedPaymentRequest } from './payment-request.js';
 
 const REFERENCE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
+
+/** A creation's outcome; `keyFinished` when the key's answer was committed with the payment's. */
+interface Settled {
+  payment: Payment;
+  keyFinished: boolean;
+}
 
 export interface CreatedPayment {
   payment: Payment;
@@ -47,27 +54,25 @@ export class PaymentService {
 
   /**
    * Creates a payment exactly once per Idempotency-Key (idempotency-keys.ts): the key is claimed in the
-   * same short transaction that writes the payment as `pending`; the provider is then called with no
-   * connection held, with an idempotency key derived from the payment id, and its answer is applied
-   * as a transition. A concurrent request with the key waits for that answer; a request that finds the
-   * first one dead (its lease expired) resumes it with the same provider idempotency key.
+   * same statement that writes the payment as `pending` (payment-reservation.ts); the provider is then
+   * called with no connection held, with an idempotency key derived from the payment id, and its answer
+   * is applied as a transition together with the key's finish (the status writer's `applyCreation`).
+   * A concurrent request with the key waits for that answer; a request that finds the first one dead
+   * (its lease expired) resumes it with the same provider idempotency key.
    */
   async create(merchantId: string, idempotencyKey: string, body: CreatePaymentBody): Promise<CreatedPayment> {
     const request = normalizePaymentRequest(body, this.gateway.port(body.provider));
     // The operator will call this address: the same policy as the merchant's webhook URL.
     if (request.fields.callback_url) await assertDeliverableUrl(request.fields.callback_url, this.config.webhookAllowPrivateUrls, 'callback_url');
     const creds = await this.credentials.require(merchantId, request.provider);
-    const acquired = await this.idempotency.acquire(
-      { scope: 'payment.create', merchantId, key: idempotencyKey, requestHash: request.requestHash },
-      async (uow) => (await this.reserve(uow.tx, merchantId, idempotencyKey, request)).id,
-    );
+    const acquired = await this.claimAndReserve(merchantId, idempotencyKey, request);
     if (acquired.state === 'finished') {
       return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: acquired.resourceId }), replayed: true };
     }
-    const { claim } = acquired;
+    const { claim, reserved } = acquired;
     try {
-      const payment = await this.completeCreation(claim.resourceId, request, creds, claim.resumed);
-      await this.idempotency.finish(claim, { status: 201 });
+      const { payment, keyFinished } = await this.completeCreation(claim, reserved, request, creds);
+      if (!keyFinished) await this.idempotency.finish(claim, { status: 201 });
       return { payment, replayed: claim.resumed };
     } catch (err) {
       if (err instanceof DomainError && err.code === 'PROVIDER_ERROR') {
@@ -81,59 +86,72 @@ export class PaymentService {
   }
 
   /**
-   * The provider call of a reserved payment and the transition its answer makes. A resumed claim first
-   * checks what the dead request got done: an answer already applied is not asked for again, and a
-   * provider whose create is not idempotent is not asked twice (the status sync and its callback settle it).
+   * Claims the key with the payment reserved in one statement; `reserved` is the payment as written
+   * (null when a dead request's claim was taken over). A saved card that is not an active card of the
+   * merchant is refused — for a new key only: a replay still answers as the first request did.
    */
-  private async completeCreation(paymentId: string, request: NormalizedPaymentRequest, creds: unknown, resumed: boolean): Promise<Payment> {
-    const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
-    if (resumed) {
-      if (payment.status !== 'pending' || payment.providerRef) return payment;
-      if (!this.gateway.repeatsCreateSafely(payment.provider)) {
-        this.logger.warn({ paymentId, provider: payment.provider }, 'resumed creation: the provider cannot take a repeated create; left to the status sync');
-        await this.markForSync(paymentId, { error: 'the request creating this payment was interrupted' });
-        return this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
-      }
-    }
-    return this.callProvider(payment, request, creds, resumed);
-  }
-
-  /** Writes the payment as `pending` inside the key's claiming transaction `tx`. */
-  private async reserve(tx: EntityManager, merchantId: string, idempotencyKey: string, request: NormalizedPaymentRequest): Promise<Payment> {
+  private async claimAndReserve(merchantId: string, idempotencyKey: string, request: NormalizedPaymentRequest): Promise<Acquired & { reserved?: Payment | null }> {
+    const keyRequest = { scope: 'payment.create' as const, merchantId, key: idempotencyKey, requestHash: request.requestHash };
     const providerData: Record<string, unknown> = {};
     const vault = this.gateway.port(request.provider).cards;
     if (vault && request.fields.saved_card_id) {
-      const card = await tx.findOne(SavedCardSchema, { id: request.fields.saved_card_id, merchantId, provider: request.provider, active: true });
-      if (!card) throw new DomainError('VALIDATION_ERROR', 'Invalid request: saved_card_id is not an active saved card', [{ field: 'saved_card_id', issue: 'is not an active saved card of this merchant' }]);
+      const card = await this.em.fork().findOne(SavedCardSchema, { id: request.fields.saved_card_id, merchantId, provider: request.provider, active: true });
+      if (!card) {
+        return this.idempotency.acquire(keyRequest, async () => {
+          throw new DomainError('VALIDATION_ERROR', 'Invalid request: saved_card_id is not an active saved card', [{ field: 'saved_card_id', issue: 'is not an active saved card of this merchant' }]);
+        });
+      }
       Object.assign(providerData, vault.chargeFields(card));
     }
     for (const [key, value] of Object.entries(request.fields)) if (value !== undefined && key !== 'saved_card_id') providerData[key] ??= value;
     if (request.fields.saved_card_id) providerData.saved_card_id = request.fields.saved_card_id;
 
-    const payment = tx.create(PaymentSchema, {
+    const em = this.em.fork();
+    const reservation: PaymentReservation = {
       id: randomUUID(),
       merchantId,
       provider: request.provider,
-      status: 'pending',
       amountMinor: request.amountMinor,
       currency: request.currency,
       amount: formatMinorUnits(request.amountMinor, request.currency),
-      amountRefundedMinor: 0n,
       reference: newReference(),
       idempotencyKey,
       requestHash: request.requestHash,
       providerData,
-      syncAttempts: 0,
       // Every pending payment is re-checked with its provider from then on (status sync).
-      nextSyncAt: new Date(Date.now() + (this.config.statusSyncScheduleMs[0] ?? 60_000)),
+      firstSyncAfterMs: this.config.statusSyncScheduleMs[0] ?? 60_000,
+    };
+    let reserved: Payment | null = null;
+    const acquired = await this.idempotency.acquireInOneStatement(keyRequest, reservation.id, async (claim) => {
+      const written = await reservePayment(em, claim, reservation);
+      reserved = written?.payment ?? null;
+      return written?.keyId ?? null;
     });
-    await tx.flush();
-    await recordCreation(tx, payment.id);
-    return payment;
+    return { ...acquired, reserved };
   }
 
-  /** The provider call of a reserved payment and the transition its answer makes. */
-  private async callProvider(payment: Payment, request: NormalizedPaymentRequest, creds: unknown, resumed = false): Promise<Payment> {
+  /**
+   * The provider call of a reserved payment and the transition its answer makes. A resumed claim first
+   * checks what the dead request got done: an answer already applied is not asked for again, and a
+   * provider whose create is not idempotent is not asked twice (the status sync and its callback settle it).
+   * `keyFinished`: the key's answer was committed with the payment's.
+   */
+  private async completeCreation(claim: ClaimedKey, reserved: Payment | null | undefined, request: NormalizedPaymentRequest, creds: unknown): Promise<Settled> {
+    const paymentId = claim.resourceId;
+    const payment = !claim.resumed && reserved ? reserved : await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
+    if (claim.resumed) {
+      if (payment.status !== 'pending' || payment.providerRef) return { payment, keyFinished: false };
+      if (!this.gateway.repeatsCreateSafely(payment.provider)) {
+        this.logger.warn({ paymentId, provider: payment.provider }, 'resumed creation: the provider cannot take a repeated create; left to the status sync');
+        await this.markForSync(paymentId, { error: 'the request creating this payment was interrupted' });
+        return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId }), keyFinished: false };
+      }
+    }
+    return this.callProvider(payment, request, creds, claim);
+  }
+
+  /** The provider call of a reserved payment and the transition its answer makes, with the key's finish. */
+  private async callProvider(payment: Payment, request: NormalizedPaymentRequest, creds: unknown, claim: ClaimedKey): Promise<Settled> {
     let result: ProviderPaymentResult;
     try {
       result = await this.gateway.createPayment(payment, {
@@ -144,30 +162,36 @@ export class PaymentService {
         fields: payment.providerData,
       }, creds);
     } catch (err) {
-      return this.handleCreateError(payment, err, resumed);
+      return this.handleCreateError(payment, err, claim);
     }
-    return (await this.applyUpdate(payment.id, toUpdate(result), 'create')).payment;
+    return this.settle(payment, toUpdate(result), claim);
   }
 
-  private async handleCreateError(payment: Payment, err: unknown, resumed: boolean): Promise<Payment> {
+  /** Applies the creation answer and finishes the key in the same commit. */
+  private async settle(payment: Payment, update: PaymentUpdate, claim: ClaimedKey): Promise<Settled> {
+    const outcome = await this.writer.applyCreation(payment, update, 'create', this.idempotency.finishing(claim, { status: 201 }));
+    return { payment: outcome.payment, keyFinished: true };
+  }
+
+  private async handleCreateError(payment: Payment, err: unknown, claim: ClaimedKey): Promise<Settled> {
     if (!(err instanceof ProviderError)) throw err;
-    if (resumed && err.kind !== 'declined') {
+    if (claim.resumed && err.kind !== 'declined') {
       // The interrupted first request may have been charged: a refusal of the repeat (e.g. its parameters
       // differ after a configuration change) proves nothing. Keep it pending for the status sync, which
       // finds the charge by our payment id.
       this.logger.warn({ paymentId: payment.id, provider: payment.provider, kind: err.kind }, 'resumed creation refused by the provider; left to the status sync');
       await this.markForSync(payment.id, { error: err.message });
-      return this.em.fork().findOneOrFail(PaymentSchema, { id: payment.id });
+      return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: payment.id }), keyFinished: false };
     }
     if (err.kind === 'declined') {
       const update = err.result ? toUpdate(err.result) : { status: 'failed' as const };
-      return (await this.applyUpdate(payment.id, { ...update, status: 'failed', failureReason: err.message }, 'create')).payment;
+      return this.settle(payment, { ...update, status: 'failed', failureReason: err.message }, claim);
     }
     if (err.kind === 'indeterminate' || err.kind === 'unavailable') {
       // The provider may have acted: keep the payment pending; a callback or the status sync settles it.
       this.logger.warn({ paymentId: payment.id, provider: payment.provider, kind: err.kind }, 'provider outcome unknown at creation');
       await this.markForSync(payment.id, { error: err.message });
-      return this.em.fork().findOneOrFail(PaymentSchema, { id: payment.id });
+      return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: payment.id }), keyFinished: false };
     }
     await this.applyUpdate(payment.id, { status: 'failed', failureReason: err.message, raw: { error: err.message, code: err.providerCode ?? null } }, 'create');
     throw new DomainError('PROVIDER_ERROR', `${payment.provider} refused the payment: ${err.message}`);

@@ -6,7 +6,7 @@ import {
   PaymentSchema, RefundSchema, type IntegrityMismatch, type Payment, type PaymentStatus, type Refund, type RefundStatus,
 } from '../../persistence/entities/index.js';
 import type { Money, ProviderPaymentResult } from '../ports.js';
-import { appendEvent } from '../events/outbox.js';
+import { appendEvent, appendEventSql } from '../events/outbox.js';
 import type { MerchantEventData, PaymentEventType } from '../events/merchant-events.js';
 import { formatMinorUnits } from '../money/money.js';
 import type { DeliveryQueue, IntegrityCounter } from '../ports.js';
@@ -23,6 +23,14 @@ import { paymentEdge, refundEdge, type PaymentEdge } from './state-table.js';
  * report that moves money must carry one. Otherwise nothing changes: the report is recorded in the audit
  * with both amounts (accepted = false), kept on the payment (`integrity` in the API), logged at warn and
  * counted (payments_integrity_mismatches_total). No caller can skip it: it is inside the only writer.
+ *
+ * One writer, two execution strategies. The general one is the unit of work above (row lock, ORM,
+ * several statements). The creation answer of a payment the request has just reserved — the hot path of
+ * POST /v1/payments — takes a second one when it can (`applyCreation`): a conditional UPDATE … WHERE
+ * status = 'pending' with the audit row, the event, its delivery and the idempotency key's finish as CTEs
+ * of the same statement (one round trip, no ORM flush). The move comes from the same table and the
+ * report passes the same integrity check (`assessReport`, `sameMoney`) before it is sent; anything else
+ * — a refused report, a payment a callback has already moved — goes to the general strategy.
  */
 
 /** What a provider told us about a payment, from any source (creation, capture, callback, sync, reconcile). */
@@ -94,18 +102,43 @@ export function eventData(payment: Payment, previousStatus: PaymentStatus): Merc
   };
 }
 
-/** The first audit row of a new payment (written as pending before the provider is called). */
-export async function recordCreation(tx: EntityManager, paymentId: string): Promise<void> {
-  await tx.execute(
-    `INSERT INTO payment_transitions (payment_id, subject, from_status, to_status, trigger, accepted) VALUES (?, 'payment', NULL, 'pending', 'create', true)`,
-    [paymentId],
-    'run',
-  );
+/**
+ * The first audit row of a new payment (written as pending before the provider is called), as a CTE body
+ * of the statement that inserts the payment: one row per payment the CTE `inserted` returns.
+ */
+export function creationAuditSql(inserted: string): string {
+  return `INSERT INTO payment_transitions (payment_id, subject, from_status, to_status, trigger, accepted)
+    SELECT id, 'payment', NULL, 'pending', 'create', true FROM ${inserted}`;
+}
+
+/**
+ * Another write that must commit with a creation answer (the idempotency key's finish): a data-modifying
+ * statement usable as a CTE; `when` is an SQL condition it adds to its WHERE.
+ */
+export interface CompanionWrite {
+  sql(when: string): string;
+  params: unknown[];
 }
 
 function sameMoney(expected: Money, reported: Money | null | undefined): boolean {
   return !!reported && reported.minor === expected.minor && reported.currency.toUpperCase() === expected.currency.toUpperCase();
 }
+
+const amountOf = (payment: Payment): Money => ({ minor: payment.amountMinor, currency: payment.currency });
+
+/**
+ * The rule both strategies follow for a report about a payment: the move the table allows (null when the
+ * status stays or the move is not listed), and whether the report must carry the payment's amount —
+ * a report that moves money must carry it, and any report that carries one must carry ours.
+ */
+function assessReport(payment: Payment, update: PaymentUpdate): { edge: PaymentEdge | null; amountChecked: boolean } {
+  const from = payment.status;
+  const edge = update.status === from ? null : paymentEdge(from, update.status);
+  const amountChecked = from === 'pending' && (edge?.movesMoney === true || (update.reported !== undefined && update.reported !== null));
+  return { edge, amountChecked };
+}
+
+const json = (value: unknown) => (value === null ? null : JSON.stringify(value));
 
 export class StatusWriter {
   constructor(
@@ -138,6 +171,75 @@ export class StatusWriter {
     return this.commit((uow) => uow.payment(paymentId, update, source));
   }
 
+  /**
+   * The provider's answer to the creation of `payment` (as this request reserved or read it), committed
+   * with `companion`. One statement when the payment is still pending and the report passes the integrity
+   * check with a move the table lists (or no move); otherwise the general unit of work, with `companion`
+   * in its transaction.
+   */
+  async applyCreation(payment: Payment, update: PaymentUpdate, source: string, companion: CompanionWrite): Promise<PaymentOutcome> {
+    const { edge, amountChecked } = assessReport(payment, update);
+    const direct = payment.status === 'pending' && (update.status === 'pending' || edge?.via === 'provider') && (!amountChecked || sameMoney(amountOf(payment), update.reported));
+    const applied = direct ? await this.applyInOneStatement(payment, update, source, edge, companion) : null;
+    if (applied) return applied;
+    return this.commit(async (uow) => {
+      const outcome = await uow.payment(payment.id, update, source);
+      await uow.tx.execute(companion.sql('true'), companion.params, 'run');
+      return outcome;
+    });
+  }
+
+  /**
+   * `UnitOfWork.payment` for a pending payment as one statement: the conditional UPDATE (WHERE status =
+   * 'pending': a concurrent callback that moved it first wins, and then nothing here is written), and
+   * FROM its row the audit row, the event with its delivery (outbox.ts) and the companion. Null when the
+   * payment was no longer pending.
+   */
+  private async applyInOneStatement(payment: Payment, update: PaymentUpdate, source: string, edge: PaymentEdge | null, companion: CompanionWrite): Promise<PaymentOutcome | null> {
+    const moves = edge !== null;
+    const set: string[] = [];
+    const params: unknown[] = [];
+    const assign = (sql: string, ...values: unknown[]) => {
+      set.push(sql);
+      params.push(...values);
+    };
+    if (update.providerRef) assign('provider_ref = ?', update.providerRef);
+    if (update.receiptNumber) assign('receipt_number = ?', update.receiptNumber);
+    if (update.raw !== undefined) assign('provider_response = ?::jsonb', json(update.raw));
+    if (update.data) assign('provider_data = provider_data || ?::jsonb', JSON.stringify(update.data));
+    if (moves) {
+      assign('status = ?', update.status);
+      if (update.status === 'failed') assign(`failure_reason = COALESCE(?, failure_reason, 'declined by the provider')`, update.failureReason ?? null);
+      assign('next_action = NULL, next_sync_at = NULL');
+    } else if (update.nextAction !== undefined) {
+      assign('next_action = ?::jsonb', json(update.nextAction ?? null));
+    }
+    assign('updated_at = now()');
+    const ctes = [`moved AS (UPDATE payments SET ${set.join(', ')} WHERE id = ? AND status = 'pending' RETURNING *)`];
+    params.push(payment.id);
+    let event: ReturnType<typeof appendEventSql> | null = null;
+    if (edge) {
+      ctes.push(`audit AS (INSERT INTO payment_transitions (payment_id, subject, from_status, to_status, trigger, accepted)
+        SELECT id, 'payment', 'pending', ?, ?, true FROM moved)`);
+      params.push(edge.to, source);
+      event = appendEventSql({ merchantId: payment.merchantId, paymentId: payment.id, type: edge.event, data: eventData({ ...payment, status: edge.to }, 'pending') }, 'moved');
+      ctes.push(event.sql);
+      params.push(...event.params);
+    }
+    ctes.push(`companion AS (${companion.sql('EXISTS (SELECT 1 FROM moved)')})`);
+    params.push(...companion.params);
+    const rows = await this.em.fork().getConnection().execute<Record<string, unknown>[]>(
+      `WITH ${ctes.join(',\n')}\nSELECT moved.*${event ? ', (SELECT id FROM delivery) AS delivery_id' : ''} FROM moved`,
+      params,
+      'all',
+    );
+    const row = rows[0];
+    if (!row) return null;
+    const { delivery_id: deliveryId, ...columns } = row;
+    if (typeof deliveryId === 'string') await this.enqueue([deliveryId]);
+    return { payment: this.em.fork().map(PaymentSchema, columns), transitioned: moves, mismatch: null };
+  }
+
   applyRefund(refundId: string, update: RefundUpdate, source: string): Promise<RefundOutcome> {
     return this.commit((uow) => uow.refund(refundId, update, source));
   }
@@ -163,11 +265,9 @@ export class UnitOfWork {
   async payment(paymentId: string, update: PaymentUpdate, source: string): Promise<PaymentOutcome> {
     const payment = await this.lockPayment(paymentId);
     const from = payment.status;
-    const edge = update.status === from ? null : paymentEdge(from, update.status);
-    // A report that moves money must carry the amount; any report that carries one must carry ours.
-    const checked = edge?.movesMoney === true || (update.reported !== undefined && update.reported !== null);
-    if (checked && from === 'pending') {
-      const mismatch = await this.checkIntegrity(payment, null, { minor: payment.amountMinor, currency: payment.currency }, update.reported, source, update.status);
+    const { edge, amountChecked } = assessReport(payment, update);
+    if (amountChecked) {
+      const mismatch = await this.checkIntegrity(payment, null, amountOf(payment), update.reported, source, update.status);
       if (mismatch) return { payment, transitioned: false, mismatch };
     }
     if (from === 'pending') {

@@ -60,7 +60,10 @@ export class RefundService {
         refundId: refund.id,
         payment: { ...paymentLookup(payment), amount: { minor: payment.amountMinor, currency: payment.currency }, receiptNumber: payment.receiptNumber ?? null },
         amount: { minor: refund.amountMinor, currency: refund.currency },
-        full: refund.amountMinor === payment.amountMinor - payment.amountRefundedMinor,
+        // Fixed by the refund itself, not by what remains now: a resumed request must repeat the first one's
+        // parameters exactly (a provider refuses a repeated idempotency key with other parameters), even
+        // after another refund has taken the rest of the payment meanwhile.
+        full: refund.amountMinor === payment.amountMinor,
         idempotencyKey: `refund-${refund.id}`,
       });
     } catch (err) {

@@ -18,6 +18,8 @@ import { Migration20261123000801_rate_limit_buckets } from './Migration202611230
 import { Migration20261123000302_sandbox_mobilemoney_query_count } from './Migration20261123000302_sandbox_mobilemoney_query_count.js';
 import { Migration20261123000901_provider_status_queries } from './Migration20261123000901_provider_status_queries.js';
 import { Migration20261123000902_payment_counts } from './Migration20261123000902_payment_counts.js';
+import { Migration20261123001501_idempotency_key_retention } from './Migration20261123001501_idempotency_key_retention.js';
+import { Migration20261123001401_confirmation_queries } from './Migration20261123001401_confirmation_queries.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -43,4 +45,6 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261123000302_sandbox_mobilemoney_query_count', class: Migration20261123000302_sandbox_mobilemoney_query_count },
   { name: 'Migration20261123000901_provider_status_queries', class: Migration20261123000901_provider_status_queries },
   { name: 'Migration20261123000902_payment_counts', class: Migration20261123000902_payment_counts },
+  { name: 'Migration20261123001501_idempotency_key_retention', class: Migration20261123001501_idempotency_key_retention },
+  { name: 'Migration20261123001401_confirmation_queries', class: Migration20261123001401_confirmation_queries },
 ];

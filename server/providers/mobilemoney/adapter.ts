@@ -41,6 +41,13 @@ import {
 
 /** A push names where the operator posts its result. */
 export type MobilemoneyPaymentInput = CreatePaymentInput & { callbackUrl: string };
+/** A transaction-status query names the transaction (receipt, or our request's OriginatorConversationID) and where the operator posts. */
+export type TransactionStatusInput = ({ transactionId: string } | { originalConversationId: string }) & {
+  resultUrl: string;
+  timeoutUrl: string;
+  remarks?: string;
+  occasion?: string;
+};
 /** A reversal names where the operator posts its result and its queue timeout. */
 export type MobilemoneyRefundInput = RefundInput & { resultUrl: string; timeoutUrl: string };
 
@@ -130,11 +137,12 @@ export class MobilemoneyAdapter {
     return this.queryPayment(creds, lookup.providerRef, lookup.amount);
   }
 
-  /** Asks for a transaction's status by receipt; the result is POSTed to `resultUrl` later. */
-  async transactionStatus(
-    creds: MobilemoneyCredentials,
-    input: { transactionId: string; resultUrl: string; timeoutUrl: string; remarks?: string; occasion?: string },
-  ): Promise<AsyncAck> {
+  /**
+   * Asks for a transaction's status, by receipt or (for a request of ours with no receipt known, e.g. a
+   * reversal) by the OriginatorConversationID the operator gave that request; the result is POSTed to
+   * `resultUrl` later.
+   */
+  async transactionStatus(creds: MobilemoneyCredentials, input: TransactionStatusInput): Promise<AsyncAck> {
     const body = buildTransactionStatus(creds, await this.initiator(creds), input);
     return this.queued(creds, '/mpesa/transactionstatus/v1/query', body, 'transaction status query');
   }

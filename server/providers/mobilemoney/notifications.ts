@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { MobilemoneyCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
 import { MalformedNotificationError, type InboundRequest, type NotificationScheme, type ProviderNotification } from '../../domain/ports.js';
+import { answersOurQuery } from './callback-urls.js';
 import { MalformedCallbackError, isAllowedSource, parseResult, parseStkCallback, verifyCallbackToken, verifyLiveSignature, type OperatorResult } from './callback.js';
 import { reversalResultStatus, stkResultStatus } from './transformers.js';
 
@@ -23,7 +24,9 @@ function result(request: InboundRequest): OperatorResult {
  * the sandbox env the URL's `ref` + `token` (HMAC keyed by the merchant's passkey) must match; in the
  * live env an X-Mobilemoney-Signature, when present, must verify with the operator certificate — a
  * callback without one (how the real operator sends them) is `unverifiable`, and the pipeline asks
- * the operator (STK query) instead of believing it.
+ * the operator instead of believing it: the STK query for a push, a transaction-status query for a
+ * reversal or a status result. Those queries are ours: their results come to an address carrying the
+ * token bound to the query, which is what verifies them (a wrong token is refused, none is unverifiable).
  */
 export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<MobilemoneyCredentials> {
   let certPem: string | null | undefined;
@@ -103,13 +106,16 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
     },
 
     async verify(request, creds, subjectId) {
-      if (creds.env === 'sandbox') {
-        return request.query.ref === subjectId && verifyCallbackToken(creds.passkey, subjectId, request.query.token) ? 'verified' : 'invalid';
-      }
+      const tokenVerdict = () => (request.query.ref === subjectId && verifyCallbackToken(creds.passkey, subjectId, request.query.token) ? 'verified' : 'invalid');
+      if (creds.env === 'sandbox') return tokenVerdict();
       const signature = request.headers['x-mobilemoney-signature'];
-      if (signature === undefined || signature === '') return 'unverifiable';
-      const cert = certificate();
-      return cert !== null && verifyLiveSignature(request.rawBody, signature, cert) ? 'verified' : 'invalid';
+      if (signature !== undefined && signature !== '') {
+        const cert = certificate();
+        return cert !== null && verifyLiveSignature(request.rawBody, signature, cert) ? 'verified' : 'invalid';
+      }
+      // The answer to a status query of ours, at the address bound to that query (callback-urls.ts).
+      if (answersOurQuery(request.subpath) && request.query.token !== undefined) return tokenVerdict();
+      return 'unverifiable';
     },
   };
 }

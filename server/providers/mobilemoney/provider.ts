@@ -55,7 +55,7 @@ export function mobilemoneyProvider(config: AppConfig, em: EntityManager, instru
     operations: {
       async requestStatusReport(creds, input) {
         const ack = await adapter.transactionStatus(creds, {
-          transactionId: input.transactionId,
+          ...('transactionId' in input ? { transactionId: input.transactionId } : { originalConversationId: input.requestRef }),
           resultUrl: signedCallbackUrl(config, creds, '/transactionstatus/result', input.queryId),
           timeoutUrl: signedCallbackUrl(config, creds, '/transactionstatus/timeout', input.queryId),
           remarks: 'Status check',

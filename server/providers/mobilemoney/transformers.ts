@@ -180,15 +180,16 @@ export interface InitiatorCredentials {
   SecurityCredential: string;
 }
 
+/** By receipt (TransactionID), or by OriginalConversationID when there is none ("if you don't have the M-PESA transaction ID"). */
 export function buildTransactionStatus(
   creds: MobilemoneyCredentials,
   initiator: InitiatorCredentials,
-  input: { transactionId: string; resultUrl: string; timeoutUrl: string; remarks?: string; occasion?: string },
+  input: ({ transactionId: string } | { originalConversationId: string }) & { resultUrl: string; timeoutUrl: string; remarks?: string; occasion?: string },
 ) {
   return {
     ...initiator,
     CommandID: 'TransactionStatusQuery',
-    TransactionID: input.transactionId,
+    ...('transactionId' in input ? { TransactionID: input.transactionId } : { OriginalConversationID: input.originalConversationId }),
     PartyA: creds.shortcode,
     IdentifierType: '4',
     ResultURL: input.resultUrl,

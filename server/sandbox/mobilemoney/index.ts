@@ -1,8 +1,8 @@
 import express, { type Request, type Response } from 'express';
 import { outageSwitch } from '../controls.js';
-import { eachObject, type MisreportRewriter } from '../misreport.js';
 import type { SandboxModule } from '../module.js';
 import { CALLBACK_JOB, deliverCallback, type CallbackJobData } from './callbacks.js';
+import { misreport } from './misreport.js';
 import { mountOauth } from './oauth.js';
 import { mountPull } from './pull.js';
 import { mountResults } from './results.js';
@@ -14,13 +14,6 @@ import { operatorError } from './wire.js';
  * The M-Pesa Daraja simulator at /sandbox/mobilemoney: OAuth, STK push and query, transaction status,
  * reversal and pull transactions, speaking the operator's wire protocol. Test values: test-values.ts.
  */
-/** Integrity tests: pulled transactions report another amount (the operator's amounts have no currency). */
-const misreport: MisreportRewriter = (body, m) => {
-  eachObject(body, (o) => {
-    if (typeof o.transactionId === 'string' && 'amount' in o && m.amount !== undefined) o.amount = m.amount;
-  });
-  return body;
-};
 
 export const mobilemoneySandbox: SandboxModule = {
   path: '/sandbox/mobilemoney',

@@ -4,7 +4,8 @@ import type { SandboxDeps } from '../module.js';
 import { afterDelay, scheduleCallback } from './callbacks.js';
 import { conversationId, dashedId, receiptNumber } from './ids.js';
 import { requireToken, type AuthedRequest } from './oauth.js';
-import { findCompletedByReceipt, isReversed, recordReversal, type StkRow } from './store.js';
+import { asReported } from './misreport.js';
+import { findCompletedByReceipt, findReversalByOriginator, isReversed, recordReversal, type ReversalRow, type StkRow } from './store.js';
 import { credentialIsValid } from './security-credential.js';
 import { INITIATOR_WITHOUT_ROLE, INSUFFICIENT_BALANCE_AMOUNT, TIMEOUT_TRANSACTION_ID } from './test-values.js';
 import { body, invalidField, isShortcode, isUrl, text, wholeAmount } from './wire.js';
@@ -30,7 +31,9 @@ const FORCED_CODE = /SIM:(R000001|R000002|2001|21|1|0)\b/;
 interface Common {
   initiator: string;
   securityCredential: string;
+  /** The receipt asked about; '' when a status query names the request instead (originalConversationId). */
   transactionId: string;
+  originalConversationId: string;
   resultUrl: string;
   timeoutUrl: string;
   remarks: string;
@@ -47,8 +50,11 @@ function common(b: Record<string, unknown>, commandId: string, remarksMin: numbe
   const securityCredential = text(field('SecurityCredential'));
   if (!securityCredential) return { bad: 'SecurityCredential' };
   if (text(field('CommandID', 'Command ID')) !== commandId) return { bad: 'CommandID' };
-  const transactionId = text(field('TransactionID', 'Transaction ID'));
-  if (!transactionId || !/^[A-Za-z0-9]{1,20}$/.test(transactionId)) return { bad: 'TransactionID' };
+  const transactionId = text(field('TransactionID', 'Transaction ID')) ?? '';
+  const originalConversationId = text(field('OriginalConversationID')) ?? '';
+  // A status query may name the request instead ("if you don't have the M-PESA transaction ID").
+  const byRequest = commandId === 'TransactionStatusQuery' && transactionId === '' && originalConversationId !== '';
+  if (!byRequest && !/^[A-Za-z0-9]{1,20}$/.test(transactionId)) return { bad: 'TransactionID' };
   const resultUrl = text(field('ResultURL'));
   if (!isUrl(resultUrl)) return { bad: 'ResultURL' };
   const timeoutUrl = text(field('QueueTimeOutURL'));
@@ -59,7 +65,7 @@ function common(b: Record<string, unknown>, commandId: string, remarksMin: numbe
   if (occasion === null || occasion.length > 100) return { bad: 'Occasion' };
   const now = new Date();
   return {
-    initiator, securityCredential, transactionId, resultUrl, timeoutUrl, remarks, occasion,
+    initiator, securityCredential, transactionId, originalConversationId, resultUrl, timeoutUrl, remarks, occasion,
     originatorConversationId: dashedId(),
     conversationId: conversationId(now),
   };
@@ -137,6 +143,35 @@ function statusSuccess(c: Common, row: StkRow) {
   };
 }
 
+/** A completed reversal, asked about by the OriginatorConversationID of its request: the reversal transaction's own details. */
+function reversalStatus(c: Common, reversal: ReversalRow & { reversal_receipt: string }, row: StkRow | null) {
+  const when = Number(operatorTimestamp(new Date(reversal.created_at)));
+  return {
+    Result: {
+      ResultType: 0,
+      ResultCode: 0,
+      ResultDesc: SUCCESS_DESC,
+      OriginatorConversationID: c.originatorConversationId,
+      ConversationID: c.conversationId,
+      TransactionID: receiptNumber(),
+      ResultParameters: {
+        ResultParameter: [
+          { Key: 'DebitPartyName', Value: `${row?.shortcode ?? '174379'} - Sandbox Merchant` },
+          { Key: 'CreditPartyName', Value: `${row?.phone ?? '254708374149'} - Sandbox Customer` },
+          { Key: 'OriginatorConversationID', Value: c.originalConversationId },
+          { Key: 'InitiatedTime', Value: when },
+          { Key: 'ReasonType', Value: 'Reversal' },
+          { Key: 'TransactionStatus', Value: 'Completed' },
+          { Key: 'FinalisedTime', Value: when },
+          { Key: 'Amount', Value: Number(reversal.amount) },
+          { Key: 'ReceiptNo', Value: reversal.reversal_receipt },
+        ],
+      },
+      ReferenceData: referenceData(c),
+    },
+  };
+}
+
 function reversalSuccess(c: Common, reversalReceipt: string, originalId: string, amount: number, row: StkRow | null) {
   return {
     Result: {
@@ -179,11 +214,17 @@ export function mountResults(router: Router, deps: SandboxDeps): void {
       let result;
       if (!(await credentialIsValid(deps, c.securityCredential))) {
         result = failure(c, '2001', REVERSAL_FAILURES['2001']!);
+      } else if (c.transactionId === '') {
+        // By request: only a completed reversal is a transaction; a refused one never existed.
+        const reversal = await findReversalByOriginator(deps.em, c.originalConversationId);
+        result = reversal?.result_code === '0' && reversal.reversal_receipt
+          ? reversalStatus(c, { ...reversal, reversal_receipt: reversal.reversal_receipt }, await findCompletedByReceipt(deps.em, reversal.transaction_id, partyA))
+          : failure(c, 'R000002', 'The transaction does not exist.');
       } else {
         const row = await findCompletedByReceipt(deps.em, c.transactionId, partyA);
         result = row ? statusSuccess(c, row) : failure(c, 'R000002', 'The transaction receipt number does not exist.');
       }
-      await scheduleCallback(deps, afterDelay(deps), { kind: 'result', url: c.resultUrl, body: result, attempt: 0 });
+      await scheduleCallback(deps, afterDelay(deps), { kind: 'result', url: c.resultUrl, body: await asReported(deps.em, result), attempt: 0 });
       ack(res, c);
     } catch (err) {
       next(err);

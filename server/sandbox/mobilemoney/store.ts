@@ -149,6 +149,24 @@ export async function recordReversal(
   return rows.length === 1;
 }
 
+export interface ReversalRow {
+  transaction_id: string;
+  reversal_receipt: string | null;
+  amount: string | null;
+  result_code: string;
+  created_at: Date | string;
+}
+
+/** A reversal request by the OriginatorConversationID its acknowledgement gave (transaction status by request). */
+export async function findReversalByOriginator(em: EntityManager, originatorConversationId: string): Promise<ReversalRow | null> {
+  const rows = await exec<ReversalRow>(
+    em,
+    `SELECT transaction_id, reversal_receipt, amount::text AS amount, result_code, created_at FROM sandbox_mobilemoney_reversals WHERE originator_conversation_id = ? LIMIT 1`,
+    [originatorConversationId],
+  );
+  return rows[0] ?? null;
+}
+
 export async function isReversed(em: EntityManager, receipt: string): Promise<boolean> {
   const rows = await exec<{ one: number }>(em, `SELECT 1 AS one FROM sandbox_mobilemoney_reversals WHERE transaction_id = ? AND result_code = '0'`, [receipt]);
   return rows.length > 0;

@@ -1,0 +1,45 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+
+/** How many keys one prune statement deletes, so no statement holds locks for long. */
+const PRUNE_BATCH = 1000;
+
+/**
+ * How long idempotency keys (idempotency-keys.ts) are kept: IDEMPOTENCY_KEY_RETENTION after their last
+ * change (24 h by default, as Stripe does). A request with a pruned key is a new request.
+ *
+ * Never pruned:
+ * - payment-creation keys: interface.md promises that the same key always returns the original payment,
+ *   with no time limit (the payment row holds its key under a unique constraint for as long as it exists);
+ * - a claim whose lease is live: a request is still acting on it.
+ * An unfinished claim whose lease ran out and that nobody resumed within the retention period is pruned
+ * like a finished one: by then the providers' own idempotency windows (24 h, 6 h) are over, so resuming
+ * it would no longer be recognised by the provider anyway.
+ */
+export class IdempotencyKeyRetention {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly retentionMs: number,
+  ) {}
+
+  /** Deletes the keys past retention, a batch per statement (each its own short transaction); returns how many. */
+  async prune(now = new Date()): Promise<number> {
+    const cutoff = new Date(now.getTime() - this.retentionMs);
+    let deleted = 0;
+    for (;;) {
+      // `scope <> 'payment.create'` and `updated_at` match the partial index idempotency_keys_prunable_idx.
+      // SKIP LOCKED: a key being taken over right now is left for the next run.
+      const rows = await this.em.getConnection().execute<{ id: string }[]>(
+        `DELETE FROM idempotency_keys WHERE id IN (
+           SELECT id FROM idempotency_keys
+            WHERE scope <> 'payment.create' AND updated_at < ?
+              AND (recovery_point = 'finished' OR locked_until IS NULL OR locked_until < now())
+            LIMIT ${PRUNE_BATCH}
+            FOR UPDATE SKIP LOCKED)
+         RETURNING id`,
+        [cutoff],
+      );
+      deleted += rows.length;
+      if (rows.length < PRUNE_BATCH) return deleted;
+    }
+  }
+}
