@@ -72,6 +72,18 @@ describe('the answer to a create', () => {
     expect(again.body.data).toMatchObject({ id, status: 'completed' });
   }, 30_000);
 
+  it('the answer is the payment as stored: the 201 body is what GET /v1/payments/{id} shows', async () => {
+    t = prompt;
+    const { apiKey } = await shop('Mirror Shop', receiver.url);
+    for (const method of ['pm_card_visa', 'pm_card_chargeDeclined', 'pm_card_threeDSecureRequired']) {
+      const res = await create(apiKey, `mirror-${++counter}`, method);
+      expect(res.status).toBe(201);
+      const stored = await t.http.get(`/v1/payments/${res.body.data.id}`).set('X-API-Key', apiKey).expect(200);
+      const { provider_response: _raw, ...shown } = stored.body.data;
+      expect(res.body.data).toEqual(shown);
+    }
+  }, 30_000);
+
   it('a merchant with no webhook URL gets the event recorded and nothing sent', async () => {
     t = prompt;
     const { apiKey } = await shop('Quiet Shop', null);

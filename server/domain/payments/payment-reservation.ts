@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { PaymentSchema, type Payment } from '../../persistence/entities/index.js';
+import type { Payment } from '../../persistence/entities/index.js';
 import type { KeyClaimStatement } from './idempotency-keys.js';
+import { paymentFromRow } from './payment-row.js';
 import { creationAuditSql } from './status-writer.js';
 
 /** What a new payment is written with; everything else takes its column default. */
@@ -45,5 +46,5 @@ export async function reservePayment(em: EntityManager, claim: KeyClaimStatement
   const row = rows[0];
   if (!row) return null;
   const { claimed_key_id: keyId, ...columns } = row;
-  return { keyId: String(keyId), payment: em.map(PaymentSchema, columns) };
+  return { keyId: String(keyId), payment: paymentFromRow(columns) };
 }

@@ -106,7 +106,6 @@ export class PaymentService {
     for (const [key, value] of Object.entries(request.fields)) if (value !== undefined && key !== 'saved_card_id') providerData[key] ??= value;
     if (request.fields.saved_card_id) providerData.saved_card_id = request.fields.saved_card_id;
 
-    const em = this.em.fork();
     const reservation: PaymentReservation = {
       id: randomUUID(),
       merchantId,
@@ -123,7 +122,7 @@ export class PaymentService {
     };
     let reserved: Payment | null = null;
     const acquired = await this.idempotency.acquireInOneStatement(keyRequest, reservation.id, async (claim) => {
-      const written = await reservePayment(em, claim, reservation);
+      const written = await reservePayment(this.em, claim, reservation);
       reserved = written?.payment ?? null;
       return written?.keyId ?? null;
     });

@@ -10,6 +10,7 @@ import { appendEvent, appendEventSql } from '../events/outbox.js';
 import type { MerchantEventData, PaymentEventType } from '../events/merchant-events.js';
 import { formatMinorUnits } from '../money/money.js';
 import type { DeliveryQueue, IntegrityCounter } from '../ports.js';
+import { paymentFromRow } from './payment-row.js';
 import { paymentEdge, refundEdge, type PaymentEdge } from './state-table.js';
 
 /**
@@ -228,7 +229,7 @@ export class StatusWriter {
     }
     ctes.push(`companion AS (${companion.sql('EXISTS (SELECT 1 FROM moved)')})`);
     params.push(...companion.params);
-    const rows = await this.em.fork().getConnection().execute<Record<string, unknown>[]>(
+    const rows = await this.em.getConnection().execute<Record<string, unknown>[]>(
       `WITH ${ctes.join(',\n')}\nSELECT moved.*${event ? ', (SELECT id FROM delivery) AS delivery_id' : ''} FROM moved`,
       params,
       'all',
@@ -237,7 +238,7 @@ export class StatusWriter {
     if (!row) return null;
     const { delivery_id: deliveryId, ...columns } = row;
     if (typeof deliveryId === 'string') await this.enqueue([deliveryId]);
-    return { payment: this.em.fork().map(PaymentSchema, columns), transitioned: moves, mismatch: null };
+    return { payment: paymentFromRow(columns), transitioned: moves, mismatch: null };
   }
 
   applyRefund(refundId: string, update: RefundUpdate, source: string): Promise<RefundOutcome> {
