@@ -19,6 +19,9 @@ import { Metrics } from './observability/metrics.js';
 import { registerStoreMetrics } from './observability/store-metrics.js';
 import { openOrm } from './persistence/orm.js';
 import { KeyLock } from './persistence/key-lock.js';
+import { ChangeNotifications } from './persistence/change-notifications.js';
+import { NotifiedCache } from './persistence/notified-cache.js';
+import type { Principal } from './domain/auth/api-key.service.js';
 import { createProviderRegistry } from './providers/registry.js';
 import type { ProviderRegistry } from './domain/ports.js';
 import { InboundPipeline } from './domain/inbound/inbound-pipeline.js';
@@ -38,6 +41,12 @@ import type { SandboxDeps } from './sandbox/module.js';
 
 /** Connections of the advisory-lock pool (per process). */
 export const KEY_LOCK_POOL_MAX = 2;
+
+/**
+ * API keys and decrypted credentials are cached per process while the change listener vouches for them
+ * (persistence/notified-cache.ts): a change anywhere reaches every process within a second.
+ */
+const ACCESS_CACHE = { ttlMs: 60_000, maxEntries: 10_000 };
 
 export interface Services {
   apiKeys: ApiKeyService;
@@ -68,6 +77,8 @@ export interface Container {
   deliveryQueue: AgendaDeliveryQueue;
   /** Cross-process advisory locks for per-merchant job scheduling (a database-only critical section). */
   keyLock: KeyLock;
+  /** This process's LISTEN connection: drops cached keys and credentials that changed anywhere. */
+  accessChanges: ChangeNotifications;
   providers: ProviderRegistry;
   secrets: SecretBox;
   services: Services;
@@ -104,6 +115,18 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   // Scheduling is rare and brief: two connections are plenty (idempotency needs none of its own).
   const keyLock = new KeyLock(options.databaseUrl, KEY_LOCK_POOL_MAX);
 
+  const accessChanges = new ChangeNotifications(options.databaseUrl, {
+    channel: 'access_changed',
+    onError: (message) => logger.warn(message),
+  });
+  await accessChanges.start();
+  const principalCache = new NotifiedCache<Principal>(accessChanges, { ...ACCESS_CACHE, tables: ['api_keys'], merchantOf: (_hash, principal) => principal.merchantId });
+  const credentialCache = new NotifiedCache<unknown>(accessChanges, {
+    ...ACCESS_CACHE,
+    tables: ['provider_credentials'],
+    merchantOf: (key) => key.slice(0, key.indexOf(':')),
+  });
+
   const metrics = new Metrics();
   registerStoreMetrics(metrics.registry, (sql) => orm.em.getConnection().execute(sql));
   // The providers (named only in providers/registry.ts). Each adapter is wrapped so every call to its
@@ -118,14 +141,14 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     removed: async (merchantId, provider) => {
       if (reconciles(provider)) await cancelReconciliation(agenda, keyLock, provider, merchantId);
     },
-  });
+  }, credentialCache);
   const gateway = new ProviderGateway(providers, credentials);
   const writer = new StatusWriter(em, deliveryQueue, metrics.integrityMismatches, logger);
   const idempotency = new IdempotencyKeys(em, writer, config.idempotencyLeaseMs);
   const payments = new PaymentService(em, config, credentials, gateway, idempotency, writer, logger);
   const refunds = new RefundService(em, config, gateway, writer, idempotency);
   const services: Services = {
-    apiKeys: new ApiKeyService(em),
+    apiKeys: new ApiKeyService(em, principalCache),
     rateLimiter: new RateLimiter(em, config.rateLimit),
     callbackRateLimiter: new RateLimiter(em, config.callbackRateLimit),
     merchants,
@@ -159,6 +182,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     agenda,
     deliveryQueue,
     keyLock,
+    accessChanges,
     providers,
     secrets,
     services,
@@ -172,6 +196,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
       return { database, job_runner: jobRunner };
     },
     async close() {
+      await accessChanges.stop();
       await keyLock.close();
       await closeAgendaPool().catch(() => undefined);
       await orm.close(true);

@@ -4,6 +4,7 @@ import { SCOPES, type Scope } from '../../../contract/index.js';
 import { ApiKeySchema, MerchantSchema } from '../../persistence/entities/index.js';
 import { DomainError } from '../errors.js';
 import { generateApiKey, sha256Hex } from '../crypto/tokens.js';
+import type { NotifiedCache } from '../../persistence/notified-cache.js';
 
 export interface Principal {
   keyId: string;
@@ -20,9 +21,16 @@ export function parseScopes(list: string): Scope[] {
   return [...new Set(scopes)] as Scope[];
 }
 
+/** Principals by key hash, kept only while changes to api_keys are notified to this process. */
+export type PrincipalCache = Pick<NotifiedCache<Principal>, 'get' | 'dropMerchant'>;
+
 /** API keys: issued by the admin CLI, stored as SHA-256 hashes, checked on every request. */
 export class ApiKeyService {
-  constructor(private readonly em: EntityManager) {}
+  constructor(
+    private readonly em: EntityManager,
+    /** The api's cache (container.ts); the admin CLI reads the table itself. */
+    private readonly cache?: PrincipalCache,
+  ) {}
 
   async issue(merchantId: string, scopes: Scope[]): Promise<{ id: string; key: string }> {
     const merchant = await this.em.findOne(MerchantSchema, { id: merchantId });
@@ -45,6 +53,7 @@ export class ApiKeyService {
     if (!row) throw new DomainError('NOT_FOUND', `key ${id} not found`);
     row.revokedAt ??= new Date();
     await this.em.flush();
+    this.cache?.dropMerchant(row.merchantId);
     return { id, revoked_at: row.revokedAt.toISOString() };
   }
 
@@ -62,8 +71,13 @@ export class ApiKeyService {
   /** The principal for a presented key, or null for a missing, unknown or revoked key. */
   async authenticate(presented: string | undefined): Promise<Principal | null> {
     if (!presented || !presented.startsWith('pk_') || presented.length > 200) return null;
-    const row = await this.em.findOne(ApiKeySchema, { keyHash: sha256Hex(presented), revokedAt: null });
+    const keyHash = sha256Hex(presented);
+    return this.cache ? this.cache.get(keyHash, () => this.lookup(keyHash)) : this.lookup(keyHash);
+  }
+
+  private async lookup(keyHash: string): Promise<Principal | null> {
+    const row = await this.em.findOne(ApiKeySchema, { keyHash, revokedAt: null });
     if (!row) return null;
-    return { keyId: row.id, merchantId: row.merchantId, scopes: row.scopes as Scope[] };
+    return Object.freeze({ keyId: row.id, merchantId: row.merchantId, scopes: Object.freeze([...row.scopes]) as readonly Scope[] });
   }
 }

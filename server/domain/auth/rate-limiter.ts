@@ -19,11 +19,29 @@ export function describeRule(rule: RateLimitRule): string {
   return `${rule.limit} a ${rule.windowMs === 1000 ? 'second' : rule.windowMs === 60_000 ? 'minute' : `${rule.windowMs / 1000} s`}`;
 }
 
+/** Windows known full are remembered until there are this many, then the ended ones are forgotten. */
+const FULL_WINDOWS_SWEEP_AT = 1_000;
+
+interface Waiter {
+  resolve: (position: number) => void;
+  reject: (err: unknown) => void;
+}
+
 /**
- * Fixed windows per bucket (an API key id, or `callback:<source address>`), counted in PostgreSQL with
- * one upsert, so every api process shares the same budget. Old windows are pruned now and then.
+ * Fixed windows per bucket (an API key id, or `callback:<source address>`), counted in PostgreSQL, so
+ * every api process shares the same budget. Old windows are pruned now and then.
+ *
+ * Two things spare round trips without changing a verdict: hits of one window that arrive while its
+ * upsert is under way are counted together by the next one (`count + n`, each hit taking its place in
+ * that range, as if they had been sent one by one); and a window this process saw reach the limit is
+ * refused here until it ends, since a count never goes down within its window.
  */
 export class RateLimiter {
+  private readonly waiting = new Map<string, Waiter[]>();
+  private readonly counting = new Set<string>();
+  /** `bucket@windowStart` → when that window ends, for windows seen at or past the limit. */
+  private readonly fullUntil = new Map<string, number>();
+
   constructor(
     private readonly em: EntityManager,
     readonly rule: RateLimitRule,
@@ -35,22 +53,53 @@ export class RateLimiter {
 
   async hit(bucket: string, now = Date.now()): Promise<RateLimitVerdict> {
     const { limit, windowMs } = this.rule;
-    const windowStart = new Date(Math.floor(now / windowMs) * windowMs);
-    const rows = await this.em.getConnection().execute<{ count: number }[]>(
-      `INSERT INTO rate_limit_windows (bucket, window_start, count) VALUES (?, ?, 1)
-       ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_limit_windows.count + 1
-       RETURNING count`,
-      [bucket, windowStart],
-    );
-    const count = Number(rows[0]?.count ?? 1);
-    if (count === 1 && Math.random() < 0.01) {
-      await this.em.getConnection().execute(`DELETE FROM rate_limit_windows WHERE window_start < now() - interval '10 minutes'`);
+    const windowStart = Math.floor(now / windowMs) * windowMs;
+    const windowEnd = windowStart + windowMs;
+    const retryAfterSec = Math.max(1, Math.ceil((windowEnd - now) / 1000));
+    const window = `${bucket}@${windowStart}`;
+    if (this.fullUntil.has(window)) return { allowed: false, limit, remaining: 0, retryAfterSec };
+    const count = await new Promise<number>((resolve, reject) => {
+      const waiters = this.waiting.get(window);
+      if (waiters) waiters.push({ resolve, reject });
+      else this.waiting.set(window, [{ resolve, reject }]);
+      if (!this.counting.has(window)) void this.countWaiting(window, bucket, new Date(windowStart));
+    });
+    if (count >= limit) this.rememberFull(window, windowEnd, now);
+    return { allowed: count <= limit, limit, remaining: Math.max(0, limit - count), retryAfterSec };
+  }
+
+  /** Upserts the window's count by the hits waiting, again while more arrive; each hit gets its position. */
+  private async countWaiting(window: string, bucket: string, windowStart: Date): Promise<void> {
+    this.counting.add(window);
+    try {
+      for (let waiters = this.waiting.get(window); waiters; waiters = this.waiting.get(window)) {
+        this.waiting.delete(window);
+        try {
+          const rows = await this.em.getConnection().execute<{ count: number }[]>(
+            `INSERT INTO rate_limit_windows (bucket, window_start, count) VALUES (?, ?, ?)
+             ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_limit_windows.count + EXCLUDED.count
+             RETURNING count`,
+            [bucket, windowStart, waiters.length],
+          );
+          const total = Number(rows[0]?.count ?? waiters.length);
+          const first = total - waiters.length + 1;
+          waiters.forEach((w, i) => w.resolve(first + i));
+          if (first === 1 && Math.random() < 0.01) {
+            void this.em.getConnection().execute(`DELETE FROM rate_limit_windows WHERE window_start < now() - interval '10 minutes'`).catch(() => undefined);
+          }
+        } catch (err) {
+          waiters.forEach((w) => w.reject(err));
+        }
+      }
+    } finally {
+      this.counting.delete(window);
     }
-    return {
-      allowed: count <= limit,
-      limit,
-      remaining: Math.max(0, limit - count),
-      retryAfterSec: Math.max(1, Math.ceil((windowStart.getTime() + windowMs - now) / 1000)),
-    };
+  }
+
+  private rememberFull(window: string, windowEnd: number, now: number): void {
+    if (this.fullUntil.size >= FULL_WINDOWS_SWEEP_AT) {
+      for (const [key, end] of this.fullUntil) if (end <= now) this.fullUntil.delete(key);
+    }
+    if (this.fullUntil.size < FULL_WINDOWS_SWEEP_AT) this.fullUntil.set(window, windowEnd);
   }
 }

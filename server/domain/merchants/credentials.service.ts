@@ -6,6 +6,7 @@ import type { SecretBox } from '../crypto/secret-box.js';
 import { DomainError, notFound } from '../errors.js';
 import { ProviderError, type ProviderRegistry } from '../ports.js';
 import { summarizeCredentials } from './credential-masking.js';
+import type { NotifiedCache } from '../../persistence/notified-cache.js';
 
 type StoreBodyOf<P extends Provider> = Extract<StoreCredentialsBody, { provider: P }>;
 /** Each provider's credentials, as the contract's credential schemas define them. */
@@ -16,6 +17,9 @@ export interface CredentialHooks {
   stored?: (merchantId: string, provider: Provider) => Promise<void>;
   removed?: (merchantId: string, provider: Provider) => Promise<void>;
 }
+
+/** Decrypted credentials by `merchantId:provider`, kept only while changes to provider_credentials are notified. */
+export type CredentialCache = Pick<NotifiedCache<unknown>, 'get' | 'dropMerchant'>;
 
 export interface CredentialSummary {
   provider: Provider;
@@ -30,6 +34,7 @@ export class CredentialsService {
     /** A provider may complete credentials before they are stored (ProviderPort.prepareCredentials). */
     private readonly providers: ProviderRegistry,
     private readonly hooks: CredentialHooks = {},
+    private readonly cache?: CredentialCache,
   ) {}
 
   async store(merchantId: string, body: StoreCredentialsBody): Promise<CredentialSummary> {
@@ -56,6 +61,7 @@ export class CredentialsService {
        DO UPDATE SET secrets_enc = EXCLUDED.secrets_enc, config_summary = EXCLUDED.config_summary, updated_at = now()`,
       [randomUUID(), merchantId, provider, sealed, JSON.stringify(summary)],
     );
+    this.cache?.dropMerchant(merchantId);
     await this.hooks.stored?.(merchantId, provider);
     return { provider, config_summary: summary };
   }
@@ -67,14 +73,20 @@ export class CredentialsService {
 
   async remove(merchantId: string, provider: Provider): Promise<void> {
     const deleted = await this.em.nativeDelete(ProviderCredentialSchema, { merchantId, provider });
+    this.cache?.dropMerchant(merchantId);
     if (deleted === 0) throw notFound(`${provider} credentials`);
     await this.hooks.removed?.(merchantId, provider);
   }
 
   /** Decrypted credentials for a provider call, or null when the merchant has none. */
   async find<P extends Provider>(merchantId: string, provider: P): Promise<CredentialsByProvider[P] | null> {
-    const row = await this.em.findOne(ProviderCredentialSchema, { merchantId, provider });
-    return row ? this.secrets.openJson<CredentialsByProvider[P]>(row.secretsEnc) : null;
+    const load = async () => {
+      const row = await this.em.findOne(ProviderCredentialSchema, { merchantId, provider });
+      // Frozen: one decrypted copy may serve many requests, so none may change it.
+      return row ? deepFreeze(this.secrets.openJson<CredentialsByProvider[P]>(row.secretsEnc)) : null;
+    };
+    const found = this.cache ? await this.cache.get(`${merchantId}:${provider}`, load) : await load();
+    return found as CredentialsByProvider[P] | null;
   }
 
   /** Like find, but a missing configuration is the merchant's validation error (interface: 422). */
@@ -87,4 +99,12 @@ export class CredentialsService {
     }
     return found;
   }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
 }

@@ -20,6 +20,7 @@ import { Migration20261123000901_provider_status_queries } from './Migration2026
 import { Migration20261123000902_payment_counts } from './Migration20261123000902_payment_counts.js';
 import { Migration20261123001501_idempotency_key_retention } from './Migration20261123001501_idempotency_key_retention.js';
 import { Migration20261123001401_confirmation_queries } from './Migration20261123001401_confirmation_queries.js';
+import { Migration20261123001101_access_change_notifications } from './Migration20261123001101_access_change_notifications.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -47,4 +48,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261123000902_payment_counts', class: Migration20261123000902_payment_counts },
   { name: 'Migration20261123001501_idempotency_key_retention', class: Migration20261123001501_idempotency_key_retention },
   { name: 'Migration20261123001401_confirmation_queries', class: Migration20261123001401_confirmation_queries },
+  { name: 'Migration20261123001101_access_change_notifications', class: Migration20261123001101_access_change_notifications },
 ];

@@ -1,0 +1,172 @@
+import pg from 'pg';
+
+/** A committed change to a table another process may have cached; no merchant ids means everything. */
+export interface TableChange {
+  table: string;
+  merchantIds: string[];
+}
+
+export interface ChangeFeed {
+  /**
+   * True while every change committed more than `freshnessMs` ago is known to have reached this
+   * process: the listening connection is up and answered a query sent within that time.
+   */
+  isCurrent(): boolean;
+  /** Called with every change, and with a change naming no merchant when the connection was (re)made. */
+  subscribe(listener: (change: TableChange) => void): void;
+}
+
+export interface ChangeNotificationOptions {
+  channel: string;
+  /** How old the last confirmed round trip may be for cached entries to be served. */
+  freshnessMs?: number;
+  /** A check unanswered this long means the connection is dead: it is closed and made again. */
+  heartbeatTimeoutMs?: number;
+  onError?: (message: string) => void;
+}
+
+const MAX_RECONNECT_DELAY_MS = 5_000;
+
+/**
+ * One dedicated PostgreSQL connection per process that LISTENs on a channel fed by triggers
+ * (migration 20261123001101). Not a pooled connection: a LISTEN belongs to its session.
+ *
+ * Freshness: PostgreSQL delivers to a session every notification committed before a query it runs
+ * before that query's answer, so an answered heartbeat sent at time S proves that nothing committed
+ * before S is missing. `isCurrent()` holds only within `freshnessMs` of such an S; callers then go to the
+ * database instead of their cache. A (re)connect LISTENs again and tells every subscriber to drop
+ * everything, since notifications sent while it was down are lost.
+ */
+export class ChangeNotifications implements ChangeFeed {
+  /** The listening connection once it LISTENs; `connecting` until then. */
+  private client: pg.Client | null = null;
+  private connecting: pg.Client | null = null;
+  private readonly listeners: ((change: TableChange) => void)[] = [];
+  private confirmedAt = 0;
+  /** The connection a heartbeat is awaited on (at most one at a time). */
+  private heartbeatOn: pg.Client | null = null;
+  private reconnectTimer: NodeJS.Timeout | null = null;
+  private reconnectDelayMs = 100;
+  private stopped = false;
+  private readonly freshnessMs: number;
+  private readonly heartbeatTimeoutMs: number;
+
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly options: ChangeNotificationOptions,
+  ) {
+    this.freshnessMs = options.freshnessMs ?? 1_000;
+    this.heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? 2_000;
+  }
+
+  subscribe(listener: (change: TableChange) => void): void {
+    this.listeners.push(listener);
+  }
+
+  /**
+   * Heartbeats are sent on demand: a read that finds the last confirmation half its allowed age old
+   * asks for a new one, so a busy process checks about twice a second and an idle one not at all.
+   */
+  isCurrent(): boolean {
+    const age = Date.now() - this.confirmedAt;
+    if (age >= this.freshnessMs / 2) this.heartbeat();
+    return this.client !== null && age < this.freshnessMs;
+  }
+
+  /** Connects and LISTENs; a failure is retried in the background (callers read the database meanwhile). */
+  async start(): Promise<void> {
+    await this.connect();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    const client = this.client;
+    this.client = null;
+    await client?.end().catch(() => undefined);
+  }
+
+  private async connect(): Promise<void> {
+    if (this.stopped) return;
+    const client = new pg.Client({ connectionString: this.databaseUrl, application_name: `payments-change-listener:${process.pid}`, keepAlive: true });
+    client.on('error', (err) => this.lost(client, err.message));
+    client.on('end', () => this.lost(client, 'connection ended'));
+    client.on('notification', (msg) => {
+      if (msg.channel === this.options.channel) this.publish(parseChange(msg.payload));
+    });
+    this.connecting = client;
+    try {
+      await client.connect();
+      const sentAt = Date.now();
+      await client.query(`LISTEN ${pg.escapeIdentifier(this.options.channel)}`);
+      if (this.stopped) {
+        await client.end().catch(() => undefined);
+        return;
+      }
+      this.connecting = null;
+      this.client = client;
+      this.reconnectDelayMs = 100;
+      // Whatever was cached before this connection listened may have changed unseen.
+      this.publish({ table: '*', merchantIds: [] });
+      this.confirmedAt = sentAt;
+    } catch (err) {
+      await client.end().catch(() => undefined);
+      this.lost(client, (err as Error).message);
+    }
+  }
+
+  private lost(client: pg.Client, reason: string): void {
+    // Late events of a connection already given up on change nothing.
+    if (client !== this.client && client !== this.connecting) return;
+    this.client = null;
+    this.connecting = null;
+    if (this.stopped) return;
+    this.options.onError?.(`change notifications: ${reason}; reconnecting`);
+    this.confirmedAt = 0;
+    this.publish({ table: '*', merchantIds: [] });
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = null;
+      void this.connect();
+    }, this.reconnectDelayMs);
+    this.reconnectTimer.unref();
+    this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, MAX_RECONNECT_DELAY_MS);
+  }
+
+  private heartbeat(): void {
+    const client = this.client;
+    if (!client || this.heartbeatOn === client) return;
+    this.heartbeatOn = client;
+    const sentAt = Date.now();
+    const timeout = setTimeout(() => {
+      // Unanswered: the connection is gone or stuck. It is dropped and made again.
+      this.lost(client, 'heartbeat unanswered');
+      void client.end().catch(() => undefined);
+    }, this.heartbeatTimeoutMs);
+    timeout.unref();
+    client
+      .query('SELECT 1')
+      .then(() => {
+        if (this.client === client) this.confirmedAt = Math.max(this.confirmedAt, sentAt);
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        clearTimeout(timeout);
+        if (this.heartbeatOn === client) this.heartbeatOn = null;
+      });
+  }
+
+  private publish(change: TableChange): void {
+    for (const listener of this.listeners) listener(change);
+  }
+}
+
+/** A payload this code did not write (or cannot read) is treated as "everything changed". */
+function parseChange(payload: string | undefined): TableChange {
+  try {
+    const parsed = JSON.parse(payload ?? '') as { table?: unknown; merchant_ids?: unknown };
+    const ids = Array.isArray(parsed.merchant_ids) ? parsed.merchant_ids.filter((id): id is string => typeof id === 'string') : [];
+    return { table: typeof parsed.table === 'string' ? parsed.table : '*', merchantIds: ids };
+  } catch {
+    return { table: '*', merchantIds: [] };
+  }
+}
