@@ -96,6 +96,10 @@ describe('business metrics on /metrics', () => {
     expect(total(after, 'webhook_delivery_lag_seconds')).toBe(0);
     // Refused provider reports (amount or currency not ours) are counted by the status writer.
     expect((await t.http.get('/metrics')).text).toContain('# TYPE payments_integrity_mismatches_total counter');
+    // Round trips to PostgreSQL per pool: the service's own (ORM), its job queue's (Agenda) and the simulators'.
+    for (const pool of ['service', 'jobs', 'sandbox']) {
+      expect(total(after, 'db_round_trips_total', { pool }) - total(before, 'db_round_trips_total', { pool })).toBeGreaterThan(0);
+    }
     // The HTTP metrics are still there beside them.
     expect(total(after, 'http_requests_total', { route: '/v1/payments', status: '201' })).toBeGreaterThanOrEqual(2);
   }, 40_000);
