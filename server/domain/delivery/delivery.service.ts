@@ -98,9 +98,12 @@ export class DeliveryService {
     return leaseDueDeliveries(this.em, limit, this.leaseMs);
   }
 
-  /** The scheduled attempt of a delivery the caller already leased (the worker's batched claims). */
-  async attemptLeased(leased: LeasedDelivery): Promise<AttemptOutcome> {
-    return (await this.attempt(leased, 'scheduled', 'schedule')).outcome;
+  /**
+   * The scheduled attempt of a delivery the caller already leased (the worker's batched claims).
+   * `onSent` runs once the HTTP exchange is over, before the result is recorded (the lease is held until then).
+   */
+  async attemptLeased(leased: LeasedDelivery, onSent?: () => void): Promise<AttemptOutcome> {
+    return (await this.attempt(leased, 'scheduled', 'schedule', onSent)).outcome;
   }
 
   /**
@@ -182,9 +185,11 @@ export class DeliveryService {
     leased: LeasedDelivery,
     trigger: AttemptTrigger,
     onFailure: 'schedule' | 'unchanged' | 'dead',
+    onSent?: () => void,
   ): Promise<{ outcome: AttemptOutcome; result: SendResult }> {
     const url = leased.merchantUrl ?? leased.url;
     const result = await this.send(leased, url);
+    onSent?.();
     const attemptNumber = leased.attempts + 1;
     const record = { deliveryId: leased.id, attemptNumber, trigger, responseStatus: result.responseStatus, error: result.error, durationMs: result.durationMs };
     const update = { url, responseStatus: result.responseStatus, error: result.error };
