@@ -100,8 +100,10 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
     processes.push(worker);
     const stopWatch = watchRss(processes);
     const receiverCpuBefore = process.cpuUsage();
+    const connectionsBefore = receiver.connections;
     const allArrived = await receiver.waitForDistinct(pendingRows, 180_000);
     const receiverCpu = process.cpuUsage(receiverCpuBefore);
+    const workerConnections = receiver.connections - connectionsBefore;
     stopWatch();
     const receipts = [...receiver.byWebhookId.values()].map((r) => r.at).sort((a, b) => a - b);
     // Counted now: the latency phase below adds deliveries of its own.
@@ -160,6 +162,7 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
       {
         'transactions/delivery': transactionsPerDelivery,
         ...Object.fromEntries(Object.entries(rowsPerDelivery).map(([table, r]) => [`${table} ins/upd/del`, `${r.inserted}/${r.updated}/${r.deleted}`])),
+        'connections to the receiver': workerConnections,
         'receiver CPU ms/delivery': (receiverCpuMs / Math.max(1, receipts.length)).toFixed(3),
         'receiver share of a core': `${(receiverCoreShare * 100).toFixed(0)} %`,
       },
@@ -185,6 +188,7 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
       transactionsPerDelivery,
       rowsPerDelivery,
       receiver: { cpuMsPerDelivery: receiverCpuMs / Math.max(1, receipts.length), shareOfOneCore: receiverCoreShare },
+      workerConnectionsToReceiver: workerConnections,
       firstAttemptLatencyMs: latency,
       peakRssKb: { worker: workerRss, api: apiRss },
     };

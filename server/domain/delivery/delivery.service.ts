@@ -50,6 +50,8 @@ const DAY_MS = 86_400_000;
 
 /** Headroom over the request timeout for DNS, the secret lookup and recording the result. */
 const LEASE_MARGIN_MS = 30_000;
+/** Sealed signing secrets remembered with their plaintext (see `openSecret`). */
+const OPENED_SECRETS_MAX = 1000;
 
 /**
  * Outbound merchant webhooks: signs and sends one delivery attempt at a time, records every attempt,
@@ -60,6 +62,7 @@ const LEASE_MARGIN_MS = 30_000;
 export class DeliveryService {
   /** Successful attempts finishing at about the same time are recorded in one statement. */
   private readonly delivered: GroupWriter<AttemptRecord & { url: string }, boolean>;
+  private readonly openedSecrets = new Map<string, string>();
 
   constructor(
     private readonly em: EntityManager,
@@ -217,13 +220,28 @@ export class DeliveryService {
     return { status: 'delivered', nextAttemptAt: null };
   }
 
+  /**
+   * Decrypts a sealed secret once per process: keyed by the ciphertext, which changes whenever the secret
+   * does (a fresh IV each time), so a rotated secret is never answered from here — nothing to invalidate.
+   */
+  private openSecret(sealed: string | null): string | null {
+    if (!sealed) return null;
+    let secret = this.openedSecrets.get(sealed);
+    if (secret === undefined) {
+      secret = this.merchants.openWebhookSecret(sealed)!;
+      if (this.openedSecrets.size >= OPENED_SECRETS_MAX) this.openedSecrets.delete(this.openedSecrets.keys().next().value!);
+      this.openedSecrets.set(sealed, secret);
+    }
+    return secret;
+  }
+
   /** Checks the URL and the secret, then POSTs; anything that stops the request is a failed attempt. */
   private async send(leased: LeasedDelivery, url: string): Promise<SendResult> {
     const refused = (error: string): SendResult => ({ ok: false, responseStatus: null, error: capError(error), durationMs: 0 });
     let secret: string | null;
     try {
       await assertDeliverableUrl(url, this.config.allowPrivateUrls);
-      secret = this.merchants.openWebhookSecret(leased.sealedSecret);
+      secret = this.openSecret(leased.sealedSecret);
     } catch (err) {
       if (err instanceof DomainError) return refused(`URL refused: ${err.details?.[0]?.issue ?? err.message}`);
       this.logger.error({ deliveryId: leased.id, err: { type: (err as Error).name, message: (err as Error).message } }, 'webhook attempt could not be prepared');
