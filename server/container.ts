@@ -74,7 +74,7 @@ export interface Container {
   metrics: Metrics;
   orm: MikroORM;
   agenda: Agenda;
-  /** Outbound webhook attempts as Agenda jobs (implements the domain's DeliveryQueue). */
+  /** The domain's DeliveryQueue: first attempts woken by the commit's NOTIFY, retries as Agenda jobs. */
   deliveryQueue: AgendaDeliveryQueue;
   /** Cross-process advisory locks for per-merchant job scheduling (a database-only critical section). */
   keyLock: KeyLock;
@@ -118,7 +118,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
 
   const logger = options.logger;
   const merchants = new MerchantService(em, secrets, config.webhookAllowPrivateUrls);
-  const deliveryQueue = new AgendaDeliveryQueue(agenda);
+  const deliveryQueue = new AgendaDeliveryQueue(agenda, em);
   // Scheduling is rare and brief: two connections are plenty (idempotency needs none of its own).
   const keyLock = new KeyLock(options.databaseUrl, KEY_LOCK_POOL_MAX);
 
