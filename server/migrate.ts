@@ -27,7 +27,7 @@ async function run(argv: string[]): Promise<unknown> {
   let databaseUrl = config.databaseUrl;
   if (!databaseUrl) {
     const { startEmbeddedPostgres } = await import('./persistence/embedded-postgres.js');
-    embedded = await startEmbeddedPostgres(path.join(config.dataDir, 'postgres'));
+    embedded = await startEmbeddedPostgres(path.join(config.dataDir, 'postgres'), { log: (line) => process.stderr.write(`${line}\n`) });
     databaseUrl = embedded.url;
   }
   const orm = await openOrm(databaseUrl, 2);

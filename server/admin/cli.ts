@@ -101,7 +101,7 @@ async function run(argv: string[]): Promise<unknown> {
     const running = await runningEmbeddedUrl(dir);
     if (running && (await reachable(running))) databaseUrl = running;
     else {
-      embedded = await startEmbeddedPostgres(dir);
+      embedded = await startEmbeddedPostgres(dir, { log: (line) => process.stderr.write(`${line}\n`) });
       databaseUrl = embedded.url;
     }
   }
