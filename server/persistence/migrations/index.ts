@@ -21,6 +21,7 @@ import { Migration20261123000902_payment_counts } from './Migration2026112300090
 import { Migration20261123001501_idempotency_key_retention } from './Migration20261123001501_idempotency_key_retention.js';
 import { Migration20261123001401_confirmation_queries } from './Migration20261123001401_confirmation_queries.js';
 import { Migration20261123001101_access_change_notifications } from './Migration20261123001101_access_change_notifications.js';
+import { Migration20261123001601_payment_week_counts } from './Migration20261123001601_payment_week_counts.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -49,4 +50,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261123001501_idempotency_key_retention', class: Migration20261123001501_idempotency_key_retention },
   { name: 'Migration20261123001401_confirmation_queries', class: Migration20261123001401_confirmation_queries },
   { name: 'Migration20261123001101_access_change_notifications', class: Migration20261123001101_access_change_notifications },
+  { name: 'Migration20261123001601_payment_week_counts', class: Migration20261123001601_payment_week_counts },
 ];
