@@ -18,6 +18,7 @@ import { configureMerchant, createMerchant, createPayment } from './lib/merchant
 import { query } from './lib/postgres.js';
 import { WebhookReceiver } from './lib/receiver.js';
 import { kib, printTable, summarize, writeResult } from './lib/report.js';
+import { readRoundTrips, roundTripsPerRequest } from './lib/round-trips.js';
 import { startServiceProcess, watchRss, type ServiceProcess } from './lib/service-process.js';
 
 /**
@@ -94,7 +95,9 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
     await run(client, 'service', warmup, 30_000);
     await run(baseClient, 'baseline', warmup, 30_000);
     log(`measuring the service: ${maxRequests} requests or ${maxMs / 1000} s, ${concurrency} concurrent`);
+    const tripsBefore = await readRoundTrips(client);
     const service = await run(client, 'service', maxRequests, maxMs);
+    const roundTrips = roundTripsPerRequest(tripsBefore, await readRoundTrips(client), service.ok + service.failed);
     log(`measuring the baseline: ${maxRequests} requests or ${maxMs / 1000} s, ${concurrency} concurrent`);
     const bare = await run(baseClient, 'baseline', maxRequests, maxMs);
     stopWatch();
@@ -121,6 +124,13 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
     const b = summarize(bare.latenciesMs);
     process.stdout.write(`throughput ratio bare/service: ${ratio.toFixed(1)}x; p50 ${s.p50} vs ${b.p50} ms (${(s.p50 / b.p50).toFixed(1)}x)\n`);
     process.stdout.write(`per request in PostgreSQL (every standalone statement is a transaction): service ${work.service.transactions} transactions, ${work.service.rowsInserted} rows inserted, ${work.service.rowsUpdated} updated; baseline ${work.baseline.transactions} / ${work.baseline.rowsInserted} / ${work.baseline.rowsUpdated}\n`);
+    printTable('PostgreSQL work per create (round trips: measured run, by pool; transactions and rows: service and simulator together)', [{
+      'service round trips': `${roundTrips.service} (ORM ${roundTrips.serviceOrm} + jobs ${roundTrips.serviceJobs})`,
+      'simulator round trips': roundTrips.simulator,
+      transactions: work.service.transactions,
+      'rows inserted': work.service.rowsInserted,
+      'rows updated': work.service.rowsUpdated,
+    }]);
     // VmHWM: the kernel's own high-water mark over the process's life, so it includes the warm-up and the whole load.
     process.stdout.write(`peak RSS (VmHWM, boot to stop, ${concurrency}-concurrent load included): service api ${kib(apiRss)} (${kib(apiRssAfterBoot)} after boot) started as \`${api.command}\`; baseline ${kib(baseRss)}\n`);
     if (service.failures.length) process.stdout.write(`service failures (first ${service.failures.length}): ${service.failures.join(' | ')}\n`);
@@ -133,7 +143,7 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
       service: { ...summarize(service.latenciesMs), ok: service.ok, failed: service.failed, statuses: service.statuses, requestsPerSecond: service.requestsPerSecond, elapsedMs: service.elapsedMs, failures: service.failures },
       baseline: { ...summarize(bare.latenciesMs), ok: bare.ok, failed: bare.failed, statuses: bare.statuses, requestsPerSecond: bare.requestsPerSecond, elapsedMs: bare.elapsedMs },
       ratio: { throughputBareOverService: ratio, p50ServiceOverBare: s.p50 / b.p50, p99ServiceOverBare: s.p99 / b.p99 },
-      database: { completedPayments: Number(counts?.completed), deliveryRows: Number(counts?.deliveries), perRequest: work },
+      database: { completedPayments: Number(counts?.completed), deliveryRows: Number(counts?.deliveries), perRequest: work, roundTripsPerRequest: roundTrips },
       peakRssKb: { api: apiRss, baseline: baseRss },
       apiRssAfterBootKb: apiRssAfterBoot,
     };
@@ -145,6 +155,7 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
         'bare req/s': Math.round(bare.requestsPerSecond),
         'bare p50/p99 ms': `${b.p50} / ${b.p99}`,
         'bare/service': `${ratio.toFixed(1)}x`,
+        'round trips service / simulator': `${roundTrips.service} / ${roundTrips.simulator}`,
       },
       resultFile: writeResult('create-payment', result),
       peakRssKb: { api: apiRss, baseline: baseRss },

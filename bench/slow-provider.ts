@@ -16,12 +16,13 @@ import { knob, log, runIfMain, type Benchmark } from './lib/harness.js';
 import { LoopbackClient, closedLoop, type HttpResponse } from './lib/http.js';
 import { configureMerchant, createMerchant, createPayment } from './lib/merchant.js';
 import { printTable, summarize, writeResult } from './lib/report.js';
+import { readRoundTrips, roundTripsPerRequest } from './lib/round-trips.js';
 import { startServiceProcess, watchRss } from './lib/service-process.js';
 import { sampleConnections } from '../test/support/connection-sampler.js';
 
-/** The ORM pool of the api process; Agenda's pool is min(8, this) and the scheduling-lock pool 2. */
+/** The ORM pool of the api process; Agenda's pool is min(8, this), the scheduling-lock pool 2, the simulators' min(10, this), the access-change listener 1. */
 const POOL_MAX = 20;
-const CONFIGURED_CONNECTIONS = POOL_MAX + Math.min(8, POOL_MAX) + 2;
+const CONFIGURED_CONNECTIONS = POOL_MAX + Math.min(8, POOL_MAX) + 2 + Math.min(10, POOL_MAX) + 1;
 
 /** Counted as created: 201 with the payment completed (a 201 still pending is reported on its own). */
 const created = (res: HttpResponse) => res.status === 201 && res.body.includes('"status":"completed"');
@@ -49,6 +50,7 @@ export const slowProviderBenchmark: Benchmark = async (ctx) => {
       log(`slow provider ${latencyMs} ms: warm-up (${concurrency} requests)`);
       await closedLoop({ concurrency, maxRequests: concurrency, maxDurationMs: 60_000, isOk: created, send: (i) => createPayment(client, merchant, `${prefix}-warm-${i}`) });
       log(`slow provider ${latencyMs} ms: ${concurrency} concurrent clients for ${seconds} s`);
+      const tripsBefore = await readRoundTrips(client);
       const sampler = sampleConnections(db.url, 50);
       const load = await closedLoop({
         concurrency,
@@ -58,6 +60,7 @@ export const slowProviderBenchmark: Benchmark = async (ctx) => {
         send: (i) => createPayment(client, merchant, `${prefix}-${i}`),
       });
       const connections = await sampler.stop();
+      const roundTrips = roundTripsPerRequest(tripsBefore, await readRoundTrips(client), load.ok + load.failed);
       stopWatch();
       client.close();
       const latency = summarize(load.latenciesMs);
@@ -74,6 +77,7 @@ export const slowProviderBenchmark: Benchmark = async (ctx) => {
         peakConnections: connections.peak,
         peakActiveConnections: connections.peakActive,
         configuredConnections: CONFIGURED_CONNECTIONS,
+        roundTripsPerRequest: roundTrips,
         failures: load.failures,
       });
       if (load.failures.length) process.stdout.write(`failures at ${latencyMs} ms (first ${load.failures.length}): ${load.failures.join(' | ')}\n`);
@@ -91,6 +95,7 @@ export const slowProviderBenchmark: Benchmark = async (ctx) => {
     'p50 ms': r.latency.p50,
     'p99 ms': r.latency.p99,
     'peak db connections (active)': `${r.peakConnections} (${r.peakActiveConnections}) of ${r.configuredConnections}`,
+    'round trips service / simulator': `${r.roundTripsPerRequest.service} / ${r.roundTripsPerRequest.simulator}`,
   }));
   printTable(`Create payment against a slow provider — ${concurrency} concurrent clients, unique Idempotency-Keys, ${seconds} s each`, table);
   const slow = runs[0];

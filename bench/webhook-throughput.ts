@@ -1,12 +1,18 @@
 /**
  * Benchmark 3 — webhook deliveries per second from ONE worker process. With no worker running, a
  * `ROLE=api` process creates N completed cardpay payments (pm_card_visa): each commits its
- * `payment.completed` event, the delivery row (transactional outbox) and an Agenda job. Then one
- * `ROLE=worker` process starts and drains them to a local receiver that answers 200 at once.
+ * `payment.completed` event and the delivery row (transactional outbox), whose NOTIFY no worker hears
+ * yet. The api then stops, and one `ROLE=worker` process starts and drains the backlog (it looks for
+ * due deliveries as its listener connects) to a local receiver that answers 200 at once.
  * Throughput is counted from the first delivery received to the last (the worker's boot is reported
  * separately), and checked against the database: every delivery row must end `delivered`.
  *
- *   npx tsx bench/webhook-throughput.ts   (BENCH_DELIVERIES=1000)
+ * Load-independent facts next to the rate: the worker's PostgreSQL work per delivery (transactions —
+ * every standalone statement is one — and rows written per table, boot included, read after the
+ * worker exited so its statistics are published) and the receiver's own CPU time per delivery (it runs
+ * in this process, which does nothing else while the worker drains), to show it is not the bottleneck.
+ *
+ *   npx tsx bench/webhook-throughput.ts   (BENCH_DELIVERIES=1000; BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=…' to profile)
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -17,6 +23,17 @@ import { query } from './lib/postgres.js';
 import { WebhookReceiver } from './lib/receiver.js';
 import { kib, printTable, writeResult } from './lib/report.js';
 import { startServiceProcess, watchRss, type ServiceProcess } from './lib/service-process.js';
+
+/** Database-wide counters of the bench database: transactions, and rows written per table. */
+async function databaseWork(url: string, name: string) {
+  const [db] = await query<{ c: string }>(url, 'SELECT xact_commit + xact_rollback AS c FROM pg_stat_database WHERE datname = $1', [name]);
+  const tables = await query<{ relname: string; ins: string; upd: string; del: string }>(
+    url,
+    `SELECT relname, n_tup_ins AS ins, n_tup_upd AS upd, n_tup_del AS del FROM pg_stat_user_tables
+      WHERE relname IN ('webhook_deliveries', 'delivery_attempts', 'agenda_jobs', 'merchants', 'events')`,
+  );
+  return { transactions: Number(db?.c), tables: Object.fromEntries(tables.map((t) => [t.relname, { ins: Number(t.ins), upd: Number(t.upd), del: Number(t.del) }])) };
+}
 
 export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
   const deliveries = knob('BENCH_DELIVERIES', 1000);
@@ -50,13 +67,17 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
               (SELECT count(*) FROM agenda_jobs WHERE name = 'webhook.deliver') AS jobs`,
     );
     const pendingRows = Number(queued?.deliveries);
-    log(`${pendingRows} deliveries pending, ${queued?.jobs} delivery jobs queued; starting one worker`);
+    const apiRss = (await api.stop()).peakRssKb;
+    log(`${pendingRows} deliveries pending, ${queued?.jobs} delivery jobs queued; api stopped; starting one worker`);
 
+    const before = await databaseWork(db.url, db.name);
     const spawnedAt = performance.now();
     const worker = await startServiceProcess({ role: 'worker', databaseUrl: db.url });
     processes.push(worker);
     const stopWatch = watchRss(processes);
+    const receiverCpuBefore = process.cpuUsage();
     const allArrived = await receiver.waitForDistinct(pendingRows, 180_000);
+    const receiverCpu = process.cpuUsage(receiverCpuBefore);
     stopWatch();
     const receipts = [...receiver.byWebhookId.values()].map((r) => r.at).sort((a, b) => a - b);
     const first = receipts[0] ?? NaN;
@@ -70,10 +91,21 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
       await new Promise((r) => setTimeout(r, 200));
     }
     const workerRss = (await worker.stop()).peakRssKb;
-    const apiRss = (await api.stop()).peakRssKb;
+    const after = await databaseWork(db.url, db.name);
 
     const steadyPerSecond = receipts.length > 1 ? ((receipts.length - 1) / (last - first)) * 1000 : NaN;
     const overallPerSecond = (receipts.length / (last - spawnedAt)) * 1000;
+    const per = (n: number) => Math.round((n / Math.max(1, pendingRows)) * 100) / 100;
+    const rowsPerDelivery = Object.fromEntries(
+      Object.entries(after.tables).map(([table, t]) => {
+        const b = before.tables[table] ?? { ins: 0, upd: 0, del: 0 };
+        return [table, { inserted: per(t.ins - b.ins), updated: per(t.upd - b.upd), deleted: per(t.del - b.del) }];
+      }),
+    );
+    const transactionsPerDelivery = per(after.transactions - before.transactions);
+    // The receiver's CPU (user + system) while the worker drained, per delivery and as a share of one core.
+    const receiverCpuMs = (receiverCpu.user + receiverCpu.system) / 1000;
+    const receiverCoreShare = receiverCpuMs / (last - spawnedAt);
     printTable(`Webhook delivery — one worker process, ${pendingRows} queued deliveries, local receiver`, [
       {
         received: receipts.length,
@@ -83,6 +115,14 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
         'deliveries/s (incl. worker boot)': overallPerSecond.toFixed(0),
         'worker boot → first ms': (first - spawnedAt).toFixed(0),
         'worker peak RSS': kib(workerRss),
+      },
+    ]);
+    printTable('Work per delivery — PostgreSQL (worker, boot included) and the receiver', [
+      {
+        'transactions/delivery': transactionsPerDelivery,
+        ...Object.fromEntries(Object.entries(rowsPerDelivery).map(([table, r]) => [`${table} ins/upd/del`, `${r.inserted}/${r.updated}/${r.deleted}`])),
+        'receiver CPU ms/delivery': (receiverCpuMs / Math.max(1, receipts.length)).toFixed(3),
+        'receiver share of a core': `${(receiverCoreShare * 100).toFixed(0)} %`,
       },
     ]);
     if (!allArrived) process.stdout.write('WARNING: not every delivery arrived within 180 s\n');
@@ -99,6 +139,9 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
       deliveriesPerSecondIncludingBoot: overallPerSecond,
       workerBootToFirstMs: first - spawnedAt,
       drainMs: last - first,
+      transactionsPerDelivery,
+      rowsPerDelivery,
+      receiver: { cpuMsPerDelivery: receiverCpuMs / Math.max(1, receipts.length), shareOfOneCore: receiverCoreShare },
       peakRssKb: { worker: workerRss, api: apiRss },
     };
     return {

@@ -37,6 +37,7 @@ import { StatusWriter } from './domain/payments/status-writer.js';
 import { RefundService } from './domain/refunds/refund.service.js';
 import { sandboxModules } from './sandbox/index.js';
 import { withLatency } from './sandbox/controls.js';
+import { createSandboxPool } from './sandbox/sql.js';
 import type { SandboxDeps } from './sandbox/module.js';
 
 /** Connections of the advisory-lock pool (per process). */
@@ -73,7 +74,7 @@ export interface Container {
   metrics: Metrics;
   orm: MikroORM;
   agenda: Agenda;
-  /** Outbound webhook attempts as Agenda jobs (implements the domain's DeliveryQueue). */
+  /** The domain's DeliveryQueue: first attempts woken by the commit's NOTIFY, retries as Agenda jobs. */
   deliveryQueue: AgendaDeliveryQueue;
   /** Cross-process advisory locks for per-merchant job scheduling (a database-only critical section). */
   keyLock: KeyLock;
@@ -96,7 +97,12 @@ export interface ContainerOptions {
 }
 
 export async function createContainer(config: AppConfig, options: ContainerOptions): Promise<Container> {
-  const orm = await openOrm(options.databaseUrl, config.databasePoolMax, config.databaseAcquireTimeoutMs);
+  const metrics = new Metrics();
+  const roundTrips = (pool: 'service' | 'jobs' | 'sandbox') => {
+    const counter = metrics.dbRoundTrips.labels(pool);
+    return () => counter.inc();
+  };
+  const orm = await openOrm(options.databaseUrl, config.databasePoolMax, config.databaseAcquireTimeoutMs, roundTrips('service'));
   const secrets = new SecretBox(await resolveEncryptionKey(config));
   const em = orm.em;
   const { agenda, closePool: closeAgendaPool } = createAgenda({
@@ -105,13 +111,14 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     processEveryMs: options.agendaProcessEveryMs ?? 5000,
     lockLifetimeMs: options.agendaLockLifetimeMs ?? 10 * 60_000,
     poolMax: Math.min(8, config.databasePoolMax),
+    onQuery: roundTrips('jobs'),
   });
   let agendaReady = false;
   agenda.on('ready', () => (agendaReady = true));
 
   const logger = options.logger;
   const merchants = new MerchantService(em, secrets, config.webhookAllowPrivateUrls);
-  const deliveryQueue = new AgendaDeliveryQueue(agenda);
+  const deliveryQueue = new AgendaDeliveryQueue(agenda, em);
   // Scheduling is rare and brief: two connections are plenty (idempotency needs none of its own).
   const keyLock = new KeyLock(options.databaseUrl, KEY_LOCK_POOL_MAX);
 
@@ -127,7 +134,6 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     merchantOf: (key) => key.slice(0, key.indexOf(':')),
   });
 
-  const metrics = new Metrics();
   registerStoreMetrics(metrics.registry, (sql) => orm.em.getConnection().execute(sql));
   // The providers (named only in providers/registry.ts). Each adapter is wrapped so every call to its
   // provider is timed (provider_call_duration_seconds); the adapters know nothing of it.
@@ -171,7 +177,9 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     operations: new ProviderOperationsService(em, config, providers, credentials, writer, logger),
   };
 
-  const sandboxDeps: SandboxDeps = { config, em, agenda, logger: options.logger };
+  // Created always (a pool opens no connection until used): a worker runs the simulators' jobs.
+  const sandboxPool = createSandboxPool(options.databaseUrl, Math.min(10, config.databasePoolMax), roundTrips('sandbox'));
+  const sandboxDeps: SandboxDeps = { config, em, pool: sandboxPool, agenda, logger: options.logger };
   const sandboxMounts = config.sandbox ? sandboxModules.map((m) => ({ path: m.path, router: withLatency(m.router(sandboxDeps), config.sandboxLatencyMs) })) : [];
 
   return {
@@ -199,6 +207,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
       await accessChanges.stop();
       await keyLock.close();
       await closeAgendaPool().catch(() => undefined);
+      await sandboxPool.end().catch(() => undefined);
       await orm.close(true);
     },
   };

@@ -5,14 +5,16 @@ import type { AppConfig } from './config/config.js';
 import { createContainer, type Container } from './container.js';
 import { createApp, createWorkerApp } from './http/app.js';
 import { DeliveryDrainer } from './jobs/delivery-drainer.js';
+import { DELIVERIES_DUE_CHANNEL } from './jobs/delivery-queue.js';
 import { defineJobs, scheduleRecurringJobs } from './jobs/index.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import type { EmbeddedDatabase } from './persistence/embedded-postgres.js';
+import { ChangeNotifications } from './persistence/change-notifications.js';
 import { migrate, pendingMigrations } from './persistence/orm.js';
 import { withSchemaLock } from './persistence/schema-lock.js';
 
-/** A worker's webhook drain loop: attempts in flight at once, and how often it looks when idle. */
-const DRAINER_OPTIONS = { maxInFlight: 32, idleMs: 250 };
+/** A worker's webhook drain loop: attempts in flight at once, and the pause after a failed claim. */
+const DRAINER_OPTIONS = { maxInFlight: 32, retryMs: 1000 };
 
 export interface RunningService {
   container: Container;
@@ -94,8 +96,13 @@ export async function startService(config: AppConfig, options: StartOptions = {}
   // jobs up at once; with no job definitions (api role) it processes nothing.
   await container.agenda.start();
   if (runsJobs) await scheduleRecurringJobs(container);
+  // The drain loop sleeps until the database NOTIFYs a due delivery, on a connection of its own; it is
+  // also woken when that connection is (re)made, for whatever became due while no worker listened.
   const drainer = runsJobs ? new DeliveryDrainer(container, DRAINER_OPTIONS) : null;
+  const dueDeliveries = drainer ? new ChangeNotifications(url, { channel: DELIVERIES_DUE_CHANNEL, onError: (message) => logger.warn(message) }) : null;
+  dueDeliveries?.subscribe(() => drainer!.notifyDue());
   drainer?.start();
+  await dueDeliveries?.start();
   logger.info({ role: config.role, baseUrl, ...(opsUrl ? { opsUrl } : {}), host: config.host, sandbox: config.sandbox }, 'payments service started');
 
   let stopping: Promise<void> | null = null;
@@ -110,6 +117,7 @@ export async function startService(config: AppConfig, options: StartOptions = {}
         opsServer.closeIdleConnections();
         await new Promise<void>((resolve) => opsServer!.close(() => resolve()));
       }
+      await dueDeliveries?.stop();
       await drainer?.stop();
       await container.agenda.drain({ timeout: 10_000 }).catch(() => undefined);
       await container.agenda.stop().catch(() => undefined);

@@ -1,6 +1,7 @@
 import { Agenda } from 'agenda';
 import { PostgresBackend } from '@agendajs/postgres-backend';
 import pg from 'pg';
+import { countQueries } from '../lib/count-queries.js';
 
 export interface AgendaOptions {
   databaseUrl: string;
@@ -11,6 +12,8 @@ export interface AgendaOptions {
   name: string;
   /** Connections of Agenda's own pool. */
   poolMax?: number;
+  /** Called for every query a pooled connection sends (db_round_trips_total). */
+  onQuery?: () => void;
 }
 
 /**
@@ -22,6 +25,7 @@ export interface AgendaOptions {
 export function createAgenda(options: AgendaOptions): { agenda: Agenda; closePool: () => Promise<void> } {
   const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolMax ?? 8 });
   pool.on('error', () => undefined);
+  if (options.onQuery) pool.on('connect', (client) => countQueries(client, options.onQuery!));
   const backend = new PostgresBackend({ pool });
   // Its LISTEN connection reports a dropped connection as an 'error' event; unhandled, that would
   // crash the process (e.g. while the database restarts). Agenda reconnects on its own.

@@ -1,29 +1,31 @@
 import { RequestContext } from '@mikro-orm/core';
 import type { LeasedDelivery } from '../domain/delivery/delivery-store.js';
-import { claimQueuedDeliveries } from './delivery-claims.js';
 import type { JobContext } from './job-context.js';
 
 export interface DrainerOptions {
-  /** Attempts under way at once in this process (each holds an HTTP request, then one short transaction). */
+  /** Attempts under way at once in this process (each holds an HTTP request until its result is recorded). */
   maxInFlight: number;
-  /** How often an idle worker looks for due deliveries. */
-  idleMs: number;
+  /** Wait before claiming again after a failed claim (e.g. the database is restarting). */
+  retryMs: number;
 }
 
 /** Claim only when at least this many slots are free, so claims stay batched under load. */
 const MIN_CLAIM = 8;
 
 /**
- * The worker's bulk path for queued webhook deliveries: takes over many due `webhook.deliver` jobs and
- * leases their deliveries in one statement (`claimQueuedDeliveries`), sends up to `maxInFlight` at once
- * over keep-alive connections, and records each attempt as the job would (attempt row, retry schedule,
- * dead-lettering). The queue stays Agenda's: the outbox enqueues a job per delivery at commit, retries
- * are booked as scheduled jobs, and the sweeper re-enqueues lost ones; a job Agenda runs itself is sent
- * the usual way. Without this loop every delivery is still sent by its job.
+ * A worker's loop for first attempts (and anything else due): woken by the NOTIFY of the commit that
+ * made a delivery due (a ChangeNotifications on DELIVERIES_DUE_CHANNEL, see service.ts), it leases many due deliveries in one statement, sends up to
+ * `maxInFlight` at once over keep-alive connections, and records each attempt (successes in groups).
+ * It keeps claiming while the last claim came back full, then sleeps until the next notification.
+ * Agenda keeps the scheduled retries (a failed attempt books the next one as a job) and the sweeper,
+ * which wakes the workers for anything due that nobody took (no worker listening, a lost retry job,
+ * an expired lease). Leases keep any number of workers from sending a delivery twice at once.
  */
 export class DeliveryDrainer {
   private inFlight = new Set<Promise<void>>();
   private stopped = false;
+  /** Something may be due: set by a notification, and by a claim that came back full. */
+  private due = false;
   private wake: (() => void) | null = null;
   private running: Promise<void> | null = null;
 
@@ -31,6 +33,12 @@ export class DeliveryDrainer {
 
   start(): void {
     this.running ??= this.loop();
+  }
+
+  /** Deliveries may be due now (a notification arrived, or the listener (re)connected). */
+  notifyDue(): void {
+    this.due = true;
+    this.wake?.();
   }
 
   /** Stops claiming and waits for the attempts under way to be recorded. */
@@ -44,20 +52,22 @@ export class DeliveryDrainer {
     const { logger, orm, services } = this.container;
     while (!this.stopped) {
       const free = this.options.maxInFlight - this.inFlight.size;
-      if (free < Math.min(MIN_CLAIM, this.options.maxInFlight)) {
-        await this.pause(this.options.idleMs);
+      if (!this.due || free < Math.min(MIN_CLAIM, this.options.maxInFlight)) {
+        await this.pause();
         continue;
       }
-      let batch: LeasedDelivery[] = [];
+      this.due = false;
+      let batch: LeasedDelivery[];
       try {
-        batch = await RequestContext.create(orm.em, () => claimQueuedDeliveries(orm.em, free, services.deliveries.attemptLeaseMs));
+        batch = await RequestContext.create(orm.em, () => services.deliveries.leaseDue(free));
       } catch (err) {
         logger.error({ err: { type: (err as Error).name, message: (err as Error).message } }, 'claiming due webhook deliveries failed');
-      }
-      if (batch.length === 0) {
-        await this.pause(this.options.idleMs);
+        this.due = true;
+        await this.pause(this.options.retryMs);
         continue;
       }
+      // A full batch may have left more behind.
+      if (batch.length === free) this.due = true;
       for (const leased of batch) this.send(leased);
     }
     await Promise.all(this.inFlight);
@@ -78,18 +88,18 @@ export class DeliveryDrainer {
     this.inFlight.add(attempt);
   }
 
-  /** Waits `ms`, or less when an attempt finishes or the drainer stops. */
-  private pause(ms: number): Promise<void> {
+  /** Waits for a notification, a finished attempt or the stop (at most `ms` when given). */
+  private pause(ms?: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
+      const timer = ms === undefined ? null : setTimeout(done, ms);
+      const self = this;
       function done() {
-        clearTimeout(timer);
+        if (timer) clearTimeout(timer);
+        if (self.wake === wake) self.wake = null;
         resolve();
       }
-      this.wake = () => {
-        this.wake = null;
-        done();
-      };
+      const wake = () => done();
+      this.wake = wake;
     });
   }
 }

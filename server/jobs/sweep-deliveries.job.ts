@@ -3,7 +3,7 @@ import { defineJob } from './define-job.js';
 
 export const SWEEP_DELIVERIES_JOB = 'webhook.sweep';
 
-/** How long past due a delivery must be before the sweeper assumes its job was lost. */
+/** How long past due a delivery must be before the sweeper assumes no worker is taking it. */
 const SWEEP_GRACE_MS = 2_000;
 
 /**
@@ -17,15 +17,16 @@ export function sweepLockLifetimeMs(intervalMs: number): number {
 }
 
 /**
- * Re-enqueues deliveries that are due but have no job: the process died between the outbox commit and
- * the enqueue, between an attempt and booking the next one, or mid-attempt (its lease expired).
+ * The safety net for deliveries due that nobody took: their commit's NOTIFY reached no listening
+ * worker, the process died between an attempt and booking its retry job, or mid-attempt (its lease
+ * expired). Wakes every worker's drain loop, which leases and sends whatever is due.
  */
 export function defineSweepDeliveriesJob(container: JobContext): void {
   defineJob(container, SWEEP_DELIVERIES_JOB, async () => {
     const ids = await container.services.deliveries.findStranded(SWEEP_GRACE_MS);
     if (ids.length === 0) return;
-    container.logger.info({ count: ids.length }, 're-enqueuing stranded webhook deliveries');
-    await container.deliveryQueue.enqueue(ids);
+    container.logger.info({ count: ids.length }, 'waking the workers for stranded webhook deliveries');
+    await container.deliveryQueue.wakeWorkers();
   }, { concurrency: 1, lockLifetime: sweepLockLifetimeMs(container.config.deliverySweepIntervalMs) });
 }
 

@@ -42,6 +42,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** Every query sent to PostgreSQL (BEGIN and COMMIT included), by pool: service (ORM), jobs (Agenda), sandbox (simulators). */
+  readonly dbRoundTrips = new Counter({
+    name: 'db_round_trips_total',
+    help: 'Round trips to PostgreSQL (every query a pooled connection sends, BEGIN/COMMIT included), by pool',
+    labelNames: ['pool'] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }

@@ -1,20 +1,27 @@
 import { MikroORM, type Options } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
+import type pg from 'pg';
 import { entities } from './entities/index.js';
 import { migrationsList } from './migrations/index.js';
+import { countQueries } from '../lib/count-queries.js';
 
 export type { EntityManager } from '@mikro-orm/postgresql';
 
 /** How long a query waits for a pooled connection before failing (then answered 503, never 409). */
 const DEFAULT_ACQUIRE_TIMEOUT_MS = 5_000;
 
-export function ormOptions(databaseUrl: string, poolMax = 20, acquireTimeoutMs = DEFAULT_ACQUIRE_TIMEOUT_MS): Options {
+/** `onQuery`: called for every query a pooled connection sends (db_round_trips_total). */
+export function ormOptions(databaseUrl: string, poolMax = 20, acquireTimeoutMs = DEFAULT_ACQUIRE_TIMEOUT_MS, onQuery?: () => void): Options {
   return {
     clientUrl: databaseUrl,
     entities,
     extensions: [Migrator],
     migrations: { migrationsList, transactional: true, allOrNothing: true, tableName: 'mikro_orm_migrations', silent: true },
-    pool: { min: 0, max: poolMax },
+    pool: {
+      min: 0,
+      max: poolMax,
+      ...(onQuery ? { afterCreate: (conn: pg.Client, done: (err: Error | null, conn: pg.Client) => void) => (countQueries(conn, onQuery), done(null, conn)) } : {}),
+    },
     driverOptions: { acquireConnectionTimeout: acquireTimeoutMs },
     // The domain decides what is flushed and when; no implicit writes on fork.
     allowGlobalContext: false,
@@ -23,8 +30,8 @@ export function ormOptions(databaseUrl: string, poolMax = 20, acquireTimeoutMs =
   };
 }
 
-export async function openOrm(databaseUrl: string, poolMax?: number, acquireTimeoutMs?: number): Promise<MikroORM> {
-  return MikroORM.init(ormOptions(databaseUrl, poolMax, acquireTimeoutMs));
+export async function openOrm(databaseUrl: string, poolMax?: number, acquireTimeoutMs?: number, onQuery?: () => void): Promise<MikroORM> {
+  return MikroORM.init(ormOptions(databaseUrl, poolMax, acquireTimeoutMs, onQuery));
 }
 
 /** Applies pending migrations; returns the names applied. */

@@ -12,19 +12,52 @@ export async function outageMode(em: EntityManager, provider: string): Promise<O
   return (await controls(em, provider)).mode;
 }
 
-/** The provider's switches, in one query per simulator request: outage mode and misreport. */
-async function controls(em: EntityManager, provider: string): Promise<{ mode: OutageMode; misreport: Misreport | null }> {
-  const rows = await em.getConnection().execute<{ mode: OutageMode; misreport_amount: number | string | null; misreport_currency: string | null }[]>(
-    'SELECT mode, misreport_amount, misreport_currency FROM sandbox_controls WHERE provider = ?',
-    [provider],
-  );
-  const row = rows[0];
-  if (!row) return { mode: 'ok', misreport: null };
+/** The provider's switches: outage mode and misreport. */
+export interface Controls {
+  mode: OutageMode;
+  misreport: Misreport | null;
+}
+
+/** The columns of a `sandbox_controls` row aliased `c`, for a simulator that reads them with its own first statement. */
+export const CONTROLS_COLUMNS = 'c.mode, c.misreport_amount, c.misreport_currency';
+export interface ControlsRow {
+  mode: OutageMode | null;
+  misreport_amount: number | string | null;
+  misreport_currency: string | null;
+}
+
+/** Switches from a row (none, or a left join that found none: everything normal). */
+export function controlsOf(row: ControlsRow | undefined): Controls {
+  if (!row?.mode) return { mode: 'ok', misreport: null };
   const misreport: Misreport = {
     ...(row.misreport_amount !== null ? { amount: row.misreport_amount } : {}),
     ...(row.misreport_currency !== null ? { currency: row.misreport_currency } : {}),
   };
   return { mode: row.mode, misreport: Object.keys(misreport).length > 0 ? misreport : null };
+}
+
+/** The provider's switches, in one query per simulator request. */
+async function controls(em: EntityManager, provider: string): Promise<Controls> {
+  const rows = await em.getConnection().execute<ControlsRow[]>(`SELECT ${CONTROLS_COLUMNS} FROM sandbox_controls c WHERE c.provider = ?`, [provider]);
+  return controlsOf(rows[0]);
+}
+
+/**
+ * Applies the switches to one request: a misreport rewrites its answer; an outage answers 500 or never
+ * answers (until the client gives up). True when the request goes on to the simulator.
+ */
+export function applyControls(res: Response, switches: Controls, errorBody: unknown, misreport?: MisreportRewriter): boolean {
+  if (switches.misreport && misreport) misreportResponse(res, switches.misreport, misreport);
+  if (switches.mode === 'error') {
+    res.status(500).json(errorBody);
+    return false;
+  }
+  if (switches.mode === 'hang') {
+    const timer = setTimeout(() => res.destroy(), HANG_MS);
+    res.on('close', () => clearTimeout(timer));
+    return false;
+  }
+  return true;
 }
 
 /** The misreport switch alone, for answers a simulator sends later (asynchronous results). */
@@ -41,12 +74,10 @@ export async function setOutageMode(em: EntityManager, provider: string, mode: O
 }
 
 /**
- * Mounts `POST /_control/outage {mode: ok|error|hang}` and a middleware that, while an outage is on,
- * answers every provider call with HTTP 500 or never answers (until the client gives up). The state is
- * in PostgreSQL, so it holds for every process. Mount it before the simulator's routes. With `misreport`
- * (the simulator's rewriter) it also mounts `POST /_control/misreport` (see misreport.ts).
+ * Mounts `POST /_control/outage {mode: ok|error|hang}` and, with `misreport` (the simulator's rewriter),
+ * `POST /_control/misreport` (see misreport.ts). The state is in PostgreSQL, so it holds for every process.
  */
-export function outageSwitch(router: Router, em: EntityManager, provider: string, errorBody: unknown, misreport?: MisreportRewriter): void {
+export function mountControls(router: Router, em: EntityManager, provider: string, misreport?: MisreportRewriter): void {
   if (misreport) mountMisreportControl(router, em, provider);
   router.post('/_control/outage', express.json(), async (req: Request, res: Response, next: NextFunction) => {
     try {
@@ -61,21 +92,18 @@ export function outageSwitch(router: Router, em: EntityManager, provider: string
       next(err);
     }
   });
+}
+
+/**
+ * The control routes (mountControls) and a middleware that applies the switches to every other request
+ * of the simulator (applyControls). Mount it before the simulator's routes.
+ */
+export function outageSwitch(router: Router, em: EntityManager, provider: string, errorBody: unknown, misreport?: MisreportRewriter): void {
+  mountControls(router, em, provider, misreport);
   router.use(async (req: Request, res: Response, next: NextFunction) => {
     if (req.path.startsWith('/_control')) return next();
     try {
-      const { mode, misreport: lie } = await controls(em, provider);
-      if (lie && misreport) misreportResponse(res, lie, misreport);
-      if (mode === 'error') {
-        res.status(500).json(errorBody);
-        return;
-      }
-      if (mode === 'hang') {
-        const timer = setTimeout(() => res.destroy(), HANG_MS);
-        res.on('close', () => clearTimeout(timer));
-        return;
-      }
-      next();
+      if (applyControls(res, await controls(em, provider), errorBody, misreport)) next();
     } catch (err) {
       next(err);
     }

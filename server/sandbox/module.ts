@@ -1,6 +1,7 @@
 import type { Router } from 'express';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Agenda } from 'agenda';
+import type pg from 'pg';
 import type { AppConfig } from '../config/config.js';
 import type { Logger } from '../observability/logger.js';
 
@@ -13,6 +14,8 @@ export interface SandboxDeps {
   config: AppConfig;
   /** Context-aware EntityManager; simulators mostly use `em.getConnection().execute(sql, params)`. */
   em: EntityManager;
+  /** The simulators' own pool (sql.ts): their round trips are counted apart from the service's. */
+  pool: pg.Pool;
   agenda: Agenda;
   logger: Logger;
 }

@@ -16,18 +16,23 @@ export interface DeliveryRow {
   url: string;
 }
 
-/** Writes an event the way the payments domain does (outbox, in a transaction) and, unless told not to, enqueues it. */
+/**
+ * Writes an event the way the payments domain does (outbox, in a transaction, then DeliveryQueue.enqueue).
+ * `notify: false` commits it without the NOTIFY that wakes the workers (its triggers are off for that
+ * transaction), as when no worker was listening: only the sweeper (after its grace period) sends it.
+ */
 export async function emitEvent(
   t: TestService,
   merchantId: string,
-  options: { type?: MerchantEventType; paymentId?: string; enqueue?: boolean } = {},
+  options: { type?: MerchantEventType; paymentId?: string; notify?: boolean } = {},
 ): Promise<{ eventId: string; deliveryId: string; paymentId: string }> {
   const paymentId = options.paymentId ?? randomUUID();
   const type = options.type ?? 'payment.completed';
   const { em } = t.service.container.orm;
   const appended = await t.inContext(() =>
-    em.transactional((tx) =>
-      appendEvent(tx, {
+    em.transactional(async (tx) => {
+      if (options.notify === false) await tx.execute('SET LOCAL session_replication_role = replica');
+      return appendEvent(tx, {
         merchantId,
         paymentId,
         type,
@@ -36,11 +41,11 @@ export async function emitEvent(
           status: type === 'payment.failed' ? 'failed' : type === 'payment.refunded' ? 'refunded' : 'completed',
           previous_status: type === 'payment.refunded' ? 'completed' : 'pending',
         },
-      }),
-    ),
+      });
+    }),
   );
   if (!appended.deliveryId) throw new Error('merchant has no webhook URL');
-  if (options.enqueue !== false) await t.service.container.deliveryQueue.enqueue([appended.deliveryId]);
+  await t.service.container.deliveryQueue.enqueue([appended.deliveryId]);
   return { eventId: appended.eventId, deliveryId: appended.deliveryId, paymentId };
 }
 

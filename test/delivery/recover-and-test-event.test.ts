@@ -32,7 +32,7 @@ async function merchantAt(path: string) {
 
 /** Delivery rows put in a status and age, never enqueued (the job and sweeper leave them be). */
 async function failedDelivery(merchantId: string, status: 'dead' | 'retrying' | 'delivered', ageHours = 1) {
-  const emitted = await emitEvent(t, merchantId, { enqueue: false });
+  const emitted = await emitEvent(t, merchantId, { notify: false });
   await t.sql(
     `UPDATE webhook_deliveries SET status = $2, attempts = 1, last_response_status = 500,
        next_attempt_at = CASE WHEN $2 = 'retrying' THEN now() + interval '1 day' END,

@@ -36,7 +36,7 @@ beforeAll(async () => {
     ['refundedDelivered', 'payment.refunded', p1, 'delivered'],
   ];
   for (const [name, type, paymentId, status] of plan) {
-    const { deliveryId } = await emitEvent(t, a.merchantId, { type, paymentId, enqueue: false });
+    const { deliveryId } = await emitEvent(t, a.merchantId, { type, paymentId, notify: false });
     ids[name] = deliveryId;
     await t.sql(
       `UPDATE webhook_deliveries SET status = $2,

@@ -268,6 +268,18 @@ describe('live-env transaction-status results without the query token', () => {
     expect(transition!.trigger).toBe('confirmed:transaction-status');
   });
 
+  it('a result at a query address with a token that is not the query\'s is refused (401) and asks nothing', async () => {
+    const p = await pendingPush();
+    const queryId = await statusQuery(p.id, 'QZZ0000009');
+    const res = await t.http.post(`/v1/webhooks/mobilemoney/transactionstatus/result?ref=${queryId}&token=${'ab'.repeat(32)}`).send({
+      Result: { ResultType: 0, ResultCode: 0, ResultDesc: 'ok', OriginatorConversationID: 'earlier-query', ConversationID: 'AG_x', TransactionID: 'QZZ0000009',
+        ResultParameters: { ResultParameter: [{ Key: 'TransactionStatus', Value: 'Completed' }, { Key: 'Amount', Value: 100 }, { Key: 'ReceiptNo', Value: 'QZZ0000009' }] } },
+    });
+    expect(res.status).toBe(401);
+    expect(await confirmationsOf(p.id)).toEqual([]);
+    expect(await getOps(p.id)).toMatchObject({ status: 'pending' });
+  });
+
   it('an unsigned forged "completed" result for a transaction the operator does not have changes nothing', async () => {
     const p = await pendingPush();
     // The query was about a receipt the operator never issued; the forgery claims it completed.

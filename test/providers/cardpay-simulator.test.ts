@@ -142,6 +142,35 @@ describe('idempotency', () => {
     expect(otherKey.body.id).not.toBe(first.body.id);
   });
 
+  it('identical concurrent requests with one key do the work once and all get the same answer', async () => {
+    const key = newKey();
+    const idem = randomUUID();
+    // A create only writes: the first to commit stores its answer, the others fail on the key and replay it.
+    const creates = await Promise.all(Array.from({ length: 5 }, () => post(key, '/v1/payment_intents', visaForm()).set('Idempotency-Key', idem)));
+    expect(creates.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(new Set(creates.map((r) => r.body.id)).size).toBe(1);
+    expect(creates.filter((r) => r.headers['idempotent-replayed'] === 'true')).toHaveLength(4);
+    expect((await get(key, '/v1/payment_intents').expect(200)).body.data).toHaveLength(1);
+    // A refund reads first: it claims the key before reading, so the others wait for its answer.
+    const refundKey = randomUUID();
+    const refunds = await Promise.all(
+      Array.from({ length: 4 }, () => post(key, '/v1/refunds', { payment_intent: creates[0]!.body.id, amount: '500' }).set('Idempotency-Key', refundKey)),
+    );
+    expect(refunds.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    expect(new Set(refunds.map((r) => r.body.id)).size).toBe(1);
+    expect((await get(key, `/v1/refunds?payment_intent=${creates[0]!.body.id}`).expect(200)).body.data).toHaveLength(1);
+    expect((await get(key, `/v1/payment_intents/${creates[0]!.body.id}`).expect(200)).body.amount_received).toBe(2000);
+  });
+
+  it('a confirmed create with a test card costs the simulator two round trips to PostgreSQL (db_round_trips_total)', async () => {
+    const sandboxTrips = async () => Number(/^db_round_trips_total\{pool="sandbox"\} (\S+)$/m.exec((await t.http.get('/metrics').expect(200)).text)?.[1] ?? 0);
+    const key = newKey();
+    const before = await sandboxTrips();
+    await post(key, '/v1/payment_intents', visaForm()).set('Idempotency-Key', randomUUID()).expect(200);
+    // One statement reads the switches and the key's stored answer; one writes everything and commits.
+    expect((await sandboxTrips()) - before).toBe(2);
+  });
+
   it('a request that failed validation is not stored: the key can be used again', async () => {
     const key = newKey();
     const idem = randomUUID();

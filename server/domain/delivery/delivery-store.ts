@@ -14,12 +14,13 @@ export interface LeasedDelivery {
   url: string;
   /** The merchant's current registration, which every attempt uses. */
   merchantUrl: string | null;
+  /** The merchant's current signing secret, sealed (read in the same statement as the URL). */
+  sealedSecret: string | null;
   body: string;
 }
 
 /** How the delivery row moves after an attempt. */
 export type NextState =
-  | { kind: 'delivered' }
   | { kind: 'retry'; delayMs: number }
   | { kind: 'dead' }
   /** A failed manual retry: the status and schedule stay as they were. */
@@ -33,10 +34,12 @@ export interface LeaseRow {
   attempts: number;
   url: string;
   webhook_url: string | null;
+  webhook_secret_enc: string | null;
   body: string;
 }
 
 const ms = `?::double precision * interval '1 millisecond'`;
+const LEASED_COLUMNS = 'd.id, d.merchant_id, d.event_type, d.status, d.attempts, d.url, m.webhook_url, m.webhook_secret_enc, e.body';
 
 /**
  * Takes the delivery for one attempt, atomically: only a sendable status, only when no other worker
@@ -61,11 +64,36 @@ export async function leaseDelivery(
       WHERE d.id = ? AND e.id = d.event_id AND m.id = d.merchant_id
         AND ${condition}
         AND (d.lease_until IS NULL OR d.lease_until < now())
-  RETURNING d.id, d.merchant_id, d.event_type, d.status, d.attempts, d.url, m.webhook_url, e.body`,
+  RETURNING ${LEASED_COLUMNS}`,
     [options.leaseMs, id],
   );
   const row = rows[0];
   return row ? toLeased(row) : null;
+}
+
+/**
+ * Takes up to `limit` due deliveries (pending or retrying, due, not leased) for one scheduled attempt
+ * each, in ONE statement, oldest due first. `FOR UPDATE SKIP LOCKED`: workers claiming at the same
+ * time take disjoint rows without waiting on each other, and a row being leased elsewhere right now
+ * (an Agenda retry job, a manual retry) is skipped, not sent twice.
+ */
+export async function leaseDueDeliveries(em: EntityManager, limit: number, leaseMs: number): Promise<LeasedDelivery[]> {
+  const rows = await em.execute<LeaseRow[]>(
+    `WITH due AS (
+       SELECT id FROM webhook_deliveries
+        WHERE status IN ('pending', 'retrying') AND next_attempt_at <= now()
+          AND (lease_until IS NULL OR lease_until < now())
+        ORDER BY next_attempt_at
+        LIMIT ?
+        FOR UPDATE SKIP LOCKED)
+     UPDATE webhook_deliveries d
+        SET lease_until = now() + ${ms}
+       FROM due, events e, merchants m
+      WHERE d.id = due.id AND e.id = d.event_id AND m.id = d.merchant_id
+  RETURNING ${LEASED_COLUMNS}`,
+    [limit, leaseMs],
+  );
+  return rows.map(toLeased);
 }
 
 export function toLeased(row: LeaseRow): LeasedDelivery {
@@ -77,6 +105,7 @@ export function toLeased(row: LeaseRow): LeasedDelivery {
     attempts: row.attempts,
     url: row.url,
     merchantUrl: row.webhook_url,
+    sealedSecret: row.webhook_secret_enc,
     body: row.body,
   };
 }
@@ -91,6 +120,33 @@ export async function insertAttempt(em: EntityManager, attempt: AttemptRecord): 
   await em.execute(INSERT_ATTEMPT, attemptParams(attempt), 'run');
 }
 
+/**
+ * Records successful attempts, many in ONE statement: each one's history row, and its delivery
+ * `delivered` with the lease released. Returns the ids it updated (a delivery deleted meanwhile is
+ * missing). The rows travel as one JSON parameter, whatever their number.
+ */
+export async function recordDeliveredAttempts(em: EntityManager, delivered: readonly (AttemptRecord & { url: string })[]): Promise<Set<string>> {
+  const rows = delivered.map((a) => ({
+    delivery_id: a.deliveryId, attempt_number: a.attemptNumber, trigger: a.trigger, response_status: a.responseStatus, duration_ms: a.durationMs, url: a.url,
+  }));
+  const updated = await em.execute<{ id: string }[]>(
+    `WITH r AS (
+       SELECT * FROM jsonb_to_recordset(?::jsonb)
+           AS r(delivery_id uuid, attempt_number int, trigger text, response_status int, duration_ms int, url text)),
+     recorded AS (
+       INSERT INTO delivery_attempts (delivery_id, attempt_number, trigger, response_status, error, duration_ms)
+       SELECT delivery_id, attempt_number, trigger, response_status, NULL, duration_ms FROM r)
+     UPDATE webhook_deliveries d
+        SET url = r.url, last_response_status = r.response_status, last_error = NULL, attempts = d.attempts + 1,
+            lease_until = NULL, updated_at = now(), status = 'delivered', delivered_at = now(), next_attempt_at = NULL
+       FROM r
+      WHERE d.id = r.delivery_id
+  RETURNING d.id`,
+    [JSON.stringify(rows)],
+  );
+  return new Set(updated.map((r) => r.id));
+}
+
 export async function countScheduledAttempts(em: EntityManager, deliveryId: string): Promise<number> {
   const rows = await em.execute<{ n: number }[]>(
     `SELECT count(*)::int AS n FROM delivery_attempts WHERE delivery_id = ? AND trigger = 'scheduled'`,
@@ -100,8 +156,9 @@ export async function countScheduledAttempts(em: EntityManager, deliveryId: stri
 }
 
 /**
- * Records the attempt's result on the delivery and releases the lease; returns the new status and due
- * time. With `attempt`, its history row is appended in the same statement (one round trip, atomic).
+ * Records a failed attempt's result on the delivery and releases the lease; returns the new status and
+ * due time. With `attempt`, its history row is appended in the same statement (one round trip, atomic).
+ * Successes are recorded in groups (recordDeliveredAttempts).
  */
 export async function finishAttempt(
   em: EntityManager,
@@ -113,9 +170,6 @@ export async function finishAttempt(
   params.push(update.url, update.responseStatus, update.error);
   let transition: string;
   switch (update.next.kind) {
-    case 'delivered':
-      transition = `status = 'delivered', delivered_at = now(), next_attempt_at = NULL`;
-      break;
     case 'retry':
       transition = `status = 'retrying', next_attempt_at = now() + ${ms}`;
       params.push(update.next.delayMs);
@@ -142,8 +196,9 @@ export async function finishAttempt(
 }
 
 /**
- * Deliveries that are due but whose job is gone (the process died between commit and enqueue, or
- * mid-attempt): due for longer than `graceMs` and not leased.
+ * Deliveries due for longer than `graceMs` and not leased: no worker was listening when they became
+ * due, a retry's job was lost (the process died before booking it), or an attempt died mid-way (its
+ * lease expired).
  */
 export async function findStrandedDeliveryIds(em: EntityManager, graceMs: number, limit: number): Promise<string[]> {
   const rows = await em.execute<{ id: string }[]>(

@@ -9,9 +9,11 @@ import type { MerchantEventType } from '../events/merchant-events.js';
 import type { MerchantService } from '../merchants/merchant.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import {
-  countScheduledAttempts, finishAttempt, findStrandedDeliveryIds, insertAttempt, leaseDelivery, listAttempts, requeueFailedDeliveries,
-  type AttemptRow, type AttemptTrigger, type LeasedDelivery, type NextState,
+  countScheduledAttempts, finishAttempt, findStrandedDeliveryIds, insertAttempt, leaseDelivery, leaseDueDeliveries, listAttempts,
+  recordDeliveredAttempts, requeueFailedDeliveries,
+  type AttemptRecord, type AttemptRow, type AttemptTrigger, type LeasedDelivery, type NextState,
 } from './delivery-store.js';
+import { GroupWriter } from './group-writer.js';
 import { afterFailedAttempt } from './retry-schedule.js';
 import { signatureHeaders } from './signature.js';
 import { USER_AGENT, capError, sendWebhook, type SendResult } from './webhook-sender.js';
@@ -56,13 +58,21 @@ const LEASE_MARGIN_MS = 30_000;
  * registered together), so fixing the endpoint and retrying a dead delivery reaches the new address.
  */
 export class DeliveryService {
+  /** Successful attempts finishing at about the same time are recorded in one statement. */
+  private readonly delivered: GroupWriter<AttemptRecord & { url: string }, boolean>;
+
   constructor(
     private readonly em: EntityManager,
     private readonly merchants: MerchantService,
     private readonly config: DeliveryConfig,
     private readonly queue: DeliveryQueue,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.delivered = new GroupWriter(async (records) => {
+      const updated = await recordDeliveredAttempts(this.em, records);
+      return records.map((r) => updated.has(r.deliveryId));
+    });
+  }
 
   private get leaseMs(): number {
     return this.config.timeoutMs + LEASE_MARGIN_MS;
@@ -81,6 +91,11 @@ export class DeliveryService {
   /** The lease a scheduled attempt holds: the request timeout plus headroom. */
   get attemptLeaseMs(): number {
     return this.leaseMs;
+  }
+
+  /** Leases up to `limit` due deliveries at once for the worker's drain loop (see leaseDueDeliveries). */
+  leaseDue(limit: number): Promise<LeasedDelivery[]> {
+    return leaseDueDeliveries(this.em, limit, this.leaseMs);
   }
 
   /** The scheduled attempt of a delivery the caller already leased (the worker's batched claims). */
@@ -130,7 +145,8 @@ export class DeliveryService {
     const url = merchant.webhookUrl;
     const recorded = await this.em.transactional((tx) => recordTestEvent(tx, merchantId, url, this.leaseMs));
     const leased: LeasedDelivery = {
-      id: recorded.deliveryId, merchantId, eventType: 'webhook.test', status: 'pending', attempts: 0, url, merchantUrl: url, body: recorded.body,
+      id: recorded.deliveryId, merchantId, eventType: 'webhook.test', status: 'pending', attempts: 0, url, merchantUrl: url,
+      sealedSecret: merchant.webhookSecretEnc ?? null, body: recorded.body,
     };
     const { result } = await this.attempt(leased, 'manual', 'dead');
     return { deliveryId: recorded.deliveryId, eventId: recorded.eventId, url, ...result };
@@ -156,7 +172,7 @@ export class DeliveryService {
     return { delivery, attempts: await listAttempts(this.em, deliveryId) };
   }
 
-  /** Ids the sweeper re-enqueues: due for longer than `graceMs` and not being sent. */
+  /** Ids the sweeper wakes the workers for: due for longer than `graceMs` and not being sent. */
   findStranded(graceMs: number, limit = 500): Promise<string[]> {
     return findStrandedDeliveryIds(this.em, graceMs, limit);
   }
@@ -172,10 +188,12 @@ export class DeliveryService {
     const attemptNumber = leased.attempts + 1;
     const record = { deliveryId: leased.id, attemptNumber, trigger, responseStatus: result.responseStatus, error: result.error, durationMs: result.durationMs };
     const update = { url, responseStatus: result.responseStatus, error: result.error };
-    // A success, or a failure whose next state is fixed, is one statement; a failed scheduled attempt
-    // counts the earlier ones first to pick retry or dead, in one transaction.
-    const outcome = result.ok || onFailure !== 'schedule'
-      ? await finishAttempt(this.em, leased.id, { ...update, next: { kind: result.ok ? 'delivered' : (onFailure as 'unchanged' | 'dead') } }, record)
+    // A success joins the group being recorded together; a failure whose next state is fixed is one
+    // statement; a failed scheduled attempt counts the earlier ones first to pick retry or dead, in one transaction.
+    const outcome = result.ok
+      ? await this.recordDelivered({ ...record, url })
+      : onFailure !== 'schedule'
+      ? await finishAttempt(this.em, leased.id, { ...update, next: { kind: onFailure } }, record)
       : await this.em.transactional(async (tx) => {
           await insertAttempt(tx, record);
           const next: NextState = afterFailedAttempt(this.config.retryScheduleMs, await countScheduledAttempts(tx, leased.id));
@@ -189,13 +207,18 @@ export class DeliveryService {
     return { outcome, result };
   }
 
+  private async recordDelivered(record: AttemptRecord & { url: string }): Promise<AttemptOutcome> {
+    if (!(await this.delivered.add(record))) throw new Error('delivery vanished during an attempt');
+    return { status: 'delivered', nextAttemptAt: null };
+  }
+
   /** Checks the URL and the secret, then POSTs; anything that stops the request is a failed attempt. */
   private async send(leased: LeasedDelivery, url: string): Promise<SendResult> {
     const refused = (error: string): SendResult => ({ ok: false, responseStatus: null, error: capError(error), durationMs: 0 });
     let secret: string | null;
     try {
       await assertDeliverableUrl(url, this.config.allowPrivateUrls);
-      secret = await this.merchants.webhookSecret(leased.merchantId);
+      secret = this.merchants.openWebhookSecret(leased.sealedSecret);
     } catch (err) {
       if (err instanceof DomainError) return refused(`URL refused: ${err.details?.[0]?.issue ?? err.message}`);
       this.logger.error({ deliveryId: leased.id, err: { type: (err as Error).name, message: (err as Error).message } }, 'webhook attempt could not be prepared');

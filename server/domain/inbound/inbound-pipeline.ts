@@ -13,6 +13,7 @@ import {
   type InboundRequest, type Money, type PaymentOutcomeNotification, type ProviderNotification, type ProviderPort, type ProviderRegistry,
   type ReversalResultNotification, type StatusReportNotification, type Verification,
 } from '../ports.js';
+import { confirmationSent, dropConfirmation, openConfirmation } from './confirmation-queries.js';
 import { markRefusedInInbox, recordInInbox } from './inbox.js';
 import { findOurRefund, resolvePayment, resolveRefund, resolveStatusQuery, type StatusQueryRow } from './resolve.js';
 import { recordStatusReport } from './status-reports.js';
@@ -24,9 +25,6 @@ import { recordStatusReport } from './status-reports.js';
  * applied when it arrives); `unconfirmed` (unverifiable and the provider could not be asked: nothing changed).
  */
 export type InboundOutcome = 'applied' | 'duplicate' | 'unknown_reference' | 'ignored' | 'confirmed' | 'confirming' | 'unconfirmed';
-
-/** One confirmation query per subject at a time: forged notifications in a burst cause one provider query, not one each. */
-const OPEN_CONFIRMATION_MS = 10 * 60_000;
 
 type Actionable = Exclude<ProviderNotification, { kind: 'ignored' }>;
 
@@ -248,7 +246,8 @@ export class InboundPipeline {
   private async confirmReversal(port: ProviderPort, creds: unknown, notification: ReversalResultNotification, subject: Subject): Promise<InboundOutcome> {
     const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: subject.refundId! });
     if (refund.status !== 'pending') return 'confirmed';
-    if (!refund.providerRef) return this.notConfirmable(port, notification, subject);
+    // The result outran our record of the request's acknowledgement: 5xx, so the operator sends it again.
+    if (!refund.providerRef) throw new DomainError('PROVIDER_ERROR', `${port.name} reversal result arrived before its request was recorded; retry later`);
     return this.askForStatusReport(port, creds, notification, { merchantId: subject.merchantId, paymentId: refund.paymentId, refundId: refund.id, code: refund.providerRef }, { requestRef: refund.providerRef });
   }
 
@@ -266,10 +265,7 @@ export class InboundPipeline {
     return this.askForStatusReport(port, creds, notification, { merchantId: query.merchant_id, paymentId: query.payment_id, refundId: null, code: transactionId }, { transactionId });
   }
 
-  /**
-   * Sends a confirmation query (recorded in provider_status_queries with what it confirms); its answer
-   * arrives as a status report and is applied then. At most one open confirmation per subject.
-   */
+  /** Sends a confirmation query (see confirmation-queries.ts); its answer arrives as a status report and is applied then. */
   private async askForStatusReport(
     port: ProviderPort,
     creds: unknown,
@@ -279,27 +275,19 @@ export class InboundPipeline {
   ): Promise<InboundOutcome> {
     const operations = port.operations;
     if (!operations?.requestStatusReport) return this.notConfirmable(port, notification, { subjectId: about.refundId ?? about.paymentId ?? about.code });
-    const connection = this.em.getConnection();
     const queryId = randomUUID();
-    const opened = await connection.execute<{ id: string }[]>(
-      `INSERT INTO provider_status_queries (id, provider, merchant_id, payment_id, refund_id, code, confirms)
-       SELECT ?, ?, ?, ?, ?, ?, ?
-       WHERE NOT EXISTS (SELECT 1 FROM provider_status_queries WHERE provider = ? AND merchant_id = ? AND code = ? AND confirms IS NOT NULL
-                         AND completed_at IS NULL AND created_at > now() - (? * interval '1 millisecond'))
-       RETURNING id`,
-      [queryId, port.name, about.merchantId, about.paymentId, about.refundId, about.code, notification.label, port.name, about.merchantId, about.code, OPEN_CONFIRMATION_MS],
-    );
-    if (opened.length === 0) return 'confirming';
+    const opened = await openConfirmation(this.em, { id: queryId, provider: port.name, ...about, confirms: notification.label });
+    if (!opened) return 'confirming';
     let answer;
     try {
       answer = await operations.requestStatusReport(creds, { queryId, ...target });
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
-      await connection.execute('DELETE FROM provider_status_queries WHERE id = ?', [queryId], 'run');
+      await dropConfirmation(this.em, queryId);
       this.logger.warn({ provider: port.name, label: notification.label, kind: err.kind }, 'unverifiable notification: the provider could not be asked; not applied');
       return 'unconfirmed';
     }
-    await connection.execute('UPDATE provider_status_queries SET provider_query_ref = ? WHERE id = ?', [answer.providerQueryRef, queryId], 'run');
+    await confirmationSent(this.em, queryId, answer.providerQueryRef);
     this.logger.info({ provider: port.name, label: notification.label, queryId, paymentId: about.paymentId, refundId: about.refundId }, 'unverifiable notification: the provider was asked to report; its answer will be applied');
     return 'confirming';
   }

@@ -50,6 +50,11 @@ export class MerchantService {
   /** The decrypted signing secret, for the delivery worker. */
   async webhookSecret(merchantId: string): Promise<string | null> {
     const merchant = await this.em.findOne(MerchantSchema, { id: merchantId });
-    return merchant?.webhookSecretEnc ? this.secrets.open(merchant.webhookSecretEnc) : null;
+    return this.openWebhookSecret(merchant?.webhookSecretEnc ?? null);
+  }
+
+  /** Decrypts a signing secret the delivery worker read with its lease (no lookup of its own). */
+  openWebhookSecret(sealed: string | null): string | null {
+    return sealed ? this.secrets.open(sealed) : null;
   }
 }

@@ -21,6 +21,8 @@ import { Migration20261123000902_payment_counts } from './Migration2026112300090
 import { Migration20261123001501_idempotency_key_retention } from './Migration20261123001501_idempotency_key_retention.js';
 import { Migration20261123001401_confirmation_queries } from './Migration20261123001401_confirmation_queries.js';
 import { Migration20261123001101_access_change_notifications } from './Migration20261123001101_access_change_notifications.js';
+import { Migration20261123001201_sandbox_cardpay_idempotency_expiry } from './Migration20261123001201_sandbox_cardpay_idempotency_expiry.js';
+import { Migration20261123001301_delivery_due_notify } from './Migration20261123001301_delivery_due_notify.js';
 import { Migration20261123001601_payment_week_counts } from './Migration20261123001601_payment_week_counts.js';
 
 /**
@@ -50,5 +52,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261123001501_idempotency_key_retention', class: Migration20261123001501_idempotency_key_retention },
   { name: 'Migration20261123001401_confirmation_queries', class: Migration20261123001401_confirmation_queries },
   { name: 'Migration20261123001101_access_change_notifications', class: Migration20261123001101_access_change_notifications },
+  { name: 'Migration20261123001201_sandbox_cardpay_idempotency_expiry', class: Migration20261123001201_sandbox_cardpay_idempotency_expiry },
+  { name: 'Migration20261123001301_delivery_due_notify', class: Migration20261123001301_delivery_due_notify },
   { name: 'Migration20261123001601_payment_week_counts', class: Migration20261123001601_payment_week_counts },
 ];

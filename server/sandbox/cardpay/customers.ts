@@ -12,12 +12,15 @@ export function customerRoutes(api: ApiRoutes): void {
     onlyKnown(params, ['email', 'name', 'description', 'metadata', 'phone']);
     const email = optString(params, 'email') ?? null;
     if (email && (email.length > 512 || !/^[^\s@]+@[^\s@]+$/.test(email))) throw invalidRequest(`Invalid email address: ${email}`, 'email', 'email_invalid');
-    const [row] = await db.query<CustomerRow>(
-      `INSERT INTO sandbox_cardpay_customers (id, account, email, name, description, metadata, created)
-       VALUES (?, ?, ?, ?, ?, ?::jsonb, ?) RETURNING *`,
-      [newId('cus', 14), account, email, optString(params, 'name') ?? null, optString(params, 'description') ?? null, JSON.stringify(metadata(params)), nowSec()],
+    const row: CustomerRow = {
+      id: newId('cus', 14), account, email, name: optString(params, 'name') ?? null, description: optString(params, 'description') ?? null,
+      metadata: metadata(params), created: String(nowSec()),
+    };
+    db.write(
+      'INSERT INTO sandbox_cardpay_customers (id, account, email, name, description, metadata, created) VALUES (?, ?, ?, ?, ?, ?::jsonb, ?)',
+      [row.id, row.account, row.email, row.name, row.description, JSON.stringify(row.metadata), row.created],
     );
-    const customer = customerObject(row!);
+    const customer = customerObject(row);
     return ok(customer, [{ type: 'customer.created', object: customer }]);
   });
   api.get('/v1/customers/:id', async ({ db, account, path }) => {

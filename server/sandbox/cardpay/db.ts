@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 
-export { dbOf, inTransaction, type Db } from '../db.js';
+export type { Db } from '../sql.js';
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 

@@ -1,6 +1,8 @@
 import { createHmac } from 'node:crypto';
 import type { SandboxDeps } from '../module.js';
-import { dbOf, nowSec } from './db.js';
+import { readsOnly } from '../sql.js';
+import { nowSec } from './db.js';
+import { insertJobs, type NamedWrite } from './jobs.js';
 import type { EndpointRow, StripeObject } from './objects.js';
 import { eventObject } from './objects.js';
 
@@ -32,30 +34,32 @@ export function signatureHeader(body: string, secret: string, timestamp = nowSec
 }
 
 /**
- * Schedules each event for every endpoint of `account` that listens to its type, delivered by an
- * Agenda job `sandboxCallbackDelayMs` later. Call after the change is committed.
+ * The jobs that deliver each event to every endpoint of `account` listening to its type, due
+ * `sandboxCallbackDelayMs` later: an INSERT … SELECT over the account's endpoints, committed with the
+ * change that caused the events (see jobs.ts). Each event is serialised once, with one id for all its
+ * endpoints.
  */
-export async function emitEvents(deps: SandboxDeps, account: string, events: PendingEvent[], idempotencyKey: string | null): Promise<void> {
-  if (events.length === 0) return;
-  const endpoints = await dbOf(deps.em).query<Pick<EndpointRow, 'id' | 'enabled_events'>>(
-    'SELECT id, enabled_events FROM sandbox_cardpay_webhook_endpoints WHERE account = ? ORDER BY created, id',
-    [account],
-  );
-  const due = new Date(Date.now() + deps.config.sandboxCallbackDelayMs);
-  for (const { type, object } of events) {
+export function eventJobs(deps: SandboxDeps, account: string, events: PendingEvent[], idempotencyKey: string | null): NamedWrite | null {
+  if (events.length === 0) return null;
+  const serialised = events.map(({ type, object }) => {
     const event = eventObject(type, object, idempotencyKey);
-    const body = JSON.stringify(event, null, 2);
-    for (const endpoint of endpoints) {
-      if (!endpoint.enabled_events.includes('*') && !endpoint.enabled_events.includes(type)) continue;
-      const job: SendEventJob = { endpointId: endpoint.id, eventId: event.id, type, body, attempt: 1 };
-      await deps.agenda.schedule(due, SEND_EVENT_JOB, job);
-    }
-  }
+    return { id: event.id, type, body: JSON.stringify(event, null, 2) };
+  });
+  const due = new Date(Date.now() + deps.config.sandboxCallbackDelayMs).toISOString();
+  return insertJobs('event_jobs', {
+    sql: `SELECT ?, 0, ?::timestamptz, 'normal',
+                 jsonb_build_object('endpointId', e.id, 'eventId', ev.value->>'id', 'type', ev.value->>'type', 'body', ev.value->>'body', 'attempt', 1)
+            FROM jsonb_array_elements(?::jsonb) WITH ORDINALITY AS ev(value, n)
+            JOIN sandbox_cardpay_webhook_endpoints e
+              ON e.account = ? AND ('*' = ANY (e.enabled_events) OR ev.value->>'type' = ANY (e.enabled_events))
+           ORDER BY ev.n, e.created, e.id`,
+    params: [SEND_EVENT_JOB, due, JSON.stringify(serialised), account],
+  });
 }
 
 /** The job body: POST the signed event; a non-2xx answer or no answer is retried a few times with backoff. */
 export async function sendEvent(deps: SandboxDeps, job: SendEventJob): Promise<void> {
-  const [endpoint] = await dbOf(deps.em).query<Pick<EndpointRow, 'url' | 'secret'>>(
+  const [endpoint] = await readsOnly(deps.pool).query<Pick<EndpointRow, 'url' | 'secret'>>(
     'SELECT url, secret FROM sandbox_cardpay_webhook_endpoints WHERE id = ?',
     [job.endpointId],
   );

@@ -1,15 +1,16 @@
 import type { NextFunction, Request, Response, Router } from 'express';
 import type { SandboxDeps } from '../module.js';
+import { readsOnly } from '../sql.js';
 import { accountOf } from './auth.js';
 import type { Db } from './db.js';
-import { dbOf, newId } from './db.js';
+import { newId } from './db.js';
 import { SimError } from './errors.js';
-import { emitEvents } from './events.js';
 import { expandResponse } from './expand.js';
 import type { Outcome, SimResponse } from './idempotency.js';
 import { runIdempotent } from './idempotency.js';
 import { SIM_API_VERSION } from './objects.js';
 import type { Params } from './params.js';
+import { applySwitches, requestStart } from './switches.js';
 
 /** What an API handler gets: the calling key's account, the decoded parameters, the database. */
 export interface ApiContext {
@@ -34,9 +35,18 @@ function send(req: Request, res: Response, outcome: Pick<Outcome, 'status' | 'bo
   res.status(outcome.status).json(outcome.body);
 }
 
+/** The calling key's account, or the 401 to answer (after the switches: an outage answers even a bad key). */
+function authenticate(req: Request): { account: string; refused: null } | { account: null; refused: unknown } {
+  try {
+    return { account: accountOf(req), refused: null };
+  } catch (err) {
+    return { account: null, refused: err };
+  }
+}
+
 /**
- * Stripe-protocol routes: key authentication, Stripe's error shape (never the service's envelope),
- * idempotency for mutations, and events emitted once the change is committed.
+ * Stripe-protocol routes: the simulator's switches, key authentication, Stripe's error shape (never the
+ * service's envelope), idempotency for mutations, and events committed with the change that caused them.
  */
 export function apiRoutes(router: Router, deps: SandboxDeps) {
   const fail = (req: Request, res: Response, next: NextFunction, err: unknown) => {
@@ -46,21 +56,26 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
     send(req, res, { status: 500, body: { error: { type: 'api_error', message: 'An unknown error occurred.' } }, replayed: false });
   };
 
+  /**
+   * A mutation costs two round trips when it only writes (a confirmed create with a test card): one
+   * statement reads the switches with the key's stored answer, one writes everything and commits.
+   */
   const mutation = (method: 'post' | 'delete', path: string, handler: (ctx: ApiContext) => Promise<SimResponse>) => {
     router[method](path, async (req: Request, res: Response, next: NextFunction) => {
       try {
-        const account = accountOf(req);
-        const params = (req.body ?? {}) as Params;
+        const { account, refused } = authenticate(req);
         const key = method === 'post' ? req.get('idempotency-key') : undefined;
+        const start = await requestStart(deps.pool, account, key);
+        if (!applySwitches(res, start.switches)) return;
+        if (refused) throw refused;
+        const params = (req.body ?? {}) as Params;
         const apiVersion = req.get('stripe-version') ?? SIM_API_VERSION;
-        const outcome = await runIdempotent(deps.em, { account, key, method: method.toUpperCase(), path: req.path, params }, async (db) => {
-          const res = await handler({ account, params, path: req.params as Record<string, string>, db, deps, apiVersion });
+        const request = { account: account!, key, method: method.toUpperCase(), path: req.path, params, stored: start.stored };
+        const outcome = await runIdempotent(deps, request, async (db) => {
+          const res = await handler({ account: account!, params, path: req.params as Record<string, string>, db, deps, apiVersion });
           // Expanded before it is stored: a replay answers the same bytes.
-          return res.status === 200 ? { ...res, body: await expandResponse(db, account, res.body, params) } : res;
+          return res.status === 200 ? { ...res, body: await expandResponse(db, account!, res.body, params) } : res;
         });
-        // Scheduled before answering, so an answered change always has its events on the way.
-        await emitEvents(deps, account, outcome.events, key ?? null);
-        for (const f of outcome.followUps ?? []) await deps.agenda.schedule(new Date(Date.now() + f.delayMs), f.job, f.data);
         send(req, res, outcome);
       } catch (err) {
         fail(req, res, next, err);
@@ -87,8 +102,11 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
     get(path: string, handler: (ctx: ApiContext) => Promise<unknown>) {
       router.get(path, async (req: Request, res: Response, next: NextFunction) => {
         try {
-          const account = accountOf(req);
-          const db = dbOf(deps.em);
+          const { account: known, refused } = authenticate(req);
+          if (!applySwitches(res, (await requestStart(deps.pool, null, undefined)).switches)) return;
+          if (refused) throw refused;
+          const account = known!;
+          const db = readsOnly(deps.pool);
           const params = req.query as Params;
           const apiVersion = req.get('stripe-version') ?? SIM_API_VERSION;
           const body = await handler({ account, params, path: req.params as Record<string, string>, db, deps, apiVersion });

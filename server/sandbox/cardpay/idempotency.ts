@@ -1,19 +1,15 @@
 import { createHash } from 'node:crypto';
-import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Db } from './db.js';
-import { dbOf, inTransaction } from './db.js';
+import type { SandboxDeps } from '../module.js';
+import { UnitOfWork, readsOnly, type Db, type Query } from '../sql.js';
 import type { StripeErrorBody } from './errors.js';
 import { SimError, invalidRequest } from './errors.js';
 import type { PendingEvent } from './events.js';
+import { eventJobs } from './events.js';
+import { commitWithJobs, followUpJobs, type FollowUp, type NamedWrite } from './jobs.js';
 
-/** A job to schedule once the change is committed (e.g. a refund that settles later). */
-export interface FollowUp {
-  job: string;
-  data: Record<string, unknown>;
-  delayMs: number;
-}
+export type { FollowUp } from './jobs.js';
 
-/** What a handler answers: stored for replay and committed together with its state changes. */
+/** What a handler answers: stored for replay and committed together with its state changes and events. */
 export interface SimResponse {
   status: number;
   body: unknown;
@@ -25,9 +21,13 @@ export interface Outcome {
   status: number;
   body: unknown;
   replayed: boolean;
-  /** Events to emit after the commit (none on a replay). */
-  events: PendingEvent[];
-  followUps?: FollowUp[];
+}
+
+/** A stored answer (sandbox_cardpay_idempotency), as read with the request's first statement. */
+export interface StoredAnswer {
+  request_hash: string;
+  response_status: number;
+  response_body: unknown;
 }
 
 export interface IdempotentRequest {
@@ -36,6 +36,8 @@ export interface IdempotentRequest {
   method: string;
   path: string;
   params: unknown;
+  /** The answer stored under this key, read before the request ran (null: none yet). */
+  stored: StoredAnswer | null;
 }
 
 function canonical(value: unknown): unknown {
@@ -50,70 +52,86 @@ function requestHash(req: IdempotentRequest): string {
   return createHash('sha256').update(`${req.method} ${req.path}\n${JSON.stringify(canonical(req.params))}`).digest('hex');
 }
 
-interface StoredRow {
-  request_hash: string;
-  response_status: number;
-  response_body: unknown;
-}
-
-function replay(req: IdempotentRequest, hash: string, row: StoredRow): Outcome {
+function replay(req: IdempotentRequest, hash: string, row: StoredAnswer): Outcome {
   if (row.request_hash !== hash) {
     const body: StripeErrorBody = {
       type: 'idempotency_error',
       message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${req.key}' if you meant to execute a different request.`,
     };
-    return { status: 400, body: { error: body }, replayed: false, events: [] };
+    return { status: 400, body: { error: body }, replayed: false };
   }
-  return { status: row.response_status, body: row.response_body, replayed: true, events: [] };
+  return { status: row.response_status, body: row.response_body, replayed: true };
 }
 
-const errorOutcome = (err: SimError): Outcome => ({ status: err.status, body: { error: err.body }, replayed: false, events: [] });
+const errorOutcome = (err: SimError): Outcome => ({ status: err.status, body: { error: err.body }, replayed: false });
+
+const STORED = 'SELECT request_hash, response_status, response_body FROM sandbox_cardpay_idempotency WHERE account = ? AND idempotency_key = ?';
+
+/** Another request with this key committed first: replay its answer. */
+class KeyTaken extends Error {}
+
+const keyConflict = (err: unknown) =>
+  (err as { code?: string; constraint?: string }).code === '23505' && (err as { constraint?: string }).constraint === 'sandbox_cardpay_idempotency_pkey';
 
 /**
- * Stripe-style idempotency for a mutating request. The first request with a key inserts the key row
- * (INSERT … ON CONFLICT DO NOTHING) in the same transaction as its work and stores its answer there;
- * a concurrent request with the same key blocks on that row until the first commits, then replays the
- * stored answer, so N identical concurrent requests do the work once. Same key, other parameters →
- * 400 idempotency_error. A request that fails validation (a thrown SimError) is rolled back and not
- * stored, as at Stripe; a card decline is an answer (402) and is stored.
+ * Runs a mutating request as one unit of work (sql.ts) and commits, in its last statement, the state
+ * changes, the stored answer and the jobs of its events — so a request that only writes (a confirmed
+ * create with a test card) costs one round trip after the one that read its stored answer.
+ *
+ * Stripe-style idempotency: a key already answered replays that answer (other parameters → 400
+ * idempotency_error). A request that has to read first claims its key right after BEGIN (INSERT … ON
+ * CONFLICT DO NOTHING), so a concurrent one with the same key waits on that row, then replays; one
+ * that only writes inserts the key with its answer in the final statement, where a concurrent
+ * first-comer makes it fail on the key (and it replays). N identical concurrent requests do the work
+ * once. A request that fails validation (a thrown SimError) is rolled back and not stored, as at
+ * Stripe; a card decline is an answer (402) and is stored.
  */
-export async function runIdempotent(em: EntityManager, req: IdempotentRequest, handler: (db: Db) => Promise<SimResponse>): Promise<Outcome> {
+export async function runIdempotent(deps: SandboxDeps, req: IdempotentRequest, handler: (db: Db) => Promise<SimResponse>): Promise<Outcome> {
   try {
-    if (!req.key) {
-      const res = await inTransaction(em, handler);
-      return { ...res, replayed: false };
-    }
-    if (req.key.length > 255) throw invalidRequest('Idempotency-Key must be at most 255 characters long.', undefined, 'idempotency_key_in_use');
-    const hash = requestHash(req);
-    const [done] = await dbOf(em).query<StoredRow>(
-      'SELECT request_hash, response_status, response_body FROM sandbox_cardpay_idempotency WHERE account = ? AND idempotency_key = ?',
-      [req.account, req.key],
-    );
-    if (done) return replay(req, hash, done);
+    const { key } = req;
+    if (key && key.length > 255) throw invalidRequest('Idempotency-Key must be at most 255 characters long.', undefined, 'idempotency_key_in_use');
+    const hash = key ? requestHash(req) : '';
+    if (key && req.stored) return replay(req, hash, req.stored);
 
-    return await inTransaction(em, async (db): Promise<Outcome> => {
-      const claimed = await db.query(
+    let claimed = false;
+    const claim = async (query: Query) => {
+      const rows = await query(
         `INSERT INTO sandbox_cardpay_idempotency (account, idempotency_key, request_hash) VALUES (?, ?, ?)
          ON CONFLICT (account, idempotency_key) DO NOTHING RETURNING 1 AS claimed`,
-        [req.account, req.key, hash],
+        [req.account, key, hash],
       );
-      if (claimed.length === 0) {
-        // Another request with this key committed while we waited on its row: replay its answer.
-        const [row] = await db.query<StoredRow>(
-          'SELECT request_hash, response_status, response_body FROM sandbox_cardpay_idempotency WHERE account = ? AND idempotency_key = ?',
-          [req.account, req.key],
+      if (rows.length === 0) throw new KeyTaken();
+      claimed = true;
+    };
+    const work = new UnitOfWork(deps.pool, key ? { onBegin: claim } : {});
+    try {
+      const res = await handler(work);
+      const writes: NamedWrite[] = [];
+      if (key) {
+        const answer = [res.status, JSON.stringify(res.body), req.account, key];
+        writes.push(
+          claimed
+            ? { name: 'answer', sql: 'UPDATE sandbox_cardpay_idempotency SET response_status = ?, response_body = ?::jsonb WHERE account = ? AND idempotency_key = ?', params: answer }
+            : {
+                name: 'answer',
+                sql: 'INSERT INTO sandbox_cardpay_idempotency (response_status, response_body, account, idempotency_key, request_hash) VALUES (?, ?::jsonb, ?, ?, ?)',
+                params: [...answer, hash],
+              },
+          // Keys are kept 24 hours, as at Stripe.
+          { name: 'expired', sql: `DELETE FROM sandbox_cardpay_idempotency WHERE account = ? AND created_at < now() - interval '24 hours'`, params: [req.account] },
         );
+      }
+      await commitWithJobs(work, [eventJobs(deps, req.account, res.events, key ?? null), followUpJobs(res.followUps ?? [])], writes);
+      return { status: res.status, body: res.body, replayed: false };
+    } catch (err) {
+      await work.rollback();
+      if (key && (err instanceof KeyTaken || keyConflict(err))) {
+        const [row] = await readsOnly(deps.pool).query<StoredAnswer>(STORED, [req.account, key]);
         if (!row) throw new Error('idempotency row vanished');
         return replay(req, hash, row);
       }
-      const res = await handler(db);
-      await db.query(
-        'UPDATE sandbox_cardpay_idempotency SET response_status = ?, response_body = ?::jsonb WHERE account = ? AND idempotency_key = ?',
-        [res.status, JSON.stringify(res.body), req.account, req.key],
-      );
-      await db.query(`DELETE FROM sandbox_cardpay_idempotency WHERE account = ? AND created_at < now() - interval '24 hours'`, [req.account]);
-      return { ...res, replayed: false };
-    });
+      throw err;
+    }
   } catch (err) {
     if (err instanceof SimError) return errorOutcome(err);
     throw err;

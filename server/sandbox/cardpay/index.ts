@@ -1,6 +1,5 @@
 import express, { type NextFunction, type Request, type Response, Router } from 'express';
-import { outageSwitch } from '../controls.js';
-import { eachObject, type MisreportRewriter } from '../misreport.js';
+import { mountControls } from '../controls.js';
 import type { SandboxDeps, SandboxModule } from '../module.js';
 import { customerRoutes } from './customers.js';
 import { SEND_EVENT_JOB, sendEvent, type SendEventJob } from './events.js';
@@ -10,27 +9,21 @@ import { paymentMethodRoutes } from './payment-methods.js';
 import { SETTLE_REFUND_JOB, settleRefund } from './refund-settlement.js';
 import { refundRoutes } from './refunds.js';
 import { threeDsRoutes } from './three-ds.js';
+import { misreport, switchesGate } from './switches.js';
 import { webhookEndpointRoutes } from './webhook-endpoints.js';
 
 /**
  * The cardpay simulator: Stripe's v1 PaymentIntents protocol (form-encoded requests, JSON answers,
  * Stripe's errors and idempotency), enough for the official `stripe` package to work against it.
  */
-/** Integrity tests: intents, charges and refunds report another amount / currency. */
-const misreport: MisreportRewriter = (body, m) => {
-  eachObject(body, (o) => {
-    if (o.object !== 'payment_intent' && o.object !== 'charge' && o.object !== 'refund') return;
-    if (m.amount !== undefined) o.amount = m.amount;
-    if (m.currency !== undefined) o.currency = m.currency;
-  });
-  return body;
-};
-
 function router(deps: SandboxDeps): Router {
   const r = Router();
   // The app's JSON parser ignores form bodies; Stripe's bracket syntax needs qs (extended).
   r.use(express.urlencoded({ extended: true, limit: '100kb', parameterLimit: 1000 }));
-  outageSwitch(r, deps.em, 'cardpay', { error: { type: 'api_error', message: 'The cardpay simulator is in an outage (error mode). Try again later.' } }, misreport);
+  mountControls(r, deps.em, 'cardpay', misreport);
+  // The API reads the switches with its first statement (http.ts); the other routes read them here.
+  const gate = switchesGate(deps.pool);
+  r.use('/3ds', gate);
   threeDsRoutes(r, deps);
   const api = apiRoutes(r, deps);
   paymentIntentRoutes(api);
@@ -38,7 +31,7 @@ function router(deps: SandboxDeps): Router {
   customerRoutes(api);
   paymentMethodRoutes(api);
   webhookEndpointRoutes(api);
-  r.use(api.notFound);
+  r.use(gate, api.notFound);
   // A body the form parser refuses (too large, malformed) is answered in Stripe's shape, not the service's.
   r.use((err: { status?: number; statusCode?: number }, _req: Request, res: Response, next: NextFunction) => {
     if (res.headersSent) return next(err);

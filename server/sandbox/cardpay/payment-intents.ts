@@ -168,7 +168,7 @@ async function create(ctx: ApiContext): Promise<SimResponse> {
   };
   const events: PendingEvent[] = [{ type: 'payment_intent.created', object: intentObject(intent) }];
   const answer = confirmNow && pm ? confirmAndAnswer(ctx, intent, pm, events, errorOnRequiresAction) : ok(intentObject(intent), events);
-  await insertIntent(db, intent);
+  insertIntent(db, intent);
   return answer;
 }
 
@@ -194,7 +194,7 @@ async function confirmIntent(ctx: ApiContext): Promise<SimResponse> {
   const pm = pmParam ? await usablePaymentMethod(ctx, pmParam, intent.customer) : await paymentMethodById(ctx.db, intent.payment_method);
   if (!pm) throw missingPaymentMethod();
   const answer = confirmAndAnswer(ctx, intent, pm, [], optBool(params, 'error_on_requires_action') ?? false);
-  await saveIntent(ctx.db, intent);
+  saveIntent(ctx.db, intent);
   return answer;
 }
 
@@ -248,7 +248,7 @@ async function updateIntent(ctx: ApiContext): Promise<SimResponse> {
     }
     intent.metadata = merged;
   }
-  await saveIntent(ctx.db, intent);
+  saveIntent(ctx.db, intent);
   return ok(intentObject(intent));
 }
 
@@ -279,7 +279,7 @@ async function cancelIntent(ctx: ApiContext) {
     );
   }
   const { events } = cancel(intent, reason, nowSec());
-  await saveIntentState(ctx.db, intent);
+  saveIntentState(ctx.db, intent);
   return ok(intentObject(intent), events);
 }
 

@@ -49,7 +49,7 @@ async function attach(ctx: ApiContext) {
     await db.query('UPDATE sandbox_cardpay_payment_methods SET customer = ? WHERE id = ?', [customerId, existing.id]);
     row = { ...existing, customer: customerId };
   } else {
-    row = await insertPaymentMethod(db, account, id, customerId);
+    row = insertPaymentMethod(db, account, id, customerId);
   }
   const object = paymentMethodObject(row);
   return ok(object, [{ type: 'payment_method.attached', object }]);

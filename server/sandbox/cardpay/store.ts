@@ -28,8 +28,9 @@ export async function findIntentForAuthentication(db: Db, id: string): Promise<I
   return row ?? null;
 }
 
-export async function insertIntent(db: Db, row: IntentRow): Promise<void> {
-  await db.query(
+/** Inserts a new intent with the commit (see sql.ts: a write is sent with the request's last statement). */
+export function insertIntent(db: Db, row: IntentRow): void {
+  db.write(
     `INSERT INTO sandbox_cardpay_intents (id, account, amount, currency, status, payment_method, customer, description, return_url,
        off_session, automatic_payment_methods, metadata, next_action, last_payment_error, latest_charge, amount_received,
        amount_refunded, client_secret, cancellation_reason, canceled_at, created)
@@ -42,9 +43,9 @@ export async function insertIntent(db: Db, row: IntentRow): Promise<void> {
   );
 }
 
-/** Writes the fields a confirmation, an authentication or a cancellation changes. */
-export async function saveIntentState(db: Db, row: IntentRow): Promise<void> {
-  await db.query(
+/** Writes the fields a confirmation, an authentication or a cancellation changes (with the commit). */
+export function saveIntentState(db: Db, row: IntentRow): void {
+  db.write(
     `UPDATE sandbox_cardpay_intents SET status = ?, payment_method = ?, next_action = ?::jsonb, last_payment_error = ?::jsonb,
        latest_charge = ?, amount_received = ?, cancellation_reason = ?, canceled_at = ?, updated_at = now()
      WHERE id = ?`,
@@ -55,13 +56,18 @@ export async function saveIntentState(db: Db, row: IntentRow): Promise<void> {
   );
 }
 
-/** Writes every field a confirmation or an update may change. */
-export async function saveIntent(db: Db, row: IntentRow): Promise<void> {
-  await saveIntentState(db, row);
-  await db.query(
-    `UPDATE sandbox_cardpay_intents SET amount = ?, currency = ?, customer = ?, description = ?, return_url = ?, off_session = ?,
-       metadata = ?::jsonb WHERE id = ?`,
-    [row.amount, row.currency, row.customer, row.description, row.return_url, row.off_session, json(row.metadata), row.id],
+/** Writes every field a confirmation or an update may change (with the commit; one statement, as a row is written once per statement). */
+export function saveIntent(db: Db, row: IntentRow): void {
+  db.write(
+    `UPDATE sandbox_cardpay_intents SET status = ?, payment_method = ?, next_action = ?::jsonb, last_payment_error = ?::jsonb,
+       latest_charge = ?, amount_received = ?, cancellation_reason = ?, canceled_at = ?, amount = ?, currency = ?, customer = ?,
+       description = ?, return_url = ?, off_session = ?, metadata = ?::jsonb, updated_at = now()
+     WHERE id = ?`,
+    [
+      row.status, row.payment_method, json(row.next_action), json(row.last_payment_error), row.latest_charge, row.amount_received,
+      row.cancellation_reason, row.canceled_at, row.amount, row.currency, row.customer, row.description, row.return_url, row.off_session,
+      json(row.metadata), row.id,
+    ],
   );
 }
 
@@ -73,12 +79,13 @@ export async function findPaymentMethod(db: Db, account: string, id: string, loc
   return row ?? null;
 }
 
-export async function insertPaymentMethod(db: Db, account: string, token: string, customer: string | null): Promise<PaymentMethodRow> {
-  const [row] = await db.query<PaymentMethodRow>(
-    `INSERT INTO sandbox_cardpay_payment_methods (id, account, token, customer, created) VALUES (?, ?, ?, ?, ?) RETURNING *`,
-    [newId('pm'), account, token, customer, nowSec()],
-  );
-  return row!;
+/** A new `pm_…` of this account for a test token, inserted with the commit. */
+export function insertPaymentMethod(db: Db, account: string, token: string, customer: string | null): PaymentMethodRow {
+  const row: PaymentMethodRow = { id: newId('pm'), account, token, customer, detached: false, metadata: {}, created: String(nowSec()) };
+  db.write('INSERT INTO sandbox_cardpay_payment_methods (id, account, token, customer, created) VALUES (?, ?, ?, ?, ?)', [
+    row.id, row.account, row.token, row.customer, row.created,
+  ]);
+  return row;
 }
 
 /** A test token becomes a new `pm_…` of this account (remembering the token); an id must be this account's. */

@@ -1,10 +1,10 @@
 import type { NextFunction, Request, Response, Router } from 'express';
 import { formatMinorUnits } from '../../lib/money.js';
 import type { SandboxDeps } from '../module.js';
+import { readsOnly, unitOfWork } from '../sql.js';
 import { authenticate } from './charging.js';
-import { inTransaction } from './db.js';
-import type { PendingEvent } from './events.js';
-import { emitEvents } from './events.js';
+import { eventJobs } from './events.js';
+import { commitWithJobs } from './jobs.js';
 import type { IntentRow } from './objects.js';
 import { findIntentForAuthentication, paymentMethodById, saveIntentState } from './store.js';
 
@@ -33,21 +33,18 @@ function returnTarget(intent: IntentRow): string | null {
   return url.toString();
 }
 
-/** Settles a requires_action intent (once; a second settlement changes nothing) and emits its events. */
-async function settle(deps: SandboxDeps, id: string, result: 'complete' | 'fail'): Promise<IntentRow | null> {
-  const settled = await inTransaction(deps.em, async (db): Promise<{ intent: IntentRow; events: PendingEvent[] } | null> => {
-    const intent = await findIntentForAuthentication(db, id);
-    if (!intent) return null;
-    if (intent.status !== 'requires_action') return { intent, events: [] };
-    const pm = await paymentMethodById(db, intent.payment_method);
+/** Settles a requires_action intent (once; a second settlement changes nothing), committed with its events. */
+function settle(deps: SandboxDeps, id: string, result: 'complete' | 'fail'): Promise<IntentRow | null> {
+  return unitOfWork(deps.pool, async (work) => {
+    const intent = await findIntentForAuthentication(work, id);
+    if (!intent || intent.status !== 'requires_action') return intent;
+    const pm = await paymentMethodById(work, intent.payment_method);
     if (!pm) throw new Error(`intent ${id} requires action without a payment method`);
     const { events } = authenticate(intent, pm, result);
-    await saveIntentState(db, intent);
-    return { intent, events };
+    saveIntentState(work, intent);
+    await commitWithJobs(work, [eventJobs(deps, intent.account, events, null)]);
+    return intent;
   });
-  if (!settled) return null;
-  await emitEvents(deps, settled.intent.account, settled.events, null);
-  return settled.intent;
 }
 
 /**
@@ -75,7 +72,7 @@ export function threeDsRoutes(router: Router, deps: SandboxDeps): void {
     handle(async (req, res) => {
       const auto = req.query.auto;
       if (auto === 'complete' || auto === 'fail') return finish(req, res, auto);
-      const intent = await inTransaction(deps.em, (db) => findIntentForAuthentication(db, req.params.id!));
+      const intent = await findIntentForAuthentication(readsOnly(deps.pool), req.params.id!);
       if (!intent) return res.status(404).type('html').send(page('Not found', '<h1>Unknown payment</h1>'));
       const id = escape(intent.id);
       const currency = intent.currency.toUpperCase();

@@ -1,0 +1,42 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+
+/** One confirmation per subject at a time: forged notifications in a burst cause one provider query, not one each. */
+const OPEN_CONFIRMATION_MS = 10 * 60_000;
+
+export interface ConfirmationQuery {
+  id: string;
+  provider: string;
+  merchantId: string;
+  paymentId: string | null;
+  refundId: string | null;
+  /** What the provider is asked about (a receipt, or the provider's id of our request). */
+  code: string;
+  /** The label of the unverifiable notification it confirms (the answer's audit trigger: `confirmed:<label>`). */
+  confirms: string;
+}
+
+/**
+ * Records a status query that confirms an unverifiable notification, unless one about the same
+ * transaction is still open (unanswered, younger than OPEN_CONFIRMATION_MS). Returns whether it was recorded.
+ */
+export async function openConfirmation(em: EntityManager, q: ConfirmationQuery): Promise<boolean> {
+  const rows = await em.getConnection().execute<{ id: string }[]>(
+    `INSERT INTO provider_status_queries (id, provider, merchant_id, payment_id, refund_id, code, confirms)
+     SELECT ?, ?, ?, ?, ?, ?, ?
+     WHERE NOT EXISTS (SELECT 1 FROM provider_status_queries WHERE provider = ? AND merchant_id = ? AND code = ? AND confirms IS NOT NULL
+                       AND completed_at IS NULL AND created_at > now() - (? * interval '1 millisecond'))
+     RETURNING id`,
+    [q.id, q.provider, q.merchantId, q.paymentId, q.refundId, q.code, q.confirms, q.provider, q.merchantId, q.code, OPEN_CONFIRMATION_MS],
+  );
+  return rows.length > 0;
+}
+
+/** The provider accepted the query: its id for it (results may name only that). */
+export async function confirmationSent(em: EntityManager, id: string, providerQueryRef: string): Promise<void> {
+  await em.getConnection().execute('UPDATE provider_status_queries SET provider_query_ref = ? WHERE id = ?', [providerQueryRef, id], 'run');
+}
+
+/** The provider could not be asked: the query is forgotten, so the next notification asks again. */
+export async function dropConfirmation(em: EntityManager, id: string): Promise<void> {
+  await em.getConnection().execute('DELETE FROM provider_status_queries WHERE id = ?', [id], 'run');
+}

@@ -1,0 +1,49 @@
+import type { NextFunction, Request, Response } from 'express';
+import type pg from 'pg';
+import { CONTROLS_COLUMNS, applyControls, controlsOf, type Controls, type ControlsRow } from '../controls.js';
+import { eachObject, type MisreportRewriter } from '../misreport.js';
+import { readsOnly } from '../sql.js';
+import type { StoredAnswer } from './idempotency.js';
+
+/** The answer to every call while the simulator is in an outage (error mode). */
+export const OUTAGE_BODY = { error: { type: 'api_error', message: 'The cardpay simulator is in an outage (error mode). Try again later.' } };
+
+/** Integrity tests: intents, charges and refunds report another amount / currency. */
+export const misreport: MisreportRewriter = (body, m) => {
+  eachObject(body, (o) => {
+    if (o.object !== 'payment_intent' && o.object !== 'charge' && o.object !== 'refund') return;
+    if (m.amount !== undefined) o.amount = m.amount;
+    if (m.currency !== undefined) o.currency = m.currency;
+  });
+  return body;
+};
+
+/** Applies the simulator's switches (outage, misreport) to a request; true when it goes on. */
+export const applySwitches = (res: Response, switches: Controls) => applyControls(res, switches, OUTAGE_BODY, misreport);
+
+/**
+ * What a request reads before it runs, in ONE statement: the simulator's switches and, for a request
+ * with an Idempotency-Key (and a valid secret key), the answer already stored under that key.
+ */
+export async function requestStart(pool: pg.Pool, account: string | null, key: string | undefined): Promise<{ switches: Controls; stored: StoredAnswer | null }> {
+  const [row] = await readsOnly(pool).query<ControlsRow & Partial<StoredAnswer>>(
+    `SELECT ${CONTROLS_COLUMNS}, i.request_hash, i.response_status, i.response_body
+       FROM (SELECT 1) AS one
+       LEFT JOIN sandbox_controls c ON c.provider = 'cardpay'
+       LEFT JOIN sandbox_cardpay_idempotency i ON i.account = ? AND i.idempotency_key = ?`,
+    [account ?? '', account && key ? key : ''],
+  );
+  const stored = row?.request_hash ? { request_hash: row.request_hash, response_status: row.response_status!, response_body: row.response_body } : null;
+  return { switches: controlsOf(row), stored };
+}
+
+/** The switches alone, for the routes that are not the API (the 3-D Secure page, unknown URLs). */
+export function switchesGate(pool: pg.Pool) {
+  return async (req: Request, res: Response, next: NextFunction) => {
+    try {
+      if (applySwitches(res, (await requestStart(pool, null, undefined)).switches)) next();
+    } catch (err) {
+      next(err);
+    }
+  };
+}
