@@ -48,8 +48,9 @@ beforeAll(async () => {
   base = `http://127.0.0.1:${port}`;
   // Exactly what `npm start` runs (spawned without npm, so SIGTERM reaches the service itself).
   const startScript = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { start: string } }).scripts.start;
-  expect(startScript).toBe('tsx server/main.ts');
-  child = spawn(process.execPath, [TSX, 'server/main.ts'], { env: cleanEnv({ PORT: String(port), DATA_DIR: dataDir, LOG_LEVEL: 'info' }), stdio: ['ignore', 'pipe', 'pipe'] });
+  const [command, ...nodeArgs] = startScript.split(/\s+/);
+  expect({ command, script: nodeArgs.at(-1) }).toEqual({ command: 'node', script: 'server/main.ts' });
+  child = spawn(process.execPath, nodeArgs, { env: cleanEnv({ PORT: String(port), DATA_DIR: dataDir, LOG_LEVEL: 'info' }), stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
   await eventually(() => fetch(`${base}/readyz`).then((r) => r.status === 200, () => false), 150_000, 'npm start to be ready');
