@@ -65,6 +65,7 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
     const api = await startServiceProcess({ role: 'api', databaseUrl: db.url });
     processes.push(api);
     await api.waitReady();
+    const apiRssAfterBoot = api.rssKb();
     const baseline = await startServiceProcess({ role: 'baseline', databaseUrl: baseDb.url });
     processes.push(baseline);
     await baseline.waitReady();
@@ -130,19 +131,21 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
       'rows inserted': work.service.rowsInserted,
       'rows updated': work.service.rowsUpdated,
     }]);
-    process.stdout.write(`peak RSS: service api ${kib(apiRss)}, baseline ${kib(baseRss)}\n`);
+    // VmHWM: the kernel's own high-water mark over the process's life, so it includes the warm-up and the whole load.
+    process.stdout.write(`peak RSS (VmHWM, boot to stop, ${concurrency}-concurrent load included): service api ${kib(apiRss)} (${kib(apiRssAfterBoot)} after boot) started as \`${api.command}\`; baseline ${kib(baseRss)}\n`);
     if (service.failures.length) process.stdout.write(`service failures (first ${service.failures.length}): ${service.failures.join(' | ')}\n`);
 
     const result = {
       benchmark: 'create-payment',
       at: new Date().toISOString(),
       machine: ctx.machine,
-      parameters: { concurrency, maxRequests, maxSeconds: maxMs / 1000, warmup, serviceRole: 'api', paymentMethod: 'pm_card_visa' },
+      parameters: { concurrency, maxRequests, maxSeconds: maxMs / 1000, warmup, serviceRole: 'api', paymentMethod: 'pm_card_visa', apiCommand: api.command, baselineCommand: baseline.command },
       service: { ...summarize(service.latenciesMs), ok: service.ok, failed: service.failed, statuses: service.statuses, requestsPerSecond: service.requestsPerSecond, elapsedMs: service.elapsedMs, failures: service.failures },
       baseline: { ...summarize(bare.latenciesMs), ok: bare.ok, failed: bare.failed, statuses: bare.statuses, requestsPerSecond: bare.requestsPerSecond, elapsedMs: bare.elapsedMs },
       ratio: { throughputBareOverService: ratio, p50ServiceOverBare: s.p50 / b.p50, p99ServiceOverBare: s.p99 / b.p99 },
       database: { completedPayments: Number(counts?.completed), deliveryRows: Number(counts?.deliveries), perRequest: work, roundTripsPerRequest: roundTrips },
       peakRssKb: { api: apiRss, baseline: baseRss },
+      apiRssAfterBootKb: apiRssAfterBoot,
     };
     return {
       name: 'create-payment',

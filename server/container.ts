@@ -98,7 +98,7 @@ export interface ContainerOptions {
 
 export async function createContainer(config: AppConfig, options: ContainerOptions): Promise<Container> {
   const metrics = new Metrics();
-  const roundTrips = (pool: 'service' | 'jobs' | 'sandbox') => {
+  const roundTrips = (pool: 'service' | 'jobs' | 'sandbox' | 'listener') => {
     const counter = metrics.dbRoundTrips.labels(pool);
     return () => counter.inc();
   };
@@ -125,6 +125,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const accessChanges = new ChangeNotifications(options.databaseUrl, {
     channel: 'access_changed',
     onError: (message) => logger.warn(message),
+    onQuery: roundTrips('listener'),
   });
   await accessChanges.start();
   const principalCache = new NotifiedCache<Principal>(accessChanges, { ...ACCESS_CACHE, tables: ['api_keys'], merchantOf: (_hash, principal) => principal.merchantId });

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
@@ -15,10 +15,14 @@ export const BENCH_ENCRYPTION_KEY = randomBytes(32).toString('base64');
 export interface ServiceProcess {
   role: 'api' | 'worker' | 'all' | 'baseline';
   pid: number;
+  /** The command line the process was started with (what its RSS belongs to). */
+  command: string;
   /** http://127.0.0.1:<port> (the worker role listens on nothing; the address is unused). */
   baseUrl: string;
   /** Peak resident set size so far, from the kernel (VmHWM), in KiB. */
   peakRssKb(): number | null;
+  /** Resident set size now (VmRSS), in KiB. */
+  rssKb(): number | null;
   stop(): Promise<{ peakRssKb: number | null }>;
   /** Resolves when /readyz (the baseline: /healthz) answers 200; not for the worker role. */
   waitReady(timeoutMs?: number): Promise<void>;
@@ -36,23 +40,58 @@ function readStatusKb(pid: number, field: 'VmHWM' | 'VmRSS'): number | null {
 }
 
 /**
- * Starts the real service as a child process: `node --import tsx server/main.ts` (what `npx tsx` runs,
- * without the npm and tsx wrapper processes, so the pid measured is the service itself). Role
- * `baseline` runs bench/baseline-server.ts the same way.
+ * How the benchmarks start the service (BENCH_START), exactly as the npm script does, without the npm
+ * wrapper (so the pid measured is the service itself):
+ * - `dev` (default): `npm start`'s command line — node with tsx compiling the TypeScript in memory;
+ * - `prod`: `npm run start:prod`'s — node on the output of `npm run build`, which the benchmark runs
+ *   once first so it measures the current code.
+ */
+export type StartMode = 'dev' | 'prod';
+
+export function startMode(): StartMode {
+  const mode = process.env.BENCH_START ?? 'dev';
+  if (mode !== 'dev' && mode !== 'prod') throw new Error(`BENCH_START must be dev or prod, got ${mode}`);
+  return mode;
+}
+
+let built = false;
+function buildOnce(): void {
+  if (built) return;
+  execFileSync('npm', ['run', '-s', 'build'], { cwd: REPO_ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+  built = true;
+}
+
+/** The node arguments of an npm script that runs `node …` (its node options included). */
+function nodeArgsOfScript(name: 'start' | 'start:prod'): string[] {
+  const scripts = (JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+  const [command, ...args] = (scripts[name] ?? '').split(/\s+/).filter(Boolean);
+  if (command !== 'node') throw new Error(`the ${name} script does not run node directly: ${scripts[name]}`);
+  return args;
+}
+
+function startCommand(role: ServiceProcess['role'], mode: StartMode): string[] {
+  if (role === 'baseline') return ['--import', 'tsx', 'bench/baseline-server.ts'];
+  if (mode === 'prod') buildOnce();
+  return nodeArgsOfScript(mode === 'prod' ? 'start:prod' : 'start');
+}
+
+/**
+ * Starts the real service (or the bare baseline) as a child process, as BENCH_START says (see StartMode).
+ * Role `baseline` runs bench/baseline-server.ts under tsx in either mode.
  */
 export async function startServiceProcess(options: {
   role: 'api' | 'worker' | 'all' | 'baseline';
   databaseUrl: string;
   env?: Record<string, string>;
 }): Promise<ServiceProcess> {
-  const script = options.role === 'baseline' ? 'bench/baseline-server.ts' : 'server/main.ts';
   const readyPath = options.role === 'baseline' ? '/healthz' : '/readyz';
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'payments-bench-data-'));
   // e.g. BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' to profile the processes under load.
   const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], {
+  const args = [...nodeArgs, ...startCommand(options.role, startMode())];
+  const child: ChildProcess = spawn(process.execPath, args, {
     cwd: REPO_ROOT,
     stdio: ['ignore', 'ignore', 'pipe'],
     env: {
@@ -91,8 +130,10 @@ export async function startServiceProcess(options: {
   return {
     role: options.role,
     pid,
+    command: `node ${args.join(' ')}`,
     baseUrl,
     peakRssKb,
+    rssKb: () => (exited ? null : readStatusKb(pid, 'VmRSS')),
     stderrTail: () => stderr,
     async waitReady(timeoutMs = 60_000) {
       const deadline = Date.now() + timeoutMs;

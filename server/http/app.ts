@@ -1,11 +1,10 @@
-import { readFileSync } from 'node:fs';
 import express, { type Express } from 'express';
 import { RequestContext } from '@mikro-orm/core';
 import { createExpressEndpoints, initServer } from '@ts-rest/express';
-import swaggerUi from 'swagger-ui-express';
 import { contract } from '../../contract/index.js';
 import type { Container } from '../container.js';
 import { dashboardRouter } from './dashboard.js';
+import { docsRouter } from './docs.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
 import { authenticate } from './middleware/auth.js';
 import { callbackMetrics } from './middleware/callback-metrics.js';
@@ -19,9 +18,7 @@ import { eventsRouter } from './routers/events.router.js';
 import { paymentsRouter } from './routers/payments.router.js';
 import { providerCallbacksRouter } from './routers/provider-callbacks.router.js';
 import { refundsRouter } from './routers/refunds.router.js';
-import { openApiDocument } from './openapi.js';
 import { opsRouter } from './ops-routes.js';
-import { projectFile } from '../config/project-root.js';
 import { mountReturnPage } from './return-page.js';
 
 export { BODY_LIMIT, type RawBodyRequest } from './middleware/json-body.js';
@@ -38,15 +35,8 @@ export function createApp(container: Container): Express {
 
   app.use(opsRouter(container));
   mountReturnPage(app);
-  const document = openApiDocument();
-  const readme = readFileSync(projectFile('README.md'), 'utf8');
-  app.get('/openapi.json', (_req, res) => res.json(document));
-  // The reference links the README's quick start; serve it beside the page so the link resolves.
-  app.get('/docs/README.md', (_req, res) => {
-    res.type('text/markdown; charset=utf-8').send(readme);
-  });
+  app.use(docsRouter());
   app.use('/dashboard', dashboardRouter());
-  app.use('/docs', swaggerUi.serve, swaggerUi.setup(document, { customSiteTitle: 'Payments API reference' }));
 
   app.use(jsonBody());
   // Every request gets its own identity map: no entity leaks between requests.

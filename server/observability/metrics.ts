@@ -42,7 +42,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /** Every query sent to PostgreSQL (BEGIN and COMMIT included), by pool: service (ORM), jobs (Agenda), sandbox (simulators). */
+  /** Every query sent to PostgreSQL (BEGIN and COMMIT included), by pool: service (ORM), jobs (Agenda), sandbox (simulators), listener (the cache's LISTEN connection). */
   readonly dbRoundTrips = new Counter({
     name: 'db_round_trips_total',
     help: 'Round trips to PostgreSQL (every query a pooled connection sends, BEGIN/COMMIT included), by pool',

@@ -23,6 +23,8 @@ export interface ChangeNotificationOptions {
   /** A check unanswered this long means the connection is dead: it is closed and made again. */
   heartbeatTimeoutMs?: number;
   onError?: (message: string) => void;
+  /** Called for every query the listening connection sends (LISTEN and heartbeats). */
+  onQuery?: () => void;
 }
 
 const MAX_RECONNECT_DELAY_MS = 5_000;
@@ -88,7 +90,12 @@ export class ChangeNotifications implements ChangeFeed {
 
   private async connect(): Promise<void> {
     if (this.stopped) return;
-    const client = new pg.Client({ connectionString: this.databaseUrl, application_name: `payments-change-listener:${process.pid}`, keepAlive: true });
+    const client = new pg.Client({
+      connectionString: this.databaseUrl,
+      application_name: `payments-change-listener:${process.pid}`,
+      keepAlive: true,
+      connectionTimeoutMillis: 10_000,
+    });
     client.on('error', (err) => this.lost(client, err.message));
     client.on('end', () => this.lost(client, 'connection ended'));
     client.on('notification', (msg) => {
@@ -98,6 +105,7 @@ export class ChangeNotifications implements ChangeFeed {
     try {
       await client.connect();
       const sentAt = Date.now();
+      this.options.onQuery?.();
       await client.query(`LISTEN ${pg.escapeIdentifier(this.options.channel)}`);
       if (this.stopped) {
         await client.end().catch(() => undefined);
@@ -143,6 +151,7 @@ export class ChangeNotifications implements ChangeFeed {
       void client.end().catch(() => undefined);
     }, this.heartbeatTimeoutMs);
     timeout.unref();
+    this.options.onQuery?.();
     client
       .query('SELECT 1')
       .then(() => {

@@ -12,7 +12,7 @@ import type { Logger } from '../observability/logger.js';
  */
 export interface SandboxDeps {
   config: AppConfig;
-  /** Context-aware EntityManager; simulators mostly use `em.getConnection().execute(sql, params)`. */
+  /** Context-aware EntityManager: walletpay and mobilemoney keep their state through it (`em.getConnection().execute(sql, params)`). */
   em: EntityManager;
   /** The simulators' own pool (sql.ts): their round trips are counted apart from the service's. */
   pool: pg.Pool;

@@ -2,10 +2,12 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createTestDatabase, sql } from '../support/database.js';
 import { adminCli, adminMerchant, baseEnv, freePort, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
-import { eventually } from '../support/webhook-receiver.js';
+import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+import { WEBHOOK_HEADERS, signWebhook } from '../../server/domain/delivery/signature.js';
 
-// Each api process caches API keys and decrypted provider credentials. A change made anywhere — through
-// the other process, the admin CLI or SQL by hand — must be honoured by every process within a second.
+// Each process caches API keys and decrypted provider credentials. A change made anywhere — through the
+// other process, the admin CLI or SQL by hand — must be honoured by every process within a second; the
+// worker's webhook signatures are held to the same bound.
 
 const WITHIN_MS = 1000;
 const ALL_SCOPES = 'payments:read,payments:write,refunds:read,refunds:write,merchant:read,merchant:write,webhooks:read,webhooks:write';
@@ -13,6 +15,8 @@ const ALL_SCOPES = 'payments:read,payments:write,refunds:read,refunds:write,merc
 let db: Awaited<ReturnType<typeof createTestDatabase>>;
 let api1: ServiceProcess;
 let api2: ServiceProcess;
+let worker: ServiceProcess;
+let receiver: WebhookReceiver;
 let merchantId: string;
 let n = 0;
 
@@ -67,15 +71,18 @@ beforeAll(async () => {
   // Both reach the simulator (and take provider callbacks) at the first one's address.
   const port = await freePort();
   const publicUrl = `http://127.0.0.1:${port}`;
-  [api1, api2] = await Promise.all([
+  [api1, api2, worker] = await Promise.all([
     startProcess('api', baseEnv(db.url, publicUrl, { PORT: String(port) }), { name: 'api1' }),
     startProcess('api', baseEnv(db.url, publicUrl), { name: 'api2' }),
+    startProcess('worker', baseEnv(db.url, publicUrl), { name: 'worker' }),
   ]);
+  receiver = await new WebhookReceiver().start();
   ({ merchantId } = await adminMerchant(db.url, 'Cached Access'));
 }, 120_000);
 
 afterAll(async () => {
   await stopAllProcesses();
+  await receiver?.stop();
   await db?.drop();
 }, 60_000);
 
@@ -83,16 +90,28 @@ describe('API keys cached in each api process', () => {
   it('refuses a key revoked with the admin CLI in both processes within a second', async () => {
     const { id, key } = await newKey();
     await warm(key);
-    const { revoked_at: revokedAt } = await adminCli<{ revoked_at: string }>(db.url, ['key', 'revoke', '--id', id]);
-    const since = Date.parse(revokedAt);
-    const [ms1, ms2] = await Promise.all([
-      msUntil(since, async () => (await readMerchant(api1, key)) === 401),
-      msUntil(since, async () => (await readMerchant(api2, key)) === 401),
-    ]);
-    expect(ms1).toBeLessThan(WITHIN_MS);
-    expect(ms2).toBeLessThan(WITHIN_MS);
-    // And it stays refused.
-    expect([await readMerchant(api1, key), await readMerchant(api2, key)]).toEqual([401, 401]);
+    // Both processes keep answering with the key while the CLI runs (so they serve it from their caches).
+    const answers: { at: number; status: number }[] = [];
+    let reading = true;
+    const readers = Promise.all(
+      [api1, api2, api1, api2].map(async (proc) => {
+        while (reading) {
+          const at = Date.now();
+          answers.push({ at, status: await readMerchant(proc, key) });
+        }
+      }),
+    );
+    let revokedAt = Infinity;
+    try {
+      revokedAt = Date.parse((await adminCli<{ revoked_at: string }>(db.url, ['key', 'revoke', '--id', id])).revoked_at);
+      await eventually(() => answers.filter((a) => a.at >= revokedAt + WITHIN_MS).length >= 20, 30_000, 'answers a second after the revocation');
+    } finally {
+      reading = false;
+      await readers;
+    }
+    expect(answers.filter((a) => a.at < revokedAt).map((a) => a.status)).toContain(200);
+    const late = answers.filter((a) => a.at >= revokedAt + WITHIN_MS);
+    expect(late.map((a) => a.status)).toEqual(late.map(() => 401));
   }, 60_000);
 
   it('honours scopes changed and a revocation made by hand in SQL within a second', async () => {
@@ -149,6 +168,54 @@ describe('provider credentials cached in each api process', () => {
     const since = Date.now();
     expect(await msUntil(since, async () => (await pay(api2, apiKey)).status === 422)).toBeLessThan(WITHIN_MS);
   }, 60_000);
+});
+
+describe('webhook signing secrets in the worker', () => {
+  /** Whether the delivery of `paymentId`'s event (once it arrives) is signed with `secret`. */
+  async function signedWith(paymentId: string, secret: string): Promise<boolean> {
+    const delivery = await eventually(() => receiver.received.find((r) => r.body.includes(paymentId)), 10_000, `the webhook of ${paymentId}`);
+    const header = (name: string) => String(delivery.headers[name.toLowerCase()]);
+    return header(WEBHOOK_HEADERS.signature) === signWebhook(secret, Number(header(WEBHOOK_HEADERS.timestamp)), delivery.body);
+  }
+
+  it('signs with a secret rotated through an api process within a second, while it delivers a steady stream', async () => {
+    const { key: apiKey } = await newKey();
+    expect((await call(api1, 'PUT', '/v1/merchant/credentials', apiKey, { provider: 'cardpay', cardpay: { secret_key: 'sk_test_cache_hooks_0004' } })).status).toBe(200);
+    const register = async (proc: ServiceProcess) => {
+      const res = await call(proc, 'PUT', '/v1/merchant/webhook', apiKey, { webhook_url: receiver.url });
+      expect(res.status).toBe(200);
+      return res.body.data.webhook_secret as string;
+    };
+    const first = await register(api1);
+    // Payments created one after another by four clients: the worker signs deliveries several times a
+    // second (a cache of the secret would be in use).
+    const sent: { id: string; at: number }[] = [];
+    let streaming = true;
+    const stream = Promise.all(
+      Array.from({ length: 4 }, async () => {
+        while (streaming) {
+          const at = Date.now();
+          const created = await pay(api1, apiKey);
+          if (created.status === 201) sent.push({ id: created.body.data.id as string, at });
+        }
+      }),
+    );
+    try {
+      await eventually(() => sent.length >= 20, 30_000, 'twenty payments');
+      expect(await signedWith(sent[0]!.id, first)).toBe(true);
+      const second = await register(api2);
+      const rotatedAt = Date.now();
+      await eventually(() => sent.filter((p) => p.at >= rotatedAt + WITHIN_MS).length >= 10, 30_000, 'ten payments a second after the rotation');
+      streaming = false;
+      await stream;
+      const late = sent.filter((p) => p.at >= rotatedAt + WITHIN_MS);
+      const signedWithNew = await Promise.all(late.map((p) => signedWith(p.id, second)));
+      expect(signedWithNew).toEqual(late.map(() => true));
+    } finally {
+      streaming = false;
+      await stream;
+    }
+  }, 120_000);
 });
 
 describe('when the listening connection is lost', () => {

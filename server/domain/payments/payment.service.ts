@@ -13,6 +13,7 @@ import { ProviderError, type PaymentLookup, type ProviderPaymentResult } from '.
 import { hashRequest, type Acquired, type ClaimedKey, type IdempotencyKeys } from './idempotency-keys.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { countPayments } from './payment-counts.js';
+import { DEEP_PAGE_OFFSET, deepPageIds } from './payment-pages.js';
 import { reservePayment, type PaymentReservation } from './payment-reservation.js';
 import type { PaymentUpdate, StatusWriter } from './status-writer.js';
 import { normalizePaymentRequest, type NormalizedPaymentRequest } from './payment-request.js';
@@ -270,8 +271,14 @@ export class PaymentService {
     // Exact totals: the trigger-kept counters answer merchant/status/provider/currency filters; amount,
     // date and search filters are counted on their indexes.
     const countable = query.min_amount === undefined && query.max_amount === undefined && query.since === undefined && query.until === undefined && query.search === undefined;
+    // A deep page of all payments or of one status: the week counts find where it starts.
+    const offset = (query.page - 1) * query.page_size;
+    const byWeeks = countable && query.provider === undefined && query.currency === undefined && offset >= DEEP_PAGE_OFFSET;
+    const ids = byWeeks ? deepPageIds(this.em, merchantId, query.status, offset, query.page_size) : null;
     const [items, total] = await Promise.all([
-      this.em.find(PaymentSchema, { id: { $in: pageIds.getKnexQuery() } } as unknown as FilterQuery<Payment>, { orderBy: order }),
+      ids
+        ? ids.then((page) => (page.length ? this.em.find(PaymentSchema, { id: { $in: page } }, { orderBy: order }) : []))
+        : this.em.find(PaymentSchema, { id: { $in: pageIds.getKnexQuery() } } as unknown as FilterQuery<Payment>, { orderBy: order }),
       countable
         ? countPayments(this.em, { merchantId, status: query.status, provider: query.provider, currency: query.currency?.toUpperCase() })
         : this.em.count(PaymentSchema, where),

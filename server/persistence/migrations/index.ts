@@ -23,6 +23,7 @@ import { Migration20261123001401_confirmation_queries } from './Migration2026112
 import { Migration20261123001101_access_change_notifications } from './Migration20261123001101_access_change_notifications.js';
 import { Migration20261123001201_sandbox_cardpay_idempotency_expiry } from './Migration20261123001201_sandbox_cardpay_idempotency_expiry.js';
 import { Migration20261123001301_delivery_due_notify } from './Migration20261123001301_delivery_due_notify.js';
+import { Migration20261123001601_payment_week_counts } from './Migration20261123001601_payment_week_counts.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -53,4 +54,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261123001101_access_change_notifications', class: Migration20261123001101_access_change_notifications },
   { name: 'Migration20261123001201_sandbox_cardpay_idempotency_expiry', class: Migration20261123001201_sandbox_cardpay_idempotency_expiry },
   { name: 'Migration20261123001301_delivery_due_notify', class: Migration20261123001301_delivery_due_notify },
+  { name: 'Migration20261123001601_payment_week_counts', class: Migration20261123001601_payment_week_counts },
 ];

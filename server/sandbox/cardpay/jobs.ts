@@ -42,8 +42,7 @@ export function followUpJobs(followUps: FollowUp[]): NamedWrite | null {
  * The final select of a statement that inserts jobs: one NOTIFY per job name (its earliest run), as
  * Agenda's own scheduling sends, so a worker fills its queue at once instead of at its next poll.
  */
-export function notifyWorkers(jobs: NamedWrite[]): Statement {
-  if (jobs.length === 0) return { sql: 'SELECT 0 AS notified', params: [] };
+function notifyWorkers(jobs: NamedWrite[]): Statement {
   const union = jobs.map((j) => `SELECT id, name, next_run_at FROM ${j.name}`).join(' UNION ALL ');
   return {
     sql: `SELECT count(pg_notify('${CHANNEL}', json_build_object('jobId', j.id, 'jobName', j.name, 'nextRunAt', j.next_run_at,
@@ -56,5 +55,6 @@ export function notifyWorkers(jobs: NamedWrite[]): Statement {
 /** Commits `work` with `writes` and the jobs (null: none) in one statement that also wakes the workers. */
 export async function commitWithJobs(work: UnitOfWork, jobs: (NamedWrite | null)[], writes: NamedWrite[] = []): Promise<void> {
   const inserts = jobs.filter((j): j is NamedWrite => j !== null);
-  await work.commit([...writes, ...inserts], notifyWorkers(inserts));
+  if (inserts.length === 0) await work.commit(writes);
+  else await work.commit([...writes, ...inserts], notifyWorkers(inserts));
 }
