@@ -12,16 +12,20 @@
  * worker exited so its statistics are published) and the receiver's own CPU time per delivery (it runs
  * in this process, which does nothing else while the worker drains), to show it is not the bottleneck.
  *
- *   npx tsx bench/webhook-throughput.ts   (BENCH_DELIVERIES=1000; BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=…' to profile)
+ * Then, with a fresh api and worker running, BENCH_LATENCY_PAYMENTS payments are created one at a time:
+ * how long from the create request to the webhook's arrival (the first attempt starts from the NOTIFY
+ * of the commit), next to the create request's own answer time.
+ *
+ *   npx tsx bench/webhook-throughput.ts   (BENCH_DELIVERIES=1000 BENCH_LATENCY_PAYMENTS=50; BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=…' to profile)
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { knob, log, runIfMain, type Benchmark } from './lib/harness.js';
 import { LoopbackClient, closedLoop } from './lib/http.js';
-import { configureMerchant, createMerchant, createPayment } from './lib/merchant.js';
+import { configureMerchant, createMerchant, createPayment, type BenchMerchant } from './lib/merchant.js';
 import { query } from './lib/postgres.js';
 import { WebhookReceiver } from './lib/receiver.js';
-import { kib, printTable, writeResult } from './lib/report.js';
+import { kib, printTable, summarize, writeResult } from './lib/report.js';
 import { startServiceProcess, watchRss, type ServiceProcess } from './lib/service-process.js';
 
 /** Database-wide counters of the bench database: transactions, and rows written per table. */
@@ -35,8 +39,28 @@ async function databaseWork(url: string, name: string) {
   return { transactions: Number(db?.c), tables: Object.fromEntries(tables.map((t) => [t.relname, { ins: Number(t.ins), upd: Number(t.upd), del: Number(t.del) }])) };
 }
 
+/** One payment at a time through a running api and worker: create request → 201, and → webhook received. */
+async function firstAttemptLatency(client: LoopbackClient, merchant: BenchMerchant, receiver: WebhookReceiver, count: number) {
+  const toAnswer: number[] = [];
+  const toWebhook: number[] = [];
+  for (let i = 0; i < count; i += 1) {
+    const started = performance.now();
+    const res = await createPayment(client, merchant, `latency-${randomUUID()}`);
+    toAnswer.push(performance.now() - started);
+    const paymentId = (JSON.parse(res.body) as { data?: { id?: string } }).data?.id;
+    if (res.status !== 201 || !paymentId) throw new Error(`create failed: ${res.status} ${res.body.slice(0, 200)}`);
+    const deadline = performance.now() + 10_000;
+    while (!receiver.byPaymentId.has(paymentId) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 2));
+    const receipt = receiver.byPaymentId.get(paymentId);
+    if (!receipt) throw new Error(`the webhook of payment ${paymentId} did not arrive within 10 s`);
+    toWebhook.push(receipt.at - started);
+  }
+  return { toAnswer: summarize(toAnswer), toWebhook: summarize(toWebhook) };
+}
+
 export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
   const deliveries = knob('BENCH_DELIVERIES', 1000);
+  const latencyPayments = knob('BENCH_LATENCY_PAYMENTS', 50);
   const concurrency = knob('BENCH_CONCURRENCY', 50);
   const db = await ctx.pg.createDatabase('delivery');
   const receiver = await new WebhookReceiver().start();
@@ -76,10 +100,14 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
     processes.push(worker);
     const stopWatch = watchRss(processes);
     const receiverCpuBefore = process.cpuUsage();
+    const connectionsBefore = receiver.connections;
     const allArrived = await receiver.waitForDistinct(pendingRows, 180_000);
     const receiverCpu = process.cpuUsage(receiverCpuBefore);
+    const workerConnections = receiver.connections - connectionsBefore;
     stopWatch();
     const receipts = [...receiver.byWebhookId.values()].map((r) => r.at).sort((a, b) => a - b);
+    // Counted now: the latency phase below adds deliveries of its own.
+    const duplicates = receiver.receipts.length - receipts.length;
     const first = receipts[0] ?? NaN;
     const last = receipts.at(-1) ?? NaN;
     // Let the worker record the last attempts before counting rows.
@@ -92,6 +120,19 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
     }
     const workerRss = (await worker.stop()).peakRssKb;
     const after = await databaseWork(db.url, db.name);
+
+    log(`first-attempt latency: ${latencyPayments} payments one at a time, with an api and a worker running`);
+    const [api2, worker2] = await Promise.all([
+      startServiceProcess({ role: 'api', databaseUrl: db.url }),
+      startServiceProcess({ role: 'worker', databaseUrl: db.url }),
+    ]);
+    processes.push(api2, worker2);
+    await api2.waitReady();
+    const latencyClient = new LoopbackClient(api2.baseUrl, 1);
+    // A few first, unmeasured: connections and JIT warm up.
+    await firstAttemptLatency(latencyClient, merchant, receiver, 5);
+    const latency = await firstAttemptLatency(latencyClient, merchant, receiver, latencyPayments);
+    latencyClient.close();
 
     const steadyPerSecond = receipts.length > 1 ? ((receipts.length - 1) / (last - first)) * 1000 : NaN;
     const overallPerSecond = (receipts.length / (last - spawnedAt)) * 1000;
@@ -110,7 +151,7 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
       {
         received: receipts.length,
         'delivered rows': delivered,
-        duplicates: receiver.receipts.length - receipts.length,
+        duplicates,
         'deliveries/s (first→last)': steadyPerSecond.toFixed(0),
         'deliveries/s (incl. worker boot)': overallPerSecond.toFixed(0),
         'worker boot → first ms': (first - spawnedAt).toFixed(0),
@@ -121,9 +162,14 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
       {
         'transactions/delivery': transactionsPerDelivery,
         ...Object.fromEntries(Object.entries(rowsPerDelivery).map(([table, r]) => [`${table} ins/upd/del`, `${r.inserted}/${r.updated}/${r.deleted}`])),
+        'connections to the receiver': workerConnections,
         'receiver CPU ms/delivery': (receiverCpuMs / Math.max(1, receipts.length)).toFixed(3),
         'receiver share of a core': `${(receiverCoreShare * 100).toFixed(0)} %`,
       },
+    ]);
+    printTable(`First attempt — ${latencyPayments} payments one at a time, api and worker running (ms from the create request)`, [
+      { measure: 'create answered (201)', ...pick(latency.toAnswer) },
+      { measure: 'webhook received', ...pick(latency.toWebhook) },
     ]);
     if (!allArrived) process.stdout.write('WARNING: not every delivery arrived within 180 s\n');
 
@@ -133,7 +179,7 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
       machine: ctx.machine,
       parameters: { deliveries: pendingRows, workers: 1, creationConcurrency: concurrency },
       received: receipts.length,
-      duplicates: receiver.receipts.length - receipts.length,
+      duplicates,
       deliveredRows: delivered,
       deliveriesPerSecondFirstToLast: steadyPerSecond,
       deliveriesPerSecondIncludingBoot: overallPerSecond,
@@ -142,11 +188,18 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
       transactionsPerDelivery,
       rowsPerDelivery,
       receiver: { cpuMsPerDelivery: receiverCpuMs / Math.max(1, receipts.length), shareOfOneCore: receiverCoreShare },
+      workerConnectionsToReceiver: workerConnections,
+      firstAttemptLatencyMs: latency,
       peakRssKb: { worker: workerRss, api: apiRss },
     };
     return {
       name: 'webhook-throughput',
-      headline: { deliveries: receipts.length, 'deliveries/s': Math.round(steadyPerSecond), 'incl. boot /s': Math.round(overallPerSecond) },
+      headline: {
+        deliveries: receipts.length,
+        'deliveries/s': Math.round(steadyPerSecond),
+        'incl. boot /s': Math.round(overallPerSecond),
+        'create → webhook p50 ms': latency.toWebhook.p50,
+      },
       resultFile: writeResult('webhook-throughput', result),
       peakRssKb: { worker: workerRss, api: apiRss },
     };
@@ -156,5 +209,9 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
     await db.drop();
   }
 };
+
+function pick(s: ReturnType<typeof summarize>) {
+  return { 'p50 ms': s.p50, 'p90 ms': s.p90, 'p99 ms': s.p99, 'max ms': s.max };
+}
 
 runIfMain(import.meta.url, webhookThroughputBenchmark);

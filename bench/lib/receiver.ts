@@ -10,7 +10,10 @@ export interface Receipt {
   at: number;
 }
 
-/** The merchant's webhook endpoint: answers 200 at once and records when each delivery arrived. */
+/**
+ * The merchant's webhook endpoint: answers 200 at once and records when each delivery arrived. It is
+ * cheap next to the sender (the webhook bench reports its CPU per delivery), so it does not bound the rate.
+ */
 export class WebhookReceiver {
   private server: http.Server | null = null;
   readonly receipts: Receipt[] = [];
@@ -18,6 +21,8 @@ export class WebhookReceiver {
   readonly byWebhookId = new Map<string, Receipt>();
   readonly byPaymentId = new Map<string, Receipt>();
   private waiters: { count: number; resolve: () => void }[] = [];
+  /** TCP connections opened to it: how well the sender reuses keep-alive connections. */
+  connections = 0;
   url = '';
 
   async start(): Promise<this> {
@@ -43,6 +48,7 @@ export class WebhookReceiver {
         this.waiters = this.waiters.filter((w) => (this.byWebhookId.size >= w.count ? (w.resolve(), false) : true));
       });
     });
+    this.server.on('connection', () => (this.connections += 1));
     this.server.keepAliveTimeout = 30_000;
     await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
     this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/webhooks`;

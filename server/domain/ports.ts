@@ -9,7 +9,10 @@ import type { CheckStatusAck, CreatePaymentBody, Provider } from '../../contract
 
 /** What the domain needs from the job runner; implemented in jobs/ on Agenda. */
 export interface DeliveryQueue {
-  /** Schedules an immediate delivery attempt for each id (after the outbox transaction committed). */
+  /**
+   * Called after the outbox transaction committed, with its new deliveries, for an attempt now. The
+   * implementation may have nothing left to do: the commit's NOTIFY already woke the workers.
+   */
   enqueue(deliveryIds: readonly string[]): Promise<void>;
 }
 

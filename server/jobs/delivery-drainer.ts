@@ -3,7 +3,7 @@ import type { LeasedDelivery } from '../domain/delivery/delivery-store.js';
 import type { JobContext } from './job-context.js';
 
 export interface DrainerOptions {
-  /** Attempts under way at once in this process (each holds an HTTP request until its result is recorded). */
+  /** HTTP requests under way at once in this process. */
   maxInFlight: number;
   /** Wait before claiming again after a failed claim (e.g. the database is restarting). */
   retryMs: number;
@@ -11,6 +11,8 @@ export interface DrainerOptions {
 
 /** Claim only when at least this many slots are free, so claims stay batched under load. */
 const MIN_CLAIM = 8;
+/** Sent attempts whose results are still being recorded, at most this many times `maxInFlight`. */
+const MAX_UNRECORDED_FACTOR = 4;
 
 /**
  * A worker's loop for first attempts (and anything else due): woken by the NOTIFY of the commit that
@@ -22,7 +24,10 @@ const MIN_CLAIM = 8;
  * an expired lease). Leases keep any number of workers from sending a delivery twice at once.
  */
 export class DeliveryDrainer {
+  /** Attempts not yet recorded (sending, or sent and waiting for their group to be written). */
   private inFlight = new Set<Promise<void>>();
+  /** Of those, the ones whose HTTP exchange is still under way. */
+  private sending = 0;
   private stopped = false;
   /** Something may be due: set by a notification, and by a claim that came back full. */
   private due = false;
@@ -51,7 +56,8 @@ export class DeliveryDrainer {
   private async loop(): Promise<void> {
     const { logger, orm, services } = this.container;
     while (!this.stopped) {
-      const free = this.options.maxInFlight - this.inFlight.size;
+      // A slot frees when its response arrives: recording it (in a group) does not hold up the next request.
+      const free = Math.min(this.options.maxInFlight - this.sending, this.options.maxInFlight * MAX_UNRECORDED_FACTOR - this.inFlight.size);
       if (!this.due || free < Math.min(MIN_CLAIM, this.options.maxInFlight)) {
         await this.pause();
         continue;
@@ -75,13 +81,22 @@ export class DeliveryDrainer {
 
   private send(leased: LeasedDelivery): void {
     const { deliveryQueue, logger, orm, services } = this.container;
+    this.sending += 1;
+    let sent = false;
+    const onSent = () => {
+      if (sent) return;
+      sent = true;
+      this.sending -= 1;
+      this.wake?.();
+    };
     const attempt = RequestContext.create(orm.em, async () => {
-      const outcome = await services.deliveries.attemptLeased(leased);
+      const outcome = await services.deliveries.attemptLeased(leased, onSent);
       // If the process dies before this, the sweeper finds the due row.
       if (outcome.status === 'retrying' && outcome.nextAttemptAt) await deliveryQueue.scheduleAt(leased.id, outcome.nextAttemptAt);
     })
       .catch((err: Error) => logger.error({ deliveryId: leased.id, err: { type: err.name, message: err.message } }, 'webhook attempt failed to run'))
       .finally(() => {
+        onSent();
         this.inFlight.delete(attempt);
         this.wake?.();
       });

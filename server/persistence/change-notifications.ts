@@ -90,7 +90,12 @@ export class ChangeNotifications implements ChangeFeed {
 
   private async connect(): Promise<void> {
     if (this.stopped) return;
-    const client = new pg.Client({ connectionString: this.databaseUrl, application_name: `payments-change-listener:${process.pid}`, keepAlive: true });
+    const client = new pg.Client({
+      connectionString: this.databaseUrl,
+      application_name: `payments-change-listener:${process.pid}`,
+      keepAlive: true,
+      connectionTimeoutMillis: 10_000,
+    });
     client.on('error', (err) => this.lost(client, err.message));
     client.on('end', () => this.lost(client, 'connection ended'));
     client.on('notification', (msg) => {

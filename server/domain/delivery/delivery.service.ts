@@ -50,6 +50,8 @@ const DAY_MS = 86_400_000;
 
 /** Headroom over the request timeout for DNS, the secret lookup and recording the result. */
 const LEASE_MARGIN_MS = 30_000;
+/** Sealed signing secrets remembered with their plaintext (see `openSecret`). */
+const OPENED_SECRETS_MAX = 1000;
 
 /**
  * Outbound merchant webhooks: signs and sends one delivery attempt at a time, records every attempt,
@@ -60,6 +62,7 @@ const LEASE_MARGIN_MS = 30_000;
 export class DeliveryService {
   /** Successful attempts finishing at about the same time are recorded in one statement. */
   private readonly delivered: GroupWriter<AttemptRecord & { url: string }, boolean>;
+  private readonly openedSecrets = new Map<string, string>();
 
   constructor(
     private readonly em: EntityManager,
@@ -98,9 +101,12 @@ export class DeliveryService {
     return leaseDueDeliveries(this.em, limit, this.leaseMs);
   }
 
-  /** The scheduled attempt of a delivery the caller already leased (the worker's batched claims). */
-  async attemptLeased(leased: LeasedDelivery): Promise<AttemptOutcome> {
-    return (await this.attempt(leased, 'scheduled', 'schedule')).outcome;
+  /**
+   * The scheduled attempt of a delivery the caller already leased (the worker's batched claims).
+   * `onSent` runs once the HTTP exchange is over, before the result is recorded (the lease is held until then).
+   */
+  async attemptLeased(leased: LeasedDelivery, onSent?: () => void): Promise<AttemptOutcome> {
+    return (await this.attempt(leased, 'scheduled', 'schedule', onSent)).outcome;
   }
 
   /**
@@ -182,9 +188,11 @@ export class DeliveryService {
     leased: LeasedDelivery,
     trigger: AttemptTrigger,
     onFailure: 'schedule' | 'unchanged' | 'dead',
+    onSent?: () => void,
   ): Promise<{ outcome: AttemptOutcome; result: SendResult }> {
     const url = leased.merchantUrl ?? leased.url;
     const result = await this.send(leased, url);
+    onSent?.();
     const attemptNumber = leased.attempts + 1;
     const record = { deliveryId: leased.id, attemptNumber, trigger, responseStatus: result.responseStatus, error: result.error, durationMs: result.durationMs };
     const update = { url, responseStatus: result.responseStatus, error: result.error };
@@ -212,13 +220,28 @@ export class DeliveryService {
     return { status: 'delivered', nextAttemptAt: null };
   }
 
+  /**
+   * Decrypts a sealed secret once per process: keyed by the ciphertext, which changes whenever the secret
+   * does (a fresh IV each time), so a rotated secret is never answered from here — nothing to invalidate.
+   */
+  private openSecret(sealed: string | null): string | null {
+    if (!sealed) return null;
+    let secret = this.openedSecrets.get(sealed);
+    if (secret === undefined) {
+      secret = this.merchants.openWebhookSecret(sealed)!;
+      if (this.openedSecrets.size >= OPENED_SECRETS_MAX) this.openedSecrets.delete(this.openedSecrets.keys().next().value!);
+      this.openedSecrets.set(sealed, secret);
+    }
+    return secret;
+  }
+
   /** Checks the URL and the secret, then POSTs; anything that stops the request is a failed attempt. */
   private async send(leased: LeasedDelivery, url: string): Promise<SendResult> {
     const refused = (error: string): SendResult => ({ ok: false, responseStatus: null, error: capError(error), durationMs: 0 });
     let secret: string | null;
     try {
       await assertDeliverableUrl(url, this.config.allowPrivateUrls);
-      secret = this.merchants.openWebhookSecret(leased.sealedSecret);
+      secret = this.openSecret(leased.sealedSecret);
     } catch (err) {
       if (err instanceof DomainError) return refused(`URL refused: ${err.details?.[0]?.issue ?? err.message}`);
       this.logger.error({ deliveryId: leased.id, err: { type: (err as Error).name, message: (err as Error).message } }, 'webhook attempt could not be prepared');
