@@ -16,8 +16,9 @@ const MAX_UNRECORDED_FACTOR = 4;
 
 /**
  * A worker's loop for first attempts (and anything else due): woken by the NOTIFY of the commit that
- * made a delivery due (a ChangeNotifications on DELIVERIES_DUE_CHANNEL, see service.ts), it leases many due deliveries in one statement, sends up to
- * `maxInFlight` at once over keep-alive connections, and records each attempt (successes in groups).
+ * made a delivery due (a ChangeNotifications on DELIVERIES_DUE_CHANNEL, see service.ts), it leases many
+ * due deliveries in one statement, sends up to `maxInFlight` at once over keep-alive connections, and
+ * records each attempt (successes in groups).
  * It keeps claiming while the last claim came back full, then sleeps until the next notification.
  * Agenda keeps the scheduled retries (a failed attempt books the next one as a job) and the sweeper,
  * which wakes the workers for anything due that nobody took (no worker listening, a lost retry job,
