@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { EventSchema, MerchantSchema, WebhookDeliverySchema } from '../../persistence/entities/index.js';
+import { EventSchema } from '../../persistence/entities/index.js';
 import type { MerchantEventData, MerchantEventPayload, MerchantEventType } from './merchant-events.js';
 
 export interface AppendedEvent {
@@ -31,22 +31,16 @@ export async function appendEvent(
     createdAt,
   });
   // The entities declare no relation, so the unit of work does not know the event must be inserted
-  // before its delivery (webhook_deliveries.event_id is a foreign key): write it first.
+  // before its delivery (webhook_deliveries.event_id is a foreign key): write it first. The delivery is
+  // due at the database's now(), the clock its claims and retries use (an api host's clock may differ).
   await tx.flush();
-  const merchant = await tx.findOneOrFail(MerchantSchema, { id: input.merchantId });
-  if (!merchant.webhookUrl) return { eventId, deliveryId: null };
-  const deliveryId = randomUUID();
-  tx.create(WebhookDeliverySchema, {
-    id: deliveryId,
-    eventId,
-    merchantId: input.merchantId,
-    paymentId: input.paymentId,
-    eventType: input.type,
-    url: merchant.webhookUrl,
-    status: 'pending',
-    attempts: 0,
-    nextAttemptAt: createdAt,
-  });
+  const rows = await tx.execute<{ id: string }[]>(
+    `INSERT INTO webhook_deliveries (id, event_id, merchant_id, payment_id, event_type, url, status, attempts, next_attempt_at, created_at, updated_at)
+     SELECT ?, ?, m.id, ?, ?, m.webhook_url, 'pending', 0, now(), now(), now() FROM merchants m WHERE m.id = ? AND m.webhook_url <> '' RETURNING id`,
+    [randomUUID(), eventId, input.paymentId, input.type, input.merchantId],
+    'all',
+  );
+  const deliveryId = rows[0]?.id ?? null;
   return { eventId, deliveryId };
 }
 
@@ -68,7 +62,7 @@ export function appendEventSql(
     sql: `event AS (INSERT INTO events (id, merchant_id, payment_id, type, payload, body, created_at)
         SELECT ?, ?, ?, ?, ?::jsonb, ?, ?::timestamptz FROM ${source} RETURNING id, created_at),
       delivery AS (INSERT INTO webhook_deliveries (id, event_id, merchant_id, payment_id, event_type, url, status, attempts, next_attempt_at, created_at, updated_at)
-        SELECT ?, event.id, m.id, ?, ?, m.webhook_url, 'pending', 0, event.created_at, event.created_at, event.created_at
+        SELECT ?, event.id, m.id, ?, ?, m.webhook_url, 'pending', 0, now(), now(), now()
         FROM event JOIN merchants m ON m.id = ? WHERE m.webhook_url <> '' RETURNING id)`,
     params: [eventId, input.merchantId, input.paymentId, input.type, body, body, createdAt, randomUUID(), input.paymentId, input.type, input.merchantId],
   };
