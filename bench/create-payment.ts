@@ -6,7 +6,7 @@
  * The service runs as one `ROLE=api` process with the merchant's webhook URL registered, so every
  * request does the whole write path (key lookup, credential decryption, the idempotency claim with the pending row,
  * the provider's HTTP call to the simulator — which is served by the same process and writes its own
- * rows —, the completing transition, the outbox event + delivery row, the Agenda job). No worker runs:
+ * rows —, the completing transition, the outbox event + delivery row, whose commit NOTIFYs the workers). No worker runs:
  * sending the webhooks is benchmark 3.
  *
  *   npx tsx bench/create-payment.ts   (BENCH_CONCURRENCY=50 BENCH_CREATE_REQUESTS=2000 BENCH_CREATE_SECONDS=20)
