@@ -56,8 +56,8 @@ describe('one status writer', () => {
     walk('server');
     const writers = files.filter((f) => !f.startsWith(join('server', 'sandbox'))).filter((f) => {
       const text = readFileSync(f, 'utf8');
-      // An entity assignment (not a query filter such as where.status), or an SQL UPDATE setting status.
-      return /(?<!where)\.status\s*=[^=]/.test(text) || /UPDATE\s+(payments|refunds)\s+SET\s+(?:[^;`]*?,\s*)?status\s*=/i.test(text);
+      // An entity assignment (not a query filter such as where.status, nor a trigger reading NEW/OLD.status), or an SQL UPDATE setting status.
+      return /(?<!where|NEW|OLD)\.status\s*=[^=]/.test(text) || /UPDATE\s+(payments|refunds)\s+SET\s+(?:[^;`]*?,\s*)?status\s*=/i.test(text);
     });
     expect(writers).toEqual([join('server', 'domain', 'payments', 'status-writer.ts')]);
   });
