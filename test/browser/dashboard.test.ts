@@ -46,6 +46,17 @@ async function signIn(page: Page) {
 
 /** Waits until the page shows this text (announcements, outcomes). */
 const shows = (page: Page, text: string | RegExp) => page.getByText(text).first().waitFor();
+/**
+ * Runs `action` (a click or a navigation that changes the address) and waits until the router has
+ * rendered the new view: the form that was on the page is gone. The router renders on `hashchange`, a
+ * task that may run after Playwright's click returns; filling in fields before it would type into the
+ * form about to be replaced.
+ */
+async function rerendered(page: Page, action: () => Promise<unknown>) {
+  const form = await page.locator('form.filters').elementHandle();
+  await action();
+  await page.waitForFunction((el) => !el?.isConnected, form);
+}
 
 /** The payment ids the list shows, in order. */
 const listedIds = async (page: Page) =>
@@ -112,7 +123,7 @@ describe('merchant dashboard', () => {
     await page.waitForURL(/status=failed/);
     await waitFor(async () => JSON.stringify(await listedIds(page)) === JSON.stringify([payments.declined]), 'the failed filter');
 
-    await page.getByRole('button', { name: 'Clear' }).click();
+    await rerendered(page, () => page.getByRole('button', { name: 'Clear' }).click());
     await page.getByLabel('Min amount').fill('10');
     await page.getByLabel('Max amount').fill('100');
     await page.getByLabel('Provider').selectOption('cardpay');
@@ -120,8 +131,8 @@ describe('merchant dashboard', () => {
     await waitFor(async () => JSON.stringify(await listedIds(page)) === JSON.stringify([payments.declined, payments.deadDelivery]), 'the amount filter');
     await shows(page, 'Page 1 of 1 · 2 payments');
 
-    await page.goto(`${t.baseUrl}/dashboard/#/payments?page_size=1`);
-    await page.getByRole('button', { name: 'Clear' }).click();
+    await rerendered(page, () => page.goto(`${t.baseUrl}/dashboard/#/payments?page_size=1`));
+    await rerendered(page, () => page.getByRole('button', { name: 'Clear' }).click());
     await page.getByLabel('Currency').fill('US');
     await page.getByRole('button', { name: 'Apply filters' }).click();
     const alert = page.getByRole('alert');
