@@ -26,7 +26,11 @@ interface PendingPayment {
   providerRef: string;
 }
 
-/** A cardpay event signed as the provider signs it: `t=<ts>,v1=<hex HMAC-SHA256 of "<ts>.<body>">`. */
+/**
+ * A cardpay event signed as the provider signs it: `t=<ts>,v1=<hex HMAC-SHA256 of "<ts>.<body>">`, with
+ * the intent's amount and currency (25.00 USD, as bench/lib/merchant.ts creates it): the integrity check
+ * applies nothing that does not carry ours.
+ */
 function signedSucceeded(p: PendingPayment): { body: string; signature: string } {
   const created = Math.floor(Date.now() / 1000);
   const body = JSON.stringify({
@@ -36,7 +40,7 @@ function signedSucceeded(p: PendingPayment): { body: string; signature: string }
     created,
     livemode: false,
     type: 'payment_intent.succeeded',
-    data: { object: { object: 'payment_intent', id: p.providerRef, status: 'succeeded', metadata: { payment_id: p.id } } },
+    data: { object: { object: 'payment_intent', id: p.providerRef, status: 'succeeded', amount: 2500, amount_received: 2500, currency: 'usd', metadata: { payment_id: p.id } } },
   });
   const signature = `t=${created},v1=${createHmac('sha256', CARDPAY_WEBHOOK_SECRET).update(`${created}.${body}`).digest('hex')}`;
   return { body, signature };

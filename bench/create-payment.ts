@@ -55,6 +55,7 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
   const maxRequests = knob('BENCH_CREATE_REQUESTS', 2000);
   const maxMs = knob('BENCH_CREATE_SECONDS', 20) * 1000;
   const warmup = knob('BENCH_WARMUP_REQUESTS', 200);
+  const single = knob('BENCH_SINGLE_REQUESTS', 300);
   const db = await ctx.pg.createDatabase('create');
   // Same server, its own database: each side's statistics are its own.
   const baseDb = await ctx.pg.createDatabase('baseline');
@@ -76,11 +77,11 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
     const baseClient = new LoopbackClient(baseline.baseUrl, concurrency);
     await configureMerchant(client, merchant, receiver.url);
 
-    const run = (c: LoopbackClient, kind: 'service' | 'baseline', n: number, ms: number) => {
+    const run = (c: LoopbackClient, kind: 'service' | 'baseline', n: number, ms: number, inFlight = concurrency) => {
       const prefix = `${kind}-${randomUUID()}`;
       const body = JSON.stringify({ amount: '25.00', currency: 'USD' });
       return closedLoop({
-        concurrency,
+        concurrency: inFlight,
         maxRequests: n,
         maxDurationMs: ms,
         isOk: kind === 'service' ? completed : (res) => res.status === 201,
@@ -100,6 +101,9 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
     const roundTrips = roundTripsPerRequest(tripsBefore, await readRoundTrips(client), service.ok + service.failed);
     log(`measuring the baseline: ${maxRequests} requests or ${maxMs / 1000} s, ${concurrency} concurrent`);
     const bare = await run(baseClient, 'baseline', maxRequests, maxMs);
+    log(`one at a time: ${single} requests each`);
+    const serviceOne = await run(client, 'service', single, maxMs, 1);
+    const bareOne = await run(baseClient, 'baseline', single, maxMs, 1);
     stopWatch();
     client.close();
     baseClient.close();
@@ -114,14 +118,21 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
     const baseRss = (await baseline.stop()).peakRssKb;
     await new Promise((r) => setTimeout(r, 1000));
     const work = {
-      service: await workPerRequest(db.url, db.name, warmup + service.ok + service.failed),
-      baseline: await workPerRequest(baseDb.url, baseDb.name, warmup + bare.ok + bare.failed),
+      service: await workPerRequest(db.url, db.name, warmup + service.ok + service.failed + serviceOne.ok + serviceOne.failed),
+      baseline: await workPerRequest(baseDb.url, baseDb.name, warmup + bare.ok + bare.failed + bareOne.ok + bareOne.failed),
     };
-    const table = [row('service POST /v1/payments', service), row('bare express + pg INSERT', bare)];
-    printTable(`Create payment — ${concurrency} concurrent, unique Idempotency-Keys (cardpay simulator, pm_card_visa)`, table);
+    const table = [
+      row('service POST /v1/payments', service),
+      row('bare express + pg INSERT', bare),
+      row('service, one at a time', serviceOne),
+      row('bare, one at a time', bareOne),
+    ];
+    printTable(`Create payment — ${concurrency} concurrent, then one at a time; unique Idempotency-Keys (cardpay simulator, pm_card_visa)`, table);
     const ratio = bare.requestsPerSecond / service.requestsPerSecond;
     const s = summarize(service.latenciesMs);
     const b = summarize(bare.latenciesMs);
+    const s1 = summarize(serviceOne.latenciesMs);
+    const b1 = summarize(bareOne.latenciesMs);
     process.stdout.write(`throughput ratio bare/service: ${ratio.toFixed(1)}x; p50 ${s.p50} vs ${b.p50} ms (${(s.p50 / b.p50).toFixed(1)}x)\n`);
     process.stdout.write(`per request in PostgreSQL (every standalone statement is a transaction): service ${work.service.transactions} transactions, ${work.service.rowsInserted} rows inserted, ${work.service.rowsUpdated} updated; baseline ${work.baseline.transactions} / ${work.baseline.rowsInserted} / ${work.baseline.rowsUpdated}\n`);
     printTable('PostgreSQL work per create (round trips: measured run, by pool; transactions and rows: service and simulator together)', [{
@@ -139,9 +150,10 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
       benchmark: 'create-payment',
       at: new Date().toISOString(),
       machine: ctx.machine,
-      parameters: { concurrency, maxRequests, maxSeconds: maxMs / 1000, warmup, serviceRole: 'api', paymentMethod: 'pm_card_visa', apiCommand: api.command, baselineCommand: baseline.command },
+      parameters: { concurrency, single, maxRequests, maxSeconds: maxMs / 1000, warmup, serviceRole: 'api', paymentMethod: 'pm_card_visa', apiCommand: api.command, baselineCommand: baseline.command },
       service: { ...summarize(service.latenciesMs), ok: service.ok, failed: service.failed, statuses: service.statuses, requestsPerSecond: service.requestsPerSecond, elapsedMs: service.elapsedMs, failures: service.failures },
       baseline: { ...summarize(bare.latenciesMs), ok: bare.ok, failed: bare.failed, statuses: bare.statuses, requestsPerSecond: bare.requestsPerSecond, elapsedMs: bare.elapsedMs },
+      oneAtATime: { service: { ...s1, ok: serviceOne.ok, failed: serviceOne.failed }, baseline: { ...b1, ok: bareOne.ok, failed: bareOne.failed } },
       ratio: { throughputBareOverService: ratio, p50ServiceOverBare: s.p50 / b.p50, p99ServiceOverBare: s.p99 / b.p99 },
       database: { completedPayments: Number(counts?.completed), deliveryRows: Number(counts?.deliveries), perRequest: work, roundTripsPerRequest: roundTrips },
       peakRssKb: { api: apiRss, baseline: baseRss },
@@ -155,6 +167,7 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
         'bare req/s': Math.round(bare.requestsPerSecond),
         'bare p50/p99 ms': `${b.p50} / ${b.p99}`,
         'bare/service': `${ratio.toFixed(1)}x`,
+        'one at a time p50 service / bare ms': `${s1.p50} / ${b1.p50}`,
         'round trips service / simulator': `${roundTrips.service} / ${roundTrips.simulator}`,
       },
       resultFile: writeResult('create-payment', result),
