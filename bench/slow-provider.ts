@@ -91,6 +91,8 @@ export const slowProviderBenchmark: Benchmark = async (ctx) => {
     'provider latency': `${r.providerLatencyMs} ms`,
     statuses: Object.entries(r.statuses).map(([s, n]) => `${s}×${n}`).join(' '),
     'created/s': r.createdPerSecond.toFixed(1),
+    // Little's law: closed-loop clients can create at most clients ÷ provider latency per second.
+    'clients ÷ latency': (concurrency / (r.providerLatencyMs / 1000)).toFixed(0),
     '201 still pending': r.pendingAt201,
     'p50 ms': r.latency.p50,
     'p99 ms': r.latency.p99,
@@ -107,6 +109,13 @@ export const slowProviderBenchmark: Benchmark = async (ctx) => {
     `non-201 answers: ${non201}; created/s at ${slow?.providerLatencyMs} ms is ${ratio === null ? 'n/a' : `${(ratio * 100).toFixed(0)} %`} of ` +
       `created/s at ${fast?.providerLatencyMs} ms (goal: zero non-201 and at least 80 %: ${goalMet ? 'met' : 'not met'})\n`,
   );
+  if (slow) {
+    const ceiling = concurrency / (slow.providerLatencyMs / 1000);
+    process.stdout.write(
+      `at ${slow.providerLatencyMs} ms, ${concurrency} closed-loop clients cannot create more than ${ceiling.toFixed(0)}/s (clients ÷ latency); ` +
+        `the service reached ${((slow.createdPerSecond / ceiling) * 100).toFixed(0)} % of that\n`,
+    );
+  }
   const result = {
     benchmark: 'slow-provider',
     at: new Date().toISOString(),
