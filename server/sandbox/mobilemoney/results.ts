@@ -111,8 +111,8 @@ function queueTimeout(c: Common) {
   };
 }
 
-function statusSuccess(c: Common, row: StkRow) {
-  const when = Number(operatorTimestamp(row.completes_at));
+/** A completed request's result: the operator's success envelope around its ResultParameters. */
+function completedResult(c: Common, transactionId: string, parameters: { Key: string; Value: string | number | null }[]) {
   return {
     Result: {
       ResultType: 0,
@@ -120,81 +120,58 @@ function statusSuccess(c: Common, row: StkRow) {
       ResultDesc: SUCCESS_DESC,
       OriginatorConversationID: c.originatorConversationId,
       ConversationID: c.conversationId,
-      TransactionID: receiptNumber(),
-      ResultParameters: {
-        ResultParameter: [
-          { Key: 'DebitPartyName', Value: `${row.phone} - Sandbox Customer` },
-          { Key: 'CreditPartyName', Value: `${row.shortcode} - Sandbox Merchant` },
-          { Key: 'OriginatorConversationID', Value: c.originatorConversationId },
-          { Key: 'InitiatedTime', Value: when },
-          { Key: 'DebitAccountType', Value: 'MMF Account For Customer' },
-          { Key: 'DebitPartyCharges', Value: '' },
-          { Key: 'TransactionReason', Value: '' },
-          { Key: 'ReasonType', Value: 'Pay Bill Online' },
-          { Key: 'TransactionStatus', Value: 'Completed' },
-          { Key: 'FinalisedTime', Value: when },
-          { Key: 'Amount', Value: Number(row.amount) },
-          { Key: 'ConversationID', Value: c.conversationId },
-          { Key: 'ReceiptNo', Value: row.receipt_number },
-        ],
-      },
+      TransactionID: transactionId,
+      ResultParameters: { ResultParameter: parameters },
       ReferenceData: referenceData(c),
     },
   };
+}
+
+function statusSuccess(c: Common, row: StkRow) {
+  const when = Number(operatorTimestamp(row.completes_at));
+  return completedResult(c, receiptNumber(), [
+    { Key: 'DebitPartyName', Value: `${row.phone} - Sandbox Customer` },
+    { Key: 'CreditPartyName', Value: `${row.shortcode} - Sandbox Merchant` },
+    { Key: 'OriginatorConversationID', Value: c.originatorConversationId },
+    { Key: 'InitiatedTime', Value: when },
+    { Key: 'DebitAccountType', Value: 'MMF Account For Customer' },
+    { Key: 'DebitPartyCharges', Value: '' },
+    { Key: 'TransactionReason', Value: '' },
+    { Key: 'ReasonType', Value: 'Pay Bill Online' },
+    { Key: 'TransactionStatus', Value: 'Completed' },
+    { Key: 'FinalisedTime', Value: when },
+    { Key: 'Amount', Value: Number(row.amount) },
+    { Key: 'ConversationID', Value: c.conversationId },
+    { Key: 'ReceiptNo', Value: row.receipt_number },
+  ]);
 }
 
 /** A completed reversal, asked about by the OriginatorConversationID of its request: the reversal transaction's own details. */
 function reversalStatus(c: Common, reversal: ReversalRow & { reversal_receipt: string }, row: StkRow | null) {
   const when = Number(operatorTimestamp(new Date(reversal.created_at)));
-  return {
-    Result: {
-      ResultType: 0,
-      ResultCode: 0,
-      ResultDesc: SUCCESS_DESC,
-      OriginatorConversationID: c.originatorConversationId,
-      ConversationID: c.conversationId,
-      TransactionID: receiptNumber(),
-      ResultParameters: {
-        ResultParameter: [
-          { Key: 'DebitPartyName', Value: `${row?.shortcode ?? '174379'} - Sandbox Merchant` },
-          { Key: 'CreditPartyName', Value: `${row?.phone ?? '254708374149'} - Sandbox Customer` },
-          { Key: 'OriginatorConversationID', Value: c.originalConversationId },
-          { Key: 'InitiatedTime', Value: when },
-          { Key: 'ReasonType', Value: 'Reversal' },
-          { Key: 'TransactionStatus', Value: 'Completed' },
-          { Key: 'FinalisedTime', Value: when },
-          { Key: 'Amount', Value: Number(reversal.amount) },
-          { Key: 'ReceiptNo', Value: reversal.reversal_receipt },
-        ],
-      },
-      ReferenceData: referenceData(c),
-    },
-  };
+  return completedResult(c, receiptNumber(), [
+    { Key: 'DebitPartyName', Value: `${row?.shortcode ?? '174379'} - Sandbox Merchant` },
+    { Key: 'CreditPartyName', Value: `${row?.phone ?? '254708374149'} - Sandbox Customer` },
+    { Key: 'OriginatorConversationID', Value: c.originalConversationId },
+    { Key: 'InitiatedTime', Value: when },
+    { Key: 'ReasonType', Value: 'Reversal' },
+    { Key: 'TransactionStatus', Value: 'Completed' },
+    { Key: 'FinalisedTime', Value: when },
+    { Key: 'Amount', Value: Number(reversal.amount) },
+    { Key: 'ReceiptNo', Value: reversal.reversal_receipt },
+  ]);
 }
 
 function reversalSuccess(c: Common, reversalReceipt: string, originalId: string, amount: number, row: StkRow | null) {
-  return {
-    Result: {
-      ResultType: 0,
-      ResultCode: 0,
-      ResultDesc: SUCCESS_DESC,
-      OriginatorConversationID: c.originatorConversationId,
-      ConversationID: c.conversationId,
-      TransactionID: reversalReceipt,
-      ResultParameters: {
-        ResultParameter: [
-          { Key: 'DebitAccountBalance', Value: 'Utility Account|KES|0.00|0.00|0.00|0.00' },
-          { Key: 'Amount', Value: amount },
-          { Key: 'TransCompletedTime', Value: Number(operatorTimestamp(new Date())) },
-          { Key: 'OriginalTransactionID', Value: originalId },
-          { Key: 'Charge', Value: 0 },
-          { Key: 'CreditPartyPublicName', Value: `${row?.phone ?? '254708374149'} - Sandbox Customer` },
-          { Key: 'DebitPartyPublicName', Value: `${row?.shortcode ?? '174379'} - Sandbox Merchant` },
-        ],
-      },
-      ReferenceData: referenceData(c),
-    },
-  };
+  return completedResult(c, reversalReceipt, [
+    { Key: 'DebitAccountBalance', Value: 'Utility Account|KES|0.00|0.00|0.00|0.00' },
+    { Key: 'Amount', Value: amount },
+    { Key: 'TransCompletedTime', Value: Number(operatorTimestamp(new Date())) },
+    { Key: 'OriginalTransactionID', Value: originalId },
+    { Key: 'Charge', Value: 0 },
+    { Key: 'CreditPartyPublicName', Value: `${row?.phone ?? '254708374149'} - Sandbox Customer` },
+    { Key: 'DebitPartyPublicName', Value: `${row?.shortcode ?? '174379'} - Sandbox Merchant` },
+  ]);
 }
 
 export function mountResults(router: Router, deps: SandboxDeps): void {
