@@ -1,5 +1,4 @@
 import express, { type Express } from 'express';
-import { RequestContext } from '@mikro-orm/core';
 import { createExpressEndpoints, initServer } from '@ts-rest/express';
 import { contract } from '../../contract/index.js';
 import type { Container } from '../container.js';
@@ -9,6 +8,7 @@ import { errorHandler, notFoundHandler } from './error-handler.js';
 import { authenticate } from './middleware/auth.js';
 import { callbackMetrics } from './middleware/callback-metrics.js';
 import { jsonBody } from './middleware/json-body.js';
+import { ormContext } from './middleware/orm-context.js';
 import { rejectNulCharacters } from './middleware/reject-nul.js';
 import { accessLog, requestId } from './middleware/request-context.js';
 import { merchantRouter } from './routers/merchant.router.js';
@@ -39,9 +39,6 @@ export function createApp(container: Container): Express {
   app.use('/dashboard', dashboardRouter());
 
   app.use(jsonBody());
-  // Every request gets its own identity map: no entity leaks between requests.
-  app.use((_req, _res, next) => RequestContext.create(orm.em, next));
-
   for (const mount of container.sandboxMounts) app.use(mount.path, mount.router);
 
   const s = initServer();
@@ -58,8 +55,9 @@ export function createApp(container: Container): Express {
     logInitialization: false,
     jsonQuery: false,
     responseValidation: false,
-    // After authentication (an anonymous caller learns nothing), before validation and the handlers.
-    globalMiddleware: [authenticate(services.apiKeys, services.rateLimiter, services.callbackRateLimiter), rejectNulCharacters],
+    // Each contract request gets its own identity map. Authentication comes next (an anonymous caller
+    // learns nothing), before validation and the handlers.
+    globalMiddleware: [ormContext(orm.em), authenticate(services.apiKeys, services.rateLimiter, services.callbackRateLimiter), rejectNulCharacters],
     requestValidationErrorHandler: (err, _req, _res, next) => next(err),
   });
 
