@@ -3,7 +3,7 @@ import { createExpressEndpoints, initServer } from '@ts-rest/express';
 import { contract } from '../../contract/index.js';
 import type { Container } from '../container.js';
 import { dashboardRouter } from './dashboard.js';
-import { docsRouter } from './docs.js';
+import { mountDocs } from './docs.js';
 import { errorHandler, notFoundHandler } from './error-handler.js';
 import { authenticate } from './middleware/auth.js';
 import { callbackMetrics } from './middleware/callback-metrics.js';
@@ -18,7 +18,7 @@ import { eventsRouter } from './routers/events.router.js';
 import { paymentsRouter } from './routers/payments.router.js';
 import { providerCallbacksRouter } from './routers/provider-callbacks.router.js';
 import { refundsRouter } from './routers/refunds.router.js';
-import { opsRouter } from './ops-routes.js';
+import { mountOpsRoutes } from './ops-routes.js';
 import { mountReturnPage } from './return-page.js';
 
 export { BODY_LIMIT, type RawBodyRequest } from './middleware/json-body.js';
@@ -33,9 +33,9 @@ export function createApp(container: Container): Express {
   app.use(callbackMetrics(metrics));
   app.use(accessLog(logger, metrics));
 
-  app.use(opsRouter(container));
+  mountOpsRoutes(app, container);
   mountReturnPage(app);
-  app.use(docsRouter());
+  mountDocs(app);
   app.use('/dashboard', dashboardRouter());
 
   app.use(jsonBody());
@@ -72,7 +72,7 @@ export function createWorkerApp(container: Container): Express {
   app.disable('x-powered-by');
   app.use(requestId);
   app.use(accessLog(container.logger, container.metrics));
-  app.use(opsRouter(container));
+  mountOpsRoutes(app, container);
   app.use(notFoundHandler);
   app.use(errorHandler(container.logger));
   return app;

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import express, { type Router } from 'express';
+import express, { type Express, type Router } from 'express';
 import { projectFile } from '../config/project-root.js';
 
 interface Docs {
@@ -14,7 +14,7 @@ interface Docs {
  * and the README are loaded on the first request for one of them, not at boot: they hold several MB
  * that a process serving payments never touches.
  */
-export function docsRouter(): Router {
+export function mountDocs(app: Express): void {
   let docs: Promise<Docs> | null = null;
   const load = () =>
     (docs ??= (async () => {
@@ -32,16 +32,15 @@ export function docsRouter(): Router {
       throw err;
     }));
 
-  const router = express.Router();
-  router.get('/openapi.json', (_req, res, next) => {
+  // Routes of the app itself (not a router mounted at `/`): other requests pass them with a path match.
+  app.get('/openapi.json', (_req, res, next) => {
     load().then(({ document }) => res.json(document), next);
   });
   // The reference links the README's quick start; serve it beside the page so the link resolves.
-  router.get('/docs/README.md', (_req, res, next) => {
+  app.get('/docs/README.md', (_req, res, next) => {
     load().then(({ readme }) => res.type('text/markdown; charset=utf-8').send(readme), next);
   });
-  router.use('/docs', (req, res, next) => {
+  app.use('/docs', (req, res, next) => {
     load().then(({ ui }) => ui(req, res, next), next);
   });
-  return router;
 }

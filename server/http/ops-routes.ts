@@ -1,5 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
-import { Router, type Request } from 'express';
+import type { Express, Request } from 'express';
 import type { Container } from '../container.js';
 import { sendError } from './envelope.js';
 import { ERROR_MESSAGES } from '../../contract/errors.js';
@@ -13,21 +13,21 @@ function bearerMatches(req: Request, token: string): boolean {
 /**
  * /healthz (the process is up), /readyz (database and job runner) and /metrics (Prometheus), served by
  * the API and, on WORKER_PORT, by a worker. With METRICS_TOKEN set, /metrics wants that bearer token.
+ * Routes of the app itself, not a router mounted at `/`: every other request passes them at the cost
+ * of a path match instead of entering a router.
  */
-export function opsRouter(container: Container): Router {
+export function mountOpsRoutes(app: Express, container: Container): void {
   const { metrics, config } = container;
-  const router = Router();
-  router.get('/healthz', (_req, res) => res.json({ success: true, data: { status: 'ok' } }));
-  router.get('/readyz', async (_req, res) => {
+  app.get('/healthz', (_req, res) => res.json({ success: true, data: { status: 'ok' } }));
+  app.get('/readyz', async (_req, res) => {
     const checks = await container.readiness();
     const ready = Object.values(checks).every(Boolean);
     res.status(ready ? 200 : 503).json({ success: ready, data: { status: ready ? 'ready' : 'not_ready', checks } });
   });
-  router.get('/metrics', async (req, res) => {
+  app.get('/metrics', async (req, res) => {
     if (config.metricsToken && !bearerMatches(req, config.metricsToken)) {
       return sendError(res, 'UNAUTHORIZED', ERROR_MESSAGES.metricsToken);
     }
     res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics());
   });
-  return router;
 }
