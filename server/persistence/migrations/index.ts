@@ -24,6 +24,7 @@ import { Migration20261123001101_access_change_notifications } from './Migration
 import { Migration20261123001201_sandbox_cardpay_idempotency_expiry } from './Migration20261123001201_sandbox_cardpay_idempotency_expiry.js';
 import { Migration20261123001301_delivery_due_notify } from './Migration20261123001301_delivery_due_notify.js';
 import { Migration20261123001601_payment_week_counts } from './Migration20261123001601_payment_week_counts.js';
+import { Migration20261126000101_payment_counter_moves } from './Migration20261126000101_payment_counter_moves.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -55,4 +56,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261123001201_sandbox_cardpay_idempotency_expiry', class: Migration20261123001201_sandbox_cardpay_idempotency_expiry },
   { name: 'Migration20261123001301_delivery_due_notify', class: Migration20261123001301_delivery_due_notify },
   { name: 'Migration20261123001601_payment_week_counts', class: Migration20261123001601_payment_week_counts },
+  { name: 'Migration20261126000101_payment_counter_moves', class: Migration20261126000101_payment_counter_moves },
 ];
