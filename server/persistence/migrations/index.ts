@@ -26,6 +26,7 @@ import { Migration20261123001301_delivery_due_notify } from './Migration20261123
 import { Migration20261123001601_payment_week_counts } from './Migration20261123001601_payment_week_counts.js';
 import { Migration20261126000101_payment_counter_moves } from './Migration20261126000101_payment_counter_moves.js';
 import { Migration20261126000102_drop_payment_reference_index } from './Migration20261126000102_drop_payment_reference_index.js';
+import { Migration20261126000103_payment_counter_update_statements } from './Migration20261126000103_payment_counter_update_statements.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -59,4 +60,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261123001601_payment_week_counts', class: Migration20261123001601_payment_week_counts },
   { name: 'Migration20261126000101_payment_counter_moves', class: Migration20261126000101_payment_counter_moves },
   { name: 'Migration20261126000102_drop_payment_reference_index', class: Migration20261126000102_drop_payment_reference_index },
+  { name: 'Migration20261126000103_payment_counter_update_statements', class: Migration20261126000103_payment_counter_update_statements },
 ];
