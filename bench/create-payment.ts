@@ -29,13 +29,14 @@ import { startServiceProcess, watchRss, type ServiceProcess } from './lib/servic
  */
 async function workPerRequest(url: string, name: string, requests: number) {
   const [db] = await query<{ c: string }>(url, 'SELECT xact_commit AS c FROM pg_stat_database WHERE datname = $1', [name]);
-  const tables = await query<{ relname: string; ins: string; upd: string }>(
+  const tables = await query<{ relname: string; ins: string; upd: string; hot: string }>(
     url,
-    `SELECT relname, n_tup_ins AS ins, n_tup_upd AS upd FROM pg_stat_user_tables
+    `SELECT relname, n_tup_ins AS ins, n_tup_upd AS upd, n_tup_hot_upd AS hot FROM pg_stat_user_tables
       WHERE relname <> 'mikro_orm_migrations' AND n_tup_ins + n_tup_upd > 0 ORDER BY relname`,
   );
   const per = (n: number) => Math.round((n / requests) * 10) / 10;
-  const byTable = Object.fromEntries(tables.map((t) => [t.relname, { inserted: per(Number(t.ins)), updated: per(Number(t.upd)) }]));
+  // hotUpdated: updates that wrote no index entry (heap-only tuples).
+  const byTable = Object.fromEntries(tables.map((t) => [t.relname, { inserted: per(Number(t.ins)), updated: per(Number(t.upd)), hotUpdated: per(Number(t.hot)) }]));
   return {
     transactions: per(Number(db?.c)),
     rowsInserted: per(tables.reduce((a, t) => a + Number(t.ins), 0)),
