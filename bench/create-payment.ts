@@ -12,6 +12,7 @@
  *   npx tsx bench/create-payment.ts   (BENCH_CONCURRENCY=50 BENCH_CREATE_REQUESTS=2000 BENCH_CREATE_SECONDS=20)
  */
 import { randomUUID } from 'node:crypto';
+import { postgresCpuMs, processCpuMs } from './lib/cpu-time.js';
 import { knob, log, runIfMain, type Benchmark } from './lib/harness.js';
 import { LoopbackClient, closedLoop, type HttpResponse, type LoadResult } from './lib/http.js';
 import { configureMerchant, createMerchant, createPayment } from './lib/merchant.js';
@@ -28,13 +29,14 @@ import { startServiceProcess, watchRss, type ServiceProcess } from './lib/servic
  */
 async function workPerRequest(url: string, name: string, requests: number) {
   const [db] = await query<{ c: string }>(url, 'SELECT xact_commit AS c FROM pg_stat_database WHERE datname = $1', [name]);
-  const tables = await query<{ relname: string; ins: string; upd: string }>(
+  const tables = await query<{ relname: string; ins: string; upd: string; hot: string }>(
     url,
-    `SELECT relname, n_tup_ins AS ins, n_tup_upd AS upd FROM pg_stat_user_tables
+    `SELECT relname, n_tup_ins AS ins, n_tup_upd AS upd, n_tup_hot_upd AS hot FROM pg_stat_user_tables
       WHERE relname <> 'mikro_orm_migrations' AND n_tup_ins + n_tup_upd > 0 ORDER BY relname`,
   );
   const per = (n: number) => Math.round((n / requests) * 10) / 10;
-  const byTable = Object.fromEntries(tables.map((t) => [t.relname, { inserted: per(Number(t.ins)), updated: per(Number(t.upd)) }]));
+  // hotUpdated: updates that wrote no index entry (heap-only tuples).
+  const byTable = Object.fromEntries(tables.map((t) => [t.relname, { inserted: per(Number(t.ins)), updated: per(Number(t.upd)), hotUpdated: per(Number(t.hot)) }]));
   return {
     transactions: per(Number(db?.c)),
     rowsInserted: per(tables.reduce((a, t) => a + Number(t.ins), 0)),
@@ -95,12 +97,21 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
     log(`warm-up: ${warmup} requests each`);
     await run(client, 'service', warmup, 30_000);
     await run(baseClient, 'baseline', warmup, 30_000);
+    // CPU time per request of the process answering and of the PostgreSQL server (all its processes), over
+    // the concurrent phase: what a request costs the machine, whatever else the machine is doing meanwhile.
+    const serverCpu = await postgresCpuMs(db.url);
+    const cpuPerRequest = async (pid: number, phase: () => Promise<LoadResult>) => {
+      const [process0, pg0] = [processCpuMs(pid), serverCpu?.() ?? 0];
+      const result = await phase();
+      const per = (ms: number) => Math.round((ms / Math.max(result.ok + result.failed, 1)) * 100) / 100;
+      return { result, cpu: { processMs: per(processCpuMs(pid) - process0), postgresMs: serverCpu ? per(serverCpu() - pg0) : null } };
+    };
     log(`measuring the service: ${maxRequests} requests or ${maxMs / 1000} s, ${concurrency} concurrent`);
     const tripsBefore = await readRoundTrips(client);
-    const service = await run(client, 'service', maxRequests, maxMs);
+    const { result: service, cpu: serviceCpu } = await cpuPerRequest(api.pid, () => run(client, 'service', maxRequests, maxMs));
     const roundTrips = roundTripsPerRequest(tripsBefore, await readRoundTrips(client), service.ok + service.failed);
     log(`measuring the baseline: ${maxRequests} requests or ${maxMs / 1000} s, ${concurrency} concurrent`);
-    const bare = await run(baseClient, 'baseline', maxRequests, maxMs);
+    const { result: bare, cpu: bareCpu } = await cpuPerRequest(baseline.pid, () => run(baseClient, 'baseline', maxRequests, maxMs));
     log(`one at a time: ${single} requests each`);
     const serviceOne = await run(client, 'service', single, maxMs, 1);
     const bareOne = await run(baseClient, 'baseline', single, maxMs, 1);
@@ -135,6 +146,8 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
     const b1 = summarize(bareOne.latenciesMs);
     process.stdout.write(`throughput ratio bare/service: ${ratio.toFixed(1)}x; p50 ${s.p50} vs ${b.p50} ms (${(s.p50 / b.p50).toFixed(1)}x)\n`);
     process.stdout.write(`per request in PostgreSQL (every standalone statement is a transaction): service ${work.service.transactions} transactions, ${work.service.rowsInserted} rows inserted, ${work.service.rowsUpdated} updated; baseline ${work.baseline.transactions} / ${work.baseline.rowsInserted} / ${work.baseline.rowsUpdated}\n`);
+    const cpuCell = (c: typeof serviceCpu) => `${c.processMs} ms + PostgreSQL ${c.postgresMs ?? 'n/a (server not on this machine)'} ms`;
+    process.stdout.write(`CPU per request in the ${concurrency}-concurrent phase (process + PostgreSQL server): service ${cpuCell(serviceCpu)}; baseline ${cpuCell(bareCpu)}\n`);
     printTable('PostgreSQL work per create (round trips: measured run, by pool; transactions and rows: service and simulator together)', [{
       'service round trips': `${roundTrips.service} (ORM ${roundTrips.serviceOrm} + jobs ${roundTrips.serviceJobs})`,
       'simulator round trips': roundTrips.simulator,
@@ -154,6 +167,7 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
       service: { ...summarize(service.latenciesMs), ok: service.ok, failed: service.failed, statuses: service.statuses, requestsPerSecond: service.requestsPerSecond, elapsedMs: service.elapsedMs, failures: service.failures },
       baseline: { ...summarize(bare.latenciesMs), ok: bare.ok, failed: bare.failed, statuses: bare.statuses, requestsPerSecond: bare.requestsPerSecond, elapsedMs: bare.elapsedMs },
       oneAtATime: { service: { ...s1, ok: serviceOne.ok, failed: serviceOne.failed }, baseline: { ...b1, ok: bareOne.ok, failed: bareOne.failed } },
+      cpuPerRequestMs: { service: serviceCpu, baseline: bareCpu },
       ratio: { throughputBareOverService: ratio, p50ServiceOverBare: s.p50 / b.p50, p99ServiceOverBare: s.p99 / b.p99 },
       database: { completedPayments: Number(counts?.completed), deliveryRows: Number(counts?.deliveries), perRequest: work, roundTripsPerRequest: roundTrips },
       peakRssKb: { api: apiRss, baseline: baseRss },
@@ -169,6 +183,7 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
         'bare/service': `${ratio.toFixed(1)}x`,
         'one at a time p50 service / bare ms': `${s1.p50} / ${b1.p50}`,
         'round trips service / simulator': `${roundTrips.service} / ${roundTrips.simulator}`,
+        'CPU ms per create, api / PostgreSQL': `${serviceCpu.processMs} / ${serviceCpu.postgresMs ?? 'n/a'}`,
       },
       resultFile: writeResult('create-payment', result),
       peakRssKb: { api: apiRss, baseline: baseRss },

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { countQueries } from '../lib/count-queries.js';
 
@@ -13,10 +14,20 @@ export interface Statement {
   params: unknown[];
 }
 
-/** PostgreSQL's `$1, $2…` for the `?` placeholders outside quoted literals and identifiers. */
-export function positional(sql: string): string {
+/** How a statement is sent: PostgreSQL's text and, for a prepared statement, its name. */
+interface Prepared {
+  text: string;
+  name: string | undefined;
+}
+
+/**
+ * PostgreSQL's `$1, $2…` for the `?` placeholders outside quoted literals and identifiers, and whether
+ * the statement has a `*` outside them (`SELECT *`, `RETURNING *`, `t.*`, or merely `count(*)`).
+ */
+function scan(sql: string): { text: string; star: boolean } {
   let n = 0;
-  let out = '';
+  let text = '';
+  let star = false;
   let quote: string | null = null;
   for (const c of sql) {
     if (quote) {
@@ -24,12 +35,40 @@ export function positional(sql: string): string {
     } else if (c === "'" || c === '"') {
       quote = c;
     } else if (c === '?') {
-      out += `$${++n}`;
+      text += `$${++n}`;
       continue;
+    } else if (c === '*') {
+      star = true;
     }
-    out += c;
+    text += c;
   }
-  return out;
+  return { text, star };
+}
+
+/**
+ * Statements go as named prepared statements, parsed and analysed once per connection (and planned
+ * once when PostgreSQL keeps a generic plan) instead of on every call. The name is a hash of the text,
+ * so one name never means two texts, in this process or another. Every text is one of the code's own
+ * shapes (values are always parameters), so the statements per connection stay few.
+ *
+ * Not prepared: a statement with a `*` outside quotes. A prepared statement's result columns are fixed;
+ * `SELECT *` or `RETURNING *` would change them when a migration adds a column, and PostgreSQL would
+ * then refuse every later call on that connection ("cached plan must not change result type"). A
+ * prepared statement names its columns, or returns none of a table's (the writes' final selects).
+ *
+ * Behind PgBouncer in transaction pooling, named statements need PgBouncer 1.21 or later with
+ * max_prepared_statements > 0 (it tracks them per server connection); session pooling needs nothing.
+ */
+const sent = new Map<string, Prepared>();
+
+function prepared(sql: string): Prepared {
+  const known = sent.get(sql);
+  if (known) return known;
+  const { text, star } = scan(sql);
+  if (star) return { text, name: undefined };
+  const statement = { text, name: `sandbox_${createHash('sha256').update(text).digest('hex').slice(0, 32)}` };
+  sent.set(sql, statement);
+  return statement;
 }
 
 export type Query = <T = Record<string, unknown>>(sql: string, params?: unknown[]) => Promise<T[]>;
@@ -41,7 +80,10 @@ export interface Db {
   write(sql: string, params?: unknown[]): void;
 }
 
-const run = (target: pg.Pool | pg.PoolClient, statement: Statement) => target.query(positional(statement.sql), statement.params);
+const run = (target: pg.Pool | pg.PoolClient, statement: Statement) => {
+  const { text, name } = prepared(statement.sql);
+  return target.query({ text, name, values: statement.params });
+};
 
 /** Reads straight from the pool, each its own statement (no transaction). */
 export function readsOnly(pool: pg.Pool): Db {

@@ -4,7 +4,7 @@ import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
 // The Agenda job `idempotency-keys.prune` deletes idempotency keys past IDEMPOTENCY_KEY_RETENTION (the
-// default, 24 h, is what runs here; keys are aged by moving updated_at back). Pruned: finished refund,
+// default, 24 h, is what runs here; keys are aged by moving created_at and updated_at back). Pruned: finished refund,
 // capture and card keys, and claims abandoned with their lease long expired. Kept: recent keys, a claim
 // whose lease is live, and payment-creation keys (their replay has no time limit).
 
@@ -24,7 +24,7 @@ const saveCard = (email: string, idem: string) =>
 const keyRows = (keys: string[]) =>
   t.sql<{ key: string }>('SELECT key FROM idempotency_keys WHERE key = ANY($1) ORDER BY key', [keys]).then((rows) => rows.map((r) => r.key).sort());
 const age = (keys: string[], interval: string) =>
-  t.sql(`UPDATE idempotency_keys SET updated_at = now() - $2::interval WHERE key = ANY($1)`, [keys, interval]);
+  t.sql(`UPDATE idempotency_keys SET created_at = now() - $2::interval, updated_at = now() - $2::interval WHERE key = ANY($1)`, [keys, interval]);
 
 beforeAll(async () => {
   t = await startTestService({ IDEMPOTENCY_KEY_PRUNE_INTERVAL: '500ms' });
@@ -41,8 +41,10 @@ describe('idempotency key retention (IDEMPOTENCY_KEY_RETENTION, 24 h by default)
     const oldRefund = unique('refund-old');
     const recentRefund = unique('refund-recent');
     const oldCard = unique('card-old');
+    const touchedRefund = unique('refund-touched');
     await refund(payment.id, '5.00', oldRefund).expect(201);
     await refund(payment.id, '5.00', recentRefund).expect(201);
+    await refund(payment.id, '5.00', touchedRefund).expect(201);
     await saveCard('retention-old@example.com', oldCard).expect(201);
     const [{ idempotency_key: paymentKey }] = await t.sql<{ idempotency_key: string }>('SELECT idempotency_key FROM payments WHERE id = $1', [payment.id]) as [{ idempotency_key: string }];
 
@@ -59,9 +61,11 @@ describe('idempotency key retention (IDEMPOTENCY_KEY_RETENTION, 24 h by default)
     }
     await age([oldRefund, oldCard, paymentKey], '25 hours');
     await age([recentRefund], '23 hours');
+    // Made 2 days ago, last changed now: kept (retention runs from the last change).
+    await t.sql(`UPDATE idempotency_keys SET created_at = now() - interval '2 days' WHERE key = $1`, [touchedRefund]);
 
     await eventually(async () => (await keyRows([oldRefund, oldCard, abandoned])).length === 0, 10_000, 'the prune job');
-    expect(await keyRows([recentRefund, leased, paymentKey, oldRefund, oldCard, abandoned])).toEqual([recentRefund, leased, paymentKey].sort());
+    expect(await keyRows([recentRefund, touchedRefund, leased, paymentKey, oldRefund, oldCard, abandoned])).toEqual([recentRefund, touchedRefund, leased, paymentKey].sort());
 
     // The payment's key still replays the payment, however old.
     const replay = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', paymentKey)

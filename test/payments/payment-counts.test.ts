@@ -72,6 +72,8 @@ describe('exact payment totals from the counters', () => {
       t.sql(`UPDATE payments SET status = 'reversed' WHERE id = $1`, [completed[8]]),
       t.sql(`DELETE FROM payments WHERE id = $1`, [completed[9]]),
       t.sql(`UPDATE payments SET provider_data = '{"touched":true}' WHERE merchant_id = $1`, [merchantId]),
+      t.sql(`UPDATE payments SET provider = 'walletpay', currency = 'EUR' WHERE id = $1`, [completed[10]]),
+      t.sql(`UPDATE payments SET currency = 'KES' WHERE id = $1`, [completed[11]]),
       t.sql(`BEGIN; UPDATE payments SET status = 'failed' WHERE merchant_id = $1 AND provider = 'walletpay'; ROLLBACK;`.replace('$1', `'${merchantId}'`)),
       ...Array.from({ length: 4 }, () => create('pm_card_visa')),
     ]);
@@ -97,5 +99,13 @@ describe('exact payment totals from the counters', () => {
     await t.sql(`DELETE FROM merchants WHERE id = $1`, [other.merchantId]);
     const [left] = await t.sql<{ n: string | null }>(`SELECT sum(n)::text AS n FROM payment_counts WHERE merchant_id = $1`, [other.merchantId]);
     expect(Number(left!.n ?? 0)).toBe(0);
+  });
+
+  it('start again from zero after the payments are truncated', async () => {
+    await t.sql('TRUNCATE payments CASCADE');
+    const emptied = await t.http.get('/v1/payments').set('X-API-Key', key);
+    expect(emptied.body.meta.total).toBe(0);
+    expect((await create('pm_card_visa')).status).toBe(201);
+    await expectTotalsEqualCounts();
   });
 });

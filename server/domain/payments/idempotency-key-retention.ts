@@ -26,17 +26,19 @@ export class IdempotencyKeyRetention {
     const cutoff = new Date(now.getTime() - this.retentionMs);
     let deleted = 0;
     for (;;) {
-      // `scope <> 'payment.create'` and `updated_at` match the partial index idempotency_keys_prunable_idx.
-      // SKIP LOCKED: a key being taken over right now is left for the next run.
+      // `scope <> 'payment.create'` and `created_at` match the partial index idempotency_keys_prunable_created_idx
+      // (a key changed last before the cutoff was created before it; `updated_at` is left out of every
+      // index so that a key's finish is a HOT update). SKIP LOCKED: a key being taken over right now is
+      // left for the next run.
       const rows = await this.em.getConnection().execute<{ id: string }[]>(
         `DELETE FROM idempotency_keys WHERE id IN (
            SELECT id FROM idempotency_keys
-            WHERE scope <> 'payment.create' AND updated_at < ?
+            WHERE scope <> 'payment.create' AND created_at < ? AND updated_at < ?
               AND (recovery_point = 'finished' OR locked_until IS NULL OR locked_until < now())
             LIMIT ${PRUNE_BATCH}
             FOR UPDATE SKIP LOCKED)
          RETURNING id`,
-        [cutoff],
+        [cutoff, cutoff],
       );
       deleted += rows.length;
       if (rows.length < PRUNE_BATCH) return deleted;

@@ -1,7 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Payment } from '../../persistence/entities/index.js';
 import type { KeyClaimStatement } from './idempotency-keys.js';
-import { paymentFromRow } from './payment-row.js';
+import { queryPrepared } from '../../persistence/prepared-statements.js';
+import { PAYMENT_COLUMNS, paymentFromRow } from './payment-row.js';
 import { creationAuditSql } from './status-writer.js';
 
 /** What a new payment is written with; everything else takes its column default. */
@@ -25,15 +26,17 @@ export interface PaymentReservation {
  * The idempotency key's claim and the payment written as `pending` with its first audit row, in ONE
  * statement: the claim (a CTE), the payment inserted FROM it, the audit row FROM the payment. They exist
  * together or not at all, in one round trip. Null when the claim took nothing (the key is not new).
- * The payment comes back as written (RETURNING), so nobody reads it again.
+ * The payment comes back as written (RETURNING), so nobody reads it again. A prepared statement: its text
+ * is the same for every request.
  */
 export async function reservePayment(em: EntityManager, claim: KeyClaimStatement, p: PaymentReservation): Promise<{ keyId: string; payment: Payment } | null> {
-  const rows = await em.getConnection().execute<Record<string, unknown>[]>(
+  const rows = await queryPrepared<Record<string, unknown>>(
+    em,
     `WITH claim AS (${claim.sql}),
       payment AS (
         INSERT INTO payments (id, merchant_id, provider, status, amount_minor, currency, amount, reference, idempotency_key, request_hash, provider_data, next_sync_at)
         SELECT ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?::jsonb, now() + ? * interval '1 millisecond' FROM claim
-        RETURNING *),
+        RETURNING ${PAYMENT_COLUMNS}),
       audit AS (${creationAuditSql('payment')})
     SELECT claim.id AS claimed_key_id, payment.* FROM claim, payment`,
     [
@@ -41,10 +44,10 @@ export async function reservePayment(em: EntityManager, claim: KeyClaimStatement
       p.id, p.merchantId, p.provider, p.amountMinor.toString(), p.currency, p.amount, p.reference, p.idempotencyKey, p.requestHash,
       JSON.stringify(p.providerData), p.firstSyncAfterMs,
     ],
-    'all',
   );
   const row = rows[0];
   if (!row) return null;
   const { claimed_key_id: keyId, ...columns } = row;
-  return { keyId: String(keyId), payment: paymentFromRow(columns) };
+  // provider_response is not written at reservation: the column's default, null.
+  return { keyId: String(keyId), payment: paymentFromRow(columns, null) };
 }

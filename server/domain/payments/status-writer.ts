@@ -10,7 +10,8 @@ import { appendEvent, appendEventSql } from '../events/outbox.js';
 import type { MerchantEventData, PaymentEventType } from '../events/merchant-events.js';
 import { formatMinorUnits } from '../money/money.js';
 import type { DeliveryQueue, IntegrityCounter } from '../ports.js';
-import { paymentFromRow } from './payment-row.js';
+import { queryPrepared } from '../../persistence/prepared-statements.js';
+import { PAYMENT_COLUMNS, paymentFromRow } from './payment-row.js';
 import { paymentEdge, refundEdge, type PaymentEdge } from './state-table.js';
 
 /**
@@ -217,7 +218,7 @@ export class StatusWriter {
       assign('next_action = ?::jsonb', json(update.nextAction ?? null));
     }
     assign('updated_at = now()');
-    const ctes = [`moved AS (UPDATE payments SET ${set.join(', ')} WHERE id = ? AND status = 'pending' RETURNING *)`];
+    const ctes = [`moved AS (UPDATE payments SET ${set.join(', ')} WHERE id = ? AND status = 'pending' RETURNING ${PAYMENT_COLUMNS})`];
     params.push(payment.id);
     let event: ReturnType<typeof appendEventSql> | null = null;
     if (edge) {
@@ -230,16 +231,18 @@ export class StatusWriter {
     }
     ctes.push(`companion AS (${companion.sql('EXISTS (SELECT 1 FROM moved)')})`);
     params.push(...companion.params);
-    const rows = await this.em.getConnection().execute<Record<string, unknown>[]>(
+    // A prepared statement: its text varies only with which fields the report sets (a few variants).
+    const rows = await queryPrepared<Record<string, unknown>>(
+      this.em,
       `WITH ${ctes.join(',\n')}\nSELECT moved.*${event ? ', (SELECT id FROM delivery) AS delivery_id' : ''} FROM moved`,
       params,
-      'all',
     );
     const row = rows[0];
     if (!row) return null;
     const { delivery_id: deliveryId, ...columns } = row;
     if (typeof deliveryId === 'string') await this.enqueue([deliveryId]);
-    return { payment: paymentFromRow(columns), transitioned: moves, mismatch: null };
+    const providerResponse = update.raw !== undefined ? update.raw : payment.providerResponse;
+    return { payment: paymentFromRow(columns, providerResponse), transitioned: moves, mismatch: null };
   }
 
   applyRefund(refundId: string, update: RefundUpdate, source: string): Promise<RefundOutcome> {

@@ -24,6 +24,10 @@ import { Migration20261123001101_access_change_notifications } from './Migration
 import { Migration20261123001201_sandbox_cardpay_idempotency_expiry } from './Migration20261123001201_sandbox_cardpay_idempotency_expiry.js';
 import { Migration20261123001301_delivery_due_notify } from './Migration20261123001301_delivery_due_notify.js';
 import { Migration20261123001601_payment_week_counts } from './Migration20261123001601_payment_week_counts.js';
+import { Migration20261126000101_payment_counter_moves } from './Migration20261126000101_payment_counter_moves.js';
+import { Migration20261126000102_drop_payment_reference_index } from './Migration20261126000102_drop_payment_reference_index.js';
+import { Migration20261126000103_payment_counter_update_statements } from './Migration20261126000103_payment_counter_update_statements.js';
+import { Migration20261126000201_idempotency_keys_hot_finish } from './Migration20261126000201_idempotency_keys_hot_finish.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -55,4 +59,8 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261123001201_sandbox_cardpay_idempotency_expiry', class: Migration20261123001201_sandbox_cardpay_idempotency_expiry },
   { name: 'Migration20261123001301_delivery_due_notify', class: Migration20261123001301_delivery_due_notify },
   { name: 'Migration20261123001601_payment_week_counts', class: Migration20261123001601_payment_week_counts },
+  { name: 'Migration20261126000101_payment_counter_moves', class: Migration20261126000101_payment_counter_moves },
+  { name: 'Migration20261126000102_drop_payment_reference_index', class: Migration20261126000102_drop_payment_reference_index },
+  { name: 'Migration20261126000103_payment_counter_update_statements', class: Migration20261126000103_payment_counter_update_statements },
+  { name: 'Migration20261126000201_idempotency_keys_hot_finish', class: Migration20261126000201_idempotency_keys_hot_finish },
 ];

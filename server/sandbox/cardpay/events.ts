@@ -37,23 +37,27 @@ export function signatureHeader(body: string, secret: string, timestamp = nowSec
  * The jobs that deliver each event to every endpoint of `account` listening to its type, due
  * `sandboxCallbackDelayMs` later: an INSERT … SELECT over the account's endpoints, committed with the
  * change that caused the events (see jobs.ts). Each event is serialised once, with one id for all its
- * endpoints.
+ * endpoints, and sent as plain parameters (a row of VALUES per event), not re-encoded into one JSON
+ * document that PostgreSQL would parse again.
  */
 export function eventJobs(deps: SandboxDeps, account: string, events: PendingEvent[], idempotencyKey: string | null): NamedWrite | null {
   if (events.length === 0) return null;
-  const serialised = events.map(({ type, object }) => {
+  const rows: string[] = [];
+  const values: unknown[] = [];
+  events.forEach(({ type, object }, i) => {
     const event = eventObject(type, object, idempotencyKey);
-    return { id: event.id, type, body: JSON.stringify(event, null, 2) };
+    rows.push(i === 0 ? '(?::text, ?::text, ?::text, 1)' : `(?, ?, ?, ${i + 1})`);
+    values.push(event.id, type, JSON.stringify(event, null, 2));
   });
   const due = new Date(Date.now() + deps.config.sandboxCallbackDelayMs).toISOString();
   return insertJobs('event_jobs', {
     sql: `SELECT ?, 0, ?::timestamptz, 'normal',
-                 jsonb_build_object('endpointId', e.id, 'eventId', ev.value->>'id', 'type', ev.value->>'type', 'body', ev.value->>'body', 'attempt', 1)
-            FROM jsonb_array_elements(?::jsonb) WITH ORDINALITY AS ev(value, n)
+                 jsonb_build_object('endpointId', e.id, 'eventId', ev.id, 'type', ev.type, 'body', ev.body, 'attempt', 1)
+            FROM (VALUES ${rows.join(', ')}) AS ev(id, type, body, n)
             JOIN sandbox_cardpay_webhook_endpoints e
-              ON e.account = ? AND ('*' = ANY (e.enabled_events) OR ev.value->>'type' = ANY (e.enabled_events))
+              ON e.account = ? AND ('*' = ANY (e.enabled_events) OR ev.type = ANY (e.enabled_events))
            ORDER BY ev.n, e.created, e.id`,
-    params: [SEND_EVENT_JOB, due, JSON.stringify(serialised), account],
+    params: [SEND_EVENT_JOB, due, ...values, account],
   });
 }
 
