@@ -26,13 +26,16 @@ export interface ApiContext {
 
 export const ok = (body: unknown, events: SimResponse['events'] = []): SimResponse => ({ status: 200, body, events });
 
-function send(req: Request, res: Response, outcome: Pick<Outcome, 'status' | 'body' | 'replayed'>): void {
+/** Answers `outcome`: its `json` as is when given, else `body` through res.json (which a misreport rewrites). */
+function send(req: Request, res: Response, outcome: Pick<Outcome, 'status' | 'body' | 'replayed' | 'json'>): void {
   res.set('Request-Id', newId('req', 14));
   res.set('Stripe-Version', req.get('stripe-version') ?? SIM_API_VERSION);
   const key = req.get('idempotency-key');
   if (key) res.set('Idempotency-Key', key);
   if (outcome.replayed) res.set('Idempotent-Replayed', 'true');
-  res.status(outcome.status).json(outcome.body);
+  res.status(outcome.status);
+  if (outcome.json === undefined) res.json(outcome.body);
+  else res.set('Content-Type', 'application/json').send(outcome.json);
 }
 
 /** The calling key's account, or the 401 to answer (after the switches: an outage answers even a bad key). */
@@ -70,13 +73,14 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
         if (refused) throw refused;
         const params = (req.body ?? {}) as Params;
         const apiVersion = req.get('stripe-version') ?? SIM_API_VERSION;
-        const request = { account: account!, key, method: method.toUpperCase(), path: req.path, params, stored: start.stored };
+        const request = { account: account!, key, method: method.toUpperCase(), path: req.path, params, stored: start.stored, listened: start.listened };
         const outcome = await runIdempotent(deps, request, async (db) => {
           const res = await handler({ account: account!, params, path: req.params as Record<string, string>, db, deps, apiVersion });
           // Expanded before it is stored: a replay answers the same bytes.
           return res.status === 200 ? { ...res, body: await expandResponse(db, account!, res.body, params) } : res;
         });
-        send(req, res, outcome);
+        // A misreport rewrites the body as it is sent: then it is serialised there, not as stored.
+        send(req, res, start.switches.misreport ? { ...outcome, json: undefined } : outcome);
       } catch (err) {
         fail(req, res, next, err);
       }

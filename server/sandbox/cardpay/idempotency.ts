@@ -21,6 +21,8 @@ export interface Outcome {
   status: number;
   body: unknown;
   replayed: boolean;
+  /** `body` serialised, when it already was (to be stored): sent as is unless something rewrites the body. */
+  json?: string;
 }
 
 /** A stored answer (sandbox_cardpay_idempotency), as read with the request's first statement. */
@@ -38,6 +40,8 @@ export interface IdempotentRequest {
   params: unknown;
   /** The answer stored under this key, read before the request ran (null: none yet). */
   stored: StoredAnswer | null;
+  /** The event types the account's endpoints listened to before the request ran ('*': all). */
+  listened: string[];
 }
 
 function canonical(value: unknown): unknown {
@@ -63,6 +67,12 @@ function replay(req: IdempotentRequest, hash: string, row: StoredAnswer): Outcom
   return { status: row.response_status, body: row.response_body, replayed: true };
 }
 
+/** The events some endpoint may receive: no other is built, serialised or joined with the endpoints. */
+function listenedEvents(events: PendingEvent[], listened: string[]): PendingEvent[] {
+  if (listened.length === 0) return [];
+  return listened.includes('*') ? events : events.filter((e) => listened.includes(e.type));
+}
+
 const errorOutcome = (err: SimError): Outcome => ({ status: err.status, body: { error: err.body }, replayed: false });
 
 const STORED = 'SELECT request_hash, response_status, response_body FROM sandbox_cardpay_idempotency WHERE account = ? AND idempotency_key = ?';
@@ -75,7 +85,8 @@ const keyConflict = (err: unknown) =>
 
 /**
  * Runs a mutating request as one unit of work (sql.ts) and commits, in its last statement, the state
- * changes, the stored answer and the jobs of its events — so a request that only writes (a confirmed
+ * changes, the stored answer and the jobs of its events (those of a type the account's endpoints
+ * listened to when the request started; the jobs go to the endpoints that still do at commit) — so a request that only writes (a confirmed
  * create with a test card) costs one round trip after the one that read its stored answer.
  *
  * Stripe-style idempotency: a key already answered replays that answer (other parameters → 400
@@ -107,8 +118,9 @@ export async function runIdempotent(deps: SandboxDeps, req: IdempotentRequest, h
     try {
       const res = await handler(work);
       const writes: NamedWrite[] = [];
+      const json = key ? JSON.stringify(res.body) : undefined;
       if (key) {
-        const answer = [res.status, JSON.stringify(res.body), req.account, key];
+        const answer = [res.status, json, req.account, key];
         writes.push(
           claimed
             ? { name: 'answer', sql: 'UPDATE sandbox_cardpay_idempotency SET response_status = ?, response_body = ?::jsonb WHERE account = ? AND idempotency_key = ?', params: answer }
@@ -121,8 +133,9 @@ export async function runIdempotent(deps: SandboxDeps, req: IdempotentRequest, h
           { name: 'expired', sql: `DELETE FROM sandbox_cardpay_idempotency WHERE account = ? AND created_at < now() - interval '24 hours'`, params: [req.account] },
         );
       }
-      await commitWithJobs(work, [eventJobs(deps, req.account, res.events, key ?? null), followUpJobs(res.followUps ?? [])], writes);
-      return { status: res.status, body: res.body, replayed: false };
+      const events = listenedEvents(res.events, req.listened);
+      await commitWithJobs(work, [eventJobs(deps, req.account, events, key ?? null), followUpJobs(res.followUps ?? [])], writes);
+      return { status: res.status, body: res.body, replayed: false, json };
     } catch (err) {
       await work.rollback();
       if (key && (err instanceof KeyTaken || keyConflict(err))) {

@@ -21,20 +21,31 @@ export const misreport: MisreportRewriter = (body, m) => {
 /** Applies the simulator's switches (outage, misreport) to a request; true when it goes on. */
 export const applySwitches = (res: Response, switches: Controls) => applyControls(res, switches, OUTAGE_BODY, misreport);
 
+/** What a request reads before it runs (see requestStart). */
+export interface RequestStart {
+  switches: Controls;
+  stored: StoredAnswer | null;
+  /** The event types the account's webhook endpoints listen to ('*': all); empty without an account. */
+  listened: string[];
+}
+
 /**
  * What a request reads before it runs, in ONE statement: the simulator's switches and, for a request
- * with an Idempotency-Key (and a valid secret key), the answer already stored under that key.
+ * with an Idempotency-Key (and a valid secret key), the answer already stored under that key; for a
+ * known account, the event types its endpoints listen to, so a mutation builds only events someone
+ * may receive (which endpoints do is still decided when the jobs are committed).
  */
-export async function requestStart(pool: pg.Pool, account: string | null, key: string | undefined): Promise<{ switches: Controls; stored: StoredAnswer | null }> {
-  const [row] = await readsOnly(pool).query<ControlsRow & Partial<StoredAnswer>>(
-    `SELECT ${CONTROLS_COLUMNS}, i.request_hash, i.response_status, i.response_body
-       FROM (SELECT 1) AS one
+export async function requestStart(pool: pg.Pool, account: string | null, key: string | undefined): Promise<RequestStart> {
+  const [row] = await readsOnly(pool).query<ControlsRow & Partial<StoredAnswer> & { listened: string[] | null }>(
+    `SELECT ${CONTROLS_COLUMNS}, i.request_hash, i.response_status, i.response_body,
+            (SELECT array_agg(DISTINCT t) FROM sandbox_cardpay_webhook_endpoints e, unnest(e.enabled_events) AS t WHERE e.account = one.account) AS listened
+       FROM (SELECT ?::text AS account) AS one
        LEFT JOIN sandbox_controls c ON c.provider = 'cardpay'
-       LEFT JOIN sandbox_cardpay_idempotency i ON i.account = ? AND i.idempotency_key = ?`,
+       LEFT JOIN sandbox_cardpay_idempotency i ON i.account = one.account AND i.idempotency_key = ?`,
     [account ?? '', account && key ? key : ''],
   );
   const stored = row?.request_hash ? { request_hash: row.request_hash, response_status: row.response_status!, response_body: row.response_body } : null;
-  return { switches: controlsOf(row), stored };
+  return { switches: controlsOf(row), stored, listened: row?.listened ?? [] };
 }
 
 /** The switches alone, for the routes that are not the API (the 3-D Secure page, unknown URLs). */
