@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { numberPlaceholders } from '../lib/sql-placeholders.js';
 
 /** What node-postgres needs to run a named prepared statement. */
 interface NamedStatement {
@@ -21,33 +22,11 @@ interface KnexPoolClient {
 /** One entry per distinct statement text; the hot path has a handful (a few variants of two statements). */
 const statements = new Map<string, NamedStatement>();
 
-/**
- * `?` placeholders (the ORM's style, used by the statement builders) as `$1…$n`; a `?` inside a quoted
- * literal or identifier is left alone.
- */
-function numbered(sql: string): string {
-  let n = 0;
-  let quote: string | null = null;
-  let out = '';
-  for (const ch of sql) {
-    if (quote) {
-      if (ch === quote) quote = null;
-    } else if (ch === "'" || ch === '"') {
-      quote = ch;
-    } else if (ch === '?') {
-      out += `$${++n}`;
-      continue;
-    }
-    out += ch;
-  }
-  return out;
-}
-
 function named(sql: string): NamedStatement {
   let statement = statements.get(sql);
   if (!statement) {
     // Named by its text's hash: one name never means two texts, on any connection.
-    statement = { name: `hot_${createHash('sha256').update(sql).digest('hex').slice(0, 24)}`, text: numbered(sql) };
+    statement = { name: `hot_${createHash('sha256').update(sql).digest('hex').slice(0, 24)}`, text: numberPlaceholders(sql).text };
     statements.set(sql, statement);
   }
   return statement;

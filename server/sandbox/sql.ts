@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { countQueries } from '../lib/count-queries.js';
+import { numberPlaceholders } from '../lib/sql-placeholders.js';
 
 /**
  * The simulators' own connection pool and unit of work (plain SQL with `?` placeholders). Apart from
@@ -18,31 +19,6 @@ export interface Statement {
 interface Prepared {
   text: string;
   name: string | undefined;
-}
-
-/**
- * PostgreSQL's `$1, $2…` for the `?` placeholders outside quoted literals and identifiers, and whether
- * the statement has a `*` outside them (`SELECT *`, `RETURNING *`, `t.*`, or merely `count(*)`).
- */
-function scan(sql: string): { text: string; star: boolean } {
-  let n = 0;
-  let text = '';
-  let star = false;
-  let quote: string | null = null;
-  for (const c of sql) {
-    if (quote) {
-      if (c === quote) quote = null;
-    } else if (c === "'" || c === '"') {
-      quote = c;
-    } else if (c === '?') {
-      text += `$${++n}`;
-      continue;
-    } else if (c === '*') {
-      star = true;
-    }
-    text += c;
-  }
-  return { text, star };
 }
 
 /**
@@ -64,7 +40,7 @@ const sent = new Map<string, Prepared>();
 function prepared(sql: string): Prepared {
   const known = sent.get(sql);
   if (known) return known;
-  const { text, star } = scan(sql);
+  const { text, star } = numberPlaceholders(sql);
   if (star) return { text, name: undefined };
   const statement = { text, name: `sandbox_${createHash('sha256').update(text).digest('hex').slice(0, 32)}` };
   sent.set(sql, statement);
