@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startTestService, type TestService } from '../support/service.js';
+import { eventually } from '../support/webhook-receiver.js';
 
 /** GET /v1/payments/{id}/transitions: the audit the dashboard's payment page shows. */
 
@@ -17,6 +18,13 @@ beforeAll(async () => {
   const created = await t.http.post('/v1/payments').set('X-API-Key', a.apiKey).set('Idempotency-Key', `tr-${randomUUID()}`)
     .send({ provider: 'cardpay', amount: '10.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
   paymentId = created.body.data.id;
+  // The simulator's payment_intent.succeeded callback comes ~50 ms after the create: let it land first, or
+  // it arrives after the refund and is audited as a refused refunded → completed report.
+  await eventually(
+    async () => (await t.sql('SELECT 1 FROM provider_events WHERE provider = $1 AND payment_id = $2', ['cardpay', paymentId])).length > 0,
+    10_000,
+    'the creation callback',
+  );
   await t.http.post('/v1/refunds').set('X-API-Key', a.apiKey).send({ payment_id: paymentId }).expect(201);
 });
 afterAll(async () => {
