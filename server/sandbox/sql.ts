@@ -38,12 +38,12 @@ interface Prepared {
 const sent = new Map<string, Prepared>();
 
 function prepared(sql: string): Prepared {
-  const known = sent.get(sql);
-  if (known) return known;
-  const { text, star } = numberPlaceholders(sql);
-  if (star) return { text, name: undefined };
-  const statement = { text, name: `sandbox_${createHash('sha256').update(text).digest('hex').slice(0, 32)}` };
-  sent.set(sql, statement);
+  let statement = sent.get(sql);
+  if (!statement) {
+    const { text, star } = numberPlaceholders(sql);
+    statement = { text, name: star ? undefined : `sandbox_${createHash('sha256').update(text).digest('hex').slice(0, 32)}` };
+    sent.set(sql, statement);
+  }
   return statement;
 }
 
