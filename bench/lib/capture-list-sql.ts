@@ -1,4 +1,4 @@
-import { RequestContext } from '@mikro-orm/core';
+import { inOrmScope } from '../../server/persistence/orm-scope.js';
 import { MikroORM } from '@mikro-orm/postgresql';
 import type { ListPaymentsQuery } from '../../contract/index.js';
 import { PaymentService } from '../../server/domain/payments/payment.service.js';
@@ -24,7 +24,7 @@ export async function captureListSql(databaseUrl: string, merchantId: string, qu
     const out: { page: string; count: string; rowCount: string }[] = [];
     for (const q of queries) {
       captured = [];
-      await RequestContext.create(orm.em, () => service.list(merchantId, q));
+      await inOrmScope(orm.em, () => service.list(merchantId, q));
       // The two run concurrently, so the log order varies.
       const sql = captured.map((m) => m.replace(/^\[query\]\s*/, '').replace(/\s*\[took [^\]]*\]\s*$/, '').trim()).filter((m) => /^(select|with)/i.test(m));
       // The total is either a count(*) of the rows or, when the filter allows, a sum over payment_counts.

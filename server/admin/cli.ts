@@ -10,7 +10,7 @@
  */
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { RequestContext } from '@mikro-orm/core';
+import { inOrmScope } from '../persistence/orm-scope.js';
 import pg from 'pg';
 import { loadConfig } from '../config/config.js';
 import { resolveEncryptionKey } from '../config/encryption-key.js';
@@ -110,7 +110,7 @@ async function run(argv: string[]): Promise<unknown> {
     // Like a booting service: bring the schema up to date unless the operator migrates separately.
     if (config.migrateOnBoot) await withSchemaLock(databaseUrl, () => migrate(orm));
     const secrets = new SecretBox(await resolveEncryptionKey(config));
-    return await RequestContext.create(orm.em, async () => {
+    return await inOrmScope(orm.em, async () => {
       const keys = new ApiKeyService(orm.em);
       const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
       const id = (name: string) => {

@@ -1,4 +1,4 @@
-import { RequestContext } from '@mikro-orm/core';
+import { inOrmScope } from '../persistence/orm-scope.js';
 import type { Job } from 'agenda';
 import type { JobContext } from './job-context.js';
 
@@ -18,7 +18,7 @@ export function defineJob<T>(container: JobContext, name: string, body: (data: T
     name,
     async (job) => {
       try {
-        await RequestContext.create(container.orm.em, () => body(job.attrs.data as T, job));
+        await inOrmScope(container.orm.em, () => body(job.attrs.data as T, job));
       } catch (err) {
         container.logger.error({ job: name, err: { type: (err as Error).name, message: (err as Error).message } }, 'job failed');
         throw err;

@@ -1,4 +1,4 @@
-import { RequestContext } from '@mikro-orm/core';
+import { inOrmScope } from '../persistence/orm-scope.js';
 import type { LeasedDelivery } from '../domain/delivery/delivery-store.js';
 import type { JobContext } from './job-context.js';
 
@@ -66,7 +66,7 @@ export class DeliveryDrainer {
       this.due = false;
       let batch: LeasedDelivery[];
       try {
-        batch = await RequestContext.create(orm.em, () => services.deliveries.leaseDue(free));
+        batch = await inOrmScope(orm.em, () => services.deliveries.leaseDue(free));
       } catch (err) {
         logger.error({ err: { type: (err as Error).name, message: (err as Error).message } }, 'claiming due webhook deliveries failed');
         this.due = true;
@@ -90,7 +90,7 @@ export class DeliveryDrainer {
       this.sending -= 1;
       this.wake?.();
     };
-    const attempt = RequestContext.create(orm.em, async () => {
+    const attempt = inOrmScope(orm.em, async () => {
       const outcome = await services.deliveries.attemptLeased(leased, onSent);
       // If the process dies before this, the sweeper finds the due row.
       if (outcome.status === 'retrying' && outcome.nextAttemptAt) await deliveryQueue.scheduleAt(leased.id, outcome.nextAttemptAt);

@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { entities } from './entities/index.js';
 import { migrationsList } from './migrations/index.js';
 import { countQueries } from '../lib/count-queries.js';
+import { scopedEntityManager } from './orm-scope.js';
 
 export type { EntityManager } from '@mikro-orm/postgresql';
 
@@ -25,6 +26,8 @@ export function ormOptions(databaseUrl: string, poolMax = 20, acquireTimeoutMs =
     driverOptions: { acquireConnectionTimeout: acquireTimeoutMs },
     // The domain decides what is flushed and when; no implicit writes on fork.
     allowGlobalContext: false,
+    // Code run by inOrmScope (requests, jobs, the admin CLI) gets its own fork, made on first use.
+    context: scopedEntityManager,
     forceUtcTimezone: true,
     debug: false,
   };

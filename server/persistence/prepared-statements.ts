@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { numberPlaceholders } from '../lib/sql-placeholders.js';
+import { isInTransaction } from './orm-scope.js';
 
 /** What node-postgres needs to run a named prepared statement. */
 interface NamedStatement {
@@ -45,7 +46,7 @@ function named(sql: string): NamedStatement {
  * `max_prepared_statements` set (README "Going live").
  */
 export async function queryPrepared<T>(em: EntityManager, sql: string, params: unknown[]): Promise<T[]> {
-  if (em.isInTransaction()) throw new Error('queryPrepared runs single statements outside a transaction');
+  if (isInTransaction(em)) throw new Error('queryPrepared runs single statements outside a transaction');
   const pool = em.getConnection().getKnex().client as unknown as KnexPoolClient;
   const connection = await pool.acquireConnection();
   try {

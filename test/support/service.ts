@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { RequestContext } from '@mikro-orm/core';
+import { inOrmScope } from '../../server/persistence/orm-scope.js';
 import { destination } from 'pino';
 import supertest from 'supertest';
 import type { Scope } from '../../contract/index.js';
@@ -63,7 +63,7 @@ export async function startTestService(env: Record<string, string> = {}): Promis
   const baseUrl = service.baseUrl;
 
   const issueKey = async (merchantId: string, scopes: readonly Scope[]) =>
-    RequestContext.create(container.orm.em, async () => {
+    inOrmScope(container.orm.em, async () => {
       const { id, key } = await container.services.apiKeys.issue(merchantId, [...scopes]);
       return { apiKey: key, keyId: id };
     });
@@ -75,12 +75,12 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     http: supertest(baseUrl),
     issueKey,
     async createMerchant(name = 'Test merchant', scopes = SCOPES) {
-      const merchant = await RequestContext.create(container.orm.em, () => container.services.merchants.create(name));
+      const merchant = await inOrmScope(container.orm.em, () => container.services.merchants.create(name));
       const key = await issueKey(merchant.id, scopes);
       return { merchantId: merchant.id, ...key };
     },
     sql: (text, params) => sql(db.url, text, params),
-    inContext: (fn) => RequestContext.create(container.orm.em, fn),
+    inContext: (fn) => inOrmScope(container.orm.em, fn),
     async stop() {
       await service.stop();
       await db.drop();

@@ -1,4 +1,4 @@
-import { RequestContext } from '@mikro-orm/core';
+import { inOrmScope } from '../../persistence/orm-scope.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RequestHandler } from 'express';
 
@@ -8,5 +8,5 @@ import type { RequestHandler } from 'express';
  * through the connection and skip the fork.
  */
 export function ormContext(em: EntityManager): RequestHandler {
-  return (_req, _res, next) => RequestContext.create(em, next);
+  return (_req, _res, next) => inOrmScope(em, next);
 }
