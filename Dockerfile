@@ -28,4 +28,4 @@ USER node
 # 3000: the API (ROLE=api or all); 3001: a worker's /healthz, /readyz and /metrics (ROLE=worker).
 EXPOSE 3000 3001
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 CMD ["node", "dist/server/healthcheck.js"]
-CMD ["node", "--max-old-space-size=1024", "dist/server/main.js"]
+CMD ["node", "--max-old-space-size=1024", "--max-semi-space-size=32", "dist/server/main.js"]

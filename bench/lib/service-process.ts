@@ -42,14 +42,14 @@ function readStatusKb(pid: number, field: 'VmHWM' | 'VmRSS'): number | null {
 /**
  * How the benchmarks start the service (BENCH_START), exactly as the npm script does, without the npm
  * wrapper (so the pid measured is the service itself):
- * - `dev` (default): `npm start`'s command line — node with tsx compiling the TypeScript in memory;
- * - `prod`: `npm run start:prod`'s — node on the output of `npm run build`, which the benchmark runs
- *   once first so it measures the current code.
+ * - `prod` (default): `npm run start:prod`'s — node on the output of `npm run build`, as the image runs
+ *   it; the benchmark builds once first so it measures the current code;
+ * - `dev`: `npm start`'s command line — node with tsx compiling the TypeScript in memory.
  */
 export type StartMode = 'dev' | 'prod';
 
 export function startMode(): StartMode {
-  const mode = process.env.BENCH_START ?? 'dev';
+  const mode = process.env.BENCH_START ?? 'prod';
   if (mode !== 'dev' && mode !== 'prod') throw new Error(`BENCH_START must be dev or prod, got ${mode}`);
   return mode;
 }

@@ -75,7 +75,10 @@ export function createSandboxPool(databaseUrl: string, max: number, onQuery?: ()
   // Timestamps stay PostgreSQL's text, as the simulators read them through the ORM's connection.
   const types = new pg.TypeOverrides();
   for (const oid of [1082, 1114, 1184, 1186]) types.setTypeParser(oid, (s: string) => s);
-  const pool = new pg.Pool({ connectionString: databaseUrl, max, types });
+  // The simulators hold no money: their commits need not wait for the disk (a crash may forget their last
+  // few hundred milliseconds of sandbox state, as a provider outage would), while the service's own
+  // commits stay durable.
+  const pool = new pg.Pool({ connectionString: databaseUrl, max, types, options: '-c synchronous_commit=off' });
   // An idle connection the server drops is an error event here, not a process crash.
   pool.on('error', () => undefined);
   if (onQuery) pool.on('connect', (client) => countQueries(client, onQuery));
