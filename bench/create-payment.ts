@@ -9,12 +9,15 @@
  * rows —, the completing transition, the outbox event + delivery row, whose commit NOTIFYs the workers). No worker runs:
  * sending the webhooks is benchmark 3.
  *
- * Both sides are measured warm and for the same time: 3,000 warm-up requests each, then 8 s each. With
- * 200 warm-up requests and 2,000 measured (the defaults until 2026-11-26), the bare insert's measured
- * second was still warming up (1,637–2,043 req/s, against ~3,200 warm) and the service's JIT was too
- * (api CPU per create 2.2 ms, 1.6 ms warm): the ratio read ~20 % instead of ~14 % warm.
+ * Both sides are measured warm and for the same time: 3,000 warm-up requests each, then 8 s each, in
+ * rounds that take turns (2 s of the service, 2 s of the bare insert, four times), so both see the
+ * machine as it is during the same 16 s. A shared 2-vCPU machine's speed drifts by 10–20 % from one
+ * minute to the next: measured one after the other (8 s, then 8 s), identical code read 11.3–15.6 % in
+ * one afternoon. With 200 warm-up requests and 2,000 measured (the defaults until 2026-11-26), the bare
+ * insert's measured second was still warming up (1,637–2,043 req/s, against ~3,200 warm) and the
+ * service's JIT was too (api CPU per create 2.2 ms, 1.6 ms warm): the ratio read ~20 % instead of ~14 %.
  *
- *   npx tsx bench/create-payment.ts   (BENCH_CONCURRENCY=50 BENCH_WARMUP_REQUESTS=3000 BENCH_CREATE_SECONDS=8 BENCH_CREATE_REQUESTS=100000)
+ *   npx tsx bench/create-payment.ts   (BENCH_CONCURRENCY=50 BENCH_WARMUP_REQUESTS=3000 BENCH_CREATE_SECONDS=8 BENCH_CREATE_ROUNDS=4 BENCH_CREATE_REQUESTS=100000)
  */
 import { randomUUID } from 'node:crypto';
 import { postgresCpuMs, processCpuMs } from './lib/cpu-time.js';
@@ -50,6 +53,23 @@ async function workPerRequest(url: string, name: string, requests: number) {
   };
 }
 
+/** Rounds of one side, as one measurement: every request of every round, over the rounds' summed time. */
+function combined(rounds: LoadResult[]): LoadResult {
+  const ok = rounds.reduce((a, r) => a + r.ok, 0);
+  const elapsedMs = rounds.reduce((a, r) => a + r.elapsedMs, 0);
+  const statuses: Record<string, number> = {};
+  for (const r of rounds) for (const [k, n] of Object.entries(r.statuses)) statuses[k] = (statuses[k] ?? 0) + n;
+  return {
+    latenciesMs: rounds.flatMap((r) => r.latenciesMs),
+    ok,
+    failed: rounds.reduce((a, r) => a + r.failed, 0),
+    statuses,
+    elapsedMs,
+    requestsPerSecond: ok / (elapsedMs / 1000),
+    failures: rounds.flatMap((r) => r.failures).slice(0, 5),
+  };
+}
+
 const completed = (res: HttpResponse) => res.status === 201 && res.body.includes('"status":"completed"');
 
 function row(name: string, r: LoadResult) {
@@ -61,6 +81,7 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
   const concurrency = knob('BENCH_CONCURRENCY', 50);
   const maxRequests = knob('BENCH_CREATE_REQUESTS', 100_000);
   const maxMs = knob('BENCH_CREATE_SECONDS', 8) * 1000;
+  const rounds = knob('BENCH_CREATE_ROUNDS', 4);
   const warmup = knob('BENCH_WARMUP_REQUESTS', 3000);
   const single = knob('BENCH_SINGLE_REQUESTS', 300);
   const db = await ctx.pg.createDatabase('create');
@@ -105,18 +126,33 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
     // CPU time per request of the process answering and of the PostgreSQL server (all its processes), over
     // the concurrent phase: what a request costs the machine, whatever else the machine is doing meanwhile.
     const serverCpu = await postgresCpuMs(db.url);
-    const cpuPerRequest = async (pid: number, phase: () => Promise<LoadResult>) => {
+    const spent = { service: { processMs: 0, postgresMs: 0 }, baseline: { processMs: 0, postgresMs: 0 } };
+    const measure = async (kind: 'service' | 'baseline', pid: number, phase: () => Promise<LoadResult>) => {
       const [process0, pg0] = [processCpuMs(pid), serverCpu?.() ?? 0];
       const result = await phase();
-      const per = (ms: number) => Math.round((ms / Math.max(result.ok + result.failed, 1)) * 100) / 100;
-      return { result, cpu: { processMs: per(processCpuMs(pid) - process0), postgresMs: serverCpu ? per(serverCpu() - pg0) : null } };
+      spent[kind].processMs += processCpuMs(pid) - process0;
+      spent[kind].postgresMs += (serverCpu?.() ?? 0) - pg0;
+      return result;
     };
-    log(`measuring the service: ${maxRequests} requests or ${maxMs / 1000} s, ${concurrency} concurrent`);
+    const perRequest = (kind: 'service' | 'baseline', result: LoadResult) => {
+      const per = (ms: number) => Math.round((ms / Math.max(result.ok + result.failed, 1)) * 100) / 100;
+      return { processMs: per(spent[kind].processMs), postgresMs: serverCpu ? per(spent[kind].postgresMs) : null };
+    };
+    log(`measuring: ${rounds} rounds of ${maxMs / rounds / 1000} s of the service, then of the baseline (at most ${maxRequests} requests each), ${concurrency} concurrent`);
     const tripsBefore = await readRoundTrips(client);
-    const { result: service, cpu: serviceCpu } = await cpuPerRequest(api.pid, () => run(client, 'service', maxRequests, maxMs));
+    const serviceRounds: LoadResult[] = [];
+    const bareRounds: LoadResult[] = [];
+    for (let i = 0; i < rounds; i++) {
+      serviceRounds.push(await measure('service', api.pid, () => run(client, 'service', Math.ceil(maxRequests / rounds), maxMs / rounds)));
+      bareRounds.push(await measure('baseline', baseline.pid, () => run(baseClient, 'baseline', Math.ceil(maxRequests / rounds), maxMs / rounds)));
+    }
+    const service = combined(serviceRounds);
+    const bare = combined(bareRounds);
+    const serviceCpu = perRequest('service', service);
+    const bareCpu = perRequest('baseline', bare);
     const roundTrips = roundTripsPerRequest(tripsBefore, await readRoundTrips(client), service.ok + service.failed);
-    log(`measuring the baseline: ${maxRequests} requests or ${maxMs / 1000} s, ${concurrency} concurrent`);
-    const { result: bare, cpu: bareCpu } = await cpuPerRequest(baseline.pid, () => run(baseClient, 'baseline', maxRequests, maxMs));
+    // Service over bare insert in each round: how far the machine's drift moved the ratio.
+    const roundRatios = serviceRounds.map((r, i) => r.requestsPerSecond / bareRounds[i]!.requestsPerSecond);
     log(`one at a time: ${single} requests each`);
     const serviceOne = await run(client, 'service', single, maxMs, 1);
     const bareOne = await run(baseClient, 'baseline', single, maxMs, 1);
@@ -149,7 +185,8 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
     const b = summarize(bare.latenciesMs);
     const s1 = summarize(serviceOne.latenciesMs);
     const b1 = summarize(bareOne.latenciesMs);
-    process.stdout.write(`throughput ratio bare/service: ${ratio.toFixed(1)}x; p50 ${s.p50} vs ${b.p50} ms (${(s.p50 / b.p50).toFixed(1)}x)\n`);
+    const percent = (r: number) => `${(r * 100).toFixed(1)} %`;
+    process.stdout.write(`throughput ratio bare/service: ${ratio.toFixed(1)}x (service ${percent(1 / ratio)} of the bare insert; rounds ${roundRatios.map(percent).join(', ')}); p50 ${s.p50} vs ${b.p50} ms (${(s.p50 / b.p50).toFixed(1)}x)\n`);
     process.stdout.write(`per request in PostgreSQL (every standalone statement is a transaction): service ${work.service.transactions} transactions, ${work.service.rowsInserted} rows inserted, ${work.service.rowsUpdated} updated; baseline ${work.baseline.transactions} / ${work.baseline.rowsInserted} / ${work.baseline.rowsUpdated}\n`);
     const cpuCell = (c: typeof serviceCpu) => `${c.processMs} ms + PostgreSQL ${c.postgresMs ?? 'n/a (server not on this machine)'} ms`;
     process.stdout.write(`CPU per request in the ${concurrency}-concurrent phase (process + PostgreSQL server): service ${cpuCell(serviceCpu)}; baseline ${cpuCell(bareCpu)}\n`);
@@ -168,12 +205,12 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
       benchmark: 'create-payment',
       at: new Date().toISOString(),
       machine: ctx.machine,
-      parameters: { concurrency, single, maxRequests, maxSeconds: maxMs / 1000, warmup, serviceRole: 'api', paymentMethod: 'pm_card_visa', apiCommand: api.command, baselineCommand: baseline.command },
+      parameters: { concurrency, single, maxRequests, maxSeconds: maxMs / 1000, rounds, warmup, serviceRole: 'api', paymentMethod: 'pm_card_visa', apiCommand: api.command, baselineCommand: baseline.command },
       service: { ...summarize(service.latenciesMs), ok: service.ok, failed: service.failed, statuses: service.statuses, requestsPerSecond: service.requestsPerSecond, elapsedMs: service.elapsedMs, failures: service.failures },
       baseline: { ...summarize(bare.latenciesMs), ok: bare.ok, failed: bare.failed, statuses: bare.statuses, requestsPerSecond: bare.requestsPerSecond, elapsedMs: bare.elapsedMs },
       oneAtATime: { service: { ...s1, ok: serviceOne.ok, failed: serviceOne.failed }, baseline: { ...b1, ok: bareOne.ok, failed: bareOne.failed } },
       cpuPerRequestMs: { service: serviceCpu, baseline: bareCpu },
-      ratio: { throughputBareOverService: ratio, p50ServiceOverBare: s.p50 / b.p50, p99ServiceOverBare: s.p99 / b.p99 },
+      ratio: { throughputBareOverService: ratio, serviceOverBareByRound: roundRatios, p50ServiceOverBare: s.p50 / b.p50, p99ServiceOverBare: s.p99 / b.p99 },
       database: { completedPayments: Number(counts?.completed), deliveryRows: Number(counts?.deliveries), perRequest: work, roundTripsPerRequest: roundTrips },
       peakRssKb: { api: apiRss, baseline: baseRss },
       apiRssAfterBootKb: apiRssAfterBoot,
@@ -185,7 +222,7 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
         'service p50/p99 ms': `${s.p50} / ${s.p99}`,
         'bare req/s': Math.round(bare.requestsPerSecond),
         'bare p50/p99 ms': `${b.p50} / ${b.p99}`,
-        'bare/service': `${ratio.toFixed(1)}x`,
+        'bare/service': `${ratio.toFixed(1)}x (service ${percent(1 / ratio)})`,
         'one at a time p50 service / bare ms': `${s1.p50} / ${b1.p50}`,
         'round trips service / simulator': `${roundTrips.service} / ${roundTrips.simulator}`,
         'CPU ms per create, api / PostgreSQL': `${serviceCpu.processMs} / ${serviceCpu.postgresMs ?? 'n/a'}`,
