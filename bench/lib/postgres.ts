@@ -25,7 +25,15 @@ export interface BenchDatabase {
 
 /** Durable defaults (fsync and synchronous_commit on): a payments service is measured as it would run. */
 const EMBEDDED_FLAGS = ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=300', '-c', 'shared_buffers=512MB', '-c', 'max_wal_size=4GB'];
-const REPORTED_SETTINGS = ['fsync', 'synchronous_commit', 'shared_buffers', 'work_mem', 'max_wal_size', 'max_connections', 'max_parallel_workers_per_gather'];
+/**
+ * BENCH_COMMIT_DELAY_US (default 0, off): every durable commit waits this long before its flush, as behind a
+ * synchronous standby in another zone or on a network disk; commits arriving meanwhile share the flush,
+ * as they would there (PostgreSQL's commit_delay, with commit_siblings=1). Embedded server only.
+ */
+const commitDelayUs = Number(process.env.BENCH_COMMIT_DELAY_US ?? 0);
+if (!Number.isInteger(commitDelayUs) || commitDelayUs < 0 || commitDelayUs > 100_000) throw new Error('BENCH_COMMIT_DELAY_US must be an integer from 0 to 100000');
+const SLOW_COMMIT_FLAGS = commitDelayUs > 0 ? ['-c', `commit_delay=${commitDelayUs}`, '-c', 'commit_siblings=1'] : [];
+const REPORTED_SETTINGS = ['fsync', 'synchronous_commit', 'commit_delay', 'shared_buffers', 'work_mem', 'max_wal_size', 'max_connections', 'max_parallel_workers_per_gather'];
 
 /** Where the embedded server's log goes (overwritten per run). */
 export const EMBEDDED_LOG = path.join(os.tmpdir(), 'payments-bench-postgres.log');
@@ -85,7 +93,7 @@ export async function startPgServer(log: (line: string) => void = () => {}): Pro
       password,
       persistent: false,
       createPostgresUser: true,
-      postgresFlags: EMBEDDED_FLAGS,
+      postgresFlags: [...EMBEDDED_FLAGS, ...SLOW_COMMIT_FLAGS],
       // The server's own log, kept after the run (a crash or a kill shows here).
       onLog: (m) => appendFileSync(EMBEDDED_LOG, String(m)),
       onError: (m) => appendFileSync(EMBEDDED_LOG, String(m)),
