@@ -6,7 +6,7 @@
  * The service runs as one `ROLE=api` process with the merchant's webhook URL registered, so every
  * request does the whole write path (key lookup, credential decryption, the idempotency claim with the pending row,
  * the provider's HTTP call to the simulator — which is served by the same process and writes its own
- * rows —, the completing transition, the outbox event + delivery row, whose commit NOTIFYs the workers). No worker runs:
+ * rows —, the completing transition, the outbox event + delivery row, whose commit is followed by a NOTIFY to the workers). No worker runs:
  * sending the webhooks is benchmark 3.
  *
  * Both sides are measured warm and for the same time: 3,000 warm-up requests each, then 8 s each, in

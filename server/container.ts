@@ -74,7 +74,7 @@ export interface Container {
   metrics: Metrics;
   orm: MikroORM;
   agenda: Agenda;
-  /** The domain's DeliveryQueue: first attempts woken by the commit's NOTIFY, retries as Agenda jobs. */
+  /** The domain's DeliveryQueue: first attempts woken by a NOTIFY after the commit, retries as Agenda jobs. */
   deliveryQueue: AgendaDeliveryQueue;
   /** Cross-process advisory locks for per-merchant job scheduling (a database-only critical section). */
   keyLock: KeyLock;
@@ -118,7 +118,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
 
   const logger = options.logger;
   const merchants = new MerchantService(em, secrets, config.webhookAllowPrivateUrls);
-  const deliveryQueue = new AgendaDeliveryQueue(agenda, em);
+  const deliveryQueue = new AgendaDeliveryQueue(agenda, em, logger);
   // Scheduling is rare and brief: two connections are plenty (idempotency needs none of its own).
   const keyLock = new KeyLock(options.databaseUrl, KEY_LOCK_POOL_MAX);
 
@@ -206,6 +206,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     },
     async close() {
       await accessChanges.stop();
+      await deliveryQueue.close();
       await keyLock.close();
       await closeAgendaPool().catch(() => undefined);
       await sandboxPool.end().catch(() => undefined);

@@ -10,8 +10,8 @@ import type { CheckStatusAck, CreatePaymentBody, Provider } from '../../contract
 /** What the domain needs from the job runner; implemented in jobs/ on Agenda. */
 export interface DeliveryQueue {
   /**
-   * Called after the outbox transaction committed, with its new deliveries, for an attempt now. The
-   * implementation may have nothing left to do: the commit's NOTIFY already woke the workers.
+   * Called after the outbox transaction committed, with its new deliveries, for an attempt now. Returns
+   * without waiting for the workers to hear of them; if they never do, the sweeper finds the rows.
    */
   enqueue(deliveryIds: readonly string[]): Promise<void>;
 }

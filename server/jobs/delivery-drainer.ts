@@ -15,8 +15,8 @@ const MIN_CLAIM = 8;
 const MAX_UNRECORDED_FACTOR = 4;
 
 /**
- * A worker's loop for first attempts (and anything else due): woken by the NOTIFY of the commit that
- * made a delivery due (a ChangeNotifications on DELIVERIES_DUE_CHANNEL, see service.ts), it leases many
+ * A worker's loop for first attempts (and anything else due): woken by the NOTIFY that follows the commit
+ * of a delivery due now (a ChangeNotifications on DELIVERIES_DUE_CHANNEL, see service.ts), it leases many
  * due deliveries in one statement, sends up to `maxInFlight` at once over keep-alive connections, and
  * records each attempt (successes in groups).
  * It keeps claiming while the last claim came back full, then sleeps until the next notification.

@@ -1,12 +1,27 @@
+import { AsyncResource } from 'node:async_hooks';
 import type { Agenda } from 'agenda';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { DeliveryQueue } from '../domain/ports.js';
+import type { Logger } from '../observability/logger.js';
+import { queryPrepared } from '../persistence/prepared-statements.js';
+import { WakeCoalescer } from './wake-coalescer.js';
 
 /**
- * The channel the database NOTIFYs when a delivery becomes due now: at the commit of a new outbox row
- * or of a delivery put back in the queue (migration 20261123001301), and by the sweeper.
+ * The channel workers LISTEN on: NOTIFYed after the commit of deliveries due now (new outbox rows,
+ * deliveries put back in the queue) and by the sweeper.
  */
 export const DELIVERIES_DUE_CHANNEL = 'webhook_deliveries_due';
+
+/**
+ * Wake-ups of one process are folded into at most one NOTIFY per this window. A NOTIFY inside the
+ * writer's transaction (a trigger, until migration 20261126000301) takes PostgreSQL's cluster-wide
+ * notification lock at commit and holds it until the commit has been flushed: notifying commits queue
+ * one behind the other instead of sharing a flush. With commits that take 6 ms (BENCH_COMMIT_DELAY_US,
+ * as behind a synchronous standby) the create bench did 261–279 req/s so, 295–352 waking after the commit.
+ */
+const WAKE_WINDOW_MS = 10;
+
+const NOTIFY_DUE = `SELECT pg_notify(?, '')`;
 
 export const DELIVER_WEBHOOK_JOB = 'webhook.deliver';
 export interface DeliverWebhookData {
@@ -14,24 +29,40 @@ export interface DeliverWebhookData {
 }
 
 /**
- * The domain's DeliveryQueue. A delivery due now needs nothing from the writer after its commit: the
- * commit itself NOTIFYs the workers (a trigger on webhook_deliveries), so `enqueue` costs no round trip.
- * A retry is an Agenda job at its due time; a job only names the delivery — the lease and the due
- * time on the row decide whether it is sent, so a duplicate or early job is harmless.
+ * The domain's DeliveryQueue. Deliveries due now wake the workers with a NOTIFY after their commit,
+ * sent in the background on a connection of its own and folded with the process's other wake-ups (see
+ * WakeCoalescer): the writer waits for nothing. A retry is an Agenda job at its due time; a job only
+ * names the delivery — the lease and the due time on the row decide whether it is sent, so a duplicate
+ * or early job is harmless.
  */
 export class AgendaDeliveryQueue implements DeliveryQueue {
-  constructor(private readonly agenda: Agenda, private readonly em: EntityManager) {}
+  private readonly wakeups: WakeCoalescer;
 
-  /** Nothing to do: the commit that made these deliveries due already woke the workers. */
-  async enqueue(_deliveryIds: readonly string[]): Promise<void> {}
+  constructor(private readonly agenda: Agenda, private readonly em: EntityManager, logger: Logger) {
+    // Bound to this (empty) async context: a send never runs inside a caller's ORM scope or transaction.
+    const send = AsyncResource.bind(() => queryPrepared(em, NOTIFY_DUE, [DELIVERIES_DUE_CHANNEL]).then(() => undefined));
+    this.wakeups = new WakeCoalescer(send, WAKE_WINDOW_MS, (err) => {
+      logger.warn({ err: { message: (err as Error).message } }, 'could not wake the workers for new deliveries; the sweeper will');
+    });
+  }
+
+  /** Wakes the workers for deliveries committed due now (returns at once). */
+  async enqueue(deliveryIds: readonly string[]): Promise<void> {
+    if (deliveryIds.length > 0) this.wakeups.request();
+  }
 
   /** Books the next scheduled attempt of a retrying delivery. */
   async scheduleAt(deliveryId: string, when: Date): Promise<void> {
     await this.agenda.schedule<DeliverWebhookData>(when, DELIVER_WEBHOOK_JOB, { deliveryId });
   }
 
+  /** Before the pools close: no more wake-ups (the sweeper finds whatever a dropped one was for). */
+  close(): Promise<void> {
+    return this.wakeups.stop();
+  }
+
   /** Wakes every listening worker to look for due deliveries (the sweeper's rescue). */
   async wakeWorkers(): Promise<void> {
-    await this.em.execute(`SELECT pg_notify(?, '')`, [DELIVERIES_DUE_CHANNEL]);
+    await queryPrepared(this.em, NOTIFY_DUE, [DELIVERIES_DUE_CHANNEL]);
   }
 }

@@ -17,8 +17,8 @@ export function sweepLockLifetimeMs(intervalMs: number): number {
 }
 
 /**
- * The safety net for deliveries due that nobody took: their commit's NOTIFY reached no listening
- * worker, the process died between an attempt and booking its retry job, or mid-attempt (its lease
+ * The safety net for deliveries due that nobody took: the wake-up after their commit reached no
+ * listening worker (or was never sent: the writer stopped first), the process died between an attempt and booking its retry job, or mid-attempt (its lease
  * expired). Wakes every worker's drain loop, which leases and sends whatever is due.
  */
 export function defineSweepDeliveriesJob(container: JobContext): void {

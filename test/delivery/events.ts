@@ -18,8 +18,8 @@ export interface DeliveryRow {
 
 /**
  * Writes an event the way the payments domain does (outbox, in a transaction, then DeliveryQueue.enqueue).
- * `notify: false` commits it without the NOTIFY that wakes the workers (its triggers are off for that
- * transaction), as when no worker was listening: only the sweeper (after its grace period) sends it.
+ * `notify: false` commits it without the wake-up (no enqueue), as when the writer stopped right after
+ * its commit: only the sweeper (after its grace period) sends it.
  */
 export async function emitEvent(
   t: TestService,
@@ -31,7 +31,6 @@ export async function emitEvent(
   const { em } = t.service.container.orm;
   const appended = await t.inContext(() =>
     em.transactional(async (tx) => {
-      if (options.notify === false) await tx.execute('SET LOCAL session_replication_role = replica');
       return appendEvent(tx, {
         merchantId,
         paymentId,
@@ -45,7 +44,7 @@ export async function emitEvent(
     }),
   );
   if (!appended.deliveryId) throw new Error('merchant has no webhook URL');
-  await t.service.container.deliveryQueue.enqueue([appended.deliveryId]);
+  if (options.notify !== false) await t.service.container.deliveryQueue.enqueue([appended.deliveryId]);
   return { eventId: appended.eventId, deliveryId: appended.deliveryId, paymentId };
 }
 

@@ -81,7 +81,7 @@ afterAll(async () => {
   await db?.drop();
 }, 60_000);
 
-describe('first attempts from the commit NOTIFY', () => {
+describe('first attempts from the NOTIFY after the commit', () => {
   it('sends the deliveries committed while no worker listened once a worker starts', async () => {
     await createPayments(5);
     expect((await deliveries()).map((d) => d.status)).toEqual(Array(5).fill('pending'));
@@ -92,7 +92,7 @@ describe('first attempts from the commit NOTIFY', () => {
     expect([...perId.values()]).toEqual(Array(5).fill(1));
   }, 120_000);
 
-  it('sends a new delivery on the NOTIFY of its commit, with no job booked for it', async () => {
+  it('sends a new delivery on the NOTIFY after its commit, with no job booked for it', async () => {
     const before = receiver.received.length;
     await createPayments(1);
     const perId = await allDelivered(6);

@@ -113,7 +113,7 @@ describe('business metrics on /metrics', () => {
   }, 20_000);
 
   it('with no worker running, due deliveries wait: the delivery lag grows', async () => {
-    // An api-only service: the outbox commit NOTIFYs, but no worker listens or sweeps.
+    // An api-only service: the outbox commit is followed by a NOTIFY, but no worker listens or sweeps.
     const stalled = await startTestService({ ROLE: 'api' });
     try {
       const shop = await stalled.createMerchant('Stalled Shop');

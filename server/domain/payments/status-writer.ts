@@ -18,8 +18,8 @@ import { paymentEdge, refundEdge, type PaymentEdge } from './state-table.js';
  * THE status writer (issue 10): payment and refund statuses change only in `UnitOfWork.move`, driven by
  * the table in state-table.ts. One unit of work is one database transaction holding the row locks: the
  * status change, its audit row (payment_transitions), the merchant event and its delivery commit
- * together; the DeliveryQueue port hears of the new deliveries after the commit (today the commit's own
- * NOTIFY has already woken the workers; the sweeper finds anything missed).
+ * together; the DeliveryQueue port hears of the new deliveries after the commit (and wakes the workers
+ * with a NOTIFY; the sweeper finds anything missed).
  *
  * Integrity (anchor: Hyperswitch's integrity framework, without its opt-outs): a provider report that
  * carries an amount must carry ours — the payment's, or the refund's — in amount AND currency, and a

@@ -28,6 +28,7 @@ import { Migration20261126000101_payment_counter_moves } from './Migration202611
 import { Migration20261126000102_drop_payment_reference_index } from './Migration20261126000102_drop_payment_reference_index.js';
 import { Migration20261126000103_payment_counter_update_statements } from './Migration20261126000103_payment_counter_update_statements.js';
 import { Migration20261126000201_idempotency_keys_hot_finish } from './Migration20261126000201_idempotency_keys_hot_finish.js';
+import { Migration20261126000301_delivery_wakeups_after_commit } from './Migration20261126000301_delivery_wakeups_after_commit.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -63,4 +64,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261126000102_drop_payment_reference_index', class: Migration20261126000102_drop_payment_reference_index },
   { name: 'Migration20261126000103_payment_counter_update_statements', class: Migration20261126000103_payment_counter_update_statements },
   { name: 'Migration20261126000201_idempotency_keys_hot_finish', class: Migration20261126000201_idempotency_keys_hot_finish },
+  { name: 'Migration20261126000301_delivery_wakeups_after_commit', class: Migration20261126000301_delivery_wakeups_after_commit },
 ];
