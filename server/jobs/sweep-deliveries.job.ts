@@ -18,8 +18,9 @@ export function sweepLockLifetimeMs(intervalMs: number): number {
 
 /**
  * The safety net for deliveries due that nobody took: the wake-up after their commit reached no
- * listening worker (or was never sent: the writer stopped first), the process died between an attempt and booking its retry job, or mid-attempt (its lease
- * expired). Wakes every worker's drain loop, which leases and sends whatever is due.
+ * listening worker (or was never sent: the writer stopped first), the process died between an attempt
+ * and booking its retry job, or mid-attempt (its lease expired). Wakes every worker's drain loop, which
+ * leases and sends whatever is due.
  */
 export function defineSweepDeliveriesJob(container: JobContext): void {
   defineJob(container, SWEEP_DELIVERIES_JOB, async () => {
