@@ -21,8 +21,6 @@ export const DELIVERIES_DUE_CHANNEL = 'webhook_deliveries_due';
  */
 const WAKE_WINDOW_MS = 10;
 
-const NOTIFY_DUE = `SELECT pg_notify(?, '')`;
-
 export const DELIVER_WEBHOOK_JOB = 'webhook.deliver';
 export interface DeliverWebhookData {
   deliveryId: string;
@@ -40,7 +38,7 @@ export class AgendaDeliveryQueue implements DeliveryQueue {
 
   constructor(private readonly agenda: Agenda, private readonly em: EntityManager, logger: Logger) {
     // Bound to this (empty) async context: a send never runs inside a caller's ORM scope or transaction.
-    const send = AsyncResource.bind(() => queryPrepared(em, NOTIFY_DUE, [DELIVERIES_DUE_CHANNEL]).then(() => undefined));
+    const send = AsyncResource.bind(() => this.wakeWorkers());
     this.wakeups = new WakeCoalescer(send, WAKE_WINDOW_MS, (err) => {
       logger.warn({ err: { message: (err as Error).message } }, 'could not wake the workers for new deliveries; the sweeper will');
     });
@@ -61,8 +59,8 @@ export class AgendaDeliveryQueue implements DeliveryQueue {
     return this.wakeups.stop();
   }
 
-  /** Wakes every listening worker to look for due deliveries (the sweeper's rescue). */
+  /** Wakes every listening worker to look for due deliveries (after a commit, folded; and the sweeper's rescue). */
   async wakeWorkers(): Promise<void> {
-    await queryPrepared(this.em, NOTIFY_DUE, [DELIVERIES_DUE_CHANNEL]);
+    await queryPrepared(this.em, `SELECT pg_notify(?, '')`, [DELIVERIES_DUE_CHANNEL]);
   }
 }
