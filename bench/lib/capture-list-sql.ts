@@ -27,13 +27,13 @@ export async function captureListSql(databaseUrl: string, merchantId: string, qu
       await inOrmScope(orm.em, () => service.list(merchantId, q));
       // The two run concurrently, so the log order varies.
       const sql = captured.map((m) => m.replace(/^\[query\]\s*/, '').replace(/\s*\[took [^\]]*\]\s*$/, '').trim()).filter((m) => /^(select|with)/i.test(m));
-      // The total is either a count(*) of the rows or, when the filter allows, a sum over payment_counts.
-      const isCount = (m: string) => /^select count\(/i.test(m) || /from payment_counts/i.test(m);
+      // The total is either a count(*) of the rows or, when the filter allows, a sum over payment_count_totals.
+      const isCount = (m: string) => /^select count\(/i.test(m) || /from payment_count_totals/i.test(m);
       const count = sql.find(isCount);
       // A deep page is two statements: its ids from the week counts (WITH weeks …), then those rows; the first is the page's cost.
       const page = sql.find((m) => /^with weeks/i.test(m)) ?? sql.find((m) => !isCount(m));
       if (!count || !page) throw new Error(`expected a page and a count query, captured: ${sql.join(' ; ')}`);
-      out.push({ page, count, rowCount: /from payment_counts/i.test(count) ? rowCountSql(orm.em, merchantId, q) : count });
+      out.push({ page, count, rowCount: /from payment_count_totals/i.test(count) ? rowCountSql(orm.em, merchantId, q) : count });
     }
     return out;
   } finally {

@@ -41,6 +41,7 @@ const EnvSchema = z.object({
   DELIVERY_SWEEP_INTERVAL: z.string().default('30s'),
   EVENT_RETENTION: z.string().default('30d'),
   EVENT_PRUNE_INTERVAL: z.string().default('1h'),
+  PAYMENT_COUNT_FOLD_INTERVAL: z.string().default('5s'),
   STATUS_SYNC_SCHEDULE: z.string().default('1m,5m,15m,1h,6h,24h,48h'),
   STATUS_SYNC_POLL_INTERVAL: z.string().default('30s'),
   MOBILEMONEY_RECONCILE_INTERVAL: z.string().default('15m'),
@@ -104,6 +105,8 @@ export interface AppConfig {
   eventRetentionMs: number;
   /** How often a worker prunes events past the retention period. */
   eventPruneIntervalMs: number;
+  /** How often a worker folds the payments' count changes into the folded counts. */
+  paymentCountFoldIntervalMs: number;
   statusSyncScheduleMs: number[];
   /** How often a worker looks for pending payments due a status sync. */
   statusSyncPollMs: number;
@@ -228,6 +231,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     deliverySweepIntervalMs: parseDurationMs(e.DELIVERY_SWEEP_INTERVAL),
     eventRetentionMs: parseDurationMs(e.EVENT_RETENTION),
     eventPruneIntervalMs: parseDurationMs(e.EVENT_PRUNE_INTERVAL),
+    paymentCountFoldIntervalMs: parseDurationMs(e.PAYMENT_COUNT_FOLD_INTERVAL),
     statusSyncScheduleMs: statusSync,
     statusSyncPollMs: parseDurationMs(e.STATUS_SYNC_POLL_INTERVAL),
     mobilemoneyReconcileIntervalMs: parseDurationMs(e.MOBILEMONEY_RECONCILE_INTERVAL),

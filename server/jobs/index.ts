@@ -2,6 +2,7 @@ import type { JobContext } from './job-context.js';
 import { sandboxModules } from '../sandbox/index.js';
 import { defineJob } from './define-job.js';
 import { defineDeliverWebhookJob } from './deliver-webhook.job.js';
+import { defineFoldPaymentCountsJob, scheduleFoldPaymentCounts } from './fold-payment-counts.job.js';
 import { definePruneEventsJob, schedulePruneEvents } from './prune-events.job.js';
 import { definePruneIdempotencyKeysJob, schedulePruneIdempotencyKeys } from './prune-idempotency-keys.job.js';
 import { defineSweepDeliveriesJob, scheduleDeliverySweep } from './sweep-deliveries.job.js';
@@ -16,6 +17,7 @@ export function defineJobs(container: JobContext): void {
   defineReconcileTransactionsJobs(container);
   definePruneEventsJob(container);
   definePruneIdempotencyKeysJob(container);
+  defineFoldPaymentCountsJob(container);
   if (container.config.sandbox) {
     for (const module of sandboxModules) {
       module.defineJobs?.(container.sandboxDeps, (name, body) => defineJob(container, name, body));
@@ -30,4 +32,5 @@ export async function scheduleRecurringJobs(container: JobContext): Promise<void
   await scheduleAllReconciliations(container);
   await schedulePruneEvents(container);
   await schedulePruneIdempotencyKeys(container);
+  await scheduleFoldPaymentCounts(container);
 }

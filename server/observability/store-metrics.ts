@@ -15,8 +15,8 @@ const CACHE_MS = 5000;
 
 async function takeSnapshot(query: Query): Promise<Snapshot> {
   const [payments, deliveries, lag, jobs] = await Promise.all([
-    // The trigger-kept counters (payment_counts), not a count over every payment row.
-    query('SELECT provider, status, sum(n)::int AS n FROM payment_counts GROUP BY provider, status HAVING sum(n) <> 0'),
+    // The trigger-kept counters (the view payment_count_totals), not a count over every payment row.
+    query('SELECT provider, status, sum(n)::int AS n FROM payment_count_totals GROUP BY provider, status HAVING sum(n) <> 0'),
     query('SELECT status, count(*)::int AS n FROM webhook_deliveries GROUP BY status'),
     // Age of the oldest delivery that is due and not yet sent (0 when none is waiting).
     query(`SELECT coalesce(extract(epoch FROM now() - min(next_attempt_at)), 0)::float8 AS lag

@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startTestService, type TestService } from '../support/service.js';
 
 // GET /v1/payments takes `meta.total` from counters kept by triggers on payments (not from count(*)
-// when the filter allows): they must equal count(*) whatever wrote the rows, and however concurrently.
+// when the filter allows): they must equal count(*) whatever wrote the rows, however concurrently, and
+// whether or not the worker's fold (every 300 ms here) has moved the appended changes into the counts.
 let t: TestService;
 let merchantId: string;
 let key: string;
@@ -45,7 +46,7 @@ async function expectTotalsEqualCounts(): Promise<void> {
 }
 
 beforeAll(async () => {
-  t = await startTestService();
+  t = await startTestService({ PAYMENT_COUNT_FOLD_INTERVAL: '300ms' });
   ({ merchantId, apiKey: key } = await t.createMerchant('Counted Shop'));
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_counts_0001' } }).expect(200);
 });
@@ -97,8 +98,29 @@ describe('exact payment totals from the counters', () => {
     expect([failed.body.meta.total, all.body.meta.total]).toEqual([100, 300]);
 
     await t.sql(`DELETE FROM merchants WHERE id = $1`, [other.merchantId]);
-    const [left] = await t.sql<{ n: string | null }>(`SELECT sum(n)::text AS n FROM payment_counts WHERE merchant_id = $1`, [other.merchantId]);
+    const [left] = await t.sql<{ n: string | null }>(`SELECT sum(n)::text AS n FROM payment_count_totals WHERE merchant_id = $1`, [other.merchantId]);
     expect(Number(left!.n ?? 0)).toBe(0);
+  });
+
+  it('are folded by the worker: the appended changes end in the counts, and the totals do not move', async () => {
+    await Promise.all(Array.from({ length: 5 }, () => create('pm_card_visa')));
+    await t.sql(`UPDATE payments SET status = 'failed' WHERE id = (SELECT id FROM payments WHERE merchant_id = $1 AND status = 'completed' LIMIT 1)`, [merchantId]);
+    const changes = async () => (await t.sql<{ n: number }>('SELECT count(*)::int AS n FROM payment_count_changes'))[0]!.n;
+    const deadline = Date.now() + 10_000;
+    while ((await changes()) > 0) {
+      if (Date.now() > deadline) throw new Error('the fold job left count changes behind for 10 s');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // Folded: the counts alone now equal count(*) for every key.
+    const [unequal] = await t.sql<{ n: number }>(
+      `SELECT count(*)::int AS n FROM (
+         SELECT merchant_id, status, provider, currency, sum(n) AS n FROM payment_counts GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0) counted
+       FULL JOIN (SELECT merchant_id, status, provider, currency, count(*) AS n FROM payments GROUP BY 1, 2, 3, 4) actual
+         USING (merchant_id, status, provider, currency)
+       WHERE counted.n IS DISTINCT FROM actual.n`,
+    );
+    expect(unequal!.n).toBe(0);
+    await expectTotalsEqualCounts();
   });
 
   it('start again from zero after the payments are truncated', async () => {

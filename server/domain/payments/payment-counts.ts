@@ -9,9 +9,10 @@ export interface CountKey {
 }
 
 /**
- * The exact number of the merchant's payments matching the key, from `payment_counts` (kept by triggers
- * on payments in the writing transaction; see Migration20261123000902_payment_counts): a sum over at most
- * 5 statuses × 3 providers × currencies × 16 stripes rows, whatever the number of payments.
+ * The exact number of the merchant's payments matching the key, from the view `payment_count_totals`:
+ * the folded counts (`payment_counts`) plus the changes not folded yet (`payment_count_changes`, appended
+ * by triggers on payments in the writing transaction; Migration20261126000401_payment_count_changes), in
+ * one snapshot. A sum over a few hundred rows and a few seconds of changes, whatever the number of payments.
  */
 export async function countPayments(em: EntityManager, key: CountKey): Promise<number> {
   const conditions = ['merchant_id = ?'];
@@ -22,8 +23,17 @@ export async function countPayments(em: EntityManager, key: CountKey): Promise<n
     params.push(value);
   }
   const rows = await em.execute<{ total: string }[]>(
-    `select coalesce(sum(n), 0)::text as total from payment_counts where ${conditions.join(' and ')}`,
+    `select coalesce(sum(n), 0)::text as total from payment_count_totals where ${conditions.join(' and ')}`,
     params,
   );
   return Number(rows[0]?.total ?? 0);
+}
+
+/**
+ * Moves the appended count changes into the folded counts (one statement; folds run one at a time) and
+ * returns how many changes it moved. Totals read the same before and after: it only keeps the changes few.
+ */
+export async function foldPaymentCountChanges(em: EntityManager): Promise<number> {
+  const rows = await em.execute<{ moved: string }[]>('select fold_payment_count_changes()::text as moved');
+  return Number(rows[0]?.moved ?? 0);
 }

@@ -8,9 +8,9 @@ export const DEEP_PAGE_OFFSET = 20_000;
 
 /**
  * The ids of one page of a merchant's payments (newest first: created_at DESC, id DESC), optionally of
- * one status, `offset` rows in — without skipping `offset` index entries. payment_week_counts (kept in
- * the writing transaction by triggers; Migration20261123001601_payment_week_counts) says which week holds
- * row `offset` and how many newer rows come before that week; the page is read from that week's end,
+ * one status, `offset` rows in — without skipping `offset` index entries. The week counts (the view
+ * payment_week_totals: kept in the writing transaction by triggers, folded or not yet) say which week
+ * holds row `offset` and how many newer rows come before that week; the page is read from that week's end,
  * skipping fewer than one week's rows. One statement, so the counts and the rows are one snapshot: the
  * page is exactly what `ORDER BY … OFFSET offset LIMIT limit` returns.
  */
@@ -19,7 +19,7 @@ export async function deepPageIds(em: EntityManager, merchantId: string, status:
   const params = (extra: unknown[]) => (status === undefined ? [merchantId, ...extra] : [merchantId, status, ...extra]);
   const rows = await em.execute<{ id: string }[]>(
     `WITH weeks AS (
-       SELECT week, sum(n) AS n FROM payment_week_counts WHERE merchant_id = ? ${statusFilter} GROUP BY week),
+       SELECT week, sum(n) AS n FROM payment_week_totals WHERE merchant_id = ? ${statusFilter} GROUP BY week),
      running AS (
        SELECT week, n, coalesce(sum(n) OVER (ORDER BY week DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS newer FROM weeks),
      start AS (

@@ -29,6 +29,7 @@ import { Migration20261126000102_drop_payment_reference_index } from './Migratio
 import { Migration20261126000103_payment_counter_update_statements } from './Migration20261126000103_payment_counter_update_statements.js';
 import { Migration20261126000201_idempotency_keys_hot_finish } from './Migration20261126000201_idempotency_keys_hot_finish.js';
 import { Migration20261126000301_delivery_wakeups_after_commit } from './Migration20261126000301_delivery_wakeups_after_commit.js';
+import { Migration20261126000401_payment_count_changes } from './Migration20261126000401_payment_count_changes.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -65,4 +66,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261126000103_payment_counter_update_statements', class: Migration20261126000103_payment_counter_update_statements },
   { name: 'Migration20261126000201_idempotency_keys_hot_finish', class: Migration20261126000201_idempotency_keys_hot_finish },
   { name: 'Migration20261126000301_delivery_wakeups_after_commit', class: Migration20261126000301_delivery_wakeups_after_commit },
+  { name: 'Migration20261126000401_payment_count_changes', class: Migration20261126000401_payment_count_changes },
 ];
