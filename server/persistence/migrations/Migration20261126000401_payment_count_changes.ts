@@ -2,6 +2,9 @@ import { Migration } from '@mikro-orm/migrations';
 import { Migration20261126000101_payment_counter_moves } from './Migration20261126000101_payment_counter_moves.js';
 import { Migration20261126000103_payment_counter_update_statements } from './Migration20261126000103_payment_counter_update_statements.js';
 
+/** The advisory lock a fold holds for its transaction (a key of its own). */
+const FOLD_LOCK_KEY = 20261126401;
+
 /**
  * The exact counters for less work on the create path: a payment write appends its count changes, and a
  * job folds them into the totals.
@@ -21,9 +24,6 @@ import { Migration20261126000103_payment_counter_update_statements } from './Mig
  * - No writer adds to a counter row any more, so the per-session stripes (and their session advisory
  *   locks) are gone; folds write stripe 0 and the rows already striped keep counting.
  */
-/** The advisory lock a fold holds for its transaction (a key of its own). */
-const FOLD_LOCK_KEY = 20261126401;
-
 export class Migration20261126000401_payment_count_changes extends Migration {
   override async up(): Promise<void> {
     this.addSql(`DROP TRIGGER payments_counters_insert ON payments; DROP TRIGGER payments_counters_update ON payments;`);
