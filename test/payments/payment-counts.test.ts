@@ -72,7 +72,9 @@ describe('exact payment totals from the counters', () => {
       t.sql(`UPDATE payments SET status = 'completed', updated_at = now() WHERE merchant_id = $1 AND provider = 'mobilemoney' AND status = 'pending'`, [merchantId]),
       t.sql(`UPDATE payments SET status = 'reversed' WHERE id = $1`, [completed[8]]),
       t.sql(`DELETE FROM payments WHERE id = $1`, [completed[9]]),
-      t.sql(`UPDATE payments SET provider_data = '{"touched":true}' WHERE merchant_id = $1`, [merchantId]),
+      // Cardpay rows only: two multi-row updates of the same rows, each in its own scan order, may deadlock
+      // (PostgreSQL then refuses one); the other multi-row updates here touch mobilemoney and walletpay rows.
+      t.sql(`UPDATE payments SET provider_data = '{"touched":true}' WHERE merchant_id = $1 AND provider = 'cardpay'`, [merchantId]),
       t.sql(`UPDATE payments SET provider = 'walletpay', currency = 'EUR' WHERE id = $1`, [completed[10]]),
       t.sql(`UPDATE payments SET currency = 'KES' WHERE id = $1`, [completed[11]]),
       t.sql(`BEGIN; UPDATE payments SET status = 'failed' WHERE merchant_id = $1 AND provider = 'walletpay'; ROLLBACK;`.replace('$1', `'${merchantId}'`)),
