@@ -10,7 +10,8 @@ export const FOLD_PAYMENT_COUNTS_JOB = 'payment-counts.fold';
  */
 export function defineFoldPaymentCountsJob(container: JobContext): void {
   defineJob(container, FOLD_PAYMENT_COUNTS_JOB, async () => {
-    await foldPaymentCountChanges(container.orm.em.fork());
+    // The job's ORM scope (defineJob) gives container.orm.em a fork of its own: no second fork here.
+    await foldPaymentCountChanges(container.orm.em);
   }, { concurrency: 1 });
 }
 
