@@ -1,27 +1,33 @@
 /**
  * `npm run migrate` (production build: `npm run migrate:prod`): applies pending migrations to
  * DATABASE_URL (or the embedded database in DATA_DIR) and exits. Safe to run while services are up
- * and from several places at once: the schema lock serialises it with every boot.
+ * and from several places at once: the schema lock serialises it with every boot. `--down-to` rolls
+ * the schema back to an earlier release's (README, Production: rolling back).
  */
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from './config/config.js';
 import type { EmbeddedDatabase } from './persistence/embedded-postgres.js';
-import { migrate, openOrm, pendingMigrations } from './persistence/orm.js';
+import { appliedMigrations, migrate, openOrm, pendingMigrations, revertMigrationsAfter } from './persistence/orm.js';
 import { withSchemaLock } from './persistence/schema-lock.js';
 import { createAgenda } from './jobs/agenda.js';
 
-const HELP = `usage: migrate [--status]
+const HELP = `usage: migrate [--status | --down-to MIGRATION]
 
 Applies every pending database migration to DATABASE_URL (without it, to the embedded PostgreSQL in
 DATA_DIR), including the job runner's tables, then exits. Prints JSON: {"applied":[…]}.
 
-  --status   only list the pending migrations ({"pending":[…]}); exits 0 either way
-  --help     this text`;
+  --status              only list the applied and the pending migrations ({"applied":[…],"pending":[…]});
+                        exits 0 either way
+  --down-to MIGRATION   revert every migration applied after MIGRATION (the last one an earlier release
+                        has), newest first, in one transaction; prints {"reverted":[…]}. Stop the api and
+                        worker processes first, then start the earlier release
+  --help                this text`;
 
 async function run(argv: string[]): Promise<unknown> {
-  const { values } = parseArgs({ args: argv, options: { help: { type: 'boolean' }, status: { type: 'boolean' } } });
+  const { values } = parseArgs({ args: argv, options: { help: { type: 'boolean' }, status: { type: 'boolean' }, 'down-to': { type: 'string' } } });
   if (values.help) return HELP;
+  if (values.status && values['down-to'] !== undefined) throw new TypeError('--status and --down-to cannot be combined');
   const config = loadConfig();
   let embedded: EmbeddedDatabase | null = null;
   let databaseUrl = config.databaseUrl;
@@ -32,8 +38,10 @@ async function run(argv: string[]): Promise<unknown> {
   }
   const orm = await openOrm(databaseUrl, 2);
   try {
-    if (values.status) return { pending: await pendingMigrations(orm) };
+    if (values.status) return { applied: await appliedMigrations(orm), pending: await pendingMigrations(orm) };
     const url = databaseUrl;
+    const downTo = values['down-to'];
+    if (downTo !== undefined) return await withSchemaLock(url, async () => ({ reverted: await revertMigrationsAfter(orm, downTo) }));
     return await withSchemaLock(url, async () => {
       // Agenda creates agenda_jobs as it connects; do it here too, so a service booted with
       // MIGRATE_ON_BOOT=false finds every table in place.

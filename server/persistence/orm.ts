@@ -43,6 +43,24 @@ export async function migrate(orm: MikroORM): Promise<string[]> {
   return applied.map((m) => m.name);
 }
 
+/** Names of the applied migrations, oldest first. */
+export async function appliedMigrations(orm: MikroORM): Promise<string[]> {
+  return (await orm.getMigrator().getExecutedMigrations()).map((m) => m.name);
+}
+
+/**
+ * Reverts every migration applied after `keep`, newest first, in one transaction (all or nothing);
+ * returns their names in the order they were reverted. A `keep` that is not applied is refused.
+ */
+export async function revertMigrationsAfter(orm: MikroORM, keep: string): Promise<string[]> {
+  const applied = await appliedMigrations(orm);
+  const at = applied.indexOf(keep);
+  if (at < 0) throw new TypeError(`--down-to: ${keep} is not an applied migration (see --status)`);
+  const oldestToRevert = applied[at + 1];
+  if (!oldestToRevert) return [];
+  return (await orm.getMigrator().down({ to: oldestToRevert })).map((m) => m.name);
+}
+
 /** Names of the migrations not yet applied. */
 export async function pendingMigrations(orm: MikroORM): Promise<string[]> {
   return (await orm.getMigrator().getPendingMigrations()).map((m) => m.name);

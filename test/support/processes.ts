@@ -194,6 +194,18 @@ export async function adminCli<T = Record<string, unknown>>(databaseUrl: string,
   return JSON.parse(stdout) as T;
 }
 
+/** `npm run migrate` (server/migrate.ts) against `databaseUrl`, as an operator runs it: exit code and output. */
+export async function migrateCli(databaseUrl: string, args: string[] = []): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', 'server/migrate.ts', ...args],
+      { cwd: REPO_ROOT, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', DATABASE_URL: databaseUrl, NODE_ENV: 'test' }, timeout: 120_000 },
+      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
 /** A merchant and an all-scopes API key made with the admin CLI, as an operator would. */
 export async function adminMerchant(databaseUrl: string, name: string): Promise<{ merchantId: string; apiKey: string }> {
   const { merchant_id: merchantId } = await adminCli<{ merchant_id: string }>(databaseUrl, ['merchant', 'create', '--name', name]);

@@ -16,4 +16,8 @@ export class Migration20261123000702_sandbox_certificates extends Migration {
         created_at timestamptz NOT NULL DEFAULT now()
       );`);
   }
+
+  override async down(): Promise<void> {
+    this.addSql(`DROP TABLE sandbox_mobilemoney_keys; ALTER TABLE sandbox_walletpay_keys DROP COLUMN certificate_pem;`);
+  }
 }

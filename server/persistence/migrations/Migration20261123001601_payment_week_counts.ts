@@ -3,31 +3,10 @@ import { Migration } from '@mikro-orm/migrations';
 /** Counter rows per key; a writer adds to the stripe of its own backend (as payment_counts does). */
 const STRIPES = 16;
 
-/**
- * Where a deep page of GET /v1/payments starts, without skipping a million index entries:
- * `payment_week_counts` holds (merchant, status, week of created_at, stripe) → n, kept like
- * payment_counts by statement-level triggers on payments in the writing transaction. Summing the weeks
- * from the newest tells which week holds the page's first row and how many rows come before that week;
- * the page is then read from that week's end with a small OFFSET (see domain/payments/payment-pages.ts).
- * Weeks are `date_bin('7 days', created_at, 2000-01-03 UTC)`: the same whatever the session time zone.
- * created_at and merchant_id never change (a trigger refuses it), so only inserts, deletes and status
- * changes move a count.
- */
-export class Migration20261123001601_payment_week_counts extends Migration {
-  override async up(): Promise<void> {
-    this.addSql(`
-      CREATE TABLE payment_week_counts (
-        merchant_id uuid NOT NULL,
-        status text NOT NULL,
-        week timestamptz NOT NULL,
-        stripe smallint NOT NULL,
-        n bigint NOT NULL,
-        PRIMARY KEY (merchant_id, status, week, stripe)
-      );`);
-    this.addSql(`
-      CREATE FUNCTION payment_week(created_at timestamptz) RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE
-      AS $fn$ SELECT date_bin('7 days', created_at, timestamptz '2000-01-03 00:00:00+00') $fn$;`);
-    this.addSql(`
+/** The week-counting function and its four triggers (Migration20261126000101's down() restores them). */
+export function weekCountTriggerSql(): string[] {
+  return [
+    `
       CREATE FUNCTION payment_week_counts_apply() RETURNS trigger LANGUAGE plpgsql AS $fn$
       BEGIN
         -- Sorted by key, so two statements touching several counter rows take their locks in one order.
@@ -57,7 +36,39 @@ export class Migration20261123001601_payment_week_counts extends Migration {
         END IF;
         RETURN NULL;
       END
-      $fn$;`);
+      $fn$;`,
+    `CREATE TRIGGER payments_week_count_insert AFTER INSERT ON payments REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION payment_week_counts_apply();`,
+    `CREATE TRIGGER payments_week_count_update AFTER UPDATE ON payments REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION payment_week_counts_apply();`,
+    `CREATE TRIGGER payments_week_count_delete AFTER DELETE ON payments REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION payment_week_counts_apply();`,
+    `CREATE TRIGGER payments_week_count_truncate AFTER TRUNCATE ON payments FOR EACH STATEMENT EXECUTE FUNCTION payment_week_counts_apply();`,
+  ];
+}
+
+/**
+ * Where a deep page of GET /v1/payments starts, without skipping a million index entries:
+ * `payment_week_counts` holds (merchant, status, week of created_at, stripe) → n, kept like
+ * payment_counts by statement-level triggers on payments in the writing transaction. Summing the weeks
+ * from the newest tells which week holds the page's first row and how many rows come before that week;
+ * the page is then read from that week's end with a small OFFSET (see domain/payments/payment-pages.ts).
+ * Weeks are `date_bin('7 days', created_at, 2000-01-03 UTC)`: the same whatever the session time zone.
+ * created_at and merchant_id never change (a trigger refuses it), so only inserts, deletes and status
+ * changes move a count.
+ */
+export class Migration20261123001601_payment_week_counts extends Migration {
+  override async up(): Promise<void> {
+    this.addSql(`
+      CREATE TABLE payment_week_counts (
+        merchant_id uuid NOT NULL,
+        status text NOT NULL,
+        week timestamptz NOT NULL,
+        stripe smallint NOT NULL,
+        n bigint NOT NULL,
+        PRIMARY KEY (merchant_id, status, week, stripe)
+      );`);
+    this.addSql(`
+      CREATE FUNCTION payment_week(created_at timestamptz) RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE
+      AS $fn$ SELECT date_bin('7 days', created_at, timestamptz '2000-01-03 00:00:00+00') $fn$;`);
+    for (const sql of weekCountTriggerSql()) this.addSql(sql);
     this.addSql(`
       CREATE FUNCTION payments_keep_merchant_and_created_at() RETURNS trigger LANGUAGE plpgsql AS $fn$
       BEGIN
@@ -68,10 +79,6 @@ export class Migration20261123001601_payment_week_counts extends Migration {
       CREATE TRIGGER payments_keep_merchant_and_created_at BEFORE UPDATE OF merchant_id, created_at ON payments FOR EACH ROW
       WHEN (OLD.merchant_id IS DISTINCT FROM NEW.merchant_id OR OLD.created_at IS DISTINCT FROM NEW.created_at)
       EXECUTE FUNCTION payments_keep_merchant_and_created_at();`);
-    this.addSql(`CREATE TRIGGER payments_week_count_insert AFTER INSERT ON payments REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION payment_week_counts_apply();`);
-    this.addSql(`CREATE TRIGGER payments_week_count_update AFTER UPDATE ON payments REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION payment_week_counts_apply();`);
-    this.addSql(`CREATE TRIGGER payments_week_count_delete AFTER DELETE ON payments REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION payment_week_counts_apply();`);
-    this.addSql(`CREATE TRIGGER payments_week_count_truncate AFTER TRUNCATE ON payments FOR EACH STATEMENT EXECUTE FUNCTION payment_week_counts_apply();`);
     // Existing payments: counted once while writers wait (SHARE blocks writes until this commits).
     this.addSql(`LOCK TABLE payments IN SHARE MODE;`);
     this.addSql(`

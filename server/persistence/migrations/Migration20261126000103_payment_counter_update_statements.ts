@@ -1,20 +1,11 @@
 import { Migration } from '@mikro-orm/migrations';
+import { stripedCounterTriggerSql } from './Migration20261126000101_payment_counter_moves.js';
 
-/**
- * Status changes are counted per statement again (Migration20261126000101 counted them per row).
- * A row-level trigger adds ±1 to the same counter rows once per moved payment; inside one transaction
- * every add leaves one more row version that the next add walks past, so a transaction moving N payments
- * cost O(N²): 11,000 status changes took 7 s instead of 1.2 s, and 11,000 more in the same transaction
- * 24 s. The row trigger saved ~0.08 ms per create (a tenth of the creation answer's execution), not
- * worth that. Kept from 0101: one function for both counter tables and the stripe each session claims.
- * Transition tables are named by what they hold, old_rows and new_rows, in every trigger.
- */
-export class Migration20261126000103_payment_counter_update_statements extends Migration {
-  override async up(): Promise<void> {
-    this.addSql(`DROP TRIGGER payments_counters_move ON payments; DROP FUNCTION payment_counters_move();`);
-    this.addSql(`DROP TRIGGER payments_counters_insert ON payments; DROP TRIGGER payments_counters_delete ON payments;`);
-    const stripe = `coalesce(nullif(current_setting('payments.counter_stripe', true), '')::smallint, payment_counter_stripe())`;
-    this.addSql(`
+/** This migration's counter function and its three triggers (0401's down() restores them). */
+export function statementCounterTriggerSql(): string[] {
+  const stripe = `coalesce(nullif(current_setting('payments.counter_stripe', true), '')::smallint, payment_counter_stripe())`;
+  return [
+    `
       CREATE OR REPLACE FUNCTION payment_counters_apply() RETURNS trigger LANGUAGE plpgsql AS $fn$
       DECLARE
         my_stripe smallint := ${stripe};
@@ -66,9 +57,34 @@ export class Migration20261126000103_payment_counter_update_statements extends M
         END IF;
         RETURN NULL;
       END
-      $fn$;`);
-    this.addSql(`CREATE TRIGGER payments_counters_insert AFTER INSERT ON payments REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION payment_counters_apply();`);
-    this.addSql(`CREATE TRIGGER payments_counters_update AFTER UPDATE ON payments REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION payment_counters_apply();`);
-    this.addSql(`CREATE TRIGGER payments_counters_delete AFTER DELETE ON payments REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION payment_counters_apply();`);
+      $fn$;`,
+    `CREATE TRIGGER payments_counters_insert AFTER INSERT ON payments REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION payment_counters_apply();`,
+    `CREATE TRIGGER payments_counters_update AFTER UPDATE ON payments REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION payment_counters_apply();`,
+    `CREATE TRIGGER payments_counters_delete AFTER DELETE ON payments REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION payment_counters_apply();`,
+  ];
+}
+
+/**
+ * Status changes are counted per statement again (Migration20261126000101 counted them per row).
+ * A row-level trigger adds ±1 to the same counter rows once per moved payment; inside one transaction
+ * every add leaves one more row version that the next add walks past, so a transaction moving N payments
+ * cost O(N²): 11,000 status changes took 7 s instead of 1.2 s, and 11,000 more in the same transaction
+ * 24 s. The row trigger saved ~0.08 ms per create (a tenth of the creation answer's execution), not
+ * worth that. Kept from 0101: one function for both counter tables and the stripe each session claims.
+ * Transition tables are named by what they hold, old_rows and new_rows, in every trigger.
+ */
+export class Migration20261126000103_payment_counter_update_statements extends Migration {
+  override async up(): Promise<void> {
+    this.addSql(`DROP TRIGGER payments_counters_move ON payments; DROP FUNCTION payment_counters_move();`);
+    this.addSql(`DROP TRIGGER payments_counters_insert ON payments; DROP TRIGGER payments_counters_delete ON payments;`);
+    for (const sql of statementCounterTriggerSql()) this.addSql(sql);
+  }
+
+  /** Back to 20261126000101's row-level move trigger (the stripe function and the TRUNCATE trigger stayed). */
+  override async down(): Promise<void> {
+    this.addSql(`DROP TRIGGER payments_counters_insert ON payments; DROP TRIGGER payments_counters_update ON payments;`);
+    this.addSql(`DROP TRIGGER payments_counters_delete ON payments; DROP TRIGGER payments_counters_truncate ON payments;`);
+    this.addSql(`DROP FUNCTION payment_counters_apply();`);
+    for (const sql of stripedCounterTriggerSql()) this.addSql(sql);
   }
 }

@@ -1,6 +1,6 @@
 import { Migration } from '@mikro-orm/migrations';
-import { Migration20261126000101_payment_counter_moves } from './Migration20261126000101_payment_counter_moves.js';
-import { Migration20261126000103_payment_counter_update_statements } from './Migration20261126000103_payment_counter_update_statements.js';
+import { counterStripeFunctionSql } from './Migration20261126000101_payment_counter_moves.js';
+import { statementCounterTriggerSql } from './Migration20261126000103_payment_counter_update_statements.js';
 
 /** The advisory lock a fold holds for its transaction (a key of its own). */
 const FOLD_LOCK_KEY = 20261126401;
@@ -100,12 +100,7 @@ export class Migration20261126000401_payment_count_changes extends Migration {
     this.addSql(`DROP TRIGGER payments_count_changes_insert ON payments; DROP TRIGGER payments_count_changes_update ON payments;`);
     this.addSql(`DROP TRIGGER payments_count_changes_delete ON payments; DROP TRIGGER payments_count_changes_truncate ON payments;`);
     this.addSql(`DROP FUNCTION payment_count_changes_append(); DROP TABLE payment_count_changes;`);
-    const stripes = new Migration20261126000101_payment_counter_moves(this.driver, this.config);
-    await stripes.up();
-    for (const sql of stripes.getQueries()) if (String(sql).includes('CREATE FUNCTION payment_counter_stripe()')) this.addSql(sql);
-    const statements = new Migration20261126000103_payment_counter_update_statements(this.driver, this.config);
-    await statements.up();
-    for (const sql of statements.getQueries()) if (!String(sql).trimStart().startsWith('DROP')) this.addSql(sql);
+    for (const sql of [...counterStripeFunctionSql(), ...statementCounterTriggerSql()]) this.addSql(sql);
     this.addSql(`CREATE TRIGGER payments_counters_truncate AFTER TRUNCATE ON payments FOR EACH STATEMENT EXECUTE FUNCTION payment_counters_apply();`);
   }
 }

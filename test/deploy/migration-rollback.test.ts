@@ -1,0 +1,126 @@
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { createTestDatabase, sql } from '../support/database.js';
+import { adminMerchant, baseEnv, freePort, migrateCli, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
+
+// An operator rolls a release back: stop the processes, `npm run migrate -- --down-to <the last
+// migration the earlier release has>`, start the earlier release. Then forward again with `npm run migrate`.
+const EARLIER_RELEASE = 'Migration20261123001601_payment_week_counts';
+const FIRST = 'Migration20261122000001_foundation';
+
+type Db = Awaited<ReturnType<typeof createTestDatabase>>;
+const databases: Db[] = [];
+
+async function migrated(): Promise<{ db: Db; applied: string[] }> {
+  const db = await createTestDatabase();
+  databases.push(db);
+  const run = await migrateCli(db.url);
+  expect(run.code).toBe(0);
+  return { db, applied: (JSON.parse(run.stdout) as { applied: string[] }).applied };
+}
+
+async function startApp(dbUrl: string): Promise<ServiceProcess> {
+  const port = await freePort();
+  return startProcess('all', baseEnv(dbUrl, `http://127.0.0.1:${port}`, { PORT: String(port), MIGRATE_ON_BOOT: 'false' }));
+}
+
+async function call(app: ServiceProcess, method: string, path: string, apiKey: string, body?: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(`${app.url}${path}`, {
+    method,
+    headers: { 'X-API-Key': apiKey, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }), ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, any> };
+}
+
+let n = 0;
+const pay = (app: ServiceProcess, apiKey: string, paymentMethod: string) =>
+  call(app, 'POST', '/v1/payments', apiKey, { provider: 'cardpay', amount: '12.00', currency: 'USD', payment_method: paymentMethod }, { 'Idempotency-Key': `rollback-${Date.now()}-${++n}` });
+
+/** Per status, what the counters say and what count(*) says, for one merchant. */
+async function countersAndRows(dbUrl: string, merchantId: string) {
+  const counters = await sql<{ status: string; n: string }>(dbUrl, 'SELECT status, sum(n)::text AS n FROM payment_counts WHERE merchant_id = $1 GROUP BY status HAVING sum(n) <> 0 ORDER BY status', [merchantId]);
+  const rows = await sql<{ status: string; n: string }>(dbUrl, 'SELECT status, count(*)::text AS n FROM payments WHERE merchant_id = $1 GROUP BY status ORDER BY status', [merchantId]);
+  return { counters, rows };
+}
+
+/** What a schema is made of, in a form two databases can be compared by. */
+async function schemaOf(dbUrl: string) {
+  const q = (text: string) => sql<{ d: string }>(dbUrl, text).then((rows) => rows.map((r) => r.d));
+  return {
+    columns: await q(`SELECT table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '') AS d
+                        FROM information_schema.columns WHERE table_schema = 'public' AND table_name <> 'mikro_orm_migrations' ORDER BY 1`),
+    indexes: await q(`SELECT indexdef AS d FROM pg_indexes WHERE schemaname = 'public' AND tablename <> 'mikro_orm_migrations' ORDER BY 1`),
+    constraints: await q(`SELECT conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid) AS d FROM pg_constraint
+                           WHERE connamespace = 'public'::regnamespace AND conrelid <> 'mikro_orm_migrations'::regclass ORDER BY 1`),
+    triggers: await q(`SELECT pg_get_triggerdef(oid) AS d FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1`),
+    functions: await q(`SELECT pg_get_functiondef(p.oid) AS d FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace ORDER BY 1`),
+    views: await q(`SELECT viewname || ' ' || definition AS d FROM pg_views WHERE schemaname = 'public' ORDER BY 1`),
+  };
+}
+
+afterAll(async () => {
+  await stopAllProcesses();
+  for (const db of databases) await db.drop();
+}, 60_000);
+
+describe('npm run migrate -- --down-to (rolling the schema back to an earlier release)', () => {
+  it('keeps every payment and exact totals through a rollback and forward again, with the service answering after', async () => {
+    const { db, applied } = await migrated();
+    let app = await startApp(db.url);
+    const { merchantId, apiKey } = await adminMerchant(db.url, 'Rollback Shop');
+    expect((await call(app, 'PUT', '/v1/merchant/credentials', apiKey, { provider: 'cardpay', cardpay: { secret_key: 'sk_test_rollback_0001' } })).status).toBe(200);
+    const answers = await Promise.all([...Array(6).fill('pm_card_visa'), ...Array(2).fill('pm_card_chargeDeclined')].map((pm: string) => pay(app, apiKey, pm)));
+    expect(answers.map((a) => [a.status, a.body.data?.status])).toEqual([...Array(6).fill([201, 'completed']), ...Array(2).fill([201, 'failed'])]);
+    await app.stop();
+
+    const rollback = await migrateCli(db.url, ['--down-to', EARLIER_RELEASE]);
+    expect(rollback.code).toBe(0);
+    const { reverted } = JSON.parse(rollback.stdout) as { reverted: string[] };
+    const later = applied.slice(applied.indexOf(EARLIER_RELEASE) + 1);
+    // Newest first, and nothing else.
+    expect(reverted).toEqual([...later].reverse());
+    const status = JSON.parse((await migrateCli(db.url, ['--status'])).stdout) as { applied: string[]; pending: string[] };
+    expect(status.applied.at(-1)).toBe(EARLIER_RELEASE);
+    expect(status.pending).toEqual(later);
+
+    // The earlier schema: every payment is there, its counters are exact, and its own triggers keep them.
+    expect(await countersAndRows(db.url, merchantId)).toEqual({ counters: [{ status: 'completed', n: '6' }, { status: 'failed', n: '2' }], rows: [{ status: 'completed', n: '6' }, { status: 'failed', n: '2' }] });
+    await sql(db.url, `UPDATE payments SET status = 'refunded' WHERE id = (SELECT id FROM payments WHERE merchant_id = $1 AND status = 'completed' LIMIT 1)`, [merchantId]);
+    expect(await countersAndRows(db.url, merchantId)).toEqual({
+      counters: [{ status: 'completed', n: '5' }, { status: 'failed', n: '2' }, { status: 'refunded', n: '1' }],
+      rows: [{ status: 'completed', n: '5' }, { status: 'failed', n: '2' }, { status: 'refunded', n: '1' }],
+    });
+
+    const forward = await migrateCli(db.url);
+    expect(forward.code).toBe(0);
+    expect((JSON.parse(forward.stdout) as { applied: string[] }).applied).toEqual(later);
+    app = await startApp(db.url);
+    expect((await pay(app, apiKey, 'pm_card_visa')).body.data?.status).toBe('completed');
+    for (const [filter, total] of [['', 9], ['?status=completed', 6], ['?status=refunded', 1], ['?status=failed', 2]] as const) {
+      const list = await call(app, 'GET', `/v1/payments${filter}`, apiKey);
+      expect([filter, list.status, list.body.meta?.total]).toEqual([filter, 200, total]);
+    }
+    await app.stop();
+  }, 180_000);
+
+  it('reverts every migration down to the first, and migrating again rebuilds the same schema', async () => {
+    const { db, applied } = await migrated();
+    const before = await schemaOf(db.url);
+    const down = await migrateCli(db.url, ['--down-to', FIRST]);
+    expect([down.code, down.stderr]).toEqual([0, '']);
+    expect((JSON.parse(down.stdout) as { reverted: string[] }).reverted).toHaveLength(applied.length - 1);
+    const left = await sql<{ t: string }>(db.url, `SELECT tablename AS t FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`);
+    expect(left.map((r) => r.t)).toEqual(['agenda_jobs', 'agenda_logs', 'api_keys', 'merchants', 'mikro_orm_migrations', 'provider_credentials']);
+    expect((await migrateCli(db.url)).code).toBe(0);
+    expect(await schemaOf(db.url)).toEqual(before);
+  }, 180_000);
+
+  it('refuses a migration that is not applied, with a clear message, and reverts nothing', async () => {
+    const { db, applied } = await migrated();
+    const refused = await migrateCli(db.url, ['--down-to', 'Migration20990101000001_future']);
+    expect(refused.code).toBe(64);
+    expect(refused.stderr).toContain('--down-to: Migration20990101000001_future is not an applied migration');
+    expect(refused.stdout).toBe('');
+    expect((JSON.parse((await migrateCli(db.url, ['--status'])).stdout) as { applied: string[] }).applied).toEqual(applied);
+  }, 120_000);
+});
