@@ -103,7 +103,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     return () => counter.inc();
   };
   const orm = await openOrm(options.databaseUrl, config.databasePoolMax, config.databaseAcquireTimeoutMs, roundTrips('service'));
-  const secrets = new SecretBox(await resolveEncryptionKey(config));
+  const secrets = new SecretBox(await resolveEncryptionKey(config), config.decryptionKeys);
   const em = orm.em;
   const { agenda, closePool: closeAgendaPool } = createAgenda({
     databaseUrl: options.databaseUrl,

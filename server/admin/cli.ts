@@ -1,9 +1,10 @@
 /**
- * Admin CLI (outside the public API): merchants and API keys.
+ * Admin CLI (outside the public API): merchants, API keys and the rotation of ENCRYPTION_KEY.
  *   npm run admin -- merchant create --name NAME          (production build: npm run admin:prod -- …)
  *   npm run admin -- key create --merchant ID --scopes a,b,c
  *   npm run admin -- key revoke --id KEYID
  *   npm run admin -- key list --merchant ID
+ *   npm run admin -- secrets reseal
  *   npm run admin -- [COMMAND] --help
  * Prints JSON on stdout; errors go to stderr with a non-zero exit. Works against DATABASE_URL (a
  * deployed database) or, without it, the embedded database in DATA_DIR.
@@ -16,6 +17,7 @@ import { loadConfig } from '../config/config.js';
 import { resolveEncryptionKey } from '../config/encryption-key.js';
 import { SCOPES } from '../../contract/index.js';
 import { ApiKeyService, parseScopes } from '../domain/auth/api-key.service.js';
+import { resealSecrets } from '../domain/crypto/reseal-secrets.js';
 import { SecretBox } from '../domain/crypto/secret-box.js';
 import { DomainError } from '../domain/errors.js';
 import { MerchantService } from '../domain/merchants/merchant.service.js';
@@ -30,6 +32,7 @@ const USAGE = `usage:
   admin key create --merchant ID --scopes a,b,c
   admin key revoke --id KEYID
   admin key list --merchant ID
+  admin secrets reseal
   admin COMMAND --help
 
 Connects to DATABASE_URL (without it, the embedded PostgreSQL in DATA_DIR; ENCRYPTION_KEY as the
@@ -57,6 +60,12 @@ Revokes an API key at once (every process sees it on the next request).
 Lists a merchant's keys and their scopes, never the keys themselves.
 
   --merchant ID   the merchant's id (UUID, required)`,
+  'secrets reseal': `usage: admin secrets reseal
+
+Rotating ENCRYPTION_KEY: re-encrypts under ENCRYPTION_KEY every stored secret (provider credentials,
+merchant webhook signing secrets) sealed with another key, opening it with DECRYPTION_KEYS. Prints
+{"resealed":{…},"already_current":n,"unreadable":[…]}. Safe to run again and while the service runs.
+Exits 1 when a secret opens with none of the keys (listed by table and id, never by content).`,
 };
 
 /** Thrown to print help on stdout with exit 0. */
@@ -109,7 +118,7 @@ async function run(argv: string[]): Promise<unknown> {
   try {
     // Like a booting service: bring the schema up to date unless the operator migrates separately.
     if (config.migrateOnBoot) await withSchemaLock(databaseUrl, () => migrate(orm));
-    const secrets = new SecretBox(await resolveEncryptionKey(config));
+    const secrets = new SecretBox(await resolveEncryptionKey(config), config.decryptionKeys);
     return await inOrmScope(orm.em, async () => {
       const keys = new ApiKeyService(orm.em);
       const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -127,6 +136,11 @@ async function run(argv: string[]): Promise<unknown> {
           return keys.issue(id('merchant'), parseScopes(required(values, 'scopes')));
         case 'key revoke':
           return keys.revoke(id('id'));
+        case 'secrets reseal': {
+          const report = await resealSecrets(orm.em, secrets);
+          if (report.unreadable.length > 0) process.exitCode = 1;
+          return report;
+        }
         default:
           return keys.list(id('merchant'));
       }
@@ -140,7 +154,7 @@ async function run(argv: string[]): Promise<unknown> {
 run(process.argv.slice(2)).then(
   (result) => {
     process.stdout.write(`${JSON.stringify(result)}\n`);
-    process.exit(0);
+    process.exit(process.exitCode ?? 0);
   },
   (err: Error) => {
     if (err instanceof HelpRequested) {

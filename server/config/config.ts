@@ -22,6 +22,7 @@ const EnvSchema = z.object({
   IDEMPOTENCY_KEY_PRUNE_INTERVAL: z.string().default('1h'),
   PUBLIC_BASE_URL: z.string().url().optional(),
   ENCRYPTION_KEY: z.string().optional(),
+  DECRYPTION_KEYS: z.string().optional(),
   ROLE: z.enum(['all', 'api', 'worker']).default('all'),
   SANDBOX: booleanFlag.optional(),
   SANDBOX_CALLBACK_DELAY_MS: z.coerce.number().int().min(0).default(1000),
@@ -90,6 +91,8 @@ export interface AppConfig {
   /** Address providers call back on; filled from the listening port when not configured. */
   publicBaseUrl: string;
   encryptionKey: string | undefined;
+  /** More keys that open secrets sealed with them (a rotation's old key, or the next one), never sealing. */
+  decryptionKeys: string[];
   role: 'all' | 'api' | 'worker';
   sandbox: boolean;
   sandboxCallbackDelayMs: number;
@@ -215,6 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     idempotencyKeyPruneIntervalMs: parseDurationMs(e.IDEMPOTENCY_KEY_PRUNE_INTERVAL),
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/$/, ''),
     encryptionKey: e.ENCRYPTION_KEY,
+    decryptionKeys: (e.DECRYPTION_KEYS ?? '').split(',').map((k) => k.trim()).filter(Boolean),
     role: e.ROLE,
     sandbox,
     sandboxCallbackDelayMs: e.SANDBOX_CALLBACK_DELAY_MS,

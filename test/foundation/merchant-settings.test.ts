@@ -103,7 +103,7 @@ describe('provider credentials', () => {
     const dump = JSON.stringify(rows);
     expect(dump).not.toContain('PLAINTEXT_CANARY');
     const card = rows.find((r) => r.provider === 'cardpay')!;
-    expect(String(card.secrets_enc)).toMatch(/^v1\./);
+    expect(String(card.secrets_enc)).toMatch(/^v2\./);
     const decrypted = await t.inContext(() => t.service.container.services.credentials.find(merchantId, 'cardpay'));
     expect(decrypted).toEqual({ secret_key: 'sk_test_PLAINTEXT_CANARY_1', webhook_secret: 'whsec_PLAINTEXT_CANARY_2' });
   });

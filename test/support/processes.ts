@@ -177,33 +177,28 @@ export function processLogFiles(): readonly string[] {
   return logFiles;
 }
 
-/** Runs the admin CLI (`tsx server/admin/cli.ts …`) against `databaseUrl`; returns its JSON output. */
-export async function adminCli<T = Record<string, unknown>>(databaseUrl: string, args: string[]): Promise<T> {
-  const stdout = await new Promise<string>((resolve, reject) => {
-    execFile(
-      process.execPath,
-      ['--import', 'tsx', 'server/admin/cli.ts', ...args],
-      {
-        cwd: REPO_ROOT,
-        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', DATABASE_URL: databaseUrl, ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, NODE_ENV: 'test' },
-        timeout: 60_000,
-      },
-      (err, out, errOut) => (err ? reject(new Error(`admin ${args.join(' ')} failed: ${errOut || err.message}`)) : resolve(out)),
-    );
-  });
-  return JSON.parse(stdout) as T;
-}
-
-/** `npm run migrate` (server/migrate.ts) against `databaseUrl`, as an operator runs it: exit code and output. */
-export async function migrateCli(databaseUrl: string, args: string[] = []): Promise<{ code: number; stdout: string; stderr: string }> {
+/** One of the project's command-line entry points, run as an operator runs it (through tsx): exit code and output. */
+export async function runCli(script: string, args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', 'server/migrate.ts', ...args],
-      { cwd: REPO_ROOT, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', DATABASE_URL: databaseUrl, NODE_ENV: 'test' }, timeout: 120_000 },
+      ['--import', 'tsx', script, ...args],
+      { cwd: REPO_ROOT, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', ...env }, timeout: 120_000 },
       (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
     );
   });
+}
+
+/** The admin CLI (`tsx server/admin/cli.ts …`) against `databaseUrl`; returns its JSON output, throws on a non-zero exit. */
+export async function adminCli<T = Record<string, unknown>>(databaseUrl: string, args: string[], env: Record<string, string> = {}): Promise<T> {
+  const run = await runCli('server/admin/cli.ts', args, { DATABASE_URL: databaseUrl, ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, NODE_ENV: 'test', ...env });
+  if (run.code !== 0) throw new Error(`admin ${args.join(' ')} failed: ${run.stderr || `exit ${run.code}`}`);
+  return JSON.parse(run.stdout) as T;
+}
+
+/** `npm run migrate` (server/migrate.ts) against `databaseUrl`. */
+export function migrateCli(databaseUrl: string, args: string[] = []): Promise<{ code: number; stdout: string; stderr: string }> {
+  return runCli('server/migrate.ts', args, { DATABASE_URL: databaseUrl, NODE_ENV: 'test' });
 }
 
 /** A merchant and an all-scopes API key made with the admin CLI, as an operator would. */

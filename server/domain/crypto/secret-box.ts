@@ -1,34 +1,71 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 
-const VERSION = 'v1';
+/** Sealed before keys had ids: `v1.<iv>.<tag>.<ciphertext>`. Still opened (by trying each key), never written. */
+const V1 = 'v1';
+/** `v2.<key id>.<iv>.<tag>.<ciphertext>`: the key id says which key opens it. */
+const V2 = 'v2';
+
+interface Key {
+  id: string;
+  bytes: Buffer;
+}
+
+function parseKey(base64: string, variable: string): Key {
+  const bytes = Buffer.from(base64.trim(), 'base64');
+  if (bytes.length !== 32) throw new Error(`${variable} must be the base64 encoding of exactly 32 bytes`);
+  // A key's id is a digest of the key, not of a secret it seals: it names the key without revealing it.
+  const id = createHash('sha256').update('payments secret-box key id\0').update(bytes).digest().subarray(0, 8).toString('base64url');
+  return { id, bytes };
+}
 
 /**
- * Encrypts secrets at rest with AES-256-GCM. Output: `v1.<iv>.<tag>.<ciphertext>` (base64url parts).
- * A database row holds only this form; the key lives in configuration, never in the database.
+ * Encrypts secrets at rest with AES-256-GCM, under ENCRYPTION_KEY. DECRYPTION_KEYS are more keys that
+ * open what was sealed with them — the old key during a rotation, or the next key while a rolling
+ * deploy brings it in — and never seal. A database row holds only the sealed form; the keys live in
+ * configuration, never in the database.
  */
 export class SecretBox {
-  private readonly key: Buffer;
+  private readonly current: Key;
+  private readonly byId = new Map<string, Key>();
 
-  constructor(keyBase64: string) {
-    const key = Buffer.from(keyBase64, 'base64');
-    if (key.length !== 32) throw new Error('ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes');
-    this.key = key;
+  constructor(keyBase64: string, decryptionKeysBase64: readonly string[] = []) {
+    this.current = parseKey(keyBase64, 'ENCRYPTION_KEY');
+    for (const key of [this.current, ...decryptionKeysBase64.map((k) => parseKey(k, 'each of DECRYPTION_KEYS'))]) {
+      if (!this.byId.has(key.id)) this.byId.set(key.id, key);
+    }
   }
 
   seal(plaintext: string): string {
     const iv = randomBytes(12);
-    const cipher = createCipheriv('aes-256-gcm', this.key, iv);
+    const cipher = createCipheriv('aes-256-gcm', this.current.bytes, iv);
     const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
     const tag = cipher.getAuthTag();
-    return [VERSION, iv.toString('base64url'), tag.toString('base64url'), ciphertext.toString('base64url')].join('.');
+    return [V2, this.current.id, iv.toString('base64url'), tag.toString('base64url'), ciphertext.toString('base64url')].join('.');
   }
 
   open(sealed: string): string {
-    const [version, iv, tag, ciphertext] = sealed.split('.');
-    if (version !== VERSION || !iv || !tag || ciphertext === undefined) throw new Error('unrecognised sealed secret');
-    const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64url'));
-    decipher.setAuthTag(Buffer.from(tag, 'base64url'));
-    return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64url')), decipher.final()]).toString('utf8');
+    const parts = sealed.split('.');
+    if (parts[0] === V2 && parts.length === 5) {
+      const key = this.byId.get(parts[1]!);
+      if (!key) throw new Error(`a secret sealed with key ${parts[1]} cannot be opened: that key is neither ENCRYPTION_KEY nor one of DECRYPTION_KEYS`);
+      return decrypt(key, parts[2]!, parts[3]!, parts[4]!);
+    }
+    if (parts[0] === V1 && parts.length === 4) {
+      for (const key of this.byId.values()) {
+        try {
+          return decrypt(key, parts[1]!, parts[2]!, parts[3]!);
+        } catch {
+          // GCM's tag did not authenticate: not this key.
+        }
+      }
+      throw new Error('a secret sealed before key ids cannot be opened with ENCRYPTION_KEY or any of DECRYPTION_KEYS');
+    }
+    throw new Error('unrecognised sealed secret');
+  }
+
+  /** Whether `sealed` is already under ENCRYPTION_KEY (a rotation's reseal leaves it as it is). */
+  sealedWithCurrentKey(sealed: string): boolean {
+    return sealed.startsWith(`${V2}.${this.current.id}.`);
   }
 
   sealJson(value: unknown): string {
@@ -38,4 +75,10 @@ export class SecretBox {
   openJson<T>(sealed: string): T {
     return JSON.parse(this.open(sealed)) as T;
   }
+}
+
+function decrypt(key: Key, iv: string, tag: string, ciphertext: string): string {
+  const decipher = createDecipheriv('aes-256-gcm', key.bytes, Buffer.from(iv, 'base64url'));
+  decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+  return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64url')), decipher.final()]).toString('utf8');
 }

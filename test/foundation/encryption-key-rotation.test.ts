@@ -1,0 +1,144 @@
+import { createCipheriv, randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { verifyWebhook } from '../../client/index.js';
+import { SecretBox } from '../../server/domain/crypto/secret-box.js';
+import { createTestDatabase, sql } from '../support/database.js';
+import { adminMerchant, baseEnv, freePort, processLogFiles, runCli, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
+import { findSecretsInFiles } from '../support/secret-audit.js';
+import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+
+// Rotating ENCRYPTION_KEY (README, Production): every process gets the new key as ENCRYPTION_KEY and
+// the old one in DECRYPTION_KEYS; `admin secrets reseal` re-encrypts what is stored; the old key is
+// then dropped. Merchants notice nothing: payments go on, webhooks keep their signing secret.
+const KEY_A = randomBytes(32).toString('base64');
+const KEY_B = randomBytes(32).toString('base64');
+const CARDPAY_SECRET = 'sk_test_rotation_0001';
+
+let db: Awaited<ReturnType<typeof createTestDatabase>>;
+let receiver: WebhookReceiver;
+let merchantId: string;
+let apiKey: string;
+let webhookSecret: string;
+let port: number;
+
+async function startApp(keys: Record<string, string>): Promise<ServiceProcess> {
+  return startProcess('all', baseEnv(db.url, `http://127.0.0.1:${port}`, { PORT: String(port), ...keys }));
+}
+
+async function call(app: ServiceProcess, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(`${app.url}${path}`, {
+    method,
+    headers: { 'X-API-Key': apiKey, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }), ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, any> };
+}
+
+let n = 0;
+/** A card payment, and its payment.completed webhook checked with the merchant's signing secret as the SDK checks it. */
+async function payAndVerifyWebhook(app: ServiceProcess): Promise<void> {
+  const created = await call(app, 'POST', '/v1/payments', { provider: 'cardpay', amount: `${++n}.00`, currency: 'USD', payment_method: 'pm_card_visa' }, { 'Idempotency-Key': `rotation-${Date.now()}-${n}` });
+  expect([created.status, created.body.data?.status]).toEqual([201, 'completed']);
+  const hook = await eventually(() => receiver.events('payment.completed').find((r) => r.json.data?.payment_id === created.body.data.id), 20_000, 'payment.completed webhook');
+  expect(verifyWebhook(hook.body, hook.headers as Record<string, string>, webhookSecret).type).toBe('payment.completed');
+}
+
+const stored = () =>
+  sql<{ credentials: string; webhook: string }>(db.url, `SELECT c.secrets_enc AS credentials, m.webhook_secret_enc AS webhook FROM merchants m JOIN provider_credentials c ON c.merchant_id = m.id WHERE m.id = $1`, [merchantId]).then((r) => r[0]!);
+
+const reseal = (keys: Record<string, string>) => runCli('server/admin/cli.ts', ['secrets', 'reseal'], { DATABASE_URL: db.url, NODE_ENV: 'test', ...keys });
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  receiver = await new WebhookReceiver().start();
+  port = await freePort();
+}, 60_000);
+
+afterAll(async () => {
+  await stopAllProcesses();
+  await receiver?.stop();
+  await db?.drop();
+}, 60_000);
+
+describe('rotating ENCRYPTION_KEY', () => {
+  it('keeps payments and signed webhooks working through the rotation, reseals every stored secret once, and the old key can then go', async () => {
+    let app = await startApp({ ENCRYPTION_KEY: KEY_A });
+    ({ merchantId, apiKey } = await adminMerchant(db.url, 'Rotation Shop'));
+    const hook = await call(app, 'PUT', '/v1/merchant/webhook', { webhook_url: receiver.url });
+    expect(hook.status).toBe(200);
+    webhookSecret = hook.body.data.webhook_secret as string;
+    expect((await call(app, 'PUT', '/v1/merchant/credentials', { provider: 'cardpay', cardpay: { secret_key: CARDPAY_SECRET } })).status).toBe(200);
+    await payAndVerifyWebhook(app);
+    await app.stop();
+    const underA = await stored();
+
+    // Step 1: the new key seals, the old one still opens.
+    app = await startApp({ ENCRYPTION_KEY: KEY_B, DECRYPTION_KEYS: KEY_A });
+    await payAndVerifyWebhook(app);
+
+    // Step 2, while the service runs: reseal. A second run finds nothing left to do.
+    const first = await reseal({ ENCRYPTION_KEY: KEY_B, DECRYPTION_KEYS: KEY_A });
+    expect([first.code, JSON.parse(first.stdout)]).toEqual([0, { resealed: { provider_credentials: 1, merchant_webhook_secrets: 1 }, already_current: 0, unreadable: [] }]);
+    const underB = await stored();
+    expect(underB.credentials).not.toBe(underA.credentials);
+    expect(underB.webhook).not.toBe(underA.webhook);
+    expect(new SecretBox(KEY_B).openJson<{ secret_key: string }>(underB.credentials).secret_key).toBe(CARDPAY_SECRET);
+    expect(new SecretBox(KEY_B).open(underB.webhook)).toBe(webhookSecret);
+    const again = await reseal({ ENCRYPTION_KEY: KEY_B, DECRYPTION_KEYS: KEY_A });
+    expect([again.code, JSON.parse(again.stdout)]).toEqual([0, { resealed: { provider_credentials: 0, merchant_webhook_secrets: 0 }, already_current: 2, unreadable: [] }]);
+    await payAndVerifyWebhook(app);
+    await app.stop();
+
+    // Step 3: the old key is gone from the configuration.
+    app = await startApp({ ENCRYPTION_KEY: KEY_B });
+    await payAndVerifyWebhook(app);
+    await app.stop();
+
+    expect(findSecretsInFiles(processLogFiles(), [CARDPAY_SECRET, webhookSecret, apiKey, KEY_A, KEY_B])).toEqual([]);
+  }, 180_000);
+
+  // Goes on from the first test: everything stored is under KEY_B now.
+  it('a key that opens nothing stored: reseal lists the rows (not their content), changes nothing and exits 1; the api answers 500 without leaking', async () => {
+    const before = await stored();
+    const refused = await reseal({ ENCRYPTION_KEY: KEY_A });
+    expect(refused.code).toBe(1);
+    const report = JSON.parse(refused.stdout) as { unreadable: { table: string; id: string }[] };
+    expect(report.unreadable.map((u) => u.table).sort()).toEqual(['merchants', 'provider_credentials']);
+    expect(refused.stdout + refused.stderr).not.toContain(CARDPAY_SECRET);
+    expect(await stored()).toEqual(before);
+
+    const app = await startApp({ ENCRYPTION_KEY: KEY_A });
+    const created = await call(app, 'POST', '/v1/payments', { provider: 'cardpay', amount: '5.00', currency: 'USD', payment_method: 'pm_card_visa' }, { 'Idempotency-Key': `rotation-wrong-key-${Date.now()}` });
+    expect([created.status, created.body.success, created.body.error?.code]).toEqual([500, false, 'INTERNAL_ERROR']);
+    expect(JSON.stringify(created.body)).not.toMatch(/sealed|ENCRYPTION_KEY|DECRYPTION_KEYS/);
+    await app.stop();
+    expect(findSecretsInFiles(processLogFiles(), [CARDPAY_SECRET, webhookSecret, KEY_A, KEY_B])).toEqual([]);
+  }, 120_000);
+});
+
+describe('SecretBox', () => {
+  /** A secret as this service sealed it before keys had ids. */
+  const sealV1 = (keyBase64: string, plaintext: string) => {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', Buffer.from(keyBase64, 'base64'), iv);
+    const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+    return ['v1', iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), ciphertext.toString('base64url')].join('.');
+  };
+
+  it('opens secrets sealed before key ids with whichever configured key sealed them, and reseals them under ENCRYPTION_KEY', () => {
+    const old = sealV1(KEY_A, 'whsec_old');
+    const box = new SecretBox(KEY_B, [KEY_A]);
+    expect(box.open(old)).toBe('whsec_old');
+    expect(box.sealedWithCurrentKey(old)).toBe(false);
+    const resealed = box.seal(box.open(old));
+    expect(box.sealedWithCurrentKey(resealed)).toBe(true);
+    expect(new SecretBox(KEY_B).open(resealed)).toBe('whsec_old');
+    expect(() => new SecretBox(KEY_B).open(old)).toThrow('cannot be opened with ENCRYPTION_KEY or any of DECRYPTION_KEYS');
+    expect(() => new SecretBox(KEY_A).open(resealed)).toThrow(/sealed with key \S+ cannot be opened/);
+  });
+
+  it('refuses a key that is not 32 bytes of base64, naming the variable', () => {
+    expect(() => new SecretBox(KEY_A, ['c2hvcnQ='])).toThrow('each of DECRYPTION_KEYS must be the base64 encoding of exactly 32 bytes');
+    expect(() => new SecretBox('c2hvcnQ=')).toThrow('ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes');
+  });
+});
