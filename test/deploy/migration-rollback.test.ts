@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { createTestDatabase, sql } from '../support/database.js';
-import { adminMerchant, baseEnv, freePort, migrateCli, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
+import { adminMerchant, baseEnv, callApi, freePort, migrateCli, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
 
 // An operator rolls a release back: stop the processes, `npm run migrate -- --down-to <the last
 // migration the earlier release has>`, start the earlier release. Then forward again with `npm run migrate`.
@@ -23,14 +23,7 @@ async function startApp(dbUrl: string): Promise<ServiceProcess> {
   return startProcess('all', baseEnv(dbUrl, `http://127.0.0.1:${port}`, { PORT: String(port), MIGRATE_ON_BOOT: 'false' }));
 }
 
-async function call(app: ServiceProcess, method: string, path: string, apiKey: string, body?: unknown, headers: Record<string, string> = {}) {
-  const res = await fetch(`${app.url}${path}`, {
-    method,
-    headers: { 'X-API-Key': apiKey, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }), ...headers },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, any> };
-}
+const call = (app: ServiceProcess, method: string, path: string, apiKey: string, body?: unknown, headers: Record<string, string> = {}) => callApi(app.url!, method, path, apiKey, body, headers);
 
 let n = 0;
 const pay = (app: ServiceProcess, apiKey: string, paymentMethod: string) =>

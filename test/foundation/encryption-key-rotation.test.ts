@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { verifyWebhook } from '../../client/index.js';
 import { SecretBox } from '../../server/domain/crypto/secret-box.js';
 import { createTestDatabase, sql } from '../support/database.js';
-import { adminMerchant, baseEnv, freePort, processLogFiles, runCli, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
+import { adminMerchant, baseEnv, callApi, freePort, processLogFiles, runCli, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
 import { findSecretsInFiles } from '../support/secret-audit.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -25,14 +25,7 @@ async function startApp(keys: Record<string, string>): Promise<ServiceProcess> {
   return startProcess('all', baseEnv(db.url, `http://127.0.0.1:${port}`, { PORT: String(port), ...keys }));
 }
 
-async function call(app: ServiceProcess, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
-  const res = await fetch(`${app.url}${path}`, {
-    method,
-    headers: { 'X-API-Key': apiKey, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }), ...headers },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, any> };
-}
+const call = (app: ServiceProcess, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => callApi(app.url!, method, path, apiKey, body, headers);
 
 let n = 0;
 /** A card payment, and its payment.completed webhook checked with the merchant's signing secret as the SDK checks it. */

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createTestDatabase, sql } from '../support/database.js';
-import { adminMerchant, baseEnv, freePort, processLogFiles, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
+import { adminMerchant, baseEnv, callApi, freePort, processLogFiles, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
 import { findSecretsInFiles } from '../support/secret-audit.js';
 import { UpstreamProbe } from '../support/upstream-probe.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
@@ -20,14 +20,6 @@ const secrets: string[] = [];
 /** How long the probe holds each pull query: longer than the reconciliation interval (1 s). */
 const PULL_HOLD_MS = 1500;
 
-async function call(base: string, method: string, path: string, apiKey: string | null, body?: unknown, headers: Record<string, string> = {}) {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { ...(apiKey ? { 'X-API-Key': apiKey } : {}), ...(body === undefined ? {} : { 'Content-Type': 'application/json' }), ...headers },
-    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, any> };
-}
 
 const api = (i: number) => apis[i % apis.length]!.url!;
 
@@ -72,7 +64,7 @@ describe('automatic mobile-money reconciliation across processes', () => {
       const creds = { env: 'sandbox', consumer_key: `ck-multi-${i}`, consumer_secret: `cs-multi-secret-${i}`, passkey: `pk-multi-passkey-${i}`, shortcode };
       secrets.push(m.apiKey, creds.consumer_secret, creds.passkey);
       const answers = await Promise.all(
-        Array.from({ length: 8 }, (_, n) => call(api(n), 'PUT', '/v1/merchant/credentials', m.apiKey, { provider: 'mobilemoney', mobilemoney: creds })),
+        Array.from({ length: 8 }, (_, n) => callApi(api(n), 'PUT', '/v1/merchant/credentials', m.apiKey, { provider: 'mobilemoney', mobilemoney: creds })),
       );
       expect(answers.map((a) => a.status)).toEqual(Array(8).fill(200));
     }
@@ -99,16 +91,16 @@ describe('webhook delivery with two workers', () => {
   it('sends every delivery exactly once when the receiver always answers 200', async () => {
     const m = await adminMerchant(db.url, 'Delivered Once');
     secrets.push(m.apiKey, 'sk_test_multi_delivery_01');
-    const hook = await call(api(0), 'PUT', '/v1/merchant/webhook', m.apiKey, { webhook_url: receiver.url });
+    const hook = await callApi(api(0), 'PUT', '/v1/merchant/webhook', m.apiKey, { webhook_url: receiver.url });
     expect(hook.status).toBe(200);
     secrets.push(hook.body.data.webhook_secret as string);
-    expect((await call(api(1), 'PUT', '/v1/merchant/credentials', m.apiKey, { provider: 'cardpay', cardpay: { secret_key: 'sk_test_multi_delivery_01' } })).status).toBe(200);
+    expect((await callApi(api(1), 'PUT', '/v1/merchant/credentials', m.apiKey, { provider: 'cardpay', cardpay: { secret_key: 'sk_test_multi_delivery_01' } })).status).toBe(200);
 
     const total = 60;
     for (let batch = 0; batch < total; batch += 10) {
       const answers = await Promise.all(
         Array.from({ length: 10 }, (_, i) =>
-          call(api(batch + i), 'POST', '/v1/payments', m.apiKey, { provider: 'cardpay', amount: `${batch + i + 1}.00`, currency: 'USD', payment_method: 'pm_card_visa' }, { 'Idempotency-Key': `once-${batch + i}-${Date.now()}` }),
+          callApi(api(batch + i), 'POST', '/v1/payments', m.apiKey, { provider: 'cardpay', amount: `${batch + i + 1}.00`, currency: 'USD', payment_method: 'pm_card_visa' }, { 'Idempotency-Key': `once-${batch + i}-${Date.now()}` }),
         ),
       );
       expect(answers.map((a) => a.status)).toEqual(Array(10).fill(201));
@@ -149,7 +141,7 @@ describe('provider callbacks received by both api processes', () => {
     });
 
   async function pendingPayment() {
-    const res = await call(api(0), 'POST', '/v1/payments', apiKey, {
+    const res = await callApi(api(0), 'POST', '/v1/payments', apiKey, {
       provider: 'cardpay', amount: '30.00', currency: 'EUR', payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/r',
     }, { 'Idempotency-Key': `cb-multi-${Date.now()}-${++n}` });
     expect(res.body.data.status).toBe('pending');
@@ -166,14 +158,14 @@ describe('provider callbacks received by both api processes', () => {
   beforeAll(async () => {
     ({ apiKey } = await adminMerchant(db.url, 'Callback Shop'));
     secrets.push(apiKey, SIGNING_SECRET, 'sk_test_multi_callbacks_01');
-    const res = await call(api(1), 'PUT', '/v1/merchant/credentials', apiKey, { provider: 'cardpay', cardpay: { secret_key: 'sk_test_multi_callbacks_01', webhook_secret: SIGNING_SECRET } });
+    const res = await callApi(api(1), 'PUT', '/v1/merchant/credentials', apiKey, { provider: 'cardpay', cardpay: { secret_key: 'sk_test_multi_callbacks_01', webhook_secret: SIGNING_SECRET } });
     expect(res.status).toBe(200);
   }, 60_000);
 
   it('applies one signed event posted 20 times at once to both processes exactly once', async () => {
     const p = await pendingPayment();
     const body = succeeded(p.provider_ref, p.id, `evt_multi_${Date.now()}`);
-    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => call(api(i), 'POST', '/v1/webhooks/cardpay', null, body, { 'Cardpay-Signature': sign(body) })));
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => callApi(api(i), 'POST', '/v1/webhooks/cardpay', null, body, { 'Cardpay-Signature': sign(body) })));
     expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200));
     expect(await history(p.id)).toEqual({
       transitions: [{ from_status: null, to_status: 'pending' }, { from_status: 'pending', to_status: 'completed' }],
@@ -187,7 +179,7 @@ describe('provider callbacks received by both api processes', () => {
     const answers = await Promise.all(
       Array.from({ length: 10 }, (_, i) => {
         const body = succeeded(p.provider_ref, p.id, `evt_multi_distinct_${Date.now()}_${i}`);
-        return call(api(i), 'POST', '/v1/webhooks/cardpay', null, body, { 'Cardpay-Signature': sign(body) });
+        return callApi(api(i), 'POST', '/v1/webhooks/cardpay', null, body, { 'Cardpay-Signature': sign(body) });
       }),
     );
     expect(answers.map((a) => a.status)).toEqual(Array(10).fill(200));
