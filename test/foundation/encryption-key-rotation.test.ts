@@ -130,6 +130,13 @@ describe('SecretBox', () => {
     expect(() => new SecretBox(KEY_A).open(resealed)).toThrow(/sealed with key \S+ cannot be opened/);
   });
 
+  it('refuses a sealed secret whose authentication tag was cut short', () => {
+    const box = new SecretBox(KEY_A);
+    const parts = box.seal('whsec_tag').split('.');
+    parts[3] = Buffer.from(parts[3]!, 'base64url').subarray(0, 4).toString('base64url');
+    expect(() => box.open(parts.join('.'))).toThrow();
+  });
+
   it('refuses a key that is not 32 bytes of base64, naming the variable', () => {
     expect(() => new SecretBox(KEY_A, ['c2hvcnQ='])).toThrow('each of DECRYPTION_KEYS must be the base64 encoding of exactly 32 bytes');
     expect(() => new SecretBox('c2hvcnQ=')).toThrow('ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes');

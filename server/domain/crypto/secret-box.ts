@@ -78,7 +78,8 @@ export class SecretBox {
 }
 
 function decrypt(key: Key, iv: string, tag: string, ciphertext: string): string {
-  const decipher = createDecipheriv('aes-256-gcm', key.bytes, Buffer.from(iv, 'base64url'));
+  // A full 16-byte tag only: GCM would accept a truncated one, and a shorter tag is easier to forge.
+  const decipher = createDecipheriv('aes-256-gcm', key.bytes, Buffer.from(iv, 'base64url'), { authTagLength: 16 });
   decipher.setAuthTag(Buffer.from(tag, 'base64url'));
   return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64url')), decipher.final()]).toString('utf8');
 }
