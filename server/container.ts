@@ -5,6 +5,7 @@ import type { AppConfig } from './config/config.js';
 import { resolveEncryptionKey } from './config/encryption-key.js';
 import { ApiKeyService } from './domain/auth/api-key.service.js';
 import { RateLimiter } from './domain/auth/rate-limiter.js';
+import { censusOfSecretKeys } from './domain/crypto/stored-secrets.js';
 import { SecretBox } from './domain/crypto/secret-box.js';
 import { DeliveryService } from './domain/delivery/delivery.service.js';
 import { EventLog } from './domain/events/event-log.js';
@@ -135,7 +136,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     merchantOf: (key) => key.slice(0, key.indexOf(':')),
   });
 
-  registerStoreMetrics(metrics.registry, (sql) => orm.em.getConnection().execute(sql));
+  registerStoreMetrics(metrics.registry, (sql) => orm.em.getConnection().execute(sql), () => censusOfSecretKeys(orm.em, secrets));
   // The providers (named only in providers/registry.ts). Each adapter is wrapped so every call to its
   // provider is timed (provider_call_duration_seconds); the adapters know nothing of it.
   const providers = createProviderRegistry(config, em, (provider, adapter) => instrumentProvider(provider, adapter, metrics.providerCalls));

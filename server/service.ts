@@ -7,6 +7,7 @@ import { createApp, createWorkerApp } from './http/app.js';
 import { DeliveryDrainer } from './jobs/delivery-drainer.js';
 import { DELIVERIES_DUE_CHANNEL } from './jobs/delivery-queue.js';
 import { defineJobs, scheduleRecurringJobs } from './jobs/index.js';
+import { censusOfSecretKeys } from './domain/crypto/stored-secrets.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import type { EmbeddedDatabase } from './persistence/embedded-postgres.js';
 import { ChangeNotifications } from './persistence/change-notifications.js';
@@ -68,6 +69,11 @@ export async function startService(config: AppConfig, options: StartOptions = {}
     return { container: created, applied: [] as string[] };
   });
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+  // Said at boot, not at a merchant's first failing request: stored secrets this process cannot open.
+  const storedSecrets = await censusOfSecretKeys(container.orm.em, container.secrets).catch(() => null);
+  if (storedSecrets?.unknown) {
+    logger.error({ storedSecrets }, 'stored secrets sealed with a key this process does not have: requests that need them fail until ENCRYPTION_KEY or DECRYPTION_KEYS holds it');
+  }
 
   const servesApi = config.role === 'all' || config.role === 'api';
   const runsJobs = config.role === 'all' || config.role === 'worker';

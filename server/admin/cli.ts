@@ -17,7 +17,7 @@ import { loadConfig } from '../config/config.js';
 import { resolveEncryptionKey } from '../config/encryption-key.js';
 import { SCOPES } from '../../contract/index.js';
 import { ApiKeyService, parseScopes } from '../domain/auth/api-key.service.js';
-import { resealSecrets } from '../domain/crypto/reseal-secrets.js';
+import { resealSecrets } from '../domain/crypto/stored-secrets.js';
 import { SecretBox } from '../domain/crypto/secret-box.js';
 import { DomainError } from '../domain/errors.js';
 import { MerchantService } from '../domain/merchants/merchant.service.js';

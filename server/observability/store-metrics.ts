@@ -8,13 +8,14 @@ interface Snapshot {
   deliveries: { status: string; n: number }[];
   deliveryLagSeconds: number;
   jobs: { name: string; depth: number; lag: number }[];
+  secretKeys: Record<string, number>;
 }
 
 /** How long one snapshot serves scrapes: several scrapers (or a fast one) cost one round of queries. */
 const CACHE_MS = 5000;
 
-async function takeSnapshot(query: Query): Promise<Snapshot> {
-  const [payments, deliveries, lag, jobs] = await Promise.all([
+async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<string, number>>): Promise<Snapshot> {
+  const [payments, deliveries, lag, jobs, keys] = await Promise.all([
     // The trigger-kept counters (the view payment_count_totals), not a count over every payment row.
     query('SELECT provider, status, sum(n)::int AS n FROM payment_count_totals GROUP BY provider, status HAVING sum(n) <> 0'),
     query('SELECT status, count(*)::int AS n FROM webhook_deliveries GROUP BY status'),
@@ -26,12 +27,14 @@ async function takeSnapshot(query: Query): Promise<Snapshot> {
              FROM agenda_jobs
             WHERE next_run_at <= now() AND locked_at IS NULL AND coalesce(disabled, false) = false
             GROUP BY name`),
+    secretKeys(),
   ]);
   return {
     payments: payments.map((r) => ({ provider: String(r.provider), status: String(r.status), n: Number(r.n) })),
     deliveries: deliveries.map((r) => ({ status: String(r.status), n: Number(r.n) })),
     deliveryLagSeconds: Math.max(0, Number(lag[0]?.lag ?? 0)),
     jobs: jobs.map((r) => ({ name: String(r.name), depth: Number(r.depth), lag: Math.max(0, Number(r.lag)) })),
+    secretKeys: keys,
   };
 }
 
@@ -40,11 +43,11 @@ async function takeSnapshot(query: Query): Promise<Snapshot> {
  * every process reports the same numbers, whatever it has handled itself, so they survive restarts
  * and need no cross-process counting. In PromQL take `max` over instances.
  */
-export function registerStoreMetrics(registry: Registry, query: Query): void {
+export function registerStoreMetrics(registry: Registry, query: Query, secretKeys: () => Promise<Record<string, number>>): void {
   let cached: { at: number; value: Promise<Snapshot> } | null = null;
   const snapshot = () => {
     if (!cached || Date.now() - cached.at > CACHE_MS) {
-      const value = takeSnapshot(query);
+      const value = takeSnapshot(query, secretKeys);
       cached = { at: Date.now(), value };
       // A failed round is not kept: the next scrape asks again.
       value.catch(() => (cached = null));
@@ -86,4 +89,6 @@ export function registerStoreMetrics(registry: Registry, query: Query): void {
     s.jobs.map((j) => [{ job: j.name }, j.depth]));
   snapshotGauge('job_queue_lag_seconds', 'How long the oldest due, unclaimed Agenda job has waited, by job name', ['job'], (s) =>
     s.jobs.map((j) => [{ job: j.name }, j.lag]));
+  snapshotGauge('stored_secrets', 'Stored secrets (provider credentials, webhook signing secrets) by the key that sealed them: current (ENCRYPTION_KEY), decryption (one of DECRYPTION_KEYS: reseal them), unknown (no key of this process opens them), unversioned (sealed before key ids)', ['key'], (s) =>
+    Object.entries(s.secretKeys).map(([key, n]) => [{ key }, n]));
 }

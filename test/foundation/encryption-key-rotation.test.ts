@@ -1,4 +1,5 @@
 import { createCipheriv, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { verifyWebhook } from '../../client/index.js';
 import { SecretBox } from '../../server/domain/crypto/secret-box.js';
@@ -39,6 +40,19 @@ async function payAndVerifyWebhook(app: ServiceProcess): Promise<void> {
 const stored = () =>
   sql<{ credentials: string; webhook: string }>(db.url, `SELECT c.secrets_enc AS credentials, m.webhook_secret_enc AS webhook FROM merchants m JOIN provider_credentials c ON c.merchant_id = m.id WHERE m.id = $1`, [merchantId]).then((r) => r[0]!);
 
+/** The stored_secrets gauge as a process reports it, once it shows `expected` (its snapshot is cached for 5 s). */
+async function storedSecretsGauge(app: ServiceProcess, expected: Record<string, number>): Promise<Record<string, number>> {
+  const read = async () => {
+    const text = await (await fetch(`${app.url}/metrics`)).text();
+    return Object.fromEntries([...text.matchAll(/^stored_secrets\{key="(\w+)"\} (\d+)$/gm)].map((m) => [m[1]!, Number(m[2])]).filter(([, v]) => v !== 0));
+  };
+  let last: Record<string, number> = {};
+  return eventually(async () => {
+    last = await read();
+    return JSON.stringify(last) === JSON.stringify(expected) ? last : null;
+  }, 15_000, `stored_secrets ${JSON.stringify(expected)}`).catch(() => last);
+}
+
 const reseal = (keys: Record<string, string>) => runCli('server/admin/cli.ts', ['secrets', 'reseal'], { DATABASE_URL: db.url, NODE_ENV: 'test', ...keys });
 
 beforeAll(async () => {
@@ -68,6 +82,8 @@ describe('rotating ENCRYPTION_KEY', () => {
     // Step 1: the new key seals, the old one still opens.
     app = await startApp({ ENCRYPTION_KEY: KEY_B, DECRYPTION_KEYS: KEY_A });
     await payAndVerifyWebhook(app);
+    // The operator sees what is left to reseal.
+    expect(await storedSecretsGauge(app, { decryption: 2 })).toEqual({ decryption: 2 });
 
     // Step 2, while the service runs: reseal. A second run finds nothing left to do.
     const first = await reseal({ ENCRYPTION_KEY: KEY_B, DECRYPTION_KEYS: KEY_A });
@@ -80,6 +96,7 @@ describe('rotating ENCRYPTION_KEY', () => {
     const again = await reseal({ ENCRYPTION_KEY: KEY_B, DECRYPTION_KEYS: KEY_A });
     expect([again.code, JSON.parse(again.stdout)]).toEqual([0, { resealed: { provider_credentials: 0, merchant_webhook_secrets: 0 }, already_current: 2, unreadable: [] }]);
     await payAndVerifyWebhook(app);
+    expect(await storedSecretsGauge(app, { current: 2 })).toEqual({ current: 2 });
     await app.stop();
 
     // Step 3: the old key is gone from the configuration.
@@ -91,7 +108,7 @@ describe('rotating ENCRYPTION_KEY', () => {
   }, 180_000);
 
   // Goes on from the first test: everything stored is under KEY_B now.
-  it('a key that opens nothing stored: reseal lists the rows (not their content), changes nothing and exits 1; the api answers 500 without leaking', async () => {
+  it('a key that opens nothing stored: reseal lists the rows (not their content), changes nothing and exits 1; the api says so at boot and in stored_secrets, and answers 500 without leaking', async () => {
     const before = await stored();
     const refused = await reseal({ ENCRYPTION_KEY: KEY_A });
     expect(refused.code).toBe(1);
@@ -104,7 +121,10 @@ describe('rotating ENCRYPTION_KEY', () => {
     const created = await call(app, 'POST', '/v1/payments', { provider: 'cardpay', amount: '5.00', currency: 'USD', payment_method: 'pm_card_visa' }, { 'Idempotency-Key': `rotation-wrong-key-${Date.now()}` });
     expect([created.status, created.body.success, created.body.error?.code]).toEqual([500, false, 'INTERNAL_ERROR']);
     expect(JSON.stringify(created.body)).not.toMatch(/sealed|ENCRYPTION_KEY|DECRYPTION_KEYS/);
+    expect(await storedSecretsGauge(app, { unknown: 2 })).toEqual({ unknown: 2 });
     await app.stop();
+    // Said at boot, before any merchant's request failed.
+    expect(readFileSync(app.logFile, 'utf8')).toContain('stored secrets sealed with a key this process does not have');
     expect(findSecretsInFiles(processLogFiles(), [CARDPAY_SECRET, webhookSecret, KEY_A, KEY_B])).toEqual([]);
   }, 120_000);
 });

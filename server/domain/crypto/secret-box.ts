@@ -63,6 +63,16 @@ export class SecretBox {
     throw new Error('unrecognised sealed secret');
   }
 
+  /**
+   * Which of this process's keys sealed a secret, from its `version` and `keyId` (the first two parts of
+   * the sealed form): `unversioned` for secrets sealed before key ids, which name no key.
+   */
+  keyOf(version: string, keyId: string): 'current' | 'decryption' | 'unknown' | 'unversioned' {
+    if (version !== V2) return 'unversioned';
+    if (keyId === this.current.id) return 'current';
+    return this.byId.has(keyId) ? 'decryption' : 'unknown';
+  }
+
   /** Whether `sealed` is already under ENCRYPTION_KEY (a rotation's reseal leaves it as it is). */
   sealedWithCurrentKey(sealed: string): boolean {
     return sealed.startsWith(`${V2}.${this.current.id}.`);

@@ -21,6 +21,23 @@ export interface ResealReport {
 
 const BATCH = 500;
 
+export type SecretKeyCensus = Record<ReturnType<SecretBox['keyOf']>, number>;
+
+/**
+ * How many stored secrets each kind of key sealed (one aggregate over the sealed forms' first two
+ * parts; nothing is decrypted). `unknown` > 0: some secrets open with none of this process's keys —
+ * a rotation whose old key left DECRYPTION_KEYS too early, or a process started with the wrong key.
+ */
+export async function censusOfSecretKeys(em: EntityManager, secrets: SecretBox): Promise<SecretKeyCensus> {
+  const sealed = Object.values(SEALED_COLUMNS).map(({ table, column }) => `SELECT ${column} AS sealed FROM ${table} WHERE ${column} IS NOT NULL`).join(' UNION ALL ');
+  const rows = await em.getConnection().execute<{ version: string; key_id: string; n: number }[]>(
+    `SELECT split_part(sealed, '.', 1) AS version, split_part(sealed, '.', 2) AS key_id, count(*)::int AS n FROM (${sealed}) s GROUP BY 1, 2`,
+  );
+  const census: SecretKeyCensus = { current: 0, decryption: 0, unknown: 0, unversioned: 0 };
+  for (const row of rows) census[secrets.keyOf(row.version, row.key_id)] += Number(row.n);
+  return census;
+}
+
 /**
  * The rotation's second step: every stored secret not yet under ENCRYPTION_KEY is opened (with
  * DECRYPTION_KEYS) and sealed again with ENCRYPTION_KEY, a row at a time, read in batches by id.
