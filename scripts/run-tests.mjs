@@ -54,11 +54,18 @@ await rm(summaryFile, { force: true });
 // The logs of the whole run must hold no credential: API keys, webhook signing secrets, provider
 // secret keys or the sandbox passkey. Any hit fails the run.
 const SECRET_PATTERNS = [/pk_[A-Za-z0-9_-]{43}/, /whsec_[A-Za-z0-9_+/-]{16,}/, /\b[sr]k_(test|live)_[A-Za-z0-9_]{4,}/, /bfb279f9aa9bdbcf158e97dd71a467cd/];
+// Nor any stack trace (a frame line, raw or inside a JSON string): a log says where an error was thrown, not how it got there.
+const STACK_TRACE = /(^|\\n|")\s+at \S.*:\d+:\d+\)?/m;
 let leaks = 0;
+let traces = 0;
 let scanned = 0;
 for (const name of await readdir(logDir).catch(() => [])) {
   const text = await readFile(path.join(logDir, name), 'utf8').catch(() => '');
   scanned += 1;
+  if (STACK_TRACE.test(text)) {
+    traces += 1;
+    process.stdout.write(`stack trace in test-results/logs/${name}\n`);
+  }
   for (const pattern of SECRET_PATTERNS) {
     if (pattern.test(text)) {
       leaks += 1;
@@ -66,8 +73,8 @@ for (const name of await readdir(logDir).catch(() => [])) {
     }
   }
 }
-process.stdout.write(`log scan: ${scanned} service log files, ${leaks} with secrets\n`);
-const exitCode = code === 0 && leaks > 0 ? 1 : code;
+process.stdout.write(`log scan: ${scanned} service log files, ${leaks} with secrets, ${traces} with stack traces\n`);
+const exitCode = code === 0 && leaks + traces > 0 ? 1 : code;
 if (embedded) {
   await embedded.stop().catch(() => {});
   if (tempDir) await rm(tempDir, { recursive: true, force: true }).catch(() => {});

@@ -1,9 +1,10 @@
-/** What a log may say about an error: its kind, a database SQLSTATE, a message free of data, stack frames. */
+/** What a log may say about an error: its kind, a database SQLSTATE, a message free of data, where it was thrown. */
 export interface LoggedError {
   type: string;
   message: string;
   code?: string;
-  stack?: string;
+  /** The frame that threw (`SecretBox.open (…/secret-box.ts:50:23)`): a location, never a stack trace. */
+  at?: string;
 }
 
 const MAX_MESSAGE = 500;
@@ -35,9 +36,9 @@ export function safeError(err: unknown): LoggedError {
   if (sqlState) out.code = sqlState;
   else if (typeof e.code === 'string' && /^[A-Z_][A-Z0-9_]{1,40}$/.test(e.code)) out.code = e.code;
   if (typeof e.stack === 'string') {
-    // Frames only: the first line of a stack repeats the message.
-    const frames = e.stack.split('\n').filter((line) => line.trim().startsWith('at ')).slice(0, 15);
-    if (frames.length > 0) out.stack = frames.join('\n');
+    // No stack trace reaches a log (the project's rule); the throwing frame tells an operator where to look.
+    const frame = e.stack.split('\n').find((line) => line.trim().startsWith('at '));
+    if (frame) out.at = frame.trim().slice(3, 300);
   }
   return out;
 }
