@@ -5,6 +5,7 @@ import { verifyWebhook } from '../../client/index.js';
 import { SecretBox } from '../../server/domain/crypto/secret-box.js';
 import { createTestDatabase, sql } from '../support/database.js';
 import { adminMerchant, baseEnv, callApi, freePort, processLogFiles, runCli, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
+import { parsePrometheus, total } from '../support/prometheus.js';
 import { findSecretsInFiles } from '../support/secret-audit.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -14,6 +15,8 @@ import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 const KEY_A = randomBytes(32).toString('base64');
 const KEY_B = randomBytes(32).toString('base64');
 const CARDPAY_SECRET = 'sk_test_rotation_0001';
+/** The `key` label values of stored_secrets, in the order the assertions list them. */
+const KEY_KINDS = ['current', 'decryption', 'unknown', 'unversioned'];
 
 let db: Awaited<ReturnType<typeof createTestDatabase>>;
 let receiver: WebhookReceiver;
@@ -43,8 +46,8 @@ const stored = () =>
 /** The stored_secrets gauge as a process reports it, once it shows `expected` (its snapshot is cached for 5 s). */
 async function storedSecretsGauge(app: ServiceProcess, expected: Record<string, number>): Promise<Record<string, number>> {
   const read = async () => {
-    const text = await (await fetch(`${app.url}/metrics`)).text();
-    return Object.fromEntries([...text.matchAll(/^stored_secrets\{key="(\w+)"\} (\d+)$/gm)].map((m) => [m[1]!, Number(m[2])]).filter(([, v]) => v !== 0));
+    const samples = parsePrometheus(await (await fetch(`${app.url}/metrics`)).text());
+    return Object.fromEntries(KEY_KINDS.map((key) => [key, total(samples, 'stored_secrets', { key })] as const).filter(([, n]) => n !== 0));
   };
   let last: Record<string, number> = {};
   return eventually(async () => {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { parsePrometheus, total, type Samples } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -13,35 +14,10 @@ let receiver: WebhookReceiver;
 let key: string;
 let n = 0;
 
-type Samples = Map<string, number>;
-
-/** Parses the Prometheus text format into `name{labels}` → value (labels as the server wrote them). */
-function parse(text: string): Samples {
-  const samples: Samples = new Map();
-  for (const line of text.split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const at = line.lastIndexOf(' ');
-    samples.set(line.slice(0, at), Number(line.slice(at + 1)));
-  }
-  return samples;
-}
-
 async function scrape(): Promise<Samples> {
   const res = await t.http.get('/metrics');
   expect(res.status).toBe(200);
-  return parse(res.text);
-}
-
-/** Sum of every sample of `name` whose labels include all of `labels`. */
-function total(samples: Samples, name: string, labels: Record<string, string> = {}): number {
-  let sum = 0;
-  for (const [series, value] of samples) {
-    const brace = series.indexOf('{');
-    const seriesName = brace < 0 ? series : series.slice(0, brace);
-    if (seriesName !== name) continue;
-    if (Object.entries(labels).every(([k, v]) => series.includes(`${k}="${v}"`))) sum += value;
-  }
-  return sum;
+  return parsePrometheus(res.text);
 }
 
 async function pay(paymentMethod: string) {
@@ -126,7 +102,7 @@ describe('business metrics on /metrics', () => {
         .send({ provider: 'cardpay', amount: '3.00', currency: 'USD', payment_method: 'pm_card_visa' });
       expect(res.body.data.status).toBe('completed');
       const lagging = await eventually(async () => {
-        const s = parse((await stalled.http.get('/metrics')).text);
+        const s = parsePrometheus((await stalled.http.get('/metrics')).text);
         return total(s, 'webhook_delivery_lag_seconds') >= 2 ? s : null;
       }, 15_000, 'the delivery lag to reach 2 s');
       expect(total(lagging, 'webhook_deliveries', { status: 'pending' })).toBeGreaterThanOrEqual(1);

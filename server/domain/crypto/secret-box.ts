@@ -75,7 +75,8 @@ export class SecretBox {
 
   /** Whether `sealed` is already under ENCRYPTION_KEY (a rotation's reseal leaves it as it is). */
   sealedWithCurrentKey(sealed: string): boolean {
-    return sealed.startsWith(`${V2}.${this.current.id}.`);
+    const [version = '', keyId = ''] = sealed.split('.', 2);
+    return this.keyOf(version, keyId) === 'current';
   }
 
   sealJson(value: unknown): string {
