@@ -86,6 +86,8 @@ export interface Container {
   services: Services;
   sandboxMounts: { path: string; router: Router }[];
   sandboxDeps: SandboxDeps;
+  /** The simulators' boot work (SandboxModule.prepare); nothing when SANDBOX is off. Needs the migrated schema. */
+  prepareSandboxes(): Promise<void>;
   readiness(): Promise<Record<string, boolean>>;
   close(): Promise<void>;
 }
@@ -198,6 +200,10 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     services,
     sandboxMounts,
     sandboxDeps,
+    async prepareSandboxes() {
+      if (!config.sandbox) return;
+      await Promise.all(sandboxModules.map((m) => m.prepare?.({ ...sandboxDeps, em: orm.em.fork() })));
+    },
     async readiness() {
       const database = await orm.em.getConnection().execute('SELECT 1').then(() => true, () => false);
       const jobRunner = agendaReady

@@ -75,6 +75,8 @@ export async function startService(config: AppConfig, options: StartOptions = {}
     logger.error({ storedSecrets }, 'stored secrets sealed with a key this process does not have: requests that need them fail until ENCRYPTION_KEY or DECRYPTION_KEYS holds it');
   }
 
+  await container.prepareSandboxes();
+
   const servesApi = config.role === 'all' || config.role === 'api';
   const runsJobs = config.role === 'all' || config.role === 'worker';
 

@@ -23,6 +23,11 @@ export interface SandboxDeps {
 export interface SandboxModule {
   path: string;
   router(deps: SandboxDeps): Router;
+  /**
+   * Makes what the provider has before anyone calls it (its key pairs and certificates), at boot: a
+   * 2048-bit key made on a merchant's first request could outlast the adapter's timeout on a busy host.
+   */
+  prepare?(deps: SandboxDeps): Promise<void>;
   /** Registers the simulator's callback jobs (worker role). */
   defineJobs?(deps: SandboxDeps, define: <T>(name: string, body: (data: T) => Promise<void>) => void): void;
 }

@@ -69,7 +69,7 @@ describe('walletpay', () => {
     const refundId = refund.body.data.id as string;
     const [{ capture_id: captureId }] = await t.sql<{ capture_id: string }>(`SELECT provider_data->>'captureId' AS capture_id FROM payments WHERE id = $1`, [order.id]) as [{ capture_id: string }];
 
-    await t.http.get('/sandbox/walletpay/v1/notifications/certs/none');
+    // The simulator's signing key (made at boot), as the sandbox operator's own signature.
     const [keys] = await t.sql<{ cert_id: string; private_key_pem: string }>('SELECT cert_id, private_key_pem FROM sandbox_walletpay_keys WHERE id = 1');
     const refunded = async (value: string, currency: string) => {
       const transmissionId = randomUUID();

@@ -235,8 +235,7 @@ describe('walletpay callbacks', () => {
   it('a provider-signed PAYMENT.CAPTURE.COMPLETED of another amount or currency does not complete the payment', async () => {
     const created = await pay({ provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
     const p = created.body.data as { id: string; provider_ref: string };
-    // The simulator's signing key (created on first use), as the sandbox operator's own signature.
-    await t.http.get('/sandbox/walletpay/v1/notifications/certs/none');
+    // The simulator's signing key (made at boot), as the sandbox operator's own signature.
     const [keys] = await t.sql<{ cert_id: string; private_key_pem: string }>('SELECT cert_id, private_key_pem FROM sandbox_walletpay_keys WHERE id = 1');
     const send = async (value: string, currency: string) => {
       const transmissionId = randomUUID();

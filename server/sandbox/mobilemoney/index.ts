@@ -6,7 +6,7 @@ import { misreport } from './misreport.js';
 import { mountOauth } from './oauth.js';
 import { mountPull } from './pull.js';
 import { mountResults } from './results.js';
-import { mountCertificate } from './security-credential.js';
+import { mountCertificate, operatorKeys } from './security-credential.js';
 import { mountStk } from './stk.js';
 import { operatorError } from './wire.js';
 
@@ -27,6 +27,9 @@ export const mobilemoneySandbox: SandboxModule = {
     mountPull(router, deps);
     router.use((_req: Request, res: Response) => operatorError(res, '404.001.01', 'Resource not found'));
     return router;
+  },
+  async prepare(deps) {
+    await operatorKeys(deps);
   },
   defineJobs(deps, define) {
     define<CallbackJobData>(CALLBACK_JOB, (data) => deliverCallback(deps, data));

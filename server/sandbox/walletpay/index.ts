@@ -6,8 +6,10 @@ import { mountApproval } from './approval.js';
 import { mountAuth, requireBearer } from './auth.js';
 import { INTERNAL_ERROR_BODY, PaypalError, sendError } from './errors.js';
 import { SEND_EVENT_JOB, SETTLE_CAPTURE_JOB, sendTransmission, settleCapture, type SendEventJob, type SettleCaptureJob } from './events.js';
+import { dbOf } from './db.js';
 import { mountOrders } from './orders.js';
 import { mountPayments } from './payments.js';
+import { signingKeys } from './signing.js';
 import { mountCertificate, mountWebhooks } from './webhooks.js';
 
 /**
@@ -53,6 +55,10 @@ export const walletpaySandbox: SandboxModule = {
       res.status(500).json(INTERNAL_ERROR_BODY);
     });
     return router;
+  },
+
+  async prepare(deps) {
+    await signingKeys(dbOf(deps.em));
   },
 
   defineJobs(deps, define) {
