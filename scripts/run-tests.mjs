@@ -36,6 +36,9 @@ const jestBin = path.resolve('node_modules', 'jest', 'bin', 'jest.js');
 // scan below reads exactly this run's logs.
 const logDir = path.resolve('test-results', 'logs');
 await rm(logDir, { recursive: true, force: true });
+// Which test file made which database (test/support/database.ts); the logs are named by database.
+const databasesIndex = path.resolve('test-results', 'test-databases.tsv');
+await rm(databasesIndex, { force: true });
 
 const summaryFile = path.resolve('test-results', `jest-summary-${process.pid}.json`);
 await mkdir(path.dirname(summaryFile), { recursive: true });
@@ -43,9 +46,11 @@ await rm(summaryFile, { force: true });
 const child = spawn(process.execPath, [jestBin, '--json', `--outputFile=${summaryFile}`, ...process.argv.slice(2)], { stdio: 'inherit', env });
 const code = await new Promise((resolve) => child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
 // The plain closing line CI reads: "N passed, N failed".
+let failedFiles = [];
 try {
   const summary = JSON.parse(await readFile(summaryFile, 'utf8'));
   process.stdout.write(`\njest: ${summary.numPassedTests} passed, ${summary.numFailedTests} failed\n`);
+  failedFiles = summary.testResults.filter((r) => r.status === 'failed').map((r) => path.relative(process.cwd(), r.name));
 } catch {
   process.stdout.write('\njest: 0 passed, 1 failed\n');
 }
@@ -74,9 +79,52 @@ for (const name of await readdir(logDir).catch(() => [])) {
   }
 }
 process.stdout.write(`log scan: ${scanned} service log files, ${leaks} with secrets, ${traces} with stack traces\n`);
+if (failedFiles.length > 0) await printFailureLogs(failedFiles);
 const exitCode = code === 0 && leaks + traces > 0 ? 1 : code;
 if (embedded) {
   await embedded.stop().catch(() => {});
   if (tempDir) await rm(tempDir, { recursive: true, force: true }).catch(() => {});
 }
 process.exit(exitCode);
+
+/**
+ * What the services of each failed test file logged that says what went wrong: warnings, errors, and
+ * requests answered 5xx or slowly. CI keeps only this output, so a failure's cause is read here rather
+ * than in logs deleted with the checkout. A line with a secret-like value is withheld.
+ */
+async function printFailureLogs(files) {
+  const index = await readFile(databasesIndex, 'utf8').catch(() => '');
+  const logs = await readdir(logDir).catch(() => []);
+  for (const file of files) {
+    const databases = index.split('\n').filter((l) => l.endsWith(`\t${file}`)).map((l) => l.split('\t')[0]);
+    const lines = [];
+    for (const name of logs.sort()) {
+      const db = databases.find((d) => name.startsWith(d));
+      if (!db) continue;
+      // startTestService's log is `<db>.log`; a spawned process's `<db>-<name>-….log`.
+      const process = name.slice(db.length).replace(/^-/, '').replace(/\.log$/, '') || 'service';
+      for (const line of (await readFile(path.join(logDir, name), 'utf8').catch(() => '')).split('\n')) {
+        const entry = telling(line);
+        if (entry) lines.push(`  ${process} ${entry}`);
+      }
+    }
+    process.stdout.write(`\nservice logs of ${file}: ${lines.length} warning, error, 5xx or slow lines${lines.length > 60 ? ' (the last 60)' : ''}\n`);
+    for (const line of lines.slice(-60)) process.stdout.write(`${line}\n`);
+  }
+}
+
+/** A log line worth reading after a failure, shortened; null for the rest. */
+function telling(line) {
+  let entry;
+  try {
+    entry = JSON.parse(line);
+  } catch {
+    return null;
+  }
+  const slowOrFailed = entry.msg === 'request' && (Number(entry.status) >= 500 || entry.ms >= 1000);
+  if (!(entry.level >= 40 || slowOrFailed)) return null;
+  if (SECRET_PATTERNS.some((p) => p.test(line))) return '(line withheld: a secret-like value)';
+  const { level, time, msg, service, hostname, pid, ...rest } = entry;
+  const text = `${new Date(time).toISOString().slice(11, 23)} ${level >= 50 ? 'ERROR' : level >= 40 ? 'WARN' : 'info'} ${msg} ${JSON.stringify(rest)}`;
+  return text.length > 400 ? `${text.slice(0, 400)}…` : text;
+}

@@ -1,5 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import { appendFileSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { expect } from '@jest/globals';
 import pg from 'pg';
+
+/** Which test file made which database: `npm test` prints a failed file's service logs (named by database) from it. */
+const DATABASES_INDEX = path.resolve('test-results', 'test-databases.tsv');
 
 export function adminDatabaseUrl(): string {
   const url = process.env.TEST_DATABASE_URL;
@@ -21,6 +27,8 @@ export async function createTestDatabase(): Promise<{ url: string; name: string;
   await client.connect();
   await client.query(`CREATE DATABASE ${name}`);
   await client.end();
+  mkdirSync(path.dirname(DATABASES_INDEX), { recursive: true });
+  appendFileSync(DATABASES_INDEX, `${name}\t${path.relative(process.cwd(), expect.getState().testPath ?? 'unknown')}\n`);
   return {
     name,
     url: withDatabase(admin, name),

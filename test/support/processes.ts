@@ -54,7 +54,8 @@ export function baseEnv(databaseUrl: string, publicBaseUrl: string, env: Record<
     SANDBOX_CALLBACK_DELAY_MS: '50',
     WEBHOOK_RETRY_SCHEDULE: '200ms,200ms,200ms,200ms,200ms',
     WEBHOOK_TIMEOUT_MS: '2000',
-    PROVIDER_TIMEOUT_MS: '5000',
+    // Longer than an in-process simulator takes to answer on a loaded 2-core CI host; tests about provider timeouts set their own.
+    PROVIDER_TIMEOUT_MS: '10000',
     DELIVERY_SWEEP_INTERVAL: '1s',
     STATUS_SYNC_POLL_INTERVAL: '1s',
     LOG_LEVEL: 'info',

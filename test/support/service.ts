@@ -50,7 +50,8 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     SANDBOX_CALLBACK_DELAY_MS: '50',
     WEBHOOK_RETRY_SCHEDULE: '100ms,100ms,100ms,100ms,100ms',
     WEBHOOK_TIMEOUT_MS: '2000',
-    PROVIDER_TIMEOUT_MS: '3000',
+    // Longer than an in-process simulator takes to answer on a loaded 2-core CI host; tests about provider timeouts set their own.
+    PROVIDER_TIMEOUT_MS: '10000',
     DELIVERY_SWEEP_INTERVAL: '1s',
     STATUS_SYNC_POLL_INTERVAL: '500ms',
     ...env,
