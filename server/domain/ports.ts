@@ -112,7 +112,8 @@ export interface RequestIssue {
 }
 
 /** Classified provider failure. `indeterminate` means the outcome is unknown (timeout, 5xx): keep pending. */
-export type ProviderErrorKind = 'declined' | 'invalid_request' | 'auth' | 'rate_limited' | 'unavailable' | 'indeterminate';
+export const PROVIDER_ERROR_KINDS = ['declined', 'invalid_request', 'auth', 'rate_limited', 'unavailable', 'indeterminate'] as const;
+export type ProviderErrorKind = (typeof PROVIDER_ERROR_KINDS)[number];
 
 /** Provider-neutral reasons the domain acts on (capture before approval, capture twice). */
 export type ProviderErrorReason = 'not_approved' | 'already_captured';

@@ -1,10 +1,13 @@
 import type { Histogram } from 'prom-client';
-import { ProviderError } from '../domain/ports.js';
+import { PROVIDER_ERROR_KINDS, ProviderError } from '../domain/ports.js';
 
 type CallHistogram = Histogram<'provider' | 'operation' | 'outcome'>;
 
-/** `ok`, the ProviderError kind (declined, unavailable, indeterminate, …), or `error` for anything else. */
-function outcomeOf(err: unknown): string {
+/** The `outcome` label: `ok`, the ProviderError kind (declined, unavailable, indeterminate, …), or `error` for anything else. */
+export const PROVIDER_CALL_OUTCOMES = ['ok', ...PROVIDER_ERROR_KINDS, 'error'] as const;
+type ProviderCallOutcome = (typeof PROVIDER_CALL_OUTCOMES)[number];
+
+function outcomeOf(err: unknown): ProviderCallOutcome {
   return err instanceof ProviderError ? err.kind : 'error';
 }
 

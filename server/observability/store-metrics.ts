@@ -85,10 +85,12 @@ export function registerStoreMetrics(registry: Registry, query: Query, secretKey
       if (s) this.set(s.deliveryLagSeconds);
     },
   });
-  snapshotGauge('job_queue_depth', 'Agenda jobs due now and not yet picked up by a worker, by job name', ['job'], (s) =>
-    s.jobs.map((j) => [{ job: j.name }, j.depth]));
-  snapshotGauge('job_queue_lag_seconds', 'How long the oldest due, unclaimed Agenda job has waited, by job name', ['job'], (s) =>
-    s.jobs.map((j) => [{ job: j.name }, j.lag]));
+  // `job_name`, not `job`: Prometheus sets `job` on every scraped series (the scrape job) and would
+  // rename ours to `exported_job`.
+  snapshotGauge('job_queue_depth', 'Agenda jobs due now and not yet picked up by a worker, by job name', ['job_name'], (s) =>
+    s.jobs.map((j) => [{ job_name: j.name }, j.depth]));
+  snapshotGauge('job_queue_lag_seconds', 'How long the oldest due, unclaimed Agenda job has waited, by job name', ['job_name'], (s) =>
+    s.jobs.map((j) => [{ job_name: j.name }, j.lag]));
   snapshotGauge('stored_secrets', 'Stored secrets (provider credentials, webhook signing secrets) by the key that sealed them: current (ENCRYPTION_KEY), decryption (one of DECRYPTION_KEYS: reseal them), unknown (no key of this process opens them), unversioned (sealed before key ids)', ['key'], (s) =>
     Object.entries(s.secretKeys).map(([key, n]) => [{ key }, n]));
 }

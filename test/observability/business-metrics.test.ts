@@ -83,9 +83,9 @@ describe('business metrics on /metrics', () => {
     await t.sql(`INSERT INTO agenda_jobs (name, next_run_at, type, priority) VALUES ('metrics-probe-unhandled', now() - interval '30 seconds', 'normal', 0)`);
     const s = await eventually(async () => {
       const scraped = await scrape();
-      return total(scraped, 'job_queue_depth', { job: 'metrics-probe-unhandled' }) === 1 ? scraped : null;
+      return total(scraped, 'job_queue_depth', { job_name: 'metrics-probe-unhandled' }) === 1 ? scraped : null;
     }, 10_000, 'the probe job in job_queue_depth');
-    expect(total(s, 'job_queue_lag_seconds', { job: 'metrics-probe-unhandled' })).toBeGreaterThanOrEqual(30);
+    expect(total(s, 'job_queue_lag_seconds', { job_name: 'metrics-probe-unhandled' })).toBeGreaterThanOrEqual(30);
   }, 20_000);
 
   it('with no worker running, due deliveries wait: the delivery lag grows', async () => {

@@ -4,13 +4,17 @@ import type { Metrics } from '../../observability/metrics.js';
 
 const CALLBACK_PATH = new RegExp(`^/v1/webhooks/(${PROVIDERS.join('|')})(/|$)`);
 
+/** The `outcome` label of provider_callbacks_total: answered 2xx, 4xx, 5xx. */
+export const CALLBACK_OUTCOMES = ['accepted', 'rejected', 'failed'] as const;
+type CallbackOutcome = (typeof CALLBACK_OUTCOMES)[number];
+
 /** Counts provider callbacks (/v1/webhooks/<provider>…) by how they were answered. */
 export function callbackMetrics(metrics: Metrics): RequestHandler {
   return (req, res, next) => {
     const provider = CALLBACK_PATH.exec(req.path)?.[1];
     if (provider) {
       res.on('finish', () => {
-        const outcome = res.statusCode < 400 ? 'accepted' : res.statusCode < 500 ? 'rejected' : 'failed';
+        const outcome: CallbackOutcome = res.statusCode < 400 ? 'accepted' : res.statusCode < 500 ? 'rejected' : 'failed';
         metrics.providerCallbacks.inc({ provider, outcome });
       });
     }
