@@ -1,10 +1,12 @@
 import { Gauge, type Registry } from 'prom-client';
+import { PROVIDERS } from '../../contract/index.js';
 
 /** Runs one read-only query; the container passes the ORM connection's `execute`. */
 export type Query = (sql: string) => Promise<Record<string, unknown>[]>;
 
 interface Snapshot {
   payments: { provider: string; status: string; n: number }[];
+  unresolved: { provider: string; n: number }[];
   deliveries: { status: string; n: number }[];
   deliveryLagSeconds: number;
   jobs: { name: string; depth: number; lag: number }[];
@@ -15,9 +17,11 @@ interface Snapshot {
 const CACHE_MS = 5000;
 
 async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<string, number>>): Promise<Snapshot> {
-  const [payments, deliveries, lag, jobs, keys] = await Promise.all([
+  const [payments, unresolved, deliveries, lag, jobs, keys] = await Promise.all([
     // The trigger-kept counters (the view payment_count_totals), not a count over every payment row.
     query('SELECT provider, status, sum(n)::int AS n FROM payment_count_totals GROUP BY provider, status HAVING sum(n) <> 0'),
+    // Pending with no re-check ahead (the status sync's schedule ran out), not waiting for the customer (payments_unresolved_idx).
+    query(`SELECT provider, count(*)::int AS n FROM payments WHERE status = 'pending' AND next_sync_at IS NULL AND next_action IS NULL GROUP BY provider`),
     query('SELECT status, count(*)::int AS n FROM webhook_deliveries GROUP BY status'),
     // Age of the oldest delivery that is due and not yet sent (0 when none is waiting).
     query(`SELECT coalesce(extract(epoch FROM now() - min(next_attempt_at)), 0)::float8 AS lag
@@ -31,6 +35,7 @@ async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<strin
   ]);
   return {
     payments: payments.map((r) => ({ provider: String(r.provider), status: String(r.status), n: Number(r.n) })),
+    unresolved: unresolved.map((r) => ({ provider: String(r.provider), n: Number(r.n) })),
     deliveries: deliveries.map((r) => ({ status: String(r.status), n: Number(r.n) })),
     deliveryLagSeconds: Math.max(0, Number(lag[0]?.lag ?? 0)),
     jobs: jobs.map((r) => ({ name: String(r.name), depth: Number(r.depth), lag: Math.max(0, Number(r.lag)) })),
@@ -74,6 +79,9 @@ export function registerStoreMetrics(registry: Registry, query: Query, secretKey
 
   snapshotGauge('payments', 'Payments stored, by provider and status', ['provider', 'status'], (s) =>
     s.payments.map((p) => [{ provider: p.provider, status: p.status }, p.n]));
+  // Every provider, 0 included: an alert compares it with its value a day ago.
+  snapshotGauge('payments_unresolved', 'Pending payments the status sync no longer re-checks (STATUS_SYNC_SCHEDULE ran out) and that wait for nothing from the customer, by provider', ['provider'], (s) =>
+    PROVIDERS.map((provider) => [{ provider }, s.unresolved.find((u) => u.provider === provider)?.n ?? 0]));
   snapshotGauge('webhook_deliveries', 'Merchant webhook deliveries by outcome (pending, retrying, delivered, dead)', ['status'], (s) =>
     s.deliveries.map((d) => [{ status: d.status }, d.n]));
   new Gauge({

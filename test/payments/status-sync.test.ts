@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { parsePrometheus, total } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -54,22 +55,36 @@ describe('status sync of stuck payments', () => {
     await eventually(() => receiver.events('payment.completed').find((e) => e.json.data.payment_id === id));
   });
 
-  it('stops re-checking after the last interval of the schedule', async () => {
+  it('stops re-checking after the last interval of the schedule; /metrics counts the payment as unresolved unless it waits for the customer', async () => {
     const shortSchedule = await startTestService({ SANDBOX_CALLBACK_DELAY_MS: '600000', STATUS_SYNC_SCHEDULE: '100ms,100ms', STATUS_SYNC_POLL_INTERVAL: '100ms' });
     try {
+      const unresolved = async (provider: string) =>
+        total(parsePrometheus((await shortSchedule.http.get('/metrics').expect(200)).text), 'payments_unresolved', { provider });
+      expect([await unresolved('mobilemoney'), await unresolved('cardpay')]).toEqual([0, 0]);
       const m = await shortSchedule.createMerchant('Patient Shop');
       await shortSchedule.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({
         provider: 'mobilemoney',
         mobilemoney: { env: 'sandbox', consumer_key: 'patient-key', consumer_secret: 's', passkey: 'p', shortcode: '174379' },
       }).expect(200);
-      const res = await shortSchedule.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `patient-${Date.now()}`)
-        .send({ provider: 'mobilemoney', amount: '10', currency: 'KES', phone: '254700000003' });
-      const row = await eventually(async () => {
-        const [r] = await shortSchedule.sql<{ status: string; sync_attempts: number; next_sync_at: Date | null }>(
-          'SELECT status, sync_attempts, next_sync_at FROM payments WHERE id = $1', [res.body.data.id]);
-        return r!.next_sync_at === null ? r : null;
+      await shortSchedule.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_patient_0001' } }).expect(200);
+      const pay = (body: object) => shortSchedule.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `patient-${Date.now()}-${Math.random()}`).send(body);
+      // The operator never answers this push; this card payment waits for its holder's 3-D Secure.
+      const silent = await pay({ provider: 'mobilemoney', amount: '10', currency: 'KES', phone: '254700000003' });
+      const authenticating = await pay({ provider: 'cardpay', amount: '10.00', currency: 'USD', payment_method: 'pm_card_threeDSecureRequired' });
+      expect(authenticating.body.data).toMatchObject({ status: 'pending', next_action: { type: 'redirect' } });
+      const rows = await eventually(async () => {
+        const r = await shortSchedule.sql<{ status: string; sync_attempts: number; next_sync_at: Date | null }>(
+          'SELECT status, sync_attempts, next_sync_at FROM payments WHERE id = ANY($1) ORDER BY provider DESC', [[silent.body.data.id, authenticating.body.data.id]]);
+        return r.every((p) => p.next_sync_at === null) ? r : null;
       }, 10_000, 'the schedule to run out');
-      expect(row).toEqual({ status: 'pending', sync_attempts: 2, next_sync_at: null });
+      expect(rows).toEqual([
+        { status: 'pending', sync_attempts: 2, next_sync_at: null },
+        { status: 'pending', sync_attempts: 2, next_sync_at: null },
+      ]);
+      // The operator's signal that a provider never answered (the gauge is read at most every 5 s); an
+      // abandoned checkout is not one.
+      await eventually(async () => ((await unresolved('mobilemoney')) === 1 ? true : null), 10_000, 'payments_unresolved to count the push');
+      expect(await unresolved('cardpay')).toBe(0);
     } finally {
       await shortSchedule.stop();
     }
