@@ -169,6 +169,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
       { retryScheduleMs: config.webhookRetryScheduleMs, timeoutMs: config.webhookTimeoutMs, allowPrivateUrls: config.webhookAllowPrivateUrls },
       deliveryQueue,
       logger,
+      metrics.webhookDeliveryAttempts,
     ),
     events: new EventLog(em, config.eventRetentionMs),
     idempotencyKeyRetention: new IdempotencyKeyRetention(em, config.idempotencyKeyRetentionMs),

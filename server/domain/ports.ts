@@ -361,6 +361,11 @@ export interface ProviderRegistry {
   all(): readonly ProviderPort[];
 }
 
+/** Counts merchant webhook attempts by the delivery's status after each; implemented by a prom-client counter. */
+export interface DeliveryAttemptCounter {
+  inc(labels: { status: string }): void;
+}
+
 /** Counts provider reports the integrity check refused; implemented by a prom-client counter. */
 export interface IntegrityCounter {
   inc(labels: { provider: string; source: string }): void;

@@ -42,6 +42,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** Merchant webhook attempts this process made, by the delivery's status after each (delivered, retrying, dead). */
+  readonly webhookDeliveryAttempts = new Counter({
+    name: 'webhook_delivery_attempts_total',
+    help: "Merchant webhook attempts, by the delivery's status after the attempt (delivered, retrying, dead)",
+    labelNames: ['status'] as const,
+    registers: [this.registry],
+  });
+
   /** Every query sent to PostgreSQL (BEGIN and COMMIT included), by pool: service (ORM), jobs (Agenda), sandbox (simulators), listener (the cache's LISTEN connection). */
   readonly dbRoundTrips = new Counter({
     name: 'db_round_trips_total',

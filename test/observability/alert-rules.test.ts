@@ -9,6 +9,7 @@ import { DELIVERY_STATUSES } from '../../contract/webhook-logs.js';
 import { censusOfSecretKeys } from '../../server/domain/crypto/stored-secrets.js';
 import { CALLBACK_OUTCOMES } from '../../server/http/middleware/callback-metrics.js';
 import { PROVIDER_CALL_OUTCOMES } from '../../server/observability/instrument-provider.js';
+import { GAUGED_DELIVERY_STATUSES } from '../../server/observability/store-metrics.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 /**
@@ -57,7 +58,8 @@ beforeAll(async () => {
   closedSets = {
     provider: PROVIDERS,
     'payments.status': PAYMENT_STATUSES,
-    'webhook_deliveries.status': DELIVERY_STATUSES,
+    'webhook_deliveries.status': GAUGED_DELIVERY_STATUSES,
+    'webhook_delivery_attempts_total.status': DELIVERY_STATUSES.filter((status) => status !== 'pending'),
     'stored_secrets.key': Object.keys(census),
     'provider_call_duration_seconds_count.outcome': PROVIDER_CALL_OUTCOMES,
     'provider_call_duration_seconds_bucket.outcome': PROVIDER_CALL_OUTCOMES,

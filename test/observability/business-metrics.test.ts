@@ -55,7 +55,7 @@ describe('business metrics on /metrics', () => {
     // The gauges come from the database (cached up to 5 s); the counters are this process's own.
     const after = await eventually(async () => {
       const s = await scrape();
-      const delivered = total(s, 'webhook_deliveries', { status: 'delivered' }) - total(before, 'webhook_deliveries', { status: 'delivered' });
+      const delivered = total(s, 'webhook_delivery_attempts_total', { status: 'delivered' }) - total(before, 'webhook_delivery_attempts_total', { status: 'delivered' });
       const callbacksAccepted = total(s, 'provider_callbacks_total', { provider: 'cardpay', outcome: 'accepted' });
       return delivered >= 2 && total(s, 'payments', { provider: 'cardpay', status: 'completed' }) === 1 && callbacksAccepted >= 1 ? s : null;
     }, 20_000, 'metrics to show the payments, their deliveries and the simulator callbacks');
@@ -66,7 +66,11 @@ describe('business metrics on /metrics', () => {
     expect(created(after) - created(before)).toBe(2);
     expect(total(after, 'provider_call_duration_seconds_sum', { provider: 'cardpay', operation: 'createPayment' })).toBeGreaterThan(0);
     expect(total(after, 'provider_callbacks_total', { provider: 'cardpay', outcome: 'rejected' }) - total(before, 'provider_callbacks_total', { provider: 'cardpay', outcome: 'rejected' })).toBe(1);
-    expect(total(after, 'webhook_deliveries', { status: 'dead' })).toBe(0);
+    // Deliveries not (yet) delivered, by status; delivered ones are counted by the attempts counter instead.
+    expect(['pending', 'retrying', 'dead'].map((status) => total(after, 'webhook_deliveries', { status }))).toEqual([0, 0, 0]);
+    expect([...after.keys()].filter((series) => series.startsWith('webhook_deliveries{'))).toEqual([
+      'webhook_deliveries{status="pending"}', 'webhook_deliveries{status="retrying"}', 'webhook_deliveries{status="dead"}',
+    ]);
     // Everything due has been sent.
     expect(total(after, 'webhook_delivery_lag_seconds')).toBe(0);
     // Refused provider reports (amount or currency not ours) are counted by the status writer.
@@ -78,6 +82,19 @@ describe('business metrics on /metrics', () => {
     // The HTTP metrics are still there beside them.
     expect(total(after, 'http_requests_total', { route: '/v1/payments', status: '201' })).toBeGreaterThanOrEqual(2);
   }, 40_000);
+
+  it('a delivery whose endpoint keeps failing: its attempts are counted as retrying, then dead, and the dead gauge counts it', async () => {
+    const before = await scrape();
+    const attempts = (s: Samples, status: string) => total(s, 'webhook_delivery_attempts_total', { status }) - total(before, 'webhook_delivery_attempts_total', { status });
+    // The first attempt and the five retries of the test schedule all fail.
+    receiver.failNext(6);
+    await pay('pm_card_visa');
+    const after = await eventually(async () => {
+      const s = await scrape();
+      return total(s, 'webhook_deliveries', { status: 'dead' }) === 1 ? s : null;
+    }, 20_000, 'the delivery to die and the gauge to count it');
+    expect([attempts(after, 'retrying'), attempts(after, 'dead'), attempts(after, 'delivered')]).toEqual([5, 1, 0]);
+  }, 30_000);
 
   it('job queue depth and lag: a job due 30 s ago that no worker handles shows up by name', async () => {
     await t.sql(`INSERT INTO agenda_jobs (name, next_run_at, type, priority) VALUES ('metrics-probe-unhandled', now() - interval '30 seconds', 'normal', 0)`);

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../../observability/logger.js';
-import type { DeliveryQueue } from '../ports.js';
+import type { DeliveryAttemptCounter, DeliveryQueue } from '../ports.js';
 import { recordTestEvent } from './test-event.js';
 import { MerchantSchema, WebhookDeliverySchema, type DeliveryStatus, type WebhookDelivery } from '../../persistence/entities/index.js';
 import { RECOVER_MAX_DAYS } from '../../../contract/index.js';
@@ -70,6 +70,7 @@ export class DeliveryService {
     private readonly config: DeliveryConfig,
     private readonly queue: DeliveryQueue,
     private readonly logger: Logger,
+    private readonly attempts: DeliveryAttemptCounter,
   ) {
     this.delivered = new GroupWriter(async (records) => {
       const updated = await recordDeliveredAttempts(this.em, records);
@@ -207,6 +208,7 @@ export class DeliveryService {
           const next: NextState = afterFailedAttempt(this.config.retryScheduleMs, await countScheduledAttempts(tx, leased.id));
           return finishAttempt(tx, leased.id, { ...update, next });
         });
+    this.attempts.inc({ status: outcome.status });
     // Never the body, the URL's query or the secret: ids, type and outcome only.
     this.logger.info(
       { deliveryId: leased.id, eventType: leased.eventType, attempt: attemptNumber, trigger, responseStatus: result.responseStatus, status: outcome.status },

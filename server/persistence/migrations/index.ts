@@ -31,6 +31,7 @@ import { Migration20261126000201_idempotency_keys_hot_finish } from './Migration
 import { Migration20261126000301_delivery_wakeups_after_commit } from './Migration20261126000301_delivery_wakeups_after_commit.js';
 import { Migration20261126000401_payment_count_changes } from './Migration20261126000401_payment_count_changes.js';
 import { Migration20261127000101_unresolved_payments_index } from './Migration20261127000101_unresolved_payments_index.js';
+import { Migration20261127000102_dead_deliveries_index } from './Migration20261127000102_dead_deliveries_index.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -69,4 +70,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261126000301_delivery_wakeups_after_commit', class: Migration20261126000301_delivery_wakeups_after_commit },
   { name: 'Migration20261126000401_payment_count_changes', class: Migration20261126000401_payment_count_changes },
   { name: 'Migration20261127000101_unresolved_payments_index', class: Migration20261127000101_unresolved_payments_index },
+  { name: 'Migration20261127000102_dead_deliveries_index', class: Migration20261127000102_dead_deliveries_index },
 ];
