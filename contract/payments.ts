@@ -21,6 +21,24 @@ export const AmountInputSchema = extendApi(z.union([z.string().max(32), z.number
 const CurrencyInputSchema = extendApi(z.string().regex(/^[A-Za-z]{3}$/, 'must be a 3-letter ISO 4217 code'), { example: 'USD' });
 const UrlSchema = z.string().url().max(2048);
 
+/** At most 50 keys (as Stripe's metadata); a key 1–40 characters of letters, digits and `_ - . :`; a value at most 500 characters. */
+export const METADATA_LIMITS = { keys: 50, keyLength: 40, valueLength: 500 } as const;
+export const MetadataSchema = extendApi(
+  z
+    .record(
+      z.string().regex(new RegExp(`^[A-Za-z0-9_.:-]{1,${METADATA_LIMITS.keyLength}}$`), `keys must be 1-${METADATA_LIMITS.keyLength} letters, digits, _ - . or :`),
+      z.string().max(METADATA_LIMITS.valueLength),
+    )
+    .refine((m) => Object.keys(m).length <= METADATA_LIMITS.keys, { message: `at most ${METADATA_LIMITS.keys} keys` }),
+  {
+    description:
+      `Your own key-value pairs (string values), stored with the payment and returned as given: an order number, a customer id. ` +
+      `At most ${METADATA_LIMITS.keys} keys of 1-${METADATA_LIMITS.keyLength} characters (letters, digits, _ - . :), values of at most ${METADATA_LIMITS.valueLength} characters. ` +
+      'Not sent to the provider; part of the request an Idempotency-Key stands for.',
+    example: { order_id: '1042', customer: 'c_77' },
+  },
+);
+
 export const CreateCardpayPaymentSchema = z
   .object({
     provider: z.literal('cardpay'),
@@ -29,6 +47,7 @@ export const CreateCardpayPaymentSchema = z
     payment_method: z.string().min(1).max(255).optional().describe('Payment-method token from the client side, e.g. pm_card_visa'),
     return_url: UrlSchema.optional().describe('Where the customer returns after 3-D Secure authentication'),
     saved_card_id: UuidSchema.optional().describe('Charge a saved card off-session: no 3DS, no user interaction'),
+    metadata: MetadataSchema.optional(),
   })
   .strict();
 
@@ -39,6 +58,7 @@ export const CreateMobilemoneyPaymentSchema = z
     currency: CurrencyInputSchema.describe('Must be KES'),
     phone: z.string().max(32).describe('Customer phone, 254XXXXXXXXX (07…, 7… and +254… are normalised)'),
     callback_url: UrlSchema.optional().describe('Overrides the default push callback address'),
+    metadata: MetadataSchema.optional(),
   })
   .strict();
 
@@ -49,6 +69,7 @@ export const CreateWalletpayPaymentSchema = z
     currency: CurrencyInputSchema,
     return_url: UrlSchema.describe('Where the buyer returns after approval'),
     cancel_url: UrlSchema.describe('Where the buyer returns on cancel'),
+    metadata: MetadataSchema.optional(),
   })
   .strict();
 
@@ -123,6 +144,7 @@ export const PaymentSchema = extendApi(
     updated_at: TimestampSchema,
     provider_response: z.record(z.string(), z.unknown()).nullable().optional().describe('Last raw provider response, secrets removed (GET by id only)'),
     integrity: PaymentIntegritySchema,
+    metadata: z.record(z.string(), z.string()).describe('The metadata given at creation ({} when none)'),
   }),
   {
     title: 'Payment',
@@ -130,7 +152,7 @@ export const PaymentSchema = extendApi(
       id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21', merchant_id: '5d1c3a2b-8e7f-4a6b-9c0d-1e2f3a4b5c6d', amount: '25.00', currency: 'USD',
       provider: 'cardpay', status: 'completed', provider_ref: 'pi_3Nq…', idempotency_key: 'order-1042', reference: 'K7M2Q9XW4RTA',
       amount_refunded: '0.00', next_action: null, failure_reason: null, created_at: '2026-11-22T10:15:30.000Z', updated_at: '2026-11-22T10:15:31.000Z',
-      integrity: { status: 'ok', mismatches: [] },
+      integrity: { status: 'ok', mismatches: [] }, metadata: { order_id: '1042' },
     },
   },
 );

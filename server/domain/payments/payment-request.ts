@@ -13,6 +13,8 @@ export interface NormalizedPaymentRequest {
   currency: string;
   /** Provider-specific fields, normalised by the provider (phone in 254… form, …). */
   fields: Record<string, string | undefined>;
+  /** The merchant's own key-value pairs, keys sorted ({} when none). */
+  metadata: Record<string, string>;
   /** SHA-256 of the normalised request: the same key with another body is a conflict. */
   requestHash: string;
 }
@@ -36,8 +38,13 @@ export function normalizePaymentRequest(body: CreatePaymentBody, port: ProviderP
   const normalised = port.normaliseRequest(body, { minor: amountMinor, currency });
   if ('issues' in normalised) throw invalid(normalised.issues);
   const fields = normalised.fields;
-  const canonical = JSON.stringify({ provider: body.provider, amountMinor: amountMinor.toString(), currency, fields: sortKeys(fields) });
-  return { provider: body.provider, amountMinor, currency, fields, requestHash: createHash('sha256').update(canonical).digest('hex') };
+  const metadata = sortKeys(body.metadata ?? {});
+  // Metadata joins the hash only when there is some: a request without it hashes as it did before
+  // metadata existed, so a retry across the upgrade is still the same request.
+  const canonical = JSON.stringify({
+    provider: body.provider, amountMinor: amountMinor.toString(), currency, fields: sortKeys(fields), ...(Object.keys(metadata).length > 0 ? { metadata } : {}),
+  });
+  return { provider: body.provider, amountMinor, currency, fields, metadata, requestHash: createHash('sha256').update(canonical).digest('hex') };
 }
 
 function sortKeys(obj: Record<string, string | undefined>): Record<string, string> {

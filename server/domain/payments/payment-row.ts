@@ -12,7 +12,7 @@ export type PaymentRow = Record<string, unknown>;
 export const PAYMENT_COLUMNS = [
   'id', 'merchant_id', 'provider', 'status', 'amount_minor', 'currency', 'amount', 'amount_refunded_minor', 'reference',
   'idempotency_key', 'request_hash', 'provider_ref', 'receipt_number', 'failure_reason', 'next_action', 'provider_data',
-  'integrity_mismatches', 'sync_attempts', 'next_sync_at', 'created_at', 'updated_at',
+  'integrity_mismatches', 'metadata', 'sync_attempts', 'next_sync_at', 'created_at', 'updated_at',
 ].join(', ');
 
 const date = (value: unknown) => (value instanceof Date ? value : new Date(String(value)));
@@ -43,6 +43,7 @@ export function paymentFromRow(row: PaymentRow, providerResponse: unknown): Paym
     providerResponse: providerResponse ?? null,
     providerData: (row.provider_data as Record<string, unknown>) ?? {},
     integrityMismatches: (row.integrity_mismatches as IntegrityMismatch[]) ?? [],
+    metadata: (row.metadata as Record<string, string>) ?? {},
     syncAttempts: Number(row.sync_attempts),
     nextSyncAt: row.next_sync_at === null || row.next_sync_at === undefined ? null : date(row.next_sync_at),
     createdAt: date(row.created_at),

@@ -118,6 +118,7 @@ export class PaymentService {
       idempotencyKey,
       requestHash: request.requestHash,
       providerData,
+      metadata: request.metadata,
       // Every pending payment is re-checked with its provider from then on (status sync).
       firstSyncAfterMs: this.config.statusSyncScheduleMs[0] ?? 60_000,
     };

@@ -24,6 +24,7 @@ export function presentPayment(p: Payment, options: { withProviderResponse?: boo
     updated_at: p.updatedAt.toISOString(),
     ...(options.withProviderResponse ? { provider_response: (p.providerResponse as Record<string, unknown> | null | undefined) ?? null } : {}),
     integrity: presentIntegrity(p),
+    metadata: p.metadata ?? {},
   };
 }
 

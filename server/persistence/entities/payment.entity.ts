@@ -44,6 +44,8 @@ export const PaymentSchema = defineEntity({
     providerData: p.json<Record<string, unknown>>(),
     /** Provider reports refused by the integrity check (amount or currency not ours), oldest first. */
     integrityMismatches: p.json<IntegrityMismatch[]>().default([]),
+    /** The merchant's own key-value pairs from the create request, returned as given. */
+    metadata: p.json<Record<string, string>>().defaultRaw(`'{}'`),
     syncAttempts: p.integer().default(0),
     nextSyncAt: p.datetime().nullable(),
     createdAt: p.datetime().onCreate(() => new Date()),

@@ -32,6 +32,7 @@ import { Migration20261126000301_delivery_wakeups_after_commit } from './Migrati
 import { Migration20261126000401_payment_count_changes } from './Migration20261126000401_payment_count_changes.js';
 import { Migration20261127000101_unresolved_payments_index } from './Migration20261127000101_unresolved_payments_index.js';
 import { Migration20261127000102_dead_deliveries_index } from './Migration20261127000102_dead_deliveries_index.js';
+import { Migration20261127000201_payment_metadata } from './Migration20261127000201_payment_metadata.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -71,4 +72,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261126000401_payment_count_changes', class: Migration20261126000401_payment_count_changes },
   { name: 'Migration20261127000101_unresolved_payments_index', class: Migration20261127000101_unresolved_payments_index },
   { name: 'Migration20261127000102_dead_deliveries_index', class: Migration20261127000102_dead_deliveries_index },
+  { name: 'Migration20261127000201_payment_metadata', class: Migration20261127000201_payment_metadata },
 ];
