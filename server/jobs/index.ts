@@ -20,7 +20,9 @@ export function defineJobs(container: JobContext): void {
   defineFoldPaymentCountsJob(container);
   if (container.config.sandbox) {
     for (const module of sandboxModules) {
-      module.defineJobs?.(container.sandboxDeps, (name, body) => defineJob(container, name, body));
+      // A simulator's jobs are one-off sends whose state lives in its own tables: removed once done, so a
+      // sandbox left running keeps no row per callback.
+      module.defineJobs?.(container.sandboxDeps, (name, body) => defineJob(container, name, body, { removeOnComplete: true }));
     }
   }
 }

@@ -189,7 +189,7 @@ describe('STK push', () => {
     expect(completed.status).toBe('completed');
     const rows = await t.sql<{ receipt_number: string | null }>('SELECT receipt_number FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1', [silent.providerRef]);
     expect(rows[0]!.receipt_number).toMatch(/^[A-Z][A-Z0-9]{9}$/);
-    // No callback job was ever scheduled for it, and a later push's callback arrives while it stays silent.
+    // No callback job waits for it, and none reaches the receiver: a later push's callback arrives while it stays silent.
     const jobs = await t.sql(`SELECT 1 FROM agenda_jobs WHERE data->>'checkoutRequestId' = $1`, [silent.providerRef]);
     expect(jobs).toHaveLength(0);
     const later = await adapter.createPayment(creds, paymentInput(TEST_PHONES.success, `${receiver.url}/stk/silent`));
@@ -201,6 +201,8 @@ describe('STK push', () => {
     const result = await adapter.createPayment(creds, paymentInput('0722000111', `${receiver.url}/stk/other`));
     const callback = await stkCallbackAt('/stk/other', result.providerRef);
     expect(callback.json.Body.stkCallback.ResultCode).toBe(0);
+    // The simulator's sent callback leaves no job row behind (a sandbox left running does not grow agenda_jobs).
+    await eventually(async () => ((await t.sql(`SELECT 1 FROM agenda_jobs WHERE data->>'checkoutRequestId' = $1`, [result.providerRef])).length === 0 ? true : null), 'the callback job removed');
     const rows = await t.sql<{ phone: string }>('SELECT phone FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1', [result.providerRef]);
     expect(rows[0]!.phone).toBe('254722000111');
   });
