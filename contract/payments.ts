@@ -32,7 +32,7 @@ export const MetadataSchema = extendApi(
     .refine((m) => Object.keys(m).length <= METADATA_LIMITS.keys, { message: `at most ${METADATA_LIMITS.keys} keys` }),
   {
     description:
-      `Your own key-value pairs (string values), stored with the payment and returned as given: an order number, a customer id. ` +
+      `Your own key-value pairs (string values), stored with the payment and returned on every read (the same pairs; JSON key order is not kept): an order number, a customer id. ` +
       `At most ${METADATA_LIMITS.keys} keys of 1-${METADATA_LIMITS.keyLength} characters (letters, digits, _ - . :), values of at most ${METADATA_LIMITS.valueLength} characters. ` +
       'Not sent to the provider; part of the request an Idempotency-Key stands for.',
     example: { order_id: '1042', customer: 'c_77' },

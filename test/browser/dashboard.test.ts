@@ -18,9 +18,9 @@ let context: BrowserContext;
 let merchant: { merchantId: string; apiKey: string };
 const payments: Record<string, string> = {};
 
-async function pay(paymentMethod: string, amount: string) {
+async function pay(paymentMethod: string, amount: string, metadata?: Record<string, string>) {
   const res = await t.http.post('/v1/payments').set('X-API-Key', merchant.apiKey).set('Idempotency-Key', `dash-${randomUUID()}`)
-    .send({ provider: 'cardpay', amount, currency: 'USD', payment_method: paymentMethod });
+    .send({ provider: 'cardpay', amount, currency: 'USD', payment_method: paymentMethod, ...(metadata ? { metadata } : {}) });
   expect(res.status).toBe(201);
   return res.body.data.id as string;
 }
@@ -78,7 +78,8 @@ beforeAll(async () => {
   receiver.succeed('/hooks');
   payments.declined = await pay('pm_card_chargeDeclined', '30.00');
   payments.small = await pay('pm_card_visa', '8.50');
-  payments.large = await pay('pm_card_mastercard', '149.99');
+  // Merchant-supplied text, markup included: shown as text.
+  payments.large = await pay('pm_card_mastercard', '149.99', { order_id: '1042', note: '<b>gift</b> wrap' });
 }, 60_000);
 
 afterAll(async () => {
@@ -147,6 +148,9 @@ describe('merchant dashboard', () => {
     await page.getByRole('link', { name: `Payment ${payments.large}` }).click();
     await page.getByRole('heading', { name: 'Payment 149.99 USD' }).waitFor();
     await expect(page.locator('dl.summary').innerText()).resolves.toContain('completed');
+    // The merchant's metadata by key, as text: the markup in it is not rendered.
+    await expect(page.locator('dl.summary ul.metadata').innerText()).resolves.toBe('note <b>gift</b> wrap\norder_id 1042');
+    await expect(page.locator('dl.summary b').count()).resolves.toBe(0);
 
     await page.getByLabel('Refund amount (empty = the rest)').fill('49.99');
     await page.getByRole('button', { name: 'Refund' }).click();

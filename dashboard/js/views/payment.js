@@ -43,6 +43,7 @@ async function render(id, section) {
       row('Reference', h('code', {}, payment.reference)),
       payment.failure_reason ? row('Failure reason', payment.failure_reason) : null,
       payment.next_action ? row('Next action', h('a', { href: payment.next_action.url, rel: 'noreferrer' }, payment.next_action.url)) : null,
+      Object.keys(payment.metadata ?? {}).length > 0 ? row('Metadata', metadataList(payment.metadata)) : null,
       row('Created', when(payment.created_at)),
       row('Updated', when(payment.updated_at)))),
     actions(payment, errors, rerender),
@@ -74,6 +75,10 @@ async function render(id, section) {
 }
 
 const row = (label, value) => [h('dt', {}, label), h('dd', {}, value)];
+
+/** The merchant's own pairs by key, as text (h() never parses markup). */
+const metadataList = (metadata) =>
+  h('ul', { class: 'metadata' }, Object.entries(metadata).sort(([a], [b]) => (a < b ? -1 : 1)).map(([key, value]) => h('li', {}, h('code', {}, key), ' ', value)));
 
 function actions(payment, errors, rerender) {
   const buttons = [];
