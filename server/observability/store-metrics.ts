@@ -7,6 +7,7 @@ export type Query = (sql: string) => Promise<Record<string, unknown>[]>;
 interface Snapshot {
   payments: { provider: string; status: string; n: number }[];
   unresolved: { provider: string; n: number }[];
+  pendingRefunds: { provider: string; age: number }[];
   deliveries: { status: string; n: number }[];
   deliveryLagSeconds: number;
   jobs: { name: string; depth: number; lag: number }[];
@@ -20,11 +21,15 @@ export const GAUGED_DELIVERY_STATUSES = ['pending', 'retrying', 'dead'] as const
 const CACHE_MS = 5000;
 
 async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<string, number>>): Promise<Snapshot> {
-  const [payments, unresolved, deliveries, lag, jobs, keys] = await Promise.all([
+  const [payments, unresolved, pendingRefunds, deliveries, lag, jobs, keys] = await Promise.all([
     // The trigger-kept counters (the view payment_count_totals), not a count over every payment row.
     query('SELECT provider, status, sum(n)::int AS n FROM payment_count_totals GROUP BY provider, status HAVING sum(n) <> 0'),
     // Pending with no re-check ahead (the status sync's schedule ran out), not waiting for the customer (payments_unresolved_idx).
     query(`SELECT provider, count(*)::int AS n FROM payments WHERE status = 'pending' AND next_sync_at IS NULL AND next_action IS NULL GROUP BY provider`),
+    // The oldest refund still waiting for its provider's outcome, by provider (refunds_pending_idx).
+    query(`SELECT p.provider, extract(epoch FROM now() - min(r.created_at))::float8 AS age
+             FROM (SELECT payment_id, created_at FROM refunds WHERE status = 'pending') r JOIN payments p ON p.id = r.payment_id
+            GROUP BY p.provider`),
     // Not `delivered`: counting every delivery kept for EVENT_RETENTION would scan them all at every
     // scrape (webhook_delivery_attempts_total counts the successes). Each from a partial index.
     query(`SELECT ${GAUGED_DELIVERY_STATUSES.map((status) => `(SELECT count(*) FROM webhook_deliveries WHERE status = '${status}')::int AS ${status}`).join(', ')}`),
@@ -41,6 +46,7 @@ async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<strin
   return {
     payments: payments.map((r) => ({ provider: String(r.provider), status: String(r.status), n: Number(r.n) })),
     unresolved: unresolved.map((r) => ({ provider: String(r.provider), n: Number(r.n) })),
+    pendingRefunds: pendingRefunds.map((r) => ({ provider: String(r.provider), age: Math.max(0, Number(r.age)) })),
     deliveries: Object.entries(deliveries[0] ?? {}).map(([status, n]) => ({ status, n: Number(n) })),
     deliveryLagSeconds: Math.max(0, Number(lag[0]?.lag ?? 0)),
     jobs: jobs.map((r) => ({ name: String(r.name), depth: Number(r.depth), lag: Math.max(0, Number(r.lag)) })),
@@ -87,6 +93,8 @@ export function registerStoreMetrics(registry: Registry, query: Query, secretKey
   // Every provider, 0 included: an alert compares it with its value a day ago.
   snapshotGauge('payments_unresolved', 'Pending payments the status sync no longer re-checks (STATUS_SYNC_SCHEDULE ran out) and that wait for nothing from the customer, by provider', ['provider'], (s) =>
     PROVIDERS.map((provider) => [{ provider }, s.unresolved.find((u) => u.provider === provider)?.n ?? 0]));
+  snapshotGauge('refunds_pending_oldest_seconds', "How long the oldest refund still waiting for its provider's outcome has waited, by provider (0 when none)", ['provider'], (s) =>
+    PROVIDERS.map((provider) => [{ provider }, s.pendingRefunds.find((r) => r.provider === provider)?.age ?? 0]));
   snapshotGauge('webhook_deliveries', 'Merchant webhook deliveries not delivered (yet), by status: pending, retrying, dead', ['status'], (s) =>
     s.deliveries.map((d) => [{ status: d.status }, d.n]));
   new Gauge({

@@ -128,6 +128,27 @@ describe('business metrics on /metrics', () => {
     }
   }, 40_000);
 
+  it('a refund its provider has not settled shows its age in refunds_pending_oldest_seconds', async () => {
+    // The simulator holds back its refund events: the refund stays pending.
+    const slow = await startTestService({ SANDBOX_CALLBACK_DELAY_MS: '600000' });
+    try {
+      const shop = await slow.createMerchant('Slow Refund Shop');
+      await slow.http.put('/v1/merchant/credentials').set('X-API-Key', shop.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_metrics_0003' } }).expect(200);
+      const oldest = async (provider: string) => total(parsePrometheus((await slow.http.get('/metrics').expect(200)).text), 'refunds_pending_oldest_seconds', { provider });
+      expect(await oldest('cardpay')).toBe(0);
+      const paid = await slow.http.post('/v1/payments').set('X-API-Key', shop.apiKey).set('Idempotency-Key', `metrics-refund-${Date.now()}`)
+        .send({ provider: 'cardpay', amount: '9.00', currency: 'USD', payment_method: 'pm_card_pendingRefund' });
+      expect(paid.body.data.status).toBe('completed');
+      const refund = await slow.http.post('/v1/refunds').set('X-API-Key', shop.apiKey).send({ payment_id: paid.body.data.id });
+      expect(refund.body.data.status).toBe('pending');
+      // The gauge is read at most every 5 s; the refund's age grows from its creation.
+      await eventually(async () => ((await oldest('cardpay')) >= 1 ? true : null), 15_000, 'the pending refund in the gauge');
+      expect([await oldest('walletpay'), await oldest('mobilemoney')]).toEqual([0, 0]);
+    } finally {
+      await slow.stop();
+    }
+  }, 40_000);
+
   it('METRICS_TOKEN protects /metrics: no token or a wrong one is 401 in the envelope', async () => {
     const guarded = await startTestService({ METRICS_TOKEN: 'a-long-metrics-token-123' });
     try {

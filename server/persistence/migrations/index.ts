@@ -33,6 +33,7 @@ import { Migration20261126000401_payment_count_changes } from './Migration202611
 import { Migration20261127000101_unresolved_payments_index } from './Migration20261127000101_unresolved_payments_index.js';
 import { Migration20261127000102_dead_deliveries_index } from './Migration20261127000102_dead_deliveries_index.js';
 import { Migration20261127000201_payment_metadata } from './Migration20261127000201_payment_metadata.js';
+import { Migration20261127000301_pending_refunds_index } from './Migration20261127000301_pending_refunds_index.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -73,4 +74,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127000101_unresolved_payments_index', class: Migration20261127000101_unresolved_payments_index },
   { name: 'Migration20261127000102_dead_deliveries_index', class: Migration20261127000102_dead_deliveries_index },
   { name: 'Migration20261127000201_payment_metadata', class: Migration20261127000201_payment_metadata },
+  { name: 'Migration20261127000301_pending_refunds_index', class: Migration20261127000301_pending_refunds_index },
 ];
