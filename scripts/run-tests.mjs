@@ -94,18 +94,18 @@ process.exit(exitCode);
  */
 async function printFailureLogs(files) {
   const index = await readFile(databasesIndex, 'utf8').catch(() => '');
-  const logs = await readdir(logDir).catch(() => []);
+  const logs = (await readdir(logDir).catch(() => [])).sort();
   for (const file of files) {
     const databases = index.split('\n').filter((l) => l.endsWith(`\t${file}`)).map((l) => l.split('\t')[0]);
     const lines = [];
-    for (const name of logs.sort()) {
+    for (const name of logs) {
       const db = databases.find((d) => name.startsWith(d));
       if (!db) continue;
       // startTestService's log is `<db>.log`; a spawned process's `<db>-<name>-….log`.
-      const process = name.slice(db.length).replace(/^-/, '').replace(/\.log$/, '') || 'service';
+      const source = name.slice(db.length).replace(/^-/, '').replace(/\.log$/, '') || 'service';
       for (const line of (await readFile(path.join(logDir, name), 'utf8').catch(() => '')).split('\n')) {
         const entry = telling(line);
-        if (entry) lines.push(`  ${process} ${entry}`);
+        if (entry) lines.push(`  ${source} ${entry}`);
       }
     }
     process.stdout.write(`\nservice logs of ${file}: ${lines.length} warning, error, 5xx or slow lines${lines.length > 60 ? ' (the last 60)' : ''}\n`);

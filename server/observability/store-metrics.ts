@@ -6,8 +6,10 @@ export type Query = (sql: string) => Promise<Record<string, unknown>[]>;
 
 interface Snapshot {
   payments: { provider: string; status: string; n: number }[];
-  unresolved: { provider: string; n: number }[];
-  pendingRefunds: { provider: string; age: number }[];
+  /** By provider, every provider present (0 when it has none). */
+  unresolved: Record<string, number>;
+  /** By provider, every provider present (0 when it has none). */
+  oldestPendingRefundSeconds: Record<string, number>;
   deliveries: { status: string; n: number }[];
   deliveryLagSeconds: number;
   jobs: { name: string; depth: number; lag: number }[];
@@ -45,13 +47,20 @@ async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<strin
   ]);
   return {
     payments: payments.map((r) => ({ provider: String(r.provider), status: String(r.status), n: Number(r.n) })),
-    unresolved: unresolved.map((r) => ({ provider: String(r.provider), n: Number(r.n) })),
-    pendingRefunds: pendingRefunds.map((r) => ({ provider: String(r.provider), age: Math.max(0, Number(r.age)) })),
+    unresolved: perProvider(unresolved, 'n'),
+    oldestPendingRefundSeconds: perProvider(pendingRefunds, 'age'),
     deliveries: Object.entries(deliveries[0] ?? {}).map(([status, n]) => ({ status, n: Number(n) })),
     deliveryLagSeconds: Math.max(0, Number(lag[0]?.lag ?? 0)),
     jobs: jobs.map((r) => ({ name: String(r.name), depth: Number(r.depth), lag: Math.max(0, Number(r.lag)) })),
     secretKeys: keys,
   };
+}
+
+/** One number per provider from (provider, column) rows; a provider without a row is 0, so every provider is always reported. */
+function perProvider(rows: Record<string, unknown>[], column: string): Record<string, number> {
+  const values: Record<string, number> = Object.fromEntries(PROVIDERS.map((provider) => [provider, 0]));
+  for (const row of rows) values[String(row.provider)] = Math.max(0, Number(row[column]));
+  return values;
 }
 
 /**
@@ -92,9 +101,9 @@ export function registerStoreMetrics(registry: Registry, query: Query, secretKey
     s.payments.map((p) => [{ provider: p.provider, status: p.status }, p.n]));
   // Every provider, 0 included: an alert compares it with its value a day ago.
   snapshotGauge('payments_unresolved', 'Pending payments the status sync no longer re-checks (STATUS_SYNC_SCHEDULE ran out) and that wait for nothing from the customer, by provider', ['provider'], (s) =>
-    PROVIDERS.map((provider) => [{ provider }, s.unresolved.find((u) => u.provider === provider)?.n ?? 0]));
+    Object.entries(s.unresolved).map(([provider, n]) => [{ provider }, n]));
   snapshotGauge('refunds_pending_oldest_seconds', "How long the oldest refund still waiting for its provider's outcome has waited, by provider (0 when none)", ['provider'], (s) =>
-    PROVIDERS.map((provider) => [{ provider }, s.pendingRefunds.find((r) => r.provider === provider)?.age ?? 0]));
+    Object.entries(s.oldestPendingRefundSeconds).map(([provider, seconds]) => [{ provider }, seconds]));
   snapshotGauge('webhook_deliveries', 'Merchant webhook deliveries not delivered (yet), by status: pending, retrying, dead', ['status'], (s) =>
     s.deliveries.map((d) => [{ status: d.status }, d.n]));
   new Gauge({

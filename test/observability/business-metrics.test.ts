@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { parsePrometheus, total, type Samples } from '../support/prometheus.js';
+import { scrapeMetrics, total, type Samples } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -14,11 +14,7 @@ let receiver: WebhookReceiver;
 let key: string;
 let n = 0;
 
-async function scrape(): Promise<Samples> {
-  const res = await t.http.get('/metrics');
-  expect(res.status).toBe(200);
-  return parsePrometheus(res.text);
-}
+const scrape = () => scrapeMetrics(t);
 
 async function pay(paymentMethod: string) {
   const res = await t.http
@@ -119,7 +115,7 @@ describe('business metrics on /metrics', () => {
         .send({ provider: 'cardpay', amount: '3.00', currency: 'USD', payment_method: 'pm_card_visa' });
       expect(res.body.data.status).toBe('completed');
       const lagging = await eventually(async () => {
-        const s = parsePrometheus((await stalled.http.get('/metrics')).text);
+        const s = await scrapeMetrics(stalled);
         return total(s, 'webhook_delivery_lag_seconds') >= 2 ? s : null;
       }, 15_000, 'the delivery lag to reach 2 s');
       expect(total(lagging, 'webhook_deliveries', { status: 'pending' })).toBeGreaterThanOrEqual(1);
@@ -134,7 +130,7 @@ describe('business metrics on /metrics', () => {
     try {
       const shop = await slow.createMerchant('Slow Refund Shop');
       await slow.http.put('/v1/merchant/credentials').set('X-API-Key', shop.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_metrics_0003' } }).expect(200);
-      const oldest = async (provider: string) => total(parsePrometheus((await slow.http.get('/metrics').expect(200)).text), 'refunds_pending_oldest_seconds', { provider });
+      const oldest = async (provider: string) => total(await scrapeMetrics(slow), 'refunds_pending_oldest_seconds', { provider });
       expect(await oldest('cardpay')).toBe(0);
       const paid = await slow.http.post('/v1/payments').set('X-API-Key', shop.apiKey).set('Idempotency-Key', `metrics-refund-${Date.now()}`)
         .send({ provider: 'cardpay', amount: '9.00', currency: 'USD', payment_method: 'pm_card_pendingRefund' });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { parsePrometheus, total } from '../support/prometheus.js';
+import { scrapeMetrics, total } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -58,8 +58,7 @@ describe('status sync of stuck payments', () => {
   it('stops re-checking after the last interval of the schedule; /metrics counts the payment as unresolved unless it waits for the customer', async () => {
     const shortSchedule = await startTestService({ SANDBOX_CALLBACK_DELAY_MS: '600000', STATUS_SYNC_SCHEDULE: '100ms,100ms', STATUS_SYNC_POLL_INTERVAL: '100ms' });
     try {
-      const unresolved = async (provider: string) =>
-        total(parsePrometheus((await shortSchedule.http.get('/metrics').expect(200)).text), 'payments_unresolved', { provider });
+      const unresolved = async (provider: string) => total(await scrapeMetrics(shortSchedule), 'payments_unresolved', { provider });
       expect([await unresolved('mobilemoney'), await unresolved('cardpay')]).toEqual([0, 0]);
       const m = await shortSchedule.createMerchant('Patient Shop');
       await shortSchedule.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({

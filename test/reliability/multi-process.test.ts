@@ -20,7 +20,6 @@ const secrets: string[] = [];
 /** How long the probe holds each pull query: longer than the reconciliation interval (1 s). */
 const PULL_HOLD_MS = 1500;
 
-
 const api = (i: number) => apis[i % apis.length]!.url!;
 
 beforeAll(async () => {

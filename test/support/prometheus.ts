@@ -1,3 +1,5 @@
+import type { TestService } from './service.js';
+
 /** A Prometheus text exposition as `name{labels}` → value (labels as the server wrote them). */
 export type Samples = Map<string, number>;
 
@@ -22,4 +24,11 @@ export function total(samples: Samples, name: string, labels: Record<string, str
     if (Object.entries(labels).every(([k, v]) => series.includes(`${k}="${v}"`))) sum += value;
   }
   return sum;
+}
+
+/** GET /metrics of a test service, parsed. */
+export async function scrapeMetrics(service: Pick<TestService, 'http'>): Promise<Samples> {
+  const res = await service.http.get('/metrics');
+  if (res.status !== 200) throw new Error(`/metrics answered ${res.status}`);
+  return parsePrometheus(res.text);
 }
