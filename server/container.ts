@@ -36,6 +36,7 @@ import { ProviderGateway } from './domain/payments/provider-gateway.js';
 import { StatusSyncService } from './domain/payments/status-sync.service.js';
 import { StatusWriter } from './domain/payments/status-writer.js';
 import { RefundService } from './domain/refunds/refund.service.js';
+import { RefundSyncService } from './domain/refunds/refund-sync.service.js';
 import { sandboxModules } from './sandbox/index.js';
 import { withLatency } from './sandbox/controls.js';
 import { createSandboxPool } from './sandbox/sql.js';
@@ -64,6 +65,7 @@ export interface Services {
   refunds: RefundService;
   savedCards: SavedCardService;
   statusSync: StatusSyncService;
+  refundSync: RefundSyncService;
   inbound: InboundPipeline;
   operations: ProviderOperationsService;
 }
@@ -178,6 +180,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     refunds,
     savedCards: new SavedCardService(em, credentials, providers, idempotency),
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),
+    refundSync: new RefundSyncService(em, config, gateway, refunds, logger),
     inbound: new InboundPipeline(em, providers, credentials, writer, logger),
     operations: new ProviderOperationsService(em, config, providers, credentials, writer, logger),
   };

@@ -85,6 +85,14 @@ export interface RefundInput {
   idempotencyKey: string;
 }
 
+/** What the refund sync knows of one of our refunds when it asks the provider about it. */
+export interface RefundLookup {
+  refundId: string;
+  /** The provider's id of the refund; null when the answer to our request was lost. */
+  providerRef: string | null;
+  payment: PaymentLookup;
+}
+
 /** A refund as the provider lists it (made by the service or directly at the provider). */
 export interface ProviderRefundRecord {
   providerRef: string;
@@ -342,6 +350,12 @@ export interface ProviderPort<C = unknown> {
   createPayment(creds: C, input: CreatePaymentInput): Promise<ProviderPaymentResult>;
   getPayment(creds: C, lookup: PaymentLookup): Promise<ProviderPaymentResult>;
   refundPayment(creds: C, input: RefundInput): Promise<ProviderRefundResult>;
+  /**
+   * The refund sync's question: one of our refunds as the provider has it now — by the provider's id,
+   * or without one by our refund id (sent with the request). null: the provider has no such refund (our
+   * request never reached it). Absent: refunds cannot be looked up (the sync asks for a status report).
+   */
+  findRefund?(creds: C, lookup: RefundLookup): Promise<ProviderRefundResult | null>;
   capturePayment?(creds: C, input: { providerRef: string; idempotencyKey: string }): Promise<ProviderPaymentResult>;
   /** Completes credentials before they are stored (e.g. registers our callback URL, keeps its secret). */
   prepareCredentials?(merchantId: string, creds: C): Promise<C>;

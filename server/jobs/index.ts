@@ -7,6 +7,7 @@ import { definePruneEventsJob, schedulePruneEvents } from './prune-events.job.js
 import { definePruneIdempotencyKeysJob, schedulePruneIdempotencyKeys } from './prune-idempotency-keys.job.js';
 import { defineSweepDeliveriesJob, scheduleDeliverySweep } from './sweep-deliveries.job.js';
 import { defineSyncPaymentsJob, scheduleSyncPayments } from './sync-payments.job.js';
+import { defineSyncRefundsJob, scheduleSyncRefunds } from './sync-refunds.job.js';
 import { defineReconcileTransactionsJobs, scheduleAllReconciliations } from './reconcile-transactions.job.js';
 
 /** Registers every job body with Agenda (worker role). */
@@ -14,6 +15,7 @@ export function defineJobs(container: JobContext): void {
   defineDeliverWebhookJob(container);
   defineSweepDeliveriesJob(container);
   defineSyncPaymentsJob(container);
+  defineSyncRefundsJob(container);
   defineReconcileTransactionsJobs(container);
   definePruneEventsJob(container);
   definePruneIdempotencyKeysJob(container);
@@ -31,6 +33,7 @@ export function defineJobs(container: JobContext): void {
 export async function scheduleRecurringJobs(container: JobContext): Promise<void> {
   await scheduleDeliverySweep(container);
   await scheduleSyncPayments(container);
+  await scheduleSyncRefunds(container);
   await scheduleAllReconciliations(container);
   await schedulePruneEvents(container);
   await schedulePruneIdempotencyKeys(container);

@@ -84,15 +84,18 @@ describe('a provider that refuses the request', () => {
 });
 
 describe('cardpay outage on refund', () => {
-  it('answers 502 and keeps the refund pending; the payment keeps its amount', async () => {
+  it('answers 502 and keeps the refund pending; the payment keeps its amount (until the refund sync, refund-sync.test.ts)', async () => {
     const p = (await pay()).body.data;
     expect(p.status).toBe('completed');
     await outage('error');
-    const res = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id });
-    await outage('ok');
-    expect(res.status).toBe(502);
-    const refunds = await t.sql<{ status: string }>('SELECT status FROM refunds WHERE payment_id = $1', [p.id]);
-    expect(refunds).toEqual([{ status: 'pending' }]);
-    expect((await statusOf(p.id)).amount_refunded).toBe('0.00');
+    try {
+      const res = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id });
+      expect(res.status).toBe(502);
+      const refunds = await t.sql<{ status: string }>('SELECT status FROM refunds WHERE payment_id = $1', [p.id]);
+      expect(refunds).toEqual([{ status: 'pending' }]);
+      expect((await statusOf(p.id)).amount_refunded).toBe('0.00');
+    } finally {
+      await outage('ok');
+    }
   });
 });

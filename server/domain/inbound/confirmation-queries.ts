@@ -1,4 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { ProviderError } from '../ports.js';
 
 /** One confirmation per subject at a time: forged notifications in a burst cause one provider query, not one each. */
 const OPEN_CONFIRMATION_MS = 10 * 60_000;
@@ -19,7 +20,7 @@ export interface ConfirmationQuery {
  * Records a status query that confirms an unverifiable notification, unless one about the same
  * transaction is still open (unanswered, younger than OPEN_CONFIRMATION_MS). Returns whether it was recorded.
  */
-export async function openConfirmation(em: EntityManager, q: ConfirmationQuery): Promise<boolean> {
+async function openConfirmation(em: EntityManager, q: ConfirmationQuery): Promise<boolean> {
   const rows = await em.getConnection().execute<{ id: string }[]>(
     `INSERT INTO provider_status_queries (id, provider, merchant_id, payment_id, refund_id, code, confirms)
      SELECT ?, ?, ?, ?, ?, ?, ?
@@ -31,12 +32,34 @@ export async function openConfirmation(em: EntityManager, q: ConfirmationQuery):
   return rows.length > 0;
 }
 
+/**
+ * Opens a confirmation query and sends it with `send`: 'asked' (its answer arrives as a status report
+ * and is applied then), or 'open' (one about the same transaction is still unanswered: nothing sent).
+ * A provider that could not be asked throws its ProviderError; the query is dropped, so the next asks again.
+ */
+export async function askForConfirmation(
+  em: EntityManager,
+  q: ConfirmationQuery,
+  send: (queryId: string) => Promise<{ providerQueryRef: string }>,
+): Promise<'asked' | 'open'> {
+  if (!(await openConfirmation(em, q))) return 'open';
+  let answer;
+  try {
+    answer = await send(q.id);
+  } catch (err) {
+    if (err instanceof ProviderError) await dropConfirmation(em, q.id);
+    throw err;
+  }
+  await confirmationSent(em, q.id, answer.providerQueryRef);
+  return 'asked';
+}
+
 /** The provider accepted the query: its id for it (results may name only that). */
-export async function confirmationSent(em: EntityManager, id: string, providerQueryRef: string): Promise<void> {
+async function confirmationSent(em: EntityManager, id: string, providerQueryRef: string): Promise<void> {
   await em.getConnection().execute('UPDATE provider_status_queries SET provider_query_ref = ? WHERE id = ?', [providerQueryRef, id], 'run');
 }
 
 /** The provider could not be asked: the query is forgotten, so the next notification asks again. */
-export async function dropConfirmation(em: EntityManager, id: string): Promise<void> {
+async function dropConfirmation(em: EntityManager, id: string): Promise<void> {
   await em.getConnection().execute('DELETE FROM provider_status_queries WHERE id = ?', [id], 'run');
 }

@@ -13,7 +13,7 @@ import {
   type InboundRequest, type Money, type PaymentOutcomeNotification, type ProviderNotification, type ProviderPort, type ProviderRegistry,
   type ReversalResultNotification, type StatusReportNotification, type Verification,
 } from '../ports.js';
-import { confirmationSent, dropConfirmation, openConfirmation } from './confirmation-queries.js';
+import { askForConfirmation } from './confirmation-queries.js';
 import { markRefusedInInbox, recordInInbox } from './inbox.js';
 import { findOurRefund, resolvePayment, resolveRefund, resolveStatusQuery, type StatusQueryRow } from './resolve.js';
 import { recordStatusReport } from './status-reports.js';
@@ -276,18 +276,15 @@ export class InboundPipeline {
     const operations = port.operations;
     if (!operations?.requestStatusReport) return this.notConfirmable(port, notification, { subjectId: about.refundId ?? about.paymentId ?? about.code });
     const queryId = randomUUID();
-    const opened = await openConfirmation(this.em, { id: queryId, provider: port.name, ...about, confirms: notification.label });
-    if (!opened) return 'confirming';
-    let answer;
     try {
-      answer = await operations.requestStatusReport(creds, { queryId, ...target });
+      const sent = await askForConfirmation(this.em, { id: queryId, provider: port.name, ...about, confirms: notification.label }, () =>
+        operations.requestStatusReport!(creds, { queryId, ...target }));
+      if (sent === 'open') return 'confirming';
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
-      await dropConfirmation(this.em, queryId);
       this.logger.warn({ provider: port.name, label: notification.label, kind: err.kind }, 'unverifiable notification: the provider could not be asked; not applied');
       return 'unconfirmed';
     }
-    await confirmationSent(this.em, queryId, answer.providerQueryRef);
     this.logger.info({ provider: port.name, label: notification.label, queryId, paymentId: about.paymentId, refundId: about.refundId }, 'unverifiable notification: the provider was asked to report; its answer will be applied');
     return 'confirming';
   }

@@ -3,7 +3,7 @@ import type { Payment } from '../../persistence/entities/index.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import {
   ProviderError, type CreatePaymentInput, type PaymentLookup, type ProviderPaymentResult, type ProviderPort, type ProviderRefundResult,
-  type ProviderRegistry, type RefundInput,
+  type ProviderRegistry, type RefundInput, type RefundLookup,
 } from '../ports.js';
 
 /**
@@ -44,6 +44,24 @@ export class ProviderGateway {
 
   async refund(payment: Payment, input: RefundInput): Promise<ProviderRefundResult> {
     return this.port(payment.provider).refundPayment(await this.creds(payment), input);
+  }
+
+  /** The refund sync's lookup (see ProviderPort.findRefund); undefined when the provider cannot look refunds up. */
+  async findRefund(payment: Payment, lookup: RefundLookup): Promise<ProviderRefundResult | null | undefined> {
+    const port = this.port(payment.provider);
+    return port.findRefund ? port.findRefund(await this.creds(payment), lookup) : undefined;
+  }
+
+  /** Whether the provider reports on our requests asynchronously (ProviderOperations.requestStatusReport). */
+  offersStatusReports(provider: string): boolean {
+    return Boolean(this.port(provider).operations?.requestStatusReport);
+  }
+
+  /** Asks for a status report about our request `requestRef`; it arrives as a `status-report` notification naming `queryId`. */
+  async requestStatusReport(payment: Payment, input: { queryId: string; requestRef: string }): Promise<{ providerQueryRef: string }> {
+    const operations = this.port(payment.provider).operations;
+    if (!operations?.requestStatusReport) throw new ProviderError(payment.provider as Provider, 'invalid_request', `${payment.provider} offers no status reports`);
+    return operations.requestStatusReport(await this.creds(payment), input);
   }
 
   async capture(payment: Payment, idempotencyKey: string): Promise<ProviderPaymentResult> {

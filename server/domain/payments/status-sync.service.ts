@@ -5,9 +5,7 @@ import type { AppConfig } from '../../config/config.js';
 import { ProviderError, type ProviderPaymentResult } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
-
-/** How long a claimed payment is hidden from other workers while one syncs it. */
-const CLAIM_MS = 5 * 60_000;
+import { recheckDue, scheduleNextCheck } from './sync-schedule.js';
 
 /**
  * Status sync ("psync"): re-checks pending payments with their provider on a backoff
@@ -26,17 +24,8 @@ export class StatusSyncService {
 
   /** Claims due payments (SKIP LOCKED, so several workers split them) and syncs each. */
   async syncDue(limit = 25): Promise<number> {
-    const claimed = await this.em.getConnection().execute<{ id: string }[]>(
-      `UPDATE payments SET next_sync_at = now() + (? * interval '1 millisecond')
-       WHERE id IN (SELECT id FROM payments WHERE status = 'pending' AND next_sync_at <= now()
-                    ORDER BY next_sync_at LIMIT ? FOR UPDATE SKIP LOCKED)
-       RETURNING id`,
-      [CLAIM_MS, limit],
-    );
-    for (const { id } of claimed) {
-      await this.syncOne(id).catch((err: Error) => this.logger.warn({ paymentId: id, err: { message: err.message } }, 'status sync failed'));
-    }
-    return claimed.length;
+    return recheckDue(this.em, 'payments', limit, (id) => this.syncOne(id), (id, err) =>
+      this.logger.warn({ paymentId: id, err: { message: err.message } }, 'status sync failed'));
   }
 
   async syncOne(paymentId: string): Promise<void> {
@@ -67,17 +56,6 @@ export class StatusSyncService {
       const applied = await this.payments.applyUpdate(payment.id, toUpdate(result), 'status-sync');
       if (applied.payment.status !== 'pending') return;
     }
-    await this.backOff(payment.id);
-  }
-
-  /** Still pending: the next re-check follows the schedule; after the last interval it stops. */
-  private async backOff(paymentId: string): Promise<void> {
-    await this.em.fork().transactional(async (tx) => {
-      const payment = await tx.findOneOrFail(PaymentSchema, { id: paymentId });
-      if (payment.status !== 'pending') return;
-      payment.syncAttempts += 1;
-      const delay = this.config.statusSyncScheduleMs[payment.syncAttempts];
-      payment.nextSyncAt = delay === undefined ? null : new Date(Date.now() + delay);
-    });
+    await scheduleNextCheck(this.em, 'payments', payment.id, this.config.statusSyncScheduleMs);
   }
 }

@@ -34,7 +34,7 @@ export class RefundService {
   async create(merchantId: string, paymentId: string, amount: string | number | undefined, idempotencyKey?: string): Promise<{ refund: Refund; replayed: boolean }> {
     if (idempotencyKey === undefined) {
       const refund = await this.writer.commit((uow) => this.reserve(uow, merchantId, paymentId, amount));
-      return { refund: await this.askProvider(refund.id), replayed: false };
+      return { refund: await this.send(refund.id), replayed: false };
     }
     const request = { scope: 'refund.create' as const, merchantId, key: idempotencyKey, requestHash: hashRequest({ payment_id: paymentId, amount: amount === undefined ? undefined : String(amount) }) };
     const { value, replayed } = await this.idempotency.run(request, 201, {
@@ -43,15 +43,18 @@ export class RefundService {
         const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
         // A resumed refund the provider already answered (or acknowledged) is not sent again.
         if (resumed && (refund.status !== 'pending' || refund.providerRef)) return refund;
-        return this.askProvider(refundId);
+        return this.send(refundId);
       },
       load: (refundId) => this.em.fork().findOneOrFail(RefundSchema, { id: refundId }),
     });
     return { refund: value, replayed };
   }
 
-  /** The provider call of a reserved refund (idempotency key derived from its id) and the record of its answer. */
-  private async askProvider(refundId: string): Promise<Refund> {
+  /**
+   * The provider call of a reserved refund (idempotency key derived from its id) and the record of its
+   * answer. Sent again by the refund sync when the provider has no record of the first request.
+   */
+  async send(refundId: string, source = 'refund'): Promise<Refund> {
     const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
     const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: refund.paymentId });
     let result: ProviderRefundResult;
@@ -72,10 +75,10 @@ export class RefundService {
         // Outcome unknown: the refund stays pending; the provider's refund event settles it.
         throw new DomainError('PROVIDER_ERROR', `${payment.provider} did not answer the refund request; refund ${refund.id} stays pending`);
       }
-      await this.settle(refund.id, { providerRef: null, status: 'failed', failureReason: err.message, raw: { error: err.message } });
+      await this.settle(refund.id, { providerRef: null, status: 'failed', failureReason: err.message, raw: { error: err.message } }, source);
       throw new DomainError('PROVIDER_ERROR', `${payment.provider} refused the refund: ${err.message}`);
     }
-    return this.settle(refund.id, result);
+    return this.settle(refund.id, result, source);
   }
 
   /** Checks the refund is allowed and writes it as `pending`, in `uow` under the payment's row lock. */
@@ -120,17 +123,19 @@ export class RefundService {
       status: 'pending',
       amountMinor,
       currency: payment.currency,
+      // Settled by the provider's answer or event as a rule; the refund sync asks if neither comes.
+      nextSyncAt: new Date(Date.now() + (this.config.statusSyncScheduleMs[0] ?? 60_000)),
     });
     await tx.flush();
     return refund;
   }
 
   /** Records a provider's answer for a refund through the status writer (one unit of work). */
-  async settle(refundId: string, result: ProviderRefundResult): Promise<Refund> {
+  async settle(refundId: string, result: ProviderRefundResult, source = 'refund'): Promise<Refund> {
     const outcome = await this.writer.applyRefund(
       refundId,
       { status: result.status, providerRef: result.providerRef, failureReason: result.failureReason ?? null, raw: result.raw, reported: result.amount },
-      'refund',
+      source,
     );
     return outcome.refund;
   }

@@ -16,6 +16,9 @@ export const RefundSchema = defineEntity({
     providerRef: p.text().nullable(),
     failureReason: p.text().nullable(),
     providerResponse: p.json<unknown>().nullable(),
+    /** When the refund sync next asks the provider about it while pending; null = not scheduled. */
+    nextSyncAt: p.datetime().nullable(),
+    syncAttempts: p.integer().default(0),
     createdAt: p.datetime().onCreate(() => new Date()),
     updatedAt: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
   }),

@@ -34,6 +34,8 @@ import { Migration20261127000101_unresolved_payments_index } from './Migration20
 import { Migration20261127000102_dead_deliveries_index } from './Migration20261127000102_dead_deliveries_index.js';
 import { Migration20261127000201_payment_metadata } from './Migration20261127000201_payment_metadata.js';
 import { Migration20261127000301_pending_refunds_index } from './Migration20261127000301_pending_refunds_index.js';
+import { Migration20261127000401_refund_sync } from './Migration20261127000401_refund_sync.js';
+import { Migration20261127000402_sandbox_lost_results } from './Migration20261127000402_sandbox_lost_results.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -75,4 +77,6 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127000102_dead_deliveries_index', class: Migration20261127000102_dead_deliveries_index },
   { name: 'Migration20261127000201_payment_metadata', class: Migration20261127000201_payment_metadata },
   { name: 'Migration20261127000301_pending_refunds_index', class: Migration20261127000301_pending_refunds_index },
+  { name: 'Migration20261127000401_refund_sync', class: Migration20261127000401_refund_sync },
+  { name: 'Migration20261127000402_sandbox_lost_results', class: Migration20261127000402_sandbox_lost_results },
 ];

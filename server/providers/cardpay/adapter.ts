@@ -10,6 +10,7 @@ import type {
   ProviderRefundRecord,
   ProviderRefundResult,
   RefundInput,
+  RefundLookup,
   SavedCardDetails,
 } from '../../domain/ports.js';
 import { ProviderError } from '../../domain/ports.js';
@@ -70,6 +71,18 @@ export class CardpayAdapter {
     };
     const refund = await this.call('write', () => this.stripe(creds).refunds.create(params, { idempotencyKey: input.idempotencyKey }));
     return toRefundResult(refund);
+  }
+
+  /** Refund sync: the refund by id; without one (the request's answer was lost), the intent's refund whose metadata names ours, if any. */
+  async findRefund(creds: CardpayCredentials, lookup: RefundLookup): Promise<ProviderRefundResult | null> {
+    const stripe = this.stripe(creds);
+    if (lookup.providerRef) return toRefundResult(await this.call('read', () => stripe.refunds.retrieve(lookup.providerRef!)));
+    if (!lookup.payment.providerRef) return null;
+    const refunds = await this.call('read', () =>
+      stripe.refunds.list({ payment_intent: lookup.payment.providerRef!, limit: 100 }).autoPagingToArray({ limit: CardpayAdapter.MAX_CHARGE_REFUNDS }),
+    );
+    const ours = refunds.find((r) => r.metadata?.refund_id === lookup.refundId);
+    return ours ? toRefundResult(ours) : null;
   }
 
   /** At most this many refunds of one charge are read (a charge cannot have more than its amount in refunds anyway). */

@@ -24,6 +24,7 @@ export function cardpayProvider(config: AppConfig, instrument: AdapterDecorator 
     createPayment: (creds, input) => adapter.createPayment(creds, input),
     getPayment: (creds, lookup) => adapter.getPayment(creds, lookup),
     refundPayment: (creds, input) => adapter.refundPayment(creds, input),
+    findRefund: (creds, lookup) => adapter.findRefund(creds, lookup),
     prepareCredentials: prepareCardpayCredentials(adapter, config),
     notifications: cardpayNotifications(adapter),
     cards: {

@@ -3,7 +3,7 @@ import type { AppConfig } from '../../config/config.js';
 import { providerBaseUrl } from '../base-url.js';
 import { WalletpaySigningCertificates, verifyOffline, type OfflineVerdict, type Transmission } from './signing-certificates.js';
 import { httpRequest, type HttpResponse } from '../http-client.js';
-import type { CreatePaymentInput, PaymentLookup, ProviderPaymentResult, ProviderRefundResult, RefundInput} from '../../domain/ports.js';
+import type { CreatePaymentInput, PaymentLookup, ProviderPaymentResult, ProviderRefundResult, RefundInput, RefundLookup } from '../../domain/ports.js';
 import { ProviderError } from '../../domain/ports.js';
 import { WalletpayTokens } from './oauth.js';
 import {
@@ -115,6 +115,22 @@ export class WalletpayAdapter {
     });
     if (!body || typeof body.id !== 'string') throw unexpected('refund');
     return refundToResult(body);
+  }
+
+  /**
+   * Refund sync: the refund by id; without one (the request's answer was lost), the refund on the
+   * payment's order whose custom_id is ours, if any (an order lists its captures' refunds).
+   */
+  async findRefund(creds: WalletpayCredentials, lookup: RefundLookup): Promise<ProviderRefundResult | null> {
+    if (lookup.providerRef) {
+      const { body } = await this.call<WireRefund>(creds, 'GET', `/v2/payments/refunds/${encodeURIComponent(lookup.providerRef)}`, { mutating: false });
+      if (!body || typeof body.id !== 'string') throw unexpected('refund');
+      return refundToResult(body);
+    }
+    if (!lookup.payment.providerRef) return null;
+    const order = await this.getOrder(creds, lookup.payment.providerRef);
+    const ours = order.purchase_units?.flatMap((u) => u.payments?.refunds ?? []).find((r) => r.custom_id === lookup.refundId);
+    return ours ? refundToResult(ours) : null;
   }
 
   /**

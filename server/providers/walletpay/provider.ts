@@ -25,6 +25,7 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
     createPayment: (creds, input) => adapter.createPayment(creds, input),
     getPayment: (creds, lookup) => adapter.getPayment(creds, lookup),
     refundPayment: (creds, input) => adapter.refundPayment(creds, input),
+    findRefund: (creds, lookup) => adapter.findRefund(creds, lookup),
 
     async capturePayment(creds, input) {
       try {

@@ -1,5 +1,6 @@
 import type { SandboxDeps } from '../module.js';
 import { operatorTimestamp } from './eat-clock.js';
+import { takeLostResult } from './lost-results.js';
 import { findStk, type StkRow } from './store.js';
 
 /** The one job that delivers every operator callback (STK results, transaction-status and reversal results, queue timeouts). */
@@ -48,6 +49,10 @@ export async function deliverCallback(deps: SandboxDeps, data: CallbackJobData):
     if (!row) return;
     body = stkCallbackBody(row);
   } else {
+    if (data.attempt === 0 && (await takeLostResult(deps.em))) {
+      deps.logger.info({ provider: 'mobilemoney', url: data.url }, 'sandbox result lost on purpose (lose-results control)');
+      return;
+    }
     body = data.body;
   }
   let failure: string | null = null;

@@ -1,0 +1,44 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+
+/** How long a claimed row is hidden from other workers while one re-checks it. */
+const CLAIM_MS = 5 * 60_000;
+
+/** The tables whose pending rows are re-checked with their provider (next_sync_at, sync_attempts). */
+export type SyncedTable = 'payments' | 'refunds';
+
+/**
+ * Claims the pending rows of `table` due a re-check (next_sync_at passed; SKIP LOCKED, so several
+ * workers split them), hides them from the others for CLAIM_MS, and re-checks them one by one with
+ * `check`. A failed check goes to `onError`; the row waits for its next turn. Returns how many were claimed.
+ */
+export async function recheckDue(
+  em: EntityManager,
+  table: SyncedTable,
+  limit: number,
+  check: (id: string) => Promise<void>,
+  onError: (id: string, err: Error) => void,
+): Promise<number> {
+  const claimed = await em.getConnection().execute<{ id: string }[]>(
+    `UPDATE ${table} SET next_sync_at = now() + (? * interval '1 millisecond')
+     WHERE id IN (SELECT id FROM ${table} WHERE status = 'pending' AND next_sync_at <= now()
+                  ORDER BY next_sync_at LIMIT ? FOR UPDATE SKIP LOCKED)
+     RETURNING id`,
+    [CLAIM_MS, limit],
+  );
+  for (const { id } of claimed) await check(id).catch((err: Error) => onError(id, err));
+  return claimed.length;
+}
+
+/**
+ * After a re-check that left the row pending: one more attempt counted, and the next re-check after
+ * the schedule's interval for that many attempts — none once the schedule has run out.
+ */
+export async function scheduleNextCheck(em: EntityManager, table: SyncedTable, id: string, scheduleMs: readonly number[]): Promise<void> {
+  await em.getConnection().execute(
+    `UPDATE ${table} SET sync_attempts = sync_attempts + 1,
+       next_sync_at = now() + ((?::jsonb ->> (sync_attempts + 1))::bigint * interval '1 millisecond')
+     WHERE id = ? AND status = 'pending'`,
+    [JSON.stringify(scheduleMs), id],
+    'run',
+  );
+}

@@ -1,0 +1,15 @@
+import type { JobContext } from './job-context.js';
+import { defineJob } from './define-job.js';
+
+export const SYNC_REFUNDS_JOB = 'refunds.sync-due';
+
+/** Repeating job: re-checks due pending refunds with their provider (see RefundSyncService). */
+export function defineSyncRefundsJob(container: JobContext): void {
+  defineJob(container, SYNC_REFUNDS_JOB, async () => {
+    await container.services.refundSync.syncDue();
+  }, { concurrency: 1 });
+}
+
+export async function scheduleSyncRefunds(container: JobContext): Promise<void> {
+  await container.agenda.every(container.config.statusSyncPollMs, SYNC_REFUNDS_JOB, {}, { skipImmediate: false });
+}

@@ -1,0 +1,249 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+
+/**
+ * The refund sync: a refund left pending — the provider's answer lost to an outage, its events never
+ * delivered, a mobile-money result that never came — is re-checked with the provider on
+ * STATUS_SYNC_SCHEDULE and settled by what the provider says, through the status writer (the
+ * merchant's events, the amount checked). A request that never reached the provider is sent again with
+ * the same idempotency key; one that did is found by our refund id and never made twice. Each provider's
+ * events to the service are switched off where the provider allows it, so only the sync can settle.
+ */
+let t: TestService;
+let receiver: WebhookReceiver;
+let n = 0;
+
+beforeAll(async () => {
+  t = await startTestService({ PROVIDER_TIMEOUT_MS: '800', STATUS_SYNC_SCHEDULE: '300ms,300ms,500ms,1s,1s,1s,2s,2s,2s,3s', STATUS_SYNC_POLL_INTERVAL: '200ms' });
+  receiver = await new WebhookReceiver().start();
+});
+afterAll(async () => {
+  for (const provider of ['cardpay', 'walletpay', 'mobilemoney']) await t.http.post(`/sandbox/${provider}/_control/outage`).send({ mode: 'ok' });
+  await t.stop();
+  await receiver.stop();
+});
+
+async function shop(name: string, provider: string, creds: Record<string, unknown>) {
+  const { apiKey } = await t.createMerchant(name);
+  await t.http.put('/v1/merchant/webhook').set('X-API-Key', apiKey).send({ webhook_url: receiver.url }).expect(200);
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider, [provider]: creds }).expect(200);
+  return apiKey;
+}
+const outage = (provider: string, mode: 'ok' | 'error') => t.http.post(`/sandbox/${provider}/_control/outage`).send({ mode }).expect(200);
+const refundRequest = (apiKey: string, body: Record<string, unknown>) => t.http.post('/v1/refunds').set('X-API-Key', apiKey).send(body);
+const getPayment = async (apiKey: string, id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', apiKey).expect(200)).body.data;
+const pendingRefundOf = async (paymentId: string) => {
+  const rows = await t.sql<{ id: string; status: string; provider_ref: string | null }>('SELECT id, status, provider_ref FROM refunds WHERE payment_id = $1', [paymentId]);
+  expect(rows).toEqual([expect.objectContaining({ status: 'pending' })]);
+  return rows[0]!;
+};
+const settled = (apiKey: string, refundId: string) =>
+  eventually(async () => {
+    const refund = (await t.http.get(`/v1/refunds/${refundId}`).set('X-API-Key', apiKey).expect(200)).body.data;
+    return refund.status === 'pending' ? null : refund;
+  }, 20_000, `refund ${refundId} settled`);
+/** The audit trail's triggers of the refund's completion and the payment's move with it. */
+const completionTriggers = (paymentId: string) =>
+  t.sql<{ subject: string; to_status: string; trigger: string }>(
+    `SELECT subject, to_status, trigger FROM payment_transitions WHERE payment_id = $1 AND accepted AND from_status = ANY ('{pending,completed}')
+     AND ((subject = 'refund' AND to_status = 'completed') OR (subject = 'payment' AND to_status IN ('refunded', 'reversed'))) ORDER BY id`, [paymentId]);
+const refundedEvent = (paymentId: string, type = 'payment.refunded') =>
+  eventually(() => receiver.events(type).find((e) => e.json.data.payment_id === paymentId), 10_000, type);
+/** Holds the refund's re-check off (it is not due for an hour) while the test acts as the provider, then makes it due. */
+const holdSync = (refundId: string) => t.sql(`UPDATE refunds SET next_sync_at = now() + interval '1 hour' WHERE id = $1`, [refundId]);
+const releaseSync = (refundId: string) => t.sql('UPDATE refunds SET next_sync_at = now() WHERE id = $1', [refundId]);
+
+describe('cardpay', () => {
+  const SECRET = 'sk_test_refund_sync_0001';
+  let key: string;
+  const provider = (method: 'get' | 'post' | 'delete', path: string) =>
+    t.http[method](`/sandbox/cardpay${path}`).set('Authorization', `Bearer ${SECRET}`);
+  const paid = async (paymentMethod = 'pm_card_visa') => {
+    const res = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `refund-sync-${++n}`)
+      .send({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: paymentMethod });
+    expect(res.body.data.status).toBe('completed');
+    return res.body.data as { id: string; provider_ref: string };
+  };
+  const refundsAtProvider = async (intentId: string) =>
+    (await provider('get', `/v1/refunds?payment_intent=${intentId}`).expect(200)).body.data as { id: string; amount: number; metadata: Record<string, string> }[];
+
+  beforeAll(async () => {
+    key = await shop('Refund Sync Cards', 'cardpay', { secret_key: SECRET });
+    // The account's events stop reaching the service (its endpoint removed at the provider).
+    const endpoints = (await provider('get', '/v1/webhook_endpoints').expect(200)).body.data as { id: string }[];
+    expect(endpoints).toHaveLength(1);
+    for (const endpoint of endpoints) await provider('delete', `/v1/webhook_endpoints/${endpoint.id}`).expect(200);
+  });
+
+  it('a refund whose request never reached the provider is sent again, with the same idempotency key, and completes once', async () => {
+    const p = await paid();
+    await outage('cardpay', 'error');
+    const res = await refundRequest(key, { payment_id: p.id, amount: '4.00' });
+    await outage('cardpay', 'ok');
+    expect(res.status).toBe(502);
+    const pending = await pendingRefundOf(p.id);
+    expect(pending.provider_ref).toBeNull();
+
+    const refund = await settled(key, pending.id);
+    expect(refund).toMatchObject({ status: 'completed', amount: '4.00', provider_ref: expect.stringMatching(/^re_/) });
+    expect(await getPayment(key, p.id)).toMatchObject({ status: 'completed', amount_refunded: '4.00' });
+    expect((await refundedEvent(p.id)).json.data).toMatchObject({ refund_id: pending.id, amount_refunded: '4.00' });
+    expect(await refundsAtProvider(p.provider_ref)).toEqual([expect.objectContaining({ id: refund.provider_ref, amount: 400, metadata: expect.objectContaining({ refund_id: pending.id }) })]);
+    expect(await completionTriggers(p.id)).toEqual([{ subject: 'refund', to_status: 'completed', trigger: 'refund-sync' }]);
+  });
+
+  it('a refund the provider made but whose answer was lost is found by our refund id, not made twice', async () => {
+    const p = await paid();
+    await outage('cardpay', 'error');
+    expect((await refundRequest(key, { payment_id: p.id, amount: '6.00' })).status).toBe(502);
+    const pending = await pendingRefundOf(p.id);
+    await holdSync(pending.id);
+    await outage('cardpay', 'ok');
+    // The request did reach the provider (as if only its answer was lost, its idempotency key long expired).
+    const made = await provider('post', '/v1/refunds').type('form')
+      .send({ payment_intent: p.provider_ref, amount: '600', 'metadata[refund_id]': pending.id, 'metadata[payment_id]': p.id }).expect(200);
+    await releaseSync(pending.id);
+
+    const refund = await settled(key, pending.id);
+    expect(refund).toMatchObject({ status: 'completed', amount: '6.00', provider_ref: made.body.id });
+    expect((await refundsAtProvider(p.provider_ref)).map((r) => r.id)).toEqual([made.body.id]);
+    expect(await getPayment(key, p.id)).toMatchObject({ amount_refunded: '6.00' });
+    expect(await completionTriggers(p.id)).toEqual([{ subject: 'refund', to_status: 'completed', trigger: 'refund-sync' }]);
+  });
+
+  it('a refund the provider answers pending completes when the provider has settled it, with none of its events', async () => {
+    const p = await paid('pm_card_pendingRefund');
+    const res = await refundRequest(key, { payment_id: p.id });
+    expect(res.status).toBe(201);
+    expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: expect.stringMatching(/^re_/) });
+
+    expect(await settled(key, res.body.data.id)).toMatchObject({ status: 'completed', amount: '25.00' });
+    expect(await getPayment(key, p.id)).toMatchObject({ status: 'refunded', amount_refunded: '25.00' });
+    expect((await refundedEvent(p.id)).json.data).toMatchObject({ refund_id: res.body.data.id, status: 'refunded' });
+    expect(await completionTriggers(p.id)).toEqual([
+      { subject: 'refund', to_status: 'completed', trigger: 'refund-sync' },
+      { subject: 'payment', to_status: 'refunded', trigger: 'refund-sync' },
+    ]);
+  });
+});
+
+describe('walletpay', () => {
+  const CLIENT = { id: 'refund-sync-client', secret: 'refund-sync-secret' };
+  let key: string;
+  let token: string;
+  const provider = (method: 'get' | 'post' | 'delete', path: string) =>
+    t.http[method](`/sandbox/walletpay${path}`).set('Authorization', `Bearer ${token}`);
+  const captured = async () => {
+    const res = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `refund-sync-${++n}`)
+      .send({ provider: 'walletpay', amount: '30.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' });
+    const approval = res.body.data.next_action.url as string;
+    await fetch(`${approval}${approval.includes('?') ? '&' : '?'}auto=approve`, { redirect: 'manual' });
+    const done = await t.http.post(`/v1/payments/${res.body.data.id}/capture`).set('X-API-Key', key).send({}).expect(200);
+    expect(done.body.data.status).toBe('completed');
+    const [capture] = await t.sql<{ id: string }>('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [done.body.data.provider_ref]);
+    return { id: done.body.data.id as string, captureId: capture!.id };
+  };
+  const refundsAtProvider = (captureId: string) =>
+    t.sql<{ id: string; amount_minor: string; custom_id: string }>('SELECT id, amount_minor, custom_id FROM sandbox_walletpay_refunds WHERE capture_id = $1', [captureId]);
+
+  beforeAll(async () => {
+    key = await shop('Refund Sync Wallet', 'walletpay', { env: 'sandbox', client_id: CLIENT.id, client_secret: CLIENT.secret });
+    token = (await t.http.post('/sandbox/walletpay/v1/oauth2/token').auth(CLIENT.id, CLIENT.secret).type('form').send({ grant_type: 'client_credentials' }).expect(200)).body.access_token;
+    // The app's webhook removed at the provider: its events stop reaching the service.
+    const hooks = (await provider('get', '/v1/notifications/webhooks').expect(200)).body.webhooks as { id: string }[];
+    expect(hooks).toHaveLength(1);
+    for (const hook of hooks) await provider('delete', `/v1/notifications/webhooks/${hook.id}`).expect(204);
+  });
+
+  it('a refund whose request never reached the provider is sent again and completes once', async () => {
+    const p = await captured();
+    await outage('walletpay', 'error');
+    const res = await refundRequest(key, { payment_id: p.id, amount: '5.00' });
+    await outage('walletpay', 'ok');
+    expect(res.status).toBe(502);
+    const pending = await pendingRefundOf(p.id);
+
+    const refund = await settled(key, pending.id);
+    expect(refund).toMatchObject({ status: 'completed', amount: '5.00' });
+    expect(await refundsAtProvider(p.captureId)).toEqual([{ id: refund.provider_ref, amount_minor: '500', custom_id: pending.id }]);
+    expect((await refundedEvent(p.id)).json.data).toMatchObject({ refund_id: pending.id, amount_refunded: '5.00' });
+  });
+
+  it('a refund the provider made but whose answer was lost is found on the order by our refund id, not made twice', async () => {
+    const p = await captured();
+    await outage('walletpay', 'error');
+    expect((await refundRequest(key, { payment_id: p.id, amount: '7.00' })).status).toBe(502);
+    const pending = await pendingRefundOf(p.id);
+    await holdSync(pending.id);
+    await outage('walletpay', 'ok');
+    const made = await provider('post', `/v2/payments/captures/${p.captureId}/refund`)
+      .send({ amount: { value: '7.00', currency_code: 'USD' }, custom_id: pending.id }).expect(201);
+    await releaseSync(pending.id);
+
+    const refund = await settled(key, pending.id);
+    expect(refund).toMatchObject({ status: 'completed', amount: '7.00', provider_ref: made.body.id });
+    expect((await refundsAtProvider(p.captureId)).map((r) => r.id)).toEqual([made.body.id]);
+    expect(await completionTriggers(p.id)).toEqual([{ subject: 'refund', to_status: 'completed', trigger: 'refund-sync' }]);
+  });
+});
+
+describe('mobilemoney', () => {
+  let key: string;
+  const paid = async () => {
+    const res = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `refund-sync-${++n}`)
+      .send({ provider: 'mobilemoney', currency: 'KES', amount: '100', phone: '254708374149' });
+    return eventually(async () => {
+      const p = await getPayment(key, res.body.data.id);
+      return p.status === 'completed' ? (p as { id: string }) : null;
+    }, 15_000, 'payment completed');
+  };
+  const loseResults = (count: number) => t.http.post('/sandbox/mobilemoney/_control/lose-results').send({ count }).expect(200);
+
+  beforeAll(async () => {
+    key = await shop('Refund Sync Duka', 'mobilemoney', {
+      env: 'sandbox', consumer_key: 'refund-sync-key', consumer_secret: 'refund-sync-secret',
+      passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379', nominated_number: '254708374149',
+    });
+  });
+
+  it('a reversal whose result never came is completed by the status report the sync asks for', async () => {
+    const p = await paid();
+    await loseResults(1);
+    const res = await refundRequest(key, { payment_id: p.id });
+    expect(res.status).toBe(201);
+    expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: expect.any(String) });
+
+    expect(await settled(key, res.body.data.id)).toMatchObject({ status: 'completed', amount: '100.00' });
+    expect(await getPayment(key, p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+    expect((await refundedEvent(p.id, 'payment.reversed')).json.data).toMatchObject({ refund_id: res.body.data.id });
+    // The operator's own result was lost (the control counted it), and the sync's query answered.
+    expect(await t.sql(`SELECT lost_results FROM sandbox_controls WHERE provider = 'mobilemoney'`)).toEqual([{ lost_results: 0 }]);
+    expect(await t.sql('SELECT confirms, result_code FROM provider_status_queries WHERE refund_id = $1', [res.body.data.id])).toEqual([{ confirms: 'refund-sync', result_code: '0' }]);
+    expect(await completionTriggers(p.id)).toEqual([
+      { subject: 'refund', to_status: 'completed', trigger: 'confirmed:refund-sync' },
+      { subject: 'payment', to_status: 'reversed', trigger: 'confirmed:refund-sync' },
+    ]);
+  });
+
+  it('the lose-results control takes a whole count, 0 or more', async () => {
+    for (const count of [-1, 1.5, '2', null]) {
+      const res = await t.http.post('/sandbox/mobilemoney/_control/lose-results').send({ count });
+      expect(res.status).toBe(400);
+    }
+    expect((await loseResults(0)).body).toEqual({ provider: 'mobilemoney', lose_results: 0 });
+  });
+
+  it('a reversal whose request never reached the operator is sent again and completes', async () => {
+    const p = await paid();
+    await outage('mobilemoney', 'error');
+    const res = await refundRequest(key, { payment_id: p.id });
+    await outage('mobilemoney', 'ok');
+    expect(res.status).toBe(502);
+    const pending = await pendingRefundOf(p.id);
+    expect(pending.provider_ref).toBeNull();
+
+    expect(await settled(key, pending.id)).toMatchObject({ status: 'completed', amount: '100.00', provider_ref: expect.any(String) });
+    expect(await getPayment(key, p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+  });
+});
