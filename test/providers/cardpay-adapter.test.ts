@@ -302,6 +302,22 @@ describe('refunds', () => {
     const err = await providerError(adapter.refundPayment(creds, refundInput(declined.result!, input, 100n, false)));
     expect(err.kind).toBe('invalid_request');
   });
+
+  it('findRefund (the refund sync): by the refund id, by our refund id among the intent\'s refunds, null when there is none', async () => {
+    const creds = newCreds();
+    const input = paymentInput({ payment_method: 'pm_card_visa' }, 1000n);
+    const payment = await adapter.createPayment(creds, input);
+    const request = refundInput(payment, input, 300n, false);
+    const made = await adapter.refundPayment(creds, request);
+    const lookup = { refundId: request.refundId, payment: request.payment };
+
+    const expected = { providerRef: made.providerRef, status: 'completed', amount: { minor: 300n, currency: 'USD' } };
+    expect(await adapter.findRefund(creds, { ...lookup, providerRef: made.providerRef })).toMatchObject(expected);
+    expect(await adapter.findRefund(creds, { ...lookup, providerRef: null })).toMatchObject(expected);
+    expect(await adapter.findRefund(creds, { ...lookup, refundId: randomUUID(), providerRef: null })).toBeNull();
+    const unknown = await providerError(adapter.findRefund(creds, { ...lookup, providerRef: 're_unknown000000000000000' }));
+    expect(unknown.kind).toBe('invalid_request');
+  });
 });
 
 describe('idempotency', () => {

@@ -250,6 +250,21 @@ describe('refundPayment', () => {
     refund.payment.providerData = {};
     expect((await adapter.refundPayment(creds, refund)).status).toBe('completed');
   });
+
+  it('findRefund (the refund sync): by the refund id, by our refund id (custom_id) on the order, null when there is none', async () => {
+    const creds = newCreds();
+    const { input, captured } = await capturedPayment(creds);
+    const request = refundInput(input, captured, 400n);
+    const made = await adapter.refundPayment(creds, request);
+    const lookup = { refundId: request.refundId, payment: request.payment };
+
+    const expected = { providerRef: made.providerRef, status: 'completed', amount: { minor: 400n, currency: 'USD' } };
+    expect(await adapter.findRefund(creds, { ...lookup, providerRef: made.providerRef })).toMatchObject(expected);
+    expect(await adapter.findRefund(creds, { ...lookup, providerRef: null })).toMatchObject(expected);
+    expect(await adapter.findRefund(creds, { ...lookup, refundId: randomUUID(), providerRef: null })).toBeNull();
+    const unknown = await providerError(adapter.findRefund(creds, { ...lookup, providerRef: 'UNKNOWNREFUND0001' }));
+    expect(unknown.kind).toBe('invalid_request');
+  });
 });
 
 describe('access tokens', () => {
