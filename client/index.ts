@@ -225,9 +225,9 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     /** POST /v1/refunds: full (no amount) or partial. Sends an Idempotency-Key its retries reuse: pass your own to repeat safely later. */
     create: (body: CreateRefundInput, opts?: IdempotentRequestOptions) => data(raw.refunds.create({ body, requestOptions: idempotent(opts) })),
     get: (id: string, requestOptions?: RequestOptions) => data(raw.refunds.get({ params: { id }, requestOptions })),
-    /** GET /v1/refunds?payment_id=…: a payment's refunds, oldest first. */
-    list: (q: ListRefundsQuery, requestOptions?: RequestOptions): Promise<WithResponse<Page<Refund>>> => ok(raw.refunds.list({ query: query(q), requestOptions })),
-    listAll: (q: ListRefundsQuery, requestOptions?: RequestOptions) =>
+    /** GET /v1/refunds: with payment_id that payment's refunds, oldest first; without, all of them, newest first (status, since, until filter). */
+    list: (q?: ListRefundsQuery, requestOptions?: RequestOptions): Promise<WithResponse<Page<Refund>>> => ok(raw.refunds.list({ query: query(q), requestOptions })),
+    listAll: (q: ListRefundsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => refunds.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
   };
 

@@ -2,7 +2,7 @@ import { initContract } from '@ts-rest/core';
 import { extendApi } from '@anatine/zod-openapi';
 import { z } from 'zod';
 import { ErrorBodySchema, IdParamsSchema, OptionalIdempotencyHeaders, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, pageQuery, listEnvelope } from './common.js';
-import { AmountInputSchema } from './payments.js';
+import { AmountInputSchema, DateTimeQuery } from './payments.js';
 
 const c = initContract();
 
@@ -46,12 +46,17 @@ export const refundsContract = c.router(
     list: {
       method: 'GET',
       path: '/v1/refunds',
-      summary: "List a payment's refunds",
-      description: 'Lists the refunds of one payment, oldest first.',
+      summary: 'List refunds',
+      description:
+        "With payment_id, that payment's refunds, oldest first; without, all of the merchant's refunds, newest first. Filters combine: " +
+        'status (e.g. pending: refunds the provider has not settled yet), since and until (creation time).',
       metadata: { scope: 'refunds:read', tag: 'Refunds' } as const,
       query: z
         .object({
-          payment_id: UuidSchema,
+          payment_id: UuidSchema.optional().describe("One payment's refunds (404 when the payment is unknown)"),
+          status: RefundStatusSchema.optional(),
+          since: DateTimeQuery.optional().describe('Created at or after this instant'),
+          until: DateTimeQuery.optional().describe('Created before this instant'),
           page: pageQuery(),
           page_size: intQuery({ min: 1, max: 100, default: 50, description: 'Items per page, at most 100' }),
         })

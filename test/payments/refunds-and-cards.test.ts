@@ -92,6 +92,49 @@ describe('refunds', () => {
   });
 });
 
+describe("listing the merchant's refunds", () => {
+  it('without payment_id: every payment\'s refunds newest first, filtered by status and creation time, paged with an exact total', async () => {
+    const shop = await t.createMerchant('Refund Ledger Shop');
+    const SECRET = 'sk_test_refund_list_0001';
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', shop.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: SECRET } }).expect(200);
+    const pay = async () => (await t.http.post('/v1/payments').set('X-API-Key', shop.apiKey).set('Idempotency-Key', `list-${++n}`)
+      .send({ provider: 'cardpay', amount: '20.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201)).body.data as { id: string };
+    const first = (await refund({ payment_id: (await pay()).id, amount: '1.00' }, shop.apiKey).expect(201)).body.data;
+    const second = (await refund({ payment_id: (await pay()).id, amount: '2.00' }, shop.apiKey).expect(201)).body.data;
+    // A third the provider does not answer: it stays pending (the refund sync's first re-check is a minute away).
+    const unanswered = await pay();
+    await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
+    try {
+      expect((await refund({ payment_id: unanswered.id, amount: '3.00' }, shop.apiKey)).status).toBe(502);
+    } finally {
+      await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' }).expect(200);
+    }
+    const list = async (query: Record<string, string | number> = {}, apiKey = shop.apiKey) => {
+      const res = await t.http.get('/v1/refunds').query(query).set('X-API-Key', apiKey);
+      expect(res.status).toBe(200);
+      return { amounts: (res.body.data as { amount: string }[]).map((r) => r.amount), total: res.body.meta.total as number };
+    };
+
+    expect(await list()).toEqual({ amounts: ['3.00', '2.00', '1.00'], total: 3 });
+    expect(await list({ status: 'pending' })).toEqual({ amounts: ['3.00'], total: 1 });
+    expect(await list({ status: 'completed' })).toEqual({ amounts: ['2.00', '1.00'], total: 2 });
+    expect(await list({ since: second.created_at })).toEqual({ amounts: ['3.00', '2.00'], total: 2 });
+    expect(await list({ until: second.created_at })).toEqual({ amounts: ['1.00'], total: 1 });
+    expect(await list({ status: 'completed', since: first.created_at, until: second.created_at })).toEqual({ amounts: ['1.00'], total: 1 });
+    expect(await list({ page_size: 2 })).toEqual({ amounts: ['3.00', '2.00'], total: 3 });
+    expect(await list({ page_size: 2, page: 2 })).toEqual({ amounts: ['1.00'], total: 3 });
+    // Another merchant's refunds are not in the list.
+    expect((await list({}, key)).amounts).not.toContain('3.00');
+    expect(await list({}, (await t.createMerchant('Empty Shop')).apiKey)).toEqual({ amounts: [], total: 0 });
+
+    for (const query of [{ status: 'refunded' }, { since: 'yesterday' }, { payment_id: 'not-a-uuid' }]) {
+      const bad = await t.http.get('/v1/refunds').query(query).set('X-API-Key', shop.apiKey);
+      expect(bad.status).toBe(422);
+      expect(bad.body.error.details[0].field).toBe(Object.keys(query)[0]);
+    }
+  });
+});
+
 describe('saved cards', () => {
   it('saves a card (token, brand, last4, expiry only), lists it, charges it off-session, deletes it', async () => {
     const saved = await t.http.post('/v1/payments/cards').set('X-API-Key', key).send({ payment_method_id: 'pm_card_visa', customer_email: 'buyer@example.com', customer_name: 'Ada Buyer' });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
 import type { AppConfig } from '../../config/config.js';
-import { PaymentSchema, RefundSchema, type Refund } from '../../persistence/entities/index.js';
+import { PaymentSchema, RefundSchema, type Refund, type RefundStatus } from '../../persistence/entities/index.js';
 import { ProviderError, type ProviderRefundResult } from '../ports.js';
 import { DomainError, conflict, notFound } from '../errors.js';
 import { formatMinorUnits, toMinorUnits } from '../money/money.js';
@@ -10,6 +10,14 @@ import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.
 import type { ProviderGateway } from '../payments/provider-gateway.js';
 import { paymentLookup } from '../payments/payment.service.js';
 import type { StatusWriter, UnitOfWork } from '../payments/status-writer.js';
+
+export interface RefundListFilter {
+  paymentId?: string;
+  status?: RefundStatus;
+  /** ISO 8601 instants: created at or after `since`, before `until`. */
+  since?: string;
+  until?: string;
+}
 
 /**
  * Refunds (decisions.md "Refunds"): any number of partial refunds while the payment is `completed` and
@@ -146,11 +154,20 @@ export class RefundService {
     return refund;
   }
 
-  async listForPayment(merchantId: string, paymentId: string, page: number, pageSize: number) {
-    const payment = await this.em.findOne(PaymentSchema, { id: paymentId, merchantId });
-    if (!payment) throw notFound('payment');
-    const [items, total] = await this.em.findAndCount(RefundSchema, { paymentId, merchantId }, {
-      orderBy: { createdAt: 'asc', id: 'asc' },
+  /** One payment's refunds oldest first (a ledger), or all of the merchant's newest first; exact total. */
+  async list(merchantId: string, filter: RefundListFilter, page: number, pageSize: number) {
+    const { paymentId, status, since, until } = filter;
+    if (paymentId && !(await this.em.findOne(PaymentSchema, { id: paymentId, merchantId }))) throw notFound('payment');
+    const createdAt = { ...(since ? { $gte: new Date(since) } : {}), ...(until ? { $lt: new Date(until) } : {}) };
+    const where = {
+      merchantId,
+      ...(paymentId ? { paymentId } : {}),
+      ...(status ? { status } : {}),
+      ...(since || until ? { createdAt } : {}),
+    };
+    const order = paymentId ? 'asc' : 'desc';
+    const [items, total] = await this.em.findAndCount(RefundSchema, where, {
+      orderBy: { createdAt: order, id: order },
       limit: pageSize,
       offset: (page - 1) * pageSize,
     });

@@ -16,7 +16,8 @@ export function refundsRouter(deps: { refunds: RefundService }) {
       return { status: 201 as const, body: { success: true as const, data: presentRefund(refund) } };
     },
     list: async ({ query, res }) => {
-      const { items, total } = await deps.refunds.listForPayment(principalOf(res).merchantId, query.payment_id, query.page, query.page_size);
+      const filter = { paymentId: query.payment_id, status: query.status, since: query.since, until: query.until };
+      const { items, total } = await deps.refunds.list(principalOf(res).merchantId, filter, query.page, query.page_size);
       return { status: 200 as const, body: { success: true as const, data: items.map(presentRefund), meta: pageMeta(query.page, query.page_size, total) } };
     },
     get: async ({ params, res }) => ok(presentRefund(await deps.refunds.get(principalOf(res).merchantId, params.id))),

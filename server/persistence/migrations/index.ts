@@ -36,6 +36,7 @@ import { Migration20261127000201_payment_metadata } from './Migration20261127000
 import { Migration20261127000301_pending_refunds_index } from './Migration20261127000301_pending_refunds_index.js';
 import { Migration20261127000401_refund_sync } from './Migration20261127000401_refund_sync.js';
 import { Migration20261127000402_sandbox_lost_results } from './Migration20261127000402_sandbox_lost_results.js';
+import { Migration20261127000501_refund_list_index } from './Migration20261127000501_refund_list_index.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -79,4 +80,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127000301_pending_refunds_index', class: Migration20261127000301_pending_refunds_index },
   { name: 'Migration20261127000401_refund_sync', class: Migration20261127000401_refund_sync },
   { name: 'Migration20261127000402_sandbox_lost_results', class: Migration20261127000402_sandbox_lost_results },
+  { name: 'Migration20261127000501_refund_list_index', class: Migration20261127000501_refund_list_index },
 ];
