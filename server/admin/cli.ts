@@ -5,6 +5,7 @@
  *   npm run admin -- key revoke --id KEYID
  *   npm run admin -- key list --merchant ID
  *   npm run admin -- secrets reseal
+ *   npm run admin -- payment recheck --id ID | --unresolved      (and refund recheck)
  *   npm run admin -- [COMMAND] --help
  * Prints JSON on stdout; errors go to stderr with a non-zero exit. Works against DATABASE_URL (a
  * deployed database) or, without it, the embedded database in DATA_DIR.
@@ -21,6 +22,7 @@ import { resealSecrets } from '../domain/crypto/stored-secrets.js';
 import { SecretBox } from '../domain/crypto/secret-box.js';
 import { DomainError } from '../domain/errors.js';
 import { MerchantService } from '../domain/merchants/merchant.service.js';
+import { restartChecks } from '../domain/payments/sync-schedule.js';
 import { runningEmbeddedUrl, startEmbeddedPostgres, type EmbeddedDatabase } from '../persistence/embedded-postgres.js';
 import { migrate, openOrm } from '../persistence/orm.js';
 import { withSchemaLock } from '../persistence/schema-lock.js';
@@ -33,6 +35,8 @@ const USAGE = `usage:
   admin key revoke --id KEYID
   admin key list --merchant ID
   admin secrets reseal
+  admin payment recheck --id ID | --unresolved
+  admin refund recheck --id ID | --unresolved
   admin COMMAND --help
 
 Connects to DATABASE_URL (without it, the embedded PostgreSQL in DATA_DIR; ENCRYPTION_KEY as the
@@ -66,7 +70,20 @@ Rotating ENCRYPTION_KEY: re-encrypts under ENCRYPTION_KEY every stored secret (p
 merchant webhook signing secrets) sealed with another key, opening it with DECRYPTION_KEYS. Prints
 {"resealed":{…},"already_current":n,"unreadable":[…]}. Safe to run again and while the service runs.
 Exits 1 when a secret opens with none of the keys (listed by table and id, never by content).`,
+  'payment recheck': recheckHelp('payment'),
+  'refund recheck': recheckHelp('refund'),
 };
+
+function recheckHelp(what: 'payment' | 'refund'): string {
+  return `usage: admin ${what} recheck --id ID | --unresolved
+
+Asks the provider about a pending ${what} again: it is due a re-check now (a worker picks it within
+STATUS_SYNC_POLL_INTERVAL) and STATUS_SYNC_SCHEDULE starts over. For one the schedule gave up on (the
+${what === 'payment' ? 'payments_unresolved gauge' : 'refunds_pending_oldest_seconds gauge'}), after a long provider outage, say. Prints {"restarted":[ids]}.
+
+  --id ID        one ${what} (UUID); exits 1 when it is not pending
+  --unresolved   every pending ${what} whose re-checks ran out${what === 'payment' ? ' (not those waiting for the customer)' : ''}`;
+}
 
 /** Thrown to print help on stdout with exit 0. */
 class HelpRequested extends Error {}
@@ -94,7 +111,10 @@ async function run(argv: string[]): Promise<unknown> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { name: { type: 'string' }, merchant: { type: 'string' }, scopes: { type: 'string' }, id: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: {
+      name: { type: 'string' }, merchant: { type: 'string' }, scopes: { type: 'string' }, id: { type: 'string' },
+      unresolved: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+    },
   });
   const [resource, action] = positionals;
   const command = `${resource ?? ''} ${action ?? ''}`;
@@ -136,6 +156,14 @@ async function run(argv: string[]): Promise<unknown> {
           return keys.issue(id('merchant'), parseScopes(required(values, 'scopes')));
         case 'key revoke':
           return keys.revoke(id('id'));
+        case 'payment recheck':
+        case 'refund recheck': {
+          const table = command === 'payment recheck' ? 'payments' : 'refunds';
+          if (values.unresolved === (values.id !== undefined)) throw new UsageError(`give --id or --unresolved\n${COMMAND_HELP[command]}`);
+          const restarted = await restartChecks(orm.em, table, values.unresolved ? 'unresolved' : { id: id('id') });
+          if (values.id !== undefined && restarted.length === 0) throw new DomainError('CONFLICT', `no pending ${resource} ${values.id}`);
+          return { restarted };
+        }
         case 'secrets reseal': {
           const report = await resealSecrets(orm.em, secrets);
           if (report.unreadable.length > 0) process.exitCode = 1;

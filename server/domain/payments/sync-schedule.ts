@@ -42,3 +42,23 @@ export async function scheduleNextCheck(em: EntityManager, table: SyncedTable, i
     'run',
   );
 }
+
+/** Which pending rows an operator restarts the re-checks of: one by id, or every one whose schedule ran out. */
+export type RecheckTarget = { id: string } | 'unresolved';
+
+/**
+ * Starts the re-checks over (admin CLI `payment recheck`, `refund recheck`): the rows are due now (a
+ * worker picks them within STATUS_SYNC_POLL_INTERVAL) and STATUS_SYNC_SCHEDULE runs again from its
+ * start. Only pending rows; `unresolved` is every one no longer re-checked, as payments_unresolved
+ * counts them (a payment waiting for its customer's approval is not). Returns the ids restarted.
+ */
+export async function restartChecks(em: EntityManager, table: SyncedTable, target: RecheckTarget): Promise<string[]> {
+  const which = target === 'unresolved'
+    ? `next_sync_at IS NULL${table === 'payments' ? ' AND next_action IS NULL' : ''}`
+    : 'id = ?';
+  const rows = await em.getConnection().execute<{ id: string }[]>(
+    `UPDATE ${table} SET next_sync_at = now(), sync_attempts = 0 WHERE status = 'pending' AND ${which} RETURNING id`,
+    target === 'unresolved' ? [] : [target.id],
+  );
+  return rows.map((r) => r.id);
+}
