@@ -4,6 +4,7 @@ import { announce, go } from './nav.js';
 import { deliveriesView } from './views/deliveries.js';
 import { paymentView } from './views/payment.js';
 import { paymentsView } from './views/payments.js';
+import { refundsView } from './views/refunds.js';
 import { settingsView } from './views/settings.js';
 
 const main = document.getElementById('main');
@@ -65,6 +66,7 @@ async function render() {
   let view;
   if (!session.key) view = signInView();
   else if (path[0] === 'payments' && path[1]) view = paymentView(path[1]);
+  else if (path[0] === 'refunds') view = refundsView(query);
   else if (path[0] === 'deliveries') view = deliveriesView(query);
   else if (path[0] === 'settings') view = settingsView();
   else view = paymentsView(query);

@@ -188,6 +188,28 @@ describe('merchant dashboard', () => {
     await page.close();
   });
 
+  it('lists every refund, newest first with its payment, and filters them by status', async () => {
+    const page = await newPage(1280);
+    await signIn(page);
+    await rerendered(page, () => page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Refunds' }).click());
+    await page.getByRole('heading', { name: 'Refunds', level: 1 }).waitFor();
+    await shows(page, 'Page 1 of 1 · 2 refunds');
+    // The two refunds of the previous test: the rest (100.00), then the first part (49.99).
+    const rows = (await page.locator('tbody tr').allInnerTexts()).map((row) => row.replace(/\s+/g, ' '));
+    expect(rows).toEqual([expect.stringMatching(/100\.00 USD completed re_/), expect.stringMatching(/49\.99 USD completed re_/)]);
+
+    await page.getByLabel('Status').selectOption('failed');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.waitForURL(/refunds\?status=failed/);
+    await shows(page, 'Page 1 of 1 · 0 refunds');
+    await shows(page, 'Nothing to show.');
+
+    await rerendered(page, () => page.getByRole('button', { name: 'Clear' }).click());
+    await page.getByRole('link', { name: `Payment ${payments.large}` }).first().click();
+    await page.getByRole('heading', { name: 'Payment 149.99 USD' }).waitFor();
+    await page.close();
+  });
+
   it('captures an approved walletpay payment from its page', async () => {
     await t.http.put('/v1/merchant/credentials').set('X-API-Key', merchant.apiKey)
       .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'dashboard-wallet-client', client_secret: 'dashboard-wallet-secret' } }).expect(200);

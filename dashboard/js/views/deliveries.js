@@ -1,10 +1,12 @@
 import { api } from '../api.js';
-import { announce, go } from '../nav.js';
+import { announce } from '../nav.js';
 import { errorBox, field, h, mount, select } from '../dom.js';
+import { filterForm, filtersOf, pageOf, pager } from '../list.js';
 import { deliveryTable } from './delivery-list.js';
 
 const STATUSES = ['pending', 'delivered', 'retrying', 'dead'];
 const EVENT_TYPES = ['payment.completed', 'payment.failed', 'payment.refunded', 'payment.reversed', 'refund.failed', 'webhook.test'];
+const FILTERS = ['status', 'event_type', 'payment_id'];
 const PAGE_SIZE = 20;
 
 const localNow = (offsetMs = 0) => {
@@ -18,21 +20,11 @@ export function deliveriesView(query) {
   const results = h('div', { 'aria-live': 'polite' }, h('p', { class: 'muted' }, 'Loading…'));
   const refresh = () => load(query, results, errors);
 
-  const filters = h('form', {
-    class: 'filters',
-    'aria-label': 'Filter deliveries',
-    onsubmit: (e) => {
-      e.preventDefault();
-      const data = new FormData(filters);
-      go('deliveries', new URLSearchParams(['status', 'event_type', 'payment_id'].map((n) => [n, String(data.get(n) ?? '').trim()])));
-    },
-  },
-  field('Status', select('status', [['', 'Any'], ...STATUSES.map((s) => [s, s])], query.get('status'))),
-  field('Event type', select('event_type', [['', 'Any'], ...EVENT_TYPES.map((t) => [t, t])], query.get('event_type'))),
-  field('Payment id', h('input', { name: 'payment_id', value: query.get('payment_id') ?? '', placeholder: 'uuid' })),
-  h('div', { class: 'actions' },
-    h('button', { type: 'submit', class: 'primary' }, 'Apply filters'),
-    h('button', { type: 'button', onclick: () => go('deliveries') }, 'Clear')));
+  const filters = filterForm('deliveries', 'Filter deliveries', FILTERS, [
+    field('Status', select('status', [['', 'Any'], ...STATUSES.map((s) => [s, s])], query.get('status'))),
+    field('Event type', select('event_type', [['', 'Any'], ...EVENT_TYPES.map((t) => [t, t])], query.get('event_type'))),
+    field('Payment id', h('input', { name: 'payment_id', value: query.get('payment_id') ?? '', placeholder: 'uuid' })),
+  ]);
 
   const testOutcome = h('div', { 'aria-live': 'polite' });
   const testButton = h('button', {
@@ -88,23 +80,11 @@ export function deliveriesView(query) {
 }
 
 async function load(query, results, errors) {
-  const page = Math.max(1, Number(query.get('page') ?? 1) || 1);
   try {
-    const { data, meta } = await api('GET', '/v1/webhooks/logs', {
-      query: { status: query.get('status'), event_type: query.get('event_type'), payment_id: query.get('payment_id'), page, page_size: PAGE_SIZE },
-    });
-    const pages = Math.max(1, Math.ceil(meta.total / meta.page_size));
-    const turn = (to) => {
-      const next = new URLSearchParams(query);
-      next.set('page', String(to));
-      go('deliveries', next);
-    };
+    const { data, meta } = await api('GET', '/v1/webhooks/logs', { query: { ...filtersOf(query, FILTERS), page: pageOf(query), page_size: PAGE_SIZE } });
     mount(results,
       deliveryTable(data, () => load(query, results, errors), errors),
-      h('nav', { class: 'pager', 'aria-label': 'Pages' },
-        h('button', { type: 'button', disabled: page <= 1, onclick: () => turn(page - 1) }, 'Previous page'),
-        h('span', {}, `Page ${meta.page} of ${pages} · ${meta.total} deliver${meta.total === 1 ? 'y' : 'ies'}`),
-        h('button', { type: 'button', disabled: page >= pages, onclick: () => turn(page + 1) }, 'Next page')));
+      pager('deliveries', query, meta, 'delivery', 'deliveries'));
   } catch (err) {
     mount(results, errorBox(err));
   }
