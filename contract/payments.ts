@@ -23,21 +23,25 @@ const UrlSchema = z.string().url().max(2048);
 
 /** At most 50 keys (as Stripe's metadata); a key 1–40 characters of letters, digits and `_ - . :`; a value at most 500 characters. */
 export const METADATA_LIMITS = { keys: 50, keyLength: 40, valueLength: 500 } as const;
-export const MetadataSchema = extendApi(
-  z
-    .record(
-      z.string().regex(new RegExp(`^[A-Za-z0-9_.:-]{1,${METADATA_LIMITS.keyLength}}$`), `keys must be 1-${METADATA_LIMITS.keyLength} letters, digits, _ - . or :`),
-      z.string().max(METADATA_LIMITS.valueLength),
-    )
-    .refine((m) => Object.keys(m).length <= METADATA_LIMITS.keys, { message: `at most ${METADATA_LIMITS.keys} keys` }),
-  {
-    description:
-      `Your own key-value pairs (string values), stored with the payment and returned on every read (the same pairs; JSON key order is not kept): an order number, a customer id. ` +
-      `At most ${METADATA_LIMITS.keys} keys of 1-${METADATA_LIMITS.keyLength} characters (letters, digits, _ - . :), values of at most ${METADATA_LIMITS.valueLength} characters. ` +
-      'Not sent to the provider; part of the request an Idempotency-Key stands for.',
-    example: { order_id: '1042', customer: 'c_77' },
-  },
-);
+/** The merchant's own pairs on a payment or a refund (one schema object each: extendApi sets its description on the object). */
+export function metadataSchema(subject: 'payment' | 'refund', example: string) {
+  return extendApi(
+    z
+      .record(
+        z.string().regex(new RegExp(`^[A-Za-z0-9_.:-]{1,${METADATA_LIMITS.keyLength}}$`), `keys must be 1-${METADATA_LIMITS.keyLength} letters, digits, _ - . or :`),
+        z.string().max(METADATA_LIMITS.valueLength),
+      )
+      .refine((m) => Object.keys(m).length <= METADATA_LIMITS.keys, { message: `at most ${METADATA_LIMITS.keys} keys` }),
+    {
+      description:
+        `Your own key-value pairs (string values), stored with the ${subject} and returned on every read (the same pairs; JSON key order is not kept): ${example}. ` +
+        `At most ${METADATA_LIMITS.keys} keys of 1-${METADATA_LIMITS.keyLength} characters (letters, digits, _ - . :), values of at most ${METADATA_LIMITS.valueLength} characters. ` +
+        'Not sent to the provider; part of the request an Idempotency-Key stands for.',
+      example: subject === 'payment' ? { order_id: '1042', customer: 'c_77' } : { return_id: 'RMA-2291', reason: 'damaged' },
+    },
+  );
+}
+export const MetadataSchema = metadataSchema('payment', 'an order number, a customer id');
 
 export const CreateCardpayPaymentSchema = z
   .object({

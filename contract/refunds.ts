@@ -2,7 +2,7 @@ import { initContract } from '@ts-rest/core';
 import { extendApi } from '@anatine/zod-openapi';
 import { z } from 'zod';
 import { ErrorBodySchema, IdParamsSchema, OptionalIdempotencyHeaders, TimestampSchema, UuidSchema, commonErrorResponses, envelope, intQuery, pageQuery, listEnvelope } from './common.js';
-import { AmountInputSchema, DateTimeQuery } from './payments.js';
+import { AmountInputSchema, DateTimeQuery, metadataSchema } from './payments.js';
 
 const c = initContract();
 
@@ -20,11 +20,12 @@ export const RefundSchema = extendApi(
     amount: z.string(),
     currency: z.string(),
     failure_reason: z.string().nullable(),
+    metadata: z.record(z.string(), z.string()).describe('The metadata given at creation ({} when none)'),
     created_at: TimestampSchema,
   }),
   {
     title: 'Refund',
-    example: { id: '3f2b1c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d', payment_id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21', status: 'completed', provider_ref: 're_3Nq…', amount: '5.00', currency: 'USD', failure_reason: null, created_at: '2026-11-22T10:20:00.000Z' },
+    example: { id: '3f2b1c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d', payment_id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21', status: 'completed', provider_ref: 're_3Nq…', amount: '5.00', currency: 'USD', failure_reason: null, metadata: { return_id: 'RMA-2291' }, created_at: '2026-11-22T10:20:00.000Z' },
   },
 );
 
@@ -40,7 +41,7 @@ export const refundsContract = c.router(
         'returns the first answer (Idempotent-Replayed: true) and never refunds twice.',
       metadata: { scope: 'refunds:write', tag: 'Refunds' } as const,
       headers: OptionalIdempotencyHeaders,
-      body: z.object({ payment_id: UuidSchema, amount: AmountInputSchema.optional() }).strict(),
+      body: z.object({ payment_id: UuidSchema, amount: AmountInputSchema.optional(), metadata: metadataSchema('refund', 'a return or ticket number, a reason').optional() }).strict(),
       responses: { 201: envelope(RefundSchema), 404: ErrorBodySchema, 409: ErrorBodySchema, 502: ErrorBodySchema },
     },
     list: {

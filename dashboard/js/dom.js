@@ -64,3 +64,9 @@ export const field = (label, control) => h('label', {}, label, control);
 export function select(name, options, value) {
   return h('select', { name }, options.map(([v, text]) => h('option', { value: v, selected: v === (value ?? '') }, text)));
 }
+
+/** The merchant's own pairs by key, as text (h() never parses markup); — when none. */
+export function metadataList(metadata) {
+  const pairs = Object.entries(metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : 1));
+  return pairs.length === 0 ? '—' : h('ul', { class: 'metadata' }, pairs.map(([key, value]) => h('li', {}, h('code', {}, key), ' ', value)));
+}

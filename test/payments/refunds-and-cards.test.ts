@@ -92,6 +92,49 @@ describe('refunds', () => {
   });
 });
 
+describe('refund metadata', () => {
+  const refundsOf = async (paymentId: string) => (await t.sql<{ n: number }>('SELECT count(*)::int AS n FROM refunds WHERE payment_id = $1', [paymentId]))[0]!.n;
+
+  it('is stored with the refund and returned on every read; {} when none', async () => {
+    const p = (await visa('40.00')).body.data;
+    const res = await refund({ payment_id: p.id, amount: '4.00', metadata: { return_id: 'RMA-2291', reason: 'damaged in transit' } });
+    expect(res.status).toBe(201);
+    expect(res.body.data.metadata).toEqual({ return_id: 'RMA-2291', reason: 'damaged in transit' });
+    expect((await t.http.get(`/v1/refunds/${res.body.data.id}`).set('X-API-Key', key).expect(200)).body.data.metadata).toEqual(res.body.data.metadata);
+    const listed = (await t.http.get('/v1/refunds').query({ payment_id: p.id }).set('X-API-Key', key).expect(200)).body.data;
+    expect(listed[0].metadata).toEqual(res.body.data.metadata);
+    expect((await refund({ payment_id: p.id, amount: '1.00' })).body.data.metadata).toEqual({});
+  });
+
+  it('is part of what an Idempotency-Key stands for: the same pairs in any order replay, other pairs are 409', async () => {
+    const p = (await visa('40.00')).body.data;
+    const idem = `refund-meta-${++n}`;
+    const send = (metadata?: Record<string, string>) =>
+      t.http.post('/v1/refunds').set('X-API-Key', key).set('Idempotency-Key', idem).send({ payment_id: p.id, amount: '5.00', ...(metadata ? { metadata } : {}) });
+    const first = await send({ a: '1', b: '2' });
+    expect(first.status).toBe(201);
+    const again = await send({ b: '2', a: '1' });
+    expect(again.status).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body.data.id).toBe(first.body.data.id);
+    expect((await send({ a: '1', b: '3' })).status).toBe(409);
+    expect((await send()).status).toBe(409);
+    expect(await refundsOf(p.id)).toBe(1);
+  });
+
+  it('a bad one is refused (422) with the field named, and no refund is written', async () => {
+    const p = (await visa('40.00')).body.data;
+    const tooMany = Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, 'v']));
+    for (const metadata of [tooMany, { 'has space': 'v' }, { return_id: 'x'.repeat(501) }, { return_id: 7 }, ['return_id']]) {
+      const res = await refund({ payment_id: p.id, metadata });
+      expect(res.status).toBe(422);
+      expect(res.body.error.code).toBe('VALIDATION_ERROR');
+      expect((res.body.error.details as { field: string }[]).some((d) => d.field.startsWith('metadata'))).toBe(true);
+    }
+    expect(await refundsOf(p.id)).toBe(0);
+  });
+});
+
 describe("listing the merchant's refunds", () => {
   it('without payment_id: every payment\'s refunds newest first, filtered by status and creation time, paged with an exact total', async () => {
     const shop = await t.createMerchant('Refund Ledger Shop');

@@ -1,6 +1,6 @@
 import { api } from '../api.js';
 import { announce } from '../nav.js';
-import { badge, errorBox, field, h, mount, shortId, table, when } from '../dom.js';
+import { badge, errorBox, field, h, metadataList, mount, shortId, table, when } from '../dom.js';
 import { deliveryTable } from './delivery-list.js';
 
 /** One payment: its summary, capture and refund, transitions, refunds, events and deliveries with attempts. */
@@ -62,6 +62,7 @@ async function render(id, section) {
       { label: 'Amount', class: 'num', cell: (r) => `${r.amount} ${r.currency}` },
       { label: 'Status', cell: (r) => badge(r.status) },
       { label: 'Reason', cell: (r) => r.failure_reason ?? '—' },
+      { label: 'Metadata', cell: (r) => metadataList(r.metadata) },
       { label: 'Created', cell: (r) => when(r.created_at) },
     ], rows)),
     h('h2', {}, 'Events'),
@@ -75,10 +76,6 @@ async function render(id, section) {
 }
 
 const row = (label, value) => [h('dt', {}, label), h('dd', {}, value)];
-
-/** The merchant's own pairs by key, as text (h() never parses markup). */
-const metadataList = (metadata) =>
-  h('ul', { class: 'metadata' }, Object.entries(metadata).sort(([a], [b]) => (a < b ? -1 : 1)).map(([key, value]) => h('li', {}, h('code', {}, key), ' ', value)));
 
 function actions(payment, errors, rerender) {
   const buttons = [];

@@ -1,5 +1,5 @@
 import { api } from '../api.js';
-import { badge, errorBox, field, h, mount, select, shortId, table, when } from '../dom.js';
+import { badge, errorBox, field, h, metadataList, mount, select, shortId, table, when } from '../dom.js';
 import { dateInput, filterForm, filtersOf, pageOf, pager } from '../list.js';
 
 const STATUSES = ['pending', 'completed', 'failed'];
@@ -30,6 +30,7 @@ async function load(query, results) {
         { label: 'Status', cell: (r) => badge(r.status) },
         { label: 'Provider reference', cell: (r) => (r.provider_ref ? h('code', {}, r.provider_ref) : '—') },
         { label: 'Failure reason', cell: (r) => r.failure_reason ?? '—' },
+        { label: 'Metadata', cell: (r) => metadataList(r.metadata) },
       ], data),
       pager('refunds', query, meta, 'refund'));
   } catch (err) {

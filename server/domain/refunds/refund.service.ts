@@ -11,6 +11,17 @@ import type { ProviderGateway } from '../payments/provider-gateway.js';
 import { paymentLookup } from '../payments/payment.service.js';
 import type { StatusWriter, UnitOfWork } from '../payments/status-writer.js';
 
+/** What a merchant asks to refund (POST /v1/refunds). */
+export interface RefundRequest {
+  paymentId: string;
+  /** Omitted: what remains of the payment. As sent (a string or a JSON number), checked against the currency. */
+  amount?: string | number;
+  metadata?: Record<string, string>;
+}
+
+/** The pairs with their keys sorted, as JSON: the same pairs in any order hash alike. */
+const canonicalJson = (pairs: Record<string, string>) => JSON.stringify(Object.keys(pairs).sort().map((k) => [k, pairs[k]]));
+
 export interface RefundListFilter {
   paymentId?: string;
   status?: RefundStatus;
@@ -39,14 +50,17 @@ export class RefundService {
    * reservation is the key's claim (idempotency-keys.ts): a retry replays the first answer, and a retry
    * after a crash resumes with the same refund id, so the provider sees the same idempotency key.
    */
-  async create(merchantId: string, paymentId: string, amount: string | number | undefined, idempotencyKey?: string): Promise<{ refund: Refund; replayed: boolean }> {
+  async create(merchantId: string, asked: RefundRequest, idempotencyKey?: string): Promise<{ refund: Refund; replayed: boolean }> {
     if (idempotencyKey === undefined) {
-      const refund = await this.writer.commit((uow) => this.reserve(uow, merchantId, paymentId, amount));
+      const refund = await this.writer.commit((uow) => this.reserve(uow, merchantId, asked));
       return { refund: await this.send(refund.id), replayed: false };
     }
-    const request = { scope: 'refund.create' as const, merchantId, key: idempotencyKey, requestHash: hashRequest({ payment_id: paymentId, amount: amount === undefined ? undefined : String(amount) }) };
+    const { paymentId, amount, metadata } = asked;
+    // Metadata joins the hash only when given, so a request without it hashes as before it existed.
+    const hashed = { payment_id: paymentId, amount: amount === undefined ? undefined : String(amount), metadata: metadata && Object.keys(metadata).length > 0 ? canonicalJson(metadata) : undefined };
+    const request = { scope: 'refund.create' as const, merchantId, key: idempotencyKey, requestHash: hashRequest(hashed) };
     const { value, replayed } = await this.idempotency.run(request, 201, {
-      reserve: async (uow) => (await this.reserve(uow, merchantId, paymentId, amount)).id,
+      reserve: async (uow) => (await this.reserve(uow, merchantId, asked)).id,
       act: async (refundId, resumed) => {
         const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
         // A resumed refund the provider already answered (or acknowledged) is not sent again.
@@ -90,7 +104,7 @@ export class RefundService {
   }
 
   /** Checks the refund is allowed and writes it as `pending`, in `uow` under the payment's row lock. */
-  private async reserve(uow: UnitOfWork, merchantId: string, paymentId: string, amount: string | number | undefined): Promise<Refund> {
+  private async reserve(uow: UnitOfWork, merchantId: string, { paymentId, amount, metadata }: RefundRequest): Promise<Refund> {
     const tx = uow.tx;
     const payment = await tx.findOne(PaymentSchema, { id: paymentId, merchantId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
     if (!payment) throw notFound('payment');
@@ -131,6 +145,7 @@ export class RefundService {
       status: 'pending',
       amountMinor,
       currency: payment.currency,
+      metadata: metadata ?? {},
       // Settled by the provider's answer or event as a rule; the refund sync asks if neither comes.
       nextSyncAt: new Date(Date.now() + (this.config.statusSyncScheduleMs[0] ?? 60_000)),
     });

@@ -64,6 +64,7 @@ export function presentRefund(r: Refund) {
     amount: formatMinorUnits(r.amountMinor, r.currency),
     currency: r.currency,
     failure_reason: r.failureReason ?? null,
+    metadata: r.metadata ?? {},
     created_at: r.createdAt.toISOString(),
   };
 }

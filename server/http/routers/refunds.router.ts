@@ -11,7 +11,8 @@ const s = initServer();
 export function refundsRouter(deps: { refunds: RefundService }) {
   return s.router(contract.refunds, {
     create: async ({ headers, body, req, res }) => {
-      const { refund, replayed } = await deps.refunds.create(principalOf(res).merchantId, body.payment_id, asSent(req, 'amount', body.amount), headers['idempotency-key']);
+      const asked = { paymentId: body.payment_id, amount: asSent(req, 'amount', body.amount), metadata: body.metadata };
+      const { refund, replayed } = await deps.refunds.create(principalOf(res).merchantId, asked, headers['idempotency-key']);
       if (replayed) markReplayed(res);
       return { status: 201 as const, body: { success: true as const, data: presentRefund(refund) } };
     },

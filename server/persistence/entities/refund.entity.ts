@@ -16,6 +16,8 @@ export const RefundSchema = defineEntity({
     providerRef: p.text().nullable(),
     failureReason: p.text().nullable(),
     providerResponse: p.json<unknown>().nullable(),
+    /** The merchant's own pairs ({} when none). */
+    metadata: p.json<Record<string, string>>().defaultRaw(`'{}'`),
     /** When the refund sync next asks the provider about it while pending; null = not scheduled. */
     nextSyncAt: p.datetime().nullable(),
     syncAttempts: p.integer().default(0),

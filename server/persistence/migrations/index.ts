@@ -37,6 +37,7 @@ import { Migration20261127000301_pending_refunds_index } from './Migration202611
 import { Migration20261127000401_refund_sync } from './Migration20261127000401_refund_sync.js';
 import { Migration20261127000402_sandbox_lost_results } from './Migration20261127000402_sandbox_lost_results.js';
 import { Migration20261127000501_refund_list_index } from './Migration20261127000501_refund_list_index.js';
+import { Migration20261127000502_refund_metadata } from './Migration20261127000502_refund_metadata.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -81,4 +82,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127000401_refund_sync', class: Migration20261127000401_refund_sync },
   { name: 'Migration20261127000402_sandbox_lost_results', class: Migration20261127000402_sandbox_lost_results },
   { name: 'Migration20261127000501_refund_list_index', class: Migration20261127000501_refund_list_index },
+  { name: 'Migration20261127000502_refund_metadata', class: Migration20261127000502_refund_metadata },
 ];
