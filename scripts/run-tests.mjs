@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { chmod, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 
 const env = { ...process.env };
 let embedded = null;
@@ -29,6 +30,20 @@ if (!env.TEST_DATABASE_URL) {
   process.stdout.write(`embedded PostgreSQL for tests on ${new URL(embedded.url).host}\n`);
 }
 delete env.DATABASE_URL;
+
+// One database migrated once per run, as the migrate command does it; each test file's database is a
+// copy of it (CREATE DATABASE … TEMPLATE, test/support/database.ts), so a test service boots without
+// applying every migration again. Tests about migrations ask for an empty database instead.
+const template = `payments_test_template_${process.pid}`;
+await adminQuery(`DROP DATABASE IF EXISTS ${template}`);
+await adminQuery(`CREATE DATABASE ${template}`);
+const migrated = await run(process.execPath, ['--import', 'tsx', 'server/migrate.ts'], { ...env, DATABASE_URL: withDatabase(env.TEST_DATABASE_URL, template), NODE_ENV: 'test' });
+if (migrated.code !== 0) {
+  process.stdout.write(`migrating the template database failed:\n${migrated.output}\n`);
+  process.exit(1);
+}
+env.TEST_TEMPLATE_DATABASE = template;
+
 env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ''} --experimental-vm-modules --no-warnings`.trim();
 
 const jestBin = path.resolve('node_modules', 'jest', 'bin', 'jest.js');
@@ -81,6 +96,7 @@ for (const name of await readdir(logDir).catch(() => [])) {
 process.stdout.write(`log scan: ${scanned} service log files, ${leaks} with secrets, ${traces} with stack traces\n`);
 if (failedFiles.length > 0) await printFailureLogs(failedFiles);
 const exitCode = code === 0 && leaks + traces > 0 ? 1 : code;
+await adminQuery(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`).catch(() => {});
 if (embedded) {
   await embedded.stop().catch(() => {});
   if (tempDir) await rm(tempDir, { recursive: true, force: true }).catch(() => {});
@@ -127,4 +143,32 @@ function telling(line) {
   const { level, time, msg, service, hostname, pid, ...rest } = entry;
   const text = `${new Date(time).toISOString().slice(11, 23)} ${level >= 50 ? 'ERROR' : level >= 40 ? 'WARN' : 'info'} ${msg} ${JSON.stringify(rest)}`;
   return text.length > 400 ? `${text.slice(0, 400)}…` : text;
+}
+
+/** One statement on the test server's admin database. */
+async function adminQuery(text) {
+  const client = new pg.Client({ connectionString: env.TEST_DATABASE_URL });
+  await client.connect();
+  try {
+    await client.query(text);
+  } finally {
+    await client.end();
+  }
+}
+
+function withDatabase(url, name) {
+  const parsed = new URL(url);
+  parsed.pathname = `/${name}`;
+  return parsed.toString();
+}
+
+/** A command's exit code and its output together. */
+function run(command, args, childEnv) {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    child.stderr.on('data', (d) => (output += d));
+    child.on('exit', (c) => resolve({ code: c ?? 1, output }));
+  });
 }

@@ -11,7 +11,7 @@ type Db = Awaited<ReturnType<typeof createTestDatabase>>;
 const databases: Db[] = [];
 
 async function migrated(): Promise<{ db: Db; applied: string[] }> {
-  const db = await createTestDatabase();
+  const db = await createTestDatabase({ empty: true });
   databases.push(db);
   const run = await migrateCli(db.url);
   expect(run.code).toBe(0);

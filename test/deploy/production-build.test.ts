@@ -108,7 +108,7 @@ const prodEnv = (extra: Record<string, string> = {}) => ({
 });
 
 beforeAll(async () => {
-  db = await createTestDatabase();
+  db = await createTestDatabase({ empty: true });
   // Build stage: the sources the Dockerfile copies, and the full dependencies (linked, already installed).
   for (const item of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'contract', 'server']) {
     cpSync(path.join(REPO, item), path.join(buildDir, item), { recursive: true });

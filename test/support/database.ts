@@ -19,13 +19,18 @@ function withDatabase(url: string, name: string): string {
   return parsed.toString();
 }
 
-/** A fresh, empty database on the test server for one test file; dropped by `drop()`. */
-export async function createTestDatabase(): Promise<{ url: string; name: string; drop(): Promise<void> }> {
+/**
+ * A fresh database on the test server for one test file; dropped by `drop()`. It is a copy of the
+ * run's migrated template (scripts/run-tests.mjs), or with `empty` a database with nothing in it (for
+ * tests about migrations themselves).
+ */
+export async function createTestDatabase({ empty = false } = {}): Promise<{ url: string; name: string; drop(): Promise<void> }> {
   const admin = adminDatabaseUrl();
   const name = `payments_test_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
+  const template = empty ? undefined : process.env.TEST_TEMPLATE_DATABASE;
   const client = new pg.Client({ connectionString: admin });
   await client.connect();
-  await client.query(`CREATE DATABASE ${name}`);
+  await client.query(template ? `CREATE DATABASE ${name} TEMPLATE ${template}` : `CREATE DATABASE ${name}`);
   await client.end();
   mkdirSync(path.dirname(DATABASES_INDEX), { recursive: true });
   appendFileSync(DATABASES_INDEX, `${name}\t${path.relative(process.cwd(), expect.getState().testPath ?? 'unknown')}\n`);
