@@ -9,6 +9,7 @@ export default {
     '^.+\\.ts$': ['@swc/jest', { jsc: { parser: { syntax: 'typescript' }, target: 'es2022' }, module: { type: 'es6' } }],
   },
   testTimeout: 30000,
+  testSequencer: '<rootDir>/test/support/sequencer.mjs',
   // The suite is CPU-bound on a 2-vCPU machine, but files also wait (provider latency, leases): a third
   // worker fills those waits (measured: 702 s against 752-798 s with two).
   maxWorkers: 3,
