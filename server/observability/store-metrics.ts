@@ -1,5 +1,6 @@
 import { Gauge, type Registry } from 'prom-client';
 import { PROVIDERS } from '../../contract/index.js';
+import { UNRESOLVED } from '../domain/payments/sync-schedule.js';
 
 /** Runs one read-only query; the container passes the ORM connection's `execute`. */
 export type Query = (sql: string) => Promise<Record<string, unknown>[]>;
@@ -27,7 +28,7 @@ async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<strin
     // The trigger-kept counters (the view payment_count_totals), not a count over every payment row.
     query('SELECT provider, status, sum(n)::int AS n FROM payment_count_totals GROUP BY provider, status HAVING sum(n) <> 0'),
     // Pending with no re-check ahead (the status sync's schedule ran out), not waiting for the customer (payments_unresolved_idx).
-    query(`SELECT provider, count(*)::int AS n FROM payments WHERE status = 'pending' AND next_sync_at IS NULL AND next_action IS NULL GROUP BY provider`),
+    query(`SELECT provider, count(*)::int AS n FROM payments WHERE ${UNRESOLVED.payments} GROUP BY provider`),
     // The oldest refund still waiting for its provider's outcome, by provider (refunds_pending_idx).
     query(`SELECT p.provider, extract(epoch FROM now() - min(r.created_at))::float8 AS age
              FROM (SELECT payment_id, created_at FROM refunds WHERE status = 'pending') r JOIN payments p ON p.id = r.payment_id

@@ -47,7 +47,8 @@ export function normalizePaymentRequest(body: CreatePaymentBody, port: ProviderP
   return { provider: body.provider, amountMinor, currency, fields, metadata, requestHash: createHash('sha256').update(canonical).digest('hex') };
 }
 
-function sortKeys(obj: Record<string, string | undefined>): Record<string, string> {
+/** The pairs with their keys sorted (undefined values dropped): the same pairs in any order hash alike. */
+export function sortKeys(obj: Record<string, string | undefined>): Record<string, string> {
   const out: Record<string, string> = {};
   for (const key of Object.keys(obj).sort()) if (obj[key] !== undefined) out[key] = obj[key]!;
   return out;

@@ -17,6 +17,7 @@ import { DEEP_PAGE_OFFSET, deepPageIds } from './payment-pages.js';
 import { reservePayment, type PaymentReservation } from './payment-reservation.js';
 import type { PaymentUpdate, StatusWriter } from './status-writer.js';
 import { normalizePaymentRequest, type NormalizedPaymentRequest } from './payment-request.js';
+import { firstCheckAfterMs } from './sync-schedule.js';
 
 const REFERENCE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
 
@@ -120,7 +121,7 @@ export class PaymentService {
       providerData,
       metadata: request.metadata,
       // Every pending payment is re-checked with its provider from then on (status sync).
-      firstSyncAfterMs: this.config.statusSyncScheduleMs[0] ?? 60_000,
+      firstSyncAfterMs: firstCheckAfterMs(this.config.statusSyncScheduleMs),
     };
     let reserved: Payment | null = null;
     const acquired = await this.idempotency.acquireInOneStatement(keyRequest, reservation.id, async (claim) => {
@@ -200,7 +201,7 @@ export class PaymentService {
 
   /** Keeps a pending payment for the status sync, with the first re-check after the first interval. */
   async markForSync(paymentId: string, raw: unknown): Promise<void> {
-    const first = this.config.statusSyncScheduleMs[0] ?? 60_000;
+    const first = firstCheckAfterMs(this.config.statusSyncScheduleMs);
     await this.em.fork().transactional(async (tx) => {
       const payment = await tx.findOneOrFail(PaymentSchema, { id: paymentId });
       if (payment.status !== 'pending') return;

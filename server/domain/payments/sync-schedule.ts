@@ -6,6 +6,20 @@ const CLAIM_MS = 5 * 60_000;
 /** The tables whose pending rows are re-checked with their provider (next_sync_at, sync_attempts). */
 export type SyncedTable = 'payments' | 'refunds';
 
+/** When a new pending payment or refund is first re-checked: the schedule's first interval. */
+export const firstCheckAfterMs = (scheduleMs: readonly number[]): number => scheduleMs[0] ?? 60_000;
+
+/**
+ * Pending rows the re-checks gave up on (the schedule ran out: no next_sync_at). A payment waiting for
+ * its customer (a `next_action` redirect: an abandoned checkout) is not one. The `payments_unresolved`
+ * gauge counts these payments and `admin … recheck --unresolved` restarts them (from the partial
+ * indexes on pending rows: payments_unresolved_idx, refunds_pending_idx).
+ */
+export const UNRESOLVED: Record<SyncedTable, string> = {
+  payments: `status = 'pending' AND next_sync_at IS NULL AND next_action IS NULL`,
+  refunds: `status = 'pending' AND next_sync_at IS NULL`,
+};
+
 /**
  * Claims the pending rows of `table` due a re-check (next_sync_at passed; SKIP LOCKED, so several
  * workers split them), hides them from the others for CLAIM_MS, and re-checks them one by one with
@@ -53,11 +67,9 @@ export type RecheckTarget = { id: string } | 'unresolved';
  * counts them (a payment waiting for its customer's approval is not). Returns the ids restarted.
  */
 export async function restartChecks(em: EntityManager, table: SyncedTable, target: RecheckTarget): Promise<string[]> {
-  const which = target === 'unresolved'
-    ? `next_sync_at IS NULL${table === 'payments' ? ' AND next_action IS NULL' : ''}`
-    : 'id = ?';
+  const which = target === 'unresolved' ? UNRESOLVED[table] : `status = 'pending' AND id = ?`;
   const rows = await em.getConnection().execute<{ id: string }[]>(
-    `UPDATE ${table} SET next_sync_at = now(), sync_attempts = 0 WHERE status = 'pending' AND ${which} RETURNING id`,
+    `UPDATE ${table} SET next_sync_at = now(), sync_attempts = 0 WHERE ${which} RETURNING id`,
     target === 'unresolved' ? [] : [target.id],
   );
   return rows.map((r) => r.id);

@@ -9,6 +9,8 @@ import { formatMinorUnits, toMinorUnits } from '../money/money.js';
 import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
 import type { ProviderGateway } from '../payments/provider-gateway.js';
 import { paymentLookup } from '../payments/payment.service.js';
+import { sortKeys } from '../payments/payment-request.js';
+import { firstCheckAfterMs } from '../payments/sync-schedule.js';
 import type { StatusWriter, UnitOfWork } from '../payments/status-writer.js';
 
 /** What a merchant asks to refund (POST /v1/refunds). */
@@ -18,9 +20,6 @@ export interface RefundRequest {
   amount?: string | number;
   metadata?: Record<string, string>;
 }
-
-/** The pairs with their keys sorted, as JSON: the same pairs in any order hash alike. */
-const canonicalJson = (pairs: Record<string, string>) => JSON.stringify(Object.keys(pairs).sort().map((k) => [k, pairs[k]]));
 
 export interface RefundListFilter {
   paymentId?: string;
@@ -57,7 +56,7 @@ export class RefundService {
     }
     const { paymentId, amount, metadata } = asked;
     // Metadata joins the hash only when given, so a request without it hashes as before it existed.
-    const hashed = { payment_id: paymentId, amount: amount === undefined ? undefined : String(amount), metadata: metadata && Object.keys(metadata).length > 0 ? canonicalJson(metadata) : undefined };
+    const hashed = { payment_id: paymentId, amount: amount === undefined ? undefined : String(amount), metadata: metadata && Object.keys(metadata).length > 0 ? JSON.stringify(sortKeys(metadata)) : undefined };
     const request = { scope: 'refund.create' as const, merchantId, key: idempotencyKey, requestHash: hashRequest(hashed) };
     const { value, replayed } = await this.idempotency.run(request, 201, {
       reserve: async (uow) => (await this.reserve(uow, merchantId, asked)).id,
@@ -147,7 +146,7 @@ export class RefundService {
       currency: payment.currency,
       metadata: metadata ?? {},
       // Settled by the provider's answer or event as a rule; the refund sync asks if neither comes.
-      nextSyncAt: new Date(Date.now() + (this.config.statusSyncScheduleMs[0] ?? 60_000)),
+      nextSyncAt: new Date(Date.now() + firstCheckAfterMs(this.config.statusSyncScheduleMs)),
     });
     await tx.flush();
     return refund;
