@@ -15,7 +15,9 @@ let receiver: WebhookReceiver;
 let n = 0;
 
 beforeAll(async () => {
-  t = await startTestService({ PROVIDER_TIMEOUT_MS: '800', STATUS_SYNC_SCHEDULE: '300ms,300ms,500ms,1s,1s,1s,2s,2s,2s,3s', STATUS_SYNC_POLL_INTERVAL: '200ms' });
+  // The first re-check 2 s after a refund is made: later than a loaded machine takes to answer the refund
+  // request itself, so the sync never races the request it re-checks; then quickly.
+  t = await startTestService({ PROVIDER_TIMEOUT_MS: '800', STATUS_SYNC_SCHEDULE: '2s,300ms,500ms,1s,1s,1s,2s,2s,2s,3s', STATUS_SYNC_POLL_INTERVAL: '200ms' });
   receiver = await new WebhookReceiver().start();
 });
 afterAll(async () => {
@@ -53,6 +55,22 @@ const refundedEvent = (paymentId: string, type = 'payment.refunded') =>
 /** Holds the refund's re-check off (it is not due for an hour) while the test acts as the provider, then makes it due. */
 const holdSync = (refundId: string) => t.sql(`UPDATE refunds SET next_sync_at = now() + interval '1 hour' WHERE id = $1`, [refundId]);
 const releaseSync = (refundId: string) => t.sql('UPDATE refunds SET next_sync_at = now() WHERE id = $1', [refundId]);
+/**
+ * A refund asked while `provider` answers 500: 502, and the refund kept pending with no provider
+ * reference. `hold`: its re-check is held off before the provider recovers (see holdSync).
+ */
+async function refundDuringOutage(provider: string, apiKey: string, body: { payment_id: string; amount?: string }, { hold = false } = {}) {
+  await outage(provider, 'error');
+  try {
+    expect((await refundRequest(apiKey, body)).status).toBe(502);
+    const pending = await pendingRefundOf(body.payment_id);
+    expect(pending.provider_ref).toBeNull();
+    if (hold) await holdSync(pending.id);
+    return pending;
+  } finally {
+    await outage(provider, 'ok');
+  }
+}
 
 describe('cardpay', () => {
   const SECRET = 'sk_test_refund_sync_0001';
@@ -78,12 +96,7 @@ describe('cardpay', () => {
 
   it('a refund whose request never reached the provider is sent again, with the same idempotency key, and completes once', async () => {
     const p = await paid();
-    await outage('cardpay', 'error');
-    const res = await refundRequest(key, { payment_id: p.id, amount: '4.00' });
-    await outage('cardpay', 'ok');
-    expect(res.status).toBe(502);
-    const pending = await pendingRefundOf(p.id);
-    expect(pending.provider_ref).toBeNull();
+    const pending = await refundDuringOutage('cardpay', key, { payment_id: p.id, amount: '4.00' });
 
     const refund = await settled(key, pending.id);
     expect(refund).toMatchObject({ status: 'completed', amount: '4.00', provider_ref: expect.stringMatching(/^re_/) });
@@ -95,11 +108,7 @@ describe('cardpay', () => {
 
   it('a refund the provider made but whose answer was lost is found by our refund id, not made twice', async () => {
     const p = await paid();
-    await outage('cardpay', 'error');
-    expect((await refundRequest(key, { payment_id: p.id, amount: '6.00' })).status).toBe(502);
-    const pending = await pendingRefundOf(p.id);
-    await holdSync(pending.id);
-    await outage('cardpay', 'ok');
+    const pending = await refundDuringOutage('cardpay', key, { payment_id: p.id, amount: '6.00' }, { hold: true });
     // The request did reach the provider (as if only its answer was lost, its idempotency key long expired).
     const made = await provider('post', '/v1/refunds').type('form')
       .send({ payment_intent: p.provider_ref, amount: '600', 'metadata[refund_id]': pending.id, 'metadata[payment_id]': p.id }).expect(200);
@@ -158,11 +167,7 @@ describe('walletpay', () => {
 
   it('a refund whose request never reached the provider is sent again and completes once', async () => {
     const p = await captured();
-    await outage('walletpay', 'error');
-    const res = await refundRequest(key, { payment_id: p.id, amount: '5.00' });
-    await outage('walletpay', 'ok');
-    expect(res.status).toBe(502);
-    const pending = await pendingRefundOf(p.id);
+    const pending = await refundDuringOutage('walletpay', key, { payment_id: p.id, amount: '5.00' });
 
     const refund = await settled(key, pending.id);
     expect(refund).toMatchObject({ status: 'completed', amount: '5.00' });
@@ -172,11 +177,7 @@ describe('walletpay', () => {
 
   it('a refund the provider made but whose answer was lost is found on the order by our refund id, not made twice', async () => {
     const p = await captured();
-    await outage('walletpay', 'error');
-    expect((await refundRequest(key, { payment_id: p.id, amount: '7.00' })).status).toBe(502);
-    const pending = await pendingRefundOf(p.id);
-    await holdSync(pending.id);
-    await outage('walletpay', 'ok');
+    const pending = await refundDuringOutage('walletpay', key, { payment_id: p.id, amount: '7.00' }, { hold: true });
     const made = await provider('post', `/v2/payments/captures/${p.captureId}/refund`)
       .send({ amount: { value: '7.00', currency_code: 'USD' }, custom_id: pending.id }).expect(201);
     await releaseSync(pending.id);
@@ -213,12 +214,18 @@ describe('mobilemoney', () => {
     const res = await refundRequest(key, { payment_id: p.id });
     expect(res.status).toBe(201);
     expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: expect.any(String) });
+    // The sync asks only once the operator's own result has been lost, so that one is the result lost.
+    await holdSync(res.body.data.id);
+    await eventually(async () => {
+      const [control] = await t.sql<{ lost_results: number }>(`SELECT lost_results FROM sandbox_controls WHERE provider = 'mobilemoney'`);
+      return control!.lost_results === 0 ? true : null;
+    }, 10_000, "the reversal's result lost");
+    await releaseSync(res.body.data.id);
 
     expect(await settled(key, res.body.data.id)).toMatchObject({ status: 'completed', amount: '100.00' });
     expect(await getPayment(key, p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
     expect((await refundedEvent(p.id, 'payment.reversed')).json.data).toMatchObject({ refund_id: res.body.data.id });
-    // The operator's own result was lost (the control counted it), and the sync's query answered.
-    expect(await t.sql(`SELECT lost_results FROM sandbox_controls WHERE provider = 'mobilemoney'`)).toEqual([{ lost_results: 0 }]);
+    // The sync's query answered.
     expect(await t.sql('SELECT confirms, result_code FROM provider_status_queries WHERE refund_id = $1', [res.body.data.id])).toEqual([{ confirms: 'refund-sync', result_code: '0' }]);
     expect(await completionTriggers(p.id)).toEqual([
       { subject: 'refund', to_status: 'completed', trigger: 'confirmed:refund-sync' },
@@ -236,12 +243,7 @@ describe('mobilemoney', () => {
 
   it('a reversal whose request never reached the operator is sent again and completes', async () => {
     const p = await paid();
-    await outage('mobilemoney', 'error');
-    const res = await refundRequest(key, { payment_id: p.id });
-    await outage('mobilemoney', 'ok');
-    expect(res.status).toBe(502);
-    const pending = await pendingRefundOf(p.id);
-    expect(pending.provider_ref).toBeNull();
+    const pending = await refundDuringOutage('mobilemoney', key, { payment_id: p.id });
 
     expect(await settled(key, pending.id)).toMatchObject({ status: 'completed', amount: '100.00', provider_ref: expect.any(String) });
     expect(await getPayment(key, p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
