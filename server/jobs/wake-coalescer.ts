@@ -15,7 +15,8 @@ export class WakeCoalescer {
   private stopped = false;
 
   constructor(
-    private readonly send: () => Promise<void>,
+    /** Gets the moment the send was decided (performance.now()), the time the window counts from. */
+    private readonly send: (decidedAt: number) => Promise<void>,
     private readonly windowMs: number,
     private readonly onError: (err: unknown) => void,
   ) {}
@@ -48,7 +49,7 @@ export class WakeCoalescer {
     }
     this.requested = false;
     this.lastSentAt = performance.now();
-    this.sending = this.send()
+    this.sending = this.send(this.lastSentAt)
       .catch(this.onError)
       .finally(() => {
         this.sending = null;

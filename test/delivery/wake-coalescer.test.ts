@@ -1,13 +1,17 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WakeCoalescer } from '../../server/jobs/wake-coalescer.js';
 
-/** The api's wake-ups for new deliveries: one NOTIFY now, then at most one per window however many commits. */
+/**
+ * The api's wake-ups for new deliveries: one NOTIFY now, then at most one per window however many commits.
+ * Each send is recorded at the moment the coalescer decided it, not when the recorder ran: on a loaded
+ * machine the process can be preempted between the two, which made a correct send look early.
+ */
 function recorder(windowMs: number, sendMs = 0) {
   const sentAt: number[] = [];
   const started = performance.now();
   const coalescer = new WakeCoalescer(
-    async () => {
-      sentAt.push(performance.now() - started);
+    async (decidedAt) => {
+      sentAt.push(decidedAt - started);
       if (sendMs) await sleep(sendMs);
     },
     windowMs,
