@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { verifyCardpaySignature } from '../../server/providers/cardpay/webhook.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -86,8 +87,10 @@ describe('POST /v1/webhooks/cardpay', () => {
 
   it.each([
     ['a wrong secret', (body: string) => sign(body, 'whsec_attacker')],
-    ['a stale timestamp', (body: string) => sign(body, SIGNING_SECRET, Math.floor(Date.now() / 1000) - 301)],
-    ['a timestamp too far ahead', (body: string) => sign(body, SIGNING_SECRET, Math.floor(Date.now() / 1000) + 301)],
+    // Well outside the 300 s tolerance: a timestamp one second past it, floored, is within it again when
+    // the request lands late in that second (the exact edge is tested below, on a fixed clock).
+    ['a stale timestamp', (body: string) => sign(body, SIGNING_SECRET, Math.floor(Date.now() / 1000) - 330)],
+    ['a timestamp too far ahead', (body: string) => sign(body, SIGNING_SECRET, Math.floor(Date.now() / 1000) + 330)],
     ['a malformed header', () => 'garbage'],
     ['no header', () => undefined],
   ])('rejects %s with 401 and changes nothing', async (_name, signer) => {
@@ -99,6 +102,14 @@ describe('POST /v1/webhooks/cardpay', () => {
     expect(await statusOf(p.id)).toBe('pending');
     const stored = await t.sql('SELECT 1 FROM provider_events WHERE payment_id = $1', [p.id]);
     expect(stored).toHaveLength(0);
+  });
+
+  it('accepts a timestamp up to 300 s away in either direction, and refuses one a second further', () => {
+    const body = Buffer.from('{"id":"evt_edge"}');
+    const now = 1_800_000_000;
+    const at = (ts: number) => verifyCardpaySignature(body, sign(body.toString(), SIGNING_SECRET, ts), SIGNING_SECRET, now);
+    expect([at(now - 300), at(now + 300)]).toEqual([true, true]);
+    expect([at(now - 301), at(now + 301)]).toEqual([false, false]);
   });
 
   it('rejects a body altered after signing', async () => {
