@@ -1,4 +1,4 @@
-import { X509Certificate, randomUUID, verify } from 'node:crypto';
+import { X509Certificate, generateKeyPairSync, randomUUID, verify } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -8,7 +8,8 @@ import { prepareWalletpayCredentials } from '../../server/providers/walletpay/cr
 import { parseWalletpayEvent, verifyWalletpayEvent, walletpayTransmissionId } from '../../server/providers/walletpay/webhook.js';
 import type { CreatePaymentInput, InboundRequest } from '../../server/domain/ports.js';
 import { crc32 } from '../../server/lib/crc32.js';
-import { isProviderCertUrl } from '../../server/providers/walletpay/signing-certificates.js';
+import { isProviderCertUrl, isSigningCertificate } from '../../server/providers/walletpay/signing-certificates.js';
+import { selfSignedCertificate } from '../../server/sandbox/certificates.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 interface Received {
@@ -171,6 +172,7 @@ describe('signed events', () => {
     expect(pem).toContain('BEGIN CERTIFICATE');
     const cert = new X509Certificate(pem);
     expect(cert.verify(cert.publicKey)).toBe(true); // self-signed
+    expect(cert.subject).toContain('CN=messageverificationcerts.sandbox.paypal.com'); // PayPal's sandbox signing name
     expect(Date.parse(cert.validTo)).toBeGreaterThan(Date.now());
     const message = `${h['walletpay-transmission-id']}|${h['walletpay-transmission-time']}|${creds.webhook_id}|${crc32(delivery.rawBody)}`;
     expect(verify('sha256', Buffer.from(message), cert.publicKey, Buffer.from(h['walletpay-transmission-sig']!, 'base64'))).toBe(true);
@@ -322,5 +324,14 @@ describe('offline verification (CRC-32 + SHA256withRSA with the certificate from
     expect(isProviderCertUrl('http://127.0.0.1:3000/sandbox/walletpay/v1/notifications/certs/CERT-1', sim)).toBe(true);
     expect(isProviderCertUrl('http://127.0.0.1:3001/sandbox/walletpay/v1/notifications/certs/CERT-1', sim)).toBe(false);
     expect(isProviderCertUrl('http://127.0.0.1:3000/sandbox/cardpay/v1/notifications/certs/CERT-1', sim)).toBe(false);
+  });
+
+  it("trusts offline only PayPal's message-signing certificates (its SDK's name rule), live or sandbox", () => {
+    const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
+    const named = (cn: string) => isSigningCertificate(new X509Certificate(selfSignedCertificate(privateKey, cn, 'PayPal, Inc.')));
+    expect([named('messageverificationcerts.paypal.com'), named('messageverificationcerts.sandbox.paypal.com')]).toEqual([true, true]);
+    for (const other of ['api.paypal.com', 'www.paypal.com', 'messageverificationcerts.paypal.com.evil.example', 'messageverificationcerts.walletpay.sandbox', 'xmessageverificationcerts.paypal.com']) {
+      expect({ other, trusted: named(other) }).toEqual({ other, trusted: false });
+    }
   });
 });

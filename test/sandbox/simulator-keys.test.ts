@@ -1,5 +1,6 @@
 import { X509Certificate } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { selfSignedCertificate } from '../../server/sandbox/certificates.js';
 import { baseEnv, startProcess, stopAllProcesses } from '../support/processes.js';
 import { startTestService, type TestService } from '../support/service.js';
 
@@ -37,6 +38,18 @@ describe('simulator keys', () => {
     const mobilemoney = await t.http.get('/sandbox/mobilemoney/certificates/SandboxCertificate.cer');
     expect(mobilemoney.status).toBe(200);
     expect(mobilemoney.text).toBe(stored.mobilemoney);
+  });
+
+  it("walletpay's certificate is re-issued for the same key under PayPal's sandbox name when stored under the simulator's earlier one", async () => {
+    const [{ private_key_pem: key, certificate_pem: current }] = (await t.sql<{ private_key_pem: string; certificate_pem: string }>(
+      'SELECT private_key_pem, certificate_pem FROM sandbox_walletpay_keys',
+    )) as [{ private_key_pem: string; certificate_pem: string }];
+    await t.sql('UPDATE sandbox_walletpay_keys SET certificate_pem = $1', [selfSignedCertificate(key, 'messageverificationcerts.walletpay.sandbox', 'walletpay simulator')]);
+    const api = await startProcess('api', baseEnv(t.databaseUrl, t.baseUrl));
+    const [{ cert_id: certId }] = (await t.sql<{ cert_id: string }>('SELECT cert_id FROM sandbox_walletpay_keys')) as [{ cert_id: string }];
+    const served = new X509Certificate(await fetch(`${api.url}/sandbox/walletpay/v1/notifications/certs/${certId}`).then((r) => r.text()));
+    expect(served.subject).toContain('CN=messageverificationcerts.sandbox.paypal.com');
+    expect(served.publicKey.equals(new X509Certificate(current).publicKey)).toBe(true);
   });
 
   it('are kept by another process booting on the same database', async () => {

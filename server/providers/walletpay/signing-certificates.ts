@@ -9,6 +9,16 @@ const MAX_CACHED = 100;
 /** The provider's own domain: its certificate URLs are on api.paypal.com / api.sandbox.paypal.com. */
 const PROVIDER_DOMAIN = 'paypal.com';
 
+/**
+ * PayPal's own rule for its message-signing certificates (its Java SDK's certificate check): a subject
+ * common name `messageverificationcerts…paypal.com` (`messageverificationcerts.paypal.com` live,
+ * `messageverificationcerts.sandbox.paypal.com` in the sandbox). Any other certificate, even one served
+ * from the provider's host, is not trusted offline; the postback decides instead.
+ */
+export function isSigningCertificate(cert: X509Certificate): boolean {
+  return cert.subject.split('\n').some((rdn) => /^CN=messageverificationcerts(\.[a-z0-9-]+)*\.paypal\.com$/i.test(rdn));
+}
+
 export type OfflineVerdict = 'verified' | 'invalid' | 'unverifiable';
 
 export interface Transmission {
@@ -71,6 +81,7 @@ export class WalletpaySigningCertificates {
     }
     const validTo = Date.parse(cert.validTo);
     if (!(Date.parse(cert.validFrom) <= now && now < validTo)) return null;
+    if (!isSigningCertificate(cert)) return null;
     if (this.cache.size >= MAX_CACHED) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(url, { cert, until: Math.min(now + CACHE_TTL_MS, validTo) });
     return cert;
@@ -80,7 +91,8 @@ export class WalletpaySigningCertificates {
 /**
  * PayPal's offline check: RSA-SHA256 over `transmissionId|transmissionTime|webhookId|crc32(rawBody)`
  * with the certificate from the provider's own host. `unverifiable` (an algorithm other than
- * SHA256withRSA, a certificate that cannot be downloaded) leaves the verdict to the postback; a
+ * SHA256withRSA, a certificate that cannot be downloaded, is out of date or is not a message-signing
+ * certificate) leaves the verdict to the postback; a
  * certificate URL on another host, or a signature that does not match, is `invalid` at no cost.
  */
 export async function verifyOffline(t: Transmission, providerBaseUrl: string, certificates: WalletpaySigningCertificates): Promise<OfflineVerdict> {

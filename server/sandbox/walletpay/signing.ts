@@ -1,4 +1,4 @@
-import { createPublicKey, sign, verify } from 'node:crypto';
+import { X509Certificate, createPublicKey, sign, verify } from 'node:crypto';
 import { walletpaySignedMessage } from '../../lib/crc32.js';
 import { newKeyAndCertificate, selfSignedCertificate } from '../certificates.js';
 import type { Db } from './db.js';
@@ -12,7 +12,8 @@ export interface SigningKeys {
   certificatePem: string;
 }
 
-const CERT_SUBJECT = ['messageverificationcerts.walletpay.sandbox', 'walletpay simulator'] as const;
+/** PayPal's sandbox signs with a certificate of this common name (its live one: messageverificationcerts.paypal.com). */
+const CERT_SUBJECT = ['messageverificationcerts.sandbox.paypal.com', 'walletpay simulator'] as const;
 
 type KeyRow = { cert_id: string; private_key_pem: string; public_key_pem: string; certificate_pem: string | null };
 
@@ -32,10 +33,12 @@ export async function signingKeys(db: Db): Promise<SigningKeys> {
       [`CERT-${paypalId(12)}`, made.privateKeyPem, publicKey, made.certificatePem],
     );
     [row] = await load();
-  } else if (!row.certificate_pem) {
-    // A key pair made before certificates were served: certify it once.
-    await db.query('UPDATE sandbox_walletpay_keys SET certificate_pem = ? WHERE id = 1 AND certificate_pem IS NULL', [
+  } else if (!row.certificate_pem || !new X509Certificate(row.certificate_pem).subject.includes(`CN=${CERT_SUBJECT[0]}`)) {
+    // A key pair made before certificates were served, or certified under the simulator's earlier name
+    // (messageverificationcerts.walletpay.sandbox): certify it (again) under PayPal's sandbox name.
+    await db.query('UPDATE sandbox_walletpay_keys SET certificate_pem = ? WHERE id = 1 AND certificate_pem IS NOT DISTINCT FROM ?', [
       selfSignedCertificate(row.private_key_pem, ...CERT_SUBJECT),
+      row.certificate_pem,
     ]);
     [row] = await load();
   }
