@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { callbackToken } from '../../server/providers/mobilemoney/callback.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -163,6 +164,20 @@ describe('reversals', () => {
     expect(await get(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
     const event = await eventually(() => receiver.events('payment.reversed').find((e) => e.json.data.payment_id === p.id));
     expect(event.json.data).toMatchObject({ status: 'reversed', previous_status: 'completed', refund_id: res.body.data.id });
+  });
+
+  it('a failing result arriving after the reversal completed changes nothing (only a card refund fails after completing)', async () => {
+    const p = await completedPayment();
+    const res = await refund({ payment_id: p.id });
+    expect((await refundOf(res.body.data.id)).status).toBe('completed');
+    // A genuine result address (the token the service gave the operator), with a failure code.
+    const late = await t.http
+      .post(`/v1/webhooks/mobilemoney/reversal/result?ref=${res.body.data.id}&token=${callbackToken(SANDBOX_CREDS.passkey, res.body.data.id)}`)
+      .send({ Result: { ResultType: 0, ResultCode: 2001, ResultDesc: 'The initiator information is invalid.', OriginatorConversationID: `late-${res.body.data.id}`, ConversationID: 'AG_late', TransactionID: 'LATEREV001' } });
+    expect(late.status).toBe(200);
+    expect((await t.http.get(`/v1/refunds/${res.body.data.id}`).set('X-API-Key', key)).body.data).toMatchObject({ status: 'completed', failure_reason: null });
+    expect(await get(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00', integrity: { status: 'ok' } });
+    expect(receiver.events('refund.failed').filter((e) => e.json.data.payment_id === p.id)).toEqual([]);
   });
 
   it('refuses a partial reversal with 422', async () => {

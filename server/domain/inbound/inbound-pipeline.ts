@@ -169,8 +169,12 @@ export class InboundPipeline {
               if (outcome?.mismatch) await refused();
             } else if (refund.status === 'failed') {
               // Only a refund of ours can fail: one made at the provider and failed there never moved money here.
+              // One that had completed gives its amount back only for the provider's exact amount and currency.
               const ours = await findOurRefund(uow.tx, subject.paymentId!, refund);
-              if (ours) await uow.refund(ours.id, { status: 'failed', failureReason: refund.failureReason ?? 'refused by the provider', raw: refund.raw ?? notification.raw }, source);
+              if (ours) {
+                const outcome = await uow.refund(ours.id, { status: 'failed', failureReason: refund.failureReason ?? 'refused by the provider', reported: refund.amount, raw: refund.raw ?? notification.raw }, source);
+                if (outcome.mismatch) await refused();
+              }
             }
           }
           return 'applied';
@@ -184,7 +188,7 @@ export class InboundPipeline {
             subject.refundId!,
             notification.succeeded
               ? { status: 'completed', reversal: true, raw: notification.raw, reported: await reversedAmount(uow.tx, subject.refundId!, notification.amount) }
-              : { status: 'failed', failureReason: notification.failureReason, raw: notification.raw },
+              : { status: 'failed', failureReason: notification.failureReason, reversal: true, raw: notification.raw },
             source,
           );
           if (outcome.mismatch) await refused();

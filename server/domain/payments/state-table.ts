@@ -33,6 +33,9 @@ export const PAYMENT_EDGES: readonly PaymentEdge[] = [
 export const REFUND_EDGES: readonly Edge<RefundStatus>[] = [
   { from: 'pending', to: 'completed', event: 'payment.refunded', movesMoney: true },
   { from: 'pending', to: 'failed', event: 'refund.failed', movesMoney: false },
+  // A card refund the provider reports failed after it succeeded (the card expired or was closed): the
+  // money went back to the merchant, so amount_refunded is lowered. The payment's own status stays.
+  { from: 'completed', to: 'failed', event: 'refund.failed', movesMoney: true },
 ];
 
 export function paymentEdge(from: PaymentStatus, to: PaymentStatus): PaymentEdge | null {

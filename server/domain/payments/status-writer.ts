@@ -57,7 +57,10 @@ export interface RefundUpdate {
   providerRef?: string | null;
   failureReason?: string | null;
   raw?: unknown;
-  /** Completing it reverses the whole payment (a mobile-money reversal) instead of refunding part of it. */
+  /**
+   * A mobile-money reversal's result: completing it reverses the whole payment instead of refunding part
+   * of it; a failure never undoes one that completed (only a card refund fails after completing).
+   */
   reversal?: boolean;
 }
 
@@ -320,6 +323,7 @@ export class UnitOfWork {
     const payment = await this.lockPayment(unlocked.paymentId);
     const refund = await this.tx.findOneOrFail(RefundSchema, { id: refundId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
     const from = refund.status;
+    if (from === 'completed' && update.status === 'failed' && !update.reversal) return this.failCompleted(refund, payment, update, source);
     if (from !== 'pending' || update.status === 'pending') {
       if (from === 'pending' && update.providerRef) refund.providerRef = update.providerRef;
       if (from === 'pending' && update.raw !== undefined) refund.providerResponse = update.raw;
@@ -367,6 +371,30 @@ export class UnitOfWork {
       refund_id: refund.id,
       amount_refunded: formatMinorUnits(payment.amountRefundedMinor, payment.currency),
       failure_reason: refund.failureReason ?? undefined,
+    });
+    return { refund, payment, transitioned: true, mismatch: null };
+  }
+
+  /**
+   * A completed refund the provider now reports failed, for its exact amount and currency: the refund is
+   * `failed`, its amount no longer counts in amount_refunded, and the merchant is told (`refund.failed`).
+   * The payment's status does not move back (a `refunded` payment stays so: terminal statuses never
+   * move); amount_refunded says what really went back to the customer.
+   */
+  private async failCompleted(refund: Refund, payment: Payment, update: RefundUpdate, source: string): Promise<RefundOutcome> {
+    const mismatch = await this.checkIntegrity(payment, refund, { minor: refund.amountMinor, currency: refund.currency }, update.reported, source, 'failed');
+    if (mismatch) return { refund, payment, transitioned: false, mismatch };
+    const previous = payment.status;
+    const failed = await this.move({ kind: 'refund', row: refund, payment }, 'failed', source, 'provider');
+    if (!failed) return { refund, payment, transitioned: false, mismatch: null };
+    refund.failureReason = update.failureReason ?? 'failed at the provider after it completed';
+    if (update.raw !== undefined) refund.providerResponse = update.raw;
+    payment.amountRefundedMinor = payment.amountRefundedMinor > refund.amountMinor ? payment.amountRefundedMinor - refund.amountMinor : 0n;
+    await this.emit(payment, failed.event, {
+      ...eventData(payment, previous),
+      refund_id: refund.id,
+      amount_refunded: formatMinorUnits(payment.amountRefundedMinor, payment.currency),
+      failure_reason: refund.failureReason,
     });
     return { refund, payment, transitioned: true, mismatch: null };
   }

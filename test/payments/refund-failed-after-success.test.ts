@@ -1,0 +1,135 @@
+import { createHmac } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+
+/**
+ * A card refund can fail after it succeeded (the card expired or was closed): the provider gives the
+ * money back to the merchant and says so (refund.failed, charge.refund.updated). The test card
+ * pm_card_refundFail does exactly that a moment after each refund. The service marks the refund
+ * failed, lowers amount_refunded and tells the merchant (refund.failed); the payment's status never
+ * moves back. It acts only on the provider's own refund, for its exact amount and currency.
+ */
+let t: TestService;
+let receiver: WebhookReceiver;
+let key: string;
+let n = 0;
+
+const pay = async (amount: string) =>
+  (
+    await t.http
+      .post('/v1/payments')
+      .set('X-API-Key', key)
+      .set('Idempotency-Key', `rf-${Date.now()}-${++n}`)
+      .send({ provider: 'cardpay', amount, currency: 'USD', payment_method: 'pm_card_refundFail' })
+      .expect(201)
+  ).body.data as { id: string; status: string };
+const refund = (body: Record<string, unknown>) => t.http.post('/v1/refunds').set('X-API-Key', key).send(body);
+const getPayment = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key)).body.data;
+const getRefund = async (id: string) => (await t.http.get(`/v1/refunds/${id}`).set('X-API-Key', key)).body.data;
+const misreport = (body: Record<string, unknown>) => t.http.post('/sandbox/cardpay/_control/misreport').send(body).expect(200);
+const refundFailedEvents = (paymentId: string) => receiver.events('refund.failed').filter((e) => e.json.data.payment_id === paymentId);
+
+beforeAll(async () => {
+  t = await startTestService();
+  receiver = await new WebhookReceiver().start();
+  ({ apiKey: key } = await t.createMerchant('Refund Failure Shop'));
+  await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: receiver.url }).expect(200);
+  // No webhook_secret: the service registers its callback URL with the provider, which then sends its events.
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_refund_fail_01' } }).expect(200);
+});
+afterAll(async () => {
+  await misreport({});
+  await t.stop();
+  await receiver.stop();
+});
+
+describe('a card refund that fails after it succeeded', () => {
+  it('a partial refund: the refund becomes failed, amount_refunded drops back, refund.failed is sent, and the amount can be refunded again', async () => {
+    const p = await pay('25.00');
+    const first = await refund({ payment_id: p.id, amount: '10.00' });
+    expect(first.status).toBe(201);
+    expect(first.body.data).toMatchObject({ status: 'completed', amount: '10.00' });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'completed', amount_refunded: '10.00' });
+
+    const failed = await eventually(async () => {
+      const r = await getRefund(first.body.data.id);
+      return r.status === 'failed' ? r : null;
+    }, 20_000, 'the refund failed');
+    expect(failed).toMatchObject({ status: 'failed', amount: '10.00', failure_reason: 'expired_or_canceled_card', provider_ref: first.body.data.provider_ref });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+
+    const [event, ...more] = await eventually(() => (refundFailedEvents(p.id).length > 0 ? refundFailedEvents(p.id) : null), 20_000, 'refund.failed');
+    expect(more).toEqual([]);
+    expect(event!.json.data).toMatchObject({
+      payment_id: p.id,
+      refund_id: first.body.data.id,
+      status: 'completed',
+      previous_status: 'completed',
+      amount_refunded: '0.00',
+      failure_reason: 'expired_or_canceled_card',
+    });
+
+    // What went back to the merchant can be refunded again (here all of it).
+    const again = await refund({ payment_id: p.id });
+    expect(again.status).toBe(201);
+    expect(again.body.data).toMatchObject({ status: 'completed', amount: '25.00' });
+  });
+
+  it('a full refund: the payment stays refunded (it never moves back), amount_refunded says nothing went back, and the merchant is told', async () => {
+    const p = await pay('40.00');
+    const full = await refund({ payment_id: p.id });
+    expect(full.status).toBe(201);
+    expect(await getPayment(p.id)).toMatchObject({ status: 'refunded', amount_refunded: '40.00' });
+
+    await eventually(async () => ((await getRefund(full.body.data.id)).status === 'failed' ? true : null), 20_000, 'the refund failed');
+    expect(await getPayment(p.id)).toMatchObject({ status: 'refunded', amount_refunded: '0.00' });
+    const [event] = await eventually(() => (refundFailedEvents(p.id).length > 0 ? refundFailedEvents(p.id) : null), 20_000, 'refund.failed');
+    expect(event!.json.data).toMatchObject({ refund_id: full.body.data.id, status: 'refunded', previous_status: 'refunded', amount_refunded: '0.00' });
+  });
+
+  it('a failure the provider reports for another amount changes nothing and is recorded; the right amount then applies', async () => {
+    // A merchant holding its own signing secret: the provider sends it nothing, the test signs each event.
+    const secret = 'whsec_refund_failure_mismatch';
+    const other = await t.createMerchant('Refund Failure Mismatch Shop');
+    const secretKey = 'sk_test_refund_fail_02';
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', other.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey, webhook_secret: secret } }).expect(200);
+    const p = (
+      await t.http.post('/v1/payments').set('X-API-Key', other.apiKey).set('Idempotency-Key', `rf-mm-${Date.now()}`)
+        .send({ provider: 'cardpay', amount: '30.00', currency: 'USD', payment_method: 'pm_card_refundFail' }).expect(201)
+    ).body.data as { id: string };
+    const partial = await t.http.post('/v1/refunds').set('X-API-Key', other.apiKey).send({ payment_id: p.id, amount: '12.00' }).expect(201);
+    const providerRefund = async () =>
+      (await (await fetch(`${t.baseUrl}/sandbox/cardpay/v1/refunds/${partial.body.data.provider_ref}`, { headers: { Authorization: `Bearer ${secretKey}` } })).json()) as Record<string, unknown>;
+    const failedAtProvider = await eventually(async () => {
+      const r = await providerRefund();
+      return r.status === 'failed' ? r : null;
+    }, 20_000, 'the provider failed the refund');
+    const callback = (id: string) => {
+      const body = JSON.stringify({ id, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type: 'refund.failed', data: { object: failedAtProvider } });
+      const ts = Math.floor(Date.now() / 1000);
+      const signature = `t=${ts},v1=${createHmac('sha256', secret).update(`${ts}.${body}`).digest('hex')}`;
+      return t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signature).send(body);
+    };
+    const getOther = async (path: string) => (await t.http.get(path).set('X-API-Key', other.apiKey)).body.data;
+
+    // The provider's answers (the refunds the service reads back on the event) say 0.01 instead of 12.00.
+    await misreport({ amount: 1 });
+    try {
+      expect((await callback(`evt_rf_mismatch_${Date.now()}`)).status).toBe(200);
+    } finally {
+      await misreport({});
+    }
+    const payment = await getOther(`/v1/payments/${p.id}`);
+    expect(payment).toMatchObject({ status: 'completed', amount_refunded: '12.00', integrity: { status: 'mismatch' } });
+    expect(payment.integrity.mismatches).toEqual([
+      expect.objectContaining({ expected_amount: '12.00', expected_currency: 'USD', reported_amount: '0.01', reported_currency: 'USD' }),
+    ]);
+    expect(await getOther(`/v1/refunds/${partial.body.data.id}`)).toMatchObject({ status: 'completed', failure_reason: null });
+
+    // The provider's next event, read back truthfully, applies.
+    expect((await callback(`evt_rf_truthful_${Date.now()}`)).status).toBe(200);
+    expect(await getOther(`/v1/refunds/${partial.body.data.id}`)).toMatchObject({ status: 'failed', failure_reason: 'expired_or_canceled_card' });
+    expect(await getOther(`/v1/payments/${p.id}`)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+  });
+});
