@@ -5,7 +5,7 @@ import type { ZodError, ZodIssue } from 'zod';
 import { DomainError, type FieldIssue } from '../domain/errors.js';
 import type { Logger } from '../observability/logger.js';
 import { sendError } from './envelope.js';
-import { isCapacityExhausted, RETRY_AFTER_SECONDS } from './error-map.js';
+import { HTTP_STATUS, isCapacityExhausted, RETRY_AFTER_SECONDS } from './error-map.js';
 import { ERROR_MESSAGES } from '../../contract/errors.js';
 
 function issueToField(prefix: string | null, issue: ZodIssue): FieldIssue[] {
@@ -81,7 +81,12 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       const first = details[0];
       return sendError(res, 'VALIDATION_ERROR', first ? ERROR_MESSAGES.invalidRequest(first.field, first.issue) : 'Invalid request', details);
     }
-    if (err instanceof DomainError) return sendError(res, err.code, err.message, err.details, err.headers);
+    if (err instanceof DomainError) {
+      // A provider that failed us is the operator's business too: the merchant's message (which names the
+      // provider and what it said, never a secret) goes to the log with the request id.
+      if (HTTP_STATUS[err.code] >= 500) logger.warn({ requestId: res.locals.requestId, route: req.path, code: err.code, reason: err.message }, 'answered with a server-side error');
+      return sendError(res, err.code, err.message, err.details, err.headers);
+    }
     // Express could not percent-decode a path parameter (/v1/payments/%zz): like an id that does not
     // parse, it names no resource. Without this it fell through to 500.
     if (err instanceof URIError) return sendError(res, 'NOT_FOUND', ERROR_MESSAGES.resourceNotFound);

@@ -22,7 +22,9 @@ export async function httpRequest(
   try {
     response = await fetch(url, { ...rest, signal: AbortSignal.timeout(timeoutMs) });
   } catch (err) {
-    const reason = (err as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : 'connection failed';
+    // fetch's own error says only "fetch failed": the socket's code (ECONNRESET, ECONNREFUSED, …) is its cause.
+    const cause = (err as { cause?: { code?: unknown } }).cause?.code;
+    const reason = (err as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : `connection failed${typeof cause === 'string' ? ` (${cause})` : ''}`;
     throw new ProviderError(provider, 'indeterminate', `${provider} ${reason}`);
   }
   let text: string;

@@ -152,7 +152,7 @@ describe('mobilemoney', () => {
     await t.sql('UPDATE payments SET receipt_number = $2 WHERE id = $1', [p.id, stk!.receipt_number]);
     const checkStatus = async () => {
       const ack = await t.http.post(`/v1/payments/mobilemoney/check-status/${stk!.receipt_number}`).set('X-API-Key', key);
-      expect(ack.status).toBe(200);
+      expect({ status: ack.status, error: ack.body.error }).toEqual({ status: 200, error: undefined });
       await eventually(() => t.sql(`SELECT 1 FROM provider_status_queries WHERE provider_query_ref = $1 AND completed_at IS NOT NULL`, [ack.body.data.OriginatorConversationID])
         .then((r) => (r.length ? r : null)), 10_000, 'status result');
     };

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
@@ -66,6 +68,11 @@ describe('a provider that refuses the request', () => {
     expect(res.body.error.code).toBe('PROVIDER_ERROR');
     expect(res.body.error.message).toContain('cardpay');
     expect(res.body.error.message).not.toContain('sk_test_invalid_0001');
+    // The operator's log says the same, with the request id (the request log line alone names no reason).
+    const logFile = path.resolve('test-results', 'logs', `${new URL(t.databaseUrl).pathname.slice(1)}.log`);
+    const logged = readFileSync(logFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.requestId === res.headers['x-request-id'] && l.msg === 'answered with a server-side error');
+    expect(logged).toEqual([expect.objectContaining({ level: 40, code: 'PROVIDER_ERROR', reason: res.body.error.message, route: '/v1/payments' })]);
     const [row] = await t.sql<{ status: string; failure_reason: string }>('SELECT status, failure_reason FROM payments WHERE idempotency_key = $1', [idem]);
     expect(row!.status).toBe('failed');
     expect(row!.failure_reason).toEqual(expect.any(String));
