@@ -18,11 +18,12 @@ export type CertificateSource = { kind: 'file'; path: string } | { kind: 'simula
 /** Certificates read so far, by source (a certificate file changes only with a restart; so does the simulator's key). */
 const cache = new Map<string, Promise<X509Certificate>>();
 
-function parse(bytes: Buffer, where: string): X509Certificate {
+/** `what` describes a download that did not parse (a certificate is public: its first characters may be shown). */
+function parse(bytes: Buffer, where: string, what = ''): X509Certificate {
   try {
     return new X509Certificate(bytes);
   } catch {
-    throw new ProviderError('mobilemoney', 'invalid_request', `the mobilemoney operator certificate at ${where} is not an X.509 certificate (PEM or DER)`);
+    throw new ProviderError('mobilemoney', 'invalid_request', `the mobilemoney operator certificate at ${where} is not an X.509 certificate (PEM or DER)${what}`);
   }
 }
 
@@ -35,7 +36,8 @@ async function load(source: CertificateSource, timeoutMs: number): Promise<X509C
   }
   const res = await httpRequest('mobilemoney', source.url, { method: 'GET', timeoutMs });
   if (res.status !== 200) throw new ProviderError('mobilemoney', 'unavailable', `the mobilemoney simulator certificate answered HTTP ${res.status}`);
-  return parse(Buffer.from(res.text, 'utf8'), source.url);
+  const received = `: received ${res.text.length} characters of ${res.headers.get('content-type') ?? 'no content type'}, starting ${JSON.stringify(res.text.slice(0, 40))}`;
+  return parse(Buffer.from(res.text, 'utf8'), source.url, received);
 }
 
 /** The certificate, read once per process per source; a failed read is not kept (the next call tries again). */
