@@ -316,20 +316,23 @@ export class UnitOfWork {
 
   /**
    * Applies a report about one of our refunds. A completed refund raises amount_refunded and, at the
-   * full amount (or for a reversal), moves the payment too — in this same unit of work.
+   * full amount (or for a reversal), moves the payment too — in this same unit of work. A completed card
+   * refund that the provider reports failed lowers it again and tells the merchant (`refund.failed`).
    */
   async refund(refundId: string, update: RefundUpdate, source: string): Promise<RefundOutcome> {
     const unlocked = await this.tx.findOneOrFail(RefundSchema, { id: refundId });
     const payment = await this.lockPayment(unlocked.paymentId);
     const refund = await this.tx.findOneOrFail(RefundSchema, { id: refundId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
     const from = refund.status;
-    if (from === 'completed' && update.status === 'failed' && !update.reversal) return this.failCompleted(refund, payment, update, source);
-    if (from !== 'pending' || update.status === 'pending') {
+    // A completed card refund the provider now reports failed (a mobile-money reversal never fails after completing).
+    const failsCompleted = from === 'completed' && update.status === 'failed' && !update.reversal;
+    if ((from !== 'pending' && !failsCompleted) || update.status === 'pending') {
       if (from === 'pending' && update.providerRef) refund.providerRef = update.providerRef;
       if (from === 'pending' && update.raw !== undefined) refund.providerResponse = update.raw;
       return { refund, payment, transitioned: false, mismatch: null };
     }
-    if (update.status === 'completed' || (update.reported !== undefined && update.reported !== null)) {
+    // A move that moves money (the state table says which) needs the provider's amount and currency to equal ours.
+    if (refundEdge(from, update.status)?.movesMoney || (update.reported !== undefined && update.reported !== null)) {
       const mismatch = await this.checkIntegrity(payment, refund, { minor: refund.amountMinor, currency: refund.currency }, update.reported, source, update.status);
       if (mismatch) return { refund, payment, transitioned: false, mismatch };
     }
@@ -363,38 +366,17 @@ export class UnitOfWork {
       return { refund, payment, transitioned: true, mismatch: null };
     }
 
-    refund.failureReason = update.failureReason ?? 'refused by the provider';
+    refund.failureReason = update.failureReason ?? (failsCompleted ? 'failed at the provider after it completed' : 'refused by the provider');
     const failed = await this.move({ kind: 'refund', row: refund, payment }, update.status, source, 'provider');
     if (!failed) return { refund, payment, transitioned: false, mismatch: null };
+    // The money came back to the merchant: it no longer counts as refunded. The payment's status does not
+    // move back (a `refunded` payment stays so: terminal statuses never move).
+    if (failsCompleted) payment.amountRefundedMinor = payment.amountRefundedMinor > refund.amountMinor ? payment.amountRefundedMinor - refund.amountMinor : 0n;
     await this.emit(payment, failed.event, {
       ...eventData(payment, previous),
       refund_id: refund.id,
       amount_refunded: formatMinorUnits(payment.amountRefundedMinor, payment.currency),
       failure_reason: refund.failureReason ?? undefined,
-    });
-    return { refund, payment, transitioned: true, mismatch: null };
-  }
-
-  /**
-   * A completed refund the provider now reports failed, for its exact amount and currency: the refund is
-   * `failed`, its amount no longer counts in amount_refunded, and the merchant is told (`refund.failed`).
-   * The payment's status does not move back (a `refunded` payment stays so: terminal statuses never
-   * move); amount_refunded says what really went back to the customer.
-   */
-  private async failCompleted(refund: Refund, payment: Payment, update: RefundUpdate, source: string): Promise<RefundOutcome> {
-    const mismatch = await this.checkIntegrity(payment, refund, { minor: refund.amountMinor, currency: refund.currency }, update.reported, source, 'failed');
-    if (mismatch) return { refund, payment, transitioned: false, mismatch };
-    const previous = payment.status;
-    const failed = await this.move({ kind: 'refund', row: refund, payment }, 'failed', source, 'provider');
-    if (!failed) return { refund, payment, transitioned: false, mismatch: null };
-    refund.failureReason = update.failureReason ?? 'failed at the provider after it completed';
-    if (update.raw !== undefined) refund.providerResponse = update.raw;
-    payment.amountRefundedMinor = payment.amountRefundedMinor > refund.amountMinor ? payment.amountRefundedMinor - refund.amountMinor : 0n;
-    await this.emit(payment, failed.event, {
-      ...eventData(payment, previous),
-      refund_id: refund.id,
-      amount_refunded: formatMinorUnits(payment.amountRefundedMinor, payment.currency),
-      failure_reason: refund.failureReason,
     });
     return { refund, payment, transitioned: true, mismatch: null };
   }
