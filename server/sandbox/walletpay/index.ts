@@ -9,7 +9,7 @@ import { SEND_EVENT_JOB, SETTLE_CAPTURE_JOB, sendTransmission, settleCapture, ty
 import { dbOf } from './db.js';
 import { mountOrders } from './orders.js';
 import { mountPayments } from './payments.js';
-import { signingKeys } from './signing.js';
+import { prepareSigningKeys } from './signing.js';
 import { mountCertificate, mountWebhooks } from './webhooks.js';
 
 /**
@@ -58,7 +58,7 @@ export const walletpaySandbox: SandboxModule = {
   },
 
   async prepare(deps) {
-    await signingKeys(dbOf(deps.em));
+    await prepareSigningKeys(dbOf(deps.em));
   },
 
   defineJobs(deps, define) {

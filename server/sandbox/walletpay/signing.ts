@@ -33,16 +33,30 @@ export async function signingKeys(db: Db): Promise<SigningKeys> {
       [`CERT-${paypalId(12)}`, made.privateKeyPem, publicKey, made.certificatePem],
     );
     [row] = await load();
-  } else if (!row.certificate_pem || !new X509Certificate(row.certificate_pem).subject.includes(`CN=${CERT_SUBJECT[0]}`)) {
-    // A key pair made before certificates were served, or certified under the simulator's earlier name
-    // (messageverificationcerts.walletpay.sandbox): certify it (again) under PayPal's sandbox name.
-    await db.query('UPDATE sandbox_walletpay_keys SET certificate_pem = ? WHERE id = 1 AND certificate_pem IS NOT DISTINCT FROM ?', [
-      selfSignedCertificate(row.private_key_pem, ...CERT_SUBJECT),
-      row.certificate_pem,
-    ]);
+  } else if (!row.certificate_pem) {
+    // A key pair made before certificates were served: certify it once.
+    await recertify(db, row.private_key_pem, null);
     [row] = await load();
   }
   return { certId: row!.cert_id, privateKeyPem: row!.private_key_pem, publicKeyPem: row!.public_key_pem, certificatePem: row!.certificate_pem! };
+}
+
+/**
+ * At boot (SandboxModule.prepare): the signing keys, with a certificate made under the simulator's
+ * earlier name (messageverificationcerts.walletpay.sandbox) certified again, for the same key, under
+ * PayPal's sandbox name. Checked once per boot, not on every signature.
+ */
+export async function prepareSigningKeys(db: Db): Promise<void> {
+  const keys = await signingKeys(db);
+  if (!new X509Certificate(keys.certificatePem).subject.includes(`CN=${CERT_SUBJECT[0]}`)) await recertify(db, keys.privateKeyPem, keys.certificatePem);
+}
+
+/** Certifies the stored key under CERT_SUBJECT, unless another process changed its certificate (`current`) first. */
+async function recertify(db: Db, privateKeyPem: string, current: string | null): Promise<void> {
+  await db.query('UPDATE sandbox_walletpay_keys SET certificate_pem = ? WHERE id = 1 AND certificate_pem IS NOT DISTINCT FROM ?', [
+    selfSignedCertificate(privateKeyPem, ...CERT_SUBJECT),
+    current,
+  ]);
 }
 
 /** Where the certificate of `certId` is served. */
