@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
 import { verifyCardpaySignature } from '../../server/providers/cardpay/webhook.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
@@ -13,9 +14,7 @@ let receiver: WebhookReceiver;
 let key: string;
 let n = 0;
 
-function sign(body: string, secret = SIGNING_SECRET, timestamp = Math.floor(Date.now() / 1000)) {
-  return `t=${timestamp},v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
-}
+const sign = (body: string, secret = SIGNING_SECRET, timestamp?: number) => signatureHeader(body, secret, timestamp);
 
 /** An intent event as the provider sends it: with the intent's amount and currency (those of pendingPayment unless given). */
 function intentEvent(type: string, intent: Record<string, unknown>, id = `evt_test_${Date.now()}_${++n}`) {

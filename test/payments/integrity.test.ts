@@ -1,6 +1,7 @@
 import { createHmac, randomUUID, sign } from 'node:crypto';
 import { walletpaySignedMessage } from '../../server/lib/crc32.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
@@ -100,9 +101,7 @@ describe('cardpay', () => {
         id: `evt_integrity_${++n}`, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type: 'payment_intent.succeeded',
         data: { object: { object: 'payment_intent', id: p.provider_ref, status: 'succeeded', amount, currency, metadata: { payment_id: p.id } } },
       });
-      const ts = Math.floor(Date.now() / 1000);
-      const signature = `t=${ts},v1=${createHmac('sha256', CARD_SIGNING_SECRET).update(`${ts}.${body}`).digest('hex')}`;
-      return t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signature).send(body);
+      return t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signatureHeader(body, CARD_SIGNING_SECRET)).send(body);
     };
     expect((await send(1, 'eur')).status).toBe(200);
     expect((await get(p.id)).status).toBe('pending');
@@ -170,9 +169,7 @@ describe('cardpay', () => {
         id: `evt_integrity_${++n}`, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type: 'charge.refunded',
         data: { object: { object: 'charge', id: chargeId, payment_intent: full.provider_ref, amount: 2500, amount_refunded: 1000, currency: 'usd' } },
       });
-      const ts = Math.floor(Date.now() / 1000);
-      const signature = `t=${ts},v1=${createHmac('sha256', CARD_SIGNING_SECRET).update(`${ts}.${body}`).digest('hex')}`;
-      return t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signature).send(body);
+      return t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signatureHeader(body, CARD_SIGNING_SECRET)).send(body);
     };
     // The provider's refund list (read when charge.refunded arrives) lies too: still pending.
     expect((await chargeRefunded()).status).toBe(200);

@@ -1,5 +1,5 @@
-import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -107,9 +107,7 @@ describe('a card refund that fails after it succeeded', () => {
     }, 20_000, 'the provider failed the refund');
     const callback = (id: string) => {
       const body = JSON.stringify({ id, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type: 'refund.failed', data: { object: failedAtProvider } });
-      const ts = Math.floor(Date.now() / 1000);
-      const signature = `t=${ts},v1=${createHmac('sha256', secret).update(`${ts}.${body}`).digest('hex')}`;
-      return t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signature).send(body);
+      return t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signatureHeader(body, secret)).send(body);
     };
     const getOther = async (path: string) => (await t.http.get(path).set('X-API-Key', other.apiKey)).body.data;
 

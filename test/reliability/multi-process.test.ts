@@ -1,6 +1,6 @@
-import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
 import { createTestDatabase, sql } from '../support/database.js';
 import { adminMerchant, baseEnv, callApi, freePort, processLogFiles, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
 import { findSecretsInFiles } from '../support/secret-audit.js';
@@ -129,10 +129,7 @@ describe('provider callbacks received by both api processes', () => {
   let apiKey: string;
   let n = 0;
 
-  const sign = (body: string) => {
-    const t = Math.floor(Date.now() / 1000);
-    return `t=${t},v1=${createHmac('sha256', SIGNING_SECRET).update(`${t}.${body}`).digest('hex')}`;
-  };
+  const sign = (body: string) => signatureHeader(body, SIGNING_SECRET);
   const succeeded = (intentId: string, paymentId: string, eventId: string) =>
     JSON.stringify({
       id: eventId, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type: 'payment_intent.succeeded',
