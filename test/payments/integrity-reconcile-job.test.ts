@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { inProcessLogFile } from '../support/secret-audit.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
@@ -22,7 +22,7 @@ afterAll(async () => {
 
 /** The job's report lines in this service's log (the operator's view of each run). */
 function jobReports(merchantId: string): { pulled: number; updated: number; mismatched: number }[] {
-  const logFile = path.resolve('test-results', 'logs', `${new URL(t.databaseUrl).pathname.slice(1)}.log`);
+  const logFile = inProcessLogFile(t.databaseUrl);
   return readFileSync(logFile, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>)
     .filter((l) => l.msg === 'automatic mobilemoney reconciliation' && l.merchantId === merchantId) as never;
 }

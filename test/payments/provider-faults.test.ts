@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { inProcessLogFile } from '../support/secret-audit.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
@@ -69,7 +69,7 @@ describe('a provider that refuses the request', () => {
     expect(res.body.error.message).toContain('cardpay');
     expect(res.body.error.message).not.toContain('sk_test_invalid_0001');
     // The operator's log says the same, with the request id (the request log line alone names no reason).
-    const logFile = path.resolve('test-results', 'logs', `${new URL(t.databaseUrl).pathname.slice(1)}.log`);
+    const logFile = inProcessLogFile(t.databaseUrl);
     const logged = readFileSync(logFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>)
       .filter((l) => l.requestId === res.headers['x-request-id'] && l.msg === 'answered with a server-side error');
     expect(logged).toEqual([expect.objectContaining({ level: 40, code: 'PROVIDER_ERROR', reason: res.body.error.message, route: '/v1/payments' })]);
