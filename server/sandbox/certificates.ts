@@ -1,4 +1,4 @@
-import { createPublicKey, generateKeyPair, randomBytes, sign } from 'node:crypto';
+import { X509Certificate, createPublicKey, generateKeyPair, randomBytes, sign } from 'node:crypto';
 import { promisify } from 'node:util';
 import forge from 'node-forge';
 
@@ -13,6 +13,18 @@ export interface KeyAndCertificate {
 }
 
 /**
+ * 16 random bytes as a DER-valid positive serial (hex): the first byte 0x01–0x7f, so it needs no 0x00 sign
+ * byte and has none. The former `0` + 30 hex digits made forge write a 0x00 before a byte under 0x80
+ * whenever the first random byte was 0x00 (1 certificate in ~500), which OpenSSL refuses ("asn1 encoding
+ * routines::illegal padding"): the intermittent "not an X.509 certificate" of the simulators' downloads.
+ */
+export function positiveSerial(): string {
+  const bytes = randomBytes(16);
+  bytes[0] = bytes[0]! & 0x7f || 0x01;
+  return bytes.toString('hex');
+}
+
+/**
  * A self-signed X.509 certificate for `privateKeyPem`'s RSA key, as a provider publishes its signing or
  * encryption certificate. node:crypto can read and verify certificates but not issue them, hence
  * node-forge (pure JavaScript, no dependencies) for the ASN.1 encoding; the signature itself is
@@ -22,8 +34,7 @@ export function selfSignedCertificate(privateKeyPem: string, commonName: string,
   const publicKey = forge.pki.publicKeyFromPem(createPublicKey(privateKeyPem).export({ type: 'spki', format: 'pem' }).toString());
   const cert = forge.pki.createCertificate();
   cert.publicKey = publicKey;
-  // A positive serial: the top bit clear.
-  cert.serialNumber = `0${randomBytes(15).toString('hex')}`;
+  cert.serialNumber = positiveSerial();
   const now = new Date();
   cert.validity.notBefore = new Date(now.getTime() - 60_000);
   cert.validity.notAfter = new Date(now.getTime());
@@ -55,4 +66,13 @@ export async function newKeyAndCertificate(commonName: string, organization: str
     privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
   });
   return { privateKeyPem: privateKey, certificatePem: selfSignedCertificate(privateKey, commonName, organization) };
+}
+
+/** The certificate `pem` holds, or null when OpenSSL refuses it (one issued before `positiveSerial` may be). */
+export function parsedCertificate(pem: string): X509Certificate | null {
+  try {
+    return new X509Certificate(pem);
+  } catch {
+    return null;
+  }
 }

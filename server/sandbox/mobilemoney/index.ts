@@ -7,7 +7,7 @@ import { misreport } from './misreport.js';
 import { mountOauth } from './oauth.js';
 import { mountPull } from './pull.js';
 import { mountResults } from './results.js';
-import { mountCertificate, operatorKeys } from './security-credential.js';
+import { mountCertificate, prepareOperatorKeys } from './security-credential.js';
 import { mountStk } from './stk.js';
 import { operatorError } from './wire.js';
 
@@ -31,7 +31,7 @@ export const mobilemoneySandbox: SandboxModule = {
     return router;
   },
   async prepare(deps) {
-    await operatorKeys(deps);
+    await prepareOperatorKeys(deps);
   },
   defineJobs(deps, define) {
     define<CallbackJobData>(CALLBACK_JOB, (data) => deliverCallback(deps, data));

@@ -2,9 +2,12 @@ import { createPrivateKey } from 'node:crypto';
 import type { Router } from 'express';
 import forge from 'node-forge';
 import type { SandboxDeps } from '../module.js';
-import { newKeyAndCertificate } from '../certificates.js';
+import { newKeyAndCertificate, parsedCertificate, selfSignedCertificate } from '../certificates.js';
 import { dbOf } from '../db.js';
 import { SANDBOX_INITIATOR_PASSWORD } from './test-values.js';
+
+/** The name on the operator's certificate. */
+const CERT_SUBJECT = ['apicrypt.mobilemoney.sandbox', 'mobilemoney simulator'] as const;
 
 interface OperatorKeys {
   privateKeyPem: string;
@@ -20,7 +23,7 @@ export async function operatorKeys(deps: SandboxDeps): Promise<OperatorKeys> {
   const load = () => db.query<{ private_key_pem: string; certificate_pem: string }>('SELECT private_key_pem, certificate_pem FROM sandbox_mobilemoney_keys WHERE id = 1');
   let [row] = await load();
   if (!row) {
-    const made = await newKeyAndCertificate('apicrypt.mobilemoney.sandbox', 'mobilemoney simulator');
+    const made = await newKeyAndCertificate(...CERT_SUBJECT);
     await db.query('INSERT INTO sandbox_mobilemoney_keys (id, private_key_pem, certificate_pem) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING', [
       made.privateKeyPem,
       made.certificatePem,
@@ -28,6 +31,19 @@ export async function operatorKeys(deps: SandboxDeps): Promise<OperatorKeys> {
     [row] = await load();
   }
   return { privateKeyPem: row!.private_key_pem, certificatePem: row!.certificate_pem };
+}
+
+/**
+ * At boot (SandboxModule.prepare): the operator keys, with a stored certificate that OpenSSL refuses (one
+ * issued before `positiveSerial`) issued again for the same key, unless another process did first.
+ */
+export async function prepareOperatorKeys(deps: SandboxDeps): Promise<void> {
+  const keys = await operatorKeys(deps);
+  if (parsedCertificate(keys.certificatePem)) return;
+  await dbOf(deps.em).query('UPDATE sandbox_mobilemoney_keys SET certificate_pem = ? WHERE id = 1 AND certificate_pem = ?', [
+    selfSignedCertificate(keys.privateKeyPem, ...CERT_SUBJECT),
+    keys.certificatePem,
+  ]);
 }
 
 /**

@@ -1,6 +1,6 @@
-import { X509Certificate, createPublicKey, sign, verify } from 'node:crypto';
+import { createPublicKey, sign, verify } from 'node:crypto';
 import { walletpaySignedMessage } from '../../lib/crc32.js';
-import { newKeyAndCertificate, selfSignedCertificate } from '../certificates.js';
+import { newKeyAndCertificate, parsedCertificate, selfSignedCertificate } from '../certificates.js';
 import type { Db } from './db.js';
 import { paypalId } from './db.js';
 
@@ -42,13 +42,14 @@ export async function signingKeys(db: Db): Promise<SigningKeys> {
 }
 
 /**
- * At boot (SandboxModule.prepare): the signing keys, with a certificate made under the simulator's
- * earlier name (messageverificationcerts.walletpay.sandbox) certified again, for the same key, under
- * PayPal's sandbox name. Checked once per boot, not on every signature.
+ * At boot (SandboxModule.prepare): the signing keys, with a certificate that OpenSSL refuses (see
+ * positiveSerial) or that was made under the simulator's earlier name (messageverificationcerts.walletpay.sandbox)
+ * certified again, for the same key, under PayPal's sandbox name. Checked once per boot, not on every signature.
  */
 export async function prepareSigningKeys(db: Db): Promise<void> {
   const keys = await signingKeys(db);
-  if (!new X509Certificate(keys.certificatePem).subject.includes(`CN=${CERT_SUBJECT[0]}`)) await recertify(db, keys.privateKeyPem, keys.certificatePem);
+  const certificate = parsedCertificate(keys.certificatePem);
+  if (!certificate?.subject.includes(`CN=${CERT_SUBJECT[0]}`)) await recertify(db, keys.privateKeyPem, keys.certificatePem);
 }
 
 /** Certifies the stored key under CERT_SUBJECT, unless another process changed its certificate (`current`) first. */
