@@ -92,13 +92,24 @@ export class CredentialsService {
   /** Like find, but a missing configuration is the merchant's validation error (interface: 422). */
   async require<P extends Provider>(merchantId: string, provider: P): Promise<CredentialsByProvider[P]> {
     const found = await this.find(merchantId, provider);
-    if (!found) {
-      throw new DomainError('VALIDATION_ERROR', `${provider} credentials are not configured for this merchant`, [
-        { field: 'provider', issue: `no ${provider} credentials configured; store them with PUT /v1/merchant/credentials` },
-      ]);
-    }
+    if (!found) throw credentialsNotConfigured(provider);
     return found;
   }
+}
+
+/** A payment or refund request for a provider the merchant has no credentials for (interface: 422). */
+export function credentialsNotConfigured(provider: string): DomainError {
+  return new DomainError('VALIDATION_ERROR', `${provider} credentials are not configured for this merchant`, [
+    { field: 'provider', issue: `no ${provider} credentials configured; store them with PUT /v1/merchant/credentials` },
+  ]);
+}
+
+/**
+ * `credentialsNotConfigured` unless the merchant has credentials for `provider`, read in `tx` (a
+ * transaction that already holds a connection: no second one, nothing decrypted).
+ */
+export async function assertCredentialsConfigured(tx: EntityManager, merchantId: string, provider: string): Promise<void> {
+  if ((await tx.count(ProviderCredentialSchema, { merchantId, provider: provider as Provider })) === 0) throw credentialsNotConfigured(provider);
 }
 
 function deepFreeze<T>(value: T): T {

@@ -140,9 +140,8 @@ export class IdempotencyKeys {
         continue;
       }
       tryInsert = false;
-      if (row.merchant_id !== request.merchantId) throw conflict('This Idempotency-Key has already been used');
-      if (row.request_hash !== request.requestHash) throw conflict('This Idempotency-Key was already used with a different request body');
-      if (row.recovery_point === 'finished') return { state: 'finished', resourceId: row.resource_id, answer: row.answer ?? { status: 200 } };
+      const finished = IdempotencyKeys.judge(row, request);
+      if (finished) return finished;
       const taken = await this.takeOver(row.id);
       if (taken) return { state: 'claimed', claim: { id: row.id, resourceId: row.resource_id, leaseToken: taken, resumed: true } };
       const left = deadline - Date.now();
@@ -150,6 +149,24 @@ export class IdempotencyKeys {
       await sleep(Math.min(left, delay * (0.5 + Math.random())));
       delay = Math.min(delay * 2, MAX_POLL_MS);
     }
+  }
+
+  /**
+   * What a key already used says about `request`, without claiming it: its finished answer, a 409 when
+   * it belongs to another merchant or body, or null (unused, or still in progress). For a request
+   * refused before its claim (credentials gone since the first one): a replay still answers as the
+   * first request did.
+   */
+  async answered(request: IdempotentRequest): Promise<Extract<Acquired, { state: 'finished' }> | null> {
+    const row = await this.find(request);
+    return row ? IdempotencyKeys.judge(row, request) : null;
+  }
+
+  /** A used key's verdict on `request`: 409 for another merchant or body; its answer once finished. */
+  private static judge(row: KeyRow, request: IdempotentRequest): Extract<Acquired, { state: 'finished' }> | null {
+    if (row.merchant_id !== request.merchantId) throw conflict('This Idempotency-Key has already been used');
+    if (row.request_hash !== request.requestHash) throw conflict('This Idempotency-Key was already used with a different request body');
+    return row.recovery_point === 'finished' ? { state: 'finished', resourceId: row.resource_id, answer: row.answer ?? { status: 200 } } : null;
   }
 
   /**

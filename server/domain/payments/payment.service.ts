@@ -1,16 +1,16 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { FilterQuery } from '@mikro-orm/core';
-import type { CreatePaymentBody, ListPaymentsQuery } from '../../../contract/index.js';
+import type { CreatePaymentBody, ListPaymentsQuery, Provider } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, SavedCardSchema, type Payment } from '../../persistence/entities/index.js';
 import { DomainError, conflict, notFound } from '../errors.js';
-import type { CredentialsService } from '../merchants/credentials.service.js';
+import { assertCredentialsConfigured, type CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import { compareDecimals, currencyDigits, formatMinorUnits } from '../money/money.js';
 import { ProviderError, type PaymentLookup, type ProviderPaymentResult } from '../ports.js';
-import { hashRequest, type Acquired, type ClaimedKey, type IdempotencyKeys } from './idempotency-keys.js';
+import { hashRequest, type Acquired, type ClaimedKey, type IdempotencyKeys, type IdempotentRequest } from './idempotency-keys.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { countPayments } from './payment-counts.js';
 import { DEEP_PAGE_OFFSET, deepPageIds } from './payment-pages.js';
@@ -64,10 +64,19 @@ export class PaymentService {
    */
   async create(merchantId: string, idempotencyKey: string, body: CreatePaymentBody): Promise<CreatedPayment> {
     const request = normalizePaymentRequest(body, this.gateway.port(body.provider));
-    // The operator will call this address: the same policy as the merchant's webhook URL.
-    if (request.fields.callback_url) await assertDeliverableUrl(request.fields.callback_url, this.config.webhookAllowPrivateUrls, 'callback_url');
-    const creds = await this.credentials.require(merchantId, request.provider);
-    const acquired = await this.claimAndReserve(merchantId, idempotencyKey, request);
+    const keyRequest: IdempotentRequest = { scope: 'payment.create', merchantId, key: idempotencyKey, requestHash: request.requestHash };
+    let creds: unknown;
+    try {
+      // The operator will call this address: the same policy as the merchant's webhook URL.
+      if (request.fields.callback_url) await assertDeliverableUrl(request.fields.callback_url, this.config.webhookAllowPrivateUrls, 'callback_url');
+      creds = await this.credentials.require(merchantId, request.provider);
+    } catch (err) {
+      // Refused before the claim (e.g. the credentials were deleted since): a key already used still answers as it did.
+      const answered = await this.idempotency.answered(keyRequest);
+      if (answered) return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: answered.resourceId }), replayed: true };
+      throw err;
+    }
+    const acquired = await this.claimAndReserve(keyRequest, request);
     if (acquired.state === 'finished') {
       return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: acquired.resourceId }), replayed: true };
     }
@@ -92,8 +101,8 @@ export class PaymentService {
    * (null when a dead request's claim was taken over). A saved card that is not an active card of the
    * merchant is refused — for a new key only: a replay still answers as the first request did.
    */
-  private async claimAndReserve(merchantId: string, idempotencyKey: string, request: NormalizedPaymentRequest): Promise<Acquired & { reserved?: Payment | null }> {
-    const keyRequest = { scope: 'payment.create' as const, merchantId, key: idempotencyKey, requestHash: request.requestHash };
+  private async claimAndReserve(keyRequest: IdempotentRequest, request: NormalizedPaymentRequest): Promise<Acquired & { reserved?: Payment | null }> {
+    const { merchantId, key: idempotencyKey } = keyRequest;
     const providerData: Record<string, unknown> = {};
     const vault = this.gateway.port(request.provider).cards;
     if (vault && request.fields.saved_card_id) {
@@ -302,6 +311,7 @@ export class PaymentService {
           const payment = await uow.tx.findOne(PaymentSchema, { id, merchantId });
           if (!payment) throw notFound('payment');
           this.assertCapturable(payment);
+          await assertCredentialsConfigured(uow.tx, merchantId, payment.provider);
           return payment.id;
         },
         act: async (paymentId, resumed) => {
@@ -320,6 +330,7 @@ export class PaymentService {
   private async captureNow(merchantId: string, id: string): Promise<Payment> {
     const payment = await this.get(merchantId, id);
     this.assertCapturable(payment);
+    await this.credentials.require(merchantId, payment.provider as Provider);
     let result: ProviderPaymentResult;
     try {
       result = await this.gateway.capture(payment, `capture-${payment.id}`);

@@ -7,6 +7,7 @@ import { ProviderError, type ProviderRefundResult } from '../ports.js';
 import { DomainError, conflict, notFound } from '../errors.js';
 import { formatMinorUnits, toMinorUnits } from '../money/money.js';
 import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
+import { assertCredentialsConfigured } from '../merchants/credentials.service.js';
 import type { ProviderGateway } from '../payments/provider-gateway.js';
 import { paymentLookup } from '../payments/payment.service.js';
 import { sortKeys } from '../payments/payment-request.js';
@@ -107,6 +108,8 @@ export class RefundService {
     const tx = uow.tx;
     const payment = await tx.findOne(PaymentSchema, { id: paymentId, merchantId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
     if (!payment) throw notFound('payment');
+    // Before anything is written: a refund the provider cannot be asked for is the merchant's 422, not a failed refund.
+    await assertCredentialsConfigured(tx, merchantId, payment.provider);
     if (payment.status !== 'completed') throw conflict(`payment is ${payment.status}; only a completed payment can be refunded`);
     if (!payment.providerRef) throw conflict('payment has no provider reference to refund');
     let pending = await tx.find(RefundSchema, { paymentId, status: 'pending' });
