@@ -270,29 +270,35 @@ export const ReconcileReportSchema = extendApi(
     pulled: z.number().int(),
     updated: z.number().int(),
     skipped: z.number().int(),
-    mismatched: z.number().int().describe('Transactions that match a pending payment by receipt or reference but not in amount or currency: nothing settled'),
     not_found: z.number().int(),
     results: z.array(
       z.object({
         receipt: z.string(),
-        outcome: z.enum(['updated', 'skipped', 'mismatched', 'not_found']),
+        outcome: z.enum(['updated', 'skipped', 'not_found']),
         payment_id: UuidSchema.optional(),
-        expected_amount: z.string().optional().describe('mismatched only: the payment\'s amount'),
-        expected_currency: z.string().optional().describe('mismatched only: the payment\'s currency'),
-        reported_amount: z.string().optional().describe('mismatched only: the amount of the operator\'s transaction'),
-        reported_currency: z.string().optional().describe('mismatched only: the currency of the operator\'s transaction'),
+        reason: z
+          .enum(['amount_mismatch', 'currency_mismatch'])
+          .optional()
+          .describe(
+            'Only on a skipped result whose transaction matches a pending payment (by receipt or reference) but reports another amount ' +
+              '(amount_mismatch) or currency (currency_mismatch): the payment was not settled and stays pending; the refused report is shown on the payment (integrity)',
+          ),
+        expected_amount: z.string().optional().describe('With reason only: the payment\'s amount'),
+        expected_currency: z.string().optional().describe('With reason only: the payment\'s currency'),
+        reported_amount: z.string().optional().describe('With reason only: the amount of the operator\'s transaction'),
+        reported_currency: z.string().optional().describe('With reason only: the currency of the operator\'s transaction'),
       }),
     ),
   }),
   {
     example: {
-      pulled: 3, updated: 1, skipped: 1, mismatched: 1, not_found: 0,
+      pulled: 3, updated: 1, skipped: 2, not_found: 0,
       results: [
         { receipt: 'NLJ7RT61SV', outcome: 'updated', payment_id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21' },
         { receipt: 'QWE1RT2YUI', outcome: 'skipped', payment_id: '7c9e6679-7425-40de-944b-e07fc1f90ae7' },
         {
-          receipt: 'RTY5UI8OPA', outcome: 'mismatched', payment_id: '3f2b1c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d',
-          expected_amount: '10000', expected_currency: 'KES', reported_amount: '1', reported_currency: 'KES',
+          receipt: 'RTY5UI8OPA', outcome: 'skipped', payment_id: '3f2b1c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d',
+          reason: 'amount_mismatch', expected_amount: '10000.00', expected_currency: 'KES', reported_amount: '1.00', reported_currency: 'KES',
         },
       ],
     },
@@ -363,8 +369,8 @@ export const paymentsContract = c.router(
       description:
         "Pulls the operator's completed transactions for the window (default: the last 48 hours; at most 48 hours) and settles payments whose " +
         'callback never came: known and pending → completed (event enqueued); known otherwise → skipped; unknown → not_found. A transaction that ' +
-        'matches a pending payment by receipt or reference but not in amount or currency settles nothing: it is reported as mismatched with both ' +
-        'amounts and shown on the payment (integrity).',
+        'matches a pending payment by receipt or reference but not in amount or currency settles nothing: it is reported as skipped with a reason ' +
+        '(amount_mismatch or currency_mismatch) and both amounts, and shown on the payment (integrity).',
       metadata: { scope: 'payments:write', tag: mobilemoneyTag } as const,
       body: z.object({ since: DateTimeQuery.optional(), until: DateTimeQuery.optional() }).strict().optional(),
       responses: { 200: envelope(ReconcileReportSchema), 502: ErrorBodySchema },

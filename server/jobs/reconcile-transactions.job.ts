@@ -30,7 +30,8 @@ export function defineReconcileTransactionsJobs(jobs: JobContext): void {
       if (!(await ops.merchantsWithCredentials(provider)).includes(merchantId)) return;
       const until = new Date();
       const report = await ops.reconcileWindow(merchantId, provider, new Date(until.getTime() - AUTO_RECONCILE_WINDOW_MS), until);
-      jobs.logger.info({ merchantId, provider, pulled: report.pulled, updated: report.updated, mismatched: report.mismatched, not_found: report.not_found }, `automatic ${provider} reconciliation`);
+      const mismatched = report.results.filter((r) => r.reason).length;
+      jobs.logger.info({ merchantId, provider, pulled: report.pulled, updated: report.updated, skipped: report.skipped, mismatched, not_found: report.not_found }, `automatic ${provider} reconciliation`);
     }, { concurrency: 2 });
   }
 }

@@ -289,24 +289,34 @@ describe('mobilemoney', () => {
     expect((await refused(p.id)).map((r) => [r.trigger, r.expected_amount_minor, r.reported_amount_minor])).toEqual([['callback:stk', '10000', '100']]);
   });
 
-  it('reconciliation: a pulled transaction quoting the payment\'s reference with another amount is reported as mismatched', async () => {
+  it('reconciliation: a pulled transaction quoting the payment\'s reference with another amount is skipped, with the reason and both amounts', async () => {
     const p = await pending();
     await misreport('mobilemoney', { amount: 1 });
     // The customer's transaction shows in the pull once the operator completed it (after the callback delay).
-    const mismatched = await eventually(async () => {
+    const refusedRun = await eventually(async () => {
       const res = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', key).send({});
       return res.body.data?.results.some((r: { payment_id?: string }) => r.payment_id === p.id) ? res : null;
     }, 10_000, 'the pulled transaction');
-    expect(mismatched.status).toBe(200);
-    const row = mismatched.body.data.results.find((r: { payment_id?: string }) => r.payment_id === p.id);
-    expect(row).toEqual({ receipt: expect.any(String), outcome: 'mismatched', payment_id: p.id, expected_amount: '100.00', expected_currency: 'KES', reported_amount: '1.00', reported_currency: 'KES' });
-    expect(mismatched.body.data.mismatched).toBeGreaterThanOrEqual(1);
+    expect(refusedRun.status).toBe(200);
+    const report = refusedRun.body.data;
+    // decisions.md's shape: exactly these counts, and only the three outcomes a merchant's client knows.
+    expect(Object.keys(report).sort()).toEqual(['not_found', 'pulled', 'results', 'skipped', 'updated']);
+    for (const r of report.results) expect(['updated', 'skipped', 'not_found']).toContain(r.outcome);
+    expect(report.updated + report.skipped + report.not_found).toBe(report.pulled);
+    const row = report.results.find((r: { payment_id?: string }) => r.payment_id === p.id);
+    expect(row).toEqual({
+      receipt: expect.any(String), outcome: 'skipped', payment_id: p.id,
+      reason: 'amount_mismatch', expected_amount: '100.00', expected_currency: 'KES', reported_amount: '1.00', reported_currency: 'KES',
+    });
+    // Nothing moved: still pending, no event for the merchant, the refused report on the payment.
     expect(await get(p.id)).toMatchObject({ status: 'pending', integrity: { status: 'mismatch', mismatches: [{ source: 'reconciliation', reported_amount: '1.00' }] } });
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([]);
 
     // Run again with the same lie: reported again, recorded once.
     const again = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', key).send({});
-    expect(again.body.data.results.find((r: { payment_id?: string }) => r.payment_id === p.id).outcome).toBe('mismatched');
+    expect(again.body.data.results.find((r: { payment_id?: string }) => r.payment_id === p.id)).toMatchObject({ outcome: 'skipped', reason: 'amount_mismatch' });
     expect((await get(p.id)).integrity.mismatches).toHaveLength(1);
+    expect((await get(p.id)).status).toBe('pending');
 
     await misreport('mobilemoney', {});
     const updated = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', key).send({});

@@ -18,9 +18,14 @@ export const AUTO_RECONCILE_WINDOW_MS = 2 * 3_600_000;
 
 export interface ReconcileResult {
   receipt: string;
-  outcome: 'updated' | 'skipped' | 'mismatched' | 'not_found';
+  outcome: 'updated' | 'skipped' | 'not_found';
   payment_id?: string;
-  /** mismatched only: the payment's amount and what the provider's transaction says. */
+  /**
+   * A skipped result that was refused, not merely already settled: the transaction matches a pending
+   * payment but not its amount or currency. decisions.md fixes the outcome enum at three values, so the
+   * refusal is told here, with the payment's amount and what the provider's transaction says.
+   */
+  reason?: 'amount_mismatch' | 'currency_mismatch';
   expected_amount?: string;
   expected_currency?: string;
   reported_amount?: string;
@@ -31,7 +36,6 @@ export interface ReconcileReport {
   pulled: number;
   updated: number;
   skipped: number;
-  mismatched: number;
   not_found: number;
   results: ReconcileResult[];
 }
@@ -131,7 +135,8 @@ export class ProviderOperationsService {
   /**
    * Pulls the provider's settled transactions for the window and settles missed callbacks: known and
    * pending → completed (event enqueued); known otherwise → skipped; unknown → not_found (logged);
-   * known and pending but another amount → mismatched (nothing settles; see the status writer).
+   * known and pending but another amount or currency → skipped with a reason (nothing settles; see the
+   * status writer).
    * Matched by receipt, else by the reference the customer paid to (= the payment's `reference`).
    */
   async reconcileWindow(merchantId: string, provider: Provider, since: Date, until: Date): Promise<ReconcileReport> {
@@ -143,7 +148,7 @@ export class ProviderOperationsService {
     } catch (err) {
       providerFailure(err, provider, 'pull query');
     }
-    const report: ReconcileReport = { pulled: pulled.length, updated: 0, skipped: 0, mismatched: 0, not_found: 0, results: [] };
+    const report: ReconcileReport = { pulled: pulled.length, updated: 0, skipped: 0, not_found: 0, results: [] };
     const em = this.em.fork();
     for (const tx of pulled) {
       const payment =
@@ -171,11 +176,12 @@ export class ProviderOperationsService {
       if (applied?.mismatch) {
         // The transaction quotes this payment but is not its amount (e.g. a 1 KES paybill payment that
         // quotes the reference of a 10,000 KES one): nothing settles; the merchant sees both amounts.
-        report.mismatched += 1;
+        report.skipped += 1;
         report.results.push({
           receipt: tx.receipt,
-          outcome: 'mismatched',
+          outcome: 'skipped',
           payment_id: payment.id,
+          reason: tx.amount.currency.toUpperCase() === payment.currency ? 'amount_mismatch' : 'currency_mismatch',
           expected_amount: formatMinorUnits(payment.amountMinor, payment.currency),
           expected_currency: payment.currency,
           reported_amount: formatMinorUnits(tx.amount.minor, tx.amount.currency),
