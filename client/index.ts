@@ -196,7 +196,7 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     /** Every payment matching the filters, across pages: `for await (const p of client.payments.listAll({ status: 'completed' }))`. */
     listAll: (q: ListPaymentsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => payments.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
-    /** GET /v1/payments/{id}/transitions: every status change, oldest first (refused ones with accepted: false). */
+    /** GET /v1/payments/{id}/transitions: every status change, oldest first (refused ones with accepted: false); the whole list (one page). */
     transitions: (id: string, requestOptions?: RequestOptions) => data(raw.payments.transitions({ params: { id }, requestOptions })),
     /** POST /v1/payments/{id}/capture: captures an approved walletpay payment. Sends an Idempotency-Key its retries reuse. */
     capture: (id: string, opts?: IdempotentRequestOptions) => data(raw.payments.capture({ params: { id }, body: {}, requestOptions: idempotent(opts) })),
@@ -237,6 +237,7 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     setWebhook: (webhookUrl: string, requestOptions?: RequestOptions) => data(raw.merchant.setWebhook({ body: { webhook_url: webhookUrl }, requestOptions })),
     /** PUT /v1/merchant/credentials: replaces one provider's credentials; the answer is masked. */
     storeCredentials: (body: StoreCredentialsInput, requestOptions?: RequestOptions) => data(raw.merchant.storeCredentials({ body, requestOptions })),
+    /** GET /v1/merchant/credentials: every configured provider's masked summary; the whole list (one page). */
     listCredentials: (requestOptions?: RequestOptions) => data(raw.merchant.listCredentials({ requestOptions })),
     deleteCredentials: (provider: Provider, requestOptions?: RequestOptions) =>
       data(raw.merchant.deleteCredentials({ params: { provider }, requestOptions })),

@@ -1,7 +1,7 @@
 import { initContract } from '@ts-rest/core';
 import { extendApi } from '@anatine/zod-openapi';
 import { z } from 'zod';
-import { ErrorBodySchema, ProviderSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope } from './common.js';
+import { ErrorBodySchema, ProviderSchema, TimestampSchema, UuidSchema, commonErrorResponses, envelope, listEnvelope } from './common.js';
 
 const c = initContract();
 
@@ -134,9 +134,11 @@ export const merchantContract = c.router(
       method: 'GET',
       path: '/v1/merchant/credentials',
       summary: 'List stored provider credentials (masked)',
-      description: 'Lists the masked summaries of every provider the merchant has configured.',
+      description:
+        'Lists the masked summaries of every provider the merchant has configured, all on one page: `meta` is page 1 with page_size and total ' +
+        'both the number of providers listed.',
       metadata: { scope: 'merchant:read', tag: 'Merchant' } as const,
-      responses: { 200: envelope(z.array(CredentialSummarySchema)) },
+      responses: { 200: listEnvelope(CredentialSummarySchema) },
     },
     deleteCredentials: {
       method: 'DELETE',

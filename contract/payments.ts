@@ -434,10 +434,11 @@ export const paymentsContract = c.router(
       summary: "List a payment's status transitions",
       description:
         'Every status change the payment went through, oldest first, with what triggered it (create, provider callback, capture, status sync, ' +
-        "reconciliation, refund). Moves the state machine refused are listed too, with `accepted: false` and the reason. Another merchant's payment is 404.",
+        "reconciliation, refund). Moves the state machine refused are listed too, with `accepted: false` and the reason. All on one page: " +
+        "`meta` is page 1 with page_size and total both the number of transitions. Another merchant's payment is 404.",
       metadata: read,
       pathParams: IdParamsSchema,
-      responses: { 200: envelope(z.array(PaymentTransitionSchema)), 404: ErrorBodySchema },
+      responses: { 200: listEnvelope(PaymentTransitionSchema), 404: ErrorBodySchema },
     },
     capture: {
       method: 'POST',

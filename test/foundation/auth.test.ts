@@ -68,10 +68,11 @@ describe('merchant isolation', () => {
     expect(meA.body.data).toMatchObject({ id: a.merchantId, name: 'Merchant A', providers: ['cardpay'] });
     expect(meB.body.data).toMatchObject({ id: b.merchantId, name: 'Merchant B', providers: [] });
     const credsB = await t.http.get('/v1/merchant/credentials').set('X-API-Key', b.apiKey);
-    expect(credsB.body.data).toEqual([]);
+    expect(credsB.body).toEqual({ success: true, data: [], meta: { page: 1, page_size: 0, total: 0 } });
     const del = await t.http.delete('/v1/merchant/credentials/cardpay').set('X-API-Key', b.apiKey);
     expect(del.status).toBe(404);
     const stillThere = await t.http.get('/v1/merchant/credentials').set('X-API-Key', a.apiKey);
     expect(stillThere.body.data).toHaveLength(1);
+    expect(stillThere.body.meta).toEqual({ page: 1, page_size: 1, total: 1 });
   });
 });

@@ -92,6 +92,7 @@ describe('provider credentials', () => {
 
     const list = await t.http.get('/v1/merchant/credentials').set('X-API-Key', key).expect(200);
     expect(list.body.data.map((c: { provider: string }) => c.provider)).toEqual(['cardpay', 'mobilemoney', 'walletpay']);
+    expect(list.body.meta).toEqual({ page: 1, page_size: 3, total: 3 }); // a list: the envelope's meta, all on one page
     expect(JSON.stringify(list.body)).not.toMatch(/sk_test_51HxCARD4242|client-secret-CD34|bfb279f9aa9b/);
     const me = await t.http.get('/v1/merchant').set('X-API-Key', key);
     expect(me.body.data.providers).toEqual(['cardpay', 'mobilemoney', 'walletpay']);

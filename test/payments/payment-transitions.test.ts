@@ -47,6 +47,8 @@ describe('GET /v1/payments/{id}/transitions', () => {
       ['payment', refund.id, 'completed', 'refunded', true],
     ]);
     expect(res.body.data[0]).toEqual({ subject: 'payment', refund_id: null, from_status: null, to_status: 'pending', trigger: 'create', accepted: true, note: null, created_at: expect.stringMatching(/Z$/) });
+    // A list: the envelope's meta, every transition on one page.
+    expect(res.body.meta).toEqual({ page: 1, page_size: 4, total: 4 });
   });
 
   it("answers 404 for another merchant's payment, an unknown id and a malformed one", async () => {

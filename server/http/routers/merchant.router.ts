@@ -3,6 +3,7 @@ import { contract } from '../../../contract/index.js';
 import type { CredentialsService } from '../../domain/merchants/credentials.service.js';
 import type { MerchantService } from '../../domain/merchants/merchant.service.js';
 import { ok } from '../envelope.js';
+import { pageMeta } from '../presenters/presenters.js';
 import { principalOf } from '../middleware/auth.js';
 
 const s = initServer();
@@ -24,7 +25,11 @@ export function merchantRouter(deps: { merchants: MerchantService; credentials: 
       return ok({ webhook_url: result.webhookUrl, webhook_secret: result.webhookSecret });
     },
     storeCredentials: async ({ body, res }) => ok(await deps.credentials.store(principalOf(res).merchantId, body)),
-    listCredentials: async ({ res }) => ok(await deps.credentials.list(principalOf(res).merchantId)),
+    listCredentials: async ({ res }) => {
+      // One per provider at most: all on one page, with the meta every list carries.
+      const items = await deps.credentials.list(principalOf(res).merchantId);
+      return { status: 200 as const, body: { success: true as const, data: items, meta: pageMeta(1, items.length, items.length) } };
+    },
     deleteCredentials: async ({ params, res }) => {
       await deps.credentials.remove(principalOf(res).merchantId, params.provider);
       return ok({ provider: params.provider, deleted: true as const });

@@ -56,7 +56,8 @@ export function paymentsRouter(deps: {
     get: async ({ params, res }) => ok(presentPayment(await deps.payments.get(principalOf(res).merchantId, params.id), { withProviderResponse: true })),
     transitions: async ({ params, res }) => {
       const rows = await deps.paymentHistory.transitions(principalOf(res).merchantId, params.id);
-      return ok(rows.map(presentTransition));
+      // Never paged (a payment has a handful): all on one page, with the meta every list carries.
+      return { status: 200 as const, body: { success: true as const, data: rows.map(presentTransition), meta: pageMeta(1, rows.length, rows.length) } };
     },
     capture: async ({ headers, params, res }) => {
       const { payment, replayed } = await deps.payments.capture(principalOf(res).merchantId, params.id, headers['idempotency-key']);
