@@ -113,8 +113,14 @@ export const merchantContract = c.router(
       body: extendApi(z.object({ webhook_url: z.string().url().max(2048) }).strict(), { example: { webhook_url: 'https://shop.example.com/payments/webhook' } }),
       responses: {
         200: envelope(
-          extendApi(z.object({ webhook_url: z.string(), webhook_secret: z.string() }), {
-            example: { webhook_url: 'https://shop.example.com/payments/webhook', webhook_secret: 'whsec_3q2-7wE…' },
+          extendApi(z.object({
+            webhook_url: z.string(),
+            webhook_secret: z.string().describe(
+              '`whsec_` + 32 random bytes in base64url (44 characters with the `=` pad), using only the characters standard base64 ' +
+                'shares, so Standard Webhooks libraries take it as it is. Shown only here.',
+            ),
+          }), {
+            example: { webhook_url: 'https://shop.example.com/payments/webhook', webhook_secret: 'whsec_3q2MHvZ7wEkPm0cXfL1uN8yGtRb5aJdQe9sKiW4oYhA=' },
           }),
         ),
       },

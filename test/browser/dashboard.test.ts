@@ -266,7 +266,7 @@ describe('merchant dashboard', () => {
     page.once('dialog', (dialog) => void dialog.accept());
     await page.getByRole('button', { name: 'Rotate secret' }).click();
     const secret = await page.getByLabel('New signing secret').inputValue();
-    expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    expect(secret).toMatch(/^whsec_[A-Za-z0-9]{43}=$/);
     await page.reload();
     await page.getByRole('heading', { name: 'Settings' }).waitFor();
     await expect(page.locator('main').innerText()).resolves.not.toContain(secret);

@@ -46,10 +46,11 @@ const recover = (key: string, body: unknown) => t.http.post('/v1/webhooks/recove
 const hoursAgo = (h: number) => new Date(Date.now() - h * 3_600_000).toISOString();
 
 describe('Standard Webhooks', () => {
-  it('issues whsec_ + standard base64 of 32 bytes, and every delivery verifies with the standardwebhooks package and both SDK schemes', async () => {
+  it('issues whsec_ + 32 bytes readable as base64url and as standard base64, and every delivery verifies with the standardwebhooks package and both SDK schemes', async () => {
     const m = await merchantAt('/standard');
-    expect(m.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    expect(m.secret).toMatch(/^whsec_[A-Za-z0-9]{43}=$/);
     expect(Buffer.from(m.secret.slice(6), 'base64')).toHaveLength(32);
+    expect(Buffer.from(m.secret.slice(6), 'base64url').equals(Buffer.from(m.secret.slice(6), 'base64'))).toBe(true);
     const { deliveryId, eventId } = await emitEvent(t, m.merchantId);
     const [req] = await waitFor(async () => (receiver.on('/standard').length ? receiver.on('/standard') : null), 'the delivery');
     expect(req!.headers['webhook-id']).toBe(deliveryId);
@@ -70,18 +71,24 @@ describe('Standard Webhooks', () => {
     expect(() => verifyWebhook(req!.body, { ...standardOnly, 'webhook-id': randomUUID() }, m.secret)).toThrow(/signature/);
   });
 
-  it('keeps a secret issued before the switch (url-safe base64) valid for X-Payments-Signature and webhook-signature', async () => {
-    const m = await merchantAt('/legacy');
+  // Secrets issued before: url-safe base64 (with - and _), then plain standard base64 (with + and /).
+  it.each([
+    ['url-safe base64', 'base64url', /[-_]/],
+    ['standard base64 with + and /', 'base64', /[+/]/],
+  ] as const)('keeps a secret issued earlier in %s valid for X-Payments-Signature and webhook-signature', async (_name, encoding, shape) => {
+    const path = `/legacy-${encoding}`;
+    const m = await merchantAt(path);
     // The old form, sealed the way the service seals secrets.
-    const legacy = `whsec_${Buffer.alloc(32, 0xfb).toString('base64url')}`;
-    expect(legacy).toMatch(/[-_]/);
+    const legacy = `whsec_${Buffer.alloc(32, 0xfb).toString(encoding)}`;
+    expect(legacy).toMatch(shape);
     const sealed = t.service.container.secrets.seal(legacy);
     await t.sql('UPDATE merchants SET webhook_secret_enc = $2 WHERE id = $1', [m.merchantId, sealed]);
     await emitEvent(t, m.merchantId);
-    const [req] = await waitFor(async () => (receiver.on('/legacy').length ? receiver.on('/legacy') : null), 'the delivery');
+    const [req] = await waitFor(async () => (receiver.on(path).length ? receiver.on(path) : null), 'the delivery');
     expect(verifyWebhook(req!.body, req!.headers, legacy).type).toBe('payment.completed');
     const standardOnly = { 'webhook-id': req!.headers['webhook-id'], 'webhook-timestamp': req!.headers['webhook-timestamp'], 'webhook-signature': req!.headers['webhook-signature'] };
     expect(verifyWebhook(req!.body, standardOnly, legacy).type).toBe('payment.completed');
+    if (encoding === 'base64') expect(new Webhook(legacy).verify(req!.body, req!.headers as Record<string, string>)).toBeTruthy();
   });
 });
 

@@ -27,7 +27,8 @@ describe('PUT /v1/merchant/webhook', () => {
     const first = await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: 'https://shop.example.com/hooks' });
     expect(first.status).toBe(200);
     expect(first.body.data.webhook_url).toBe('https://shop.example.com/hooks');
-    expect(first.body.data.webhook_secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    // whsec_ + 32 random bytes in the characters base64url and standard base64 share (decisions.md: base64url).
+    expect(first.body.data.webhook_secret).toMatch(/^whsec_[A-Za-z0-9]{43}=$/);
 
     const me = await t.http.get('/v1/merchant').set('X-API-Key', key);
     expect(me.body.data.webhook_url).toBe('https://shop.example.com/hooks');
@@ -39,6 +40,25 @@ describe('PUT /v1/merchant/webhook', () => {
     expect(stored[0]!.webhook_secret_enc).not.toContain(second.body.data.webhook_secret);
     const secret = await t.inContext(() => t.service.container.services.merchants.webhookSecret(merchantId));
     expect(secret).toBe(second.body.data.webhook_secret);
+  });
+
+  it('issues secrets that are base64url and standard base64 at once, each 32 bytes, none repeated', async () => {
+    // Three in four draws of 32 random bytes have a + or / in standard base64: twenty rotations would
+    // show one if the service issued plain standard base64.
+    const secrets: string[] = [];
+    for (let i = 0; i < 20; i += 1) {
+      const res = await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: 'https://shop.example.com/hooks' }).expect(200);
+      secrets.push(res.body.data.webhook_secret);
+    }
+    for (const secret of secrets) {
+      expect(secret).toMatch(/^whsec_[A-Za-z0-9]{43}=$/);
+      const body = secret.slice('whsec_'.length);
+      const asUrl = Buffer.from(body, 'base64url');
+      expect(asUrl).toHaveLength(32);
+      expect(asUrl.equals(Buffer.from(body, 'base64'))).toBe(true);
+      expect(asUrl.toString('base64url')).toBe(body.replace(/=+$/, '')); // canonical: the encoding of its own bytes
+    }
+    expect(new Set(secrets).size).toBe(secrets.length);
   });
 
   it('refuses plain http and private addresses when private URLs are not allowed', async () => {

@@ -6,12 +6,25 @@ export function generateApiKey(): string {
 }
 
 /**
- * `whsec_` + 32 random bytes in standard base64: the Standard Webhooks form, so `standardwebhooks` and
- * `svix` take the secret as it is (their HMAC key is the decoded bytes; X-Payments-Signature's is the
- * whole string).
+ * `whsec_` + 32 random bytes, written in the characters standard base64 and base64url share.
+ *
+ * decisions.md says base64url; Standard Webhooks libraries (`standardwebhooks`, `svix`) decode the part
+ * after `whsec_` as standard base64 and take the decoded bytes as their HMAC key (X-Payments-Signature's
+ * key is the whole string). The two alphabets differ only in `+`/`/` versus `-`/`_`, so bytes whose
+ * standard base64 has neither are written identically in both: we draw again until that holds. The
+ * result, `=` padding included, is valid base64url (RFC 4648 §5 keeps the pad) and valid standard
+ * base64, and both decode it to the same 32 bytes.
+ *
+ * The cost: the 43rd character carries 4 bits followed by two zero bits, so it can never be `+` or `/`;
+ * the other 42 each avoid 2 of 64 symbols. (62/64)^42 ≈ 26 % of draws qualify (about 3.8 draws on
+ * average, a few microseconds), and the secret has 42·log2(62) + 4 ≈ 254.1 bits of entropy instead of
+ * 256: about 1.9 bits less, uniformly distributed over what remains (rejection sampling adds no bias).
  */
 export function generateWebhookSecret(): string {
-  return `whsec_${randomBytes(32).toString('base64')}`;
+  for (;;) {
+    const encoded = randomBytes(32).toString('base64');
+    if (!/[+/]/.test(encoded)) return `whsec_${encoded}`;
+  }
 }
 
 export function sha256Hex(value: string): string {

@@ -24,8 +24,9 @@ export function signWebhook(secret: string, timestampSec: number, body: string):
 }
 
 /**
- * The Standard Webhooks key: the bytes the base64 after `whsec_` encodes. Node's decoder also reads
- * the url-safe alphabet, so secrets issued before the switch to standard base64 still sign here.
+ * The Standard Webhooks key: the bytes the base64 after `whsec_` encodes. Secrets issued now use only
+ * the characters both alphabets share; Node's decoder also reads `-`/`_`, so secrets issued earlier in
+ * url-safe base64, and those in standard base64 with `+`/`/`, still sign here.
  */
 export function standardWebhookKey(secret: string): Buffer {
   return Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64');
