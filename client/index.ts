@@ -23,7 +23,7 @@ import {
 } from '../contract/index.js';
 import { PaymentsApiError } from './errors.js';
 import { paginate, type Page } from './pagination.js';
-import { createFetcher, type RequestOptions, type RetryInfo } from './transport.js';
+import { createFetcher, type FetcherResult, type RequestOptions, type RetryInfo } from './transport.js';
 
 export interface PaymentsClientOptions {
   /** The service's address, e.g. `http://localhost:3000`. */
@@ -116,18 +116,25 @@ export interface ResponseMeta {
   requestId: string | null;
   /** True when an Idempotency-Key replayed an earlier result (Idempotent-Replayed: true): nothing new happened. */
   replayed: boolean;
+  /**
+   * `cards.delete` and `merchant.deleteCredentials` only: true when an attempt whose answer was lost
+   * (network error, timeout, 500/502/504) did the delete, so the SDK's retry found nothing left
+   * (`status` is then that retry's 404) and the call resolved with the usual `{ …, deleted: true }`.
+   */
+  alreadyDeleted?: true;
   headers: Headers;
 }
 
 /** A method's result with its response's metadata on `$response` (not enumerable: JSON and spreads leave it out). */
 export type WithResponse<T> = T extends object ? T & { readonly $response: ResponseMeta } : T;
 
-function attachResponse<T>(value: T, response: { status: number; headers: Headers }): WithResponse<T> {
+function attachResponse<T>(value: T, response: { status: number; headers: Headers }, extra: Partial<ResponseMeta> = {}): WithResponse<T> {
   if (value !== null && typeof value === 'object') {
     const meta: ResponseMeta = {
       status: response.status,
       requestId: response.headers.get('x-request-id'),
       replayed: response.headers.get('idempotent-replayed') === 'true',
+      ...extra,
       headers: response.headers,
     };
     Object.defineProperty(value, '$response', { value: meta, enumerable: false, configurable: true });
@@ -155,6 +162,25 @@ async function data<T extends { status: number; body: unknown; headers: Headers 
     return attachResponse((response.body as { data: DataOf<Success<T>['body']> }).data, response);
   }
   throw PaymentsApiError.fromResponse(response.status, response.body, response.headers);
+}
+
+/**
+ * A DELETE's `data`. The SDK retries a DELETE whose answer was lost; when that earlier attempt did the
+ * delete, the retry answers 404 NOT_FOUND. That 404 means the delete happened, so it resolves with the
+ * route's success shape (`gone`) and `$response.alreadyDeleted`. A 404 with no such earlier attempt is
+ * an unknown id and throws as always. (ts-rest hands the fetcher's result through as it is, so the
+ * transport's flag arrives here.)
+ */
+async function deleted<T extends { status: number; body: unknown; headers: Headers }>(
+  pending: Promise<T>,
+  gone: DataOf<Success<T>['body']>,
+): Promise<WithResponse<DataOf<Success<T>['body']>>> {
+  const response = await pending;
+  const code = (response.body as { error?: { code?: unknown } } | null | undefined)?.error?.code;
+  if (response.status === 404 && code === 'NOT_FOUND' && (response as unknown as FetcherResult).earlierAttemptMayHaveSucceeded) {
+    return attachResponse(gone, response, { alreadyDeleted: true });
+  }
+  return data(Promise.resolve(response));
 }
 
 /** The raw query for ts-rest: numbers and Dates are serialised by its query encoder as they are. */
@@ -208,8 +234,11 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     list: (q?: ListCardsQuery, requestOptions?: RequestOptions): Promise<WithResponse<Page<SavedCard>>> => ok(raw.payments.listCards({ query: query(q), requestOptions })),
     listAll: (q: ListCardsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => cards.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
-    /** DELETE /v1/payments/cards/{id}: detaches the card at the provider. */
-    delete: (id: string, requestOptions?: RequestOptions) => data(raw.payments.deleteCard({ params: { id }, requestOptions })),
+    /**
+     * DELETE /v1/payments/cards/{id}: detaches the card at the provider. Resolves `{ id, deleted: true }` also when
+     * a retry finds the card already gone after an attempt whose answer was lost (`$response.alreadyDeleted`).
+     */
+    delete: (id: string, requestOptions?: RequestOptions) => deleted(raw.payments.deleteCard({ params: { id }, requestOptions }), { id, deleted: true }),
   };
 
   const mobilemoney = {
@@ -239,8 +268,9 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     storeCredentials: (body: StoreCredentialsInput, requestOptions?: RequestOptions) => data(raw.merchant.storeCredentials({ body, requestOptions })),
     /** GET /v1/merchant/credentials: every configured provider's masked summary; the whole list (one page). */
     listCredentials: (requestOptions?: RequestOptions) => data(raw.merchant.listCredentials({ requestOptions })),
+    /** DELETE /v1/merchant/credentials/{provider}: like `cards.delete`, a retry that finds them gone resolves (`$response.alreadyDeleted`). */
     deleteCredentials: (provider: Provider, requestOptions?: RequestOptions) =>
-      data(raw.merchant.deleteCredentials({ params: { provider }, requestOptions })),
+      deleted(raw.merchant.deleteCredentials({ params: { provider }, requestOptions }), { provider, deleted: true }),
   };
 
   const webhookLogs = {

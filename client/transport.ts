@@ -3,7 +3,8 @@
  * exponential backoff and jitter. A request is retried only when repeating it cannot do something
  * twice: GET/HEAD/PUT/DELETE always, a POST only when it carries an Idempotency-Key (payment
  * creation, refunds, captures, card saves). Retries reuse the exact same request, headers included,
- * so the key is the same.
+ * so the key is the same. A result says when an earlier attempt may have been carried out
+ * (earlierAttemptMayHaveSucceeded), so a DELETE's retry that finds nothing can be read as the delete done.
  */
 import type { ApiFetcherArgs } from '@ts-rest/core';
 import { PaymentsConnectionError } from './errors.js';
@@ -53,10 +54,19 @@ export interface FetcherResult {
   status: number;
   body: unknown;
   headers: Headers;
+  /**
+   * Set when an earlier attempt of this call may have been carried out although its answer was lost:
+   * it got no answer at all (network error, timeout) or a 500/502/504, which can follow work the
+   * service did. Then this answer may describe the state after that attempt (a DELETE's retry finds
+   * the resource gone).
+   */
+  earlierAttemptMayHaveSucceeded?: true;
 }
 
 /** 429 and the 5xx that signal a passing condition. 501 never heals; 502 PROVIDER_ERROR is a provider's final answer. */
 const RETRYABLE_STATUSES = new Set([408, 429, 500, 502, 503, 504]);
+/** Retried answers that do not prove the request was not carried out (408, 429 and 503 refuse it before any work). */
+const MAYBE_DONE_STATUSES = new Set([500, 502, 504]);
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
 
 export function isRetrySafe(method: string, headers: Record<string, string>): boolean {
@@ -123,6 +133,10 @@ export function createFetcher(options: TransportOptions) {
     const retrySafe = isRetrySafe(args.method, headers);
     const userSignal = call.signal ?? args.fetchOptions?.signal ?? undefined;
 
+    let maybeDone = false;
+    const result = (response: Response, body: unknown): FetcherResult =>
+      ({ status: response.status, body, headers: response.headers, ...(maybeDone ? { earlierAttemptMayHaveSucceeded: true as const } : {}) });
+
     for (let attempt = 1; ; attempt++) {
       const canRetry = retrySafe && attempt <= maxRetries;
       let retry: Omit<RetryInfo, 'method' | 'url' | 'attempt'>;
@@ -131,13 +145,15 @@ export function createFetcher(options: TransportOptions) {
         const signal = userSignal ? AbortSignal.any([userSignal, timeout]) : timeout;
         const response = await options.fetch(args.path, { ...args.fetchOptions, method: args.method, headers, body: args.body ?? null, signal });
         const body = await readBody(response);
-        if (!canRetry || !isRetryableResponse(response.status, body)) return { status: response.status, body, headers: response.headers };
+        if (!canRetry || !isRetryableResponse(response.status, body)) return result(response, body);
         const retryAfter = parseRetryAfter(response.headers.get('retry-after'));
         // Waiting longer than the server asks would be fine; retrying sooner would not. Too long a wait: give up.
-        if (retryAfter !== undefined && retryAfter > options.maxRetryDelayMs) return { status: response.status, body, headers: response.headers };
+        if (retryAfter !== undefined && retryAfter > options.maxRetryDelayMs) return result(response, body);
+        if (MAYBE_DONE_STATUSES.has(response.status)) maybeDone = true;
         retry = { delayMs: retryAfter ?? backoffDelay(attempt - 1, options.initialRetryDelayMs, options.maxRetryDelayMs), status: response.status };
       } catch (error) {
         if (userSignal?.aborted) throw userSignal.reason;
+        maybeDone = true; // sent, perhaps carried out, but no (whole) answer came back
         if (!canRetry) {
           const what = (error as Error)?.name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : `failed: ${(error as Error)?.message ?? error}`;
           throw new PaymentsConnectionError(`${args.method} ${args.path} ${what} (${attempt} attempt${attempt === 1 ? '' : 's'})`, attempt, { cause: error });

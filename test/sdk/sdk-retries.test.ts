@@ -2,16 +2,22 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import {
-  backoffDelay, createPaymentsClient, parseRetryAfter, PaymentsApiError, PaymentsConnectionError, type RetryInfo,
+  backoffDelay, createPaymentsClient, parseRetryAfter, PaymentsApiError, PaymentsConnectionError, responseOf, type RetryInfo,
 } from '../../client/index.js';
 import { startTestService, type TestService } from '../support/service.js';
 
-/** What the stub does with the next request: answer with a status, or never answer. Unscripted requests go to the service. */
-type Scripted = { status: number; headers?: Record<string, string>; body?: unknown } | 'hang';
+/**
+ * What the stub does with the next request: answer with a status, never answer, or pass it to the service
+ * and lose the service's answer ('drop': the connection is cut once the service has answered, as when a
+ * network fails on the way back). Unscripted requests go to the service.
+ */
+type Scripted = { status: number; headers?: Record<string, string>; body?: unknown } | 'hang' | 'drop';
 
-/** A proxy in front of the real service that can answer the next requests itself (503, 429, a hang). */
+/** A proxy in front of the real service that can answer the next requests itself (503, 429, a hang) or drop the service's answer. */
 class StubProxy {
   readonly seen: { method: string; path: string; idempotencyKey: string | undefined }[] = [];
+  /** The service's answers that 'drop' kept from the client. */
+  readonly dropped: { status: number; body: string }[] = [];
   private script: Scripted[] = [];
   private hanging: http.ServerResponse[] = [];
   private server = http.createServer((req, res) => {
@@ -36,6 +42,7 @@ class StubProxy {
   reset() {
     this.script = [];
     this.seen.length = 0;
+    this.dropped.length = 0;
   }
 
   async stop() {
@@ -52,7 +59,7 @@ class StubProxy {
       this.hanging.push(res);
       return;
     }
-    if (step) {
+    if (step && step !== 'drop') {
       const text = typeof step.body === 'string' ? step.body : JSON.stringify(step.body ?? {});
       const type = typeof step.body === 'string' ? 'text/plain' : 'application/json';
       res.writeHead(step.status, { 'content-type': type, ...step.headers }).end(text);
@@ -60,6 +67,11 @@ class StubProxy {
     }
     const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => !['host', 'connection', 'content-length'].includes(name))) as Record<string, string>;
     const upstream = await fetch(`${this.target}${req.url}`, { method: req.method, headers, body: body.length > 0 ? new Uint8Array(body) : undefined });
+    if (step === 'drop') {
+      this.dropped.push({ status: upstream.status, body: await upstream.text() });
+      res.socket?.destroy();
+      return;
+    }
     res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json', 'x-request-id': upstream.headers.get('x-request-id') ?? '' });
     res.end(Buffer.from(await upstream.arrayBuffer()));
   }
@@ -203,6 +215,60 @@ describe('SDK retries', () => {
     expect((error as Error).message).toContain('timed out');
     expect(retries).toHaveLength(1);
     expect(stub.seen).toHaveLength(2);
+  });
+
+  it('a DELETE whose answer was lost and whose retry finds the card gone resolves as deleted', async () => {
+    const { client: direct } = sdk();
+    const card = await direct.cards.create({ payment_method_id: 'pm_card_visa' });
+    stub.reset();
+    stub.next('drop');
+    const { client, retries } = sdk();
+    const result = await client.cards.delete(card.id);
+    // The service deleted the card on the first attempt (its 200 was lost); the retry was told 404.
+    expect(stub.dropped).toEqual([{ status: 200, body: expect.stringContaining('"deleted":true') }]);
+    expect(stub.seen.map((r) => r.method)).toEqual(['DELETE', 'DELETE']);
+    expect(retries).toHaveLength(1);
+    expect(retries[0]).toMatchObject({ attempt: 2, method: 'DELETE' });
+    expect(retries[0]!.status).toBeUndefined(); // no answer: a network error
+    expect((retries[0]!.error as Error).message).toBe('fetch failed');
+    expect(result).toEqual({ id: card.id, deleted: true });
+    expect(responseOf(result)).toMatchObject({ status: 404, alreadyDeleted: true });
+    expect((await direct.cards.list()).data.map((c) => c.id)).not.toContain(card.id);
+
+    // The same for credentials (restored after, for the other tests).
+    stub.reset();
+    stub.next('drop');
+    const creds = await client.merchant.deleteCredentials('cardpay');
+    expect(creds).toEqual({ provider: 'cardpay', deleted: true });
+    expect(responseOf(creds)?.alreadyDeleted).toBe(true);
+    expect(stub.dropped.map((d) => d.status)).toEqual([200]);
+    expect(await direct.merchant.listCredentials()).toEqual([]);
+    await direct.merchant.storeCredentials({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_retry_0001' } });
+  });
+
+  it('a DELETE of an unknown card still throws 404, also after a retry the service refused before doing anything', async () => {
+    const { client, retries } = sdk();
+    const unknown = '00000000-0000-4000-8000-000000000000';
+    stub.reset();
+    const first = await client.cards.delete(unknown).catch((e: unknown) => e);
+    expect(first).toBeInstanceOf(PaymentsApiError);
+    expect(first).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+    expect(stub.seen).toHaveLength(1);
+
+    // A 503 (or 429) means the first attempt did nothing: the retry's 404 is the answer.
+    stub.reset();
+    stub.next(unavailable('0'));
+    const afterRefusal = await client.cards.delete(unknown).catch((e: unknown) => e);
+    expect(afterRefusal).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+    expect(stub.seen).toHaveLength(2);
+    expect(retries).toHaveLength(1);
+
+    // A successful delete is reported as it always was.
+    const card = await client.cards.create({ payment_method_id: 'pm_card_visa' });
+    const done = await client.cards.delete(card.id);
+    expect(done).toEqual({ id: card.id, deleted: true });
+    expect(responseOf(done)).toMatchObject({ status: 200 });
+    expect(responseOf(done)?.alreadyDeleted).toBeUndefined();
   });
 
   it('stops waiting between retries when the caller aborts', async () => {
