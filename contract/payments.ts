@@ -316,7 +316,8 @@ export const paymentsContract = c.router(
       summary: 'Save a card',
       description:
         'Creates a customer at the card provider and attaches the payment method. Only the token, brand, last four digits and expiry are stored. ' +
-        'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and never saves the card twice.',
+        'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and never saves the card twice; the same key with ' +
+        'another body, or while the first request with it is still running after 10 s, is 409.',
       metadata: cards,
       headers: OptionalIdempotencyHeaders,
       body: extendApi(
@@ -329,7 +330,7 @@ export const paymentsContract = c.router(
           .strict(),
         { example: { payment_method_id: 'pm_card_visa', customer_email: 'ada@example.com', customer_name: 'Ada Lovelace' } },
       ),
-      responses: { 201: envelope(SavedCardSchema), 502: ErrorBodySchema },
+      responses: { 201: envelope(SavedCardSchema), 409: ErrorBodySchema, 502: ErrorBodySchema },
     },
     listCards: {
       method: 'GET',
