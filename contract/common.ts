@@ -11,8 +11,13 @@ export const SCOPES = [
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 
-/** Route metadata read by the auth middleware: the scope a key needs, or none for provider callbacks. */
-export type RouteMetadata = { readonly scope: Scope | null; readonly tag: string };
+/**
+ * Route metadata: the scope a key needs (read by the auth middleware), or none for provider callbacks;
+ * the tag in /docs; and, for a route taking an Idempotency-Key whose replay answers with another success
+ * status than its first answer, that status (openapi.json documents it; by default a replay answers
+ * with the route's own success status).
+ */
+export type RouteMetadata = { readonly scope: Scope | null; readonly tag: string; readonly replayStatus?: 200 | 201 };
 
 export const ERROR_CODES = [
   'BAD_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN', 'NOT_FOUND', 'CONFLICT', 'PAYLOAD_TOO_LARGE',

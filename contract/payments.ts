@@ -406,7 +406,7 @@ export const paymentsContract = c.router(
         'Charges through one provider. cardpay completes at once (or asks for 3DS via next_action), mobilemoney sends a push prompt and stays pending ' +
         'until the callback, walletpay returns the approval link in next_action. The Idempotency-Key makes retries safe: the same key and body return ' +
         'the original payment (200, Idempotent-Replayed: true); a different body, or a key used by another merchant, is 409.',
-      metadata: write,
+      metadata: { ...write, replayStatus: 200 } as const,
       headers: IdempotencyHeaders,
       body: CreatePaymentBodySchema,
       responses: { 200: envelope(PaymentSchema), 201: envelope(PaymentSchema), 404: ErrorBodySchema, 409: ErrorBodySchema, 502: ErrorBodySchema },

@@ -76,6 +76,44 @@ function outboundWebhooks() {
   );
 }
 
+const SUCCESS_NAMES: Record<string, string> = { '200': 'OK', '201': 'Created' };
+const REPLAY = 'the same Idempotency-Key and body sent again return the original result, marked Idempotent-Replayed: true; nothing is done twice';
+const REPLAY_HEADER = 'An error the first request ended with is replayed the same way, with this header.';
+
+/**
+ * A route that takes an Idempotency-Key: the success status(es) a replay answers with get the
+ * Idempotent-Replayed header and say so, next to what they mean on a first request. A replay answers
+ * with the route's own success status unless `replayStatus` names another (payment creation: 201 at
+ * first, 200 on a replay); then that status is the replay only, and the first one never carries the header.
+ */
+function documentReplays(responses: Record<string, unknown>, replayStatus: number | undefined) {
+  const successes = Object.keys(responses).filter((status) => /^2\d\d$/.test(status));
+  for (const status of successes) {
+    const response = responses[status];
+    if (!response || typeof response !== 'object' || '$ref' in response) continue;
+    const r = response as { description?: string; headers?: Record<string, unknown> };
+    const name = SUCCESS_NAMES[status] ?? `HTTP ${status}`;
+    const replayOnly = replayStatus !== undefined && Number(status) === replayStatus;
+    if (replayStatus !== undefined && !replayOnly) {
+      r.description = `${name}: the first request with this Idempotency-Key (its replays answer ${replayStatus})`;
+      continue;
+    }
+    r.description = replayOnly
+      ? `The original result, replayed: ${REPLAY}`
+      : `${name}. Also the answer to a replay: ${REPLAY}`;
+    r.headers = {
+      ...(r.headers ?? {}),
+      'Idempotent-Replayed': {
+        description: replayOnly
+          ? `\`true\`: this answer replays the first one given to this Idempotency-Key. ${REPLAY_HEADER}`
+          : `\`true\` when this answer replays the first one given to this Idempotency-Key; absent on a first request. ${REPLAY_HEADER}`,
+        required: replayOnly,
+        schema: { type: 'string', enum: ['true'] },
+      },
+    };
+  }
+}
+
 /** openapi.json, generated from the contract; `npm run openapi` writes it, CI checks it is current and lints it. */
 export function openApiDocument() {
   const document = generateOpenApi(
@@ -99,13 +137,7 @@ export function openApiDocument() {
       operationMapper: (operation, route: AppRoute) => {
         const metadata = route.metadata as RouteMetadata | undefined;
         const takesIdempotencyKey = (operation.parameters ?? []).some((p) => 'in' in p && p.in === 'header' && p.name === 'idempotency-key');
-        const replay = operation.responses?.['200'];
-        if (takesIdempotencyKey && replay && typeof replay === 'object' && !('$ref' in replay)) {
-          replay.description = 'The original result, replayed: the same Idempotency-Key and body were sent before';
-          replay.headers = {
-            'Idempotent-Replayed': { description: '`true` when this is the replay of an earlier request with the same Idempotency-Key', schema: { type: 'string', enum: ['true'] } },
-          };
-        }
+        if (takesIdempotencyKey) documentReplays(operation.responses ?? {}, metadata?.replayStatus);
         // A body the route cannot do without is required (ts-rest leaves every requestBody optional).
         const body = 'body' in route ? (route.body as { isOptional?: () => boolean } | null) : null;
         const requestBody =

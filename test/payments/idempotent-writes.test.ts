@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { openApiDocument } from '../../server/http/openapi.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 // POST /v1/refunds, /v1/payments/{id}/capture and /v1/payments/cards take an optional Idempotency-Key:
@@ -155,5 +156,59 @@ describe('saved cards with an Idempotency-Key', () => {
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.body.error).toMatchObject({ code: first.body.error.code, message: first.body.error.message, details: first.body.error.details });
     expect(await t.sql(`SELECT 1 FROM sandbox_cardpay_customers WHERE email = 'refused@example.com'`)).toHaveLength(1);
+  });
+});
+
+describe('openapi.json describes what these routes answer', () => {
+  type Documented = { description: string; headers?: Record<string, { required?: boolean }> };
+  const doc = JSON.parse(JSON.stringify(openApiDocument())) as { paths: Record<string, Record<string, { responses: Record<string, Documented> }>> };
+  const documented = (path: string, status: number) => doc.paths[path]!.post!.responses[String(status)];
+
+  /** The first answer and its replay, each with the status the document gives it and the header where it says so. */
+  async function answersAsDocumented(path: string, send: () => Promise<{ status: number; headers: Record<string, string> }>, expected: { first: number; replay: number }) {
+    const first = await send();
+    const replay = await send();
+    expect([path, first.status, replay.status]).toEqual([path, expected.first, expected.replay]);
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    const firstDoc = documented(path, first.status);
+    const replayDoc = documented(path, replay.status);
+    expect([path, firstDoc, replayDoc]).toEqual([path, expect.anything(), expect.anything()]);
+    // The replay's status documents the header; a status only first requests get never claims it.
+    expect(replayDoc!.headers?.['Idempotent-Replayed']).toBeDefined();
+    if (first.status !== replay.status) expect(firstDoc!.headers?.['Idempotent-Replayed']).toBeUndefined();
+    else expect(firstDoc!.headers!['Idempotent-Replayed']!.required).toBe(false);
+    expect(replayDoc!.description).toMatch(/replay/);
+    // A first answer is not described as a replay.
+    expect(firstDoc!.description).not.toMatch(/^The original result, replayed/);
+  }
+
+  it('payments: 201 then 200; refunds and cards: 201 both times; capture: 200 both times; each replay with its header', async () => {
+    const payIdem = unique('doc-pay');
+    const body = { provider: 'cardpay', amount: '12.00', currency: 'USD', payment_method: 'pm_card_visa' };
+    const pay = () => t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', payIdem).send(body);
+    await answersAsDocumented('/v1/payments', pay, { first: 201, replay: 200 });
+
+    const paid = (await pay()).body.data;
+    const refundIdem = unique('doc-refund');
+    await answersAsDocumented('/v1/refunds', () => refund({ payment_id: paid.id, amount: '2.00' }, refundIdem), { first: 201, replay: 201 });
+
+    const cardIdem = unique('doc-card');
+    await answersAsDocumented('/v1/payments/cards', () => saveCard({ payment_method_id: 'pm_card_visa' }, cardIdem), { first: 201, replay: 201 });
+    // The 409 a card save can answer (the same key, another body) is documented too.
+    expect((await saveCard({ payment_method_id: 'pm_card_mastercard' }, cardIdem)).status).toBe(409);
+    expect(documented('/v1/payments/cards', 409)).toBeDefined();
+
+    const wallet = (await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', unique('doc-wallet'))
+      .send({ provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' })
+      .expect(201)).body.data;
+    await buyerApproves(wallet.next_action.url);
+    const captureIdem = unique('doc-capture');
+    const captureAt = doc.paths['/v1/payments/{id}/capture']!.post!.responses;
+    const first = await capture(wallet.id, captureIdem);
+    const again = await capture(wallet.id, captureIdem);
+    expect([first.status, first.headers['idempotent-replayed'], again.status, again.headers['idempotent-replayed']]).toEqual([200, undefined, 200, 'true']);
+    expect(captureAt['200']!.description).toMatch(/^OK\. Also the answer to a replay/);
+    expect(captureAt['200']!.headers!['Idempotent-Replayed']!.required).toBe(false);
   });
 });
