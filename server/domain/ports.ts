@@ -97,7 +97,8 @@ export interface RefundLookup {
 export interface ProviderRefundRecord {
   providerRef: string;
   status: ProviderRefundResult['status'];
-  amount: Money;
+  /** null when the provider's amount is no exact amount of ours (then it is refused like a wrong one). */
+  amount: Money | null;
   /** Our refund id when the service made it (sent as metadata). */
   ourRefundId: string | null;
   /** The provider's reason, when the refund failed. */

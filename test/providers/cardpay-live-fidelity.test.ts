@@ -64,6 +64,29 @@ describe('refusals the real API answers with', () => {
     expect(await sdk().paymentIntents.create(visaParams({ amount: 50 }))).toMatchObject({ status: 'succeeded', amount: 50 });
   });
 
+  it('amounts are in the API units: ISK (two-decimal, whole krónur only) not divisible by 100 and a three-decimal amount not ending in 0 are refused, on intents and refunds', async () => {
+    const stripe = sdk();
+    const isk = await stripeError(stripe.paymentIntents.create(visaParams({ amount: 12345, currency: 'isk' })));
+    expect(isk).toMatchObject({
+      statusCode: 400, type: 'StripeInvalidRequestError', code: 'invalid_charge_amount_no_decimal_compatible', param: 'amount',
+      message: expect.stringContaining('Currency ISK has become effectively zero-decimal and charged amounts must be evenly divisible by 100'),
+    });
+    const ugx = await stripeError(stripe.paymentIntents.create(visaParams({ amount: 150050, currency: 'ugx' })));
+    expect(ugx).toMatchObject({ statusCode: 400, code: 'invalid_charge_amount_no_decimal_compatible', param: 'amount' });
+    const kwd = await stripeError(stripe.paymentIntents.create(visaParams({ amount: 1234, currency: 'kwd' })));
+    expect(kwd).toMatchObject({ statusCode: 400, type: 'StripeInvalidRequestError', param: 'amount' });
+    expect((await stripe.paymentIntents.list()).data).toHaveLength(0);
+
+    // 500 ISK, 1.230 KWD and 5000 MGA (zero-decimal in the API) are charged as written.
+    const kronur = await stripe.paymentIntents.create(visaParams({ amount: 50000, currency: 'isk' }));
+    expect(kronur).toMatchObject({ status: 'succeeded', amount: 50000, currency: 'isk' });
+    expect(await stripe.paymentIntents.create(visaParams({ amount: 1230, currency: 'kwd' }))).toMatchObject({ status: 'succeeded', amount: 1230 });
+    expect(await stripe.paymentIntents.create(visaParams({ amount: 5000, currency: 'mga' }))).toMatchObject({ status: 'succeeded', amount: 5000 });
+    const partial = await stripeError(stripe.refunds.create({ payment_intent: kronur.id, amount: 150 }));
+    expect(partial).toMatchObject({ statusCode: 400, code: 'invalid_charge_amount_no_decimal_compatible', param: 'amount' });
+    expect(await stripe.refunds.create({ payment_intent: kronur.id, amount: 10000 })).toMatchObject({ status: 'succeeded', amount: 10000, currency: 'isk' });
+  });
+
   it('confirming without a return_url while automatic payment methods may redirect (the default since 2023-08-16) is refused', async () => {
     const stripe = sdk();
     const err = await stripeError(stripe.paymentIntents.create({ amount: 2000, currency: 'usd', payment_method: 'pm_card_visa', confirm: true }));

@@ -2,6 +2,7 @@ import type { CardpayCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
 import type { AdapterDecorator, ProviderPort, RequestIssue } from '../../domain/ports.js';
 import { CardpayAdapter, prepareCardpayCredentials } from './adapter.js';
+import { apiAmountIssue } from './amounts.js';
 import { cardpayNotifications } from './notifications.js';
 
 /** cardpay (Stripe PaymentIntents): cards, 3-D Secure, saved cards, partial refunds, signed events. */
@@ -12,9 +13,13 @@ export function cardpayProvider(config: AppConfig, instrument: AdapterDecorator 
     capabilities: { capture: false, partialRefunds: true, replayableCreate: true },
     publicCredentialFields: [],
 
-    normaliseRequest(body) {
+    normaliseRequest(body, amount) {
       if (body.provider !== 'cardpay') return { issues: [{ field: 'provider', issue: 'must be cardpay' }] };
       const issues: RequestIssue[] = [];
+      // An amount the provider cannot charge in this currency (a fraction of MGA, 12.345 KWD): refused
+      // here, before anything is written or sent, rather than rounded by anyone.
+      const amountIssue = apiAmountIssue(amount);
+      if (amountIssue) issues.push({ field: 'amount', issue: amountIssue });
       if (!body.payment_method && !body.saved_card_id) issues.push({ field: 'payment_method', issue: 'payment_method or saved_card_id is required' });
       if (body.payment_method && body.saved_card_id) issues.push({ field: 'saved_card_id', issue: 'give either payment_method or saved_card_id, not both' });
       if (issues.length > 0) return { issues };

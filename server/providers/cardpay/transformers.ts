@@ -1,6 +1,8 @@
 import type Stripe from 'stripe';
 import type { CreatePaymentInput, Money, ProviderPaymentResult, ProviderRefundRecord, ProviderRefundResult, SavedCardDetails, ServicePaymentStatus } from '../../domain/ports.js';
 import { ProviderError } from '../../domain/ports.js';
+import { formatMinorUnits } from '../../lib/money.js';
+import { apiAmountIssue, fromApiAmount, toApiAmount } from './amounts.js';
 
 /**
  * cardpay (Stripe PaymentIntents) wire types and THE status tables: provider statuses and event types
@@ -99,10 +101,16 @@ export function toPaymentResult(intent: IntentLike): ProviderPaymentResult {
   };
 }
 
-/** Integer minor units as the JSON number Stripe takes (exact below 2^53, far above any allowed amount). */
-export function toWireAmount(minor: bigint): number {
-  if (minor <= 0n || minor > BigInt(Number.MAX_SAFE_INTEGER)) throw new ProviderError('cardpay', 'invalid_request', 'cardpay amount out of range');
-  return Number(minor);
+/**
+ * Our amount as the JSON number Stripe takes: in the API's units for its currency (amounts.ts; exact below
+ * 2^53, far above any allowed amount). An amount the provider cannot take is refused before any call:
+ * normaliseRequest refuses such payments, so only a refund can get here with one.
+ */
+export function toWireAmount(money: Money): number {
+  const units = toApiAmount(money);
+  if (units === null) throw new ProviderError('cardpay', 'invalid_request', `cardpay cannot take ${formatMinorUnits(money.minor, money.currency)} ${money.currency}: the amount ${apiAmountIssue(money)}`);
+  if (units <= 0n || units > BigInt(Number.MAX_SAFE_INTEGER)) throw new ProviderError('cardpay', 'invalid_request', 'cardpay amount out of range');
+  return Number(units);
 }
 
 const text = (v: unknown): string | undefined => (typeof v === 'string' && v.trim() !== '' ? v : undefined);
@@ -120,7 +128,7 @@ export function createIntentParams(input: CreatePaymentInput, defaultReturnUrl: 
   const customer = text(fields.customer);
   const offSession = fields.off_session === true || (fields.off_session as unknown) === 'true';
   return {
-    amount: toWireAmount(input.amount.minor),
+    amount: toWireAmount(input.amount),
     currency: input.amount.currency.toLowerCase(),
     confirm: true,
     metadata: { payment_id: input.paymentId, reference: input.reference },
@@ -143,9 +151,12 @@ export function toRefundResult(refund: Pick<Stripe.Refund, 'id' | 'status' | 'fa
   };
 }
 
-/** Stripe's integer amount and lower-case currency as Money; null when either is missing. */
+/**
+ * Stripe's integer amount (in the API's units) and lower-case currency as our Money; null when either is
+ * missing or it is no exact amount of ours (then a report that moves money is refused by the integrity check).
+ */
 export function wireMoney(amount: number | null | undefined, currency: string | null | undefined): Money | null {
-  return typeof amount === 'number' && Number.isSafeInteger(amount) && currency ? { minor: BigInt(amount), currency: currency.toUpperCase() } : null;
+  return fromApiAmount(amount, currency);
 }
 
 export function toRefundRecord(refund: Stripe.Refund): ProviderRefundRecord {
@@ -154,7 +165,7 @@ export function toRefundRecord(refund: Stripe.Refund): ProviderRefundRecord {
   return {
     providerRef: refund.id,
     status,
-    amount: { minor: BigInt(refund.amount), currency: refund.currency.toUpperCase() },
+    amount: wireMoney(refund.amount, refund.currency),
     ourRefundId: typeof metadataRefundId === 'string' && metadataRefundId ? metadataRefundId : null,
     failureReason: status === 'failed' ? (refund.failure_reason ?? 'The refund failed') : null,
     raw: refund,

@@ -1,9 +1,12 @@
 import { invalidRequest, type SimError } from './errors.js';
 
 /**
- * Stripe's minimum charge amounts in the API's minor units (docs.stripe.com/currencies, "Minimum and
- * maximum charge amounts"). Other currencies have a minimum equivalent to 0.50 USD at the day's rate,
- * which a simulator cannot know: they are not checked.
+ * Stripe's minimum charge amounts in the API's units (docs.stripe.com/currencies, "Minimum and maximum
+ * charge amounts"), the units every amount the simulator takes is in (currencies.ts: ¥50 is 50, 175.00 HUF
+ * is 17500). `display` is Stripe's own text for the minimum, written out; it agrees with `minor` read in
+ * those units (apiDigits), and none of these currencies is one whose API units differ from ISO 4217's
+ * (MGA, ISK, UGX) or that must end in 0 (three-decimal). Other currencies have a minimum equivalent to
+ * 0.50 USD at the day's rate, which a simulator cannot know: they are not checked.
  */
 const MINIMUMS: Record<string, { minor: number; display: string }> = {
   usd: { minor: 50, display: '$0.50' },

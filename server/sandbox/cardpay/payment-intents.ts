@@ -6,6 +6,7 @@ import type { ApiContext, ApiRoutes } from './http.js';
 import { ok } from './http.js';
 import type { SimResponse } from './idempotency.js';
 import { listPage } from './lists.js';
+import { incompatibleAmount } from './currencies.js';
 import { belowMinimum } from './minimum-amounts.js';
 import type { IntentRow, PaymentMethodRow } from './objects.js';
 import { intentObject } from './objects.js';
@@ -118,8 +119,8 @@ async function create(ctx: ApiContext): Promise<SimResponse> {
   onlyKnown(params, CREATE_PARAMS);
   const amount = amountParam(params, true)!;
   const currency = currencyParam(params, true)!;
-  const tooSmall = belowMinimum(amount, currency);
-  if (tooSmall) throw tooSmall;
+  const refused = incompatibleAmount(amount, currency) ?? belowMinimum(amount, currency);
+  if (refused) throw refused;
   const confirmNow = optBool(params, 'confirm') ?? false;
   const returnUrl = optString(params, 'return_url');
   if (returnUrl !== undefined) httpUrl(returnUrl, 'return_url');
@@ -221,8 +222,9 @@ async function updateIntent(ctx: ApiContext): Promise<SimResponse> {
   const amount = amountParam(params, false);
   const currency = currencyParam(params, false);
   if (amount !== undefined || currency !== undefined) {
-    const tooSmall = belowMinimum(amount ?? BigInt(intent.amount), currency ?? intent.currency);
-    if (tooSmall) throw tooSmall;
+    const [newAmount, newCurrency] = [amount ?? BigInt(intent.amount), currency ?? intent.currency];
+    const refused = incompatibleAmount(newAmount, newCurrency) ?? belowMinimum(newAmount, newCurrency);
+    if (refused) throw refused;
     intent.amount = (amount ?? BigInt(intent.amount)).toString();
     intent.currency = currency ?? intent.currency;
   }

@@ -1,4 +1,5 @@
 import { refunded } from './charging.js';
+import { incompatibleAmount } from './currencies.js';
 import type { SimResponse } from './idempotency.js';
 import { SETTLE_REFUND_JOB, settleDelayMs } from './refund-settlement.js';
 import { newId, nowSec } from './db.js';
@@ -53,6 +54,8 @@ async function createRefund(ctx: ApiContext, meta: Record<string, string>): Prom
     throw invalidRequest(`Charge ${intent.latest_charge} has already been refunded.`, undefined, 'charge_already_refunded');
   }
   const amount = requested ?? remaining;
+  const incompatible = requested === undefined ? null : incompatibleAmount(requested, intent.currency);
+  if (incompatible) throw incompatible;
   if (amount > remaining) {
     throw invalidRequest(
       `Refund amount (${amount} ${intent.currency}) is greater than unrefunded amount on charge (${remaining} ${intent.currency})`,

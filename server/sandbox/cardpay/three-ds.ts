@@ -1,5 +1,5 @@
 import type { NextFunction, Request, Response, Router } from 'express';
-import { formatMinorUnits } from '../../lib/money.js';
+import { displayAmount } from './currencies.js';
 import type { SandboxDeps } from '../module.js';
 import { readsOnly, unitOfWork } from '../sql.js';
 import { authenticate } from './charging.js';
@@ -75,8 +75,8 @@ export function threeDsRoutes(router: Router, deps: SandboxDeps): void {
       const intent = await findIntentForAuthentication(readsOnly(deps.pool), req.params.id!);
       if (!intent) return res.status(404).type('html').send(page('Not found', '<h1>Unknown payment</h1>'));
       const id = escape(intent.id);
-      const currency = intent.currency.toUpperCase();
-      const amount = `${escape(formatMinorUnits(BigInt(intent.amount), currency))} ${escape(currency)}`;
+      // The intent's amount is in the API's units (currencies.ts), not ISO minor units.
+      const amount = `${escape(displayAmount(BigInt(intent.amount), intent.currency))} ${escape(intent.currency.toUpperCase())}`;
       if (intent.status !== 'requires_action') {
         return res.type('html').send(page('3-D Secure', `<h1>Nothing to authenticate</h1><p>Payment ${id} is ${escape(intent.status)}.</p>`));
       }
