@@ -308,6 +308,13 @@ export interface ProviderCapabilities {
    * sync re-sends a creation whose answer was lost. false: it finds the payment by reconciliation.
    */
   replayableCreate: boolean;
+  /**
+   * How long after the first request a repeated create is still answered with the original result: the
+   * provider's idempotency-key retention (cardpay: 24 h), when a repeat after it would be a new payment
+   * that charges again. null: no limit applies (a repeated create cannot charge by itself, or creation
+   * is not replayable at all). See lost-creation.ts.
+   */
+  createReplayWindowMs: number | null;
 }
 
 /** Operations some providers offer beyond the payment lifecycle (mobile money: status report, pull). */
@@ -350,6 +357,12 @@ export interface ProviderPort<C = unknown> {
   normaliseRequest(body: CreatePaymentBody, amount: Money): { fields: Record<string, string | undefined> } | { issues: RequestIssue[] };
   createPayment(creds: C, input: CreatePaymentInput): Promise<ProviderPaymentResult>;
   getPayment(creds: C, lookup: PaymentLookup): Promise<ProviderPaymentResult>;
+  /**
+   * A payment whose creation's answer was lost (no provider reference yet), found at the provider by our
+   * payment id (sent with the create). null: the provider has no payment of ours by that id. Absent: the
+   * provider cannot find a payment without its own reference.
+   */
+  findPayment?(creds: C, lookup: PaymentLookup): Promise<ProviderPaymentResult | null>;
   refundPayment(creds: C, input: RefundInput): Promise<ProviderRefundResult>;
   /**
    * The refund sync's question: one of our refunds as the provider has it now — by the provider's id,

@@ -42,6 +42,12 @@ export class ProviderGateway {
     return this.port(payment.provider).getPayment(await this.creds(payment), lookup);
   }
 
+  /** The payment found at the provider by our id (ProviderPort.findPayment); undefined when the provider cannot look it up so. */
+  async findPayment(payment: Payment, lookup: PaymentLookup): Promise<ProviderPaymentResult | null | undefined> {
+    const port = this.port(payment.provider);
+    return port.findPayment ? port.findPayment(await this.creds(payment), lookup) : undefined;
+  }
+
   async refund(payment: Payment, input: RefundInput): Promise<ProviderRefundResult> {
     return this.port(payment.provider).refundPayment(await this.creds(payment), input);
   }

@@ -5,13 +5,17 @@ import type { AppConfig } from '../../config/config.js';
 import { ProviderError, type ProviderPaymentResult } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
+import { recoverLostCreation } from './lost-creation.js';
 import { recheckDue, scheduleNextCheck } from './sync-schedule.js';
 
 /**
  * Status sync ("psync"): re-checks pending payments with their provider on a backoff
  * (STATUS_SYNC_SCHEDULE, default 1m … 48h) and settles them through the same state machine and events
- * as a callback would. A payment whose creation answer was lost (no provider ref) is re-sent with the
- * same idempotency key, which the provider answers with the original result instead of charging again.
+ * as a callback would. A payment whose creation answer was lost (no provider ref) is looked up at the
+ * provider by our id first; it is re-sent with the same idempotency key only while the provider still
+ * answers a repeat with the original result (lost-creation.ts) — the schedule reaches ~31 h and ~79 h,
+ * and an overdue check runs at once after an outage, past cardpay's 24 h key retention, when a repeat
+ * would charge again. Too late and not found at the provider: it fails, saying nothing was charged.
  */
 export class StatusSyncService {
   constructor(
@@ -28,22 +32,35 @@ export class StatusSyncService {
       this.logger.warn({ paymentId: id, err: { message: err.message } }, 'status sync failed'));
   }
 
-  async syncOne(paymentId: string): Promise<void> {
+  /** `now`: the time the payment's age is judged at (a repeated create is only sent while the provider knows its key). */
+  async syncOne(paymentId: string, now = Date.now()): Promise<void> {
     const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
     if (payment.status !== 'pending') return;
     let result: ProviderPaymentResult | null = null;
     try {
-      result = payment.providerRef
-        ? await this.gateway.getPayment(payment, paymentLookup(payment))
-        : !this.gateway.port(payment.provider).capabilities.replayableCreate
-          ? null // creation cannot be repeated to learn its answer: reconciliation finds the payment
-          : await this.gateway.createPayment(payment, {
-              paymentId: payment.id,
-              reference: payment.reference,
-              amount: { minor: payment.amountMinor, currency: payment.currency },
-              idempotencyKey: `payment-${payment.id}`,
-              fields: payment.providerData,
-            });
+      if (payment.providerRef) {
+        result = await this.gateway.getPayment(payment, paymentLookup(payment));
+      } else {
+        const lost = await recoverLostCreation(this.gateway, payment, paymentLookup(payment), now);
+        if (lost.kind === 'found') {
+          result = lost.result;
+        } else if (lost.kind === 'resend') {
+          result = await this.gateway.createPayment(payment, {
+            paymentId: payment.id,
+            reference: payment.reference,
+            amount: { minor: payment.amountMinor, currency: payment.currency },
+            idempotencyKey: `payment-${payment.id}`,
+            fields: payment.providerData,
+          });
+        } else if (lost.kind === 'absent') {
+          this.logger.warn({ paymentId: payment.id, provider: payment.provider }, 'status sync: creation lost and unknown to the provider, too late to repeat; payment failed');
+          await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: lost.reason }, 'status-sync');
+          return;
+        } else if (this.gateway.port(payment.provider).capabilities.replayableCreate) {
+          // (A provider whose creation cannot be repeated is settled by reconciliation: nothing to say.)
+          this.logger.warn({ paymentId: payment.id, provider: payment.provider, reason: lost.reason }, 'status sync: creation answer lost; not sent again');
+        }
+      }
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
       if (err.kind === 'declined') result = err.result ?? null;

@@ -49,16 +49,26 @@ export class CardpayAdapter {
 
   /** Status sync: the intent by id; without one (creation timed out), the intent whose metadata names the payment. */
   async getPayment(creds: CardpayCredentials, lookup: PaymentLookup): Promise<ProviderPaymentResult> {
-    const stripe = this.stripe(creds);
     if (lookup.providerRef) {
+      const stripe = this.stripe(creds);
       return toPaymentResult(await this.call('read', () => stripe.paymentIntents.retrieve(lookup.providerRef!)));
     }
+    const found = await this.findPayment(creds, lookup);
+    if (!found) throw new ProviderError('cardpay', 'invalid_request', 'cardpay has no payment intent for this payment', 'resource_missing');
+    return found;
+  }
+
+  /**
+   * The intent whose metadata names our payment (every create sends metadata.payment_id), or null. The
+   * search index trails writes (under a minute, up to an hour during an incident: docs.stripe.com/search),
+   * so "none" from a fresh create proves little; a day later it is the provider's record.
+   */
+  async findPayment(creds: CardpayCredentials, lookup: PaymentLookup): Promise<ProviderPaymentResult | null> {
     const found = await this.call('read', () =>
-      stripe.paymentIntents.search({ query: `metadata['payment_id']:'${lookup.paymentId.replace(/'/g, '')}'`, limit: 1 }),
+      this.stripe(creds).paymentIntents.search({ query: `metadata['payment_id']:'${lookup.paymentId.replace(/'/g, '')}'`, limit: 1 }),
     );
     const intent = found.data[0];
-    if (!intent) throw new ProviderError('cardpay', 'invalid_request', 'cardpay has no payment intent for this payment', 'resource_missing');
-    return toPaymentResult(intent);
+    return intent ? toPaymentResult(intent) : null;
   }
 
   async refundPayment(creds: CardpayCredentials, input: RefundInput): Promise<ProviderRefundResult> {

@@ -3,6 +3,12 @@ import Stripe from 'stripe';
 /** The API version this adapter is written against (the one stripe-node 22.5 pins). */
 export const CARDPAY_API_VERSION = '2026-07-29.dahlia' as const;
 
+/**
+ * How long the provider keeps an idempotency key and its answer: "keys are pruned after at least 24 hours"
+ * (docs.stripe.com/api/idempotent_requests). A request repeated after that is a new request.
+ */
+export const IDEMPOTENCY_KEY_RETENTION_MS = 24 * 3_600_000;
+
 /** At most one automatic retry, always with the caller's idempotency key (stripe-node re-sends the same headers). */
 const MAX_NETWORK_RETRIES = 1;
 /** Clients kept per (base URL, timeout, key); bounded so a long-running process cannot grow without limit. */

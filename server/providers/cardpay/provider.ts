@@ -3,6 +3,7 @@ import type { AppConfig } from '../../config/config.js';
 import type { AdapterDecorator, ProviderPort, RequestIssue } from '../../domain/ports.js';
 import { CardpayAdapter, prepareCardpayCredentials } from './adapter.js';
 import { apiAmountIssue } from './amounts.js';
+import { IDEMPOTENCY_KEY_RETENTION_MS } from './client.js';
 import { cardpayNotifications } from './notifications.js';
 
 /** cardpay (Stripe PaymentIntents): cards, 3-D Secure, saved cards, partial refunds, signed events. */
@@ -10,7 +11,8 @@ export function cardpayProvider(config: AppConfig, instrument: AdapterDecorator 
   const adapter = instrument('cardpay', new CardpayAdapter(config));
   return {
     name: 'cardpay',
-    capabilities: { capture: false, partialRefunds: true, replayableCreate: true },
+    // A create repeated after the provider forgot its idempotency key is a second charge.
+    capabilities: { capture: false, partialRefunds: true, replayableCreate: true, createReplayWindowMs: IDEMPOTENCY_KEY_RETENTION_MS },
     publicCredentialFields: [],
 
     normaliseRequest(body, amount) {
@@ -28,6 +30,7 @@ export function cardpayProvider(config: AppConfig, instrument: AdapterDecorator 
 
     createPayment: (creds, input) => adapter.createPayment(creds, input),
     getPayment: (creds, lookup) => adapter.getPayment(creds, lookup),
+    findPayment: (creds, lookup) => adapter.findPayment(creds, lookup),
     refundPayment: (creds, input) => adapter.refundPayment(creds, input),
     findRefund: (creds, lookup) => adapter.findRefund(creds, lookup),
     prepareCredentials: prepareCardpayCredentials(adapter, config),

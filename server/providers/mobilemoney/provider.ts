@@ -21,7 +21,7 @@ export function mobilemoneyProvider(config: AppConfig, em: EntityManager, instru
     name: 'mobilemoney',
     // The push cannot be repeated to learn its answer (a second push is a second prompt): a push whose
     // answer was lost is found by reconciliation (bill reference) instead of the status sync.
-    capabilities: { capture: false, partialRefunds: false, replayableCreate: false },
+    capabilities: { capture: false, partialRefunds: false, replayableCreate: false, createReplayWindowMs: null },
     publicCredentialFields: ['env', 'shortcode', 'result_url', 'timeout_url'],
 
     normaliseRequest(body, amount) {

@@ -14,7 +14,11 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
   const adapter = instrument('walletpay', new WalletpayAdapter(config));
   return {
     name: 'walletpay',
-    capabilities: { capture: true, partialRefunds: true, replayableCreate: true },
+    // PayPal keeps a PayPal-Request-Id 6 h by default; a create repeated after that makes a second order.
+    // That moves no money: an order is only paid once the buyer approves it at its link (which the lost
+    // answer of the first one never showed anyone) and we capture it. So no replay limit applies; and
+    // Orders v2 cannot be searched by our id (custom_id), so there is no findPayment either.
+    capabilities: { capture: true, partialRefunds: true, replayableCreate: true, createReplayWindowMs: null },
     publicCredentialFields: ['env', 'webhook_id'],
 
     normaliseRequest(body) {

@@ -8,6 +8,7 @@ import { SimError } from './errors.js';
 import { expandResponse } from './expand.js';
 import type { Outcome, SimResponse } from './idempotency.js';
 import { runIdempotent } from './idempotency.js';
+import { takeLostAnswer } from './lost-answers.js';
 import { SIM_API_VERSION } from './objects.js';
 import type { Params } from './params.js';
 import { applySwitches, requestStart } from './switches.js';
@@ -79,6 +80,11 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
           // Expanded before it is stored: a replay answers the same bytes.
           return res.status === 200 ? { ...res, body: await expandResponse(db, account!, res.body, params) } : res;
         });
+        // Done and committed; its answer lost on the way back (lost-answers.ts): the connection just drops.
+        if (start.losingAnswers && (await takeLostAnswer(deps.pool))) {
+          res.destroy();
+          return;
+        }
         // A misreport rewrites the body as it is sent: then it is serialised there, not as stored.
         send(req, res, start.switches.misreport ? { ...outcome, json: undefined } : outcome);
       } catch (err) {

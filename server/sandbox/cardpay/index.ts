@@ -2,6 +2,7 @@ import express, { type NextFunction, type Request, type Response, Router } from 
 import { mountControls } from '../controls.js';
 import type { SandboxDeps, SandboxModule } from '../module.js';
 import { customerRoutes } from './customers.js';
+import { mountLostAnswersControl } from './lost-answers.js';
 import { SEND_EVENT_JOB, sendEvent, type SendEventJob } from './events.js';
 import { apiRoutes } from './http.js';
 import { paymentIntentRoutes } from './payment-intents.js';
@@ -21,6 +22,7 @@ function router(deps: SandboxDeps): Router {
   // The app's JSON parser ignores form bodies; Stripe's bracket syntax needs qs (extended).
   r.use(express.urlencoded({ extended: true, limit: '100kb', parameterLimit: 1000 }));
   mountControls(r, deps.em, 'cardpay', misreport);
+  mountLostAnswersControl(r, deps.em);
   // The API reads the switches with its first statement (http.ts); the other routes read them here.
   const gate = switchesGate(deps.pool);
   r.use('/3ds', gate);

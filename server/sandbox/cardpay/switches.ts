@@ -27,6 +27,8 @@ export interface RequestStart {
   stored: StoredAnswer | null;
   /** The event types the account's webhook endpoints listen to ('*': all); empty without an account. */
   listened: string[];
+  /** Answers are being lost (lost-answers.ts): this one may be. */
+  losingAnswers: boolean;
 }
 
 /**
@@ -36,8 +38,8 @@ export interface RequestStart {
  * may receive (which endpoints do is still decided when the jobs are committed).
  */
 export async function requestStart(pool: pg.Pool, account: string | null, key: string | undefined): Promise<RequestStart> {
-  const [row] = await readsOnly(pool).query<ControlsRow & Partial<StoredAnswer> & { listened: string[] | null }>(
-    `SELECT ${CONTROLS_COLUMNS}, i.request_hash, i.response_status, i.response_body,
+  const [row] = await readsOnly(pool).query<ControlsRow & Partial<StoredAnswer> & { listened: string[] | null; lost_results: number | null }>(
+    `SELECT ${CONTROLS_COLUMNS}, c.lost_results, i.request_hash, i.response_status, i.response_body,
             (SELECT array_agg(DISTINCT t) FROM sandbox_cardpay_webhook_endpoints e, unnest(e.enabled_events) AS t WHERE e.account = one.account) AS listened
        FROM (SELECT ?::text AS account) AS one
        LEFT JOIN sandbox_controls c ON c.provider = 'cardpay'
@@ -45,7 +47,7 @@ export async function requestStart(pool: pg.Pool, account: string | null, key: s
     [account ?? '', account && key ? key : ''],
   );
   const stored = row?.request_hash ? { request_hash: row.request_hash, response_status: row.response_status!, response_body: row.response_body } : null;
-  return { switches: controlsOf(row), stored, listened: row?.listened ?? [] };
+  return { switches: controlsOf(row), stored, listened: row?.listened ?? [], losingAnswers: (row?.lost_results ?? 0) > 0 };
 }
 
 /** The switches alone, for the routes that are not the API (the 3-D Secure page, unknown URLs). */
