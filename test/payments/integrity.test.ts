@@ -332,11 +332,13 @@ describe('mobilemoney', () => {
     const refund = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id });
     expect(refund.body.data.status).toBe('pending');
     const refundId = refund.body.data.id as string;
-    // The result URL we gave the operator: ref = the refund id, token = HMAC of it keyed by the passkey.
+    // The result URL we gave the operator: ref = the refund id, token = HMAC of it keyed by the passkey;
+    // the result names this reversal request (its OriginatorConversationID), with another amount.
     const token = createHmac('sha256', MM_PASSKEY).update(refundId).digest('hex');
+    expect(refund.body.data.provider_ref).toEqual(expect.any(String));
     const hostile = await t.http.post(`/v1/webhooks/mobilemoney/reversal/result?ref=${refundId}&token=${token}`).send({
       Result: {
-        ResultType: 0, ResultCode: 0, ResultDesc: 'The service request is processed successfully.', OriginatorConversationID: `integrity-${refundId}`,
+        ResultType: 0, ResultCode: 0, ResultDesc: 'The service request is processed successfully.', OriginatorConversationID: refund.body.data.provider_ref,
         ConversationID: 'AG_integrity', TransactionID: 'INTEGREV01',
         ResultParameters: { ResultParameter: [{ Key: 'Amount', Value: 1 }, { Key: 'OriginalTransactionID', Value: res.body.data.provider_ref }] },
       },

@@ -113,6 +113,26 @@ describe('live-env operator callbacks', () => {
     expect(await queriesOf(p.provider_ref)).toBe(0);
   });
 
+  it("a validly signed callback for one payment posted at another payment's address (?ref=) changes neither", async () => {
+    const [a, b] = [await pay(PHONES.silent), await pay(PHONES.silent)];
+    // The operator's genuine, signed success for A; the signature covers the body, not the address.
+    const body = JSON.stringify(successBody(a.provider_ref, 'LIVEA00001'));
+    const signature = rsaSign('sha256', Buffer.from(body), operatorKey.privateKey).toString('base64');
+    const post = (ref?: string) => t.http.post(`/v1/webhooks/mobilemoney${ref ? `?ref=${ref}` : ''}`)
+      .set('Content-Type', 'application/json').set('X-Mobilemoney-Signature', signature).send(body);
+    const redirected = await post(b.id);
+    expect(redirected.status).toBe(401);
+    expect(redirected.body.error.code).toBe('UNAUTHORIZED');
+    expect(await get(b.id)).toMatchObject({ status: 'pending', provider_ref: b.provider_ref });
+    expect(await get(a.id)).toMatchObject({ status: 'pending', provider_ref: a.provider_ref });
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = ANY($1)', [[a.id, b.id]])).toEqual([]);
+    expect(await t.sql('SELECT 1 FROM provider_events WHERE payment_id = ANY($1)', [[a.id, b.id]])).toEqual([]);
+    // The same callback at A's own address is A's.
+    expect((await post(a.id)).status).toBe(200);
+    expect(await get(a.id)).toMatchObject({ status: 'completed', provider_ref: 'LIVEA00001' });
+    expect(await get(b.id)).toMatchObject({ status: 'pending', provider_ref: b.provider_ref });
+  });
+
   it('a callback whose signature does not verify is refused (401) and asks nothing', async () => {
     const p = await pay(PHONES.silent);
     const body = JSON.stringify(successBody(p.provider_ref, 'LIVE999999'));

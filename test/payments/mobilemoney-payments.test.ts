@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { StatusWriter } from '../../server/domain/payments/status-writer.js';
 import { callbackToken } from '../../server/providers/mobilemoney/callback.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
@@ -169,13 +170,23 @@ describe('reversals', () => {
   it('a failing result arriving after the reversal completed changes nothing (only a card refund fails after completing)', async () => {
     const p = await completedPayment();
     const res = await refund({ payment_id: p.id });
-    expect((await refundOf(res.body.data.id)).status).toBe('completed');
+    const refundId = res.body.data.id as string;
+    const completed = await refundOf(refundId);
+    expect(completed.status).toBe('completed');
     // A genuine result address (the token the service gave the operator), with a failure code.
-    const late = await t.http
-      .post(`/v1/webhooks/mobilemoney/reversal/result?ref=${res.body.data.id}&token=${callbackToken(SANDBOX_CREDS.passkey, res.body.data.id)}`)
-      .send({ Result: { ResultType: 0, ResultCode: 2001, ResultDesc: 'The initiator information is invalid.', OriginatorConversationID: `late-${res.body.data.id}`, ConversationID: 'AG_late', TransactionID: 'LATEREV001' } });
-    expect(late.status).toBe(200);
-    expect((await t.http.get(`/v1/refunds/${res.body.data.id}`).set('X-API-Key', key)).body.data).toMatchObject({ status: 'completed', failure_reason: null });
+    const late = (originatorConversationId: string) => t.http
+      .post(`/v1/webhooks/mobilemoney/reversal/result?ref=${refundId}&token=${callbackToken(SANDBOX_CREDS.passkey, refundId)}`)
+      .send({ Result: { ResultType: 0, ResultCode: 2001, ResultDesc: 'The initiator information is invalid.', OriginatorConversationID: originatorConversationId, ConversationID: 'AG_late', TransactionID: 'LATEREV001' } });
+    // For this reversal request (its OriginatorConversationID): acknowledged, nothing changes.
+    expect((await late(completed.provider_ref)).status).toBe(200);
+    // Naming another request than this refund's: not this refund's result at all.
+    expect((await late(`late-${refundId}`)).status).toBe(401);
+    // And the status writer itself never fails a completed reversal, whatever reaches it.
+    const c = t.service.container;
+    const writer = new StatusWriter(c.orm.em, c.deliveryQueue, c.metrics.integrityMismatches, c.logger);
+    const outcome = await t.inContext(() => writer.applyRefund(refundId, { status: 'failed', reversal: true, failureReason: 'The initiator information is invalid.' }, 'callback:reversal'));
+    expect(outcome.transitioned).toBe(false);
+    expect((await t.http.get(`/v1/refunds/${refundId}`).set('X-API-Key', key)).body.data).toMatchObject({ status: 'completed', failure_reason: null });
     expect(await get(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00', integrity: { status: 'ok' } });
     expect(receiver.events('refund.failed').filter((e) => e.json.data.payment_id === p.id)).toEqual([]);
   });

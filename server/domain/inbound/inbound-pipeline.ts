@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Provider } from '../../../contract/index.js';
 import { CALLBACK_UNVERIFIED } from '../../../contract/errors.js';
 import type { Logger } from '../../observability/logger.js';
-import { PaymentSchema, RefundSchema, type Payment } from '../../persistence/entities/index.js';
+import { PaymentSchema, RefundSchema, type Payment, type Refund } from '../../persistence/entities/index.js';
 import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import { paymentLookup, toUpdate } from '../payments/payment.service.js';
@@ -15,7 +15,7 @@ import {
 } from '../ports.js';
 import { askForConfirmation } from './confirmation-queries.js';
 import { markRefusedInInbox, recordInInbox } from './inbox.js';
-import { findOurRefund, resolvePayment, resolveRefund, resolveStatusQuery, type StatusQueryRow } from './resolve.js';
+import { findOurRefund, referenceConflict, resolvePayment, resolveRefund, resolveStatusQuery, type StatusQueryRow } from './resolve.js';
 import { recordStatusReport } from './status-reports.js';
 
 /**
@@ -36,6 +36,8 @@ interface Subject {
   payment: Payment | null;
   paymentId: string | null;
   refundId: string | null;
+  /** The refund a reversal result is about. */
+  refund: Refund | null;
   /** The status query a status report answers. */
   query: StatusQueryRow | null;
 }
@@ -43,7 +45,8 @@ interface Subject {
 /**
  * Every provider notification, one way: screen → parse (the provider's folder) → resolve (our id
  * first, then the provider's reference) → verify with that merchant's credentials (the provider's
- * scheme) → the one inbox → the status writer → the outbox, the last three in one transaction, the
+ * scheme) → the reference it names must be the resolved subject's (resolve.ts, referenceConflict)
+ * → the one inbox → the status writer → the outbox, the last three in one transaction, the
  * deliveries enqueued after commit. A notification that cannot be verified is never applied as it
  * says: the provider is asked (getPayment) and its answer applied, outside any transaction.
  */
@@ -87,6 +90,14 @@ export class InboundPipeline {
       throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED[provider]);
     }
     if (verdict === 'unverifiable') return this.confirm(port, creds, notification, subject);
+    // A verification may cover only part of the request (a signature over the body, while our id came from
+    // its address): what the verified notification names must be the resolved subject's, or it is invalid.
+    // (An unverifiable one is never applied as it says: the provider is asked about the subject itself.)
+    const conflict = await this.referenceConflict(port, notification, subject);
+    if (conflict) {
+      this.logger.warn({ provider, label: notification.label, subjectId: subject.subjectId, conflict }, "notification refused: its provider reference is not its subject's");
+      throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED[provider]);
+    }
     return this.apply(port, await this.withFetchedRefunds(port, creds, notification), subject);
   }
 
@@ -114,7 +125,7 @@ export class InboundPipeline {
 
   private async resolve(port: ProviderPort, notification: Actionable): Promise<Subject | null> {
     const em = this.em.fork();
-    const none = { payment: null, paymentId: null, refundId: null, query: null };
+    const none = { payment: null, paymentId: null, refundId: null, refund: null, query: null };
     switch (notification.kind) {
       case 'payment': {
         const payment = await resolvePayment(em, port.name, notification.payment);
@@ -133,12 +144,28 @@ export class InboundPipeline {
       }
       case 'reversal': {
         const refund = await resolveRefund(em, port.name, notification.refund);
-        return refund ? { ...none, merchantId: refund.merchantId, subjectId: refund.id, paymentId: refund.paymentId, refundId: refund.id } : null;
+        return refund ? { ...none, merchantId: refund.merchantId, subjectId: refund.id, paymentId: refund.paymentId, refundId: refund.id, refund } : null;
       }
       case 'status-report': {
         const query = await resolveStatusQuery(em, port.name, notification.query);
         return query ? { ...none, merchantId: query.merchant_id, subjectId: query.id, paymentId: query.payment_id, refundId: query.refund_id, query } : null;
       }
+    }
+  }
+
+  /** Why the provider reference the notification carries is not its resolved subject's (resolve.ts), or null. */
+  private async referenceConflict(port: ProviderPort, notification: Actionable, subject: Subject): Promise<string | null> {
+    const em = this.em.fork();
+    switch (notification.kind) {
+      case 'payment':
+      case 'refund': {
+        const { providerRef, providerDataKey } = notification.payment;
+        return subject.payment ? referenceConflict(em, port.name, providerRef, { kind: 'payment', payment: subject.payment, providerDataKey }) : null;
+      }
+      case 'reversal':
+        return subject.refund ? referenceConflict(em, port.name, notification.refund.providerRef, { kind: 'refund', refund: subject.refund }) : null;
+      case 'status-report':
+        return subject.query ? referenceConflict(em, port.name, notification.query.providerRef, { kind: 'status-query', query: subject.query }) : null;
     }
   }
 

@@ -48,6 +48,8 @@ export interface StatusQueryRow {
   confirms: string | null;
   /** What was asked about: a receipt, a provider reference, or a request's provider id. */
   code: string;
+  /** The provider's id for the query (from its acknowledgement); null until that is recorded. */
+  provider_query_ref: string | null;
 }
 
 /** Finds a status query we sent to the provider: our id (in the result URL) first, then the provider's id for it. */
@@ -55,7 +57,7 @@ export async function resolveStatusQuery(em: EntityManager, provider: string, re
   const id = ourId(ref.ourId);
   if (!id && !ref.providerRef) return null;
   const rows = await em.getConnection().execute<StatusQueryRow[]>(
-    `SELECT id, merchant_id, payment_id, refund_id, confirms, code FROM provider_status_queries WHERE provider = ? AND ${id ? 'id = ?' : 'provider_query_ref = ?'} LIMIT 1`,
+    `SELECT id, merchant_id, payment_id, refund_id, confirms, code, provider_query_ref FROM provider_status_queries WHERE provider = ? AND ${id ? 'id = ?' : 'provider_query_ref = ?'} LIMIT 1`,
     [provider, id ?? ref.providerRef],
   );
   return rows[0] ?? null;
@@ -65,4 +67,49 @@ export async function resolveStatusQuery(em: EntityManager, provider: string, re
 export async function findOurRefund(em: EntityManager, paymentId: string, reported: { ourRefundId: string | null; providerRefundId: string }): Promise<Refund | null> {
   const id = ourId(reported.ourRefundId);
   return (id ? await em.findOne(RefundSchema, { id, paymentId }) : null) ?? em.findOne(RefundSchema, { paymentId, providerRef: reported.providerRefundId });
+}
+
+export type ReferencedSubject =
+  | { kind: 'payment'; payment: Payment; providerDataKey?: string }
+  | { kind: 'refund'; refund: Refund }
+  | { kind: 'status-query'; query: StatusQueryRow };
+
+/** The subject's id and the provider reference it stored for what `claimed` names (null: none yet). */
+function storedReference(subject: ReferencedSubject): { id: string; stored: string | null } {
+  switch (subject.kind) {
+    case 'payment': {
+      // A reference of the kind provider_data[key] holds is compared with that fact alone: provider_ref is
+      // another kind there (an order id beside a capture id, a receipt beside a CheckoutRequestID).
+      const key = subject.providerDataKey;
+      if (!key) return { id: subject.payment.id, stored: subject.payment.providerRef ?? null };
+      const fact = subject.payment.providerData[key];
+      return { id: subject.payment.id, stored: typeof fact === 'string' && fact ? fact : null };
+    }
+    case 'refund':
+      return { id: subject.refund.id, stored: subject.refund.providerRef ?? null };
+    case 'status-query':
+      return { id: subject.query.id, stored: subject.query.provider_query_ref };
+  }
+}
+
+/**
+ * The reference a notification carries for what it is about (a CheckoutRequestID, a reversal's or a
+ * status query's OriginatorConversationID, an intent, order or capture id), checked against the subject
+ * it was resolved to — which may have been found by our id taken from an unsigned part of the request
+ * (mobilemoney's `?ref=`), while a signature covers the body only. The reference must be the subject's
+ * own: equal to the one it stored, or, while it has stored none yet (its request's answer not recorded
+ * yet, or lost), held by no other subject. Returns why it is not, or null.
+ */
+export async function referenceConflict(em: EntityManager, provider: string, claimed: string | null, subject: ReferencedSubject): Promise<string | null> {
+  if (!claimed) return null;
+  const { id, stored } = storedReference(subject);
+  if (stored !== null) return stored === claimed ? null : `it names ${claimed}; the subject's reference is ${stored}`;
+  const byReference = { ourId: null, providerRef: claimed };
+  const holder =
+    subject.kind === 'payment'
+      ? await resolvePayment(em, provider, { ...byReference, providerDataKey: subject.providerDataKey })
+      : subject.kind === 'refund'
+        ? await resolveRefund(em, provider, byReference)
+        : await resolveStatusQuery(em, provider, byReference);
+  return holder && holder.id !== id ? `it names ${claimed}, another subject's reference (${holder.id})` : null;
 }
