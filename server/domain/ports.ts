@@ -198,7 +198,11 @@ export interface PaymentOutcomeNotification extends NotificationBase {
 /** One refund as a provider reports it (made by the service or directly at the provider). */
 export interface RefundReport {
   providerRefundId: string;
-  /** Ours when the service made it (stamped as metadata / custom_id). */
+  /**
+   * Ours when the service made it (stamped as metadata / custom_id). A provider that reports refunds this
+   * way must echo it for every refund the service made: a report without it (and without a provider id
+   * we stored) is taken as a refund made at the provider, never matched to ours by amount.
+   */
   ourRefundId: string | null;
   status: 'pending' | 'completed' | 'failed';
   amount: Money | null;

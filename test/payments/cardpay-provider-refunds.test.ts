@@ -21,6 +21,7 @@ beforeAll(async () => {
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: SECRET_KEY } }).expect(200);
 });
 afterAll(async () => {
+  await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' });
   await t.stop();
   await receiver.stop();
 });
@@ -67,6 +68,38 @@ describe('a refund made in the provider dashboard', () => {
     // Every charge.refunded for this payment has been handled by now: still exactly two refunds.
     await eventually(() => receiver.events('payment.refunded').filter((e) => e.json.data.payment_id === p.id).length === 2, 10_000, 'two payment.refunded');
     expect((await refundsOf(p.id)).map((r) => r.amount).sort()).toEqual(['2.00', '3.00']);
+  });
+
+  it('arriving while a refund of ours of the same amount is still unanswered, it is its own refund: both are recorded and the payment ends refunded', async () => {
+    const p = await paid('pm_card_visa', '100.00');
+    // Our refund of 50.00 gets no answer (the provider is down): it stays pending, not yet at the provider.
+    await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
+    const ours = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id, amount: '50.00' });
+    await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' }).expect(200);
+    expect(ours.status).toBe(502);
+    const [r1] = await refundsOf(p.id);
+    expect(r1).toMatchObject({ status: 'pending', amount: '50.00', provider_ref: null });
+
+    // Someone refunds 50.00 in the provider dashboard first: the provider reports it without our refund id.
+    const dashboard = await dashboardRefund(p.provider_ref, 5000);
+    expect(dashboard.status).toBe(200);
+    await eventually(async () => (await payment(p.id)).amount_refunded === '50.00', 10_000, 'the dashboard refund');
+    const afterDashboard = await refundsOf(p.id);
+    expect(afterDashboard).toEqual([
+      expect.objectContaining({ id: r1!.id, status: 'pending', provider_ref: null }),
+      expect.objectContaining({ status: 'completed', amount: '50.00', provider_ref: dashboard.body.id }),
+    ]);
+
+    // Our refund is still ours: the refund sync finds no trace of it at the provider and sends it; it completes.
+    await t.inContext(() => t.service.container.services.refundSync.syncOne(r1!.id as string));
+    await eventually(async () => (await payment(p.id)).status === 'refunded', 10_000, 'the payment to be refunded');
+    expect(await payment(p.id)).toMatchObject({ amount_refunded: '100.00', integrity: { status: 'ok' } });
+    const refunds = await refundsOf(p.id);
+    expect(refunds).toEqual([
+      expect.objectContaining({ id: r1!.id, status: 'completed', amount: '50.00', provider_ref: expect.stringMatching(/^re_/) }),
+      expect.objectContaining({ status: 'completed', amount: '50.00', provider_ref: dashboard.body.id }),
+    ]);
+    expect(refunds[0]!.provider_ref).not.toBe(dashboard.body.id);
   });
 });
 

@@ -382,19 +382,19 @@ export class UnitOfWork {
   }
 
   /**
-   * A completed refund a provider reports (callback). Ours — matched by its id, its provider ref, or
-   * (while our request's answer is still in flight) a pending one of the same amount — is completed
-   * through `refund`; one made at the provider directly is recorded as a new refund and completed the
-   * same way, when its currency is the payment's and it fits in what remains.
+   * A completed refund a provider reports (callback). Ours — matched by our id, which every provider
+   * reporting refunds this way echoes (cardpay metadata.refund_id, walletpay custom_id), or by its
+   * provider ref — is completed through `refund`. One without either was made at the provider directly
+   * (its dashboard) and is recorded as a new refund, completed the same way, when its currency is the
+   * payment's and it fits in what remains. Never matched by amount: a dashboard refund that happens to
+   * equal a pending refund of ours is not ours, and taking it for ours would both mislabel it and leave
+   * our refund's own completion nothing to apply to.
    */
   async providerRefund(paymentId: string, report: ReportedRefund, source: string): Promise<RefundOutcome | null> {
     const payment = await this.lockPayment(paymentId);
     const known =
       (report.ourRefundId && UUID.test(report.ourRefundId) ? await this.tx.findOne(RefundSchema, { id: report.ourRefundId, paymentId }) : null) ??
-      (await this.tx.findOne(RefundSchema, { paymentId, providerRef: report.providerRefundId })) ??
-      (report.reported === null
-        ? null
-        : await this.tx.findOne(RefundSchema, { paymentId, providerRef: null, status: 'pending', amountMinor: report.reported.minor }, { orderBy: { createdAt: 'asc' } }));
+      (await this.tx.findOne(RefundSchema, { paymentId, providerRef: report.providerRefundId }));
     if (known) {
       return this.refund(known.id, { status: 'completed', reported: report.reported, providerRef: report.providerRefundId, raw: report.raw }, source);
     }
