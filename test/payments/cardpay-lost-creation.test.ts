@@ -105,3 +105,46 @@ describe('a payment younger than the retention', () => {
     expect(await payment(id)).toMatchObject({ status: 'completed', provider_ref: intent!.id });
   });
 });
+
+/**
+ * The request creating the payment died mid-way (its key still says "call the provider") a day and an
+ * hour ago, and the merchant retries with the same key now. The dead request is made up from one whose
+ * answer was lost: its key put back to the provider-call step, the payment made 25 h old (the trigger
+ * that keeps created_at is set aside for that one statement) and kept from the status sync.
+ */
+async function interruptedADayAgo(id: string): Promise<string> {
+  const [row] = await t.sql<{ idempotency_key: string }>('SELECT idempotency_key FROM payments WHERE id = $1', [id]);
+  await t.sql(`UPDATE idempotency_keys SET recovery_point = 'provider_call', answer = NULL, lease_token = NULL, locked_until = NULL WHERE resource_id = $1`, [id]);
+  await t.sql(`BEGIN; ALTER TABLE payments DISABLE TRIGGER payments_keep_merchant_and_created_at;
+    UPDATE payments SET created_at = created_at - interval '25 hours', next_sync_at = now() + interval '1 day' WHERE id = '${id}';
+    ALTER TABLE payments ENABLE TRIGGER payments_keep_merchant_and_created_at; COMMIT;`);
+  return row!.idempotency_key;
+}
+const retry = (idem: string) => t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', idem)
+  .send({ provider: 'cardpay', amount: '40.00', currency: 'USD', payment_method: 'pm_card_visa' });
+
+describe("a merchant's retry of a creation interrupted more than the retention ago", () => {
+  it('finds the first charge at the provider and completes the payment; the card is not charged again', async () => {
+    const id = await createWithLostAnswer();
+    const idem = await interruptedADayAgo(id);
+    await providerForgetsKey(id);
+    const res = await retry(idem);
+    expect(res.status).toBe(200);
+    expect(res.headers['idempotent-replayed']).toBe('true');
+    const [intent, ...more] = await intentsOf(id);
+    expect(more).toEqual([]);
+    expect(res.body.data).toMatchObject({ id, status: 'completed', provider_ref: intent!.id });
+  });
+
+  it('whose create never reached the provider fails the payment, saying nothing was charged; the create is not sent', async () => {
+    const id = await createThatNeverArrived();
+    const idem = await interruptedADayAgo(id);
+    await providerForgetsKey(id);
+    const res = await retry(idem);
+    expect(res.status).toBe(200);
+    expect(await intentsOf(id)).toEqual([]);
+    expect(await payment(id)).toMatchObject({ status: 'failed', provider_ref: null, failure_reason: expect.stringContaining('Nothing was charged') });
+    // The key now replays that answer.
+    expect((await retry(idem)).body.data).toMatchObject({ id, status: 'failed' });
+  });
+});

@@ -14,6 +14,7 @@ import { hashRequest, type Acquired, type ClaimedKey, type IdempotencyKeys, type
 import type { ProviderGateway } from './provider-gateway.js';
 import { countPayments } from './payment-counts.js';
 import { DEEP_PAGE_OFFSET, deepPageIds } from './payment-pages.js';
+import { recoverLostCreation } from './lost-creation.js';
 import { reservePayment, type PaymentReservation } from './payment-reservation.js';
 import type { PaymentUpdate, StatusWriter } from './status-writer.js';
 import { normalizePaymentRequest, type NormalizedPaymentRequest } from './payment-request.js';
@@ -152,8 +153,13 @@ export class PaymentService {
     const payment = !claim.resumed && reserved ? reserved : await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
     if (claim.resumed) {
       if (payment.status !== 'pending' || payment.providerRef) return { payment, keyFinished: false };
-      if (!this.gateway.repeatsCreateSafely(payment.provider)) {
-        this.logger.warn({ paymentId, provider: payment.provider }, 'resumed creation: the provider cannot take a repeated create; left to the status sync');
+      // What the dead request got done, as the status sync asks it: the create is repeated only while the
+      // provider still answers a repeat with the first result (lost-creation.ts), never as a second charge.
+      const lost = await recoverLostCreation(this.gateway, payment, paymentLookup(payment));
+      if (lost.kind === 'found') return this.settle(payment, toUpdate(lost.result), claim);
+      if (lost.kind === 'absent') return this.settle(payment, { status: 'failed', failureReason: lost.reason }, claim);
+      if (lost.kind === 'unknown') {
+        this.logger.warn({ paymentId, provider: payment.provider, reason: lost.reason }, 'resumed creation: not sent again; left to the status sync');
         await this.markForSync(paymentId, { error: 'the request creating this payment was interrupted' });
         return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId }), keyFinished: false };
       }

@@ -33,11 +33,6 @@ export class ProviderGateway {
     return this.port(payment.provider).createPayment(knownCreds ?? (await this.creds(payment)), input);
   }
 
-  /** Whether an interrupted creation may be resumed by sending the create again (same idempotency key). */
-  repeatsCreateSafely(provider: string): boolean {
-    return this.port(provider).capabilities.replayableCreate;
-  }
-
   async getPayment(payment: Payment, lookup: PaymentLookup): Promise<ProviderPaymentResult> {
     return this.port(payment.provider).getPayment(await this.creds(payment), lookup);
   }
