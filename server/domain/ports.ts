@@ -79,9 +79,8 @@ export interface PaymentLookup {
 export interface RefundInput {
   refundId: string;
   payment: PaymentLookup & { amount: Money; receiptNumber: string | null };
+  /** Always sent as it is, never "what remains": the provider refunds exactly this or refuses. */
   amount: Money;
-  /** True when `amount` is the payment's whole amount; fixed per refund, so a repeated request sends the same parameters. */
-  full: boolean;
   idempotencyKey: string;
 }
 

@@ -122,3 +122,32 @@ describe('refund events (refund.created, refund.updated, refund.failed)', () => 
     expect((await payment(p.id)).amount_refunded).toBe('4.00');
   });
 });
+
+describe('a full refund while a dashboard refund has not reached the service yet', () => {
+  it('asks the provider for exactly the amount reserved: the provider refuses the excess and the refund fails, instead of refunding what remains', async () => {
+    // This merchant's credentials carry their own webhook secret: no endpoint is registered, so the
+    // dashboard refund below never reaches the service on its own.
+    const { apiKey } = await t.createMerchant('Quiet Refund Shop');
+    const quietSecretKey = 'sk_test_provider_refunds_quiet';
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey)
+      .send({ provider: 'cardpay', cardpay: { secret_key: quietSecretKey, webhook_secret: 'whsec_provider_refunds_quiet' } }).expect(200);
+    const created = await t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `quiet-${Date.now()}`)
+      .send({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' });
+    expect(created.body.data.status).toBe('completed');
+    const p = created.body.data as { id: string; provider_ref: string };
+    const dashboard = await t.http.post('/sandbox/cardpay/dashboard/refunds').set('Authorization', `Bearer ${quietSecretKey}`).type('form')
+      .send({ payment_intent: p.provider_ref, amount: '500' });
+    expect(dashboard.status).toBe(200);
+
+    // The merchant refunds "the rest", which to the service is all 25.00.
+    const res = await t.http.post('/v1/refunds').set('X-API-Key', apiKey).send({ payment_id: p.id });
+    expect(res.status).toBe(502);
+    expect(res.body.error).toMatchObject({ code: 'PROVIDER_ERROR', message: expect.stringContaining('cardpay refused the refund') });
+    const refunds = (await t.http.get(`/v1/refunds?payment_id=${p.id}`).set('X-API-Key', apiKey).expect(200)).body.data;
+    expect(refunds).toEqual([expect.objectContaining({ amount: '25.00', status: 'failed' })]);
+    // At the provider: the dashboard's 5.00 and nothing else (before, the provider refunded the 20.00 left
+    // and our 25.00 refund stayed pending for ever on an amount mismatch).
+    const atProvider = await t.sql<{ amount: string }>('SELECT amount::text FROM sandbox_cardpay_refunds WHERE payment_intent = $1', [p.provider_ref]);
+    expect(atProvider).toEqual([{ amount: '500' }]);
+  });
+});

@@ -54,7 +54,7 @@ async function eventually<T>(fn: () => Promise<T | undefined> | T | undefined, w
   }
 }
 
-function refundInput(payment: ProviderPaymentResult, paymentInputUsed: CreatePaymentInput, minor: bigint, full: boolean): RefundInput {
+function refundInput(payment: ProviderPaymentResult, paymentInputUsed: CreatePaymentInput, minor: bigint): RefundInput {
   const refundId = randomUUID();
   return {
     refundId,
@@ -67,7 +67,6 @@ function refundInput(payment: ProviderPaymentResult, paymentInputUsed: CreatePay
       receiptNumber: null,
     },
     amount: { minor, currency: paymentInputUsed.amount.currency },
-    full,
     idempotencyKey: `refund-${refundId}`,
   };
 }
@@ -275,19 +274,19 @@ describe('refunds', () => {
     const input = paymentInput({ payment_method: 'pm_card_visa' }, 1000n);
     const payment = await adapter.createPayment(creds, input);
 
-    const partial = await adapter.refundPayment(creds, refundInput(payment, input, 300n, false));
+    const partial = await adapter.refundPayment(creds, refundInput(payment, input, 300n));
     expect(partial).toMatchObject({ status: 'completed', failureReason: null });
     expect(partial.providerRef).toMatch(/^re_/);
     expect(partial.raw).toMatchObject({ object: 'refund', amount: 300, currency: 'usd', payment_intent: payment.providerRef, status: 'succeeded' });
 
-    const over = await providerError(adapter.refundPayment(creds, refundInput(payment, input, 800n, false)));
+    const over = await providerError(adapter.refundPayment(creds, refundInput(payment, input, 800n)));
     expect(over.kind).toBe('invalid_request');
     expect(over.providerCode).toBe('amount_too_large');
 
-    const rest = await adapter.refundPayment(creds, refundInput(payment, input, 700n, true));
+    const rest = await adapter.refundPayment(creds, refundInput(payment, input, 700n));
     expect(rest.raw).toMatchObject({ amount: 700, status: 'succeeded' });
 
-    const none = await providerError(adapter.refundPayment(creds, refundInput(payment, input, 1n, false)));
+    const none = await providerError(adapter.refundPayment(creds, refundInput(payment, input, 1n)));
     expect(none.kind).toBe('invalid_request');
     expect(none.providerCode).toBe('charge_already_refunded');
 
@@ -299,7 +298,7 @@ describe('refunds', () => {
     const creds = newCreds();
     const input = paymentInput({ payment_method: 'pm_card_chargeDeclined' });
     const declined = await providerError(adapter.createPayment(creds, input));
-    const err = await providerError(adapter.refundPayment(creds, refundInput(declined.result!, input, 100n, false)));
+    const err = await providerError(adapter.refundPayment(creds, refundInput(declined.result!, input, 100n)));
     expect(err.kind).toBe('invalid_request');
   });
 
@@ -307,7 +306,7 @@ describe('refunds', () => {
     const creds = newCreds();
     const input = paymentInput({ payment_method: 'pm_card_visa' }, 1000n);
     const payment = await adapter.createPayment(creds, input);
-    const request = refundInput(payment, input, 300n, false);
+    const request = refundInput(payment, input, 300n);
     const made = await adapter.refundPayment(creds, request);
     const lookup = { refundId: request.refundId, payment: request.payment };
 
@@ -438,7 +437,7 @@ describe('webhook endpoints and signed events', () => {
       failureReason: 'Your card has insufficient funds.',
     });
 
-    await adapter.refundPayment(creds, refundInput(payment, input, 250n, false));
+    await adapter.refundPayment(creds, refundInput(payment, input, 250n));
     const [refundDelivery] = await eventually(() => {
       const hits = eventsOfType('charge.refunded', (o) => o.payment_intent === payment.providerRef);
       return hits.length ? hits : undefined;

@@ -180,7 +180,6 @@ describe('reversal', () => {
       refundId: 'ref-1',
       payment: { paymentId: 'p-1', providerRef: 'ws_CO_1', reference: 'REF000000001', providerData: {}, amount: { minor: 10000n, currency: 'KES' }, receiptNumber: receipt },
       amount: { minor: 10000n, currency: 'KES' },
-      full: true,
       idempotencyKey: 'k',
       ...urls('refund'),
     });

@@ -42,7 +42,6 @@ function refundInput(payment: CreatePaymentInput, result: ProviderPaymentResult,
     refundId: randomUUID(),
     payment: { ...lookupOf(payment, result), amount: payment.amount, receiptNumber: result.receiptNumber ?? null },
     amount: { minor: amountMinor, currency: payment.amount.currency },
-    full: false,
     idempotencyKey: `refund-${key}`,
   };
 }
@@ -223,7 +222,7 @@ describe('refundPayment', () => {
     expect(tooMuch.kind).toBe('invalid_request');
     expect(tooMuch.providerCode).toBe('REFUND_AMOUNT_EXCEEDED');
 
-    const rest = await adapter.refundPayment(creds, { ...refundInput(input, captured, 750n), full: true });
+    const rest = await adapter.refundPayment(creds, { ...refundInput(input, captured, 750n) });
     expect(rest.status).toBe('completed');
     const capture = await t.sql<{ status: string; refunded_minor: string }>('SELECT status, refunded_minor FROM sandbox_walletpay_captures WHERE id = $1', [captured.data!.captureId]);
     expect(capture[0]).toEqual({ status: 'REFUNDED', refunded_minor: '1050' });
@@ -235,7 +234,7 @@ describe('refundPayment', () => {
   it('refunds the whole capture at once, and a retried refund is not repeated', async () => {
     const creds = newCreds();
     const { input, captured } = await capturedPayment(creds);
-    const refund = { ...refundInput(input, captured, 1050n), full: true };
+    const refund = { ...refundInput(input, captured, 1050n) };
     const first = await adapter.refundPayment(creds, refund);
     const retry = await adapter.refundPayment(creds, refund);
     expect(retry.providerRef).toBe(first.providerRef);

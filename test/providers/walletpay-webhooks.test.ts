@@ -223,7 +223,6 @@ describe('signed events', () => {
       refundId,
       payment: { paymentId: input.paymentId, providerRef: captured.providerRef, reference: input.reference, providerData: captured.data ?? {}, amount: input.amount, receiptNumber: null },
       amount: { minor: 300n, currency: 'USD' },
-      full: false,
       idempotencyKey: `refund-${refundId}`,
     });
     const delivery = await eventually(() => deliveriesTo(path).find((r) => eventType(r) === 'PAYMENT.CAPTURE.REFUNDED'), 'the refund event');

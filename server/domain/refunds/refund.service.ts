@@ -84,11 +84,10 @@ export class RefundService {
       result = await this.gateway.refund(payment, {
         refundId: refund.id,
         payment: { ...paymentLookup(payment), amount: { minor: payment.amountMinor, currency: payment.currency }, receiptNumber: payment.receiptNumber ?? null },
+        // The refund's own amount, also for a full refund: a provider left to refund "what remains" would
+        // refund less than we reserved when a refund made elsewhere has not reached us yet, and a resumed
+        // request repeats the first one's parameters exactly (as a repeated idempotency key must).
         amount: { minor: refund.amountMinor, currency: refund.currency },
-        // Fixed by the refund itself, not by what remains now: a resumed request must repeat the first one's
-        // parameters exactly (a provider refuses a repeated idempotency key with other parameters), even
-        // after another refund has taken the rest of the payment meanwhile.
-        full: refund.amountMinor === payment.amountMinor,
         idempotencyKey: `refund-${refund.id}`,
       });
     } catch (err) {

@@ -76,8 +76,7 @@ export class CardpayAdapter {
     const params: Stripe.RefundCreateParams = {
       payment_intent: input.payment.providerRef,
       metadata: { refund_id: input.refundId, payment_id: input.payment.paymentId },
-      // A full refund leaves the amount out: the provider refunds what remains.
-      ...(input.full ? {} : { amount: toWireAmount(input.amount) }),
+      amount: toWireAmount(input.amount),
     };
     const refund = await this.call('write', () => this.stripe(creds).refunds.create(params, { idempotencyKey: input.idempotencyKey }));
     return toRefundResult(refund);
