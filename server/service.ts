@@ -16,6 +16,11 @@ import { withSchemaLock } from './persistence/schema-lock.js';
 
 /** A worker's webhook drain loop: attempts in flight at once, and the pause after a failed claim. */
 const DRAINER_OPTIONS = { maxInFlight: 32, retryMs: 1000 };
+/**
+ * The drain loop's listening connection is checked this often (a SELECT 1 answered within 2 s): one
+ * that died silently is replaced, and the new one looks once for what became due meanwhile.
+ */
+const DUE_LISTENER_HEARTBEAT_MS = 5_000;
 
 export interface RunningService {
   container: Container;
@@ -105,9 +110,17 @@ export async function startService(config: AppConfig, options: StartOptions = {}
   await container.agenda.start();
   if (runsJobs) await scheduleRecurringJobs(container);
   // The drain loop sleeps until the database NOTIFYs a due delivery, on a connection of its own; it is
-  // also woken when that connection is (re)made, for whatever became due while no worker listened.
-  const drainer = runsJobs ? new DeliveryDrainer(container, DRAINER_OPTIONS) : null;
-  const dueDeliveries = drainer ? new ChangeNotifications(url, { channel: DELIVERIES_DUE_CHANNEL, onError: (message) => logger.warn(message) }) : null;
+  // also woken when that connection is (re)made, for whatever became due while no worker listened, and
+  // claims at least once per sweep interval whatever happens to the wake-ups.
+  const drainer = runsJobs ? new DeliveryDrainer(container, { ...DRAINER_OPTIONS, pollMs: config.deliverySweepIntervalMs }) : null;
+  const dueDeliveries = drainer
+    ? new ChangeNotifications(url, {
+        channel: DELIVERIES_DUE_CHANNEL,
+        name: 'payments-deliveries-listener',
+        heartbeatIntervalMs: DUE_LISTENER_HEARTBEAT_MS,
+        onError: (message) => logger.warn(message),
+      })
+    : null;
   dueDeliveries?.subscribe(() => drainer!.notifyDue());
   drainer?.start();
   await dueDeliveries?.start();

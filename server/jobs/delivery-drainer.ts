@@ -7,6 +7,11 @@ export interface DrainerOptions {
   maxInFlight: number;
   /** Wait before claiming again after a failed claim (e.g. the database is restarting). */
   retryMs: number;
+  /**
+   * Claim at least this often even when no notification came: a wake-up can be lost (the listening
+   * connection died unnoticed, a NOTIFY was never sent), and the sweeper's rescue is itself a NOTIFY.
+   */
+  pollMs: number;
 }
 
 /** Claim only when at least this many slots are free, so claims stay batched under load. */
@@ -19,7 +24,8 @@ const MAX_UNRECORDED_FACTOR = 4;
  * of a delivery due now (a ChangeNotifications on DELIVERIES_DUE_CHANNEL, see service.ts), it leases many
  * due deliveries in one statement, sends up to `maxInFlight` at once over keep-alive connections, and
  * records each attempt (successes in groups).
- * It keeps claiming while the last claim came back full, then sleeps until the next notification.
+ * It keeps claiming while the last claim came back full, then sleeps until the next notification, or
+ * at most `pollMs` (a claim that finds nothing is one indexed statement).
  * Agenda keeps the scheduled retries (a failed attempt books the next one as a job) and the sweeper,
  * which wakes the workers for anything due that nobody took (no worker listening, a lost retry job,
  * an expired lease). Leases keep any number of workers from sending a delivery twice at once.
@@ -34,6 +40,8 @@ export class DeliveryDrainer {
   private due = false;
   private wake: (() => void) | null = null;
   private running: Promise<void> | null = null;
+  /** When the last claim was made (performance.now()): the fallback poll counts from it. */
+  private lastClaimAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly container: JobContext, private readonly options: DrainerOptions) {}
 
@@ -59,11 +67,14 @@ export class DeliveryDrainer {
     while (!this.stopped) {
       // A slot frees when its response arrives: recording it (in a group) does not hold up the next request.
       const free = Math.min(this.options.maxInFlight - this.sending, this.options.maxInFlight * MAX_UNRECORDED_FACTOR - this.inFlight.size);
+      const untilPoll = this.lastClaimAt + this.options.pollMs - performance.now();
+      if (untilPoll <= 0) this.due = true;
       if (!this.due || free < Math.min(MIN_CLAIM, this.options.maxInFlight)) {
-        await this.pause();
+        await this.pause(this.due ? undefined : untilPoll);
         continue;
       }
       this.due = false;
+      this.lastClaimAt = performance.now();
       let batch: LeasedDelivery[];
       try {
         batch = await inOrmScope(orm.em, () => services.deliveries.leaseDue(free));

@@ -22,12 +22,25 @@ export interface ChangeNotificationOptions {
   freshnessMs?: number;
   /** A check unanswered this long means the connection is dead: it is closed and made again. */
   heartbeatTimeoutMs?: number;
+  /**
+   * Also check the connection this often, whether or not anything reads `isCurrent()`. A listener that
+   * only reacts to notifications (the delivery drain loop) needs it: a connection that died silently
+   * (half-open TCP after a NAT idle timeout or a hard failover) otherwise goes unnoticed for hours,
+   * and every notification meant for it is lost.
+   */
+  heartbeatIntervalMs?: number;
+  /** Connecting and LISTENing taking longer than this are given up and tried again. */
+  connectTimeoutMs?: number;
+  /** The connection's application_name is `<name>:<pid>` (how operators and tests find it in pg_stat_activity). */
+  name?: string;
   onError?: (message: string) => void;
   /** Called for every query the listening connection sends (LISTEN and heartbeats). */
   onQuery?: () => void;
 }
 
 const MAX_RECONNECT_DELAY_MS = 5_000;
+/** TCP keepalive probes start after this much silence (the kernel's default is 2 hours). */
+const KEEPALIVE_IDLE_MS = 30_000;
 
 /**
  * One dedicated PostgreSQL connection per process that LISTENs on a channel fed by triggers
@@ -48,10 +61,12 @@ export class ChangeNotifications implements ChangeFeed {
   /** The connection a heartbeat is awaited on (at most one at a time). */
   private heartbeatOn: pg.Client | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
   private reconnectDelayMs = 100;
   private stopped = false;
   private readonly freshnessMs: number;
   private readonly heartbeatTimeoutMs: number;
+  private readonly connectTimeoutMs: number;
 
   constructor(
     private readonly databaseUrl: string,
@@ -59,6 +74,7 @@ export class ChangeNotifications implements ChangeFeed {
   ) {
     this.freshnessMs = options.freshnessMs ?? 1_000;
     this.heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? 2_000;
+    this.connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
   }
 
   subscribe(listener: (change: TableChange) => void): void {
@@ -67,7 +83,8 @@ export class ChangeNotifications implements ChangeFeed {
 
   /**
    * Heartbeats are sent on demand: a read that finds the last confirmation half its allowed age old
-   * asks for a new one, so a busy process checks about twice a second and an idle one not at all.
+   * asks for a new one, so a busy process checks about twice a second and an idle one not at all
+   * (unless `heartbeatIntervalMs` is set).
    */
   isCurrent(): boolean {
     const age = Date.now() - this.confirmedAt;
@@ -77,12 +94,18 @@ export class ChangeNotifications implements ChangeFeed {
 
   /** Connects and LISTENs; a failure is retried in the background (callers read the database meanwhile). */
   async start(): Promise<void> {
+    if (this.options.heartbeatIntervalMs && !this.heartbeatTimer) {
+      this.heartbeatTimer = setInterval(() => this.heartbeat(), this.options.heartbeatIntervalMs);
+      this.heartbeatTimer.unref();
+    }
     await this.connect();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    this.heartbeatTimer = null;
     const client = this.client;
     this.client = null;
     await client?.end().catch(() => undefined);
@@ -92,9 +115,10 @@ export class ChangeNotifications implements ChangeFeed {
     if (this.stopped) return;
     const client = new pg.Client({
       connectionString: this.databaseUrl,
-      application_name: `payments-change-listener:${process.pid}`,
+      application_name: `${this.options.name ?? 'payments-change-listener'}:${process.pid}`,
       keepAlive: true,
-      connectionTimeoutMillis: 10_000,
+      keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
+      connectionTimeoutMillis: this.connectTimeoutMs,
     });
     client.on('error', (err) => this.lost(client, err.message));
     client.on('end', () => this.lost(client, 'connection ended'));
@@ -102,12 +126,20 @@ export class ChangeNotifications implements ChangeFeed {
       if (msg.channel === this.options.channel) this.publish(parseChange(msg.payload));
     });
     this.connecting = client;
+    // connectionTimeoutMillis bounds the connect only: a LISTEN that never gets an answer would leave
+    // this process listening nowhere, with no retry. The whole step is bounded; a late answer is ignored.
+    const deadline = setTimeout(() => {
+      this.lost(client, `connecting and LISTEN took longer than ${this.connectTimeoutMs} ms`);
+      void client.end().catch(() => undefined);
+    }, this.connectTimeoutMs);
+    deadline.unref();
     try {
       await client.connect();
       const sentAt = Date.now();
       this.options.onQuery?.();
       await client.query(`LISTEN ${pg.escapeIdentifier(this.options.channel)}`);
-      if (this.stopped) {
+      clearTimeout(deadline);
+      if (this.stopped || this.connecting !== client) {
         await client.end().catch(() => undefined);
         return;
       }
@@ -118,6 +150,7 @@ export class ChangeNotifications implements ChangeFeed {
       this.publish({ table: '*', merchantIds: [] });
       this.confirmedAt = sentAt;
     } catch (err) {
+      clearTimeout(deadline);
       await client.end().catch(() => undefined);
       this.lost(client, (err as Error).message);
     }

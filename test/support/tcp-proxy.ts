@@ -1,0 +1,72 @@
+import net from 'node:net';
+
+interface Pair {
+  client: net.Socket;
+  upstream: net.Socket;
+  /** Nothing passes either way any more, and neither end is told: a path that died silently. */
+  silent: boolean;
+}
+
+/**
+ * A TCP relay between the service's processes and PostgreSQL, so a test can make one connection go
+ * silent the way a NAT that dropped its state or a hard failover does: both sockets stay open, bytes
+ * are dropped, neither side sees an error or a close. Connections are told apart by the port the relay
+ * connects to the database from, which PostgreSQL shows as pg_stat_activity.client_port.
+ */
+export class TcpProxy {
+  private readonly pairs = new Set<Pair>();
+  private readonly server: net.Server;
+
+  constructor(private readonly target: { host: string; port: number }) {
+    this.server = net.createServer((client) => {
+      const upstream = net.connect(this.target.port, this.target.host);
+      const pair: Pair = { client, upstream, silent: false };
+      this.pairs.add(pair);
+      client.on('data', (chunk) => {
+        if (!pair.silent) upstream.write(chunk);
+      });
+      upstream.on('data', (chunk) => {
+        if (!pair.silent) client.write(chunk);
+      });
+      const close = () => {
+        if (pair.silent) return;
+        client.destroy();
+        upstream.destroy();
+        this.pairs.delete(pair);
+      };
+      for (const socket of [client, upstream]) {
+        socket.on('close', close);
+        socket.on('error', close);
+      }
+    });
+  }
+
+  /** Listens on a free loopback port; returns `databaseUrl` pointed at the relay. */
+  async start(databaseUrl: string): Promise<string> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    const url = new URL(databaseUrl);
+    url.hostname = '127.0.0.1';
+    url.port = String((this.server.address() as net.AddressInfo).port);
+    return url.toString();
+  }
+
+  /** Silences the connection PostgreSQL sees coming from `clientPort`; false if there is none. */
+  silence(clientPort: number): boolean {
+    for (const pair of this.pairs) {
+      if (pair.upstream.localPort === clientPort) {
+        pair.silent = true;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  async stop(): Promise<void> {
+    for (const pair of this.pairs) {
+      pair.client.destroy();
+      pair.upstream.destroy();
+    }
+    this.pairs.clear();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
