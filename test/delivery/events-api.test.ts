@@ -138,10 +138,16 @@ describe('GET /v1/events/{id}', () => {
 describe('retention', () => {
   it('hides events past EVENT_RETENTION and the prune job deletes them with their delivered deliveries', async () => {
     // An old delivered event, and an old one whose delivery is dead (kept for manual review).
-    const old = await emitEvent(t, a.merchantId, { type: 'payment.completed', notify: false });
-    const oldDead = await emitEvent(t, a.merchantId, { type: 'payment.failed', notify: false });
-    await t.sql(`UPDATE webhook_deliveries SET status = 'delivered', next_attempt_at = NULL, delivered_at = now() WHERE id = $1`, [old.deliveryId]);
-    await t.sql(`UPDATE webhook_deliveries SET status = 'dead', next_attempt_at = NULL WHERE id = $1`, [oldDead.deliveryId]);
+    const old = await emitEvent(t, a.merchantId, {
+      type: 'payment.completed',
+      notify: false,
+      adjust: (tx, ids) => tx.execute(`UPDATE webhook_deliveries SET status = 'delivered', next_attempt_at = NULL, delivered_at = now() WHERE id = ?`, [ids.deliveryId]),
+    });
+    const oldDead = await emitEvent(t, a.merchantId, {
+      type: 'payment.failed',
+      notify: false,
+      adjust: (tx, ids) => tx.execute(`UPDATE webhook_deliveries SET status = 'dead', next_attempt_at = NULL WHERE id = ?`, [ids.deliveryId]),
+    });
     await t.sql(`UPDATE events SET created_at = now() - interval '25 hours' WHERE id = ANY($1)`, [[old.eventId, oldDead.eventId]]);
 
     expect((await t.http.get(`/v1/events/${old.eventId}`).set('X-API-Key', a.apiKey)).status).toBe(404);

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { appendEvent } from '../../server/domain/events/outbox.js';
 import type { MerchantEventType } from '../../server/domain/events/merchant-events.js';
 import type { TestService } from '../support/service.js';
@@ -19,19 +20,26 @@ export interface DeliveryRow {
 /**
  * Writes an event the way the payments domain does (outbox, in a transaction, then DeliveryQueue.enqueue).
  * `notify: false` commits it without the wake-up (no enqueue), as when the writer stopped right after
- * its commit: only the sweeper (after its grace period) sends it.
+ * its commit: only a drain loop's fallback claim or the sweeper sends it. `adjust` runs in the same
+ * transaction (a test giving the delivery another state): a delivery committed due now may be claimed
+ * at any moment after its commit.
  */
 export async function emitEvent(
   t: TestService,
   merchantId: string,
-  options: { type?: MerchantEventType; paymentId?: string; notify?: boolean } = {},
+  options: {
+    type?: MerchantEventType;
+    paymentId?: string;
+    notify?: boolean;
+    adjust?: (tx: EntityManager, ids: { deliveryId: string; eventId: string }) => Promise<unknown>;
+  } = {},
 ): Promise<{ eventId: string; deliveryId: string; paymentId: string }> {
   const paymentId = options.paymentId ?? randomUUID();
   const type = options.type ?? 'payment.completed';
   const { em } = t.service.container.orm;
   const appended = await t.inContext(() =>
     em.transactional(async (tx) => {
-      return appendEvent(tx, {
+      const appended = await appendEvent(tx, {
         merchantId,
         paymentId,
         type,
@@ -41,6 +49,8 @@ export async function emitEvent(
           previous_status: type === 'payment.refunded' ? 'completed' : 'pending',
         },
       });
+      if (appended.deliveryId) await options.adjust?.(tx, { deliveryId: appended.deliveryId, eventId: appended.eventId });
+      return appended;
     }),
   );
   if (!appended.deliveryId) throw new Error('merchant has no webhook URL');

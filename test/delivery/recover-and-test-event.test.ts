@@ -32,14 +32,17 @@ async function merchantAt(path: string) {
 
 /** Delivery rows put in a status and age, never enqueued (the job and sweeper leave them be). */
 async function failedDelivery(merchantId: string, status: 'dead' | 'retrying' | 'delivered', ageHours = 1) {
-  const emitted = await emitEvent(t, merchantId, { notify: false });
-  await t.sql(
-    `UPDATE webhook_deliveries SET status = $2, attempts = 1, last_response_status = 500,
-       next_attempt_at = CASE WHEN $2 = 'retrying' THEN now() + interval '1 day' END,
-       created_at = now() - ($3::int * interval '1 hour') WHERE id = $1`,
-    [emitted.deliveryId, status, ageHours],
-  );
-  return emitted;
+  return emitEvent(t, merchantId, {
+    notify: false,
+    adjust: (tx, { deliveryId }) =>
+      tx.execute(
+        `UPDATE webhook_deliveries d SET status = v.status, attempts = 1, last_response_status = 500,
+           next_attempt_at = CASE WHEN v.status = 'retrying' THEN now() + interval '1 day' END,
+           created_at = now() - (v.age_hours * interval '1 hour')
+           FROM (SELECT ?::text AS status, ?::int AS age_hours) v WHERE d.id = ?`,
+        [status, ageHours, deliveryId],
+      ),
+  });
 }
 
 const recover = (key: string, body: unknown) => t.http.post('/v1/webhooks/recover').set('X-API-Key', key).send(body as object);

@@ -195,8 +195,10 @@ describe('sweeper', () => {
 
   it('does not send a delivery another worker holds the lease on, and sends it once the lease expires', async () => {
     const m = await merchantAt('/leased');
-    const { deliveryId } = await emitEvent(t, m.merchantId, { notify: false });
-    await t.sql(`UPDATE webhook_deliveries SET lease_until = now() + interval '1 hour' WHERE id = $1`, [deliveryId]);
+    const { deliveryId } = await emitEvent(t, m.merchantId, {
+      notify: false,
+      adjust: (tx, ids) => tx.execute(`UPDATE webhook_deliveries SET lease_until = now() + interval '1 hour' WHERE id = ?`, [ids.deliveryId]),
+    });
     // A commit wakes the worker, which claims every due delivery: it sends the other one, not the leased one.
     const other = await merchantAt('/leased-other');
     const sent = await emitEvent(t, other.merchantId);

@@ -36,17 +36,23 @@ beforeAll(async () => {
     ['refundedDelivered', 'payment.refunded', p1, 'delivered'],
   ];
   for (const [name, type, paymentId, status] of plan) {
-    const { deliveryId } = await emitEvent(t, a.merchantId, { type, paymentId, notify: false });
+    const { deliveryId } = await emitEvent(t, a.merchantId, {
+      type,
+      paymentId,
+      notify: false,
+      // In the commit that makes it: a delivery committed due now may be claimed at once.
+      adjust: (tx, created) =>
+        tx.execute(
+          `UPDATE webhook_deliveries d SET status = v.status,
+             next_attempt_at = CASE WHEN v.status IN ('pending', 'retrying') THEN now() + interval '1 day' END,
+             delivered_at = CASE WHEN v.status = 'delivered' THEN now() END,
+             attempts = CASE WHEN v.status = 'pending' THEN 0 ELSE 1 END,
+             last_response_status = CASE WHEN v.status = 'delivered' THEN 200 WHEN v.status = 'pending' THEN NULL ELSE 500 END
+             FROM (SELECT ?::text AS status) v WHERE d.id = ?`,
+          [status, created.deliveryId],
+        ),
+    });
     ids[name] = deliveryId;
-    await t.sql(
-      `UPDATE webhook_deliveries SET status = $2,
-         next_attempt_at = CASE WHEN $2 IN ('pending', 'retrying') THEN now() + interval '1 day' END,
-         delivered_at = CASE WHEN $2 = 'delivered' THEN now() END,
-         attempts = CASE WHEN $2 = 'pending' THEN 0 ELSE 1 END,
-         last_response_status = CASE WHEN $2 = 'delivered' THEN 200 WHEN $2 = 'pending' THEN NULL ELSE 500 END
-       WHERE id = $1`,
-      [deliveryId, status],
-    );
   }
 });
 afterAll(async () => {
