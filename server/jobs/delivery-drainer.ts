@@ -104,7 +104,7 @@ export class DeliveryDrainer {
     const attempt = inOrmScope(orm.em, async () => {
       const outcome = await services.deliveries.attemptLeased(leased, onSent);
       // If the process dies before this, the sweeper finds the due row.
-      if (outcome.status === 'retrying' && outcome.nextAttemptAt) await deliveryQueue.scheduleAt(leased.id, outcome.nextAttemptAt);
+      if (outcome?.status === 'retrying' && outcome.nextAttemptAt) await deliveryQueue.scheduleAt(leased.id, outcome.nextAttemptAt);
     })
       .catch((err: Error) => logger.error({ deliveryId: leased.id, err: { type: err.name, message: err.message } }, 'webhook attempt failed to run'))
       .finally(() => {

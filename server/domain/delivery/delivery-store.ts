@@ -17,6 +17,11 @@ export interface LeasedDelivery {
   /** The merchant's current signing secret, sealed (read in the same statement as the URL). */
   sealedSecret: string | null;
   body: string;
+  /**
+   * This lease's own token: the attempt's result is recorded only while the row still carries it. A
+   * worker whose lease expired and was taken over by another cannot overwrite that worker's lease or result.
+   */
+  leaseToken: string;
 }
 
 /** How the delivery row moves after an attempt. */
@@ -36,10 +41,11 @@ export interface LeaseRow {
   webhook_url: string | null;
   webhook_secret_enc: string | null;
   body: string;
+  lease_token: string;
 }
 
 const ms = `?::double precision * interval '1 millisecond'`;
-const LEASED_COLUMNS = 'd.id, d.merchant_id, d.event_type, d.status, d.attempts, d.url, m.webhook_url, m.webhook_secret_enc, e.body';
+const LEASED_COLUMNS = 'd.id, d.merchant_id, d.event_type, d.status, d.attempts, d.url, m.webhook_url, m.webhook_secret_enc, e.body, d.lease_token';
 
 /**
  * Takes the delivery for one attempt, atomically: only a sendable status, only when no other worker
@@ -59,7 +65,7 @@ export async function leaseDelivery(
       : `d.status IN ('retrying', 'dead')`;
   const rows = await em.execute<LeaseRow[]>(
     `UPDATE webhook_deliveries d
-        SET lease_until = now() + ${ms}
+        SET lease_until = now() + ${ms}, lease_token = gen_random_uuid()
        FROM events e, merchants m
       WHERE d.id = ? AND e.id = d.event_id AND m.id = d.merchant_id
         AND ${condition}
@@ -87,7 +93,7 @@ export async function leaseDueDeliveries(em: EntityManager, limit: number, lease
         LIMIT ?
         FOR UPDATE SKIP LOCKED)
      UPDATE webhook_deliveries d
-        SET lease_until = now() + ${ms}
+        SET lease_until = now() + ${ms}, lease_token = gen_random_uuid()
        FROM due, events e, merchants m
       WHERE d.id = due.id AND e.id = d.event_id AND m.id = d.merchant_id
   RETURNING ${LEASED_COLUMNS}`,
@@ -107,45 +113,52 @@ export function toLeased(row: LeaseRow): LeasedDelivery {
     merchantUrl: row.webhook_url,
     sealedSecret: row.webhook_secret_enc,
     body: row.body,
+    leaseToken: row.lease_token,
   };
 }
 
 export interface AttemptRecord { deliveryId: string; attemptNumber: number; trigger: AttemptTrigger; responseStatus: number | null; error: string | null; durationMs: number }
 
-const INSERT_ATTEMPT = `INSERT INTO delivery_attempts (delivery_id, attempt_number, trigger, response_status, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)`;
 const attemptParams = (a: AttemptRecord): unknown[] => [a.deliveryId, a.attemptNumber, a.trigger, a.responseStatus, a.error, a.durationMs];
 
-/** Appends one row to the attempt history (call inside the outcome transaction). */
-export async function insertAttempt(em: EntityManager, attempt: AttemptRecord): Promise<void> {
-  await em.execute(INSERT_ATTEMPT, attemptParams(attempt), 'run');
-}
+/** A successful attempt to record, with the lease it was made under. */
+export type DeliveredAttempt = AttemptRecord & { url: string; leaseToken: string };
 
 /**
- * Records successful attempts, many in ONE statement: each one's history row, and its delivery
- * `delivered` with the lease released. Returns the ids it updated (a delivery deleted meanwhile is
- * missing). The rows travel as one JSON parameter, whatever their number.
+ * Records successful attempts, many in ONE statement: each one's delivery `delivered` with the lease
+ * released, and its history row. Only where the delivery still carries the attempt's lease token: a
+ * result that arrives after its lease was taken over changes nothing (not even the history, whose
+ * scheduled attempts decide when a delivery dies). Returns the ones recorded as `id:token`. The rows
+ * travel as one JSON parameter, whatever their number.
  */
-export async function recordDeliveredAttempts(em: EntityManager, delivered: readonly (AttemptRecord & { url: string })[]): Promise<Set<string>> {
+export async function recordDeliveredAttempts(em: EntityManager, delivered: readonly DeliveredAttempt[]): Promise<Set<string>> {
   const rows = delivered.map((a) => ({
     delivery_id: a.deliveryId, attempt_number: a.attemptNumber, trigger: a.trigger, response_status: a.responseStatus, duration_ms: a.durationMs, url: a.url,
+    lease_token: a.leaseToken,
   }));
-  const updated = await em.execute<{ id: string }[]>(
+  const updated = await em.execute<{ id: string; lease_token: string }[]>(
     `WITH r AS (
        SELECT * FROM jsonb_to_recordset(?::jsonb)
-           AS r(delivery_id uuid, attempt_number int, trigger text, response_status int, duration_ms int, url text)),
+           AS r(delivery_id uuid, attempt_number int, trigger text, response_status int, duration_ms int, url text, lease_token uuid)),
+     u AS (
+       UPDATE webhook_deliveries d
+          SET url = r.url, last_response_status = r.response_status, last_error = NULL, attempts = d.attempts + 1,
+              lease_until = NULL, lease_token = NULL, updated_at = now(), status = 'delivered', delivered_at = now(), next_attempt_at = NULL
+         FROM r
+        WHERE d.id = r.delivery_id AND d.lease_token = r.lease_token
+    RETURNING d.id, r.lease_token),
      recorded AS (
        INSERT INTO delivery_attempts (delivery_id, attempt_number, trigger, response_status, error, duration_ms)
-       SELECT delivery_id, attempt_number, trigger, response_status, NULL, duration_ms FROM r)
-     UPDATE webhook_deliveries d
-        SET url = r.url, last_response_status = r.response_status, last_error = NULL, attempts = d.attempts + 1,
-            lease_until = NULL, updated_at = now(), status = 'delivered', delivered_at = now(), next_attempt_at = NULL
-       FROM r
-      WHERE d.id = r.delivery_id
-  RETURNING d.id`,
+       SELECT r.delivery_id, r.attempt_number, r.trigger, r.response_status, NULL, r.duration_ms
+         FROM r JOIN u ON u.id = r.delivery_id AND u.lease_token = r.lease_token)
+     SELECT id, lease_token FROM u`,
     [JSON.stringify(rows)],
   );
-  return new Set(updated.map((r) => r.id));
+  return new Set(updated.map((r) => leaseKey(r.id, r.lease_token)));
 }
+
+/** How recordDeliveredAttempts names an attempt it recorded. */
+export const leaseKey = (deliveryId: string, leaseToken: string): string => `${deliveryId}:${leaseToken}`;
 
 export async function countScheduledAttempts(em: EntityManager, deliveryId: string): Promise<number> {
   const rows = await em.execute<{ n: number }[]>(
@@ -156,18 +169,19 @@ export async function countScheduledAttempts(em: EntityManager, deliveryId: stri
 }
 
 /**
- * Records a failed attempt's result on the delivery and releases the lease; returns the new status and
- * due time. With `attempt`, its history row is appended in the same statement (one round trip, atomic).
+ * Records a failed attempt's result on the delivery and releases the lease, with the attempt's history
+ * row, in one statement; returns the new status and due time. Null when the delivery no longer carries
+ * `leaseToken` (the lease expired and another worker took it, or it is gone): then nothing is written.
  * Successes are recorded in groups (recordDeliveredAttempts).
  */
 export async function finishAttempt(
   em: EntityManager,
   deliveryId: string,
+  leaseToken: string,
   update: { url: string; responseStatus: number | null; error: string | null; next: NextState },
-  attempt?: AttemptRecord,
-): Promise<{ status: DeliveryStatus; nextAttemptAt: Date | null }> {
-  const params: unknown[] = attempt ? attemptParams(attempt) : [];
-  params.push(update.url, update.responseStatus, update.error);
+  attempt: AttemptRecord,
+): Promise<{ status: DeliveryStatus; nextAttemptAt: Date | null } | null> {
+  const params: unknown[] = [update.url, update.responseStatus, update.error];
   let transition: string;
   switch (update.next.kind) {
     case 'retry':
@@ -181,17 +195,22 @@ export async function finishAttempt(
       transition = `status = status`;
       break;
   }
-  params.push(deliveryId);
+  params.push(deliveryId, leaseToken, ...attemptParams(attempt));
   const rows = await em.execute<{ status: DeliveryStatus; next_attempt_at: string | Date | null }[]>(
-    `${attempt ? `WITH recorded AS (${INSERT_ATTEMPT}) ` : ''}UPDATE webhook_deliveries
-        SET url = ?, last_response_status = ?, last_error = ?, attempts = attempts + 1,
-            lease_until = NULL, updated_at = now(), ${transition}
-      WHERE id = ?
-  RETURNING status, next_attempt_at`,
+    `WITH u AS (
+       UPDATE webhook_deliveries
+          SET url = ?, last_response_status = ?, last_error = ?, attempts = attempts + 1,
+              lease_until = NULL, lease_token = NULL, updated_at = now(), ${transition}
+        WHERE id = ? AND lease_token = ?::uuid
+    RETURNING status, next_attempt_at),
+     recorded AS (
+       INSERT INTO delivery_attempts (delivery_id, attempt_number, trigger, response_status, error, duration_ms)
+       SELECT ?::uuid, ?::int, ?::text, ?::int, ?::text, ?::int WHERE EXISTS (SELECT 1 FROM u))
+     SELECT status, next_attempt_at FROM u`,
     params,
   );
   const row = rows[0];
-  if (!row) throw new Error('delivery vanished during an attempt');
+  if (!row) return null;
   return { status: row.status, nextAttemptAt: row.next_attempt_at ? new Date(row.next_attempt_at) : null };
 }
 

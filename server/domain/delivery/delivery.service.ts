@@ -9,9 +9,9 @@ import type { MerchantEventType } from '../events/merchant-events.js';
 import type { MerchantService } from '../merchants/merchant.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import {
-  countScheduledAttempts, finishAttempt, findStrandedDeliveryIds, insertAttempt, leaseDelivery, leaseDueDeliveries, listAttempts,
+  countScheduledAttempts, finishAttempt, findStrandedDeliveryIds, leaseDelivery, leaseDueDeliveries, leaseKey, listAttempts,
   recordDeliveredAttempts, requeueFailedDeliveries,
-  type AttemptRecord, type AttemptRow, type AttemptTrigger, type LeasedDelivery, type NextState,
+  type AttemptRow, type AttemptTrigger, type DeliveredAttempt, type LeasedDelivery,
 } from './delivery-store.js';
 import { GroupWriter } from './group-writer.js';
 import { afterFailedAttempt } from './retry-schedule.js';
@@ -61,7 +61,7 @@ const OPENED_SECRETS_MAX = 1000;
  */
 export class DeliveryService {
   /** Successful attempts finishing at about the same time are recorded in one statement. */
-  private readonly delivered: GroupWriter<AttemptRecord & { url: string }, boolean>;
+  private readonly delivered: GroupWriter<DeliveredAttempt, boolean>;
   private readonly openedSecrets = new Map<string, string>();
 
   constructor(
@@ -74,7 +74,7 @@ export class DeliveryService {
   ) {
     this.delivered = new GroupWriter(async (records) => {
       const updated = await recordDeliveredAttempts(this.em, records);
-      return records.map((r) => updated.has(r.deliveryId));
+      return records.map((r) => updated.has(leaseKey(r.deliveryId, r.leaseToken)));
     });
   }
 
@@ -84,7 +84,8 @@ export class DeliveryService {
 
   /**
    * One scheduled attempt (the `webhook.deliver` job). Null when there is nothing to do: already
-   * delivered or dead, not yet due, or another worker is sending it right now.
+   * delivered or dead, not yet due, or another worker is sending it right now — or took it over while
+   * this attempt was under way (its result was not recorded).
    */
   async attemptScheduled(deliveryId: string): Promise<AttemptOutcome | null> {
     const leased = await leaseDelivery(this.em, deliveryId, { leaseMs: this.leaseMs, trigger: 'scheduled' });
@@ -105,8 +106,9 @@ export class DeliveryService {
   /**
    * The scheduled attempt of a delivery the caller already leased (the worker's batched claims).
    * `onSent` runs once the HTTP exchange is over, before the result is recorded (the lease is held until then).
+   * Null when the lease was lost before the result could be recorded.
    */
-  async attemptLeased(leased: LeasedDelivery, onSent?: () => void): Promise<AttemptOutcome> {
+  async attemptLeased(leased: LeasedDelivery, onSent?: () => void): Promise<AttemptOutcome | null> {
     return (await this.attempt(leased, 'scheduled', 'schedule', onSent)).outcome;
   }
 
@@ -153,7 +155,7 @@ export class DeliveryService {
     const recorded = await this.em.transactional((tx) => recordTestEvent(tx, merchantId, url, this.leaseMs));
     const leased: LeasedDelivery = {
       id: recorded.deliveryId, merchantId, eventType: 'webhook.test', status: 'pending', attempts: 0, url, merchantUrl: url,
-      sealedSecret: merchant.webhookSecretEnc ?? null, body: recorded.body,
+      sealedSecret: merchant.webhookSecretEnc ?? null, body: recorded.body, leaseToken: recorded.leaseToken,
     };
     const { result } = await this.attempt(leased, 'manual', 'dead');
     return { deliveryId: recorded.deliveryId, eventId: recorded.eventId, url, ...result };
@@ -190,7 +192,7 @@ export class DeliveryService {
     trigger: AttemptTrigger,
     onFailure: 'schedule' | 'unchanged' | 'dead',
     onSent?: () => void,
-  ): Promise<{ outcome: AttemptOutcome; result: SendResult }> {
+  ): Promise<{ outcome: AttemptOutcome | null; result: SendResult }> {
     const url = leased.merchantUrl ?? leased.url;
     const result = await this.send(leased, url);
     onSent?.();
@@ -198,16 +200,25 @@ export class DeliveryService {
     const record = { deliveryId: leased.id, attemptNumber, trigger, responseStatus: result.responseStatus, error: result.error, durationMs: result.durationMs };
     const update = { url, responseStatus: result.responseStatus, error: result.error };
     // A success joins the group being recorded together; a failure whose next state is fixed is one
-    // statement; a failed scheduled attempt counts the earlier ones first to pick retry or dead, in one transaction.
+    // statement; a failed scheduled attempt first counts the earlier ones to pick retry or dead. Every
+    // write is fenced by the lease token, so the count cannot change under a write that succeeds: only
+    // the holder of the current lease adds attempts.
     const outcome = result.ok
-      ? await this.recordDelivered({ ...record, url })
+      ? await this.recordDelivered({ ...record, url, leaseToken: leased.leaseToken })
       : onFailure !== 'schedule'
-      ? await finishAttempt(this.em, leased.id, { ...update, next: { kind: onFailure } }, record)
-      : await this.em.transactional(async (tx) => {
-          await insertAttempt(tx, record);
-          const next: NextState = afterFailedAttempt(this.config.retryScheduleMs, await countScheduledAttempts(tx, leased.id));
-          return finishAttempt(tx, leased.id, { ...update, next });
-        });
+      ? await finishAttempt(this.em, leased.id, leased.leaseToken, { ...update, next: { kind: onFailure } }, record)
+      : await finishAttempt(this.em, leased.id, leased.leaseToken, {
+          ...update,
+          next: afterFailedAttempt(this.config.retryScheduleMs, (await countScheduledAttempts(this.em, leased.id)) + 1),
+        }, record);
+    if (!outcome) {
+      // Sent (the merchant may see it twice: at-least-once), but the row belongs to whoever holds it now.
+      this.logger.warn(
+        { deliveryId: leased.id, eventType: leased.eventType, attempt: attemptNumber, trigger, responseStatus: result.responseStatus },
+        'webhook attempt result not recorded: its lease had expired and the delivery was taken over',
+      );
+      return { outcome: null, result };
+    }
     this.attempts.inc({ status: outcome.status });
     // Never the body, the URL's query or the secret: ids, type and outcome only.
     this.logger.info(
@@ -217,9 +228,8 @@ export class DeliveryService {
     return { outcome, result };
   }
 
-  private async recordDelivered(record: AttemptRecord & { url: string }): Promise<AttemptOutcome> {
-    if (!(await this.delivered.add(record))) throw new Error('delivery vanished during an attempt');
-    return { status: 'delivered', nextAttemptAt: null };
+  private async recordDelivered(record: DeliveredAttempt): Promise<AttemptOutcome | null> {
+    return (await this.delivered.add(record)) ? { status: 'delivered', nextAttemptAt: null } : null;
   }
 
   /**

@@ -19,9 +19,10 @@ export async function recordTestEvent(
   merchantId: string,
   url: string,
   leaseMs: number,
-): Promise<{ eventId: string; deliveryId: string; body: string }> {
+): Promise<{ eventId: string; deliveryId: string; body: string; leaseToken: string }> {
   const eventId = randomUUID();
   const deliveryId = randomUUID();
+  const leaseToken = randomUUID();
   const createdAt = new Date();
   const leaseEnd = new Date(createdAt.getTime() + leaseMs);
   const payload: TestEventPayload = {
@@ -36,8 +37,8 @@ export async function recordTestEvent(
   await tx.flush();
   tx.create(WebhookDeliverySchema, {
     id: deliveryId, eventId, merchantId, paymentId: null, eventType: payload.type, url, status: 'pending', attempts: 0,
-    nextAttemptAt: leaseEnd, leaseUntil: leaseEnd,
+    nextAttemptAt: leaseEnd, leaseUntil: leaseEnd, leaseToken,
   });
   await tx.flush();
-  return { eventId, deliveryId, body };
+  return { eventId, deliveryId, body, leaseToken };
 }

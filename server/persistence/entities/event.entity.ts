@@ -38,6 +38,8 @@ export const WebhookDeliverySchema = defineEntity({
     deliveredAt: p.datetime().nullable(),
     /** Set while a worker is sending it, so two workers never send one delivery at once. */
     leaseUntil: p.datetime().nullable(),
+    /** Drawn afresh by every lease: an attempt's result is recorded only while the row still carries its token. */
+    leaseToken: p.uuid().nullable(),
     createdAt: p.datetime().onCreate(() => new Date()),
     updatedAt: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
   }),
