@@ -247,6 +247,23 @@ describe('URL policy at delivery time', () => {
       expect(row.last_response_status).toBeNull();
       expect(row.last_error).toMatch(/^URL refused: must use https/);
       expect(receiver.on('/private')).toHaveLength(0);
+
+      // An https URL whose name now resolves to a private address: refused by the lookup of the
+      // connection itself, inside the attempt's timeout, before anything is sent.
+      const renamed = await strict.createMerchant('Renamed shop');
+      await registerWebhook(strict, renamed.apiKey, 'https://93.184.215.14/hook');
+      const privateName = new URL(receiver.url('/private-name'));
+      privateName.protocol = 'https:';
+      privateName.hostname = 'localhost';
+      await strict.sql('UPDATE merchants SET webhook_url = $1 WHERE id = $2', [privateName.toString(), renamed.merchantId]);
+      const refused = await emitEvent(strict, renamed.merchantId);
+      const renamedRow = await waitFor(async () => {
+        const r = await delivery(strict, refused.deliveryId);
+        return r.status === 'dead' ? r : null;
+      }, 'the delivery to a private name to die');
+      expect(renamedRow.last_response_status).toBeNull();
+      expect(renamedRow.last_error).toMatch(/ENOTPUBLIC/);
+      expect(receiver.on('/private-name')).toHaveLength(0);
     } finally {
       await strict.stop();
     }

@@ -7,7 +7,7 @@ import { RECOVER_MAX_DAYS } from '../../../contract/index.js';
 import { DomainError, conflict, notFound, validationError } from '../errors.js';
 import type { MerchantEventType } from '../events/merchant-events.js';
 import type { MerchantService } from '../merchants/merchant.service.js';
-import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
+import { assertUrlShape } from '../merchants/webhook-url-policy.js';
 import {
   countScheduledAttempts, finishAttempt, findStrandedDeliveryIds, leaseDelivery, leaseDueDeliveries, leaseKey, listAttempts,
   recordDeliveredAttempts, requeueFailedDeliveries,
@@ -48,7 +48,7 @@ export interface DeliveryFilter {
 
 const DAY_MS = 86_400_000;
 
-/** Headroom over the request timeout for DNS, the secret lookup and recording the result. */
+/** Headroom over the request timeout (which includes the DNS lookup) for opening the secret and recording the result. */
 const LEASE_MARGIN_MS = 30_000;
 /** Sealed signing secrets remembered with their plaintext (see `openSecret`). */
 const OPENED_SECRETS_MAX = 1000;
@@ -247,12 +247,16 @@ export class DeliveryService {
     return secret;
   }
 
-  /** Checks the URL and the secret, then POSTs; anything that stops the request is a failed attempt. */
+  /**
+   * Checks the URL's shape and the secret, then POSTs; anything that stops the request is a failed
+   * attempt. No DNS lookup here, outside the request's timeout: the sender applies the address policy
+   * to an address literal and, through its guarded lookup, to every address it connects to.
+   */
   private async send(leased: LeasedDelivery, url: string): Promise<SendResult> {
     const refused = (error: string): SendResult => ({ ok: false, responseStatus: null, error: capError(error), durationMs: 0 });
     let secret: string | null;
     try {
-      await assertDeliverableUrl(url, this.config.allowPrivateUrls);
+      assertUrlShape(url, this.config.allowPrivateUrls);
       secret = this.openSecret(leased.sealedSecret);
     } catch (err) {
       if (err instanceof DomainError) return refused(`URL refused: ${err.details?.[0]?.issue ?? err.message}`);

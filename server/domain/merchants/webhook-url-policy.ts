@@ -56,13 +56,12 @@ export function isPublicAddress(address: string): boolean {
 }
 
 /**
- * The one policy for every URL the service or a provider will call (merchant webhook URL, a payment's
- * mobile-money callback_url, register-pull's callback_url): https and only public addresses, unless
- * configuration allows private ones (development, tests, the sandbox). Webhook URLs are checked again
- * before every delivery, and the sender checks the address it connects to, so a DNS change cannot turn
- * the delivery worker against the internal network.
+ * The part of the policy that needs no lookup: an absolute URL without credentials, https (or http when
+ * private addresses are allowed). Before each webhook attempt this is all that is checked ahead of the
+ * request: the sender refuses a non-public address literal itself, and resolves every new connection's
+ * host through a lookup that refuses non-public addresses, inside the attempt's timeout.
  */
-export async function assertDeliverableUrl(raw: string, allowPrivate: boolean, field = 'webhook_url'): Promise<URL> {
+export function assertUrlShape(raw: string, allowPrivate: boolean, field = 'webhook_url'): URL {
   let url: URL;
   try {
     url = new URL(raw);
@@ -73,6 +72,18 @@ export async function assertDeliverableUrl(raw: string, allowPrivate: boolean, f
   if (url.protocol !== 'https:' && !(allowPrivate && url.protocol === 'http:')) {
     throw validationError(field, allowPrivate ? 'must use http or https' : 'must use https');
   }
+  return url;
+}
+
+/**
+ * The one policy for every URL the service or a provider will call (merchant webhook URL, a payment's
+ * mobile-money callback_url, register-pull's callback_url): https and only public addresses, unless
+ * configuration allows private ones (development, tests, the sandbox). Before every delivery the URL's
+ * shape is checked again (assertUrlShape) and the sender checks the address it connects to, so a DNS
+ * change cannot turn the delivery worker against the internal network.
+ */
+export async function assertDeliverableUrl(raw: string, allowPrivate: boolean, field = 'webhook_url'): Promise<URL> {
+  const url = assertUrlShape(raw, allowPrivate, field);
   if (allowPrivate) return url;
   const host = url.hostname.replace(/^\[|\]$/g, '');
   let addresses: string[];
