@@ -10,10 +10,11 @@ import type { CheckStatusAck, CreatePaymentBody, Provider } from '../../contract
 /** What the domain needs from the job runner; implemented in jobs/ on Agenda. */
 export interface DeliveryQueue {
   /**
-   * Called after the outbox transaction committed, with its new deliveries, for an attempt now. Returns
-   * without waiting for the workers to hear of them; if they never do, the sweeper finds the rows.
+   * Called after a transaction committed `count` deliveries due now (new outbox rows, deliveries put
+   * back in the queue). Returns without waiting for the workers to hear of them; if they never do, the
+   * sweeper finds the rows.
    */
-  enqueue(deliveryIds: readonly string[]): Promise<void>;
+  enqueue(count: number): Promise<void>;
 }
 
 /* ------------------------------------------------------------------------------------------------

@@ -45,8 +45,8 @@ export class AgendaDeliveryQueue implements DeliveryQueue {
   }
 
   /** Wakes the workers for deliveries committed due now (returns at once). */
-  async enqueue(deliveryIds: readonly string[]): Promise<void> {
-    if (deliveryIds.length > 0) this.wakeups.request();
+  async enqueue(count: number): Promise<void> {
+    if (count > 0) this.wakeups.request();
   }
 
   /** Books the next scheduled attempt of a retrying delivery. */

@@ -54,7 +54,7 @@ export async function emitEvent(
     }),
   );
   if (!appended.deliveryId) throw new Error('merchant has no webhook URL');
-  if (options.notify !== false) await t.service.container.deliveryQueue.enqueue([appended.deliveryId]);
+  if (options.notify !== false) await t.service.container.deliveryQueue.enqueue(1);
   return { eventId: appended.eventId, deliveryId: appended.deliveryId, paymentId };
 }
 

@@ -250,19 +250,30 @@ export async function listAttempts(em: EntityManager, deliveryId: string): Promi
 }
 
 /**
- * Puts the merchant's retrying and dead deliveries created in [since, until) back in the queue, due now,
- * and returns their ids. One statement: two concurrent calls never take the same delivery, and one
- * already queued again (pending) or being sent (leased) is left alone.
+ * Puts up to `limit` of the merchant's retrying and dead deliveries created in [since, until) back in
+ * the queue, due now, and returns how many. One statement, which answers a count, not the rows: two
+ * concurrent calls never take the same delivery, and one already queued again (pending) or being sent
+ * (leased) is left alone. Fewer than `limit` means none is left (rows another call took meanwhile are
+ * passed over, and the next ones locked instead).
  */
-export async function requeueFailedDeliveries(em: EntityManager, merchantId: string, since: Date, until: Date): Promise<string[]> {
-  const rows = await em.execute<{ id: string }[]>(
-    `UPDATE webhook_deliveries
-        SET status = 'pending', next_attempt_at = now(), updated_at = now()
-      WHERE merchant_id = ? AND status IN ('retrying', 'dead')
-        AND created_at >= ? AND created_at < ?
-        AND (lease_until IS NULL OR lease_until < now())
-  RETURNING id`,
-    [merchantId, since, until],
+export async function requeueFailedDeliveries(em: EntityManager, merchantId: string, since: Date, until: Date, limit: number): Promise<number> {
+  const rows = await em.execute<{ n: number }[]>(
+    `WITH batch AS (
+       SELECT id FROM webhook_deliveries
+        WHERE merchant_id = ? AND status IN ('retrying', 'dead')
+          AND created_at >= ? AND created_at < ?
+          AND (lease_until IS NULL OR lease_until < now())
+        ORDER BY id
+        LIMIT ?
+        FOR UPDATE),
+     requeued AS (
+       UPDATE webhook_deliveries d
+          SET status = 'pending', next_attempt_at = now(), updated_at = now()
+         FROM batch
+        WHERE d.id = batch.id
+    RETURNING 1)
+     SELECT count(*)::int AS n FROM requeued`,
+    [merchantId, since, until, limit],
   );
-  return rows.map((r) => r.id);
+  return rows[0]?.n ?? 0;
 }

@@ -50,6 +50,8 @@ const DAY_MS = 86_400_000;
 
 /** Headroom over the request timeout (which includes the DNS lookup) for opening the secret and recording the result. */
 const LEASE_MARGIN_MS = 30_000;
+/** Deliveries recover puts back in the queue per statement. */
+const RECOVER_BATCH = 1000;
 /** Sealed signing secrets remembered with their plaintext (see `openSecret`). */
 const OPENED_SECRETS_MAX = 1000;
 
@@ -137,10 +139,17 @@ export class DeliveryService {
     const end = until ?? now;
     if (since.getTime() < now.getTime() - RECOVER_MAX_DAYS * DAY_MS) throw validationError('since', `must be at most ${RECOVER_MAX_DAYS} days ago`);
     if (end <= since) throw validationError('until', 'must be after since');
-    const ids = await requeueFailedDeliveries(this.em, merchantId, since, end);
-    await this.queue.enqueue(ids);
-    if (ids.length > 0) this.logger.info({ merchantId, count: ids.length }, 'failed webhook deliveries queued again');
-    return { queued: ids.length, since, until: end };
+    // In batches, each its own statement: a large window neither holds one long transaction nor is read
+    // into memory. The workers are woken after each, and start sending while the next is written.
+    let queued = 0;
+    for (;;) {
+      const count = await requeueFailedDeliveries(this.em, merchantId, since, end, RECOVER_BATCH);
+      queued += count;
+      await this.queue.enqueue(count);
+      if (count < RECOVER_BATCH) break;
+    }
+    if (queued > 0) this.logger.info({ merchantId, count: queued }, 'failed webhook deliveries queued again');
+    return { queued, since, until: end };
   }
 
   /**

@@ -254,7 +254,7 @@ export class StatusWriter {
 
   private async enqueue(deliveryIds: string[]): Promise<void> {
     if (deliveryIds.length === 0) return;
-    await this.deliveryQueue.enqueue(deliveryIds).catch((err: Error) => {
+    await this.deliveryQueue.enqueue(deliveryIds.length).catch((err: Error) => {
       this.logger.warn({ err: { message: err.message } }, 'could not enqueue deliveries; the sweeper will');
     });
   }
