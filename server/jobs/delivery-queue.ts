@@ -24,6 +24,8 @@ const WAKE_WINDOW_MS = 10;
 export const DELIVER_WEBHOOK_JOB = 'webhook.deliver';
 export interface DeliverWebhookData {
   deliveryId: string;
+  /** The delivery's next_attempt_at this job is for (ISO); absent in jobs booked before it was added. */
+  dueAt?: string;
 }
 
 /**
@@ -49,9 +51,12 @@ export class AgendaDeliveryQueue implements DeliveryQueue {
     if (count > 0) this.wakeups.request();
   }
 
-  /** Books the next scheduled attempt of a retrying delivery. */
-  async scheduleAt(deliveryId: string, when: Date): Promise<void> {
-    await this.agenda.schedule<DeliverWebhookData>(when, DELIVER_WEBHOOK_JOB, { deliveryId });
+  /**
+   * Books the next scheduled attempt of a retrying delivery, due at `dueAt` (its next_attempt_at), to
+   * run at `runAt` by this process's clock (by default the due time itself).
+   */
+  async scheduleAt(deliveryId: string, dueAt: Date, runAt: Date = dueAt): Promise<void> {
+    await this.agenda.schedule<DeliverWebhookData>(runAt, DELIVER_WEBHOOK_JOB, { deliveryId, dueAt: dueAt.toISOString() });
   }
 
   /** Before the pools close: no more wake-ups (the sweeper finds whatever a dropped one was for). */

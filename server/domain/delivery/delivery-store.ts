@@ -215,6 +215,23 @@ export async function finishAttempt(
 }
 
 /**
+ * How long, by the database's clock, until a delivery that a scheduled attempt may not take yet is
+ * due: pending or retrying, not leased, due later — and, given `dueAt`, still due at that time (within
+ * a millisecond), not rescheduled since. Null otherwise.
+ */
+export async function msUntilDue(em: EntityManager, deliveryId: string, dueAt: Date | null): Promise<{ waitMs: number; dueAt: Date } | null> {
+  const rows = await em.execute<{ ms: string | number; next_attempt_at: string | Date }[]>(
+    `SELECT ceil(extract(epoch FROM next_attempt_at - now()) * 1000) AS ms, next_attempt_at FROM webhook_deliveries
+      WHERE id = ? AND status IN ('pending', 'retrying') AND next_attempt_at > now()
+        AND (lease_until IS NULL OR lease_until < now())
+        AND (?::timestamptz IS NULL OR abs(extract(epoch FROM next_attempt_at - ?::timestamptz)) < 0.001)`,
+    [deliveryId, dueAt, dueAt],
+  );
+  const row = rows[0];
+  return row ? { waitMs: Number(row.ms), dueAt: new Date(row.next_attempt_at) } : null;
+}
+
+/**
  * Deliveries due for longer than `graceMs` and not leased: no worker was listening when they became
  * due, a retry's job was lost (the process died before booking it), or an attempt died mid-way (its
  * lease expired).

@@ -9,7 +9,7 @@ import type { MerchantEventType } from '../events/merchant-events.js';
 import type { MerchantService } from '../merchants/merchant.service.js';
 import { assertUrlShape } from '../merchants/webhook-url-policy.js';
 import {
-  countScheduledAttempts, finishAttempt, findStrandedDeliveryIds, leaseDelivery, leaseDueDeliveries, leaseKey, listAttempts,
+  countScheduledAttempts, finishAttempt, findStrandedDeliveryIds, leaseDelivery, leaseDueDeliveries, leaseKey, listAttempts, msUntilDue,
   recordDeliveredAttempts, requeueFailedDeliveries,
   type AttemptRow, type AttemptTrigger, type DeliveredAttempt, type LeasedDelivery,
 } from './delivery-store.js';
@@ -93,6 +93,15 @@ export class DeliveryService {
     const leased = await leaseDelivery(this.em, deliveryId, { leaseMs: this.leaseMs, trigger: 'scheduled' });
     if (!leased) return null;
     return (await this.attempt(leased, 'scheduled', 'schedule')).outcome;
+  }
+
+  /**
+   * For a scheduled attempt that found nothing to do: how long until the delivery is due by the
+   * database's clock, if it is waiting for exactly `dueAt` (the time the job was booked for; any time
+   * when null) and nobody holds it. A job that fired early by its worker's clock books itself again.
+   */
+  msUntilDue(deliveryId: string, dueAt: Date | null): Promise<{ waitMs: number; dueAt: Date } | null> {
+    return msUntilDue(this.em, deliveryId, dueAt);
   }
 
   /** The lease a scheduled attempt holds: the request timeout plus headroom. */
