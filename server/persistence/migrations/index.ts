@@ -38,7 +38,7 @@ import { Migration20261127000401_refund_sync } from './Migration20261127000401_r
 import { Migration20261127000402_sandbox_lost_results } from './Migration20261127000402_sandbox_lost_results.js';
 import { Migration20261127000501_refund_list_index } from './Migration20261127000501_refund_list_index.js';
 import { Migration20261127000502_refund_metadata } from './Migration20261127000502_refund_metadata.js';
-import { Migration20261128000101_delivery_lease_token } from './Migration20261128000101_delivery_lease_token.js';
+import { Migration20261127000601_delivery_lease_token } from './Migration20261127000601_delivery_lease_token.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -84,5 +84,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127000402_sandbox_lost_results', class: Migration20261127000402_sandbox_lost_results },
   { name: 'Migration20261127000501_refund_list_index', class: Migration20261127000501_refund_list_index },
   { name: 'Migration20261127000502_refund_metadata', class: Migration20261127000502_refund_metadata },
-  { name: 'Migration20261128000101_delivery_lease_token', class: Migration20261128000101_delivery_lease_token },
+  { name: 'Migration20261127000601_delivery_lease_token', class: Migration20261127000601_delivery_lease_token },
 ];

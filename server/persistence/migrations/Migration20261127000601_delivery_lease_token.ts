@@ -6,7 +6,7 @@ import { Migration } from '@mikro-orm/migrations';
  * taken over) can no longer overwrite the new holder's lease or result, nor add a scheduled attempt
  * that would make the delivery die early. Null while not leased.
  */
-export class Migration20261128000101_delivery_lease_token extends Migration {
+export class Migration20261127000601_delivery_lease_token extends Migration {
   override async up(): Promise<void> {
     this.addSql('ALTER TABLE webhook_deliveries ADD COLUMN lease_token uuid NULL;');
   }
