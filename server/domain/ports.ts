@@ -359,6 +359,8 @@ export interface ProviderPort<C = unknown> {
    * domain checked the amount. Returns the fields the provider's createPayment reads, or the issues.
    */
   normaliseRequest(body: CreatePaymentBody, amount: Money): { fields: Record<string, string | undefined> } | { issues: RequestIssue[] };
+  /** Why the provider cannot refund `amount` (an issue for the request's amount field), or null; absent: any amount it can charge. */
+  refundAmountIssue?(amount: Money): string | null;
   createPayment(creds: C, input: CreatePaymentInput): Promise<ProviderPaymentResult>;
   getPayment(creds: C, lookup: PaymentLookup): Promise<ProviderPaymentResult>;
   /**

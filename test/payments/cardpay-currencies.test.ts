@@ -28,8 +28,9 @@ const refund = (paymentId: string, amount?: string) => t.http.post('/v1/refunds'
 const payment = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key).expect(200)).body.data;
 const chargedAtProvider = async (intentId: string) =>
   (await t.sql<{ amount: string; currency: string }>('SELECT amount::text, currency FROM sandbox_cardpay_intents WHERE id = $1', [intentId]))[0];
+/** The provider's refunds of an intent, in its units, smallest first (refunds made within one second have no order there). */
 const refundedAtProvider = async (intentId: string) =>
-  (await t.sql<{ amount: string }>('SELECT amount::text FROM sandbox_cardpay_refunds WHERE payment_intent = $1 ORDER BY created, id', [intentId])).map((r) => r.amount);
+  (await t.sql<{ amount: string }>('SELECT amount::text FROM sandbox_cardpay_refunds WHERE payment_intent = $1 ORDER BY amount', [intentId])).map((r) => r.amount);
 const counts = async () =>
   (await t.sql<{ payments: number; intents: number }>('SELECT (SELECT count(*)::int FROM payments) AS payments, (SELECT count(*)::int FROM sandbox_cardpay_intents) AS intents'))[0];
 
@@ -83,7 +84,7 @@ describe('refunds in those currencies refund the merchant amount', () => {
     const rest = await refund(p.id);
     expect(rest.body.data).toMatchObject({ status: 'completed', amount: '280' });
     expect(await payment(p.id)).toMatchObject({ status: 'refunded', amount_refunded: '500', integrity: { status: 'ok' } });
-    expect(await refundedAtProvider(p.provider_ref)).toEqual(['12000', '10000', '28000']);
+    expect(await refundedAtProvider(p.provider_ref)).toEqual(['10000', '12000', '28000']);
   });
 
   it('MGA and KWD: partial refunds are sent in the provider units and complete', async () => {
@@ -97,12 +98,13 @@ describe('refunds in those currencies refund the merchant amount', () => {
     expect(await payment(dinar.id)).toMatchObject({ status: 'completed', amount_refunded: '1.230' });
   });
 
-  it('a refund the provider cannot take (a fraction of MGA) is never sent and refunds nothing', async () => {
+  it('a refund the provider cannot take (a fraction of MGA) is 422 on amount: never sent, nothing written', async () => {
     const p = (await pay('5000', 'MGA')).body.data;
     const res = await refund(p.id, '0.50');
-    expect(res.status).toBe(502);
-    expect(res.body.error.message).toContain('must be a whole number of MGA');
+    expect(res.status).toBe(422);
+    expect(res.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ field: 'amount', issue: expect.stringContaining('must be a whole number of MGA') }] });
     expect(await refundedAtProvider(p.provider_ref)).toEqual([]);
+    expect(await t.sql('SELECT 1 FROM refunds WHERE payment_id = $1', [p.id])).toEqual([]);
     expect(await payment(p.id)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
   });
 });

@@ -135,6 +135,9 @@ export class RefundService {
       }
     }
     if (remaining <= 0n) throw conflict('payment has no amount left to refund');
+    // An amount the provider cannot refund in this currency (0.50 MGA at cardpay): the merchant's 422, not a failed refund.
+    const amountIssue = this.gateway.port(payment.provider).refundAmountIssue?.({ minor: amountMinor, currency: payment.currency });
+    if (amountIssue) throw new DomainError('VALIDATION_ERROR', `Invalid request: amount ${amountIssue}`, [{ field: 'amount', issue: amountIssue }]);
     if (amountMinor > remaining) {
       const left = formatMinorUnits(remaining, payment.currency);
       throw new DomainError('VALIDATION_ERROR', `Invalid request: amount exceeds the refundable remainder ${left}`, [{ field: 'amount', issue: `must be at most ${left}` }]);

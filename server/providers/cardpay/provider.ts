@@ -15,6 +15,7 @@ export function cardpayProvider(config: AppConfig, instrument: AdapterDecorator 
     capabilities: { capture: false, partialRefunds: true, replayableCreate: true, createReplayWindowMs: IDEMPOTENCY_KEY_RETENTION_MS },
     publicCredentialFields: [],
 
+    refundAmountIssue: apiAmountIssue,
     normaliseRequest(body, amount) {
       if (body.provider !== 'cardpay') return { issues: [{ field: 'provider', issue: 'must be cardpay' }] };
       const issues: RequestIssue[] = [];
