@@ -1,5 +1,7 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { sendWebhook } from '../../server/domain/delivery/webhook-sender.js';
+import { keptAgentCount, sendWebhook } from '../../server/domain/delivery/webhook-sender.js';
 import { WebhookReceiver } from '../support/webhook-receiver.js';
 
 // The sender checks the address it actually connects to, so a hostname whose DNS answer changes after
@@ -37,5 +39,26 @@ describe('webhook sender', () => {
     const result = await send(`http://localhost:${port}/webhooks`, true);
     expect(result).toMatchObject({ ok: true, responseStatus: 200, error: null });
     expect(receiver.received.map((r) => r.body)).toEqual(['{"id":"evt_1"}']);
+  });
+});
+
+describe('keep-alive agents', () => {
+  it('are kept for at most 1,000 merchant origins: the least recently used idle ones are let go', async () => {
+    // One server answers every loopback address (127.0.0.0/8), so each 127.0.x.y is an origin of its own.
+    const server = http.createServer((_req, res) => res.end('ok'));
+    await new Promise<void>((resolve) => server.listen(0, '0.0.0.0', resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      for (let i = 0; i < 1010; i += 1) {
+        const result = await send(`http://127.0.${1 + Math.floor(i / 250)}.${1 + (i % 250)}:${port}/hook`, true);
+        expect(result.ok).toBe(true);
+      }
+      expect(keptAgentCount()).toBeLessThanOrEqual(1000);
+      // The first origin's agent was let go; sending there again simply makes a new one.
+      expect((await send(`http://127.0.1.1:${port}/hook`, true)).ok).toBe(true);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });

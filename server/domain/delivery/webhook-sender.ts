@@ -44,7 +44,25 @@ function guardedLookup(allowPrivate: boolean): LookupFunction {
 /** Idle keep-alive connections are closed after this long. */
 const IDLE_SOCKET_MS = 15_000;
 const MAX_SOCKETS_PER_ORIGIN = 32;
+/** Agents kept at most: past it the least recently used idle ones are destroyed (origins come and go). */
+const MAX_AGENTS = 1000;
+/** By origin, least recently used first (a Map iterates in insertion order; a use moves it to the end). */
 const agents = new Map<string, http.Agent>();
+
+const isIdle = (agent: http.Agent) => Object.keys(agent.sockets).length === 0 && Object.keys(agent.requests).length === 0;
+
+/** How many keep-alive agents this process holds (one per merchant origin recently sent to). */
+export const keptAgentCount = (): number => agents.size;
+
+/** Destroys the least recently used agents with nothing in flight until at most MAX_AGENTS remain. */
+function evictIdleAgents(): void {
+  for (const [key, agent] of agents) {
+    if (agents.size <= MAX_AGENTS) return;
+    if (!isIdle(agent)) continue;
+    agent.destroy();
+    agents.delete(key);
+  }
+}
 
 /**
  * One keep-alive agent per merchant origin (and private-address policy), so consecutive deliveries to a
@@ -54,11 +72,14 @@ const agents = new Map<string, http.Agent>();
 function agentFor(url: URL, allowPrivate: boolean): http.Agent {
   const key = `${url.protocol}//${url.host}|${allowPrivate ? 'private' : 'public'}`;
   let agent = agents.get(key);
-  if (!agent) {
+  if (agent) {
+    agents.delete(key);
+  } else {
     const options = { keepAlive: true, maxSockets: MAX_SOCKETS_PER_ORIGIN, maxFreeSockets: MAX_SOCKETS_PER_ORIGIN, timeout: IDLE_SOCKET_MS, lookup: guardedLookup(allowPrivate) };
     agent = url.protocol === 'https:' ? new https.Agent(options) : new http.Agent(options);
-    agents.set(key, agent);
   }
+  agents.set(key, agent);
+  if (agents.size > MAX_AGENTS) evictIdleAgents();
   return agent;
 }
 
