@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { EventSchema, WebhookDeliverySchema } from '../../persistence/entities/index.js';
+import { EventSchema } from '../../persistence/entities/index.js';
 
 export interface TestEventPayload {
   id: string;
@@ -24,7 +24,6 @@ export async function recordTestEvent(
   const deliveryId = randomUUID();
   const leaseToken = randomUUID();
   const createdAt = new Date();
-  const leaseEnd = new Date(createdAt.getTime() + leaseMs);
   const payload: TestEventPayload = {
     id: eventId,
     type: 'webhook.test',
@@ -35,10 +34,12 @@ export async function recordTestEvent(
   tx.create(EventSchema, { id: eventId, merchantId, paymentId: null, type: payload.type, payload: payload as unknown as Record<string, unknown>, body, createdAt });
   // No relation is declared between the entities: the event row must exist before its delivery's foreign key.
   await tx.flush();
-  tx.create(WebhookDeliverySchema, {
-    id: deliveryId, eventId, merchantId, paymentId: null, eventType: payload.type, url, status: 'pending', attempts: 0,
-    nextAttemptAt: leaseEnd, leaseUntil: leaseEnd, leaseToken,
-  });
-  await tx.flush();
+  // The lease and due time by the database's clock, as every other lease (workers judge them by now()).
+  await tx.execute(
+    `INSERT INTO webhook_deliveries (id, event_id, merchant_id, event_type, url, status, next_attempt_at, lease_until, lease_token)
+     VALUES (?, ?, ?, ?, ?, 'pending', now() + make_interval(secs => ?), now() + make_interval(secs => ?), ?)`,
+    [deliveryId, eventId, merchantId, payload.type, url, leaseMs / 1000, leaseMs / 1000, leaseToken],
+    'run',
+  );
   return { eventId, deliveryId, body, leaseToken };
 }
