@@ -138,9 +138,12 @@ export async function startService(config: AppConfig, options: StartOptions = {}
         opsServer.closeIdleConnections();
         await new Promise<void>((resolve) => opsServer!.close(() => resolve()));
       }
-      await dueDeliveries?.stop();
-      await drainer?.stop();
-      await container.agenda.drain({ timeout: 10_000 }).catch(() => undefined);
+      // Agenda stops taking jobs while the drain loop finishes its attempts, not after: a retry job started
+      // during the drain loop's wait would be cut by the shutdown deadline (and sent again after its lease).
+      await Promise.all([
+        dueDeliveries?.stop().then(() => drainer?.stop()),
+        container.agenda.drain({ timeout: 10_000 }).catch(() => undefined),
+      ]);
       await container.agenda.stop().catch(() => undefined);
       await container.close();
       if (embedded) await embedded.stop();
