@@ -111,6 +111,37 @@ export function outageSwitch(router: Router, em: EntityManager, provider: string
 }
 
 /**
+ * `POST <path> {"count": n}`: the simulator loses the next n of something on purpose (what, the
+ * simulator says where it mounts this and calls `takeLoss`), to rehearse what recovers it; `{"count": 0}`
+ * switches it off. Counted down in PostgreSQL (sandbox_controls.lost_results), so it holds for every process.
+ */
+export function mountLossCountdown(router: Router, em: EntityManager, provider: string, path: string, answerKey: string): void {
+  router.post(path, express.json(), async (req: Request, res: Response, next: NextFunction) => {
+    try {
+      const count = (req.body as { count?: unknown } | undefined)?.count;
+      if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 0) {
+        res.status(400).json({ error: 'count must be a whole number, 0 or more' });
+        return;
+      }
+      await em.getConnection().execute(
+        `INSERT INTO sandbox_controls (provider, mode, lost_results) VALUES (?, 'ok', ?)
+         ON CONFLICT (provider) DO UPDATE SET lost_results = EXCLUDED.lost_results, updated_at = now()`,
+        [provider, count],
+      );
+      res.json({ provider, [answerKey]: count });
+    } catch (err) {
+      next(err);
+    }
+  });
+}
+
+/** Whether this one is to be lost (mountLossCountdown), counting it; `run` is the simulator's own query runner (`?` placeholders). */
+export async function takeLoss(run: (sql: string, params: unknown[]) => Promise<unknown[]>, provider: string): Promise<boolean> {
+  const rows = await run(`UPDATE sandbox_controls SET lost_results = lost_results - 1 WHERE provider = ? AND lost_results > 0 RETURNING 1`, [provider]);
+  return rows.length > 0;
+}
+
+/**
  * SANDBOX_LATENCY_MS: every simulator request is handled at once but answered only after `ms`, like a
  * provider behind a slow network (the provider has acted; its answer is still on the way). Control
  * routes answer at once. A timer, not a held connection: the simulator's state is already committed.

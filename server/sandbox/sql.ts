@@ -61,10 +61,15 @@ const run = (target: pg.Pool | pg.PoolClient, statement: Statement) => {
   return target.query({ text, name, values: statement.params });
 };
 
+/** One statement straight on the pool, its own transaction (a read, or a write that stands alone). */
+export function onPool(pool: pg.Pool): Query {
+  return async <T>(sql: string, params: unknown[] = []) => (await run(pool, { sql, params })).rows as T[];
+}
+
 /** Reads straight from the pool, each its own statement (no transaction). */
 export function readsOnly(pool: pg.Pool): Db {
   return {
-    query: async <T>(sql: string, params: unknown[] = []) => (await run(pool, { sql, params })).rows as T[],
+    query: onPool(pool),
     write: () => {
       throw new Error('a read-only request cannot write');
     },

@@ -9,7 +9,7 @@ import { DomainError, conflict, notFound } from '../errors.js';
 import { assertCredentialsConfigured, type CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import { compareDecimals, currencyDigits, formatMinorUnits } from '../money/money.js';
-import { ProviderError, type PaymentLookup, type ProviderPaymentResult } from '../ports.js';
+import { ProviderError, type CreatePaymentInput, type PaymentLookup, type ProviderPaymentResult } from '../ports.js';
 import { hashRequest, type Acquired, type ClaimedKey, type IdempotencyKeys, type IdempotentRequest } from './idempotency-keys.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { countPayments } from './payment-counts.js';
@@ -35,6 +35,17 @@ export interface CreatedPayment {
 
 export function paymentLookup(payment: Payment): PaymentLookup {
   return { paymentId: payment.id, amount: { minor: payment.amountMinor, currency: payment.currency }, providerRef: payment.providerRef ?? null, reference: payment.reference, providerData: payment.providerData };
+}
+
+/** What the provider's create is sent for a reserved payment: the same every time, idempotency key included. */
+export function creationInput(payment: Payment): CreatePaymentInput {
+  return {
+    paymentId: payment.id,
+    reference: payment.reference,
+    amount: { minor: payment.amountMinor, currency: payment.currency },
+    idempotencyKey: `payment-${payment.id}`,
+    fields: payment.providerData,
+  };
 }
 
 function newReference(): string {
@@ -171,13 +182,7 @@ export class PaymentService {
   private async callProvider(payment: Payment, request: NormalizedPaymentRequest, creds: unknown, claim: ClaimedKey): Promise<Settled> {
     let result: ProviderPaymentResult;
     try {
-      result = await this.gateway.createPayment(payment, {
-        paymentId: payment.id,
-        reference: payment.reference,
-        amount: { minor: payment.amountMinor, currency: payment.currency },
-        idempotencyKey: `payment-${payment.id}`,
-        fields: payment.providerData,
-      }, creds);
+      result = await this.gateway.createPayment(payment, creationInput(payment), creds);
     } catch (err) {
       return this.handleCreateError(payment, err, claim);
     }

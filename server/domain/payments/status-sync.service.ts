@@ -4,7 +4,7 @@ import { PaymentSchema } from '../../persistence/entities/index.js';
 import type { AppConfig } from '../../config/config.js';
 import { ProviderError, type ProviderPaymentResult } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
-import { paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
+import { creationInput, paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
 import { recoverLostCreation } from './lost-creation.js';
 import { recheckDue, scheduleNextCheck } from './sync-schedule.js';
 
@@ -45,13 +45,7 @@ export class StatusSyncService {
         if (lost.kind === 'found') {
           result = lost.result;
         } else if (lost.kind === 'resend') {
-          result = await this.gateway.createPayment(payment, {
-            paymentId: payment.id,
-            reference: payment.reference,
-            amount: { minor: payment.amountMinor, currency: payment.currency },
-            idempotencyKey: `payment-${payment.id}`,
-            fields: payment.providerData,
-          });
+          result = await this.gateway.createPayment(payment, creationInput(payment));
         } else if (lost.kind === 'absent') {
           this.logger.warn({ paymentId: payment.id, provider: payment.provider }, 'status sync: creation lost and unknown to the provider, too late to repeat; payment failed');
           await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: lost.reason }, 'status-sync');

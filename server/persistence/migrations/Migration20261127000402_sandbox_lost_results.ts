@@ -1,6 +1,6 @@
 import { Migration } from '@mikro-orm/migrations';
 
-/** The mobilemoney simulator's lost-results switch (sandbox/mobilemoney/lost-results.ts). A constant default: no table rewrite. */
+/** The mobilemoney simulator's lost-results switch (the lose-results control, sandbox/controls.ts mountLossCountdown). A constant default: no table rewrite. */
 export class Migration20261127000402_sandbox_lost_results extends Migration {
   override async up(): Promise<void> {
     this.addSql('ALTER TABLE sandbox_controls ADD COLUMN lost_results integer NOT NULL DEFAULT 0;');

@@ -1,6 +1,7 @@
 import type { NextFunction, Request, Response, Router } from 'express';
+import { takeLoss } from '../controls.js';
 import type { SandboxDeps } from '../module.js';
-import { readsOnly } from '../sql.js';
+import { onPool, readsOnly } from '../sql.js';
 import { accountOf } from './auth.js';
 import type { Db } from './db.js';
 import { newId } from './db.js';
@@ -8,7 +9,6 @@ import { SimError } from './errors.js';
 import { expandResponse } from './expand.js';
 import type { Outcome, SimResponse } from './idempotency.js';
 import { runIdempotent } from './idempotency.js';
-import { takeLostAnswer } from './lost-answers.js';
 import { SIM_API_VERSION } from './objects.js';
 import type { Params } from './params.js';
 import { applySwitches, requestStart } from './switches.js';
@@ -80,8 +80,8 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
           // Expanded before it is stored: a replay answers the same bytes.
           return res.status === 200 ? { ...res, body: await expandResponse(db, account!, res.body, params) } : res;
         });
-        // Done and committed; its answer lost on the way back (lost-answers.ts): the connection just drops.
-        if (start.losingAnswers && (await takeLostAnswer(deps.pool))) {
+        // Done and committed; its answer lost on the way back (the lose-answers control): the connection just drops.
+        if (start.losingAnswers && (await takeLoss(onPool(deps.pool), 'cardpay'))) {
           res.destroy();
           return;
         }

@@ -1,8 +1,7 @@
 import express, { type NextFunction, type Request, type Response, Router } from 'express';
-import { mountControls } from '../controls.js';
+import { mountControls, mountLossCountdown } from '../controls.js';
 import type { SandboxDeps, SandboxModule } from '../module.js';
 import { customerRoutes } from './customers.js';
-import { mountLostAnswersControl } from './lost-answers.js';
 import { SEND_EVENT_JOB, sendEvent, type SendEventJob } from './events.js';
 import { apiRoutes } from './http.js';
 import { paymentIntentRoutes } from './payment-intents.js';
@@ -22,7 +21,11 @@ function router(deps: SandboxDeps): Router {
   // The app's JSON parser ignores form bodies; Stripe's bracket syntax needs qs (extended).
   r.use(express.urlencoded({ extended: true, limit: '100kb', parameterLimit: 1000 }));
   mountControls(r, deps.em, 'cardpay', misreport);
-  mountLostAnswersControl(r, deps.em);
+  // The next n answers to API requests that change something (POST, DELETE) are lost on their way back
+  // (http.ts): carried out and committed, then the connection drops, as when a network fails after the
+  // provider acted. stripe-node retries a dropped connection once with the same idempotency key (and
+  // that answer is lost too while the count lasts): {"count": 2} loses the adapter's answer to one create.
+  mountLossCountdown(r, deps.em, 'cardpay', '/_control/lose-answers', 'lose_answers');
   // The API reads the switches with its first statement (http.ts); the other routes read them here.
   const gate = switchesGate(deps.pool);
   r.use('/3ds', gate);

@@ -27,7 +27,7 @@ export interface RequestStart {
   stored: StoredAnswer | null;
   /** The event types the account's webhook endpoints listen to ('*': all); empty without an account. */
   listened: string[];
-  /** Answers are being lost (lost-answers.ts): this one may be. */
+  /** Answers are being lost (the lose-answers control, index.ts): this one may be. */
   losingAnswers: boolean;
 }
 

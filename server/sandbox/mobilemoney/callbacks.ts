@@ -1,6 +1,6 @@
+import { takeLoss } from '../controls.js';
 import type { SandboxDeps } from '../module.js';
 import { operatorTimestamp } from './eat-clock.js';
-import { takeLostResult } from './lost-results.js';
 import { findStk, type StkRow } from './store.js';
 
 /** The one job that delivers every operator callback (STK results, transaction-status and reversal results, queue timeouts). */
@@ -49,7 +49,7 @@ export async function deliverCallback(deps: SandboxDeps, data: CallbackJobData):
     if (!row) return;
     body = stkCallbackBody(row);
   } else {
-    if (data.attempt === 0 && (await takeLostResult(deps.em))) {
+    if (data.attempt === 0 && (await takeLoss((sql, params) => deps.em.getConnection().execute(sql, params), 'mobilemoney'))) {
       deps.logger.info({ provider: 'mobilemoney', url: data.url }, 'sandbox result lost on purpose (lose-results control)');
       return;
     }

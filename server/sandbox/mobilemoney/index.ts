@@ -1,8 +1,7 @@
 import express, { type Request, type Response } from 'express';
-import { outageSwitch } from '../controls.js';
+import { mountLossCountdown, outageSwitch } from '../controls.js';
 import type { SandboxModule } from '../module.js';
 import { CALLBACK_JOB, deliverCallback, type CallbackJobData } from './callbacks.js';
-import { mountLostResultsControl } from './lost-results.js';
 import { misreport } from './misreport.js';
 import { mountOauth } from './oauth.js';
 import { mountPull } from './pull.js';
@@ -21,7 +20,9 @@ export const mobilemoneySandbox: SandboxModule = {
   router(deps) {
     const router = express.Router();
     outageSwitch(router, deps.em, 'mobilemoney', { requestId: 'sandbox-outage', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' }, misreport);
-    mountLostResultsControl(router, deps.em);
+    // The operator's next n asynchronous results (reversal and transaction-status results, queue-timeout
+    // notices; not STK callbacks) are never sent (callbacks.ts), as when a result is lost on its way.
+    mountLossCountdown(router, deps.em, 'mobilemoney', '/_control/lose-results', 'lose_results');
     mountCertificate(router, deps);
     mountOauth(router, deps);
     mountStk(router, deps);
