@@ -540,3 +540,44 @@ describe('outages', () => {
     expect((await adapter.createPayment(newCreds(), paymentInput({ payment_method: 'pm_card_visa' }))).status).toBe('completed');
   });
 });
+
+describe('connections to the provider', () => {
+  /** An adapter whose cardpay address is `baseUrl` (a plain server standing in for the provider's network). */
+  const adapterAt = (baseUrl: string) =>
+    new CardpayAdapter({ ...t.service.container.config, providerBaseUrls: { ...t.service.container.config.providerBaseUrls, cardpay: baseUrl } });
+  const lookup = () => ({ paymentId: randomUUID(), providerRef: 'pi_idle', reference: 'R', providerData: {} });
+
+  it("an idle connection is closed by us before the provider's announced keep-alive timeout, so no call takes one the provider is closing", async () => {
+    const intent = { id: 'pi_idle', object: 'payment_intent', status: 'succeeded', amount: 1050, currency: 'usd', metadata: {}, last_payment_error: null, next_action: null };
+    const server = http.createServer((_req, res) => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify(intent));
+    });
+    server.keepAliveTimeout = 2_000; // announced as `Keep-Alive: timeout=2`
+    const closes: Array<{ byClient: boolean }> = [];
+    server.on('connection', (socket) => {
+      let byClient = false;
+      socket.on('end', () => (byClient = true)); // a FIN from the client: it closed first
+      socket.on('close', () => closes.push({ byClient }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const result = await adapterAt(`http://127.0.0.1:${(server.address() as AddressInfo).port}`).getPayment(newCreds(), lookup());
+      expect(result.providerRef).toBe('pi_idle');
+      const [closed] = await eventually(() => (closes.length ? closes : undefined), 'the idle connection to close');
+      expect(closed).toEqual({ byClient: true });
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
+  it('a provider that refuses the connection is reported as not reached, not as a timeout', async () => {
+    const server = http.createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const err = await providerError(adapterAt(`http://127.0.0.1:${port}`).getPayment(newCreds(), lookup()));
+    expect(err.kind).toBe('unavailable');
+    expect(err.message).toBe('cardpay could not be reached');
+  });
+});

@@ -1,3 +1,5 @@
+import http from 'node:http';
+import https from 'node:https';
 import Stripe from 'stripe';
 
 /** The API version this adapter is written against (the one stripe-node 22.5 pins). */
@@ -13,16 +15,33 @@ export const IDEMPOTENCY_KEY_RETENTION_MS = 24 * 3_600_000;
 const MAX_NETWORK_RETRIES = 1;
 /** Clients kept per (base URL, timeout, key); bounded so a long-running process cannot grow without limit. */
 const MAX_CACHED_CLIENTS = 200;
+/**
+ * How long an idle keep-alive connection is kept. The SDK's default agent has no idle timeout, and Node
+ * honours a server's `Keep-Alive: timeout=N` hint (closing a second early) only when the agent has one;
+ * without it a request can take a connection the provider is closing at that moment and fail with
+ * ECONNRESET, which stripe-node retries only on a first attempt.
+ */
+const IDLE_SOCKET_MS = 30_000;
+const agents = {
+  http: new http.Agent({ keepAlive: true, timeout: IDLE_SOCKET_MS }),
+  https: new https.Agent({ keepAlive: true, timeout: IDLE_SOCKET_MS }),
+};
 
 /**
  * stripe-node sends every request to `<host>/v1/...` and has no base-path option, while the simulator
- * lives under `/sandbox/cardpay`. This client prefixes the base path and otherwise is the SDK's own
- * Node client, so everything else (headers, form encoding, retries, error classes) stays the SDK's.
+ * lives under `/sandbox/cardpay`. This client prefixes the base path (if any) and otherwise is the SDK's
+ * own Node client on our agent, so everything else (headers, form encoding, retries, error classes)
+ * stays the SDK's.
  */
 class BasePathHttpClient implements Stripe.HttpClient {
-  private readonly inner = Stripe.createNodeHttpClient();
+  private readonly inner: Stripe.HttpClient;
 
-  constructor(private readonly basePath: string) {}
+  constructor(
+    private readonly basePath: string,
+    agent: http.Agent,
+  ) {
+    this.inner = Stripe.createNodeHttpClient(agent);
+  }
 
   getClientName(): string {
     return this.inner.getClientName();
@@ -45,7 +64,7 @@ function createClient(baseUrl: string, secretKey: string, timeoutMs: number): St
     timeout: timeoutMs,
     maxNetworkRetries: MAX_NETWORK_RETRIES,
     telemetry: false,
-    ...(basePath ? { httpClient: new BasePathHttpClient(basePath) } : {}),
+    httpClient: new BasePathHttpClient(basePath, agents[protocol]),
   });
 }
 

@@ -14,7 +14,8 @@ export function toProviderError(err: unknown, op: 'read' | 'write'): ProviderErr
     return new ProviderError('cardpay', unknownOutcome, 'cardpay call failed unexpectedly');
   }
   if (err instanceof Stripe.errors.StripeConnectionError || err.statusCode === undefined) {
-    const timedOut = /timeout/i.test(err.message);
+    // stripe-node keeps the transport's error as `detail`; its own timeout carries code ETIMEDOUT.
+    const timedOut = (err.detail as { code?: unknown } | undefined)?.code === 'ETIMEDOUT';
     return new ProviderError('cardpay', unknownOutcome, timedOut ? 'cardpay did not answer in time' : 'cardpay could not be reached');
   }
   const status = err.statusCode;
