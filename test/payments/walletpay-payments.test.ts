@@ -125,6 +125,36 @@ describe('walletpay: create, approve, capture', () => {
   });
 });
 
+describe('walletpay currencies', () => {
+  const paymentRows = async () => (await t.sql<{ n: number }>('SELECT count(*)::int AS n FROM payments'))[0]!.n;
+
+  it('a currency walletpay cannot charge, or a fraction of HUF, is 422 on its field and nothing is written', async () => {
+    const before = await paymentRows();
+    const shilling = await create({ currency: 'KES', amount: '100.00' });
+    expect(shilling.status).toBe(422);
+    expect(shilling.body).toMatchObject({ success: false, error: { code: 'VALIDATION_ERROR', details: [{ field: 'currency', issue: 'walletpay cannot charge KES' }] } });
+    const fraction = await create({ currency: 'HUF', amount: '1000.50' });
+    expect(fraction.status).toBe(422);
+    expect(fraction.body.error.details).toEqual([{ field: 'amount', issue: 'must be a whole number of HUF for walletpay (the provider takes no fractions of HUF)' }]);
+    expect(await paymentRows()).toBe(before);
+  });
+
+  it('HUF is charged in whole forints: created, approved, captured and refunded with the amounts matching', async () => {
+    const p = (await create({ currency: 'HUF', amount: '1000' })).body.data;
+    expect(p).toMatchObject({ status: 'pending', amount: '1000.00', currency: 'HUF' });
+    const [order] = await t.sql<{ amount_minor: string }>('SELECT amount_minor::text FROM sandbox_walletpay_orders WHERE id = $1', [p.provider_ref]);
+    expect(order!.amount_minor).toBe('1000'); // the provider's units: whole forints
+    await buyer(p.next_action.url, 'approve');
+    expect((await capture(p.id)).body.data).toMatchObject({ status: 'completed', amount: '1000.00' });
+    const half = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id, amount: '0.50' });
+    expect(half.status).toBe(422);
+    expect(half.body.error.details).toEqual([{ field: 'amount', issue: 'must be a whole number of HUF for walletpay (the provider takes no fractions of HUF)' }]);
+    const refund = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id, amount: '400' });
+    expect(refund.body.data).toMatchObject({ status: 'completed', amount: '400.00' });
+    expect(await get(p.id)).toMatchObject({ status: 'completed', amount_refunded: '400.00' });
+  });
+});
+
 describe('walletpay callbacks', () => {
   it('rejects a forged callback with 401 and changes nothing', async () => {
     const p = (await create()).body.data;

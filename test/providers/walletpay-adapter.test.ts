@@ -82,12 +82,25 @@ describe('createPayment', () => {
     });
   });
 
-  it('formats the amount with the currency digits (JPY has none, KWD three)', async () => {
+  it('writes amounts as PayPal takes them: two decimals, whole units for JPY and HUF, and reads them back as ours', async () => {
     const creds = newCreds();
+    const amountOf = (r: ProviderPaymentResult) => (r.raw as { purchase_units: { amount: unknown }[] }).purchase_units[0]!.amount;
     const yen = await adapter.createPayment(creds, paymentInput({ amount: { minor: 1200n, currency: 'JPY' } }));
-    expect((yen.raw as { purchase_units: { amount: unknown }[] }).purchase_units[0]!.amount).toEqual({ currency_code: 'JPY', value: '1200' });
-    const dinar = await adapter.createPayment(creds, paymentInput({ amount: { minor: 1234n, currency: 'KWD' } }));
-    expect((dinar.raw as { purchase_units: { amount: unknown }[] }).purchase_units[0]!.amount).toEqual({ currency_code: 'KWD', value: '1.234' });
+    expect(amountOf(yen)).toEqual({ currency_code: 'JPY', value: '1200' });
+    // ISO 4217 gives HUF two digits; PayPal refuses any decimal point in HUF.
+    const forint = await adapter.createPayment(creds, paymentInput({ amount: { minor: 100_000n, currency: 'HUF' } }));
+    expect(amountOf(forint)).toEqual({ currency_code: 'HUF', value: '1000' });
+    expect(forint.amount).toEqual({ minor: 100_000n, currency: 'HUF' });
+  });
+
+  it('a currency PayPal does not take, or a fraction of HUF, is refused here and nothing is sent', async () => {
+    const creds = newCreds();
+    const dinar = await providerError(adapter.createPayment(creds, paymentInput({ amount: { minor: 1234n, currency: 'KWD' } })));
+    expect(dinar.kind).toBe('invalid_request');
+    expect(dinar.message).toBe('walletpay cannot take 1.234 KWD (currency: walletpay cannot charge KWD)');
+    const fraction = await providerError(adapter.createPayment(creds, paymentInput({ amount: { minor: 100_050n, currency: 'HUF' } })));
+    expect(fraction.message).toContain('must be a whole number of HUF for walletpay');
+    expect(await t.sql('SELECT id FROM sandbox_walletpay_orders WHERE client_id = $1', [creds.client_id])).toEqual([]);
   });
 
   it('returns the same order for the same idempotency key (PayPal-Request-Id)', async () => {

@@ -134,6 +134,8 @@ describe('POST /v2/checkout/orders', () => {
     ['three decimals in USD', order({ purchase_units: [{ amount: { currency_code: 'USD', value: '1.005' } }] }), 422, 'UNPROCESSABLE_ENTITY', 'DECIMAL_PRECISION', '/purchase_units/0/amount/value'],
     ['a zero amount', order({ purchase_units: [{ amount: { currency_code: 'USD', value: '0.00' } }] }), 422, 'UNPROCESSABLE_ENTITY', 'CANNOT_BE_ZERO_OR_NEGATIVE', '/purchase_units/0/amount/value'],
     ['an unknown currency', order({ purchase_units: [{ amount: { currency_code: 'XYZ', value: '1.00' } }] }), 422, 'UNPROCESSABLE_ENTITY', 'CURRENCY_NOT_SUPPORTED', '/purchase_units/0/amount/currency_code'],
+    ['a currency PayPal does not take (KES)', order({ purchase_units: [{ amount: { currency_code: 'KES', value: '100.00' } }] }), 422, 'UNPROCESSABLE_ENTITY', 'CURRENCY_NOT_SUPPORTED', '/purchase_units/0/amount/currency_code'],
+    ['a decimal point in HUF, which has no decimals at PayPal', order({ purchase_units: [{ amount: { currency_code: 'HUF', value: '1000.00' } }] }), 422, 'UNPROCESSABLE_ENTITY', 'DECIMAL_PRECISION', '/purchase_units/0/amount/value'],
     ['a bad return URL', order({ application_context: { return_url: 'not a url' } }), 400, 'INVALID_REQUEST', 'INVALID_PARAMETER_SYNTAX', '/application_context/return_url'],
   ])('rejects %s like PayPal', async (_name, body, status, name, issue, field) => {
     const res = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${await token()}`).send(body);

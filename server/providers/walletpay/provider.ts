@@ -2,6 +2,7 @@ import type { WalletpayCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
 import { ProviderError, type AdapterDecorator, type ProviderPort } from '../../domain/ports.js';
 import { WalletpayAdapter } from './adapter.js';
+import { walletpayAmountIssue, walletpayIssueField } from './amounts.js';
 import { prepareWalletpayCredentials } from './credentials.js';
 import { walletpayNotifications } from './notifications.js';
 
@@ -21,8 +22,12 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
     capabilities: { capture: true, partialRefunds: true, replayableCreate: true, createReplayWindowMs: null },
     publicCredentialFields: ['env', 'webhook_id'],
 
-    normaliseRequest(body) {
+    refundAmountIssue: walletpayAmountIssue,
+    normaliseRequest(body, amount) {
       if (body.provider !== 'walletpay') return { issues: [{ field: 'provider', issue: 'must be walletpay' }] };
+      // A currency the provider does not have, or a fraction of HUF, JPY or TWD: refused before anything is written.
+      const amountIssue = walletpayAmountIssue(amount);
+      if (amountIssue) return { issues: [{ field: walletpayIssueField(amount), issue: amountIssue }] };
       return { fields: { return_url: body.return_url, cancel_url: body.cancel_url } };
     },
 

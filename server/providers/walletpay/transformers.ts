@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { formatMinorUnits, toMinorUnits } from '../../lib/money.js';
+import { toWireValue, walletpayAmountIssue, walletpayIssueField } from './amounts.js';
 import type { CreatePaymentInput, Money, ProviderPaymentResult, ProviderRefundResult, RefundInput, ServicePaymentStatus } from '../../domain/ports.js';
 import { ProviderError } from '../../domain/ports.js';
 
@@ -145,10 +146,15 @@ function mapped<K extends string, V>(table: Record<K, V>, value: string | undefi
  * Requests
  * -------------------------------------------------------------------------------------------- */
 
-export const toWireMoney = (money: Money): WireMoney => ({
-  currency_code: money.currency,
-  value: formatMinorUnits(money.minor, money.currency),
-});
+export function toWireMoney(money: Money): WireMoney {
+  const value = toWireValue(money);
+  if (value === null) throw new ProviderError(
+      'walletpay',
+      'invalid_request',
+      `walletpay cannot take ${formatMinorUnits(money.minor, money.currency)} ${money.currency} (${walletpayIssueField(money)}: ${walletpayAmountIssue(money)})`,
+    );
+  return { currency_code: money.currency, value };
+}
 
 /** A wire amount as integer minor units; null when absent or not an amount of a known currency. */
 export function moneyOf(raw: unknown): Money | null {

@@ -1,5 +1,5 @@
 import type { Request } from 'express';
-import { currencyDigits } from '../../lib/money.js';
+import { paypalDigits } from './currencies.js';
 import { invalid, unprocessable } from './errors.js';
 
 type Obj = Record<string, unknown>;
@@ -61,7 +61,7 @@ export function parseMoney(raw: unknown, field: string): { minor: bigint; curren
   if (typeof currency !== 'string' || !/^[A-Z]{3}$/.test(currency)) {
     throw invalid('INVALID_PARAMETER_SYNTAX', `${field}/currency_code`, 'The value of a field does not conform to the expected format.');
   }
-  const digits = currencyDigits(currency);
+  const digits = paypalDigits(currency);
   if (digits === null) throw unprocessable('CURRENCY_NOT_SUPPORTED', 'Currency code is not currently supported.', `${field}/currency_code`);
   const value = raw.value;
   if (value === undefined) throw missing(`${field}/value`);
@@ -71,7 +71,7 @@ export function parseMoney(raw: unknown, field: string): { minor: bigint; curren
   }
   const fraction = match[3] ?? '';
   if (fraction.length > digits) {
-    throw unprocessable('DECIMAL_PRECISION', `If the currency supports decimals, only ${digits} decimal place precision is supported.`, `${field}/value`);
+    throw unprocessable('DECIMAL_PRECISION', 'If the currency supports decimals, only two decimal place precision is supported.', `${field}/value`);
   }
   const minor = BigInt(match[2] ?? '0') * 10n ** BigInt(digits) + BigInt(fraction.padEnd(digits, '0') || '0');
   if (match[1] === '-' || minor === 0n) {

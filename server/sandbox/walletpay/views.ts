@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { currencyDigits, formatMinorUnits } from '../../lib/money.js';
+import { formatValue, paypalDigits } from './currencies.js';
 import { isoTime } from './db.js';
 
 /** Timestamps as the driver hands them over (MikroORM keeps PostgreSQL's text form). */
@@ -77,12 +77,12 @@ type Link = { href: string; rel: string; method: string };
 
 export const money = (minor: bigint | string, currency: string) => ({
   currency_code: currency,
-  value: formatMinorUnits(BigInt(minor), currency),
+  value: formatValue(BigInt(minor), currency),
 });
 
 /** A sandbox fee schedule: 3.49% + 0.49 in the currency's major unit, in integer minor units. */
 function paypalFee(gross: bigint, currency: string): bigint {
-  const digits = currencyDigits(currency) ?? 2;
+  const digits = paypalDigits(currency) ?? 2;
   const fixed = (49n * 10n ** BigInt(digits)) / 100n;
   const fee = (gross * 349n) / 10_000n + fixed;
   return fee > gross ? gross : fee;
