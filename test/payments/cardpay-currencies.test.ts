@@ -71,6 +71,18 @@ describe('a card payment is charged exactly the merchant amount, in the provider
   });
 });
 
+describe('a currency the provider does not support', () => {
+  it('IQD (Stripe presents no IQD): the payment fails with the provider reason, nothing is charged', async () => {
+    const before = await counts();
+    const res = await pay('1000.000', 'IQD');
+    expect(res.status).toBe(502);
+    expect(res.body.error).toMatchObject({ code: 'PROVIDER_ERROR', message: expect.stringContaining('Invalid currency: iqd.') });
+    expect(await counts()).toEqual({ payments: before!.payments + 1, intents: before!.intents });
+    const [failed] = await t.sql<{ status: string; failure_reason: string }>(`SELECT status, failure_reason FROM payments WHERE currency = 'IQD'`);
+    expect(failed).toEqual({ status: 'failed', failure_reason: expect.stringContaining('Invalid currency: iqd.') });
+  });
+});
+
 describe('refunds in those currencies refund the merchant amount', () => {
   it('ISK: a partial refund, a dashboard refund and the rest; the payment ends refunded', async () => {
     const p = (await pay('500', 'ISK')).body.data;

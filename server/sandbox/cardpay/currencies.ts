@@ -15,6 +15,27 @@ const ZERO_DECIMAL = new Set(['bif', 'clp', 'djf', 'gnf', 'jpy', 'kmf', 'krw', '
 const WHOLE_UNITS_AS_TWO_DECIMALS = new Set(['isk', 'ugx']);
 const THREE_DECIMAL = new Set(['bhd', 'jod', 'kwd', 'omr', 'tnd']);
 
+/**
+ * The presentment currencies docs.stripe.com/currencies lists (the US account list, plus XCG and the
+ * three-decimal currencies accounts elsewhere can present). Stripe refuses any other code, so the
+ * simulator does: an adapter that sends an unsupported currency fails here as it would there.
+ */
+const SUPPORTED = new Set(
+  (
+    'usd aed afn all amd ang aoa ars aud awg azn bam bbd bdt bgn bhd bif bmd bnd bob brl bsd bwp byn bzd cad cdf chf ' +
+    'clp cny cop crc cve czk djf dkk dop dzd egp etb eur fjd fkp gbp gel gip gmd gnf gtq gyd hkd hnl htg huf idr ils ' +
+    'inr isk jmd jod jpy kes kgs khr kmf krw kwd kyd kzt lak lbp lkr lrd lsl mad mdl mga mkd mmk mnt mop mur mvr mwk ' +
+    'mxn myr mzn nad ngn nio nok npr nzd omr pab pen pgk php pkr pln pyg qar ron rsd rub rwf sar sbd scr sek sgd shp ' +
+    'sle sos srd std szl thb tjs tnd top try ttd twd tzs uah ugx uyu uzs vnd vuv wst xaf xcd xcg xof xpf yer zar zmw'
+  ).split(' '),
+);
+
+/** Stripe's refusal of a currency it does not support (`currency` in lower case), or null. */
+export function unsupportedCurrency(currency: string): SimError | null {
+  if (SUPPORTED.has(currency)) return null;
+  return invalidRequest(`Invalid currency: ${currency}. Stripe currently supports these currencies: ${[...SUPPORTED].join(', ')}`, 'currency');
+}
+
 /** Decimal digits of `currency` (lower case) in API amounts; 2 for a code ISO does not know. */
 export function apiDigits(currency: string): number {
   if (ZERO_DECIMAL.has(currency)) return 0;

@@ -6,7 +6,7 @@ import type { ApiContext, ApiRoutes } from './http.js';
 import { ok } from './http.js';
 import type { SimResponse } from './idempotency.js';
 import { listPage } from './lists.js';
-import { incompatibleAmount } from './currencies.js';
+import { incompatibleAmount, unsupportedCurrency } from './currencies.js';
 import { belowMinimum } from './minimum-amounts.js';
 import type { IntentRow, PaymentMethodRow } from './objects.js';
 import { intentObject } from './objects.js';
@@ -75,6 +75,8 @@ function currencyParam(params: ApiContext['params'], required: boolean): string 
   if (raw === undefined) return undefined;
   const currency = raw.toLowerCase();
   if (!/^[a-z]{3}$/.test(currency)) throw invalidRequest(`Invalid currency: ${currency}.`, 'currency', 'parameter_invalid_string');
+  const unsupported = unsupportedCurrency(currency);
+  if (unsupported) throw unsupported;
   return currency;
 }
 
