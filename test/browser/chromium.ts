@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 
@@ -49,8 +50,34 @@ export async function resolveChromium(): Promise<Resolved> {
   if (system) return { source: 'system', executablePath: system, args: QUIET_ARGS };
   // The package unpacks its brotli-compressed binary into the temp directory once (~2 s) and reuses it.
   const { default: packaged } = await import('@sparticuz/chromium');
-  const executablePath = await packaged.executablePath();
+  const executablePath = await whileHoldingUnpackLock(() => packaged.executablePath());
   return { source: '@sparticuz/chromium', executablePath, args: [...packaged.args, ...QUIET_ARGS.filter((a) => !packaged.args.includes(a))] };
+}
+
+/**
+ * The package takes an existing `<tmp>/chromium` as unpacked, so a second test process that starts while
+ * the first is still writing it would launch a half-written file (ETXTBSY). The unpack is therefore done
+ * by one process at a time: a directory as the lock (mkdir is atomic), taken over when older than 2 min
+ * (its holder died).
+ */
+async function whileHoldingUnpackLock<T>(unpack: () => Promise<T>): Promise<T> {
+  const lock = path.join(os.tmpdir(), 'chromium-unpack.lock');
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const age = Date.now() - (statSync(lock, { throwIfNoEntry: false })?.mtimeMs ?? Date.now());
+      if (age > 120_000) rmSync(lock, { recursive: true, force: true });
+      else await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  try {
+    return await unpack();
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
 }
 
 /** A headless Chromium for tests. */
