@@ -235,6 +235,21 @@ describe('POST /v1/webhooks/test', () => {
     expect(receiver.on('/test-fail')).toHaveLength(1);
   });
 
+  it('a failed test event that recover queues again gets one attempt, and is dead again when it fails: no retry schedule', async () => {
+    const m = await merchantAt('/test-recovered');
+    receiver.alwaysFail('/test-recovered', 500);
+    const sent = await sendTest(m.apiKey);
+    expect(sent.body.data).toMatchObject({ delivered: false, response_status: 500 });
+    expect((await recover(m.apiKey, { since: hoursAgo(1) })).body.data.queued).toBe(1);
+    await waitFor(async () => {
+      const row = await delivery(t, sent.body.data.delivery_id);
+      return row.status === 'dead' && row.attempts === 2 && row.lease_until === null;
+    }, 'the recovered test delivery to be dead again');
+    await new Promise((r) => setTimeout(r, 1500)); // longer than the whole retry schedule (100ms,100ms) and two sweeps
+    expect(receiver.on('/test-recovered')).toHaveLength(2);
+    expect((await delivery(t, sent.body.data.delivery_id)).next_attempt_at).toBeNull();
+  });
+
   it('is still delivered, by the sweeper, when the process that recorded it died before sending', async () => {
     const m = await merchantAt('/test-orphan');
     const { em } = t.service.container.orm;

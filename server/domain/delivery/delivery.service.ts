@@ -221,10 +221,12 @@ export class DeliveryService {
     // statement; a failed scheduled attempt first counts the earlier ones to pick retry or dead. Every
     // write is fenced by the lease token, so the count cannot change under a write that succeeds: only
     // the holder of the current lease adds attempts.
+    // A test event is never retried on the schedule: one that recover queued again is dead on a failure, as at first.
+    const failure = onFailure === 'schedule' && leased.eventType === 'webhook.test' ? 'dead' : onFailure;
     const outcome = result.ok
       ? await this.recordDelivered({ ...record, url, leaseToken: leased.leaseToken })
-      : onFailure !== 'schedule'
-      ? await finishAttempt(this.em, leased.id, leased.leaseToken, { ...update, next: { kind: onFailure } }, record)
+      : failure !== 'schedule'
+      ? await finishAttempt(this.em, leased.id, leased.leaseToken, { ...update, next: { kind: failure } }, record)
       : await finishAttempt(this.em, leased.id, leased.leaseToken, {
           ...update,
           next: afterFailedAttempt(this.config.retryScheduleMs, (await countScheduledAttempts(this.em, leased.id)) + 1),
