@@ -87,6 +87,7 @@ const REPLAY_HEADER = 'An error the first request ended with is replayed the sam
  * first, 200 on a replay); then that status is the replay only, and the first one never carries the header.
  */
 function documentReplays(responses: Record<string, unknown>, replayStatus: number | undefined) {
+  documentReplayedErrors(responses);
   const successes = Object.keys(responses).filter((status) => /^2\d\d$/.test(status));
   for (const status of successes) {
     const response = responses[status];
@@ -109,6 +110,29 @@ function documentReplays(responses: Record<string, unknown>, replayStatus: numbe
           : `\`true\` when this answer replays the first one given to this Idempotency-Key; absent on a first request. ${REPLAY_HEADER}`,
         required: replayOnly,
         schema: { type: 'string', enum: ['true'] },
+      },
+    };
+  }
+}
+
+/** The errors a request can end with once its Idempotency-Key is claimed, which its retries replay. */
+const REPLAYABLE_ERRORS = ['404', '409', '422', '502'];
+
+/** Those error responses carry the Idempotent-Replayed header too (copied: the generator may share response objects). */
+function documentReplayedErrors(responses: Record<string, unknown>) {
+  for (const status of REPLAYABLE_ERRORS) {
+    const response = responses[status];
+    if (!response || typeof response !== 'object' || '$ref' in response) continue;
+    const r = response as { headers?: Record<string, unknown> };
+    responses[status] = {
+      ...r,
+      headers: {
+        ...(r.headers ?? {}),
+        'Idempotent-Replayed': {
+          description: '`true` when this error replays the one the first request with this Idempotency-Key ended with; absent otherwise.',
+          required: false,
+          schema: { type: 'string', enum: ['true'] },
+        },
       },
     };
   }

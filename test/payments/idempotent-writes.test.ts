@@ -211,4 +211,15 @@ describe('openapi.json describes what these routes answer', () => {
     expect(captureAt['200']!.description).toMatch(/^OK\. Also the answer to a replay/);
     expect(captureAt['200']!.headers!['Idempotent-Replayed']!.required).toBe(false);
   });
+
+  it('an error a retry replays (a card the provider refused: 422) is documented with the header, as optional', async () => {
+    const idem = unique('doc-card-refused');
+    const body = { payment_method_id: 'pm_card_does_not_exist' };
+    const first = await saveCard(body, idem);
+    const again = await saveCard(body, idem);
+    expect([first.status, first.headers['idempotent-replayed'], again.status, again.headers['idempotent-replayed']]).toEqual([422, undefined, 422, 'true']);
+    expect(documented('/v1/payments/cards', 422)!.headers?.['Idempotent-Replayed']).toMatchObject({ required: false });
+    // A 400 (the body is checked before the key is claimed) is never a replay, and says nothing of one.
+    expect(documented('/v1/payments/cards', 400)!.headers?.['Idempotent-Replayed']).toBeUndefined();
+  });
 });
