@@ -190,28 +190,44 @@ describe('live-env reversal and transaction-status results', () => {
     } }).expect(200);
   });
 
-  it("the operator's unsigned reversal result completes the refund through a transaction-status query", async () => {
+  it("the operator's reversal result, at the address bound to our reversal request (its token), completes the refund without a query", async () => {
     const paid = await paidWithReceipt();
     const refund = await asOps('post', '/v1/refunds').send({ payment_id: paid.id });
     expect(refund.status).toBe(201);
     expect(refund.body.data.status).toBe('pending');
     const refundId = refund.body.data.id as string;
-    // Unsigned result → not believed → the service asks about the reversal → the operator's answer completes it.
     await eventually(async () => ((await refundOf(refundId)).status === 'completed' ? true : null), 20_000, 'refund completed');
     expect(await getOps(paid.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
-    expect(await confirmations('refund_id', refundId)).toEqual([{ confirms: 'reversal', result_code: '0', completed: true }]);
+    // The ResultURL we gave carried the refund's token: the result is verified as it stands, nobody is asked.
+    expect(await confirmations('refund_id', refundId)).toEqual([]);
     const transitions = await t.sql<{ subject: string; to_status: string; trigger: string }>(
       `SELECT subject, to_status, trigger FROM payment_transitions WHERE payment_id = $1 AND accepted
        AND ((subject = 'refund' AND to_status = 'completed') OR (subject = 'payment' AND to_status = 'reversed')) ORDER BY id`, [paid.id]);
     expect(transitions).toEqual([
-      { subject: 'refund', to_status: 'completed', trigger: 'confirmed:reversal' },
-      { subject: 'payment', to_status: 'reversed', trigger: 'confirmed:reversal' },
+      { subject: 'refund', to_status: 'completed', trigger: 'callback:reversal' },
+      { subject: 'payment', to_status: 'reversed', trigger: 'callback:reversal' },
     ]);
     const event = await eventually(() => receiver.events('payment.reversed').find((e) => e.json.data.payment_id === paid.id));
     expect(event.json.data).toMatchObject({ refund_id: refundId, status: 'reversed' });
   });
 
-  it('an unsigned forged reversal "success" for a reversal the operator refused changes nothing', async () => {
+  it('a receipt the operator had already reversed (its portal): our reversal is answered "already reversed" (R000001) and completes', async () => {
+    const paid = await paidWithReceipt();
+    // Reversed at the operator first, as from its portal: our records still say completed.
+    const token = (await t.http.get('/sandbox/mobilemoney/oauth/v1/generate?grant_type=client_credentials').auth('portal', 'portal').expect(200)).body.access_token as string;
+    await t.http.post('/sandbox/mobilemoney/mpesa/reversal/v1/request').set('Authorization', `Bearer ${token}`).send({
+      Initiator: 'testapi', SecurityCredential: 'x', CommandID: 'TransactionReversal', TransactionID: paid.provider_ref, Amount: 100,
+      ReceiverParty: '174379', RecieverIdentifierType: '11', ResultURL: 'http://127.0.0.1:9/portal', QueueTimeOutURL: 'http://127.0.0.1:9/portal', Remarks: 'portal reversal',
+    }).expect(200);
+    await eventually(() => t.sql(`SELECT 1 FROM sandbox_mobilemoney_reversals WHERE transaction_id = $1`, [paid.provider_ref]).then((r) => (r.length > 0 ? true : null)), 10_000, 'the portal reversal');
+    const refund = await asOps('post', '/v1/refunds').send({ payment_id: paid.id });
+    expect(refund.status).toBe(201);
+    const refundId = refund.body.data.id as string;
+    await eventually(async () => ((await refundOf(refundId)).status === 'completed' ? true : null), 20_000, 'refund completed by R000001');
+    expect(await getOps(paid.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+  });
+
+  it('an unsigned forged reversal "success" for a reversal the operator refused changes nothing; the operator\'s own refusal fails the refund', async () => {
     // 99999 KES: the simulator refuses to reverse it (insufficient balance, ResultCode 1).
     const paid = await paidWithReceipt('99999');
     const refund = await asOps('post', '/v1/refunds').send({ payment_id: paid.id });
@@ -219,18 +235,17 @@ describe('live-env reversal and transaction-status results', () => {
     const refundId = refund.body.data.id as string;
     const forged = await reversalResult(refundId, 99999);
     expect(forged.status).toBe(200);
-    // The forgery and the operator's own (unsigned) failure each make the service ask the operator (one
-    // query open at a time); the operator knows no completed reversal. Wait for both results and answers.
-    await new Promise((r) => setTimeout(r, OPERATOR_DELAY_MS * 2 + 500));
-    await eventually(async () => {
-      const rows = await confirmations('refund_id', refundId);
-      return rows.length > 0 && rows.every((r) => r.completed) ? rows : null;
-    }, 15_000, 'every confirmation answered');
-    for (const row of await confirmations('refund_id', refundId)) expect(row).toEqual({ confirms: 'reversal', result_code: 'R000002', completed: true });
-    expect(await refundOf(refundId)).toMatchObject({ status: 'pending' });
+    // The forgery carries no token: it is not believed, and any query it makes finds no completed reversal.
+    const failed = await eventually(async () => {
+      const r = await refundOf(refundId);
+      return r.status === 'failed' ? r : null;
+    }, 20_000, "the operator's refusal");
+    expect(failed.failure_reason).toMatch(/ResultCode 1\)$/);
+    await new Promise((r) => setTimeout(r, OPERATOR_DELAY_MS + 500));
+    for (const row of await confirmations('refund_id', refundId)) expect(row).toMatchObject({ confirms: 'reversal', result_code: 'R000002' });
     expect(await getOps(paid.id)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
     expect(await t.sql(`SELECT type FROM events WHERE payment_id = $1 AND type IN ('payment.reversed', 'payment.refunded')`, [paid.id])).toEqual([]);
-    expect(await t.sql(`SELECT 1 FROM provider_events WHERE payment_id = $1 AND event_id LIKE 'reversal:%'`, [paid.id])).toEqual([]);
+    await eventually(() => receiver.events('refund.failed').find((e) => e.json.data.refund_id === refundId));
   });
 });
 

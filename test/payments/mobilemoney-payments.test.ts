@@ -216,6 +216,24 @@ describe('reversals', () => {
     expect(event.json.data).toMatchObject({ status: 'completed', refund_id: res.body.data.id });
   });
 
+  it('a reversal that timed out in the operator queue fails the refund (nothing was reversed), and the merchant can ask again', async () => {
+    const m = await t.createMerchant('Reversal queue timeout');
+    await storeCreds(m.apiKey, { ...SANDBOX_CREDS, consumer_key: 'queue-timeout-key' });
+    const p = await completedPayment(m.apiKey);
+    // The simulator's TIMEOUT0000 receipt: nothing to the ResultURL, a queue-timeout notice to the QueueTimeOutURL.
+    await t.sql(`UPDATE payments SET receipt_number = 'TIMEOUT0000' WHERE id = $1`, [p.id]);
+    const res = await refund({ payment_id: p.id }, m.apiKey);
+    expect(res.status).toBe(201);
+    const failed = await eventually(async () => {
+      const r = await refundOf(res.body.data.id, m.apiKey);
+      return r.status === 'failed' ? r : null;
+    }, 15_000, 'the queue timeout');
+    expect(failed.failure_reason).toBe('mobilemoney did not process the reversal request in time (queue timeout); nothing was reversed');
+    expect(await get(p.id, m.apiKey)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+    // Not stuck behind a reversal that will never be answered: the next one is taken (it was 409 for ever).
+    expect((await refund({ payment_id: p.id }, m.apiKey)).status).toBe(201);
+  });
+
   it('result R000002 (receipt unknown to the shortcode) fails; R000001 (already reversed) completes', async () => {
     const m = await t.createMerchant('Reversal R codes');
     await storeCreds(m.apiKey, { ...SANDBOX_CREDS, consumer_key: 'r-codes-key' });

@@ -207,9 +207,16 @@ export class InboundPipeline {
           return 'applied';
         case 'reversal': {
           if (notification.succeeded === null) {
-            // Timed out in the provider's queue: nothing decided; the refund stays pending and may be retried.
+            // Timed out in the provider's queue: the request was never processed, and no later answer will
+            // come for it. The refund fails, so the merchant can ask again (a repeat of a reversal that did
+            // happen after all is answered "already reversed", which completes that one).
             this.logger.warn({ provider: port.name, refundId: subject.refundId }, 'reversal timed out in the provider queue');
-            return 'applied';
+            const failed = await uow.refund(
+              subject.refundId!,
+              { status: 'failed', failureReason: `${port.name} did not process the reversal request in time (queue timeout); nothing was reversed`, reversal: true, raw: notification.raw },
+              source,
+            );
+            return failed.transitioned ? 'applied' : 'duplicate';
           }
           const outcome = await uow.refund(
             subject.refundId!,

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { MobilemoneyCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
 import { MalformedNotificationError, type InboundRequest, type NotificationScheme, type ProviderNotification } from '../../domain/ports.js';
-import { answersOurQuery } from './callback-urls.js';
+import { answersOurRequest } from './callback-urls.js';
 import { MalformedCallbackError, isAllowedSource, parseResult, parseStkCallback, verifyCallbackToken, verifyLiveSignature, type OperatorResult } from './callback.js';
 import { reversalResultStatus, stkResultStatus } from './transformers.js';
 
@@ -22,11 +22,11 @@ function result(request: InboundRequest): OperatorResult {
  * The operator's callbacks (STK results, transaction-status results, reversal results, queue
  * timeouts). The operator signs none of them itself: each must come from an allowlisted address; in
  * the sandbox env the URL's `ref` + `token` (HMAC keyed by the merchant's passkey) must match; in the
- * live env an X-Mobilemoney-Signature, when present, must verify with the operator certificate — a
- * callback without one (how the real operator sends them) is `unverifiable`, and the pipeline asks
- * the operator instead of believing it: the STK query for a push, a transaction-status query for a
- * reversal or a status result. Those queries are ours: their results come to an address carrying the
- * token bound to the query, which is what verifies them (a wrong token is refused, none is unverifiable).
+ * live env an X-Mobilemoney-Signature, when present, must verify with the operator certificate. A
+ * status-query or reversal result answers a request of ours: it comes to an address carrying the token
+ * bound to that request, which verifies it (a wrong token is refused). Any other callback without a
+ * signature (how the real operator sends them) is `unverifiable`, and the pipeline asks the operator
+ * instead of believing it: the STK query for a push, a transaction-status query for the rest.
  */
 export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<MobilemoneyCredentials> {
   let certPem: string | null | undefined;
@@ -113,8 +113,8 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
         const cert = certificate();
         return cert !== null && verifyLiveSignature(request.rawBody, signature, cert) ? 'verified' : 'invalid';
       }
-      // The answer to a status query of ours, at the address bound to that query (callback-urls.ts).
-      if (answersOurQuery(request.subpath) && request.query.token !== undefined) return tokenVerdict();
+      // The result of a request of ours (status query, reversal), at the address bound to it (callback-urls.ts).
+      if (answersOurRequest(request.subpath) && request.query.token !== undefined) return tokenVerdict();
       return 'unverifiable';
     },
   };
