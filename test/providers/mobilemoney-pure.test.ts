@@ -149,7 +149,7 @@ describe('parseStkCallback', () => {
     expect(parsed).toEqual({
       checkoutRequestId: 'ws_CO_191220191020363925',
       merchantRequestId: '29115-34620561-1',
-      resultCode: 0,
+      resultCode: '0',
       resultDesc: 'The service request is processed successfully.',
       receiptNumber: 'NLJ7RT61SV',
       amountMinor: 100n,
@@ -161,8 +161,12 @@ describe('parseStkCallback', () => {
 
   it('reads a failure without metadata and rejects malformed bodies', () => {
     const parsed = parseStkCallback({ Body: { stkCallback: { MerchantRequestID: 'm', CheckoutRequestID: 'c', ResultCode: 1032, ResultDesc: 'Request cancelled by user' } } });
-    expect(parsed).toEqual({ checkoutRequestId: 'c', merchantRequestId: 'm', resultCode: 1032, resultDesc: 'Request cancelled by user' });
-    for (const bad of [null, {}, { Body: {} }, { Body: { stkCallback: { CheckoutRequestID: 'c', ResultCode: 'x', ResultDesc: '' } } }, 'text']) {
+    expect(parsed).toEqual({ checkoutRequestId: 'c', merchantRequestId: 'm', resultCode: '1032', resultDesc: 'Request cancelled by user' });
+    // Not every ResultCode is a number: SFC_IC0003 (the operator does not exist) is a failure like any other.
+    const named = parseStkCallback({ Body: { stkCallback: { MerchantRequestID: 'm', CheckoutRequestID: 'c', ResultCode: 'SFC_IC0003', ResultDesc: 'Operator does not exist' } } });
+    expect(named.resultCode).toBe('SFC_IC0003');
+    expect(stkResultStatus(named.resultCode)).toBe('failed');
+    for (const bad of [null, {}, { Body: {} }, { Body: { stkCallback: { CheckoutRequestID: 'c', ResultCode: 'x', ResultDesc: '' } } }, { Body: { stkCallback: { MerchantRequestID: 'm', CheckoutRequestID: 'c', ResultCode: ' ', ResultDesc: '' } } }, 'text']) {
       expect(() => parseStkCallback(bad)).toThrow(MalformedCallbackError);
     }
   });

@@ -156,7 +156,7 @@ describe('STK push', () => {
     expect(items.PhoneNumber).toBe(254708374149);
 
     const parsed = parseStkCallback(callback.json);
-    expect(parsed).toMatchObject({ checkoutRequestId: result.providerRef, resultCode: 0, amountMinor: 16800n, phone: '254708374149', receiptNumber: items.MpesaReceiptNumber });
+    expect(parsed).toMatchObject({ checkoutRequestId: result.providerRef, resultCode: '0', amountMinor: 16800n, phone: '254708374149', receiptNumber: items.MpesaReceiptNumber });
 
     const query = await adapter.queryPayment(creds, result.providerRef);
     expect(query).toMatchObject({ providerRef: result.providerRef, status: 'completed', failureReason: null });

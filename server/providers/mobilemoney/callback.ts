@@ -24,7 +24,8 @@ const StkCallbackSchema = z.object({
     stkCallback: z.object({
       MerchantRequestID: z.string().min(1),
       CheckoutRequestID: z.string().min(1),
-      ResultCode: z.union([z.number().int(), z.string().regex(/^\d+$/)]).transform(Number),
+      // Numeric for the operator's own results, a string for others (SFC_IC0003: the operator does not exist).
+      ResultCode: z.union([z.number().int(), z.string().trim().min(1)]).transform(String),
       ResultDesc: z.string(),
       CallbackMetadata: z
         .object({ Item: z.array(z.object({ Name: z.string(), Value: scalar.optional().nullable() }).passthrough()) })
@@ -37,7 +38,7 @@ const StkCallbackSchema = z.object({
 export interface StkCallback {
   checkoutRequestId: string;
   merchantRequestId: string;
-  resultCode: number;
+  resultCode: string;
   resultDesc: string;
   receiptNumber?: string;
   amountMinor?: bigint;
