@@ -68,3 +68,24 @@ describe('mobilemoney outage on reversal', () => {
     ]);
   });
 });
+
+describe('mobilemoney outage before a push is sent', () => {
+  it('the token endpoint down: 502, the payment failed (nothing was sent), and a new request with a new key pushes once it is back', async () => {
+    // A merchant whose token is not cached yet: the push cannot even be attempted.
+    const m = await t.createMerchant('Token Outage Shop');
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey)
+      .send({ provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: `fresh-key-${Date.now()}`, consumer_secret: 's', passkey: 'p', shortcode: '174379' } }).expect(200);
+    const pay = (idem: string) => t.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', idem)
+      .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254708374149' });
+    await outage('mobilemoney', 'error');
+    const refused = await pay(`token-out-${Date.now()}`);
+    await outage('mobilemoney', 'ok');
+    expect(refused.status).toBe(502);
+    expect(refused.body.error).toMatchObject({ code: 'PROVIDER_ERROR', message: expect.stringContaining('token request') });
+    const [row] = await t.sql<{ status: string; provider_ref: string | null }>('SELECT status, provider_ref FROM payments WHERE merchant_id = $1', [m.merchantId]);
+    expect(row).toEqual({ status: 'failed', provider_ref: null }); // not pending for ever with nothing to settle it
+    const retried = await pay(`token-back-${Date.now()}`);
+    expect(retried.status).toBe(201);
+    await eventually(async () => (await t.http.get(`/v1/payments/${retried.body.data.id}`).set('X-API-Key', m.apiKey)).body.data.status === 'completed', 10_000, 'the push callback');
+  });
+});
