@@ -1,4 +1,4 @@
-import { MikroORM, type Options } from '@mikro-orm/postgresql';
+import { MikroORM, type Options, type Transaction } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import type pg from 'pg';
 import { entities } from './entities/index.js';
@@ -37,9 +37,51 @@ export async function openOrm(databaseUrl: string, poolMax?: number, acquireTime
   return MikroORM.init(ormOptions(databaseUrl, poolMax, acquireTimeoutMs, onQuery));
 }
 
+/**
+ * How long a migration's DDL waits for a table's lock. An ALTER TABLE waiting behind a long transaction
+ * would queue every later query on that table — reads included — behind itself, taking the service down
+ * while the migration waits: it gives up instead, the batch rolls back, and it is tried again.
+ */
+export interface MigrationLockOptions {
+  lockTimeoutMs?: number;
+  attempts?: number;
+  retryDelayMs?: number;
+}
+const MIGRATION_LOCK_DEFAULTS = { lockTimeoutMs: 5_000, attempts: 3, retryDelayMs: 2_000 };
+/** PostgreSQL's lock_not_available, raised when lock_timeout runs out. */
+const LOCK_NOT_AVAILABLE = '55P03';
+
+/** Runs the migrator in one transaction (all or nothing) whose statements wait at most `lockTimeoutMs` for a lock. */
+async function withMigrationLockTimeout<T>(orm: MikroORM, options: MigrationLockOptions, run: (trx: Transaction) => Promise<T>): Promise<T> {
+  const { lockTimeoutMs, attempts, retryDelayMs } = { ...MIGRATION_LOCK_DEFAULTS, ...options };
+  const connection = orm.em.getConnection();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await connection.transactional(async (trx) => {
+        await connection.execute(`SET LOCAL lock_timeout = ${Math.max(1, Math.trunc(lockTimeoutMs))}`, [], 'run', trx);
+        return run(trx);
+      });
+    } catch (err) {
+      if (!lockNotAvailable(err)) throw err;
+      if (attempt >= attempts) {
+        throw new Error(`a table the migrations change stayed locked by another transaction (${attempts} attempts, ${lockTimeoutMs} ms each); nothing was changed`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, retryDelayMs));
+    }
+  }
+}
+
+/** The migrator wraps the driver's error (umzug's MigrationError): look down the `cause` chain. */
+function lockNotAvailable(err: unknown): boolean {
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+    if (e.code === LOCK_NOT_AVAILABLE) return true;
+  }
+  return false;
+}
+
 /** Applies pending migrations; returns the names applied. */
-export async function migrate(orm: MikroORM): Promise<string[]> {
-  const applied = await orm.getMigrator().up();
+export async function migrate(orm: MikroORM, options: MigrationLockOptions = {}): Promise<string[]> {
+  const applied = await withMigrationLockTimeout(orm, options, (transaction) => orm.getMigrator().up({ transaction }));
   return applied.map((m) => m.name);
 }
 
@@ -52,13 +94,14 @@ export async function appliedMigrations(orm: MikroORM): Promise<string[]> {
  * Reverts every migration applied after `keep`, newest first, in one transaction (all or nothing);
  * returns their names in the order they were reverted. A `keep` that is not applied is refused.
  */
-export async function revertMigrationsAfter(orm: MikroORM, keep: string): Promise<string[]> {
+export async function revertMigrationsAfter(orm: MikroORM, keep: string, options: MigrationLockOptions = {}): Promise<string[]> {
   const applied = await appliedMigrations(orm);
   const at = applied.indexOf(keep);
   if (at < 0) throw new TypeError(`--down-to: ${keep} is not an applied migration (see --status)`);
   const oldestToRevert = applied[at + 1];
   if (!oldestToRevert) return [];
-  return (await orm.getMigrator().down({ to: oldestToRevert })).map((m) => m.name);
+  const reverted = await withMigrationLockTimeout(orm, options, (transaction) => orm.getMigrator().down({ to: oldestToRevert, transaction }));
+  return reverted.map((m) => m.name);
 }
 
 /** Names of the migrations not yet applied. */
