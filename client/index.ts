@@ -183,6 +183,18 @@ async function deleted<T extends { status: number; body: unknown; headers: Heade
   return data(Promise.resolve(response));
 }
 
+/**
+ * A path parameter as it goes into the URL. ts-rest inserts params unencoded and drops a `/:param`
+ * whose value is empty, so a raw id could name another resource (`'../../merchant/credentials/cardpay'`)
+ * or another route (`''` → the list). Every SDK method's path values go through here; those methods are
+ * async so that a bad value rejects (before anything is sent) instead of throwing synchronously.
+ */
+function pathParam(value: unknown, name = 'id'): string {
+  if (typeof value !== 'string') throw new TypeError(`${name} must be a string, got ${value === null ? 'null' : typeof value}`);
+  if (value === '' || value === '.' || value === '..') throw new TypeError(`${name} must not be ${JSON.stringify(value)}`);
+  return encodeURIComponent(value);
+}
+
 /** The raw query for ts-rest: numbers and Dates are serialised by its query encoder as they are. */
 function query<Q>(value: SdkQuery<Q> | undefined): Q {
   return (value ?? {}) as unknown as Q;
@@ -215,7 +227,7 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
       return data(raw.payments.create({ body, headers: { 'idempotency-key': idempotencyKey }, requestOptions }));
     },
     /** GET /v1/payments/{id}, with next_action and the last provider response. */
-    get: (id: string, requestOptions?: RequestOptions) => data(raw.payments.get({ params: { id }, requestOptions })),
+    get: async (id: string, requestOptions?: RequestOptions) => data(raw.payments.get({ params: { id: pathParam(id) }, requestOptions })),
     /** GET /v1/payments: one page, newest first. */
     list: (q?: ListPaymentsQuery, requestOptions?: RequestOptions): Promise<WithResponse<Page<Payment>>> =>
       ok(raw.payments.list({ query: query(q), requestOptions })),
@@ -223,9 +235,9 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     listAll: (q: ListPaymentsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => payments.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
     /** GET /v1/payments/{id}/transitions: every status change, oldest first (refused ones with accepted: false); the whole list (one page). */
-    transitions: (id: string, requestOptions?: RequestOptions) => data(raw.payments.transitions({ params: { id }, requestOptions })),
+    transitions: async (id: string, requestOptions?: RequestOptions) => data(raw.payments.transitions({ params: { id: pathParam(id) }, requestOptions })),
     /** POST /v1/payments/{id}/capture: captures an approved walletpay payment. Sends an Idempotency-Key its retries reuse. */
-    capture: (id: string, opts?: IdempotentRequestOptions) => data(raw.payments.capture({ params: { id }, body: {}, requestOptions: idempotent(opts) })),
+    capture: async (id: string, opts?: IdempotentRequestOptions) => data(raw.payments.capture({ params: { id: pathParam(id) }, body: {}, requestOptions: idempotent(opts) })),
   };
 
   const cards = {
@@ -238,12 +250,12 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
      * DELETE /v1/payments/cards/{id}: detaches the card at the provider. Resolves `{ id, deleted: true }` also when
      * a retry finds the card already gone after an attempt whose answer was lost (`$response.alreadyDeleted`).
      */
-    delete: (id: string, requestOptions?: RequestOptions) => deleted(raw.payments.deleteCard({ params: { id }, requestOptions }), { id, deleted: true }),
+    delete: async (id: string, requestOptions?: RequestOptions) => deleted(raw.payments.deleteCard({ params: { id: pathParam(id) }, requestOptions }), { id, deleted: true }),
   };
 
   const mobilemoney = {
     /** POST /v1/payments/mobilemoney/check-status/{code}: asks the operator; the result arrives later by callback. */
-    checkStatus: (code: string, requestOptions?: RequestOptions) => data(raw.payments.checkStatus({ params: { code }, body: {}, requestOptions })),
+    checkStatus: async (code: string, requestOptions?: RequestOptions) => data(raw.payments.checkStatus({ params: { code: pathParam(code, 'code') }, body: {}, requestOptions })),
     /** POST /v1/payments/mobilemoney/reconcile: settles payments whose callback never came (default: the last 48 hours). */
     reconcile: (window: ReconcileInput = {}, requestOptions?: RequestOptions) => data(raw.payments.reconcile({ body: window, requestOptions })),
     /** POST /v1/payments/mobilemoney/register-pull: one-time registration for the pull API. */
@@ -253,7 +265,7 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
   const refunds = {
     /** POST /v1/refunds: full (no amount) or partial. Sends an Idempotency-Key its retries reuse: pass your own to repeat safely later. */
     create: (body: CreateRefundInput, opts?: IdempotentRequestOptions) => data(raw.refunds.create({ body, requestOptions: idempotent(opts) })),
-    get: (id: string, requestOptions?: RequestOptions) => data(raw.refunds.get({ params: { id }, requestOptions })),
+    get: async (id: string, requestOptions?: RequestOptions) => data(raw.refunds.get({ params: { id: pathParam(id) }, requestOptions })),
     /** GET /v1/refunds: with payment_id that payment's refunds, oldest first; without, all of them, newest first (status, since, until filter). */
     list: (q?: ListRefundsQuery, requestOptions?: RequestOptions): Promise<WithResponse<Page<Refund>>> => ok(raw.refunds.list({ query: query(q), requestOptions })),
     listAll: (q: ListRefundsQuery = {}, requestOptions?: RequestOptions) =>
@@ -269,8 +281,8 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     /** GET /v1/merchant/credentials: every configured provider's masked summary; the whole list (one page). */
     listCredentials: (requestOptions?: RequestOptions) => data(raw.merchant.listCredentials({ requestOptions })),
     /** DELETE /v1/merchant/credentials/{provider}: like `cards.delete`, a retry that finds them gone resolves (`$response.alreadyDeleted`). */
-    deleteCredentials: (provider: Provider, requestOptions?: RequestOptions) =>
-      deleted(raw.merchant.deleteCredentials({ params: { provider }, requestOptions }), { provider, deleted: true }),
+    deleteCredentials: async (provider: Provider, requestOptions?: RequestOptions) =>
+      deleted(raw.merchant.deleteCredentials({ params: { provider: pathParam(provider, 'provider') as Provider }, requestOptions }), { provider, deleted: true }),
   };
 
   const webhookLogs = {
@@ -279,9 +291,9 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     listAll: (q: ListWebhookLogsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => webhookLogs.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
     /** One delivery with every attempt made. */
-    get: (id: string, requestOptions?: RequestOptions) => data(raw.webhookLogs.get({ params: { id }, requestOptions })),
+    get: async (id: string, requestOptions?: RequestOptions) => data(raw.webhookLogs.get({ params: { id: pathParam(id) }, requestOptions })),
     /** Re-sends a dead or retrying delivery now (same event id and X-Webhook-Id). */
-    retry: (id: string, requestOptions?: RequestOptions) => data(raw.webhookLogs.retry({ params: { id }, requestOptions })),
+    retry: async (id: string, requestOptions?: RequestOptions) => data(raw.webhookLogs.retry({ params: { id: pathParam(id) }, requestOptions })),
   };
 
   const webhooks = {
@@ -297,7 +309,7 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     list: (q?: ListEventsQuery, requestOptions?: RequestOptions): Promise<WithResponse<Page<Event>>> => ok(raw.events.list({ query: query(q), requestOptions })),
     listAll: (q: ListEventsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => events.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
-    get: (id: string, requestOptions?: RequestOptions) => data(raw.events.get({ params: { id }, requestOptions })),
+    get: async (id: string, requestOptions?: RequestOptions) => data(raw.events.get({ params: { id: pathParam(id) }, requestOptions })),
   };
 
   return { payments, cards, mobilemoney, refunds, merchant, webhookLogs, webhooks, events, raw };

@@ -149,6 +149,27 @@ describe('SDK against the real service', () => {
     expect((unauthorized as PaymentsApiError).requestId).toEqual(expect.any(String));
   });
 
+  it('encodes ids into one path segment, so an id cannot reach another route, and refuses empty or dot ids before sending', async () => {
+    const rec = recordingFetch();
+    const sdk = createPaymentsClient({ baseUrl: t.baseUrl, apiKey, fetch: rec.fetch, maxRetries: 0 });
+    // Unencoded, this id was DELETE /v1/merchant/credentials/cardpay: the merchant's provider credentials.
+    const traversal = await sdk.cards.delete('../../merchant/credentials/cardpay').catch((e: unknown) => e);
+    expect(traversal).toBeInstanceOf(PaymentsApiError);
+    expect(new URL(rec.sent[0]!.url).pathname).toBe('/v1/payments/cards/..%2F..%2Fmerchant%2Fcredentials%2Fcardpay');
+    expect((await client.merchant.listCredentials()).map((c) => c.provider)).toContain('cardpay');
+
+    await sdk.cards.delete('a/../b').catch((e: unknown) => e);
+    expect(rec.sent[1]!.url).toBe(`${t.baseUrl}/v1/payments/cards/a%2F..%2Fb`);
+
+    // '' dropped the segment (GET /v1/payments: a list, typed as a Payment); '.' and '..' are resolved away by URL parsing.
+    for (const bad of ['', '.', '..', undefined, 42]) {
+      await expect(sdk.payments.get(bad as string)).rejects.toThrow(TypeError);
+    }
+    await expect(sdk.merchant.deleteCredentials('' as 'cardpay')).rejects.toThrow(TypeError);
+    await expect(sdk.mobilemoney.checkStatus('..')).rejects.toThrow(TypeError);
+    expect(rec.sent).toHaveLength(2);
+  });
+
   it('listAll walks every page of a filtered list', async () => {
     const { apiKey: key } = await t.createMerchant('Paging Shop');
     const rec = recordingFetch();
