@@ -29,8 +29,22 @@ export class PaymentsApiError extends PaymentsError {
   /** The response body as received (parsed JSON, or text). */
   readonly body: unknown;
   readonly headers: Headers;
+  /**
+   * The Idempotency-Key the request carried (yours, or the one the SDK generated), else undefined.
+   * To try the same operation again later, pass it as `{ idempotencyKey }`: a new call would generate a new key.
+   */
+  readonly idempotencyKey: string | undefined;
 
-  constructor(init: { status: number; code: PaymentsApiError['code']; message: string; requestId: string | null; details?: ErrorDetail[]; body: unknown; headers: Headers }) {
+  constructor(init: {
+    status: number;
+    code: PaymentsApiError['code'];
+    message: string;
+    requestId: string | null;
+    details?: ErrorDetail[];
+    body: unknown;
+    headers: Headers;
+    idempotencyKey?: string | undefined;
+  }) {
     super(init.message);
     this.name = 'PaymentsApiError';
     this.status = init.status;
@@ -39,10 +53,11 @@ export class PaymentsApiError extends PaymentsError {
     this.details = init.details ?? [];
     this.body = init.body;
     this.headers = init.headers;
+    this.idempotencyKey = init.idempotencyKey;
   }
 
   /** Builds the error from a response, reading the `{ success: false, error: {…} }` envelope when present. */
-  static fromResponse(status: number, body: unknown, headers: Headers): PaymentsApiError {
+  static fromResponse(status: number, body: unknown, headers: Headers, idempotencyKey?: string): PaymentsApiError {
     const headerRequestId = headers.get('x-request-id');
     const error = isRecord(body) && isRecord(body.error) ? body.error : undefined;
     if (error && typeof error.code === 'string' && typeof error.message === 'string') {
@@ -55,6 +70,7 @@ export class PaymentsApiError extends PaymentsError {
         details,
         body,
         headers,
+        idempotencyKey,
       });
     }
     return new PaymentsApiError({
@@ -64,19 +80,27 @@ export class PaymentsApiError extends PaymentsError {
       requestId: headerRequestId,
       body,
       headers,
+      idempotencyKey,
     });
   }
 }
 
-/** No response arrived: a network error or the per-attempt timeout, after any retries. */
+/**
+ * No response arrived: a network error or the per-attempt timeout, after any retries. The operation may
+ * or may not have been carried out; retrying later with the same `idempotencyKey` is safe.
+ */
 export class PaymentsConnectionError extends PaymentsError {
+  /** The Idempotency-Key every attempt carried (yours, or the one the SDK generated), else undefined. */
+  readonly idempotencyKey: string | undefined;
+
   constructor(
     message: string,
     readonly attempts: number,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; idempotencyKey?: string | undefined },
   ) {
-    super(message, options);
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'PaymentsConnectionError';
+    this.idempotencyKey = options?.idempotencyKey;
   }
 }
 

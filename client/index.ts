@@ -122,6 +122,8 @@ export interface ResponseMeta {
    * (`status` is then that retry's 404) and the call resolved with the usual `{ …, deleted: true }`.
    */
   alreadyDeleted?: true;
+  /** The Idempotency-Key the request carried (yours, or the one the SDK generated); absent when it carried none. */
+  idempotencyKey?: string;
   headers: Headers;
 }
 
@@ -130,10 +132,12 @@ export type WithResponse<T> = T extends object ? T & { readonly $response: Respo
 
 function attachResponse<T>(value: T, response: { status: number; headers: Headers }, extra: Partial<ResponseMeta> = {}): WithResponse<T> {
   if (value !== null && typeof value === 'object') {
+    const { idempotencyKey } = response as Partial<FetcherResult>;
     const meta: ResponseMeta = {
       status: response.status,
       requestId: response.headers.get('x-request-id'),
       replayed: response.headers.get('idempotent-replayed') === 'true',
+      ...(idempotencyKey ? { idempotencyKey } : {}),
       ...extra,
       headers: response.headers,
     };
@@ -147,11 +151,16 @@ export function responseOf(value: unknown): ResponseMeta | undefined {
   return value !== null && typeof value === 'object' ? (value as { $response?: ResponseMeta }).$response : undefined;
 }
 
+/** The PaymentsApiError for a non-2xx answer, with the Idempotency-Key the request carried (the transport's result has it). */
+function apiError(response: { status: number; body: unknown; headers: Headers }): PaymentsApiError {
+  return PaymentsApiError.fromResponse(response.status, response.body, response.headers, (response as Partial<FetcherResult>).idempotencyKey);
+}
+
 /** The 2xx body, or a PaymentsApiError built from the error envelope. */
 async function ok<T extends { status: number; body: unknown; headers: Headers }>(pending: Promise<T>): Promise<WithResponse<Success<T>['body']>> {
   const response = await pending;
   if (response.status >= 200 && response.status < 300) return attachResponse(response.body as Success<T>['body'], response);
-  throw PaymentsApiError.fromResponse(response.status, response.body, response.headers);
+  throw apiError(response);
 }
 
 type DataOf<B> = B extends { data: infer D } ? D : never;
@@ -161,7 +170,7 @@ async function data<T extends { status: number; body: unknown; headers: Headers 
   if (response.status >= 200 && response.status < 300) {
     return attachResponse((response.body as { data: DataOf<Success<T>['body']> }).data, response);
   }
-  throw PaymentsApiError.fromResponse(response.status, response.body, response.headers);
+  throw apiError(response);
 }
 
 /**

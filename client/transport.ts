@@ -61,6 +61,8 @@ export interface FetcherResult {
    * the resource gone).
    */
   earlierAttemptMayHaveSucceeded?: true;
+  /** The Idempotency-Key the request carried, so results and errors can hand it back to the caller. */
+  idempotencyKey?: string;
 }
 
 /** 429 and the 5xx that signal a passing condition. 501 never heals; 502 PROVIDER_ERROR is a provider's final answer. */
@@ -131,11 +133,18 @@ export function createFetcher(options: TransportOptions) {
     const timeoutMs = call.timeoutMs ?? options.timeoutMs;
     const headers = call.idempotencyKey ? { ...args.headers, 'idempotency-key': call.idempotencyKey } : args.headers;
     const retrySafe = isRetrySafe(args.method, headers);
+    // payments.create sends its key as a contract header, the other idempotent calls through requestOptions.
+    const idempotencyKey = Object.entries(headers).find(([name, value]) => name.toLowerCase() === 'idempotency-key' && value)?.[1];
     const userSignal = call.signal ?? args.fetchOptions?.signal ?? undefined;
 
     let maybeDone = false;
-    const result = (response: Response, body: unknown): FetcherResult =>
-      ({ status: response.status, body, headers: response.headers, ...(maybeDone ? { earlierAttemptMayHaveSucceeded: true as const } : {}) });
+    const result = (response: Response, body: unknown): FetcherResult => ({
+      status: response.status,
+      body,
+      headers: response.headers,
+      ...(maybeDone ? { earlierAttemptMayHaveSucceeded: true as const } : {}),
+      ...(idempotencyKey ? { idempotencyKey } : {}),
+    });
 
     for (let attempt = 1; ; attempt++) {
       const canRetry = retrySafe && attempt <= maxRetries;
@@ -156,7 +165,7 @@ export function createFetcher(options: TransportOptions) {
         maybeDone = true; // sent, perhaps carried out, but no (whole) answer came back
         if (!canRetry) {
           const what = (error as Error)?.name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : `failed: ${(error as Error)?.message ?? error}`;
-          throw new PaymentsConnectionError(`${args.method} ${args.path} ${what} (${attempt} attempt${attempt === 1 ? '' : 's'})`, attempt, { cause: error });
+          throw new PaymentsConnectionError(`${args.method} ${args.path} ${what} (${attempt} attempt${attempt === 1 ? '' : 's'})`, attempt, { cause: error, idempotencyKey });
         }
         retry = { delayMs: backoffDelay(attempt - 1, options.initialRetryDelayMs, options.maxRetryDelayMs), error };
       }

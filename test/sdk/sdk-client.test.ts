@@ -111,6 +111,49 @@ describe('SDK against the real service', () => {
     expect(calls).toBe(1);
   });
 
+  it('a create whose every answer was lost throws with the Idempotency-Key it sent, and retrying later with it charges once', async () => {
+    const sent: (string | null)[] = [];
+    const lossy = createPaymentsClient({
+      baseUrl: t.baseUrl,
+      apiKey,
+      initialRetryDelayMs: 10,
+      fetch: async (input, init) => {
+        sent.push(new Headers(init?.headers).get('idempotency-key'));
+        // The service does the work; the answer is lost on the way back, on every attempt.
+        await (await fetch(input, init)).arrayBuffer();
+        throw new TypeError('fetch failed', { cause: Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }) });
+      },
+    });
+    const error = await lossy.payments.create({ ...visa, amount: '33.00' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PaymentsConnectionError);
+    expect((error as PaymentsConnectionError).attempts).toBe(3);
+    expect(sent).toEqual([expect.stringMatching(/^[0-9a-f-]{36}$/), sent[0], sent[0]]);
+    const key = (error as PaymentsConnectionError).idempotencyKey;
+    expect(key).toBe(sent[0]);
+
+    // Later (the service reachable again), the same key returns the payment the lost attempts made.
+    const later = await client.payments.create({ ...visa, amount: '33.00' }, { idempotencyKey: key });
+    expect(later.$response).toMatchObject({ replayed: true, idempotencyKey: key });
+    const rows = await t.sql<{ id: string }>('SELECT id FROM payments WHERE idempotency_key = $1', [key]);
+    expect(rows.map((r) => r.id)).toEqual([later.id]);
+  });
+
+  it('PaymentsApiError and $response carry the Idempotency-Key the request sent, and none when it sent none', async () => {
+    const rec = recordingFetch();
+    const sdk = createPaymentsClient({ baseUrl: t.baseUrl, apiKey, fetch: rec.fetch });
+    const refused = await sdk.refunds.create({ payment_id: '00000000-0000-4000-8000-000000000000' }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(PaymentsApiError);
+    expect(refused).toMatchObject({ status: 404, idempotencyKey: rec.sent[0]!.headers.get('idempotency-key') });
+    expect((refused as PaymentsApiError).idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+
+    const payment = await sdk.payments.create(visa);
+    expect(payment.$response.idempotencyKey).toBe(payment.idempotency_key);
+
+    const missing = await sdk.payments.get('00000000-0000-4000-8000-000000000000').catch((e: unknown) => e);
+    expect(missing).toMatchObject({ status: 404, idempotencyKey: undefined });
+    expect((await sdk.merchant.get()).$response.idempotencyKey).toBeUndefined();
+  });
+
   it('successful calls carry the request id and the replayed flag on $response (left out of JSON)', async () => {
     const key = `sdk-replay-${Date.now()}`;
     const first = await client.payments.create(visa, { idempotencyKey: key });
