@@ -118,7 +118,7 @@ export interface ResponseMeta {
   replayed: boolean;
   /**
    * `cards.delete` and `merchant.deleteCredentials` only: true when an attempt whose answer was lost
-   * (network error, timeout, 500/502/504) did the delete, so the SDK's retry found nothing left
+   * (network error once connected, timeout, 500/502/504) did the delete, so the SDK's retry found nothing left
    * (`status` is then that retry's 404) and the call resolved with the usual `{ …, deleted: true }`.
    */
   alreadyDeleted?: true;

@@ -56,7 +56,8 @@ export interface FetcherResult {
   headers: Headers;
   /**
    * Set when an earlier attempt of this call may have been carried out although its answer was lost:
-   * it got no answer at all (network error, timeout) or a 500/502/504, which can follow work the
+   * it got no answer at all (a network error after connecting, a timeout; not a refused connection or
+   * failed DNS lookup, which prove the request never left) or a 500/502/504, which can follow work the
    * service did. Then this answer may describe the state after that attempt (a DELETE's retry finds
    * the resource gone).
    */
@@ -70,6 +71,19 @@ const RETRYABLE_STATUSES = new Set([408, 429, 500, 502, 503, 504]);
 /** Retried answers that do not prove the request was not carried out (408, 429 and 503 refuse it before any work). */
 const MAYBE_DONE_STATUSES = new Set([500, 502, 504]);
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
+/** Connect-phase failures (no connection, no DNS answer): the request never left, so that attempt did nothing. */
+const NEVER_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);
+
+/** True when a thrown fetch error proves the request was not sent: the first `code` along its cause chain (undici: `cause.code`) is a connect-phase one. */
+function neverSent(error: unknown): boolean {
+  let current = error;
+  for (let depth = 0; depth < 5 && current !== null && typeof current === 'object'; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string') return NEVER_SENT_CODES.has(code);
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}
 
 export function isRetrySafe(method: string, headers: Record<string, string>): boolean {
   if (SAFE_METHODS.has(method.toUpperCase())) return true;
@@ -162,7 +176,8 @@ export function createFetcher(options: TransportOptions) {
         retry = { delayMs: retryAfter ?? backoffDelay(attempt - 1, options.initialRetryDelayMs, options.maxRetryDelayMs), status: response.status };
       } catch (error) {
         if (userSignal?.aborted) throw userSignal.reason;
-        maybeDone = true; // sent, perhaps carried out, but no (whole) answer came back
+        // Sent, perhaps carried out, but no (whole) answer came back; unless it provably never left.
+        if (!neverSent(error)) maybeDone = true;
         if (!canRetry) {
           const what = (error as Error)?.name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : `failed: ${(error as Error)?.message ?? error}`;
           throw new PaymentsConnectionError(`${args.method} ${args.path} ${what} (${attempt} attempt${attempt === 1 ? '' : 's'})`, attempt, { cause: error, idempotencyKey });

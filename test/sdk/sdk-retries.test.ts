@@ -271,6 +271,38 @@ describe('SDK retries', () => {
     expect(responseOf(done)?.alreadyDeleted).toBeUndefined();
   });
 
+  it('a DELETE whose first attempt never connected reports a 404 as not found; one cut after connecting resolves as deleted', async () => {
+    const unknown = '11111111-1111-4111-8111-111111111111';
+    const notFound = { success: false, error: { code: 'NOT_FOUND', message: 'Card not found', request_id: 'fake-404' } };
+    const deleteAfter = async (code: string) => {
+      let calls = 0;
+      const client = createPaymentsClient({
+        baseUrl: 'http://payments.invalid',
+        apiKey,
+        initialRetryDelayMs: 1,
+        fetch: async () => {
+          calls += 1;
+          // undici's shape: TypeError('fetch failed') with the socket error as its cause.
+          if (calls === 1) throw new TypeError('fetch failed', { cause: Object.assign(new Error(`connect ${code}`), { code }) });
+          return new Response(JSON.stringify(notFound), { status: 404, headers: { 'content-type': 'application/json' } });
+        },
+      });
+      const outcome = await client.cards.delete(unknown).catch((e: unknown) => e);
+      expect(calls).toBe(2);
+      return outcome;
+    };
+    // Refused, or no DNS answer: the request never left, so the retry's 404 is a mistyped id (e.g. during a restart).
+    for (const code of ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']) {
+      const outcome = await deleteAfter(code);
+      expect(outcome).toBeInstanceOf(PaymentsApiError);
+      expect(outcome).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+    }
+    // Reset once connected: the first attempt may have deleted the card.
+    const reset = await deleteAfter('ECONNRESET');
+    expect(reset).toEqual({ id: unknown, deleted: true });
+    expect(responseOf(reset)).toMatchObject({ status: 404, alreadyDeleted: true });
+  });
+
   it('stops waiting between retries when the caller aborts', async () => {
     stub.reset();
     stub.next(unavailable('20'));
