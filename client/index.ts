@@ -3,6 +3,7 @@
  * depends on server code. Methods return the response's `data` (lists: `{ data, meta }`) and throw
  * PaymentsApiError for any non-2xx answer, PaymentsConnectionError when no answer arrived.
  */
+import { randomUUID } from 'node:crypto';
 import { initClient, type AppRoute, type ClientInferRequest, type SuccessfulHttpStatusCode } from '@ts-rest/core';
 import type { z } from 'zod';
 import {
@@ -104,9 +105,9 @@ export type RegisterPullInput = NonNullable<BodyOf<Contract['payments']['registe
 
 const iso = (value: string | Date) => (value instanceof Date ? value.toISOString() : value);
 
-/** A random Idempotency-Key (UUID v4). */
+/** A random Idempotency-Key (UUID v4). From node:crypto: Node 18 (engines >=18.18) has no global `crypto` without a flag. */
 export function createIdempotencyKey(): string {
-  return globalThis.crypto.randomUUID();
+  return randomUUID();
 }
 
 /** About the HTTP answer a successful call returned. */

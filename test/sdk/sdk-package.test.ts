@@ -59,6 +59,7 @@ console.log(JSON.stringify({
 `;
 
 const CJS = `
+delete globalThis.crypto; // as on Node 18 (engines >=18.18), which has no global crypto without a flag
 const sdk = require('multi-provider-payments-sdk');
 const signed = sdk.signTestWebhook({ type: 'payment.failed', data: { payment_id: 'p', amount: '1.00', currency: 'USD', provider: 'cardpay', status: 'failed', previous_status: 'pending' } }, 'whsec_c2VjcmV0');
 let tampered = null;
@@ -69,6 +70,7 @@ console.log(JSON.stringify({
   verified: sdk.verifyWebhook(signed.body, signed.headers, 'whsec_c2VjcmV0').type,
   tampered,
   routes: Object.keys(sdk.contract).length > 3,
+  idempotencyKey: sdk.createIdempotencyKey(),
 }));
 `;
 
@@ -133,10 +135,12 @@ describe('the SDK package (client/)', () => {
     });
   });
 
-  it('loads with require (CommonJS)', async () => {
+  it('loads with require (CommonJS), and generates Idempotency-Keys without a global crypto', async () => {
     writeFileSync(path.join(consumer, 'cjs.cjs'), CJS);
     const { stdout } = await run(process.execPath, ['cjs.cjs'], { cwd: consumer, env: { ...process.env, NODE_OPTIONS: '' } });
-    expect(JSON.parse(stdout.trim())).toEqual({ createPaymentsClient: 'function', PaymentsApiError: 'function', verified: 'payment.failed', tampered: 'signature_mismatch', routes: true });
+    expect(JSON.parse(stdout.trim())).toEqual({ createPaymentsClient: 'function', PaymentsApiError: 'function', verified: 'payment.failed', tampered: 'signature_mismatch', routes: true,
+      idempotencyKey: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/),
+    });
   });
 
   it('its declarations type-check a TypeScript consumer', async () => {
