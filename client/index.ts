@@ -24,18 +24,18 @@ import {
 } from '../contract/index.js';
 import { PaymentsApiError } from './errors.js';
 import { paginate, type Page } from './pagination.js';
-import { createFetcher, type FetcherResult, type RequestOptions, type RetryInfo } from './transport.js';
+import { checkMaxRetries, checkTimeoutMs, createFetcher, type FetcherResult, type RequestOptions, type RetryInfo } from './transport.js';
 
 export interface PaymentsClientOptions {
-  /** The service's address, e.g. `http://localhost:3000`. */
+  /** The service's address, e.g. `http://localhost:3000` (an http(s) URL, else createPaymentsClient throws a TypeError). */
   baseUrl: string;
   /** A merchant API key (`pk_…`), sent as X-API-Key. */
   apiKey: string;
   /** A fetch implementation (default: the global fetch). */
   fetch?: typeof globalThis.fetch;
-  /** Per-attempt timeout in milliseconds (default 30 000). */
+  /** Per-attempt timeout in milliseconds (default 30 000): an integer from 1 to 2^31-1, else a TypeError. */
   timeoutMs?: number;
-  /** Retries after the first attempt, for requests that are safe to repeat (default 2). */
+  /** Retries after the first attempt, for requests that are safe to repeat (default 2): a non-negative integer, else a TypeError. */
   maxRetries?: number;
   /** First backoff step in milliseconds (default 500); doubles per retry, with jitter. */
   initialRetryDelayMs?: number;
@@ -210,13 +210,29 @@ function query<Q>(value: SdkQuery<Q> | undefined): Q {
   return (value ?? {}) as unknown as Q;
 }
 
+/** The service's address without trailing slashes; a TypeError unless it is an absolute http(s) URL. */
+function checkBaseUrl(value: unknown): string {
+  let protocol: string | undefined;
+  try {
+    protocol = typeof value === 'string' ? new URL(value).protocol : undefined;
+  } catch {
+    protocol = undefined;
+  }
+  if (protocol !== 'http:' && protocol !== 'https:') {
+    throw new TypeError(`createPaymentsClient: baseUrl must be an http(s) URL such as http://localhost:3000, got ${JSON.stringify(value)}`);
+  }
+  return (value as string).replace(/\/+$/, '');
+}
+
 export function createPaymentsClient(options: PaymentsClientOptions) {
   const fetchImpl = options.fetch ?? globalThis.fetch;
   if (typeof fetchImpl !== 'function') throw new TypeError('createPaymentsClient: no fetch implementation (Node 18+ has one built in)');
+  // Checked here, once: a bad value used to surface only as a PaymentsConnectionError after every retry.
+  const baseUrl = checkBaseUrl(options.baseUrl);
   const api = createFetcher({
     fetch: fetchImpl,
-    timeoutMs: options.timeoutMs ?? 30_000,
-    maxRetries: options.maxRetries ?? 2,
+    timeoutMs: checkTimeoutMs(options.timeoutMs ?? 30_000, 'createPaymentsClient'),
+    maxRetries: checkMaxRetries(options.maxRetries ?? 2, 'createPaymentsClient'),
     initialRetryDelayMs: options.initialRetryDelayMs ?? 500,
     maxRetryDelayMs: options.maxRetryDelayMs ?? 30_000,
     ...(options.onRetry ? { onRetry: options.onRetry } : {}),
@@ -224,7 +240,7 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
 
   /** The ts-rest client: every contract route, `{ status, body, headers }` answers, with retries and timeouts. */
   const raw = initClient(contract, {
-    baseUrl: options.baseUrl.replace(/\/+$/, ''),
+    baseUrl,
     baseHeaders: { 'x-api-key': options.apiKey },
     validateResponse: false,
     api,

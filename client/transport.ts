@@ -13,9 +13,9 @@ import { PaymentsConnectionError } from './errors.js';
 export interface RequestOptions {
   /** Cancels the call, including any wait between retries. */
   signal?: AbortSignal;
-  /** Per-attempt timeout in milliseconds. */
+  /** Per-attempt timeout in milliseconds: an integer from 1 to 2^31-1 (else the call rejects with a TypeError, unsent). */
   timeoutMs?: number;
-  /** Retries after the first attempt (0 disables retrying). */
+  /** Retries after the first attempt (0 disables retrying): a non-negative integer (else a TypeError, unsent). */
   maxRetries?: number;
 }
 
@@ -105,6 +105,25 @@ export function backoffDelay(retry: number, initialMs: number, maxMs: number, ra
   return Math.round(step / 2 + random() * (step / 2));
 }
 
+/** setTimeout's range: a longer (or non-integer, or non-finite) timeout would not time out as asked. */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/** Throws a TypeError unless timeoutMs is a whole number of milliseconds setTimeout can wait (1 … 2^31-1). */
+export function checkTimeoutMs(value: unknown, where: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_TIMEOUT_MS) {
+    throw new TypeError(`${where}: timeoutMs must be an integer from 1 to ${MAX_TIMEOUT_MS}, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** Throws a TypeError unless maxRetries is a non-negative integer. */
+export function checkMaxRetries(value: unknown, where: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
+    throw new TypeError(`${where}: maxRetries must be a non-negative integer, got ${String(value)}`);
+  }
+  return value;
+}
+
 function isRetryableResponse(status: number, body: unknown): boolean {
   if (!RETRYABLE_STATUSES.has(status)) return false;
   const code = (body as { error?: { code?: unknown } } | null)?.error?.code;
@@ -143,8 +162,9 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 export function createFetcher(options: TransportOptions) {
   return async function sdkFetcher(args: SdkFetcherArgs): Promise<FetcherResult> {
     const call = args.requestOptions ?? {};
-    const maxRetries = call.maxRetries ?? options.maxRetries;
-    const timeoutMs = call.timeoutMs ?? options.timeoutMs;
+    // A bad per-call value is the caller's mistake: reject before sending anything, not a retried failure.
+    const maxRetries = call.maxRetries === undefined ? options.maxRetries : checkMaxRetries(call.maxRetries, `${args.method} ${args.path}`);
+    const timeoutMs = call.timeoutMs === undefined ? options.timeoutMs : checkTimeoutMs(call.timeoutMs, `${args.method} ${args.path}`);
     const headers = call.idempotencyKey ? { ...args.headers, 'idempotency-key': call.idempotencyKey } : args.headers;
     const retrySafe = isRetrySafe(args.method, headers);
     // payments.create sends its key as a contract header, the other idempotent calls through requestOptions.
@@ -163,9 +183,10 @@ export function createFetcher(options: TransportOptions) {
     for (let attempt = 1; ; attempt++) {
       const canRetry = retrySafe && attempt <= maxRetries;
       let retry: Omit<RetryInfo, 'method' | 'url' | 'attempt'>;
+      // Outside the try: a failure to set up the attempt is not a network error, and not worth retrying.
+      const timeout = AbortSignal.timeout(timeoutMs);
+      const signal = userSignal ? AbortSignal.any([userSignal, timeout]) : timeout;
       try {
-        const timeout = AbortSignal.timeout(timeoutMs);
-        const signal = userSignal ? AbortSignal.any([userSignal, timeout]) : timeout;
         const response = await options.fetch(args.path, { ...args.fetchOptions, method: args.method, headers, body: args.body ?? null, signal });
         const body = await readBody(response);
         if (!canRetry || !isRetryableResponse(response.status, body)) return result(response, body);

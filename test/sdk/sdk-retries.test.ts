@@ -314,6 +314,35 @@ describe('SDK retries', () => {
   });
 });
 
+describe('client options', () => {
+  it('a bad timeoutMs, maxRetries or baseUrl is a TypeError up front, for the client and per call, and nothing is sent', async () => {
+    let calls = 0;
+    const fakeFetch: typeof fetch = async () => {
+      calls += 1;
+      return new Response(JSON.stringify({ success: true, data: { id: 'm_1' } }), { status: 200, headers: { 'content-type': 'application/json' } });
+    };
+    const base = { baseUrl: 'http://payments.test', apiKey: 'pk_test', fetch: fakeFetch, initialRetryDelayMs: 1 };
+    // Used to be a PaymentsConnectionError after every retry (AbortSignal.timeout refused the value each attempt).
+    for (const timeoutMs of [1.5, 0, -1, Infinity, NaN, 2 ** 31]) {
+      expect(() => createPaymentsClient({ ...base, timeoutMs })).toThrow(TypeError);
+    }
+    for (const maxRetries of [-1, 1.5, Infinity]) {
+      expect(() => createPaymentsClient({ ...base, maxRetries })).toThrow(TypeError);
+    }
+    for (const baseUrl of ['localhost:3000', 'payments.test', 'ftp://payments.test', '']) {
+      expect(() => createPaymentsClient({ ...base, baseUrl })).toThrow(TypeError);
+    }
+
+    const client = createPaymentsClient({ ...base, timeoutMs: 2 ** 31 - 1 });
+    await expect(client.merchant.get({ timeoutMs: 1500.5 })).rejects.toThrow(TypeError);
+    await expect(client.merchant.get({ maxRetries: -1 })).rejects.toThrow(TypeError);
+    expect(calls).toBe(0);
+    // The limits themselves are fine.
+    expect(await client.merchant.get({ timeoutMs: 1, maxRetries: 0 })).toEqual({ id: 'm_1' });
+    expect(calls).toBe(1);
+  });
+});
+
 describe('retry helpers', () => {
   it('parses Retry-After as seconds or an HTTP date', () => {
     const now = Date.parse('2026-11-22T10:00:00Z');
