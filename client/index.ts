@@ -12,7 +12,6 @@ import {
   type CredentialSummarySchema,
   type DeliveryLogDetailSchema,
   type DeliveryLogSchema,
-  type EventSchema,
   type MerchantSchema,
   type PaymentSchema,
   type PaymentTransitionSchema,
@@ -24,6 +23,7 @@ import {
 } from '../contract/index.js';
 import { PaymentsApiError } from './errors.js';
 import { paginate, type Page } from './pagination.js';
+import type { WebhookEvent } from './webhooks.js';
 import { checkMaxRetries, checkTimeoutMs, createFetcher, type FetcherResult, type RequestOptions, type RetryInfo } from './transport.js';
 
 export interface PaymentsClientOptions {
@@ -82,7 +82,8 @@ export type WebhookDelivery = z.infer<typeof DeliveryLogSchema>;
 export type WebhookDeliveryDetail = z.infer<typeof DeliveryLogDetailSchema>;
 export type PaymentTransition = z.infer<typeof PaymentTransitionSchema>;
 /** An event exactly as its webhook body is delivered. */
-export type Event = z.infer<typeof EventSchema>;
+/** An event as the events API returns it: exactly a webhook's body, so one handler narrowing on `type` serves both. */
+export type Event = WebhookEvent;
 export type RecoverResult = z.infer<typeof RecoverResultSchema>;
 export type TestDeliveryResult = z.infer<typeof TestDeliveryResultSchema>;
 
@@ -332,10 +333,11 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
 
   const events = {
     /** GET /v1/events: one page, newest first; each item is exactly the delivered webhook body. */
-    list: (q?: ListEventsQuery, requestOptions?: RequestOptions): Promise<WithResponse<Page<Event>>> => ok(raw.events.list({ query: query(q), requestOptions })),
+    // The contract's schema is one object with a union of data shapes; the body is a WebhookEvent.
+    list: (q?: ListEventsQuery, requestOptions?: RequestOptions) => ok(raw.events.list({ query: query(q), requestOptions })) as Promise<WithResponse<Page<Event>>>,
     listAll: (q: ListEventsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => events.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
-    get: async (id: string, requestOptions?: RequestOptions) => data(raw.events.get({ params: { id: pathParam(id) }, requestOptions })),
+    get: (id: string, requestOptions?: RequestOptions) => data(raw.events.get({ params: { id: pathParam(id) }, requestOptions })) as Promise<WithResponse<Event>>,
   };
 
   return { payments, cards, mobilemoney, refunds, merchant, webhookLogs, webhooks, events, raw };

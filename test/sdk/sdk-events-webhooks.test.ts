@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createPaymentsClient, PaymentsApiError, verifyWebhook, type PaymentsClient } from '../../client/index.js';
+import { createPaymentsClient, PaymentsApiError, verifyWebhook, type PaymentsClient, type WebhookEvent } from '../../client/index.js';
 import { WebhookReceiver, waitFor } from '../delivery/receiver.js';
 import { startTestService, type TestService } from '../support/service.js';
 
@@ -34,6 +34,10 @@ describe('SDK: events, webhooks and transitions', () => {
     expect(page.data.map((e) => e.type)).toEqual(['payment.refunded', 'payment.completed']);
     const delivered = receiver.on('/sdk').map((r) => verifyWebhook(r.body, r.headers, secret));
     expect(await client.events.get(delivered[0]!.id)).toEqual(delivered[0]);
+    // One handler serves webhooks and the events API: an event is a WebhookEvent, narrowed on `type`
+    // (this line only compiles under `npm run typecheck` because it is).
+    const handle = (e: WebhookEvent) => (e.type === 'webhook.test' ? e.data.merchant_id : e.data.payment_id);
+    expect(page.data.map(handle)).toEqual([payment.id, payment.id]);
 
     const all: string[] = [];
     for await (const e of client.events.listAll({ page_size: 1 })) all.push(e.id);
