@@ -6,7 +6,17 @@ const booleanFlag = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
-const EnvSchema = z.object({
+/**
+ * A variable set to the empty string is unset, whatever its type: `VAR=` in a .env file and compose's
+ * `${VAR:-}` both mean "no value", so it takes its default (or stays undefined) instead of failing
+ * validation ("" is no 16-character token) or coercing to 0 (PORT="" would be a random port).
+ */
+function emptyIsUnset(env: unknown): unknown {
+  if (typeof env !== 'object' || env === null) return env;
+  return Object.fromEntries(Object.entries(env).filter(([, value]) => value !== ''));
+}
+
+const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   NODE_ENV: z.string().default('development'),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).optional(),
@@ -51,7 +61,7 @@ const EnvSchema = z.object({
   CALLBACK_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DATA_DIR: z.string().default('.data'),
-});
+}));
 
 /** The operator's published callback sources (community-sourced list; configurable). */
 const DEFAULT_MOBILEMONEY_ALLOWLIST = [

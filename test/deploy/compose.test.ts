@@ -1,0 +1,75 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from '@jest/globals';
+import { parse as parseYaml } from 'yaml';
+import { loadConfig } from '../../server/config/config.js';
+
+/**
+ * compose.yaml as `docker compose up` reads it (README, Production), with only the two variables the
+ * README tells the operator to set: every process it starts must accept its environment (the migrate
+ * service once exited 64 on `METRICS_TOKEN: ${METRICS_TOKEN:-}`).
+ */
+
+const REPO = path.resolve(new URL('../..', import.meta.url).pathname);
+const operatorEnv: Record<string, string> = {
+  ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64'),
+  PUBLIC_BASE_URL: 'https://pay.example.com',
+};
+
+/** Compose's interpolation: ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error}, ${VAR?error}, $$. */
+function interpolate(text: string, env: Record<string, string>): string {
+  return text.replace(/\$\$|\$\{(\w+)(?:(:?)([-?])([^}]*))?\}/g, (match, name: string | undefined, colon: string, op: string, arg: string) => {
+    if (match === '$$') return '$';
+    const value = env[name!];
+    const missing = colon ? !value : value === undefined;
+    if (op === '-') return missing ? arg : value!;
+    if (op === '?' && missing) throw new Error(`compose refuses to start: ${arg}`);
+    return value ?? '';
+  });
+}
+
+/** Interpolation applies to the parsed file's string values (so `KEY: ${VAR:-}` is the empty string, not null). */
+function interpolateValues(node: unknown, env: Record<string, string>): unknown {
+  if (typeof node === 'string') return interpolate(node, env);
+  if (Array.isArray(node)) return node.map((item) => interpolateValues(item, env));
+  if (node && typeof node === 'object') return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, interpolateValues(v, env)]));
+  return node;
+}
+
+/** A service's container environment: a key without a value passes the operator's variable on, or is left unset. */
+function containerEnv(service: Service, env: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(service.environment)) {
+    if (value === null) {
+      if (env[key] !== undefined) out[key] = env[key];
+    } else {
+      out[key] = String(value);
+    }
+  }
+  return out;
+}
+
+type Service = { environment: Record<string, string | number | null>; stop_grace_period?: string };
+const composeText = readFileSync(path.join(REPO, 'compose.yaml'), 'utf8');
+
+/** The service's definition as compose resolves it with the operator's variables `env`. */
+function service(name: string, env: Record<string, string>): Service {
+  const compose = interpolateValues(parseYaml(composeText, { merge: true }), env) as { services: Record<string, Service> };
+  return compose.services[name]!;
+}
+
+describe('compose.yaml', () => {
+  it.each(['migrate', 'api', 'worker'])('gives the %s service an environment the configuration accepts', (name) => {
+    const config = loadConfig(containerEnv(service(name, operatorEnv), operatorEnv));
+    expect(config.production).toBe(true);
+    expect(config.publicBaseUrl).toBe(operatorEnv.PUBLIC_BASE_URL);
+    expect(config.metricsToken).toBeUndefined();
+    expect(config.decryptionKeys).toEqual([]);
+  });
+
+  it('passes METRICS_TOKEN on when the operator sets it', () => {
+    const env = { ...operatorEnv, METRICS_TOKEN: 'a-token-of-16-chars-or-more' };
+    expect(loadConfig(containerEnv(service('api', env), env)).metricsToken).toBe(env.METRICS_TOKEN);
+  });
+
+});
