@@ -3,11 +3,13 @@ import path from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { parse as parseYaml } from 'yaml';
 import { loadConfig } from '../../server/config/config.js';
+import { parseDurationMs } from '../../server/config/duration.js';
 
 /**
  * compose.yaml as `docker compose up` reads it (README, Production), with only the two variables the
  * README tells the operator to set: every process it starts must accept its environment (the migrate
- * service once exited 64 on `METRICS_TOKEN: ${METRICS_TOKEN:-}`).
+ * service once exited 64 on `METRICS_TOKEN: ${METRICS_TOKEN:-}`), and Docker must not SIGKILL a
+ * process still within its own graceful-stop budget.
  */
 
 const REPO = path.resolve(new URL('../..', import.meta.url).pathname);
@@ -72,4 +74,12 @@ describe('compose.yaml', () => {
     expect(loadConfig(containerEnv(service('api', env), env)).metricsToken).toBe(env.METRICS_TOKEN);
   });
 
+  it.each(['api', 'worker'])('lets the %s service finish its graceful stop before Docker kills it', (name) => {
+    const definition = service(name, operatorEnv);
+    // What the process will allow itself: SHUTDOWN_TIMEOUT_MS as this environment leaves it (the default).
+    const { shutdownTimeoutMs } = loadConfig(containerEnv(definition, operatorEnv));
+    expect(definition.stop_grace_period).toBeDefined();
+    // "A few seconds more" (README): the process's own exit on timeout must come before the SIGKILL.
+    expect(parseDurationMs(definition.stop_grace_period!)).toBeGreaterThanOrEqual(shutdownTimeoutMs + 5_000);
+  });
 });
