@@ -17,7 +17,7 @@ const ReadinessSchema = extendApi(
   z.object({
     success: z.boolean(),
     data: z.object({
-      status: z.enum(['ready', 'not_ready']),
+      status: z.enum(['ready', 'not_ready', 'draining']),
       checks: z.object({ database: z.boolean(), job_runner: z.boolean() }),
     }),
   }),
@@ -46,7 +46,9 @@ export const operationsContract = c.router({
     method: 'GET',
     path: '/readyz',
     summary: 'Readiness',
-    description: 'Answers 200 when the database answers and the job runner is connected, 503 otherwise (use it as a readiness probe).',
+    description:
+      'Answers 200 when the database answers and the job runner is connected, 503 otherwise (use it as a readiness probe); ' +
+      'also 503, with status `draining`, once the process is shutting down (SIGTERM): it finishes what is under way and takes nothing new.',
     metadata: ops,
     responses: { 200: ReadinessSchema, 404: ErrorBodySchema, 503: NotReadySchema },
   },

@@ -91,6 +91,11 @@ export interface Container {
   /** The simulators' boot work (SandboxModule.prepare); nothing when SANDBOX is off. Needs the migrated schema. */
   prepareSandboxes(): Promise<void>;
   readiness(): Promise<Record<string, boolean>>;
+  /**
+   * Set by the graceful stop: /readyz answers 503 and every response closes its connection, so
+   * keep-alive clients (and load balancers) move to another process instead of holding this one open.
+   */
+  draining: boolean;
   close(): Promise<void>;
 }
 
@@ -215,6 +220,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
         : false;
       return { database, job_runner: jobRunner };
     },
+    draining: false,
     async close() {
       await accessChanges.stop();
       await deliveryQueue.close();

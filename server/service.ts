@@ -130,17 +130,14 @@ export async function startService(config: AppConfig, options: StartOptions = {}
   const stop = () =>
     (stopping ??= (async () => {
       logger.info('shutting down');
-      if (server) {
-        server.closeIdleConnections();
-        await new Promise<void>((resolve) => server!.close(() => resolve()));
-      }
-      if (opsServer) {
-        opsServer.closeIdleConnections();
-        await new Promise<void>((resolve) => opsServer!.close(() => resolve()));
-      }
+      // From here every response closes its connection and /readyz answers 503 (draining).
+      container.draining = true;
+      // HTTP and jobs stop side by side: busy keep-alive connections no longer hold the job drain back.
       // Agenda stops taking jobs while the drain loop finishes its attempts, not after: a retry job started
       // during the drain loop's wait would be cut by the shutdown deadline (and sent again after its lease).
       await Promise.all([
+        closeServer(server, config.shutdownTimeoutMs),
+        closeServer(opsServer, config.shutdownTimeoutMs),
         dueDeliveries?.stop().then(() => drainer?.stop()),
         container.agenda.drain({ timeout: 10_000 }).catch(() => undefined),
       ]);
@@ -150,6 +147,22 @@ export async function startService(config: AppConfig, options: StartOptions = {}
     })());
 
   return { container, server, baseUrl, opsUrl, stop };
+}
+
+/**
+ * Stops listening and waits for the requests under way. Idle keep-alive connections are closed now;
+ * busy ones close after their next response (Connection: close while draining) or at `deadlineMs`,
+ * when whatever is still open is closed (main.ts exits with code 1 at the same deadline).
+ */
+async function closeServer(server: http.Server | null, deadlineMs: number): Promise<void> {
+  if (!server) return;
+  const deadline = setTimeout(() => server.closeAllConnections(), deadlineMs);
+  deadline.unref();
+  await new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    server.closeIdleConnections();
+  });
+  clearTimeout(deadline);
 }
 
 function listen(server: http.Server, port: number, host: string): Promise<void> {

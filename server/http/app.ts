@@ -18,7 +18,7 @@ import { eventsRouter } from './routers/events.router.js';
 import { paymentsRouter } from './routers/payments.router.js';
 import { providerCallbacksRouter } from './routers/provider-callbacks.router.js';
 import { refundsRouter } from './routers/refunds.router.js';
-import { mountOpsRoutes } from './ops-routes.js';
+import { closeConnectionsWhileDraining, mountOpsRoutes } from './ops-routes.js';
 import { mountReturnPage } from './return-page.js';
 
 export { BODY_LIMIT, type RawBodyRequest } from './middleware/json-body.js';
@@ -32,6 +32,7 @@ export function createApp(container: Container): Express {
   app.disable('etag');
   // Off unless TRUST_PROXY says which proxies to believe: then req.ip is the client behind them.
   app.set('trust proxy', container.config.trustProxy);
+  app.use(closeConnectionsWhileDraining(container));
   app.use(requestId);
   app.use(callbackMetrics(metrics));
   app.use(accessLog(logger, metrics));
@@ -73,6 +74,7 @@ export function createApp(container: Container): Express {
 export function createWorkerApp(container: Container): Express {
   const app = express();
   app.disable('x-powered-by');
+  app.use(closeConnectionsWhileDraining(container));
   app.use(requestId);
   app.use(accessLog(container.logger, container.metrics));
   mountOpsRoutes(app, container);

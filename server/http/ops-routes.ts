@@ -1,5 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
-import type { Express, Request } from 'express';
+import type { Express, NextFunction, Request, Response } from 'express';
 import type { Container } from '../container.js';
 import { sendError } from './envelope.js';
 import { ERROR_MESSAGES } from '../../contract/errors.js';
@@ -8,6 +8,18 @@ function bearerMatches(req: Request, token: string): boolean {
   const given = Buffer.from((req.get('authorization') ?? '').replace(/^Bearer\s+/i, ''));
   const expected = Buffer.from(token);
   return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/**
+ * First middleware of every app: once the process is draining, each response says `Connection: close`
+ * and Node closes the connection after it. Otherwise a keep-alive client that keeps sending requests
+ * keeps its connection busy, and the server's close waits for it until SHUTDOWN_TIMEOUT_MS.
+ */
+export function closeConnectionsWhileDraining(container: Container) {
+  return (_req: Request, res: Response, next: NextFunction) => {
+    if (container.draining) res.setHeader('Connection', 'close');
+    next();
+  };
 }
 
 /**
@@ -21,6 +33,9 @@ export function mountOpsRoutes(app: Express, container: Container): void {
   app.get('/healthz', (_req, res) => res.json({ success: true, data: { status: 'ok' } }));
   app.get('/readyz', async (_req, res) => {
     const checks = await container.readiness();
+    // Shutting down: the load balancer should stop sending requests here, whatever the checks say (the
+    // stop may have begun during the checks, after the first middleware looked).
+    if (container.draining) return res.status(503).set('Connection', 'close').json({ success: false, data: { status: 'draining', checks } });
     const ready = Object.values(checks).every(Boolean);
     res.status(ready ? 200 : 503).json({ success: ready, data: { status: ready ? 'ready' : 'not_ready', checks } });
   });

@@ -1,0 +1,103 @@
+import http from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createTestDatabase } from '../support/database.js';
+import { baseEnv, startProcess, stopAllProcesses } from '../support/processes.js';
+
+/**
+ * A graceful stop while clients (or a load balancer) hold keep-alive connections and keep sending
+ * requests on them: the process must not wait for those connections until SHUTDOWN_TIMEOUT_MS and exit 1.
+ * Once draining, each response says `Connection: close`, /readyz answers 503, and the process exits 0
+ * as soon as the requests under way are answered.
+ */
+
+let db: Awaited<ReturnType<typeof createTestDatabase>>;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await stopAllProcesses();
+  await db?.drop();
+});
+
+interface Answer {
+  path: string;
+  status: number;
+  connection: string | undefined;
+  body: string;
+  sentAt: number;
+  receivedAt: number;
+}
+
+function get(base: string, agent: http.Agent, path: string): Promise<Answer> {
+  const sentAt = Date.now();
+  return new Promise((resolve, reject) => {
+    const req = http.get(`${base}${path}`, { agent }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ path, status: res.statusCode!, connection: res.headers.connection, body, sentAt, receivedAt: Date.now() }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+  });
+}
+
+describe('graceful shutdown with keep-alive clients', () => {
+  it('closes busy keep-alive connections after their next response and exits 0 long before SHUTDOWN_TIMEOUT_MS', async () => {
+    // ROLE=all: the job drain runs too. Simulator answers are held 3 s: a request under way at SIGTERM.
+    const proc = await startProcess('all', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '20000', SANDBOX_LATENCY_MS: '3000' }));
+    const base = proc.url!;
+    const answers: Answer[] = [];
+    const ended: string[] = [];
+    let stopLoops = false;
+
+    // Six clients, each on one keep-alive connection, sending probes back to back.
+    const loops = Array.from({ length: 6 }, async (_, i) => {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      try {
+        while (!stopLoops) answers.push(await get(base, agent, i % 2 ? '/readyz' : '/healthz'));
+        ended.push('stopped');
+      } catch (err) {
+        // The listener is closed: a new connection is refused (or an idle one was closed under a request).
+        ended.push((err as NodeJS.ErrnoException).code ?? String(err));
+      } finally {
+        agent.destroy();
+      }
+    });
+    while (answers.length < 60) await new Promise((r) => setTimeout(r, 20));
+    expect(answers.every((a) => a.status === 200 && a.connection === 'keep-alive')).toBe(true);
+
+    // One more client whose request is under way when SIGTERM arrives; it asks /readyz on the same connection next.
+    const heldAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const held = get(base, heldAgent, '/sandbox/cardpay/v1/balance').then(async (first) => ({ first, next: await get(base, heldAgent, '/readyz') }));
+    await new Promise((r) => setTimeout(r, 300));
+
+    const signalledAt = Date.now();
+    process.kill(proc.pid, 'SIGTERM');
+    let timer: NodeJS.Timeout | undefined;
+    const code = await Promise.race([proc.exited, new Promise((r) => (timer = setTimeout(() => r('still running after 15 s'), 15_000)))]);
+    clearTimeout(timer);
+    const elapsed = Date.now() - signalledAt;
+    stopLoops = true;
+    await Promise.all(loops);
+    const { first, next } = await held;
+    heldAgent.destroy();
+
+    expect(code).toBe(0);
+    expect(elapsed).toBeLessThan(10_000);
+    // The request under way was answered, not cut; the next one on its connection was told to go elsewhere.
+    expect(first.status).toBeGreaterThan(0);
+    expect(next.status).toBe(503);
+    expect(JSON.parse(next.body).data.status).toBe('draining');
+    expect(next.connection).toBe('close');
+    // Once one client has seen the process draining, every request sent later is answered with Connection: close.
+    const firstClose = Math.min(next.receivedAt, ...answers.filter((a) => a.connection === 'close').map((a) => a.receivedAt));
+    const later = answers.filter((a) => a.sentAt > firstClose);
+    expect(later.filter((a) => a.connection !== 'close')).toEqual([]);
+    expect(later.filter((a) => a.path === '/readyz').every((a) => a.status === 503)).toBe(true);
+    // A draining /readyz never keeps its connection, even when the stop began while it ran.
+    expect(answers.filter((a) => a.body.includes('"draining"')).every((a) => a.connection === 'close')).toBe(true);
+    // No client was left on a connection the process kept open.
+    expect(ended).toHaveLength(6);
+  }, 90_000);
+});
