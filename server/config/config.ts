@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { RateLimitRule } from '../domain/auth/rate-limiter.js';
 import { parseDurationMs, parseSchedule } from './duration.js';
+import { parseAllowlistEntry } from '../lib/ip-allowlist.js';
 
 const booleanFlag = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -175,6 +176,25 @@ export function parseTrustProxy(raw: string | undefined): TrustProxy {
   return list;
 }
 
+/**
+ * MOBILEMONEY_CALLBACK_ALLOWLIST: comma-separated addresses and CIDRs. Every entry must parse as the
+ * callback check parses it: a typo ("1.2.3.4 5.6.7.8", "10.0.0.0/33") would otherwise match nothing
+ * and every live callback would be refused.
+ */
+export function parseCallbackAllowlist(raw: string | undefined): string[] {
+  if (raw === undefined) return DEFAULT_MOBILEMONEY_ALLOWLIST;
+  const entries = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const entry of entries) {
+    try {
+      parseAllowlistEntry(entry);
+    } catch {
+      throw new ConfigError(`invalid MOBILEMONEY_CALLBACK_ALLOWLIST entry "${entry}": use comma-separated IP addresses or CIDRs (196.201.214.200, 196.201.212.0/24)`);
+    }
+  }
+  if (entries.length === 0) throw new ConfigError('MOBILEMONEY_CALLBACK_ALLOWLIST lists no address: leave it unset for the operator\'s published addresses');
+  return entries;
+}
+
 /** Reads and validates the environment once, at boot; a bad value stops the process with a clear message. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   const parsed = EnvSchema.safeParse(env);
@@ -251,9 +271,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     mobilemoneyReconcileIntervalMs: parseDurationMs(e.MOBILEMONEY_RECONCILE_INTERVAL),
     rateLimit: apiKeyRateLimit(e.RATE_LIMIT_PER_MINUTE, e.RATE_LIMIT_PER_SECOND, production),
     callbackRateLimit: { limit: e.CALLBACK_RATE_LIMIT_PER_MINUTE ?? (production ? DEFAULT_CALLBACK_LIMIT_PER_MINUTE : 0), windowMs: 60_000 },
-    mobilemoneyCallbackAllowlist: e.MOBILEMONEY_CALLBACK_ALLOWLIST
-      ? e.MOBILEMONEY_CALLBACK_ALLOWLIST.split(',').map((s) => s.trim()).filter(Boolean)
-      : DEFAULT_MOBILEMONEY_ALLOWLIST,
+    mobilemoneyCallbackAllowlist: parseCallbackAllowlist(e.MOBILEMONEY_CALLBACK_ALLOWLIST),
     mobilemoneyCertPath: e.MOBILEMONEY_CERT_PATH,
     mobilemoneySecurityCertPaths: { sandbox: e.MOBILEMONEY_SANDBOX_CERT_PATH, live: e.MOBILEMONEY_LIVE_CERT_PATH },
     trustProxy: parseTrustProxy(e.TRUST_PROXY),

@@ -1,6 +1,7 @@
 import { createHmac, createPublicKey, timingSafeEqual, verify } from 'node:crypto';
 import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
+import { inAllowlistRange, parseAllowlistEntry, type AllowlistRange } from '../../lib/ip-allowlist.js';
 import type { Money } from '../../domain/ports.js';
 import { MOBILEMONEY_CURRENCY, wireAmountToMinor } from './transformers.js';
 
@@ -168,19 +169,13 @@ export function isAllowedSource(ip: string | undefined | null, allowlist: string
   }
   if (address.range() === 'loopback') return sandbox;
   for (const entry of allowlist) {
+    let range: AllowlistRange;
     try {
-      if (entry.includes('/')) {
-        const [range, bits] = ipaddr.parseCIDR(entry.trim());
-        const base = range.kind() === 'ipv6' && (range as ipaddr.IPv6).isIPv4MappedAddress() ? (range as ipaddr.IPv6).toIPv4Address() : range;
-        const prefix = base === range ? bits : bits - 96;
-        if (base.kind() === address.kind() && address.match(base, prefix)) return true;
-      } else {
-        const allowed = ipaddr.process(entry.trim());
-        if (allowed.kind() === address.kind() && allowed.toNormalizedString() === address.toNormalizedString()) return true;
-      }
+      range = parseAllowlistEntry(entry);
     } catch {
-      // A malformed entry matches nothing (configuration is validated elsewhere).
+      continue; // A malformed entry matches nothing (loadConfig refuses one at boot).
     }
+    if (inAllowlistRange(address, range)) return true;
   }
   return false;
 }
