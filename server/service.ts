@@ -6,6 +6,7 @@ import { createContainer, type Container } from './container.js';
 import { createApp, createWorkerApp } from './http/app.js';
 import { DeliveryDrainer } from './jobs/delivery-drainer.js';
 import { DELIVERIES_DUE_CHANNEL } from './jobs/delivery-queue.js';
+import { drainAgenda } from './jobs/agenda.js';
 import { defineJobs, scheduleRecurringJobs } from './jobs/index.js';
 import { censusOfSecretKeys } from './domain/crypto/stored-secrets.js';
 import { createLogger, type Logger } from './observability/logger.js';
@@ -21,6 +22,11 @@ const DRAINER_OPTIONS = { maxInFlight: 32, retryMs: 1000 };
  * that died silently is replaced, and the new one looks once for what became due meanwhile.
  */
 const DUE_LISTENER_HEARTBEAT_MS = 5_000;
+/**
+ * How long running jobs get to finish on shutdown: the shutdown budget, less a little to record their
+ * results and close the pools before main.ts's deadline exits the process.
+ */
+const agendaDrainMs = (shutdownTimeoutMs: number): number => Math.max(1_000, shutdownTimeoutMs - 3_000);
 
 export interface RunningService {
   container: Container;
@@ -139,7 +145,7 @@ export async function startService(config: AppConfig, options: StartOptions = {}
         closeServer(server, config.shutdownTimeoutMs),
         closeServer(opsServer, config.shutdownTimeoutMs),
         dueDeliveries?.stop().then(() => drainer?.stop()),
-        container.agenda.drain({ timeout: 10_000 }).catch(() => undefined),
+        drainAgenda(container.agenda, agendaDrainMs(config.shutdownTimeoutMs)).catch(() => undefined),
       ]);
       await container.agenda.stop().catch(() => undefined);
       await container.close();

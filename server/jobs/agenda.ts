@@ -40,3 +40,21 @@ export function createAgenda(options: AgendaOptions): { agenda: Agenda; closePoo
   });
   return { agenda, closePool: () => pool.end() };
 }
+
+/**
+ * Stops taking jobs, gives back at once the jobs this process had locked but not started, and waits up
+ * to `timeoutMs` for the running ones. Agenda 6's drain() alone forgets the former (its stop() would
+ * unlock them, but after drain() it finds nothing to stop), so they stayed locked for the lock lifetime:
+ * a webhook retry or a recurring job delayed by minutes after every deploy. Agenda exposes no public way
+ * to do this, hence the two internals, pinned by test/foundation/agenda-drain.test.ts.
+ */
+export async function drainAgenda(agenda: Agenda, timeoutMs: number): Promise<void> {
+  const internals = agenda as unknown as {
+    jobProcessor?: { stop(): Array<{ attrs: { _id?: unknown } }> };
+    db: { unlockJobs(ids: unknown[]): Promise<void> };
+  };
+  const notStarted = internals.jobProcessor?.stop() ?? [];
+  const ids = notStarted.map((job) => job.attrs._id).filter((id) => id !== undefined);
+  if (ids.length > 0) await internals.db.unlockJobs(ids);
+  await agenda.drain({ timeout: timeoutMs });
+}

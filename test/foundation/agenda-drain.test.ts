@@ -1,0 +1,66 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { Agenda } from 'agenda';
+import { createAgenda, drainAgenda } from '../../server/jobs/agenda.js';
+import { createTestDatabase, sql } from '../support/database.js';
+import { eventually } from '../support/webhook-receiver.js';
+
+// A worker stopping (a deploy) takes the due jobs it had locked but not started yet with it, unless it
+// gives them back: they stay locked for the lock lifetime (10 min in production), so another worker
+// cannot run them — webhook retries and recurring jobs wait. Real Agenda instances on a real database.
+
+let db: Awaited<ReturnType<typeof createTestDatabase>>;
+const opened: Array<{ agenda: Agenda; closePool: () => Promise<void> }> = [];
+
+function worker(name: string) {
+  const created = createAgenda({ databaseUrl: db.url, name, processEveryMs: 100, lockLifetimeMs: 600_000, poolMax: 2 });
+  opened.push(created);
+  return created.agenda;
+}
+
+const lockedJobs = async () =>
+  (await sql<{ n: number }>(db.url, `SELECT count(*)::int AS n FROM agenda_jobs WHERE name = 'slow' AND locked_at IS NOT NULL`))[0]!.n;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+
+afterAll(async () => {
+  for (const { agenda, closePool } of opened) {
+    await agenda.stop().catch(() => undefined);
+    await closePool().catch(() => undefined);
+  }
+  await db?.drop();
+});
+
+describe('a worker draining its jobs on shutdown', () => {
+  it('gives back at once the jobs it locked but never started, waits for the running one, and another worker runs the rest', async () => {
+    const ran: Array<{ by: string; n: string }> = [];
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const stopping = worker('stopping');
+    stopping.define<{ n: string }>('slow', async (job) => {
+      ran.push({ by: 'stopping', n: job.attrs.data.n });
+      await held;
+    }, { concurrency: 1 });
+    for (const n of ['a', 'b', 'c']) await stopping.now('slow', { n });
+    await stopping.start();
+    // One runs (concurrency 1); Agenda has locked the other two for this process as well.
+    await eventually(async () => (ran.length === 1 && (await lockedJobs()) === 3 ? true : null), 10_000, 'one running, three locked');
+
+    const drained = drainAgenda(stopping, 10_000);
+    await eventually(async () => ((await lockedJobs()) === 1 ? true : null), 5_000, 'the two not started given back');
+    release();
+    await drained;
+    expect(ran).toEqual([{ by: 'stopping', n: 'a' }]);
+
+    // Another worker runs the two at once, not after the 10-minute lock lifetime.
+    const next = worker('next');
+    next.define<{ n: string }>('slow', async (job) => {
+      ran.push({ by: 'next', n: job.attrs.data.n });
+    });
+    await next.start();
+    await eventually(() => (ran.length === 3 ? true : null), 10_000, 'the other worker to run them');
+    expect(ran.slice(1).map((r) => r.by)).toEqual(['next', 'next']);
+    expect(ran.map((r) => r.n).sort()).toEqual(['a', 'b', 'c']);
+  });
+});
