@@ -1,4 +1,5 @@
 import http from 'node:http';
+import ipaddr from 'ipaddr.js';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { AppConfig } from './config/config.js';
@@ -22,6 +23,16 @@ const DRAINER_OPTIONS = { maxInFlight: 32, retryMs: 1000 };
  * that died silently is replaced, and the new one looks once for what became due meanwhile.
  */
 const DUE_LISTENER_HEARTBEAT_MS = 5_000;
+const KEEP_ALIVE_TIMEOUT_MS = 65_000;
+
+/** False for a URL on this machine only (localhost, 127.0.0.0/8, ::1, 0.0.0.0), which no provider can call. */
+function reachableFromOutside(url: string): boolean {
+  const host = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1');
+  if (host === 'localhost' || host.endsWith('.localhost')) return false;
+  if (!ipaddr.isValid(host)) return true;
+  const range = ipaddr.process(host).range();
+  return range !== 'loopback' && range !== 'unspecified';
+}
 /**
  * How long running jobs get to finish on shutdown: the shutdown budget, less a little to record their
  * results and close the pools before main.ts's deadline exits the process.
@@ -100,7 +111,16 @@ export async function startService(config: AppConfig, options: StartOptions = {}
     if (!process.env.PUBLIC_BASE_URL) config.publicBaseUrl = `http://${urlHost(config.host)}:${port}`;
     baseUrl = `http://${urlHost(config.host)}:${port}`;
     server.on('request', createApp(container));
-    server.keepAliveTimeout = 5000;
+    // Longer than the idle timeout of the load balancers in front (AWS ALB 60 s, nginx 60 s): the balancer
+    // closes an idle connection first, instead of sending a request on one this server is closing (a 502).
+    server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+    server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000;
+  }
+  if (config.production && !config.sandbox && !reachableFromOutside(config.publicBaseUrl)) {
+    logger.warn(
+      { publicBaseUrl: config.publicBaseUrl },
+      'PUBLIC_BASE_URL is a loopback address: providers cannot reach the callback URLs or the return pages; set it to the https address they reach this service at',
+    );
   }
   // A worker serves nothing else, so it gets its own small server for probes and scraping.
   let opsServer: http.Server | null = null;

@@ -1,0 +1,39 @@
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createTestDatabase } from '../support/database.js';
+import { baseEnv, freePort, startProcess, stopAllProcesses } from '../support/processes.js';
+
+// What a production api process tells its operator about how it is reached: a warning when the address
+// it gives providers (PUBLIC_BASE_URL) is on this machine only, and a keep-alive timeout longer than a
+// load balancer's idle timeout (so the balancer, not the server, closes an idle connection).
+
+let db: Awaited<ReturnType<typeof createTestDatabase>>;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await stopAllProcesses();
+  await db?.drop();
+});
+
+const WARNING = 'PUBLIC_BASE_URL is a loopback address';
+
+async function productionApi(publicBaseUrl: (port: number) => string) {
+  const port = await freePort();
+  return startProcess('api', baseEnv(db.url, publicBaseUrl(port), { NODE_ENV: 'production', SANDBOX: 'false', HOST: '127.0.0.1', PORT: String(port) }));
+}
+
+describe('a production api process', () => {
+  it('warns when PUBLIC_BASE_URL is a loopback address, and keeps idle connections 65 s', async () => {
+    const api = await productionApi((port) => `http://127.0.0.1:${port}`);
+    expect(readFileSync(api.logFile, 'utf8')).toContain(WARNING);
+    const res = await fetch(`${api.url}/healthz`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('keep-alive')).toBe('timeout=65');
+  });
+
+  it('says nothing of the kind with a public address', async () => {
+    const api = await productionApi(() => 'https://payments.example.com');
+    expect(readFileSync(api.logFile, 'utf8')).not.toContain(WARNING);
+  });
+});
