@@ -159,6 +159,23 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/**
+ * A signal that aborts when either does. AbortSignal.any is Node 20.3+, and the package supports Node
+ * 18.18: without it, a controller the two forward their abort to (both listeners go with the first abort).
+ */
+function eitherSignal(a: AbortSignal, b: AbortSignal): AbortSignal {
+  if (typeof AbortSignal.any === 'function') return AbortSignal.any([a, b]);
+  const controller = new AbortController();
+  for (const source of [a, b]) {
+    if (source.aborted) {
+      controller.abort(source.reason);
+      break;
+    }
+    source.addEventListener('abort', () => controller.abort(source.reason), { once: true, signal: controller.signal });
+  }
+  return controller.signal;
+}
+
 export function createFetcher(options: TransportOptions) {
   return async function sdkFetcher(args: SdkFetcherArgs): Promise<FetcherResult> {
     const call = args.requestOptions ?? {};
@@ -185,7 +202,7 @@ export function createFetcher(options: TransportOptions) {
       let retry: Omit<RetryInfo, 'method' | 'url' | 'attempt'>;
       // Outside the try: a failure to set up the attempt is not a network error, and not worth retrying.
       const timeout = AbortSignal.timeout(timeoutMs);
-      const signal = userSignal ? AbortSignal.any([userSignal, timeout]) : timeout;
+      const signal = userSignal ? eitherSignal(userSignal, timeout) : timeout;
       try {
         const response = await options.fetch(args.path, { ...args.fetchOptions, method: args.method, headers, body: args.body ?? null, signal });
         const body = await readBody(response);

@@ -314,6 +314,31 @@ describe('SDK retries', () => {
   });
 });
 
+describe('without AbortSignal.any (Node before 20.3; the package supports 18.18)', () => {
+  const any = AbortSignal.any;
+  beforeAll(() => {
+    delete (AbortSignal as { any?: unknown }).any;
+  });
+  afterAll(() => {
+    AbortSignal.any = any;
+  });
+
+  it("a caller's signal still cancels the call, and each attempt still times out", async () => {
+    stub.reset();
+    stub.next(unavailable('20'));
+    const controller = new AbortController();
+    const aborting = createPaymentsClient({ baseUrl: stub.url, apiKey, onRetry: () => controller.abort(new Error('caller gave up')) });
+    expect(await aborting.merchant.get({ signal: controller.signal }).catch((e: unknown) => e)).toEqual(new Error('caller gave up'));
+
+    stub.reset();
+    stub.next('hang');
+    const { client } = sdk({ timeoutMs: 200, maxRetries: 0 });
+    const timedOut = await client.merchant.get({ signal: new AbortController().signal }).catch((e: unknown) => e);
+    expect(timedOut).toBeInstanceOf(PaymentsConnectionError);
+    expect((timedOut as Error).message).toContain('timed out');
+  });
+});
+
 describe('client options', () => {
   it('a bad timeoutMs, maxRetries or baseUrl is a TypeError up front, for the client and per call, and nothing is sent', async () => {
     let calls = 0;
