@@ -1,13 +1,13 @@
 /**
  * Builds the SDK package (`npm run build`, and `prepack` before `npm pack` / `npm publish`):
- *   dist/index.js   ESM bundle     dist/index.cjs   CommonJS bundle     dist/types/   declarations
+ *   dist/index.js   ESM bundle     dist/index.cjs   CommonJS bundle     dist/types/ (ESM), dist/types-cjs/ (CommonJS)   declarations
  * The contract (../contract) is bundled in, so the package depends on nothing of the service: only
  * zod and @ts-rest/core stay external (its dependencies). The contract's OpenAPI annotations
  * (@anatine/zod-openapi's extendApi) only feed the server's document: here they are the identity.
  * esbuild and typescript come from the repository's dev dependencies.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,5 +44,8 @@ await build({ ...common, format: 'cjs', outfile: path.join(dist, 'index.cjs') })
 // Declarations for the client and the contract types it exposes (dist/types/client, dist/types/contract).
 const tsc = require.resolve('typescript/bin/tsc');
 execFileSync(process.execPath, [tsc, '-p', path.join(here, 'tsconfig.build.json')], { stdio: 'inherit' });
-// CommonJS consumers resolving types under node16/nodenext read the same declarations.
-writeFileSync(path.join(dist, 'index.d.cts'), "export * from './types/client/index.js';\n");
+// CommonJS consumers (`require` under module node16/nodenext) get the same declarations in a folder
+// marked CommonJS: read from dist/types, which the package's "type": "module" makes ES modules, they
+// are an ES module that CommonJS cannot require (TS1479 under node16).
+cpSync(path.join(dist, 'types'), path.join(dist, 'types-cjs'), { recursive: true });
+writeFileSync(path.join(dist, 'types-cjs', 'package.json'), '{ "type": "commonjs" }\n');

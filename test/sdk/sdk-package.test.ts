@@ -106,7 +106,7 @@ afterAll(async () => {
 
 describe('the SDK package (client/)', () => {
   it('packs only its build: package.json, ESM, CommonJS and declarations', () => {
-    expect(packedFiles).toEqual(expect.arrayContaining(['package.json', 'dist/index.js', 'dist/index.cjs', 'dist/index.d.cts', 'dist/types/client/index.d.ts']));
+    expect(packedFiles).toEqual(expect.arrayContaining(['package.json', 'dist/index.js', 'dist/index.cjs', 'dist/types/client/index.d.ts', 'dist/types-cjs/client/index.d.ts', 'dist/types-cjs/package.json']));
     const unexpected = packedFiles.filter((f) => f !== 'package.json' && !f.startsWith('dist/'));
     expect(unexpected).toEqual([]);
     expect(packedFiles.some((f) => /(^|\/)(server|test|bench)\//.test(f))).toBe(false);
@@ -143,11 +143,13 @@ describe('the SDK package (client/)', () => {
     });
   });
 
-  it('its declarations type-check a TypeScript consumer', async () => {
+  it('its declarations type-check a TypeScript consumer (CommonJS, module nodenext and node16 — @tsconfig/node18 and node20 use node16)', async () => {
     writeFileSync(path.join(consumer, 'typed.ts'), TYPED);
     const tsc = path.join(root, 'node_modules/typescript/bin/tsc');
-    const args = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--typeRoots', path.join(root, 'node_modules/@types'), '--types', 'node', 'typed.ts'];
+    const compile = (module: string) => ['--noEmit', '--strict', '--module', module, '--moduleResolution', module, '--target', 'es2022', '--typeRoots', path.join(root, 'node_modules/@types'), '--types', 'node', 'typed.ts'];
+    const args = compile('nodenext');
     await expect(run(process.execPath, [tsc, ...args], { cwd: consumer })).resolves.toBeDefined();
+    await expect(run(process.execPath, [tsc, ...compile('node16')], { cwd: consumer })).resolves.toBeDefined();
     writeFileSync(path.join(consumer, 'typed.ts'), TYPED.replace("{ provider: 'cardpay', amount: '1.00', currency: 'USD', payment_method: 'pm_card_visa' }", ''));
     const broken = await run(process.execPath, [tsc, ...args], { cwd: consumer }).catch((e: { stdout: string }) => e);
     expect((broken as { stdout: string }).stdout).toContain('typed.ts');
