@@ -23,7 +23,8 @@ const DRAINER_OPTIONS = { maxInFlight: 32, retryMs: 1000 };
  * that died silently is replaced, and the new one looks once for what became due meanwhile.
  */
 const DUE_LISTENER_HEARTBEAT_MS = 5_000;
-const KEEP_ALIVE_TIMEOUT_MS = 65_000;
+/** While stopping, connections that went idle are closed this often. */
+const IDLE_SWEEP_MS = 250;
 
 /** False for a URL on this machine only (localhost, 127.0.0.0/8, ::1, 0.0.0.0), which no provider can call. */
 function reachableFromOutside(url: string): boolean {
@@ -111,10 +112,7 @@ export async function startService(config: AppConfig, options: StartOptions = {}
     if (!process.env.PUBLIC_BASE_URL) config.publicBaseUrl = `http://${urlHost(config.host)}:${port}`;
     baseUrl = `http://${urlHost(config.host)}:${port}`;
     server.on('request', createApp(container));
-    // Longer than the idle timeout of the load balancers in front (AWS ALB 60 s, nginx 60 s): the balancer
-    // closes an idle connection first, instead of sending a request on one this server is closing (a 502).
-    server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
-    server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000;
+    server.keepAliveTimeout = 5000;
   }
   if (config.production && !config.sandbox && !reachableFromOutside(config.publicBaseUrl)) {
     logger.warn(
@@ -176,19 +174,24 @@ export async function startService(config: AppConfig, options: StartOptions = {}
 }
 
 /**
- * Stops listening and waits for the requests under way. Idle keep-alive connections are closed now;
- * busy ones close after their next response (Connection: close while draining) or at `deadlineMs`,
- * when whatever is still open is closed (main.ts exits with code 1 at the same deadline).
+ * Stops listening and waits for the requests under way. Idle keep-alive connections are closed now, and
+ * again every quarter second: a connection whose response was already under way when the drain began
+ * (so it carries no Connection: close) is closed as soon as it goes idle, not after the keep-alive
+ * timeout. Busy ones otherwise close after their next response (Connection: close while draining) or at
+ * `deadlineMs`, when whatever is still open is closed (main.ts exits with code 1 at the same deadline).
  */
 async function closeServer(server: http.Server | null, deadlineMs: number): Promise<void> {
   if (!server) return;
   const deadline = setTimeout(() => server.closeAllConnections(), deadlineMs);
+  const sweep = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
   deadline.unref();
+  sweep.unref();
   await new Promise<void>((resolve) => {
     server.close(() => resolve());
     server.closeIdleConnections();
   });
   clearTimeout(deadline);
+  clearInterval(sweep);
 }
 
 function listen(server: http.Server, port: number, host: string): Promise<void> {

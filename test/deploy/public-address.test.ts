@@ -4,8 +4,7 @@ import { createTestDatabase } from '../support/database.js';
 import { baseEnv, freePort, startProcess, stopAllProcesses } from '../support/processes.js';
 
 // What a production api process tells its operator about how it is reached: a warning when the address
-// it gives providers (PUBLIC_BASE_URL) is on this machine only, and a keep-alive timeout longer than a
-// load balancer's idle timeout (so the balancer, not the server, closes an idle connection).
+// it gives providers (PUBLIC_BASE_URL) is on this machine only.
 
 let db: Awaited<ReturnType<typeof createTestDatabase>>;
 beforeAll(async () => {
@@ -24,12 +23,10 @@ async function productionApi(publicBaseUrl: (port: number) => string) {
 }
 
 describe('a production api process', () => {
-  it('warns when PUBLIC_BASE_URL is a loopback address, and keeps idle connections 65 s', async () => {
+  it('warns when PUBLIC_BASE_URL is a loopback address', async () => {
     const api = await productionApi((port) => `http://127.0.0.1:${port}`);
     expect(readFileSync(api.logFile, 'utf8')).toContain(WARNING);
-    const res = await fetch(`${api.url}/healthz`);
-    expect(res.status).toBe(200);
-    expect(res.headers.get('keep-alive')).toBe('timeout=65');
+    expect((await fetch(`${api.url}/healthz`)).status).toBe(200); // a warning, not a refusal to start
   });
 
   it('says nothing of the kind with a public address', async () => {

@@ -100,4 +100,26 @@ describe('graceful shutdown with keep-alive clients', () => {
     // No client was left on a connection the process kept open.
     expect(ended).toHaveLength(6);
   }, 90_000);
+
+  it('a connection whose answer was under way at SIGTERM, left idle by its client, does not hold the stop to the deadline', async () => {
+    const proc = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '20000', SANDBOX_LATENCY_MS: '2000' }));
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      // Under way at SIGTERM, so answered without Connection: close; the client then keeps the connection idle.
+      const answered = get(proc.url!, agent, '/sandbox/cardpay/v1/balance');
+      await new Promise((r) => setTimeout(r, 300));
+      const signalledAt = Date.now();
+      process.kill(proc.pid, 'SIGTERM');
+      const first = await answered;
+      expect(first.connection).toBe('keep-alive');
+      let timer: NodeJS.Timeout | undefined;
+      const code = await Promise.race([proc.exited, new Promise((r) => (timer = setTimeout(() => r('still running after 15 s'), 15_000)))]);
+      clearTimeout(timer);
+      // Exit 0 as soon as that connection went idle: neither the keep-alive timeout (65 s) nor the 20 s deadline (exit 1).
+      expect(code).toBe(0);
+      expect(Date.now() - signalledAt).toBeLessThan(10_000);
+    } finally {
+      agent.destroy();
+    }
+  }, 60_000);
 });
