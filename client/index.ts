@@ -81,7 +81,6 @@ export type CredentialSummary = z.infer<typeof CredentialSummarySchema>;
 export type WebhookDelivery = z.infer<typeof DeliveryLogSchema>;
 export type WebhookDeliveryDetail = z.infer<typeof DeliveryLogDetailSchema>;
 export type PaymentTransition = z.infer<typeof PaymentTransitionSchema>;
-/** An event exactly as its webhook body is delivered. */
 /** An event as the events API returns it: exactly a webhook's body, so one handler narrowing on `type` serves both. */
 export type Event = WebhookEvent;
 export type RecoverResult = z.infer<typeof RecoverResultSchema>;

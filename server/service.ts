@@ -165,6 +165,7 @@ export async function startService(config: AppConfig, options: StartOptions = {}
         dueDeliveries?.stop().then(() => drainer?.stop()),
         drainAgenda(container.agenda, agendaDrainMs(config.shutdownTimeoutMs)).catch(() => undefined),
       ]);
+      // Nothing left to do after a drain; it still unlocks what a drain that failed part-way had not.
       await container.agenda.stop().catch(() => undefined);
       await container.close();
       if (embedded) await embedded.stop();

@@ -104,16 +104,18 @@ function documentReplays(responses: Record<string, unknown>, replayStatus: numbe
       : `${name}. Also the answer to a replay: ${REPLAY}`;
     r.headers = {
       ...(r.headers ?? {}),
-      'Idempotent-Replayed': {
-        description: replayOnly
+      'Idempotent-Replayed': replayedHeader(
+        replayOnly
           ? `\`true\`: this answer replays the first one given to this Idempotency-Key. ${REPLAY_HEADER}`
           : `\`true\` when this answer replays the first one given to this Idempotency-Key; absent on a first request. ${REPLAY_HEADER}`,
-        required: replayOnly,
-        schema: { type: 'string', enum: ['true'] },
-      },
+        replayOnly,
+      ),
     };
   }
 }
+
+/** The Idempotent-Replayed response header, as a success or an error documents it. */
+const replayedHeader = (description: string, required: boolean) => ({ description, required, schema: { type: 'string', enum: ['true'] } });
 
 /** The errors a request can end with once its Idempotency-Key is claimed, which its retries replay. */
 const REPLAYABLE_ERRORS = ['404', '409', '422', '502'];
@@ -128,11 +130,7 @@ function documentReplayedErrors(responses: Record<string, unknown>) {
       ...r,
       headers: {
         ...(r.headers ?? {}),
-        'Idempotent-Replayed': {
-          description: '`true` when this error replays the one the first request with this Idempotency-Key ended with; absent otherwise.',
-          required: false,
-          schema: { type: 'string', enum: ['true'] },
-        },
+        'Idempotent-Replayed': replayedHeader('`true` when this error replays the one the first request with this Idempotency-Key ended with; absent otherwise.', false),
       },
     };
   }

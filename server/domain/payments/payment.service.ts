@@ -210,10 +210,10 @@ export class PaymentService {
       return this.settle(payment, { ...update, status: 'failed', failureReason: err.message }, claim);
     }
     // `unavailable`: the provider was not reached, or answered that it did nothing (a token endpoint down,
-    // a subscriber busy with another push). A creation the status sync cannot repeat would then stay
-    // pending for ever with nothing to settle it: it fails now instead, and the merchant may try again.
-    const notSent = err.kind === 'unavailable' && !this.gateway.port(payment.provider).capabilities.replayableCreate;
-    if (err.kind === 'indeterminate' || (err.kind === 'unavailable' && !notSent)) {
+    // a subscriber busy with another push). Kept pending only where the status sync repeats the creation;
+    // elsewhere nothing would ever settle it, so it fails now and the merchant may try again.
+    const keepPending = err.kind === 'indeterminate' || (err.kind === 'unavailable' && this.gateway.port(payment.provider).capabilities.replayableCreate);
+    if (keepPending) {
       // The provider may have acted: keep the payment pending; a callback or the status sync settles it.
       this.logger.warn({ paymentId: payment.id, provider: payment.provider, kind: err.kind }, 'provider outcome unknown at creation');
       await this.markForSync(payment.id, { error: err.message });
