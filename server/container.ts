@@ -39,6 +39,7 @@ import { RefundService } from './domain/refunds/refund.service.js';
 import { RefundSyncService } from './domain/refunds/refund-sync.service.js';
 import { sandboxModules } from './sandbox/index.js';
 import { withLatency } from './sandbox/controls.js';
+import { HeldAnswers } from './sandbox/held-answers.js';
 import { createSandboxPool } from './sandbox/sql.js';
 import type { SandboxDeps } from './sandbox/module.js';
 
@@ -192,7 +193,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
 
   // Created always (a pool opens no connection until used): a worker runs the simulators' jobs.
   const sandboxPool = createSandboxPool(options.databaseUrl, Math.min(10, config.databasePoolMax), roundTrips('sandbox'));
-  const sandboxDeps: SandboxDeps = { config, em, pool: sandboxPool, agenda, logger: options.logger };
+  const sandboxDeps: SandboxDeps = { config, em, pool: sandboxPool, agenda, logger: options.logger, heldAnswers: new HeldAnswers() };
   const sandboxMounts = config.sandbox ? sandboxModules.map((m) => ({ path: m.path, router: withLatency(m.router(sandboxDeps), config.sandboxLatencyMs) })) : [];
 
   return {

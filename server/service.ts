@@ -10,6 +10,7 @@ import { DELIVERIES_DUE_CHANNEL } from './jobs/delivery-queue.js';
 import { drainAgenda } from './jobs/agenda.js';
 import { defineJobs, scheduleRecurringJobs } from './jobs/index.js';
 import { censusOfSecretKeys } from './domain/crypto/stored-secrets.js';
+import { gracefulCloser } from './net/graceful-close.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import type { EmbeddedDatabase } from './persistence/embedded-postgres.js';
 import { ChangeNotifications } from './persistence/change-notifications.js';
@@ -23,8 +24,11 @@ const DRAINER_OPTIONS = { maxInFlight: 32, retryMs: 1000 };
  * that died silently is replaced, and the new one looks once for what became due meanwhile.
  */
 const DUE_LISTENER_HEARTBEAT_MS = 5_000;
-/** While stopping, connections that went idle are closed this often. */
-const IDLE_SWEEP_MS = 250;
+/**
+ * Longer than the idle timeout of the load balancers in front (AWS ALB 60 s, nginx 60 s): the balancer
+ * closes an idle connection first, instead of sending a request on one this server is closing (a 502).
+ */
+const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
 /** False for a URL on this machine only (localhost, 127.0.0.0/8, ::1, 0.0.0.0), which no provider can call. */
 function reachableFromOutside(url: string): boolean {
@@ -105,14 +109,17 @@ export async function startService(config: AppConfig, options: StartOptions = {}
 
   let server: http.Server | null = null;
   let baseUrl = config.publicBaseUrl;
+  const closers: ((deadlineMs: number) => Promise<void>)[] = [];
   if (servesApi) {
     server = http.createServer();
+    server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+    server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000;
+    closers.push(gracefulCloser(server));
     await listen(server, config.port, config.host);
     const port = (server.address() as AddressInfo).port;
     if (!process.env.PUBLIC_BASE_URL) config.publicBaseUrl = `http://${urlHost(config.host)}:${port}`;
     baseUrl = `http://${urlHost(config.host)}:${port}`;
     server.on('request', createApp(container));
-    server.keepAliveTimeout = 5000;
   }
   if (config.production && !config.sandbox && !reachableFromOutside(config.publicBaseUrl)) {
     logger.warn(
@@ -121,10 +128,10 @@ export async function startService(config: AppConfig, options: StartOptions = {}
     );
   }
   // A worker serves nothing else, so it gets its own small server for probes and scraping.
-  let opsServer: http.Server | null = null;
   let opsUrl: string | null = null;
   if (config.role === 'worker') {
-    opsServer = http.createServer(createWorkerApp(container));
+    const opsServer = http.createServer(createWorkerApp(container));
+    closers.push(gracefulCloser(opsServer));
     await listen(opsServer, config.workerPort, config.host);
     opsUrl = `http://${urlHost(config.host)}:${(opsServer.address() as AddressInfo).port}`;
   }
@@ -156,12 +163,13 @@ export async function startService(config: AppConfig, options: StartOptions = {}
       logger.info('shutting down');
       // From here every response closes its connection and /readyz answers 503 (draining).
       container.draining = true;
+      // The simulators' held answers ("hang" mode) end with their process, as a provider's would.
+      container.sandboxDeps.heldAnswers.releaseAll();
       // HTTP and jobs stop side by side: busy keep-alive connections no longer hold the job drain back.
       // Agenda stops taking jobs while the drain loop finishes its attempts, not after: a retry job started
       // during the drain loop's wait would be cut by the shutdown deadline (and sent again after its lease).
       await Promise.all([
-        closeServer(server, config.shutdownTimeoutMs),
-        closeServer(opsServer, config.shutdownTimeoutMs),
+        ...closers.map((close) => close(config.shutdownTimeoutMs)),
         dueDeliveries?.stop().then(() => drainer?.stop()),
         drainAgenda(container.agenda, agendaDrainMs(config.shutdownTimeoutMs)).catch(() => undefined),
       ]);
@@ -172,27 +180,6 @@ export async function startService(config: AppConfig, options: StartOptions = {}
     })());
 
   return { container, server, baseUrl, opsUrl, stop };
-}
-
-/**
- * Stops listening and waits for the requests under way. Idle keep-alive connections are closed now, and
- * again every quarter second: a connection whose response was already under way when the drain began
- * (so it carries no Connection: close) is closed as soon as it goes idle, not after the keep-alive
- * timeout. Busy ones otherwise close after their next response (Connection: close while draining) or at
- * `deadlineMs`, when whatever is still open is closed (main.ts exits with code 1 at the same deadline).
- */
-async function closeServer(server: http.Server | null, deadlineMs: number): Promise<void> {
-  if (!server) return;
-  const deadline = setTimeout(() => server.closeAllConnections(), deadlineMs);
-  const sweep = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
-  deadline.unref();
-  sweep.unref();
-  await new Promise<void>((resolve) => {
-    server.close(() => resolve());
-    server.closeIdleConnections();
-  });
-  clearTimeout(deadline);
-  clearInterval(sweep);
 }
 
 function listen(server: http.Server, port: number, host: string): Promise<void> {

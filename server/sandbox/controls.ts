@@ -1,12 +1,11 @@
 import type { NextFunction, Request, Response, Router } from 'express';
 import express from 'express';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { HeldAnswers } from './held-answers.js';
+import type { SandboxDeps } from './module.js';
 import { mountMisreportControl, misreportResponse, type Misreport, type MisreportRewriter } from './misreport.js';
 
 export type OutageMode = 'ok' | 'error' | 'hang';
-
-/** How long a "hang" lasts: longer than any provider timeout the service uses. */
-const HANG_MS = 120_000;
 
 export async function outageMode(em: EntityManager, provider: string): Promise<OutageMode> {
   return (await controls(em, provider)).mode;
@@ -46,15 +45,14 @@ async function controls(em: EntityManager, provider: string): Promise<Controls> 
  * Applies the switches to one request: a misreport rewrites its answer; an outage answers 500 or never
  * answers (until the client gives up). True when the request goes on to the simulator.
  */
-export function applyControls(res: Response, switches: Controls, errorBody: unknown, misreport?: MisreportRewriter): boolean {
+export function applyControls(res: Response, switches: Controls, errorBody: unknown, held: HeldAnswers, misreport?: MisreportRewriter): boolean {
   if (switches.misreport && misreport) misreportResponse(res, switches.misreport, misreport);
   if (switches.mode === 'error') {
     res.status(500).json(errorBody);
     return false;
   }
   if (switches.mode === 'hang') {
-    const timer = setTimeout(() => res.destroy(), HANG_MS);
-    res.on('close', () => clearTimeout(timer));
+    held.hold(res);
     return false;
   }
   return true;
@@ -98,12 +96,13 @@ export function mountControls(router: Router, em: EntityManager, provider: strin
  * The control routes (mountControls) and a middleware that applies the switches to every other request
  * of the simulator (applyControls). Mount it before the simulator's routes.
  */
-export function outageSwitch(router: Router, em: EntityManager, provider: string, errorBody: unknown, misreport?: MisreportRewriter): void {
+export function outageSwitch(router: Router, deps: SandboxDeps, provider: string, errorBody: unknown, misreport?: MisreportRewriter): void {
+  const { em, heldAnswers } = deps;
   mountControls(router, em, provider, misreport);
   router.use(async (req: Request, res: Response, next: NextFunction) => {
     if (req.path.startsWith('/_control')) return next();
     try {
-      if (applyControls(res, await controls(em, provider), errorBody, misreport)) next();
+      if (applyControls(res, await controls(em, provider), errorBody, heldAnswers, misreport)) next();
     } catch (err) {
       next(err);
     }

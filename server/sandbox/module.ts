@@ -4,6 +4,7 @@ import type { Agenda } from 'agenda';
 import type pg from 'pg';
 import type { AppConfig } from '../config/config.js';
 import type { Logger } from '../observability/logger.js';
+import type { HeldAnswers } from './held-answers.js';
 
 /**
  * A built-in simulator of one provider's upstream API, mounted at /sandbox/<provider>. It speaks the
@@ -18,6 +19,8 @@ export interface SandboxDeps {
   pool: pg.Pool;
   agenda: Agenda;
   logger: Logger;
+  /** The answers held back in "hang" mode, ended when the service stops. */
+  heldAnswers: HeldAnswers;
 }
 
 export interface SandboxModule {

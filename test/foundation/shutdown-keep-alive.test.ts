@@ -1,4 +1,5 @@
 import http from 'node:http';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createTestDatabase } from '../support/database.js';
 import { baseEnv, startProcess, stopAllProcesses } from '../support/processes.js';
@@ -120,6 +121,53 @@ describe('graceful shutdown with keep-alive clients', () => {
       expect(Date.now() - signalledAt).toBeLessThan(10_000);
     } finally {
       agent.destroy();
+    }
+  }, 60_000);
+
+  it('an answer the simulator is holding back (outage "hang") ends with the process instead of holding the stop to the deadline', async () => {
+    const proc = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '20000' }));
+    const switched = await fetch(`${proc.url!}/sandbox/cardpay/_control/outage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"mode":"hang"}' });
+    expect(switched.status).toBe(200);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      // A client that waits for the provider's answer for as long as it takes (the simulator holds it 120 s).
+      const held = get(proc.url!, agent, '/sandbox/cardpay/v1/balance').then(
+        (answer) => `answered ${answer.status}`,
+        (err: NodeJS.ErrnoException) => err.code ?? String(err),
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      const signalledAt = Date.now();
+      process.kill(proc.pid, 'SIGTERM');
+      let timer: NodeJS.Timeout | undefined;
+      const code = await Promise.race([proc.exited, new Promise((r) => (timer = setTimeout(() => r('still running after 15 s'), 15_000)))]);
+      clearTimeout(timer);
+      // The provider's process went away with the service: its held answer is cut, and the stop is clean.
+      expect(code).toBe(0);
+      expect(Date.now() - signalledAt).toBeLessThan(10_000);
+      expect(await held).toBe('ECONNRESET');
+    } finally {
+      agent.destroy();
+    }
+  }, 60_000);
+
+  it('a connection opened ahead of need (no request sent yet) does not hold the stop to the deadline', async () => {
+    const proc = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '20000' }));
+    const { port } = new URL(proc.url!);
+    // As a browser, a balancer or an HTTP client's pool preconnects: connected, nothing sent.
+    const socket = net.connect(Number(port), '127.0.0.1');
+    await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    const closedByServer = new Promise<boolean>((resolve) => socket.once('close', () => resolve(true)));
+    try {
+      const signalledAt = Date.now();
+      process.kill(proc.pid, 'SIGTERM');
+      let timer: NodeJS.Timeout | undefined;
+      const code = await Promise.race([proc.exited, new Promise((r) => (timer = setTimeout(() => r('still running after 15 s'), 15_000)))]);
+      clearTimeout(timer);
+      expect(code).toBe(0);
+      expect(Date.now() - signalledAt).toBeLessThan(10_000);
+      expect(await closedByServer).toBe(true);
+    } finally {
+      socket.destroy();
     }
   }, 60_000);
 });

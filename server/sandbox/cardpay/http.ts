@@ -70,7 +70,7 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
         const { account, refused } = authenticate(req);
         const key = method === 'post' ? req.get('idempotency-key') : undefined;
         const start = await requestStart(deps.pool, account, key);
-        if (!applySwitches(res, start.switches)) return;
+        if (!applySwitches(res, start.switches, deps.heldAnswers)) return;
         if (refused) throw refused;
         const params = (req.body ?? {}) as Params;
         const apiVersion = req.get('stripe-version') ?? SIM_API_VERSION;
@@ -113,7 +113,7 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
       router.get(path, async (req: Request, res: Response, next: NextFunction) => {
         try {
           const { account: known, refused } = authenticate(req);
-          if (!applySwitches(res, (await requestStart(deps.pool, null, undefined)).switches)) return;
+          if (!applySwitches(res, (await requestStart(deps.pool, null, undefined)).switches, deps.heldAnswers)) return;
           if (refused) throw refused;
           const account = known!;
           const db = readsOnly(deps.pool);

@@ -27,7 +27,7 @@ function router(deps: SandboxDeps): Router {
   // that answer is lost too while the count lasts): {"count": 2} loses the adapter's answer to one create.
   mountLossCountdown(r, deps.em, 'cardpay', '/_control/lose-answers', 'lose_answers');
   // The API reads the switches with its first statement (http.ts); the other routes read them here.
-  const gate = switchesGate(deps.pool);
+  const gate = switchesGate(deps.pool, deps.heldAnswers);
   r.use('/3ds', gate);
   threeDsRoutes(r, deps);
   const api = apiRoutes(r, deps);

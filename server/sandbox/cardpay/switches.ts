@@ -1,6 +1,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import type pg from 'pg';
 import { CONTROLS_COLUMNS, applyControls, controlsOf, type Controls, type ControlsRow } from '../controls.js';
+import type { HeldAnswers } from '../held-answers.js';
 import { eachObject, type MisreportRewriter } from '../misreport.js';
 import { readsOnly } from '../sql.js';
 import type { StoredAnswer } from './idempotency.js';
@@ -19,7 +20,7 @@ export const misreport: MisreportRewriter = (body, m) => {
 };
 
 /** Applies the simulator's switches (outage, misreport) to a request; true when it goes on. */
-export const applySwitches = (res: Response, switches: Controls) => applyControls(res, switches, OUTAGE_BODY, misreport);
+export const applySwitches = (res: Response, switches: Controls, held: HeldAnswers) => applyControls(res, switches, OUTAGE_BODY, held, misreport);
 
 /** What a request reads before it runs (see requestStart). */
 export interface RequestStart {
@@ -51,10 +52,10 @@ export async function requestStart(pool: pg.Pool, account: string | null, key: s
 }
 
 /** The switches alone, for the routes that are not the API (the 3-D Secure page, unknown URLs). */
-export function switchesGate(pool: pg.Pool) {
+export function switchesGate(pool: pg.Pool, held: HeldAnswers) {
   return async (req: Request, res: Response, next: NextFunction) => {
     try {
-      if (applySwitches(res, (await requestStart(pool, null, undefined)).switches)) next();
+      if (applySwitches(res, (await requestStart(pool, null, undefined)).switches, held)) next();
     } catch (err) {
       next(err);
     }

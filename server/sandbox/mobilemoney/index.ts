@@ -19,7 +19,7 @@ export const mobilemoneySandbox: SandboxModule = {
   path: '/sandbox/mobilemoney',
   router(deps) {
     const router = express.Router();
-    outageSwitch(router, deps.em, 'mobilemoney', { requestId: 'sandbox-outage', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' }, misreport);
+    outageSwitch(router, deps, 'mobilemoney', { requestId: 'sandbox-outage', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' }, misreport);
     // The operator's next n asynchronous results (reversal and transaction-status results, queue-timeout
     // notices; not STK callbacks) are never sent (callbacks.ts), as when a result is lost on its way.
     mountLossCountdown(router, deps.em, 'mobilemoney', '/_control/lose-results', 'lose_results');

@@ -33,7 +33,7 @@ export const walletpaySandbox: SandboxModule = {
 
   router(deps) {
     const router = express.Router();
-    outageSwitch(router, deps.em, 'walletpay', INTERNAL_ERROR_BODY, misreport);
+    outageSwitch(router, deps, 'walletpay', INTERNAL_ERROR_BODY, misreport);
     mountAuth(router, deps);
     mountCertificate(router, deps);
     mountApproval(router, deps);
