@@ -41,6 +41,13 @@ export const providerCallbacksContract = c.router({
       'Payment-intent and refund events from the card provider. Verified with `Cardpay-Signature: t=…,v1=…` (HMAC-SHA256 of `t.rawBody` with the ' +
       "merchant's cardpay webhook secret; several v1 values allowed; 300 s tolerance). Duplicates (by event id) are acknowledged and ignored.",
     metadata: callback,
+    query: z.object({
+      merchant: z
+        .string()
+        .max(64)
+        .optional()
+        .describe('The merchant whose endpoint this is (in the URL the service registers for each merchant); an event about another merchant\'s payment on a shared provider account is verified with this merchant\'s secret and acknowledged without effect'),
+    }),
     headers: z.object({
       'cardpay-signature': z.string().optional().describe('Cardpay-Signature: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.rawBody">` (several v1 allowed); a callback without a valid one is 401'),
     }),

@@ -287,6 +287,13 @@ export interface NotificationScheme<C> {
   /** Reads the body into a notification; throws MalformedNotificationError. */
   parse(request: InboundRequest): ProviderNotification;
   /**
+   * The merchant whose endpoint the callback was sent to, when its URL names one (null otherwise). A
+   * provider account several merchants share sends every endpoint of the account every event, each
+   * signed for that endpoint: one that resolves to another merchant is verified with the addressee's
+   * credentials and acknowledged without effect (that merchant's own endpoint receives it too).
+   */
+  addressee?(request: InboundRequest): string | null;
+  /**
    * Verifies with the credentials of the merchant the notification resolved to. `subjectId` is our id
    * of the resolved payment / refund / query (schemes that bind a token to it check it). A provider that
    * could not be asked throws ProviderError (the pipeline answers 5xx and the provider retries).

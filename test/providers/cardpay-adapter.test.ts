@@ -497,14 +497,15 @@ describe('webhook endpoints and signed events', () => {
     expect(rows.map((r) => r.id)).toEqual([second.id]);
   });
 
-  it('the credentials preparer registers our callback URL when no webhook_secret is given', async () => {
+  it("the credentials preparer registers our callback URL, naming the merchant, when no webhook_secret is given", async () => {
     const prepare = prepareCardpayCredentials(adapter, t.service.container.config);
     const creds = newCreds();
-    const prepared = await prepare(randomUUID(), creds);
+    const merchantId = randomUUID();
+    const prepared = await prepare(merchantId, creds);
     expect(prepared.secret_key).toBe(creds.secret_key);
     expect(prepared.webhook_secret).toMatch(/^whsec_/);
     const rows = await t.sql<{ url: string; secret: string; enabled_events: string[] }>('SELECT url, secret, enabled_events FROM sandbox_cardpay_webhook_endpoints WHERE secret = $1', [prepared.webhook_secret]);
-    expect(rows).toEqual([{ url: `${t.baseUrl}/v1/webhooks/cardpay`, secret: prepared.webhook_secret, enabled_events: ['payment_intent.succeeded', 'payment_intent.payment_failed', 'charge.refunded', 'refund.created', 'refund.updated', 'refund.failed'] }]);
+    expect(rows).toEqual([{ url: `${t.baseUrl}/v1/webhooks/cardpay?merchant=${merchantId}`, secret: prepared.webhook_secret, enabled_events: ['payment_intent.succeeded', 'payment_intent.payment_failed', 'charge.refunded', 'refund.created', 'refund.updated', 'refund.failed'] }]);
     const given = { ...newCreds(), webhook_secret: 'whsec_given' };
     expect(await prepare(randomUUID(), given)).toBe(given);
   });

@@ -15,7 +15,7 @@ import {
 } from '../ports.js';
 import { askForConfirmation } from './confirmation-queries.js';
 import { markRefusedInInbox, recordInInbox } from './inbox.js';
-import { findOurRefund, referenceConflict, resolvePayment, resolveRefund, resolveStatusQuery, type StatusQueryRow } from './resolve.js';
+import { findOurRefund, ourId, referenceConflict, resolvePayment, resolveRefund, resolveStatusQuery, type StatusQueryRow } from './resolve.js';
 import { recordStatusReport } from './status-reports.js';
 
 /**
@@ -83,6 +83,8 @@ export class InboundPipeline {
       this.logger.warn({ provider, label: notification.label, dedupKey: notification.dedupKey }, 'notification for an unknown reference; acknowledged and ignored');
       return 'unknown_reference';
     }
+    const addressee = scheme.addressee?.(request) ?? null;
+    if (addressee !== null && addressee !== subject.merchantId) return this.forAnotherMerchant(port, request, notification, subject, addressee);
     const creds = await this.credentials.find(subject.merchantId, provider);
     const verdict = creds === null ? 'invalid' : await this.verify(port, request, creds, subject);
     if (verdict === 'invalid') {
@@ -99,6 +101,21 @@ export class InboundPipeline {
       throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED[provider]);
     }
     return this.apply(port, await this.withFetchedRefunds(port, creds, notification), subject);
+  }
+
+  /**
+   * A notification sent to `addressee`'s endpoint about another merchant's payment (one provider account,
+   * several merchants): acknowledged without effect when it is genuine for that endpoint, refused if not.
+   */
+  private async forAnotherMerchant(port: ProviderPort, request: InboundRequest, notification: Actionable, subject: Subject, addressee: string): Promise<InboundOutcome> {
+    const merchantId = ourId(addressee);
+    const creds = merchantId ? await this.credentials.find(merchantId, port.name) : null;
+    if (creds === null || (await this.verify(port, request, creds, subject)) !== 'verified') {
+      this.logger.warn({ provider: port.name, label: notification.label, addressee }, 'notification verification failed');
+      throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED[port.name]);
+    }
+    this.logger.info({ provider: port.name, label: notification.label, addressee }, "another merchant's notification on a shared provider account; acknowledged and ignored");
+    return 'ignored';
   }
 
   /** A verified notification that names its refunds only by a provider id: the provider lists them (outside any transaction). */

@@ -6,7 +6,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** provider_data keys a provider may name; inlined in SQL so the expression indexes apply. */
 const DATA_KEY = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
 
-const ourId = (id: string | null | undefined): string | null => (id && UUID.test(id) ? id : null);
+/** `id` when it has the shape of one of our ids (a uuid), else null: never sent to the database otherwise. */
+export const ourId = (id: string | null | undefined): string | null => (id && UUID.test(id) ? id : null);
 
 /**
  * Finds the payment a notification is about, among the provider's payments: our id stamped at the

@@ -138,8 +138,8 @@ export class CardpayAdapter {
 
   /**
    * Subscribes `url` to the events the service uses and returns the signing secret. An earlier endpoint
-   * of this key with the same URL is removed first: its secret cannot be read back, and its deliveries
-   * would fail verification.
+   * of the account with the same URL (this merchant's) is removed first: its secret cannot be read back,
+   * and its deliveries would fail verification.
    */
   async registerWebhookEndpoint(creds: CardpayCredentials, url: string): Promise<{ id: string; secret: string }> {
     const stripe = this.stripe(creds);
@@ -158,9 +158,12 @@ export class CardpayAdapter {
  * URL registered with the provider, and keep the signing secret it returns.
  */
 export function prepareCardpayCredentials(adapter: CardpayAdapter, config: AppConfig): (merchantId: string, creds: CardpayCredentials) => Promise<CardpayCredentials> {
-  return async (_merchantId, creds) => {
+  return async (merchantId, creds) => {
     if (creds.webhook_secret) return creds;
-    const { secret } = await adapter.registerWebhookEndpoint(creds, callbackUrl(config, 'cardpay'));
+    // One endpoint per merchant, its URL naming the merchant: merchants may share one provider account,
+    // whose endpoints all receive every event, and a registration replaces only this merchant's endpoint.
+    const url = `${callbackUrl(config, 'cardpay')}?merchant=${encodeURIComponent(merchantId)}`;
+    const { secret } = await adapter.registerWebhookEndpoint(creds, url);
     return { ...creds, webhook_secret: secret };
   };
 }

@@ -44,6 +44,9 @@ export function cardpayNotifications(adapter: CardpayAdapter): NotificationSchem
       };
     },
 
+    // The endpoint the service registers for a merchant names it (registrationUrl): see NotificationScheme.addressee.
+    addressee: (request) => request.query.merchant ?? null,
+
     async verify(request, creds) {
       const header = request.headers['cardpay-signature'] ?? request.headers['stripe-signature'];
       if (!creds.webhook_secret) return 'invalid';
