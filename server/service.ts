@@ -126,6 +126,11 @@ export async function startService(config: AppConfig, options: StartOptions = {}
       { publicBaseUrl: config.publicBaseUrl },
       'PUBLIC_BASE_URL is a loopback address: providers cannot reach the callback URLs or the return pages; set it to the https address they reach this service at',
     );
+  } else if (config.production && !config.sandbox && new URL(config.publicBaseUrl).protocol !== 'https:') {
+    logger.warn(
+      { publicBaseUrl: config.publicBaseUrl },
+      'PUBLIC_BASE_URL is not https: walletpay refuses http webhook URLs and cardpay sends live events to https endpoints only, so storing credentials without webhook_secret / webhook_id fails; set it to the https address providers reach this service at',
+    );
   }
   // A worker serves nothing else, so it gets its own small server for probes and scraping.
   let opsUrl: string | null = null;

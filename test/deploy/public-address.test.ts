@@ -4,7 +4,7 @@ import { createTestDatabase } from '../support/database.js';
 import { baseEnv, freePort, startProcess, stopAllProcesses } from '../support/processes.js';
 
 // What a production api process tells its operator about how it is reached: a warning when the address
-// it gives providers (PUBLIC_BASE_URL) is on this machine only.
+// it gives providers (PUBLIC_BASE_URL) is on this machine only, or not https.
 
 let db: Awaited<ReturnType<typeof createTestDatabase>>;
 beforeAll(async () => {
@@ -16,6 +16,7 @@ afterAll(async () => {
 });
 
 const WARNING = 'PUBLIC_BASE_URL is a loopback address';
+const NOT_HTTPS = 'PUBLIC_BASE_URL is not https';
 
 async function productionApi(publicBaseUrl: (port: number) => string) {
   const port = await freePort();
@@ -29,8 +30,15 @@ describe('a production api process', () => {
     expect((await fetch(`${api.url}/healthz`)).status).toBe(200); // a warning, not a refusal to start
   });
 
-  it('says nothing of the kind with a public address', async () => {
+  it('warns when PUBLIC_BASE_URL is not https (the providers register only https webhook URLs)', async () => {
+    const api = await productionApi(() => 'http://payments.example.com');
+    expect(readFileSync(api.logFile, 'utf8')).toContain(NOT_HTTPS);
+  });
+
+  it('says nothing of the kind with a public https address', async () => {
     const api = await productionApi(() => 'https://payments.example.com');
-    expect(readFileSync(api.logFile, 'utf8')).not.toContain(WARNING);
+    const log = readFileSync(api.logFile, 'utf8');
+    expect(log).not.toContain(WARNING);
+    expect(log).not.toContain(NOT_HTTPS);
   });
 });
