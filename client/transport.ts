@@ -124,7 +124,14 @@ export function checkMaxRetries(value: unknown, where: string): number {
   return value;
 }
 
-function isRetryableResponse(status: number, body: unknown): boolean {
+/**
+ * A 409 with Retry-After: a request with this Idempotency-Key is still being processed (every other
+ * conflict is final and comes without it). Retried with the same key, it answers the first request's result.
+ */
+const stillProcessing = (status: number, response: Response) => status === 409 && response.headers.has('retry-after');
+
+function isRetryableResponse(status: number, body: unknown, response: Response): boolean {
+  if (stillProcessing(status, response)) return true;
   if (!RETRYABLE_STATUSES.has(status)) return false;
   const code = (body as { error?: { code?: unknown } } | null)?.error?.code;
   return code !== 'PROVIDER_ERROR';
@@ -206,11 +213,12 @@ export function createFetcher(options: TransportOptions) {
       try {
         const response = await options.fetch(args.path, { ...args.fetchOptions, method: args.method, headers, body: args.body ?? null, signal });
         const body = await readBody(response);
-        if (!canRetry || !isRetryableResponse(response.status, body)) return result(response, body);
+        if (!canRetry || !isRetryableResponse(response.status, body, response)) return result(response, body);
         const retryAfter = parseRetryAfter(response.headers.get('retry-after'));
         // Waiting longer than the server asks would be fine; retrying sooner would not. Too long a wait: give up.
         if (retryAfter !== undefined && retryAfter > options.maxRetryDelayMs) return result(response, body);
-        if (MAYBE_DONE_STATUSES.has(response.status)) maybeDone = true;
+        // Still processing: an earlier attempt reached the service and is under way.
+        if (MAYBE_DONE_STATUSES.has(response.status) || stillProcessing(response.status, response)) maybeDone = true;
         retry = { delayMs: retryAfter ?? backoffDelay(attempt - 1, options.initialRetryDelayMs, options.maxRetryDelayMs), status: response.status };
       } catch (error) {
         if (userSignal?.aborted) throw userSignal.reason;

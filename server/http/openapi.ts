@@ -131,6 +131,10 @@ function documentReplayedErrors(responses: Record<string, unknown>) {
       headers: {
         ...(r.headers ?? {}),
         'Idempotent-Replayed': replayedHeader('`true` when this error replays the one the first request with this Idempotency-Key ended with; absent otherwise.', false),
+        // Retry-After tells the one passing 409 (the same key still being processed) from the final ones.
+        ...(status === '409'
+          ? { 'Retry-After': { description: 'Sent only when a request with this Idempotency-Key is still being processed: retry with the same key after this many seconds (the answer is then the first request\'s). Absent on every other conflict, which retrying does not change.', schema: { type: 'integer', example: 1 } } }
+          : {}),
       },
     };
   }

@@ -188,6 +188,39 @@ describe('SDK retries', () => {
     expect(stub.seen.map((r) => r.idempotencyKey)).toEqual(['refund-order-77']);
   });
 
+  it('a create whose key is still being processed (409 with Retry-After) is retried with the same key and answers the first request\'s payment', async () => {
+    // A service whose provider takes 11 s to answer: the first request holds its key longer than the 10 s
+    // a second request with that key waits before it is told 409 "still being processed".
+    const slow = await startTestService({ SANDBOX_LATENCY_MS: '11000', PROVIDER_TIMEOUT_MS: '15000', IDEMPOTENCY_LEASE: '120s' });
+    try {
+      const { apiKey: slowKey } = await slow.createMerchant('Slow provider shop');
+      await slow.http.put('/v1/merchant/credentials').set('X-API-Key', slowKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_retry_slow_01', webhook_secret: 'whsec_retry_slow' } }).expect(200);
+      const key = `order-${Date.now()}`;
+      const first = slow.http.post('/v1/payments').set('X-API-Key', slowKey).set('Idempotency-Key', key).send(visa);
+      const firstAnswer = first.then((res) => res);
+      await new Promise((r) => setTimeout(r, 300));
+      const retries: RetryInfo[] = [];
+      const client = createPaymentsClient({ baseUrl: slow.baseUrl, apiKey: slowKey, timeoutMs: 20_000, onRetry: (info) => retries.push(info) });
+      const payment = await client.payments.create(visa, { idempotencyKey: key });
+      expect(retries).toEqual([expect.objectContaining({ status: 409, delayMs: 1000 })]);
+      expect(payment.id).toBe((await firstAnswer).body.data.id);
+      expect(await slow.sql('SELECT id FROM payments WHERE idempotency_key = $1', [key])).toHaveLength(1);
+    } finally {
+      await slow.stop();
+    }
+  }, 60_000);
+
+  it('a conflict without Retry-After (the key used with another body) is final: not retried', async () => {
+    const { client, retries } = sdk();
+    const key = `conflict-${Date.now()}`;
+    await client.payments.create(visa, { idempotencyKey: key });
+    stub.reset();
+    const error = await client.payments.create({ ...visa, amount: '21.00' }, { idempotencyKey: key }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ status: 409, code: 'CONFLICT' });
+    expect(retries).toEqual([]);
+    expect(stub.seen).toHaveLength(1);
+  });
+
   it('never retries a POST without an Idempotency-Key, nor a PROVIDER_ERROR', async () => {
     stub.reset();
     stub.next(unavailable('0'));

@@ -145,7 +145,8 @@ export class IdempotencyKeys {
       const taken = await this.takeOver(row.id);
       if (taken) return { state: 'claimed', claim: { id: row.id, resourceId: row.resource_id, leaseToken: taken, resumed: true } };
       const left = deadline - Date.now();
-      if (left <= 0) throw conflict('A request with this Idempotency-Key is still being processed; retry shortly');
+      // Retry-After marks this conflict as passing (clients retry it with the same key), unlike every other 409.
+      if (left <= 0) throw new DomainError('CONFLICT', 'A request with this Idempotency-Key is still being processed; retry shortly', undefined, { 'Retry-After': '1' });
       await sleep(Math.min(left, delay * (0.5 + Math.random())));
       delay = Math.min(delay * 2, MAX_POLL_MS);
     }
