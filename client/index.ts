@@ -24,7 +24,7 @@ import {
 import { PaymentsApiError } from './errors.js';
 import { paginate, type Page } from './pagination.js';
 import type { WebhookEvent } from './webhooks.js';
-import { checkMaxRetries, checkTimeoutMs, createFetcher, type FetcherResult, type RequestOptions, type RetryInfo } from './transport.js';
+import { checkDelayMs, checkMaxRetries, checkTimeoutMs, createFetcher, type FetcherResult, type RequestOptions, type RetryInfo } from './transport.js';
 
 export interface PaymentsClientOptions {
   /** The service's address, e.g. `http://localhost:3000` (an http(s) URL, else createPaymentsClient throws a TypeError). */
@@ -233,8 +233,8 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     fetch: fetchImpl,
     timeoutMs: checkTimeoutMs(options.timeoutMs ?? 30_000, 'createPaymentsClient'),
     maxRetries: checkMaxRetries(options.maxRetries ?? 2, 'createPaymentsClient'),
-    initialRetryDelayMs: options.initialRetryDelayMs ?? 500,
-    maxRetryDelayMs: options.maxRetryDelayMs ?? 30_000,
+    initialRetryDelayMs: checkDelayMs(options.initialRetryDelayMs ?? 500, 'initialRetryDelayMs', 'createPaymentsClient'),
+    maxRetryDelayMs: checkDelayMs(options.maxRetryDelayMs ?? 30_000, 'maxRetryDelayMs', 'createPaymentsClient'),
     ...(options.onRetry ? { onRetry: options.onRetry } : {}),
   });
 

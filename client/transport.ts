@@ -116,6 +116,14 @@ export function checkTimeoutMs(value: unknown, where: string): number {
   return value;
 }
 
+/** Throws a TypeError unless `name` (a retry delay) is a whole number of milliseconds setTimeout can wait (0 … 2^31-1). */
+export function checkDelayMs(value: unknown, name: string, where: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_TIMEOUT_MS) {
+    throw new TypeError(`${where}: ${name} must be an integer from 0 to ${MAX_TIMEOUT_MS}, got ${String(value)}`);
+  }
+  return value;
+}
+
 /** Throws a TypeError unless maxRetries is a non-negative integer. */
 export function checkMaxRetries(value: unknown, where: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {

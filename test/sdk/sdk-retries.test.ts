@@ -373,7 +373,7 @@ describe('without AbortSignal.any (Node before 20.3; the package supports 18.18)
 });
 
 describe('client options', () => {
-  it('a bad timeoutMs, maxRetries or baseUrl is a TypeError up front, for the client and per call, and nothing is sent', async () => {
+  it('a bad timeoutMs, maxRetries, retry delay or baseUrl is a TypeError up front, for the client and per call, and nothing is sent', async () => {
     let calls = 0;
     const fakeFetch: typeof fetch = async () => {
       calls += 1;
@@ -386,6 +386,11 @@ describe('client options', () => {
     }
     for (const maxRetries of [-1, 1.5, Infinity]) {
       expect(() => createPaymentsClient({ ...base, maxRetries })).toThrow(TypeError);
+    }
+    // A NaN or negative delay made every backoff 0 ms (a retry storm) or setTimeout's 1 ms.
+    for (const delay of [-1, 1.5, NaN, Infinity, 2 ** 31, '500' as unknown as number]) {
+      expect(() => createPaymentsClient({ ...base, initialRetryDelayMs: delay })).toThrow(TypeError);
+      expect(() => createPaymentsClient({ ...base, maxRetryDelayMs: delay })).toThrow(TypeError);
     }
     for (const baseUrl of ['localhost:3000', 'payments.test', 'ftp://payments.test', '']) {
       expect(() => createPaymentsClient({ ...base, baseUrl })).toThrow(TypeError);
