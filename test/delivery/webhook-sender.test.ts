@@ -42,6 +42,70 @@ describe('webhook sender', () => {
   });
 });
 
+describe('response bodies', () => {
+  /** A merchant endpoint that answers 200 at once, then sends its body a byte at a time, or a body without end. */
+  async function endpoint(respond: (res: http.ServerResponse) => void) {
+    const open = new Set<import('node:net').Socket>();
+    const server = http.createServer((_req, res) => respond(res));
+    server.on('connection', (socket) => {
+      open.add(socket);
+      socket.on('close', () => open.delete(socket));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    return {
+      url: `http://127.0.0.1:${port}/hook`,
+      open,
+      stop: async () => {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      },
+    };
+  }
+  const until = async (check: () => boolean, ms: number) => {
+    const end = Date.now() + ms;
+    while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+    return check();
+  };
+
+  it('an endpoint that drips its body for ever does not keep the connection past the timeout', async () => {
+    const drips: NodeJS.Timeout[] = [];
+    const merchant = await endpoint((res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      drips.push(setInterval(() => res.write('.'), 200));
+    });
+    try {
+      const result = await sendWebhook({ url: merchant.url, body: '{}', headers: {}, timeoutMs: 1000, allowPrivate: true });
+      expect(result).toMatchObject({ ok: true, responseStatus: 200 });
+      expect(merchant.open.size).toBe(1);
+      // Cut by the sender within what was left of the timeout (at least 1 s), not kept while the endpoint likes.
+      expect(await until(() => merchant.open.size === 0, 3000)).toBe(true);
+    } finally {
+      drips.forEach(clearInterval);
+      await merchant.stop();
+    }
+  });
+
+  it('an endpoint that sends a body without end is cut after 64 KiB', async () => {
+    const merchant = await endpoint((res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      const chunk = 'x'.repeat(16 * 1024);
+      const pump = () => {
+        while (!res.destroyed && res.write(chunk));
+        if (!res.destroyed) res.once('drain', pump);
+      };
+      pump();
+    });
+    try {
+      const result = await sendWebhook({ url: merchant.url, body: '{}', headers: {}, timeoutMs: 30_000, allowPrivate: true });
+      expect(result.ok).toBe(true);
+      expect(await until(() => merchant.open.size === 0, 3000)).toBe(true);
+    } finally {
+      await merchant.stop();
+    }
+  });
+});
+
 describe('keep-alive agents', () => {
   it('are kept for at most 1,000 merchant origins: the least recently used idle ones are let go', async () => {
     // One server answers every loopback address (127.0.0.0/8), so each 127.0.x.y is an origin of its own.

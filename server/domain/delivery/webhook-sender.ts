@@ -83,10 +83,32 @@ function agentFor(url: URL, allowPrivate: boolean): http.Agent {
   return agent;
 }
 
+/** Bytes of a response body read (and dropped) before the connection is cut instead. */
+const MAX_DISCARDED_BODY_BYTES = 64 * 1024;
+/** Time a response body always gets to end, even when the headers came at the very end of the timeout. */
+const MIN_BODY_DRAIN_MS = 1_000;
+
+/**
+ * Reads a response body and drops it, so its connection can be reused, but only up to a size and a
+ * deadline: an endpoint that keeps sending (a byte every few seconds, for ever) would otherwise hold the
+ * connection, and a socket of its origin's agent, for as long as it likes. Past either, the connection is cut.
+ */
+function discardBody(res: http.IncomingMessage, withinMs: number): void {
+  let read = 0;
+  const deadline = setTimeout(() => res.destroy(), withinMs);
+  deadline.unref();
+  res.on('data', (chunk: Buffer) => {
+    read += chunk.length;
+    if (read > MAX_DISCARDED_BODY_BYTES) res.destroy();
+  });
+  res.once('close', () => clearTimeout(deadline));
+  res.resume();
+}
+
 /**
  * POSTs the exact body bytes once. Redirects are not followed (a 3xx is a failure: the merchant
  * registers the final address), and the whole exchange up to the response headers is bounded by
- * `timeoutMs`. The response body is discarded unread.
+ * `timeoutMs`. The response body is discarded unread, within what is left of `timeoutMs` (discardBody).
  */
 export async function sendWebhook(input: {
   url: string;
@@ -121,11 +143,11 @@ export async function sendWebhook(input: {
         agent: agentFor(url, input.allowPrivate),
       },
       (res) => {
-        res.resume();
         const status = res.statusCode ?? 0;
         const ok = status >= 200 && status < 300;
         const error = ok ? null : status >= 300 && status < 400 ? `redirect (HTTP ${status}) not followed` : `HTTP ${status}`;
         finish({ ok, responseStatus: status, error, durationMs: elapsed() });
+        discardBody(res, Math.max(MIN_BODY_DRAIN_MS, input.timeoutMs - elapsed()));
       },
     );
     // Bounds the whole exchange up to the response headers (connect, send, wait).
