@@ -157,20 +157,28 @@ function apiKeyRateLimit(perMinute: number | undefined, perSecond: number | unde
   return production ? { limit: DEFAULT_RATE_LIMIT_PER_SECOND, windowMs: 1000 } : { limit: 0, windowMs: 60_000 };
 }
 
-/** false (the socket's address is the client's), true (any proxy), a hop count, or trusted addresses/subnets. */
-export type TrustProxy = boolean | number | string[];
+/** false (the socket's address is the client's), a hop count, or trusted addresses/subnets. */
+export type TrustProxy = false | number | string[];
 
-/** TRUST_PROXY: unset/false, true, a hop count ("1"), or a comma-separated list ("loopback, 10.0.0.0/8"). */
+/**
+ * TRUST_PROXY: unset/false, a hop count ("1"), or a comma-separated list ("loopback, 10.0.0.0/8").
+ * Not `true`: Express would then take the left-most X-Forwarded-For entry, which the client writes, so
+ * anyone could pass the mobile-money allowlist and spread over the per-address limits.
+ */
 export function parseTrustProxy(raw: string | undefined): TrustProxy {
   const value = raw?.trim() ?? '';
   if (value === '' || /^(false|0|no)$/i.test(value)) return false;
-  if (/^(true|yes)$/i.test(value)) return true;
+  if (/^(true|yes)$/i.test(value)) {
+    throw new ConfigError(
+      'TRUST_PROXY=true would believe the client-written left-most X-Forwarded-For entry: set the number of proxies in front (1 behind one load balancer) or their addresses/subnets',
+    );
+  }
   if (/^\d{1,2}$/.test(value)) return Number(value);
   const list = value.split(',').map((s) => s.trim()).filter(Boolean);
   const named = ['loopback', 'linklocal', 'uniquelocal'];
   for (const entry of list) {
     if (!named.includes(entry) && !/^[0-9a-fA-F:.]+(\/\d{1,3})?$/.test(entry)) {
-      throw new ConfigError(`invalid TRUST_PROXY entry "${entry}": use true, a hop count, or IP addresses/subnets (or loopback, linklocal, uniquelocal)`);
+      throw new ConfigError(`invalid TRUST_PROXY entry "${entry}": use a hop count, or IP addresses/subnets (or loopback, linklocal, uniquelocal)`);
     }
   }
   return list;
