@@ -174,3 +174,19 @@ describe('strict money input', () => {
     expect(ok.body.data.map((p: { id: string }) => p.id)).toContain(paid.id);
   });
 });
+
+describe('unauthenticated callbacks and the log', () => {
+  it('an unsigned callback with a 90 KB event id or type writes no log line longer than 2 KB', async () => {
+    const huge = 'x'.repeat(90_000);
+    const unknownIntent = { object: 'payment_intent', id: 'pi_unknown_to_us', amount: 100, currency: 'usd', status: 'succeeded', metadata: {} };
+    for (const event of [
+      { id: `evt_${huge}`, object: 'event', type: 'payment_intent.succeeded', data: { object: unknownIntent } },
+      { id: 'evt_huge_type', object: 'event', type: `payment_intent.${huge}`, data: { object: unknownIntent } },
+    ]) {
+      const res = await rawRequest(port, { method: 'POST', target: '/v1/webhooks/cardpay', headers: [['Content-Type', 'application/json']], body: JSON.stringify(event) });
+      expect(res.status).toBe(200); // acknowledged: an unknown reference, or a type not used
+    }
+    const longest = Math.max(...readFileSync(inProcessLogFile(t.databaseUrl), 'utf8').split('\n').map((line) => line.length));
+    expect(longest).toBeLessThan(2048);
+  });
+});

@@ -28,6 +28,10 @@ export type InboundOutcome = 'applied' | 'duplicate' | 'unknown_reference' | 'ig
 
 type Actionable = Exclude<ProviderNotification, { kind: 'ignored' }>;
 
+/** Longest sender-written string (event type, event id) put in a log line. */
+const MAX_LOGGED_CHARS = 120;
+const clip = (text: string): string => (text.length > MAX_LOGGED_CHARS ? `${text.slice(0, MAX_LOGGED_CHARS)}…` : text);
+
 /** The resolved subject of a notification: whose credentials verify it, and the rows it may touch. */
 interface Subject {
   merchantId: string;
@@ -74,13 +78,15 @@ export class InboundPipeline {
       if (err instanceof MalformedNotificationError) throw new DomainError('BAD_REQUEST', err.message);
       throw err;
     }
+    // What the sender wrote, logged (and recorded as the transition's trigger) before anything is verified: bounded.
+    notification = { ...notification, label: clip(notification.label) };
     if (notification.kind === 'ignored') {
       this.logger.info({ provider, label: notification.label, reason: notification.reason }, 'notification not acted on; acknowledged');
       return 'ignored';
     }
     const subject = await this.resolve(port, notification);
     if (!subject) {
-      this.logger.warn({ provider, label: notification.label, dedupKey: notification.dedupKey }, 'notification for an unknown reference; acknowledged and ignored');
+      this.logger.warn({ provider, label: notification.label, dedupKey: clip(notification.dedupKey) }, 'notification for an unknown reference; acknowledged and ignored');
       return 'unknown_reference';
     }
     const addressee = scheme.addressee?.(request) ?? null;
