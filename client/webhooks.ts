@@ -128,18 +128,24 @@ function verifyStandardSignature(body: Buffer, headers: HeaderBag, secret: strin
 }
 
 /**
- * Verifies a delivery and returns the parsed event. Either scheme is accepted: the service's
- * `X-Payments-Signature` + `X-Payments-Timestamp` (checked when present), or the Standard Webhooks
- * `webhook-id` / `webhook-timestamp` / `webhook-signature` headers. Every delivery carries both.
+ * Verifies a delivery and returns the parsed event. Every delivery carries two signatures: the
+ * service's `X-Payments-Signature` + `X-Payments-Timestamp` and the Standard Webhooks `webhook-id` /
+ * `webhook-timestamp` / `webhook-signature`; each one present is checked (at least one must be).
+ * Only the Standard Webhooks one covers the delivery id, so when it is present the id is bound too,
+ * and `X-Webhook-Id` must equal `webhook-id`: a captured delivery replayed under another id is refused.
  * Pass the raw body exactly as received (before any JSON parsing). Throws WebhookVerificationError.
  * Deliveries can repeat: de-duplicate on the `X-Webhook-Id` (= `webhook-id`) header.
  */
 export function verifyWebhook(rawBody: string | Uint8Array, headers: HeaderBag, secret: string, options: VerifyWebhookOptions = {}): WebhookEvent {
   const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : Buffer.from(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength);
-  if (header(headers, 'X-Payments-Signature') === undefined && header(headers, 'webhook-signature') !== undefined) {
+  const standard = header(headers, 'webhook-signature') !== undefined;
+  if (header(headers, 'X-Payments-Signature') !== undefined || !standard) verifyPaymentsSignature(body, headers, secret, options);
+  if (standard) {
     verifyStandardSignature(body, headers, secret, options);
-  } else {
-    verifyPaymentsSignature(body, headers, secret, options);
+    const deliveryId = header(headers, 'X-Webhook-Id');
+    if (deliveryId !== undefined && deliveryId !== header(headers, 'webhook-id')) {
+      throw new WebhookVerificationError('signature_mismatch', 'X-Webhook-Id is not the signed webhook-id');
+    }
   }
 
   let event: unknown;

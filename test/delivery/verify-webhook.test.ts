@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
-import { WebhookVerificationError, verifyWebhook } from '../../client/index.js';
+import { WebhookVerificationError, signTestWebhook, verifyWebhook } from '../../client/index.js';
 
 const secret = 'whsec_test_secret_for_verification_0001';
 const now = new Date('2026-11-22T10:00:00Z');
@@ -66,6 +66,19 @@ describe('verifyWebhook', () => {
     expect(reasonOf(() => verifyWebhook(body.replace('25.00', '2500.00'), headersFor(ts), secret, { now }))).toBe('signature_mismatch');
     const moved = { ...headersFor(ts), 'x-payments-timestamp': String(ts + 1) };
     expect(reasonOf(() => verifyWebhook(body, moved, secret, { now }))).toBe('signature_mismatch');
+  });
+
+  it('binds the delivery id: a captured delivery replayed under another X-Webhook-Id / webhook-id is refused', () => {
+    const signed = signTestWebhook({ type: 'webhook.test', data: { message: 'hi', merchant_id: 'm_1' } }, secret, { deliveryId: 'delivery-1', timestamp: now });
+    expect(verifyWebhook(signed.body, signed.headers, secret, { now }).id).toBe(signed.event.id);
+    // A receiver that de-duplicates on the id (as advised) would take these for new deliveries.
+    const renamed = { ...signed.headers, 'X-Webhook-Id': 'attacker-1', 'webhook-id': 'attacker-1' };
+    expect(reasonOf(() => verifyWebhook(signed.body, renamed, secret, { now }))).toBe('signature_mismatch');
+    const onlyOurs = { ...signed.headers, 'X-Webhook-Id': 'attacker-2' };
+    expect(reasonOf(() => verifyWebhook(signed.body, onlyOurs, secret, { now }))).toBe('signature_mismatch');
+    // Either signature wrong is enough to refuse.
+    const badStandard = { ...signed.headers, 'webhook-signature': 'v1,AAAA' };
+    expect(reasonOf(() => verifyWebhook(signed.body, badStandard, secret, { now }))).toBe('signature_mismatch');
   });
 
   it('rejects a correctly signed body that is not an event', () => {
