@@ -44,6 +44,15 @@ describe('one outbound URL policy, private URLs not allowed', () => {
     expect(merchant!.webhook_url).toBeNull();
   });
 
+  it('answers a host that does not resolve exactly as a private one, so the service\'s resolver cannot be probed for internal names', async () => {
+    const issueFor = async (host: string) => {
+      const res = await strict.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: `https://${host}/hook` });
+      expect(res.status).toBe(422);
+      return (res.body.error.details[0].issue as string).replace(host, '<host>');
+    };
+    expect(await issueFor('no-such-host-zz.invalid')).toBe(await issueFor('localhost'));
+  });
+
   it('accepts a globally routable address, IPv4 or IPv6 (mapped or 6to4 forms of a public IPv4 too)', async () => {
     for (const host of ['93.184.215.14', '[2606:2800:21f:cb07:6820:80da:af6b:8b2c]', '[::ffff:93.184.215.14]', '[2002:5db8:d70e::1]']) {
       const res = await strict.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: `https://${host}/hook` });

@@ -90,10 +90,12 @@ export async function assertDeliverableUrl(raw: string, allowPrivate: boolean, f
   try {
     addresses = ipaddr.isValid(host) ? [host] : (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
   } catch {
-    throw validationError(field, `host ${host} does not resolve`);
+    addresses = [];
   }
+  // One answer for "no such host" and "a private host": otherwise a merchant could map which internal
+  // names (postgres, *.svc.cluster.local) the service's resolver knows.
   if (addresses.length === 0 || !addresses.every(isPublicAddress)) {
-    throw validationError(field, 'must resolve to a public address');
+    throw validationError(field, `host ${host} must resolve to a public address`);
   }
   return url;
 }
