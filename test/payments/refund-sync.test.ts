@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -186,6 +187,30 @@ describe('walletpay', () => {
     expect(refund).toMatchObject({ status: 'completed', amount: '7.00', provider_ref: made.body.id });
     expect((await refundsAtProvider(p.captureId)).map((r) => r.id)).toEqual([made.body.id]);
     expect(await completionTriggers(p.id)).toEqual([{ subject: 'refund', to_status: 'completed', trigger: 'refund-sync' }]);
+  });
+
+  it('a refund answered 409 PREVIOUS_REQUEST_IN_PROGRESS is kept pending, not failed, and the sync completes it', async () => {
+    const p = await captured();
+    // Another request on the capture is in progress at the provider: the simulator finds the capture locked.
+    const other = new pg.Client({ connectionString: t.databaseUrl });
+    await other.connect();
+    let pending: { id: string };
+    try {
+      await other.query('BEGIN');
+      await other.query('SELECT 1 FROM sandbox_walletpay_captures WHERE id = $1 FOR UPDATE', [p.captureId]);
+      const res = await refundRequest(key, { payment_id: p.id, amount: '4.00' });
+      expect(res.status).toBe(502);
+      expect(res.body.error.message).toContain('stays pending');
+      pending = await pendingRefundOf(p.id);
+    } finally {
+      await other.query('ROLLBACK');
+      await other.end();
+    }
+
+    const refund = await settled(key, pending.id);
+    expect(refund).toMatchObject({ status: 'completed', amount: '4.00' });
+    expect(await refundsAtProvider(p.captureId)).toEqual([{ id: refund.provider_ref, amount_minor: '400', custom_id: pending.id }]);
+    expect((await refundedEvent(p.id)).json.data).toMatchObject({ refund_id: pending.id, amount_refunded: '4.00' });
   });
 });
 

@@ -278,8 +278,8 @@ export function errorCode(body: unknown): string | undefined {
 }
 
 /**
- * A non-2xx answer as a ProviderError. A 5xx on a call that changes something is `indeterminate`
- * (it may have happened); on a read it is `unavailable`.
+ * A non-2xx answer as a ProviderError. A 5xx, or a 409 PREVIOUS_REQUEST_IN_PROGRESS, on a call that
+ * changes something is `indeterminate` (it may have happened); on a read it is `unavailable`.
  */
 export function errorFromResponse(status: number, body: unknown, options: { mutating: boolean }): ProviderError {
   const e = (body ?? {}) as WireError;
@@ -288,6 +288,11 @@ export function errorFromResponse(status: number, body: unknown, options: { muta
   const message = `walletpay answered ${status}${code ? ` ${code}` : ''}${said ? `: ${said}` : ''}`.slice(0, 500);
   if (status === 401 || status === 403) return new ProviderError('walletpay', 'auth', message, code);
   if (status === 429) return new ProviderError('walletpay', 'rate_limited', message, code);
-  if (status >= 500) return new ProviderError('walletpay', options.mutating ? 'indeterminate' : 'unavailable', message, code);
+  // "A previous request on this resource is currently in progress": not a refusal. That request (ours
+  // with the same PayPal-Request-Id, or another one on the same capture) may yet do what we asked, so the
+  // outcome is unknown; its event or the refund sync settles it.
+  if (status >= 500 || (status === 409 && code === 'PREVIOUS_REQUEST_IN_PROGRESS')) {
+    return new ProviderError('walletpay', options.mutating ? 'indeterminate' : 'unavailable', message, code);
+  }
   return new ProviderError('walletpay', 'invalid_request', message, code);
 }

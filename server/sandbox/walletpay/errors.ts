@@ -15,6 +15,7 @@ const NAME_BY_STATUS: Record<number, string> = {
   401: 'AUTHENTICATION_FAILURE',
   403: 'NOT_AUTHORIZED',
   404: 'RESOURCE_NOT_FOUND',
+  409: 'RESOURCE_CONFLICT',
   422: 'UNPROCESSABLE_ENTITY',
   500: 'INTERNAL_SERVER_ERROR',
 };
@@ -24,6 +25,7 @@ const MESSAGE_BY_STATUS: Record<number, string> = {
   401: 'Authentication failed due to invalid authentication credentials or a missing Authorization header.',
   403: 'Authorization failed due to insufficient permissions.',
   404: 'The specified resource does not exist.',
+  409: 'The server has detected a conflict while processing this request.',
   422: 'The requested action could not be performed, semantically incorrect, or failed business validation.',
   500: 'An internal server error has occurred.',
 };

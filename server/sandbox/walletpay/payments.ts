@@ -56,8 +56,9 @@ export function mountPayments(router: Router, deps: SandboxDeps): void {
       const requestId = requestIdOf(req);
       const input = parseRefundRequest(req.body);
       const result = await inTransaction(deps.em, async (db) => {
-        // The capture's row lock serialises refunds of one capture, replays included.
-        const capture = await loadCapture(db, req.params.id!, clientId, true);
+        // The capture's row lock serialises refunds of one capture, replays included: while one is in
+        // progress, another request on the capture is answered 409 PREVIOUS_REQUEST_IN_PROGRESS, as PayPal does.
+        const capture = await loadCapture(db, req.params.id!, clientId, 'nowait');
         if (requestId !== null) {
           const [replay] = await db.query<RefundRow>('SELECT * FROM sandbox_walletpay_refunds WHERE client_id = ? AND request_id = ?', [clientId, requestId]);
           if (replay) {

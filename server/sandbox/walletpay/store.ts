@@ -1,5 +1,5 @@
 import type { Db } from './db.js';
-import { notFound } from './errors.js';
+import { PaypalError, notFound } from './errors.js';
 import { orderView, type CaptureRow, type OrderRow, type RefundRow } from './views.js';
 
 /** An order of this client (another client's order does not exist for it), optionally row-locked. */
@@ -12,11 +12,22 @@ export async function loadOrder(db: Db, id: string, clientId: string, lock = fal
   return rows[0];
 }
 
-export async function loadCapture(db: Db, id: string, clientId: string, lock = false): Promise<CaptureRow> {
-  const rows = await db.query<CaptureRow>(
-    `SELECT * FROM sandbox_walletpay_captures WHERE id = ? AND client_id = ?${lock ? ' FOR UPDATE' : ''}`,
-    [id, clientId],
-  );
+/**
+ * A capture of this client, optionally row-locked: `true` waits for the lock, `'nowait'` does not — a
+ * capture another request holds (a refund of it in progress) is PayPal's 409 PREVIOUS_REQUEST_IN_PROGRESS.
+ */
+export async function loadCapture(db: Db, id: string, clientId: string, lock: boolean | 'nowait' = false): Promise<CaptureRow> {
+  let rows: CaptureRow[];
+  try {
+    rows = await db.query<CaptureRow>(
+      `SELECT * FROM sandbox_walletpay_captures WHERE id = ? AND client_id = ?${lock === 'nowait' ? ' FOR UPDATE NOWAIT' : lock ? ' FOR UPDATE' : ''}`,
+      [id, clientId],
+    );
+  } catch (err) {
+    // lock_not_available: another request on this capture has not finished.
+    if ((err as { code?: unknown }).code === '55P03') throw previousRequestInProgress();
+    throw err;
+  }
   if (!rows[0]) throw notFound('INVALID_RESOURCE_ID', 'Specified resource ID does not exist. Please check the resource ID and try again.', 'capture_id');
   return rows[0];
 }
@@ -33,3 +44,10 @@ export async function renderOrder(db: Db, base: string, order: OrderRow): Promis
     );
   return orderView(base, order, captures, refunds);
 }
+
+/** PayPal's answer to a request on a resource while an earlier request on it is still being processed. */
+export const previousRequestInProgress = () =>
+  new PaypalError(409, [{
+    issue: 'PREVIOUS_REQUEST_IN_PROGRESS',
+    description: 'A previous request on this resource is currently in progress. Please wait for some time and try again. It is best to space out the initial and the subsequent request(s) to avoid receiving this error.',
+  }]);
