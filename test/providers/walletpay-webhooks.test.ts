@@ -105,6 +105,11 @@ async function capture(creds: WalletpayCredentials, outcome: 'approve' | 'approv
   return { input, created, captured };
 }
 
+/** The events the service subscribes to: the capture's outcome, refunds (ours or made at PayPal), reversals, a refund's later failure. */
+const SERVICE_EVENTS = [
+  'PAYMENT.CAPTURE.COMPLETED', 'PAYMENT.CAPTURE.DENIED', 'PAYMENT.CAPTURE.REFUNDED', 'PAYMENT.CAPTURE.REVERSED', 'PAYMENT.REFUND.PENDING', 'PAYMENT.REFUND.FAILED',
+];
+
 describe('webhook registration', () => {
   it('registers a URL for the events the service acts on, and finds it again when it already exists', async () => {
     const creds = newCreds();
@@ -112,7 +117,7 @@ describe('webhook registration', () => {
     const first = await adapter.registerWebhook(creds, url);
     expect(first.webhookId).toMatch(/^[A-Z0-9]{17}$/);
     const rows = await t.sql<{ url: string; event_types: { name: string }[] }>('SELECT url, event_types FROM sandbox_walletpay_webhooks WHERE client_id = $1', [creds.client_id]);
-    expect(rows).toEqual([{ url, event_types: [{ name: 'PAYMENT.CAPTURE.COMPLETED' }, { name: 'PAYMENT.CAPTURE.DENIED' }, { name: 'PAYMENT.CAPTURE.REFUNDED' }] }]);
+    expect(rows).toEqual([{ url, event_types: SERVICE_EVENTS.map((name) => ({ name })) }]);
     expect(await adapter.registerWebhook(creds, url)).toEqual(first);
   });
 
@@ -236,6 +241,7 @@ describe('signed events', () => {
       customId: refundId,
       status: 'completed',
       amount: { minor: 300n, currency: 'USD' },
+      failureReason: null,
     });
   });
 

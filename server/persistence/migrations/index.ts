@@ -39,6 +39,7 @@ import { Migration20261127000402_sandbox_lost_results } from './Migration2026112
 import { Migration20261127000501_refund_list_index } from './Migration20261127000501_refund_list_index.js';
 import { Migration20261127000502_refund_metadata } from './Migration20261127000502_refund_metadata.js';
 import { Migration20261127000601_delivery_lease_token } from './Migration20261127000601_delivery_lease_token.js';
+import { Migration20261127000701_sandbox_walletpay_outcomes } from './Migration20261127000701_sandbox_walletpay_outcomes.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -85,4 +86,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127000501_refund_list_index', class: Migration20261127000501_refund_list_index },
   { name: 'Migration20261127000502_refund_metadata', class: Migration20261127000502_refund_metadata },
   { name: 'Migration20261127000601_delivery_lease_token', class: Migration20261127000601_delivery_lease_token },
+  { name: 'Migration20261127000701_sandbox_walletpay_outcomes', class: Migration20261127000701_sandbox_walletpay_outcomes },
 ];

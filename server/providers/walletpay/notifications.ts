@@ -43,6 +43,7 @@ export function walletpayNotifications(adapter: WalletpayAdapter): NotificationS
           ourRefundId: event.customId,
           status: event.status,
           amount: event.amount,
+          failureReason: event.failureReason,
         }],
       };
     },

@@ -126,11 +126,24 @@ export const REFUND_STATUS: Record<WireRefundStatus, ProviderRefundResult['statu
   CANCELLED: 'failed',
 };
 
-/** Inbound events we act on; every other event type is acknowledged and ignored. */
-export const EVENT_MAPPING: Record<string, { kind: 'payment'; status: 'completed' | 'failed' } | { kind: 'refund' }> = {
+/**
+ * Inbound events we act on; every other event type is acknowledged and ignored. A refund event's status
+ * is its resource's (REFUND_STATUS) when it names a known one, else the one given here.
+ * - PAYMENT.CAPTURE.REFUNDED: a refund of the capture (ours, by custom_id, or one made in PayPal's
+ *   dashboard, recorded as a refund made at the provider).
+ * - PAYMENT.CAPTURE.REVERSED: PayPal took (part of) the capture back (a chargeback, a reversal). Its
+ *   resource is a refund nobody here asked for, so it is recorded like a refund made at the provider: the
+ *   money taken back counts as refunded, and the merchant gets payment.refunded.
+ * - PAYMENT.REFUND.PENDING / PAYMENT.REFUND.FAILED: a refund that did not complete at once (an eCheck's)
+ *   and its later failure, which fails ours and gives its amount back.
+ */
+export const EVENT_MAPPING: Record<string, { kind: 'payment'; status: 'completed' | 'failed' } | { kind: 'refund'; status: 'completed' | 'pending' | 'failed' }> = {
   'PAYMENT.CAPTURE.COMPLETED': { kind: 'payment', status: 'completed' },
   'PAYMENT.CAPTURE.DENIED': { kind: 'payment', status: 'failed' },
-  'PAYMENT.CAPTURE.REFUNDED': { kind: 'refund' },
+  'PAYMENT.CAPTURE.REFUNDED': { kind: 'refund', status: 'completed' },
+  'PAYMENT.CAPTURE.REVERSED': { kind: 'refund', status: 'completed' },
+  'PAYMENT.REFUND.PENDING': { kind: 'refund', status: 'pending' },
+  'PAYMENT.REFUND.FAILED': { kind: 'refund', status: 'failed' },
 };
 
 /** The event types the service subscribes to when it registers its webhook. */

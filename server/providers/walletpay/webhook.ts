@@ -37,6 +37,8 @@ export type WalletpayInboundEvent =
     status: 'completed' | 'pending' | 'failed';
     /** The refunded amount as the provider reports it. */
     amount: Money | null;
+    /** Why, when the refund failed. */
+    failureReason: string | null;
   }
   | { kind: 'ignored'; eventId: string | null; eventType: string | null };
 
@@ -171,6 +173,9 @@ export function parseWalletpayEvent(body: unknown): WalletpayInboundEvent {
 
   const refundStatus = str(resource.status) as WireRefundStatus | null;
   const amount = moneyOf(resource.amount);
+  // The resource's own status when it names one we know; else what the event type says (EVENT_MAPPING).
+  const status = refundStatus && Object.hasOwn(REFUND_STATUS, refundStatus) ? REFUND_STATUS[refundStatus] : mapping.status;
+  const reason = str((resource.status_details as { reason?: unknown } | undefined)?.reason);
   return {
     kind: 'refund',
     eventId,
@@ -178,8 +183,8 @@ export function parseWalletpayEvent(body: unknown): WalletpayInboundEvent {
     captureId: captureIdOfRefund(resource as { links?: { href: string; rel: string }[] }),
     refundId: resourceId,
     customId: str(resource.custom_id),
-    // PAYMENT.CAPTURE.REFUNDED is sent for a completed refund; its resource says so too.
-    status: refundStatus && Object.hasOwn(REFUND_STATUS, refundStatus) ? REFUND_STATUS[refundStatus] : 'completed',
+    status,
     amount,
+    failureReason: status === 'failed' ? `refund ${refundStatus ?? 'FAILED'} at walletpay (${eventType}${reason ? `: ${reason}` : ''})` : null,
   };
 }

@@ -2,10 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type { SandboxDeps } from '../module.js';
 import { dbOf, inTransaction, isoTime, paypalId, simulatorBase, type Db } from './db.js';
 import { certUrl, signTransmission, signedMessage, signingKeys } from './signing.js';
-import { captureView, type CaptureRow } from './views.js';
+import { captureView, money, refundView, type CaptureRow, type RefundRow } from './views.js';
 
 export const SEND_EVENT_JOB = 'sandbox.walletpay.send-event';
 export const SETTLE_CAPTURE_JOB = 'sandbox.walletpay.settle-capture';
+export const FAIL_REFUND_JOB = 'sandbox.walletpay.fail-refund';
 
 /** Attempts per transmission, the first included; then it is marked failed (PayPal tries 25 times over 3 days). */
 const MAX_ATTEMPTS = 6;
@@ -17,6 +18,10 @@ export interface SendEventJob {
 
 export interface SettleCaptureJob {
   captureId: string;
+}
+
+export interface FailRefundJob {
+  refundId: string;
 }
 
 interface TransmissionRow {
@@ -168,6 +173,45 @@ export async function settleCapture(deps: SandboxDeps, job: SettleCaptureJob): P
     );
     if (!capture) return [];
     return recordEvent(db, base, captureEvent(base, capture));
+  });
+  await scheduleTransmissions(deps, transmissions);
+}
+
+/** Counts `amount` (negative: gives it back) as refunded on the capture, whose status follows. */
+export async function addRefunded(db: Db, captureId: string, amount: bigint): Promise<CaptureRow> {
+  const [updated] = await db.query<CaptureRow>(
+    `UPDATE sandbox_walletpay_captures
+     SET refunded_minor = refunded_minor + ?,
+         status = CASE WHEN refunded_minor + ? >= amount_minor THEN 'REFUNDED' WHEN refunded_minor + ? > 0 THEN 'PARTIALLY_REFUNDED' ELSE 'COMPLETED' END,
+         updated_at = now()
+     WHERE id = ? RETURNING *`,
+    [amount.toString(), amount.toString(), amount.toString(), captureId],
+  );
+  return updated!;
+}
+
+/** The job body for an eCheck refund left PENDING: it fails, the capture gets its amount back, event PAYMENT.REFUND.FAILED. */
+export async function failRefund(deps: SandboxDeps, job: FailRefundJob): Promise<void> {
+  const base = simulatorBase(deps.config.publicBaseUrl);
+  const transmissions = await inTransaction(deps.em, async (db) => {
+    const [pending] = await db.query<RefundRow>('SELECT * FROM sandbox_walletpay_refunds WHERE id = ?', [job.refundId]);
+    if (!pending) return [];
+    await db.query('SELECT 1 FROM sandbox_walletpay_captures WHERE id = ? FOR UPDATE', [pending.capture_id]);
+    const [refund] = await db.query<RefundRow>(
+      `UPDATE sandbox_walletpay_refunds SET status = 'FAILED', status_reason = NULL, updated_at = now()
+       WHERE id = ? AND status = 'PENDING' RETURNING *`,
+      [job.refundId],
+    );
+    if (!refund) return [];
+    const capture = await addRefunded(db, refund.capture_id, -BigInt(refund.amount_minor));
+    const value = money(refund.amount_minor, refund.currency);
+    return recordEvent(db, base, {
+      clientId: refund.client_id,
+      eventType: 'PAYMENT.REFUND.FAILED',
+      resourceType: 'refund',
+      resource: refundView(base, refund, capture),
+      summary: `A ${value.currency_code} ${value.value} refund failed`,
+    });
   });
   await scheduleTransmissions(deps, transmissions);
 }

@@ -5,10 +5,12 @@ import type { SandboxModule } from '../module.js';
 import { mountApproval } from './approval.js';
 import { mountAuth, requireBearer } from './auth.js';
 import { INTERNAL_ERROR_BODY, PaypalError, sendError } from './errors.js';
-import { SEND_EVENT_JOB, SETTLE_CAPTURE_JOB, sendTransmission, settleCapture, type SendEventJob, type SettleCaptureJob } from './events.js';
+import {
+  FAIL_REFUND_JOB, SEND_EVENT_JOB, SETTLE_CAPTURE_JOB, failRefund, sendTransmission, settleCapture, type FailRefundJob, type SendEventJob, type SettleCaptureJob,
+} from './events.js';
 import { dbOf } from './db.js';
 import { mountOrders } from './orders.js';
-import { mountPayments } from './payments.js';
+import { mountPayments, mountReversalControl } from './payments.js';
 import { prepareSigningKeys } from './signing.js';
 import { mountCertificate, mountWebhooks } from './webhooks.js';
 
@@ -37,6 +39,7 @@ export const walletpaySandbox: SandboxModule = {
     mountAuth(router, deps);
     mountCertificate(router, deps);
     mountApproval(router, deps);
+    mountReversalControl(router, deps);
     // Everything below needs a live bearer token.
     router.use(['/v1', '/v2'], requireBearer(deps));
     mountOrders(router, deps);
@@ -64,5 +67,6 @@ export const walletpaySandbox: SandboxModule = {
   defineJobs(deps, define) {
     define<SendEventJob>(SEND_EVENT_JOB, (data) => sendTransmission(deps, data));
     define<SettleCaptureJob>(SETTLE_CAPTURE_JOB, (data) => settleCapture(deps, data));
+    define<FailRefundJob>(FAIL_REFUND_JOB, (data) => failRefund(deps, data));
   },
 };

@@ -1,9 +1,10 @@
 import type { Router } from 'express';
 import type { SandboxDeps } from '../module.js';
 import { clientIdOf } from './auth.js';
+import express from 'express';
 import { dbOf, inTransaction, paypalId, route, simulatorBase } from './db.js';
-import { invalid, notFound, unprocessable } from './errors.js';
-import { recordEvent, scheduleTransmissions } from './events.js';
+import { PaypalError, invalid, notFound, unprocessable } from './errors.js';
+import { FAIL_REFUND_JOB, addRefunded, recordEvent, scheduleTransmissions, type FailRefundJob } from './events.js';
 import { isObject, optionalString, parseMoney, requestIdOf, wantsRepresentation } from './params.js';
 import { loadCapture } from './store.js';
 import { captureView, money, refundView, type CaptureRow, type RefundRow } from './views.js';
@@ -63,7 +64,7 @@ export function mountPayments(router: Router, deps: SandboxDeps): void {
           const [replay] = await db.query<RefundRow>('SELECT * FROM sandbox_walletpay_refunds WHERE client_id = ? AND request_id = ?', [clientId, requestId]);
           if (replay) {
             const of = replay.capture_id === capture.id ? capture : await loadCapture(db, replay.capture_id, clientId);
-            return { status: 200, refund: replay, capture: of, transmissions: [] as string[] };
+            return { status: 200, refund: replay, capture: of, transmissions: [] as string[], pendingRefund: null };
           }
         }
         if (capture.status === 'REFUNDED') throw unprocessable('CAPTURE_FULLY_REFUNDED', 'The capture has already been fully refunded.');
@@ -78,32 +79,79 @@ export function mountPayments(router: Router, deps: SandboxDeps): void {
         if (amount > remaining) {
           throw unprocessable('REFUND_AMOUNT_EXCEEDED', 'The refund amount must be less than or equal to the capture amount that has not yet been refunded.', '/amount/value');
         }
+        // An eCheck's refund is not instant: PENDING (event PAYMENT.REFUND.PENDING), then it fails (a job).
+        const [{ funding }] = (await db.query<{ funding: string }>('SELECT funding FROM sandbox_walletpay_orders WHERE id = ?', [capture.order_id])) as [{ funding: string }];
+        const echeck = funding === 'echeck';
         const [refund] = await db.query<RefundRow>(
-          `INSERT INTO sandbox_walletpay_refunds (id, capture_id, client_id, request_id, status, amount_minor, currency, invoice_id, custom_id, note_to_payer)
-           VALUES (?, ?, ?, ?, 'COMPLETED', ?, ?, ?, ?, ?) RETURNING *`,
-          [paypalId(), capture.id, clientId, requestId, amount.toString(), capture.currency, input.invoiceId, input.customId, input.noteToPayer],
+          `INSERT INTO sandbox_walletpay_refunds (id, capture_id, client_id, request_id, status, status_reason, amount_minor, currency, invoice_id, custom_id, note_to_payer)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
+          [paypalId(), capture.id, clientId, requestId, echeck ? 'PENDING' : 'COMPLETED', echeck ? 'ECHECK' : null, amount.toString(), capture.currency, input.invoiceId, input.customId, input.noteToPayer],
         );
-        const [updated] = await db.query<CaptureRow>(
-          `UPDATE sandbox_walletpay_captures
-           SET refunded_minor = refunded_minor + ?,
-               status = CASE WHEN refunded_minor + ? >= amount_minor THEN 'REFUNDED' ELSE 'PARTIALLY_REFUNDED' END,
-               updated_at = now()
-           WHERE id = ? RETURNING *`,
-          [amount.toString(), amount.toString(), capture.id],
-        );
+        const updated = await addRefunded(db, capture.id, amount);
         const value = money(amount, capture.currency);
         const transmissions = await recordEvent(db, base(), {
           clientId,
-          eventType: 'PAYMENT.CAPTURE.REFUNDED',
+          eventType: echeck ? 'PAYMENT.REFUND.PENDING' : 'PAYMENT.CAPTURE.REFUNDED',
           resourceType: 'refund',
-          resource: refundView(base(), refund!, updated!),
-          summary: `A ${value.currency_code} ${value.value} capture payment was refunded`,
+          resource: refundView(base(), refund!, updated),
+          summary: echeck ? `A ${value.currency_code} ${value.value} refund is pending` : `A ${value.currency_code} ${value.value} capture payment was refunded`,
         });
-        return { status: 201, refund: refund!, capture: updated!, transmissions };
+        return { status: 201, refund: refund!, capture: updated, transmissions, pendingRefund: echeck ? refund!.id : null };
       });
       await scheduleTransmissions(deps, result.transmissions);
+      if (result.pendingRefund) {
+        const due = new Date(Date.now() + 2 * deps.config.sandboxCallbackDelayMs);
+        await deps.agenda.schedule<FailRefundJob>(due, FAIL_REFUND_JOB, { refundId: result.pendingRefund });
+      }
       const view = refundView(base(), result.refund, result.capture);
       res.status(result.status).json(wantsRepresentation(req) ? view : { id: view.id, status: view.status, links: view.links });
+    }),
+  );
+}
+
+/**
+ * Test control `POST /_control/reverse-capture {"capture_id", "amount"?: "2.51"}` (no token: it stands
+ * for PayPal's own decision, e.g. a chargeback the buyer won): PayPal takes `amount` (by default what
+ * remains) of the capture back from the merchant. The reversal is a refund the merchant did not ask for
+ * (no custom_id), and the event is PAYMENT.CAPTURE.REVERSED with that refund as its resource.
+ */
+export function mountReversalControl(router: Router, deps: SandboxDeps): void {
+  const base = () => simulatorBase(deps.config.publicBaseUrl);
+  router.post(
+    '/_control/reverse-capture',
+    express.json(),
+    route(async (req, res) => {
+      const body = (req.body ?? {}) as { capture_id?: unknown; amount?: unknown };
+      if (typeof body.capture_id !== 'string' || body.capture_id === '') throw new PaypalError(400, [{ issue: 'MISSING_REQUIRED_PARAMETER', description: 'capture_id is required.', field: 'capture_id' }]);
+      if (body.amount !== undefined && typeof body.amount !== 'string') throw new PaypalError(400, [{ issue: 'INVALID_PARAMETER_SYNTAX', description: 'amount is a decimal string.', field: 'amount' }]);
+      const result = await inTransaction(deps.em, async (db) => {
+        const [owner] = await db.query<{ client_id: string }>('SELECT client_id FROM sandbox_walletpay_captures WHERE id = ?', [body.capture_id]);
+        if (!owner) throw notFound('INVALID_RESOURCE_ID', 'Specified resource ID does not exist.', 'capture_id');
+        const capture = await loadCapture(db, body.capture_id as string, owner.client_id, true);
+        if (capture.status !== 'COMPLETED' && capture.status !== 'PARTIALLY_REFUNDED') {
+          throw unprocessable('REVERSAL_NOT_ALLOWED', `A capture that is ${capture.status} cannot be reversed.`);
+        }
+        const remaining = BigInt(capture.amount_minor) - BigInt(capture.refunded_minor);
+        const amount = body.amount === undefined ? remaining : parseMoney({ currency_code: capture.currency, value: body.amount }, '/amount').minor;
+        if (amount > remaining) throw unprocessable('REFUND_AMOUNT_EXCEEDED', 'The reversal exceeds what remains of the capture.', '/amount/value');
+        const [refund] = await db.query<RefundRow>(
+          `INSERT INTO sandbox_walletpay_refunds (id, capture_id, client_id, status, amount_minor, currency, note_to_payer)
+           VALUES (?, ?, ?, 'COMPLETED', ?, ?, 'Payment reversed') RETURNING *`,
+          [paypalId(), capture.id, capture.client_id, amount.toString(), capture.currency],
+        );
+        const updated = await addRefunded(db, capture.id, amount);
+        const value = money(amount, capture.currency);
+        const transmissions = await recordEvent(db, base(), {
+          clientId: capture.client_id,
+          eventType: 'PAYMENT.CAPTURE.REVERSED',
+          resourceType: 'refund',
+          resource: refundView(base(), refund!, updated),
+          summary: `A ${value.currency_code} ${value.value} capture payment was reversed`,
+        });
+        return { refund: refund!, capture: updated, transmissions };
+      });
+      await scheduleTransmissions(deps, result.transmissions);
+      res.status(201).json(refundView(base(), result.refund, result.capture));
     }),
   );
 }

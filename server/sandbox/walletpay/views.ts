@@ -18,8 +18,11 @@ export interface OrderRow {
   experience: Experience;
   uses_payment_source: boolean;
   payer_id: string | null;
-  funding: 'ok' | 'declined' | 'pending';
+  /** What the approval chose (approval.ts ACTIONS): how the capture, and its refunds, turn out. */
+  funding: 'ok' | 'declined' | 'pending' | 'echeck' | 'instrument_declined';
   capture_request_id: string | null;
+  /** The PayPal-Request-Id of the last capture refused INSTRUMENT_DECLINED: a repeat of it gets the same answer. */
+  refused_capture_request_id: string | null;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
@@ -45,6 +48,7 @@ export interface RefundRow {
   client_id: string;
   request_id: string | null;
   status: 'COMPLETED' | 'PENDING' | 'FAILED' | 'CANCELLED';
+  status_reason: string | null;
   amount_minor: string;
   currency: string;
   invoice_id: string | null;
@@ -131,6 +135,7 @@ export function refundView(base: string, r: RefundRow, capture: CaptureRow): Rec
   return {
     id: r.id,
     status: r.status,
+    ...(r.status_reason ? { status_details: { reason: r.status_reason } } : {}),
     amount: money(gross, r.currency),
     ...(r.invoice_id ? { invoice_id: r.invoice_id } : {}),
     ...(r.custom_id ? { custom_id: r.custom_id } : {}),

@@ -1,0 +1,89 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+
+/**
+ * What walletpay (PayPal) tells the service by its events alone, end to end through the simulator: a
+ * capture PayPal reverses (PAYMENT.CAPTURE.REVERSED, e.g. a chargeback), and a refund that goes pending
+ * and later fails (PAYMENT.REFUND.PENDING, PAYMENT.REFUND.FAILED: an eCheck). The status sync's first
+ * re-check is an hour away, so only the events can settle anything here.
+ */
+let t: TestService;
+let receiver: WebhookReceiver;
+let key: string;
+let n = 0;
+
+beforeAll(async () => {
+  t = await startTestService({ STATUS_SYNC_SCHEDULE: '1h' });
+  receiver = await new WebhookReceiver().start();
+  ({ apiKey: key } = await t.createMerchant('Wallet Events Shop'));
+  await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: receiver.url }).expect(200);
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
+    .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'wallet-events-client', client_secret: 'wallet-events-secret' } }).expect(200);
+});
+afterAll(async () => {
+  await t.stop();
+  await receiver.stop();
+});
+
+const getPayment = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key).expect(200)).body.data;
+const refundsOf = async (id: string) => (await t.http.get(`/v1/refunds?payment_id=${id}`).set('X-API-Key', key).expect(200)).body.data as Record<string, unknown>[];
+
+/** A walletpay payment approved with `choice` on the approval page and captured. */
+async function captured(choice = 'approve', amount = '30.00') {
+  const res = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `wallet-events-${++n}`)
+    .send({ provider: 'walletpay', amount, currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' });
+  expect(res.status).toBe(201);
+  const approval = res.body.data.next_action.url as string;
+  await fetch(`${approval}${approval.includes('?') ? '&' : '?'}auto=${choice}`, { redirect: 'manual' });
+  const done = await t.http.post(`/v1/payments/${res.body.data.id}/capture`).set('X-API-Key', key).send({}).expect(200);
+  expect(done.body.data.status).toBe('completed');
+  const [capture] = await t.sql<{ id: string }>('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [done.body.data.provider_ref]);
+  return { id: done.body.data.id as string, captureId: capture!.id };
+}
+
+const events = (type: string, paymentId: string) => receiver.events(type).filter((e) => e.json.data.payment_id === paymentId);
+
+describe('a capture PayPal reverses (PAYMENT.CAPTURE.REVERSED)', () => {
+  it('records the money taken back as a refund made at the provider and tells the merchant payment.refunded; the rest reversed makes the payment refunded', async () => {
+    const p = await captured();
+    const part = await t.http.post('/sandbox/walletpay/_control/reverse-capture').send({ capture_id: p.captureId, amount: '10.00' });
+    expect(part.status).toBe(201);
+    expect(part.body).toMatchObject({ status: 'COMPLETED', amount: { currency_code: 'USD', value: '10.00' } });
+
+    const first = await eventually(() => events('payment.refunded', p.id)[0], 10_000, 'payment.refunded');
+    expect(first.json.data).toMatchObject({ payment_id: p.id, status: 'completed', amount_refunded: '10.00' });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'completed', amount_refunded: '10.00' });
+    expect(await refundsOf(p.id)).toEqual([expect.objectContaining({ amount: '10.00', currency: 'USD', status: 'completed', provider_ref: part.body.id })]);
+
+    // The rest reversed too: nothing of the payment is left with the merchant.
+    expect((await t.http.post('/sandbox/walletpay/_control/reverse-capture').send({ capture_id: p.captureId })).status).toBe(201);
+    await eventually(async () => (await getPayment(p.id)).status === 'refunded', 10_000, 'the payment to be refunded');
+    expect(await getPayment(p.id)).toMatchObject({ amount_refunded: '30.00' });
+    expect(events('payment.refunded', p.id).map((e) => e.json.data.amount_refunded).sort()).toEqual(['10.00', '30.00']);
+    // A refund asked now is refused: nothing is left to refund.
+    expect((await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id })).status).toBe(409);
+  });
+});
+
+describe('a refund that goes pending and then fails at PayPal (eCheck)', () => {
+  it('stays pending on PAYMENT.REFUND.PENDING, fails on PAYMENT.REFUND.FAILED with refund.failed, and its amount can be refunded again', async () => {
+    const p = await captured('approve-echeck');
+    const res = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id, amount: '12.00' });
+    expect(res.status).toBe(201);
+    expect(res.body.data).toMatchObject({ status: 'pending', amount: '12.00', provider_ref: expect.any(String) });
+
+    const failed = await eventually(() => events('refund.failed', p.id)[0], 10_000, 'refund.failed');
+    expect(failed.json.data).toMatchObject({ payment_id: p.id, refund_id: res.body.data.id, status: 'completed', amount_refunded: '0.00', failure_reason: expect.stringContaining('FAILED') });
+    const refund = (await t.http.get(`/v1/refunds/${res.body.data.id}`).set('X-API-Key', key).expect(200)).body.data;
+    expect(refund).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('PAYMENT.REFUND.FAILED') });
+    // Settled by the provider's events (the pending one moved nothing), not by the refund sync.
+    const triggers = await t.sql<{ trigger: string }>(`SELECT trigger FROM payment_transitions WHERE refund_id = $1 AND accepted ORDER BY id`, [res.body.data.id]);
+    expect(triggers.map((r) => r.trigger)).toEqual(['callback:PAYMENT.REFUND.FAILED']);
+    expect(await getPayment(p.id)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+    // The failed refund no longer holds its amount: the whole payment can be refunded.
+    const again = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id });
+    expect(again.status).toBe(201);
+    expect(again.body.data).toMatchObject({ amount: '30.00' });
+  });
+});
