@@ -121,6 +121,28 @@ describe('webhook registration', () => {
     expect(await adapter.registerWebhook(creds, url)).toEqual(first);
   });
 
+  it('a webhook already registered for the URL without every event the service needs gets them added (PATCH, replace /event_types), keeping its own', async () => {
+    const creds = newCreds();
+    const url = `${receiver.url}/hooks/${randomUUID()}`;
+    const token = (await t.http.post('/sandbox/walletpay/v1/oauth2/token').auth(creds.client_id, creds.client_secret).type('form').send({ grant_type: 'client_credentials' }).expect(200)).body.access_token;
+    // Made by hand in the dashboard, for captures only (and an event the service does not use).
+    const made = await t.http.post('/sandbox/walletpay/v1/notifications/webhooks').set('Authorization', `Bearer ${token}`)
+      .send({ url, event_types: [{ name: 'PAYMENT.CAPTURE.COMPLETED' }, { name: 'CHECKOUT.ORDER.APPROVED' }] }).expect(201);
+
+    expect(await adapter.registerWebhook(creds, url)).toEqual({ webhookId: made.body.id });
+    const [row] = await t.sql<{ event_types: { name: string }[] }>('SELECT event_types FROM sandbox_walletpay_webhooks WHERE id = $1', [made.body.id]);
+    expect(row!.event_types.map((e) => e.name).sort()).toEqual([...SERVICE_EVENTS, 'CHECKOUT.ORDER.APPROVED'].sort());
+    // Registered again: nothing is missing, nothing is sent (a patch that changes nothing is refused by PayPal).
+    expect(await adapter.registerWebhook(creds, url)).toEqual({ webhookId: made.body.id });
+    const noChange = await t.http.patch(`/sandbox/walletpay/v1/notifications/webhooks/${made.body.id}`).set('Authorization', `Bearer ${token}`)
+      .send([{ op: 'replace', path: '/event_types', value: row!.event_types }]);
+    expect(noChange.status).toBe(400);
+    expect(noChange.body.name).toBe('WEBHOOK_PATCH_REQUEST_NO_CHANGE');
+    const wrongOp = await t.http.patch(`/sandbox/walletpay/v1/notifications/webhooks/${made.body.id}`).set('Authorization', `Bearer ${token}`)
+      .send([{ op: 'add', path: '/event_types', value: [{ name: 'PAYMENT.CAPTURE.DENIED' }] }]);
+    expect(wrongOp.status).toBe(400);
+  });
+
   it('prepares credentials: registers the service callback URL when webhook_id is absent, keeps a given one', async () => {
     const config = t.service.container.config;
     const prepare = prepareWalletpayCredentials(adapter, config);

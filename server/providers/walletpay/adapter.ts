@@ -135,7 +135,10 @@ export class WalletpayAdapter {
 
   /**
    * Subscribes `url` to the events the service acts on and returns the webhook id. PayPal refuses a
-   * second webhook with the same URL; then the existing one is looked up and returned.
+   * second webhook with the same URL; then the existing one is looked up, and when it lacks an event the
+   * service acts on (made by hand, or by an older version of the service) its event types are replaced
+   * with what it had plus ours (`PATCH /v1/notifications/webhooks/{id}`, JSON Patch `replace
+   * /event_types`), so no event the service needs is silently never sent.
    */
   async registerWebhook(creds: WalletpayCredentials, url: string): Promise<{ webhookId: string }> {
     const res = await this.call<WireWebhook>(creds, 'POST', '/v1/notifications/webhooks', {
@@ -151,6 +154,14 @@ export class WalletpayAdapter {
     const { body } = await this.call<{ webhooks?: WireWebhook[] }>(creds, 'GET', '/v1/notifications/webhooks', { mutating: false });
     const existing = body?.webhooks?.find((w) => w.url === url);
     if (!existing) throw new ProviderError('walletpay', 'invalid_request', 'walletpay reported the webhook URL as registered but did not list it', 'WEBHOOK_URL_ALREADY_EXISTS');
+    const names = (existing.event_types ?? []).map((t) => t.name);
+    const missing = names.includes('*') ? [] : SUBSCRIBED_EVENTS.filter((name) => !names.includes(name));
+    if (missing.length > 0) {
+      await this.call<WireWebhook>(creds, 'PATCH', `/v1/notifications/webhooks/${encodeURIComponent(existing.id)}`, {
+        body: [{ op: 'replace', path: '/event_types', value: [...names, ...missing].map((name) => ({ name })) }],
+        mutating: true,
+      });
+    }
     return { webhookId: existing.id };
   }
 

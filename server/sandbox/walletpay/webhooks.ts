@@ -117,6 +117,46 @@ export function mountWebhooks(router: Router, deps: SandboxDeps): void {
     }),
   );
 
+  /**
+   * `PATCH /v1/notifications/webhooks/:id`: a JSON Patch array whose operations may only `replace`
+   * `/url` or `/event_types` (PayPal: "Supports only the replace operation"); a patch that changes nothing
+   * is 400 WEBHOOK_PATCH_REQUEST_NO_CHANGE.
+   */
+  router.patch(
+    '/v1/notifications/webhooks/:id',
+    route(async (req, res) => {
+      const clientId = clientIdOf(res);
+      const ops: unknown = req.body;
+      if (!Array.isArray(ops) || ops.length === 0) throw invalid('MALFORMED_REQUEST_JSON', '', 'The request JSON is not a JSON Patch array.');
+      const [row] = await db().query<WebhookRow>('SELECT * FROM sandbox_walletpay_webhooks WHERE id = ? AND client_id = ?', [req.params.id, clientId]);
+      if (!row) throw new PaypalError(404, [], 'Webhook not found.', 'INVALID_RESOURCE_ID');
+      let url = row.url;
+      let eventTypes = row.event_types;
+      ops.forEach((op: unknown, i) => {
+        if (!isObject(op) || op.op !== 'replace') throw invalid('INVALID_PARAMETER_VALUE', `/${i}/op`, 'Only the replace operation is supported.');
+        if (op.path === '/url') {
+          const value = optionalUrl({ url: op.value }, 'url', `/${i}/value`);
+          if (!value) throw missing(`/${i}/value`);
+          url = value;
+        } else if (op.path === '/event_types') {
+          eventTypes = parseEventTypes(op.value);
+        } else {
+          throw invalid('INVALID_PARAMETER_VALUE', `/${i}/path`, 'Only /url and /event_types can be replaced.');
+        }
+      });
+      if (url === row.url && JSON.stringify(eventTypes) === JSON.stringify(row.event_types)) {
+        throw new PaypalError(400, [], 'No change in webhook.', 'WEBHOOK_PATCH_REQUEST_NO_CHANGE');
+      }
+      const [updated] = await db().query<WebhookRow>(
+        `UPDATE sandbox_walletpay_webhooks SET url = ?, event_types = ?::jsonb WHERE id = ? AND client_id = ?
+         AND NOT EXISTS (SELECT 1 FROM sandbox_walletpay_webhooks o WHERE o.client_id = ? AND o.url = ? AND o.id <> ?) RETURNING *`,
+        [url, JSON.stringify(eventTypes), row.id, clientId, clientId, url, row.id],
+      );
+      if (!updated) throw new PaypalError(400, [], 'Webhook URL already exists', 'WEBHOOK_URL_ALREADY_EXISTS');
+      res.json(webhookView(base(), updated));
+    }),
+  );
+
   router.delete(
     '/v1/notifications/webhooks/:id',
     route(async (req, res) => {
