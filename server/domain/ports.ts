@@ -124,8 +124,12 @@ export interface RequestIssue {
 export const PROVIDER_ERROR_KINDS = ['declined', 'invalid_request', 'auth', 'rate_limited', 'unavailable', 'indeterminate'] as const;
 export type ProviderErrorKind = (typeof PROVIDER_ERROR_KINDS)[number];
 
-/** Provider-neutral reasons the domain acts on (capture before approval, capture twice). */
-export type ProviderErrorReason = 'not_approved' | 'already_captured';
+/**
+ * Provider-neutral reasons the domain acts on: capture before approval, capture twice; `gone` — the
+ * provider says the payment it created for us (its reference) does not exist (any more), e.g. a wallet
+ * order that expired unapproved (see ProviderCapabilities.expiresUnapprovedAfterMs).
+ */
+export type ProviderErrorReason = 'not_approved' | 'already_captured' | 'gone';
 
 export class ProviderError extends Error {
   constructor(
@@ -326,6 +330,12 @@ export interface ProviderCapabilities {
    * is not replayable at all). See lost-creation.ts.
    */
   createReplayWindowMs: number | null;
+  /**
+   * A payment the buyer has not approved this long after its creation expires at the provider, which then
+   * no longer knows its reference (ProviderError reason `gone`): it is failed, nothing having been
+   * charged. Absent: payments do not expire so, and `gone` proves nothing.
+   */
+  expiresUnapprovedAfterMs?: number;
 }
 
 /** Operations some providers offer beyond the payment lifecycle (mobile money: status report, pull). */

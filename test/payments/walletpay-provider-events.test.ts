@@ -87,3 +87,37 @@ describe('a refund that goes pending and then fails at PayPal (eCheck)', () => {
     expect(again.body.data).toMatchObject({ amount: '30.00' });
   });
 });
+
+describe('an order the buyer never approves expires at PayPal after 3 h', () => {
+  const syncOne = (id: string, now?: number) => t.inContext(() => t.service.container.services.statusSync.syncOne(id, now));
+  const created = async () => {
+    const res = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `wallet-events-${++n}`)
+      .send({ provider: 'walletpay', amount: '18.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' });
+    expect(res.status).toBe(201);
+    return res.body.data as { id: string; provider_ref: string; next_action: { url: string } };
+  };
+  /** The simulator's clock for the order: created 4 h ago, so PayPal has let it expire. */
+  const ageOrder = (orderId: string) => t.sql(`UPDATE sandbox_walletpay_orders SET created_at = created_at - interval '4 hours' WHERE id = $1`, [orderId]);
+
+  it('the status sync fails the payment ("expired", payment.failed) once PayPal no longer has its order', async () => {
+    const p = await created();
+    await ageOrder(p.provider_ref);
+    // At PayPal the order is gone: the approval link and GET order both say so.
+    expect((await fetch(p.next_action.url)).status).toBe(404);
+
+    await syncOne(p.id, Date.now() + 4 * 3_600_000);
+    const payment = await getPayment(p.id);
+    expect(payment).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('expired before the buyer approved it') });
+    expect(payment.failure_reason).toContain('Nothing was charged');
+    const failed = await eventually(() => events('payment.failed', p.id)[0], 10_000, 'payment.failed');
+    expect(failed.json.data).toMatchObject({ status: 'failed', previous_status: 'pending' });
+  });
+
+  it('a payment younger than that whose order PayPal does not know (other credentials, another account) is not failed', async () => {
+    const p = await created();
+    await ageOrder(p.provider_ref);
+    await syncOne(p.id);
+    expect(await getPayment(p.id)).toMatchObject({ status: 'pending', failure_reason: null });
+    expect(events('payment.failed', p.id)).toEqual([]);
+  });
+});

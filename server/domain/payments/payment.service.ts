@@ -9,7 +9,7 @@ import { DomainError, conflict, notFound } from '../errors.js';
 import { assertCredentialsConfigured, type CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import { compareDecimals, currencyDigits, formatMinorUnits } from '../money/money.js';
-import { ProviderError, type CreatePaymentInput, type PaymentLookup, type ProviderPaymentResult } from '../ports.js';
+import { ProviderError, type CreatePaymentInput, type PaymentLookup, type ProviderPaymentResult, type ProviderPort } from '../ports.js';
 import { hashRequest, type Acquired, type ClaimedKey, type IdempotencyKeys, type IdempotentRequest } from './idempotency-keys.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { countPayments } from './payment-counts.js';
@@ -353,6 +353,8 @@ export class PaymentService {
       if (err instanceof ProviderError && err.reason === 'not_approved') {
         throw conflict('the buyer has not approved this payment yet');
       }
+      const expired = err instanceof ProviderError ? expiredAtProvider(this.gateway.port(payment.provider), payment, err) : null;
+      if (expired) return (await this.applyUpdate(payment.id, { status: 'failed', failureReason: expired, raw: { error: (err as Error).message } }, 'capture')).payment;
       if (err instanceof ProviderError && err.reason === 'already_captured') {
         // Already captured at the provider (e.g. an earlier capture's answer was lost): settle from its state.
         const current = await this.gateway.getPayment(payment, paymentLookup(payment));
@@ -369,6 +371,20 @@ export class PaymentService {
     if (payment.status !== 'pending') throw conflict(`payment is ${payment.status}; only a pending payment can be captured`);
     if (!payment.providerRef) throw conflict('payment has no provider reference to capture yet');
   }
+}
+
+/**
+ * The failure reason of a payment the provider no longer has because it expired unapproved, or null.
+ * Only a `gone` answer about the reference the provider gave us at creation, and only once the payment
+ * is older than the provider's expiry: a payment younger than that which the provider does not know
+ * (other credentials, another account) is not failed for it.
+ */
+export function expiredAtProvider(port: ProviderPort, payment: Payment, err: ProviderError, now = Date.now()): string | null {
+  const lifetime = port.capabilities.expiresUnapprovedAfterMs;
+  if (err.reason !== 'gone' || !lifetime || !payment.providerRef) return null;
+  if (now - payment.createdAt.getTime() < lifetime) return null;
+  const hours = Math.round(lifetime / 3_600_000);
+  return `${payment.provider} no longer has ${payment.providerRef}: it expired before the buyer approved it (after ${hours} h). Nothing was charged; create a new payment if the customer still wants to pay.`;
 }
 
 export function toUpdate(result: ProviderPaymentResult): PaymentUpdate {

@@ -4,7 +4,7 @@ import { PaymentSchema } from '../../persistence/entities/index.js';
 import type { AppConfig } from '../../config/config.js';
 import { ProviderError, type ProviderPaymentResult } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
-import { creationInput, paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
+import { creationInput, expiredAtProvider, paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
 import { recoverLostCreation } from './lost-creation.js';
 import { recheckDue, scheduleNextCheck } from './sync-schedule.js';
 
@@ -57,6 +57,12 @@ export class StatusSyncService {
       }
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
+      const expired = expiredAtProvider(this.gateway.port(payment.provider), payment, err, now);
+      if (expired) {
+        this.logger.warn({ paymentId: payment.id, provider: payment.provider }, 'status sync: the provider no longer has the payment (expired unapproved); payment failed');
+        await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: expired, raw: { error: err.message, code: err.providerCode ?? null } }, 'status-sync');
+        return;
+      }
       if (err.kind === 'declined') result = err.result ?? null;
       if (err.kind === 'declined' && !result) {
         await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: err.message }, 'status-sync');

@@ -19,7 +19,9 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
     // That moves no money: an order is only paid once the buyer approves it at its link (which the lost
     // answer of the first one never showed anyone) and we capture it. So no replay limit applies; and
     // Orders v2 cannot be searched by our id (custom_id), so there is no findPayment either.
-    capabilities: { capture: true, partialRefunds: true, replayableCreate: true, createReplayWindowMs: null },
+    // An order the buyer does not approve expires after 3 h (PayPal's default); GET then answers 404
+    // INVALID_RESOURCE_ID for it (reason `gone`), and the service fails the payment.
+    capabilities: { capture: true, partialRefunds: true, replayableCreate: true, createReplayWindowMs: null, expiresUnapprovedAfterMs: 3 * 3_600_000 },
     publicCredentialFields: ['env', 'webhook_id'],
 
     refundAmountIssue: walletpayAmountIssue,

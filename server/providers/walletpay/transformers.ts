@@ -307,5 +307,7 @@ export function errorFromResponse(status: number, body: unknown, options: { muta
   if (status >= 500 || (status === 409 && code === 'PREVIOUS_REQUEST_IN_PROGRESS')) {
     return new ProviderError('walletpay', options.mutating ? 'indeterminate' : 'unavailable', message, code);
   }
-  return new ProviderError('walletpay', 'invalid_request', message, code);
+  // PayPal's "Specified resource ID does not exist" for an id in the path (an order that expired unapproved).
+  const gone = status === 404 && code === 'INVALID_RESOURCE_ID' ? ('gone' as const) : undefined;
+  return new ProviderError('walletpay', 'invalid_request', message, code, undefined, gone);
 }

@@ -1,6 +1,7 @@
 import express, { type Request, type Response, type Router } from 'express';
 import type { SandboxDeps } from '../module.js';
 import { dbOf, paypalId, route } from './db.js';
+import { ORDER_LIVE } from './store.js';
 import { money, type OrderRow } from './views.js';
 
 /**
@@ -72,7 +73,7 @@ export function mountApproval(router: Router, deps: SandboxDeps): void {
   const db = () => dbOf(deps.em);
 
   async function act(res: Response, orderId: string, action: Action): Promise<void> {
-    const [order] = await db().query<OrderRow>('SELECT * FROM sandbox_walletpay_orders WHERE id = ?', [orderId]);
+    const [order] = await db().query<OrderRow>(`SELECT * FROM sandbox_walletpay_orders WHERE id = ? AND ${ORDER_LIVE}`, [orderId]);
     if (!order) return page(res, 404, 'Order not found', '<p>This checkout link is not valid.</p>');
     const { return_url: returnUrl, cancel_url: cancelUrl } = order.experience;
 
@@ -109,7 +110,7 @@ export function mountApproval(router: Router, deps: SandboxDeps): void {
         if (!isAction(auto)) return page(res, 400, 'Unknown action', `<p>auto must be one of ${Object.keys(ACTIONS).join(', ')}.</p>`);
         return act(res, token, auto);
       }
-      const [order] = await db().query<OrderRow>('SELECT * FROM sandbox_walletpay_orders WHERE id = ?', [token]);
+      const [order] = await db().query<OrderRow>(`SELECT * FROM sandbox_walletpay_orders WHERE id = ? AND ${ORDER_LIVE}`, [token]);
       if (!order) return page(res, 404, 'Order not found', '<p>This checkout link is not valid.</p>');
       if (order.status !== 'CREATED' && order.status !== 'PAYER_ACTION_REQUIRED') {
         return page(res, 200, `Order ${order.status.toLowerCase()}`, `<p>This order is ${escapeHtml(order.status)}; there is nothing to approve.</p>`);

@@ -2,10 +2,17 @@ import type { Db } from './db.js';
 import { PaypalError, notFound } from './errors.js';
 import { orderView, type CaptureRow, type OrderRow, type RefundRow } from './views.js';
 
-/** An order of this client (another client's order does not exist for it), optionally row-locked. */
+/**
+ * PayPal's default order lifetime: an order the buyer has not approved within 3 hours of its creation
+ * expires, and from then on does not exist (GET and capture answer 404 INVALID_RESOURCE_ID; the approval
+ * link no longer works). SQL condition on a `sandbox_walletpay_orders` row.
+ */
+export const ORDER_LIVE = `NOT (status IN ('CREATED', 'PAYER_ACTION_REQUIRED') AND created_at < now() - interval '3 hours')`;
+
+/** An order of this client (another client's order, or an expired one, does not exist for it), optionally row-locked. */
 export async function loadOrder(db: Db, id: string, clientId: string, lock = false): Promise<OrderRow> {
   const rows = await db.query<OrderRow>(
-    `SELECT * FROM sandbox_walletpay_orders WHERE id = ? AND client_id = ?${lock ? ' FOR UPDATE' : ''}`,
+    `SELECT * FROM sandbox_walletpay_orders WHERE id = ? AND client_id = ? AND ${ORDER_LIVE}${lock ? ' FOR UPDATE' : ''}`,
     [id, clientId],
   );
   if (!rows[0]) throw notFound('INVALID_RESOURCE_ID', 'Specified resource ID does not exist. Please check the resource ID and try again.', 'order_id');
