@@ -125,11 +125,12 @@ export const PROVIDER_ERROR_KINDS = ['declined', 'invalid_request', 'auth', 'rat
 export type ProviderErrorKind = (typeof PROVIDER_ERROR_KINDS)[number];
 
 /**
- * Provider-neutral reasons the domain acts on: capture before approval, capture twice; `gone` — the
+ * Provider-neutral reasons the domain acts on: capture before approval, capture twice; `reapprove` — the
+ * buyer must approve again (with another funding source) before a capture can succeed; `gone` — the
  * provider says the payment it created for us (its reference) does not exist (any more), e.g. a wallet
  * order that expired unapproved (see ProviderCapabilities.expiresUnapprovedAfterMs).
  */
-export type ProviderErrorReason = 'not_approved' | 'already_captured' | 'gone';
+export type ProviderErrorReason = 'not_approved' | 'already_captured' | 'gone' | 'reapprove';
 
 export class ProviderError extends Error {
   constructor(
@@ -393,7 +394,13 @@ export interface ProviderPort<C = unknown> {
    * request never reached it). Absent: refunds cannot be looked up (the sync asks for a status report).
    */
   findRefund?(creds: C, lookup: RefundLookup): Promise<ProviderRefundResult | null>;
-  capturePayment?(creds: C, input: { providerRef: string; idempotencyKey: string }): Promise<ProviderPaymentResult>;
+  /**
+   * Captures an approved payment. `providerData`: the facts earlier answers stored (e.g. the approval link,
+   * how many captures were refused). A refusal that sends the buyer back to approve again (their funding
+   * source was declined) is reason `reapprove`, with a pending result carrying the approval link; one that
+   * ends the payment is kind `declined`, with a failed result.
+   */
+  capturePayment?(creds: C, input: { providerRef: string; idempotencyKey: string; providerData: Record<string, unknown> }): Promise<ProviderPaymentResult>;
   /** Completes credentials before they are stored (e.g. registers our callback URL, keeps its secret). */
   prepareCredentials?(merchantId: string, creds: C): Promise<C>;
   readonly notifications: NotificationScheme<C>;

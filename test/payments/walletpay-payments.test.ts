@@ -14,7 +14,7 @@ const capture = (id: string, apiKey = key) => t.http.post(`/v1/payments/${id}/ca
 const get = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key)).body.data;
 
 /** The buyer's visit to the approval page, without a browser. */
-async function buyer(approvalUrl: string, choice: 'approve' | 'cancel' | 'approve-decline') {
+async function buyer(approvalUrl: string, choice: 'approve' | 'cancel' | 'approve-decline' | 'approve-instrument-declined' | 'approve-refused') {
   const res = await fetch(`${approvalUrl}${approvalUrl.includes('?') ? '&' : '?'}auto=${choice}`, { redirect: 'manual' });
   return res.headers.get('location');
 }
@@ -106,6 +106,37 @@ describe('walletpay: create, approve, capture', () => {
     const res = await capture(p.id);
     expect(res.status).toBe(200);
     expect(res.body.data.status).toBe('failed');
+  });
+
+  it("a capture refused INSTRUMENT_DECLINED is 409 and sends the buyer back to next_action; after they approve again, the capture completes", async () => {
+    const p = (await create()).body.data;
+    await buyer(p.next_action.url, 'approve-instrument-declined');
+    const refused = await capture(p.id);
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toMatchObject({ code: 'CONFLICT', message: expect.stringContaining('INSTRUMENT_DECLINED') });
+    expect(refused.body.error.message).toContain('next_action.url');
+    const waiting = await get(p.id);
+    expect(waiting).toMatchObject({ status: 'pending', next_action: { type: 'redirect', url: expect.stringContaining(p.provider_ref) } });
+
+    // The buyer chooses another funding source at the link, and the merchant captures again (a new
+    // PayPal-Request-Id: PayPal would replay the refusal for the first one).
+    expect(await buyer(waiting.next_action.url, 'approve')).toContain('https://shop.example.com/return');
+    const done = await capture(p.id);
+    expect(done.status).toBe(200);
+    expect(done.body.data.status).toBe('completed');
+    await eventually(() => receiver.events('payment.completed').find((e) => e.json.data.payment_id === p.id));
+    expect(receiver.events('payment.failed').find((e) => e.json.data.payment_id === p.id)).toBeUndefined();
+  });
+
+  it('a capture refused for good (TRANSACTION_REFUSED) fails the payment with the reason and payment.failed', async () => {
+    const p = (await create()).body.data;
+    await buyer(p.next_action.url, 'approve-refused');
+    const res = await capture(p.id);
+    expect(res.status).toBe(200);
+    expect(res.body.data.status).toBe('failed');
+    expect(await get(p.id)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('TRANSACTION_REFUSED'), next_action: null });
+    const failed = await eventually(() => receiver.events('payment.failed').find((e) => e.json.data.payment_id === p.id));
+    expect(failed.json.data).toMatchObject({ status: 'failed', previous_status: 'pending' });
   });
 
   it('refunds in part and then in full, instantly', async () => {

@@ -107,7 +107,8 @@ async function capture(creds: WalletpayCredentials, outcome: 'approve' | 'approv
 
 /** The events the service subscribes to: the capture's outcome, refunds (ours or made at PayPal), reversals, a refund's later failure. */
 const SERVICE_EVENTS = [
-  'PAYMENT.CAPTURE.COMPLETED', 'PAYMENT.CAPTURE.DENIED', 'PAYMENT.CAPTURE.REFUNDED', 'PAYMENT.CAPTURE.REVERSED', 'PAYMENT.REFUND.PENDING', 'PAYMENT.REFUND.FAILED',
+  'PAYMENT.CAPTURE.COMPLETED', 'PAYMENT.CAPTURE.DECLINED', 'PAYMENT.CAPTURE.DENIED', 'PAYMENT.CAPTURE.REFUNDED', 'PAYMENT.CAPTURE.REVERSED',
+  'PAYMENT.REFUND.PENDING', 'PAYMENT.REFUND.FAILED',
 ];
 
 describe('webhook registration', () => {
@@ -234,12 +235,12 @@ describe('signed events', () => {
     expect(await verifyWalletpayEvent(adapter, other.creds, replayed)).toBe('invalid');
   });
 
-  it('delivers PAYMENT.CAPTURE.DENIED for a declined capture, parsed as failed', async () => {
+  it('delivers PAYMENT.CAPTURE.DECLINED for a declined capture (as PayPal names it), parsed as failed', async () => {
     const { creds, path } = await subscribed();
     const { created } = await capture(creds, 'approve-decline');
-    const delivery = await eventually(() => deliveriesTo(path)[0], 'the denied event');
+    const delivery = await eventually(() => deliveriesTo(path)[0], 'the declined event');
     expect(await verifyWalletpayEvent(adapter, creds, asCallback(delivery))).toBe('verified');
-    expect(parseWalletpayEvent(asCallback(delivery).body)).toMatchObject({ kind: 'payment', eventType: 'PAYMENT.CAPTURE.DENIED', orderId: created.providerRef, status: 'failed' });
+    expect(parseWalletpayEvent(asCallback(delivery).body)).toMatchObject({ kind: 'payment', eventType: 'PAYMENT.CAPTURE.DECLINED', orderId: created.providerRef, status: 'failed' });
   });
 
   it('delivers PAYMENT.CAPTURE.REFUNDED, parsed to the refund and its capture', async () => {

@@ -353,6 +353,22 @@ export class PaymentService {
       if (err instanceof ProviderError && err.reason === 'not_approved') {
         throw conflict('the buyer has not approved this payment yet');
       }
+      if (err instanceof ProviderError && err.reason === 'reapprove') {
+        // Nothing was captured and the payment stays pending: the buyer approves again (with another funding
+        // source) at next_action.url, restored here, and the merchant captures again.
+        if (err.result) {
+          const { nextAction, data, raw } = err.result;
+          await this.applyUpdate(payment.id, { status: 'pending', nextAction: nextAction ?? null, data, raw }, 'capture');
+        }
+        throw conflict(
+          `the buyer's funding source was declined (${err.providerCode ?? 'declined'}): send the buyer to next_action.url to approve again with another one, then capture again`,
+        );
+      }
+      if (err instanceof ProviderError && err.kind === 'declined') {
+        // Refused for good (the buyer cannot pay, the transaction was refused): the payment fails, like a declined capture.
+        const update = err.result ? toUpdate(err.result) : { status: 'failed' as const };
+        return (await this.applyUpdate(payment.id, { ...update, status: 'failed', failureReason: err.result?.failureReason ?? err.message }, 'capture')).payment;
+      }
       const expired = err instanceof ProviderError ? expiredAtProvider(this.gateway.port(payment.provider), payment, err) : null;
       if (expired) return (await this.applyUpdate(payment.id, { status: 'failed', failureReason: expired, raw: { error: (err as Error).message } }, 'capture')).payment;
       if (err instanceof ProviderError && err.reason === 'already_captured') {

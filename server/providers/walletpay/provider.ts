@@ -9,6 +9,29 @@ import { walletpayNotifications } from './notifications.js';
 /** The provider codes that mean "the buyer has not approved yet" and "captured already". */
 const NOT_APPROVED = new Set(['ORDER_NOT_APPROVED', 'PAYER_ACTION_REQUIRED']);
 const ALREADY_CAPTURED = 'ORDER_ALREADY_CAPTURED';
+/**
+ * Capture refusals that send the buyer back to approve with another funding source: PayPal's "restart
+ * the payment" (developer.paypal.com, Handle funding failures) for INSTRUMENT_DECLINED, and its
+ * "redirect the payer" for REDIRECT_PAYER_FOR_ALTERNATE_FUNDING.
+ */
+const REAPPROVE = new Set(['INSTRUMENT_DECLINED', 'REDIRECT_PAYER_FOR_ALTERNATE_FUNDING']);
+/**
+ * Capture refusals about the buyer or the transaction itself, which another attempt of this order does
+ * not change: the payment fails. (Other refusals — the merchant's account set-up, a malformed request —
+ * stay 502 with the payment pending: nothing about the buyer is decided, and an order never captured
+ * expires and fails by itself.)
+ */
+const TERMINAL = new Set([
+  'TRANSACTION_REFUSED', 'PAYER_CANNOT_PAY', 'MAX_NUMBER_OF_PAYMENT_ATTEMPTS_EXCEEDED', 'COMPLIANCE_VIOLATION', 'DUPLICATE_INVOICE_ID',
+  'PAYER_ACCOUNT_LOCKED_OR_CLOSED', 'PAYER_ACCOUNT_RESTRICTED', 'PAYEE_BLOCKED_TRANSACTION', 'TRANSACTION_BLOCKED_BY_PAYEE',
+  'TRANSACTION_LIMIT_EXCEEDED', 'TRANSACTION_RECEIVING_LIMIT_EXCEEDED', 'CARD_EXPIRED',
+]);
+
+/** How many captures of the order were refused for the buyer to approve again (provider_data.declinedCaptures). */
+const declinedCaptures = (data: Record<string, unknown>): number => {
+  const n = data.declinedCaptures;
+  return typeof n === 'number' && Number.isSafeInteger(n) && n > 0 ? n : 0;
+};
 
 /** walletpay (PayPal Orders v2): the buyer approves at a link, the merchant captures; partial refunds. */
 export function walletpayProvider(config: AppConfig, instrument: AdapterDecorator = (_name, a) => a): ProviderPort<WalletpayCredentials> {
@@ -38,14 +61,41 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
     refundPayment: (creds, input) => adapter.refundPayment(creds, input),
     findRefund: (creds, lookup) => adapter.findRefund(creds, lookup),
 
+    /**
+     * PayPal answers a repeated PayPal-Request-Id with its first answer, a refusal included: after the
+     * buyer approved again, the same id would only replay INSTRUMENT_DECLINED. So each approval's capture
+     * has its own id (the key, then `<key>-1`, `<key>-2`… after each such refusal). That is safe: intent
+     * CAPTURE allows one capture per order, so a second capture with a new id is ORDER_ALREADY_CAPTURED.
+     */
     async capturePayment(creds, input) {
+      const attempt = declinedCaptures(input.providerData);
+      const idempotencyKey = attempt > 0 ? `${input.idempotencyKey}-${attempt}` : input.idempotencyKey;
       try {
-        return await adapter.capturePayment(creds, { orderId: input.providerRef, idempotencyKey: input.idempotencyKey });
+        return await adapter.capturePayment(creds, { orderId: input.providerRef, idempotencyKey });
       } catch (err) {
         if (!(err instanceof ProviderError) || !err.providerCode) throw err;
-        const reason = NOT_APPROVED.has(err.providerCode) ? 'not_approved' : err.providerCode === ALREADY_CAPTURED ? 'already_captured' : undefined;
+        const code = err.providerCode;
+        if (REAPPROVE.has(code)) {
+          // Back to the approval link: the order's own while it lists one, else the one it had at creation.
+          const order = await adapter.getPayment(creds, { paymentId: '', providerRef: input.providerRef, reference: '', providerData: input.providerData }).catch(() => null);
+          const stored = typeof input.providerData.approvalUrl === 'string' ? input.providerData.approvalUrl : null;
+          const url = order?.nextAction?.url ?? stored;
+          const result = {
+            providerRef: input.providerRef,
+            status: 'pending' as const,
+            nextAction: url ? { type: 'redirect' as const, url } : null,
+            data: { declinedCaptures: attempt + 1, ...(url ? { approvalUrl: url } : {}) },
+            raw: { error: err.message, code },
+          };
+          throw new ProviderError(err.provider, err.kind, err.message, code, result, 'reapprove');
+        }
+        if (TERMINAL.has(code)) {
+          const result = { providerRef: input.providerRef, status: 'failed' as const, failureReason: `capture refused: ${err.message}`, raw: { error: err.message, code } };
+          throw new ProviderError(err.provider, 'declined', err.message, code, result);
+        }
+        const reason = NOT_APPROVED.has(code) ? 'not_approved' : code === ALREADY_CAPTURED ? 'already_captured' : undefined;
         if (!reason) throw err;
-        throw new ProviderError(err.provider, err.kind, err.message, err.providerCode, err.result, reason);
+        throw new ProviderError(err.provider, err.kind, err.message, code, err.result, reason);
       }
     },
 

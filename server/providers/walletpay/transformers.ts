@@ -139,6 +139,8 @@ export const REFUND_STATUS: Record<WireRefundStatus, ProviderRefundResult['statu
  */
 export const EVENT_MAPPING: Record<string, { kind: 'payment'; status: 'completed' | 'failed' } | { kind: 'refund'; status: 'completed' | 'pending' | 'failed' }> = {
   'PAYMENT.CAPTURE.COMPLETED': { kind: 'payment', status: 'completed' },
+  // A capture declined at once (DECLINED), and one denied after it was pending (e.g. an eCheck that bounced).
+  'PAYMENT.CAPTURE.DECLINED': { kind: 'payment', status: 'failed' },
   'PAYMENT.CAPTURE.DENIED': { kind: 'payment', status: 'failed' },
   'PAYMENT.CAPTURE.REFUNDED': { kind: 'refund', status: 'completed' },
   'PAYMENT.CAPTURE.REVERSED': { kind: 'refund', status: 'completed' },
@@ -254,7 +256,9 @@ export function orderToResult(order: WireOrder): ProviderPaymentResult {
     nextAction: approve ? { type: 'redirect', url: approve } : null,
     failureReason,
     receiptNumber: capture?.id ?? null,
-    data: capture ? { orderId: order.id, captureId: capture.id, captureStatus: capture.status } : { orderId: order.id },
+    // The approval link is kept: PayPal lists it only until the buyer approves, and a buyer whose funding
+    // source is declined at capture is sent back to it (provider.ts).
+    data: capture ? { orderId: order.id, captureId: capture.id, captureStatus: capture.status } : { orderId: order.id, ...(approve ? { approvalUrl: approve } : {}) },
     raw: order,
     // What was captured once there is a capture; before that, what the order asks the buyer to approve.
     amount: moneyOf(capture ? capture.amount : order.purchase_units?.[0]?.amount),

@@ -7,9 +7,10 @@ import { money, type OrderRow } from './views.js';
 /**
  * What the buyer can do on the approval page. Besides approving and cancelling, sandbox outcomes let
  * tests reach the capture's other states: the funding source declines at capture (capture DECLINED,
- * event PAYMENT.CAPTURE.DENIED); the capture is held for review (PENDING, completed shortly after by a
+ * event PAYMENT.CAPTURE.DECLINED); the capture is held for review (PENDING, completed shortly after by a
  * job, event PAYMENT.CAPTURE.COMPLETED); the capture is refused 422 INSTRUMENT_DECLINED and the order
- * waits for the buyer to approve again with another funding source; or the payment is an eCheck whose
+ * waits for the buyer to approve again with another funding source, or 422 TRANSACTION_REFUSED (the
+ * order stays APPROVED and every capture is refused); or the payment is an eCheck whose
  * refunds go PENDING (event PAYMENT.REFUND.PENDING) and then fail (PAYMENT.REFUND.FAILED).
  */
 const ACTIONS = {
@@ -19,6 +20,7 @@ const ACTIONS = {
   'approve-pending': { funding: 'pending', label: 'Approve (sandbox: capture held for review)' },
   'approve-instrument-declined': { funding: 'instrument_declined', label: 'Approve (sandbox: funding source declined at capture, INSTRUMENT_DECLINED)' },
   'approve-echeck': { funding: 'echeck', label: 'Approve (sandbox: eCheck; its refunds stay pending, then fail)' },
+  'approve-refused': { funding: 'refused', label: 'Approve (sandbox: capture refused for good, TRANSACTION_REFUSED)' },
 } as const;
 type Action = keyof typeof ACTIONS;
 const isAction = (v: unknown): v is Action => typeof v === 'string' && Object.hasOwn(ACTIONS, v);
@@ -58,14 +60,14 @@ function approvalForm(order: OrderRow): string {
     `<p>Pay <strong>${escapeHtml(amount.value)} ${escapeHtml(amount.currency_code)}</strong>` +
     `${order.experience.brand_name ? ` to ${escapeHtml(order.experience.brand_name)}` : ''}.</p>${description}` +
     `<p>Order <code>${escapeHtml(order.id)}</code></p>${button('approve')}${button('cancel')}` +
-    `<div class="sandbox">${button('approve-decline')}${button('approve-pending')}${button('approve-instrument-declined')}${button('approve-echeck')}</div>`
+    `<div class="sandbox">${button('approve-decline')}${button('approve-pending')}${button('approve-instrument-declined')}${button('approve-refused')}${button('approve-echeck')}</div>`
   );
 }
 
 /**
  * The buyer-facing approval page `GET /checkoutnow?token=<orderId>` (the `approve` / `payer-action`
  * link), its form posts, and `?auto=<action>` (approve, cancel, approve-decline, approve-pending,
- * approve-instrument-declined, approve-echeck) for tests without
+ * approve-instrument-declined, approve-refused, approve-echeck) for tests without
  * a browser. Approving moves the order to APPROVED and redirects to `return_url?token=…&PayerID=…`;
  * cancelling voids it and redirects to `cancel_url?token=…`.
  */

@@ -81,11 +81,15 @@ export async function recordEvent(
   return transmissions;
 }
 
-/** The capture event matching a capture's status (COMPLETED, DENIED or PENDING). */
+/**
+ * The capture event matching a capture's status: COMPLETED, PENDING, or DECLINED — PayPal's event for a
+ * capture declined at once is PAYMENT.CAPTURE.DECLINED (PAYMENT.CAPTURE.DENIED is for a pending one
+ * denied later).
+ */
 export function captureEvent(base: string, capture: CaptureRow) {
   const amount = `${capture.currency} ${(captureView(base, capture).amount as { value: string }).value}`;
   const [eventType, summary] =
-    capture.status === 'DECLINED' ? ['PAYMENT.CAPTURE.DENIED', `A payment capture for ${amount} was denied`]
+    capture.status === 'DECLINED' ? ['PAYMENT.CAPTURE.DECLINED', `A payment capture for ${amount} was declined`]
       : capture.status === 'PENDING' ? ['PAYMENT.CAPTURE.PENDING', `Payment pending for ${amount}`]
         : ['PAYMENT.CAPTURE.COMPLETED', `Payment completed for ${amount}`];
   return { clientId: capture.client_id, eventType, resourceType: 'capture', resource: captureView(base, capture, { withOrderId: true }), summary };

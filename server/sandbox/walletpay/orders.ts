@@ -2,7 +2,7 @@ import type { Router } from 'express';
 import type { SandboxDeps } from '../module.js';
 import { clientIdOf } from './auth.js';
 import { dbOf, inTransaction, paypalId, route, simulatorBase } from './db.js';
-import { invalid, unprocessable } from './errors.js';
+import { PaypalError, invalid, unprocessable } from './errors.js';
 import { SETTLE_CAPTURE_JOB, captureEvent, recordEvent, scheduleTransmissions, type SettleCaptureJob } from './events.js';
 import { isObject, missing, optionalString, optionalUrl, parseMoney, requestIdOf, wantsRepresentation } from './params.js';
 import { loadOrder, renderOrder } from './store.js';
@@ -60,6 +60,17 @@ function parseOrderRequest(body: unknown): OrderRequest {
   return { intent, unit, amountMinor: minor, currency, experience, usesPaymentSource };
 }
 
+type CaptureOutcome =
+  | { status: number; body: Record<string, unknown>; transmissions: string[]; pendingCapture: string | null }
+  /** A refusal whose changes are committed before it is answered. */
+  | { refusal: PaypalError };
+
+const instrumentDeclined = () =>
+  unprocessable(
+    'INSTRUMENT_DECLINED',
+    'The instrument presented was either declined by the processor or bank, or it can\'t be used for this payment.',
+  );
+
 /** `POST /v2/checkout/orders`, `GET /v2/checkout/orders/:id`, `POST /v2/checkout/orders/:id/capture`. */
 export function mountOrders(router: Router, deps: SandboxDeps): void {
   const base = () => simulatorBase(deps.config.publicBaseUrl);
@@ -103,8 +114,10 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
     route(async (req, res) => {
       const clientId = clientIdOf(res);
       const requestId = requestIdOf(req);
-      const result = await inTransaction(deps.em, async (db) => {
+      const result = await inTransaction(deps.em, async (db): Promise<CaptureOutcome> => {
         const order = await loadOrder(db, req.params.id!, clientId, true);
+        // PayPal answers a repeated PayPal-Request-Id with its first answer, a refusal too.
+        if (requestId !== null && order.refused_capture_request_id === requestId) return { refusal: instrumentDeclined() };
         if (order.status === 'COMPLETED') {
           if (requestId !== null && order.capture_request_id === requestId) {
             return { status: 200, body: await renderOrder(db, base(), order), transmissions: [], pendingCapture: null };
@@ -119,6 +132,20 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
               : "Payer has not yet approved the Order for payment. Please redirect the payer to the 'rel':'approve' url returned as part of the HATEOAS links within the Create Order call.",
           );
         }
+        if (order.funding === 'instrument_declined') {
+          // The buyer must choose another funding source: the order waits for their approval again.
+          await db.query(
+            `UPDATE sandbox_walletpay_orders
+             SET status = CASE WHEN uses_payment_source THEN 'PAYER_ACTION_REQUIRED' ELSE 'CREATED' END,
+                 payer_id = NULL, funding = 'ok', refused_capture_request_id = ?, updated_at = now()
+             WHERE id = ?`,
+            [requestId, order.id],
+          );
+          return { refusal: instrumentDeclined() };
+        }
+        if (order.funding === 'refused') {
+          throw unprocessable('TRANSACTION_REFUSED', 'The request was refused.');
+        }
         const [status, reason] = order.funding === 'declined' ? ['DECLINED', null] : order.funding === 'pending' ? ['PENDING', 'PENDING_REVIEW'] : ['COMPLETED', null];
         const [capture] = await db.query<CaptureRow>(
           `INSERT INTO sandbox_walletpay_captures (id, order_id, client_id, status, status_reason, amount_minor, currency, custom_id, invoice_id)
@@ -132,6 +159,7 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
         const transmissions = await recordEvent(db, base(), captureEvent(base(), capture!));
         return { status: 201, body: await renderOrder(db, base(), completed!), transmissions, pendingCapture: status === 'PENDING' ? capture!.id : null };
       });
+      if ('refusal' in result) throw result.refusal;
       await scheduleTransmissions(deps, result.transmissions);
       if (result.pendingCapture) {
         // A capture under review completes a little later, with its own PAYMENT.CAPTURE.COMPLETED event.
