@@ -111,6 +111,9 @@ describe('walletpay: create, approve, capture', () => {
   it("a capture refused INSTRUMENT_DECLINED is 409 and sends the buyer back to next_action; after they approve again, the capture completes", async () => {
     const p = (await create()).body.data;
     await buyer(p.next_action.url, 'approve-instrument-declined');
+    // A status sync sees the order approved: nothing for the buyer to do, so next_action is cleared.
+    await t.inContext(() => t.service.container.services.statusSync.syncOne(p.id));
+    expect(await get(p.id)).toMatchObject({ status: 'pending', next_action: null });
     const refused = await capture(p.id);
     expect(refused.status).toBe(409);
     expect(refused.body.error).toMatchObject({ code: 'CONFLICT', message: expect.stringContaining('INSTRUMENT_DECLINED') });

@@ -1,7 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { WalletpayCredentials } from '../../contract/index.js';
 import { WalletpayAdapter } from '../../server/providers/walletpay/adapter.js';
+import { walletpayProvider } from '../../server/providers/walletpay/provider.js';
 import { ProviderError, type CreatePaymentInput, type ProviderPaymentResult, type RefundInput } from '../../server/domain/ports.js';
 import { startTestService, type TestService } from '../support/service.js';
 
@@ -330,5 +333,53 @@ describe('provider outages', () => {
       await outage('ok');
     }
     expect((await impatient.getPayment(creds, lookupOf(input, created))).status).toBe('pending');
+  });
+});
+
+describe('a capture refused INSTRUMENT_DECLINED by a PayPal whose order stays APPROVED (a small server standing in for it)', () => {
+  it('restores the approval link kept from creation, and the next capture goes with a new PayPal-Request-Id', async () => {
+    const requestIds: string[] = [];
+    const server = http.createServer((req, res) => {
+      const send = (status: number, body: unknown) => res.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify(body));
+      req.resume();
+      req.on('end', () => {
+        if (req.url === '/v1/oauth2/token') return send(200, { access_token: 'A21AAfake', token_type: 'Bearer', expires_in: 32_400 });
+        if (req.method === 'GET' && req.url === '/v2/checkout/orders/ORDER1') {
+          // Approved: PayPal no longer lists an approve or payer-action link.
+          return send(200, { id: 'ORDER1', status: 'APPROVED', links: [{ href: 'https://api-m.paypal.com/v2/checkout/orders/ORDER1', rel: 'self', method: 'GET' }] });
+        }
+        if (req.method === 'POST' && req.url === '/v2/checkout/orders/ORDER1/capture') {
+          const id = String(req.headers['paypal-request-id']);
+          requestIds.push(id);
+          // PayPal answers a repeated request id as it answered it first.
+          if (id === 'capture-p1') {
+            return send(422, { name: 'UNPROCESSABLE_ENTITY', details: [{ issue: 'INSTRUMENT_DECLINED', description: 'The instrument presented was either declined by the processor or bank.' }] });
+          }
+          return send(201, {
+            id: 'ORDER1', status: 'COMPLETED',
+            purchase_units: [{ payments: { captures: [{ id: 'CAPTURE1', status: 'COMPLETED', amount: { currency_code: 'USD', value: '10.00' } }] } }],
+          });
+        }
+        send(404, { name: 'RESOURCE_NOT_FOUND' });
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const config = t.service.container.config;
+      const port = walletpayProvider({ ...config, providerBaseUrls: { ...config.providerBaseUrls, walletpay: `http://127.0.0.1:${(server.address() as AddressInfo).port}` } });
+      const creds = newCreds();
+      const providerData = { orderId: 'ORDER1', approvalUrl: 'https://www.paypal.com/checkoutnow?token=ORDER1' };
+      const refused = await providerError(port.capturePayment!(creds, { providerRef: 'ORDER1', idempotencyKey: 'capture-p1', providerData }));
+      expect(refused).toMatchObject({
+        reason: 'reapprove',
+        providerCode: 'INSTRUMENT_DECLINED',
+        result: { status: 'pending', nextAction: { type: 'redirect', url: providerData.approvalUrl }, data: { declinedCaptures: 1 } },
+      });
+      const done = await port.capturePayment!(creds, { providerRef: 'ORDER1', idempotencyKey: 'capture-p1', providerData: { ...providerData, declinedCaptures: 1 } });
+      expect(done).toMatchObject({ status: 'completed', receiptNumber: 'CAPTURE1' });
+      expect(requestIds).toEqual(['capture-p1', 'capture-p1-1']);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
