@@ -113,6 +113,14 @@ describe('an order the buyer never approves expires at PayPal after 3 h', () => 
     expect(failed.json.data).toMatchObject({ status: 'failed', previous_status: 'pending' });
   });
 
+  it('when STATUS_SYNC_SCHEDULE runs out before the order expires, one more check is due just after its expiry', async () => {
+    const p = await created();
+    await syncOne(p.id); // the schedule here has one interval: this check is its last
+    const [row] = await t.sql<{ due_after_creation_s: number | null }>(
+      `SELECT extract(epoch FROM next_sync_at - created_at)::int AS due_after_creation_s FROM payments WHERE id = $1`, [p.id]);
+    expect(row!.due_after_creation_s).toBe(3 * 3600 + 60);
+  });
+
   it('a payment younger than that whose order PayPal does not know (other credentials, another account) is not failed', async () => {
     const p = await created();
     await ageOrder(p.provider_ref);

@@ -74,5 +74,16 @@ export class StatusSyncService {
       if (applied.payment.status !== 'pending') return;
     }
     await scheduleNextCheck(this.em, 'payments', payment.id, this.config.statusSyncScheduleMs);
+    // A payment its provider lets expire unapproved is checked once more after that, should the schedule
+    // have run out before: the expiry is what settles an abandoned checkout (see expiredAtProvider).
+    const lifetime = this.gateway.port(payment.provider).capabilities.expiresUnapprovedAfterMs;
+    const expiresAt = lifetime && payment.providerRef ? payment.createdAt.getTime() + lifetime + 60_000 : null;
+    if (expiresAt && expiresAt > now) {
+      await this.em.getConnection().execute(
+        `UPDATE payments SET next_sync_at = ? WHERE id = ? AND status = 'pending' AND next_sync_at IS NULL`,
+        [new Date(expiresAt), payment.id],
+        'run',
+      );
+    }
   }
 }
