@@ -113,6 +113,18 @@ describe('an order the buyer never approves expires at PayPal after 3 h', () => 
     expect(failed.json.data).toMatchObject({ status: 'failed', previous_status: 'pending' });
   });
 
+  it('a capture of an expired order fails the payment the same way', async () => {
+    const p = await created();
+    await ageOrder(p.provider_ref);
+    // The payment is 4 h old too (its creation time is otherwise never changed: a trigger refuses it).
+    await t.sql(`SET session_replication_role = replica; UPDATE payments SET created_at = created_at - interval '4 hours' WHERE id = '${p.id}'`);
+    const res = await t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).send({});
+    expect(res.status).toBe(200);
+    expect(res.body.data.status).toBe('failed');
+    expect(await getPayment(p.id)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('expired before the buyer approved it') });
+    await eventually(() => events('payment.failed', p.id)[0], 10_000, 'payment.failed');
+  });
+
   it('when STATUS_SYNC_SCHEDULE runs out before the order expires, one more check is due just after its expiry', async () => {
     const p = await created();
     await syncOne(p.id); // the schedule here has one interval: this check is its last
