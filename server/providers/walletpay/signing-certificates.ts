@@ -13,7 +13,7 @@ const PROVIDER_DOMAIN = 'paypal.com';
  * PayPal's own rule for its message-signing certificates (its Java SDK's certificate check): a subject
  * common name `messageverificationcerts…paypal.com` (`messageverificationcerts.paypal.com` live,
  * `messageverificationcerts.sandbox.paypal.com` in the sandbox). Any other certificate, even one served
- * from the provider's host, is not trusted offline; the postback decides instead.
+ * from the provider's host, verifies nothing.
  */
 export function isSigningCertificate(cert: X509Certificate): boolean {
   return cert.subject.split('\n').some((rdn) => /^CN=messageverificationcerts(\.[a-z0-9-]+)*\.paypal\.com$/i.test(rdn));
@@ -65,23 +65,33 @@ export class WalletpaySigningCertificates {
 
   constructor(private readonly timeoutMs: number) {}
 
-  /** The certificate at `url`, or null when it cannot be had (unreachable, not a certificate, expired). */
-  async get(url: string): Promise<X509Certificate | null> {
+  /**
+   * The certificate at `url` (on the provider's host: isProviderCertUrl); `refused` when the host answers
+   * but gives no current signing certificate there (a 4xx, something else, out of date); `unreachable`
+   * when it could not be asked (no connection, a timeout, a 5xx).
+   */
+  async get(url: string): Promise<X509Certificate | 'refused' | 'unreachable'> {
     const now = Date.now();
     const cached = this.cache.get(url);
     if (cached && cached.until > now) return cached.cert;
     this.cache.delete(url);
+    let res;
+    try {
+      res = await httpRequest('walletpay', url, { method: 'GET', timeoutMs: this.timeoutMs, redirect: 'error' });
+    } catch {
+      return 'unreachable';
+    }
+    if (res.status >= 500) return 'unreachable';
+    if (res.status !== 200) return 'refused';
     let cert: X509Certificate;
     try {
-      const res = await httpRequest('walletpay', url, { method: 'GET', timeoutMs: this.timeoutMs, redirect: 'error' });
-      if (res.status !== 200) return null;
       cert = new X509Certificate(res.text);
     } catch {
-      return null;
+      return 'refused';
     }
     const validTo = Date.parse(cert.validTo);
-    if (!(Date.parse(cert.validFrom) <= now && now < validTo)) return null;
-    if (!isSigningCertificate(cert)) return null;
+    if (!(Date.parse(cert.validFrom) <= now && now < validTo)) return 'refused';
+    if (!isSigningCertificate(cert)) return 'refused';
     if (this.cache.size >= MAX_CACHED) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(url, { cert, until: Math.min(now + CACHE_TTL_MS, validTo) });
     return cert;
@@ -91,15 +101,18 @@ export class WalletpaySigningCertificates {
 /**
  * PayPal's offline check: RSA-SHA256 over `transmissionId|transmissionTime|webhookId|crc32(rawBody)`
  * with the certificate from the provider's own host. `unverifiable` (an algorithm other than
- * SHA256withRSA, a certificate that cannot be downloaded, is out of date or is not a message-signing
- * certificate) leaves the verdict to the postback; a
- * certificate URL on another host, or a signature that does not match, is `invalid` at no cost.
+ * SHA256withRSA, or a provider host that could not be asked for the certificate) leaves the verdict to
+ * the postback. A certificate URL on another host, one the provider's host has no current
+ * message-signing certificate at (every genuine transmission names one), or a signature that does not
+ * match is `invalid` without a postback: otherwise each forged callback naming a made-up certificate
+ * made the service ask the provider with the merchant's credentials, using up their rate limit.
  */
 export async function verifyOffline(t: Transmission, providerBaseUrl: string, certificates: WalletpaySigningCertificates): Promise<OfflineVerdict> {
   if (!isProviderCertUrl(t.certUrl, providerBaseUrl)) return 'invalid';
   if (t.authAlgo.toUpperCase() !== 'SHA256WITHRSA') return 'unverifiable';
   const cert = await certificates.get(t.certUrl);
-  if (!cert) return 'unverifiable';
+  if (cert === 'unreachable') return 'unverifiable';
+  if (cert === 'refused') return 'invalid';
   const message = walletpaySignedMessage(t.transmissionId, t.transmissionTime, t.webhookId, t.rawBody);
   try {
     return verify('sha256', Buffer.from(message, 'utf8'), cert.publicKey, Buffer.from(t.transmissionSig, 'base64')) ? 'verified' : 'invalid';
