@@ -11,15 +11,23 @@ export const CARDPAY_API_VERSION = '2026-07-29.dahlia' as const;
  */
 export const IDEMPOTENCY_KEY_RETENTION_MS = 24 * 3_600_000;
 
-/** At most one automatic retry, always with the caller's idempotency key (stripe-node re-sends the same headers). */
-const MAX_NETWORK_RETRIES = 1;
+/**
+ * No automatic retries. A retry of a write whose first attempt timed out or lost its connection gets an
+ * answer that may say nothing about that first attempt — a 429 from the rate limiter, a 401, a 409 "in
+ * progress" all come before the provider replays the key — yet it would be read as the outcome (a charge
+ * made by the first attempt written `failed`). Without a retry such a write is `indeterminate` and the
+ * status sync / refund sync resume it with the same idempotency key, where the answer is a lookup.
+ */
+const MAX_NETWORK_RETRIES = 0;
+/** stripe-node retries these transport errors once even with no retries configured (see BasePathHttpClient). */
+const CONNECTION_CLOSED_CODES = new Set(['ECONNRESET', 'EPIPE']);
 /** Clients kept per (base URL, timeout, key); bounded so a long-running process cannot grow without limit. */
 const MAX_CACHED_CLIENTS = 200;
 /**
  * How long an idle keep-alive connection is kept. The SDK's default agent has no idle timeout, and Node
  * honours a server's `Keep-Alive: timeout=N` hint (closing a second early) only when the agent has one;
  * without it a request can take a connection the provider is closing at that moment and fail with
- * ECONNRESET, which stripe-node retries only on a first attempt.
+ * ECONNRESET — retried once for a read, never for a write (BasePathHttpClient), so it would leave the write indeterminate.
  */
 const IDLE_SOCKET_MS = 30_000;
 const agents = {
@@ -47,8 +55,20 @@ class BasePathHttpClient implements Stripe.HttpClient {
     return this.inner.getClientName();
   }
 
-  makeRequest(...[host, port, path, method, headers, requestData, protocol, timeout]: Parameters<Stripe.HttpClient['makeRequest']>) {
-    return this.inner.makeRequest(host, port, `${this.basePath}${path}`, method, headers, requestData, protocol, timeout);
+  /**
+   * stripe-node retries a first attempt that failed with ECONNRESET/EPIPE whatever `maxNetworkRetries`
+   * says. For a read that is harmless (a keep-alive connection closed under it). A write (any method but
+   * GET) may have reached the provider before its connection dropped, so it is not retried: its error
+   * reaches the caller under another code and is `indeterminate` (errors.ts).
+   */
+  async makeRequest(...[host, port, path, method, headers, requestData, protocol, timeout]: Parameters<Stripe.HttpClient['makeRequest']>) {
+    try {
+      return await this.inner.makeRequest(host, port, `${this.basePath}${path}`, method, headers, requestData, protocol, timeout);
+    } catch (err) {
+      const code = (err as { code?: unknown } | null)?.code;
+      if (method === 'GET' || typeof code !== 'string' || !CONNECTION_CLOSED_CODES.has(code)) throw err;
+      throw Object.assign(new Error(`connection lost during a write (${code}); not retried`, { cause: err }), { code: `${code}_WRITE` });
+    }
   }
 }
 

@@ -1,0 +1,144 @@
+import http from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { eventually } from '../support/webhook-receiver.js';
+
+/**
+ * A card write whose first attempt reached the provider (it charged, or refunded) but whose answer did
+ * not arrive in time must stay undecided: a repeat of the request may be answered by something that
+ * says nothing about the first attempt — the provider's rate limiter answers 429 before its
+ * idempotency layer replays the key — and that answer must never become the outcome. A small HTTP
+ * proxy stands in front of the simulator as the cardpay address: the first POST to `trapPath` is
+ * forwarded and its answer withheld past PROVIDER_TIMEOUT_MS; any repeat with its Idempotency-Key is
+ * answered 429 by the proxy itself. The payment (refund) stays pending and completes later, once.
+ */
+class TrapProxy {
+  target = '';
+  trapPath: string | null = null;
+  private readonly seen = new Set<string>();
+  private readonly held = new Set<http.ServerResponse>();
+  private readonly server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const key = String(req.headers['idempotency-key'] ?? '');
+      const trapped = req.method === 'POST' && this.trapPath !== null && req.url === this.trapPath;
+      if (trapped && this.seen.has(key)) {
+        res.writeHead(429, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' } }));
+        return;
+      }
+      if (trapped) this.seen.add(key);
+      const headers = { ...req.headers };
+      delete headers.host;
+      delete headers.connection;
+      const upstream = http.request(`${this.target}${req.url}`, { method: req.method, headers, agent: false }, (answer) => {
+        const body: Buffer[] = [];
+        answer.on('data', (c: Buffer) => body.push(c));
+        answer.on('end', () => {
+          if (trapped) {
+            // The provider acted; its answer is held until the caller has given up.
+            this.held.add(res);
+            return;
+          }
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          res.end(Buffer.concat(body));
+        });
+      });
+      upstream.on('error', () => res.destroy());
+      upstream.end(Buffer.concat(chunks));
+    });
+  });
+
+  async start(): Promise<string> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(this.server.address() as { port: number }).port}`;
+  }
+
+  trappedKeys(): string[] {
+    return [...this.seen];
+  }
+
+  async stop(): Promise<void> {
+    for (const res of this.held) res.destroy();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+const SECRET = 'sk_test_retry_answers_0001';
+let t: TestService;
+let proxy: TrapProxy;
+let key: string;
+let n = 0;
+
+beforeAll(async () => {
+  proxy = new TrapProxy();
+  const proxyUrl = await proxy.start();
+  t = await startTestService({
+    CARDPAY_BASE_URL: `${proxyUrl}/sandbox/cardpay`,
+    PROVIDER_TIMEOUT_MS: '800',
+    STATUS_SYNC_SCHEDULE: '2s,300ms,500ms,1s,1s,1s,2s,2s,2s,3s',
+    STATUS_SYNC_POLL_INTERVAL: '200ms',
+  });
+  proxy.target = t.baseUrl;
+  ({ apiKey: key } = await t.createMerchant('Patient Retry Shop'));
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: SECRET } }).expect(200);
+});
+afterAll(async () => {
+  await proxy.stop();
+  await t.stop();
+});
+
+const payment = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key).expect(200)).body.data;
+const intentsOf = (paymentId: string) =>
+  t.sql<{ id: string; status: string }>(`SELECT id, status FROM sandbox_cardpay_intents WHERE metadata->>'payment_id' = $1`, [paymentId]);
+
+describe('a cardpay write whose answer timed out and whose repeat is rate-limited', () => {
+  it('payment: stays pending (not failed), then completes; the card was charged once', async () => {
+    proxy.trapPath = '/sandbox/cardpay/v1/payment_intents';
+    const res = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `retry-pay-${++n}`)
+      .send({ provider: 'cardpay', amount: '42.00', currency: 'USD', payment_method: 'pm_card_visa' });
+    proxy.trapPath = null;
+    expect(res.status).toBe(201);
+    // Pending, or already completed by the provider's event (the simulator sends it at once): never failed.
+    expect(['pending', 'completed']).toContain(res.body.data.status);
+    const id = res.body.data.id as string;
+    // The provider did charge: the first attempt reached it.
+    expect(await intentsOf(id)).toEqual([expect.objectContaining({ status: 'succeeded' })]);
+
+    const done = await eventually(async () => {
+      const p = await payment(id);
+      return p.status === 'pending' ? null : p;
+    }, 20_000, 'the payment settled');
+    expect(await t.sql(`SELECT to_status FROM payment_transitions WHERE payment_id = $1 AND to_status = 'failed'`, [id])).toEqual([]);
+    const [intent, ...more] = await intentsOf(id);
+    expect(more).toEqual([]);
+    expect(done).toMatchObject({ status: 'completed', provider_ref: intent!.id });
+  });
+
+  it('refund: stays pending (not failed), then completes; the provider refunded once', async () => {
+    const paid = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `retry-pay-${++n}`)
+      .send({ provider: 'cardpay', amount: '30.00', currency: 'USD', payment_method: 'pm_card_visa' });
+    expect(paid.body.data).toMatchObject({ status: 'completed' });
+    const p = paid.body.data as { id: string; provider_ref: string };
+
+    proxy.trapPath = '/sandbox/cardpay/v1/refunds';
+    const res = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id, amount: '10.00' });
+    proxy.trapPath = null;
+    expect(res.body.error?.message ?? '').not.toContain('refused');
+    const [refund] = await t.sql<{ id: string; status: string }>('SELECT id, status FROM refunds WHERE payment_id = $1', [p.id]);
+    expect(['pending', 'completed']).toContain(refund!.status);
+    const providerRefunds = () => t.sql<{ id: string }>('SELECT id FROM sandbox_cardpay_refunds WHERE payment_intent = $1', [p.provider_ref]);
+    expect(await providerRefunds()).toHaveLength(1);
+
+    const done = await eventually(async () => {
+      const r = (await t.http.get(`/v1/refunds/${refund!.id}`).set('X-API-Key', key).expect(200)).body.data;
+      return r.status === 'pending' ? null : r;
+    }, 20_000, 'the refund settled');
+    const made = await providerRefunds();
+    expect(made).toHaveLength(1);
+    expect(done).toMatchObject({ status: 'completed', amount: '10.00', provider_ref: made[0]!.id });
+    expect(await payment(p.id)).toMatchObject({ status: 'completed', amount_refunded: '10.00' });
+  });
+});
