@@ -22,6 +22,18 @@ export class DomainError extends Error {
   }
 }
 
+/**
+ * The provider was asked but its answer did not say what happened (a timeout, an outage): the resource
+ * stays pending for the provider's event or the sync. An Idempotency-Key does not keep this answer as
+ * final: a replay answers the resource once it is settled (idempotency-keys.ts, `undecided`).
+ */
+export class OutcomeUnknownError extends DomainError {
+  constructor(code: ErrorCode, message: string) {
+    super(code, message);
+    this.name = 'OutcomeUnknownError';
+  }
+}
+
 export const notFound = (what: string) => new DomainError('NOT_FOUND', ERROR_MESSAGES.notFound(what));
 export const conflict = (message: string) => new DomainError('CONFLICT', message);
 export const validationError = (field: string, issue: string, message = `Invalid request: ${field} ${issue}`) =>

@@ -1,5 +1,5 @@
 import http from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
@@ -15,6 +15,8 @@ import { eventually } from '../support/webhook-receiver.js';
 class TrapProxy {
   target = '';
   trapPath: string | null = null;
+  /** What a repeat of a trapped request gets: 429 from the proxy, or the same treatment (forwarded, answer held). */
+  repeats: '429' | 'held' = '429';
   private readonly seen = new Set<string>();
   private readonly held = new Set<http.ServerResponse>();
   private readonly server = http.createServer((req, res) => {
@@ -23,7 +25,7 @@ class TrapProxy {
     req.on('end', () => {
       const key = String(req.headers['idempotency-key'] ?? '');
       const trapped = req.method === 'POST' && this.trapPath !== null && req.url === this.trapPath;
-      if (trapped && this.seen.has(key)) {
+      if (trapped && this.seen.has(key) && this.repeats === '429') {
         res.writeHead(429, { 'Content-Type': 'application/json' });
         res.end(JSON.stringify({ error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' } }));
         return;
@@ -77,6 +79,7 @@ beforeAll(async () => {
   const proxyUrl = await proxy.start();
   t = await startTestService({
     CARDPAY_BASE_URL: `${proxyUrl}/sandbox/cardpay`,
+    WALLETPAY_BASE_URL: `${proxyUrl}/sandbox/walletpay`,
     PROVIDER_TIMEOUT_MS: '800',
     STATUS_SYNC_SCHEDULE: '2s,300ms,500ms,1s,1s,1s,2s,2s,2s,3s',
     STATUS_SYNC_POLL_INTERVAL: '200ms',
@@ -84,6 +87,12 @@ beforeAll(async () => {
   proxy.target = t.baseUrl;
   ({ apiKey: key } = await t.createMerchant('Patient Retry Shop'));
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: SECRET } }).expect(200);
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
+    .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'retry-answers-client', client_secret: 'retry-answers-secret' } }).expect(200);
+});
+beforeEach(() => {
+  proxy.trapPath = null;
+  proxy.repeats = '429';
 });
 afterAll(async () => {
   await proxy.stop();
@@ -124,7 +133,9 @@ describe('a cardpay write whose answer timed out and whose repeat is rate-limite
     const p = paid.body.data as { id: string; provider_ref: string };
 
     proxy.trapPath = '/sandbox/cardpay/v1/refunds';
-    const res = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id, amount: '10.00' });
+    const refundKey = `retry-refund-${++n}`;
+    const ask = () => t.http.post('/v1/refunds').set('X-API-Key', key).set('Idempotency-Key', refundKey).send({ payment_id: p.id, amount: '10.00' });
+    const res = await ask();
     proxy.trapPath = null;
     expect(res.body.error?.message ?? '').not.toContain('refused');
     const [refund] = await t.sql<{ id: string; status: string }>('SELECT id, status FROM refunds WHERE payment_id = $1', [p.id]);
@@ -140,5 +151,39 @@ describe('a cardpay write whose answer timed out and whose repeat is rate-limite
     expect(made).toHaveLength(1);
     expect(done).toMatchObject({ status: 'completed', amount: '10.00', provider_ref: made[0]!.id });
     expect(await payment(p.id)).toMatchObject({ status: 'completed', amount_refunded: '10.00' });
+
+    // The merchant's retry with the key shows the refund as it is now, not the first "did not answer" forever.
+    const retried = await ask();
+    expect(retried.status).toBe(201);
+    expect(retried.headers['idempotent-replayed']).toBe('true');
+    expect(retried.body.data).toMatchObject({ id: refund!.id, status: 'completed', amount: '10.00' });
+    expect(await providerRefunds()).toHaveLength(1);
+  });
+});
+
+describe('a capture whose answer timed out (the provider captured)', () => {
+  it('answers 502; once the payment completed, a retry with the key answers the completed payment', async () => {
+    const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `retry-pay-${++n}`)
+      .send({ provider: 'walletpay', amount: '18.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
+    const p = created.body.data as { id: string; provider_ref: string; next_action: { url: string } };
+    await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+
+    proxy.trapPath = `/sandbox/walletpay/v2/checkout/orders/${p.provider_ref}/capture`;
+    proxy.repeats = 'held';
+    const captureKey = `retry-capture-${++n}`;
+    const capture = () => t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).set('Idempotency-Key', captureKey).send({});
+    const first = await capture();
+    proxy.trapPath = null;
+    expect(first.status).toBe(502);
+    expect(first.body.error.code).toBe('PROVIDER_ERROR');
+    const captures = () => t.sql<{ id: string }>('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [p.provider_ref]);
+    expect(await captures()).toHaveLength(1);
+
+    await eventually(async () => (await payment(p.id)).status === 'completed', 20_000, 'the captured payment completed');
+    const retried = await capture();
+    expect(retried.status).toBe(200);
+    expect(retried.headers['idempotent-replayed']).toBe('true');
+    expect(retried.body.data).toMatchObject({ id: p.id, status: 'completed' });
+    expect(await captures()).toHaveLength(1);
   });
 });

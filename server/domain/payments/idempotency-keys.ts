@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ErrorCode } from '../../../contract/index.js';
-import { DomainError, conflict, type FieldIssue } from '../errors.js';
+import { DomainError, OutcomeUnknownError, conflict, type FieldIssue } from '../errors.js';
 import type { CompanionWrite, StatusWriter, UnitOfWork } from './status-writer.js';
 
 /**
@@ -24,8 +24,13 @@ import type { CompanionWrite, StatusWriter, UnitOfWork } from './status-writer.j
 export type IdempotencyScope = 'payment.create' | 'payment.capture' | 'refund.create' | 'card.create';
 export type RecoveryPoint = 'provider_call' | 'finished';
 
-/** The first answer, kept so that a replay gives the same one. */
-export type StoredAnswer = { status: number } | { error: { code: ErrorCode; message: string; details?: FieldIssue[] } };
+type StoredError = { code: ErrorCode; message: string; details?: FieldIssue[] };
+/**
+ * The first answer, kept so that a replay gives the same one. `undecided`: the first request ended with
+ * that error while the provider's outcome was unknown (OutcomeUnknownError); a replay gives it again only
+ * while the resource is still unsettled, and the resource with `status` once it is settled.
+ */
+export type StoredAnswer = { status: number } | { error: StoredError } | { status: number; undecided: StoredError };
 
 export interface IdempotentRequest {
   scope: IdempotencyScope;
@@ -90,6 +95,11 @@ export interface IdempotentAction<T> {
   load(resourceId: string): Promise<T>;
   /** Errors after which nothing happened anywhere (e.g. the buyer has not approved yet): the key is freed, not answered. */
   nothingDone?(err: DomainError): boolean;
+  /**
+   * Whether the resource (as `load` returns it) has an outcome a replay can answer: after an
+   * OutcomeUnknownError the key replays that error until this is true. Without it the error is replayed.
+   */
+  settled?(value: T): boolean;
 }
 
 export class IdempotencyKeys {
@@ -173,12 +183,20 @@ export class IdempotencyKeys {
   /**
    * Runs `action` once per key: the first request's answer — its success status, or the DomainError it
    * ended with — is stored and replayed to every later request with the key (marked Idempotent-Replayed),
-   * and the action never runs twice. An unexpected error releases the lease so a retry resumes at once.
+   * and the action never runs twice. An OutcomeUnknownError is replayed only until the resource is
+   * settled (`action.settled`); from then on the resource is the answer, with the success status. An unexpected error releases the lease so a retry resumes at once.
    */
   async run<T>(request: IdempotentRequest, status: number, action: IdempotentAction<T>): Promise<{ value: T; replayed: boolean }> {
     const acquired = await this.acquire(request, (uow) => action.reserve(uow));
     if (acquired.state === 'finished') {
-      const replayedError = IdempotencyKeys.replayError(acquired.answer);
+      const { answer } = acquired;
+      if ('undecided' in answer) {
+        // The first answer was "outcome unknown": the resource as it is now answers, once it is settled.
+        const value = await action.load(acquired.resourceId);
+        if (action.settled?.(value)) return { value, replayed: true };
+        throw IdempotencyKeys.replayError({ error: answer.undecided })!;
+      }
+      const replayedError = IdempotencyKeys.replayError(answer);
       if (replayedError) throw replayedError;
       return { value: await action.load(acquired.resourceId), replayed: true };
     }
@@ -188,7 +206,8 @@ export class IdempotencyKeys {
       value = await action.act(claim.resourceId, claim.resumed);
     } catch (err) {
       if (err instanceof DomainError && action.nothingDone?.(err)) await this.forget(claim);
-      else if (err instanceof DomainError) await this.finish(claim, { error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) } });
+      else if (err instanceof OutcomeUnknownError) await this.finish(claim, { status, undecided: IdempotencyKeys.storedError(err) });
+      else if (err instanceof DomainError) await this.finish(claim, { error: IdempotencyKeys.storedError(err) });
       else await this.release(claim).catch(() => undefined);
       throw err;
     }
@@ -223,6 +242,10 @@ export class IdempotencyKeys {
   /** Deletes a claim whose action did not happen at all (nothing reserved, nothing sent): the key is free again. */
   async forget(claim: ClaimedKey): Promise<void> {
     await this.em.fork().execute('DELETE FROM idempotency_keys WHERE id = ? AND lease_token = ?', [claim.id, claim.leaseToken]);
+  }
+
+  private static storedError(err: DomainError): StoredError {
+    return { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) };
   }
 
   /** The replay of a stored error answer, marked as a replay. */

@@ -5,7 +5,7 @@ import type { CreatePaymentBody, ListPaymentsQuery, Provider } from '../../../co
 import type { AppConfig } from '../../config/config.js';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, SavedCardSchema, type Payment } from '../../persistence/entities/index.js';
-import { DomainError, conflict, notFound } from '../errors.js';
+import { DomainError, OutcomeUnknownError, conflict, notFound } from '../errors.js';
 import { assertCredentialsConfigured, type CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
 import { compareDecimals, currencyDigits, formatMinorUnits } from '../money/money.js';
@@ -337,6 +337,8 @@ export class PaymentService {
         },
         load: (paymentId) => this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId }),
         nothingDone: (err) => err.code === 'CONFLICT',
+        // After a capture whose outcome was unknown: settled once the payment moved (event or status sync).
+        settled: (payment) => payment.status !== 'pending',
       },
     );
     return { payment: value, replayed };
@@ -375,6 +377,10 @@ export class PaymentService {
         // Already captured at the provider (e.g. an earlier capture's answer was lost): settle from its state.
         const current = await this.gateway.getPayment(payment, paymentLookup(payment));
         return (await this.applyUpdate(payment.id, toUpdate(current), 'capture')).payment;
+      }
+      if (err instanceof ProviderError && (err.kind === 'indeterminate' || err.kind === 'unavailable')) {
+        // The capture may have happened: the payment stays pending for the provider's event or the status sync.
+        throw new OutcomeUnknownError('PROVIDER_ERROR', `${payment.provider} capture failed: ${err.message}`);
       }
       if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${payment.provider} capture failed: ${err.message}`);
       throw err;

@@ -4,7 +4,7 @@ import { LockMode } from '@mikro-orm/core';
 import type { AppConfig } from '../../config/config.js';
 import { PaymentSchema, RefundSchema, type Refund, type RefundStatus } from '../../persistence/entities/index.js';
 import { ProviderError, type ProviderRefundResult } from '../ports.js';
-import { DomainError, conflict, notFound } from '../errors.js';
+import { DomainError, OutcomeUnknownError, conflict, notFound } from '../errors.js';
 import { formatMinorUnits, toMinorUnits } from '../money/money.js';
 import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
 import { assertCredentialsConfigured } from '../merchants/credentials.service.js';
@@ -68,6 +68,9 @@ export class RefundService {
         return this.send(refundId);
       },
       load: (refundId) => this.em.fork().findOneOrFail(RefundSchema, { id: refundId }),
+      // After "did not answer": settled once the provider's answer is recorded (a result, or an
+      // acknowledged reversal with its reference).
+      settled: (refund) => refund.status !== 'pending' || refund.providerRef != null,
     });
     return { refund: value, replayed };
   }
@@ -93,8 +96,9 @@ export class RefundService {
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
       if (err.kind === 'indeterminate' || err.kind === 'unavailable') {
-        // Outcome unknown: the refund stays pending; the provider's refund event settles it.
-        throw new DomainError('PROVIDER_ERROR', `${payment.provider} did not answer the refund request; refund ${refund.id} stays pending`);
+        // Outcome unknown: the refund stays pending; the provider's refund event or the refund sync settles
+        // it, and a retry with the Idempotency-Key answers the refund from then on.
+        throw new OutcomeUnknownError('PROVIDER_ERROR', `${payment.provider} did not answer the refund request; refund ${refund.id} stays pending`);
       }
       await this.settle(refund.id, { providerRef: null, status: 'failed', failureReason: err.message, raw: { error: err.message } }, source);
       throw new DomainError('PROVIDER_ERROR', `${payment.provider} refused the refund: ${err.message}`);
