@@ -95,6 +95,13 @@ export class RefundService {
       });
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
+      const fullOnly = !this.gateway.port(payment.provider).capabilities.partialRefunds;
+      if (err.kind === 'unavailable' && fullOnly && !refund.providerRef) {
+        // A reversal whose request never reached the operator (its token or certificate could not be had):
+        // nothing was sent, so it fails now and the merchant may ask again (reversals are one at a time).
+        await this.settle(refund.id, { providerRef: null, status: 'failed', failureReason: `not sent: ${err.message}`, raw: { error: err.message } }, source);
+        throw new DomainError('PROVIDER_ERROR', `${payment.provider} could not be reached; the reversal was not sent: ${err.message}`);
+      }
       if (err.kind === 'indeterminate' || err.kind === 'unavailable') {
         // Outcome unknown: the refund stays pending; the provider's refund event or the refund sync settles
         // it, and a retry with the Idempotency-Key answers the refund from then on.
@@ -115,19 +122,14 @@ export class RefundService {
     await assertCredentialsConfigured(tx, merchantId, payment.provider);
     if (payment.status !== 'completed') throw conflict(`payment is ${payment.status}; only a completed payment can be refunded`);
     if (!payment.providerRef) throw conflict('payment has no provider reference to refund');
-    let pending = await tx.find(RefundSchema, { paymentId, status: 'pending' });
+    const pending = await tx.find(RefundSchema, { paymentId, status: 'pending' });
     const fullOnly = !this.gateway.port(payment.provider).capabilities.partialRefunds;
-    if (fullOnly) {
-      // Full-only refunds are reversals, one at a time. One the provider never acknowledged (its request
-      // failed) must not block the merchant's retry: it is superseded. A reversal is idempotent per
-      // transaction at the provider, so if the old request did go through, the new one answers
-      // "already reversed" and completes all the same.
-      for (const stale of pending.filter((r) => !r.providerRef)) {
-        await uow.refund(stale.id, { status: 'failed', failureReason: 'superseded: the operator never acknowledged this reversal request' }, 'refund:superseded');
-      }
-      pending = pending.filter((r) => r.providerRef);
-      if (pending.length > 0) throw conflict('a reversal of this payment is already pending');
-    }
+    // Full-only refunds are reversals, one at a time (decisions.md: 409 while one is pending) — also one
+    // whose request was never acknowledged: the operator may have accepted it (its acknowledgement lost),
+    // and its result, arriving later, must find it pending. The refund sync sends such a request again
+    // (the operator reverses a transaction once and answers a repeat "already reversed"), and a request
+    // that never reached the operator fails at once (send), so the merchant is not blocked by nothing.
+    if (fullOnly && pending.length > 0) throw conflict('a reversal of this payment is already pending');
     const reserved = pending.reduce((sum, r) => sum + r.amountMinor, 0n);
     const remaining = payment.amountMinor - payment.amountRefundedMinor - reserved;
     let amountMinor = remaining;

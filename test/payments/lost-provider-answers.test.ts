@@ -1,10 +1,11 @@
+import { X509Certificate, constants, publicEncrypt } from 'node:crypto';
 import http from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
 /**
- * A card write whose first attempt reached the provider (it charged, or refunded) but whose answer did
+ * Also: a capture and a mobile-money reversal whose answer was lost the same way. A card write whose first attempt reached the provider (it charged, or refunded) but whose answer did
  * not arrive in time must stay undecided: a repeat of the request may be answered by something that
  * says nothing about the first attempt — the provider's rate limiter answers 429 before its
  * idempotency layer replays the key — and that answer must never become the outcome. A small HTTP
@@ -69,6 +70,16 @@ class TrapProxy {
 }
 
 const SECRET = 'sk_test_retry_answers_0001';
+
+/**
+ * The operator's test initiator password encrypted with the simulator's certificate (stored as an
+ * already-made SecurityCredential: with its own MOBILEMONEY_BASE_URL the service does not fetch the
+ * built-in simulator's certificate).
+ */
+async function securityCredential(): Promise<string> {
+  const pem = await (await fetch(`${t.baseUrl}/sandbox/mobilemoney/certificates/SandboxCertificate.cer`)).text();
+  return publicEncrypt({ key: new X509Certificate(pem).publicKey, padding: constants.RSA_PKCS1_PADDING }, Buffer.from('Safaricom999!*!')).toString('base64');
+}
 let t: TestService;
 let proxy: TrapProxy;
 let key: string;
@@ -80,6 +91,7 @@ beforeAll(async () => {
   t = await startTestService({
     CARDPAY_BASE_URL: `${proxyUrl}/sandbox/cardpay`,
     WALLETPAY_BASE_URL: `${proxyUrl}/sandbox/walletpay`,
+    MOBILEMONEY_BASE_URL: `${proxyUrl}/sandbox/mobilemoney`,
     PROVIDER_TIMEOUT_MS: '800',
     STATUS_SYNC_SCHEDULE: '2s,300ms,500ms,1s,1s,1s,2s,2s,2s,3s',
     STATUS_SYNC_POLL_INTERVAL: '200ms',
@@ -89,6 +101,11 @@ beforeAll(async () => {
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: SECRET } }).expect(200);
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
     .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'retry-answers-client', client_secret: 'retry-answers-secret' } }).expect(200);
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
+    .send({ provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: 'retry-answers-key', consumer_secret: 's', passkey: 'p', shortcode: '174379', initiator: 'testapi', security_credential: await securityCredential() } }).expect(200);
+});
+afterAll(async () => {
+  await t.http.post('/sandbox/mobilemoney/_control/lose-results').send({ count: 0 });
 });
 beforeEach(() => {
   proxy.trapPath = null;
@@ -185,5 +202,36 @@ describe('a capture whose answer timed out (the provider captured)', () => {
     expect(retried.headers['idempotent-replayed']).toBe('true');
     expect(retried.body.data).toMatchObject({ id: p.id, status: 'completed' });
     expect(await captures()).toHaveLength(1);
+  });
+});
+
+describe('a mobile-money reversal the operator accepted but whose acknowledgement was lost', () => {
+  it('blocks a second reversal (409) instead of failing the first; the refund sync completes it; no refund.failed', async () => {
+    const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `retry-pay-${++n}`)
+      .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254708374149' });
+    const id = created.body.data.id as string;
+    await eventually(async () => (await payment(id)).status === 'completed', 10_000, 'the push callback');
+
+    // The operator reverses the payment; its acknowledgement is held past the timeout, and its result is lost.
+    await t.http.post('/sandbox/mobilemoney/_control/lose-results').send({ count: 1 }).expect(200);
+    proxy.trapPath = '/sandbox/mobilemoney/mpesa/reversal/v1/request';
+    proxy.repeats = 'held';
+    const first = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id });
+    proxy.trapPath = null;
+    expect(first.status).toBe(502);
+    const [pending] = await t.sql<{ id: string; status: string; provider_ref: string | null }>('SELECT id, status, provider_ref FROM refunds WHERE payment_id = $1', [id]);
+    expect(pending).toMatchObject({ status: 'pending', provider_ref: null });
+
+    // The merchant asks again: one reversal at a time, and the first may well have happened.
+    const second = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id });
+    expect(second.status).toBe(409);
+    expect(second.body.error.code).toBe('CONFLICT');
+
+    // The refund sync sends the unacknowledged request again; the operator answers "already reversed".
+    await eventually(async () => (await payment(id)).status === 'reversed', 20_000, 'the reversal recorded');
+    expect(await t.sql('SELECT id, status FROM refunds WHERE payment_id = $1', [id])).toEqual([{ id: pending!.id, status: 'completed' }]);
+    const events = ((await t.http.get(`/v1/events?payment_id=${id}`).set('X-API-Key', key).expect(200)).body.data as { type: string }[]).map((e) => e.type);
+    expect(events).not.toContain('refund.failed');
+    expect(events).toContain('payment.reversed');
   });
 });
