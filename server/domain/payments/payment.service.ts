@@ -223,15 +223,19 @@ export class PaymentService {
     throw new DomainError('PROVIDER_ERROR', `${payment.provider} refused the payment: ${err.message}`);
   }
 
-  /** Keeps a pending payment for the status sync, with the first re-check after the first interval. */
+  /**
+   * Keeps a pending payment for the status sync, with the first re-check after the first interval. One
+   * statement, conditional on `pending`: a callback that settled the payment meanwhile keeps its stored
+   * response (a read, then a write, could overwrite it).
+   */
   async markForSync(paymentId: string, raw: unknown): Promise<void> {
     const first = firstCheckAfterMs(this.config.statusSyncScheduleMs);
-    await this.em.fork().transactional(async (tx) => {
-      const payment = await tx.findOneOrFail(PaymentSchema, { id: paymentId });
-      if (payment.status !== 'pending') return;
-      payment.providerResponse = raw;
-      payment.nextSyncAt ??= new Date(Date.now() + first);
-    });
+    await this.em.fork().execute(
+      `UPDATE payments SET provider_response = ?::jsonb, next_sync_at = COALESCE(next_sync_at, now() + make_interval(secs => ?)), updated_at = now()
+       WHERE id = ? AND status = 'pending'`,
+      [JSON.stringify(raw), first / 1000, paymentId],
+      'run',
+    );
   }
 
   /** Applies a provider update through the status writer (its own unit of work). */
