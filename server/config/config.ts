@@ -231,7 +231,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   } catch (err) {
     throw new ConfigError(`invalid duration: ${(err as Error).message}`);
   }
-  // A creation makes up to two provider requests (token + create, customer + attach), each bounded by the timeout.
+  // A claim's lease is renewed every third of its length while its provider calls run (IdempotencyKeys.holding),
+  // so it need not cover the longest path (walletpay capture: up to 8 requests with token fetches and a 401's
+  // repeat; mobilemoney: a token wait of up to 2 timeouts first). Twice the timeout leaves every renewal
+  // ample time to land even while one provider request is at its timeout.
   if (leaseMs <= 2 * e.PROVIDER_TIMEOUT_MS) {
     throw new ConfigError('IDEMPOTENCY_LEASE must be longer than twice PROVIDER_TIMEOUT_MS, or a live request could be taken over');
   }

@@ -203,7 +203,7 @@ export class IdempotencyKeys {
     const { claim } = acquired;
     let value: T;
     try {
-      value = await action.act(claim.resourceId, claim.resumed);
+      value = await this.holding(claim, () => action.act(claim.resourceId, claim.resumed));
     } catch (err) {
       if (err instanceof DomainError && action.nothingDone?.(err)) await this.forget(claim);
       else if (err instanceof OutcomeUnknownError) await this.finish(claim, { status, undecided: IdempotencyKeys.storedError(err) });
@@ -213,6 +213,40 @@ export class IdempotencyKeys {
     }
     await this.finish(claim, { status });
     return { value, replayed: claim.resumed };
+  }
+
+  /**
+   * Runs `work` (the provider calls of a claim) renewing the claim's lease every third of its length, so
+   * a live request is never taken over however many provider requests its path makes (a token fetch or
+   * wait, a 401's repeat, a follow-up read — several PROVIDER_TIMEOUT_MS in all). A dead process renews
+   * nothing: its lease runs out as before. A renewal that finds the lease gone stops renewing.
+   */
+  async holding<T>(claim: ClaimedKey, work: () => Promise<T>): Promise<T> {
+    let renewing: Promise<unknown> = Promise.resolve();
+    const timer = setInterval(() => {
+      renewing = this.renew(claim)
+        .then((held) => {
+          if (!held) clearInterval(timer);
+        })
+        .catch(() => undefined);
+    }, Math.max(200, Math.floor(this.leaseMs / 3)));
+    timer.unref();
+    try {
+      return await work();
+    } finally {
+      clearInterval(timer);
+      await renewing;
+    }
+  }
+
+  /** Extends the lease by its full length from now; false when it is no longer this claim's. */
+  private async renew(claim: ClaimedKey): Promise<boolean> {
+    const rows = await this.em.fork().execute<{ id: string }[]>(
+      `UPDATE idempotency_keys SET locked_until = now() + make_interval(secs => ?)
+       WHERE id = ? AND lease_token = ? AND recovery_point <> 'finished' RETURNING id`,
+      [this.leaseMs / 1000, claim.id, claim.leaseToken],
+    );
+    return rows.length === 1;
   }
 
   /** Records the answer; the key replays it from now on. Returns false if the lease was lost meanwhile. */

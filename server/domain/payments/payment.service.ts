@@ -94,7 +94,7 @@ export class PaymentService {
     }
     const { claim, reserved } = acquired;
     try {
-      const { payment, keyFinished } = await this.completeCreation(claim, reserved, request, creds);
+      const { payment, keyFinished } = await this.idempotency.holding(claim, () => this.completeCreation(claim, reserved, request, creds));
       if (!keyFinished) await this.idempotency.finish(claim, { status: 201 });
       return { payment, replayed: claim.resumed };
     } catch (err) {
