@@ -18,6 +18,8 @@ class TrapProxy {
   trapPath: string | null = null;
   /** What a repeat of a trapped request gets: 429 from the proxy, or the same treatment (forwarded, answer held). */
   repeats: '429' | 'held' = '429';
+  /** Requests whose path starts with this are answered 500 by the proxy (a provider endpoint down). */
+  downPrefix: string | null = null;
   private readonly seen = new Set<string>();
   private readonly held = new Set<http.ServerResponse>();
   private readonly server = http.createServer((req, res) => {
@@ -25,6 +27,11 @@ class TrapProxy {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const key = String(req.headers['idempotency-key'] ?? '');
+      if (this.downPrefix !== null && req.url?.startsWith(this.downPrefix)) {
+        res.writeHead(500, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ requestId: 'proxy', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' }));
+        return;
+      }
       const trapped = req.method === 'POST' && this.trapPath !== null && req.url === this.trapPath;
       if (trapped && this.seen.has(key) && this.repeats === '429') {
         res.writeHead(429, { 'Content-Type': 'application/json' });
@@ -108,6 +115,7 @@ afterAll(async () => {
   await t.http.post('/sandbox/mobilemoney/_control/lose-results').send({ count: 0 });
 });
 beforeEach(() => {
+  proxy.downPrefix = null;
   proxy.trapPath = null;
   proxy.repeats = '429';
 });
@@ -226,6 +234,16 @@ describe('a mobile-money reversal the operator accepted but whose acknowledgemen
     const second = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id });
     expect(second.status).toBe(409);
     expect(second.body.error.code).toBe('CONFLICT');
+
+    // A re-send that cannot reach the operator (its token endpoint down) proves nothing about the first
+    // request: the refund stays pending.
+    await t.sql(`UPDATE refunds SET next_sync_at = now() + interval '1 hour' WHERE id = $1`, [pending!.id]);
+    await t.sql('DELETE FROM mobilemoney_tokens');
+    proxy.downPrefix = '/sandbox/mobilemoney/oauth/';
+    await t.inContext(() => t.service.container.services.refundSync.syncOne(pending!.id));
+    proxy.downPrefix = null;
+    expect(await t.sql('SELECT status FROM refunds WHERE id = $1', [pending!.id])).toEqual([{ status: 'pending' }]);
+    await t.sql('UPDATE refunds SET next_sync_at = now() WHERE id = $1', [pending!.id]);
 
     // The refund sync sends the unacknowledged request again; the operator answers "already reversed".
     await eventually(async () => (await payment(id)).status === 'reversed', 20_000, 'the reversal recorded');

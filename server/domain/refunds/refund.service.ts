@@ -53,7 +53,7 @@ export class RefundService {
   async create(merchantId: string, asked: RefundRequest, idempotencyKey?: string): Promise<{ refund: Refund; replayed: boolean }> {
     if (idempotencyKey === undefined) {
       const refund = await this.writer.commit((uow) => this.reserve(uow, merchantId, asked));
-      return { refund: await this.send(refund.id), replayed: false };
+      return { refund: await this.send(refund.id, 'refund', true), replayed: false };
     }
     const { paymentId, amount, metadata } = asked;
     // Metadata joins the hash only when given, so a request without it hashes as before it existed.
@@ -65,7 +65,7 @@ export class RefundService {
         const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
         // A resumed refund the provider already answered (or acknowledged) is not sent again.
         if (resumed && (refund.status !== 'pending' || refund.providerRef)) return refund;
-        return this.send(refundId);
+        return this.send(refundId, 'refund', !resumed);
       },
       load: (refundId) => this.em.fork().findOneOrFail(RefundSchema, { id: refundId }),
       // After "did not answer": settled once the provider's answer is recorded (a result, or an
@@ -78,8 +78,9 @@ export class RefundService {
   /**
    * The provider call of a reserved refund (idempotency key derived from its id) and the record of its
    * answer. Sent again by the refund sync when the provider has no record of the first request.
+   * `firstAttempt`: no earlier request for this refund can have reached the provider.
    */
-  async send(refundId: string, source = 'refund'): Promise<Refund> {
+  async send(refundId: string, source = 'refund', firstAttempt = false): Promise<Refund> {
     const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
     const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: refund.paymentId });
     let result: ProviderRefundResult;
@@ -96,9 +97,10 @@ export class RefundService {
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
       const fullOnly = !this.gateway.port(payment.provider).capabilities.partialRefunds;
-      if (err.kind === 'unavailable' && fullOnly && !refund.providerRef) {
-        // A reversal whose request never reached the operator (its token or certificate could not be had):
-        // nothing was sent, so it fails now and the merchant may ask again (reversals are one at a time).
+      if (err.kind === 'unavailable' && fullOnly && firstAttempt) {
+        // A reversal whose only request never reached the operator (its token or certificate could not be
+        // had): nothing was sent, so it fails now and the merchant may ask again (reversals are one at a
+        // time). Not so for a repeat (the sync's, a resumed one): the first request may have been accepted.
         await this.settle(refund.id, { providerRef: null, status: 'failed', failureReason: `not sent: ${err.message}`, raw: { error: err.message } }, source);
         throw new DomainError('PROVIDER_ERROR', `${payment.provider} could not be reached; the reversal was not sent: ${err.message}`);
       }
