@@ -99,8 +99,9 @@ beforeAll(async () => {
     CARDPAY_BASE_URL: `${proxyUrl}/sandbox/cardpay`,
     WALLETPAY_BASE_URL: `${proxyUrl}/sandbox/walletpay`,
     MOBILEMONEY_BASE_URL: `${proxyUrl}/sandbox/mobilemoney`,
-    PROVIDER_TIMEOUT_MS: '800',
-    STATUS_SYNC_SCHEDULE: '2s,300ms,500ms,1s,1s,1s,2s,2s,2s,3s',
+    // Long enough for a loaded machine's ordinary calls; the proxy holds a trapped answer until the caller gives up anyway.
+    PROVIDER_TIMEOUT_MS: '2000',
+    STATUS_SYNC_SCHEDULE: '4s,300ms,500ms,1s,1s,1s,2s,2s,2s,3s',
     STATUS_SYNC_POLL_INTERVAL: '200ms',
   });
   proxy.target = t.baseUrl;
