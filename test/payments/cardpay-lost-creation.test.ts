@@ -39,7 +39,7 @@ const intentsOf = async (paymentId: string) =>
 /** The status sync's check of one payment, now or `laterMs` from now (a payment's created_at never changes). */
 const sync = (id: string, laterMs = 0) => t.inContext(() => t.service.container.services.statusSync.syncOne(id, Date.now() + laterMs));
 
-/** The provider charges the card; its answer never arrives (stripe-node's one retry loses it too). */
+/** The provider charges the card; its answer never arrives (a write is not retried; a second loss is armed in case). */
 async function createWithLostAnswer(): Promise<string> {
   await t.http.post('/sandbox/cardpay/_control/lose-answers').send({ count: 2 }).expect(200);
   const res = await create();
@@ -50,7 +50,7 @@ async function createWithLostAnswer(): Promise<string> {
   return res.body.data.id;
 }
 
-/** The create never reaches the provider (it answers 500 to the request and to its retry). */
+/** The create never reaches the provider (it answers 500; a write is not retried). */
 async function createThatNeverArrived(): Promise<string> {
   await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
   const res = await create();
