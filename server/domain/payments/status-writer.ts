@@ -49,7 +49,7 @@ export interface PaymentUpdate {
   data?: Record<string, unknown>;
 }
 
-/** What a provider (or the service itself, for a superseded request) says about a refund. */
+/** What a provider (or the service itself, for a reversal that never reached the operator) says about a refund. */
 export interface RefundUpdate {
   status: RefundStatus;
   /** The refunded amount and currency the provider reports; required for a move to `completed`. */
