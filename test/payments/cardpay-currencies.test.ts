@@ -62,12 +62,26 @@ describe('a card payment is charged exactly the merchant amount, in the provider
   it.each([
     ['50.50', 'MGA', 'must be a whole number of MGA for cardpay'],
     ['1.234', 'KWD', 'must be a multiple of 0.010 KWD for cardpay'],
+    // The provider takes at most eight digits in its units (twelve for IDR): 999,999.99 USD, ¥99,999,999.
+    ['1000000.00', 'USD', 'must be at most 999999.99 USD for cardpay'],
+    ['100000000', 'JPY', 'must be at most 99999999 JPY for cardpay'],
+    ['1000000', 'ISK', 'must be at most 999999 ISK for cardpay'], // 1,000,000 ISK is 100000000 at the provider
   ])('%s %s, which the provider cannot charge, is refused with 422 before anything is written or sent', async (amount, currency, issue) => {
     const before = await counts();
     const res = await pay(amount, currency);
     expect(res.status).toBe(422);
     expect(res.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ field: 'amount', issue: expect.stringContaining(issue) }] });
     expect(await counts()).toEqual(before);
+  });
+});
+
+describe('the largest amounts', () => {
+  it('999,999.99 USD, the largest the provider takes, is charged; 999,999,999.99 IDR, above eight digits, too (twelve there)', async () => {
+    const usd = await pay('999999.99', 'USD');
+    expect(usd.body.data).toMatchObject({ status: 'completed', amount: '999999.99' });
+    expect(await chargedAtProvider(usd.body.data.provider_ref)).toEqual({ amount: '99999999', currency: 'usd' });
+    const idr = await pay('999999999.99', 'IDR');
+    expect(idr.body.data).toMatchObject({ status: 'completed' });
   });
 });
 

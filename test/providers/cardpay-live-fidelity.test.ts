@@ -64,6 +64,25 @@ describe('refusals the real API answers with', () => {
     expect(await sdk().paymentIntents.create(visaParams({ amount: 50 }))).toMatchObject({ status: 'succeeded', amount: 50 });
   });
 
+  it('an amount of more than eight digits (twelve for IDR) is 400 amount_too_large, nothing created; the largest is charged', async () => {
+    const stripe = sdk();
+    const usd = await stripeError(stripe.paymentIntents.create(visaParams({ amount: 100_000_000 })));
+    expect(usd).toBeInstanceOf(Stripe.errors.StripeInvalidRequestError);
+    expect(usd).toMatchObject({ statusCode: 400, code: 'amount_too_large', param: 'amount', message: 'Amount must be no more than $999,999.99' });
+    expect(usd.raw).toMatchObject({ type: 'invalid_request_error', doc_url: expect.stringContaining('amount-too-large') });
+    const jpy = await stripeError(stripe.paymentIntents.create(visaParams({ amount: 100_000_000, currency: 'jpy' })));
+    expect(jpy).toMatchObject({ statusCode: 400, code: 'amount_too_large', param: 'amount' });
+    const intent = await stripe.paymentIntents.create(visaParams({ amount: 1000 }));
+    const update = await stripeError(stripe.paymentIntents.update(intent.id, { amount: 100_000_000 }));
+    expect(update).toMatchObject({ statusCode: 400, code: 'payment_intent_unexpected_state' }); // succeeded: amount no longer changes
+    expect((await stripe.paymentIntents.list()).data).toHaveLength(1);
+    const open = await stripe.paymentIntents.create({ amount: 1000, currency: 'usd' });
+    expect(await stripeError(stripe.paymentIntents.update(open.id, { amount: 100_000_000 }))).toMatchObject({ statusCode: 400, code: 'amount_too_large' });
+    expect(await stripe.paymentIntents.create(visaParams({ amount: 99_999_999 }))).toMatchObject({ status: 'succeeded', amount: 99_999_999 });
+    expect(await stripe.paymentIntents.create(visaParams({ amount: 999_999_999_999, currency: 'idr' }))).toMatchObject({ status: 'succeeded' });
+    expect(await stripeError(stripe.paymentIntents.create(visaParams({ amount: 1_000_000_000_000, currency: 'idr' })))).toMatchObject({ code: 'amount_too_large' });
+  });
+
   it('amounts are in the API units: ISK (two-decimal, whole krónur only) not divisible by 100 and a three-decimal amount not ending in 0 are refused, on intents and refunds', async () => {
     const stripe = sdk();
     const isk = await stripeError(stripe.paymentIntents.create(visaParams({ amount: 12345, currency: 'isk' })));

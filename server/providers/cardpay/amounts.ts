@@ -35,6 +35,23 @@ function apiUnit(currency: string): ApiUnit | null {
 
 const pow10 = (n: number) => 10n ** BigInt(n);
 
+/**
+ * The largest amount the API takes is technical, in its units: "up to twelve digits for IDR (…
+ * 999999999999 for a charge of 9,999,999,999.99 IDR), and up to eight digits for all other currencies (…
+ * 99999999 for a charge of 999,999.99 USD)" (docs.stripe.com/currencies, "Minimum and maximum charge
+ * amounts"). Above it the provider answers 400 `amount_too_large`.
+ */
+const maximumDigits = (code: string) => (code === 'IDR' ? 12 : 8);
+
+/** The largest amount the provider can charge in `code` (a known currency), in its units and in ours. */
+function largestAmount(code: string): { units: bigint; minor: bigint } {
+  const unit = apiUnit(code)!;
+  const iso = currencyDigits(code)!;
+  const limit = pow10(maximumDigits(code)) - 1n;
+  const units = limit - (limit % unit.step);
+  return { units, minor: unit.digits >= iso ? units / pow10(unit.digits - iso) : units * pow10(iso - unit.digits) };
+}
+
 /** Our amount in the API's units; null when the provider cannot charge it (a fraction it does not take). */
 export function toApiAmount(money: Money): bigint | null {
   const iso = currencyDigits(money.currency);
@@ -69,7 +86,12 @@ export function fromApiAmount(amount: number | null | undefined, currency: strin
  * it can. Every amount it takes is a multiple of `quantum` (in our minor units), which the issue names.
  */
 export function apiAmountIssue(money: Money): string | null {
-  if (toApiAmount(money) !== null) return null;
+  const units = toApiAmount(money);
+  if (units !== null) {
+    const code = money.currency.toUpperCase();
+    const maximum = largestAmount(code);
+    return units <= maximum.units ? null : `must be at most ${formatMinorUnits(maximum.minor, code)} ${code} for cardpay (the provider takes amounts of at most ${maximumDigits(code)} digits)`;
+  }
   const iso = currencyDigits(money.currency);
   const unit = apiUnit(money.currency);
   if (iso === null || unit === null) return `cardpay cannot charge ${money.currency}`;

@@ -1,3 +1,4 @@
+import { displayAmount } from './currencies.js';
 import { invalidRequest, type SimError } from './errors.js';
 
 /**
@@ -40,4 +41,28 @@ export function belowMinimum(amount: bigint, currency: string): SimError | null 
   const minimum = Object.hasOwn(MINIMUMS, currency) ? MINIMUMS[currency]! : null;
   if (!minimum || amount >= BigInt(minimum.minor)) return null;
   return invalidRequest(`Amount must be at least ${minimum.display} ${currency}`, 'amount', 'amount_too_small');
+}
+
+/**
+ * The largest amount, in API units: "The amount value supports up to twelve digits for IDR (for example,
+ * a value of 999999999999 for a charge of 9,999,999,999.99 IDR), and up to eight digits for all other
+ * currencies (for example, a value of 99999999 for a charge of 999,999.99 USD)" (docs.stripe.com/currencies,
+ * "Minimum and maximum charge amounts"; stripe-node's `amount` docs: "up to eight digits").
+ */
+const MAXIMUM_DIGITS: Record<string, number> = { idr: 12 };
+const DEFAULT_MAXIMUM_DIGITS = 8;
+
+/**
+ * `amount_too_large` (400 invalid_request_error, param amount) above the currency's maximum. Stripe's
+ * text for USD is "Amount must be no more than $999,999.99"; the other currencies' wording is not
+ * documented: the same sentence with the amount as the cardholder reads it and the currency code.
+ */
+export function aboveMaximum(amount: bigint, currency: string): SimError | null {
+  const digits = Object.hasOwn(MAXIMUM_DIGITS, currency) ? MAXIMUM_DIGITS[currency]! : DEFAULT_MAXIMUM_DIGITS;
+  const maximum = 10n ** BigInt(digits) - 1n;
+  if (amount <= maximum) return null;
+  const [whole, fraction] = displayAmount(maximum, currency).split('.');
+  const grouped = `${whole!.replace(/\B(?=(\d{3})+(?!\d))/g, ',')}${fraction === undefined ? '' : `.${fraction}`}`;
+  const text = currency === 'usd' ? `$${grouped}` : `${grouped} ${currency}`;
+  return invalidRequest(`Amount must be no more than ${text}`, 'amount', 'amount_too_large');
 }

@@ -7,7 +7,7 @@ import { ok } from './http.js';
 import type { SimResponse } from './idempotency.js';
 import { listPage } from './lists.js';
 import { incompatibleAmount, unsupportedCurrency } from './currencies.js';
-import { belowMinimum } from './minimum-amounts.js';
+import { aboveMaximum, belowMinimum } from './minimum-amounts.js';
 import type { IntentRow, PaymentMethodRow } from './objects.js';
 import { intentObject } from './objects.js';
 import { httpUrl, metadata, onlyKnown, optBool, optHash, optInt, optString, reqString, stringArray } from './params.js';
@@ -121,7 +121,7 @@ async function create(ctx: ApiContext): Promise<SimResponse> {
   onlyKnown(params, CREATE_PARAMS);
   const amount = amountParam(params, true)!;
   const currency = currencyParam(params, true)!;
-  const refused = incompatibleAmount(amount, currency) ?? belowMinimum(amount, currency);
+  const refused = incompatibleAmount(amount, currency) ?? belowMinimum(amount, currency) ?? aboveMaximum(amount, currency);
   if (refused) throw refused;
   const confirmNow = optBool(params, 'confirm') ?? false;
   const returnUrl = optString(params, 'return_url');
@@ -225,7 +225,7 @@ async function updateIntent(ctx: ApiContext): Promise<SimResponse> {
   const currency = currencyParam(params, false);
   if (amount !== undefined || currency !== undefined) {
     const [newAmount, newCurrency] = [amount ?? BigInt(intent.amount), currency ?? intent.currency];
-    const refused = incompatibleAmount(newAmount, newCurrency) ?? belowMinimum(newAmount, newCurrency);
+    const refused = incompatibleAmount(newAmount, newCurrency) ?? belowMinimum(newAmount, newCurrency) ?? aboveMaximum(newAmount, newCurrency);
     if (refused) throw refused;
     intent.amount = (amount ?? BigInt(intent.amount)).toString();
     intent.currency = currency ?? intent.currency;
