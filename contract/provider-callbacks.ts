@@ -39,7 +39,8 @@ export const providerCallbacksContract = c.router({
     summary: 'cardpay event callback',
     description:
       'Payment-intent and refund events from the card provider. Verified with `Cardpay-Signature: t=…,v1=…` (HMAC-SHA256 of `t.rawBody` with the ' +
-      "merchant's cardpay webhook secret; several v1 values allowed; 300 s tolerance). Duplicates (by event id) are acknowledged and ignored.",
+      "merchant's cardpay webhook secret; several v1 values allowed; 300 s tolerance). Duplicates (by event id) are acknowledged and ignored. " +
+      'A refund event for a payment still pending here first asks the provider about the payment; one it has not completed is answered 409 (502 when the provider cannot be asked), not stored, so the provider sends it again.',
     metadata: callback,
     query: z.object({
       merchant: z
@@ -52,7 +53,7 @@ export const providerCallbacksContract = c.router({
       'cardpay-signature': z.string().optional().describe('Cardpay-Signature: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.rawBody">` (several v1 allowed); a callback without a valid one is 401'),
     }),
     body: z.record(z.string(), z.unknown()),
-    responses: { 200: Ack, 400: ErrorBodySchema, 401: ErrorBodySchema, 413: ErrorBodySchema, 429: ErrorBodySchema, 500: ErrorBodySchema },
+    responses: { 200: Ack, 400: ErrorBodySchema, 401: ErrorBodySchema, 409: ErrorBodySchema, 413: ErrorBodySchema, 429: ErrorBodySchema, 500: ErrorBodySchema, 502: ErrorBodySchema },
   },
   walletpay: {
     method: 'POST',
@@ -70,7 +71,7 @@ export const providerCallbacksContract = c.router({
       'walletpay-webhook-id': z.string().optional(),
     }),
     body: z.record(z.string(), z.unknown()),
-    responses: { 200: Ack, 401: ErrorBodySchema, 413: ErrorBodySchema, 429: ErrorBodySchema, 500: ErrorBodySchema, 502: ErrorBodySchema },
+    responses: { 200: Ack, 401: ErrorBodySchema, 409: ErrorBodySchema, 413: ErrorBodySchema, 429: ErrorBodySchema, 500: ErrorBodySchema, 502: ErrorBodySchema },
   },
   mobilemoney: operatorCallback('', 'mobilemoney STK push result', 'The push result `Body.stkCallback` (MerchantRequestID, CheckoutRequestID, ResultCode, ResultDesc, CallbackMetadata). ResultCode 0 → completed (the receipt becomes provider_ref), anything else → failed. De-duplicated by CheckoutRequestID for 24 hours.'),
   mobilemoneyStatusResult: operatorCallback('/transactionstatus/result', 'mobilemoney transaction-status result', 'The `Result` of a check-status query. A completed transaction settles its pending payment and enqueues the merchant event.'),

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startTestService, type TestService } from '../support/service.js';
+import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
 /**
@@ -149,5 +150,78 @@ describe('a full refund while a dashboard refund has not reached the service yet
     // and our 25.00 refund stayed pending for ever on an amount mismatch).
     const atProvider = await t.sql<{ amount: string }>('SELECT amount::text FROM sandbox_cardpay_refunds WHERE payment_intent = $1', [p.provider_ref]);
     expect(atProvider).toEqual([{ amount: '500' }]);
+  });
+});
+
+describe('a refund event that arrives before the payment is completed here (the provider sends events in no guaranteed order)', () => {
+  const QUIET_KEY = 'sk_test_provider_refunds_early';
+  const QUIET_SECRET = 'whsec_provider_refunds_early';
+  let quietKey: string;
+  let quietReceiver: WebhookReceiver;
+  beforeAll(async () => {
+    // Its own webhook secret: no endpoint is registered, so only the events posted below reach the service.
+    ({ apiKey: quietKey } = await t.createMerchant('Early Refund Shop'));
+    quietReceiver = await new WebhookReceiver().start();
+    await t.http.put('/v1/merchant/webhook').set('X-API-Key', quietKey).send({ webhook_url: quietReceiver.url }).expect(200);
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', quietKey)
+      .send({ provider: 'cardpay', cardpay: { secret_key: QUIET_KEY, webhook_secret: QUIET_SECRET } }).expect(200);
+  });
+  afterAll(async () => quietReceiver.stop());
+
+  const atProvider = (path: string) => t.http.get(`/sandbox/cardpay${path}`).set('Authorization', `Bearer ${QUIET_KEY}`).expect(200);
+  const deliver = (type: string, object: unknown) => {
+    const body = JSON.stringify({ id: `evt_early_${++counter}_${Date.now()}`, object: 'event', type, created: Math.floor(Date.now() / 1000), data: { object } });
+    return t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signatureHeader(body, QUIET_SECRET)).send(body);
+  };
+
+  /** A 3-D Secure payment the cardholder completed at the provider; refunded 5.00 in the dashboard before any event reached us. */
+  async function paidAndRefundedUnseen() {
+    const created = await t.http.post('/v1/payments').set('X-API-Key', quietKey).set('Idempotency-Key', `early-${Date.now()}-${++counter}`)
+      .send({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/return' });
+    expect(created.body.data).toMatchObject({ status: 'pending', next_action: { type: 'redirect' } });
+    const p = created.body.data as { id: string; provider_ref: string; next_action: { url: string } };
+    await fetch(`${p.next_action.url}${p.next_action.url.includes('?') ? '&' : '?'}auto=complete`, { redirect: 'manual' });
+    await t.http.post('/sandbox/cardpay/dashboard/refunds').set('Authorization', `Bearer ${QUIET_KEY}`).type('form')
+      .send({ payment_intent: p.provider_ref, amount: '500' }).expect(200);
+    const intent = (await atProvider(`/v1/payment_intents/${p.provider_ref}`)).body;
+    const charge = (await atProvider(`/v1/charges/${intent.latest_charge}`)).body;
+    expect(charge).toMatchObject({ amount_refunded: 500 });
+    return { p, intent, charge };
+  }
+
+  it('charge.refunded first, payment_intent.succeeded second: the refund is recorded and the merchant hears payment.refunded', async () => {
+    const { p, intent, charge } = await paidAndRefundedUnseen();
+    expect((await deliver('charge.refunded', charge)).status).toBe(200);
+    expect((await deliver('payment_intent.succeeded', intent)).status).toBe(200);
+
+    const refunded = await eventually(() => quietReceiver.events('payment.refunded').find((e) => e.json.data.payment_id === p.id), 10_000, 'payment.refunded');
+    expect(refunded.json.data).toMatchObject({ status: 'completed', amount: '25.00', amount_refunded: '5.00' });
+    const after = (await t.http.get(`/v1/payments/${p.id}`).set('X-API-Key', quietKey).expect(200)).body.data;
+    expect(after).toMatchObject({ status: 'completed', amount_refunded: '5.00', integrity: { status: 'ok' } });
+    const refunds = (await t.http.get(`/v1/refunds?payment_id=${p.id}`).set('X-API-Key', quietKey).expect(200)).body.data;
+    expect(refunds).toEqual([expect.objectContaining({ amount: '5.00', status: 'completed' })]);
+    await eventually(() => quietReceiver.events('payment.completed').some((e) => e.json.data.payment_id === p.id), 10_000, 'payment.completed');
+  });
+
+  it.each([
+    ['the provider is down', 'outage', 502],
+    ["the provider's answer about the payment is refused (another amount): the payment stays pending", 'misreport', 409],
+  ])('when %s, the refund event is answered non-2xx and not consumed: the same event sent again is applied', async (_case, trouble, status) => {
+    const { p, charge } = await paidAndRefundedUnseen();
+    const body = JSON.stringify({ id: `evt_early_retry_${++counter}_${Date.now()}`, object: 'event', type: 'charge.refunded', created: Math.floor(Date.now() / 1000), data: { object: charge } });
+    const send = () => t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signatureHeader(body, QUIET_SECRET)).send(body);
+    const payment = async () => (await t.http.get(`/v1/payments/${p.id}`).set('X-API-Key', quietKey).expect(200)).body.data;
+    if (trouble === 'outage') await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
+    else await t.http.post('/sandbox/cardpay/_control/misreport').send({ amount: 1 }).expect(200);
+    const refused = await send();
+    await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' }).expect(200);
+    await t.http.post('/sandbox/cardpay/_control/misreport').send({}).expect(200);
+    expect(refused.status).toBe(status);
+    expect(await payment()).toMatchObject({ status: 'pending', amount_refunded: '0.00' });
+    expect(await t.sql('SELECT 1 FROM refunds WHERE payment_id = $1', [p.id])).toEqual([]);
+
+    // The provider's retry of the same event: now the payment is asked about, completed, and refunded.
+    expect((await send()).status).toBe(200);
+    expect(await payment()).toMatchObject({ status: 'completed', amount_refunded: '5.00' });
   });
 });

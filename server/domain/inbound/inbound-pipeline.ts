@@ -106,7 +106,32 @@ export class InboundPipeline {
       this.logger.warn({ provider, label: notification.label, subjectId: subject.subjectId, conflict }, "notification refused: its provider reference is not its subject's");
       throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED[provider]);
     }
-    return this.apply(port, await this.withFetchedRefunds(port, creds, notification), subject);
+    const verified = await this.withFetchedRefunds(port, creds, notification);
+    if (verified.kind === 'refund' && subject.payment?.status === 'pending' && verified.refunds.some((r) => r.status === 'completed')) {
+      await this.settleBeforeRefunds(port, creds, subject.payment, verified);
+    }
+    return this.apply(port, verified, subject);
+  }
+
+  /**
+   * A refund of a payment that is still pending here: the provider's events come in no guaranteed order,
+   * so the refund (a dashboard refund, say) can arrive before the payment's own success. A refunded
+   * charge was paid, so the provider is asked about the payment first (outside any transaction) and its
+   * answer applied, as the status sync would — the amount checked as always. If the payment is then
+   * completed the refund is recorded on it at once; if it is not, the unit of work refuses the refund
+   * without consuming the notification (UnitOfWork.providerRefund), and the provider sends it again.
+   */
+  private async settleBeforeRefunds(port: ProviderPort, creds: unknown, payment: Payment, notification: Actionable): Promise<void> {
+    let answer;
+    try {
+      answer = await port.getPayment(creds, paymentLookup(payment));
+    } catch (err) {
+      // Not answered now: 5xx, so the provider sends the notification again.
+      if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${port.name} could not be asked about the refunded payment; retry later`);
+      throw err;
+    }
+    const outcome = await this.writer.applyPayment(payment.id, toUpdate(answer), `confirmed:${notification.label}`);
+    this.logger.info({ provider: port.name, paymentId: payment.id, answered: answer.status, status: outcome.payment.status }, 'refund of a pending payment: the provider was asked about the payment first');
   }
 
   /**

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
 import type { Logger } from '../../observability/logger.js';
+import { DomainError } from '../errors.js';
 import {
   PaymentSchema, RefundSchema, type IntegrityMismatch, type Payment, type PaymentStatus, type Refund, type RefundStatus,
 } from '../../persistence/entities/index.js';
@@ -388,7 +389,8 @@ export class UnitOfWork {
    * (its dashboard) and is recorded as a new refund, completed the same way, when its currency is the
    * payment's and it fits in what remains. Never matched by amount: a dashboard refund that happens to
    * equal a pending refund of ours is not ours, and taking it for ours would both mislabel it and leave
-   * our refund's own completion nothing to apply to.
+   * our refund's own completion nothing to apply to. A refund of a payment still `pending` here throws
+   * (409): the caller must not consume the report (see InboundPipeline.settleBeforeRefunds).
    */
   async providerRefund(paymentId: string, report: ReportedRefund, source: string): Promise<RefundOutcome | null> {
     const payment = await this.lockPayment(paymentId);
@@ -397,6 +399,12 @@ export class UnitOfWork {
       (await this.tx.findOne(RefundSchema, { paymentId, providerRef: report.providerRefundId }));
     if (known) {
       return this.refund(known.id, { status: 'completed', reported: report.reported, providerRef: report.providerRefundId, raw: report.raw }, source);
+    }
+    if (payment.status === 'pending') {
+      // Refunded before we saw it paid (the provider's events come in any order). Recorded as "not
+      // applicable" it would be lost for good once the payment completes; so the whole unit of work is
+      // refused, the notification is not stored, and the provider sends it again (any non-2xx).
+      throw new DomainError('CONFLICT', `payment ${paymentId} is not completed here yet; its refund ${report.providerRefundId} is applied once it is: send the notification again later`);
     }
     const reported = report.reported;
     if (reported && reported.currency.toUpperCase() !== payment.currency) {
