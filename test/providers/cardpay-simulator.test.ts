@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startTestService, type TestService } from '../support/service.js';
+import { eventually } from '../support/webhook-receiver.js';
 
 /** The cardpay simulator's wire protocol, spoken by hand: form bodies, auth, errors, idempotency, tenancy. */
 let t: TestService;
@@ -142,24 +144,62 @@ describe('idempotency', () => {
     expect(otherKey.body.id).not.toBe(first.body.id);
   });
 
-  it('identical concurrent requests with one key do the work once and all get the same answer', async () => {
+  it('identical concurrent requests with one key do the work once: the others are 409 idempotency_key_in_use or, arriving after, the replay', async () => {
     const key = newKey();
     const idem = randomUUID();
-    // A create only writes: the first to commit stores its answer, the others fail on the key and replay it.
+    // A create only writes: the first to commit stores its answer; the others fail on the key.
     const creates = await Promise.all(Array.from({ length: 5 }, () => post(key, '/v1/payment_intents', visaForm()).set('Idempotency-Key', idem)));
-    expect(creates.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
-    expect(new Set(creates.map((r) => r.body.id)).size).toBe(1);
-    expect(creates.filter((r) => r.headers['idempotent-replayed'] === 'true')).toHaveLength(4);
+    expect(creates.filter((r) => r.status === 200 && r.headers['idempotent-replayed'] !== 'true')).toHaveLength(1);
+    for (const r of creates) {
+      if (r.status === 409) expect(r.body.error).toMatchObject({ type: 'idempotency_error', code: 'idempotency_key_in_use' });
+      else expect(r.status).toBe(200);
+    }
+    const intentId = creates.find((r) => r.status === 200)!.body.id;
+    expect(new Set(creates.filter((r) => r.status === 200).map((r) => r.body.id))).toEqual(new Set([intentId]));
     expect((await get(key, '/v1/payment_intents').expect(200)).body.data).toHaveLength(1);
-    // A refund reads first: it claims the key before reading, so the others wait for its answer.
+    // Once it is done, the key answers what the first did.
+    expect((await post(key, '/v1/payment_intents', visaForm()).set('Idempotency-Key', idem).expect(200)).body.id).toBe(intentId);
+  });
+
+  it('a request whose key another request is still using is answered 409 at once (not made to wait) and stores nothing; a retry after gets the first answer', async () => {
+    const key = newKey();
+    const intent = await post(key, '/v1/payment_intents', visaForm({ amount: '3000' })).expect(200);
     const refundKey = randomUUID();
-    const refunds = await Promise.all(
-      Array.from({ length: 4 }, () => post(key, '/v1/refunds', { payment_intent: creates[0]!.body.id, amount: '500' }).set('Idempotency-Key', refundKey)),
-    );
-    expect(refunds.map((r) => r.status)).toEqual([200, 200, 200, 200]);
-    expect(new Set(refunds.map((r) => r.body.id)).size).toBe(1);
-    expect((await get(key, `/v1/refunds?payment_intent=${creates[0]!.body.id}`).expect(200)).body.data).toHaveLength(1);
-    expect((await get(key, `/v1/payment_intents/${creates[0]!.body.id}`).expect(200)).body.amount_received).toBe(2000);
+    // The first refund is kept in progress: something else holds its intent's row, which a refund locks.
+    const holder = new pg.Client({ connectionString: t.databaseUrl });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM sandbox_cardpay_intents WHERE id = $1 FOR UPDATE', [intent.body.id]);
+      const first = post(key, '/v1/refunds', { payment_intent: intent.body.id, amount: '500' }).set('Idempotency-Key', refundKey).then((r) => r);
+      await eventually(
+        async () => (await t.sql(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM sandbox_cardpay_intents%FOR UPDATE%'`)).length > 0,
+        10_000,
+        'the first refund to wait on the intent',
+      );
+      let second: { status: number; body: { error?: unknown } } | null = null;
+      void post(key, '/v1/refunds', { payment_intent: intent.body.id, amount: '500' }).set('Idempotency-Key', refundKey).then((r) => (second = r));
+      await eventually(() => second !== null, 10_000, 'the second request to be answered while the first is still running');
+      expect(second!.status).toBe(409);
+      expect(second!.body).toEqual({
+        error: {
+          type: 'idempotency_error',
+          code: 'idempotency_key_in_use',
+          doc_url: expect.stringContaining('idempotency-key-in-use'),
+          message: `There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): ${refundKey}. Please try again later.`,
+        },
+      });
+      await holder.query('COMMIT');
+      const done = await first;
+      expect(done.status).toBe(200);
+      const retry = await post(key, '/v1/refunds', { payment_intent: intent.body.id, amount: '500' }).set('Idempotency-Key', refundKey).expect(200);
+      expect(retry.body.id).toBe(done.body.id);
+      expect(retry.headers['idempotent-replayed']).toBe('true');
+      expect((await get(key, `/v1/refunds?payment_intent=${intent.body.id}`).expect(200)).body.data).toHaveLength(1);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      await holder.end();
+    }
   });
 
   it('a confirmed create with a test card costs the simulator two round trips to PostgreSQL (db_round_trips_total)', async () => {

@@ -80,6 +80,26 @@ const STORED = 'SELECT request_hash, response_status, response_body FROM sandbox
 /** Another request with this key committed first: replay its answer. */
 class KeyTaken extends Error {}
 
+/** Another request with this key is running now. */
+class KeyInUse extends Error {}
+
+/**
+ * Another request with this key is still running: Stripe answers 409 at once (the SDKs retry it) and
+ * stores nothing for the refused request.
+ */
+function inProgress(key: string): Outcome {
+  const body: StripeErrorBody = {
+    type: 'idempotency_error',
+    code: 'idempotency_key_in_use',
+    doc_url: 'https://docs.stripe.com/error-codes/idempotency-key-in-use',
+    message: `There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): ${key}. Please try again later.`,
+  };
+  return { status: 409, body: { error: body }, replayed: false };
+}
+
+/** The transaction-scoped lock a request that reads first holds on its key while it runs (see runIdempotent). */
+const keyLock = (account: string, key: string) => `sandbox_cardpay_idempotency:${account}:${key}`;
+
 const keyConflict = (err: unknown) =>
   (err as { code?: string; constraint?: string }).code === '23505' && (err as { constraint?: string }).constraint === 'sandbox_cardpay_idempotency_pkey';
 
@@ -90,12 +110,14 @@ const keyConflict = (err: unknown) =>
  * create with a test card) costs one round trip after the one that read its stored answer.
  *
  * Stripe-style idempotency: a key already answered replays that answer (other parameters → 400
- * idempotency_error). A request that has to read first claims its key right after BEGIN (INSERT … ON
- * CONFLICT DO NOTHING), so a concurrent one with the same key waits on that row, then replays; one
- * that only writes inserts the key with its answer in the final statement, where a concurrent
- * first-comer makes it fail on the key (and it replays). N identical concurrent requests do the work
- * once. A request that fails validation (a thrown SimError) is rolled back and not stored, as at
- * Stripe; a card decline is an answer (402) and is stored.
+ * idempotency_error). A request with the key that arrives while another is still running is answered
+ * 409 idempotency_error (`idempotency_key_in_use`) at once, and nothing is stored for it, as at Stripe
+ * (whose SDKs retry a 409). A request that has to read first claims its key right after BEGIN: it tries
+ * a transaction-scoped advisory lock on the key (held: 409) and inserts the key (ON CONFLICT DO NOTHING:
+ * a request that finished meanwhile is replayed); one that only writes inserts the key with its answer
+ * in the final statement, where a concurrent first-comer makes it fail on the key (409). N identical
+ * concurrent requests do the work once. A request that fails validation (a thrown SimError) is rolled
+ * back and not stored, as at Stripe; a card decline is an answer (402) and is stored.
  */
 export async function runIdempotent(deps: SandboxDeps, req: IdempotentRequest, handler: (db: Db) => Promise<SimResponse>): Promise<Outcome> {
   try {
@@ -106,12 +128,16 @@ export async function runIdempotent(deps: SandboxDeps, req: IdempotentRequest, h
 
     let claimed = false;
     const claim = async (query: Query) => {
-      const rows = await query(
-        `INSERT INTO sandbox_cardpay_idempotency (account, idempotency_key, request_hash) VALUES (?, ?, ?)
-         ON CONFLICT (account, idempotency_key) DO NOTHING RETURNING 1 AS claimed`,
-        [req.account, key, hash],
+      // The lock is tried, never waited for: held, another request with the key is running (409).
+      const [row] = await query<{ locked: boolean; claimed: boolean }>(
+        `WITH lock AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked),
+              claim AS (INSERT INTO sandbox_cardpay_idempotency (account, idempotency_key, request_hash) SELECT ?, ?, ? FROM lock WHERE locked
+                        ON CONFLICT (account, idempotency_key) DO NOTHING RETURNING 1)
+         SELECT (SELECT locked FROM lock) AS locked, EXISTS (SELECT 1 FROM claim) AS claimed`,
+        [keyLock(req.account, key!), req.account, key, hash],
       );
-      if (rows.length === 0) throw new KeyTaken();
+      if (!row?.locked) throw new KeyInUse();
+      if (!row.claimed) throw new KeyTaken();
       claimed = true;
     };
     const work = new UnitOfWork(deps.pool, key ? { onBegin: claim } : {});
@@ -138,7 +164,10 @@ export async function runIdempotent(deps: SandboxDeps, req: IdempotentRequest, h
       return { status: res.status, body: res.body, replayed: false, json };
     } catch (err) {
       await work.rollback();
-      if (key && (err instanceof KeyTaken || keyConflict(err))) {
+      // A request that only writes claims its key as it commits: a conflict there means another request
+      // with the key ran while this one did (it had no answer when this one started), as a held lock does.
+      if (key && (err instanceof KeyInUse || keyConflict(err))) return inProgress(key);
+      if (key && err instanceof KeyTaken) {
         const [row] = await readsOnly(deps.pool).query<StoredAnswer>(STORED, [req.account, key]);
         if (!row) throw new Error('idempotency row vanished');
         return replay(req, hash, row);
