@@ -220,6 +220,56 @@ describe('idempotency', () => {
   });
 });
 
+describe('payment methods attached to no customer are single-use', () => {
+  const singleUse = {
+    type: 'invalid_request_error',
+    code: 'payment_method_unexpected_state',
+    param: 'payment_method',
+    message:
+      'The provided PaymentMethod was previously used with a PaymentIntent without Customer attachment, shared with a connected account without Customer attachment, or was detached from a Customer. It may not be used again. To use a PaymentMethod multiple times, you must attach it to a Customer first.',
+  };
+
+  it('a PaymentMethod confirmed with one intent cannot be used with another, nor attached to a customer: 400, nothing created', async () => {
+    const key = newKey();
+    const first = await post(key, '/v1/payment_intents', visaForm()).expect(200);
+    const pm = first.body.payment_method as string;
+    expect(pm).toMatch(/^pm_/);
+    const again = await post(key, '/v1/payment_intents', visaForm({ payment_method: pm })).expect(400);
+    expect(again.body.error).toMatchObject(singleUse);
+    // Nor by setting it on an open intent and confirming that.
+    const open = await post(key, '/v1/payment_intents', { amount: '1000', currency: 'usd', 'automatic_payment_methods[enabled]': 'true', 'automatic_payment_methods[allow_redirects]': 'never' }).expect(200);
+    expect((await post(key, `/v1/payment_intents/${open.body.id}/confirm`, { payment_method: pm }).expect(400)).body.error).toMatchObject(singleUse);
+    const customer = await post(key, '/v1/customers', { email: 'once@example.com' }).expect(200);
+    const attach = await post(key, `/v1/payment_methods/${pm}/attach`, { customer: customer.body.id }).expect(400);
+    expect(attach.body.error).toMatchObject({ type: singleUse.type, code: singleUse.code, message: singleUse.message });
+    expect((await get(key, '/v1/payment_intents').expect(200)).body.data.map((i: { id: string }) => i.id).sort()).toEqual([first.body.id, open.body.id].sort());
+    expect((await get(key, `/v1/payment_intents/${open.body.id}`).expect(200)).body.status).toBe('requires_payment_method');
+  });
+
+  it('set on an intent and not yet confirmed, it is not used up: another intent may be confirmed with it, and then the first may not', async () => {
+    const key = newKey();
+    const pm = (await post(key, '/v1/payment_intents', visaForm({ confirm: 'false', 'automatic_payment_methods[allow_redirects]': 'never' })).expect(200)).body;
+    expect(pm.status).toBe('requires_confirmation');
+    const other = await post(key, '/v1/payment_intents', visaForm({ payment_method: pm.payment_method })).expect(200);
+    expect(other.body.status).toBe('succeeded');
+    expect((await post(key, `/v1/payment_intents/${pm.id}/confirm`, {}).expect(400)).body.error).toMatchObject(singleUse);
+  });
+
+  it('test tokens make a fresh PaymentMethod each time, and one attached to a customer is charged again and again', async () => {
+    const key = newKey();
+    const a = await post(key, '/v1/payment_intents', visaForm()).expect(200);
+    const b = await post(key, '/v1/payment_intents', visaForm()).expect(200);
+    expect(a.body.payment_method).not.toBe(b.body.payment_method);
+    const customer = await post(key, '/v1/customers', { email: 'saved@example.com' }).expect(200);
+    const saved = await post(key, '/v1/payment_methods/pm_card_visa/attach', { customer: customer.body.id }).expect(200);
+    for (let i = 0; i < 2; i++) {
+      const charged = await post(key, '/v1/payment_intents', visaForm({ customer: customer.body.id, payment_method: saved.body.id, off_session: 'true' }));
+      expect(charged.status).toBe(200);
+      expect(charged.body.status).toBe('succeeded');
+    }
+  });
+});
+
 describe('refunds and charges', () => {
   it('concurrent refunds with different keys never refund more than the charge', async () => {
     const key = newKey();

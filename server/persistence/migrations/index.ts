@@ -40,6 +40,7 @@ import { Migration20261127000501_refund_list_index } from './Migration2026112700
 import { Migration20261127000502_refund_metadata } from './Migration20261127000502_refund_metadata.js';
 import { Migration20261127000601_delivery_lease_token } from './Migration20261127000601_delivery_lease_token.js';
 import { Migration20261127000701_sandbox_walletpay_outcomes } from './Migration20261127000701_sandbox_walletpay_outcomes.js';
+import { Migration20261127000801_sandbox_cardpay_single_use_payment_methods } from './Migration20261127000801_sandbox_cardpay_single_use_payment_methods.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -87,4 +88,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127000502_refund_metadata', class: Migration20261127000502_refund_metadata },
   { name: 'Migration20261127000601_delivery_lease_token', class: Migration20261127000601_delivery_lease_token },
   { name: 'Migration20261127000701_sandbox_walletpay_outcomes', class: Migration20261127000701_sandbox_walletpay_outcomes },
+  { name: 'Migration20261127000801_sandbox_cardpay_single_use_payment_methods', class: Migration20261127000801_sandbox_cardpay_single_use_payment_methods },
 ];

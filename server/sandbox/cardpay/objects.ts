@@ -37,6 +37,8 @@ export interface PaymentMethodRow {
   token: string;
   customer: string | null;
   detached: boolean;
+  /** The intent this PaymentMethod was first confirmed with while attached to no Customer (single use: see payment-intents.ts). */
+  used_with_intent: string | null;
   metadata: Record<string, string>;
   created: string;
 }

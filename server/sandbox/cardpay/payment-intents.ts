@@ -11,7 +11,8 @@ import { aboveMaximum, belowMinimum } from './minimum-amounts.js';
 import type { IntentRow, PaymentMethodRow } from './objects.js';
 import { intentObject } from './objects.js';
 import { httpUrl, metadata, onlyKnown, optBool, optHash, optInt, optString, reqString, stringArray } from './params.js';
-import { findCustomer, insertIntent, paymentMethodById, requireIntent, resolvePaymentMethod, saveIntent, saveIntentState } from './store.js';
+import { SINGLE_USE_MESSAGE } from './payment-methods.js';
+import { findCustomer, insertIntent, markUsedWithIntent, paymentMethodById, requireIntent, resolvePaymentMethod, saveIntent, saveIntentState } from './store.js';
 
 const CREATE_PARAMS = [
   'amount', 'currency', 'payment_method', 'customer', 'confirm', 'return_url', 'off_session', 'metadata', 'automatic_payment_methods',
@@ -80,9 +81,22 @@ function currencyParam(params: ApiContext['params'], required: boolean): string 
   return currency;
 }
 
-/** A payment method usable by this intent's customer: not detached, and a saved one only with its own customer. */
-async function usablePaymentMethod(ctx: ApiContext, id: string, customerId: string | null): Promise<PaymentMethodRow> {
-  const pm = await resolvePaymentMethod(ctx.db, ctx.account, id, 'payment_method');
+/** A PaymentMethod attached to no Customer that was confirmed with another intent may not be used again. */
+function refuseIfUsedElsewhere(pm: PaymentMethodRow, intentId: string): void {
+  if (!pm.customer && pm.used_with_intent && pm.used_with_intent !== intentId) {
+    throw invalidRequest(SINGLE_USE_MESSAGE, 'payment_method', 'payment_method_unexpected_state');
+  }
+}
+
+/**
+ * A payment method usable by this intent and its customer: not detached, a saved one only with its own
+ * customer, and one attached to no customer only with the intent it was first confirmed with (Stripe:
+ * such a PaymentMethod is single-use; a test token makes a fresh one every time). `confirming`: this
+ * request confirms the intent with it, which uses it up.
+ */
+async function usablePaymentMethod(ctx: ApiContext, id: string, customerId: string | null, intentId: string, confirming: boolean): Promise<PaymentMethodRow> {
+  const pm = await resolvePaymentMethod(ctx.db, ctx.account, id, 'payment_method', confirming ? intentId : null);
+  refuseIfUsedElsewhere(pm, intentId);
   if (pm.detached) {
     throw invalidRequest(
       'The provided PaymentMethod was previously detached from a Customer. It may not be used again. To use a PaymentMethod multiple times, you must attach it to a Customer first.',
@@ -96,6 +110,7 @@ async function usablePaymentMethod(ctx: ApiContext, id: string, customerId: stri
       'customer',
     );
   }
+  if (confirming) markUsedWithIntent(ctx.db, pm, intentId);
   return pm;
 }
 
@@ -141,11 +156,11 @@ async function create(ctx: ApiContext): Promise<SimResponse> {
 
   const customerId = optString(params, 'customer');
   if (customerId && !(await findCustomer(db, account, customerId))) throw noSuch('customer', customerId, 'customer');
+  const id = newId('pi');
   const pmParam = optString(params, 'payment_method');
-  const pm = pmParam ? await usablePaymentMethod(ctx, pmParam, customerId ?? null) : null;
+  const pm = pmParam ? await usablePaymentMethod(ctx, pmParam, customerId ?? null, id, confirmNow) : null;
   if (confirmNow && !pm) throw missingPaymentMethod();
 
-  const id = newId('pi');
   const intent: IntentRow = {
     id,
     account,
@@ -194,8 +209,12 @@ async function confirmIntent(ctx: ApiContext): Promise<SimResponse> {
   if (returnUrl !== undefined) intent.return_url = httpUrl(returnUrl, 'return_url');
   if (params.off_session !== undefined) intent.off_session = offSession(ctx);
   const pmParam = optString(params, 'payment_method');
-  const pm = pmParam ? await usablePaymentMethod(ctx, pmParam, intent.customer) : await paymentMethodById(ctx.db, intent.payment_method);
+  const pm = pmParam ? await usablePaymentMethod(ctx, pmParam, intent.customer, intent.id, true) : await paymentMethodById(ctx.db, intent.payment_method);
   if (!pm) throw missingPaymentMethod();
+  if (!pmParam) {
+    refuseIfUsedElsewhere(pm, intent.id);
+    markUsedWithIntent(ctx.db, pm, intent.id);
+  }
   const answer = confirmAndAnswer(ctx, intent, pm, [], optBool(params, 'error_on_requires_action') ?? false);
   saveIntent(ctx.db, intent);
   return answer;
@@ -237,7 +256,7 @@ async function updateIntent(ctx: ApiContext): Promise<SimResponse> {
   }
   const pmParam = optString(params, 'payment_method');
   if (pmParam) {
-    const pm = await usablePaymentMethod(ctx, pmParam, intent.customer);
+    const pm = await usablePaymentMethod(ctx, pmParam, intent.customer, intent.id, false);
     intent.payment_method = pm.id;
     intent.status = 'requires_confirmation';
     intent.next_action = null;

@@ -9,6 +9,10 @@ import { onlyKnown, optString, reqString } from './params.js';
 import { findCustomer, findPaymentMethod, insertPaymentMethod } from './store.js';
 import { testCard } from './test-cards.js';
 
+/** Stripe's refusal of a PaymentMethod used once without a Customer (or detached from one). */
+export const SINGLE_USE_MESSAGE =
+  'The provided PaymentMethod was previously used with a PaymentIntent without Customer attachment, shared with a connected account without Customer attachment, or was detached from a Customer. It may not be used again. To use a PaymentMethod multiple times, you must attach it to a Customer first.';
+
 const notAttached = () =>
   invalidRequest(
     'The payment method you provided is not attached to a customer so detachment is impossible.',
@@ -30,6 +34,10 @@ async function attach(ctx: ApiContext) {
   if (!(await findCustomer(db, account, customerId))) throw noSuch('customer', customerId, 'customer');
   if (existing?.detached) {
     throw invalidRequest('This PaymentMethod was previously detached from a Customer and cannot be attached again.', undefined, 'payment_method_unexpected_state');
+  }
+  if (existing && !existing.customer && existing.used_with_intent) {
+    // Confirmed with a PaymentIntent while attached to no Customer: consumed, as at Stripe.
+    throw invalidRequest(SINGLE_USE_MESSAGE, undefined, 'payment_method_unexpected_state');
   }
   if (existing?.customer) {
     if (existing.customer === customerId) return ok(paymentMethodObject(existing));
@@ -88,7 +96,7 @@ export function paymentMethodRoutes(api: ApiRoutes): void {
   api.get('/v1/payment_methods/:id', async ({ db, account, path }) => {
     const id = path.id!;
     // A test token reads as a fresh, unattached card.
-    if (testCard(id)) return paymentMethodObject({ id, account, token: id, customer: null, detached: false, metadata: {}, created: String(nowSec()) });
+    if (testCard(id)) return paymentMethodObject({ id, account, token: id, customer: null, detached: false, used_with_intent: null, metadata: {}, created: String(nowSec()) });
     const row = await findPaymentMethod(db, account, id);
     if (!row) throw noSuch('PaymentMethod', id);
     return paymentMethodObject(row);

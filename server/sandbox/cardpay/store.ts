@@ -79,18 +79,23 @@ export async function findPaymentMethod(db: Db, account: string, id: string, loc
   return row ?? null;
 }
 
-/** A new `pm_…` of this account for a test token, inserted with the commit. */
-export function insertPaymentMethod(db: Db, account: string, token: string, customer: string | null): PaymentMethodRow {
-  const row: PaymentMethodRow = { id: newId('pm'), account, token, customer, detached: false, metadata: {}, created: String(nowSec()) };
-  db.write('INSERT INTO sandbox_cardpay_payment_methods (id, account, token, customer, created) VALUES (?, ?, ?, ?, ?)', [
-    row.id, row.account, row.token, row.customer, row.created,
+/** A new `pm_…` of this account for a test token, inserted with the commit (`usedWithIntent`: confirmed with that intent in this request). */
+export function insertPaymentMethod(db: Db, account: string, token: string, customer: string | null, usedWithIntent: string | null = null): PaymentMethodRow {
+  const row: PaymentMethodRow = {
+    id: newId('pm'), account, token, customer, detached: false, used_with_intent: usedWithIntent, metadata: {}, created: String(nowSec()),
+  };
+  db.write('INSERT INTO sandbox_cardpay_payment_methods (id, account, token, customer, used_with_intent, created) VALUES (?, ?, ?, ?, ?, ?)', [
+    row.id, row.account, row.token, row.customer, row.used_with_intent, row.created,
   ]);
   return row;
 }
 
-/** A test token becomes a new `pm_…` of this account (remembering the token); an id must be this account's. */
-export async function resolvePaymentMethod(db: Db, account: string, idOrToken: string, param: string): Promise<PaymentMethodRow> {
-  if (testCard(idOrToken)) return insertPaymentMethod(db, account, idOrToken, null);
+/**
+ * A test token becomes a new `pm_…` of this account (remembering the token; `usedWithIntent` when the
+ * request confirms that intent with it); an id must be this account's.
+ */
+export async function resolvePaymentMethod(db: Db, account: string, idOrToken: string, param: string, usedWithIntent: string | null = null): Promise<PaymentMethodRow> {
+  if (testCard(idOrToken)) return insertPaymentMethod(db, account, idOrToken, null, usedWithIntent);
   const row = await findPaymentMethod(db, account, idOrToken, true);
   if (!row) throw noSuch('PaymentMethod', idOrToken, param);
   return row;
@@ -105,4 +110,14 @@ export async function paymentMethodById(db: Db, id: string | null): Promise<Paym
   if (!id) return null;
   const [row] = await db.query<PaymentMethodRow>('SELECT * FROM sandbox_cardpay_payment_methods WHERE id = ?', [id]);
   return row ?? null;
+}
+
+/**
+ * Records that `pm` (attached to no Customer) is being confirmed with `intentId`, once (with the commit):
+ * from then on it may not be used with another intent, nor attached (payment-intents.ts, payment-methods.ts).
+ */
+export function markUsedWithIntent(db: Db, pm: PaymentMethodRow, intentId: string): void {
+  if (pm.customer || pm.used_with_intent) return;
+  db.write('UPDATE sandbox_cardpay_payment_methods SET used_with_intent = ? WHERE id = ? AND used_with_intent IS NULL', [intentId, pm.id]);
+  pm.used_with_intent = intentId;
 }
