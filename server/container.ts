@@ -34,6 +34,7 @@ import { PaymentHistory } from './domain/payments/payment-history.js';
 import { PaymentService } from './domain/payments/payment.service.js';
 import { ProviderGateway } from './domain/payments/provider-gateway.js';
 import { StatusSyncService } from './domain/payments/status-sync.service.js';
+import { AbandonFailedService } from './domain/payments/abandon-failed.service.js';
 import { StatusWriter } from './domain/payments/status-writer.js';
 import { RefundService } from './domain/refunds/refund.service.js';
 import { RefundSyncService } from './domain/refunds/refund-sync.service.js';
@@ -66,6 +67,7 @@ export interface Services {
   refunds: RefundService;
   savedCards: SavedCardService;
   statusSync: StatusSyncService;
+  abandonFailed: AbandonFailedService;
   refundSync: RefundSyncService;
   inbound: InboundPipeline;
   operations: ProviderOperationsService;
@@ -186,6 +188,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     refunds,
     savedCards: new SavedCardService(em, credentials, providers, idempotency),
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),
+    abandonFailed: new AbandonFailedService(em, gateway, writer, logger),
     refundSync: new RefundSyncService(em, config, gateway, refunds, logger),
     inbound: new InboundPipeline(em, providers, credentials, writer, logger),
     operations: new ProviderOperationsService(em, config, providers, credentials, writer, logger),

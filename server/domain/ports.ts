@@ -401,6 +401,13 @@ export interface ProviderPort<C = unknown> {
    * ends the payment is kind `declined`, with a failed result.
    */
   capturePayment?(creds: C, input: { providerRef: string; idempotencyKey: string; providerData: Record<string, unknown> }): Promise<ProviderPaymentResult>;
+  /**
+   * A payment we recorded `failed` whose provider object may still be completed later (cardpay: a declined
+   * intent stays confirmable in requires_payment_method): cancelled at the provider so that nothing can
+   * charge it any more. Answers the payment as the provider has it afterwards — failed (cancelled), or
+   * completed when it had been charged after all (a late success). Absent: nothing to cancel.
+   */
+  abandonPayment?(creds: C, input: { providerRef: string; idempotencyKey: string }): Promise<ProviderPaymentResult>;
   /** Completes credentials before they are stored (e.g. registers our callback URL, keeps its secret). */
   prepareCredentials?(merchantId: string, creds: C): Promise<C>;
   readonly notifications: NotificationScheme<C>;

@@ -1,6 +1,7 @@
 import type { JobContext } from './job-context.js';
 import { sandboxModules } from '../sandbox/index.js';
 import { defineJob } from './define-job.js';
+import { defineAbandonFailedJob, scheduleAbandonFailed } from './abandon-failed.job.js';
 import { defineDeliverWebhookJob } from './deliver-webhook.job.js';
 import { defineFoldPaymentCountsJob, scheduleFoldPaymentCounts } from './fold-payment-counts.job.js';
 import { definePruneEventsJob, schedulePruneEvents } from './prune-events.job.js';
@@ -15,6 +16,7 @@ export function defineJobs(container: JobContext): void {
   defineDeliverWebhookJob(container);
   defineSweepDeliveriesJob(container);
   defineSyncPaymentsJob(container);
+  defineAbandonFailedJob(container);
   defineSyncRefundsJob(container);
   defineReconcileTransactionsJobs(container);
   definePruneEventsJob(container);
@@ -33,6 +35,7 @@ export function defineJobs(container: JobContext): void {
 export async function scheduleRecurringJobs(container: JobContext): Promise<void> {
   await scheduleDeliverySweep(container);
   await scheduleSyncPayments(container);
+  await scheduleAbandonFailed(container);
   await scheduleSyncRefunds(container);
   await scheduleAllReconciliations(container);
   await schedulePruneEvents(container);

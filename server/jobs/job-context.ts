@@ -6,6 +6,7 @@ import type { EventLog } from '../domain/events/event-log.js';
 import type { IdempotencyKeyRetention } from '../domain/payments/idempotency-key-retention.js';
 import type { ProviderOperationsService } from '../domain/operations/provider-operations.service.js';
 import type { StatusSyncService } from '../domain/payments/status-sync.service.js';
+import type { AbandonFailedService } from '../domain/payments/abandon-failed.service.js';
 import type { RefundSyncService } from '../domain/refunds/refund-sync.service.js';
 import type { ProviderRegistry } from '../domain/ports.js';
 import type { Logger } from '../observability/logger.js';
@@ -30,6 +31,7 @@ export interface JobContext {
     events: EventLog;
     idempotencyKeyRetention: IdempotencyKeyRetention;
     statusSync: StatusSyncService;
+    abandonFailed: AbandonFailedService;
     refundSync: RefundSyncService;
     operations: ProviderOperationsService;
   };

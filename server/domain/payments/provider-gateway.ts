@@ -43,6 +43,13 @@ export class ProviderGateway {
     return port.findPayment ? port.findPayment(await this.creds(payment), lookup) : undefined;
   }
 
+  /** Cancels a failed payment's provider object (ProviderPort.abandonPayment); undefined when the provider has nothing to cancel. */
+  async abandon(payment: Payment, idempotencyKey: string): Promise<ProviderPaymentResult | undefined> {
+    const port = this.port(payment.provider);
+    if (!port.abandonPayment || !payment.providerRef) return undefined;
+    return port.abandonPayment(await this.creds(payment), { providerRef: payment.providerRef, idempotencyKey });
+  }
+
   async refund(payment: Payment, input: RefundInput): Promise<ProviderRefundResult> {
     return this.port(payment.provider).refundPayment(await this.creds(payment), input);
   }

@@ -147,6 +147,14 @@ function assessReport(payment: Payment, update: PaymentUpdate): { edge: PaymentE
 
 const json = (value: unknown) => (value === null ? null : JSON.stringify(value));
 
+/**
+ * A payment moved to `failed` that has a provider object: the worker cancels that object at the provider
+ * (AbandonFailedService), outside this transaction, so that nothing can charge it after we said failed.
+ */
+async function markAbandonDue(tx: EntityManager, paymentId: string): Promise<void> {
+  await tx.execute('UPDATE payments SET abandon_due_at = now() WHERE id = ?', [paymentId], 'run');
+}
+
 export class StatusWriter {
   constructor(
     private readonly em: EntityManager,
@@ -216,7 +224,10 @@ export class StatusWriter {
     if (update.data) assign('provider_data = provider_data || ?::jsonb', JSON.stringify(update.data));
     if (moves) {
       assign('status = ?', update.status);
-      if (update.status === 'failed') assign(`failure_reason = COALESCE(?, failure_reason, 'declined by the provider')`, update.failureReason ?? null);
+      if (update.status === 'failed') {
+        assign(`failure_reason = COALESCE(?, failure_reason, 'declined by the provider')`, update.failureReason ?? null);
+        assign(`abandon_due_at = CASE WHEN COALESCE(?::text, provider_ref) IS NOT NULL THEN now() END`, update.providerRef ?? null);
+      }
       assign('next_action = NULL, next_sync_at = NULL');
     } else if (update.nextAction !== undefined) {
       assign('next_action = ?::jsonb', json(update.nextAction ?? null));
@@ -295,6 +306,7 @@ export class UnitOfWork {
     if (!moved) return { payment, transitioned: false, mismatch: null };
     payment.nextAction = null;
     payment.nextSyncAt = null;
+    if (update.status === 'failed' && payment.providerRef) await markAbandonDue(this.tx, payment.id);
     await this.emit(payment, moved.event, eventData(payment, from));
     return { payment, transitioned: true, mismatch: null };
   }

@@ -41,6 +41,7 @@ import { Migration20261127000502_refund_metadata } from './Migration202611270005
 import { Migration20261127000601_delivery_lease_token } from './Migration20261127000601_delivery_lease_token.js';
 import { Migration20261127000701_sandbox_walletpay_outcomes } from './Migration20261127000701_sandbox_walletpay_outcomes.js';
 import { Migration20261127000801_sandbox_cardpay_single_use_payment_methods } from './Migration20261127000801_sandbox_cardpay_single_use_payment_methods.js';
+import { Migration20261127000802_abandon_failed_intents } from './Migration20261127000802_abandon_failed_intents.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -89,4 +90,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127000601_delivery_lease_token', class: Migration20261127000601_delivery_lease_token },
   { name: 'Migration20261127000701_sandbox_walletpay_outcomes', class: Migration20261127000701_sandbox_walletpay_outcomes },
   { name: 'Migration20261127000801_sandbox_cardpay_single_use_payment_methods', class: Migration20261127000801_sandbox_cardpay_single_use_payment_methods },
+  { name: 'Migration20261127000802_abandon_failed_intents', class: Migration20261127000802_abandon_failed_intents },
 ];

@@ -47,6 +47,22 @@ export class CardpayAdapter {
     return toPaymentResult(intent);
   }
 
+  /**
+   * Cancels an intent we recorded failed (a declined intent stays confirmable in requires_payment_method).
+   * An intent that can no longer be cancelled (already canceled, or succeeded after all) is answered as
+   * it is: Stripe refuses the cancel with payment_intent_unexpected_state, and the intent is read.
+   */
+  async abandonPayment(creds: CardpayCredentials, input: { providerRef: string; idempotencyKey: string }): Promise<ProviderPaymentResult> {
+    const stripe = this.stripe(creds);
+    try {
+      const intent = await this.call('write', () => stripe.paymentIntents.cancel(input.providerRef, { cancellation_reason: 'abandoned' }, { idempotencyKey: input.idempotencyKey }));
+      return toPaymentResult(intent);
+    } catch (err) {
+      if (!(err instanceof ProviderError) || err.providerCode !== 'payment_intent_unexpected_state') throw err;
+      return toPaymentResult(await this.call('read', () => stripe.paymentIntents.retrieve(input.providerRef)));
+    }
+  }
+
   /** Status sync: the intent by id; without one (creation timed out), the intent whose metadata names the payment. */
   async getPayment(creds: CardpayCredentials, lookup: PaymentLookup): Promise<ProviderPaymentResult> {
     if (lookup.providerRef) {

@@ -33,6 +33,7 @@ export function cardpayProvider(config: AppConfig, instrument: AdapterDecorator 
     getPayment: (creds, lookup) => adapter.getPayment(creds, lookup),
     findPayment: (creds, lookup) => adapter.findPayment(creds, lookup),
     refundPayment: (creds, input) => adapter.refundPayment(creds, input),
+    abandonPayment: (creds, input) => adapter.abandonPayment(creds, input),
     findRefund: (creds, lookup) => adapter.findRefund(creds, lookup),
     prepareCredentials: prepareCardpayCredentials(adapter, config),
     notifications: cardpayNotifications(adapter),

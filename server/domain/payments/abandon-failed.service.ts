@@ -1,0 +1,74 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Logger } from '../../observability/logger.js';
+import { PaymentSchema } from '../../persistence/entities/index.js';
+import { ProviderError } from '../ports.js';
+import { toUpdate } from './payment.service.js';
+import type { ProviderGateway } from './provider-gateway.js';
+import type { StatusWriter } from './status-writer.js';
+
+/** How long a claimed payment is left to its worker before another may take it again (a provider outage: the retry interval). */
+const CLAIM_MS = 5 * 60_000;
+/** After this long since the payment failed, a provider that still cannot be asked is given up on (logged). */
+const GIVE_UP_MS = 7 * 24 * 3_600_000;
+
+/**
+ * Cancels at the provider what a payment we recorded `failed` left open there. A card decline or a failed
+ * 3-D Secure authentication leaves a Stripe intent in `requires_payment_method`, confirmable again with
+ * its client secret: a later confirmation would charge the customer for a payment we show failed (and
+ * that decisions.md's rule keeps failed: a success after `failed` is recorded and ignored). The status
+ * writer marks such payments due (`abandon_due_at`) in the transaction that fails them; this worker job
+ * claims them (SKIP LOCKED: several workers split them, none twice), asks the provider to cancel with an
+ * idempotency key derived from the payment — never inside a transaction — and clears the mark. An
+ * intent already canceled is fine; one that succeeded after all (charged before the cancel got there)
+ * is applied as a late success: the state machine refuses it and records it, and it is logged as an
+ * error for an operator to refund. A provider outage leaves the mark for a retry after CLAIM_MS.
+ */
+export class AbandonFailedService {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly gateway: ProviderGateway,
+    private readonly writer: StatusWriter,
+    private readonly logger: Logger,
+  ) {}
+
+  async abandonDue(limit = 25): Promise<number> {
+    const claimed = await this.em.getConnection().execute<{ id: string }[]>(
+      `UPDATE payments SET abandon_due_at = now() + (? * interval '1 millisecond')
+       WHERE id IN (SELECT id FROM payments WHERE abandon_due_at <= now() ORDER BY abandon_due_at LIMIT ? FOR UPDATE SKIP LOCKED)
+       RETURNING id`,
+      [CLAIM_MS, limit],
+    );
+    for (const { id } of claimed) {
+      await this.abandonOne(id).catch((err: Error) => this.logger.warn({ paymentId: id, err: { message: err.message } }, 'abandoning a failed payment at the provider failed'));
+    }
+    return claimed.length;
+  }
+
+  async abandonOne(paymentId: string): Promise<void> {
+    const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
+    if (payment.status !== 'failed') return this.done(paymentId);
+    let answer;
+    try {
+      answer = await this.gateway.abandon(payment, `abandon-${payment.id}`);
+    } catch (err) {
+      if (!(err instanceof ProviderError)) throw err;
+      const transient = err.kind === 'unavailable' || err.kind === 'indeterminate' || err.kind === 'rate_limited' || err.kind === 'auth';
+      if (transient && Date.now() - payment.updatedAt.getTime() < GIVE_UP_MS) {
+        this.logger.warn({ paymentId, provider: payment.provider, kind: err.kind }, 'could not cancel a failed payment at the provider; retrying later');
+        return;
+      }
+      this.logger.warn({ paymentId, provider: payment.provider, kind: err.kind, reason: err.message }, 'a failed payment could not be cancelled at the provider; given up');
+      return this.done(paymentId);
+    }
+    if (answer?.status === 'completed') {
+      // Charged after we said failed: the state machine keeps it failed and records the report.
+      await this.writer.applyPayment(payment.id, toUpdate(answer), 'abandon');
+      this.logger.error({ paymentId, provider: payment.provider, providerRef: payment.providerRef }, 'a payment recorded failed was charged at the provider; refund it there or settle it by hand');
+    }
+    await this.done(paymentId);
+  }
+
+  private async done(paymentId: string): Promise<void> {
+    await this.em.getConnection().execute('UPDATE payments SET abandon_due_at = NULL WHERE id = ?', [paymentId], 'run');
+  }
+}

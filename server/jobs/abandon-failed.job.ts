@@ -1,0 +1,15 @@
+import type { JobContext } from './job-context.js';
+import { defineJob } from './define-job.js';
+
+export const ABANDON_FAILED_JOB = 'payments.abandon-due';
+
+/** Repeating job: cancels at the provider what failed payments left open there (see AbandonFailedService). */
+export function defineAbandonFailedJob(container: JobContext): void {
+  defineJob(container, ABANDON_FAILED_JOB, async () => {
+    await container.services.abandonFailed.abandonDue();
+  }, { concurrency: 1 });
+}
+
+export async function scheduleAbandonFailed(container: JobContext): Promise<void> {
+  await container.agenda.every(container.config.statusSyncPollMs, ABANDON_FAILED_JOB, {}, { skipImmediate: false });
+}

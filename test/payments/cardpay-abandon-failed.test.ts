@@ -1,0 +1,88 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
+import { startTestService, type TestService } from '../support/service.js';
+import { eventually } from '../support/webhook-receiver.js';
+
+/**
+ * A card payment we record `failed` leaves its Stripe intent in requires_payment_method, where a later
+ * confirmation (with the intent's client secret) would still charge the customer while the merchant sees
+ * `failed`. The worker cancels such intents at the provider (payments.abandon-due), outside any
+ * transaction; an intent that was charged after all is recorded as a refused late success.
+ */
+let t: TestService;
+let key: string;
+let n = 0;
+const SECRET_KEY = 'sk_test_abandon_failed_0001';
+
+beforeAll(async () => {
+  t = await startTestService();
+  ({ apiKey: key } = await t.createMerchant('Abandon Shop'));
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: SECRET_KEY } }).expect(200);
+});
+afterAll(async () => t.stop());
+
+const pay = (k: string, paymentMethod: string) =>
+  t.http.post('/v1/payments').set('X-API-Key', k).set('Idempotency-Key', `abandon-${Date.now()}-${++n}`)
+    .send({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: paymentMethod, return_url: 'https://shop.example.com/return' });
+const intentAt = async (secretKey: string, id: string) =>
+  (await t.http.get(`/sandbox/cardpay/v1/payment_intents/${id}`).set('Authorization', `Bearer ${secretKey}`).expect(200)).body;
+/** What a customer's browser could still do with the intent's client secret: confirm it with another card. */
+const confirmAgain = (secretKey: string, id: string) =>
+  t.http.post(`/sandbox/cardpay/v1/payment_intents/${id}/confirm`).set('Authorization', `Bearer ${secretKey}`).type('form').send({ payment_method: 'pm_card_visa' });
+const abandonDue = () => t.inContext(() => t.service.container.services.abandonFailed.abandonDue());
+const payment = async (k: string, id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', k).expect(200)).body.data;
+
+describe('a failed card payment is cancelled at the provider', () => {
+  it('a decline: the intent is canceled there, so confirming it again charges nothing', async () => {
+    const res = await pay(key, 'pm_card_chargeDeclined');
+    expect(res.body.data).toMatchObject({ status: 'failed' });
+    const intentId = res.body.data.provider_ref as string;
+    await abandonDue();
+    await eventually(async () => (await intentAt(SECRET_KEY, intentId)).status === 'canceled', 10_000, 'the intent to be canceled');
+    expect(await intentAt(SECRET_KEY, intentId)).toMatchObject({ status: 'canceled', cancellation_reason: 'abandoned', amount_received: 0 });
+    const retry = await confirmAgain(SECRET_KEY, intentId);
+    expect(retry.status).toBe(400);
+    expect(retry.body.error).toMatchObject({ code: 'payment_intent_unexpected_state' });
+    expect(await payment(key, res.body.data.id)).toMatchObject({ status: 'failed' });
+    expect(await t.sql('SELECT abandon_due_at FROM payments WHERE id = $1', [res.body.data.id])).toEqual([{ abandon_due_at: null }]);
+  });
+
+  it('a failed 3-D Secure authentication (known from the provider event): the intent is canceled too', async () => {
+    const { apiKey } = await t.createMerchant('Abandon 3DS Shop');
+    const secretKey = 'sk_test_abandon_failed_3ds';
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey } }).expect(200);
+    const res = await pay(apiKey, 'pm_card_threeDSecureRequired');
+    const url = res.body.data.next_action.url as string;
+    await fetch(`${url}${url.includes('?') ? '&' : '?'}auto=fail`, { redirect: 'manual' });
+    await eventually(async () => (await payment(apiKey, res.body.data.id)).status === 'failed', 10_000, 'the payment_intent.payment_failed event');
+    await abandonDue();
+    await eventually(async () => (await intentAt(secretKey, res.body.data.provider_ref)).status === 'canceled', 10_000, 'the intent to be canceled');
+    expect((await confirmAgain(secretKey, res.body.data.provider_ref)).status).toBe(400);
+  });
+
+  it('an intent charged after all before the cancel arrived: a late success, refused and recorded; the payment stays failed', async () => {
+    // Its own webhook secret and no endpoint: only the event posted below reaches the service.
+    const { apiKey } = await t.createMerchant('Late Success Shop');
+    const secretKey = 'sk_test_abandon_failed_late';
+    const webhookSecret = 'whsec_abandon_failed_late';
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey)
+      .send({ provider: 'cardpay', cardpay: { secret_key: secretKey, webhook_secret: webhookSecret } }).expect(200);
+    const res = await pay(apiKey, 'pm_card_threeDSecureRequired');
+    const p = res.body.data as { id: string; provider_ref: string; next_action: { url: string } };
+    // The service hears the intent failed…
+    const failedIntent = { ...(await intentAt(secretKey, p.provider_ref)), status: 'requires_payment_method', last_payment_error: { message: 'Authentication failed' } };
+    const body = JSON.stringify({ id: `evt_late_${Date.now()}`, object: 'event', type: 'payment_intent.payment_failed', created: Math.floor(Date.now() / 1000), data: { object: failedIntent } });
+    await t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signatureHeader(body, webhookSecret)).send(body).expect(200);
+    expect(await payment(apiKey, p.id)).toMatchObject({ status: 'failed' });
+    // …while the cardholder completes 3-D Secure and is charged.
+    await fetch(`${p.next_action.url}${p.next_action.url.includes('?') ? '&' : '?'}auto=complete`, { redirect: 'manual' });
+    expect((await intentAt(secretKey, p.provider_ref)).status).toBe('succeeded');
+
+    await abandonDue();
+    await eventually(async () => (await t.sql('SELECT abandon_due_at FROM payments WHERE id = $1', [p.id]))[0]!.abandon_due_at === null, 10_000, 'the abandonment to be done');
+    expect(await payment(apiKey, p.id)).toMatchObject({ status: 'failed' });
+    const late = await t.sql<{ to_status: string; accepted: boolean; trigger: string }>(
+      `SELECT to_status, accepted, trigger FROM payment_transitions WHERE payment_id = $1 AND trigger = 'abandon'`, [p.id]);
+    expect(late).toEqual([{ to_status: 'completed', accepted: false, trigger: 'abandon' }]);
+  });
+});
