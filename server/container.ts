@@ -176,7 +176,12 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     deliveries: new DeliveryService(
       em,
       merchants,
-      { retryScheduleMs: config.webhookRetryScheduleMs, timeoutMs: config.webhookTimeoutMs, allowPrivateUrls: config.webhookAllowPrivateUrls },
+      {
+        retryScheduleMs: config.webhookRetryScheduleMs,
+        timeoutMs: config.webhookTimeoutMs,
+        allowPrivateUrls: config.webhookAllowPrivateUrls,
+        maxInFlightPerMerchant: config.webhookMaxInFlightPerMerchant,
+      },
       deliveryQueue,
       logger,
       metrics.webhookDeliveryAttempts,

@@ -19,6 +19,8 @@ import { withSchemaLock } from './persistence/schema-lock.js';
 
 /** A worker's webhook drain loop: attempts in flight at once, and the pause after a failed claim. */
 const DRAINER_OPTIONS = { maxInFlight: 32, retryMs: 1000 };
+/** Attempts recorded before the drain loop claims again for merchants a claim left at their share. */
+const MIN_RECLAIM = 8;
 /**
  * The drain loop's listening connection is checked this often (a SELECT 1 answered within 2 s): one
  * that died silently is replaced, and the new one looks once for what became due meanwhile.
@@ -148,7 +150,11 @@ export async function startService(config: AppConfig, options: StartOptions = {}
   // The drain loop sleeps until the database NOTIFYs a due delivery, on a connection of its own; it is
   // also woken when that connection is (re)made, for whatever became due while no worker listened, and
   // claims at least once per sweep interval whatever happens to the wake-ups.
-  const drainer = runsJobs ? new DeliveryDrainer(container, { ...DRAINER_OPTIONS, pollMs: config.deliverySweepIntervalMs }) : null;
+  const drainer = runsJobs ? new DeliveryDrainer(container, {
+        ...DRAINER_OPTIONS,
+        pollMs: config.deliverySweepIntervalMs,
+        reclaimAfterRecorded: Math.min(MIN_RECLAIM, config.webhookMaxInFlightPerMerchant),
+      }) : null;
   const dueDeliveries = drainer
     ? new ChangeNotifications(url, {
         channel: DELIVERIES_DUE_CHANNEL,

@@ -43,6 +43,7 @@ const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   MOBILEMONEY_BASE_URL: z.string().url().optional(),
   WEBHOOK_RETRY_SCHEDULE: z.string().default('30s,2m,10m,30m,2h'),
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: z.coerce.number().int().positive().default(16),
   WEBHOOK_ALLOW_PRIVATE_URLS: booleanFlag.optional(),
   MOBILEMONEY_CALLBACK_ALLOWLIST: z.string().optional(),
   MOBILEMONEY_CERT_PATH: z.string().optional(),
@@ -113,6 +114,8 @@ export interface AppConfig {
   providerTimeoutMs: number;
   webhookRetryScheduleMs: number[];
   webhookTimeoutMs: number;
+  /** Webhook attempts one merchant may have in flight at once across all workers: a slow endpoint cannot take every slot. */
+  webhookMaxInFlightPerMerchant: number;
   webhookAllowPrivateUrls: boolean;
   deliverySweepIntervalMs: number;
   /** How long events (GET /v1/events) and their delivered deliveries are kept. */
@@ -272,6 +275,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     providerTimeoutMs: e.PROVIDER_TIMEOUT_MS,
     webhookRetryScheduleMs: schedule,
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
+    webhookMaxInFlightPerMerchant: e.WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT,
     webhookAllowPrivateUrls: e.WEBHOOK_ALLOW_PRIVATE_URLS ?? !production,
     deliverySweepIntervalMs: parseDurationMs(e.DELIVERY_SWEEP_INTERVAL),
     eventRetentionMs: parseDurationMs(e.EVENT_RETENTION),

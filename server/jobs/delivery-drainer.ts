@@ -12,6 +12,12 @@ export interface DrainerOptions {
    * connection died unnoticed, a NOTIFY was never sent), and the sweeper's rescue is itself a NOTIFY.
    */
   pollMs: number;
+  /**
+   * Claim again once this many attempts were recorded since the last claim (or none is left): each
+   * recorded attempt frees a place in its merchant's in-flight share, which a short claim left full.
+   * At most the per-merchant share, so a merchant at its share is always served again.
+   */
+  reclaimAfterRecorded: number;
 }
 
 /** Claim only when at least this many slots are free, so claims stay batched under load. */
@@ -24,8 +30,9 @@ const MAX_UNRECORDED_FACTOR = 4;
  * of a delivery due now (a ChangeNotifications on DELIVERIES_DUE_CHANNEL, see service.ts), it leases many
  * due deliveries in one statement, sends up to `maxInFlight` at once over keep-alive connections, and
  * records each attempt (successes in groups).
- * It keeps claiming while the last claim came back full, then sleeps until the next notification, or
- * at most `pollMs` (a claim that finds nothing is one indexed statement).
+ * It keeps claiming while the last claim came back full or attempts finish (a merchant at its in-flight
+ * share gets its next delivery as one of its attempts is recorded), then sleeps until the next notification,
+ * or at most `pollMs` (a claim that finds nothing is one indexed statement).
  * Agenda keeps the scheduled retries (a failed attempt books the next one as a job) and the sweeper,
  * which wakes the workers for anything due that nobody took (no worker listening, a lost retry job,
  * an expired lease). Leases keep any number of workers from sending a delivery twice at once.
@@ -42,6 +49,8 @@ export class DeliveryDrainer {
   private running: Promise<void> | null = null;
   /** When the last claim was made (performance.now()): the fallback poll counts from it. */
   private lastClaimAt = Number.NEGATIVE_INFINITY;
+  /** Attempts recorded since the last claim. */
+  private recordedSinceClaim = 0;
 
   constructor(private readonly container: JobContext, private readonly options: DrainerOptions) {}
 
@@ -74,6 +83,7 @@ export class DeliveryDrainer {
         continue;
       }
       this.due = false;
+      this.recordedSinceClaim = 0;
       this.lastClaimAt = performance.now();
       let batch: LeasedDelivery[];
       try {
@@ -84,7 +94,8 @@ export class DeliveryDrainer {
         await this.pause(this.options.retryMs);
         continue;
       }
-      // A full batch may have left more behind.
+      // A full batch may have left more behind; so may a short one, when merchants at their in-flight
+      // share were left out (their next delivery is claimed as their attempts are recorded: see send).
       if (batch.length === free) this.due = true;
       for (const leased of batch) this.send(leased);
     }
@@ -110,6 +121,11 @@ export class DeliveryDrainer {
       .finally(() => {
         onSent();
         this.inFlight.delete(attempt);
+        // Recorded, its lease released: its merchant's in-flight share has room again, so that merchant's
+        // next due delivery may be claimed (a claim that left it out came back short, which wakes nobody).
+        // Batched, so claims stay few: see reclaimAfterRecorded.
+        this.recordedSinceClaim += 1;
+        if (this.recordedSinceClaim >= this.options.reclaimAfterRecorded || this.inFlight.size === 0) this.due = true;
         this.wake?.();
       });
     this.inFlight.add(attempt);

@@ -32,7 +32,7 @@ describe('the drain loop with no wake-ups', () => {
   it('sends deliveries that became due after its last claim, on its fallback poll', async () => {
     const m = await t.createMerchant('Unwoken');
     await registerWebhook(t, m.apiKey, receiver.url('/unwoken'));
-    drainer = new DeliveryDrainer(t.service.container, { maxInFlight: 4, retryMs: 100, pollMs: 500 });
+    drainer = new DeliveryDrainer(t.service.container, { maxInFlight: 4, retryMs: 100, pollMs: 500, reclaimAfterRecorded: 4 });
     drainer.start();
 
     const first = await emitEvent(t, m.merchantId, { notify: false });

@@ -24,7 +24,7 @@ afterAll(async () => {
 });
 
 const em = () => t.service.container.orm.em;
-const lease = () => t.inContext(() => leaseDueDeliveries(em(), 10, 60_000));
+const lease = () => t.inContext(() => leaseDueDeliveries(em(), 10, 60_000, 16));
 const expireLeases = (id: string) => t.sql(`UPDATE webhook_deliveries SET lease_until = now() - interval '1 second' WHERE id = $1`, [id]);
 const attempt = (leased: LeasedDelivery, responseStatus: number | null) => ({
   deliveryId: leased.id, attemptNumber: leased.attempts + 1, trigger: 'scheduled' as const, responseStatus, error: responseStatus === 200 ? null : 'HTTP 503', durationMs: 5,

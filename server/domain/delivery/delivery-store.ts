@@ -79,25 +79,53 @@ export async function leaseDelivery(
 
 /**
  * Takes up to `limit` due deliveries (pending or retrying, due, not leased) for one scheduled attempt
- * each, in ONE statement, oldest due first. `FOR UPDATE SKIP LOCKED`: workers claiming at the same
- * time take disjoint rows without waiting on each other, and a row being leased elsewhere right now
- * (an Agenda retry job, a manual retry) is skipped, not sent twice.
+ * each, in ONE statement, fairly between merchants: no merchant gets more than `perMerchant` attempts in
+ * flight (leased, across every worker), and the claim goes round the merchants with something due —
+ * each one's oldest first, then each one's second… A merchant whose endpoint hangs (or who queued
+ * thousands of events) so holds at most `perMerchant` of the workers' slots, and the others' deliveries
+ * still go out at once. The merchants with something due are found by skipping through an index, so
+ * a claim costs per merchant, not per queued delivery. `FOR UPDATE SKIP LOCKED`: workers claiming at
+ * the same time take disjoint rows without waiting on each other, and a row being leased elsewhere right
+ * now (an Agenda retry job, a manual retry) is skipped, not sent twice.
  */
-export async function leaseDueDeliveries(em: EntityManager, limit: number, leaseMs: number): Promise<LeasedDelivery[]> {
+export async function leaseDueDeliveries(em: EntityManager, limit: number, leaseMs: number, perMerchant: number): Promise<LeasedDelivery[]> {
   const rows = await em.execute<LeaseRow[]>(
-    `WITH due AS (
-       SELECT id FROM webhook_deliveries
-        WHERE status IN ('pending', 'retrying') AND next_attempt_at <= now()
-          AND (lease_until IS NULL OR lease_until < now())
-        ORDER BY next_attempt_at
-        LIMIT ?
+    `WITH RECURSIVE due_merchants AS (
+       (SELECT merchant_id FROM webhook_deliveries
+         WHERE status IN ('pending', 'retrying') AND next_attempt_at <= now()
+         ORDER BY merchant_id LIMIT 1)
+       UNION ALL
+       SELECT (SELECT d.merchant_id FROM webhook_deliveries d
+                WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= now() AND d.merchant_id > due_merchants.merchant_id
+                ORDER BY d.merchant_id LIMIT 1)
+         FROM due_merchants WHERE due_merchants.merchant_id IS NOT NULL),
+     candidates AS (
+       SELECT c.id, c.next_attempt_at, busy.n + row_number() OVER (PARTITION BY m.merchant_id ORDER BY c.next_attempt_at) AS place
+         FROM due_merchants m
+        CROSS JOIN LATERAL (
+              SELECT count(*)::int AS n FROM webhook_deliveries l
+               WHERE l.merchant_id = m.merchant_id AND l.status IN ('pending', 'retrying')
+                 AND l.lease_until IS NOT NULL AND l.lease_until >= now()) busy
+        CROSS JOIN LATERAL (
+              SELECT d.id, d.next_attempt_at
+                FROM webhook_deliveries d
+               WHERE d.merchant_id = m.merchant_id AND d.status IN ('pending', 'retrying') AND d.next_attempt_at <= now()
+                 AND (d.lease_until IS NULL OR d.lease_until < now())
+               ORDER BY d.next_attempt_at
+               LIMIT greatest(?::int - busy.n, 0)) c
+        WHERE m.merchant_id IS NOT NULL),
+     due AS (
+       SELECT w.id FROM webhook_deliveries w
+        WHERE w.id IN (SELECT id FROM candidates ORDER BY place, next_attempt_at LIMIT ?)
+          AND w.status IN ('pending', 'retrying') AND w.next_attempt_at <= now()
+          AND (w.lease_until IS NULL OR w.lease_until < now())
         FOR UPDATE SKIP LOCKED)
      UPDATE webhook_deliveries d
         SET lease_until = now() + ${ms}, lease_token = gen_random_uuid()
        FROM due, events e, merchants m
       WHERE d.id = due.id AND e.id = d.event_id AND m.id = d.merchant_id
   RETURNING ${LEASED_COLUMNS}`,
-    [limit, leaseMs],
+    [perMerchant, limit, leaseMs],
   );
   return rows.map(toLeased);
 }

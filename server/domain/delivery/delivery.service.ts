@@ -23,6 +23,8 @@ export interface DeliveryConfig {
   retryScheduleMs: readonly number[];
   timeoutMs: number;
   allowPrivateUrls: boolean;
+  /** Attempts one merchant may have in flight at once, across every worker (leaseDueDeliveries). */
+  maxInFlightPerMerchant: number;
 }
 
 /** The result of a scheduled attempt, so the caller can book the next one. */
@@ -111,7 +113,7 @@ export class DeliveryService {
 
   /** Leases up to `limit` due deliveries at once for the worker's drain loop (see leaseDueDeliveries). */
   leaseDue(limit: number): Promise<LeasedDelivery[]> {
-    return leaseDueDeliveries(this.em, limit, this.leaseMs);
+    return leaseDueDeliveries(this.em, limit, this.leaseMs, this.config.maxInFlightPerMerchant);
   }
 
   /**

@@ -1,0 +1,81 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+
+/**
+ * One merchant's webhook endpoint accepts connections and never answers, and that merchant has queued
+ * far more events than a worker has slots. Another merchant's events must still go out at once: a
+ * merchant holds at most WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT of the workers' slots, and claims go round
+ * the merchants with something due.
+ */
+const PER_MERCHANT = 4;
+
+/** An endpoint that takes every request and never answers, counting the ones it holds. */
+class HangingEndpoint {
+  readonly held = new Set<http.ServerResponse>();
+  received = 0;
+  private server = http.createServer((_req, res) => {
+    this.received += 1;
+    this.held.add(res);
+    res.on('close', () => this.held.delete(res));
+  });
+  url = '';
+
+  async start() {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hook`;
+    return this;
+  }
+
+  async stop() {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+let t: TestService;
+let hanging: HangingEndpoint;
+let receiver: WebhookReceiver;
+beforeAll(async () => {
+  // Attempts wait 30 s for an answer: far longer than the other merchant may wait for its event.
+  t = await startTestService({ WEBHOOK_TIMEOUT_MS: '30000', WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: String(PER_MERCHANT) });
+  hanging = await new HangingEndpoint().start();
+  receiver = await new WebhookReceiver().start();
+});
+afterAll(async () => {
+  await hanging.stop(); // the held attempts fail now, so the stop does not wait for them
+  await receiver.stop();
+  await t.stop();
+});
+
+async function merchantWithEndpoint(name: string, url: string) {
+  const m = await t.createMerchant(name);
+  await t.http.put('/v1/merchant/webhook').set('X-API-Key', m.apiKey).send({ webhook_url: url }).expect(200);
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: `sk_test_${randomUUID().replace(/-/g, '')}` } }).expect(200);
+  return m;
+}
+
+const pay = (apiKey: string) =>
+  t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', randomUUID())
+    .send({ provider: 'cardpay', amount: '5.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
+
+describe('webhook delivery between merchants', () => {
+  it("a merchant whose endpoint hangs holds only its share of the slots; another merchant's event goes out at once", async () => {
+    const slow = await merchantWithEndpoint('Hanging endpoint', hanging.url);
+    // More events than the worker's 32 slots: each completed payment queues one delivery.
+    for (let i = 0; i < 40; i++) await pay(slow.apiKey);
+    await eventually(() => hanging.received >= PER_MERCHANT, 10_000, 'the slow merchant\'s first attempts');
+    await new Promise((r) => setTimeout(r, 500));
+    expect(hanging.held.size).toBe(PER_MERCHANT);
+
+    const other = await merchantWithEndpoint('Answers at once', receiver.url);
+    const payment = (await pay(other.apiKey)).body.data as { id: string };
+    // Delivered while every one of the slow merchant's attempts is still waiting for its answer.
+    await eventually(() => receiver.events('payment.completed').find((e) => e.json.data.payment_id === payment.id), 10_000, "the other merchant's event");
+    expect(hanging.held.size).toBe(PER_MERCHANT);
+    expect(hanging.received).toBe(PER_MERCHANT);
+  }, 60_000);
+});
