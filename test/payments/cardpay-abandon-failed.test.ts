@@ -33,6 +33,21 @@ const abandonDue = () => t.inContext(() => t.service.container.services.abandonF
 const payment = async (k: string, id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', k).expect(200)).body.data;
 
 describe('a failed card payment is cancelled at the provider', () => {
+  it('when the credentials cannot be opened (sealed with a key this process lacks), the cancel is retried later, and given up (logged) a week after the failure', async () => {
+    const { apiKey, merchantId } = await t.createMerchant('Abandon Sealed Shop');
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_abandon_sealed' } }).expect(200);
+    const res = await pay(apiKey, 'pm_card_chargeDeclined');
+    const id = res.body.data.id as string;
+    // Not a provider's answer at all: an error of this process (here, credentials it cannot decrypt).
+    await t.sql(`UPDATE provider_credentials SET secrets_enc = 'v1.unknown-key.AAAA' WHERE merchant_id = $1`, [merchantId]);
+    const mark = async () => (await t.sql<{ due: boolean }>('SELECT abandon_due_at IS NOT NULL AS due FROM payments WHERE id = $1', [id]))[0]!.due;
+    await t.inContext(() => t.service.container.services.abandonFailed.abandonOne(id));
+    expect(await mark()).toBe(true); // kept for a retry: the merchant may store credentials again
+    await t.sql(`UPDATE payments SET updated_at = now() - interval '8 days' WHERE id = $1`, [id]);
+    await t.inContext(() => t.service.container.services.abandonFailed.abandonOne(id));
+    expect(await mark()).toBe(false); // before, retried every 5 minutes for ever
+  });
+
   it('a decline: the intent is canceled there, so confirming it again charges nothing', async () => {
     const res = await pay(key, 'pm_card_chargeDeclined');
     expect(res.body.data).toMatchObject({ status: 'failed' });

@@ -51,13 +51,15 @@ export class AbandonFailedService {
     try {
       answer = await this.gateway.abandon(payment, `abandon-${payment.id}`);
     } catch (err) {
-      if (!(err instanceof ProviderError)) throw err;
-      const transient = err.kind === 'unavailable' || err.kind === 'indeterminate' || err.kind === 'rate_limited' || err.kind === 'auth';
+      // Anything but the provider's own refusal may pass (an outage, credentials being replaced): retried
+      // after CLAIM_MS, and given up on, logged, once GIVE_UP_MS has passed since the payment failed.
+      const kind = err instanceof ProviderError ? err.kind : 'not_asked';
+      const transient = kind === 'unavailable' || kind === 'indeterminate' || kind === 'rate_limited' || kind === 'auth' || kind === 'not_asked';
       if (transient && Date.now() - payment.updatedAt.getTime() < GIVE_UP_MS) {
-        this.logger.warn({ paymentId, provider: payment.provider, kind: err.kind }, 'could not cancel a failed payment at the provider; retrying later');
+        this.logger.warn({ paymentId, provider: payment.provider, kind }, 'could not cancel a failed payment at the provider; retrying later');
         return;
       }
-      this.logger.warn({ paymentId, provider: payment.provider, kind: err.kind, reason: err.message }, 'a failed payment could not be cancelled at the provider; given up');
+      this.logger.warn({ paymentId, provider: payment.provider, kind, reason: (err as Error).message }, 'a failed payment could not be cancelled at the provider; given up');
       return this.done(paymentId);
     }
     if (answer?.status === 'completed') {
