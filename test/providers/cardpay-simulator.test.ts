@@ -142,6 +142,9 @@ describe('idempotency', () => {
     // Keys are per secret key: another key may use the same one.
     const otherKey = await post(newKey(), '/v1/payment_intents', visaForm()).set('Idempotency-Key', idem).expect(200);
     expect(otherKey.body.id).not.toBe(first.body.id);
+    // A key over 255 characters: Stripe's invalid_request_error, no code, nothing created.
+    const long = await post(key, '/v1/payment_intents', visaForm()).set('Idempotency-Key', 'k'.repeat(256)).expect(400);
+    expect(long.body.error).toEqual({ type: 'invalid_request_error', message: expect.stringMatching(/^Idempotent key length is 256, which is outside accepted lengths\. Idempotent Keys must be 1-255 characters long\./) });
   });
 
   it('identical concurrent requests with one key do the work once: the others are 409 idempotency_key_in_use or, arriving after, the replay', async () => {

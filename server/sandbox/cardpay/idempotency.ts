@@ -122,7 +122,12 @@ const keyConflict = (err: unknown) =>
 export async function runIdempotent(deps: SandboxDeps, req: IdempotentRequest, handler: (db: Db) => Promise<SimResponse>): Promise<Outcome> {
   try {
     const { key } = req;
-    if (key && key.length > 255) throw invalidRequest('Idempotency-Key must be at most 255 characters long.', undefined, 'idempotency_key_in_use');
+    // Stripe's own words (no error code): a key is 1–255 characters.
+    if (key && key.length > 255) {
+      throw invalidRequest(
+        `Idempotent key length is ${key.length}, which is outside accepted lengths. Idempotent Keys must be 1-255 characters long. If you're looking for a decent generator, try using a UUID defined by IETF RFC 4122.`,
+      );
+    }
     const hash = key ? requestHash(req) : '';
     if (key && req.stored) return replay(req, hash, req.stored);
 
