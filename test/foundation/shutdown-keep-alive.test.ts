@@ -43,6 +43,18 @@ function get(base: string, agent: http.Agent, path: string): Promise<Answer> {
   });
 }
 
+/** Sends SIGTERM now; the function it returns waits for the exit (at most 15 s) and says how long it took. */
+function terminate(proc: { pid: number; exited: Promise<unknown> }): () => Promise<{ code: unknown; elapsedMs: number }> {
+  const signalledAt = Date.now();
+  process.kill(proc.pid, 'SIGTERM');
+  return async () => {
+    let timer: NodeJS.Timeout | undefined;
+    const code = await Promise.race([proc.exited, new Promise((r) => (timer = setTimeout(() => r('still running after 15 s'), 15_000)))]);
+    clearTimeout(timer);
+    return { code, elapsedMs: Date.now() - signalledAt };
+  };
+}
+
 describe('graceful shutdown with keep-alive clients', () => {
   it('closes busy keep-alive connections after their next response and exits 0 long before SHUTDOWN_TIMEOUT_MS', async () => {
     // ROLE=all: the job drain runs too. Simulator answers are held 3 s: a request under way at SIGTERM.
@@ -73,12 +85,7 @@ describe('graceful shutdown with keep-alive clients', () => {
     const held = get(base, heldAgent, '/sandbox/cardpay/v1/balance').then(async (first) => ({ first, next: await get(base, heldAgent, '/readyz') }));
     await new Promise((r) => setTimeout(r, 300));
 
-    const signalledAt = Date.now();
-    process.kill(proc.pid, 'SIGTERM');
-    let timer: NodeJS.Timeout | undefined;
-    const code = await Promise.race([proc.exited, new Promise((r) => (timer = setTimeout(() => r('still running after 15 s'), 15_000)))]);
-    clearTimeout(timer);
-    const elapsed = Date.now() - signalledAt;
+    const { code, elapsedMs: elapsed } = await terminate(proc)();
     stopLoops = true;
     await Promise.all(loops);
     const { first, next } = await held;
@@ -109,16 +116,13 @@ describe('graceful shutdown with keep-alive clients', () => {
       // Under way at SIGTERM, so answered without Connection: close; the client then keeps the connection idle.
       const answered = get(proc.url!, agent, '/sandbox/cardpay/v1/balance');
       await new Promise((r) => setTimeout(r, 300));
-      const signalledAt = Date.now();
-      process.kill(proc.pid, 'SIGTERM');
+      const exit = terminate(proc);
       const first = await answered;
       expect(first.connection).toBe('keep-alive');
-      let timer: NodeJS.Timeout | undefined;
-      const code = await Promise.race([proc.exited, new Promise((r) => (timer = setTimeout(() => r('still running after 15 s'), 15_000)))]);
-      clearTimeout(timer);
+      const { code, elapsedMs } = await exit();
       // Exit 0 as soon as that connection went idle: neither the keep-alive timeout (65 s) nor the 20 s deadline (exit 1).
       expect(code).toBe(0);
-      expect(Date.now() - signalledAt).toBeLessThan(10_000);
+      expect(elapsedMs).toBeLessThan(10_000);
     } finally {
       agent.destroy();
     }
@@ -136,14 +140,10 @@ describe('graceful shutdown with keep-alive clients', () => {
         (err: NodeJS.ErrnoException) => err.code ?? String(err),
       );
       await new Promise((r) => setTimeout(r, 300));
-      const signalledAt = Date.now();
-      process.kill(proc.pid, 'SIGTERM');
-      let timer: NodeJS.Timeout | undefined;
-      const code = await Promise.race([proc.exited, new Promise((r) => (timer = setTimeout(() => r('still running after 15 s'), 15_000)))]);
-      clearTimeout(timer);
+      const { code, elapsedMs } = await terminate(proc)();
       // The provider's process went away with the service: its held answer is cut, and the stop is clean.
       expect(code).toBe(0);
-      expect(Date.now() - signalledAt).toBeLessThan(10_000);
+      expect(elapsedMs).toBeLessThan(10_000);
       expect(await held).toBe('ECONNRESET');
     } finally {
       agent.destroy();
@@ -158,13 +158,9 @@ describe('graceful shutdown with keep-alive clients', () => {
     await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
     const closedByServer = new Promise<boolean>((resolve) => socket.once('close', () => resolve(true)));
     try {
-      const signalledAt = Date.now();
-      process.kill(proc.pid, 'SIGTERM');
-      let timer: NodeJS.Timeout | undefined;
-      const code = await Promise.race([proc.exited, new Promise((r) => (timer = setTimeout(() => r('still running after 15 s'), 15_000)))]);
-      clearTimeout(timer);
+      const { code, elapsedMs } = await terminate(proc)();
       expect(code).toBe(0);
-      expect(Date.now() - signalledAt).toBeLessThan(10_000);
+      expect(elapsedMs).toBeLessThan(10_000);
       expect(await closedByServer).toBe(true);
     } finally {
       socket.destroy();
