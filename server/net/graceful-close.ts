@@ -13,17 +13,26 @@ const IDLE_SWEEP_MS = 250;
  * whatever is still open is closed (main.ts exits with code 1 at the same deadline).
  */
 export function gracefulCloser(server: http.Server): (deadlineMs: number) => Promise<void> {
-  // Connections that have not sent a byte yet. Node counts them busy (waiting for headers, until
-  // headersTimeout), so closeIdleConnections leaves them: a connection a client, browser or balancer
-  // opened ahead of need held the stop to the deadline. Closing one cuts no request.
-  const sockets = new Set<net.Socket>();
+  // Answers under way per connection. Node's closeIdleConnections leaves a connection that is in the
+  // middle of sending a request, or has sent nothing yet (it counts both busy until headersTimeout): one a
+  // client, browser or balancer opened ahead of need held the stop to the deadline. A connection with no
+  // answer under way is closed here whatever Node thinks of it: closing it cuts no answer.
+  const answering = new Map<net.Socket, number>();
   server.on('connection', (socket: net.Socket) => {
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
+    answering.set(socket, 0);
+    socket.once('close', () => answering.delete(socket));
+  });
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const socket = req.socket;
+    answering.set(socket, (answering.get(socket) ?? 0) + 1);
+    res.once('close', () => {
+      const n = answering.get(socket);
+      if (n !== undefined) answering.set(socket, n - 1);
+    });
   });
   const closeIdle = () => {
     server.closeIdleConnections();
-    for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy();
+    for (const [socket, n] of answering) if (n <= 0) socket.destroy();
   };
   return async (deadlineMs) => {
     const deadline = setTimeout(() => server.closeAllConnections(), deadlineMs);

@@ -150,20 +150,29 @@ describe('graceful shutdown with keep-alive clients', () => {
     }
   }, 60_000);
 
-  it('a connection opened ahead of need (no request sent yet) does not hold the stop to the deadline', async () => {
+  it('a connection opened ahead of need (nothing sent yet), or one in the middle of sending its request, does not hold the stop to the deadline', async () => {
     const proc = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '20000' }));
     const { port } = new URL(proc.url!);
+    const connect = async () => {
+      const socket = net.connect(Number(port), '127.0.0.1');
+      await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+      return { socket, closedByServer: new Promise<boolean>((resolve) => socket.once('close', () => resolve(true))) };
+    };
     // As a browser, a balancer or an HTTP client's pool preconnects: connected, nothing sent.
-    const socket = net.connect(Number(port), '127.0.0.1');
-    await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
-    const closedByServer = new Promise<boolean>((resolve) => socket.once('close', () => resolve(true)));
+    const preconnected = await connect();
+    // A client that has sent part of its request's headers and stalls (Node counts it busy until headersTimeout).
+    const halfway = await connect();
+    halfway.socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+    await new Promise((r) => setTimeout(r, 200));
     try {
       const { code, elapsedMs } = await terminate(proc)();
       expect(code).toBe(0);
       expect(elapsedMs).toBeLessThan(10_000);
-      expect(await closedByServer).toBe(true);
+      expect(await preconnected.closedByServer).toBe(true);
+      expect(await halfway.closedByServer).toBe(true);
     } finally {
-      socket.destroy();
+      preconnected.socket.destroy();
+      halfway.socket.destroy();
     }
   }, 60_000);
 });
