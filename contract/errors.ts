@@ -18,6 +18,8 @@ export const ERROR_MESSAGES = {
   rateLimited: (who: string, rule: string) => `Too many requests ${who}: at most ${rule}`,
   internal: 'Internal error; quote the request id when contacting support',
   overloaded: 'The service is temporarily overloaded; retry after a moment',
+  /** Stored credentials or signing secrets this server cannot decrypt (its operator's key configuration). */
+  secretsUnreadable: 'The service cannot read the stored provider credentials right now; nothing was sent to the provider, retry after a moment',
   callbackSignature: (header: string) => `Invalid or missing ${header}`,
   metricsToken: 'Missing or wrong metrics token (send Authorization: Bearer <METRICS_TOKEN>)',
   // Domain errors carry their own specific messages; these are real instances, for the examples.
@@ -47,7 +49,7 @@ export const DOCUMENTED_ERRORS: Record<string, DocumentedError> = {
   '502': { code: 'PROVIDER_ERROR', description: 'The provider was unreachable or refused the request (PROVIDER_ERROR)', message: ERROR_MESSAGES.providerErrorExample },
   '503': {
     code: 'SERVICE_UNAVAILABLE',
-    description: 'The service has no database capacity free right now; nothing was done, retry after Retry-After seconds with the same Idempotency-Key (SERVICE_UNAVAILABLE)',
+    description: 'The service cannot serve the request right now (no database capacity free, or stored credentials this server cannot decrypt); nothing was sent to the provider, retry after Retry-After seconds with the same Idempotency-Key (SERVICE_UNAVAILABLE)',
     message: ERROR_MESSAGES.overloaded,
   },
 };

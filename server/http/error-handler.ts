@@ -3,6 +3,7 @@ import { RequestValidationError } from '@ts-rest/express';
 import type { ErrorCode } from '../../contract/index.js';
 import type { ZodError, ZodIssue } from 'zod';
 import { DomainError, type FieldIssue } from '../domain/errors.js';
+import { SecretUnreadableError } from '../domain/crypto/secret-box.js';
 import type { Logger } from '../observability/logger.js';
 import { sendError } from './envelope.js';
 import { HTTP_STATUS, isCapacityExhausted, RETRY_AFTER_SECONDS } from './error-map.js';
@@ -95,6 +96,12 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     if (isCapacityExhausted(err)) {
       logger.warn({ requestId: res.locals.requestId, route: req.path, err: { type: (err as Error)?.name } }, 'database capacity exhausted; answered 503');
       return sendError(res, 'SERVICE_UNAVAILABLE', ERROR_MESSAGES.overloaded, undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
+    }
+    if (err instanceof SecretUnreadableError) {
+      // An operator's key configuration, not a bug: said once at boot too (service.ts). Another process of a
+      // rolling deploy may hold the key, so the client (or provider) is told to retry.
+      logger.error({ requestId: res.locals.requestId, route: req.path, reason: err.message }, 'stored secret cannot be opened with ENCRYPTION_KEY or DECRYPTION_KEYS; answered 503');
+      return sendError(res, 'SERVICE_UNAVAILABLE', ERROR_MESSAGES.secretsUnreadable, undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
     }
     // The logger's err serializer keeps SQL, its parameters and request data out of the log.
     logger.error({ requestId: res.locals.requestId, route: req.path, err }, 'unhandled error');

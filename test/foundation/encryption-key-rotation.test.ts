@@ -111,7 +111,7 @@ describe('rotating ENCRYPTION_KEY', () => {
   }, 180_000);
 
   // Goes on from the first test: everything stored is under KEY_B now.
-  it('a key that opens nothing stored: reseal lists the rows (not their content), changes nothing and exits 1; the api says so at boot and in stored_secrets, and answers 500 without leaking', async () => {
+  it('a key that opens nothing stored: reseal lists the rows (not their content), changes nothing and exits 1; the api says so at boot and in stored_secrets, and answers 503 (retry) without leaking, to merchants and provider callbacks alike', async () => {
     const before = await stored();
     const refused = await reseal({ ENCRYPTION_KEY: KEY_A });
     expect(refused.code).toBe(1);
@@ -122,12 +122,29 @@ describe('rotating ENCRYPTION_KEY', () => {
 
     const app = await startApp({ ENCRYPTION_KEY: KEY_A });
     const created = await call(app, 'POST', '/v1/payments', { provider: 'cardpay', amount: '5.00', currency: 'USD', payment_method: 'pm_card_visa' }, { 'Idempotency-Key': `rotation-wrong-key-${Date.now()}` });
-    expect([created.status, created.body.success, created.body.error?.code]).toEqual([500, false, 'INTERNAL_ERROR']);
+    // Not the merchant's doing and not a bug: a rolling deploy's process without the new key, say. Another
+    // process may hold it, so the answer is "retry", and nothing reached the provider.
+    expect([created.status, created.body.success, created.body.error?.code, created.headers['retry-after']]).toEqual([503, false, 'SERVICE_UNAVAILABLE', '1']);
+    expect(created.body.error.message).toMatch(/cannot read the stored provider credentials.*nothing was sent to the provider/);
     expect(JSON.stringify(created.body)).not.toMatch(/sealed|ENCRYPTION_KEY|DECRYPTION_KEYS/);
+    // A provider's callback to the merchant's endpoint cannot be verified without the stored signing
+    // secret: 503, so the provider sends it again, rather than a 500 logged as a bug.
+    const [paid] = await sql<{ id: string; provider_ref: string }>(db.url, 'SELECT id, provider_ref FROM payments WHERE merchant_id = $1 LIMIT 1', [merchantId]);
+    const intent = { id: paid!.provider_ref, object: 'payment_intent', status: 'succeeded', amount: 100, currency: 'usd', metadata: { payment_id: paid!.id } };
+    const callback = await fetch(`${app.url}/v1/webhooks/cardpay?merchant=${merchantId}`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'stripe-signature': `t=${Math.floor(Date.now() / 1000)},v1=${'0'.repeat(64)}` }, body: JSON.stringify({ id: 'evt_1', object: 'event', type: 'payment_intent.succeeded', data: { object: intent } }),
+    });
+    expect([callback.status, ((await callback.json()) as { error: { code: string } }).error.code]).toEqual([503, 'SERVICE_UNAVAILABLE']);
     expect(await storedSecretsGauge(app, { unknown: 2 })).toEqual({ unknown: 2 });
     await app.stop();
     // Said at boot, before any merchant's request failed.
-    expect(readFileSync(app.logFile, 'utf8')).toContain('stored secrets sealed with a key this process does not have');
+    const log = readFileSync(app.logFile, 'utf8');
+    expect(log).toContain('stored secrets sealed with a key this process does not have');
+    // Each refused request says why in the operator's words, not as an unhandled error (the simulator's own
+    // resends of earlier events may add lines for the callback route).
+    const refusals = log.split('\n').filter((line) => line.includes('stored secret cannot be opened with ENCRYPTION_KEY or DECRYPTION_KEYS; answered 503')).map((line) => (JSON.parse(line) as { route: string }).route);
+    expect([...new Set(refusals)].sort()).toEqual(['/v1/payments', '/v1/webhooks/cardpay']);
+    expect(log).not.toContain('unhandled error');
     expect(findSecretsInFiles(processLogFiles(), [CARDPAY_SECRET, webhookSecret, KEY_A, KEY_B])).toEqual([]);
   }, 120_000);
 });

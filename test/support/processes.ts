@@ -210,14 +210,14 @@ export async function adminMerchant(databaseUrl: string, name: string): Promise<
   return { merchantId, apiKey: key };
 }
 
-/** One request to a running api process, as a merchant's client sends it (JSON body, X-API-Key when given): status and parsed body. */
+/** One request to a running api process, as a merchant's client sends it (JSON body, X-API-Key when given): status, headers (lower-case names) and parsed body. */
 export async function callApi(baseUrl: string, method: string, path: string, apiKey: string | null, body?: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(`${baseUrl}${path}`, {
     method,
     headers: { ...(apiKey ? { 'X-API-Key': apiKey } : {}), ...(body === undefined ? {} : { 'Content-Type': 'application/json' }), ...headers },
     body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
   });
-  return { status: res.status, body: (await res.json()) as Record<string, any> };
+  return { status: res.status, headers: Object.fromEntries([...(res.headers as unknown as Iterable<[string, string]>)]), body: (await res.json()) as Record<string, any> };
 }
 
 /** Stores cardpay credentials for the merchant of `apiKey` through the public API of a running api process. */

@@ -5,6 +5,18 @@ const V1 = 'v1';
 /** `v2.<key id>.<iv>.<tag>.<ciphertext>`: the key id says which key opens it. */
 const V2 = 'v2';
 
+/**
+ * A stored secret none of this process's keys opens (a key left out of ENCRYPTION_KEY/DECRYPTION_KEYS,
+ * or a process of a rolling deploy that lacks the new key): the operator's to mend, never the merchant's
+ * doing. The message names the key id, never the secret.
+ */
+export class SecretUnreadableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SecretUnreadableError';
+  }
+}
+
 interface Key {
   id: string;
   bytes: Buffer;
@@ -47,7 +59,7 @@ export class SecretBox {
     const parts = sealed.split('.');
     if (parts[0] === V2 && parts.length === 5) {
       const key = this.byId.get(parts[1]!);
-      if (!key) throw new Error(`a secret sealed with key ${parts[1]} cannot be opened: that key is neither ENCRYPTION_KEY nor one of DECRYPTION_KEYS`);
+      if (!key) throw new SecretUnreadableError(`a secret sealed with key ${parts[1]} cannot be opened: that key is neither ENCRYPTION_KEY nor one of DECRYPTION_KEYS`);
       return decrypt(key, parts[2]!, parts[3]!, parts[4]!);
     }
     if (parts[0] === V1 && parts.length === 4) {
@@ -58,9 +70,9 @@ export class SecretBox {
           // GCM's tag did not authenticate: not this key.
         }
       }
-      throw new Error('a secret sealed before key ids cannot be opened with ENCRYPTION_KEY or any of DECRYPTION_KEYS');
+      throw new SecretUnreadableError('a secret sealed before key ids cannot be opened with ENCRYPTION_KEY or any of DECRYPTION_KEYS');
     }
-    throw new Error('unrecognised sealed secret');
+    throw new SecretUnreadableError('unrecognised sealed secret');
   }
 
   /**
