@@ -203,6 +203,27 @@ describe('a refund event that arrives before the payment is completed here (the 
     await eventually(() => quietReceiver.events('payment.completed').some((e) => e.json.data.payment_id === p.id), 10_000, 'payment.completed');
   });
 
+  it("a payment whose create answer was lost (no intent id recorded): charge.refunded names it by the charge's metadata; the payment is completed and the refund recorded", async () => {
+    await t.http.post('/sandbox/cardpay/_control/lose-answers').send({ count: 2 }).expect(200);
+    const created = await t.http.post('/v1/payments').set('X-API-Key', quietKey).set('Idempotency-Key', `early-lost-${Date.now()}-${++counter}`)
+      .send({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' });
+    await t.http.post('/sandbox/cardpay/_control/lose-answers').send({ count: 0 }).expect(200);
+    expect(created.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+    const id = created.body.data.id as string;
+    const [row] = await t.sql<{ id: string; latest_charge: string }>(`SELECT id, latest_charge FROM sandbox_cardpay_intents WHERE metadata->>'payment_id' = $1`, [id]);
+    await t.http.post('/sandbox/cardpay/dashboard/refunds').set('Authorization', `Bearer ${QUIET_KEY}`).type('form')
+      .send({ payment_intent: row!.id, amount: '500' }).expect(200);
+    const charge = (await atProvider(`/v1/charges/${row!.latest_charge}`)).body;
+
+    // The refund's event comes before the intent's (or the intent's was refused while we were down).
+    expect((await deliver('charge.refunded', charge)).status).toBe(200);
+    const after = (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', quietKey).expect(200)).body.data;
+    expect(after).toMatchObject({ status: 'completed', provider_ref: row!.id, amount_refunded: '5.00', integrity: { status: 'ok' } });
+    const refunds = (await t.http.get(`/v1/refunds?payment_id=${id}`).set('X-API-Key', quietKey).expect(200)).body.data;
+    expect(refunds).toEqual([expect.objectContaining({ amount: '5.00', status: 'completed' })]);
+    await eventually(() => quietReceiver.events('payment.refunded').find((e) => e.json.data.payment_id === id), 10_000, 'payment.refunded');
+  });
+
   it.each([
     ['the provider is down', 'outage', 502],
     ["the provider's answer about the payment is refused (another amount): the payment stays pending", 'misreport', 409],

@@ -122,9 +122,13 @@ export class InboundPipeline {
    * without consuming the notification (UnitOfWork.providerRefund), and the provider sends it again.
    */
   private async settleBeforeRefunds(port: ProviderPort, creds: unknown, payment: Payment, notification: Actionable): Promise<void> {
+    // A payment whose create answer was lost has no provider reference yet: the verified notification's
+    // (checked as no other payment's: referenceConflict) names the provider object to ask about.
+    const reference = notification.kind === 'refund' ? notification.payment : null;
+    const named = reference && !reference.providerDataKey ? reference.providerRef : null;
     let answer;
     try {
-      answer = await port.getPayment(creds, paymentLookup(payment));
+      answer = await port.getPayment(creds, { ...paymentLookup(payment), providerRef: payment.providerRef ?? named ?? null });
     } catch (err) {
       // Not answered now: 5xx, so the provider sends the notification again.
       if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${port.name} could not be asked about the refunded payment; retry later`);

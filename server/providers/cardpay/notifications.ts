@@ -38,7 +38,7 @@ export function cardpayNotifications(adapter: CardpayAdapter): NotificationSchem
         dedupKey: event.eventId,
         label: event.type,
         raw: event.raw,
-        payment: { ourId: null, providerRef: event.paymentIntentId },
+        payment: { ourId: event.paymentId, providerRef: event.paymentIntentId },
         refunds: [],
         fetchRefundsOf: event.chargeId,
       };

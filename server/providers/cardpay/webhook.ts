@@ -59,6 +59,11 @@ export type CardpayNotification = { eventId: string; type: string } & (
   | {
       kind: 'refund';
       paymentIntentId: string;
+      /**
+       * Our payment id, from the charge's metadata.payment_id (Stripe copies the intent's metadata to the
+       * charge it makes): finds the payment also while its intent id is not recorded (a lost create answer).
+       */
+      paymentId: string | null;
       /** The refunded charge: its refunds are fetched from the provider (a charge no longer embeds them). */
       chargeId: string;
       raw: unknown;
@@ -94,6 +99,7 @@ const ChargeSchema = z
     object: z.literal('charge'),
     payment_intent: z.union([z.string(), z.object({ id: z.string() }).passthrough()]).nullish(),
     amount_refunded: minor,
+    metadata: z.record(z.string()).nullish(),
   })
   .passthrough();
 
@@ -130,5 +136,6 @@ export function parseCardpayEvent(body: unknown): CardpayNotification {
   const intentId = idOf(object.payment_intent);
   // A charge made without a PaymentIntent was not made by this service.
   if (!intentId || !chargeId) return { ...base, kind: 'ignored' };
-  return { ...base, kind: 'refund', paymentIntentId: intentId, chargeId, raw: object };
+  const paymentId = object.object === 'charge' ? (object.metadata?.payment_id ?? null) : null;
+  return { ...base, kind: 'refund', paymentIntentId: intentId, paymentId, chargeId, raw: object };
 }
