@@ -17,9 +17,11 @@ export interface WebhookEventData {
   /** The payment's status after the event. */
   status: string;
   previous_status: string;
-  /** payment.refunded, refund.failed, payment.reversed. */
+  /** payment.refunded, refund.failed and payment.reversed only: the refund. */
   refund_id?: string;
+  /** payment.refunded, refund.failed and payment.reversed only: the payment's amount refunded after the event. */
   amount_refunded?: string;
+  /** refund.failed only: why the refund failed. payment.failed carries none (GET /v1/payments/{id} has the payment's failure_reason). */
   failure_reason?: string;
 }
 

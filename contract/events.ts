@@ -15,9 +15,9 @@ const PaymentEventDataSchema = extendApi(
     provider: ProviderSchema,
     status: z.string().describe("The payment's status after the event"),
     previous_status: z.string(),
-    refund_id: UuidSchema.optional().describe('payment.refunded, refund.failed, payment.reversed'),
-    amount_refunded: z.string().optional(),
-    failure_reason: z.string().optional(),
+    refund_id: UuidSchema.optional().describe('payment.refunded, refund.failed and payment.reversed only: the refund'),
+    amount_refunded: z.string().optional().describe("payment.refunded, refund.failed and payment.reversed only: the payment's amount_refunded after the event"),
+    failure_reason: z.string().optional().describe('refund.failed only: why the refund failed (payment.failed carries none: GET /v1/payments/{id} has the payment\'s failure_reason)'),
   }),
   { title: 'PaymentEventData' },
 );

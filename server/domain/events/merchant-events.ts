@@ -18,6 +18,7 @@ export interface MerchantEventData {
   /** payment.refunded / refund.failed / payment.reversed only. */
   refund_id?: string;
   amount_refunded?: string;
+  /** refund.failed only (payment events carry none). */
   failure_reason?: string;
 }
 
