@@ -51,14 +51,14 @@ export const OUTBOUND_WEBHOOK_EVENTS: Record<EventType, { summary: string; examp
     summary: 'A mobile-money reversal completed',
     example: {
       id: '3e4f5a6b-7c8d-4e9f-8a1b-2c3d4e5f6a7b', type: 'payment.reversed', created_at: '2026-11-22T11:05:00.000Z',
-      data: { payment_id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21', amount: '100', currency: 'KES', provider: 'mobilemoney', status: 'reversed', previous_status: 'completed', refund_id: '7c9e6679-7425-40de-944b-e07fc1f90ae7', amount_refunded: '100' },
+      data: { payment_id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21', amount: '100.00', currency: 'KES', provider: 'mobilemoney', status: 'reversed', previous_status: 'completed', refund_id: '7c9e6679-7425-40de-944b-e07fc1f90ae7', amount_refunded: '100.00' },
     },
   },
   'refund.failed': {
     summary: 'A refund (or mobile-money reversal) failed, or a card refund failed after it completed (amount_refunded lowered); the payment keeps its status',
     example: {
       id: '4f5a6b7c-8d9e-4f0a-9b1c-2d3e4f5a6b7c', type: 'refund.failed', created_at: '2026-11-22T11:05:00.000Z',
-      data: { payment_id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21', amount: '100', currency: 'KES', provider: 'mobilemoney', status: 'completed', previous_status: 'completed', refund_id: '7c9e6679-7425-40de-944b-e07fc1f90ae7', amount_refunded: '0.00', failure_reason: 'The initiator information is invalid.' },
+      data: { payment_id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21', amount: '100.00', currency: 'KES', provider: 'mobilemoney', status: 'completed', previous_status: 'completed', refund_id: '7c9e6679-7425-40de-944b-e07fc1f90ae7', amount_refunded: '0.00', failure_reason: 'The initiator information is invalid.' },
     },
   },
   'webhook.test': {

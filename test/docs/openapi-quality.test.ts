@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { DOCUMENTED_ERRORS, OUTBOUND_WEBHOOK_EVENTS, WEBHOOK_EVENT_TYPES } from '../../contract/index.js';
 import { openApiDocument } from '../../server/http/openapi.js';
 import { missingExamplePath } from '../../server/http/openapi-polish.js';
+import { formatMinorUnits, toMinorUnits } from '../../server/domain/money/money.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 const run = promisify(execFile);
@@ -99,6 +100,25 @@ describe('openapi.json quality', () => {
       expect(media.example).toEqual(OUTBOUND_WEBHOOK_EVENTS[type as keyof typeof OUTBOUND_WEBHOOK_EVENTS].example);
       expect(media.example.type).toBe(type);
     }
+  });
+
+  it("shows every amount the service sends as it sends it: formatted with the currency's minor-unit digits", () => {
+    // Responses and outbound webhooks (request examples may be written any way the service accepts).
+    const amounts: { where: string; value: unknown; currency: string }[] = [];
+    const collect = (node: unknown, where: string): void => {
+      if (Array.isArray(node)) return node.forEach((item, i) => collect(item, `${where}[${i}]`));
+      if (!node || typeof node !== 'object') return;
+      const obj = node as Json;
+      if (typeof obj.currency === 'string') {
+        for (const field of ['amount', 'amount_refunded']) if (field in obj) amounts.push({ where: `${where}.${field}`, value: obj[field], currency: obj.currency });
+      }
+      for (const [key, value] of Object.entries(obj)) collect(value, `${where}.${key}`);
+    };
+    for (const { name, op } of operations) collect(op.responses, name);
+    collect(doc['x-webhooks'], 'x-webhooks');
+    expect(amounts.filter((a) => a.where.startsWith('x-webhooks')).map((a) => a.currency)).toEqual(expect.arrayContaining(['USD', 'KES']));
+    const misformatted = amounts.filter(({ value, currency }) => typeof value !== 'string' || formatMinorUnits(toMinorUnits(value, currency), currency) !== value);
+    expect(misformatted).toEqual([]);
   });
 
   it('documents /healthz, /readyz and /metrics', () => {
