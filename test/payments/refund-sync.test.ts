@@ -122,6 +122,20 @@ describe('cardpay', () => {
     expect(await completionTriggers(p.id)).toEqual([{ subject: 'refund', to_status: 'completed', trigger: 'refund-sync' }]);
   });
 
+  it('while a pending refund holds what remains, a refund of an amount is 422 naming it (at most 0.00), one of "what remains" 409', async () => {
+    const p = await paid();
+    const pending = await refundDuringOutage('cardpay', key, { payment_id: p.id }, { hold: true });
+    const withAmount = await refundRequest(key, { payment_id: p.id, amount: '1.00' });
+    expect(withAmount.status).toBe(422);
+    expect(withAmount.body.error.details).toEqual([{ field: 'amount', issue: 'must be at most 0.00' }]);
+    const withoutAmount = await refundRequest(key, { payment_id: p.id });
+    expect(withoutAmount.status).toBe(409);
+    expect(withoutAmount.body.error.message).toBe('payment has no amount left to refund');
+    await releaseSync(pending.id);
+    expect(await settled(key, pending.id)).toMatchObject({ status: 'completed', amount: '25.00' });
+    expect(await t.sql('SELECT 1 FROM refunds WHERE payment_id = $1', [p.id])).toHaveLength(1);
+  });
+
   it('a refund the provider answers pending completes when the provider has settled it, with none of its events', async () => {
     const p = await paid('pm_card_pendingRefund');
     const res = await refundRequest(key, { payment_id: p.id });

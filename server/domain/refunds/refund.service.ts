@@ -135,14 +135,17 @@ export class RefundService {
     const reserved = pending.reduce((sum, r) => sum + r.amountMinor, 0n);
     const remaining = payment.amountMinor - payment.amountRefundedMinor - reserved;
     let amountMinor = remaining;
-    if (amount !== undefined) {
+    if (amount === undefined) {
+      // "What remains" when nothing does (pending refunds hold it all) is a conflict; an amount asked for
+      // is checked against the remainder below (422 naming amount, decisions.md "Refunds").
+      if (remaining <= 0n) throw conflict('payment has no amount left to refund');
+    } else {
       amountMinor = toMinorUnits(amount, payment.currency);
       if (amountMinor <= 0n) throw new DomainError('VALIDATION_ERROR', 'Invalid request: amount must be greater than 0', [{ field: 'amount', issue: 'must be greater than 0' }]);
       if (fullOnly && amountMinor !== payment.amountMinor) {
         throw new DomainError('VALIDATION_ERROR', `Invalid request: ${payment.provider} reversals are for the full amount only`, [{ field: 'amount', issue: `must be omitted or equal the full amount for ${payment.provider}` }]);
       }
     }
-    if (remaining <= 0n) throw conflict('payment has no amount left to refund');
     // An amount the provider cannot refund in this currency (0.50 MGA at cardpay): the merchant's 422, not a failed refund.
     const amountIssue = this.gateway.port(payment.provider).refundAmountIssue?.({ minor: amountMinor, currency: payment.currency });
     if (amountIssue) throw new DomainError('VALIDATION_ERROR', `Invalid request: amount ${amountIssue}`, [{ field: 'amount', issue: amountIssue }]);
