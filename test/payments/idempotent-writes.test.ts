@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { hashRequest } from '../../server/domain/payments/idempotency-keys.js';
 import { openApiDocument } from '../../server/http/openapi.js';
 import { startTestService, type TestService } from '../support/service.js';
 
@@ -75,6 +76,24 @@ describe('refunds with an Idempotency-Key', () => {
     const otherMerchant = await refund({ payment_id: p.id, amount: '10.00' }, idem, otherKey);
     expect(otherMerchant.status).toBe(409);
     expect(await t.sql('SELECT id FROM refunds WHERE payment_id = $1', [p.id])).toHaveLength(1);
+  });
+
+  it('the same refund written another way ("5.00", then 5) is the same request: replayed; another amount is 409', async () => {
+    const p = await visa('50.00');
+    const idem = unique('refund-written');
+    const first = await refund({ payment_id: p.id, amount: '5.00' }, idem);
+    expect(first.status).toBe(201);
+    // Stored as the release before hashed this request (the amount as sent): a retry across the upgrade still matches.
+    expect(await t.sql('SELECT request_hash FROM idempotency_keys WHERE key = $1', [idem])).toEqual([{ request_hash: hashRequest({ payment_id: p.id, amount: '5.00' }) }]);
+    const asNumber = await refund({ payment_id: p.id, amount: 5 }, idem);
+    expect(asNumber.status).toBe(201);
+    expect(asNumber.headers['idempotent-replayed']).toBe('true');
+    expect(asNumber.body.data.id).toBe(first.body.data.id);
+    expect((await refund({ payment_id: p.id, amount: '5.0' }, idem)).body.data.id).toBe(first.body.data.id);
+    const other = await refund({ payment_id: p.id, amount: '6.00' }, idem);
+    expect(other.status).toBe(409);
+    expect(await t.sql('SELECT id FROM refunds WHERE payment_id = $1', [p.id])).toHaveLength(1);
+    expect((await t.http.get(`/v1/payments/${p.id}`).set('X-API-Key', key)).body.data.amount_refunded).toBe('5.00');
   });
 
   it('a request refused before anything happened claims nothing: the key stays free', async () => {

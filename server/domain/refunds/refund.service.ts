@@ -57,7 +57,11 @@ export class RefundService {
     }
     const { paymentId, amount, metadata } = asked;
     // Metadata joins the hash only when given, so a request without it hashes as before it existed.
-    const hashed = { payment_id: paymentId, amount: amount === undefined ? undefined : String(amount), metadata: metadata && Object.keys(metadata).length > 0 ? JSON.stringify(sortKeys(metadata)) : undefined };
+    const hashed = {
+      payment_id: paymentId,
+      amount: amount === undefined ? undefined : await this.amountAsHashed(merchantId, paymentId, amount),
+      metadata: metadata && Object.keys(metadata).length > 0 ? JSON.stringify(sortKeys(metadata)) : undefined,
+    };
     const request = { scope: 'refund.create' as const, merchantId, key: idempotencyKey, requestHash: hashRequest(hashed) };
     const { value, replayed } = await this.idempotency.run(request, 201, {
       reserve: async (uow) => (await this.reserve(uow, merchantId, asked)).id,
@@ -73,6 +77,24 @@ export class RefundService {
       settled: (refund) => refund.status !== 'pending' || refund.providerRef != null,
     });
     return { refund: value, replayed };
+  }
+
+  /**
+   * The refund's amount as its Idempotency-Key hash holds it: formatted in the payment's currency, so
+   * `"5.00"`, `"5.0"` and `5` are one USD request. Keys stored before hashed the amount as sent, which for
+   * an amount sent formatted ("5.00") is the same string, so such a retry still matches across the
+   * upgrade. A payment not found or an amount that does not parse hashes as sent: the request then
+   * answers 404/422 and claims no key.
+   */
+  private async amountAsHashed(merchantId: string, paymentId: string, amount: string | number): Promise<string> {
+    const payment = await this.em.fork().findOne(PaymentSchema, { id: paymentId, merchantId }, { fields: ['currency'] });
+    if (!payment) return String(amount);
+    try {
+      return formatMinorUnits(toMinorUnits(amount, payment.currency), payment.currency);
+    } catch (err) {
+      if (err instanceof DomainError) return String(amount);
+      throw err;
+    }
   }
 
   /**
