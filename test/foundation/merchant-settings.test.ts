@@ -87,7 +87,7 @@ describe('PUT /v1/merchant/webhook', () => {
 });
 
 describe('provider credentials', () => {
-  it('masks every secret of all three providers as **** + last four; env and shortcode as given', async () => {
+  it('masks every secret of all three providers as **** + last four (**** alone up to 8 characters); env and shortcode as given', async () => {
     const card = await put({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_51HxCARD4242', webhook_secret: 'whsec_signing9f1a' } });
     expect(card.status).toBe(200);
     expect(card.body.data).toEqual({ provider: 'cardpay', config_summary: { secret_key: '****4242', webhook_secret: '****9f1a' } });
@@ -107,7 +107,7 @@ describe('provider credentials', () => {
     expect(mobile.status).toBe(200);
     expect(mobile.body.data.config_summary).toEqual({
       env: 'sandbox', consumer_key: '****EF56', consumer_secret: '****GH78', passkey: '****c919', shortcode: '174379',
-      initiator: '****tapi', security_credential: '****XYZ9', nominated_number: '****4149',
+      initiator: '****', security_credential: '****XYZ9', nominated_number: '****4149',
     });
 
     const list = await t.http.get('/v1/merchant/credentials').set('X-API-Key', key).expect(200);
@@ -116,6 +116,18 @@ describe('provider credentials', () => {
     expect(JSON.stringify(list.body)).not.toMatch(/sk_test_51HxCARD4242|client-secret-CD34|bfb279f9aa9b/);
     const me = await t.http.get('/v1/merchant').set('X-API-Key', key);
     expect(me.body.data.providers).toEqual(['cardpay', 'mobilemoney', 'walletpay']);
+  });
+
+  it('never shows a short secret: 8 characters or fewer are **** alone (the last four would be half of it or all)', async () => {
+    const wallet = await put({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'client-8', client_secret: 'abcd' } });
+    expect(wallet.status).toBe(200);
+    expect(wallet.body.data.config_summary).toMatchObject({ env: 'sandbox', client_id: '****', client_secret: '****' });
+    const list = await t.http.get('/v1/merchant/credentials').set('X-API-Key', key).expect(200);
+    const listed = JSON.stringify(list.body.data.find((c: { provider: string }) => c.provider === 'walletpay'));
+    expect(listed).not.toMatch(/abcd|client-8|ient-8/);
+    // Nine characters: the last four are shown, as for any longer secret.
+    const longer = await put({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'client-09', client_secret: 'abcd' } });
+    expect(longer.body.data.config_summary).toMatchObject({ client_id: '****t-09', client_secret: '****' });
   });
 
   it('keeps no plaintext secret in the database row', async () => {

@@ -68,6 +68,6 @@ export function settingsView() {
     h('h2', {}, 'Webhook'),
     h('div', { class: 'panel' }, form, secretSlot),
     h('h2', {}, 'Provider credentials'),
-    h('p', { class: 'muted' }, 'Secrets are stored encrypted and never shown: only their last four characters.'),
+    h('p', { class: 'muted' }, 'Secrets are stored encrypted and never shown: only the last four characters of a longer one.'),
     credentials);
 }

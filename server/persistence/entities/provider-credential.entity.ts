@@ -10,7 +10,7 @@ export const ProviderCredentialSchema = defineEntity({
     provider: p.text(),
     /** AES-256-GCM ciphertext of the whole provider sub-object (JSON). */
     secretsEnc: p.text().hidden(),
-    /** The masked view returned to the merchant: secrets as `****` + last four. */
+    /** The masked view returned to the merchant: secrets as `****` + last four (maskSecret). */
     configSummary: p.json<Record<string, unknown>>(),
     createdAt: p.datetime().onCreate(() => new Date()),
     updatedAt: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
