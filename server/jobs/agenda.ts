@@ -1,5 +1,6 @@
 import { Agenda } from 'agenda';
 import { PostgresBackend } from '@agendajs/postgres-backend';
+import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import { countQueries } from '../lib/count-queries.js';
 
@@ -46,15 +47,24 @@ export function createAgenda(options: AgendaOptions): { agenda: Agenda; closePoo
  * to `timeoutMs` for the running ones. Agenda 6's drain() alone forgets the former (its stop() would
  * unlock them, but after drain() it finds nothing to stop), so they stayed locked for the lock lifetime:
  * a webhook retry or a recurring job delayed by minutes after every deploy. Agenda exposes no public way
- * to do this, hence the two internals, pinned by test/foundation/agenda-drain.test.ts.
+ * to do this, hence the internals (the job processor and its running list), pinned by test/foundation/agenda-drain.test.ts.
  */
 export async function drainAgenda(agenda: Agenda, timeoutMs: number): Promise<void> {
   const internals = agenda as unknown as {
-    jobProcessor?: { stop(): Array<{ attrs: { _id?: unknown } }> };
+    jobProcessor?: { stop(): Array<{ attrs: { _id?: unknown } }>; runningJobs: unknown[] };
     db: { unlockJobs(ids: unknown[]): Promise<void> };
   };
-  const notStarted = internals.jobProcessor?.stop() ?? [];
+  const deadline = Date.now() + timeoutMs;
+  const processor = internals.jobProcessor;
+  const notStarted = processor?.stop() ?? [];
   const ids = notStarted.map((job) => job.attrs._id).filter((id) => id !== undefined);
   if (ids.length > 0) await internals.db.unlockJobs(ids);
-  await agenda.drain({ timeout: timeoutMs });
+  // Agenda's drain() looks at its running list on each 'complete' event only, and a job removed on
+  // completion (a webhook retry) emits it before it leaves the list (its row is deleted in between): the
+  // drain then waited out its whole timeout. So the running list is watched here; drain() then finds it
+  // empty (or the time up) and closes Agenda's notification channel.
+  while (processor && processor.runningJobs.length > 0 && Date.now() < deadline) await delay(RUNNING_JOBS_POLL_MS);
+  await agenda.drain({ timeout: Math.max(0, deadline - Date.now()) });
 }
+
+const RUNNING_JOBS_POLL_MS = 20;

@@ -63,4 +63,26 @@ describe('a worker draining its jobs on shutdown', () => {
     expect(ran.slice(1).map((r) => r.by)).toEqual(['next', 'next']);
     expect(ran.map((r) => r.n).sort()).toEqual(['a', 'b', 'c']);
   });
+
+  it('ends as soon as the running job ends, also a one-time job removed on completion (Agenda counted it running until its row was deleted, and waited out the whole timeout)', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let started = false;
+    const stopping = worker('stopping-once');
+    stopping.define('once', async () => {
+      started = true;
+      await held;
+    }, { removeOnComplete: true });
+    await stopping.now('once', {});
+    await stopping.start();
+    await eventually(() => (started ? true : null), 10_000, 'the one-time job to start');
+
+    const began = Date.now();
+    const drained = drainAgenda(stopping, 20_000);
+    release();
+    await drained;
+    // Seconds, not the 20 s timeout: a worker's shutdown is not held by a webhook retry that just finished.
+    expect(Date.now() - began).toBeLessThan(5_000);
+    expect(await sql(db.url, `SELECT 1 FROM agenda_jobs WHERE name = 'once'`)).toEqual([]);
+  }, 30_000);
 });
