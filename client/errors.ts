@@ -104,6 +104,19 @@ export class PaymentsConnectionError extends PaymentsError {
   }
 }
 
+/**
+ * The call's own `signal` aborted it (e.g. `signal: AbortSignal.timeout(10_000)`); `cause` is the signal's
+ * reason. `attempts` counts the requests started: 0 means nothing was sent, otherwise one may have reached
+ * the service and been carried out. Like any PaymentsConnectionError it carries the call's `idempotencyKey`
+ * (also when nothing was sent): retry with it, never with a new key, so a create or refund happens once.
+ */
+export class PaymentsAbortError extends PaymentsConnectionError {
+  constructor(message: string, attempts: number, options: { cause: unknown; idempotencyKey?: string | undefined }) {
+    super(message, attempts, options);
+    this.name = 'PaymentsAbortError';
+  }
+}
+
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null;
 }

@@ -7,11 +7,14 @@
  * (earlierAttemptMayHaveSucceeded), so a DELETE's retry that finds nothing can be read as the delete done.
  */
 import type { ApiFetcherArgs } from '@ts-rest/core';
-import { PaymentsConnectionError } from './errors.js';
+import { PaymentsAbortError, PaymentsConnectionError } from './errors.js';
 
 /** Options that apply to one call and override the client's defaults. */
 export interface RequestOptions {
-  /** Cancels the call, including any wait between retries. */
+  /**
+   * Cancels the call, including any wait between retries: it rejects with PaymentsAbortError (the signal's
+   * reason as `cause`, the call's `idempotencyKey`), since a request already sent may have been carried out.
+   */
   signal?: AbortSignal;
   /** Per-attempt timeout in milliseconds: an integer from 1 to 2^31-1 (else the call rejects with a TypeError, unsent). */
   timeoutMs?: number;
@@ -159,18 +162,17 @@ async function readBody(response: Response): Promise<unknown> {
   return text;
 }
 
+/** Waits `ms`, or less when the signal aborts first: the caller looks at the signal afterwards. */
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
       clearTimeout(timer);
-      reject(signal?.reason);
+      signal?.removeEventListener('abort', done);
+      resolve();
     };
-    signal?.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
   });
 }
 
@@ -202,6 +204,15 @@ export function createFetcher(options: TransportOptions) {
     // payments.create sends its key as a contract header, the other idempotent calls through requestOptions.
     const idempotencyKey = Object.entries(headers).find(([name, value]) => name.toLowerCase() === 'idempotency-key' && value)?.[1];
     const userSignal = call.signal ?? args.fetchOptions?.signal ?? undefined;
+    const plural = (attempts: number) => `${attempts} attempt${attempts === 1 ? '' : 's'}`;
+    // The caller's abort is still a connection error: an attempt it cut short may have been carried out,
+    // so the error hands back the key to retry with (a bare DOMException would not).
+    const abortedByCaller = (attempts: number) =>
+      new PaymentsAbortError(
+        `${args.method} ${args.path} aborted by the caller's signal ${attempts === 0 ? 'before anything was sent' : `(${plural(attempts)})`}`,
+        attempts,
+        { cause: userSignal?.reason, idempotencyKey },
+      );
 
     let maybeDone = false;
     const result = (response: Response, body: unknown): FetcherResult => ({
@@ -213,6 +224,8 @@ export function createFetcher(options: TransportOptions) {
     });
 
     for (let attempt = 1; ; attempt++) {
+      // Before the first attempt, or after the wait between two.
+      if (userSignal?.aborted) throw abortedByCaller(attempt - 1);
       const canRetry = retrySafe && attempt <= maxRetries;
       let retry: Omit<RetryInfo, 'method' | 'url' | 'attempt'>;
       // Outside the try: a failure to set up the attempt is not a network error, and not worth retrying.
@@ -229,12 +242,12 @@ export function createFetcher(options: TransportOptions) {
         if (MAYBE_DONE_STATUSES.has(response.status) || stillProcessing(response.status, response)) maybeDone = true;
         retry = { delayMs: retryAfter ?? backoffDelay(attempt - 1, options.initialRetryDelayMs, options.maxRetryDelayMs), status: response.status };
       } catch (error) {
-        if (userSignal?.aborted) throw userSignal.reason;
+        if (userSignal?.aborted) throw abortedByCaller(attempt);
         // Sent, perhaps carried out, but no (whole) answer came back; unless it provably never left.
         if (!neverSent(error)) maybeDone = true;
         if (!canRetry) {
           const what = (error as Error)?.name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : `failed: ${(error as Error)?.message ?? error}`;
-          throw new PaymentsConnectionError(`${args.method} ${args.path} ${what} (${attempt} attempt${attempt === 1 ? '' : 's'})`, attempt, { cause: error, idempotencyKey });
+          throw new PaymentsConnectionError(`${args.method} ${args.path} ${what} (${plural(attempt)})`, attempt, { cause: error, idempotencyKey });
         }
         retry = { delayMs: backoffDelay(attempt - 1, options.initialRetryDelayMs, options.maxRetryDelayMs), error };
       }

@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import {
-  backoffDelay, createPaymentsClient, parseRetryAfter, PaymentsApiError, PaymentsConnectionError, responseOf, type RetryInfo,
+  backoffDelay, createPaymentsClient, parseRetryAfter, PaymentsAbortError, PaymentsApiError, PaymentsConnectionError, PaymentsError, responseOf, type RetryInfo,
 } from '../../client/index.js';
 import { startTestService, type TestService } from '../support/service.js';
 
@@ -341,9 +341,47 @@ describe('SDK retries', () => {
     stub.next(unavailable('20'));
     const controller = new AbortController();
     const client = createPaymentsClient({ baseUrl: stub.url, apiKey, onRetry: () => controller.abort(new Error('caller gave up')) });
+    const started = Date.now();
     const error = await client.merchant.get({ signal: controller.signal }).catch((e: unknown) => e);
-    expect(error).toEqual(new Error('caller gave up'));
+    expect(Date.now() - started).toBeLessThan(5_000); // not the 20 s Retry-After
+    expect(error).toBeInstanceOf(PaymentsAbortError);
+    expect(error).toMatchObject({ attempts: 1, idempotencyKey: undefined, cause: new Error('caller gave up') });
     expect(stub.seen).toHaveLength(1);
+  });
+
+  it("a create cut short by the caller's own signal rejects with a PaymentsError carrying the Idempotency-Key it sent, so a retry with that key charges once", async () => {
+    stub.reset();
+    stub.next('hang');
+    const { client, retries } = sdk();
+    const error = await client.payments.create(visa, { signal: AbortSignal.timeout(200) }).catch((e: unknown) => e);
+    // Was the signal's bare DOMException: no key, so a retry made a new one and could charge twice.
+    expect(error).toBeInstanceOf(PaymentsError);
+    expect(error).toBeInstanceOf(PaymentsConnectionError);
+    expect(error).toBeInstanceOf(PaymentsAbortError);
+    expect(stub.seen).toHaveLength(1);
+    expect(stub.seen[0]!.idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+    const aborted = error as PaymentsAbortError;
+    expect(aborted.idempotencyKey).toBe(stub.seen[0]!.idempotencyKey);
+    expect(aborted).toMatchObject({ name: 'PaymentsAbortError', attempts: 1, message: expect.stringMatching(/^POST http:\/\/\S+\/v1\/payments aborted by the caller's signal \(1 attempt\)$/) });
+    expect((aborted.cause as Error).name).toBe('TimeoutError');
+    expect(retries).toEqual([]);
+
+    // The merchant's retry with the key it was handed: one payment under that key.
+    const payment = await client.payments.create(visa, { idempotencyKey: aborted.idempotencyKey });
+    expect(payment.idempotency_key).toBe(aborted.idempotencyKey);
+    expect(await t.sql('SELECT id FROM payments WHERE idempotency_key = $1', [aborted.idempotencyKey])).toHaveLength(1);
+  });
+
+  it('a signal aborted before the call rejects the same way, with nothing sent (attempts 0) and the key it would have sent', async () => {
+    stub.reset();
+    const { client } = sdk();
+    const controller = new AbortController();
+    controller.abort();
+    const error = await client.refunds.create({ payment_id: '00000000-0000-4000-8000-000000000000' }, { signal: controller.signal, idempotencyKey: 'refund-early-abort' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PaymentsAbortError);
+    expect(error).toMatchObject({ attempts: 0, idempotencyKey: 'refund-early-abort', message: expect.stringMatching(/^POST http:\/\/\S+\/v1\/refunds aborted by the caller's signal before anything was sent$/) });
+    expect(((error as Error).cause as Error).name).toBe('AbortError');
+    expect(stub.seen).toEqual([]);
   });
 });
 
@@ -361,7 +399,9 @@ describe('without AbortSignal.any (Node before 20.3; the package supports 18.18)
     stub.next(unavailable('20'));
     const controller = new AbortController();
     const aborting = createPaymentsClient({ baseUrl: stub.url, apiKey, onRetry: () => controller.abort(new Error('caller gave up')) });
-    expect(await aborting.merchant.get({ signal: controller.signal }).catch((e: unknown) => e)).toEqual(new Error('caller gave up'));
+    const aborted = await aborting.merchant.get({ signal: controller.signal }).catch((e: unknown) => e);
+    expect(aborted).toBeInstanceOf(PaymentsAbortError);
+    expect(aborted).toMatchObject({ attempts: 1, cause: new Error('caller gave up') });
 
     stub.reset();
     stub.next('hang');
