@@ -336,7 +336,7 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     list: (q?: ListEventsQuery, requestOptions?: RequestOptions) => ok(raw.events.list({ query: query(q), requestOptions })) as Promise<WithResponse<Page<Event>>>,
     listAll: (q: ListEventsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => events.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
-    get: (id: string, requestOptions?: RequestOptions) => data(raw.events.get({ params: { id: pathParam(id) }, requestOptions })) as Promise<WithResponse<Event>>,
+    get: async (id: string, requestOptions?: RequestOptions) => data(raw.events.get({ params: { id: pathParam(id) }, requestOptions })) as Promise<WithResponse<Event>>,
   };
 
   return { payments, cards, mobilemoney, refunds, merchant, webhookLogs, webhooks, events, raw };

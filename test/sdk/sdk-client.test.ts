@@ -210,6 +210,10 @@ describe('SDK against the real service', () => {
     }
     await expect(sdk.merchant.deleteCredentials('' as 'cardpay')).rejects.toThrow(TypeError);
     await expect(sdk.mobilemoney.checkStatus('..')).rejects.toThrow(TypeError);
+    // Every method taking an id rejects (events.get threw synchronously, escaping a `.catch`).
+    await expect(sdk.events.get('')).rejects.toThrow(TypeError);
+    const byId = [sdk.payments.transitions, sdk.payments.capture, sdk.cards.delete, sdk.refunds.get, sdk.webhookLogs.get, sdk.webhookLogs.retry, sdk.events.get];
+    for (const method of byId) await expect(method('..')).rejects.toThrow(TypeError);
     expect(rec.sent).toHaveLength(2);
   });
 
