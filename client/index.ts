@@ -224,14 +224,27 @@ function checkBaseUrl(value: unknown): string {
   return (value as string).replace(/\/+$/, '');
 }
 
+/**
+ * The least per-attempt timeout of the two calls that make the service deliver a webhook within the
+ * request (webhooks.sendTest, webhookLogs.retry): it waits up to WEBHOOK_TIMEOUT_MS (30 s by default) for
+ * the merchant's endpoint, plus its own work, before answering `{ delivered: false, error: "no response …" }`.
+ */
+const DELIVERY_CALL_TIMEOUT_MS = 45_000;
+
 export function createPaymentsClient(options: PaymentsClientOptions) {
   const fetchImpl = options.fetch ?? globalThis.fetch;
   if (typeof fetchImpl !== 'function') throw new TypeError('createPaymentsClient: no fetch implementation (Node 18+ has one built in)');
   // Checked here, once: a bad value used to surface only as a PaymentsConnectionError after every retry.
   const baseUrl = checkBaseUrl(options.baseUrl);
+  const timeoutMs = checkTimeoutMs(options.timeoutMs ?? 30_000, 'createPaymentsClient');
+  /** A call's options with the delivery calls' longer default timeout, unless the call sets its own. */
+  const awaitingDelivery = (requestOptions?: RequestOptions): RequestOptions => ({
+    ...requestOptions,
+    timeoutMs: requestOptions?.timeoutMs ?? Math.max(timeoutMs, DELIVERY_CALL_TIMEOUT_MS),
+  });
   const api = createFetcher({
     fetch: fetchImpl,
-    timeoutMs: checkTimeoutMs(options.timeoutMs ?? 30_000, 'createPaymentsClient'),
+    timeoutMs,
     maxRetries: checkMaxRetries(options.maxRetries ?? 2, 'createPaymentsClient'),
     initialRetryDelayMs: checkDelayMs(options.initialRetryDelayMs ?? 500, 'initialRetryDelayMs', 'createPaymentsClient'),
     maxRetryDelayMs: checkDelayMs(options.maxRetryDelayMs ?? 30_000, 'maxRetryDelayMs', 'createPaymentsClient'),
@@ -318,16 +331,24 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
       paginate((page) => webhookLogs.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
     /** One delivery with every attempt made. */
     get: async (id: string, requestOptions?: RequestOptions) => data(raw.webhookLogs.get({ params: { id: pathParam(id) }, requestOptions })),
-    /** Re-sends a dead or retrying delivery now (same event id and X-Webhook-Id). */
-    retry: async (id: string, requestOptions?: RequestOptions) => data(raw.webhookLogs.retry({ params: { id: pathParam(id) }, requestOptions })),
+    /**
+     * Re-sends a dead or retrying delivery now (same event id and X-Webhook-Id) and answers once the endpoint
+     * did: its timeout per attempt is at least 45 s (the service waits up to WEBHOOK_TIMEOUT_MS for the endpoint). Not retried.
+     */
+    retry: async (id: string, requestOptions?: RequestOptions) =>
+      data(raw.webhookLogs.retry({ params: { id: pathParam(id) }, requestOptions: awaitingDelivery(requestOptions) })),
   };
 
   const webhooks = {
     /** POST /v1/webhooks/recover: queues again every retrying or dead delivery of the window; answers how many. */
     recover: (window: RecoverInput, requestOptions?: RequestOptions) =>
       data(raw.webhooks.recover({ body: { since: iso(window.since), ...(window.until ? { until: iso(window.until) } : {}) }, requestOptions })),
-    /** POST /v1/webhooks/test: sends a signed `webhook.test` event now and answers with the attempt's outcome. Not retried. */
-    sendTest: (requestOptions?: RequestOptions) => data(raw.webhooks.test({ body: {}, requestOptions })),
+    /**
+     * POST /v1/webhooks/test: sends a signed `webhook.test` event now and answers with the attempt's outcome,
+     * `{ delivered: false, error: "no response within …" }` for an endpoint that hangs: its timeout per attempt
+     * is at least 45 s, longer than the service waits for the endpoint (WEBHOOK_TIMEOUT_MS). Not retried.
+     */
+    sendTest: (requestOptions?: RequestOptions) => data(raw.webhooks.test({ body: {}, requestOptions: awaitingDelivery(requestOptions) })),
   };
 
   const events = {

@@ -13,11 +13,13 @@ interface Behaviour {
   status: number;
   /** Leave this many requests unanswered (past the service's timeout) before answering. */
   hangs: number;
+  /** Answer this many requests (200) only after `delayMs`. */
+  slow?: { count: number; delayMs: number };
 }
 
 /**
  * A merchant's webhook endpoint on 127.0.0.1: records every request (path, headers, raw body) and
- * behaves per path as told — fail N times, always fail, or hang.
+ * behaves per path as told — fail N times, always fail, hang, or answer late.
  */
 export class WebhookReceiver {
   readonly requests: ReceivedRequest[] = [];
@@ -32,6 +34,11 @@ export class WebhookReceiver {
       if (b && b.hangs > 0) {
         b.hangs -= 1;
         return; // never answered; closed at stop()
+      }
+      if (b?.slow && b.slow.count > 0) {
+        b.slow.count -= 1;
+        setTimeout(() => res.writeHead(200, { 'Content-Type': 'application/json' }).end('{"received":true}'), b.slow.delayMs);
+        return;
       }
       if (b && b.failures > 0) {
         b.failures -= 1;
@@ -63,6 +70,11 @@ export class WebhookReceiver {
 
   hangNext(path: string, count: number): void {
     this.behaviours.set(path, { failures: 0, status: 200, hangs: count });
+  }
+
+  /** Answers the next `count` requests to `path` with 200, each only after `delayMs`. */
+  slowNext(path: string, count: number, delayMs: number): void {
+    this.behaviours.set(path, { failures: 0, status: 200, hangs: 0, slow: { count, delayMs } });
   }
 
   succeed(path: string): void {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createPaymentsClient, PaymentsApiError, verifyWebhook, type PaymentsClient, type WebhookEvent } from '../../client/index.js';
+import { createPaymentsClient, PaymentsApiError, PaymentsConnectionError, verifyWebhook, type PaymentsClient, type WebhookEvent } from '../../client/index.js';
 import { WebhookReceiver, waitFor } from '../delivery/receiver.js';
 import { startTestService, type TestService } from '../support/service.js';
 
@@ -9,11 +9,13 @@ let t: TestService;
 let receiver: WebhookReceiver;
 let client: PaymentsClient;
 let secret: string;
+let apiKey: string;
 
 beforeAll(async () => {
   receiver = await new WebhookReceiver().start();
-  t = await startTestService();
-  const { apiKey } = await t.createMerchant('SDK Events Shop');
+  // Room for an endpoint that answers after 1.5 s (the test of the delivery calls' timeout).
+  t = await startTestService({ WEBHOOK_TIMEOUT_MS: '5000' });
+  ({ apiKey } = await t.createMerchant('SDK Events Shop'));
   client = createPaymentsClient({ baseUrl: t.baseUrl, apiKey });
   await client.merchant.storeCredentials({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_sdkevents_0001' } });
   ({ webhook_secret: secret } = await client.merchant.setWebhook(receiver.url('/sdk')));
@@ -58,5 +60,29 @@ describe('SDK: events, webhooks and transitions', () => {
     const tooOld = await client.webhooks.recover({ since: new Date(Date.now() - 8 * 86_400_000) }).catch((e: unknown) => e);
     expect(tooOld).toBeInstanceOf(PaymentsApiError);
     expect(tooOld).toMatchObject({ status: 422, code: 'VALIDATION_ERROR', details: [{ field: 'since', issue: 'must be at most 7 days ago' }] });
+  });
+
+  it('sendTest and webhookLogs.retry wait past the client timeoutMs for the endpoint the service is waiting on, and return its answer', async () => {
+    // The service answers these two only once the endpoint did (or WEBHOOK_TIMEOUT_MS passed): with the
+    // client's own 1 s per attempt, an endpoint taking 1.5 s was a PaymentsConnectionError, never the outcome.
+    const impatient = createPaymentsClient({ baseUrl: t.baseUrl, apiKey, timeoutMs: 1_000 });
+    await client.merchant.setWebhook(receiver.url('/slow'));
+    receiver.slowNext('/slow', 1, 1_500);
+    let started = Date.now();
+    const test = await impatient.webhooks.sendTest();
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_500);
+    expect(test).toMatchObject({ delivered: true, response_status: 200, error: null, url: receiver.url('/slow') });
+
+    receiver.alwaysFail('/slow', 503);
+    const payment = await client.payments.create({ provider: 'cardpay', amount: '7.00', currency: 'USD', payment_method: 'pm_card_visa' });
+    const dead = await waitFor(async () => (await client.webhookLogs.list({ payment_id: payment.id, status: 'dead' })).data[0], 'a dead delivery');
+    receiver.slowNext('/slow', 1, 1_500);
+    started = Date.now();
+    const resent = await impatient.webhookLogs.retry(dead.id);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_500);
+    expect(resent).toMatchObject({ id: dead.id, status: 'delivered' });
+    // A call's own timeoutMs still wins.
+    receiver.slowNext('/slow', 1, 1_500);
+    await expect(impatient.webhooks.sendTest({ timeoutMs: 500 })).rejects.toThrow(PaymentsConnectionError);
   });
 });
