@@ -20,8 +20,23 @@ export class ApiError extends Error {
   }
 }
 
-/** Calls the API and returns the envelope (`{ success, data, meta? }`); throws ApiError otherwise. */
-export async function api(method, path, { query, body, key = session.key } = {}) {
+/**
+ * A random UUID v4 for an Idempotency-Key. From getRandomValues: crypto.randomUUID exists only in secure
+ * contexts (https, localhost), and the dashboard may be opened over plain http on a private network.
+ */
+export function newIdempotencyKey() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  bytes[6] = (bytes[6] & 0x0f) | 0x40;
+  bytes[8] = (bytes[8] & 0x3f) | 0x80;
+  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/**
+ * Calls the API and returns the envelope (`{ success, data, meta? }`); throws ApiError otherwise.
+ * `idempotencyKey` is sent as Idempotency-Key: the same key again replays the first answer, never acts twice.
+ */
+export async function api(method, path, { query, body, idempotencyKey, key = session.key } = {}) {
   const url = new URL(path, window.location.origin);
   for (const [name, value] of Object.entries(query ?? {})) {
     if (value !== undefined && value !== null && value !== '') url.searchParams.set(name, String(value));
@@ -29,11 +44,16 @@ export async function api(method, path, { query, body, key = session.key } = {})
   const headers = { Accept: 'application/json' };
   if (key) headers['X-API-Key'] = key;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (idempotencyKey) headers['Idempotency-Key'] = idempotencyKey;
   let response;
   try {
     response = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   } catch {
-    throw new ApiError(0, { code: 'NETWORK_ERROR', message: 'The service could not be reached. Check your connection and try again.' });
+    // With a key the request may have been carried out, and trying again (the same key) is what finds out.
+    const message = idempotencyKey
+      ? 'No answer came back: this may have been done already. Trying again is safe, it will not be done twice.'
+      : 'The service could not be reached. Check your connection and try again.';
+    throw new ApiError(0, { code: 'NETWORK_ERROR', message });
   }
   let envelope = null;
   try {

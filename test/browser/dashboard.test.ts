@@ -210,6 +210,47 @@ describe('merchant dashboard', () => {
     await page.close();
   });
 
+  it('a refund whose answer was lost, clicked again, sends the same Idempotency-Key: one refund; the next refund gets a new key', async () => {
+    const paymentId = await pay('pm_card_visa', '20.00');
+    const page = await newPage(1280);
+    await signIn(page);
+    const sentKeys: (string | undefined)[] = [];
+    let loseNextAnswer = true;
+    await page.route((url) => url.pathname === '/v1/refunds', async (route) => {
+      if (route.request().method() !== 'POST') return route.continue();
+      sentKeys.push(route.request().headers()['idempotency-key']);
+      if (!loseNextAnswer) return route.continue();
+      // The request reaches the service and is carried out; its answer never reaches the page.
+      loseNextAnswer = false;
+      await route.fetch();
+      return route.abort('connectionreset');
+    });
+    await page.goto(`${t.baseUrl}/dashboard/#/payments/${paymentId}`);
+    await page.getByRole('heading', { name: 'Payment 20.00 USD' }).waitFor();
+    await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
+    await page.getByRole('button', { name: 'Refund' }).click();
+    await page.getByRole('alert').waitFor();
+    const lostAnswerMessage = await page.getByRole('alert').innerText();
+
+    await page.getByRole('button', { name: 'Refund' }).click();
+    await shows(page, 'Refund of 5.00 USD is completed.');
+    expect(sentKeys).toHaveLength(2);
+    expect(sentKeys[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(sentKeys[1]).toBe(sentKeys[0]); // without a key the second click refunded again
+    const refunds = async () => (await t.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', merchant.apiKey).expect(200)).body.data as { amount: string }[];
+    expect((await refunds()).map((r) => r.amount)).toEqual(['5.00']);
+    // The page said so: not "check your connection and try again" as for a request that changes nothing.
+    expect(lostAnswerMessage).toMatch(/NETWORK_ERROR: No answer came back.*Trying again is safe/);
+
+    // After a success the form is a new request: the rest is refunded under a new key.
+    await page.getByRole('button', { name: 'Refund' }).click();
+    await shows(page, 'Refund of 15.00 USD is completed.');
+    expect(sentKeys).toHaveLength(3);
+    expect(sentKeys[2]).not.toBe(sentKeys[0]);
+    expect((await refunds()).map((r) => r.amount)).toEqual(['5.00', '15.00']);
+    await page.close();
+  });
+
   it('captures an approved walletpay payment from its page', async () => {
     await t.http.put('/v1/merchant/credentials').set('X-API-Key', merchant.apiKey)
       .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'dashboard-wallet-client', client_secret: 'dashboard-wallet-secret' } }).expect(200);
@@ -223,7 +264,10 @@ describe('merchant dashboard', () => {
     await signIn(page);
     await page.goto(`${t.baseUrl}/dashboard/#/payments/${order.body.data.id}`);
     await page.getByRole('heading', { name: 'Payment 45.00 USD' }).waitFor();
+    const capture = page.waitForRequest((req) => req.method() === 'POST' && req.url().endsWith('/capture'));
     await page.getByRole('button', { name: 'Capture' }).click();
+    // Like a refund, a capture carries an Idempotency-Key, the same on every click until one succeeds.
+    expect((await capture).headers()['idempotency-key']).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     await shows(page, 'Payment captured.');
     await page.locator('dl.summary', { hasText: 'completed' }).waitFor();
     await page.getByLabel('Refund amount (empty = the rest)').waitFor(); // a completed payment offers a refund instead

@@ -1,4 +1,4 @@
-import { api } from '../api.js';
+import { api, newIdempotencyKey } from '../api.js';
 import { announce } from '../nav.js';
 import { badge, errorBox, field, h, metadataList, mount, shortId, table, when } from '../dom.js';
 import { deliveryTable } from './delivery-list.js';
@@ -77,9 +77,24 @@ async function render(id, section) {
 
 const row = (label, value) => [h('dt', {}, label), h('dd', {}, value)];
 
+/**
+ * The Idempotency-Key of a payment's next capture or refund: made when its control is first drawn and
+ * sent by every click until one succeeds, also across redraws of the page (a failed capture redraws
+ * it). A click after a lost answer is then the same request, which the service never carries out twice.
+ */
+const pendingKeys = new Map();
+const idempotencyKeyFor = (action, paymentId) => {
+  const name = `${action} ${paymentId}`;
+  if (!pendingKeys.has(name)) pendingKeys.set(name, newIdempotencyKey());
+  return pendingKeys.get(name);
+};
+/** After a success the next click is a new request (a second partial refund): it gets a new key. */
+const succeeded = (action, paymentId) => pendingKeys.delete(`${action} ${paymentId}`);
+
 function actions(payment, errors, rerender) {
   const buttons = [];
   if (payment.status === 'pending' && payment.provider === 'walletpay') {
+    idempotencyKeyFor('capture', payment.id);
     buttons.push(h('button', {
       type: 'button',
       class: 'primary',
@@ -87,7 +102,8 @@ function actions(payment, errors, rerender) {
         e.currentTarget.disabled = true;
         mount(errors);
         try {
-          await api('POST', `/v1/payments/${payment.id}/capture`, { body: {} });
+          await api('POST', `/v1/payments/${payment.id}/capture`, { body: {}, idempotencyKey: idempotencyKeyFor('capture', payment.id) });
+          succeeded('capture', payment.id);
           announce('Payment captured.');
         } catch (err) {
           mount(errors, errorBox(err));
@@ -97,6 +113,7 @@ function actions(payment, errors, rerender) {
     }, 'Capture'));
   }
   if (payment.status === 'completed') {
+    idempotencyKeyFor('refund', payment.id);
     const amount = h('input', { name: 'amount', inputmode: 'decimal', placeholder: `all that remains (${payment.currency})` });
     buttons.push(h('form', {
       class: 'actions',
@@ -108,7 +125,9 @@ function actions(payment, errors, rerender) {
         mount(errors);
         try {
           const value = amount.value.trim();
-          const { data } = await api('POST', '/v1/refunds', { body: { payment_id: payment.id, ...(value ? { amount: value } : {}) } });
+          const body = { payment_id: payment.id, ...(value ? { amount: value } : {}) };
+          const { data } = await api('POST', '/v1/refunds', { body, idempotencyKey: idempotencyKeyFor('refund', payment.id) });
+          succeeded('refund', payment.id);
           announce(`Refund of ${data.amount} ${data.currency} is ${data.status}.`);
           await rerender();
         } catch (err) {
