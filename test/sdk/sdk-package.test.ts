@@ -18,6 +18,7 @@ const root = path.resolve('.');
 const work = mkdtempSync(path.join(os.tmpdir(), 'payments-sdk-pack-'));
 const consumer = path.join(work, 'consumer');
 let tarball: string;
+let tarballBytes: number;
 let packedFiles: string[];
 
 function sizeOf(dir: string): number {
@@ -92,8 +93,9 @@ beforeAll(async () => {
   const packDir = path.join(work, 'pack');
   mkdirSync(packDir);
   const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', packDir], { cwd: path.join(root, 'client'), maxBuffer: 16 * 1024 * 1024 });
-  const [info] = JSON.parse(stdout) as { filename: string; files: { path: string }[] }[];
+  const [info] = JSON.parse(stdout) as { filename: string; size: number; files: { path: string }[] }[];
   tarball = path.join(packDir, info!.filename);
+  tarballBytes = info!.size;
   packedFiles = info!.files.map((f) => f.path).sort();
   mkdirSync(consumer);
   writeFileSync(path.join(consumer, 'package.json'), JSON.stringify({ name: 'sdk-consumer', version: '1.0.0', private: true }));
@@ -112,11 +114,12 @@ describe('the SDK package (client/)', () => {
     expect(packedFiles.some((f) => /(^|\/)(server|test|bench)\//.test(f))).toBe(false);
   });
 
-  it('installs into an empty project with zod and @ts-rest/core as its only dependencies, in at most 15 MB', () => {
+  it('packs into at most 200 KB and installs into an empty project with zod and @ts-rest/core as its only dependencies, in at most 10 MB (as README says)', () => {
+    expect(tarballBytes).toBeLessThanOrEqual(200 * 1000);
     const installed = readdirSync(path.join(consumer, 'node_modules')).filter((n) => !n.startsWith('.'));
     expect(installed.sort()).toEqual(['@ts-rest', 'multi-provider-payments-sdk', 'zod']);
     const bytes = sizeOf(path.join(consumer, 'node_modules'));
-    expect(bytes).toBeLessThanOrEqual(15 * 1024 * 1024);
+    expect(bytes).toBeLessThanOrEqual(10 * 1000 * 1000);
   });
 
   it('loads with import and works against the service: request id and replayed flag on results, listAll, typed errors, test webhooks', async () => {
