@@ -10,12 +10,11 @@ import { ConfigError, loadConfig } from './config/config.js';
 import type { EmbeddedDatabase } from './persistence/embedded-postgres.js';
 import { appliedMigrations, migrate, openOrm, pendingMigrations, revertMigrationsAfter } from './persistence/orm.js';
 import { withSchemaLock } from './persistence/schema-lock.js';
-import { createAgenda } from './jobs/agenda.js';
 
 const HELP = `usage: migrate [--status | --down-to MIGRATION]
 
 Applies every pending database migration to DATABASE_URL (without it, to the embedded PostgreSQL in
-DATA_DIR), including the job runner's tables, then exits. Prints JSON: {"applied":[…]}.
+DATA_DIR), the job runner's table among them, then exits. Prints JSON: {"applied":[…]}.
 
   --status              only list the applied and the pending migrations ({"applied":[…],"pending":[…]});
                         exits 0 either way
@@ -42,18 +41,7 @@ async function run(argv: string[]): Promise<unknown> {
     const url = databaseUrl;
     const downTo = values['down-to'];
     if (downTo !== undefined) return await withSchemaLock(url, async () => ({ reverted: await revertMigrationsAfter(orm, downTo) }));
-    return await withSchemaLock(url, async () => {
-      // Agenda creates agenda_jobs as it connects; do it here too, so a service booted with
-      // MIGRATE_ON_BOOT=false finds every table in place.
-      const { agenda, closePool } = createAgenda({ databaseUrl: url, name: 'migrate', processEveryMs: 60_000, lockLifetimeMs: 60_000, poolMax: 1 });
-      try {
-        await agenda.ready;
-      } finally {
-        await agenda.stop().catch(() => undefined);
-        await closePool().catch(() => undefined);
-      }
-      return { applied: await migrate(orm) };
-    });
+    return await withSchemaLock(url, async () => ({ applied: await migrate(orm) }));
   } finally {
     await orm.close(true);
     if (embedded) await embedded.stop();

@@ -79,7 +79,7 @@ export async function startService(config: AppConfig, options: StartOptions = {}
     embedded = await startEmbeddedPostgres(path.join(config.dataDir, 'postgres'), { log: (line) => logger.info(line) });
     databaseUrl = embedded.url;
   }
-  // Schema work is serialised across processes: Agenda creates its tables as it connects, and we migrate.
+  // Schema work is serialised across processes (Agenda's table too is made by a migration).
   const url = databaseUrl;
   const { container, applied } = await withSchemaLock(url, async () => {
     const created = await createContainer(config, {

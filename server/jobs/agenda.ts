@@ -27,7 +27,9 @@ export function createAgenda(options: AgendaOptions): { agenda: Agenda; closePoo
   const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolMax ?? 8 });
   pool.on('error', () => undefined);
   if (options.onQuery) pool.on('connect', (client) => countQueries(client, options.onQuery!));
-  const backend = new PostgresBackend({ pool });
+  // agenda_jobs is made by a migration (Migration20261127001001_agenda_jobs), under the migrations'
+  // lock_timeout: the backend's own schema step at connect takes ACCESS EXCLUSIVE locks with no bound.
+  const backend = new PostgresBackend({ pool, ensureSchema: false });
   // Its LISTEN connection reports a dropped connection as an 'error' event; unhandled, that would
   // crash the process (e.g. while the database restarts). Agenda reconnects on its own.
   backend.notificationChannel?.on('error', () => undefined);

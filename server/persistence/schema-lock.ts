@@ -1,12 +1,11 @@
 import pg from 'pg';
 
-/** One fixed advisory-lock key for every boot-time schema change (ours and Agenda's). */
+/** One fixed advisory-lock key for every schema change (migrations, Agenda's table among them). */
 const SCHEMA_LOCK = 'payments:schema';
 
 /**
  * Runs `fn` holding a PostgreSQL advisory lock shared by every process on the database. Processes
- * that start together on a fresh database would otherwise race to apply the same migrations (and
- * Agenda's CREATE … IF NOT EXISTS), and all but one would crash with "already exists".
+ * that start together on a fresh database would otherwise race to apply the same migrations, and all but one would crash with "already exists".
  */
 export async function withSchemaLock<T>(databaseUrl: string, fn: () => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: databaseUrl });

@@ -103,7 +103,7 @@ describe('npm run migrate -- --down-to (rolling the schema back to an earlier re
     expect([down.code, down.stderr]).toEqual([0, '']);
     expect((JSON.parse(down.stdout) as { reverted: string[] }).reverted).toHaveLength(applied.length - 1);
     const left = await sql<{ t: string }>(db.url, `SELECT tablename AS t FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`);
-    expect(left.map((r) => r.t)).toEqual(['agenda_jobs', 'agenda_logs', 'api_keys', 'merchants', 'mikro_orm_migrations', 'provider_credentials']);
+    expect(left.map((r) => r.t)).toEqual(['agenda_jobs', 'api_keys', 'merchants', 'mikro_orm_migrations', 'provider_credentials']);
     expect((await migrateCli(db.url)).code).toBe(0);
     expect(await schemaOf(db.url)).toEqual(before);
   }, 180_000);
