@@ -206,6 +206,33 @@ export function parseCallbackAllowlist(raw: string | undefined): string[] {
   return entries;
 }
 
+const DURATION_HINT = 'a number with a unit: 250ms, 30s, 5m, 1h, 30d';
+
+/**
+ * An interval, timeout or retention period: longer than 0. At 0 an interval would spin (a worker querying
+ * the database hundreds of times a second), Agenda's every(0) would make a repeating job a one-shot job,
+ * a retention of 0 would delete events as they are written.
+ */
+function durationVar(name: string, text: string): number {
+  let ms: number;
+  try {
+    ms = parseDurationMs(text);
+  } catch {
+    throw new ConfigError(`${name}: "${text}" is not a duration (${DURATION_HINT})`);
+  }
+  if (ms <= 0) throw new ConfigError(`${name} must be longer than 0 (${DURATION_HINT})`);
+  return ms;
+}
+
+/** A comma-separated list of delays: 0 is allowed in it (the next try at once), the list being finite. */
+function scheduleVar(name: string, text: string): number[] {
+  try {
+    return parseSchedule(text);
+  } catch (err) {
+    throw new ConfigError(`${name}: ${(err as Error).message} (${DURATION_HINT})`);
+  }
+}
+
 /** Reads and validates the environment once, at boot; a bad value stops the process with a clear message. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   const parsed = EnvSchema.safeParse(env);
@@ -216,24 +243,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   const e = parsed.data;
   const production = e.NODE_ENV === 'production';
   if (production && !e.ENCRYPTION_KEY) throw new ConfigError('ENCRYPTION_KEY is required when NODE_ENV=production');
-  let schedule: number[];
-  let statusSync: number[];
-  try {
-    schedule = parseSchedule(e.WEBHOOK_RETRY_SCHEDULE);
-    statusSync = parseSchedule(e.STATUS_SYNC_SCHEDULE);
-  } catch (err) {
-    throw new ConfigError(`invalid schedule: ${(err as Error).message}`);
-  }
-  let acquireTimeoutMs: number;
-  let leaseMs: number;
-  let keyRetentionMs: number;
-  try {
-    acquireTimeoutMs = parseDurationMs(e.DATABASE_ACQUIRE_TIMEOUT);
-    leaseMs = parseDurationMs(e.IDEMPOTENCY_LEASE);
-    keyRetentionMs = parseDurationMs(e.IDEMPOTENCY_KEY_RETENTION);
-  } catch (err) {
-    throw new ConfigError(`invalid duration: ${(err as Error).message}`);
-  }
+  const schedule = scheduleVar('WEBHOOK_RETRY_SCHEDULE', e.WEBHOOK_RETRY_SCHEDULE);
+  const statusSync = scheduleVar('STATUS_SYNC_SCHEDULE', e.STATUS_SYNC_SCHEDULE);
+  const acquireTimeoutMs = durationVar('DATABASE_ACQUIRE_TIMEOUT', e.DATABASE_ACQUIRE_TIMEOUT);
+  const leaseMs = durationVar('IDEMPOTENCY_LEASE', e.IDEMPOTENCY_LEASE);
+  const keyRetentionMs = durationVar('IDEMPOTENCY_KEY_RETENTION', e.IDEMPOTENCY_KEY_RETENTION);
   // A claim's lease is renewed every third of its length while its provider calls run (IdempotencyKeys.holding),
   // so it need not cover the longest path (walletpay capture: up to 8 requests with token fetches and a 401's
   // repeat; mobilemoney: a token wait of up to 2 timeouts first). Twice the timeout leaves every renewal
@@ -259,7 +273,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     databaseAcquireTimeoutMs: acquireTimeoutMs,
     idempotencyLeaseMs: leaseMs,
     idempotencyKeyRetentionMs: keyRetentionMs,
-    idempotencyKeyPruneIntervalMs: parseDurationMs(e.IDEMPOTENCY_KEY_PRUNE_INTERVAL),
+    idempotencyKeyPruneIntervalMs: durationVar('IDEMPOTENCY_KEY_PRUNE_INTERVAL', e.IDEMPOTENCY_KEY_PRUNE_INTERVAL),
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/$/, ''),
     encryptionKey: e.ENCRYPTION_KEY,
     decryptionKeys: (e.DECRYPTION_KEYS ?? '').split(',').map((k) => k.trim()).filter(Boolean),
@@ -277,13 +291,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
     webhookMaxInFlightPerMerchant: e.WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT,
     webhookAllowPrivateUrls: e.WEBHOOK_ALLOW_PRIVATE_URLS ?? !production,
-    deliverySweepIntervalMs: parseDurationMs(e.DELIVERY_SWEEP_INTERVAL),
-    eventRetentionMs: parseDurationMs(e.EVENT_RETENTION),
-    eventPruneIntervalMs: parseDurationMs(e.EVENT_PRUNE_INTERVAL),
-    paymentCountFoldIntervalMs: parseDurationMs(e.PAYMENT_COUNT_FOLD_INTERVAL),
+    deliverySweepIntervalMs: durationVar('DELIVERY_SWEEP_INTERVAL', e.DELIVERY_SWEEP_INTERVAL),
+    eventRetentionMs: durationVar('EVENT_RETENTION', e.EVENT_RETENTION),
+    eventPruneIntervalMs: durationVar('EVENT_PRUNE_INTERVAL', e.EVENT_PRUNE_INTERVAL),
+    paymentCountFoldIntervalMs: durationVar('PAYMENT_COUNT_FOLD_INTERVAL', e.PAYMENT_COUNT_FOLD_INTERVAL),
     statusSyncScheduleMs: statusSync,
-    statusSyncPollMs: parseDurationMs(e.STATUS_SYNC_POLL_INTERVAL),
-    mobilemoneyReconcileIntervalMs: parseDurationMs(e.MOBILEMONEY_RECONCILE_INTERVAL),
+    statusSyncPollMs: durationVar('STATUS_SYNC_POLL_INTERVAL', e.STATUS_SYNC_POLL_INTERVAL),
+    mobilemoneyReconcileIntervalMs: durationVar('MOBILEMONEY_RECONCILE_INTERVAL', e.MOBILEMONEY_RECONCILE_INTERVAL),
     rateLimit: apiKeyRateLimit(e.RATE_LIMIT_PER_MINUTE, e.RATE_LIMIT_PER_SECOND, production),
     callbackRateLimit: { limit: e.CALLBACK_RATE_LIMIT_PER_MINUTE ?? (production ? DEFAULT_CALLBACK_LIMIT_PER_MINUTE : 0), windowMs: 60_000 },
     mobilemoneyCallbackAllowlist: parseCallbackAllowlist(e.MOBILEMONEY_CALLBACK_ALLOWLIST),

@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { ConfigError, loadConfig } from '../../server/config/config.js';
 import { isAllowedSource } from '../../server/providers/mobilemoney/callback.js';
+import { runCli } from '../support/processes.js';
 
 // Reading the environment at boot: what an operator's values turn into, and what stops the process.
 
@@ -42,4 +43,40 @@ describe('configuration', () => {
     expect(loadConfig({ MOBILEMONEY_CALLBACK_ALLOWLIST: '' }).mobilemoneyCallbackAllowlist).toEqual(loadConfig({}).mobilemoneyCallbackAllowlist);
     expect(loadConfig({}).mobilemoneyCallbackAllowlist.length).toBeGreaterThan(0);
   });
+
+  it('refuses an interval, timeout or retention of 0, or a value that is no duration, naming the variable', () => {
+    // DELIVERY_SWEEP_INTERVAL=0 had an idle worker query the database ~550 times a second; an every(0)
+    // turned the shared repeating jobs into one-shot jobs.
+    const durations = ['DATABASE_ACQUIRE_TIMEOUT', 'IDEMPOTENCY_KEY_PRUNE_INTERVAL', 'DELIVERY_SWEEP_INTERVAL', 'EVENT_RETENTION', 'EVENT_PRUNE_INTERVAL',
+      'PAYMENT_COUNT_FOLD_INTERVAL', 'STATUS_SYNC_POLL_INTERVAL', 'MOBILEMONEY_RECONCILE_INTERVAL'];
+    for (const name of durations) {
+      for (const zero of ['0', '0s', '0.1ms']) {
+        expect(() => loadConfig({ [name]: zero })).toThrow(ConfigError);
+        expect(() => loadConfig({ [name]: zero })).toThrow(`${name} must be longer than 0`);
+      }
+      expect(() => loadConfig({ [name]: '30days' })).toThrow(ConfigError);
+      expect(() => loadConfig({ [name]: '30days' })).toThrow(`${name}: "30days" is not a duration`);
+    }
+    // The lease and the key retention are held above PROVIDER_TIMEOUT_MS and the lease: 0 is refused by name as well.
+    expect(() => loadConfig({ IDEMPOTENCY_LEASE: '0' })).toThrow(/IDEMPOTENCY_LEASE must be longer/);
+    expect(() => loadConfig({ IDEMPOTENCY_KEY_RETENTION: '0' })).toThrow(/IDEMPOTENCY_KEY_RETENTION must be longer/);
+    expect(() => loadConfig({ IDEMPOTENCY_LEASE: '1 minute' })).toThrow('IDEMPOTENCY_LEASE: "1 minute" is not a duration');
+    for (const name of ['SHUTDOWN_TIMEOUT_MS', 'WEBHOOK_TIMEOUT_MS', 'PROVIDER_TIMEOUT_MS']) {
+      expect(() => loadConfig({ [name]: '0' })).toThrow(ConfigError);
+      expect(() => loadConfig({ [name]: '0' })).toThrow(name);
+    }
+    // A schedule is a finite list of delays: 0 is the next try at once; a bad entry names the variable.
+    expect(loadConfig({ WEBHOOK_RETRY_SCHEDULE: '0,30s', STATUS_SYNC_SCHEDULE: '0,1m' })).toMatchObject({ webhookRetryScheduleMs: [0, 30_000], statusSyncScheduleMs: [0, 60_000] });
+    for (const name of ['WEBHOOK_RETRY_SCHEDULE', 'STATUS_SYNC_SCHEDULE']) {
+      expect(() => loadConfig({ [name]: '30s,2min' })).toThrow(ConfigError);
+      expect(() => loadConfig({ [name]: '30s,2min' })).toThrow(`${name}: not a duration: "2min"`);
+    }
+    // The simulators' delays may be 0 (none).
+    expect(loadConfig({ SANDBOX_CALLBACK_DELAY_MS: '0', SANDBOX_LATENCY_MS: '0' })).toMatchObject({ sandboxCallbackDelayMs: 0, sandboxLatencyMs: 0 });
+  });
+
+  it('stops the service with exit code 2 and the variable named, as for any other configuration error', async () => {
+    const run = await runCli('server/main.ts', [], { EVENT_RETENTION: '30days', NODE_ENV: 'test' });
+    expect([run.code, run.stderr.trim()]).toEqual([2, 'EVENT_RETENTION: "30days" is not a duration (a number with a unit: 250ms, 30s, 5m, 1h, 30d)']);
+  }, 30_000);
 });
