@@ -14,7 +14,7 @@ import { gracefulCloser } from './net/graceful-close.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import type { EmbeddedDatabase } from './persistence/embedded-postgres.js';
 import { ChangeNotifications } from './persistence/change-notifications.js';
-import { migrate, pendingMigrations } from './persistence/orm.js';
+import { migrate, migrationsPendingError, pendingMigrations } from './persistence/orm.js';
 import { withSchemaLock } from './persistence/schema-lock.js';
 
 /** A worker's webhook drain loop: attempts in flight at once, and the pause after a failed claim. */
@@ -93,7 +93,7 @@ export async function startService(config: AppConfig, options: StartOptions = {}
     const pending = await pendingMigrations(created.orm);
     if (pending.length > 0) {
       await created.close();
-      throw new Error(`MIGRATE_ON_BOOT is off and ${pending.length} migration(s) are pending: run the migrate command first (npm run migrate, or npm run migrate:prod from the build)`);
+      throw migrationsPendingError(pending, 'MIGRATE_ON_BOOT is off');
     }
     return { container: created, applied: [] as string[] };
   });

@@ -24,7 +24,7 @@ import { DomainError } from '../domain/errors.js';
 import { MerchantService } from '../domain/merchants/merchant.service.js';
 import { restartChecks } from '../domain/payments/sync-schedule.js';
 import { runningEmbeddedUrl, startEmbeddedPostgres, type EmbeddedDatabase } from '../persistence/embedded-postgres.js';
-import { migrate, openOrm } from '../persistence/orm.js';
+import { migrate, migrationsPendingError, openOrm, pendingMigrations } from '../persistence/orm.js';
 import { withSchemaLock } from '../persistence/schema-lock.js';
 
 const SCOPE_LIST = SCOPES.join(',');
@@ -136,8 +136,14 @@ async function run(argv: string[]): Promise<unknown> {
   }
   const orm = await openOrm(databaseUrl, 2);
   try {
-    // Like a booting service: bring the schema up to date unless the operator migrates separately.
-    if (config.migrateOnBoot) await withSchemaLock(databaseUrl, () => migrate(orm));
+    // On one machine (npm start, the quick start) it brings the schema up to date like a booting service.
+    // In production migrations are the operator's own step: a CLI run after a rollback (--down-to) must
+    // not apply again what was just reverted.
+    if (config.migrateOnBoot && !config.production) await withSchemaLock(databaseUrl, () => migrate(orm));
+    else {
+      const pending = await pendingMigrations(orm);
+      if (pending.length > 0) throw migrationsPendingError(pending, `the admin CLI does not migrate ${config.production ? 'with NODE_ENV=production' : 'with MIGRATE_ON_BOOT=false'}`);
+    }
     const secrets = new SecretBox(await resolveEncryptionKey(config), config.decryptionKeys);
     return await inOrmScope(orm.em, async () => {
       const keys = new ApiKeyService(orm.em);

@@ -104,6 +104,14 @@ export async function revertMigrationsAfter(orm: MikroORM, keep: string, options
   return reverted.map((m) => m.name);
 }
 
+/**
+ * Why a process that does not migrate (MIGRATE_ON_BOOT=false; the admin CLI in production) refuses to
+ * run on a schema with migrations pending: the same words from the services and the admin CLI.
+ */
+export function migrationsPendingError(pending: readonly string[], why: string): Error {
+  return new Error(`${why} and ${pending.length} migration(s) are pending (${pending.join(', ')}): run the migrate command first (npm run migrate, or npm run migrate:prod from the build)`);
+}
+
 /** Names of the migrations not yet applied. */
 export async function pendingMigrations(orm: MikroORM): Promise<string[]> {
   return (await orm.getMigrator().getPendingMigrations()).map((m) => m.name);

@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { createTestDatabase, sql } from '../support/database.js';
-import { adminMerchant, baseEnv, callApi, freePort, migrateCli, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
+import { adminMerchant, baseEnv, callApi, freePort, migrateCli, runCli, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
+import { TEST_ENCRYPTION_KEY } from '../support/service.js';
 
 // An operator rolls a release back: stop the processes, `npm run migrate -- --down-to <the last
 // migration the earlier release has>`, start the earlier release. Then forward again with `npm run migrate`.
@@ -107,6 +108,23 @@ describe('npm run migrate -- --down-to (rolling the schema back to an earlier re
     expect((await migrateCli(db.url)).code).toBe(0);
     expect(await schemaOf(db.url)).toEqual(before);
   }, 180_000);
+
+  it('leaves the reverted migrations pending when an admin command runs next in production, and says why', async () => {
+    const { db, applied } = await migrated();
+    expect((await migrateCli(db.url, ['--down-to', EARLIER_RELEASE])).code).toBe(0);
+    const later = applied.slice(applied.indexOf(EARLIER_RELEASE) + 1);
+    // README, Production: NODE_ENV=production is exported for every command; MIGRATE_ON_BOOT=false is on the start commands only.
+    const production = { NODE_ENV: 'production', DATABASE_URL: db.url, ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, PUBLIC_BASE_URL: 'https://pay.example.com' };
+    for (const env of [production, { NODE_ENV: 'test', DATABASE_URL: db.url, ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, MIGRATE_ON_BOOT: 'false' }]) {
+      const admin = await runCli('server/admin/cli.ts', ['merchant', 'create', '--name', 'After Rollback'], env);
+      expect([admin.code, admin.stdout]).toEqual([1, '']);
+      expect(admin.stderr).toContain(`the admin CLI does not migrate with ${env.NODE_ENV === 'production' ? 'NODE_ENV=production' : 'MIGRATE_ON_BOOT=false'} and ${later.length} migration(s) are pending`);
+      expect(admin.stderr).toContain('run the migrate command first (npm run migrate, or npm run migrate:prod from the build)');
+    }
+    const status = JSON.parse((await migrateCli(db.url, ['--status'])).stdout) as { pending: string[] };
+    expect(status.pending).toEqual(later);
+    expect(await sql(db.url, `SELECT 1 FROM merchants WHERE name = 'After Rollback'`)).toEqual([]);
+  }, 120_000);
 
   it('refuses a migration that is not applied, with a clear message, and reverts nothing', async () => {
     const { db, applied } = await migrated();
