@@ -109,7 +109,8 @@ export async function revertMigrationsAfter(orm: MikroORM, keep: string, options
  * run on a schema with migrations pending: the same words from the services and the admin CLI.
  */
 export function migrationsPendingError(pending: readonly string[], why: string): Error {
-  return new Error(`${why} and ${pending.length} migration(s) are pending (${pending.join(', ')}): run the migrate command first (npm run migrate, or npm run migrate:prod from the build)`);
+  const names = pending.length > 3 ? `${pending.slice(0, 3).join(', ')}, …` : pending.join(', ');
+  return new Error(`${why} and ${pending.length} migration(s) are pending (${names}): run the migrate command first (npm run migrate, or npm run migrate:prod from the build)`);
 }
 
 /** Names of the migrations not yet applied. */
