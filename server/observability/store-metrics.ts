@@ -80,23 +80,31 @@ export function registerStoreMetrics(registry: Registry, query: Query, secretKey
     }
     return cached.value;
   };
-  // A scrape never fails because the database does: the gauges keep their last values.
+  // A scrape never fails because the database does: store_metrics_up says 0 and the store gauges are left
+  // out, rather than reported as 0 (an unlabelled gauge's default) or as their last values, which would
+  // read as "nothing waiting" and keep an alert on them from firing.
   const read = async (): Promise<Snapshot | null> => snapshot().catch(() => null);
 
-  /** A gauge whose labelled values are all replaced from each snapshot. */
+  new Gauge({
+    name: 'store_metrics_up',
+    help: 'Whether the last read of the database-backed gauges succeeded (1) or failed (0: they are left out of this scrape)',
+    registers: [registry],
+    async collect() {
+      this.set((await read()) ? 1 : 0);
+    },
+  });
+
+  /** A gauge whose values are all replaced from each snapshot, and that reports no value when the read failed. */
   const snapshotGauge = <L extends string>(name: string, help: string, labelNames: readonly L[], rows: (s: Snapshot) => [Record<L, string>, number][]) =>
-    new Gauge({
-      name,
-      help,
-      labelNames,
-      registers: [registry],
-      async collect() {
+    new (class extends Gauge<L> {
+      override async get() {
         const s = await read();
-        if (!s) return;
         this.reset();
-        for (const [labels, value] of rows(s)) this.set(labels, value);
-      },
-    });
+        if (s) for (const [labels, value] of rows(s)) this.set(labels, value);
+        const metric = await super.get();
+        return s ? metric : { ...metric, values: [] };
+      }
+    })({ name, help, labelNames, registers: [registry] });
 
   snapshotGauge('payments', 'Payments stored, by provider and status', ['provider', 'status'], (s) =>
     s.payments.map((p) => [{ provider: p.provider, status: p.status }, p.n]));
@@ -107,15 +115,8 @@ export function registerStoreMetrics(registry: Registry, query: Query, secretKey
     Object.entries(s.oldestPendingRefundSeconds).map(([provider, seconds]) => [{ provider }, seconds]));
   snapshotGauge('webhook_deliveries', 'Merchant webhook deliveries not delivered (yet), by status: pending, retrying, dead', ['status'], (s) =>
     s.deliveries.map((d) => [{ status: d.status }, d.n]));
-  new Gauge({
-    name: 'webhook_delivery_lag_seconds',
-    help: 'How long the oldest due, unsent merchant webhook delivery has waited (0 when none)',
-    registers: [registry],
-    async collect() {
-      const s = await read();
-      if (s) this.set(s.deliveryLagSeconds);
-    },
-  });
+  snapshotGauge('webhook_delivery_lag_seconds', 'How long the oldest due, unsent merchant webhook delivery has waited (0 when none)', [], (s) =>
+    [[{}, s.deliveryLagSeconds]]);
   // `job_name`, not `job`: Prometheus sets `job` on every scraped series (the scrape job) and would
   // rename ours to `exported_job`.
   snapshotGauge('job_queue_depth', 'Agenda jobs due now and not yet picked up by a worker, by job name', ['job_name'], (s) =>

@@ -161,4 +161,35 @@ describe('business metrics on /metrics', () => {
       await guarded.stop();
     }
   }, 30_000);
+
+  it('says store_metrics_up 0 and leaves the database-backed gauges out while their read fails, instead of 0 or stale values', async () => {
+    const up = await eventually(async () => {
+      const s = await scrape();
+      return total(s, 'store_metrics_up') === 1 ? s : null;
+    }, 10_000, 'store_metrics_up 1');
+    expect(up.has('webhook_delivery_lag_seconds')).toBe(true);
+    expect(total(up, 'payments', { provider: 'cardpay' })).toBeGreaterThan(0);
+    // The gauges' read fails, as in a database outage: the counters' view it starts with is gone.
+    await t.sql('ALTER VIEW payment_count_totals RENAME TO payment_count_totals_away');
+    try {
+      const down = await eventually(async () => {
+        const s = await scrape();
+        return total(s, 'store_metrics_up') === 0 ? s : null;
+      }, 10_000, 'store_metrics_up 0 once the cached read expired');
+      // No webhook_delivery_lag_seconds 0 ("nothing unsent", so the unsent-webhooks alert could not fire), no stale payments.
+      const storeSeries = [...down.keys()].filter((series) =>
+        /^(payments|payments_unresolved|refunds_pending_oldest_seconds|webhook_deliveries|webhook_delivery_lag_seconds|job_queue_depth|job_queue_lag_seconds|stored_secrets)(\{|$)/.test(series));
+      expect(storeSeries).toEqual([]);
+      // The process's own metrics are still served.
+      expect(total(down, 'http_requests_total')).toBeGreaterThan(0);
+    } finally {
+      await t.sql('ALTER VIEW payment_count_totals_away RENAME TO payment_count_totals');
+    }
+    const back = await eventually(async () => {
+      const s = await scrape();
+      return total(s, 'store_metrics_up') === 1 ? s : null;
+    }, 10_000, 'store_metrics_up 1 again');
+    expect(back.has('webhook_delivery_lag_seconds')).toBe(true);
+    expect(total(back, 'payments', { provider: 'cardpay' })).toBe(total(up, 'payments', { provider: 'cardpay' }));
+  }, 40_000);
 });
