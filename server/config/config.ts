@@ -1,3 +1,5 @@
+import { X509Certificate, createPublicKey } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import type { RateLimitRule } from '../domain/auth/rate-limiter.js';
 import { parseDurationMs, parseSchedule } from './duration.js';
@@ -233,6 +235,30 @@ function scheduleVar(name: string, text: string): number[] {
   }
 }
 
+/**
+ * A mobilemoney operator certificate file, read and parsed at boot as it is used later: a wrong path or
+ * a file that is no certificate stops the process here, naming the variable, instead of booting ready
+ * and failing at the first live reversal or status query, or answering signed callbacks 500.
+ * `x509`: an X.509 certificate, PEM or DER (SecurityCredential); `public-key`: PEM, a certificate or a
+ * public key (callback signatures).
+ */
+function certificateFile(name: string, file: string | undefined, kind: 'x509' | 'public-key'): string | undefined {
+  if (file === undefined) return undefined;
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(file);
+  } catch (err) {
+    throw new ConfigError(`${name}: ${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  try {
+    if (kind === 'x509') new X509Certificate(bytes);
+    else createPublicKey(bytes.toString('utf8'));
+  } catch {
+    throw new ConfigError(`${name}: ${file} is not ${kind === 'x509' ? 'an X.509 certificate (PEM or DER)' : 'a PEM certificate or public key'}`);
+  }
+  return file;
+}
+
 /** Reads and validates the environment once, at boot; a bad value stops the process with a clear message. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   const parsed = EnvSchema.safeParse(env);
@@ -301,8 +327,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     rateLimit: apiKeyRateLimit(e.RATE_LIMIT_PER_MINUTE, e.RATE_LIMIT_PER_SECOND, production),
     callbackRateLimit: { limit: e.CALLBACK_RATE_LIMIT_PER_MINUTE ?? (production ? DEFAULT_CALLBACK_LIMIT_PER_MINUTE : 0), windowMs: 60_000 },
     mobilemoneyCallbackAllowlist: parseCallbackAllowlist(e.MOBILEMONEY_CALLBACK_ALLOWLIST),
-    mobilemoneyCertPath: e.MOBILEMONEY_CERT_PATH,
-    mobilemoneySecurityCertPaths: { sandbox: e.MOBILEMONEY_SANDBOX_CERT_PATH, live: e.MOBILEMONEY_LIVE_CERT_PATH },
+    mobilemoneyCertPath: certificateFile('MOBILEMONEY_CERT_PATH', e.MOBILEMONEY_CERT_PATH, 'public-key'),
+    mobilemoneySecurityCertPaths: {
+      sandbox: certificateFile('MOBILEMONEY_SANDBOX_CERT_PATH', e.MOBILEMONEY_SANDBOX_CERT_PATH, 'x509'),
+      live: certificateFile('MOBILEMONEY_LIVE_CERT_PATH', e.MOBILEMONEY_LIVE_CERT_PATH, 'x509'),
+    },
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     logLevel: e.LOG_LEVEL,
     dataDir: e.DATA_DIR,

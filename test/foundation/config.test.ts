@@ -1,9 +1,17 @@
+import { X509Certificate, generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { ConfigError, loadConfig } from '../../server/config/config.js';
 import { isAllowedSource } from '../../server/providers/mobilemoney/callback.js';
 import { runCli } from '../support/processes.js';
+import { selfSignedCertificate } from '../../server/sandbox/certificates.js';
 
 // Reading the environment at boot: what an operator's values turn into, and what stops the process.
+
+/** A database nobody listens on: a process that got past its configuration fails at once, starting no embedded one. */
+const NOWHERE = 'postgres://postgres@127.0.0.1:1/none';
 
 describe('configuration', () => {
   it('treats a variable set to the empty string as unset', () => {
@@ -76,7 +84,44 @@ describe('configuration', () => {
   });
 
   it('stops the service with exit code 2 and the variable named, as for any other configuration error', async () => {
-    const run = await runCli('server/main.ts', [], { EVENT_RETENTION: '30days', NODE_ENV: 'test' });
+    const run = await runCli('server/main.ts', [], { EVENT_RETENTION: '30days', NODE_ENV: 'test', DATABASE_URL: NOWHERE });
     expect([run.code, run.stderr.trim()]).toEqual([2, 'EVENT_RETENTION: "30days" is not a duration (a number with a unit: 250ms, 30s, 5m, 1h, 30d)']);
   }, 30_000);
+
+  describe('mobilemoney operator certificates, read at boot', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'mm-config-cert-'));
+    const file = (name: string, content: string | Buffer) => (writeFileSync(path.join(dir, name), content), path.join(dir, name));
+    const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
+    const pem = selfSignedCertificate(privateKey, 'apigw.example.test', 'Operator');
+    const certPem = file('ProductionCertificate.pem', pem);
+    const certDer = file('ProductionCertificate.cer', new X509Certificate(pem).raw);
+    const publicKeyPem = file('operator-public.pem', publicKey);
+    const garbage = file('not-a-cert.cer', '<html>404 Not Found</html>');
+    const missing = path.join(dir, 'no-such-file.cer');
+
+    it('accepts what each one is used as: PEM or DER certificates for the initiator password, PEM certificate or key for callback signatures', () => {
+      const config = loadConfig({ MOBILEMONEY_SANDBOX_CERT_PATH: certPem, MOBILEMONEY_LIVE_CERT_PATH: certDer, MOBILEMONEY_CERT_PATH: publicKeyPem });
+      expect(config.mobilemoneySecurityCertPaths).toEqual({ sandbox: certPem, live: certDer });
+      expect(config.mobilemoneyCertPath).toBe(publicKeyPem);
+      expect(loadConfig({ MOBILEMONEY_CERT_PATH: certPem }).mobilemoneyCertPath).toBe(certPem);
+    });
+
+    it('refuses a path that cannot be read, or a file that is not a certificate, naming the variable', () => {
+      // Each of these booted and said ready; the first live reversal or status query failed, or signed callbacks were answered 500.
+      for (const name of ['MOBILEMONEY_CERT_PATH', 'MOBILEMONEY_SANDBOX_CERT_PATH', 'MOBILEMONEY_LIVE_CERT_PATH']) {
+        expect(() => loadConfig({ [name]: missing })).toThrow(ConfigError);
+        expect(() => loadConfig({ [name]: missing })).toThrow(`${name}: ${missing} cannot be read (ENOENT)`);
+        expect(() => loadConfig({ [name]: garbage })).toThrow(ConfigError);
+        expect(() => loadConfig({ [name]: garbage })).toThrow(new RegExp(`^${name}: .*not-a-cert.cer is not`));
+        expect(() => loadConfig({ [name]: dir })).toThrow(`${name}: ${dir} cannot be read (EISDIR)`);
+      }
+      // The callback signature check reads the file as PEM: a DER certificate there would refuse every signed callback.
+      expect(() => loadConfig({ MOBILEMONEY_CERT_PATH: certDer })).toThrow('MOBILEMONEY_CERT_PATH: ' + certDer + ' is not a PEM certificate or public key');
+    });
+
+    it('stops the service at boot with exit code 2, naming the variable', async () => {
+      const run = await runCli('server/main.ts', [], { MOBILEMONEY_LIVE_CERT_PATH: missing, NODE_ENV: 'test', DATABASE_URL: NOWHERE });
+      expect([run.code, run.stderr.trim()]).toEqual([2, `MOBILEMONEY_LIVE_CERT_PATH: ${missing} cannot be read (ENOENT)`]);
+    }, 30_000);
+  });
 });
