@@ -51,7 +51,7 @@ function containerEnv(service: Service, env: Record<string, string>): Record<str
   return out;
 }
 
-type Service = { environment: Record<string, string | number | null>; stop_grace_period?: string };
+type Service = { environment: Record<string, string | number | null>; stop_grace_period?: string; command?: string[] };
 const composeText = readFileSync(path.join(REPO, 'compose.yaml'), 'utf8');
 
 /** The service's definition as compose resolves it with the operator's variables `env`. */
@@ -81,5 +81,23 @@ describe('compose.yaml', () => {
     expect(definition.stop_grace_period).toBeDefined();
     // "A few seconds more" (README): the process's own exit on timeout must come before the SIGKILL.
     expect(parseDurationMs(definition.stop_grace_period!)).toBeGreaterThanOrEqual(shutdownTimeoutMs + 5_000);
+  });
+
+  it('runs PostgreSQL with room for the scale it advertises (--scale api=N --scale worker=M)', () => {
+    const readme = readFileSync(path.join(REPO, 'README.md'), 'utf8');
+    const advertised = /--scale api=(\d+)\s+--scale worker=(\d+)/;
+    const [, apis, workers] = advertised.exec(composeText)!.map(Number);
+    // README says the same scale.
+    expect(advertised.exec(readme.replace(/`\s+--/g, ' --').replace(/\n/g, ' '))?.slice(1).map(Number)).toEqual([apis, workers]);
+    // Per process at most DATABASE_POOL_MAX + 11, +1 for a worker (README's arithmetic, quoted here so the two change together).
+    expect(readme).toContain('per process at most `DATABASE_POOL_MAX` + 11 (+1 for a worker');
+    const poolMax = (name: string) => loadConfig(containerEnv(service(name, operatorEnv), operatorEnv)).databasePoolMax;
+    const opened = apis! * (poolMax('api') + 11) + workers! * (poolMax('worker') + 12);
+    expect(readme).toContain(`${apis} api + ${workers} workers reach ${opened}`);
+    // PostgreSQL keeps 3 connections for superusers (superuser_reserved_connections); migrate or the admin CLI take 2 more.
+    const command = service('postgres', operatorEnv).command ?? [];
+    const setting = command.map((arg) => /^max_connections=(\d+)$/.exec(arg)?.[1]).find(Boolean);
+    const maxConnections = Number(setting ?? 100);
+    expect(opened + 3 + 2).toBeLessThanOrEqual(maxConnections);
   });
 });
