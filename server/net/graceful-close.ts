@@ -3,36 +3,53 @@ import type net from 'node:net';
 
 /** While stopping, connections that went idle are closed this often. */
 const IDLE_SWEEP_MS = 250;
+/**
+ * How long a connection must have been idle before a stop closes it. A client sends its next request on
+ * a kept-alive connection the moment the previous answer arrives: closing the connection as that answer
+ * ends (as Node's closeIdleConnections does) races with it, and the client sees its request cut ("socket
+ * hang up") instead of being answered 503 draining with Connection: close.
+ */
+const IDLE_GRACE_MS = 1000;
+
+interface ConnectionState {
+  /** Answers under way on the connection. */
+  answering: number;
+  /** When it last opened, began or ended an answer (ms). */
+  activeAt: number;
+}
 
 /**
  * Makes `server` closable the graceful way (call it before the server listens). The closer stops
- * listening and waits for the requests under way. Idle connections are closed now, and again every
- * quarter second: a connection whose response was already under way when the drain began (so it carries
- * no Connection: close) is closed as soon as it goes idle, not after the keep-alive timeout. Busy ones
- * otherwise close after their next response (Connection: close while draining) or at `deadlineMs`, when
- * whatever is still open is closed (main.ts exits with code 1 at the same deadline).
+ * listening and waits for the requests under way. Connections idle for IDLE_GRACE_MS are closed now, and
+ * the others as they reach it (checked every quarter second): a connection whose response was already
+ * under way when the drain began (so it carries no Connection: close) is closed soon after it goes idle,
+ * not after the keep-alive timeout. Busy ones otherwise close after their next response (Connection:
+ * close while draining) or at `deadlineMs`, when whatever is still open is closed (main.ts exits with
+ * code 1 at the same deadline).
  */
 export function gracefulCloser(server: http.Server): (deadlineMs: number) => Promise<void> {
-  // Answers under way per connection. Node's closeIdleConnections leaves a connection that is in the
-  // middle of sending a request, or has sent nothing yet (it counts both busy until headersTimeout): one a
+  // Answers under way per connection, counted here rather than asked of Node: Node counts a connection
+  // in the middle of sending a request, or that has sent nothing yet, busy until headersTimeout, so one a
   // client, browser or balancer opened ahead of need held the stop to the deadline. A connection with no
   // answer under way is closed here whatever Node thinks of it: closing it cuts no answer.
-  const answering = new Map<net.Socket, number>();
+  const connections = new Map<net.Socket, ConnectionState>();
   server.on('connection', (socket: net.Socket) => {
-    answering.set(socket, 0);
-    socket.once('close', () => answering.delete(socket));
+    connections.set(socket, { answering: 0, activeAt: Date.now() });
+    socket.once('close', () => connections.delete(socket));
   });
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
-    const socket = req.socket;
-    answering.set(socket, (answering.get(socket) ?? 0) + 1);
+    const state = connections.get(req.socket);
+    if (!state) return;
+    state.answering += 1;
+    state.activeAt = Date.now();
     res.once('close', () => {
-      const n = answering.get(socket);
-      if (n !== undefined) answering.set(socket, n - 1);
+      state.answering -= 1;
+      state.activeAt = Date.now();
     });
   });
   const closeIdle = () => {
-    server.closeIdleConnections();
-    for (const [socket, n] of answering) if (n <= 0) socket.destroy();
+    const idleSince = Date.now() - IDLE_GRACE_MS;
+    for (const [socket, state] of connections) if (state.answering <= 0 && state.activeAt <= idleSince) socket.destroy();
   };
   return async (deadlineMs) => {
     const deadline = setTimeout(() => server.closeAllConnections(), deadlineMs);
