@@ -294,19 +294,34 @@ export async function listAttempts(em: EntityManager, deliveryId: string): Promi
   );
 }
 
+/** Where a recover call has got to: the last delivery id it queued, and the time (database's clock, as text) it started. */
+export interface RequeuePosition { afterId: string | null; startedAt: string | null }
+
 /**
  * Puts up to `limit` of the merchant's retrying and dead deliveries created in [since, until) back in
- * the queue, due now, and returns how many. One statement, which answers a count, not the rows: two
+ * the queue, due now, and returns how many, with where the next batch starts. One statement: two
  * concurrent calls never take the same delivery, and one already queued again (pending) or being sent
  * (leased) is left alone. Fewer than `limit` means none is left (rows another call took meanwhile are
  * passed over, and the next ones locked instead).
+ * A call's batches walk the ids upwards from `afterId`, and take only rows last changed before the
+ * call's first statement (`startedAt`, null on the first batch): a delivery this call — or a concurrent
+ * one — queued, that the workers then tried and failed again while the call was still going, is not
+ * queued a second time by a later batch.
  */
-export async function requeueFailedDeliveries(em: EntityManager, merchantId: string, since: Date, until: Date, limit: number): Promise<number> {
-  const rows = await em.execute<{ n: number }[]>(
+export async function requeueFailedDeliveries(
+  em: EntityManager,
+  merchantId: string,
+  window: { since: Date; until: Date },
+  position: RequeuePosition,
+  limit: number,
+): Promise<{ count: number; position: RequeuePosition }> {
+  const rows = await em.execute<{ n: number; last_id: string | null; started_at: string }[]>(
     `WITH batch AS (
        SELECT id FROM webhook_deliveries
         WHERE merchant_id = ? AND status IN ('retrying', 'dead')
           AND created_at >= ? AND created_at < ?
+          AND (?::uuid IS NULL OR id > ?::uuid)
+          AND updated_at < coalesce(?::timestamptz, now())
           AND (lease_until IS NULL OR lease_until < now())
         ORDER BY id
         LIMIT ?
@@ -316,9 +331,10 @@ export async function requeueFailedDeliveries(em: EntityManager, merchantId: str
           SET status = 'pending', next_attempt_at = now(), updated_at = now()
          FROM batch
         WHERE d.id = batch.id
-    RETURNING 1)
-     SELECT count(*)::int AS n FROM requeued`,
-    [merchantId, since, until, limit],
+    RETURNING d.id)
+     SELECT count(*)::int AS n, max(id::text) AS last_id, coalesce(?::timestamptz, now())::text AS started_at FROM requeued`,
+    [merchantId, window.since, window.until, position.afterId, position.afterId, position.startedAt, limit, position.startedAt],
   );
-  return rows[0]?.n ?? 0;
+  const row = rows[0]!;
+  return { count: row.n, position: { afterId: row.last_id ?? position.afterId, startedAt: row.started_at } };
 }

@@ -11,7 +11,7 @@ import { assertUrlShape } from '../merchants/webhook-url-policy.js';
 import {
   countScheduledAttempts, finishAttempt, findStrandedDeliveryIds, leaseDelivery, leaseDueDeliveries, leaseKey, listAttempts, msUntilDue,
   recordDeliveredAttempts, requeueFailedDeliveries,
-  type AttemptRow, type AttemptTrigger, type DeliveredAttempt, type LeasedDelivery,
+  type AttemptRow, type AttemptTrigger, type DeliveredAttempt, type LeasedDelivery, type RequeuePosition,
 } from './delivery-store.js';
 import { GroupWriter } from './group-writer.js';
 import { afterFailedAttempt } from './retry-schedule.js';
@@ -152,12 +152,16 @@ export class DeliveryService {
     if (end <= since) throw validationError('until', 'must be after since');
     // In batches, each its own statement: a large window neither holds one long transaction nor is read
     // into memory. The workers are woken after each, and start sending while the next is written.
+    // Each batch starts after the last id the one before queued, and takes only deliveries not changed
+    // since the first began: one queued here that fails again meanwhile is not queued twice.
     let queued = 0;
+    let position: RequeuePosition = { afterId: null, startedAt: null };
     for (;;) {
-      const count = await requeueFailedDeliveries(this.em, merchantId, since, end, RECOVER_BATCH);
-      queued += count;
-      await this.queue.enqueue(count);
-      if (count < RECOVER_BATCH) break;
+      const batch = await requeueFailedDeliveries(this.em, merchantId, { since, until: end }, position, RECOVER_BATCH);
+      queued += batch.count;
+      position = batch.position;
+      await this.queue.enqueue(batch.count);
+      if (batch.count < RECOVER_BATCH) break;
     }
     if (queued > 0) this.logger.info({ merchantId, count: queued }, 'failed webhook deliveries queued again');
     return { queued, since, until: end };
