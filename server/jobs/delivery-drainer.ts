@@ -20,8 +20,13 @@ export interface DrainerOptions {
   reclaimAfterRecorded: number;
 }
 
-/** Claim only when at least this many slots are free, so claims stay batched under load. */
+/** Claim only when at least this many slots are free, so claims stay batched under load… */
 const MIN_CLAIM = 8;
+/**
+ * …or when fewer are free but something has been due for this long: slots held by endpoints that hang
+ * may not free up for a whole request timeout, and the free ones must still serve the other merchants.
+ */
+const SHORT_CLAIM_WAIT_MS = 50;
 /** Sent attempts whose results are still being recorded, at most this many times `maxInFlight`. */
 const MAX_UNRECORDED_FACTOR = 4;
 
@@ -51,6 +56,8 @@ export class DeliveryDrainer {
   private lastClaimAt = Number.NEGATIVE_INFINITY;
   /** Attempts recorded since the last claim. */
   private recordedSinceClaim = 0;
+  /** Since when (performance.now()) something is due and some, but fewer than MIN_CLAIM, slots are free. */
+  private shortSince: number | null = null;
 
   constructor(private readonly container: JobContext, private readonly options: DrainerOptions) {}
 
@@ -78,10 +85,20 @@ export class DeliveryDrainer {
       const free = Math.min(this.options.maxInFlight - this.sending, this.options.maxInFlight * MAX_UNRECORDED_FACTOR - this.inFlight.size);
       const untilPoll = this.lastClaimAt + this.options.pollMs - performance.now();
       if (untilPoll <= 0) this.due = true;
-      if (!this.due || free < Math.min(MIN_CLAIM, this.options.maxInFlight)) {
+      if (!this.due || free <= 0) {
         await this.pause(this.due ? undefined : untilPoll);
         continue;
       }
+      if (free < Math.min(MIN_CLAIM, this.options.maxInFlight)) {
+        // Wait a little for more slots, so a busy worker still claims in batches; but not for ever.
+        this.shortSince ??= performance.now();
+        const untilShortClaim = this.shortSince + SHORT_CLAIM_WAIT_MS - performance.now();
+        if (untilShortClaim > 0) {
+          await this.pause(untilShortClaim);
+          continue;
+        }
+      }
+      this.shortSince = null;
       this.due = false;
       this.recordedSinceClaim = 0;
       this.lastClaimAt = performance.now();

@@ -51,15 +51,15 @@ afterAll(async () => {
   await t.stop();
 });
 
-async function merchantWithEndpoint(name: string, url: string) {
-  const m = await t.createMerchant(name);
-  await t.http.put('/v1/merchant/webhook').set('X-API-Key', m.apiKey).send({ webhook_url: url }).expect(200);
-  await t.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: `sk_test_${randomUUID().replace(/-/g, '')}` } }).expect(200);
+async function merchantWithEndpoint(name: string, url: string, service: TestService = t) {
+  const m = await service.createMerchant(name);
+  await service.http.put('/v1/merchant/webhook').set('X-API-Key', m.apiKey).send({ webhook_url: url }).expect(200);
+  await service.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: `sk_test_${randomUUID().replace(/-/g, '')}` } }).expect(200);
   return m;
 }
 
-const pay = (apiKey: string) =>
-  t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', randomUUID())
+const pay = (apiKey: string, service: TestService = t) =>
+  service.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', randomUUID())
     .send({ provider: 'cardpay', amount: '5.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
 
 describe('webhook delivery between merchants', () => {
@@ -77,5 +77,51 @@ describe('webhook delivery between merchants', () => {
     await eventually(() => receiver.events('payment.completed').find((e) => e.json.data.payment_id === payment.id), 10_000, "the other merchant's event");
     expect(hanging.held.size).toBe(PER_MERCHANT);
     expect(hanging.received).toBe(PER_MERCHANT);
+  }, 60_000);
+});
+
+describe('webhook delivery when two merchants\' endpoints hang', () => {
+  // Two hanging merchants at their share hold 26 of the worker's 32 slots: 6 are left, fewer than a
+  // batched claim waits for. Attempts wait 20 s for an answer, so only a claim of those 6 explains
+  // another merchant's event going out within a few seconds.
+  const SHARE = 13;
+  let s: TestService;
+  let first: HangingEndpoint;
+  let second: HangingEndpoint;
+  let answering: WebhookReceiver;
+  beforeAll(async () => {
+    s = await startTestService({ WEBHOOK_TIMEOUT_MS: '20000', WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: String(SHARE) });
+    first = await new HangingEndpoint().start();
+    second = await new HangingEndpoint().start();
+    answering = await new WebhookReceiver().start();
+  });
+  afterAll(async () => {
+    await first.stop();
+    await second.stop();
+    await answering.stop();
+    await s.stop();
+  });
+
+  it("the slots they leave free still send another merchant's event at once", async () => {
+    const a = await merchantWithEndpoint('Hangs A', first.url, s);
+    const b = await merchantWithEndpoint('Hangs B', second.url, s);
+    for (let i = 0; i < 20; i++) {
+      await pay(a.apiKey, s);
+      await pay(b.apiKey, s);
+    }
+    // Both are sending all they may (or all a worker claimed before it stopped claiming).
+    await eventually(() => first.held.size + second.held.size >= 25 || null, 10_000, 'the hanging merchants\' attempts');
+    await new Promise((r) => setTimeout(r, 300));
+    const heldBefore = first.received + second.received;
+    expect(first.held.size).toBeLessThanOrEqual(SHARE);
+    expect(second.held.size).toBeLessThanOrEqual(SHARE);
+
+    const other = await merchantWithEndpoint('Answers at once', answering.url, s);
+    const payment = (await pay(other.apiKey, s)).body.data as { id: string };
+    await eventually(() => answering.events('payment.completed').find((e) => e.json.data.payment_id === payment.id), 5_000, "the other merchant's event");
+    // Every hanging attempt is still waiting for its answer: no timeout freed the slot that sent it.
+    expect(first.received + second.received).toBeLessThanOrEqual(2 * SHARE);
+    expect(first.received + second.received).toBeGreaterThanOrEqual(heldBefore);
+    expect(first.held.size + second.held.size).toBe(first.received + second.received);
   }, 60_000);
 });
