@@ -38,7 +38,8 @@ const MAX_UNRECORDED_FACTOR = 4;
  * It keeps claiming while the last claim came back full or attempts finish (a merchant at its in-flight
  * share gets its next delivery as one of its attempts is recorded), then sleeps until the next notification,
  * or at most `pollMs` (a claim that finds nothing is one indexed statement).
- * Agenda keeps the scheduled retries (a failed attempt books the next one as a job) and the sweeper,
+ * Agenda keeps the scheduled retries (a failed attempt books the next one as a job, which wakes this
+ * loop at the due time: retries are claimed here too, within the merchant's share) and the sweeper,
  * which wakes the workers for anything due that nobody took (no worker listening, a lost retry job,
  * an expired lease). Leases keep any number of workers from sending a delivery twice at once.
  */

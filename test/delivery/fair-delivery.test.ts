@@ -13,13 +13,15 @@ import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
  */
 const PER_MERCHANT = 4;
 
-/** An endpoint that takes every request and never answers, counting the ones it holds. */
+/** An endpoint that takes every request and never answers, counting the ones it holds (and the most at once). */
 class HangingEndpoint {
   readonly held = new Set<http.ServerResponse>();
   received = 0;
+  maxHeld = 0;
   private server = http.createServer((_req, res) => {
     this.received += 1;
     this.held.add(res);
+    this.maxHeld = Math.max(this.maxHeld, this.held.size);
     res.on('close', () => this.held.delete(res));
   });
   url = '';
@@ -123,5 +125,35 @@ describe('webhook delivery when two merchants\' endpoints hang', () => {
     expect(first.received + second.received).toBeLessThanOrEqual(2 * SHARE);
     expect(first.received + second.received).toBeGreaterThanOrEqual(heldBefore);
     expect(first.held.size + second.held.size).toBe(first.received + second.received);
+  }, 60_000);
+});
+
+describe('retries of a merchant whose endpoint hangs', () => {
+  // Attempts time out after 1 s and are retried 100 ms later, each retry booked as an Agenda job: the
+  // retries must stay within the merchant's share too, while the merchant's other events wait.
+  const SHARE = 4;
+  let s: TestService;
+  let endpoint: HangingEndpoint;
+  beforeAll(async () => {
+    s = await startTestService({ WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_RETRY_SCHEDULE: '100ms,100ms,100ms,100ms,100ms', WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: String(SHARE) });
+    endpoint = await new HangingEndpoint().start();
+  });
+  afterAll(async () => {
+    await endpoint.stop();
+    await s.stop();
+  });
+
+  it('never holds more than its share at once, counting its retries', async () => {
+    const m = await merchantWithEndpoint('Hangs, retried', endpoint.url, s);
+    for (let i = 0; i < 8; i++) await pay(m.apiKey, s);
+    // Rounds of timeouts, each followed by retries due 100 ms later while other events still wait.
+    await eventually(async () => {
+      const retried = await s.sql<{ n: number }>(
+        `SELECT count(*)::int AS n FROM delivery_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.merchant_id = $1 AND a.attempt_number > 1`,
+        [m.merchantId],
+      );
+      return retried[0]!.n >= SHARE || null;
+    }, 15_000, "a round of retries");
+    expect(endpoint.maxHeld).toBe(SHARE);
   }, 60_000);
 });

@@ -217,9 +217,12 @@ describe('leases', () => {
   it('sends a delivery once when two workers attempt it at the same time', async () => {
     const m = await merchantAt('/race');
     const { deliveryId } = await emitEvent(t, m.merchantId, { notify: false });
-    const attempt = () => t.inContext(() => t.service.container.services.deliveries.attemptScheduled(deliveryId));
-    const outcomes = await Promise.all([attempt(), attempt(), attempt()]);
-    expect(outcomes.filter((o) => o !== null)).toEqual([{ status: 'delivered', nextAttemptAt: null }]);
+    const { deliveries } = t.service.container.services;
+    // Three workers' claims at once: one of them takes it.
+    const claims = await Promise.all([1, 2, 3].map(() => t.inContext(() => deliveries.leaseDue(10))));
+    expect(claims.flat().filter((leased) => leased.id === deliveryId)).toHaveLength(1);
+    const outcomes = await Promise.all(claims.flat().map((leased) => t.inContext(() => deliveries.attemptLeased(leased))));
+    expect(outcomes).toContainEqual({ status: 'delivered', nextAttemptAt: null });
     expect(receiver.on('/race')).toHaveLength(1);
     expect(await attemptsOf(t, deliveryId)).toHaveLength(1);
   });

@@ -48,30 +48,21 @@ const ms = `?::double precision * interval '1 millisecond'`;
 const LEASED_COLUMNS = 'd.id, d.merchant_id, d.event_type, d.status, d.attempts, d.url, m.webhook_url, m.webhook_secret_enc, e.body, d.lease_token';
 
 /**
- * Takes the delivery for one attempt, atomically: only a sendable status, only when no other worker
- * holds an unexpired lease, and for scheduled attempts only once due. The lease outlives the request
- * timeout, so it cannot expire while the attempt is still under way.
+ * Takes a retrying or dead delivery for a manual attempt now, atomically: only when no other worker
+ * holds an unexpired lease. The lease outlives the request timeout, so it cannot expire while the
+ * attempt is still under way. (Scheduled attempts are taken by leaseDueDeliveries, within the
+ * merchant's in-flight share.)
  */
-export async function leaseDelivery(
-  em: EntityManager,
-  id: string,
-  options: { leaseMs: number; trigger: AttemptTrigger },
-): Promise<LeasedDelivery | null> {
-  // Constant SQL per trigger (no user input): scheduled attempts send pending/retrying rows when due,
-  // manual ones re-send retrying/dead rows now.
-  const condition =
-    options.trigger === 'scheduled'
-      ? `d.status IN ('pending', 'retrying') AND d.next_attempt_at <= now()`
-      : `d.status IN ('retrying', 'dead')`;
+export async function leaseDelivery(em: EntityManager, id: string, leaseMs: number): Promise<LeasedDelivery | null> {
   const rows = await em.execute<LeaseRow[]>(
     `UPDATE webhook_deliveries d
         SET lease_until = now() + ${ms}, lease_token = gen_random_uuid()
        FROM events e, merchants m
       WHERE d.id = ? AND e.id = d.event_id AND m.id = d.merchant_id
-        AND ${condition}
+        AND d.status IN ('retrying', 'dead')
         AND (d.lease_until IS NULL OR d.lease_until < now())
   RETURNING ${LEASED_COLUMNS}`,
-    [options.leaseMs, id],
+    [leaseMs, id],
   );
   const row = rows[0];
   return row ? toLeased(row) : null;
@@ -86,7 +77,7 @@ export async function leaseDelivery(
  * still go out at once. The merchants with something due are found by skipping through an index, so
  * a claim costs per merchant, not per queued delivery. `FOR UPDATE SKIP LOCKED`: workers claiming at
  * the same time take disjoint rows without waiting on each other, and a row being leased elsewhere right
- * now (an Agenda retry job, a manual retry) is skipped, not sent twice.
+ * now (a manual retry, another worker's claim) is skipped, not sent twice.
  */
 export async function leaseDueDeliveries(em: EntityManager, limit: number, leaseMs: number, perMerchant: number): Promise<LeasedDelivery[]> {
   const rows = await em.execute<LeaseRow[]>(

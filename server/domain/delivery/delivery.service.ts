@@ -87,28 +87,12 @@ export class DeliveryService {
   }
 
   /**
-   * One scheduled attempt (the `webhook.deliver` job). Null when there is nothing to do: already
-   * delivered or dead, not yet due, or another worker is sending it right now — or took it over while
-   * this attempt was under way (its result was not recorded).
-   */
-  async attemptScheduled(deliveryId: string): Promise<AttemptOutcome | null> {
-    const leased = await leaseDelivery(this.em, deliveryId, { leaseMs: this.leaseMs, trigger: 'scheduled' });
-    if (!leased) return null;
-    return (await this.attempt(leased, 'scheduled', 'schedule')).outcome;
-  }
-
-  /**
-   * For a scheduled attempt that found nothing to do: how long until the delivery is due by the
-   * database's clock, if it is waiting for exactly `dueAt` (the time the job was booked for; any time
-   * when null) and nobody holds it. A job that fired early by its worker's clock books itself again.
+   * For a retry job (`webhook.deliver`): how long until the delivery is due by the database's clock, if
+   * it is waiting for exactly `dueAt` (the time the job was booked for; any time when null) and nobody
+   * holds it. A job that fired early by its worker's clock books itself again.
    */
   msUntilDue(deliveryId: string, dueAt: Date | null): Promise<{ waitMs: number; dueAt: Date } | null> {
     return msUntilDue(this.em, deliveryId, dueAt);
-  }
-
-  /** The lease a scheduled attempt holds: the request timeout plus headroom. */
-  get attemptLeaseMs(): number {
-    return this.leaseMs;
   }
 
   /** Leases up to `limit` due deliveries at once for the worker's drain loop (see leaseDueDeliveries). */
@@ -117,7 +101,8 @@ export class DeliveryService {
   }
 
   /**
-   * The scheduled attempt of a delivery the caller already leased (the worker's batched claims).
+   * The scheduled attempt of a delivery the caller already leased (the worker's batched claims: every
+   * scheduled attempt, first or retry, is taken by them, within its merchant's in-flight share).
    * `onSent` runs once the HTTP exchange is over, before the result is recorded (the lease is held until then).
    * Null when the lease was lost before the result could be recorded.
    */
@@ -135,7 +120,7 @@ export class DeliveryService {
     if (delivery.status !== 'dead' && delivery.status !== 'retrying') {
       throw conflict(`Only a dead or retrying delivery can be retried; this one is ${delivery.status}`);
     }
-    const leased = await leaseDelivery(this.em, deliveryId, { leaseMs: this.leaseMs, trigger: 'manual' });
+    const leased = await leaseDelivery(this.em, deliveryId, this.leaseMs);
     if (!leased) throw conflict('The delivery is being sent right now; try again shortly');
     await this.attempt(leased, 'manual', 'unchanged');
     return this.em.findOneOrFail(WebhookDeliverySchema, { id: deliveryId }, { refresh: true });
