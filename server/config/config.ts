@@ -120,7 +120,7 @@ export interface AppConfig {
   webhookMaxInFlightPerMerchant: number;
   webhookAllowPrivateUrls: boolean;
   deliverySweepIntervalMs: number;
-  /** How long events (GET /v1/events) and their delivered deliveries are kept. */
+  /** How long events (GET /v1/events) and their deliveries are kept (EventLog.prune says which are kept longer). */
   eventRetentionMs: number;
   /** How often a worker prunes events past the retention period. */
   eventPruneIntervalMs: number;

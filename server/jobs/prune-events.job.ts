@@ -3,7 +3,7 @@ import { defineJob } from './define-job.js';
 
 export const PRUNE_EVENTS_JOB = 'events.prune';
 
-/** Deletes events past EVENT_RETENTION with their delivered deliveries (see EventLog.prune). */
+/** Deletes events past EVENT_RETENTION with their deliveries, unless one can still go out (see EventLog.prune). */
 export function definePruneEventsJob(container: JobContext): void {
   defineJob(container, PRUNE_EVENTS_JOB, async () => {
     const deleted = await container.services.events.prune();

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startTestService, type TestService } from '../support/service.js';
 import { emitEvent, registerWebhook } from './events.js';
@@ -6,7 +7,7 @@ import { WebhookReceiver, waitFor } from './receiver.js';
 
 /**
  * GET /v1/events and /v1/events/{id}: the outbox's events as their delivered bodies, per merchant,
- * within EVENT_RETENTION; the prune job deletes older ones with their delivered deliveries.
+ * within EVENT_RETENTION; the prune job deletes older ones with their deliveries, unless one can still go out.
  */
 
 let t: TestService;
@@ -158,5 +159,57 @@ describe('retention', () => {
     expect(await t.sql('SELECT 1 FROM webhook_deliveries WHERE id = $1', [oldDead.deliveryId])).toHaveLength(1);
     // Recent events are untouched.
     expect(await t.sql('SELECT 1 FROM events WHERE id = ANY($1)', [[ids.completed, ids.refunded, ids.failed]])).toHaveLength(3);
+  });
+
+  it('deletes an old event whose delivery died past the recover window, and keeps one still being retried or still recoverable', async () => {
+    const withDelivery = (status: 'dead' | 'retrying') => (tx: EntityManager, ids: { deliveryId: string }) =>
+      tx.execute(
+        status === 'dead'
+          ? `UPDATE webhook_deliveries SET status = 'dead', attempts = 6, next_attempt_at = NULL WHERE id = ?`
+          : `UPDATE webhook_deliveries SET status = 'retrying', attempts = 2, next_attempt_at = now() + interval '1 hour' WHERE id = ?`,
+        [ids.deliveryId],
+      );
+    // 40 days old: its endpoint failed six times and nobody recovered it since.
+    const abandoned = await emitEvent(t, a.merchantId, { type: 'payment.completed', notify: false, adjust: withDelivery('dead') });
+    // 40 days old, with a retry still booked (a long retry schedule).
+    const retrying = await emitEvent(t, a.merchantId, { type: 'payment.completed', notify: false, adjust: withDelivery('retrying') });
+    // 3 days old, past this service's one-day retention: recover (7 days back) can still queue it.
+    const recoverable = await emitEvent(t, a.merchantId, { type: 'payment.failed', notify: false, adjust: withDelivery('dead') });
+    await t.sql(`UPDATE events SET created_at = now() - interval '40 days' WHERE id = ANY($1)`, [[abandoned.eventId, retrying.eventId]]);
+    await t.sql(`UPDATE webhook_deliveries SET created_at = now() - interval '40 days' WHERE id = ANY($1)`, [[abandoned.deliveryId, retrying.deliveryId]]);
+    await t.sql(`UPDATE events SET created_at = now() - interval '3 days' WHERE id = $1`, [recoverable.eventId]);
+    await t.sql(`UPDATE webhook_deliveries SET created_at = now() - interval '3 days' WHERE id = $1`, [recoverable.deliveryId]);
+
+    // The payment's details go with the event: the body and the delivery (and its attempts) are deleted.
+    await waitFor(async () => (await t.sql('SELECT 1 FROM events WHERE id = $1', [abandoned.eventId])).length === 0, 'the prune job', 5_000);
+    expect(await t.sql('SELECT 1 FROM webhook_deliveries WHERE id = $1', [abandoned.deliveryId])).toHaveLength(0);
+    expect((await t.http.get(`/v1/webhooks/logs/${abandoned.deliveryId}`).set('X-API-Key', a.apiKey)).status).toBe(404);
+    // Looked at in that same pass (one batch), and kept.
+    expect(await t.sql('SELECT 1 FROM events WHERE id = ANY($1)', [[retrying.eventId, recoverable.eventId]])).toHaveLength(2);
+    const logs = await t.http.get('/v1/webhooks/logs').query({ status: 'dead' }).set('X-API-Key', a.apiKey);
+    expect(logs.body.data.map((d: { id: string }) => d.id)).toContain(recoverable.deliveryId);
+  });
+
+  it('deletes every old event over several batches, past the ones it keeps', async () => {
+    const c = await t.createMerchant('Events C');
+    // 2,500 old events with nothing left to send (over two batches of 1,000), and among them, by age,
+    // one whose delivery is still being retried.
+    await t.sql(
+      `INSERT INTO events (id, merchant_id, type, payload, body, created_at)
+       SELECT gen_random_uuid(), $1, 'payment.completed', '{}'::jsonb, '{}', now() - interval '40 days' - i * interval '1 second'
+         FROM generate_series(1, 2500) i`,
+      [c.merchantId],
+    );
+    const [kept] = await t.sql<{ id: string }>(
+      `SELECT id FROM events WHERE merchant_id = $1 ORDER BY created_at, id OFFSET 500 LIMIT 1`,
+      [c.merchantId],
+    );
+    await t.sql(
+      `INSERT INTO webhook_deliveries (id, event_id, merchant_id, event_type, url, status, attempts, next_attempt_at, created_at)
+       VALUES (gen_random_uuid(), $1, $2, 'payment.completed', 'http://127.0.0.1:9/hooks', 'retrying', 2, now() + interval '1 hour', now() - interval '40 days')`,
+      [kept!.id, c.merchantId],
+    );
+    await waitFor(async () => (await t.sql<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE merchant_id = $1', [c.merchantId]))[0]!.n === 1 || null, 'the prune job', 10_000);
+    expect(await t.sql('SELECT id FROM events WHERE merchant_id = $1', [c.merchantId])).toEqual([{ id: kept!.id }]);
   });
 });

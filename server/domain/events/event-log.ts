@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { EventSchema, type Event } from '../../persistence/entities/index.js';
+import { RECOVER_MAX_DAYS } from '../../../contract/index.js';
 import { notFound } from '../errors.js';
 import type { MerchantEventPayload, MerchantEventType } from './merchant-events.js';
 
@@ -12,6 +13,7 @@ export interface EventFilter {
   pageSize: number;
 }
 
+const DAY_MS = 86_400_000;
 /** How many events one prune statement deletes, so no statement holds locks for long. */
 const PRUNE_BATCH = 1000;
 
@@ -52,25 +54,38 @@ export class EventLog {
   }
 
   /**
-   * Deletes events older than the retention period whose deliveries all succeeded (or that had none),
-   * with those deliveries and their attempts (foreign keys cascade). An event with a delivery still
-   * pending, retrying or dead is kept: the merchant can still retry it from the delivery log.
+   * Deletes events older than the retention period with their deliveries and their attempts (foreign
+   * keys cascade), unless one of the deliveries can still go out: pending or retrying (on its schedule),
+   * or dead and created within recover's window (RECOVER_MAX_DAYS), which can still queue it again. A
+   * dead delivery older than both is not kept for ever: its endpoint was abandoned, and the event's
+   * body (a payment's details) goes when the retention period says.
+   * Each batch continues after the last event the one before deleted (oldest first), so the events
+   * kept are walked once per prune, not once per batch.
    */
   async prune(now = new Date()): Promise<number> {
     const cutoff = this.cutoff(now);
+    const recoverableSince = new Date(now.getTime() - RECOVER_MAX_DAYS * DAY_MS);
     let deleted = 0;
+    let after: { createdAt: string; id: string } | null = null;
     for (;;) {
-      const rows = await this.em.getConnection().execute<{ id: string }[]>(
-        `DELETE FROM events WHERE id IN (
-           SELECT e.id FROM events e
+      const rows: { created_at: string; id: string }[] = await this.em.getConnection().execute(
+        `WITH batch AS (
+           SELECT e.id, e.created_at FROM events e
             WHERE e.created_at < ?
-              AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.status <> 'delivered')
-            LIMIT ${PRUNE_BATCH})
-         RETURNING id`,
-        [cutoff],
+              AND (?::timestamptz IS NULL OR (e.created_at, e.id) > (?::timestamptz, ?::uuid))
+              AND NOT EXISTS (
+                    SELECT 1 FROM webhook_deliveries d
+                     WHERE d.event_id = e.id
+                       AND (d.status IN ('pending', 'retrying') OR (d.status = 'dead' AND d.created_at >= ?)))
+            ORDER BY e.created_at, e.id
+            LIMIT ${PRUNE_BATCH}),
+         gone AS (DELETE FROM events WHERE id IN (SELECT id FROM batch) RETURNING id)
+         SELECT b.created_at::text AS created_at, b.id FROM batch b JOIN gone USING (id) ORDER BY b.created_at DESC, b.id DESC`,
+        [cutoff, after?.createdAt ?? null, after?.createdAt ?? null, after?.id ?? null, recoverableSince],
       );
       deleted += rows.length;
       if (rows.length < PRUNE_BATCH) return deleted;
+      after = { createdAt: rows[0]!.created_at, id: rows[0]!.id };
     }
   }
 }
