@@ -1,5 +1,5 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { keptAgentCount, sendWebhook } from '../../server/domain/delivery/webhook-sender.js';
 import { WebhookReceiver } from '../support/webhook-receiver.js';
@@ -122,6 +122,46 @@ describe('keep-alive agents', () => {
       expect((await send(`http://127.0.1.1:${port}/hook`, true)).ok).toBe(true);
     } finally {
       server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
+
+describe('a keep-alive connection the receiver has closed', () => {
+  it('a request that goes out on it is sent again on a new connection, as the same attempt', async () => {
+    // Answers the first request of each connection with 200 and keep-alive; a connection that then
+    // carries another request is closed unread, as a receiver closing an idle connection just as the
+    // next request goes out on it.
+    let answered = 0;
+    let closedUnread = 0;
+    const server = net.createServer((socket) => {
+      let received = '';
+      let done = false;
+      socket.on('data', (chunk) => {
+        if (done) {
+          closedUnread += 1;
+          socket.destroy();
+          return;
+        }
+        received += chunk.toString('latin1');
+        const headerEnd = received.indexOf('\r\n\r\n');
+        const length = Number(/content-length: *(\d+)/i.exec(received)?.[1] ?? 0);
+        if (headerEnd === -1 || received.length < headerEnd + 4 + length) return;
+        done = true;
+        answered += 1;
+        socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\nKeep-Alive: timeout=60\r\n\r\nok');
+      });
+      socket.on('error', () => {});
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+    try {
+      expect(await send(url, true)).toMatchObject({ ok: true, responseStatus: 200 });
+      // The first connection is back in the agent's pool once its response body was read.
+      await new Promise((r) => setTimeout(r, 100));
+      expect(await send(url, true)).toMatchObject({ ok: true, responseStatus: 200, error: null });
+      expect({ answered, closedUnread }).toEqual({ answered: 2, closedUnread: 1 });
+    } finally {
       await new Promise((resolve) => server.close(resolve));
     }
   });

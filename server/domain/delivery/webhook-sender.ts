@@ -106,9 +106,18 @@ function discardBody(res: http.IncomingMessage, withinMs: number): void {
 }
 
 /**
+ * Errors that on a reused keep-alive connection, before any response, mean the receiver had closed it
+ * (idle) as the request went out: it never read the request.
+ */
+const STALE_SOCKET_ERRORS = new Set(['ECONNRESET', 'EPIPE']);
+
+/**
  * POSTs the exact body bytes once. Redirects are not followed (a 3xx is a failure: the merchant
  * registers the final address), and the whole exchange up to the response headers is bounded by
  * `timeoutMs`. The response body is discarded unread, within what is left of `timeoutMs` (discardBody).
+ * A request that went out on a reused keep-alive connection the receiver had just closed is sent again
+ * at once on a new connection, within the same timeout and as the same attempt (Node's documented
+ * pattern for `req.reusedSocket`): the receiver did nothing wrong, and it never answered the first.
  */
 export async function sendWebhook(input: {
   url: string;
@@ -134,30 +143,40 @@ export async function sendWebhook(input: {
       clearTimeout(timer);
       resolve(result);
     };
-    const req = client.request(
-      url,
-      {
-        method: 'POST',
-        headers: { ...input.headers, 'Content-Length': String(Buffer.byteLength(input.body)) },
-        lookup: guardedLookup(input.allowPrivate),
-        agent: agentFor(url, input.allowPrivate),
-      },
-      (res) => {
-        const status = res.statusCode ?? 0;
-        const ok = status >= 200 && status < 300;
-        const error = ok ? null : status >= 300 && status < 400 ? `redirect (HTTP ${status}) not followed` : `HTTP ${status}`;
-        finish({ ok, responseStatus: status, error, durationMs: elapsed() });
-        discardBody(res, Math.max(MIN_BODY_DRAIN_MS, input.timeoutMs - elapsed()));
-      },
-    );
-    // Bounds the whole exchange up to the response headers (connect, send, wait).
+    const send = (reuse: boolean): http.ClientRequest => {
+      const req = client.request(
+        url,
+        {
+          method: 'POST',
+          headers: { ...input.headers, 'Content-Length': String(Buffer.byteLength(input.body)) },
+          lookup: guardedLookup(input.allowPrivate),
+          // The resend opens a connection of its own: the agent's other idle ones may be as stale.
+          agent: reuse ? agentFor(url, input.allowPrivate) : false,
+        },
+        (res) => {
+          const status = res.statusCode ?? 0;
+          const ok = status >= 200 && status < 300;
+          const error = ok ? null : status >= 300 && status < 400 ? `redirect (HTTP ${status}) not followed` : `HTTP ${status}`;
+          finish({ ok, responseStatus: status, error, durationMs: elapsed() });
+          discardBody(res, Math.max(MIN_BODY_DRAIN_MS, input.timeoutMs - elapsed()));
+        },
+      );
+      req.on('error', (err: NodeJS.ErrnoException) => {
+        if (settled) return;
+        if (reuse && req.reusedSocket && STALE_SOCKET_ERRORS.has(err.code ?? '')) {
+          current = send(false);
+          return;
+        }
+        finish({ ok: false, responseStatus: null, error: capError(`request failed: ${err.code ?? err.message}`), durationMs: elapsed() });
+      });
+      req.end(input.body);
+      return req;
+    };
+    // Bounds the whole exchange up to the response headers (connect, send, wait), a resend included.
     const timer = setTimeout(() => {
       finish({ ok: false, responseStatus: null, error: `no response within ${input.timeoutMs} ms`, durationMs: elapsed() });
-      req.destroy();
+      current.destroy();
     }, input.timeoutMs);
-    req.on('error', (err: NodeJS.ErrnoException) => {
-      finish({ ok: false, responseStatus: null, error: capError(`request failed: ${err.code ?? err.message}`), durationMs: elapsed() });
-    });
-    req.end(input.body);
+    let current = send(true);
   });
 }
