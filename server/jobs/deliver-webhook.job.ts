@@ -12,8 +12,9 @@ import { DELIVER_WEBHOOK_JOB, type DeliverWebhookData } from './delivery-queue.j
  *
  * Agenda runs a job by the worker's clock, the claim checks the due time by the database's: a worker
  * whose clock runs ahead finds the delivery not yet due. That job books itself again for when the
- * database says the delivery is due (counted from now on this worker's clock), instead of waking
- * nobody in particular and leaving the retry to the sweeper.
+ * database says the delivery is due (counted from now on this worker's clock), instead of waking the
+ * workers before it is due and leaving the retry to the sweeper. A job for a due time the delivery no
+ * longer has (it was sent, re-queued or rescheduled meanwhile) only wakes the workers, who find nothing of it.
  */
 export function defineDeliverWebhookJob(container: JobContext): void {
   defineJob<DeliverWebhookData>(container, DELIVER_WEBHOOK_JOB, async (data) => {
@@ -21,7 +22,6 @@ export function defineDeliverWebhookJob(container: JobContext): void {
     const dueAt = typeof data.dueAt === 'string' && !Number.isNaN(Date.parse(data.dueAt)) ? new Date(data.dueAt) : null;
     const later = await container.services.deliveries.msUntilDue(data.deliveryId, dueAt);
     if (!later) {
-      // Due now (or already sent, re-queued or rescheduled: then the wake-up finds nothing of it).
       await container.deliveryQueue.enqueue(1);
       return;
     }
