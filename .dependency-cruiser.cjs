@@ -1,7 +1,8 @@
 /**
  * The service's dependency direction (README "How the parts fit"), checked by `npm run lint:deps` in CI
  * and by test/architecture/dependency-direction.test.ts:
- *   contract → http → domain (ports) ← providers / persistence;  sandbox stands apart;  lib is shared.
+ *   contract → http → domain (ports) ← providers / persistence;  sandbox stands apart;  lib is shared
+ *   (with the simulators, only its generic helpers).
  * @type {import('dependency-cruiser').IConfiguration}
  */
 module.exports = {
@@ -42,8 +43,17 @@ module.exports = {
       to: { path: '^server/(domain|providers|http|jobs|persistence|admin)/|^server/(container|service|main)\\.ts$' },
     },
     {
+      name: 'sandbox-uses-only-generic-lib',
+      comment:
+        'Of server/lib a simulator may use only the generic helpers listed here (SQL plumbing), never money, signatures ' +
+        'or wire formats an adapter also uses: those the simulator writes for itself, as the provider does.',
+      severity: 'error',
+      from: { path: '^server/sandbox/' },
+      to: { path: '^server/lib/', pathNot: '^server/lib/(sql-placeholders|count-queries)\\.ts$' },
+    },
+    {
       name: 'lib-is-pure',
-      comment: 'server/lib holds pure helpers shared by domain, providers and simulators: it imports none of them.',
+      comment: 'server/lib holds pure helpers shared by domain and providers (and a few generic ones with simulators): it imports none of them.',
       severity: 'error',
       from: { path: '^server/lib/' },
       to: { path: '^server/', pathNot: '^server/lib/' },

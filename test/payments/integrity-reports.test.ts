@@ -1,6 +1,6 @@
 import { randomUUID, sign } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { walletpaySignedMessage } from '../../server/lib/crc32.js';
+import { signedMessage as walletpaySignedMessage } from '../../server/sandbox/walletpay/signing.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 

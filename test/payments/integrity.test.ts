@@ -1,5 +1,5 @@
 import { createHmac, randomUUID, sign } from 'node:crypto';
-import { walletpaySignedMessage } from '../../server/lib/crc32.js';
+import { signedMessage as walletpaySignedMessage } from '../../server/sandbox/walletpay/signing.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
 import { startTestService, type TestService } from '../support/service.js';

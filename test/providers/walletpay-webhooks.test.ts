@@ -1,13 +1,14 @@
 import { X509Certificate, generateKeyPairSync, randomUUID, verify } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { crc32 } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { WalletpayCredentials } from '../../contract/index.js';
 import { WalletpayAdapter } from '../../server/providers/walletpay/adapter.js';
 import { prepareWalletpayCredentials } from '../../server/providers/walletpay/credentials.js';
 import { parseWalletpayEvent, verifyWalletpayEvent, walletpayTransmissionId } from '../../server/providers/walletpay/webhook.js';
 import type { CreatePaymentInput, InboundRequest } from '../../server/domain/ports.js';
-import { crc32 } from '../../server/lib/crc32.js';
+import { crc32 as adapterCrc32, walletpaySignedMessage } from '../../server/providers/walletpay/signed-message.js';
 import { isProviderCertUrl, isSigningCertificate } from '../../server/providers/walletpay/signing-certificates.js';
 import { selfSignedCertificate } from '../../server/sandbox/certificates.js';
 import { startTestService, type TestService } from '../support/service.js';
@@ -339,6 +340,15 @@ describe('offline verification (CRC-32 + SHA256withRSA with the certificate from
     }
     // Once the provider answers again the same adapter verifies it (offline, the certificate now downloaded).
     expect(await verifyWalletpayEvent(fresh, creds, asCallback(delivery))).toBe('verified');
+  });
+
+  it("the adapter's CRC-32 and signed string are PayPal's: known answers, not the simulator's code", () => {
+    // CRC-32/IEEE's published check value; a wrong polynomial, seed or sign fails every real delivery.
+    expect(adapterCrc32('123456789')).toBe(3421780262);
+    expect(adapterCrc32(Buffer.from('123456789'))).toBe(3421780262);
+    const body = '{"id":"WH-58D329510W468432D-8HN650336L201105X","event_type":"PAYMENT.CAPTURE.COMPLETED"}';
+    expect(walletpaySignedMessage('69cd13f0-d67a-11e5-baa3-778b53f4ae55', '2016-02-18T20:01:35Z', '1JE4291016473214C', body))
+      .toBe('69cd13f0-d67a-11e5-baa3-778b53f4ae55|2016-02-18T20:01:35Z|1JE4291016473214C|1663949484');
   });
 
   it("the provider's own host: https on paypal.com for the real provider; the same origin and certificates path for the simulator", () => {

@@ -1,5 +1,5 @@
 import { X509Certificate, verify } from 'node:crypto';
-import { walletpaySignedMessage } from '../../lib/crc32.js';
+import { walletpaySignedMessage } from './signed-message.js';
 import { httpRequest } from '../http-client.js';
 
 /** How long a downloaded certificate is trusted before it is fetched again (never past its own expiry). */

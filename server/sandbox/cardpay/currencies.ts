@@ -1,4 +1,3 @@
-import { currencyDigits } from '../../lib/money.js';
 import { invalidRequest, type SimError } from './errors.js';
 
 /**
@@ -9,7 +8,7 @@ import { invalidRequest, type SimError } from './errors.js';
  * - zero-decimal: the amount is whole units (5000 MGA is 5000, although ISO gives MGA two digits);
  * - ISK and UGX: two-decimal, but only whole units are charged: amounts must be divisible by 100;
  * - three-decimal (BHD, JOD, KWD, OMR, TND): the last digit must be 0;
- * - every other currency: ISO 4217's digits.
+ * - every other currency Stripe supports (SUPPORTED below): two-decimal.
  */
 const ZERO_DECIMAL = new Set(['bif', 'clp', 'djf', 'gnf', 'jpy', 'kmf', 'krw', 'mga', 'pyg', 'rwf', 'vnd', 'vuv', 'xaf', 'xof', 'xpf']);
 const WHOLE_UNITS_AS_TWO_DECIMALS = new Set(['isk', 'ugx']);
@@ -36,12 +35,11 @@ export function unsupportedCurrency(currency: string): SimError | null {
   return invalidRequest(`Invalid currency: ${currency}. Stripe currently supports these currencies: ${[...SUPPORTED].join(', ')}`, 'currency');
 }
 
-/** Decimal digits of `currency` (lower case) in API amounts; 2 for a code ISO does not know. */
+/** Decimal digits of `currency` (lower case, one Stripe supports) in API amounts. */
 export function apiDigits(currency: string): number {
   if (ZERO_DECIMAL.has(currency)) return 0;
-  if (WHOLE_UNITS_AS_TWO_DECIMALS.has(currency)) return 2;
   if (THREE_DECIMAL.has(currency)) return 3;
-  return currencyDigits(currency) ?? 2;
+  return 2;
 }
 
 /** The refusal Stripe answers for an amount it cannot charge in `currency` (charges and refunds alike), or null. */

@@ -1,5 +1,5 @@
 import { createPublicKey, sign, verify } from 'node:crypto';
-import { walletpaySignedMessage } from '../../lib/crc32.js';
+import { crc32 } from 'node:zlib';
 import { newKeyAndCertificate, parsedCertificate, selfSignedCertificate } from '../certificates.js';
 import type { Db } from './db.js';
 import { paypalId } from './db.js';
@@ -63,8 +63,13 @@ async function recertify(db: Db, privateKeyPem: string, current: string | null):
 /** Where the certificate of `certId` is served. */
 export const certUrl = (base: string, certId: string) => `${base}/v1/notifications/certs/${certId}`;
 
-/** PayPal's signed string (server/lib: the adapter verifies the same bytes). */
-export const signedMessage = walletpaySignedMessage;
+/**
+ * What PayPal signs (its "Verify webhook signatures" guide): `transmissionId|timeStamp|webhookId|crc32`,
+ * the CRC-32 of the raw body as an unsigned decimal. Written here apart from the adapter's, with Node's own
+ * CRC-32, so an adapter that builds the string wrongly fails against the simulator as against PayPal.
+ */
+export const signedMessage = (transmissionId: string, timeStamp: string, webhookId: string, rawBody: Buffer | string) =>
+  `${transmissionId}|${timeStamp}|${webhookId}|${crc32(rawBody)}`;
 
 /** Base64 RSA-SHA256 signature (SHA256withRSA). */
 export function signTransmission(keys: SigningKeys, message: string): string {
