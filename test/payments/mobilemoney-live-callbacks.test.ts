@@ -25,7 +25,14 @@ let key: string;
 let n = 0;
 const operatorKey = generateKeyPairSync('rsa', { modulusLength: 2048, publicKeyEncoding: { type: 'spki', format: 'pem' }, privateKeyEncoding: { type: 'pkcs8', format: 'pem' } });
 
+/**
+ * The customer has answered whatever prompt an earlier push left open on the phone: the operator (and its
+ * simulator) locks a phone while its prompt is open, and these pushes come faster than OPERATOR_DELAY_MS.
+ */
+const answerOpenPrompt = (phone: string) =>
+  t.sql('UPDATE sandbox_mobilemoney_stk_requests SET completes_at = now() WHERE phone = $1 AND completes_at > now()', [phone]);
 const pay = async (phone: string) => {
+  await answerOpenPrompt(phone);
   const res = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `live-${Date.now()}-${++n}`)
     .send({ provider: 'mobilemoney', currency: 'KES', amount: '100', phone });
   expect(res.status).toBe(201);
@@ -155,6 +162,7 @@ describe('live-env reversal and transaction-status results', () => {
   let ops: string;
   const asOps = (method: 'get' | 'post', url: string) => t.http[method](url).set('X-API-Key', ops);
   const payOps = async (phone: string, amount = '100') => {
+    await answerOpenPrompt(phone);
     const res = await asOps('post', '/v1/payments').set('Idempotency-Key', `live-ops-${Date.now()}-${++n}`).send({ provider: 'mobilemoney', currency: 'KES', amount, phone });
     expect(res.status).toBe(201);
     return res.body.data as { id: string; provider_ref: string; reference: string };
@@ -253,6 +261,7 @@ describe('live-env transaction-status results without the query token', () => {
   let ops: string;
   const getOps = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', ops)).body.data;
   const pendingPush = async () => {
+    await answerOpenPrompt(PHONES.silent);
     const res = await t.http.post('/v1/payments').set('X-API-Key', ops).set('Idempotency-Key', `live-ts-${Date.now()}-${++n}`)
       .send({ provider: 'mobilemoney', currency: 'KES', amount: '100', phone: PHONES.silent });
     expect(res.body.data.status).toBe('pending');

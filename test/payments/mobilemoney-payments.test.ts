@@ -69,6 +69,38 @@ describe('STK push payments', () => {
     await eventually(() => receiver.events('payment.failed').find((e) => e.json.data.payment_id === res.body.data.id));
   });
 
+  it('a push to a phone whose prompt is still open: 502 PROVIDER_ERROR naming the busy subscriber, that payment failed; the first completes, and a new key can ask again', async () => {
+    const config = t.service.container.config;
+    const saved = config.sandboxCallbackDelayMs;
+    config.sandboxCallbackDelayMs = 3000; // the customer answers the first prompt after 3 s
+    const phone = '254722000777';
+    const repeatKey = `mm-busy-${Date.now()}`;
+    let first;
+    let second;
+    try {
+      first = await pay({ phone });
+      second = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', repeatKey)
+        .send({ provider: 'mobilemoney', currency: 'KES', amount: '100', phone });
+    } finally {
+      config.sandboxCallbackDelayMs = saved;
+    }
+    expect(first.status).toBe(201);
+    expect(first.body.data.status).toBe('pending');
+    expect(second.status).toBe(502);
+    expect(second.body.error.code).toBe('PROVIDER_ERROR');
+    expect(second.body.error.message).toMatch(/another transaction in progress \(500\.001\.1001\): Unable to lock subscriber/);
+    // The refused payment is failed with the operator's words; its key answers it again (nothing is sent twice).
+    const replay = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', repeatKey)
+      .send({ provider: 'mobilemoney', currency: 'KES', amount: '100', phone });
+    expect(replay.status).toBe(200); // a replay
+    expect(replay.body.data).toMatchObject({ status: 'failed', failure_reason: expect.stringMatching(/Unable to lock subscriber/) });
+    // The first push is untouched and completes; then the phone takes a push again.
+    await settled(first.body.data.id, 'completed');
+    const again = await pay({ phone });
+    expect(again.status).toBe(201);
+    expect(again.body.data.status).toBe('pending');
+  });
+
   it.each([
     ['a currency other than KES', { currency: 'USD', phone: PHONES.success }, 'currency'],
     ['decimals', { amount: '10.50', phone: PHONES.success }, 'amount'],

@@ -243,7 +243,11 @@ describe('pull transactions', () => {
     const creds = sandboxCreds({ shortcode: '600300' });
     const since = new Date(Date.now() - 60_000);
     const count = PULL_PAGE_SIZE + 5;
-    for (let i = 0; i < count; i++) await adapter.createPayment(creds, paymentInput(TEST_PHONES.silent, `${receiver.url}/unused`, BigInt(i + 1)));
+    for (let i = 0; i < count; i++) {
+      // The customer answers each prompt before the next push: the operator locks a phone while its prompt is open.
+      await t.sql('UPDATE sandbox_mobilemoney_stk_requests SET completes_at = now() WHERE phone = $1 AND completes_at > now()', [TEST_PHONES.silent]);
+      await adapter.createPayment(creds, paymentInput(TEST_PHONES.silent, `${receiver.url}/unused`, BigInt(i + 1)));
+    }
     const all = await eventually(async () => {
       const pulled = await adapter.pullTransactions(creds, { since, until: new Date(Date.now() + 60_000) });
       return pulled.length === count ? pulled : null;

@@ -6,7 +6,7 @@ import { parseStkCallback } from '../../server/providers/mobilemoney/callback.js
 import { darajaTimestamp } from '../../server/providers/mobilemoney/eat-time.js';
 import { stkPassword } from '../../server/providers/mobilemoney/transformers.js';
 import { ProviderError } from '../../server/domain/ports.js';
-import { TEST_PHONES } from '../../server/sandbox/mobilemoney/test-values.js';
+import { SANDBOX_PASSKEY, TEST_PHONES } from '../../server/sandbox/mobilemoney/test-values.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { CallbackReceiver, eventually, paymentInput, sandboxCreds } from './mobilemoney-helpers.js';
 
@@ -98,7 +98,7 @@ describe('shared token', () => {
 
       // Both can use it: neither knocked the other's token out.
       const a = await adapter.createPayment(creds, paymentInput(TEST_PHONES.success, `${receiver.url}/shared`));
-      const b = await other.createPayment(creds, paymentInput(TEST_PHONES.success, `${receiver.url}/shared`));
+      const b = await other.createPayment(creds, paymentInput('254722000666', `${receiver.url}/shared`)); // another customer: a's prompt is open
       expect(a.providerRef).not.toBe(b.providerRef);
 
       // The stored token is sealed, never in clear.
@@ -166,6 +166,9 @@ describe('STK push', () => {
   it.each([
     [TEST_PHONES.cancelled, 1032, 'Request cancelled by user'],
     [TEST_PHONES.insufficientFunds, 1, 'The balance is insufficient for the transaction'],
+    [TEST_PHONES.unreachable, 1037, 'DS timeout user cannot be reached'],
+    [TEST_PHONES.wrongPin, 2001, 'The initiator information is invalid.'],
+    [TEST_PHONES.expired, 1019, 'Transaction has expired'],
   ])('phone %s gets ResultCode %d without metadata, and the query reports failed', async (phone, code, desc) => {
     const result = await adapter.createPayment(creds, paymentInput(phone, `${receiver.url}/stk/fail-${code}`));
     const callback = await stkCallbackAt(`/stk/fail-${code}`, result.providerRef);
@@ -213,7 +216,8 @@ describe('STK push', () => {
     config.sandboxCallbackDelayMs = 10 * 60_000; // the simulator reads it per request
     let providerRef: string;
     try {
-      ({ providerRef } = await adapter.createPayment(creds, paymentInput(TEST_PHONES.success, `${receiver.url}/stk/slow`)));
+      // A phone of its own: its prompt stays open for the rest of the file, and Daraja locks an open prompt's phone.
+      ({ providerRef } = await adapter.createPayment(creds, paymentInput('254722000333', `${receiver.url}/stk/slow`)));
     } finally {
       config.sandboxCallbackDelayMs = saved;
     }
@@ -226,6 +230,42 @@ describe('STK push', () => {
     const unknown = await rejection(adapter.queryPayment(creds, 'ws_CO_000000000000000000'));
     expect(unknown.kind).toBe('invalid_request');
     expect(unknown.message).toMatch(/Invalid CheckoutRequestID/);
+  });
+
+  it("refuses a push to a phone whose prompt is still open, as Daraja does (500.001.1001 'Unable to lock subscriber'), until it is answered", async () => {
+    const config = t.service.container.config;
+    const saved = config.sandboxCallbackDelayMs;
+    config.sandboxCallbackDelayMs = 10 * 60_000; // the customer takes their time
+    try {
+      const phone = '254722000444';
+      const first = await adapter.createPayment(creds, paymentInput(phone, `${receiver.url}/stk/busy`));
+      const token = await adapter.accessToken(creds);
+      const timestamp = darajaTimestamp(new Date());
+      const push = (to: string) => rawPost('/mpesa/stkpush/v1/processrequest', token, {
+        BusinessShortCode: '174379', Password: stkPassword('174379', SANDBOX_PASSKEY, timestamp), Timestamp: timestamp,
+        TransactionType: 'CustomerPayBillOnline', Amount: 1, PartyA: to, PartyB: '174379', PhoneNumber: to,
+        CallBackURL: `${receiver.url}/stk/busy`, AccountReference: 'ACC123', TransactionDesc: 'Payment',
+      });
+      const refused = await push(phone);
+      expect(refused.status).toBe(500);
+      expect(await refused.json()).toEqual({
+        requestId: expect.any(String),
+        errorCode: '500.001.1001',
+        errorMessage: 'Unable to lock subscriber, a transaction is already in process for the current subscriber',
+      });
+      // Through the adapter: nothing was sent to the customer, so the push is "unavailable", not of unknown outcome.
+      const second = await rejection(adapter.createPayment(creds, paymentInput(phone, `${receiver.url}/stk/busy`)));
+      expect(second).toMatchObject({ kind: 'unavailable', providerCode: '500.001.1001' });
+      expect(second.message).toMatch(/another transaction in progress.*Unable to lock subscriber/);
+      // Only that phone is locked; of two pushes at once to a free phone, exactly one is accepted.
+      const both = await Promise.all([push('254722000555'), push('254722000555')]);
+      expect(both.map((r) => r.status).sort()).toEqual([200, 500]);
+      // Once the customer has answered (their prompt closed), the phone takes pushes again.
+      await t.sql('UPDATE sandbox_mobilemoney_stk_requests SET completes_at = now() WHERE checkout_request_id = $1', [first.providerRef]);
+      expect((await push(phone)).status).toBe(200);
+    } finally {
+      config.sandboxCallbackDelayMs = saved;
+    }
   });
 
   it('retries a callback the receiver refused, a bounded number of times', async () => {

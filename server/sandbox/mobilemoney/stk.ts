@@ -4,7 +4,7 @@ import type { SandboxDeps } from '../module.js';
 import { scheduleCallback } from './callbacks.js';
 import { checkoutRequestId, dashedId, receiptNumber } from './ids.js';
 import { requireToken, type AuthedRequest } from './oauth.js';
-import { findStk, insertStk, recordQuery } from './store.js';
+import { findStk, insertStkUnlessSubscriberBusy, recordQuery } from './store.js';
 import { TEST_PHONES } from './test-values.js';
 import { body, invalidField, isMsisdn, isShortcode, isUrl, operatorError, text, wholeAmount } from './wire.js';
 
@@ -19,6 +19,12 @@ function outcomeFor(phone: string): { resultCode: number; resultDesc: string; se
       return { resultCode: 1, resultDesc: 'The balance is insufficient for the transaction', sendsCallback: true };
     case TEST_PHONES.silent:
       return { resultCode: 0, resultDesc: 'The service request is processed successfully.', sendsCallback: false };
+    case TEST_PHONES.unreachable:
+      return { resultCode: 1037, resultDesc: 'DS timeout user cannot be reached', sendsCallback: true };
+    case TEST_PHONES.wrongPin:
+      return { resultCode: 2001, resultDesc: 'The initiator information is invalid.', sendsCallback: true };
+    case TEST_PHONES.expired:
+      return { resultCode: 1019, resultDesc: 'Transaction has expired', sendsCallback: true };
     default:
       return { resultCode: 0, resultDesc: 'The service request is processed successfully.', sendsCallback: true };
   }
@@ -80,7 +86,7 @@ export function mountStk(router: Router, deps: SandboxDeps): void {
       const outcome = outcomeFor(phone);
       const checkoutId = checkoutRequestId(new Date());
       const merchantRequestId = dashedId();
-      const completesAt = await insertStk(deps.em, {
+      const completesAt = await insertStkUnlessSubscriberBusy(deps.em, {
         checkoutRequestId: checkoutId,
         merchantRequestId,
         consumerKey: req.consumerKey!,
@@ -99,6 +105,10 @@ export function mountStk(router: Router, deps: SandboxDeps): void {
         sendsCallback: outcome.sendsCallback,
         delayMs: deps.config.sandboxCallbackDelayMs,
       });
+      // The phone's previous prompt is still open (until its customer answers): Daraja refuses the push.
+      if (!completesAt) {
+        return operatorError(res, '500.001.1001', 'Unable to lock subscriber, a transaction is already in process for the current subscriber');
+      }
       if (outcome.sendsCallback) {
         await scheduleCallback(deps, completesAt, { kind: 'stk', url: callbackUrl, checkoutRequestId: checkoutId, attempt: 0 });
       }

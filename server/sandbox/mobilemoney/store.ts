@@ -73,21 +73,29 @@ export interface NewStk {
   delayMs: number;
 }
 
-/** Records an accepted push; returns when it completes (database clock). */
-export async function insertStk(em: EntityManager, s: NewStk): Promise<Date> {
-  const rows = await exec<{ completes_at_ms: string }>(
-    em,
-    `INSERT INTO sandbox_mobilemoney_stk_requests
-       (checkout_request_id, merchant_request_id, consumer_key, shortcode, transaction_type, party_a, party_b, phone, amount,
-        account_reference, transaction_desc, callback_url, result_code, result_desc, receipt_number, sends_callback, completes_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now() + make_interval(secs => ?))
-     RETURNING (extract(epoch FROM completes_at) * 1000)::bigint::text AS completes_at_ms`,
-    [
-      s.checkoutRequestId, s.merchantRequestId, s.consumerKey, s.shortcode, s.transactionType, s.partyA, s.partyB, s.phone, s.amount,
-      s.accountReference, s.transactionDesc, s.callbackUrl, s.resultCode, s.resultDesc, s.receiptNumber, s.sendsCallback, s.delayMs / 1000,
-    ],
-  );
-  return new Date(Number(rows[0]!.completes_at_ms));
+/**
+ * Records a push and returns when it completes (database clock), or null when the phone's previous prompt
+ * is still open: Daraja locks the subscriber until the customer has answered. Serialised per phone, so of
+ * two pushes at once (from any process) one is accepted.
+ */
+export async function insertStkUnlessSubscriberBusy(em: EntityManager, s: NewStk): Promise<Date | null> {
+  return em.getKnex().transaction(async (trx) => {
+    await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`sandbox-mobilemoney-subscriber:${s.phone}`]);
+    const open = await trx.raw('SELECT 1 FROM sandbox_mobilemoney_stk_requests WHERE phone = ? AND completes_at > now() LIMIT 1', [s.phone]);
+    if (open.rows.length > 0) return null;
+    const inserted = await trx.raw(
+      `INSERT INTO sandbox_mobilemoney_stk_requests
+         (checkout_request_id, merchant_request_id, consumer_key, shortcode, transaction_type, party_a, party_b, phone, amount,
+          account_reference, transaction_desc, callback_url, result_code, result_desc, receipt_number, sends_callback, completes_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now() + make_interval(secs => ?))
+       RETURNING (extract(epoch FROM completes_at) * 1000)::bigint::text AS completes_at_ms`,
+      [
+        s.checkoutRequestId, s.merchantRequestId, s.consumerKey, s.shortcode, s.transactionType, s.partyA, s.partyB, s.phone, s.amount,
+        s.accountReference, s.transactionDesc, s.callbackUrl, s.resultCode, s.resultDesc, s.receiptNumber, s.sendsCallback, s.delayMs / 1000,
+      ],
+    );
+    return new Date(Number((inserted.rows[0] as { completes_at_ms: string }).completes_at_ms));
+  });
 }
 
 const STK_COLUMNS = `checkout_request_id, merchant_request_id, shortcode, phone, amount::text AS amount, account_reference, callback_url,

@@ -10,7 +10,13 @@
  *   254700000001  → ResultCode 1032 "Request cancelled by user"
  *   254700000002  → ResultCode 1 "The balance is insufficient for the transaction"
  *   254700000003  → completes with a receipt but NO callback is ever sent (reconciliation by pull)
+ *   254700000004  → ResultCode 1037 "DS timeout user cannot be reached"
+ *   254700000005  → ResultCode 2001 "The initiator information is invalid." (wrong PIN)
+ *   254700000006  → ResultCode 1019 "Transaction has expired"
  *   any other     → ResultCode 0
+ * While a phone's prompt is open (until its callback time), another push to it is refused as Daraja does:
+ * HTTP 500 `500.001.1001` "Unable to lock subscriber, a transaction is already in process for the current
+ * subscriber".
  * The Password must be base64(BusinessShortCode + <any passkey> + Timestamp); the passkey itself is
  * not checked.
  *
@@ -46,6 +52,9 @@ export const TEST_PHONES = {
   cancelled: '254700000001',
   insufficientFunds: '254700000002',
   silent: '254700000003',
+  unreachable: '254700000004',
+  wrongPin: '254700000005',
+  expired: '254700000006',
 } as const;
 
 export const TIMEOUT_TRANSACTION_ID = 'TIMEOUT0000';
