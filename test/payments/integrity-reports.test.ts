@@ -13,7 +13,7 @@ import { eventually } from '../support/webhook-receiver.js';
  * no amount on the wire: the push's own amount is the only one it can confirm, so nothing there can lie.)
  */
 
-const MM_CREDS = { env: 'sandbox', consumer_key: 'reports-key', consumer_secret: 'reports-secret', passkey: 'reports-passkey', shortcode: '174379' };
+const MM_CREDS = { env: 'sandbox', consumer_key: 'reports-key', consumer_secret: 'reports-secret', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379' };
 const SILENT_PHONE = '254700000003';
 const WALLET_WEBHOOK_ID = 'WH-REPORTS-NONE';
 

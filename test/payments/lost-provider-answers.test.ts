@@ -110,7 +110,7 @@ beforeAll(async () => {
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
     .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'retry-answers-client', client_secret: 'retry-answers-secret' } }).expect(200);
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
-    .send({ provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: 'retry-answers-key', consumer_secret: 's', passkey: 'p', shortcode: '174379', initiator: 'testapi', security_credential: await securityCredential() } }).expect(200);
+    .send({ provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: 'retry-answers-key', consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379', initiator: 'testapi', security_credential: await securityCredential() } }).expect(200);
 });
 afterAll(async () => {
   await t.http.post('/sandbox/mobilemoney/_control/lose-results').send({ count: 0 });

@@ -102,6 +102,20 @@ describe('STK push payments', () => {
   });
 
   it.each([
+    ['a consumer secret the operator refuses', { consumer_secret: 'bad-secret' }, /token request failed, the consumer key and secret were refused \(invalid authentication\) \(400\.008\.01\)/],
+    ['a passkey that is not the sandbox shortcode\'s', { passkey: `${SANDBOX_CREDS.passkey.slice(0, -1)}0` }, /STK push failed, merchant does not exist or wrong credentials \(shortcode\/passkey\) \(500\.001\.1001\): Wrong credentials/],
+  ])('%s: stored as given, each payment 502 PROVIDER_ERROR naming the credentials, failed', async (_name, change, words) => {
+    const shop = await t.createMerchant(`Typo ${Object.keys(change)[0]}`);
+    await storeCreds(shop.apiKey, { ...SANDBOX_CREDS, ...change });
+    const res = await pay({ phone: '254722000888' }, shop.apiKey);
+    expect(res.status).toBe(502);
+    expect(res.body.error).toMatchObject({ code: 'PROVIDER_ERROR', message: expect.stringMatching(words) });
+    expect(res.body.error.message).not.toContain('bad-secret');
+    const [failed] = (await t.http.get('/v1/payments').set('X-API-Key', shop.apiKey)).body.data;
+    expect(failed).toMatchObject({ status: 'failed', failure_reason: expect.stringMatching(words) });
+  });
+
+  it.each([
     ['a currency other than KES', { currency: 'USD', phone: PHONES.success }, 'currency'],
     ['decimals', { amount: '10.50', phone: PHONES.success }, 'amount'],
     ['more than 250,000 KES', { amount: '250001', phone: PHONES.success }, 'amount'],

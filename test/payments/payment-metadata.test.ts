@@ -22,7 +22,7 @@ beforeAll(async () => {
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
     .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'metadata-client', client_secret: 'metadata-secret' } }).expect(200);
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({
-    provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: 'metadata-key', consumer_secret: 's', passkey: 'p', shortcode: '174379' },
+    provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: 'metadata-key', consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379' },
   }).expect(200);
 });
 afterAll(async () => {

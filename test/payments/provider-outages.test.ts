@@ -17,7 +17,7 @@ beforeAll(async () => {
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
     .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'outage-client', client_secret: 'outage-secret' } }).expect(200);
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
-    .send({ provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: 'outage-key', consumer_secret: 's', passkey: 'p', shortcode: '174379' } }).expect(200);
+    .send({ provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: 'outage-key', consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379' } }).expect(200);
 });
 afterAll(async () => {
   await outage('walletpay', 'ok');
@@ -75,7 +75,7 @@ describe('mobilemoney outage before a push is sent', () => {
     // A merchant whose token is not cached yet: the push cannot even be attempted.
     const m = await t.createMerchant('Token Outage Shop');
     await t.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey)
-      .send({ provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: `fresh-key-${Date.now()}`, consumer_secret: 's', passkey: 'p', shortcode: '174379' } }).expect(200);
+      .send({ provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: `fresh-key-${Date.now()}`, consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379' } }).expect(200);
     const pay = (idem: string) => t.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', idem)
       .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254708374149' });
     await outage('mobilemoney', 'error');

@@ -22,7 +22,7 @@ beforeAll(async () => {
   await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: receiver.url }).expect(200);
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({
     provider: 'mobilemoney',
-    mobilemoney: { env: 'sandbox', consumer_key: 'sync-key', consumer_secret: 's', passkey: 'p', shortcode: '174379' },
+    mobilemoney: { env: 'sandbox', consumer_key: 'sync-key', consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379' },
   }).expect(200);
 });
 afterAll(async () => {
@@ -63,7 +63,7 @@ describe('status sync of stuck payments', () => {
       const m = await shortSchedule.createMerchant('Patient Shop');
       await shortSchedule.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({
         provider: 'mobilemoney',
-        mobilemoney: { env: 'sandbox', consumer_key: 'patient-key', consumer_secret: 's', passkey: 'p', shortcode: '174379' },
+        mobilemoney: { env: 'sandbox', consumer_key: 'patient-key', consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379' },
       }).expect(200);
       await shortSchedule.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_patient_0001' } }).expect(200);
       const pay = (body: object) => shortSchedule.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `patient-${Date.now()}-${Math.random()}`).send(body);

@@ -60,6 +60,17 @@ describe('OAuth', () => {
     expect(body).toEqual({ access_token: expect.stringMatching(/^[A-Za-z0-9]{28}$/), expires_in: '3599' });
   });
 
+  it("refuses the consumer secret 'bad-secret' as Daraja refuses wrong credentials: 400 400.008.01 Invalid Authentication passed", async () => {
+    const res = await fetch(`${sim}/oauth/v1/generate?grant_type=client_credentials`, { headers: { Authorization: basic('key-a', 'bad-secret') } });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ requestId: expect.any(String), errorCode: '400.008.01', errorMessage: 'Invalid Authentication passed' });
+    // Through the adapter: an auth error naming the refused credentials, never the secret itself.
+    const err = await rejection(adapter.accessToken(sandboxCreds({ consumer_secret: 'bad-secret' })));
+    expect(err).toMatchObject({ kind: 'auth', providerCode: '400.008.01' });
+    expect(err.message).toMatch(/consumer key and secret were refused/);
+    expect(err.message).not.toContain('bad-secret');
+  });
+
   it('answers 400.008.01 for another auth type and 400.008.02 for another grant', async () => {
     const wrongType = await fetch(`${sim}/oauth/v1/generate?grant_type=client_credentials`, { headers: { Authorization: 'Bearer abc' } });
     expect(wrongType.status).toBe(400);
@@ -303,7 +314,7 @@ describe('validation', () => {
     const timestamp = darajaTimestamp(new Date());
     const good = {
       BusinessShortCode: '174379',
-      Password: stkPassword('174379', 'any-passkey', timestamp),
+      Password: stkPassword('174379', SANDBOX_PASSKEY, timestamp),
       Timestamp: timestamp,
       TransactionType: 'CustomerPayBillOnline',
       Amount: 1,
@@ -337,6 +348,12 @@ describe('validation', () => {
     const wrongPassword = await rawPost('/mpesa/stkpush/v1/processrequest', token, { ...good, Password: stkPassword('600000', 'pk', timestamp) });
     expect(wrongPassword.status).toBe(500);
     expect(((await wrongPassword.json()) as { errorCode: string }).errorCode).toBe('500.001.1001');
+    // The published sandbox shortcode takes only its published passkey: a typo fails as at Daraja's sandbox.
+    for (const passkey of ['any-passkey', SANDBOX_PASSKEY.slice(0, -1), `${SANDBOX_PASSKEY} `]) {
+      const typo = await rawPost('/mpesa/stkpush/v1/processrequest', token, { ...good, Password: stkPassword('174379', passkey, timestamp) });
+      expect(typo.status).toBe(500);
+      expect(await typo.json()).toEqual({ requestId: expect.any(String), errorCode: '500.001.1001', errorMessage: 'Wrong credentials' });
+    }
   });
 });
 

@@ -48,7 +48,7 @@ const TEMPLATES: Record<string, { params?: Record<string, string>; query?: Recor
     bodies: [
       { provider: 'cardpay', cardpay: { secret_key: 'sk_test_fuzz_0001', webhook_secret: 'whsec_fuzz_0001' } },
       { provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'fuzz-client', client_secret: 'fuzz-secret-0001' } },
-      { provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: 'ck', consumer_secret: 'cs-fuzz-0001', passkey: 'pk-fuzz-0001', shortcode: '174379' } },
+      { provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: 'ck', consumer_secret: 'cs-fuzz-0001', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379' } },
     ],
   },
   'merchant.listCredentials': {},

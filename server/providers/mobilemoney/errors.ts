@@ -4,7 +4,8 @@ import { OperatorErrorSchema, type OperatorError } from './transformers.js';
 
 /** The operator's error codes (providers.md §3, interface.md) and what they mean for us. */
 const OPERATOR_ERRORS: Record<string, { kind: ProviderErrorKind; meaning: string }> = {
-  '400.008.01': { kind: 'auth', meaning: 'invalid authentication type (Basic authorization expected)' },
+  // Daraja's answer to a wrong consumer key or secret, as to a header that is not Basic.
+  '400.008.01': { kind: 'auth', meaning: 'the consumer key and secret were refused (invalid authentication)' },
   '400.008.02': { kind: 'auth', meaning: 'invalid grant type (grant_type=client_credentials expected)' },
   '404.001.03': { kind: 'auth', meaning: 'invalid access token' },
   '400.003.01': { kind: 'auth', meaning: 'invalid access token' },

@@ -1,6 +1,7 @@
 import type { NextFunction, Request, Response, Router } from 'express';
 import type { SandboxDeps } from '../module.js';
 import { consumerForToken, issueToken } from './store.js';
+import { REJECTED_CONSUMER_SECRET } from './test-values.js';
 import { operatorError } from './wire.js';
 
 /** Tokens live 3600 s; the operator announces 3599 (as a string). */
@@ -22,6 +23,11 @@ export function mountOauth(router: Router, deps: SandboxDeps): void {
       }
       if (req.query.grant_type !== 'client_credentials') {
         operatorError(res, '400.008.02', 'Invalid grant type passed');
+        return;
+      }
+      // Daraja answers a wrong consumer key or secret with the same 400.008.01 as a malformed header.
+      if (decoded.slice(colon + 1) === REJECTED_CONSUMER_SECRET) {
+        operatorError(res, '400.008.01', 'Invalid Authentication passed');
         return;
       }
       const token = await issueToken(deps.em, decoded.slice(0, colon), TOKEN_LIFETIME_SECONDS);

@@ -1,8 +1,9 @@
 /**
  * The mobilemoney simulator's documented test values (M-Pesa Daraja sandbox behaviour).
  *
- * OAuth: any non-empty consumer key / secret pair gets a token; each new token for a consumer key
- * revokes the previous one, like the real operator.
+ * OAuth: any non-empty consumer key / secret pair gets a token, except the consumer secret `bad-secret`,
+ * refused as Daraja refuses wrong credentials (HTTP 400 `400.008.01` "Invalid Authentication passed");
+ * each new token for a consumer key revokes the previous one, like the real operator.
  *
  * STK push outcomes, by the PhoneNumber that receives the prompt (callback after
  * SANDBOX_CALLBACK_DELAY_MS; the STK query answers "being processed" until then):
@@ -17,8 +18,10 @@
  * While a phone's prompt is open (until its callback time), another push to it is refused as Daraja does:
  * HTTP 500 `500.001.1001` "Unable to lock subscriber, a transaction is already in process for the current
  * subscriber".
- * The Password must be base64(BusinessShortCode + <any passkey> + Timestamp); the passkey itself is
- * not checked.
+ * The Password must be base64(BusinessShortCode + passkey + Timestamp): for the published sandbox shortcode
+ * 174379 with its published passkey (SANDBOX_PASSKEY), as Daraja's sandbox checks it; for any other
+ * shortcode (the simulator's stand-ins for a merchant's own) any non-empty passkey. Otherwise
+ * `500.001.1001` "Wrong credentials".
  *
  * Transaction status (TransactionID = a receipt of this shortcode): result 0 with the transaction's
  * details; an unknown receipt → ResultCode "R000002"; TransactionID `TIMEOUT0000` → nothing to the
@@ -41,11 +44,14 @@
  * (OffSetValue is a row offset). Registration is not required before querying.
  */
 export const SANDBOX_SHORTCODE = '174379';
-/** Safaricom's published sandbox passkey for shortcode 174379 (any passkey works here). */
+/** Safaricom's published sandbox passkey for shortcode 174379 (the only one the simulator accepts with it). */
 export const SANDBOX_PASSKEY = 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919';
 /** The simulator's initiator and its password (the operator publishes a sandbox pair the same way). */
 export const SANDBOX_INITIATOR = 'testapi';
 export const SANDBOX_INITIATOR_PASSWORD = 'Safaricom999!*!';
+
+/** The consumer secret the token endpoint refuses, as Daraja refuses a wrong key or secret. */
+export const REJECTED_CONSUMER_SECRET = 'bad-secret';
 
 export const TEST_PHONES = {
   success: '254708374149',
