@@ -42,8 +42,10 @@ export function createApp(container: Container): Express {
   mountDocs(app);
   app.use('/dashboard', dashboardRouter());
 
-  app.use(jsonBody());
+  // The simulators parse their own bodies, as their providers do (form-encoded token requests, their own
+  // answers to malformed JSON): mounted before the service's JSON parser, which is the service's alone.
   for (const mount of container.sandboxMounts) app.use(mount.path, mount.router);
+  app.use(jsonBody());
 
   const s = initServer();
   const router = s.router(contract, {

@@ -309,6 +309,15 @@ describe('validation', () => {
     expect(cents.message).toMatch(/whole shillings/);
   });
 
+  it("answers malformed JSON with the operator's 400.002.05 'Invalid Request Payload', not the service's envelope", async () => {
+    const token = await rawToken('key-malformed');
+    const res = await fetch(`${sim}/mpesa/stkpush/v1/processrequest`, {
+      method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body: '{"BusinessShortCode": 174379,',
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ requestId: expect.any(String), errorCode: '400.002.05', errorMessage: 'Invalid Request Payload' });
+  });
+
   it('checks each STK field and the password on the wire', async () => {
     const token = await rawToken('key-validation');
     const timestamp = darajaTimestamp(new Date());

@@ -58,6 +58,31 @@ describe('POST /v1/oauth2/token', () => {
     expect(grant.body.error).toBe('unsupported_grant_type');
   });
 
+  it('takes the token request form-encoded only, as PayPal: the same request as JSON is 400 unsupported_grant_type', async () => {
+    const json = await t.http.post('/sandbox/walletpay/v1/oauth2/token').set('Authorization', basic('my-app', 'my-secret'))
+      .set('Content-Type', 'application/json').send(JSON.stringify({ grant_type: 'client_credentials' }));
+    expect(json.status).toBe(400);
+    expect(json.body).toEqual({ error: 'unsupported_grant_type', error_description: 'Grant Type is NULL' });
+  });
+
+  it("answers malformed JSON with PayPal's own error (400 INVALID_REQUEST, MALFORMED_REQUEST_JSON), not the service's envelope", async () => {
+    const live = await token();
+    const res = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${live}`)
+      .set('Content-Type', 'application/json').send('{"intent": "CAPTURE",');
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({
+      name: 'INVALID_REQUEST',
+      message: 'Request is not well-formed, syntactically incorrect, or violates schema.',
+      debug_id: expect.any(String),
+      details: [{ field: '/', location: 'body', issue: 'MALFORMED_REQUEST_JSON', description: 'The request JSON is not well formed.' }],
+      links: [expect.objectContaining({ rel: 'information_link' })],
+    });
+    // The service's own routes keep theirs.
+    const own = await t.http.post('/v1/payments').set('Content-Type', 'application/json').send('{"provider":');
+    expect(own.status).toBe(400);
+    expect(own.body).toMatchObject({ success: false, error: { code: 'BAD_REQUEST' } });
+  });
+
   it('answers 401 AUTHENTICATION_FAILURE without a token, with an unknown one and with an expired one', async () => {
     const none = await t.http.get('/sandbox/walletpay/v2/checkout/orders/ABC');
     expect(none.status).toBe(401);

@@ -1,4 +1,4 @@
-import express, { type Request, type Response } from 'express';
+import express, { type NextFunction, type Request, type Response } from 'express';
 import { mountLossCountdown, outageSwitch } from '../controls.js';
 import type { SandboxModule } from '../module.js';
 import { CALLBACK_JOB, deliverCallback, type CallbackJobData } from './callbacks.js';
@@ -25,10 +25,17 @@ export const mobilemoneySandbox: SandboxModule = {
     mountLossCountdown(router, deps.em, 'mobilemoney', '/_control/lose-results', 'lose_results');
     mountCertificate(router, deps);
     mountOauth(router, deps);
+    // Every API call below is POST with a JSON body.
+    router.use(express.json({ limit: '100kb', type: ['application/json', 'application/*+json'] }));
     mountStk(router, deps);
     mountResults(router, deps);
     mountPull(router, deps);
     router.use((_req: Request, res: Response) => operatorError(res, '404.001.01', 'Resource not found'));
+    router.use((err: unknown, _req: Request, res: Response, next: NextFunction) => {
+      // The operator's answer to a body that is not JSON (providers.md §3: 400.002.05).
+      if ((err as { type?: string }).type === 'entity.parse.failed') return operatorError(res, '400.002.05', 'Invalid Request Payload');
+      next(err);
+    });
     return router;
   },
   async prepare(deps) {

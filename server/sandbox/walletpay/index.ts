@@ -30,6 +30,9 @@ const misreport: MisreportRewriter = (body, m) => {
   return body;
 };
 
+/** Larger than any request the adapter sends; PayPal documents no limit. */
+const BODY_LIMIT = '100kb';
+
 export const walletpaySandbox: SandboxModule = {
   path: '/sandbox/walletpay',
 
@@ -40,8 +43,9 @@ export const walletpaySandbox: SandboxModule = {
     mountCertificate(router, deps);
     mountApproval(router, deps);
     mountReversalControl(router, deps);
-    // Everything below needs a live bearer token.
+    // Everything below needs a live bearer token, and takes JSON (the token request above takes a form only).
     router.use(['/v1', '/v2'], requireBearer(deps));
+    router.use(['/v1', '/v2'], express.json({ limit: BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
     mountOrders(router, deps);
     mountPayments(router, deps);
     mountWebhooks(router, deps);
@@ -49,6 +53,10 @@ export const walletpaySandbox: SandboxModule = {
     router.use((_req: Request, res: Response) => sendError(res, new PaypalError(404)));
     router.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
       if (err instanceof PaypalError) return sendError(res, err);
+      if ((err as { type?: string }).type === 'entity.parse.failed') {
+        // PayPal's answer to a body that is not JSON.
+        return sendError(res, new PaypalError(400, [{ field: '/', location: 'body', issue: 'MALFORMED_REQUEST_JSON', description: 'The request JSON is not well formed.' }]));
+      }
       const status = (err as { status?: number }).status;
       if (typeof status === 'number' && status >= 400 && status < 500) {
         // Body-parser failures (malformed or oversized form bodies).
