@@ -131,10 +131,28 @@ describe('POST /v2/checkout/orders', () => {
       application_context: undefined,
       payment_source: { paypal: { experience_context: { return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c', user_action: 'PAY_NOW' } } },
     });
-    const res = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).set('Prefer', 'return=representation').send(body).expect(201);
+    const res = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).set('Prefer', 'return=representation')
+      .set('PayPal-Request-Id', randomUUID()).send(body).expect(201);
     expect(res.body.status).toBe('PAYER_ACTION_REQUIRED');
     expect(res.body.payment_source).toEqual({ paypal: {} });
     expect(res.body.links.map((l: { rel: string }) => l.rel)).toEqual(['self', 'payer-action']);
+  });
+
+  it('refuses an order with a payment_source but no PayPal-Request-Id, as PayPal: 400 PAYPAL_REQUEST_ID_REQUIRED', async () => {
+    const bearer = await token();
+    const body = order({ application_context: undefined, payment_source: { paypal: { experience_context: { return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' } } } });
+    const res = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).send(body);
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({
+      name: 'INVALID_REQUEST',
+      details: [{
+        field: 'PayPal-Request-Id', location: 'header', issue: 'PAYPAL_REQUEST_ID_REQUIRED',
+        description: expect.stringContaining('A PayPal-Request-Id is required if you are trying to process payment for an Order'),
+      }],
+    });
+    // Nothing was created; without a payment_source the header stays optional.
+    expect(await t.sql('SELECT 1 FROM sandbox_walletpay_orders WHERE request_id IS NULL AND uses_payment_source')).toEqual([]);
+    expect((await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).send(order())).status).toBe(201);
   });
 
   it('answers the same order with 200 for the same PayPal-Request-Id', async () => {

@@ -71,6 +71,15 @@ const instrumentDeclined = () =>
     'The instrument presented was either declined by the processor or bank, or it can\'t be used for this payment.',
   );
 
+/** PayPal's refusal of an order with a payment_source but no PayPal-Request-Id (Orders v2 errors, create order). */
+const PAYPAL_REQUEST_ID_REQUIRED = () =>
+  invalid(
+    'PAYPAL_REQUEST_ID_REQUIRED',
+    'PayPal-Request-Id',
+    'A PayPal-Request-Id is required if you are trying to process payment for an Order. Please specify a PayPal-Request-Id or Create the Order without a payment_source specified.',
+    'header',
+  );
+
 /** `POST /v2/checkout/orders`, `GET /v2/checkout/orders/:id`, `POST /v2/checkout/orders/:id/capture`. */
 export function mountOrders(router: Router, deps: SandboxDeps): void {
   const base = () => simulatorBase(deps.config.publicBaseUrl);
@@ -81,6 +90,7 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
       const clientId = clientIdOf(res);
       const requestId = requestIdOf(req);
       const input = parseOrderRequest(req.body);
+      if (requestId === null && isObject(req.body) && req.body.payment_source !== undefined) throw PAYPAL_REQUEST_ID_REQUIRED();
       const db = dbOf(deps.em);
       const [created] = await db.query<OrderRow>(
         `INSERT INTO sandbox_walletpay_orders

@@ -9,7 +9,7 @@ export const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !==
 export const missing = (field: string) =>
   invalid('MISSING_REQUIRED_PARAMETER', field, 'A required field / parameter is missing.');
 
-/** `PayPal-Request-Id`: optional, 1–108 characters. */
+/** `PayPal-Request-Id`: 1–108 characters; optional, except for an order with a payment_source (orders.ts). */
 export function requestIdOf(req: Request): string | null {
   const value = req.header('paypal-request-id');
   if (value === undefined || value === '') return null;
