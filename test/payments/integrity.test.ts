@@ -267,6 +267,8 @@ describe('walletpay callbacks', () => {
 
 describe('mobilemoney', () => {
   const pending = async () => {
+    // The customer has answered the previous test's prompt: the operator locks a phone while its prompt is open.
+    await t.sql('UPDATE sandbox_mobilemoney_stk_requests SET completes_at = now() WHERE phone = $1 AND completes_at > now()', [SILENT_PHONE]);
     const res = await pay({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: SILENT_PHONE });
     expect(res.body.data.status).toBe('pending');
     return res.body.data as { id: string; provider_ref: string; reference: string };
