@@ -127,6 +127,13 @@ describe('rotating ENCRYPTION_KEY', () => {
     expect([created.status, created.body.success, created.body.error?.code, created.headers['retry-after']]).toEqual([503, false, 'SERVICE_UNAVAILABLE', '1']);
     expect(created.body.error.message).toMatch(/cannot read the stored provider credentials.*nothing was sent to the provider/);
     expect(JSON.stringify(created.body)).not.toMatch(/sealed|ENCRYPTION_KEY|DECRYPTION_KEYS/);
+    // A refund without an Idempotency-Key: refused before anything is written, so the advice to retry is
+    // true (a pending refund left behind would be sent by the refund sync, and the retry refund again).
+    const [paidBefore] = await sql<{ id: string }>(db.url, `SELECT id FROM payments WHERE merchant_id = $1 AND status = 'completed' LIMIT 1`, [merchantId]);
+    const refundsBefore = await sql(db.url, 'SELECT id FROM refunds WHERE payment_id = $1', [paidBefore!.id]);
+    const refundRefused = await call(app, 'POST', '/v1/refunds', { payment_id: paidBefore!.id, amount: '0.50' });
+    expect([refundRefused.status, refundRefused.body.error?.code]).toEqual([503, 'SERVICE_UNAVAILABLE']);
+    expect(await sql(db.url, 'SELECT id FROM refunds WHERE payment_id = $1', [paidBefore!.id])).toEqual(refundsBefore);
     // A provider's callback to the merchant's endpoint cannot be verified without the stored signing
     // secret: 503, so the provider sends it again, rather than a 500 logged as a bug.
     const [paid] = await sql<{ id: string; provider_ref: string }>(db.url, 'SELECT id, provider_ref FROM payments WHERE merchant_id = $1 LIMIT 1', [merchantId]);
@@ -143,7 +150,7 @@ describe('rotating ENCRYPTION_KEY', () => {
     // Each refused request says why in the operator's words, not as an unhandled error (the simulator's own
     // resends of earlier events may add lines for the callback route).
     const refusals = log.split('\n').filter((line) => line.includes('stored secret cannot be opened with ENCRYPTION_KEY or DECRYPTION_KEYS; answered 503')).map((line) => (JSON.parse(line) as { route: string }).route);
-    expect([...new Set(refusals)].sort()).toEqual(['/v1/payments', '/v1/webhooks/cardpay']);
+    expect([...new Set(refusals)].sort()).toEqual(['/v1/payments', '/v1/refunds', '/v1/webhooks/cardpay']);
     expect(log).not.toContain('unhandled error');
     expect(findSecretsInFiles(processLogFiles(), [CARDPAY_SECRET, webhookSecret, KEY_A, KEY_B])).toEqual([]);
   }, 120_000);

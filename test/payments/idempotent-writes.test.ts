@@ -96,6 +96,18 @@ describe('refunds with an Idempotency-Key', () => {
     expect((await t.http.get(`/v1/payments/${p.id}`).set('X-API-Key', key)).body.data.amount_refunded).toBe('5.00');
   });
 
+  it('a key an earlier release stored for a refund sent as 5 (it hashed the amount as sent) still replays that refund', async () => {
+    const p = await visa('50.00');
+    const idem = unique('refund-legacy');
+    const first = await refund({ payment_id: p.id, amount: 5 }, idem);
+    expect(first.status).toBe(201);
+    // What the release before stored: the hash of the amount as sent, '5', not the formatted '5.00'.
+    await t.sql('UPDATE idempotency_keys SET request_hash = $1 WHERE key = $2', [hashRequest({ payment_id: p.id, amount: '5' }), idem]);
+    const retried = await refund({ payment_id: p.id, amount: 5 }, idem);
+    expect([retried.status, retried.headers['idempotent-replayed'], retried.body.data?.id]).toEqual([201, 'true', first.body.data.id]);
+    expect(await t.sql('SELECT id FROM refunds WHERE payment_id = $1', [p.id])).toHaveLength(1);
+  });
+
   it('a request refused before anything happened claims nothing: the key stays free', async () => {
     const p = await visa('10.00');
     const idem = unique('refund-over');

@@ -38,6 +38,8 @@ export interface IdempotentRequest {
   key: string;
   /** Hash of the normalised request: the same key with another body is a conflict. */
   requestHash: string;
+  /** Hashes an earlier release computed for this same request: a key it stored still matches. */
+  formerHashes?: readonly string[];
 }
 
 export interface ClaimedKey {
@@ -176,7 +178,7 @@ export class IdempotencyKeys {
   /** A used key's verdict on `request`: 409 for another merchant or body; its answer once finished. */
   private static judge(row: KeyRow, request: IdempotentRequest): Extract<Acquired, { state: 'finished' }> | null {
     if (row.merchant_id !== request.merchantId) throw conflict('This Idempotency-Key has already been used');
-    if (row.request_hash !== request.requestHash) throw conflict('This Idempotency-Key was already used with a different request body');
+    if (row.request_hash !== request.requestHash && !request.formerHashes?.includes(row.request_hash)) throw conflict('This Idempotency-Key was already used with a different request body');
     return row.recovery_point === 'finished' ? { state: 'finished', resourceId: row.resource_id, answer: row.answer ?? { status: 200 } } : null;
   }
 

@@ -22,6 +22,15 @@ export class ProviderGateway {
     return port;
   }
 
+  /**
+   * Opens (decrypts, or takes from the cache) the merchant's credentials for `provider` without calling
+   * it: a request that cannot open them is refused before it writes anything. None stored is not an
+   * error here (the request's own check answers 422).
+   */
+  async openCredentials(merchantId: string, provider: string): Promise<void> {
+    await this.credentials.find(merchantId, provider as Provider);
+  }
+
   private async creds(payment: Pick<Payment, 'merchantId' | 'provider'>): Promise<unknown> {
     const creds = await this.credentials.find(payment.merchantId, payment.provider as Provider);
     if (!creds) throw new ProviderError(payment.provider as Provider, 'auth', `${payment.provider} credentials are no longer configured`);

@@ -51,18 +51,25 @@ export class RefundService {
    * after a crash resumes with the same refund id, so the provider sees the same idempotency key.
    */
   async create(merchantId: string, asked: RefundRequest, idempotencyKey?: string): Promise<{ refund: Refund; replayed: boolean }> {
+    const { paymentId, amount, metadata } = asked;
+    const payment = await this.em.fork().findOne(PaymentSchema, { id: paymentId, merchantId }, { fields: ['provider', 'currency'] });
+    // The credentials are opened before anything is written: a process that cannot open them (a key
+    // missing from its configuration) answers 503 "nothing was sent, retry" truthfully, with no pending
+    // refund left behind for the refund sync to send — a retry would otherwise refund twice.
+    if (payment) await this.gateway.openCredentials(merchantId, payment.provider);
     if (idempotencyKey === undefined) {
       const refund = await this.writer.commit((uow) => this.reserve(uow, merchantId, asked));
       return { refund: await this.send(refund.id, 'refund', true), replayed: false };
     }
-    const { paymentId, amount, metadata } = asked;
     // Metadata joins the hash only when given, so a request without it hashes as before it existed.
     const hashed = {
       payment_id: paymentId,
-      amount: amount === undefined ? undefined : await this.amountAsHashed(merchantId, paymentId, amount),
+      amount: amount === undefined ? undefined : amountAsHashed(payment?.currency ?? null, amount),
       metadata: metadata && Object.keys(metadata).length > 0 ? JSON.stringify(sortKeys(metadata)) : undefined,
     };
-    const request = { scope: 'refund.create' as const, merchantId, key: idempotencyKey, requestHash: hashRequest(hashed) };
+    // Releases before 2026-11-27 hashed the amount as sent: a key one of them stored still matches.
+    const asSent = amount === undefined ? null : hashRequest({ ...hashed, amount: String(amount) });
+    const request = { scope: 'refund.create' as const, merchantId, key: idempotencyKey, requestHash: hashRequest(hashed), formerHashes: asSent ? [asSent] : [] };
     const { value, replayed } = await this.idempotency.run(request, 201, {
       reserve: async (uow) => (await this.reserve(uow, merchantId, asked)).id,
       act: async (refundId, resumed) => {
@@ -77,24 +84,6 @@ export class RefundService {
       settled: (refund) => refund.status !== 'pending' || refund.providerRef != null,
     });
     return { refund: value, replayed };
-  }
-
-  /**
-   * The refund's amount as its Idempotency-Key hash holds it: formatted in the payment's currency, so
-   * `"5.00"`, `"5.0"` and `5` are one USD request. Keys stored before hashed the amount as sent, which for
-   * an amount sent formatted ("5.00") is the same string, so such a retry still matches across the
-   * upgrade. A payment not found or an amount that does not parse hashes as sent: the request then
-   * answers 404/422 and claims no key.
-   */
-  private async amountAsHashed(merchantId: string, paymentId: string, amount: string | number): Promise<string> {
-    const payment = await this.em.fork().findOne(PaymentSchema, { id: paymentId, merchantId }, { fields: ['currency'] });
-    if (!payment) return String(amount);
-    try {
-      return formatMinorUnits(toMinorUnits(amount, payment.currency), payment.currency);
-    } catch (err) {
-      if (err instanceof DomainError) return String(amount);
-      throw err;
-    }
   }
 
   /**
@@ -224,5 +213,20 @@ export class RefundService {
       offset: (page - 1) * pageSize,
     });
     return { items, total };
+  }
+}
+
+/**
+ * A refund's amount as its Idempotency-Key hash holds it: formatted in the payment's currency, so
+ * `"5.00"`, `"5.0"` and `5` are one USD request. A payment not found (null) or an amount that does not
+ * parse hashes as sent: the request then answers 404/422 and claims no key.
+ */
+function amountAsHashed(currency: string | null, amount: string | number): string {
+  if (currency === null) return String(amount);
+  try {
+    return formatMinorUnits(toMinorUnits(amount, currency), currency);
+  } catch (err) {
+    if (err instanceof DomainError) return String(amount);
+    throw err;
   }
 }
