@@ -165,4 +165,35 @@ describe('a keep-alive connection the receiver has closed', () => {
       await new Promise((resolve) => server.close(resolve));
     }
   });
+
+  it('a connection the receiver drops a while after reading the request is a failed attempt, not sent again at once (the receiver may have acted on it)', async () => {
+    let requests = 0;
+    const server = net.createServer((socket) => {
+      let received = '';
+      socket.on('data', (chunk) => {
+        received += chunk.toString('latin1');
+        for (;;) {
+          const headerEnd = received.indexOf('\r\n\r\n');
+          const length = Number(/content-length: *(\d+)/i.exec(received)?.[1] ?? 0);
+          if (headerEnd === -1 || received.length < headerEnd + 4 + length) return;
+          received = received.slice(headerEnd + 4 + length);
+          requests += 1;
+          // The first is answered (keep-alive); the second is read, then the receiver crashes 1.5 s later.
+          if (requests === 1) socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\nKeep-Alive: timeout=60\r\n\r\nok');
+          else setTimeout(() => socket.destroy(), 1_500);
+        }
+      });
+      socket.on('error', () => {});
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+    try {
+      expect(await send(url, true)).toMatchObject({ ok: true, responseStatus: 200 });
+      await new Promise((r) => setTimeout(r, 100));
+      expect(await send(url, true)).toMatchObject({ ok: false, responseStatus: null, error: 'request failed: ECONNRESET' });
+      expect(requests).toBe(2);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
 });

@@ -110,6 +110,12 @@ function discardBody(res: http.IncomingMessage, withinMs: number): void {
  * (idle) as the request went out: it never read the request.
  */
 const STALE_SOCKET_ERRORS = new Set(['ECONNRESET', 'EPIPE']);
+/**
+ * How soon after it went out such an error must come to be that race: the receiver's close crosses the
+ * request on the wire, so the error arrives within a round trip. Later, the receiver may have read the
+ * request and then dropped the connection (a crash): that attempt failed and is not sent again at once.
+ */
+const STALE_SOCKET_WINDOW_MS = 1_000;
 
 /**
  * POSTs the exact body bytes once. Redirects are not followed (a 3xx is a failure: the merchant
@@ -117,7 +123,8 @@ const STALE_SOCKET_ERRORS = new Set(['ECONNRESET', 'EPIPE']);
  * `timeoutMs`. The response body is discarded unread, within what is left of `timeoutMs` (discardBody).
  * A request that went out on a reused keep-alive connection the receiver had just closed is sent again
  * at once on a new connection, within the same timeout and as the same attempt (Node's documented
- * pattern for `req.reusedSocket`): the receiver did nothing wrong, and it never answered the first.
+ * pattern for `req.reusedSocket`): the receiver did nothing wrong, and it never answered the first. Only
+ * when the error comes within STALE_SOCKET_WINDOW_MS: a later one is a failed attempt like any other.
  */
 export async function sendWebhook(input: {
   url: string;
@@ -144,6 +151,7 @@ export async function sendWebhook(input: {
       resolve(result);
     };
     const send = (reuse: boolean): http.ClientRequest => {
+      const sentAt = performance.now();
       const req = client.request(
         url,
         {
@@ -163,7 +171,7 @@ export async function sendWebhook(input: {
       );
       req.on('error', (err: NodeJS.ErrnoException) => {
         if (settled) return;
-        if (reuse && req.reusedSocket && STALE_SOCKET_ERRORS.has(err.code ?? '')) {
+        if (reuse && req.reusedSocket && STALE_SOCKET_ERRORS.has(err.code ?? '') && performance.now() - sentAt < STALE_SOCKET_WINDOW_MS) {
           current = send(false);
           return;
         }
