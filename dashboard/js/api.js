@@ -11,12 +11,22 @@ export const session = {
 
 /** A non-2xx answer, carrying the error envelope's code, message, field details and request id. */
 export class ApiError extends Error {
-  constructor(status, error) {
+  constructor(status, error, retryAfter = null) {
     super(error?.message ?? `HTTP ${status}`);
     this.status = status;
     this.code = error?.code ?? 'HTTP_ERROR';
     this.details = error?.details ?? [];
     this.requestId = error?.request_id ?? null;
+    /** Retry-After, when the answer had one: "try again" (still processing, rate limited, overloaded). */
+    this.retryAfter = retryAfter;
+  }
+
+  /**
+   * Whether this is the service's own final answer to the request: its envelope, and no Retry-After.
+   * Not so for no answer at all, a proxy's error page (no envelope), or "still being processed".
+   */
+  get final() {
+    return this.status !== 0 && this.code !== 'HTTP_ERROR' && this.retryAfter === null;
   }
 }
 
@@ -61,6 +71,6 @@ export async function api(method, path, { query, body, idempotencyKey, key = ses
   } catch {
     // not JSON: reported below from the status alone
   }
-  if (!response.ok || !envelope?.success) throw new ApiError(response.status, envelope?.error);
+  if (!response.ok || !envelope?.success) throw new ApiError(response.status, envelope?.error, response.headers.get('Retry-After'));
   return envelope;
 }

@@ -251,6 +251,48 @@ describe('merchant dashboard', () => {
     await page.close();
   });
 
+  it("after the service's final refusal, or with another amount, the next click is a new request with a new key (the old key would replay the refusal or answer 409)", async () => {
+    const paymentId = await pay('pm_card_visa', '20.00');
+    const page = await newPage(1280);
+    await signIn(page);
+    const sent: { key: string | undefined; body: string | null }[] = [];
+    let next: 'refuse' | 'lose' | 'pass' = 'refuse';
+    await page.route((url) => url.pathname === '/v1/refunds', async (route) => {
+      if (route.request().method() !== 'POST') return route.continue();
+      sent.push({ key: route.request().headers()['idempotency-key'], body: route.request().postData() });
+      const now = next;
+      if (now === 'refuse') {
+        // The service's own final answer (as it stores and replays a provider's refusal for the key).
+        next = 'lose';
+        return route.fulfill({ status: 502, contentType: 'application/json', body: JSON.stringify({ success: false, error: { code: 'PROVIDER_ERROR', message: 'cardpay refused the refund', request_id: 'r1' } }) });
+      }
+      if (now === 'lose') {
+        next = 'pass';
+        await route.fetch();
+        return route.abort('connectionreset');
+      }
+      return route.continue();
+    });
+    await page.goto(`${t.baseUrl}/dashboard/#/payments/${paymentId}`);
+    await page.getByRole('heading', { name: 'Payment 20.00 USD' }).waitFor();
+    await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
+    await page.getByRole('button', { name: 'Refund' }).click();
+    await shows(page, 'cardpay refused the refund');
+    // Refused for good: the same click again is a new request (the old key would replay the refusal).
+    await page.getByRole('button', { name: 'Refund' }).click();
+    await shows(page, 'No answer came back');
+    // Its answer was lost; the merchant now asks for another amount: another request, another key
+    // (the lost one's key with another body would be 409 "different request body").
+    await page.getByLabel('Refund amount (empty = the rest)').fill('6.00');
+    await page.getByRole('button', { name: 'Refund' }).click();
+    await shows(page, 'Refund of 6.00 USD is completed.');
+    expect(sent.map((r) => JSON.parse(r.body ?? '{}').amount)).toEqual(['5.00', '5.00', '6.00']);
+    expect(new Set(sent.map((r) => r.key)).size).toBe(3);
+    const refunds = (await t.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', merchant.apiKey).expect(200)).body.data as { amount: string }[];
+    expect(refunds.map((r) => r.amount).sort()).toEqual(['5.00', '6.00']);
+    await page.close();
+  });
+
   it('captures an approved walletpay payment from its page', async () => {
     await t.http.put('/v1/merchant/credentials').set('X-API-Key', merchant.apiKey)
       .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'dashboard-wallet-client', client_secret: 'dashboard-wallet-secret' } }).expect(200);

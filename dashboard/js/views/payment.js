@@ -78,23 +78,33 @@ async function render(id, section) {
 const row = (label, value) => [h('dt', {}, label), h('dd', {}, value)];
 
 /**
- * The Idempotency-Key of a payment's next capture or refund: made when its control is first drawn and
- * sent by every click until one succeeds, also across redraws of the page (a failed capture redraws
+ * The Idempotency-Key of a payment's next capture or refund, sent by every click of the same request
+ * until the service gives its final answer, also across redraws of the page (a failed capture redraws
  * it). A click after a lost answer is then the same request, which the service never carries out twice.
+ * Another body (a refund amount changed) is another request, with a key of its own.
  */
 const pendingKeys = new Map();
-const idempotencyKeyFor = (action, paymentId) => {
+const idempotencyKeyFor = (action, paymentId, body = {}) => {
   const name = `${action} ${paymentId}`;
-  if (!pendingKeys.has(name)) pendingKeys.set(name, newIdempotencyKey());
-  return pendingKeys.get(name);
+  const request = JSON.stringify(body);
+  const pending = pendingKeys.get(name);
+  if (pending?.request === request) return pending.key;
+  const key = newIdempotencyKey();
+  pendingKeys.set(name, { request, key });
+  return key;
 };
-/** After a success the next click is a new request (a second partial refund): it gets a new key. */
-const succeeded = (action, paymentId) => pendingKeys.delete(`${action} ${paymentId}`);
+/**
+ * After the service's final answer — a success, or a refusal it would replay to the same key — the next
+ * click is a new request (a second partial refund, a reversal asked again once the operator is back):
+ * it gets a new key. After no answer, a proxy's error page or "still processing" the key is kept.
+ */
+const answered = (action, paymentId, err) => {
+  if (!err || err.final) pendingKeys.delete(`${action} ${paymentId}`);
+};
 
 function actions(payment, errors, rerender) {
   const buttons = [];
   if (payment.status === 'pending' && payment.provider === 'walletpay') {
-    idempotencyKeyFor('capture', payment.id);
     buttons.push(h('button', {
       type: 'button',
       class: 'primary',
@@ -103,9 +113,10 @@ function actions(payment, errors, rerender) {
         mount(errors);
         try {
           await api('POST', `/v1/payments/${payment.id}/capture`, { body: {}, idempotencyKey: idempotencyKeyFor('capture', payment.id) });
-          succeeded('capture', payment.id);
+          answered('capture', payment.id);
           announce('Payment captured.');
         } catch (err) {
+          answered('capture', payment.id, err);
           mount(errors, errorBox(err));
         }
         await rerender();
@@ -113,7 +124,6 @@ function actions(payment, errors, rerender) {
     }, 'Capture'));
   }
   if (payment.status === 'completed') {
-    idempotencyKeyFor('refund', payment.id);
     const amount = h('input', { name: 'amount', inputmode: 'decimal', placeholder: `all that remains (${payment.currency})` });
     buttons.push(h('form', {
       class: 'actions',
@@ -126,11 +136,12 @@ function actions(payment, errors, rerender) {
         try {
           const value = amount.value.trim();
           const body = { payment_id: payment.id, ...(value ? { amount: value } : {}) };
-          const { data } = await api('POST', '/v1/refunds', { body, idempotencyKey: idempotencyKeyFor('refund', payment.id) });
-          succeeded('refund', payment.id);
+          const { data } = await api('POST', '/v1/refunds', { body, idempotencyKey: idempotencyKeyFor('refund', payment.id, body) });
+          answered('refund', payment.id);
           announce(`Refund of ${data.amount} ${data.currency} is ${data.status}.`);
           await rerender();
         } catch (err) {
+          answered('refund', payment.id, err);
           submit.disabled = false;
           mount(errors, errorBox(err));
         }
