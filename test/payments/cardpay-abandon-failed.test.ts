@@ -41,6 +41,9 @@ describe('a failed card payment is cancelled at the provider', () => {
     const id = res.body.data.id as string;
     // Not a provider's answer at all: an error of this process (here, credentials it cannot decrypt).
     await t.sql(`UPDATE provider_credentials SET secrets_enc = 'v1.unknown-key.AAAA' WHERE merchant_id = $1`, [merchantId]);
+    // Due, but not before the worker's job (every 500 ms here) could take it: it may already have cancelled
+    // the intent while the credentials were still readable, clearing the mark this test looks at.
+    await t.sql(`UPDATE payments SET abandon_due_at = now() + interval '1 hour' WHERE id = $1`, [id]);
     const mark = async () => (await t.sql<{ due: boolean }>('SELECT abandon_due_at IS NOT NULL AS due FROM payments WHERE id = $1', [id]))[0]!.due;
     await t.inContext(() => t.service.container.services.abandonFailed.abandonOne(id));
     expect(await mark()).toBe(true); // kept for a retry: the merchant may store credentials again

@@ -128,7 +128,7 @@ export class DeliveryService {
 
   /**
    * POST /v1/webhooks/recover: queues again every retrying or dead delivery of the window, due now;
-   * the delivery job sends each to the current URL with its own body and id. Returns how many.
+   * the workers' drain loop claims and sends each to the current URL with its own body and id. Returns how many.
    */
   async recover(merchantId: string, since: Date, until?: Date): Promise<{ queued: number; since: Date; until: Date }> {
     const now = new Date();

@@ -76,7 +76,7 @@ export class EventLog {
               AND NOT EXISTS (
                     SELECT 1 FROM webhook_deliveries d
                      WHERE d.event_id = e.id
-                       AND (d.status IN ('pending', 'retrying') OR (d.status = 'dead' AND d.created_at >= ?)))
+                       AND (d.status IN ('pending', 'retrying') OR (d.status IN ('dead') AND d.created_at >= ?)))
             ORDER BY e.created_at, e.id
             LIMIT ${PRUNE_BATCH}),
          gone AS (DELETE FROM events WHERE id IN (SELECT id FROM batch) RETURNING id)
