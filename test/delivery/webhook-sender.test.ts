@@ -127,73 +127,72 @@ describe('keep-alive agents', () => {
   });
 });
 
-describe('a keep-alive connection the receiver has closed', () => {
-  it('a request that goes out on it is sent again on a new connection, as the same attempt', async () => {
-    // Answers the first request of each connection with 200 and keep-alive; a connection that then
-    // carries another request is closed unread, as a receiver closing an idle connection just as the
-    // next request goes out on it.
-    let answered = 0;
-    let closedUnread = 0;
-    const server = net.createServer((socket) => {
-      let received = '';
-      let done = false;
-      socket.on('data', (chunk) => {
-        if (done) {
-          closedUnread += 1;
-          socket.destroy();
-          return;
-        }
-        received += chunk.toString('latin1');
+/** A keep-alive 200, as a receiver that keeps the connection open answers. */
+const KEEP_ALIVE_OK = 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\nKeep-Alive: timeout=60\r\n\r\nok';
+
+/** A raw HTTP/1.1 receiver on loopback: `onRequest(socket, n)` for each complete request, n counted per connection. */
+async function rawReceiver(onRequest: (socket: net.Socket, n: number) => void): Promise<{ url: string; close: () => Promise<unknown> }> {
+  const server = net.createServer((socket) => {
+    let received = '';
+    let n = 0;
+    socket.on('data', (chunk) => {
+      received += chunk.toString('latin1');
+      for (;;) {
         const headerEnd = received.indexOf('\r\n\r\n');
         const length = Number(/content-length: *(\d+)/i.exec(received)?.[1] ?? 0);
         if (headerEnd === -1 || received.length < headerEnd + 4 + length) return;
-        done = true;
-        answered += 1;
-        socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\nKeep-Alive: timeout=60\r\n\r\nok');
-      });
-      socket.on('error', () => {});
+        received = received.slice(headerEnd + 4 + length);
+        onRequest(socket, ++n);
+      }
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+    socket.on('error', () => {});
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, close: () => new Promise((resolve) => server.close(resolve)) };
+}
+
+describe('a keep-alive connection the receiver has closed', () => {
+  it('a request that goes out on it is sent again on a new connection, as the same attempt', async () => {
+    // Answers the first request of each connection with 200 and keep-alive; a connection that then
+    // carries another request is closed unanswered, as a receiver closing an idle connection just as the
+    // next request goes out on it.
+    let answered = 0;
+    let closedUnread = 0;
+    const receiver = await rawReceiver((socket, n) => {
+      if (n > 1) {
+        closedUnread += 1;
+        socket.destroy();
+        return;
+      }
+      answered += 1;
+      socket.write(KEEP_ALIVE_OK);
+    });
     try {
-      expect(await send(url, true)).toMatchObject({ ok: true, responseStatus: 200 });
+      expect(await send(receiver.url, true)).toMatchObject({ ok: true, responseStatus: 200 });
       // The first connection is back in the agent's pool once its response body was read.
       await new Promise((r) => setTimeout(r, 100));
-      expect(await send(url, true)).toMatchObject({ ok: true, responseStatus: 200, error: null });
+      expect(await send(receiver.url, true)).toMatchObject({ ok: true, responseStatus: 200, error: null });
       expect({ answered, closedUnread }).toEqual({ answered: 2, closedUnread: 1 });
     } finally {
-      await new Promise((resolve) => server.close(resolve));
+      await receiver.close();
     }
   });
 
   it('a connection the receiver drops a while after reading the request is a failed attempt, not sent again at once (the receiver may have acted on it)', async () => {
     let requests = 0;
-    const server = net.createServer((socket) => {
-      let received = '';
-      socket.on('data', (chunk) => {
-        received += chunk.toString('latin1');
-        for (;;) {
-          const headerEnd = received.indexOf('\r\n\r\n');
-          const length = Number(/content-length: *(\d+)/i.exec(received)?.[1] ?? 0);
-          if (headerEnd === -1 || received.length < headerEnd + 4 + length) return;
-          received = received.slice(headerEnd + 4 + length);
-          requests += 1;
-          // The first is answered (keep-alive); the second is read, then the receiver crashes 1.5 s later.
-          if (requests === 1) socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\nKeep-Alive: timeout=60\r\n\r\nok');
-          else setTimeout(() => socket.destroy(), 1_500);
-        }
-      });
-      socket.on('error', () => {});
+    // The first is answered (keep-alive); the second is read, then the receiver crashes 1.5 s later.
+    const receiver = await rawReceiver((socket, n) => {
+      requests += 1;
+      if (n === 1) socket.write(KEEP_ALIVE_OK);
+      else setTimeout(() => socket.destroy(), 1_500);
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
     try {
-      expect(await send(url, true)).toMatchObject({ ok: true, responseStatus: 200 });
+      expect(await send(receiver.url, true)).toMatchObject({ ok: true, responseStatus: 200 });
       await new Promise((r) => setTimeout(r, 100));
-      expect(await send(url, true)).toMatchObject({ ok: false, responseStatus: null, error: 'request failed: ECONNRESET' });
+      expect(await send(receiver.url, true)).toMatchObject({ ok: false, responseStatus: null, error: 'request failed: ECONNRESET' });
       expect(requests).toBe(2);
     } finally {
-      await new Promise((resolve) => server.close(resolve));
+      await receiver.close();
     }
   });
 });
