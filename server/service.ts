@@ -17,8 +17,12 @@ import { ChangeNotifications } from './persistence/change-notifications.js';
 import { migrate, migrationsPendingError, pendingMigrations } from './persistence/orm.js';
 import { withSchemaLock } from './persistence/schema-lock.js';
 
-/** A worker's webhook drain loop: attempts in flight at once, and the pause after a failed claim. */
-const DRAINER_OPTIONS = { maxInFlight: 32, retryMs: 1000 };
+/**
+ * A worker's webhook drain loop: attempts in flight at once, and the pause after a failed claim. Four
+ * times the default per-merchant share: endpoints that hang hold a slot until their timeout, so three
+ * merchants' hanging at once still leave a quarter of the slots to everyone else.
+ */
+const DRAINER_OPTIONS = { maxInFlight: 64, retryMs: 1000 };
 /** Attempts recorded before the drain loop claims again for merchants a claim left at their share. */
 const MIN_RECLAIM = 8;
 /**

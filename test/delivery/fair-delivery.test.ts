@@ -67,8 +67,8 @@ const pay = (apiKey: string, service: TestService = t) =>
 describe('webhook delivery between merchants', () => {
   it("a merchant whose endpoint hangs holds only its share of the slots; another merchant's event goes out at once", async () => {
     const slow = await merchantWithEndpoint('Hanging endpoint', hanging.url);
-    // More events than the worker's 32 slots: each completed payment queues one delivery.
-    for (let i = 0; i < 40; i++) await pay(slow.apiKey);
+    // More events than the worker's 64 slots: each completed payment queues one delivery.
+    for (let i = 0; i < 70; i++) await pay(slow.apiKey);
     await eventually(() => hanging.received >= PER_MERCHANT, 10_000, 'the slow merchant\'s first attempts');
     await new Promise((r) => setTimeout(r, 500));
     expect(hanging.held.size).toBe(PER_MERCHANT);
@@ -83,10 +83,10 @@ describe('webhook delivery between merchants', () => {
 });
 
 describe('webhook delivery when two merchants\' endpoints hang', () => {
-  // Two hanging merchants at their share hold 26 of the worker's 32 slots: 6 are left, fewer than a
+  // Two hanging merchants at their share hold 60 of the worker's 64 slots: 4 are left, fewer than a
   // batched claim waits for. Attempts wait 20 s for an answer, so only a claim of those 6 explains
   // another merchant's event going out within a few seconds.
-  const SHARE = 13;
+  const SHARE = 30;
   let s: TestService;
   let first: HangingEndpoint;
   let second: HangingEndpoint;
@@ -107,12 +107,12 @@ describe('webhook delivery when two merchants\' endpoints hang', () => {
   it("the slots they leave free still send another merchant's event at once", async () => {
     const a = await merchantWithEndpoint('Hangs A', first.url, s);
     const b = await merchantWithEndpoint('Hangs B', second.url, s);
-    for (let i = 0; i < 20; i++) {
+    for (let i = 0; i < SHARE + 5; i++) {
       await pay(a.apiKey, s);
       await pay(b.apiKey, s);
     }
     // Both are sending all they may (or all a worker claimed before it stopped claiming).
-    await eventually(() => first.held.size + second.held.size >= 25 || null, 10_000, 'the hanging merchants\' attempts');
+    await eventually(() => first.held.size + second.held.size >= 2 * SHARE - 1 || null, 10_000, 'the hanging merchants\' attempts');
     await new Promise((r) => setTimeout(r, 300));
     const heldBefore = first.received + second.received;
     expect(first.held.size).toBeLessThanOrEqual(SHARE);
