@@ -100,6 +100,7 @@ describe('GET /v1/events', () => {
     ['?payment_id=nope', 'payment_id'],
     ['?since=yesterday', 'since'],
     ['?until=2026-13-01T00:00:00Z', 'until'],
+    ['?since=2026-11-22T00:00:00Z&until=2026-11-21T00:00:00Z', 'since'],
     ['?page=0', 'page'],
     ['?page_size=101', 'page_size'],
     ['?colour=blue', 'colour'],

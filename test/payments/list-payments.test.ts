@@ -64,6 +64,10 @@ describe('GET /v1/payments', () => {
     [{ since: '2026-01-05T10:00:00Z' }, ['1200', '5.00', '50.00']],
     [{ until: '2026-01-02T10:00:00Z' }, ['10.00']],
     [{ since: '2026-01-02T00:00:00Z', until: '2026-01-05T00:00:00+00:00' }, ['1500.00', '99.99', '25.50']],
+    // Beyond the millisecond (Python's isoformat sends microseconds): a row stamped 10:00:00.000 is before
+    // 10:00:00.0005, so outside since and inside until (cut to .000, it was the other way round).
+    [{ since: '2026-01-05T10:00:00.0005Z' }, ['1200', '5.00']],
+    [{ until: '2026-01-02T10:00:00.000500+00:00' }, ['25.50', '10.00']],
     [{ search: 'NLJ7RT61SV' }, ['1500.00']],
     [{ search: 'nlj7rt61sv' }, ['1500.00']],
     [{ search: 'order-a' }, ['10.00']],

@@ -5,6 +5,7 @@ import type { CreatePaymentBody, ListPaymentsQuery, Provider } from '../../../co
 import type { AppConfig } from '../../config/config.js';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, SavedCardSchema, type Payment } from '../../persistence/entities/index.js';
+import { createdWindow } from '../created-window.js';
 import { DomainError, OutcomeUnknownError, conflict, notFound } from '../errors.js';
 import { assertCredentialsConfigured, type CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
@@ -275,11 +276,7 @@ export class PaymentService {
       };
     }
     if (query.since !== undefined || query.until !== undefined) {
-      const since = query.since ? new Date(query.since) : undefined;
-      const until = query.until ? new Date(query.until) : undefined;
-      if (since && until && since > until) {
-        throw new DomainError('VALIDATION_ERROR', 'Invalid request: since must not be after until', [{ field: 'since', issue: 'must not be after until' }]);
-      }
+      const { since, until } = createdWindow(query.since, query.until);
       where.createdAt = { ...(since ? { $gte: since } : {}), ...(until ? { $lt: until } : {}) };
     }
     if (query.search) where.$or = [{ receiptNumber: query.search.toUpperCase() }, { receiptNumber: query.search }, { idempotencyKey: query.search }];

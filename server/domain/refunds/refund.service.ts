@@ -4,6 +4,7 @@ import { LockMode } from '@mikro-orm/core';
 import type { AppConfig } from '../../config/config.js';
 import { PaymentSchema, RefundSchema, type Refund, type RefundStatus } from '../../persistence/entities/index.js';
 import { ProviderError, type ProviderRefundResult } from '../ports.js';
+import { createdWindow } from '../created-window.js';
 import { DomainError, OutcomeUnknownError, conflict, notFound } from '../errors.js';
 import { formatMinorUnits, toMinorUnits } from '../money/money.js';
 import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
@@ -199,7 +200,8 @@ export class RefundService {
   async list(merchantId: string, filter: RefundListFilter, page: number, pageSize: number) {
     const { paymentId, status, since, until } = filter;
     if (paymentId && !(await this.em.findOne(PaymentSchema, { id: paymentId, merchantId }))) throw notFound('payment');
-    const createdAt = { ...(since ? { $gte: new Date(since) } : {}), ...(until ? { $lt: new Date(until) } : {}) };
+    const window = createdWindow(since, until);
+    const createdAt = { ...(window.since ? { $gte: window.since } : {}), ...(window.until ? { $lt: window.until } : {}) };
     const where = {
       merchantId,
       ...(paymentId ? { paymentId } : {}),

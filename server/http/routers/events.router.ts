@@ -1,5 +1,6 @@
 import { initServer } from '@ts-rest/express';
 import { contract, type EventBody } from '../../../contract/index.js';
+import { createdWindow } from '../../domain/created-window.js';
 import type { EventLog } from '../../domain/events/event-log.js';
 import { ok } from '../envelope.js';
 import { principalOf } from '../middleware/auth.js';
@@ -11,11 +12,12 @@ const s = initServer();
 export function eventsRouter(deps: { events: EventLog }) {
   return s.router(contract.events, {
     list: async ({ query, res }) => {
+      const { since, until } = createdWindow(query.since, query.until);
       const { items, total } = await deps.events.list(principalOf(res).merchantId, {
         type: query.type,
         paymentId: query.payment_id,
-        since: query.since ? new Date(query.since) : undefined,
-        until: query.until ? new Date(query.until) : undefined,
+        since,
+        until,
         page: query.page,
         pageSize: query.page_size,
       });
