@@ -33,8 +33,15 @@ async function replayTransmission(orderId: string) {
     .send(row!.raw_body);
 }
 
+/**
+ * The service's settings for this file. The provider timeout is the test default (10 s,
+ * test/support/service.ts): no test here is about timeouts, and with 800 ms the in-process simulator,
+ * slower than that on a loaded CI host, had a refund answered 502 "did not answer".
+ */
+const SERVICE_ENV = { STATUS_SYNC_SCHEDULE: '300ms,300ms,300ms,300ms,300ms,300ms', STATUS_SYNC_POLL_INTERVAL: '200ms' };
+
 beforeAll(async () => {
-  t = await startTestService({ STATUS_SYNC_SCHEDULE: '300ms,300ms,300ms,300ms,300ms,300ms', STATUS_SYNC_POLL_INTERVAL: '200ms', PROVIDER_TIMEOUT_MS: '800' });
+  t = await startTestService(SERVICE_ENV);
   receiver = await new WebhookReceiver().start();
   ({ apiKey: key } = await t.createMerchant('Wallet Shop'));
   await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: receiver.url }).expect(200);
@@ -156,6 +163,26 @@ describe('walletpay: create, approve, capture', () => {
     await eventually(() => t.sql(`SELECT 1 FROM provider_events WHERE provider = 'walletpay' AND payment_id = $1 AND outcome = 'PAYMENT.CAPTURE.REFUNDED'`, [p.id]).then((r) => r.length >= 2), 10_000, 'refund events');
     const refunds = await t.sql('SELECT count(*)::int AS n FROM refunds WHERE payment_id = $1', [p.id]);
     expect(refunds[0]!.n).toBe(2);
+  });
+});
+
+describe('walletpay on a loaded host', () => {
+  it('with this file\'s settings, a simulator that answers every request a second late still captures and refunds', async () => {
+    const slow = await startTestService({ ...SERVICE_ENV, SANDBOX_LATENCY_MS: '1000' });
+    try {
+      const { apiKey } = await slow.createMerchant('Slow Wallet Shop');
+      await slow.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey)
+        .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'slow-shop-client', client_secret: 'slow-shop-secret' } }).expect(200);
+      const p = (await slow.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `slow-${Date.now()}`)
+        .send({ provider: 'walletpay', amount: '20.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' })).body.data;
+      await buyer(p.next_action.url, 'approve');
+      await slow.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', apiKey).send({}).expect(200);
+      const part = await slow.http.post('/v1/refunds').set('X-API-Key', apiKey).send({ payment_id: p.id, amount: '5.00' });
+      expect(part.status).toBe(201);
+      expect(part.body.data).toMatchObject({ status: 'completed', amount: '5.00' });
+    } finally {
+      await slow.stop();
+    }
   });
 });
 
