@@ -14,7 +14,7 @@ let n = 0;
 
 beforeAll(async () => {
   // A schedule that gives up quickly: two re-checks 100 ms apart.
-  t = await startTestService({ STATUS_SYNC_SCHEDULE: '100ms,100ms', STATUS_SYNC_POLL_INTERVAL: '100ms', PROVIDER_TIMEOUT_MS: '800' });
+  t = await startTestService({ STATUS_SYNC_SCHEDULE: '100ms,100ms', STATUS_SYNC_POLL_INTERVAL: '100ms' });
   ({ apiKey: key } = await t.createMerchant('Recheck Shop'));
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_recheck_0001' } }).expect(200);
 });

@@ -18,7 +18,7 @@ let n = 0;
 beforeAll(async () => {
   // The first re-check 2 s after a refund is made: later than a loaded machine takes to answer the refund
   // request itself, so the sync never races the request it re-checks; then quickly.
-  t = await startTestService({ PROVIDER_TIMEOUT_MS: '800', STATUS_SYNC_SCHEDULE: '2s,300ms,500ms,1s,1s,1s,2s,2s,2s,3s', STATUS_SYNC_POLL_INTERVAL: '200ms' });
+  t = await startTestService({ STATUS_SYNC_SCHEDULE: '2s,300ms,500ms,1s,1s,1s,2s,2s,2s,3s', STATUS_SYNC_POLL_INTERVAL: '200ms' });
   receiver = await new WebhookReceiver().start();
 });
 afterAll(async () => {
@@ -63,7 +63,10 @@ const releaseSync = (refundId: string) => t.sql('UPDATE refunds SET next_sync_at
 async function refundDuringOutage(provider: string, apiKey: string, body: { payment_id: string; amount?: string }, { hold = false } = {}) {
   await outage(provider, 'error');
   try {
-    expect((await refundRequest(apiKey, body)).status).toBe(502);
+    const refused = await refundRequest(apiKey, body);
+    expect(refused.status).toBe(502);
+    // What the provider said (its 5xx) is in the answer, so the merchant and the log can tell an outage from a timeout.
+    expect(refused.body.error.message).toMatch(new RegExp(`^${provider} did not answer the refund request \\(.*5\\d\\d.*\\); refund \\S+ stays pending$`));
     const pending = await pendingRefundOf(body.payment_id);
     expect(pending.provider_ref).toBeNull();
     if (hold) await holdSync(pending.id);

@@ -119,7 +119,7 @@ export class RefundService {
       if (err.kind === 'indeterminate' || err.kind === 'unavailable') {
         // Outcome unknown: the refund stays pending; the provider's refund event or the refund sync settles
         // it, and a retry with the Idempotency-Key answers the refund from then on.
-        throw new OutcomeUnknownError('PROVIDER_ERROR', `${payment.provider} did not answer the refund request; refund ${refund.id} stays pending`);
+        throw new OutcomeUnknownError('PROVIDER_ERROR', `${payment.provider} did not answer the refund request (${err.message}); refund ${refund.id} stays pending`);
       }
       await this.settle(refund.id, { providerRef: null, status: 'failed', failureReason: err.message, raw: { error: err.message } }, source);
       throw new DomainError('PROVIDER_ERROR', `${payment.provider} refused the refund: ${err.message}`);
