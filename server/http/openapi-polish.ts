@@ -7,7 +7,8 @@
  *   messages of contract/errors.ts (the ones the runtime sends);
  * - a request or success body without an example of its own gets one assembled from the examples the
  *   contract declares on its parts (`extendApi(..., { example })`) — never an invented value;
- * - every response documents X-Request-Id; 429 and 503 document Retry-After.
+ * - every response documents X-Request-Id; 429 and 503 document Retry-After; the answers of a rate-limited
+ *   operation document X-RateLimit-Limit and -Remaining.
  */
 
 import { CALLBACK_UNVERIFIED, DOCUMENTED_ERRORS, ERROR_MESSAGES, PROVIDERS, type DocumentedError } from '../../contract/index.js';
@@ -213,6 +214,9 @@ function withExample(media: Json, components: Record<string, Schema>, override?:
 
 const METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const;
 
+/** Answers given before a request is counted against a budget (a body too large, no key, a key without the scope). */
+const ANSWERED_BEFORE_COUNTING = new Set(['401', '403', '413']);
+
 export function polishDocument<T extends Json>(document: T): T {
   const componentsObject = (document.components ?? {}) as Json;
   const components = (componentsObject.schemas ?? {}) as Record<string, Schema>;
@@ -225,6 +229,14 @@ export function polishDocument<T extends Json>(document: T): T {
       schema: { type: 'string', example: EXAMPLE_REQUEST_ID },
     },
     'Retry-After': { description: 'Seconds to wait before trying again.', schema: { type: 'integer', example: 30 } },
+    'X-RateLimit-Limit': {
+      description: 'Requests allowed in the current window (per API key; per source address on provider callbacks), on every answer once the request is counted. Sent when rate limiting is on: by default in production, 100 a second per API key and 1,200 a minute per callback source (RATE_LIMIT_PER_SECOND / RATE_LIMIT_PER_MINUTE, CALLBACK_RATE_LIMIT_PER_MINUTE).',
+      schema: { type: 'integer', example: 100 },
+    },
+    'X-RateLimit-Remaining': {
+      description: 'Requests left in the current window; 0 on a 429. Sent when rate limiting is on.',
+      schema: { type: 'integer', example: 99 },
+    },
   };
 
   for (const [path, pathItem] of Object.entries((document.paths ?? {}) as Record<string, Json>)) {
@@ -245,6 +257,8 @@ export function polishDocument<T extends Json>(document: T): T {
       }
       const bodyMedia = isObject(body) && isObject(body.content) ? body.content['application/json'] : undefined;
       const detail = exampleField(operation, isObject(bodyMedia) ? bodyMedia.schema : undefined, components);
+      // An operation that can answer 429 is counted: every one of its answers carries the budget's headers.
+      const rateLimited = isObject(operation.responses) && '429' in operation.responses;
       for (const [status, response] of Object.entries(isObject(operation.responses) ? operation.responses : {})) {
         if (!isObject(response)) continue;
         // Only responses in the error envelope get the error table's description and example (a 503 /readyz is not one).
@@ -257,6 +271,9 @@ export function polishDocument<T extends Json>(document: T): T {
           ...(isObject(response.headers) ? response.headers : {}),
           'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' },
           ...(status === '429' || status === '503' ? { 'Retry-After': { $ref: '#/components/headers/Retry-After' } } : {}),
+          ...(rateLimited && !ANSWERED_BEFORE_COUNTING.has(status)
+            ? { 'X-RateLimit-Limit': { $ref: '#/components/headers/X-RateLimit-Limit' }, 'X-RateLimit-Remaining': { $ref: '#/components/headers/X-RateLimit-Remaining' } }
+            : {}),
         };
         for (const media of Object.values(isObject(response.content) ? response.content : {})) {
           if (!isObject(media)) continue;

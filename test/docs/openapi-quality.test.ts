@@ -181,3 +181,35 @@ describe('openapi.json error examples are what the server sends', () => {
     expect(res.body.error.message).toBe(`Invalid request: ${res.body.error.details[0].field} ${res.body.error.details[0].issue}`);
   });
 });
+
+describe('openapi.json documents the rate limit the server applies', () => {
+  let t: TestService;
+  beforeAll(async () => {
+    // The production default, so the server's 429 can be compared with the documented example word for word.
+    t = await startTestService({ RATE_LIMIT_PER_SECOND: '100' });
+  });
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  it('a counted answer carries X-RateLimit-Limit/-Remaining, and the 429 says what its example says', async () => {
+    const { apiKey } = await t.createMerchant('Docs Limits');
+    let answers: { status: number; headers: Record<string, string>; body: Json }[] = [];
+    // 150 at once from one key: more than a window of 100 a second holds, even if the burst straddles two windows.
+    for (let burst = 0; burst < 3 && !answers.some((a) => a.status === 429); burst++) {
+      answers = await Promise.all(Array.from({ length: 150 }, () => t.http.get('/v1/payments').set('X-API-Key', apiKey)));
+    }
+    const ok = answers.find((a) => a.status === 200)!;
+    const limited = answers.find((a) => a.status === 429)!;
+    expect(limited.body.error.message).toBe(doc.paths['/v1/payments'].get.responses['429'].content['application/json'].example.error.message);
+    expect([ok.headers['x-ratelimit-limit'], limited.headers['x-ratelimit-limit'], limited.headers['x-ratelimit-remaining']]).toEqual(['100', '100', '0']);
+    expect(Number(ok.headers['x-ratelimit-remaining'])).toBeLessThan(100);
+
+    const documented = (status: string) => Object.keys(doc.paths['/v1/payments'].get.responses[status].headers);
+    expect(documented('200')).toEqual(expect.arrayContaining(['X-RateLimit-Limit', 'X-RateLimit-Remaining']));
+    expect(documented('429')).toEqual(expect.arrayContaining(['Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining']));
+    // No key, no budget: a 401 is answered before counting.
+    expect(documented('401')).not.toContain('X-RateLimit-Limit');
+    expect(doc.components.headers['X-RateLimit-Limit'].description).toContain('100 a second');
+  });
+});
