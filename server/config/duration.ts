@@ -8,11 +8,13 @@ export function parseDurationMs(text: string): number {
   return Math.round(value * factor);
 }
 
-/** Parses a comma-separated schedule such as `30s,2m,10m,30m,2h` into milliseconds. */
+/**
+ * Parses a comma-separated schedule such as `30s,2m,10m,30m,2h` into milliseconds. At least one delay
+ * and no empty entry: `WEBHOOK_RETRY_SCHEDULE=","` meant no retry at all (one attempt, then dead), and
+ * `30s,,2m` is a typo, not a choice.
+ */
 export function parseSchedule(text: string): number[] {
-  return text
-    .split(',')
-    .map((part) => part.trim())
-    .filter(Boolean)
-    .map(parseDurationMs);
+  const parts = text.split(',').map((part) => part.trim());
+  if (parts.some((part) => part === '')) throw new Error(`"${text}" has an empty entry: list at least one delay, separated by commas`);
+  return parts.map(parseDurationMs);
 }

@@ -78,6 +78,11 @@ describe('configuration', () => {
     for (const name of ['WEBHOOK_RETRY_SCHEDULE', 'STATUS_SYNC_SCHEDULE']) {
       expect(() => loadConfig({ [name]: '30s,2min' })).toThrow(ConfigError);
       expect(() => loadConfig({ [name]: '30s,2min' })).toThrow(`${name}: not a duration: "2min"`);
+      // An empty entry is no schedule (unset or "" is the default): "," had webhooks die after one attempt and pending payments never re-checked.
+      for (const empty of [',', '30s,,2m', '30s,']) {
+        expect(() => loadConfig({ [name]: empty })).toThrow(ConfigError);
+        expect(() => loadConfig({ [name]: empty })).toThrow(`${name}: "${empty}" has an empty entry`);
+      }
     }
     // The simulators' delays may be 0 (none).
     expect(loadConfig({ SANDBOX_CALLBACK_DELAY_MS: '0', SANDBOX_LATENCY_MS: '0' })).toMatchObject({ sandboxCallbackDelayMs: 0, sandboxLatencyMs: 0 });
