@@ -226,6 +226,19 @@ function durationVar(name: string, text: string): number {
   return ms;
 }
 
+/**
+ * An AES-256 key as `openssl rand -base64 32` prints it. Checked here, before any connection, so that a
+ * hex key or a truncated one stops every process (migrate, admin, api, worker) with exit 2 naming the
+ * variable, instead of a migrate that succeeds and processes that then fail after connecting.
+ */
+function aesKeyVar(name: string, value: string): void {
+  const text = value.trim();
+  const bytes = Buffer.from(text, 'base64');
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(text) || bytes.length !== 32) {
+    throw new ConfigError(`${name} must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32)`);
+  }
+}
+
 /** A comma-separated list of delays: 0 is allowed in it (the next try at once), the list being finite. */
 function scheduleVar(name: string, text: string): number[] {
   try {
@@ -269,6 +282,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   const e = parsed.data;
   const production = e.NODE_ENV === 'production';
   if (production && !e.ENCRYPTION_KEY) throw new ConfigError('ENCRYPTION_KEY is required when NODE_ENV=production');
+  if (e.ENCRYPTION_KEY !== undefined) aesKeyVar('ENCRYPTION_KEY', e.ENCRYPTION_KEY);
+  const decryptionKeys = (e.DECRYPTION_KEYS ?? '').split(',').map((k) => k.trim()).filter(Boolean);
+  for (const key of decryptionKeys) aesKeyVar('each of DECRYPTION_KEYS', key);
   const schedule = scheduleVar('WEBHOOK_RETRY_SCHEDULE', e.WEBHOOK_RETRY_SCHEDULE);
   const statusSync = scheduleVar('STATUS_SYNC_SCHEDULE', e.STATUS_SYNC_SCHEDULE);
   const acquireTimeoutMs = durationVar('DATABASE_ACQUIRE_TIMEOUT', e.DATABASE_ACQUIRE_TIMEOUT);
@@ -302,7 +318,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     idempotencyKeyPruneIntervalMs: durationVar('IDEMPOTENCY_KEY_PRUNE_INTERVAL', e.IDEMPOTENCY_KEY_PRUNE_INTERVAL),
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/$/, ''),
     encryptionKey: e.ENCRYPTION_KEY,
-    decryptionKeys: (e.DECRYPTION_KEYS ?? '').split(',').map((k) => k.trim()).filter(Boolean),
+    decryptionKeys,
     role: e.ROLE,
     sandbox,
     sandboxCallbackDelayMs: e.SANDBOX_CALLBACK_DELAY_MS,

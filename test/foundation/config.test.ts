@@ -1,4 +1,4 @@
-import { X509Certificate, generateKeyPairSync } from 'node:crypto';
+import { X509Certificate, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -92,6 +92,24 @@ describe('configuration', () => {
     const run = await runCli('server/main.ts', [], { EVENT_RETENTION: '30days', NODE_ENV: 'test', DATABASE_URL: NOWHERE });
     expect([run.code, run.stderr.trim()]).toEqual([2, 'EVENT_RETENTION: "30days" is not a duration (a number with a unit: 250ms, 30s, 5m, 1h, 30d)']);
   }, 30_000);
+
+  it('refuses an encryption key that is not 32 bytes in base64 before connecting anywhere: migrate and the service alike', async () => {
+    const good = randomBytes(32).toString('base64');
+    expect(loadConfig({ ENCRYPTION_KEY: ` ${good}\n`, DECRYPTION_KEYS: `${randomBytes(32).toString('base64')}, ${good}` }).decryptionKeys).toHaveLength(2);
+    // `openssl rand -hex 32` (a common slip), a truncated key, a 16-byte key.
+    for (const bad of [randomBytes(32).toString('hex'), good.slice(0, 40), randomBytes(16).toString('base64')]) {
+      expect(() => loadConfig({ ENCRYPTION_KEY: bad })).toThrow('ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32)');
+      expect(() => loadConfig({ ENCRYPTION_KEY: good, DECRYPTION_KEYS: `${good},${bad}` })).toThrow('each of DECRYPTION_KEYS must be the base64 encoding of exactly 32 bytes');
+    }
+    // Was: migrate succeeded, and the service connected, migrated, then exited 1 ("failed to start").
+    const hex = randomBytes(32).toString('hex');
+    const message = 'ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32)';
+    const service = await runCli('server/main.ts', [], { ENCRYPTION_KEY: hex, NODE_ENV: 'test', DATABASE_URL: NOWHERE });
+    expect([service.code, service.stderr.trim()]).toEqual([2, message]);
+    // migrate's usage errors exit 64 with its help after the message.
+    const migrate = await runCli('server/migrate.ts', [], { ENCRYPTION_KEY: hex, NODE_ENV: 'test', DATABASE_URL: NOWHERE });
+    expect([migrate.code, migrate.stderr.split('\n')[0]]).toEqual([64, message]);
+  }, 60_000);
 
   describe('mobilemoney operator certificates, read at boot', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'mm-config-cert-'));
