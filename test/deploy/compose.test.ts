@@ -1,4 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { parse as parseYaml } from 'yaml';
@@ -99,5 +101,23 @@ describe('compose.yaml', () => {
     const setting = command.map((arg) => /^max_connections=(\d+)$/.exec(arg)?.[1]).find(Boolean);
     const maxConnections = Number(setting ?? 100);
     expect(opened + 3 + 2).toBeLessThanOrEqual(maxConnections);
+  });
+
+  it('runs every docker compose command the README and compose.yaml show with the variables of one .env file', () => {
+    const readme = readFileSync(path.join(REPO, 'README.md'), 'utf8');
+    const shown = [...readme.split('\n'), ...composeText.split('\n').map((line) => line.replace(/^#\s*/, ''))].filter((line) => /\bdocker compose\b/.test(line) && !line.includes('`'));
+    expect(shown.length).toBeGreaterThanOrEqual(4);
+    // A VAR=value in front of one command is gone for the next (the scale-out answered "ENCRYPTION_KEY is missing a value").
+    for (const line of shown) expect([line, /^\s*[A-Z_]+=/.test(line)]).toEqual([line, false]);
+    // The README's own line that writes .env, run as shown (with a fixed key instead of openssl's), gives compose what it needs.
+    const writer = readme.split('\n').find((line) => line.startsWith('printf ') && line.endsWith('> .env'))!;
+    expect(writer).toContain('"$(openssl rand -base64 32)"');
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'compose-env-'));
+    execFileSync('bash', ['-c', writer.replace('"$(openssl rand -base64 32)"', `'${operatorEnv.ENCRYPTION_KEY}'`)], { cwd: dir });
+    const dotEnv = Object.fromEntries(readFileSync(path.join(dir, '.env'), 'utf8').trim().split('\n').map((line) => line.split(/=(.*)/s).slice(0, 2)));
+    expect(dotEnv).toEqual(operatorEnv);
+    for (const name of ['migrate', 'api', 'worker']) {
+      expect(loadConfig(containerEnv(service(name, dotEnv), dotEnv)).publicBaseUrl).toBe('https://pay.example.com');
+    }
   });
 });
