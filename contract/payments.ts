@@ -28,7 +28,11 @@ export function metadataSchema(subject: 'payment' | 'refund', example: string) {
   return extendApi(
     z
       .record(
-        z.string().regex(new RegExp(`^[A-Za-z0-9_.:-]{1,${METADATA_LIMITS.keyLength}}$`), `keys must be 1-${METADATA_LIMITS.keyLength} letters, digits, _ - . or :`),
+        z
+          .string()
+          .regex(new RegExp(`^[A-Za-z0-9_.:-]{1,${METADATA_LIMITS.keyLength}}$`), `keys must be 1-${METADATA_LIMITS.keyLength} letters, digits, _ - . or :`)
+          // A pair under this key would be dropped when the record is rebuilt (it sets an object's prototype instead).
+          .refine((key) => key !== '__proto__', 'the key __proto__ is not allowed'),
         z.string().max(METADATA_LIMITS.valueLength),
       )
       .refine((m) => Object.keys(m).length <= METADATA_LIMITS.keys, { message: `at most ${METADATA_LIMITS.keys} keys` }),

@@ -73,6 +73,8 @@ describe('payment metadata', () => {
       [tooMany, /at most 50 keys/],
       [{ ['k'.repeat(41)]: 'v' }, /keys must be 1-40/],
       [{ 'has space': 'v' }, /keys must be 1-40/],
+      // Was 201 with the pair silently dropped (an object cannot hold it as its own key when rebuilt).
+      [{ ['__proto__']: 'v' }, /__proto__ is not allowed/],
       [{ order_id: 'x'.repeat(501) }, /500/],
       [{ order_id: 1042 }, /string/i],
       [{ nested: { a: 'b' } }, /string/i],
