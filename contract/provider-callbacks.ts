@@ -77,5 +77,6 @@ export const providerCallbacksContract = c.router({
   mobilemoneyStatusResult: operatorCallback('/transactionstatus/result', 'mobilemoney transaction-status result', 'The `Result` of a check-status query. A completed transaction settles its pending payment and enqueues the merchant event.'),
   mobilemoneyStatusTimeout: operatorCallback('/transactionstatus/timeout', 'mobilemoney transaction-status timeout', 'The operator could not process a check-status query in time. Recorded on the query.'),
   mobilemoneyReversalResult: operatorCallback('/reversal/result', 'mobilemoney reversal result', 'The `Result` of a reversal. 0 or R000001: refund completed, payment reversed, payment.reversed. Any other code: refund failed with the reason, refund.failed.'),
-  mobilemoneyReversalTimeout: operatorCallback('/reversal/timeout', 'mobilemoney reversal timeout', 'The operator could not process a reversal in time; the refund stays pending.'),
+  mobilemoneyReversalTimeout: operatorCallback('/reversal/timeout', 'mobilemoney reversal timeout', 'The operator could not process a reversal request in time (queue timeout): the request was never processed, so the refund fails ' +
+      "(failure_reason: nothing was reversed; refund.failed) and the payment stays completed, so the merchant can ask again. A repeat of a reversal that did happen is answered 'already reversed', which completes it."),
 });

@@ -121,6 +121,17 @@ describe('openapi.json quality', () => {
     expect(misformatted).toEqual([]);
   });
 
+  it('describes refunds as the service settles them (test/payments/refund-sync and mobilemoney-payments show the behaviour)', () => {
+    // A cardpay or walletpay refund can stay pending (the provider answers pending, or does not answer: 502).
+    const create = doc.paths['/v1/refunds'].post.description as string;
+    expect(create).not.toContain('complete at once');
+    expect(create).toContain('stays pending until the provider');
+    // A reversal that timed out in the operator's queue fails the refund: the merchant can ask again.
+    const timeout = doc.paths['/v1/webhooks/mobilemoney/reversal/timeout'].post.description as string;
+    expect(timeout).not.toContain('stays pending');
+    expect(timeout).toContain('the refund fails');
+  });
+
   it('documents /healthz, /readyz and /metrics', () => {
     expect(doc.paths['/healthz'].get.responses['200']).toBeDefined();
     expect(Object.keys(doc.paths['/readyz'].get.responses)).toEqual(expect.arrayContaining(['200', '503']));
