@@ -22,9 +22,6 @@ export const ERROR_MESSAGES = {
   secretsUnreadable: 'The service cannot read the stored provider credentials right now; nothing was sent to the provider, retry after a moment',
   callbackSignature: (header: string) => `Invalid or missing ${header}`,
   metricsToken: 'Missing or wrong metrics token (send Authorization: Bearer <METRICS_TOKEN>)',
-  // Domain errors carry their own specific messages; these are real instances, for the examples.
-  conflictExample: 'payment is pending; only a completed payment can be refunded',
-  providerErrorExample: 'cardpay refused the payment: Invalid API Key provided',
 } as const;
 
 export interface DocumentedError {
@@ -35,18 +32,23 @@ export interface DocumentedError {
   message: string;
 }
 
-/** Per HTTP status: the code the service answers with, and its example message. */
+/**
+ * Per HTTP status: the code the service answers with, its description, and — for the statuses every route
+ * answers alike (400, 401, 403, 413, 429, 500, 503, and a path id that does not parse) — its example message.
+ * A 404 on a path without an id, and every 409, 422 and 502, says something only its route says: those
+ * examples come from ROUTE_ERROR_EXAMPLES, never from here.
+ */
 export const DOCUMENTED_ERRORS: Record<string, DocumentedError> = {
   '400': { code: 'BAD_REQUEST', description: 'Malformed JSON (BAD_REQUEST)', message: ERROR_MESSAGES.invalidJson },
   '401': { code: 'UNAUTHORIZED', description: 'Missing, unknown or revoked API key (UNAUTHORIZED)', message: ERROR_MESSAGES.unauthorized },
   '403': { code: 'FORBIDDEN', description: 'The API key lacks the scope this operation needs (FORBIDDEN)', message: ERROR_MESSAGES.missingScope('payments:write') },
   '404': { code: 'NOT_FOUND', description: 'Unknown id, or an id owned by another merchant (NOT_FOUND)', message: ERROR_MESSAGES.resourceNotFound },
-  '409': { code: 'CONFLICT', description: 'Conflict with the current state (CONFLICT)', message: ERROR_MESSAGES.conflictExample },
+  '409': { code: 'CONFLICT', description: 'Conflict with the current state (CONFLICT)', message: '' },
   '413': { code: 'PAYLOAD_TOO_LARGE', description: 'Body larger than 100 KiB (PAYLOAD_TOO_LARGE)', message: ERROR_MESSAGES.payloadTooLarge },
-  '422': { code: 'VALIDATION_ERROR', description: 'Invalid input, with field details (VALIDATION_ERROR)', message: ERROR_MESSAGES.invalidRequest('amount', 'must be greater than 0') },
+  '422': { code: 'VALIDATION_ERROR', description: 'Invalid input, with field details (VALIDATION_ERROR)', message: '' },
   '429': { code: 'RATE_LIMITED', description: 'Too many requests; wait for Retry-After seconds (RATE_LIMITED)', message: ERROR_MESSAGES.rateLimited('for this API key', '100 a second') },
   '500': { code: 'INTERNAL_ERROR', description: 'Unexpected error; quote the request id (INTERNAL_ERROR)', message: ERROR_MESSAGES.internal },
-  '502': { code: 'PROVIDER_ERROR', description: 'The provider was unreachable or refused the request (PROVIDER_ERROR)', message: ERROR_MESSAGES.providerErrorExample },
+  '502': { code: 'PROVIDER_ERROR', description: 'The provider was unreachable or refused the request (PROVIDER_ERROR)', message: '' },
   '503': {
     code: 'SERVICE_UNAVAILABLE',
     description: 'The service cannot serve the request right now (no database capacity free, or stored credentials this server cannot decrypt); nothing was sent to the provider, retry after Retry-After seconds with the same Idempotency-Key (SERVICE_UNAVAILABLE)',
@@ -60,3 +62,114 @@ export const CALLBACK_UNVERIFIED = {
   walletpay: 'Invalid walletpay transmission signature',
   mobilemoney: 'Callback could not be verified',
 } as const;
+
+/** A route's own error example: the message, and for a 422 the field detail it carries. */
+export interface RouteErrorExample {
+  message: string;
+  details?: { field: string; issue: string }[];
+  /** The response description, when the table's generic one does not fit this route. */
+  description?: string;
+}
+
+const invalid = (field: string, issue: string, description?: string): RouteErrorExample => ({
+  message: ERROR_MESSAGES.invalidRequest(field, issue),
+  details: [{ field, issue }],
+  ...(description ? { description } : {}),
+});
+
+/** What a provider simulator in an outage (a 500) makes the service answer; the real providers' 5xx read alike. */
+const CARDPAY_500 = 'cardpay answered HTTP 500: The cardpay simulator is in an outage (error mode). Try again later.';
+const EXAMPLE_ID = '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21';
+const EXAMPLE_REFUND_ID = '3f2b1c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d';
+const KEY_REUSED = 'This Idempotency-Key was already used with a different request body';
+
+/**
+ * Per operation, as openapi.json names it (`METHOD /path`): the error examples only that route sends — a
+ * 404 on a path without an id, and its 409, 422 and 502. Each is a message the route really answers
+ * (test/docs/openapi-quality.test.ts provokes every one and compares). openapi.json is not generated
+ * while an operation documents one of these statuses without an entry here.
+ */
+export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' | '422' | '502', RouteErrorExample>>> = {
+  'PUT /v1/merchant/webhook': { '422': invalid('webhook_url', 'Invalid url') },
+  'PUT /v1/merchant/credentials': {
+    '422': invalid('provider', 'must be one of: cardpay, walletpay, mobilemoney'),
+    '502': {
+      message: 'cardpay rejected the credentials while registering the callback URL: cardpay refused the credentials: Invalid API Key provided: sk_test_****docs',
+      description: 'The provider refused the credentials, or could not be reached, while the service registered its callback URL with them; nothing was stored (PROVIDER_ERROR)',
+    },
+  },
+  'DELETE /v1/merchant/credentials/{provider}': { '404': { message: ERROR_MESSAGES.notFound('cardpay credentials'), description: 'No credentials are stored for this provider, or the provider is unknown (NOT_FOUND)' } },
+  'POST /v1/payments/cards': {
+    '409': { message: KEY_REUSED, description: 'The Idempotency-Key was used with another body, or its first request is still running (CONFLICT)' },
+    '422': invalid('payment_method_id', 'is required'),
+    '502': { message: `cardpay could not save the card: ${CARDPAY_500}` },
+  },
+  'GET /v1/payments/cards': { '422': invalid('page', 'Number must be greater than or equal to 1') },
+  'DELETE /v1/payments/cards/{id}': { '502': { message: `cardpay could not detach the card: ${CARDPAY_500}` } },
+  'POST /v1/payments/mobilemoney/check-status/{code}': {
+    '404': { message: ERROR_MESSAGES.resourceNotFound, description: 'The code is not a receipt number or CheckoutRequestID (NOT_FOUND)' },
+    '422': {
+      message: 'mobilemoney credentials are not configured for this merchant',
+      details: [{ field: 'provider', issue: 'no mobilemoney credentials configured; store them with PUT /v1/merchant/credentials' }],
+      description: 'No mobilemoney credentials are stored, or the body is not empty (VALIDATION_ERROR)',
+    },
+    '502': { message: 'mobilemoney transaction status query failed: mobilemoney transaction status query failed, operator internal error (500.003.1001): Internal Server Error' },
+  },
+  'POST /v1/payments/mobilemoney/reconcile': {
+    '422': invalid('since', 'must be an ISO 8601 date-time'),
+    '502': { message: 'mobilemoney pull query failed: mobilemoney pull query failed, operator internal error (500.003.1001): Internal Server Error' },
+  },
+  'POST /v1/payments/mobilemoney/register-pull': {
+    '422': invalid('nominated_number', 'must be in the format 254XXXXXXXXX'),
+    '502': { message: 'mobilemoney pull registration failed: mobilemoney pull registration failed, operator internal error (500.003.1001): Internal Server Error' },
+  },
+  'POST /v1/payments': {
+    '409': { message: KEY_REUSED, description: 'The Idempotency-Key was used with another body or by another merchant, or its first request is still running (CONFLICT)' },
+    '422': invalid('amount', 'must be greater than 0'),
+    '502': {
+      message: "cardpay refused the payment: cardpay rejected the request: No such PaymentMethod: 'pm_docs_unknown'",
+      description: 'The provider refused the request outright; the payment is failed with failure_reason (PROVIDER_ERROR)',
+    },
+  },
+  'GET /v1/payments': { '422': invalid('status', 'must be one of: pending, completed, failed, refunded, reversed') },
+  'POST /v1/payments/{id}/capture': {
+    '409': {
+      message: 'the buyer has not approved this payment yet',
+      description: 'The payment is not a pending walletpay payment, the buyer has not approved it (or must approve again), or the Idempotency-Key was used with another payment (CONFLICT)',
+    },
+    '422': invalid('idempotency-key', 'must be at most 255 characters'),
+    '502': {
+      message: 'walletpay capture failed: walletpay answered 500 INTERNAL_SERVER_ERROR: An internal server error has occurred.',
+      description: 'walletpay refused the capture or did not answer; after no answer the payment stays pending until its event or the status sync (PROVIDER_ERROR)',
+    },
+  },
+  'POST /v1/refunds': {
+    '404': { message: ERROR_MESSAGES.notFound('payment'), description: 'payment_id names no payment of this merchant (NOT_FOUND)' },
+    '409': { message: 'payment is pending; only a completed payment can be refunded' },
+    '422': invalid('amount', 'must be greater than 0'),
+    '502': {
+      message: `cardpay did not answer the refund request (${CARDPAY_500}); refund ${EXAMPLE_REFUND_ID} stays pending`,
+      description: 'The provider refused the refund or did not answer; after no answer the refund stays pending until the provider settles it (PROVIDER_ERROR)',
+    },
+  },
+  'GET /v1/refunds': {
+    '404': { message: ERROR_MESSAGES.notFound('payment'), description: 'payment_id names no payment of this merchant (NOT_FOUND)' },
+    '422': invalid('status', 'must be one of: pending, completed, failed'),
+  },
+  'GET /v1/webhooks/logs': { '422': invalid('status', 'must be one of: pending, delivered, retrying, dead') },
+  'POST /v1/webhooks/logs/{id}/retry': { '409': { message: 'Only a dead or retrying delivery can be retried; this one is delivered' } },
+  'POST /v1/webhooks/recover': { '422': invalid('since', 'must be an ISO 8601 date-time') },
+  'POST /v1/webhooks/test': {
+    '409': { message: 'No webhook URL is registered: register one with PUT /v1/merchant/webhook first' },
+    '422': invalid('url', 'is not a known field'),
+  },
+  'GET /v1/events': { '422': invalid('type', 'must be one of: payment.completed, payment.failed, payment.refunded, payment.reversed, refund.failed, webhook.test') },
+  'POST /v1/webhooks/cardpay': {
+    '409': { message: `payment ${EXAMPLE_ID} is not completed here yet; its refund re_3Nq8ZrLkdIwHu7ix0dV4Gp2a is applied once it is: send the notification again later` },
+    '502': { message: 'cardpay could not be asked about the refunded payment; retry later' },
+  },
+  'POST /v1/webhooks/walletpay': {
+    '409': { message: `payment ${EXAMPLE_ID} is not completed here yet; its refund 1JU08902781691411 is applied once it is: send the notification again later` },
+    '502': { message: 'walletpay notification verification is unavailable; retry later' },
+  },
+};

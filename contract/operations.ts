@@ -40,7 +40,7 @@ export const operationsContract = c.router({
     summary: 'Liveness',
     description: 'Answers 200 while the process runs; it checks nothing else (use it as a liveness probe).',
     metadata: ops,
-    responses: { 200: HealthSchema, 404: ErrorBodySchema },
+    responses: { 200: HealthSchema },
   },
   readyz: {
     method: 'GET',
@@ -50,7 +50,7 @@ export const operationsContract = c.router({
       'Answers 200 when the database answers and the job runner is connected, 503 otherwise (use it as a readiness probe); ' +
       'also 503, with status `draining`, once the process is shutting down (SIGTERM): it finishes what is under way and takes nothing new.',
     metadata: ops,
-    responses: { 200: ReadinessSchema, 404: ErrorBodySchema, 503: NotReadySchema },
+    responses: { 200: ReadinessSchema, 503: NotReadySchema },
   },
   metrics: {
     method: 'GET',

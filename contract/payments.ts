@@ -413,7 +413,7 @@ export const paymentsContract = c.router(
       metadata: { ...write, replayStatus: 200 } as const,
       headers: IdempotencyHeaders,
       body: CreatePaymentBodySchema,
-      responses: { 200: envelope(PaymentSchema), 201: envelope(PaymentSchema), 404: ErrorBodySchema, 409: ErrorBodySchema, 502: ErrorBodySchema },
+      responses: { 200: envelope(PaymentSchema), 201: envelope(PaymentSchema), 409: ErrorBodySchema, 502: ErrorBodySchema },
     },
     list: {
       method: 'GET',

@@ -4,14 +4,17 @@
  * - zod shapes @anatine/zod-openapi renders loosely (`z.unknown()`, `z.union([obj, z.undefined(), z.null()])`,
  *   nullable titled schemas) become valid OpenAPI 3.0;
  * - every error response gets its description and an example in the error envelope, with the
- *   messages of contract/errors.ts (the ones the runtime sends);
+ *   messages of contract/errors.ts (the ones the runtime sends): the shared table's for the answers every
+ *   route gives alike, the route's own (ROUTE_ERROR_EXAMPLES) for a 404 without a path id, 409, 422 and 502;
+ *   a route that reads no body, query or header documents no 422;
  * - a request or success body without an example of its own gets one assembled from the examples the
  *   contract declares on its parts (`extendApi(..., { example })`) — never an invented value;
  * - every response documents X-Request-Id; 429 and 503 document Retry-After; the answers of a rate-limited
  *   operation document X-RateLimit-Limit and -Remaining.
  */
 
-import { CALLBACK_UNVERIFIED, DOCUMENTED_ERRORS, ERROR_MESSAGES, PROVIDERS, type DocumentedError } from '../../contract/index.js';
+import { CALLBACK_UNVERIFIED, DOCUMENTED_ERRORS, ERROR_MESSAGES, PROVIDERS, ROUTE_ERROR_EXAMPLES, type DocumentedError, type RouteErrorExample } from '../../contract/index.js';
+import { DEFAULT_CALLBACK_LIMIT_PER_MINUTE } from '../config/config.js';
 
 type Json = Record<string, unknown>;
 type Schema = Json;
@@ -36,40 +39,47 @@ const NOT_FOUND_RESOURCES: [string, string][] = [
   ['/v1/events/', 'event'],
 ];
 
-function errorFor(status: string, operation: Json, path: string): DocumentedError | undefined {
+/** Statuses whose example only the route knows (contract/errors.ts ROUTE_ERROR_EXAMPLES). */
+const ROUTE_SPECIFIC = new Set(['409', '422', '502']);
+
+type DocumentedAnswer = DocumentedError & { details?: { field: string; issue: string }[] };
+
+function errorFor(status: string, operation: Json, path: string, method: string): DocumentedAnswer | undefined {
   const error = DOCUMENTED_ERRORS[status];
   if (!error) return undefined;
+  const name = `${method.toUpperCase()} ${path}`;
+  const own: RouteErrorExample | undefined = ROUTE_ERROR_EXAMPLES[name]?.[status as '404' | '409' | '422' | '502'];
+  if (own) return { ...error, message: own.message, ...(own.details ? { details: own.details } : {}), ...(own.description ? { description: own.description } : {}) };
+  const hasPathId = /\{[a-z_]+\}/.test(path);
+  if (ROUTE_SPECIFIC.has(status) || (status === '404' && !hasPathId)) {
+    throw new Error(`OpenAPI: ${name} documents ${status} but contract/errors.ts ROUTE_ERROR_EXAMPLES has no message this route sends with it`);
+  }
   const resource = NOT_FOUND_RESOURCES.find(([prefix]) => path.startsWith(prefix) && path.includes('{id}'))?.[1];
   if (status === '404' && resource) return { ...error, message: ERROR_MESSAGES.notFound(resource) };
   const isCallback = Array.isArray(operation.security) && operation.security.length === 0;
   if (status === '401' && path === '/metrics') return { ...error, description: 'METRICS_TOKEN is set and the bearer token is missing or wrong (UNAUTHORIZED)', message: ERROR_MESSAGES.metricsToken };
   if (status === '401' && isCallback) return { ...error, ...callback401(path) };
+  // Provider callbacks are counted per source address, not per API key.
+  if (status === '429' && isCallback) {
+    return {
+      ...error,
+      description: 'Too many callbacks from this address; wait for Retry-After seconds (RATE_LIMITED)',
+      message: ERROR_MESSAGES.rateLimited('from this address', `${DEFAULT_CALLBACK_LIMIT_PER_MINUTE} a minute`),
+    };
+  }
   const scope = operation['x-required-scope'];
   if (status === '403' && typeof scope === 'string') return { ...error, message: ERROR_MESSAGES.missingScope(scope) };
   return error;
 }
 
-/** The field a 422 example names: the amount when the body has one, else the first input. */
-function exampleField(operation: Json, bodySchema: unknown, components: Record<string, Schema>): { field: string; issue: string } | undefined {
-  const resolved = isObject(bodySchema) && typeof bodySchema.$ref === 'string' ? components[bodySchema.$ref.split('/').pop() ?? ''] : bodySchema;
-  const first = isObject(resolved) && Array.isArray(resolved.oneOf) ? resolved.oneOf[0] : resolved;
-  const member = isObject(first) && typeof first.$ref === 'string' ? components[first.$ref.split('/').pop() ?? ''] : first;
-  const bodyFields = isObject(member) && isObject(member.properties) ? Object.keys(member.properties) : [];
-  if (bodyFields.includes('amount')) return { field: 'amount', issue: 'must be greater than 0' };
-  const query = (Array.isArray(operation.parameters) ? operation.parameters : []).find((p) => isObject(p) && p.in === 'query');
-  if (isObject(query) && typeof query.name === 'string') return { field: query.name, issue: 'is invalid' };
-  const path = (Array.isArray(operation.parameters) ? operation.parameters : []).find((p) => isObject(p) && p.in === 'path');
-  if (isObject(path) && typeof path.name === 'string') return { field: path.name, issue: 'is invalid' };
-  return bodyFields[0] ? { field: bodyFields[0], issue: 'is invalid' } : undefined;
+/** Whether the route reads anything a 422 could be about: a body, a query or a header (a path id that does not parse is 404). */
+function readsInput(operation: Json): boolean {
+  const parameters = Array.isArray(operation.parameters) ? operation.parameters : [];
+  return operation.requestBody !== undefined || parameters.some((p) => isObject(p) && p.in !== 'path');
 }
 
-function errorExample(status: string, error: DocumentedError, detail?: { field: string; issue: string }): Json {
-  if (status === '404' && error.code === 'NOT_FOUND' && detail === undefined) return { success: false, error: { code: error.code, message: error.message, request_id: EXAMPLE_REQUEST_ID } };
-  if (status === '422' && detail) {
-    // The message the validator sends names the first field detail.
-    return { success: false, error: { code: error.code, message: ERROR_MESSAGES.invalidRequest(detail.field, detail.issue), details: [detail], request_id: EXAMPLE_REQUEST_ID } };
-  }
-  return { success: false, error: { code: error.code, message: error.message, request_id: EXAMPLE_REQUEST_ID } };
+function errorExample(error: DocumentedAnswer): Json {
+  return { success: false, error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}), request_id: EXAMPLE_REQUEST_ID } };
 }
 
 const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -255,8 +265,8 @@ export function polishDocument<T extends Json>(document: T): T {
           withExample(media, components);
         }
       }
-      const bodyMedia = isObject(body) && isObject(body.content) ? body.content['application/json'] : undefined;
-      const detail = exampleField(operation, isObject(bodyMedia) ? bodyMedia.schema : undefined, components);
+      // A route that reads no body, query or header never answers 422 (the shared response list has one for every route).
+      if (isObject(operation.responses) && !readsInput(operation)) delete operation.responses['422'];
       // An operation that can answer 429 is counted: every one of its answers carries the budget's headers.
       const rateLimited = isObject(operation.responses) && '429' in operation.responses;
       for (const [status, response] of Object.entries(isObject(operation.responses) ? operation.responses : {})) {
@@ -264,7 +274,7 @@ export function polishDocument<T extends Json>(document: T): T {
         // Only responses in the error envelope get the error table's description and example (a 503 /readyz is not one).
         const medias = Object.values(isObject(response.content) ? response.content : {});
         const isEnvelope = medias.some((m) => isObject(m) && isObject(m.schema) && m.schema.$ref === '#/components/schemas/Error');
-        const error = isEnvelope ? errorFor(status, operation, path) : undefined;
+        const error = isEnvelope ? errorFor(status, operation, path, method) : undefined;
         if (error) response.description = error.description;
         else if (response.description === status) response.description = SUCCESS_DESCRIPTIONS[status] ?? `HTTP ${status}`;
         response.headers = {
@@ -278,7 +288,7 @@ export function polishDocument<T extends Json>(document: T): T {
         for (const media of Object.values(isObject(response.content) ? response.content : {})) {
           if (!isObject(media)) continue;
           if (isObject(media.schema)) normaliseSchema(media.schema, components);
-          withExample(media, components, error ? errorExample(status, error, detail) : undefined);
+          withExample(media, components, error ? errorExample(error) : undefined);
         }
       }
     }
