@@ -364,7 +364,7 @@ export const paymentsContract = c.router(
         'the query was accepted; the result arrives later at the transaction-status callback, which updates the payment and enqueues the merchant event.',
       metadata: { scope: 'payments:read', tag: mobilemoneyTag } as const,
       pathParams: z.object({ code: z.string().regex(/^[A-Za-z0-9_-]{6,64}$/, 'must be a receipt number or CheckoutRequestID') }),
-      body: z.union([z.object({}).strict(), z.undefined(), z.null()]).optional(),
+      body: z.union([z.object({}).strict(), z.undefined()]).optional(),
       responses: { 200: envelope(CheckStatusAckSchema), 404: ErrorBodySchema, 502: ErrorBodySchema },
     },
     reconcile: {
@@ -455,7 +455,7 @@ export const paymentsContract = c.router(
       metadata: write,
       headers: OptionalIdempotencyHeaders,
       pathParams: IdParamsSchema,
-      body: z.union([z.object({}).strict(), z.undefined(), z.null()]).optional(),
+      body: z.union([z.object({}).strict(), z.undefined()]).optional(),
       responses: { 200: envelope(CapturedPaymentSchema), 404: ErrorBodySchema, 409: ErrorBodySchema, 502: ErrorBodySchema },
     },
   },

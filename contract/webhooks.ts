@@ -73,7 +73,7 @@ export const webhooksContract = c.router(
         'Sends a signed `webhook.test` event to the registered URL within this request and answers with the attempt\'s outcome. The delivery ' +
         'appears in the delivery log like any other; a failed test is not retried (it is dead at once). No webhook URL registered is 409.',
       metadata: write,
-      body: z.union([z.object({}).strict(), z.undefined(), z.null()]).optional(),
+      body: z.union([z.object({}).strict(), z.undefined()]).optional(),
       responses: { 200: envelope(TestDeliveryResultSchema), 409: ErrorBodySchema },
     },
   },

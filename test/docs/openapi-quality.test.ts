@@ -280,6 +280,17 @@ describe('openapi.json route-specific error examples are what each route answers
     }
   });
 
+  it('documents no request body as nullable: a JSON null body is refused 400 before any route reads it', async () => {
+    const { apiKey } = await t.createMerchant('Docs Null');
+    for (const { name, op } of operations) {
+      const schema = op.requestBody?.content?.['application/json']?.schema;
+      const resolved = schema?.$ref ? doc.components.schemas[schema.$ref.split('/').pop()] : schema;
+      expect([name, resolved?.nullable ?? false]).toEqual([name, false]);
+    }
+    const res = await t.http.post(`/v1/payments/${UNKNOWN}/capture`).set('X-API-Key', apiKey).set('Content-Type', 'application/json').send('null');
+    expect([res.status, res.body.error]).toEqual([400, expect.objectContaining({ code: 'BAD_REQUEST', message: 'Request body must be a JSON object' })]);
+  });
+
   it('documents 422 only where a route reads a body, a query or a header', () => {
     for (const { name, op } of operations) {
       const inputs = Boolean(op.requestBody) || (op.parameters as Json[] ?? []).some((q) => q.in !== 'path');
