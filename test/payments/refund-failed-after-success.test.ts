@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { readFileSync } from 'node:fs';
 import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
+import { inProcessLogFile } from '../support/secret-audit.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -129,5 +131,60 @@ describe('a card refund that fails after it succeeded', () => {
     expect((await callback(`evt_rf_truthful_${Date.now()}`)).status).toBe(200);
     expect(await getOther(`/v1/refunds/${partial.body.data.id}`)).toMatchObject({ status: 'failed', failure_reason: 'expired_or_canceled_card' });
     expect(await getOther(`/v1/payments/${p.id}`)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+  });
+
+  it('the provider later reporting a failed refund completed: recorded as a refused move and logged as an error; the refund stays failed', async () => {
+    const secret = 'whsec_refund_failure_then_completed';
+    const other = await t.createMerchant('Refund Completed After Failure Shop');
+    const secretKey = 'sk_test_refund_fail_03';
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', other.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey, webhook_secret: secret } }).expect(200);
+    const p = (
+      await t.http.post('/v1/payments').set('X-API-Key', other.apiKey).set('Idempotency-Key', `rf-cf-${Date.now()}`)
+        .send({ provider: 'cardpay', amount: '30.00', currency: 'USD', payment_method: 'pm_card_refundFail' }).expect(201)
+    ).body.data as { id: string };
+    const partial = (await t.http.post('/v1/refunds').set('X-API-Key', other.apiKey).send({ payment_id: p.id, amount: '12.00' }).expect(201)).body.data as { id: string; provider_ref: string };
+    const providerRefund = async () =>
+      (await (await fetch(`${t.baseUrl}/sandbox/cardpay/v1/refunds/${partial.provider_ref}`, { headers: { Authorization: `Bearer ${secretKey}` } })).json()) as Record<string, unknown>;
+    const callback = (type: string, object: Record<string, unknown>) => {
+      const body = JSON.stringify({ id: `evt_rf_cf_${type}_${Date.now()}`, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type, data: { object } });
+      return t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signatureHeader(body, secret)).send(body);
+    };
+    const getOther = async (path: string) => (await t.http.get(path).set('X-API-Key', other.apiKey)).body.data;
+
+    // The provider fails the refund and says so: it is failed here, nothing refunded.
+    const failedAtProvider = await eventually(async () => {
+      const r = await providerRefund();
+      return r.status === 'failed' ? r : null;
+    }, 20_000, 'the provider failed the refund');
+    expect((await callback('refund.failed', failedAtProvider)).status).toBe(200);
+    expect(await getOther(`/v1/refunds/${partial.id}`)).toMatchObject({ status: 'failed' });
+
+    // Then the provider reports the same refund (our metadata.refund_id) succeeded after all.
+    await t.sql(`UPDATE sandbox_cardpay_refunds SET status = 'succeeded', failure_reason = NULL WHERE id = $1`, [partial.provider_ref]);
+    const succeeded = await providerRefund();
+    expect(succeeded).toMatchObject({ status: 'succeeded', metadata: { refund_id: partial.id } });
+    expect((await callback('refund.updated', succeeded)).status).toBe(200);
+
+    // Money state does not move: the refund stays failed and amount_refunded leaves it out...
+    expect(await getOther(`/v1/refunds/${partial.id}`)).toMatchObject({ status: 'failed', failure_reason: 'expired_or_canceled_card' });
+    expect(await getOther(`/v1/payments/${p.id}`)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+    // ...but the report is in the payment's history as a refused move, naming the provider's refund and amount.
+    const refusedMoves = async () =>
+      ((await getOther(`/v1/payments/${p.id}/transitions`)) as { subject: string; refund_id: string; from_status: string; to_status: string; accepted: boolean; note: string; trigger: string }[])
+        .filter((m) => m.refund_id === partial.id && m.from_status === 'failed' && m.to_status === 'completed');
+    const [refused, ...others] = await refusedMoves();
+    expect(others).toEqual([]);
+    expect(refused).toMatchObject({ subject: 'refund', accepted: false, trigger: 'callback:refund.updated' });
+    expect(refused!.note).toContain(partial.provider_ref);
+    expect(refused!.note).toContain('12.00 USD');
+    // An operator is told: an error-level log line naming the refund.
+    const log = readFileSync(inProcessLogFile(t.databaseUrl), 'utf8').split('\n').filter((l) => l.includes(partial.id) && l.includes('"level":50'));
+    expect(log).toHaveLength(1);
+    expect(log[0]).toContain('completed at the provider');
+
+    // The provider lists the charge's refunds again on its next event: recorded once.
+    expect((await callback('refund.created', succeeded)).status).toBe(200);
+    expect(await refusedMoves()).toHaveLength(1);
+    expect(await getOther(`/v1/refunds/${partial.id}`)).toMatchObject({ status: 'failed' });
   });
 });

@@ -96,6 +96,16 @@ interface Mismatched {
   mismatch: IntegrityMismatch;
 }
 
+/** A provider's report that one of our `failed` refunds completed: refused, recorded, logged as an error after the commit. */
+interface CompletedAfterFailed {
+  provider: string;
+  source: string;
+  paymentId: string;
+  refundId: string;
+  providerRefundId: string | null;
+  reported: string;
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function eventData(payment: Payment, previousStatus: PaymentStatus): MerchantEventData {
@@ -177,6 +187,9 @@ export class StatusWriter {
     for (const m of uow.refused) {
       this.mismatches.inc({ provider: m.provider, source: m.source });
       this.logger.warn({ paymentId: m.paymentId, provider: m.provider, ...m.mismatch }, 'provider report refused: amount or currency is not ours');
+    }
+    for (const c of uow.completedAfterFailed) {
+      this.logger.error(c, 'a refund recorded failed was completed at the provider; check it there and settle it by hand (it stays failed here)');
     }
     await this.enqueue(uow.deliveryIds);
     return result;
@@ -275,6 +288,7 @@ export class StatusWriter {
 export class UnitOfWork {
   readonly deliveryIds: string[] = [];
   readonly refused: Mismatched[] = [];
+  readonly completedAfterFailed: CompletedAfterFailed[] = [];
 
   constructor(readonly tx: EntityManager) {}
 
@@ -339,6 +353,10 @@ export class UnitOfWork {
     const from = refund.status;
     // A completed card refund the provider now reports failed (a mobile-money reversal never fails after completing).
     const failsCompleted = from === 'completed' && update.status === 'failed' && !update.reversal;
+    if (from === 'failed' && update.status === 'completed') {
+      await this.refuseCompletionOfFailed(payment, refund, update, source);
+      return { refund, payment, transitioned: false, mismatch: null };
+    }
     if ((from !== 'pending' && !failsCompleted) || update.status === 'pending') {
       if (from === 'pending' && update.providerRef) refund.providerRef = update.providerRef;
       if (from === 'pending' && update.raw !== undefined) refund.providerResponse = update.raw;
@@ -392,6 +410,39 @@ export class UnitOfWork {
       failure_reason: refund.failureReason ?? undefined,
     });
     return { refund, payment, transitioned: true, mismatch: null };
+  }
+
+  /**
+   * The provider says a refund we hold as `failed` completed: money went back to the customer while the
+   * merchant was told it did not (refund.failed) and amount_refunded leaves it out. Terminal statuses
+   * never move (a failed refund may have been asked for again), so nothing changes; the report is
+   * recorded as a refused move (payment_transitions, accepted = false, the provider's refund and amount
+   * in its note) and logged as an error after the commit, once per refund — the provider lists a charge's
+   * refunds on each of its refund events, and the same report again adds nothing.
+   */
+  private async refuseCompletionOfFailed(payment: Payment, refund: Refund, update: RefundUpdate, source: string): Promise<void> {
+    const seen = await this.tx.execute<unknown[]>(
+      `SELECT 1 FROM payment_transitions WHERE refund_id = ? AND subject = 'refund' AND from_status = 'failed' AND to_status = 'completed' AND NOT accepted LIMIT 1`,
+      [refund.id],
+    );
+    if (seen.length > 0) return;
+    const providerRefundId = update.providerRef ?? refund.providerRef ?? null;
+    const reported = update.reported ? `${formatMinorUnits(update.reported.minor, update.reported.currency.toUpperCase())} ${update.reported.currency.toUpperCase()}` : 'no amount';
+    await this.audit({
+      paymentId: payment.id,
+      refundId: refund.id,
+      subject: 'refund',
+      from: 'failed',
+      to: 'completed',
+      source,
+      accepted: false,
+      note:
+        `the provider reports refund ${providerRefundId ?? '(no reference)'} completed (${reported}) while it is failed here` +
+        `${refund.failureReason ? ` (${refund.failureReason})` : ''}: not applied; check it with the provider and settle it by hand`,
+      expected: { minor: refund.amountMinor, currency: refund.currency },
+      reported: update.reported ?? null,
+    });
+    this.completedAfterFailed.push({ provider: payment.provider, source, paymentId: payment.id, refundId: refund.id, providerRefundId, reported });
   }
 
   /**
