@@ -208,7 +208,7 @@ export const SavedCardSchema = extendApi(
     last4: z.string(),
     exp_month: z.number().int(),
     exp_year: z.number().int(),
-    is_default: z.boolean(),
+    is_default: z.boolean().describe('The merchant\'s default card: exactly one while the merchant has saved cards (the first saved; after the default is deleted, the most recently saved remaining card)'),
     created_at: TimestampSchema,
   }),
   { title: 'SavedCard', example: { id: '7c9e6679-7425-40de-944b-e07fc1f90ae7', provider: 'cardpay', brand: 'visa', last4: '4242', exp_month: 12, exp_year: 2030, is_default: true, created_at: '2026-11-22T10:15:30.000Z' } },

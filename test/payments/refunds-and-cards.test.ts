@@ -232,4 +232,43 @@ describe('saved cards', () => {
       .send({ provider: 'cardpay', amount: '1.00', currency: 'USD', saved_card_id: saved.body.data.id });
     expect(charge.status).toBe(422);
   });
+
+  type Card = { id: string; is_default: boolean };
+  const shopWithCards = async (name: string, secretKey: string) => {
+    const shop = await t.createMerchant(name);
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', shop.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey } }).expect(200);
+    const save = async (pm = 'pm_card_visa') => (await t.http.post('/v1/payments/cards').set('X-API-Key', shop.apiKey).send({ payment_method_id: pm }).expect(201)).body.data as Card;
+    const cards = async () => (await t.http.get('/v1/payments/cards').set('X-API-Key', shop.apiKey).expect(200)).body.data as Card[];
+    const remove = (id: string) => t.http.delete(`/v1/payments/cards/${id}`).set('X-API-Key', shop.apiKey);
+    const defaults = async () => (await cards()).filter((c) => c.is_default).map((c) => c.id);
+    return { shop, save, cards, remove, defaults };
+  };
+
+  it('deleting the default card makes the most recently saved remaining card the default; a merchant with cards always has exactly one', async () => {
+    const { save, remove, defaults } = await shopWithCards('Default Card Shop', 'sk_test_default_cards_01');
+    const first = await save();
+    const second = await save('pm_card_mastercard');
+    const third = await save('pm_card_amex');
+    expect([first.is_default, second.is_default, third.is_default]).toEqual([true, false, false]);
+
+    await remove(first.id).expect(200);
+    expect(await defaults()).toEqual([third.id]);
+    // Deleting a card that is not the default leaves the default alone.
+    await remove(second.id).expect(200);
+    expect(await defaults()).toEqual([third.id]);
+    // The last card gone, the next card saved is the default again.
+    await remove(third.id).expect(200);
+    expect(await defaults()).toEqual([]);
+    const fourth = await save();
+    expect(fourth.is_default).toBe(true);
+    expect(await defaults()).toEqual([fourth.id]);
+  });
+
+  it('first cards saved at the same time: every save succeeds and exactly one card is the default', async () => {
+    const { save, cards, defaults } = await shopWithCards('Concurrent Card Shop', 'sk_test_default_cards_02');
+    const saved = await Promise.all(Array.from({ length: 12 }, () => save()));
+    expect(saved.filter((c) => c.is_default)).toHaveLength(1);
+    expect(await cards()).toHaveLength(12);
+    expect(await defaults()).toEqual([saved.find((c) => c.is_default)!.id]);
+  });
 });

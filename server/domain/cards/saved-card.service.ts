@@ -18,8 +18,20 @@ export interface SaveCardInput {
 }
 
 /**
+ * One merchant's saved-card writes one at a time (a transaction-scoped advisory lock on the merchant): the
+ * choice of the default card reads the other cards and must not race another save or deletion.
+ */
+async function lockMerchantCards(tx: EntityManager, merchantId: string): Promise<void> {
+  await tx.execute(`SELECT pg_advisory_xact_lock(hashtextextended('saved_cards:' || ?, 0))`, [merchantId]);
+}
+
+/**
  * Saved cards: a provider customer with the payment method attached; only token, brand, last4, expiry
  * kept. The cards live at the provider whose port has a card vault (the contract's card API names none).
+ *
+ * The default card: a merchant with active cards has exactly one (`is_default`). The first card saved
+ * becomes it; deleting it makes the most recently saved remaining card the default. A partial unique
+ * index (saved_cards_one_default_idx) holds at most one; the per-merchant lock makes the choice race-free.
  */
 export class SavedCardService {
   private readonly port: ProviderPort;
@@ -68,6 +80,7 @@ export class SavedCardService {
       providerFailure(err, 'save the card');
     }
     return this.em.fork().transactional(async (tx) => {
+      await lockMerchantCards(tx, merchantId);
       const hasDefault = (await tx.count(SavedCardSchema, { merchantId, active: true, isDefault: true })) > 0;
       const card = tx.create(SavedCardSchema, {
         id,
@@ -95,9 +108,12 @@ export class SavedCardService {
     return { items, total };
   }
 
-  /** Detaches at the provider, then deactivates locally: a deleted card can no longer be charged. */
+  /**
+   * Detaches at the provider, then deactivates locally: a deleted card can no longer be charged. When it
+   * was the default, the most recently saved remaining card becomes the default.
+   */
   async remove(merchantId: string, id: string): Promise<void> {
-    const card = await this.em.findOne(SavedCardSchema, { id, merchantId, active: true });
+    const card = await this.em.fork().findOne(SavedCardSchema, { id, merchantId, active: true });
     if (!card) throw notFound('saved card');
     const creds = await this.credentials.require(merchantId, this.port.name);
     try {
@@ -106,10 +122,17 @@ export class SavedCardService {
       providerFailure(err, 'detach the card');
     }
     await this.em.fork().transactional(async (tx) => {
-      const row = await tx.findOneOrFail(SavedCardSchema, { id });
-      row.active = false;
-      row.isDefault = false;
-      row.deletedAt = new Date();
+      await lockMerchantCards(tx, merchantId);
+      const [row] = await tx.execute<{ is_default: boolean }[]>('SELECT is_default FROM saved_cards WHERE id = ? AND merchant_id = ? AND active FOR UPDATE', [id, merchantId]);
+      if (!row) return; // deleted meanwhile
+      await tx.execute('UPDATE saved_cards SET active = false, is_default = false, deleted_at = now() WHERE id = ?', [id], 'run');
+      if (!row.is_default) return;
+      await tx.execute(
+        `UPDATE saved_cards SET is_default = true
+          WHERE id = (SELECT id FROM saved_cards WHERE merchant_id = ? AND active ORDER BY created_at DESC, id DESC LIMIT 1)`,
+        [merchantId],
+        'run',
+      );
     });
   }
 }
