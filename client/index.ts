@@ -286,7 +286,7 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     listAll: (q: ListCardsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => cards.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
     /**
-     * DELETE /v1/payments/cards/{id}: detaches the card at the provider. Resolves `{ id, deleted: true }` also when
+     * DELETE /v1/payments/cards/{id}: deletes the card (detached at the provider when it can be). Resolves `{ id, deleted: true }` also when
      * a retry finds the card already gone after an attempt whose answer was lost (`$response.alreadyDeleted`).
      */
     delete: async (id: string, requestOptions?: RequestOptions) => deleted(raw.payments.deleteCard({ params: { id: pathParam(id) }, requestOptions }), { id, deleted: true }),

@@ -349,11 +349,15 @@ export const paymentsContract = c.router(
       method: 'DELETE',
       path: '/v1/payments/cards/:id',
       summary: 'Delete a saved card',
-      description: 'Detaches the card at the card provider and deactivates it locally; it can no longer be charged.',
+      description:
+        'Deactivates the card locally (it is no longer listed and can no longer be charged) and detaches it at the card provider. ' +
+        'The card is deleted even when the detach cannot be done (no cardpay credentials any more, credentials of another provider account, ' +
+        'the provider unreachable): that is logged, and the payment method stays attached at the provider. ' +
+        'When the card was the default, the most recently saved remaining card becomes the default.',
       metadata: cards,
       pathParams: IdParamsSchema,
       body: c.noBody(),
-      responses: { 200: envelope(z.object({ id: UuidSchema, deleted: z.literal(true) })), 404: ErrorBodySchema, 502: ErrorBodySchema },
+      responses: { 200: envelope(z.object({ id: UuidSchema, deleted: z.literal(true) })), 404: ErrorBodySchema },
     },
     checkStatus: {
       method: 'POST',

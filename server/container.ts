@@ -191,7 +191,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     payments,
     paymentHistory: new PaymentHistory(em),
     refunds,
-    savedCards: new SavedCardService(em, credentials, providers, idempotency),
+    savedCards: new SavedCardService(em, credentials, providers, idempotency, logger),
     statusSync: new StatusSyncService(em, config, gateway, payments, logger),
     abandonFailed: new AbandonFailedService(em, gateway, writer, logger),
     refundSync: new RefundSyncService(em, config, gateway, refunds, logger),

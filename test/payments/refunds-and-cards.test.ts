@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { inProcessLogFile } from '../support/secret-audit.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -270,5 +272,25 @@ describe('saved cards', () => {
     expect(saved.filter((c) => c.is_default)).toHaveLength(1);
     expect(await cards()).toHaveLength(12);
     expect(await defaults()).toEqual([saved.find((c) => c.is_default)!.id]);
+  });
+
+  it('a saved card is deleted even when the merchant has no card credentials any more, or credentials of another provider account', async () => {
+    const { shop, save, cards, remove, defaults } = await shopWithCards('Card Credentials Gone Shop', 'sk_test_cards_creds_01');
+    const kept = await save();
+    const orphan = await save('pm_card_mastercard');
+    await t.http.delete('/v1/merchant/credentials/cardpay').set('X-API-Key', shop.apiKey).expect(200);
+    const deleted = await remove(orphan.id);
+    expect(deleted.status).toBe(200);
+    expect(deleted.body).toEqual({ success: true, data: { id: orphan.id, deleted: true } });
+    expect((await cards()).map((c) => c.id)).toEqual([kept.id]);
+    const log = readFileSync(inProcessLogFile(t.databaseUrl), 'utf8').split('\n').filter((l) => l.includes(orphan.id));
+    expect(log.join('\n')).toContain('without detaching it at the provider');
+
+    // Credentials of another provider account: it does not know the card's payment method. Still deleted.
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', shop.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_cards_creds_02' } }).expect(200);
+    await remove(kept.id).expect(200);
+    expect(await cards()).toEqual([]);
+    expect(await defaults()).toEqual([]);
+    expect((await remove(kept.id)).status).toBe(404);
   });
 });

@@ -3,6 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { SavedCardSchema, type SavedCard } from '../../persistence/entities/index.js';
 import { DomainError, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
+import type { Logger } from '../../observability/logger.js';
 import { ProviderError, type CardVault, type ProviderPort, type ProviderRegistry } from '../ports.js';
 import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
 
@@ -42,6 +43,7 @@ export class SavedCardService {
     private readonly credentials: CredentialsService,
     providers: ProviderRegistry,
     private readonly idempotency: IdempotencyKeys,
+    private readonly logger: Logger,
   ) {
     const port = providers.all().find((p) => p.cards);
     if (!port?.cards) throw new Error('no provider of this build keeps saved cards');
@@ -109,18 +111,16 @@ export class SavedCardService {
   }
 
   /**
-   * Detaches at the provider, then deactivates locally: a deleted card can no longer be charged. When it
-   * was the default, the most recently saved remaining card becomes the default.
+   * Deactivates the card: it can no longer be charged, nor is it listed. It is detached at the provider
+   * first when the merchant's card credentials are there; a detach that fails — no credentials any more,
+   * credentials of another provider account (which does not know the payment method), the provider
+   * unreachable — is logged and does not keep the card: the service never charges an inactive card.
+   * When the card was the default, the most recently saved remaining card becomes the default.
    */
   async remove(merchantId: string, id: string): Promise<void> {
     const card = await this.em.fork().findOne(SavedCardSchema, { id, merchantId, active: true });
     if (!card) throw notFound('saved card');
-    const creds = await this.credentials.require(merchantId, this.port.name);
-    try {
-      await this.vault.detachPaymentMethod(creds, card.paymentMethodToken);
-    } catch (err) {
-      providerFailure(err, 'detach the card');
-    }
+    await this.detach(card);
     await this.em.fork().transactional(async (tx) => {
       await lockMerchantCards(tx, merchantId);
       const [row] = await tx.execute<{ is_default: boolean }[]>('SELECT is_default FROM saved_cards WHERE id = ? AND merchant_id = ? AND active FOR UPDATE', [id, merchantId]);
@@ -134,5 +134,21 @@ export class SavedCardService {
         'run',
       );
     });
+  }
+
+  /** Detaches the card's payment method at the provider; a failure is logged, never thrown. */
+  private async detach(card: SavedCard): Promise<void> {
+    const log = { cardId: card.id, merchantId: card.merchantId, provider: this.port.name, customerRef: card.customerRef };
+    const creds = await this.credentials.find(card.merchantId, this.port.name);
+    if (!creds) {
+      this.logger.warn(log, 'saved card deleted without detaching it at the provider: the merchant has no card credentials any more');
+      return;
+    }
+    try {
+      await this.vault.detachPaymentMethod(creds, card.paymentMethodToken);
+    } catch (err) {
+      if (!(err instanceof ProviderError)) throw err;
+      this.logger.warn({ ...log, err: { kind: err.kind, message: err.message } }, 'saved card deleted; the provider could not detach it');
+    }
   }
 }
