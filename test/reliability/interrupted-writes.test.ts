@@ -122,6 +122,26 @@ describe('an api process killed between the provider acting and the commit of it
     expect(await providerRefunds()).toHaveLength(1);
   }, 120_000);
 
+  it('POST /v1/refunds: a retry after the provider forgot the idempotency key finds the refund instead of making a second', async () => {
+    const payment = await newPayment('cardpay', '60.00');
+    const key = unique('refund-forgotten');
+    const body = { payment_id: payment.id, amount: '20.00' };
+    const providerRefunds = () => sql<{ id: string; amount: string }>(db.url, 'SELECT id, amount::text FROM sandbox_cardpay_refunds WHERE payment_intent = $1', [payment.providerRef]);
+
+    await killAfterProviderActs('/v1/refunds', body, key, async () => (await providerRefunds()).length > 0);
+    const [reserved] = await sql<{ id: string }>(db.url, 'SELECT id FROM refunds WHERE payment_id = $1', [payment.id]);
+    // Stripe keeps an idempotency key 24 h and PayPal a request id 6 h; the merchant's key here lives 24 h.
+    await sql(db.url, 'DELETE FROM sandbox_cardpay_idempotency WHERE idempotency_key = $1', [`refund-${reserved!.id}`]);
+
+    const retry = await post(survivor.url!, '/v1/refunds', body, key);
+    expect(retry.status).toBe(201);
+    expect(retry.body.data).toMatchObject({ id: reserved!.id, amount: '20.00', status: 'completed' });
+    const refunds = await providerRefunds();
+    expect(refunds.map((r) => r.amount)).toEqual(['2000']);
+    expect(await sql(db.url, 'SELECT status, provider_ref FROM refunds WHERE payment_id = $1', [payment.id])).toEqual([{ status: 'completed', provider_ref: refunds[0]!.id }]);
+    expect(await sql(db.url, 'SELECT amount_refunded_minor::text AS refunded FROM payments WHERE id = $1', [payment.id])).toEqual([{ refunded: '2000' }]);
+  }, 120_000);
+
   it('POST /v1/refunds: a resumed refund sends the first request again, even after another refund took the rest', async () => {
     const payment = await newPayment('cardpay', '60.00');
     const key = unique('refund-then-rest');

@@ -77,6 +77,13 @@ export class RefundService {
         const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
         // A resumed refund the provider already answered (or acknowledged) is not sent again.
         if (resumed && (refund.status !== 'pending' || refund.providerRef)) return refund;
+        if (resumed) {
+          // Asked for before it is sent again, as the refund sync does: the provider keeps an idempotency
+          // key for less time than this key lives (PayPal 6 h, Stripe 24 h), and a repeat it no longer
+          // recognises would be a second refund.
+          const found = await this.lookUp(refund);
+          if (found) return this.settle(refund.id, found, 'refund');
+        }
         return this.send(refundId, 'refund', !resumed);
       },
       load: (refundId) => this.em.fork().findOneOrFail(RefundSchema, { id: refundId }),
@@ -85,6 +92,17 @@ export class RefundService {
       settled: (refund) => refund.status !== 'pending' || refund.providerRef != null,
     });
     return { refund: value, replayed };
+  }
+
+  /** The provider's record of a refund request (null: none; undefined: it cannot be asked). Unanswered: outcome unknown. */
+  private async lookUp(refund: Refund): Promise<ProviderRefundResult | null | undefined> {
+    const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: refund.paymentId });
+    try {
+      return await this.gateway.findRefund(payment, { refundId: refund.id, providerRef: null, payment: paymentLookup(payment) });
+    } catch (err) {
+      if (!(err instanceof ProviderError)) throw err;
+      throw new OutcomeUnknownError('PROVIDER_ERROR', `${payment.provider} could not be asked whether refund ${refund.id} was made (${err.message}); it stays pending`);
+    }
   }
 
   /**
