@@ -455,7 +455,8 @@ export const paymentsContract = c.router(
       summary: 'Capture an approved wallet payment',
       description:
         'Captures a walletpay order after the buyer approved it. No body (or `{}`). 409 when the payment is not pending or the buyer has not approved. ' +
-        'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and never captures twice.',
+        'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and never captures twice; ' +
+        'after a 502 (the provider did not answer, or refused before acting) the retry with the key sends the capture again, and the provider answers it with the first capture if there was one.',
       metadata: write,
       headers: OptionalIdempotencyHeaders,
       pathParams: IdParamsSchema,

@@ -20,6 +20,8 @@ class TrapProxy {
   repeats: '429' | 'held' = '429';
   /** Requests whose path starts with this are answered 500 by the proxy (a provider endpoint down). */
   downPrefix: string | null = null;
+  /** The next POST to exactly this path is answered 429 by the proxy (the provider's rate limiter: nothing done); then it is cleared. */
+  rateLimitOnce: string | null = null;
   private readonly seen = new Set<string>();
   private readonly held = new Set<http.ServerResponse>();
   private readonly server = http.createServer((req, res) => {
@@ -30,6 +32,14 @@ class TrapProxy {
       if (this.downPrefix !== null && req.url?.startsWith(this.downPrefix)) {
         res.writeHead(500, { 'Content-Type': 'application/json' });
         res.end(JSON.stringify({ requestId: 'proxy', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' }));
+        return;
+      }
+      if (req.method === 'POST' && this.rateLimitOnce !== null && req.url === this.rateLimitOnce) {
+        this.rateLimitOnce = null;
+        res.writeHead(429, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify(req.url.includes('/walletpay/')
+          ? { name: 'RATE_LIMIT_REACHED', message: 'Too many requests. Blocked due to rate limiting.', debug_id: 'proxy429' }
+          : { error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' } }));
         return;
       }
       const trapped = req.method === 'POST' && this.trapPath !== null && req.url === this.trapPath;
@@ -117,6 +127,7 @@ afterAll(async () => {
 });
 beforeEach(() => {
   proxy.downPrefix = null;
+  proxy.rateLimitOnce = null;
   proxy.trapPath = null;
   proxy.repeats = '429';
 });
@@ -211,6 +222,28 @@ describe('a capture whose answer timed out (the provider captured)', () => {
     expect(retried.headers['idempotent-replayed']).toBe('true');
     expect(retried.body.data).toMatchObject({ id: p.id, status: 'completed' });
     expect(await captures()).toHaveLength(1);
+  });
+});
+
+describe('a capture the provider rate-limited (nothing was captured)', () => {
+  it('answers 502 and binds the key to no final error: the retry with the key captures, once', async () => {
+    const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `retry-pay-${++n}`)
+      .send({ provider: 'walletpay', amount: '19.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
+    const p = created.body.data as { id: string; provider_ref: string; next_action: { url: string } };
+    await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+
+    proxy.rateLimitOnce = `/sandbox/walletpay/v2/checkout/orders/${p.provider_ref}/capture`;
+    const captureKey = `limited-capture-${++n}`;
+    const capture = () => t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).set('Idempotency-Key', captureKey).send({});
+    const first = await capture();
+    expect(first.status).toBe(502);
+    expect(first.body.error).toMatchObject({ code: 'PROVIDER_ERROR', message: expect.stringContaining('429') });
+    expect((await payment(p.id)).status).toBe('pending');
+
+    const retried = await capture();
+    expect(retried.status).toBe(200);
+    expect(retried.body.data).toMatchObject({ id: p.id, status: 'completed' });
+    expect(await t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [p.provider_ref])).toHaveLength(1);
   });
 });
 

@@ -48,6 +48,33 @@ describe('walletpay outage on capture', () => {
   });
 });
 
+describe('walletpay outage on a capture sent with an Idempotency-Key', () => {
+  it('502, then the retry with the same key captures once the provider is back (not the stored 502 replayed)', async () => {
+    const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `out-key-${++n}-${Date.now()}`)
+      .send({ provider: 'walletpay', amount: '31.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
+    const p = created.body.data;
+    await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+    const captureKey = `cap-1-${p.id}`;
+    const capture = () => t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).set('Idempotency-Key', captureKey).send({});
+    await outage('walletpay', 'error');
+    const failed = await capture();
+    await outage('walletpay', 'ok');
+    expect(failed.status).toBe(502);
+    expect(failed.body.error.code).toBe('PROVIDER_ERROR');
+    expect((await get(p.id)).status).toBe('pending');
+
+    const retried = await capture();
+    expect(retried.status).toBe(200);
+    expect(retried.body.data).toMatchObject({ id: p.id, status: 'completed' });
+    const again = await capture();
+    expect(again.status).toBe(200);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body.data).toMatchObject({ id: p.id, status: 'completed' });
+    const captures = await t.sql<{ n: number }>(`SELECT count(*)::int AS n FROM sandbox_walletpay_captures WHERE order_id = $1`, [p.provider_ref]);
+    expect(captures[0]!.n).toBe(1);
+  });
+});
+
 describe('mobilemoney outage on reversal', () => {
   it('502 and a reversal that was never sent is failed at once, so it does not block the retry; the retry reverses the payment', async () => {
     const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `out-mm-${Date.now()}`)

@@ -102,6 +102,13 @@ export interface IdempotentAction<T> {
    * OutcomeUnknownError the key replays that error until this is true. Without it the error is replayed.
    */
   settled?(value: T): boolean;
+  /**
+   * Errors after which the action is to be resumed rather than answered: nothing about it is final yet
+   * (the provider did not answer, or refused before acting, e.g. rate-limited). The key keeps no answer
+   * and its lease is released, so the next request with the key resumes the action at once (`act` with
+   * `resumed`), repeating the very provider request. Takes precedence over OutcomeUnknownError's `undecided`.
+   */
+  resumable?(err: DomainError): boolean;
 }
 
 export class IdempotencyKeys {
@@ -186,7 +193,8 @@ export class IdempotencyKeys {
    * Runs `action` once per key: the first request's answer — its success status, or the DomainError it
    * ended with — is stored and replayed to every later request with the key (marked Idempotent-Replayed),
    * and the action never runs twice. An OutcomeUnknownError is replayed only until the resource is
-   * settled (`action.settled`); from then on the resource is the answer, with the success status. An unexpected error releases the lease so a retry resumes at once.
+   * settled (`action.settled`); from then on the resource is the answer, with the success status. An unexpected
+   * error, or one the action calls resumable (`action.resumable`), releases the lease so a retry resumes at once.
    */
   async run<T>(request: IdempotentRequest, status: number, action: IdempotentAction<T>): Promise<{ value: T; replayed: boolean }> {
     const acquired = await this.acquire(request, (uow) => action.reserve(uow));
@@ -208,6 +216,7 @@ export class IdempotencyKeys {
       value = await this.holding(claim, () => action.act(claim.resourceId, claim.resumed));
     } catch (err) {
       if (err instanceof DomainError && action.nothingDone?.(err)) await this.forget(claim);
+      else if (err instanceof DomainError && action.resumable?.(err)) await this.release(claim).catch(() => undefined);
       else if (err instanceof OutcomeUnknownError) await this.finish(claim, { status, undecided: IdempotencyKeys.storedError(err) });
       else if (err instanceof DomainError) await this.finish(claim, { error: IdempotencyKeys.storedError(err) });
       else await this.release(claim).catch(() => undefined);

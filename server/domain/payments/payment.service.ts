@@ -23,6 +23,12 @@ import { firstCheckAfterMs } from './sync-schedule.js';
 
 const REFERENCE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
 
+/**
+ * A capture the provider refused before acting on it (rate-limited, credentials refused): nothing was
+ * captured, and nothing about the capture is final — a retry with the same Idempotency-Key sends it again.
+ */
+class CaptureNotSentError extends DomainError {}
+
 /** A creation's outcome; `keyFinished` when the key's answer was committed with the payment's. */
 interface Settled {
   payment: Payment;
@@ -315,7 +321,11 @@ export class PaymentService {
 
   /**
    * Captures an approved payment (providers with the capture capability). Wrong status or an unapproved payment is 409. With an
-   * Idempotency-Key a retry replays the first answer; a 409 (nothing captured) frees the key for a retry.
+   * Idempotency-Key a retry replays the first answer; a 409 (nothing captured) frees the key for a retry. A capture
+   * whose outcome is not final — the provider did not answer (a timeout, a 5xx, its token endpoint down) or refused
+   * before acting (429, credentials) — binds the key to no answer: a retry with the key resumes it, sending the
+   * capture again with the same provider idempotency key (`capture-<payment id>`), so the provider answers with
+   * the first capture if there was one, and captures now if there was none.
    */
   async capture(merchantId: string, id: string, idempotencyKey?: string): Promise<{ payment: Payment; replayed: boolean }> {
     if (idempotencyKey === undefined) return { payment: await this.captureNow(merchantId, id), replayed: false };
@@ -338,7 +348,9 @@ export class PaymentService {
         },
         load: (paymentId) => this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId }),
         nothingDone: (err) => err.code === 'CONFLICT',
-        // After a capture whose outcome was unknown: settled once the payment moved (event or status sync).
+        // Nothing else ever sends the capture again: the merchant's retry with the key resumes it.
+        resumable: (err) => err instanceof OutcomeUnknownError || err instanceof CaptureNotSentError,
+        // (Keys stored before captures were resumable:) settled once the payment moved (event or status sync).
         settled: (payment) => payment.status !== 'pending',
       },
     );
@@ -382,6 +394,10 @@ export class PaymentService {
       if (err instanceof ProviderError && (err.kind === 'indeterminate' || err.kind === 'unavailable')) {
         // The capture may have happened: the payment stays pending for the provider's event or the status sync.
         throw new OutcomeUnknownError('PROVIDER_ERROR', `${payment.provider} capture failed: ${err.message}`);
+      }
+      if (err instanceof ProviderError && (err.kind === 'rate_limited' || err.kind === 'auth')) {
+        // Refused before it acted: nothing was captured; the payment stays pending and the capture may be sent again.
+        throw new CaptureNotSentError('PROVIDER_ERROR', `${payment.provider} capture failed: ${err.message}`);
       }
       if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${payment.provider} capture failed: ${err.message}`);
       throw err;
