@@ -247,6 +247,33 @@ describe('a capture the provider rate-limited (nothing was captured)', () => {
   });
 });
 
+describe('a payment creation the provider rate-limited (429: nothing was created)', () => {
+  it.each([
+    ['cardpay', '/sandbox/cardpay/v1/payment_intents', { provider: 'cardpay', amount: '21.00', currency: 'USD', payment_method: 'pm_card_visa' }, 'completed'],
+    ['walletpay', '/sandbox/walletpay/v2/checkout/orders', { provider: 'walletpay', amount: '21.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' }, 'pending'],
+  ] as const)('%s: 201 pending (not 502 failed); the status sync sends it again with the same idempotency key', async (provider, path, body, settled) => {
+    proxy.rateLimitOnce = path;
+    const idem = `limited-pay-${++n}`;
+    const res = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', idem).send(body);
+    expect(proxy.rateLimitOnce).toBeNull();
+    expect(res.status).toBe(201);
+    expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+    const id = res.body.data.id as string;
+    // Made by the status sync's repeat of the creation: the card charged once, the order made (the buyer approves it next).
+    const done = await eventually(async () => {
+      const p = await payment(id);
+      return p.provider_ref && p.status === settled ? p : null;
+    }, 20_000, `the ${provider} creation sent again`);
+    if (provider === 'cardpay') expect(await intentsOf(id)).toEqual([expect.objectContaining({ status: 'succeeded' })]);
+    else expect(done.next_action).toMatchObject({ type: 'redirect', url: expect.any(String) });
+    expect(await t.sql(`SELECT to_status FROM payment_transitions WHERE payment_id = $1 AND to_status = 'failed'`, [id])).toEqual([]);
+    // The key answers the payment as it is now.
+    const replay = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', idem).send(body);
+    expect(replay.status).toBe(200);
+    expect(replay.body.data).toMatchObject({ id, status: settled });
+  });
+});
+
 describe('a mobile-money reversal the operator accepted but whose acknowledgement was lost', () => {
   it('blocks a second reversal (409) instead of failing the first; the refund sync completes it; no refund.failed', async () => {
     const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `retry-pay-${++n}`)

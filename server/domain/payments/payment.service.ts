@@ -217,9 +217,11 @@ export class PaymentService {
       return this.settle(payment, { ...update, status: 'failed', failureReason: err.message }, claim);
     }
     // `unavailable`: the provider was not reached, or answered that it did nothing (a token endpoint down,
-    // a subscriber busy with another push). Kept pending only where the status sync repeats the creation;
-    // elsewhere nothing would ever settle it, so it fails now and the merchant may try again.
-    const keepPending = err.kind === 'indeterminate' || (err.kind === 'unavailable' && this.gateway.port(payment.provider).capabilities.replayableCreate);
+    // a subscriber busy with another push); `rate_limited`: its rate limiter answered 429 (nothing created).
+    // Neither is a refusal of the payment: kept pending where the status sync repeats the creation (the
+    // same idempotency key); elsewhere nothing would ever settle it, so it fails now and the merchant may try again.
+    const notDone = err.kind === 'unavailable' || err.kind === 'rate_limited';
+    const keepPending = err.kind === 'indeterminate' || (notDone && this.gateway.port(payment.provider).capabilities.replayableCreate);
     if (keepPending) {
       // The provider may have acted: keep the payment pending; a callback or the status sync settles it.
       this.logger.warn({ paymentId: payment.id, provider: payment.provider, kind: err.kind }, 'provider outcome unknown at creation');
