@@ -19,7 +19,11 @@ export const AmountInputSchema = extendApi(z.union([z.string().max(32), z.number
 });
 
 const CurrencyInputSchema = extendApi(z.string().regex(/^[A-Za-z]{3}$/, 'must be a 3-letter ISO 4217 code'), { example: 'USD' });
-const UrlSchema = z.string().url().max(2048);
+/**
+ * An absolute http(s) URL: the providers take no other scheme (a custom app scheme, ftp:, javascript: are
+ * refused there, after the payment was written). Spelled case by case so the document's pattern says the same.
+ */
+const UrlSchema = z.string().url().max(2048).regex(/^[Hh][Tt][Tt][Pp][Ss]?:\/\//, 'must be an http or https URL');
 
 /** At most 50 keys (as Stripe's metadata); a key 1–40 characters of letters, digits and `_ - . :`; a value at most 500 characters. */
 export const METADATA_LIMITS = { keys: 50, keyLength: 40, valueLength: 500 } as const;

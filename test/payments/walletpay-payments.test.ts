@@ -216,6 +216,24 @@ describe('walletpay currencies', () => {
   });
 });
 
+describe('walletpay return and cancel URLs', () => {
+  const paymentRows = async () => (await t.sql<{ n: number }>('SELECT count(*)::int AS n FROM payments'))[0]!.n;
+
+  it.each(['return_url', 'cancel_url'])('%s that is not http(s) is 422 naming it, nothing is written and the key stays free', async (field) => {
+    for (const url of ['ftp://shop.example.com/return', 'javascript:alert(1)', 'myapp://checkout/done']) {
+      const before = await paymentRows();
+      const idem = `wallet-url-${++n}`;
+      const res = await create({ [field]: url }, idem);
+      expect(res.status).toBe(422);
+      expect(res.body).toMatchObject({ success: false, error: { code: 'VALIDATION_ERROR', details: [{ field, issue: expect.stringContaining('http') }] } });
+      expect(await paymentRows()).toBe(before);
+      // Nothing was claimed: the key takes the corrected request.
+      expect((await create({}, idem)).status).toBe(201);
+      expect(await paymentRows()).toBe(before + 1);
+    }
+  });
+});
+
 describe('walletpay callbacks', () => {
   it('rejects a forged callback with 401 and changes nothing', async () => {
     const p = (await create()).body.data;
