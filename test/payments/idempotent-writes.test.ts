@@ -135,6 +135,31 @@ describe('refunds with an Idempotency-Key', () => {
   });
 });
 
+describe('capture of an order the buyer cancelled (VOIDED)', () => {
+  it('is 409 saying the buyer cancelled, and the payment is failed at once (payment.failed), not left pending', async () => {
+    const p = (await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', unique('wallet'))
+      .send({ provider: 'walletpay', amount: '46.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' })
+      .expect(201)).body.data;
+    await fetch(`${p.next_action.url}&auto=cancel`, { redirect: 'manual' });
+
+    const idem = unique('capture');
+    const refused = await capture(p.id, idem);
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toMatchObject({ code: 'CONFLICT', message: expect.stringMatching(/cancel/i) });
+    expect(refused.body.error.message).toMatch(/failed/);
+    const now = (await t.http.get(`/v1/payments/${p.id}`).set('X-API-Key', key).expect(200)).body.data;
+    expect(now).toMatchObject({ status: 'failed', failure_reason: expect.stringMatching(/voided/), next_action: null });
+    // Through the status writer: a transition made by the capture, and the merchant's event.
+    expect(await t.sql('SELECT from_status, to_status, trigger FROM payment_transitions WHERE payment_id = $1 AND to_status = $2', [p.id, 'failed']))
+      .toEqual([{ from_status: 'pending', to_status: 'failed', trigger: 'capture' }]);
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.failed' }]);
+    // A retry (with the key or without) is the usual 409 for a payment that is no longer pending.
+    const retried = await capture(p.id, idem);
+    expect(retried.status).toBe(409);
+    expect(retried.body.error.message).toMatch(/payment is failed/);
+  });
+});
+
 describe('capture with an Idempotency-Key', () => {
   it('a capture before approval is 409 and frees the key; after approval it captures once and replays', async () => {
     const p = (await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', unique('wallet'))

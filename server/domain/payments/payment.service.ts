@@ -368,6 +368,13 @@ export class PaymentService {
       result = await this.gateway.capture(payment, `capture-${payment.id}`);
     } catch (err) {
       if (err instanceof ProviderError && err.reason === 'not_approved') {
+        // Refused as not approved: also what an order the buyer cancelled (VOIDED) answers, which no event
+        // reports. The order as it stands tells them apart; a final one is applied now.
+        const settled = await this.settleUnapproved(payment);
+        if (settled?.status === 'failed') {
+          throw conflict(`the payment can no longer be captured and is now failed (${settled.failureReason ?? `${payment.provider} ended it`}); create a new payment if the customer still wants to pay`);
+        }
+        if (settled) return settled;
         throw conflict('the buyer has not approved this payment yet');
       }
       if (err instanceof ProviderError && err.reason === 'reapprove') {
@@ -405,6 +412,23 @@ export class PaymentService {
       throw err;
     }
     return (await this.applyUpdate(payment.id, toUpdate(result), 'capture')).payment;
+  }
+
+  /**
+   * After a capture refused as not approved: the provider's order, applied through the status writer when
+   * it is final (the buyer cancelled, it expired); null while it is still waiting for the buyer, or when the
+   * provider cannot be asked now (the payment stays pending for the status sync).
+   */
+  private async settleUnapproved(payment: Payment): Promise<Payment | null> {
+    let current: ProviderPaymentResult;
+    try {
+      current = await this.gateway.getPayment(payment, paymentLookup(payment));
+    } catch (err) {
+      if (!(err instanceof ProviderError)) throw err;
+      return null;
+    }
+    if (current.status === 'pending') return null;
+    return (await this.applyUpdate(payment.id, toUpdate(current), 'capture')).payment;
   }
 
   private assertCapturable(payment: Payment): void {
