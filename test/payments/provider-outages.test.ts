@@ -75,6 +75,31 @@ describe('walletpay outage on a capture sent with an Idempotency-Key', () => {
   });
 });
 
+describe('a capture key an earlier version bound to its 502 (answer `undecided`)', () => {
+  it('the retry with the key resumes the capture once the provider is back', async () => {
+    const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `out-old-${++n}-${Date.now()}`)
+      .send({ provider: 'walletpay', amount: '32.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
+    const p = created.body.data;
+    await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+    const captureKey = `cap-old-${p.id}`;
+    const capture = () => t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).set('Idempotency-Key', captureKey).send({});
+    await outage('walletpay', 'error');
+    expect((await capture()).status).toBe(502);
+    await outage('walletpay', 'ok');
+    // As the earlier version stored it: finished, its answer the 502 kept until the payment settles.
+    const undecided = { status: 200, undecided: { code: 'PROVIDER_ERROR', message: 'walletpay capture failed: walletpay answered 500 INTERNAL_SERVER_ERROR' } };
+    await t.sql(`UPDATE idempotency_keys SET recovery_point = 'finished', answer = $1::jsonb, lease_token = NULL, locked_until = NULL WHERE scope = 'payment.capture' AND key = $2`,
+      [JSON.stringify(undecided), captureKey]);
+
+    const [first, second] = await Promise.all([capture(), capture()]);
+    expect([first.status, second.status]).toEqual([200, 200]);
+    expect(first.body.data).toMatchObject({ id: p.id, status: 'completed' });
+    expect(second.body.data).toMatchObject({ id: p.id, status: 'completed' });
+    const captures = await t.sql<{ n: number }>(`SELECT count(*)::int AS n FROM sandbox_walletpay_captures WHERE order_id = $1`, [p.provider_ref]);
+    expect(captures[0]!.n).toBe(1);
+  });
+});
+
 describe('mobilemoney outage on reversal', () => {
   it('502 and a reversal that was never sent is failed at once, so it does not block the retry; the retry reverses the payment', async () => {
     const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `out-mm-${Date.now()}`)

@@ -197,6 +197,10 @@ export class IdempotencyKeys {
    * error, or one the action calls resumable (`action.resumable`), releases the lease so a retry resumes at once.
    */
   async run<T>(request: IdempotentRequest, status: number, action: IdempotentAction<T>): Promise<{ value: T; replayed: boolean }> {
+    return this.runAction(request, status, action, true);
+  }
+
+  private async runAction<T>(request: IdempotentRequest, status: number, action: IdempotentAction<T>, mayReopen: boolean): Promise<{ value: T; replayed: boolean }> {
     const acquired = await this.acquire(request, (uow) => action.reserve(uow));
     if (acquired.state === 'finished') {
       const { answer } = acquired;
@@ -204,7 +208,15 @@ export class IdempotencyKeys {
         // The first answer was "outcome unknown": the resource as it is now answers, once it is settled.
         const value = await action.load(acquired.resourceId);
         if (action.settled?.(value)) return { value, replayed: true };
-        throw IdempotencyKeys.replayError({ error: answer.undecided })!;
+        const undecided = IdempotencyKeys.replayError({ error: answer.undecided })!;
+        // Stored by a version (or a process not yet upgraded) that kept such an answer for an action now
+        // resumed instead: the key is reopened once, and this request resumes the action like any other.
+        if (mayReopen && action.resumable?.(new OutcomeUnknownError(answer.undecided.code, answer.undecided.message))) {
+          // (If another request reopened it first, this one waits for it, as for any claim in progress.)
+          await this.reopen(request);
+          return this.runAction(request, status, action, false);
+        }
+        throw undecided;
       }
       const replayedError = IdempotencyKeys.replayError(answer);
       if (replayedError) throw replayedError;
@@ -281,6 +293,15 @@ export class IdempotencyKeys {
     await this.em.fork().execute(
       'UPDATE idempotency_keys SET lease_token = NULL, locked_until = NULL, updated_at = now() WHERE id = ? AND lease_token = ?',
       [claim.id, claim.leaseToken],
+    );
+  }
+
+  /** Turns a key finished with an `undecided` answer back into an unfinished claim nobody holds (no-op when another request did first). */
+  private async reopen(request: IdempotentRequest): Promise<void> {
+    await this.em.fork().execute(
+      `UPDATE idempotency_keys SET recovery_point = 'provider_call', answer = NULL, lease_token = NULL, locked_until = NULL, updated_at = now()
+       WHERE scope = ? AND key = ? AND merchant_id = ? AND recovery_point = 'finished' AND answer -> 'undecided' IS NOT NULL`,
+      [request.scope, request.key, request.merchantId],
     );
   }
 
