@@ -20,10 +20,10 @@ class TrapProxy {
   repeats: '429' | 'held' = '429';
   /** Requests whose path starts with this are answered 500 by the proxy (a provider endpoint down). */
   downPrefix: string | null = null;
-  /** The next POST to exactly this path is answered 429 by the proxy (the provider's rate limiter: nothing done); then it is cleared. */
-  rateLimitOnce: string | null = null;
   private readonly seen = new Set<string>();
   private readonly held = new Set<http.ServerResponse>();
+  /** The next POST to exactly this path is answered 429 by the proxy (the provider's rate limiter: nothing done); then it is cleared. */
+  rateLimitOnce: string | null = null;
   private readonly server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -127,9 +127,9 @@ afterAll(async () => {
 });
 beforeEach(() => {
   proxy.downPrefix = null;
-  proxy.rateLimitOnce = null;
   proxy.trapPath = null;
   proxy.repeats = '429';
+  proxy.rateLimitOnce = null;
 });
 afterAll(async () => {
   await proxy.stop();
