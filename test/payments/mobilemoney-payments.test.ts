@@ -336,6 +336,26 @@ describe('check-status', () => {
     await eventually(() => receiver.events('payment.completed').find((e) => e.json.data.payment_id === silent.id));
   });
 
+  it('a push whose prompt is still open, queried while the operator answers 200 ResultCode 4999 "still under processing": stays pending, then the callback completes it', async () => {
+    const config = t.service.container.config;
+    const saved = config.sandboxCallbackDelayMs;
+    config.sandboxCallbackDelayMs = 3000; // the customer answers the prompt after 3 s
+    let p;
+    try {
+      p = (await pay({ phone: '254700000007' })).body.data;
+    } finally {
+      config.sandboxCallbackDelayMs = saved;
+    }
+    const ack = await t.http.post(`/v1/payments/mobilemoney/check-status/${p.provider_ref}`).set('X-API-Key', key);
+    expect(ack.status).toBe(200);
+    expect(ack.body.data).toMatchObject({ ConversationID: p.provider_ref, ResponseCode: '0', ResponseDescription: 'payment status: pending' });
+    expect(await get(p.id)).toMatchObject({ status: 'pending', failure_reason: null });
+    const done = await settled(p.id, 'completed');
+    expect(done.provider_ref).toMatch(/^[A-Z0-9]{10}$/);
+    await eventually(() => receiver.events('payment.completed').find((e) => e.json.data.payment_id === p.id));
+    expect(receiver.events('payment.failed').filter((e) => e.json.data.payment_id === p.id)).toEqual([]);
+  });
+
   it('records a queue timeout', async () => {
     const ack = await t.http.post('/v1/payments/mobilemoney/check-status/TIMEOUT0000').set('X-API-Key', key);
     expect(ack.status).toBe(200);

@@ -55,6 +55,32 @@ describe('status sync of stuck payments', () => {
     await eventually(() => receiver.events('payment.completed').find((e) => e.json.data.payment_id === id));
   });
 
+  it('mobile money: a query answered 200 ResultCode 4999 "still under processing" keeps it pending; the success callback completes it', async () => {
+    // 254700000007: while its prompt is open the simulator answers the STK query in a 200 with ResultCode
+    // 4999, as Daraja does; the customer pays when the prompt closes (2 s) and the callback comes.
+    const res = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `sync-4999-${Date.now()}`)
+      .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254700000007' });
+    expect(res.body.data.status).toBe('pending');
+    const { id, provider_ref: checkoutRequestId } = res.body.data;
+
+    // A second re-check claimed (the first has answered), or the payment moved.
+    const checked = await eventually(async () => {
+      const [row] = await t.sql<{ status: string; sync_attempts: number }>('SELECT status, sync_attempts FROM payments WHERE id = $1', [id]);
+      return row!.status !== 'pending' || row!.sync_attempts >= 2 ? row : null;
+    }, 10_000, 'a first re-check');
+    expect(checked.status).toBe('pending');
+    const [stk] = await t.sql<{ query_count: number; open: boolean }>(
+      'SELECT query_count, completes_at > now() AS open FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1', [checkoutRequestId]);
+    expect(stk!.query_count).toBeGreaterThanOrEqual(1);
+    expect(stk!.open).toBe(true); // asked while the prompt was open: the answer was 4999
+
+    await eventually(async () => (await t.sql<{ status: string }>('SELECT status FROM payments WHERE id = $1', [id]))[0]!.status === 'completed', 15_000, 'settlement');
+    const transitions = await t.sql<{ to_status: string }>('SELECT to_status FROM payment_transitions WHERE payment_id = $1 AND accepted ORDER BY id', [id]);
+    expect(transitions.map((r) => r.to_status)).toEqual(['pending', 'completed']);
+    await eventually(() => receiver.events('payment.completed').find((e) => e.json.data.payment_id === id));
+    expect(receiver.events('payment.failed').filter((e) => e.json.data.payment_id === id)).toEqual([]);
+  });
+
   it('stops re-checking after the last interval of the schedule; /metrics counts the payment as unresolved unless it waits for the customer', async () => {
     const shortSchedule = await startTestService({ SANDBOX_CALLBACK_DELAY_MS: '600000', STATUS_SYNC_SCHEDULE: '100ms,100ms', STATUS_SYNC_POLL_INTERVAL: '100ms' });
     try {

@@ -15,6 +15,7 @@ import { normalisePhone } from '../../server/providers/mobilemoney/phone.js';
 import {
   reversalResultStatus,
   stkPassword,
+  stkQueryStatus,
   stkResultStatus,
   wholeShillings,
   wireAmountToMinor,
@@ -49,6 +50,15 @@ describe('status mapping', () => {
     expect(stkResultStatus(0)).toBe('completed');
     expect(stkResultStatus('0')).toBe('completed');
     for (const code of [1, '1', 1032, '1032', 1037, 2001, '17']) expect(stkResultStatus(code)).toBe('failed');
+  });
+
+  it('an STK query result that says the prompt is still open (4999, "under processing", "being processed") is pending, not failed', () => {
+    expect(stkQueryStatus('4999', 'The transaction is still under processing')).toBe('pending');
+    expect(stkQueryStatus('4999', '')).toBe('pending');
+    expect(stkQueryStatus('500.001.1001', 'The transaction is being processed')).toBe('pending');
+    expect(stkQueryStatus('0', 'The service request is processed successfully.')).toBe('completed');
+    expect(stkQueryStatus('1032', 'Request cancelled by user')).toBe('failed');
+    expect(stkQueryStatus('1037', 'DS timeout user cannot be reached')).toBe('failed');
   });
 
   it('reversal 0 and R000001 complete the refund; the other codes fail it', () => {

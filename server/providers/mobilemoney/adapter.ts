@@ -31,7 +31,7 @@ import {
   SANDBOX_INITIATOR_PASSWORD,
   StkPushResponseSchema,
   StkQueryResponseSchema,
-  stkResultStatus,
+  stkQueryStatus,
   wholeShillings,
   type AsyncAck,
   type InitiatorCredentials,
@@ -106,7 +106,8 @@ export class MobilemoneyAdapter {
   }
 
   /**
-   * STK query: "being processed" → pending; ResultCode 0 → completed; anything else → failed.
+   * STK query: "being processed" (an error body) or "still under processing" (a 200 with ResultCode
+   * 4999) → pending; ResultCode 0 → completed; anything else → failed.
    * The operator's answer names no amount: it is about the one push request `checkoutRequestId`,
    * whose amount is the one we sent (`pushAmount`) and which the customer can only accept or decline.
    * So the push's amount is reported; every source that does carry an amount (callback, status
@@ -121,7 +122,8 @@ export class MobilemoneyAdapter {
     }
     const parsed = StkQueryResponseSchema.safeParse(res.json);
     if (!parsed.success) throw unreadable('STK query');
-    const status = stkResultStatus(parsed.data.ResultCode);
+    const status = stkQueryStatus(parsed.data.ResultCode, parsed.data.ResultDesc);
+    if (status === 'pending') return { providerRef: checkoutRequestId, status: 'pending', raw: res.json };
     return {
       providerRef: parsed.data.CheckoutRequestID,
       status,

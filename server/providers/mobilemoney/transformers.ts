@@ -6,7 +6,8 @@ import { darajaTimestamp } from './eat-time.js';
 
 /**
  * M-Pesa Daraja wire types, request builders and THE status-mapping tables (interface.md):
- * STK ResultCode 0 → completed, anything else → failed; reversal result 0 or R000001 → completed
+ * STK ResultCode 0 → completed, anything else → failed (an STK query's "still under processing", 4999,
+ * is no result: pending); reversal result 0 or R000001 → completed
  * (decisions.md), anything else → failed.
  */
 
@@ -164,9 +165,26 @@ export const StkQueryResponseSchema = z
   })
   .passthrough();
 
-/** The STK query's "still on the handset" answer: an error body, not a result. */
+/** The words of the STK query's "still on the handset" answers: "being processed", "still under processing". */
+const STILL_PROCESSING = /being processed|under processing/i;
+
+/** The STK query's "still on the handset" answer as an error body (HTTP 500, 500.001.1001 "The transaction is being processed"). */
 export function isStillProcessing(error: OperatorError): boolean {
-  return /being processed/i.test(error.errorMessage);
+  return STILL_PROCESSING.test(error.errorMessage);
+}
+
+/** The ResultCode of the STK query's "still on the handset" answer in a 200 ("The transaction is still under processing"). */
+export const STK_STILL_PROCESSING_CODE = '4999';
+
+/**
+ * An STK query's result → service status. While the prompt is still open the operator may answer with a
+ * result instead of an error body: HTTP 200, ResultCode 4999 "The transaction is still under processing".
+ * That is no outcome — the customer may still pay — so it is pending, as is any result that says it is
+ * still being processed; otherwise the STK table (stkResultStatus).
+ */
+export function stkQueryStatus(resultCode: string, resultDesc: string): ServicePaymentStatus {
+  if (String(resultCode).trim() === STK_STILL_PROCESSING_CODE || STILL_PROCESSING.test(resultDesc)) return 'pending';
+  return stkResultStatus(resultCode);
 }
 
 // ---------------------------------------------------------------- transaction status and reversal

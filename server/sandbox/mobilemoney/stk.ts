@@ -136,7 +136,19 @@ export function mountStk(router: Router, deps: SandboxDeps): void {
       const row = id ? await findStk(deps.em, id) : null;
       if (!row || row.shortcode !== creds.shortcode) return invalidField(res, 'CheckoutRequestID');
       await recordQuery(deps.em, row.checkout_request_id);
-      // Until the customer has answered (the callback delay), the operator says it is still processing.
+      // Until the customer has answered (the callback delay), the operator says it is still processing: as an
+      // error body, or (the under-processing test phone) as a result in a 200, ResultCode 4999, as Daraja also answers.
+      if (!row.done && row.phone === TEST_PHONES.underProcessing) {
+        res.json({
+          ResponseCode: '0',
+          ResponseDescription: 'The service request has been accepted successsfully',
+          MerchantRequestID: row.merchant_request_id,
+          CheckoutRequestID: row.checkout_request_id,
+          ResultCode: '4999',
+          ResultDesc: 'The transaction is still under processing',
+        });
+        return;
+      }
       if (!row.done) return operatorError(res, '500.001.1001', 'The transaction is being processed');
       res.json({
         ResponseCode: '0',

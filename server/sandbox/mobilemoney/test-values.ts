@@ -14,6 +14,9 @@
  *   254700000004  → ResultCode 1037 "DS timeout user cannot be reached"
  *   254700000005  → ResultCode 2001 "The initiator information is invalid." (wrong PIN)
  *   254700000006  → ResultCode 1019 "Transaction has expired"
+ *   254700000007  → ResultCode 0 with a receipt, like 254708374149; but while its prompt is open the STK
+ *                   query answers HTTP 200 ResponseCode "0", ResultCode "4999" "The transaction is still
+ *                   under processing" (Daraja answers either way) instead of the "being processed" error
  *   any other     → ResultCode 0
  * While a phone's prompt is open (until its callback time), another push to it is refused as Daraja does:
  * HTTP 500 `500.001.1001` "Unable to lock subscriber, a transaction is already in process for the current
@@ -61,6 +64,7 @@ export const TEST_PHONES = {
   unreachable: '254700000004',
   wrongPin: '254700000005',
   expired: '254700000006',
+  underProcessing: '254700000007',
 } as const;
 
 export const TIMEOUT_TRANSACTION_ID = 'TIMEOUT0000';
