@@ -379,6 +379,11 @@ export interface ProviderPort<C = unknown> {
   normaliseRequest(body: CreatePaymentBody, amount: Money): { fields: Record<string, string | undefined> } | { issues: RequestIssue[] };
   /** Why the provider cannot refund `amount` (an issue for the request's amount field), or null; absent: any amount it can charge. */
   refundAmountIssue?(amount: Money): string | null;
+  /**
+   * Why the provider cannot be asked to refund this completed payment yet (the message of a 409 CONFLICT:
+   * nothing is written, nothing sent), or null; absent: a provider reference is all a refund needs.
+   */
+  refundConflict?(payment: { providerRef: string | null; receiptNumber: string | null }): string | null;
   createPayment(creds: C, input: CreatePaymentInput): Promise<ProviderPaymentResult>;
   getPayment(creds: C, lookup: PaymentLookup): Promise<ProviderPaymentResult>;
   /**

@@ -198,6 +198,28 @@ describe('live-env reversal and transaction-status results', () => {
     } }).expect(200);
   });
 
+  it('a payment confirmed by the STK query has no receipt to reverse yet: 409 CONFLICT saying so, no refund written, nothing sent; after reconciliation it refunds', async () => {
+    const p = await payOps(PHONES.success);
+    await eventually(async () => ((await getOps(p.id)).status === 'completed' ? true : null), 15_000, 'payment settled');
+    expect(await getOps(p.id)).toMatchObject({ status: 'completed', provider_ref: p.provider_ref });
+    const early = await asOps('post', '/v1/refunds').send({ payment_id: p.id });
+    expect(early.status).toBe(409);
+    expect(early.body.error.code).toBe('CONFLICT');
+    expect(early.body.error.message).toMatch(/receipt number is not known yet.*reconciliation/);
+    expect(await t.sql('SELECT 1 FROM refunds WHERE payment_id = $1', [p.id])).toEqual([]);
+    expect((await asOps('get', '/v1/refunds').query({ payment_id: p.id })).body.data).toEqual([]);
+    expect(await t.sql(`SELECT 1 FROM sandbox_mobilemoney_reversals r JOIN sandbox_mobilemoney_stk_requests s ON s.receipt_number = r.transaction_id
+      WHERE s.checkout_request_id = $1`, [p.provider_ref])).toEqual([]);
+    expect(await t.sql(`SELECT type FROM events WHERE payment_id = $1 AND type LIKE 'refund.%'`, [p.id])).toEqual([]);
+    expect(await getOps(p.id)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+    // Reconciliation supplies the receipt; the same request is then taken.
+    await asOps('post', '/v1/payments/mobilemoney/reconcile').send({}).expect(200);
+    const later = await asOps('post', '/v1/refunds').send({ payment_id: p.id });
+    expect(later.status).toBe(201);
+    await eventually(async () => ((await refundOf(later.body.data.id)).status === 'completed' ? true : null), 20_000, 'refund completed');
+    expect(await getOps(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+  });
+
   it("the operator's reversal result, at the address bound to our reversal request (its token), completes the refund without a query", async () => {
     const paid = await paidWithReceipt();
     const refund = await asOps('post', '/v1/refunds').send({ payment_id: paid.id });

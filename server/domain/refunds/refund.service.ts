@@ -154,6 +154,8 @@ export class RefundService {
     await assertCredentialsConfigured(tx, merchantId, payment.provider);
     if (payment.status !== 'completed') throw conflict(`payment is ${payment.status}; only a completed payment can be refunded`);
     if (!payment.providerRef) throw conflict('payment has no provider reference to refund');
+    const notYet = this.gateway.port(payment.provider).refundConflict?.({ providerRef: payment.providerRef, receiptNumber: payment.receiptNumber ?? null });
+    if (notYet) throw conflict(`payment cannot be refunded yet: ${notYet}`);
     const pending = await tx.find(RefundSchema, { paymentId, status: 'pending' });
     const fullOnly = !this.gateway.port(payment.provider).capabilities.partialRefunds;
     // Full-only refunds are reversals, one at a time (decisions.md: 409 while one is pending) — also one

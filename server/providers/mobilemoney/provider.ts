@@ -42,6 +42,13 @@ export function mobilemoneyProvider(config: AppConfig, em: EntityManager, instru
       const url = typeof custom === 'string' && custom ? custom : signedCallbackUrl(config, creds, '', input.paymentId);
       return adapter.createPayment(creds, { ...input, callbackUrl: url });
     },
+    // A reversal names the M-Pesa receipt. A push confirmed by the STK query (live env: the operator's
+    // callback is unsigned) has none until reconciliation finds its settled transaction.
+    refundConflict: (payment) =>
+      payment.receiptNumber
+        ? null
+        : "the payment's M-Pesa receipt number is not known yet (the operator's query that confirmed the payment names none); " +
+          'it arrives with reconciliation (automatic every 15 minutes, or POST /v1/payments/mobilemoney/reconcile): refund the payment then',
     getPayment: (creds, lookup) => adapter.getPayment(creds, lookup),
     refundPayment: (creds, input) =>
       adapter.refundPayment(creds, {
