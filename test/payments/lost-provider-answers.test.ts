@@ -16,10 +16,15 @@ import { eventually } from '../support/webhook-receiver.js';
 class TrapProxy {
   target = '';
   trapPath: string | null = null;
-  /** What a repeat of a trapped request gets: 429 from the proxy, or the same treatment (forwarded, answer held). */
-  repeats: '429' | 'held' = '429';
+  /**
+   * What a repeat of a trapped request gets: 429 from the proxy, the same treatment (forwarded, answer
+   * held), or (mobile money) the operator's spike-arrest refusal, `500.003.02`, from the proxy.
+   */
+  repeats: '429' | 'held' | 'spike-arrest' = '429';
   /** Requests whose path starts with this are answered 500 by the proxy (a provider endpoint down). */
   downPrefix: string | null = null;
+  /** Repeats answered with the spike-arrest refusal. */
+  spikeArrested = 0;
   private readonly seen = new Set<string>();
   private readonly held = new Set<http.ServerResponse>();
   /** The next POST to exactly this path is answered 429 by the proxy (the provider's rate limiter: nothing done); then it is cleared. */
@@ -48,6 +53,12 @@ class TrapProxy {
         res.end(JSON.stringify({ error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' } }));
         return;
       }
+      if (trapped && this.seen.has(key) && this.repeats === 'spike-arrest') {
+        this.spikeArrested += 1;
+        res.writeHead(429, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ requestId: 'proxy-spike', errorCode: '500.003.02', errorMessage: 'Error Occurred - Spike Arrest Violation' }));
+        return;
+      }
       if (trapped) this.seen.add(key);
       const headers = { ...req.headers };
       delete headers.host;
@@ -73,6 +84,12 @@ class TrapProxy {
   async start(): Promise<string> {
     await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
     return `http://127.0.0.1:${(this.server.address() as { port: number }).port}`;
+  }
+
+  /** Forgets the requests trapped so far (mobile-money requests carry no key: every one is a repeat of the first). */
+  forget(): void {
+    this.seen.clear();
+    this.spikeArrested = 0;
   }
 
   trappedKeys(): string[] {
@@ -126,6 +143,7 @@ afterAll(async () => {
   await t.http.post('/sandbox/mobilemoney/_control/lose-results').send({ count: 0 });
 });
 beforeEach(() => {
+  proxy.forget();
   proxy.downPrefix = null;
   proxy.trapPath = null;
   proxy.repeats = '429';
@@ -309,6 +327,44 @@ describe('a mobile-money reversal the operator accepted but whose acknowledgemen
     // The refund sync sends the unacknowledged request again; the operator answers "already reversed".
     await eventually(async () => (await payment(id)).status === 'reversed', 20_000, 'the reversal recorded');
     expect(await t.sql('SELECT id, status FROM refunds WHERE payment_id = $1', [id])).toEqual([{ id: pending!.id, status: 'completed' }]);
+    const events = ((await t.http.get(`/v1/events?payment_id=${id}`).set('X-API-Key', key).expect(200)).body.data as { type: string }[]).map((e) => e.type);
+    expect(events).not.toContain('refund.failed');
+    expect(events).toContain('payment.reversed');
+  });
+
+  it('a re-sent reversal the operator refuses (spike arrest) leaves the refund pending; the first request\'s result completes it; no refund.failed', async () => {
+    const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `retry-pay-${++n}`)
+      .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254708374149' });
+    const id = created.body.data.id as string;
+    await eventually(async () => (await payment(id)).status === 'completed', 10_000, 'the push callback');
+
+    // The operator accepts the reversal; its acknowledgement is held past the timeout, its result comes 8 s later.
+    const config = t.service.container.config;
+    const saved = config.sandboxCallbackDelayMs;
+    config.sandboxCallbackDelayMs = 8000;
+    proxy.trapPath = '/sandbox/mobilemoney/mpesa/reversal/v1/request';
+    proxy.repeats = 'spike-arrest';
+    let first;
+    try {
+      first = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id });
+    } finally {
+      config.sandboxCallbackDelayMs = saved;
+    }
+    expect(first.status).toBe(502);
+    const [pending] = await t.sql<{ id: string; status: string; provider_ref: string | null }>('SELECT id, status, provider_ref FROM refunds WHERE payment_id = $1', [id]);
+    expect(pending).toMatchObject({ status: 'pending', provider_ref: null });
+
+    // The refund sync sends the unacknowledged request again: refused at once (500.003.02, spike arrest).
+    await t.sql(`UPDATE refunds SET next_sync_at = now() + interval '1 hour' WHERE id = $1`, [pending!.id]);
+    await t.inContext(() => t.service.container.services.refundSync.syncOne(pending!.id));
+    expect(proxy.spikeArrested).toBe(1);
+    expect(await t.sql('SELECT status, failure_reason FROM refunds WHERE id = $1', [pending!.id])).toEqual([{ status: 'pending', failure_reason: null }]);
+    await t.sql(`UPDATE refunds SET next_sync_at = now() + interval '1 hour' WHERE id = $1`, [pending!.id]);
+
+    // The first request's result arrives: the refund completes and the payment is reversed.
+    await eventually(async () => (await payment(id)).status === 'reversed', 20_000, 'the first reversal\'s result');
+    expect(await t.sql('SELECT id, status FROM refunds WHERE payment_id = $1', [id])).toEqual([{ id: pending!.id, status: 'completed' }]);
+    expect(await payment(id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
     const events = ((await t.http.get(`/v1/events?payment_id=${id}`).set('X-API-Key', key).expect(200)).body.data as { type: string }[]).map((e) => e.type);
     expect(events).not.toContain('refund.failed');
     expect(events).toContain('payment.reversed');

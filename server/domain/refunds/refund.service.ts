@@ -139,6 +139,16 @@ export class RefundService {
         // it, and a retry with the Idempotency-Key answers the refund from then on.
         throw new OutcomeUnknownError('PROVIDER_ERROR', `${payment.provider} did not answer the refund request (${err.message}); refund ${refund.id} stays pending`);
       }
+      if (fullOnly && !firstAttempt) {
+        // A reversal sent again (the refund sync's, a resumed one) after the first request's answer was lost.
+        // A reversal request has no idempotency key: the operator refusing the repeat (rate limited, a token
+        // refused, the request refused) says nothing about the first, which it may have accepted and whose
+        // result is on its way. The refund stays pending; its result settles it, or the sync asks again.
+        throw new OutcomeUnknownError(
+          'PROVIDER_ERROR',
+          `${payment.provider} refused the repeated reversal request (${err.message}); the first request may have been accepted, so refund ${refund.id} stays pending`,
+        );
+      }
       await this.settle(refund.id, { providerRef: null, status: 'failed', failureReason: err.message, raw: { error: err.message } }, source);
       throw new DomainError('PROVIDER_ERROR', `${payment.provider} refused the refund: ${err.message}`);
     }
