@@ -285,16 +285,18 @@ export const ReconcileReportSchema = extendApi(
         outcome: z.enum(['updated', 'skipped', 'not_found']),
         payment_id: UuidSchema.optional(),
         reason: z
-          .enum(['amount_mismatch', 'currency_mismatch'])
+          .enum(['amount_mismatch', 'currency_mismatch', 'charged_but_failed'])
           .optional()
           .describe(
-            'Only on a skipped result whose transaction matches a pending payment (by receipt or reference) but reports another amount ' +
-              '(amount_mismatch) or currency (currency_mismatch): the payment was not settled and stays pending; the refused report is shown on the payment (integrity)',
+            'Only on a skipped result. amount_mismatch / currency_mismatch: the transaction matches a pending payment (by receipt or reference) but reports another amount ' +
+              'or currency: the payment was not settled and stays pending; the refused report is shown on the payment (integrity). ' +
+              'charged_but_failed: the transaction matches a payment recorded failed, in amount and currency: the customer was charged for a payment ' +
+              'reported failed. It stays failed (refund it at the operator, or settle it by hand); the refused move is in its transitions',
           ),
-        expected_amount: z.string().optional().describe('With reason only: the payment\'s amount'),
-        expected_currency: z.string().optional().describe('With reason only: the payment\'s currency'),
-        reported_amount: z.string().optional().describe('With reason only: the amount of the operator\'s transaction'),
-        reported_currency: z.string().optional().describe('With reason only: the currency of the operator\'s transaction'),
+        expected_amount: z.string().optional().describe('With amount_mismatch or currency_mismatch only: the payment\'s amount'),
+        expected_currency: z.string().optional().describe('With amount_mismatch or currency_mismatch only: the payment\'s currency'),
+        reported_amount: z.string().optional().describe('With amount_mismatch or currency_mismatch only: the amount of the operator\'s transaction'),
+        reported_currency: z.string().optional().describe('With amount_mismatch or currency_mismatch only: the currency of the operator\'s transaction'),
       }),
     ),
   }),
@@ -383,7 +385,8 @@ export const paymentsContract = c.router(
         "Pulls the operator's completed transactions for the window (default: the last 48 hours; at most 48 hours) and settles payments whose " +
         'callback never came: known and pending → completed (event enqueued); known otherwise → skipped; unknown → not_found. A transaction that ' +
         'matches a pending payment by receipt or reference but not in amount or currency settles nothing: it is reported as skipped with a reason ' +
-        '(amount_mismatch or currency_mismatch) and both amounts, and shown on the payment (integrity).',
+        '(amount_mismatch or currency_mismatch) and both amounts, and shown on the payment (integrity). A transaction of exactly a payment recorded ' +
+        'failed is skipped with reason charged_but_failed: the customer was charged for a failed payment (it stays failed; refund it at the operator).',
       metadata: { scope: 'payments:write', tag: mobilemoneyTag } as const,
       body: z.object({ since: DateTimeQuery.optional(), until: DateTimeQuery.optional() }).strict().optional(),
       responses: { 200: envelope(ReconcileReportSchema), 502: ErrorBodySchema },

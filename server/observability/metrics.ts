@@ -17,10 +17,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /** Provider reports refused because their amount or currency is not the payment's (or the refund's). */
+  /**
+   * Provider reports refused because their amount or currency is not the payment's (or the refund's); and
+   * a charge the provider reports for a payment recorded failed (source `<source>:charged_but_failed`, once per payment).
+   */
   readonly integrityMismatches = new Counter({
     name: 'payments_integrity_mismatches_total',
-    help: 'Provider-reported outcomes refused by the integrity check, by provider and source',
+    help: 'Provider-reported outcomes refused by the integrity check, or charges for payments recorded failed (source ending :charged_but_failed), by provider and source',
     labelNames: ['provider', 'source'] as const,
     registers: [this.registry],
   });

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { StatusWriter } from '../../server/domain/payments/status-writer.js';
 import { callbackToken } from '../../server/providers/mobilemoney/callback.js';
+import { scrapeMetrics, total } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -401,6 +402,33 @@ describe('reconciliation', () => {
     const second = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', m.apiKey).send({});
     expect(second.body.data).toMatchObject({ pulled: 3, updated: 0, skipped: 2, not_found: 1 });
     expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [silent.id])).toEqual([{ type: 'payment.completed' }]);
+  });
+
+  it('a settled transaction of a payment recorded failed is reported as charged_but_failed (not a plain skip), in its transitions and the integrity metric once', async () => {
+    const m = await t.createMerchant('Charged but failed');
+    await t.http.put('/v1/merchant/webhook').set('X-API-Key', m.apiKey).send({ webhook_url: receiver.url }).expect(200);
+    await storeCreds(m.apiKey, { ...SANDBOX_CREDS, consumer_key: 'charged-failed-key', shortcode: '777002' });
+    // The customer pays (no callback comes); meanwhile the service recorded the payment failed (as from an
+    // STK query answered with a failure code).
+    const p = (await pay({ phone: PHONES.silent }, m.apiKey)).body.data;
+    await eventually(() => t.sql(`SELECT 1 FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1 AND completes_at <= now()`, [p.provider_ref]).then((r) => r.length > 0), 10_000, 'push completed at the operator');
+    const c = t.service.container;
+    const writer = new StatusWriter(c.orm.em, c.deliveryQueue, c.metrics.integrityMismatches, c.logger);
+    await t.inContext(() => writer.applyPayment(p.id, { status: 'failed', failureReason: 'DS timeout user cannot be reached (ResultCode 1037)' }, 'status-sync'));
+    const metric = async () => total(await scrapeMetrics(t), 'payments_integrity_mismatches_total', { provider: 'mobilemoney', source: 'reconciliation:charged_but_failed' });
+    const before = await metric();
+
+    for (const _run of [1, 2]) {
+      const res = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', m.apiKey).send({});
+      expect(res.status).toBe(200);
+      expect(res.body.data).toMatchObject({ pulled: 1, updated: 0, skipped: 1, not_found: 0 });
+      expect(res.body.data.results).toEqual([{ receipt: expect.any(String), outcome: 'skipped', payment_id: p.id, reason: 'charged_but_failed' }]);
+    }
+    expect(await get(p.id, m.apiKey)).toMatchObject({ status: 'failed' });
+    const refused = await t.sql(`SELECT from_status, to_status, trigger, note FROM payment_transitions WHERE payment_id = $1 AND NOT accepted`, [p.id]);
+    expect(refused).toEqual([{ from_status: 'failed', to_status: 'completed', trigger: 'reconciliation', note: 'a payment recorded failed was charged at the provider' }]);
+    expect(await metric()).toBe(before + 1);
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.failed' }]);
   });
 
   it('refuses a window longer than 48 hours, or reversed, with 422', async () => {

@@ -22,10 +22,11 @@ export interface ReconcileResult {
   payment_id?: string;
   /**
    * A skipped result that was refused, not merely already settled: the transaction matches a pending
-   * payment but not its amount or currency. decisions.md fixes the outcome enum at three values, so the
-   * refusal is told here, with the payment's amount and what the provider's transaction says.
+   * payment but not its amount or currency (with the payment's amount and what the provider's transaction
+   * says), or it is exactly a payment we recorded `failed` (charged_but_failed: the customer was charged).
+   * decisions.md fixes the outcome enum at three values, so the difference is told here.
    */
-  reason?: 'amount_mismatch' | 'currency_mismatch';
+  reason?: 'amount_mismatch' | 'currency_mismatch' | 'charged_but_failed';
   expected_amount?: string;
   expected_currency?: string;
   reported_amount?: string;
@@ -136,7 +137,8 @@ export class ProviderOperationsService {
    * Pulls the provider's settled transactions for the window and settles missed callbacks: known and
    * pending → completed (event enqueued); known otherwise → skipped; unknown → not_found (logged);
    * known and pending but another amount or currency → skipped with a reason (nothing settles; see the
-   * status writer).
+   * status writer); known and `failed`, of its amount → skipped with reason charged_but_failed (logged at
+   * error, recorded in the audit and counted once).
    * Matched by receipt, else by the reference the customer paid to (= the payment's `reference`).
    */
   async reconcileWindow(merchantId: string, provider: Provider, since: Date, until: Date): Promise<ReconcileReport> {
@@ -187,6 +189,18 @@ export class ProviderOperationsService {
           reported_amount: formatMinorUnits(tx.amount.minor, tx.amount.currency),
           reported_currency: tx.amount.currency,
         });
+        continue;
+      }
+      if (payment.status === 'failed' && tx.amount.minor === payment.amountMinor && tx.amount.currency.toUpperCase() === payment.currency) {
+        // The customer paid for a payment the merchant was told failed: nothing settles it (the state machine
+        // keeps failed), so it is said loudly — in the result, the audit, the integrity metric and the log.
+        const recordedNow = await this.writer.chargedButFailed(payment.id, tx.amount, 'reconciliation');
+        this.logger.error(
+          { merchantId, provider, paymentId: payment.id, receipt: tx.receipt, firstReport: recordedNow },
+          'reconciliation: a payment recorded failed was charged at the provider; refund it there or settle it by hand',
+        );
+        report.skipped += 1;
+        report.results.push({ receipt: tx.receipt, outcome: 'skipped', payment_id: payment.id, reason: 'charged_but_failed' });
         continue;
       }
       const outcome = applied?.transitioned ? 'updated' : 'skipped';

@@ -273,6 +273,20 @@ export class StatusWriter {
     return { payment: paymentFromRow(columns, providerResponse), transitioned: moves, mismatch: null };
   }
 
+  /**
+   * A provider's settled transaction of exactly a `failed` payment's amount and currency (reconciliation):
+   * the customer was charged for a payment the merchant was told failed. The state machine keeps it failed
+   * (nothing to the merchant's webhook); the first report from `source` is recorded in the audit as a
+   * refused move to completed and counted (payments_integrity_mismatches_total, source
+   * `<source>:charged_but_failed`). Returns whether it was recorded now (false: reported before, or the
+   * payment is no longer failed). The caller logs it, at error level, every time.
+   */
+  async chargedButFailed(paymentId: string, reported: Money, source: string): Promise<boolean> {
+    const { recorded, provider } = await this.commit((uow) => uow.chargedButFailed(paymentId, reported, source));
+    if (recorded) this.mismatches.inc({ provider, source: `${source}:charged_but_failed` });
+    return recorded;
+  }
+
   applyRefund(refundId: string, update: RefundUpdate, source: string): Promise<RefundOutcome> {
     return this.commit((uow) => uow.refund(refundId, update, source));
   }
@@ -323,6 +337,23 @@ export class UnitOfWork {
     if (update.status === 'failed' && payment.providerRef) await markAbandonDue(this.tx, payment.id);
     await this.emit(payment, moved.event, eventData(payment, from));
     return { payment, transitioned: true, mismatch: null };
+  }
+
+  /** See StatusWriter.chargedButFailed: the refused move, in the audit once per payment and source. */
+  async chargedButFailed(paymentId: string, reported: Money, source: string): Promise<{ recorded: boolean; provider: string }> {
+    const payment = await this.lockPayment(paymentId);
+    if (payment.status !== 'failed') return { recorded: false, provider: payment.provider };
+    const before = await this.tx.execute<{ one: number }[]>(
+      `SELECT 1 AS one FROM payment_transitions WHERE payment_id = ? AND subject = 'payment' AND from_status = 'failed' AND to_status = 'completed'
+       AND trigger = ? AND NOT accepted LIMIT 1`,
+      [payment.id, source],
+    );
+    if (before.length > 0) return { recorded: false, provider: payment.provider };
+    await this.audit({
+      paymentId: payment.id, subject: 'payment', from: 'failed', to: 'completed', source, accepted: false,
+      note: 'a payment recorded failed was charged at the provider', expected: amountOf(payment), reported,
+    });
+    return { recorded: true, provider: payment.provider };
   }
 
   /**
