@@ -370,3 +370,80 @@ describe('a mobile-money reversal the operator accepted but whose acknowledgemen
     expect(events).toContain('payment.reversed');
   });
 });
+
+describe('a live mobile-money push whose create answer was lost', () => {
+  it("the operator's unsigned callback is confirmed by querying the CheckoutRequestID it names: the payment completes and keeps that reference", async () => {
+    const live = await t.createMerchant('Lost Push Live Duka');
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', live.apiKey).send({ provider: 'mobilemoney', mobilemoney: {
+      env: 'live', consumer_key: 'lost-push-live-key', consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919',
+      shortcode: '174379', initiator: 'testapi', security_credential: await securityCredential(),
+    } }).expect(200);
+    // The operator accepts the push; its answer is held past the timeout. The customer pays 3 s later and the
+    // operator posts its (unsigned) callback to the payment's address.
+    const config = t.service.container.config;
+    const saved = config.sandboxCallbackDelayMs;
+    config.sandboxCallbackDelayMs = 3000;
+    proxy.trapPath = '/sandbox/mobilemoney/mpesa/stkpush/v1/processrequest';
+    let created;
+    try {
+      created = await t.http.post('/v1/payments').set('X-API-Key', live.apiKey).set('Idempotency-Key', `lost-push-${++n}`)
+        .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254722000555' });
+    } finally {
+      config.sandboxCallbackDelayMs = saved;
+      proxy.trapPath = null;
+    }
+    // The outcome is unknown: pending, with no provider reference (the CheckoutRequestID was in the lost answer).
+    expect(created.status).toBe(201);
+    const p = created.body.data as { id: string; status: string; provider_ref: string | null; reference: string };
+    expect(p).toMatchObject({ status: 'pending', provider_ref: null });
+    const [stk] = await t.sql<{ checkout_request_id: string }>(`SELECT checkout_request_id FROM sandbox_mobilemoney_stk_requests WHERE account_reference = $1`, [p!.reference.slice(0, 12)]);
+
+    const done = await eventually(async () => {
+      const [row] = await t.sql<{ status: string; provider_ref: string | null }>('SELECT status, provider_ref FROM payments WHERE id = $1', [p!.id]);
+      return row!.status !== 'pending' ? row : null;
+    }, 15_000, 'the callback confirmed');
+    expect(done).toEqual({ status: 'completed', provider_ref: stk!.checkout_request_id });
+    const [queried] = await t.sql<{ n: number }>('SELECT query_count AS n FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1', [stk!.checkout_request_id]);
+    expect(queried!.n).toBeGreaterThanOrEqual(1);
+    const [transition] = await t.sql<{ trigger: string }>(`SELECT trigger FROM payment_transitions WHERE payment_id = $1 AND to_status = 'completed' AND accepted`, [p!.id]);
+    expect(transition!.trigger).toBe('confirmed:stk');
+  });
+
+  it("an unsigned callback at its address naming another payment's CheckoutRequestID changes neither and asks nothing", async () => {
+    const live = await t.createMerchant('Lost Push Forgery Duka');
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', live.apiKey).send({ provider: 'mobilemoney', mobilemoney: {
+      env: 'live', consumer_key: 'lost-push-forgery-key', consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919',
+      shortcode: '174379', initiator: 'testapi', security_credential: await securityCredential(),
+    } }).expect(200);
+    const push = (phone: string) => t.http.post('/v1/payments').set('X-API-Key', live.apiKey).set('Idempotency-Key', `lost-push-${++n}`)
+      .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone });
+    // B completes normally (its unsigned callback confirmed by the STK query).
+    const b = (await push('254722000556')).body.data as { id: string; provider_ref: string };
+    await eventually(async () => (await t.sql<{ status: string }>('SELECT status FROM payments WHERE id = $1', [b.id]))[0]!.status === 'completed', 15_000, 'B completed');
+    // A's create answer is lost; its customer has not answered yet.
+    const config = t.service.container.config;
+    const saved = config.sandboxCallbackDelayMs;
+    config.sandboxCallbackDelayMs = 60_000;
+    proxy.trapPath = '/sandbox/mobilemoney/mpesa/stkpush/v1/processrequest';
+    let a;
+    try {
+      a = (await push('254722000557')).body.data as { id: string; provider_ref: string | null };
+    } finally {
+      config.sandboxCallbackDelayMs = saved;
+      proxy.trapPath = null;
+    }
+    expect(a.provider_ref).toBeNull();
+    const queries = async () => (await t.sql<{ n: number }>('SELECT query_count AS n FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1', [b.provider_ref]))[0]!.n;
+    const before = await queries();
+    const forged = await t.http.post(`/v1/webhooks/mobilemoney?ref=${a.id}`).send({ Body: { stkCallback: {
+      MerchantRequestID: 'm-forged', CheckoutRequestID: b.provider_ref, ResultCode: 0, ResultDesc: 'The service request is processed successfully.',
+      CallbackMetadata: { Item: [{ Name: 'Amount', Value: 100 }, { Name: 'MpesaReceiptNumber', Value: 'FORGED0001' }, { Name: 'PhoneNumber', Value: 254722000557 }] },
+    } } });
+    expect(forged.status).toBe(200);
+    expect(await queries()).toBe(before);
+    expect(await t.sql('SELECT status, provider_ref FROM payments WHERE id = ANY($1) ORDER BY status', [[a.id, b.id]])).toEqual([
+      { status: 'completed', provider_ref: b.provider_ref },
+      { status: 'pending', provider_ref: null },
+    ]);
+  });
+});

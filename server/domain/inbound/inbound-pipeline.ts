@@ -314,15 +314,38 @@ export class InboundPipeline {
     if (notification.kind !== 'payment' || !subject.payment) return this.notConfirmable(port, notification, subject);
     const payment = subject.payment;
     if (payment.status !== 'pending') return 'confirmed';
+    // A payment whose create answer was lost has no provider reference, and where creation cannot be
+    // repeated (mobile money) nothing but that answer held it: the provider is asked about the reference the
+    // notification names (it came to our payment's address) — never one another payment holds, nor one
+    // claimed for another amount — and, asked so, that reference becomes the payment's.
+    let named: string | null = null;
+    if (!payment.providerRef && !port.capabilities.replayableCreate && notification.payment.providerRef) {
+      const claimed = notification.amount;
+      const otherAmount = claimed !== null && (claimed.minor !== payment.amountMinor || claimed.currency.toUpperCase() !== payment.currency);
+      const conflict = await this.referenceConflict(port, notification, subject);
+      if (conflict || otherAmount) {
+        this.logger.warn(
+          { provider: port.name, paymentId: payment.id, conflict, otherAmount },
+          'unverifiable notification names a reference the payment (it has none yet) may not be asked about; not applied',
+        );
+        return 'unconfirmed';
+      }
+      named = notification.payment.providerRef;
+    }
     let answer;
     try {
-      answer = await port.getPayment(creds, paymentLookup(payment));
+      answer = await port.getPayment(creds, { ...paymentLookup(payment), providerRef: payment.providerRef ?? named });
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
       this.logger.warn({ provider: port.name, paymentId: payment.id, kind: err.kind }, 'unverifiable notification: the provider could not be asked; the status sync will');
       return 'unconfirmed';
     }
-    await this.writer.applyPayment(payment.id, toUpdate(answer), `confirmed:${notification.label}`);
+    const update = toUpdate(answer);
+    if (named) {
+      const key = notification.payment.providerDataKey;
+      Object.assign(update, { providerRef: answer.providerRef || named, ...(key ? { data: { ...update.data, [key]: named } } : {}) });
+    }
+    await this.writer.applyPayment(payment.id, update, `confirmed:${notification.label}`);
     this.logger.info({ provider: port.name, paymentId: payment.id, claimed: notification.status, confirmed: answer.status }, 'unverifiable notification settled by asking the provider');
     return 'confirmed';
   }
