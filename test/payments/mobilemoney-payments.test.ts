@@ -340,7 +340,7 @@ describe('check-status', () => {
   it('a push whose prompt is still open, queried while the operator answers 200 ResultCode 4999 "still under processing": stays pending, then the callback completes it', async () => {
     const config = t.service.container.config;
     const saved = config.sandboxCallbackDelayMs;
-    config.sandboxCallbackDelayMs = 3000; // the customer answers the prompt after 3 s
+    config.sandboxCallbackDelayMs = 6000; // the customer answers the prompt after 6 s
     let p;
     try {
       p = (await pay({ phone: '254700000007' })).body.data;
@@ -351,6 +351,8 @@ describe('check-status', () => {
     expect(ack.status).toBe(200);
     expect(ack.body.data).toMatchObject({ ConversationID: p.provider_ref, ResponseCode: '0', ResponseDescription: 'payment status: pending' });
     expect(await get(p.id)).toMatchObject({ status: 'pending', failure_reason: null });
+    const [stk] = await t.sql<{ open: boolean }>('SELECT completes_at > now() AS open FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1', [p.provider_ref]);
+    expect(stk!.open).toBe(true); // asked while the prompt was open: the answer was 4999
     const done = await settled(p.id, 'completed');
     expect(done.provider_ref).toMatch(/^[A-Z0-9]{10}$/);
     await eventually(() => receiver.events('payment.completed').find((e) => e.json.data.payment_id === p.id));
