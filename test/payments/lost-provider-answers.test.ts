@@ -378,11 +378,11 @@ describe('a live mobile-money push whose create answer was lost', () => {
       env: 'live', consumer_key: 'lost-push-live-key', consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919',
       shortcode: '174379', initiator: 'testapi', security_credential: await securityCredential(),
     } }).expect(200);
-    // The operator accepts the push; its answer is held past the timeout. The customer pays 3 s later and the
+    // The operator accepts the push; its answer is held past the timeout. The customer pays 5 s later and the
     // operator posts its (unsigned) callback to the payment's address.
     const config = t.service.container.config;
     const saved = config.sandboxCallbackDelayMs;
-    config.sandboxCallbackDelayMs = 3000;
+    config.sandboxCallbackDelayMs = 5000;
     proxy.trapPath = '/sandbox/mobilemoney/mpesa/stkpush/v1/processrequest';
     let created;
     try {
