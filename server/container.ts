@@ -161,7 +161,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     removed: async (merchantId, provider) => {
       if (reconciles(provider)) await cancelReconciliation(agenda, keyLock, provider, merchantId);
     },
-  }, credentialCache);
+  }, credentialCache, logger);
   const gateway = new ProviderGateway(providers, credentials);
   const writer = new StatusWriter(em, deliveryQueue, metrics.integrityMismatches, logger);
   const idempotency = new IdempotencyKeys(em, writer, config.idempotencyLeaseMs);

@@ -413,11 +413,27 @@ export interface ProviderPort<C = unknown> {
    * completed when it had been charged after all (a late success). Absent: nothing to cancel.
    */
   abandonPayment?(creds: C, input: { providerRef: string; idempotencyKey: string }): Promise<ProviderPaymentResult>;
-  /** Completes credentials before they are stored (e.g. registers our callback URL, keeps its secret). */
-  prepareCredentials?(merchantId: string, creds: C): Promise<C>;
+  /**
+   * Completes credentials before they are stored (e.g. registers our callback URL, keeps its secret).
+   * `previous`: the merchant's credentials for this provider stored now, if any.
+   */
+  prepareCredentials?(merchantId: string, creds: C, previous: C | null): Promise<PreparedCredentials<C>>;
   readonly notifications: NotificationScheme<C>;
   readonly cards?: CardVault<C>;
   readonly operations?: ProviderOperations<C>;
+}
+
+/** What ProviderPort.prepareCredentials answers. */
+export interface PreparedCredentials<C> {
+  /** What is stored. */
+  credentials: C;
+  /**
+   * Runs once the credentials are committed, and only while they are still the stored ones (a store that
+   * replaced them meanwhile does its own): e.g. deleting what the previous credentials used at the
+   * provider, which must keep working until then. Best effort: an error is logged as a warning and the
+   * store stands.
+   */
+  afterStored?: () => Promise<void>;
 }
 
 /** Wraps a provider's adapter where the registry builds it (e.g. to time every call); the adapter knows nothing of it. */

@@ -396,7 +396,7 @@ describe('webhook endpoints and signed events', () => {
 
   it('registers an endpoint; success, decline and refund events arrive signed with its secret', async () => {
     const creds = newCreds();
-    const endpoint = await adapter.registerWebhookEndpoint(creds, receiverUrl);
+    const endpoint = await adapter.createWebhookEndpoint(creds, receiverUrl, randomUUID());
     expect(endpoint.id).toMatch(/^we_/);
     expect(endpoint.secret).toMatch(/^whsec_/);
 
@@ -465,7 +465,7 @@ describe('webhook endpoints and signed events', () => {
 
   it('a 3-D Secure settlement sends its event too', async () => {
     const creds = newCreds();
-    const endpoint = await adapter.registerWebhookEndpoint(creds, receiverUrl);
+    const endpoint = await adapter.createWebhookEndpoint(creds, receiverUrl, randomUUID());
     const result = await adapter.createPayment(creds, paymentInput({ payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/r' }));
     await fetch(`${result.nextAction!.url}?auto=complete`, { redirect: 'manual' });
     const [delivery] = await eventually(() => {
@@ -477,7 +477,7 @@ describe('webhook endpoints and signed events', () => {
 
   it('a receiver that answers non-2xx gets the same event again', async () => {
     const creds = newCreds();
-    await adapter.registerWebhookEndpoint(creds, receiverUrl);
+    await adapter.createWebhookEndpoint(creds, receiverUrl, randomUUID());
     answers.push(500, 503);
     const payment = await adapter.createPayment(creds, paymentInput({ payment_method: 'pm_card_visa' }));
     const deliveries = await eventually(() => {
@@ -488,26 +488,36 @@ describe('webhook endpoints and signed events', () => {
     expect(new Set(ids).size).toBe(1);
   });
 
-  it('registering the same URL again replaces the endpoint (one endpoint, the new secret)', async () => {
+  it('an endpoint created again under the same idempotency key is the same endpoint; the older ones at the URL are deleted only when asked', async () => {
     const creds = newCreds();
-    const first = await adapter.registerWebhookEndpoint(creds, receiverUrl);
-    const second = await adapter.registerWebhookEndpoint(creds, receiverUrl);
+    const first = await adapter.createWebhookEndpoint(creds, receiverUrl, randomUUID());
+    const key = randomUUID();
+    const second = await adapter.createWebhookEndpoint(creds, receiverUrl, key);
+    // A repeat whose first answer was lost: the same endpoint and secret, no third endpoint.
+    expect(await adapter.createWebhookEndpoint(creds, receiverUrl, key)).toEqual(second);
     expect(second.secret).not.toBe(first.secret);
-    const rows = await t.sql<{ id: string }>('SELECT id FROM sandbox_cardpay_webhook_endpoints WHERE url = $1 AND id IN ($2, $3)', [receiverUrl, first.id, second.id]);
-    expect(rows.map((r) => r.id)).toEqual([second.id]);
+    const atUrl = () => t.sql<{ id: string }>('SELECT id FROM sandbox_cardpay_webhook_endpoints WHERE url = $1 AND id IN ($2, $3) ORDER BY created, id', [receiverUrl, first.id, second.id]);
+    expect((await atUrl()).map((r) => r.id).sort()).toEqual([first.id, second.id].sort());
+    expect(await adapter.removeOtherWebhookEndpoints(creds, receiverUrl, second.id)).toEqual([]);
+    expect((await atUrl()).map((r) => r.id)).toEqual([second.id]);
+    // A replayed answer naming an endpoint deleted since is not taken: a new endpoint is made.
+    await adapter.removeOtherWebhookEndpoints(creds, receiverUrl, 'we_none');
+    const third = await adapter.createWebhookEndpoint(creds, receiverUrl, key);
+    expect(third.id).not.toBe(second.id);
+    expect(await t.sql('SELECT id FROM sandbox_cardpay_webhook_endpoints WHERE id = $1', [third.id])).toEqual([{ id: third.id }]);
   });
 
   it("the credentials preparer registers our callback URL, naming the merchant, when no webhook_secret is given", async () => {
     const prepare = prepareCardpayCredentials(adapter, t.service.container.config);
     const creds = newCreds();
     const merchantId = randomUUID();
-    const prepared = await prepare(merchantId, creds);
+    const { credentials: prepared } = await prepare(merchantId, creds);
     expect(prepared.secret_key).toBe(creds.secret_key);
     expect(prepared.webhook_secret).toMatch(/^whsec_/);
     const rows = await t.sql<{ url: string; secret: string; enabled_events: string[] }>('SELECT url, secret, enabled_events FROM sandbox_cardpay_webhook_endpoints WHERE secret = $1', [prepared.webhook_secret]);
     expect(rows).toEqual([{ url: `${t.baseUrl}/v1/webhooks/cardpay?merchant=${merchantId}`, secret: prepared.webhook_secret, enabled_events: ['payment_intent.succeeded', 'payment_intent.payment_failed', 'charge.refunded', 'refund.created', 'refund.updated', 'refund.failed'] }]);
     const given = { ...newCreds(), webhook_secret: 'whsec_given' };
-    expect(await prepare(randomUUID(), given)).toBe(given);
+    expect(await prepare(randomUUID(), given)).toEqual({ credentials: given });
   });
 });
 

@@ -7,6 +7,7 @@ import { DomainError, notFound } from '../errors.js';
 import { ProviderError, type ProviderRegistry } from '../ports.js';
 import { summarizeCredentials } from './credential-masking.js';
 import type { NotifiedCache } from '../../persistence/notified-cache.js';
+import type { Logger } from '../../observability/logger.js';
 
 type StoreBodyOf<P extends Provider> = Extract<StoreCredentialsBody, { provider: P }>;
 /** Each provider's credentials, as the contract's credential schemas define them. */
@@ -35,15 +36,20 @@ export class CredentialsService {
     private readonly providers: ProviderRegistry,
     private readonly hooks: CredentialHooks = {},
     private readonly cache?: CredentialCache,
+    private readonly logger?: Pick<Logger, 'warn'>,
   ) {}
 
   async store(merchantId: string, body: StoreCredentialsBody): Promise<CredentialSummary> {
     const provider = body.provider;
     let credentials = (body as Record<string, unknown>)[provider] as CredentialsByProvider[typeof provider];
     const port = this.providers.get(provider);
+    let afterStored: (() => Promise<void>) | undefined;
     if (port.prepareCredentials) {
       try {
-        credentials = (await port.prepareCredentials(merchantId, credentials)) as typeof credentials;
+        const previous = await this.find(merchantId, provider);
+        const prepared = await port.prepareCredentials(merchantId, credentials, previous);
+        credentials = prepared.credentials as typeof credentials;
+        afterStored = prepared.afterStored;
       } catch (err) {
         if (err instanceof ProviderError) {
           throw new DomainError('PROVIDER_ERROR', `${provider} rejected the credentials while registering the callback URL: ${err.message}`);
@@ -62,8 +68,29 @@ export class CredentialsService {
       [randomUUID(), merchantId, provider, sealed, JSON.stringify(summary)],
     );
     this.cache?.dropMerchant(merchantId);
+    if (afterStored) await this.afterStored(merchantId, provider, credentials, afterStored);
     await this.hooks.stored?.(merchantId, provider);
     return { provider, config_summary: summary };
+  }
+
+  /**
+   * A provider's step after a store (PreparedCredentials.afterStored), run while `stored` is still the
+   * merchant's: the row is locked meanwhile, so a concurrent store waits, and its own step runs after
+   * (never this one after it, undoing what that store set up). Best effort: logged, never thrown.
+   */
+  private async afterStored(merchantId: string, provider: Provider, stored: unknown, step: () => Promise<void>): Promise<void> {
+    try {
+      await this.em.fork().transactional(async (tx) => {
+        const [row] = await tx.execute<{ secrets_enc: string }[]>(
+          'SELECT secrets_enc FROM provider_credentials WHERE merchant_id = ? AND provider = ? FOR UPDATE',
+          [merchantId, provider],
+        );
+        if (!row || JSON.stringify(this.secrets.openJson(row.secrets_enc)) !== JSON.stringify(stored)) return;
+        await step();
+      });
+    } catch (err) {
+      this.logger?.warn({ merchantId, provider, err: { message: (err as Error).message } }, 'credentials stored; cleaning up what the previous ones used at the provider failed');
+    }
   }
 
   async list(merchantId: string): Promise<CredentialSummary[]> {

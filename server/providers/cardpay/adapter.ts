@@ -1,3 +1,4 @@
+import { createHash, randomUUID } from 'node:crypto';
 import Stripe from 'stripe';
 import type { CardpayCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
@@ -6,6 +7,7 @@ import { callbackUrl, providerBaseUrl } from '../base-url.js';
 import type {
   CreatePaymentInput,
   PaymentLookup,
+  PreparedCredentials,
   ProviderPaymentResult,
   ProviderRefundRecord,
   ProviderRefundResult,
@@ -153,34 +155,86 @@ export class CardpayAdapter {
   }
 
   /**
-   * Subscribes `url` to the events the service uses and returns the signing secret. An earlier endpoint
-   * of the account with the same URL (this merchant's) is removed first: its secret cannot be read back,
-   * and its deliveries would fail verification.
+   * Subscribes `url` to the events the service uses and returns the new endpoint's id and signing secret.
+   * Nothing is removed here (see removeOtherWebhookEndpoints): until the new secret is stored, the
+   * endpoint it replaces must keep delivering. `idempotencyKey`: a repeat after a lost answer gets the
+   * same endpoint (and secret) back instead of a second one. The endpoint is then read: a replayed
+   * answer can name an endpoint deleted since, which would leave the merchant without events.
    */
-  async registerWebhookEndpoint(creds: CardpayCredentials, url: string): Promise<{ id: string; secret: string }> {
+  async createWebhookEndpoint(creds: CardpayCredentials, url: string, idempotencyKey: string): Promise<{ id: string; secret: string }> {
     const stripe = this.stripe(creds);
-    const existing = await this.call('read', () => stripe.webhookEndpoints.list({ limit: 100 }));
-    for (const endpoint of existing.data.filter((e) => e.url === url)) {
-      await this.call('write', () => stripe.webhookEndpoints.del(endpoint.id));
+    const params: Stripe.WebhookEndpointCreateParams = { url, enabled_events: WEBHOOK_EVENT_TYPES };
+    let endpoint = await this.call('write', () => stripe.webhookEndpoints.create(params, { idempotencyKey }));
+    if (!(await this.webhookEndpointExists(stripe, endpoint.id))) {
+      endpoint = await this.call('write', () => stripe.webhookEndpoints.create(params, { idempotencyKey: `${idempotencyKey}-${randomUUID()}` }));
     }
-    const endpoint = await this.call('write', () => stripe.webhookEndpoints.create({ url, enabled_events: WEBHOOK_EVENT_TYPES }));
     if (!endpoint.secret) throw new ProviderError('cardpay', 'invalid_request', 'cardpay did not return a webhook signing secret');
     return { id: endpoint.id, secret: endpoint.secret };
+  }
+
+  private async webhookEndpointExists(stripe: Stripe, id: string): Promise<boolean> {
+    try {
+      await this.call('read', () => stripe.webhookEndpoints.retrieve(id));
+      return true;
+    } catch (err) {
+      if (err instanceof ProviderError && err.providerCode === 'resource_missing') return false;
+      throw err;
+    }
+  }
+
+  /**
+   * Deletes the account's endpoints at `url` other than `keepId` (this merchant's earlier ones: their
+   * secrets cannot be read back, and their deliveries would fail verification). Every one is tried; an
+   * endpoint already gone counts as deleted. Answers the ids that could not be deleted, with why.
+   */
+  async removeOtherWebhookEndpoints(creds: CardpayCredentials, url: string, keepId: string): Promise<{ id: string; error: string }[]> {
+    const stripe = this.stripe(creds);
+    const existing = await this.call('read', () => stripe.webhookEndpoints.list({ limit: 100 }));
+    const failed: { id: string; error: string }[] = [];
+    for (const endpoint of existing.data.filter((e) => e.url === url && e.id !== keepId)) {
+      try {
+        await this.call('write', () => stripe.webhookEndpoints.del(endpoint.id));
+      } catch (err) {
+        if (err instanceof ProviderError && err.providerCode === 'resource_missing') continue;
+        failed.push({ id: endpoint.id, error: (err as Error).message });
+      }
+    }
+    return failed;
   }
 }
 
 /**
  * The credentials preparer for cardpay: credentials stored without a webhook_secret get our callback
- * URL registered with the provider, and keep the signing secret it returns.
+ * URL registered with the provider, and keep the signing secret it returns. The merchant's earlier
+ * endpoint is deleted only once the new secret is stored (afterStored): were the new endpoint's creation
+ * to fail, or its answer be lost, the stored credentials and their endpoint go on working as before.
  */
-export function prepareCardpayCredentials(adapter: CardpayAdapter, config: AppConfig): (merchantId: string, creds: CardpayCredentials) => Promise<CardpayCredentials> {
-  return async (merchantId, creds) => {
-    if (creds.webhook_secret) return creds;
+export function prepareCardpayCredentials(
+  adapter: CardpayAdapter,
+  config: AppConfig,
+): (merchantId: string, creds: CardpayCredentials, previous?: CardpayCredentials | null) => Promise<PreparedCredentials<CardpayCredentials>> {
+  return async (merchantId, creds, previous = null) => {
+    if (creds.webhook_secret) return { credentials: creds };
     // One endpoint per merchant, its URL naming the merchant: merchants may share one provider account,
     // whose endpoints all receive every event, and a registration replaces only this merchant's endpoint.
     const url = `${callbackUrl(config, 'cardpay')}?merchant=${encodeURIComponent(merchantId)}`;
-    const { secret } = await adapter.registerWebhookEndpoint(creds, url);
-    return { ...creds, webhook_secret: secret };
+    // The same request (same key, URL, events) while the same credentials are stored: a repeat of a PUT
+    // whose answer was lost (or that failed after the provider created the endpoint) gets that endpoint
+    // back, not a second one. Once its secret is stored, the next registration has another key.
+    const idempotencyKey = `webhook-endpoint-${createHash('sha256')
+      .update(JSON.stringify([merchantId, url, creds.secret_key, WEBHOOK_EVENT_TYPES, previous?.secret_key ?? null, previous?.webhook_secret ?? null]))
+      .digest('hex')
+      .slice(0, 40)}`;
+    const endpoint = await adapter.createWebhookEndpoint(creds, url, idempotencyKey);
+    return {
+      credentials: { ...creds, webhook_secret: endpoint.secret },
+      afterStored: async () => {
+        const failed = await adapter.removeOtherWebhookEndpoints(creds, url, endpoint.id);
+        if (failed.length > 0) {
+          throw new Error(`cardpay webhook endpoint(s) ${failed.map((f) => `${f.id} (${f.error})`).join(', ')} at ${url} could not be deleted; delete them in the provider's dashboard`);
+        }
+      },
+    };
   };
 }
 

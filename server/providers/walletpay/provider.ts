@@ -36,6 +36,7 @@ const declinedCaptures = (data: Record<string, unknown>): number => {
 /** walletpay (PayPal Orders v2): the buyer approves at a link, the merchant captures; partial refunds. */
 export function walletpayProvider(config: AppConfig, instrument: AdapterDecorator = (_name, a) => a): ProviderPort<WalletpayCredentials> {
   const adapter = instrument('walletpay', new WalletpayAdapter(config));
+  const prepareWalletpay = prepareWalletpayCredentials(adapter, config);
   return {
     name: 'walletpay',
     // PayPal keeps a PayPal-Request-Id 6 h by default; a create repeated after that makes a second order.
@@ -99,7 +100,7 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
       }
     },
 
-    prepareCredentials: prepareWalletpayCredentials(adapter, config),
+    prepareCredentials: async (merchantId, creds) => ({ credentials: await prepareWalletpay(merchantId, creds) }),
     notifications: walletpayNotifications(adapter),
   };
 }

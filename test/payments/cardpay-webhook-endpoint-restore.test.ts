@@ -1,0 +1,131 @@
+import http from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+
+/**
+ * Storing cardpay credentials again without a webhook_secret registers a new webhook endpoint for the
+ * merchant. The endpoint the stored credentials use must keep delivering until the new secret is stored:
+ * a registration that fails at the provider must leave the merchant receiving the provider's events.
+ */
+
+/** In front of the simulator: answers POST /v1/webhook_endpoints 500 while `failCreate`; forwards the rest. */
+class EndpointCreateFailure {
+  target = '';
+  failCreate = false;
+  private readonly server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      if (this.failCreate && req.method === 'POST' && req.url === '/sandbox/cardpay/v1/webhook_endpoints') {
+        res.writeHead(500, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ error: { type: 'api_error', message: 'An unknown error occurred' } }));
+        return;
+      }
+      const headers = { ...req.headers };
+      delete headers.host;
+      delete headers.connection;
+      const upstream = http.request(`${this.target}${req.url}`, { method: req.method, headers, agent: false }, (answer) => {
+        const body: Buffer[] = [];
+        answer.on('data', (c: Buffer) => body.push(c));
+        answer.on('end', () => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          res.end(Buffer.concat(body));
+        });
+      });
+      upstream.on('error', () => res.destroy());
+      upstream.end(Buffer.concat(chunks));
+    });
+  });
+
+  async start(): Promise<string> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(this.server.address() as { port: number }).port}`;
+  }
+
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+const SECRET_KEY = `sk_test_restore_${randomUUID().replace(/-/g, '')}`;
+let t: TestService;
+let stub: EndpointCreateFailure;
+let receiver: WebhookReceiver;
+let key: string;
+let merchantId: string;
+
+beforeAll(async () => {
+  stub = new EndpointCreateFailure();
+  const stubUrl = await stub.start();
+  // The status sync would not learn of a dashboard refund anyway; only the provider's events tell of it.
+  t = await startTestService({ CARDPAY_BASE_URL: `${stubUrl}/sandbox/cardpay`, STATUS_SYNC_SCHEDULE: '1h' });
+  stub.target = t.baseUrl;
+  receiver = await new WebhookReceiver().start();
+  ({ apiKey: key, merchantId } = await t.createMerchant('Re-storing Shop'));
+  await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: receiver.url }).expect(200);
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: SECRET_KEY } }).expect(200);
+});
+beforeEach(() => {
+  stub.failCreate = false;
+});
+afterAll(async () => {
+  await stub.stop();
+  await t.stop();
+  await receiver.stop();
+});
+
+const storeAgain = () => t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: SECRET_KEY } });
+const endpointsOfMerchant = async () => {
+  const res = await t.http.get('/sandbox/cardpay/v1/webhook_endpoints').set('Authorization', `Bearer ${SECRET_KEY}`).expect(200);
+  return (res.body.data as { id: string; url: string }[]).filter((e) => new URL(e.url).searchParams.get('merchant') === merchantId);
+};
+
+async function paid(): Promise<{ id: string; provider_ref: string }> {
+  const res = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', randomUUID())
+    .send({ provider: 'cardpay', amount: '20.00', currency: 'USD', payment_method: 'pm_card_visa' });
+  expect(res.status).toBe(201);
+  expect(res.body.data.status).toBe('completed');
+  return res.body.data;
+}
+
+/** A refund made in the provider's dashboard: only the provider's events tell the service of it. */
+async function dashboardRefundIsRecorded(p: { id: string; provider_ref: string }, amount: number, refunded: string) {
+  await t.http.post('/sandbox/cardpay/dashboard/refunds').set('Authorization', `Bearer ${SECRET_KEY}`).type('form')
+    .send({ payment_intent: p.provider_ref, amount: String(amount) }).expect(200);
+  const event = await eventually(
+    () => receiver.events('payment.refunded').find((e) => e.json.data.payment_id === p.id && e.json.data.amount_refunded === refunded),
+    15_000,
+    `payment.refunded (${refunded})`,
+  );
+  expect(event.json.data).toMatchObject({ payment_id: p.id, amount_refunded: refunded });
+}
+
+describe('storing cardpay credentials again', () => {
+  it("a registration the provider refuses (502) leaves the merchant's endpoint in place: a dashboard refund is still recorded and sent", async () => {
+    const p = await paid();
+    const before = await endpointsOfMerchant();
+    expect(before).toHaveLength(1);
+
+    stub.failCreate = true;
+    const res = await storeAgain();
+    stub.failCreate = false;
+    expect(res.status).toBe(502);
+
+    await dashboardRefundIsRecorded(p, 300, '3.00');
+    expect(await endpointsOfMerchant()).toEqual(before);
+  });
+
+  it('a registration that succeeds leaves exactly one endpoint for the merchant, and its events are verified with the new secret', async () => {
+    const p = await paid();
+    const before = await endpointsOfMerchant();
+    await storeAgain().expect(200);
+    const after = await endpointsOfMerchant();
+    expect(after).toHaveLength(1);
+    expect(after[0]!.id).not.toBe(before[0]!.id);
+
+    await dashboardRefundIsRecorded(p, 500, '5.00');
+  });
+});
