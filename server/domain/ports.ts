@@ -226,6 +226,15 @@ export interface RefundOutcomeNotification extends NotificationBase {
    * is verified, the pipeline asks the provider (NotificationScheme.fetchRefunds) before the unit of work.
    */
   fetchRefundsOf?: string;
+  /**
+   * Set when `payment` names the payment only by a fact the service may not have stored yet (walletpay:
+   * the capture id, stored once the capture's answer, its event or the status sync is applied). Such a
+   * notification that resolves to no payment is not consumed while a payment that could own it is still
+   * pending here (the provider's, with a provider reference, without that fact, in the refund's currency
+   * and not below its amount) and it verifies with that payment's merchant's credentials: it is answered
+   * non-2xx, and the provider sends it again. See InboundPipeline.refuseWhileOwnerMayBePending.
+   */
+  ownerMayBeUnrecorded?: boolean;
 }
 
 /** The answer to a reversal (a full refund that arrives asynchronously), or its queue timeout. */

@@ -10,7 +10,7 @@ import { paymentLookup, toUpdate } from '../payments/payment.service.js';
 import type { PaymentUpdate, StatusWriter } from '../payments/status-writer.js';
 import {
   MalformedNotificationError, ProviderError,
-  type InboundRequest, type Money, type PaymentOutcomeNotification, type ProviderNotification, type ProviderPort, type ProviderRegistry,
+  type InboundRequest, type Money, type PaymentOutcomeNotification, type ProviderNotification, type ProviderPort, type ProviderRegistry, type RefundOutcomeNotification,
   type ReversalResultNotification, type StatusReportNotification, type Verification,
 } from '../ports.js';
 import { askForConfirmation } from './confirmation-queries.js';
@@ -30,6 +30,11 @@ type Actionable = Exclude<ProviderNotification, { kind: 'ignored' }>;
 
 /** Longest sender-written string (event type, event id) put in a log line. */
 const MAX_LOGGED_CHARS = 120;
+/** At most this many merchants' credentials try to verify a refund notification whose payment may not be known yet. */
+const MAX_OWNER_CANDIDATES = 20;
+const MAX_BIGINT = 2n ** 63n - 1n;
+/** provider_data keys a notification may name (as in resolve.ts): inlined in SQL. */
+const DATA_KEY = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
 const clip = (text: string): string => (text.length > MAX_LOGGED_CHARS ? `${text.slice(0, MAX_LOGGED_CHARS)}…` : text);
 
 /** The resolved subject of a notification: whose credentials verify it, and the rows it may touch. */
@@ -86,13 +91,14 @@ export class InboundPipeline {
     }
     const subject = await this.resolve(port, notification);
     if (!subject) {
+      if (notification.kind === 'refund' && notification.ownerMayBeUnrecorded) await this.refuseWhileOwnerMayBePending(port, request, notification);
       this.logger.warn({ provider, label: notification.label, dedupKey: clip(notification.dedupKey) }, 'notification for an unknown reference; acknowledged and ignored');
       return 'unknown_reference';
     }
     const addressee = scheme.addressee?.(request) ?? null;
     if (addressee !== null && addressee !== subject.merchantId) return this.forAnotherMerchant(port, request, notification, subject, addressee);
     const creds = await this.credentials.find(subject.merchantId, provider);
-    const verdict = creds === null ? 'invalid' : await this.verify(port, request, creds, subject);
+    const verdict = creds === null ? 'invalid' : await this.verify(port, request, creds, subject.subjectId);
     if (verdict === 'invalid') {
       this.logger.warn({ provider, label: notification.label, subjectId: subject.subjectId }, 'notification verification failed');
       throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED[provider]);
@@ -139,13 +145,45 @@ export class InboundPipeline {
   }
 
   /**
+   * A refund notification that resolves to no payment, naming it by a fact stored late (the capture id):
+   * the refund may be of a payment whose capture we have not recorded yet (its answer lost, its event
+   * not yet applied). As for cardpay's refund of a payment still pending here, such a notification is
+   * never consumed without its refund while that may be so: when a payment that could own it is pending
+   * (the provider's, with a provider reference, without the fact, in the refund's currency and not below
+   * its amount) and the notification verifies with that payment's merchant's credentials, it is refused
+   * (409, not stored in the inbox) and the provider sends it again — by then the status sync or the
+   * capture's event may have stored the fact. Once no such payment is pending (each completes or fails),
+   * it is acknowledged as an unknown reference: a refund of a capture that is not ours.
+   */
+  private async refuseWhileOwnerMayBePending(port: ProviderPort, request: InboundRequest, notification: RefundOutcomeNotification): Promise<void> {
+    const { providerRef, providerDataKey } = notification.payment;
+    if (!providerRef || !providerDataKey || !DATA_KEY.test(providerDataKey)) return;
+    const reported = notification.refunds.find((r) => r.amount)?.amount ?? null;
+    // More than any payment's amount can be (a bigint column): no payment of ours could own it.
+    if (reported && reported.minor > MAX_BIGINT) return;
+    const rows = await this.em.fork().getConnection().execute<{ merchant_id: string }[]>(
+      `SELECT DISTINCT merchant_id FROM payments
+        WHERE provider = ? AND status = 'pending' AND provider_ref IS NOT NULL AND provider_data->>'${providerDataKey}' IS NULL
+          ${reported ? 'AND currency = ? AND amount_minor >= ?' : ''}
+        LIMIT ?`,
+      [port.name, ...(reported ? [reported.currency.toUpperCase(), reported.minor.toString()] : []), MAX_OWNER_CANDIDATES],
+    );
+    for (const { merchant_id: merchantId } of rows) {
+      const creds = await this.credentials.find(merchantId, port.name);
+      if (creds === null || (await this.verify(port, request, creds, merchantId)) !== 'verified') continue;
+      this.logger.warn({ provider: port.name, label: notification.label, merchantId, reference: clip(providerRef) }, 'refund notification for a payment not known yet; refused so that the provider sends it again');
+      throw new DomainError('CONFLICT', `${port.name} ${clip(providerRef)} is not known here yet (its payment is still pending): send the notification again later`);
+    }
+  }
+
+  /**
    * A notification sent to `addressee`'s endpoint about another merchant's payment (one provider account,
    * several merchants): acknowledged without effect when it is genuine for that endpoint, refused if not.
    */
   private async forAnotherMerchant(port: ProviderPort, request: InboundRequest, notification: Actionable, subject: Subject, addressee: string): Promise<InboundOutcome> {
     const merchantId = ourId(addressee);
     const creds = merchantId ? await this.credentials.find(merchantId, port.name) : null;
-    if (creds === null || (await this.verify(port, request, creds, subject)) !== 'verified') {
+    if (creds === null || (await this.verify(port, request, creds, subject.subjectId)) !== 'verified') {
       this.logger.warn({ provider: port.name, label: notification.label, addressee }, 'notification verification failed');
       throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED[port.name]);
     }
@@ -165,9 +203,9 @@ export class InboundPipeline {
     }
   }
 
-  private async verify(port: ProviderPort, request: InboundRequest, creds: unknown, subject: Subject): Promise<Verification> {
+  private async verify(port: ProviderPort, request: InboundRequest, creds: unknown, subjectId: string): Promise<Verification> {
     try {
-      return await port.notifications.verify(request, creds, subject.subjectId);
+      return await port.notifications.verify(request, creds, subjectId);
     } catch (err) {
       // The provider could not be asked to verify: not a verdict. 5xx, so the provider sends it again.
       if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${port.name} notification verification is unavailable; retry later`);

@@ -46,6 +46,7 @@ import { Migration20261127000901_fair_delivery_claims } from './Migration2026112
 import { Migration20261127001001_agenda_jobs } from './Migration20261127001001_agenda_jobs.js';
 import { Migration20261127001101_sandbox_mobilemoney_open_prompts } from './Migration20261127001101_sandbox_mobilemoney_open_prompts.js';
 import { Migration20261128000301_one_default_saved_card } from './Migration20261128000301_one_default_saved_card.js';
+import { Migration20261128000401_pending_payments_by_provider } from './Migration20261128000401_pending_payments_by_provider.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -99,4 +100,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127001001_agenda_jobs', class: Migration20261127001001_agenda_jobs },
   { name: 'Migration20261127001101_sandbox_mobilemoney_open_prompts', class: Migration20261127001101_sandbox_mobilemoney_open_prompts },
   { name: 'Migration20261128000301_one_default_saved_card', class: Migration20261128000301_one_default_saved_card },
+  { name: 'Migration20261128000401_pending_payments_by_provider', class: Migration20261128000401_pending_payments_by_provider },
 ];

@@ -38,6 +38,9 @@ export function walletpayNotifications(adapter: WalletpayAdapter): NotificationS
         raw: request.body,
         // The refunded capture: the payment stored it as provider_data.captureId when it was captured.
         payment: { ourId: null, providerRef: event.captureId, providerDataKey: 'captureId' },
+        // The capture id is stored only once the capture's answer (or its event, or the status sync) is
+        // applied: a reversal can come first, and must not be lost meanwhile.
+        ownerMayBeUnrecorded: true,
         refunds: [{
           providerRefundId: event.refundId,
           ourRefundId: event.customId,

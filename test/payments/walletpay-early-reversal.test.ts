@@ -1,0 +1,132 @@
+import http from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+
+/**
+ * A walletpay (PayPal) refund or reversal event names only the capture; the service finds the payment by
+ * the capture id it stored when the capture was applied. When the capture's answer was lost and its
+ * PAYMENT.CAPTURE.COMPLETED is not yet applied, a reversal arrives for a capture the service does not
+ * know: it must not be acknowledged and lost, but answered non-2xx so that PayPal sends it again, and
+ * recorded once the capture is known. A reversal of a capture that is not ours is still acknowledged.
+ */
+
+/** Between the simulator and the service's webhook: holds PAYMENT.CAPTURE.COMPLETED back (503) while `holdCaptures`; records the service's answers. */
+class EventStub {
+  target = '';
+  holdCaptures = true;
+  readonly answers: { type: string; resource: string; status: number }[] = [];
+  private readonly server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const event = JSON.parse(body.toString('utf8')) as { event_type: string; resource: { id: string } };
+      if (this.holdCaptures && event.event_type === 'PAYMENT.CAPTURE.COMPLETED') {
+        res.writeHead(503).end();
+        return;
+      }
+      const headers = { ...req.headers };
+      delete headers.host;
+      delete headers.connection;
+      const upstream = http.request(this.target, { method: 'POST', headers, agent: false }, (answer) => {
+        answer.resume();
+        answer.on('end', () => {
+          this.answers.push({ type: event.event_type, resource: event.resource.id, status: answer.statusCode ?? 0 });
+          res.writeHead(answer.statusCode ?? 502).end();
+        });
+      });
+      upstream.on('error', () => res.destroy());
+      upstream.end(body);
+    });
+  });
+
+  async start(): Promise<string> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(this.server.address() as { port: number }).port}/hooks`;
+  }
+
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+const CLIENT = { id: `early-reversal-${randomUUID()}`, secret: 'early-reversal-secret' };
+let t: TestService;
+let stub: EventStub;
+let receiver: WebhookReceiver;
+let key: string;
+let token: string;
+
+const simulator = (method: 'get' | 'post', path: string) =>
+  t.http[method](`/sandbox/walletpay${path}`).set('Authorization', `Bearer ${token}`);
+
+beforeAll(async () => {
+  stub = new EventStub();
+  const stubUrl = await stub.start();
+  // No status sync within the test: only the capture's event makes the capture known. Transmissions are
+  // sent again after 0.3 s, 0.6 s, 1.2 s, 2.4 s, 4.8 s.
+  t = await startTestService({ STATUS_SYNC_SCHEDULE: '1h', SANDBOX_CALLBACK_DELAY_MS: '300' });
+  stub.target = `${t.baseUrl}/v1/webhooks/walletpay`;
+  receiver = await new WebhookReceiver().start();
+  ({ apiKey: key } = await t.createMerchant('Early Reversal Shop'));
+  await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: receiver.url }).expect(200);
+  token = (await t.http.post('/sandbox/walletpay/v1/oauth2/token').auth(CLIENT.id, CLIENT.secret).type('form').send({ grant_type: 'client_credentials' }).expect(200)).body.access_token;
+  // The app's webhook points at the stub, which forwards to the service.
+  const webhook = await simulator('post', '/v1/notifications/webhooks')
+    .send({ url: stubUrl, event_types: [{ name: 'PAYMENT.CAPTURE.COMPLETED' }, { name: 'PAYMENT.CAPTURE.REVERSED' }, { name: 'PAYMENT.CAPTURE.REFUNDED' }] })
+    .expect(201);
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
+    .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: CLIENT.id, client_secret: CLIENT.secret, webhook_id: webhook.body.id } }).expect(200);
+});
+afterAll(async () => {
+  await stub.stop();
+  await t.stop();
+  await receiver.stop();
+});
+
+const getPayment = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key).expect(200)).body.data;
+
+/** Approves `orderId` on the simulator's page and captures it there, as the service's lost capture would have. */
+async function approvedAndCapturedAtTheProvider(orderId: string): Promise<string> {
+  await t.http.post(`/sandbox/walletpay/checkoutnow?token=${orderId}`).type('form').send(`token=${orderId}&action=approve`).expect(302);
+  const captured = await simulator('post', `/v2/checkout/orders/${orderId}/capture`).set('PayPal-Request-Id', randomUUID()).set('Prefer', 'return=representation').send({}).expect(201);
+  return captured.body.purchase_units[0].payments.captures[0].id as string;
+}
+
+describe('a reversal of a capture the service does not know yet', () => {
+  it('is answered non-2xx while the payment is pending, and recorded (payment.refunded) once the capture is known', async () => {
+    const res = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', randomUUID())
+      .send({ provider: 'walletpay', amount: '30.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' });
+    expect(res.status).toBe(201);
+    const p = res.body.data as { id: string; provider_ref: string };
+    const captureId = await approvedAndCapturedAtTheProvider(p.provider_ref);
+    const reversal = await t.http.post('/sandbox/walletpay/_control/reverse-capture').send({ capture_id: captureId, amount: '10.00' }).expect(201);
+
+    const refused = await eventually(() => stub.answers.find((a) => a.type === 'PAYMENT.CAPTURE.REVERSED' && a.resource === reversal.body.id), 15_000, 'the reversal sent');
+    expect(refused.status).toBeGreaterThanOrEqual(400);
+    expect(await getPayment(p.id)).toMatchObject({ status: 'pending', amount_refunded: '0.00' });
+
+    // PayPal sends the capture's event again: the capture becomes known, then the reversal sent again is recorded.
+    stub.holdCaptures = false;
+    const refunded = await eventually(() => receiver.events('payment.refunded').find((e) => e.json.data.payment_id === p.id), 20_000, 'payment.refunded');
+    expect(refunded.json.data).toMatchObject({ payment_id: p.id, status: 'completed', amount_refunded: '10.00' });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'completed', amount: '30.00', amount_refunded: '10.00' });
+    const refunds = (await t.http.get(`/v1/refunds?payment_id=${p.id}`).set('X-API-Key', key).expect(200)).body.data;
+    expect(refunds).toEqual([expect.objectContaining({ amount: '10.00', status: 'completed', provider_ref: reversal.body.id })]);
+    expect(stub.answers.filter((a) => a.resource === reversal.body.id).at(-1)!.status).toBe(200);
+  });
+
+  it('a reversal of a capture of no payment of ours is acknowledged once no pending payment could own it', async () => {
+    const order = await simulator('post', '/v2/checkout/orders')
+      .send({ intent: 'CAPTURE', purchase_units: [{ amount: { currency_code: 'USD', value: '12.00' } }], application_context: { return_url: 'https://elsewhere.example.com/r' } })
+      .expect(201);
+    stub.holdCaptures = false;
+    const captureId = await approvedAndCapturedAtTheProvider(order.body.id);
+    const reversal = await t.http.post('/sandbox/walletpay/_control/reverse-capture').send({ capture_id: captureId }).expect(201);
+    const answer = await eventually(() => stub.answers.find((a) => a.type === 'PAYMENT.CAPTURE.REVERSED' && a.resource === reversal.body.id), 15_000, 'the reversal sent');
+    expect(answer.status).toBe(200);
+  });
+});
