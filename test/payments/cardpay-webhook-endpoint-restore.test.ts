@@ -10,15 +10,19 @@ import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
  * a registration that fails at the provider must leave the merchant receiving the provider's events.
  */
 
-/** In front of the simulator: answers POST /v1/webhook_endpoints 500 while `failCreate`; forwards the rest. */
+/** In front of the simulator: answers POST /v1/webhook_endpoints 500 while `failCreate`, a DELETE of one 500 while `failDelete`; forwards the rest. */
 class EndpointCreateFailure {
   target = '';
   failCreate = false;
+  failDelete = false;
   private readonly server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      if (this.failCreate && req.method === 'POST' && req.url === '/sandbox/cardpay/v1/webhook_endpoints') {
+      const failed =
+        (this.failCreate && req.method === 'POST' && req.url === '/sandbox/cardpay/v1/webhook_endpoints') ||
+        (this.failDelete && req.method === 'DELETE' && req.url?.startsWith('/sandbox/cardpay/v1/webhook_endpoints/'));
+      if (failed) {
         res.writeHead(500, { 'Content-Type': 'application/json' });
         res.end(JSON.stringify({ error: { type: 'api_error', message: 'An unknown error occurred' } }));
         return;
@@ -70,6 +74,7 @@ beforeAll(async () => {
 });
 beforeEach(() => {
   stub.failCreate = false;
+  stub.failDelete = false;
 });
 afterAll(async () => {
   await stub.stop();
@@ -127,5 +132,23 @@ describe('storing cardpay credentials again', () => {
     expect(after[0]!.id).not.toBe(before[0]!.id);
 
     await dashboardRefundIsRecorded(p, 500, '5.00');
+  });
+
+  it('an older endpoint that cannot be deleted leaves the PUT 200 with the new secret in use; the next store deletes it', async () => {
+    const p = await paid();
+    const before = await endpointsOfMerchant();
+    stub.failDelete = true;
+    await storeAgain().expect(200);
+    stub.failDelete = false;
+    const both = await endpointsOfMerchant();
+    expect(both.map((e) => e.id)).toEqual(expect.arrayContaining([before[0]!.id]));
+    expect(both).toHaveLength(2);
+    // The new endpoint's events verify with the stored secret (the old one's fail verification and are sent again).
+    await dashboardRefundIsRecorded(p, 400, '4.00');
+
+    await storeAgain().expect(200);
+    const after = await endpointsOfMerchant();
+    expect(after).toHaveLength(1);
+    expect(both.map((e) => e.id)).not.toContain(after[0]!.id);
   });
 });

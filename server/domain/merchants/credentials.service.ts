@@ -46,7 +46,8 @@ export class CredentialsService {
     let afterStored: (() => Promise<void>) | undefined;
     if (port.prepareCredentials) {
       try {
-        const previous = await this.find(merchantId, provider);
+        // What is stored now (it may name what the provider set up for it); unreadable counts as none.
+        const previous = await this.find(merchantId, provider).catch(() => null);
         const prepared = await port.prepareCredentials(merchantId, credentials, previous);
         credentials = prepared.credentials as typeof credentials;
         afterStored = prepared.afterStored;
