@@ -1,6 +1,6 @@
 import type { WalletpayCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
-import { ProviderError, type AdapterDecorator, type ProviderPort } from '../../domain/ports.js';
+import { ProviderError, type AdapterDecorator, type ProviderPaymentResult, type ProviderPort } from '../../domain/ports.js';
 import { WalletpayAdapter } from './adapter.js';
 import { walletpayAmountIssue, walletpayIssueField } from './amounts.js';
 import { prepareWalletpayCredentials } from './credentials.js';
@@ -33,6 +33,18 @@ const declinedCaptures = (data: Record<string, unknown>): number => {
   return typeof n === 'number' && Number.isSafeInteger(n) && n > 0 ? n : 0;
 };
 
+/**
+ * After a capture refused for the buyer to approve again (INSTRUMENT_DECLINED) PayPal may leave the order
+ * APPROVED, listing no payer-action link: read as it is, the order has no next action, and the status
+ * sync would erase the approval link the capture's refusal put on the payment. While captures were so
+ * refused and none was made, the stored approval link (provider_data.approvalUrl) stays the next action.
+ */
+function keepApprovalLink(result: ProviderPaymentResult, stored: Record<string, unknown>): ProviderPaymentResult {
+  if (result.status !== 'pending' || result.nextAction || declinedCaptures(stored) === 0 || result.data?.captureId) return result;
+  const url = typeof stored.approvalUrl === 'string' && stored.approvalUrl ? stored.approvalUrl : null;
+  return url ? { ...result, nextAction: { type: 'redirect', url } } : result;
+}
+
 /** walletpay (PayPal Orders v2): the buyer approves at a link, the merchant captures; partial refunds. */
 export function walletpayProvider(config: AppConfig, instrument: AdapterDecorator = (_name, a) => a): ProviderPort<WalletpayCredentials> {
   const adapter = instrument('walletpay', new WalletpayAdapter(config));
@@ -58,7 +70,7 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
     },
 
     createPayment: (creds, input) => adapter.createPayment(creds, input),
-    getPayment: (creds, lookup) => adapter.getPayment(creds, lookup),
+    getPayment: async (creds, lookup) => keepApprovalLink(await adapter.getPayment(creds, lookup), lookup.providerData),
     refundPayment: (creds, input) => adapter.refundPayment(creds, input),
     findRefund: (creds, lookup) => adapter.findRefund(creds, lookup),
 
