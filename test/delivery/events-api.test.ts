@@ -195,20 +195,19 @@ describe('retention', () => {
     const c = await t.createMerchant('Events C');
     // 2,500 old events with nothing left to send (over two batches of 1,000), and among them, by age,
     // one whose delivery is still being retried.
-    await t.sql(
-      `INSERT INTO events (id, merchant_id, type, payload, body, created_at)
-       SELECT gen_random_uuid(), $1, 'payment.completed', '{}'::jsonb, '{}', now() - interval '40 days' - i * interval '1 second'
-         FROM generate_series(1, 2500) i`,
-      [c.merchantId],
-    );
+    // One statement: the prune job runs every second and would take the kept one before its delivery existed.
     const [kept] = await t.sql<{ id: string }>(
-      `SELECT id FROM events WHERE merchant_id = $1 ORDER BY created_at, id OFFSET 500 LIMIT 1`,
+      `WITH old AS (
+         INSERT INTO events (id, merchant_id, type, payload, body, created_at)
+         SELECT gen_random_uuid(), $1, 'payment.completed', '{}'::jsonb, '{}', now() - interval '40 days' - i * interval '1 second'
+           FROM generate_series(1, 2500) i
+         RETURNING id, created_at),
+       pick AS (SELECT id FROM old ORDER BY created_at, id OFFSET 500 LIMIT 1)
+       INSERT INTO webhook_deliveries (id, event_id, merchant_id, event_type, url, status, attempts, next_attempt_at, created_at)
+       SELECT gen_random_uuid(), pick.id, $1, 'payment.completed', 'http://127.0.0.1:9/hooks', 'retrying', 2, now() + interval '1 hour', now() - interval '40 days'
+         FROM pick
+       RETURNING event_id AS id`,
       [c.merchantId],
-    );
-    await t.sql(
-      `INSERT INTO webhook_deliveries (id, event_id, merchant_id, event_type, url, status, attempts, next_attempt_at, created_at)
-       VALUES (gen_random_uuid(), $1, $2, 'payment.completed', 'http://127.0.0.1:9/hooks', 'retrying', 2, now() + interval '1 hour', now() - interval '40 days')`,
-      [kept!.id, c.merchantId],
     );
     await waitFor(async () => (await t.sql<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE merchant_id = $1', [c.merchantId]))[0]!.n === 1 || null, 'the prune job', 10_000);
     expect(await t.sql('SELECT id FROM events WHERE merchant_id = $1', [c.merchantId])).toEqual([{ id: kept!.id }]);
