@@ -140,7 +140,7 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
     '422': invalid('idempotency-key', 'must be at most 255 characters'),
     '502': {
       message: 'walletpay capture failed: walletpay answered 500 INTERNAL_SERVER_ERROR: An internal server error has occurred.',
-      description: 'walletpay refused the capture or did not answer; after no answer the payment stays pending until its event or the status sync (PROVIDER_ERROR)',
+      description: 'walletpay refused the capture, or did not answer or refused before acting (rate-limited, credentials): nothing about the capture is final — the payment stays pending and a retry with the same Idempotency-Key sends it again (PayPal answers with the first capture if there was one). Nothing else sends a capture: retry before the order expires (PROVIDER_ERROR)',
     },
   },
   'POST /v1/refunds': {

@@ -234,7 +234,8 @@ function durationVar(name: string, text: string): number {
 function aesKeyVar(name: string, value: string): void {
   const text = value.trim();
   const bytes = Buffer.from(text, 'base64');
-  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(text) || bytes.length !== 32) {
+  // base64 or base64url (Buffer reads both, as SecretBox always has): a key that worked before still does.
+  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text) || bytes.length !== 32) {
     throw new ConfigError(`${name} must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32)`);
   }
 }

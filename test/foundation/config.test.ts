@@ -96,6 +96,8 @@ describe('configuration', () => {
   it('refuses an encryption key that is not 32 bytes in base64 before connecting anywhere: migrate and the service alike', async () => {
     const good = randomBytes(32).toString('base64');
     expect(loadConfig({ ENCRYPTION_KEY: ` ${good}\n`, DECRYPTION_KEYS: `${randomBytes(32).toString('base64')}, ${good}` }).decryptionKeys).toHaveLength(2);
+    // base64url, as SecretBox has always read it: a deployment's existing key keeps working.
+    expect(loadConfig({ ENCRYPTION_KEY: Buffer.alloc(32, 0xfb).toString('base64url') }).encryptionKey).toContain('-');
     // `openssl rand -hex 32` (a common slip), a truncated key, a 16-byte key.
     for (const bad of [randomBytes(32).toString('hex'), good.slice(0, 40), randomBytes(16).toString('base64')]) {
       expect(() => loadConfig({ ENCRYPTION_KEY: bad })).toThrow('ENCRYPTION_KEY must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32)');
