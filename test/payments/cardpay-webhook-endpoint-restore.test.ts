@@ -10,17 +10,30 @@ import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
  * a registration that fails at the provider must leave the merchant receiving the provider's events.
  */
 
-/** In front of the simulator: answers POST /v1/webhook_endpoints 500 while `failCreate`, a DELETE of one 500 while `failDelete`; forwards the rest. */
+/**
+ * In front of the simulator: answers POST /v1/webhook_endpoints 500 while `failCreate`, a DELETE of one 500
+ * while `failDelete`; with `failNextCreate`, the next creation is answered 500 and, as Stripe keeps the
+ * answer of a request that started (a 500 included) under its Idempotency-Key, so is every later one
+ * with that key. Forwards the rest.
+ */
 class EndpointCreateFailure {
   target = '';
   failCreate = false;
   failDelete = false;
+  failNextCreate = false;
+  private readonly failedKeys = new Set<string>();
   private readonly server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
+      const creation = req.method === 'POST' && req.url === '/sandbox/cardpay/v1/webhook_endpoints';
+      const key = String(req.headers['idempotency-key'] ?? '');
+      if (creation && this.failNextCreate) {
+        this.failNextCreate = false;
+        this.failedKeys.add(key);
+      }
       const failed =
-        (this.failCreate && req.method === 'POST' && req.url === '/sandbox/cardpay/v1/webhook_endpoints') ||
+        (creation && (this.failCreate || this.failedKeys.has(key))) ||
         (this.failDelete && req.method === 'DELETE' && req.url?.startsWith('/sandbox/cardpay/v1/webhook_endpoints/'));
       if (failed) {
         res.writeHead(500, { 'Content-Type': 'application/json' });
@@ -74,6 +87,7 @@ beforeAll(async () => {
 });
 beforeEach(() => {
   stub.failCreate = false;
+  stub.failNextCreate = false;
   stub.failDelete = false;
 });
 afterAll(async () => {
@@ -150,5 +164,18 @@ describe('storing cardpay credentials again', () => {
     const after = await endpointsOfMerchant();
     expect(after).toHaveLength(1);
     expect(both.map((e) => e.id)).not.toContain(after[0]!.id);
+  });
+
+  it('a registration the provider answered 500 once is not held to that answer: the store goes on with a new request, 200', async () => {
+    const p = await paid();
+    const before = await endpointsOfMerchant();
+    // Stripe replays a saved 500 to every request with its key: with one key per PUT, every repeat of the
+    // merchant's PUT was 502 for the key's 24 h.
+    stub.failNextCreate = true;
+    await storeAgain().expect(200);
+    const after = await endpointsOfMerchant();
+    expect(after).toHaveLength(1);
+    expect(after[0]!.id).not.toBe(before[0]!.id);
+    await dashboardRefundIsRecorded(p, 600, '6.00');
   });
 });

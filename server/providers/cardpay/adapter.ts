@@ -164,7 +164,17 @@ export class CardpayAdapter {
   async createWebhookEndpoint(creds: CardpayCredentials, url: string, idempotencyKey: string): Promise<{ id: string; secret: string }> {
     const stripe = this.stripe(creds);
     const params: Stripe.WebhookEndpointCreateParams = { url, enabled_events: WEBHOOK_EVENT_TYPES };
-    let endpoint = await this.call('write', () => stripe.webhookEndpoints.create(params, { idempotencyKey }));
+    let endpoint: Stripe.WebhookEndpoint;
+    try {
+      endpoint = await this.call('write', () => stripe.webhookEndpoints.create(params, { idempotencyKey }));
+    } catch (err) {
+      // Stripe keeps the answer of a request that started — a 500 too — and replays it for the key's
+      // 24 h: every repeat of this PUT would be that error. One new request, then: an endpoint the first
+      // may have made is at the same URL, and is deleted once the new secret is stored (afterStored).
+      // Not while another request with the key is still running (a concurrent PUT of the same credentials).
+      if (!(err instanceof ProviderError) || err.providerCode === 'idempotency_key_in_use') throw err;
+      endpoint = await this.call('write', () => stripe.webhookEndpoints.create(params, { idempotencyKey: `${idempotencyKey}-${randomUUID()}` }));
+    }
     if (!(await this.webhookEndpointExists(stripe, endpoint.id))) {
       endpoint = await this.call('write', () => stripe.webhookEndpoints.create(params, { idempotencyKey: `${idempotencyKey}-${randomUUID()}` }));
     }
