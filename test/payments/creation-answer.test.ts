@@ -5,7 +5,7 @@ import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 // The creation answer is written in one statement when it can be (status-writer.ts, applyCreation):
 // the payment's change, its audit row, the event, its delivery and the Idempotency-Key's answer commit
 // together. These are the cases where that path must write exactly what the general writer writes, or
-// step aside for it. In the first service the simulator answers creates 1.5 s late, so its callback
+// step aside for it. In the first service the simulator answers creates 3 s late (1.5 s was overtaken on a loaded CI host), so its callback
 // (sent 50 ms after the charge) reaches the service before the answer does; in the second it answers
 // at once.
 
@@ -33,7 +33,7 @@ const events = async (apiKey: string, id: string) =>
   ((await t.http.get(`/v1/events?payment_id=${id}`).set('X-API-Key', apiKey).expect(200)).body.data as { type: string }[]).map((e) => e.type);
 
 beforeAll(async () => {
-  [slow, prompt] = await Promise.all([startTestService({ SANDBOX_LATENCY_MS: '1500', SANDBOX_CALLBACK_DELAY_MS: '50' }), startTestService()]);
+  [slow, prompt] = await Promise.all([startTestService({ SANDBOX_LATENCY_MS: '3000', SANDBOX_CALLBACK_DELAY_MS: '50' }), startTestService()]);
   receiver = await new WebhookReceiver().start();
 }, 60_000);
 afterAll(async () => {
@@ -70,7 +70,7 @@ describe('the answer to a create', () => {
     expect(again.status).toBe(200);
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.body.data).toMatchObject({ id, status: 'completed' });
-  }, 30_000);
+  }, 90_000);
 
   it('the answer is the payment as stored: the 201 body is what GET /v1/payments/{id} shows', async () => {
     t = prompt;

@@ -67,8 +67,9 @@ beforeAll(async () => {
   stub = new EventStub();
   const stubUrl = await stub.start();
   // No status sync within the test: only the capture's event makes the capture known. Transmissions are
-  // sent again after 0.3 s, 0.6 s, 1.2 s, 2.4 s, 4.8 s.
-  t = await startTestService({ STATUS_SYNC_SCHEDULE: '1h', SANDBOX_CALLBACK_DELAY_MS: '300' });
+  // sent again after 1, 2, 4, 8 and 16 s: on a loaded host (0.3 s apart) the held capture's resends could
+  // run out before the test let them through, and the reversal's with them.
+  t = await startTestService({ STATUS_SYNC_SCHEDULE: '1h', SANDBOX_CALLBACK_DELAY_MS: '1000' });
   stub.target = `${t.baseUrl}/v1/webhooks/walletpay`;
   receiver = await new WebhookReceiver().start();
   ({ apiKey: key } = await t.createMerchant('Early Reversal Shop'));
@@ -105,19 +106,19 @@ describe('a reversal of a capture the service does not know yet', () => {
     const captureId = await approvedAndCapturedAtTheProvider(p.provider_ref);
     const reversal = await t.http.post('/sandbox/walletpay/_control/reverse-capture').send({ capture_id: captureId, amount: '10.00' }).expect(201);
 
-    const refused = await eventually(() => stub.answers.find((a) => a.type === 'PAYMENT.CAPTURE.REVERSED' && a.resource === reversal.body.id), 15_000, 'the reversal sent');
+    const refused = await eventually(() => stub.answers.find((a) => a.type === 'PAYMENT.CAPTURE.REVERSED' && a.resource === reversal.body.id), 30_000, 'the reversal sent');
     expect(refused.status).toBeGreaterThanOrEqual(400);
     expect(await getPayment(p.id)).toMatchObject({ status: 'pending', amount_refunded: '0.00' });
 
     // PayPal sends the capture's event again: the capture becomes known, then the reversal sent again is recorded.
     stub.holdCaptures = false;
-    const refunded = await eventually(() => receiver.events('payment.refunded').find((e) => e.json.data.payment_id === p.id), 20_000, 'payment.refunded');
+    const refunded = await eventually(() => receiver.events('payment.refunded').find((e) => e.json.data.payment_id === p.id), 60_000, 'payment.refunded');
     expect(refunded.json.data).toMatchObject({ payment_id: p.id, status: 'completed', amount_refunded: '10.00' });
     expect(await getPayment(p.id)).toMatchObject({ status: 'completed', amount: '30.00', amount_refunded: '10.00' });
     const refunds = (await t.http.get(`/v1/refunds?payment_id=${p.id}`).set('X-API-Key', key).expect(200)).body.data;
     expect(refunds).toEqual([expect.objectContaining({ amount: '10.00', status: 'completed', provider_ref: reversal.body.id })]);
     expect(stub.answers.filter((a) => a.resource === reversal.body.id).at(-1)!.status).toBe(200);
-  });
+  }, 120_000);
 
   it('a reversal of a capture of no payment of ours is acknowledged once no pending payment could own it', async () => {
     const order = await simulator('post', '/v2/checkout/orders')
@@ -126,7 +127,27 @@ describe('a reversal of a capture the service does not know yet', () => {
     stub.holdCaptures = false;
     const captureId = await approvedAndCapturedAtTheProvider(order.body.id);
     const reversal = await t.http.post('/sandbox/walletpay/_control/reverse-capture').send({ capture_id: captureId }).expect(201);
-    const answer = await eventually(() => stub.answers.find((a) => a.type === 'PAYMENT.CAPTURE.REVERSED' && a.resource === reversal.body.id), 15_000, 'the reversal sent');
+    const answer = await eventually(() => stub.answers.find((a) => a.type === 'PAYMENT.CAPTURE.REVERSED' && a.resource === reversal.body.id), 30_000, 'the reversal sent');
     expect(answer.status).toBe(200);
-  });
+  }, 60_000);
+
+  it('is refused while more pending payments could own it than are checked (the owner may be among the rest)', async () => {
+    // 20 other merchants, each with a pending walletpay payment that could own any refund of 1.00 USD.
+    for (let i = 0; i < 20; i += 1) {
+      const other = await t.createMerchant(`Crowded Shop ${i}`);
+      await t.http.put('/v1/merchant/credentials').set('X-API-Key', other.apiKey)
+        .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: `crowded-${i}-${randomUUID()}`, client_secret: 'crowded-secret' } }).expect(200);
+      await t.http.post('/v1/payments').set('X-API-Key', other.apiKey).set('Idempotency-Key', randomUUID())
+        .send({ provider: 'walletpay', amount: '50.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' }).expect(201);
+    }
+    // A capture made outside the service on this merchant's app: its reversal verifies with none of the 20 checked.
+    const order = await simulator('post', '/v2/checkout/orders')
+      .send({ intent: 'CAPTURE', purchase_units: [{ amount: { currency_code: 'USD', value: '5.00' } }], application_context: { return_url: 'https://elsewhere.example.com/r' } })
+      .expect(201);
+    stub.holdCaptures = false;
+    const captureId = await approvedAndCapturedAtTheProvider(order.body.id);
+    const reversal = await t.http.post('/sandbox/walletpay/_control/reverse-capture').send({ capture_id: captureId, amount: '1.00' }).expect(201);
+    const answer = await eventually(() => stub.answers.find((a) => a.type === 'PAYMENT.CAPTURE.REVERSED' && a.resource === reversal.body.id), 30_000, 'the reversal sent');
+    expect(answer.status).toBe(409);
+  }, 60_000);
 });

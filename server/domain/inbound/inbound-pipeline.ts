@@ -174,6 +174,13 @@ export class InboundPipeline {
       this.logger.warn({ provider: port.name, label: notification.label, merchantId, reference: clip(providerRef) }, 'refund notification for a payment not known yet; refused so that the provider sends it again');
       throw new DomainError('CONFLICT', `${port.name} ${clip(providerRef)} is not known here yet (its payment is still pending): send the notification again later`);
     }
+    if (rows.length >= MAX_OWNER_CANDIDATES) {
+      // More merchants could own it than are checked: the owner may be among the others, and an
+      // acknowledged refund is never sent again. Refused too, so the provider resends it (by then fewer
+      // payments are pending, or the capture is known).
+      this.logger.warn({ provider: port.name, label: notification.label, reference: clip(providerRef), checked: rows.length }, 'refund notification for an unknown capture; more pending payments could own it than were checked; refused so that the provider sends it again');
+      throw new DomainError('CONFLICT', `${port.name} ${clip(providerRef)} is not known here yet (more pending payments could own it than were checked): send the notification again later`);
+    }
   }
 
   /**
