@@ -92,6 +92,11 @@ const KEY_REUSED = 'This Idempotency-Key was already used with a different reque
 export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' | '422' | '502', RouteErrorExample>>> = {
   'PUT /v1/merchant/webhook': { '422': invalid('webhook_url', 'Invalid url') },
   'PUT /v1/merchant/credentials': {
+    '409': {
+      message: "another store of this merchant's cardpay credentials is still running; retry once it has finished",
+      description:
+        'Another store of credentials for this provider (cardpay, walletpay: those that register the callback URL with the provider) is still running; nothing was stored (CONFLICT)',
+    },
     '422': invalid('provider', 'must be one of: cardpay, walletpay, mobilemoney'),
     '502': {
       message: 'cardpay rejected the credentials while registering the callback URL: cardpay refused the credentials: Invalid API Key provided: sk_test_****docs',

@@ -134,7 +134,7 @@ export const merchantContract = c.router(
         'shows them masked as `****` and their last four characters (`****` alone for a value of 8 characters or fewer).',
       metadata: { scope: 'merchant:write', tag: 'Merchant' } as const,
       body: StoreCredentialsBodySchema,
-      responses: { 200: envelope(CredentialSummarySchema), 502: ErrorBodySchema },
+      responses: { 200: envelope(CredentialSummarySchema), 409: ErrorBodySchema, 502: ErrorBodySchema },
     },
     listCredentials: {
       method: 'GET',

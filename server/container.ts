@@ -20,6 +20,7 @@ import { Metrics } from './observability/metrics.js';
 import { registerStoreMetrics } from './observability/store-metrics.js';
 import { openOrm } from './persistence/orm.js';
 import { KeyLock } from './persistence/key-lock.js';
+import { Leases } from './persistence/leases.js';
 import { ChangeNotifications } from './persistence/change-notifications.js';
 import { NotifiedCache } from './persistence/notified-cache.js';
 import type { Principal } from './domain/auth/api-key.service.js';
@@ -154,14 +155,22 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const providers = createProviderRegistry(config, em, (provider, adapter) => instrumentProvider(provider, adapter, metrics.providerCalls));
   const reconciles = (provider: string) => Boolean(providers.find(provider)?.operations?.listTransactions);
   const credentials = new CredentialsService(em, secrets, providers, {
-    // Automatic reconciliation exists exactly while the merchant has credentials of a provider that lists its transactions.
-    stored: async (merchantId, provider) => {
-      if (reconciles(provider)) await scheduleReconciliation(agenda, keyLock, config.mobilemoneyReconcileIntervalMs, provider, merchantId);
+    hooks: {
+      // Automatic reconciliation exists exactly while the merchant has credentials of a provider that lists its transactions.
+      stored: async (merchantId, provider) => {
+        if (reconciles(provider)) await scheduleReconciliation(agenda, keyLock, config.mobilemoneyReconcileIntervalMs, provider, merchantId);
+      },
+      removed: async (merchantId, provider) => {
+        if (reconciles(provider)) await cancelReconciliation(agenda, keyLock, provider, merchantId);
+      },
     },
-    removed: async (merchantId, provider) => {
-      if (reconciles(provider)) await cancelReconciliation(agenda, keyLock, provider, merchantId);
-    },
-  }, credentialCache, logger);
+    cache: credentialCache,
+    logger,
+    leases: new Leases(em.getKnex()),
+    // A store's longest step: up to four provider calls (a webhook endpoint's creation, its retry, its
+    // read, a re-creation), or the clean-up's list and deletes; a crashed store blocks re-stores this long.
+    storeLeaseMs: 6 * config.providerTimeoutMs,
+  });
   const gateway = new ProviderGateway(providers, credentials);
   const writer = new StatusWriter(em, deliveryQueue, metrics.integrityMismatches, logger);
   const idempotency = new IdempotencyKeys(em, writer, config.idempotencyLeaseMs);

@@ -341,6 +341,15 @@ describe('openapi.json route-specific error examples are what each route answers
       '422 PUT /v1/merchant/webhook': () => api.put('/v1/merchant/webhook', { webhook_url: 'not a url' }),
       '422 PUT /v1/merchant/credentials': () => api.put('/v1/merchant/credentials', { provider: 'paypal' }),
       '502 PUT /v1/merchant/credentials': () => as(bare.apiKey).put('/v1/merchant/credentials', { provider: 'cardpay', cardpay: { secret_key: 'sk_test_invalid_docs' } }),
+      '409 PUT /v1/merchant/credentials': async () => {
+        const lease = `credentials:${shop.merchantId}:cardpay`;
+        await t.sql("INSERT INTO refresh_leases (name, holder, until) VALUES ($1, gen_random_uuid(), now() + interval '1 minute')", [lease]);
+        try {
+          return await api.put('/v1/merchant/credentials', { provider: 'cardpay', cardpay: { secret_key: 'sk_test_docs_routes_0001' } });
+        } finally {
+          await t.sql('DELETE FROM refresh_leases WHERE name = $1', [lease]);
+        }
+      },
       '404 DELETE /v1/merchant/credentials/{provider}': () => as(bare.apiKey).delete('/v1/merchant/credentials/cardpay'),
       '409 POST /v1/payments/cards': async () => {
         await api.post('/v1/payments/cards', { payment_method_id: 'pm_card_visa' }, 'docs-card').expect(201);

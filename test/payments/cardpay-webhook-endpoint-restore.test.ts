@@ -14,13 +14,16 @@ import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
  * In front of the simulator: answers POST /v1/webhook_endpoints 500 while `failCreate`, a DELETE of one 500
  * while `failDelete`; with `failNextCreate`, the next creation is answered 500 and, as Stripe keeps the
  * answer of a request that started (a 500 included) under its Idempotency-Key, so is every later one
- * with that key. Forwards the rest.
+ * with that key. While `holdList` is set, a listing of the endpoints (the clean-up's first call) waits for
+ * it, and `listHeld` is called. Forwards the rest.
  */
 class EndpointCreateFailure {
   target = '';
   failCreate = false;
   failDelete = false;
   failNextCreate = false;
+  holdList: Promise<void> | null = null;
+  listHeld: () => void = () => undefined;
   private readonly failedKeys = new Set<string>();
   private readonly server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -40,21 +43,30 @@ class EndpointCreateFailure {
         res.end(JSON.stringify({ error: { type: 'api_error', message: 'An unknown error occurred' } }));
         return;
       }
-      const headers = { ...req.headers };
-      delete headers.host;
-      delete headers.connection;
-      const upstream = http.request(`${this.target}${req.url}`, { method: req.method, headers, agent: false }, (answer) => {
-        const body: Buffer[] = [];
-        answer.on('data', (c: Buffer) => body.push(c));
-        answer.on('end', () => {
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
-          res.end(Buffer.concat(body));
-        });
-      });
-      upstream.on('error', () => res.destroy());
-      upstream.end(Buffer.concat(chunks));
+      if (this.holdList && req.method === 'GET' && req.url?.startsWith('/sandbox/cardpay/v1/webhook_endpoints?')) {
+        this.listHeld();
+        void this.holdList.then(() => this.forward(req, Buffer.concat(chunks), res));
+        return;
+      }
+      this.forward(req, Buffer.concat(chunks), res);
     });
   });
+
+  private forward(req: http.IncomingMessage, body: Buffer, res: http.ServerResponse): void {
+    const headers = { ...req.headers };
+    delete headers.host;
+    delete headers.connection;
+    const upstream = http.request(`${this.target}${req.url}`, { method: req.method, headers, agent: false }, (answer) => {
+      const answered: Buffer[] = [];
+      answer.on('data', (c: Buffer) => answered.push(c));
+      answer.on('end', () => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        res.end(Buffer.concat(answered));
+      });
+    });
+    upstream.on('error', () => res.destroy());
+    upstream.end(body);
+  }
 
   async start(): Promise<string> {
     await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
@@ -86,6 +98,7 @@ beforeAll(async () => {
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: SECRET_KEY } }).expect(200);
 });
 beforeEach(() => {
+  stub.holdList = null;
   stub.failCreate = false;
   stub.failNextCreate = false;
   stub.failDelete = false;
@@ -177,5 +190,36 @@ describe('storing cardpay credentials again', () => {
     expect(after).toHaveLength(1);
     expect(after[0]!.id).not.toBe(before[0]!.id);
     await dashboardRefundIsRecorded(p, 600, '6.00');
+  });
+
+  it('no database connection is held while the provider deletes the replaced endpoint, and a second store meanwhile is 409, changing nothing', async () => {
+    const p = await paid();
+    let release!: () => void;
+    stub.holdList = new Promise<void>((resolve) => (release = resolve));
+    const held = new Promise<void>((resolve) => (stub.listHeld = resolve));
+    const first = storeAgain().then((res) => res);
+    await held;
+    try {
+      // The new secret is stored; the clean-up is waiting for the provider. An open transaction (a row lock)
+      // would pin a pooled connection until the provider answers, and a second store would wait on it.
+      const open = await t.sql<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+      );
+      expect(open[0]!.n).toBe(0);
+      const second = await storeAgain();
+      expect([second.status, second.body.error?.code, second.body.error?.message]).toEqual([
+        409,
+        'CONFLICT',
+        "another store of this merchant's cardpay credentials is still running; retry once it has finished",
+      ]);
+      expect(await endpointsOfMerchant()).toHaveLength(2);
+    } finally {
+      release();
+    }
+    expect((await first).status).toBe(200);
+    expect(await endpointsOfMerchant()).toHaveLength(1);
+    await dashboardRefundIsRecorded(p, 700, '7.00');
+    // The lease is given back: the next store runs.
+    await storeAgain().expect(200);
   });
 });

@@ -4,9 +4,10 @@ import type { Provider, StoreCredentialsBody } from '../../../contract/index.js'
 import { ProviderCredentialSchema } from '../../persistence/entities/index.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { DomainError, notFound } from '../errors.js';
-import { ProviderError, type ProviderRegistry } from '../ports.js';
+import { ProviderError, type PreparedCredentials, type ProviderRegistry } from '../ports.js';
 import { summarizeCredentials } from './credential-masking.js';
 import type { NotifiedCache } from '../../persistence/notified-cache.js';
+import type { Leases } from '../../persistence/leases.js';
 import type { Logger } from '../../observability/logger.js';
 
 type StoreBodyOf<P extends Provider> = Extract<StoreCredentialsBody, { provider: P }>;
@@ -27,38 +28,71 @@ export interface CredentialSummary {
   config_summary: Record<string, string>;
 }
 
+export interface CredentialsServiceOptions {
+  hooks?: CredentialHooks;
+  cache?: CredentialCache;
+  logger?: Pick<Logger, 'warn'>;
+  /** Stores of one provider's credentials that call the provider run one at a time per merchant, under a lease. */
+  leases: Leases;
+  /** How long a store may call the provider before another may start (the lease, renewed at each step). */
+  storeLeaseMs: number;
+}
+
 /** Per-merchant provider credentials, encrypted at rest and only ever shown masked. */
 export class CredentialsService {
+  private readonly hooks: CredentialHooks;
+
   constructor(
     private readonly em: EntityManager,
     private readonly secrets: SecretBox,
     /** A provider may complete credentials before they are stored (ProviderPort.prepareCredentials). */
     private readonly providers: ProviderRegistry,
-    private readonly hooks: CredentialHooks = {},
-    private readonly cache?: CredentialCache,
-    private readonly logger?: Pick<Logger, 'warn'>,
-  ) {}
+    private readonly options: CredentialsServiceOptions,
+  ) {
+    this.hooks = options.hooks ?? {};
+  }
 
   async store(merchantId: string, body: StoreCredentialsBody): Promise<CredentialSummary> {
     const provider = body.provider;
-    let credentials = (body as Record<string, unknown>)[provider] as CredentialsByProvider[typeof provider];
-    const port = this.providers.get(provider);
-    let afterStored: (() => Promise<void>) | undefined;
-    if (port.prepareCredentials) {
-      try {
-        // What is stored now (it may name what the provider set up for it); unreadable counts as none.
-        const previous = await this.find(merchantId, provider).catch(() => null);
-        const prepared = await port.prepareCredentials(merchantId, credentials, previous);
-        credentials = prepared.credentials as typeof credentials;
-        afterStored = prepared.afterStored;
-      } catch (err) {
-        if (err instanceof ProviderError) {
-          throw new DomainError('PROVIDER_ERROR', `${provider} rejected the credentials while registering the callback URL: ${err.message}`);
-        }
-        throw err;
+    const credentials = (body as Record<string, unknown>)[provider] as CredentialsByProvider[typeof provider];
+    if (!this.providers.get(provider).prepareCredentials) return this.write(merchantId, provider, credentials);
+    // A provider's preparation sets things up at the provider, and its afterStored step deletes what the
+    // credentials it replaced used there: two at once could each delete the other's (leaving the stored
+    // secret's endpoint deleted). So one at a time, under a lease — no connection is held while the
+    // provider answers — and a second store meanwhile is refused, as a repeat of a running request is.
+    const { leases, storeLeaseMs } = this.options;
+    const lease = `credentials:${merchantId}:${provider}`;
+    const holder = await leases.take(lease, storeLeaseMs);
+    if (!holder) throw storeRunning(provider);
+    try {
+      const prepared = await this.prepare(merchantId, provider, credentials);
+      // A lease that ran out while the provider answered may be another store's now: that one stands.
+      if (!(await leases.renew(lease, holder, storeLeaseMs))) throw storeRunning(provider);
+      const summary = await this.write(merchantId, provider, prepared.credentials);
+      if (prepared.afterStored && (await leases.renew(lease, holder, storeLeaseMs))) {
+        await this.afterStored(merchantId, provider, prepared.credentials, prepared.afterStored);
       }
+      return summary;
+    } finally {
+      await leases.release(lease, holder);
     }
-    const summary = summarizeCredentials(credentials as Record<string, unknown>, port.publicCredentialFields);
+  }
+
+  private async prepare<P extends Provider>(merchantId: string, provider: P, credentials: CredentialsByProvider[P]): Promise<PreparedCredentials<CredentialsByProvider[P]>> {
+    try {
+      // What is stored now (it may name what the provider set up for it); unreadable counts as none.
+      const previous = await this.find(merchantId, provider).catch(() => null);
+      return (await this.providers.get(provider).prepareCredentials!(merchantId, credentials, previous)) as PreparedCredentials<CredentialsByProvider[P]>;
+    } catch (err) {
+      if (err instanceof ProviderError) {
+        throw new DomainError('PROVIDER_ERROR', `${provider} rejected the credentials while registering the callback URL: ${err.message}`);
+      }
+      throw err;
+    }
+  }
+
+  private async write(merchantId: string, provider: Provider, credentials: unknown): Promise<CredentialSummary> {
+    const summary = summarizeCredentials(credentials as Record<string, unknown>, this.providers.get(provider).publicCredentialFields);
     const sealed = this.secrets.sealJson(credentials);
     // One statement, so two concurrent stores for one provider cannot both insert.
     await this.em.getConnection().execute(
@@ -68,29 +102,25 @@ export class CredentialsService {
        DO UPDATE SET secrets_enc = EXCLUDED.secrets_enc, config_summary = EXCLUDED.config_summary, updated_at = now()`,
       [randomUUID(), merchantId, provider, sealed, JSON.stringify(summary)],
     );
-    this.cache?.dropMerchant(merchantId);
-    if (afterStored) await this.afterStored(merchantId, provider, credentials, afterStored);
+    this.options.cache?.dropMerchant(merchantId);
     await this.hooks.stored?.(merchantId, provider);
     return { provider, config_summary: summary };
   }
 
   /**
    * A provider's step after a store (PreparedCredentials.afterStored), run while `stored` is still the
-   * merchant's: the row is locked meanwhile, so a concurrent store waits, and its own step runs after
-   * (never this one after it, undoing what that store set up). Best effort: logged, never thrown.
+   * merchant's (a removal meanwhile skips it). Best effort: logged, never thrown.
    */
   private async afterStored(merchantId: string, provider: Provider, stored: unknown, step: () => Promise<void>): Promise<void> {
     try {
-      await this.em.fork().transactional(async (tx) => {
-        const [row] = await tx.execute<{ secrets_enc: string }[]>(
-          'SELECT secrets_enc FROM provider_credentials WHERE merchant_id = ? AND provider = ? FOR UPDATE',
-          [merchantId, provider],
-        );
-        if (!row || JSON.stringify(this.secrets.openJson(row.secrets_enc)) !== JSON.stringify(stored)) return;
-        await step();
-      });
+      const [row] = await this.em.getConnection().execute<{ secrets_enc: string }[]>(
+        'SELECT secrets_enc FROM provider_credentials WHERE merchant_id = ? AND provider = ?',
+        [merchantId, provider],
+      );
+      if (!row || JSON.stringify(this.secrets.openJson(row.secrets_enc)) !== JSON.stringify(stored)) return;
+      await step();
     } catch (err) {
-      this.logger?.warn({ merchantId, provider, err: { message: (err as Error).message } }, 'credentials stored; cleaning up what the previous ones used at the provider failed');
+      this.options.logger?.warn({ merchantId, provider, err: { message: (err as Error).message } }, 'credentials stored; cleaning up what the previous ones used at the provider failed');
     }
   }
 
@@ -101,7 +131,7 @@ export class CredentialsService {
 
   async remove(merchantId: string, provider: Provider): Promise<void> {
     const deleted = await this.em.nativeDelete(ProviderCredentialSchema, { merchantId, provider });
-    this.cache?.dropMerchant(merchantId);
+    this.options.cache?.dropMerchant(merchantId);
     if (deleted === 0) throw notFound(`${provider} credentials`);
     await this.hooks.removed?.(merchantId, provider);
   }
@@ -113,7 +143,7 @@ export class CredentialsService {
       // Frozen: one decrypted copy may serve many requests, so none may change it.
       return row ? deepFreeze(this.secrets.openJson<CredentialsByProvider[P]>(row.secretsEnc)) : null;
     };
-    const found = this.cache ? await this.cache.get(`${merchantId}:${provider}`, load) : await load();
+    const found = this.options.cache ? await this.options.cache.get(`${merchantId}:${provider}`, load) : await load();
     return found as CredentialsByProvider[P] | null;
   }
 
@@ -123,6 +153,11 @@ export class CredentialsService {
     if (!found) throw credentialsNotConfigured(provider);
     return found;
   }
+}
+
+/** A store of credentials while another store of the same provider's runs (409, like a repeat of a running request). */
+function storeRunning(provider: Provider): DomainError {
+  return new DomainError('CONFLICT', `another store of this merchant's ${provider} credentials is still running; retry once it has finished`);
 }
 
 /** A payment or refund request for a provider the merchant has no credentials for (interface: 422). */

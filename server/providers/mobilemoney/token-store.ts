@@ -1,6 +1,7 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { MobilemoneyCredentials } from '../../../contract/index.js';
+import { Leases } from '../../persistence/leases.js';
 import { httpRequest } from '../http-client.js';
 import { ProviderError } from '../../domain/ports.js';
 import { toProviderError, unreadable } from './errors.js';
@@ -20,7 +21,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * The OAuth token, shared by every process through PostgreSQL. The operator invalidates a consumer
  * key's previous token whenever it issues a new one, so a per-process cache would make processes
  * knock each other's tokens out. A new token is fetched by one caller at a time, the holder of a
- * lease row (`refresh_leases`), not of a lock: no connection is held while the operator answers, and
+ * lease (persistence/leases.ts), not of a lock: no connection is held while the operator answers, and
  * concurrent callers poll the cache (giving their connection back between polls) instead of stampeding.
  */
 export class MobilemoneyTokenStore {
@@ -37,21 +38,16 @@ export class MobilemoneyTokenStore {
     const key = tokenCacheKey(baseUrl, creds.consumer_key);
     const lease = `mobilemoney-token:${key}`;
     const knex = this.em.getKnex();
+    const leases = new Leases(knex);
     // The holder's lease outlives its fetch (bounded by the timeout); waiters give up after the same.
-    const leaseSeconds = (this.timeoutMs * 2) / 1000;
+    const leaseMs = this.timeoutMs * 2;
     const deadline = Date.now() + this.timeoutMs * 2;
     let delay = 10;
     for (;;) {
       const cached = await this.read(knex, key, creds);
       if (cached && cached !== stale) return cached;
-      const holder = randomUUID();
-      const taken = (await knex.raw(
-        `INSERT INTO refresh_leases (name, holder, until) VALUES (?, ?, now() + make_interval(secs => ?))
-         ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until WHERE refresh_leases.until < now()
-         RETURNING holder`,
-        [lease, holder, leaseSeconds],
-      )) as { rows: unknown[] };
-      if (taken.rows.length === 1) {
+      const holder = await leases.take(lease, leaseMs);
+      if (holder) {
         try {
           const again = await this.read(knex, key, creds);
           if (again && again !== stale) return again;
@@ -64,7 +60,7 @@ export class MobilemoneyTokenStore {
           );
           return fresh.token;
         } finally {
-          await knex.raw('DELETE FROM refresh_leases WHERE name = ? AND holder = ?', [lease, holder]).catch(() => undefined);
+          await leases.release(lease, holder);
         }
       }
       if (Date.now() >= deadline) throw new ProviderError('mobilemoney', 'unavailable', 'mobilemoney token request: another request is still fetching the token');
