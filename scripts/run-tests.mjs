@@ -5,7 +5,7 @@
  * PostgreSQL in a temporary directory for the run. Extra arguments go to jest.
  */
 import { spawn } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -66,6 +66,7 @@ try {
   const summary = JSON.parse(await readFile(summaryFile, 'utf8'));
   process.stdout.write(`\njest: ${summary.numPassedTests} passed, ${summary.numFailedTests} failed\n`);
   failedFiles = summary.testResults.filter((r) => r.status === 'failed').map((r) => path.relative(process.cwd(), r.name));
+  await reportSlowestFiles(summary.testResults);
 } catch {
   process.stdout.write('\njest: 0 passed, 1 failed\n');
 }
@@ -102,6 +103,24 @@ if (embedded) {
   if (tempDir) await rm(tempDir, { recursive: true, force: true }).catch(() => {});
 }
 process.exit(exitCode);
+
+/**
+ * The slowest test files of the run, and every file's seconds in test-results/test-durations.json (the
+ * shape of test/support/test-durations.json, which orders the next runs: copy it there after a full run).
+ */
+function reportSlowestFiles(results) {
+  const seconds = Object.fromEntries(
+    results
+      .map((r) => [path.relative(process.cwd(), r.name), Math.round((r.endTime - r.startTime) / 100) / 10])
+      .sort((a, b) => b[1] - a[1]),
+  );
+  const entries = Object.entries(seconds);
+  if (entries.length < 2) return undefined;
+  const total = entries.reduce((sum, [, s]) => sum + s, 0);
+  process.stdout.write(`slowest test files (of ${entries.length}, ${Math.round(total)} s in all):\n`);
+  for (const [file, s] of entries.slice(0, 12)) process.stdout.write(`  ${String(s).padStart(6)} s  ${file}\n`);
+  return writeFile(path.resolve('test-results', 'test-durations.json'), `${JSON.stringify(seconds, null, 2)}\n`).catch(() => undefined);
+}
 
 /**
  * What the services of each failed test file logged that says what went wrong: warnings, errors, and
