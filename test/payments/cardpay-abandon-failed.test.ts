@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
+import { scrapeMetrics, total } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
@@ -39,12 +40,17 @@ describe('a failed card payment is cancelled at the provider', () => {
     await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_abandon_sealed', webhook_secret: 'whsec_abandon_sealed' } }).expect(200);
     const res = await pay(apiKey, 'pm_card_chargeDeclined');
     const id = res.body.data.id as string;
+    const mark = async () => (await t.sql<{ due: boolean }>('SELECT abandon_due_at IS NOT NULL AS due FROM payments WHERE id = $1', [id]))[0]!.due;
+    // The worker's job (every 500 ms here) cancels the intent first, while the credentials are readable: a
+    // cancel of its still under way when the mark is set again below would clear it (CI, on a loaded host).
+    await eventually(async () => !(await mark()), 10_000, "the worker's own cancel");
     // Not a provider's answer at all: an error of this process (here, credentials it cannot decrypt).
     await t.sql(`UPDATE provider_credentials SET secrets_enc = 'v1.unknown-key.AAAA' WHERE merchant_id = $1`, [merchantId]);
-    // Due, but not before the worker's job (every 500 ms here) could take it: it may already have cancelled
-    // the intent while the credentials were still readable, clearing the mark this test looks at.
+    // The change reaches the process's credential cache by NOTIFY, within a second.
+    const unreadable = () => t.inContext(() => t.service.container.services.credentials.find(merchantId, 'cardpay')).then(() => false, () => true);
+    await eventually(unreadable, 5_000, 'the changed credentials to reach the cache');
+    // Due again, but not before the worker's job could take it: this test asks itself.
     await t.sql(`UPDATE payments SET abandon_due_at = now() + interval '1 hour' WHERE id = $1`, [id]);
-    const mark = async () => (await t.sql<{ due: boolean }>('SELECT abandon_due_at IS NOT NULL AS due FROM payments WHERE id = $1', [id]))[0]!.due;
     await t.inContext(() => t.service.container.services.abandonFailed.abandonOne(id));
     expect(await mark()).toBe(true); // kept for a retry: the merchant may store credentials again
     await t.sql(`UPDATE payments SET updated_at = now() - interval '8 days' WHERE id = $1`, [id]);
@@ -104,5 +110,7 @@ describe('a failed card payment is cancelled at the provider', () => {
     const late = await t.sql<{ to_status: string; accepted: boolean; trigger: string }>(
       `SELECT to_status, accepted, trigger FROM payment_transitions WHERE payment_id = $1 AND trigger = 'abandon'`, [p.id]);
     expect(late).toEqual([{ to_status: 'completed', accepted: false, trigger: 'abandon' }]);
+    // Counted where an operator's alert looks (as reconciliation counts a charged failed payment).
+    expect(total(await scrapeMetrics(t), 'payments_integrity_mismatches_total', { provider: 'cardpay', source: 'abandon:charged_but_failed' })).toBe(1);
   });
 });

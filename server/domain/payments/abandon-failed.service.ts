@@ -2,7 +2,6 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema } from '../../persistence/entities/index.js';
 import { ProviderError } from '../ports.js';
-import { toUpdate } from './payment.service.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import type { StatusWriter } from './status-writer.js';
 
@@ -20,8 +19,8 @@ const GIVE_UP_MS = 7 * 24 * 3_600_000;
  * claims them (SKIP LOCKED: several workers split them, none twice), asks the provider to cancel with an
  * idempotency key derived from the payment — never inside a transaction — and clears the mark. An
  * intent already canceled is fine; one that succeeded after all (charged before the cancel got there)
- * is applied as a late success: the state machine refuses it and records it, and it is logged as an
- * error for an operator to refund. A provider outage leaves the mark for a retry after CLAIM_MS.
+ * is recorded as a refused late success and counted (payments_integrity_mismatches_total, source
+ * `abandon:charged_but_failed`), and logged as an error for an operator to refund. A provider outage leaves the mark for a retry after CLAIM_MS.
  */
 export class AbandonFailedService {
   constructor(
@@ -63,8 +62,8 @@ export class AbandonFailedService {
       return this.done(paymentId);
     }
     if (answer?.status === 'completed') {
-      // Charged after we said failed: the state machine keeps it failed and records the report.
-      await this.writer.applyPayment(payment.id, toUpdate(answer), 'abandon');
+      // Charged after we said failed: it stays failed; the report is recorded and counted (charged_but_failed).
+      await this.writer.chargedButFailed(payment.id, answer.amount, 'abandon');
       this.logger.error({ paymentId, provider: payment.provider, providerRef: payment.providerRef }, 'a payment recorded failed was charged at the provider; refund it there or settle it by hand');
     }
     await this.done(paymentId);

@@ -274,14 +274,15 @@ export class StatusWriter {
   }
 
   /**
-   * A provider's settled transaction of exactly a `failed` payment's amount and currency (reconciliation):
-   * the customer was charged for a payment the merchant was told failed. The state machine keeps it failed
+   * A provider's settled transaction of exactly a `failed` payment's amount and currency (reconciliation,
+   * the cancel of a failed card payment's intent): the customer was charged for a payment the merchant
+   * was told failed. Another amount is an integrity mismatch, recorded and counted as one. The state machine keeps it failed
    * (nothing to the merchant's webhook); the first report from `source` is recorded in the audit as a
    * refused move to completed and counted (payments_integrity_mismatches_total, source
    * `<source>:charged_but_failed`). Returns whether it was recorded now (false: reported before, or the
    * payment is no longer failed). The caller logs it, at error level, every time.
    */
-  async chargedButFailed(paymentId: string, reported: Money, source: string): Promise<boolean> {
+  async chargedButFailed(paymentId: string, reported: Money | null | undefined, source: string): Promise<boolean> {
     const { recorded, provider } = await this.commit((uow) => uow.chargedButFailed(paymentId, reported, source));
     if (recorded) this.mismatches.inc({ provider, source: `${source}:charged_but_failed` });
     return recorded;
@@ -340,20 +341,16 @@ export class UnitOfWork {
   }
 
   /** See StatusWriter.chargedButFailed: the refused move, in the audit once per payment and source. */
-  async chargedButFailed(paymentId: string, reported: Money, source: string): Promise<{ recorded: boolean; provider: string }> {
+  async chargedButFailed(paymentId: string, reported: Money | null | undefined, source: string): Promise<{ recorded: boolean; provider: string }> {
     const payment = await this.lockPayment(paymentId);
     if (payment.status !== 'failed') return { recorded: false, provider: payment.provider };
-    const before = await this.tx.execute<{ one: number }[]>(
-      `SELECT 1 AS one FROM payment_transitions WHERE payment_id = ? AND subject = 'payment' AND from_status = 'failed' AND to_status = 'completed'
-       AND trigger = ? AND NOT accepted LIMIT 1`,
-      [payment.id, source],
-    );
-    if (before.length > 0) return { recorded: false, provider: payment.provider };
-    await this.audit({
-      paymentId: payment.id, subject: 'payment', from: 'failed', to: 'completed', source, accepted: false,
+    // Another amount (or none) is no charge of this payment's: an integrity mismatch, refused and counted as such.
+    if (await this.checkIntegrity(payment, null, amountOf(payment), reported, source, 'completed')) return { recorded: false, provider: payment.provider };
+    const recorded = await this.auditRefusalOnce({
+      paymentId: payment.id, subject: 'payment', from: 'failed', to: 'completed', source,
       note: 'a payment recorded failed was charged at the provider', expected: amountOf(payment), reported,
-    });
-    return { recorded: true, provider: payment.provider };
+    }, 'per source');
+    return { recorded, provider: payment.provider };
   }
 
   /**
@@ -452,27 +449,22 @@ export class UnitOfWork {
    * refunds on each of its refund events, and the same report again adds nothing.
    */
   private async refuseCompletionOfFailed(payment: Payment, refund: Refund, update: RefundUpdate, source: string): Promise<void> {
-    const seen = await this.tx.execute<unknown[]>(
-      `SELECT 1 FROM payment_transitions WHERE refund_id = ? AND subject = 'refund' AND from_status = 'failed' AND to_status = 'completed' AND NOT accepted LIMIT 1`,
-      [refund.id],
-    );
-    if (seen.length > 0) return;
     const providerRefundId = update.providerRef ?? refund.providerRef ?? null;
     const reported = update.reported ? `${formatMinorUnits(update.reported.minor, update.reported.currency.toUpperCase())} ${update.reported.currency.toUpperCase()}` : 'no amount';
-    await this.audit({
+    const recorded = await this.auditRefusalOnce({
       paymentId: payment.id,
       refundId: refund.id,
       subject: 'refund',
       from: 'failed',
       to: 'completed',
       source,
-      accepted: false,
       note:
         `the provider reports refund ${providerRefundId ?? '(no reference)'} completed (${reported}) while it is failed here` +
         `${refund.failureReason ? ` (${refund.failureReason})` : ''}: not applied; check it with the provider and settle it by hand`,
       expected: { minor: refund.amountMinor, currency: refund.currency },
       reported: update.reported ?? null,
-    });
+    }, 'ever');
+    if (!recorded) return;
     this.completedAfterFailed.push({ provider: payment.provider, source, paymentId: payment.id, refundId: refund.id, providerRefundId, reported });
   }
 
@@ -587,10 +579,24 @@ export class UnitOfWork {
     if (appended.deliveryId) this.deliveryIds.push(appended.deliveryId);
   }
 
-  private async audit(row: {
-    paymentId: string; refundId?: string; subject: Subject['kind']; from: string | null; to: string; source: string; accepted: boolean; note?: string;
-    expected?: Money; reported?: Money | null;
-  }): Promise<void> {
+  /**
+   * Records a refused move (accepted = false) unless the same one is in the audit already — for the same
+   * refund (or payment, when the move is the payment's), from any source (`ever`) or from this `source`
+   * only (`per source`) — so a report the provider repeats adds nothing. Whether it was recorded now.
+   */
+  private async auditRefusalOnce(row: Omit<AuditRow, 'accepted'>, once: 'ever' | 'per source'): Promise<boolean> {
+    const [column, id] = row.refundId ? ['refund_id', row.refundId] : ['payment_id', row.paymentId];
+    const seen = await this.tx.execute<unknown[]>(
+      `SELECT 1 FROM payment_transitions WHERE ${column} = ? AND subject = ? AND from_status IS NOT DISTINCT FROM ? AND to_status = ? AND NOT accepted
+       ${once === 'per source' ? 'AND trigger = ?' : ''} LIMIT 1`,
+      [id, row.subject, row.from, row.to, ...(once === 'per source' ? [row.source] : [])],
+    );
+    if (seen.length > 0) return false;
+    await this.audit({ ...row, accepted: false });
+    return true;
+  }
+
+  private async audit(row: AuditRow): Promise<void> {
     await this.tx.execute(
       `INSERT INTO payment_transitions (payment_id, refund_id, subject, from_status, to_status, trigger, accepted, note,
          expected_amount_minor, expected_currency, reported_amount_minor, reported_currency)
@@ -602,4 +608,18 @@ export class UnitOfWork {
       'run',
     );
   }
+}
+
+/** One row of the audit (payment_transitions). */
+interface AuditRow {
+  paymentId: string;
+  refundId?: string;
+  subject: Subject['kind'];
+  from: string | null;
+  to: string;
+  source: string;
+  accepted: boolean;
+  note?: string;
+  expected?: Money;
+  reported?: Money | null;
 }
