@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { RateLimitRule } from '../domain/auth/rate-limiter.js';
 import { parseDurationMs, parseSchedule } from './duration.js';
 import { parseAllowlistEntry } from '../lib/ip-allowlist.js';
+import { AES_KEY_FORMAT, decodeAesKey } from '../lib/aes-key.js';
 
 const booleanFlag = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -232,12 +233,7 @@ function durationVar(name: string, text: string): number {
  * variable, instead of a migrate that succeeds and processes that then fail after connecting.
  */
 function aesKeyVar(name: string, value: string): void {
-  const text = value.trim();
-  const bytes = Buffer.from(text, 'base64');
-  // base64 or base64url (Buffer reads both, as SecretBox always has): a key that worked before still does.
-  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text) || bytes.length !== 32) {
-    throw new ConfigError(`${name} must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32)`);
-  }
+  if (!decodeAesKey(value)) throw new ConfigError(`${name} must be ${AES_KEY_FORMAT}`);
 }
 
 /** A comma-separated list of delays: 0 is allowed in it (the next try at once), the list being finite. */

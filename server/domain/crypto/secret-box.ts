@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { AES_KEY_FORMAT, decodeAesKey } from '../../lib/aes-key.js';
 
 /** Sealed before keys had ids: `v1.<iv>.<tag>.<ciphertext>`. Still opened (by trying each key), never written. */
 const V1 = 'v1';
@@ -23,8 +24,8 @@ interface Key {
 }
 
 function parseKey(base64: string, variable: string): Key {
-  const bytes = Buffer.from(base64.trim(), 'base64');
-  if (bytes.length !== 32) throw new Error(`${variable} must be the base64 encoding of exactly 32 bytes`);
+  const bytes = decodeAesKey(base64);
+  if (!bytes) throw new Error(`${variable} must be ${AES_KEY_FORMAT}`);
   // A key's id is a digest of the key, not of a secret it seals: it names the key without revealing it.
   const id = createHash('sha256').update('payments secret-box key id\0').update(bytes).digest().subarray(0, 8).toString('base64url');
   return { id, bytes };
