@@ -1,6 +1,6 @@
-import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -17,65 +17,31 @@ import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
  * with that key. While `holdList` is set, a listing of the endpoints (the clean-up's first call) waits for
  * it, and `listHeld` is called. Forwards the rest.
  */
-class EndpointCreateFailure {
-  target = '';
+class EndpointCreateFailure extends ForwardingStub {
   failCreate = false;
   failDelete = false;
   failNextCreate = false;
   holdList: Promise<void> | null = null;
   listHeld: () => void = () => undefined;
   private readonly failedKeys = new Set<string>();
-  private readonly server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const creation = req.method === 'POST' && req.url === '/sandbox/cardpay/v1/webhook_endpoints';
-      const key = String(req.headers['idempotency-key'] ?? '');
-      if (creation && this.failNextCreate) {
-        this.failNextCreate = false;
-        this.failedKeys.add(key);
-      }
-      const failed =
-        (creation && (this.failCreate || this.failedKeys.has(key))) ||
-        (this.failDelete && req.method === 'DELETE' && req.url?.startsWith('/sandbox/cardpay/v1/webhook_endpoints/'));
-      if (failed) {
-        res.writeHead(500, { 'Content-Type': 'application/json' });
-        res.end(JSON.stringify({ error: { type: 'api_error', message: 'An unknown error occurred' } }));
-        return;
-      }
-      if (this.holdList && req.method === 'GET' && req.url?.startsWith('/sandbox/cardpay/v1/webhook_endpoints?')) {
-        this.listHeld();
-        void this.holdList.then(() => this.forward(req, Buffer.concat(chunks), res));
-        return;
-      }
-      this.forward(req, Buffer.concat(chunks), res);
-    });
-  });
 
-  private forward(req: http.IncomingMessage, body: Buffer, res: http.ServerResponse): void {
-    const headers = { ...req.headers };
-    delete headers.host;
-    delete headers.connection;
-    const upstream = http.request(`${this.target}${req.url}`, { method: req.method, headers, agent: false }, (answer) => {
-      const answered: Buffer[] = [];
-      answer.on('data', (c: Buffer) => answered.push(c));
-      answer.on('end', () => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        res.end(Buffer.concat(answered));
-      });
-    });
-    upstream.on('error', () => res.destroy());
-    upstream.end(body);
-  }
-
-  async start(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.server.address() as { port: number }).port}`;
-  }
-
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    const creation = req.method === 'POST' && req.url === '/sandbox/cardpay/v1/webhook_endpoints';
+    const key = String(req.headers['idempotency-key'] ?? '');
+    if (creation && this.failNextCreate) {
+      this.failNextCreate = false;
+      this.failedKeys.add(key);
+    }
+    const failed =
+      (creation && (this.failCreate || this.failedKeys.has(key))) ||
+      (this.failDelete && req.method === 'DELETE' && req.url.startsWith('/sandbox/cardpay/v1/webhook_endpoints/'));
+    if (failed) return jsonAnswer(500, { error: { type: 'api_error', message: 'An unknown error occurred' } });
+    const hold = this.holdList;
+    if (hold && req.method === 'GET' && req.url.startsWith('/sandbox/cardpay/v1/webhook_endpoints?')) {
+      this.listHeld();
+      await hold;
+    }
+    return forward();
   }
 }
 

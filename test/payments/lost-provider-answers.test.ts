@@ -1,6 +1,6 @@
 import { X509Certificate, constants, publicEncrypt } from 'node:crypto';
-import http from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
@@ -13,8 +13,7 @@ import { eventually } from '../support/webhook-receiver.js';
  * forwarded and its answer withheld past PROVIDER_TIMEOUT_MS; any repeat with its Idempotency-Key is
  * answered 429 by the proxy itself. The payment (refund) stays pending and completes later, once.
  */
-class TrapProxy {
-  target = '';
+class TrapProxy extends ForwardingStub {
   trapPath: string | null = null;
   /**
    * What a repeat of a trapped request gets: 429 from the proxy, the same treatment (forwarded, answer
@@ -26,80 +25,38 @@ class TrapProxy {
   /** Repeats answered with the spike-arrest refusal. */
   spikeArrested = 0;
   private readonly seen = new Set<string>();
-  private readonly held = new Set<http.ServerResponse>();
   /** The next POST to exactly this path is answered 429 by the proxy (the provider's rate limiter: nothing done); then it is cleared. */
   rateLimitOnce: string | null = null;
-  private readonly server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const key = String(req.headers['idempotency-key'] ?? '');
-      if (this.downPrefix !== null && req.url?.startsWith(this.downPrefix)) {
-        res.writeHead(500, { 'Content-Type': 'application/json' });
-        res.end(JSON.stringify({ requestId: 'proxy', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' }));
-        return;
-      }
-      if (req.method === 'POST' && this.rateLimitOnce !== null && req.url === this.rateLimitOnce) {
-        this.rateLimitOnce = null;
-        res.writeHead(429, { 'Content-Type': 'application/json' });
-        res.end(JSON.stringify(req.url.includes('/walletpay/')
-          ? { name: 'RATE_LIMIT_REACHED', message: 'Too many requests. Blocked due to rate limiting.', debug_id: 'proxy429' }
-          : { error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' } }));
-        return;
-      }
-      const trapped = req.method === 'POST' && this.trapPath !== null && req.url === this.trapPath;
-      if (trapped && this.seen.has(key) && this.repeats === '429') {
-        res.writeHead(429, { 'Content-Type': 'application/json' });
-        res.end(JSON.stringify({ error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' } }));
-        return;
-      }
-      if (trapped && this.seen.has(key) && this.repeats === 'spike-arrest') {
-        this.spikeArrested += 1;
-        res.writeHead(429, { 'Content-Type': 'application/json' });
-        res.end(JSON.stringify({ requestId: 'proxy-spike', errorCode: '500.003.02', errorMessage: 'Error Occurred - Spike Arrest Violation' }));
-        return;
-      }
-      if (trapped) this.seen.add(key);
-      const headers = { ...req.headers };
-      delete headers.host;
-      delete headers.connection;
-      const upstream = http.request(`${this.target}${req.url}`, { method: req.method, headers, agent: false }, (answer) => {
-        const body: Buffer[] = [];
-        answer.on('data', (c: Buffer) => body.push(c));
-        answer.on('end', () => {
-          if (trapped) {
-            // The provider acted; its answer is held until the caller has given up.
-            this.held.add(res);
-            return;
-          }
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
-          res.end(Buffer.concat(body));
-        });
-      });
-      upstream.on('error', () => res.destroy());
-      upstream.end(Buffer.concat(chunks));
-    });
-  });
 
-  async start(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.server.address() as { port: number }).port}`;
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer | 'hold'> {
+    const key = String(req.headers['idempotency-key'] ?? '');
+    if (this.downPrefix !== null && req.url.startsWith(this.downPrefix)) {
+      return jsonAnswer(500, { requestId: 'proxy', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' });
+    }
+    if (req.method === 'POST' && this.rateLimitOnce !== null && req.url === this.rateLimitOnce) {
+      this.rateLimitOnce = null;
+      return jsonAnswer(429, req.url.includes('/walletpay/')
+        ? { name: 'RATE_LIMIT_REACHED', message: 'Too many requests. Blocked due to rate limiting.', debug_id: 'proxy429' }
+        : { error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' } });
+    }
+    const trapped = req.method === 'POST' && this.trapPath !== null && req.url === this.trapPath;
+    if (trapped && this.seen.has(key) && this.repeats === '429') {
+      return jsonAnswer(429, { error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' } });
+    }
+    if (trapped && this.seen.has(key) && this.repeats === 'spike-arrest') {
+      this.spikeArrested += 1;
+      return jsonAnswer(429, { requestId: 'proxy-spike', errorCode: '500.003.02', errorMessage: 'Error Occurred - Spike Arrest Violation' });
+    }
+    if (trapped) this.seen.add(key);
+    const answer = await forward();
+    // The provider acted; a trapped request's answer is held until the caller has given up.
+    return trapped ? 'hold' : answer;
   }
 
   /** Forgets the requests trapped so far (mobile-money requests carry no key: every one is a repeat of the first). */
   forget(): void {
     this.seen.clear();
     this.spikeArrested = 0;
-  }
-
-  trappedKeys(): string[] {
-    return [...this.seen];
-  }
-
-  async stop(): Promise<void> {
-    for (const res of this.held) res.destroy();
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 }
 

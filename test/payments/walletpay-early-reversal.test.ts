@@ -1,6 +1,6 @@
-import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { ForwardingStub, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -13,43 +13,17 @@ import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
  */
 
 /** Between the simulator and the service's webhook: holds PAYMENT.CAPTURE.COMPLETED back (503) while `holdCaptures`; records the service's answers. */
-class EventStub {
-  target = '';
+class EventStub extends ForwardingStub {
   holdCaptures = true;
   readonly answers: { type: string; resource: string; status: number }[] = [];
-  private readonly server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      const event = JSON.parse(body.toString('utf8')) as { event_type: string; resource: { id: string } };
-      if (this.holdCaptures && event.event_type === 'PAYMENT.CAPTURE.COMPLETED') {
-        res.writeHead(503).end();
-        return;
-      }
-      const headers = { ...req.headers };
-      delete headers.host;
-      delete headers.connection;
-      const upstream = http.request(this.target, { method: 'POST', headers, agent: false }, (answer) => {
-        answer.resume();
-        answer.on('end', () => {
-          this.answers.push({ type: event.event_type, resource: event.resource.id, status: answer.statusCode ?? 0 });
-          res.writeHead(answer.statusCode ?? 502).end();
-        });
-      });
-      upstream.on('error', () => res.destroy());
-      upstream.end(body);
-    });
-  });
 
-  async start(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.server.address() as { port: number }).port}/hooks`;
-  }
-
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    const event = JSON.parse(req.body.toString('utf8')) as { event_type: string; resource: { id: string } };
+    if (this.holdCaptures && event.event_type === 'PAYMENT.CAPTURE.COMPLETED') return { status: 503 };
+    // `target` is the webhook's whole URL: the simulator posts to the stub's own path.
+    const answer = await forward(this.target);
+    this.answers.push({ type: event.event_type, resource: event.resource.id, status: answer.status });
+    return { status: answer.status };
   }
 }
 
@@ -65,7 +39,7 @@ const simulator = (method: 'get' | 'post', path: string) =>
 
 beforeAll(async () => {
   stub = new EventStub();
-  const stubUrl = await stub.start();
+  const stubUrl = `${await stub.start()}/hooks`;
   // No status sync within the test: only the capture's event makes the capture known. Transmissions are
   // sent again after 1, 2, 4, 8 and 16 s: on a loaded host (0.3 s apart) the held capture's resends could
   // run out before the test let them through, and the reversal's with them.

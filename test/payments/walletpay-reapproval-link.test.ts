@@ -1,6 +1,6 @@
-import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { ForwardingStub, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 /**
@@ -9,53 +9,25 @@ import { startTestService, type TestService } from '../support/service.js';
  * PAYER_ACTION_REQUIRED and lists the link again; PayPal may leave it APPROVED without listing any link.
  * This stub in front of the simulator answers as PayPal does, so that a status sync reads such an order.
  */
-class PaypalLikeOrders {
-  target = '';
+class PaypalLikeOrders extends ForwardingStub {
   /** Orders whose capture was refused INSTRUMENT_DECLINED. */
   private readonly refused = new Set<string>();
-  private readonly server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const headers = { ...req.headers };
-      delete headers.host;
-      delete headers.connection;
-      const upstream = http.request(`${this.target}${req.url}`, { method: req.method, headers, agent: false }, (answer) => {
-        const body: Buffer[] = [];
-        answer.on('data', (c: Buffer) => body.push(c));
-        answer.on('end', () => {
-          let out = Buffer.concat(body);
-          const capture = /\/v2\/checkout\/orders\/([^/?]+)\/capture$/.exec(req.url ?? '');
-          if (capture && answer.statusCode === 422 && out.toString('utf8').includes('INSTRUMENT_DECLINED')) this.refused.add(capture[1]!);
-          const read = /\/v2\/checkout\/orders\/([^/?]+)$/.exec(req.url ?? '');
-          if (req.method === 'GET' && read && this.refused.has(read[1]!) && answer.statusCode === 200) {
-            const order = JSON.parse(out.toString('utf8')) as { status: string; links?: { rel: string }[] };
-            if (order.status === 'PAYER_ACTION_REQUIRED' || order.status === 'CREATED') {
-              order.status = 'APPROVED';
-              order.links = (order.links ?? []).filter((l) => l.rel !== 'payer-action' && l.rel !== 'approve');
-              out = Buffer.from(JSON.stringify(order));
-            }
-          }
-          const replyHeaders = { ...answer.headers };
-          delete replyHeaders['content-length'];
-          delete replyHeaders['transfer-encoding'];
-          res.writeHead(answer.statusCode ?? 502, replyHeaders);
-          res.end(out);
-        });
-      });
-      upstream.on('error', () => res.destroy());
-      upstream.end(Buffer.concat(chunks));
-    });
-  });
 
-  async start(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.server.address() as { port: number }).port}`;
-  }
-
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    const answer = await forward();
+    const text = answer.body.toString('utf8');
+    const capture = /\/v2\/checkout\/orders\/([^/?]+)\/capture$/.exec(req.url);
+    if (capture && answer.status === 422 && text.includes('INSTRUMENT_DECLINED')) this.refused.add(capture[1]!);
+    const read = /\/v2\/checkout\/orders\/([^/?]+)$/.exec(req.url);
+    if (req.method === 'GET' && read && this.refused.has(read[1]!) && answer.status === 200) {
+      const order = JSON.parse(text) as { status: string; links?: { rel: string }[] };
+      if (order.status === 'PAYER_ACTION_REQUIRED' || order.status === 'CREATED') {
+        order.status = 'APPROVED';
+        order.links = (order.links ?? []).filter((l) => l.rel !== 'payer-action' && l.rel !== 'approve');
+        return { ...answer, body: JSON.stringify(order) };
+      }
+    }
+    return answer;
   }
 }
 

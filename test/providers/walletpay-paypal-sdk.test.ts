@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ApiError, CheckoutPaymentIntent, Client, Environment, OrdersController, PaymentsController } from '@paypal/paypal-server-sdk';
+import { ForwardingStub } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 /**
@@ -15,34 +14,21 @@ import { startTestService, type TestService } from '../support/service.js';
  * error objects — is what it accepts from PayPal.
  */
 let t: TestService;
-let front: http.Server;
+let front: ForwardingStub;
 let agent: https.Agent;
 
 beforeAll(async () => {
   t = await startTestService();
-  front = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const headers: Record<string, string> = {};
-      for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string' && k !== 'host' && k !== 'connection') headers[k] = v;
-      fetch(`${t.baseUrl}/sandbox/walletpay${req.url}`, { method: req.method, headers, body: chunks.length ? Buffer.concat(chunks) : undefined })
-        .then(async (upstream) => {
-          const body = Buffer.from(await upstream.arrayBuffer());
-          res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json' }).end(body);
-        })
-        .catch(() => res.writeHead(502).end());
-    });
-  });
-  await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
-  const port = (front.address() as AddressInfo).port;
+  front = new ForwardingStub();
+  front.target = `${t.baseUrl}/sandbox/walletpay`;
+  const port = Number(new URL(await front.start()).port);
   agent = new https.Agent({ keepAlive: false });
   // The SDK's HTTPS connection goes to the loopback front, in clear (nothing leaves the machine).
   (agent as unknown as { createConnection: () => net.Socket }).createConnection = () => net.connect(port, '127.0.0.1');
 });
 afterAll(async () => {
   agent.destroy();
-  await new Promise<void>((resolve) => front.close(() => resolve()));
+  await front.stop();
   await t.stop();
 });
 
