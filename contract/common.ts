@@ -25,16 +25,25 @@ export const ERROR_CODES = [
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
-export const ErrorBodySchema = extendApi(
-  z.object({
-    success: z.literal(false),
-    error: z.object({
-      code: z.enum(ERROR_CODES),
-      message: z.string(),
-      details: z.array(z.object({ field: z.string(), issue: z.string() })).optional(),
-      request_id: z.string(),
-    }),
+const errorBodyShape = {
+  success: z.literal(false),
+  error: z.object({
+    code: z.enum(ERROR_CODES),
+    message: z.string(),
+    details: z.array(z.object({ field: z.string(), issue: z.string() })).optional(),
+    request_id: z.string(),
   }),
+};
+
+/**
+ * ErrorBodySchema's type, named: every route answers it under several statuses, and declarations (the
+ * SDK's) then name it there instead of spelling its zod type out each time (~800 KB of them, which a
+ * merchant's compiler would read and check).
+ */
+export interface ErrorBodyZod extends z.ZodObject<typeof errorBodyShape, 'strip'> {}
+
+export const ErrorBodySchema: ErrorBodyZod = extendApi(
+  z.object(errorBodyShape),
   {
     title: 'Error',
     description: 'Every error uses this envelope.',

@@ -122,6 +122,12 @@ describe('the SDK package (client/)', () => {
     expect(bytes).toBeLessThanOrEqual(10 * 1000 * 1000);
   });
 
+  it("keeps its declarations small (at most 600 KB a flavour): a merchant's compiler and editor read them all", () => {
+    // They were 2.4 MB a flavour while the contract's zod types were spelled out at every route and status.
+    const sdk = path.join(consumer, 'node_modules/multi-provider-payments-sdk/dist');
+    expect({ types: sizeOf(path.join(sdk, 'types')) <= 600_000, typesCjs: sizeOf(path.join(sdk, 'types-cjs')) <= 600_000 }).toEqual({ types: true, typesCjs: true });
+  });
+
   it('loads with import and works against the service: request id and replayed flag on results, listAll, typed errors, test webhooks', async () => {
     const { apiKey } = await t.createMerchant('Packed SDK Shop');
     writeFileSync(path.join(consumer, 'esm.mjs'), ESM);
