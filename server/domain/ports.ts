@@ -229,10 +229,11 @@ export interface RefundOutcomeNotification extends NotificationBase {
   /**
    * Set when `payment` names the payment only by a fact the service may not have stored yet (walletpay:
    * the capture id, stored once the capture's answer, its event or the status sync is applied). Such a
-   * notification that resolves to no payment is not consumed while a payment that could own it is still
-   * pending here (the provider's, with a provider reference, without that fact, in the refund's currency
-   * and not below its amount) and it verifies with that payment's merchant's credentials: it is answered
-   * non-2xx, and the provider sends it again. See InboundPipeline.refuseWhileOwnerMayBePending.
+   * notification that resolves to no payment is not taken for another's while a payment that could own
+   * it is pending here (the provider's, with a provider reference, without that fact, in the refund's
+   * currency and not below its amount): with the credentials of that payment's merchant, when they
+   * verify it, the provider is asked whose it is (NotificationScheme.paymentOwning, required with this
+   * flag). See InboundPipeline.ownerByAsking.
    */
   ownerMayBeUnrecorded?: boolean;
 }
@@ -315,6 +316,13 @@ export interface NotificationScheme<C> {
   verify(request: InboundRequest, creds: C, subjectId: string): Promise<Verification>;
   /** The refunds of `ref` as the provider lists them, oldest first (see RefundOutcomeNotification.fetchRefundsOf). */
   fetchRefunds?(creds: C, ref: string): Promise<RefundReport[]>;
+  /**
+   * The provider reference (payment.provider_ref) of the payment that `ref` — the fact a notification
+   * named (see RefundOutcomeNotification.ownerMayBeUnrecorded) — belongs to, as the provider answers with
+   * these credentials; null when the provider knows no such object for them. A provider that could not be
+   * asked throws ProviderError (the pipeline answers 5xx and the provider retries).
+   */
+  paymentOwning?(creds: C, ref: string): Promise<string | null>;
   /** How long a notification id is remembered: null = for ever; otherwise a repeat after it is applied again. */
   dedupWindowMs: number | null;
 }

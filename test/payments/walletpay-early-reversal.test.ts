@@ -8,8 +8,9 @@ import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
  * A walletpay (PayPal) refund or reversal event names only the capture; the service finds the payment by
  * the capture id it stored when the capture was applied. When the capture's answer was lost and its
  * PAYMENT.CAPTURE.COMPLETED is not yet applied, a reversal arrives for a capture the service does not
- * know: it must not be acknowledged and lost, but answered non-2xx so that PayPal sends it again, and
- * recorded once the capture is known. A reversal of a capture that is not ours is still acknowledged.
+ * know: the service asks PayPal whose capture it is (GET /v2/payments/captures/{id}: its order id), and,
+ * the order being one of its payments, settles the payment from PayPal's order, then records the
+ * reversal, once. A reversal of a capture that is not ours is acknowledged.
  */
 
 /** Between the simulator and the service's webhook: holds PAYMENT.CAPTURE.COMPLETED back (503) while `holdCaptures`; records the service's answers. */
@@ -72,7 +73,7 @@ async function approvedAndCapturedAtTheProvider(orderId: string): Promise<string
 }
 
 describe('a reversal of a capture the service does not know yet', () => {
-  it('is answered non-2xx while the payment is pending, and recorded (payment.refunded) once the capture is known', async () => {
+  it('is recorded at once (PayPal says the capture is of our order: the payment completes first), and once', async () => {
     const res = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', randomUUID())
       .send({ provider: 'walletpay', amount: '30.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' });
     expect(res.status).toBe(201);
@@ -80,21 +81,27 @@ describe('a reversal of a capture the service does not know yet', () => {
     const captureId = await approvedAndCapturedAtTheProvider(p.provider_ref);
     const reversal = await t.http.post('/sandbox/walletpay/_control/reverse-capture').send({ capture_id: captureId, amount: '10.00' }).expect(201);
 
-    const refused = await eventually(() => stub.answers.find((a) => a.type === 'PAYMENT.CAPTURE.REVERSED' && a.resource === reversal.body.id), 30_000, 'the reversal sent');
-    expect(refused.status).toBeGreaterThanOrEqual(400);
-    expect(await getPayment(p.id)).toMatchObject({ status: 'pending', amount_refunded: '0.00' });
-
-    // PayPal sends the capture's event again: the capture becomes known, then the reversal sent again is recorded.
-    stub.holdCaptures = false;
-    const refunded = await eventually(() => receiver.events('payment.refunded').find((e) => e.json.data.payment_id === p.id), 60_000, 'payment.refunded');
+    // The capture's event is held: the reversal comes first, and is applied at its first delivery.
+    const answered = await eventually(() => stub.answers.find((a) => a.type === 'PAYMENT.CAPTURE.REVERSED' && a.resource === reversal.body.id), 30_000, 'the reversal sent');
+    expect(answered.status).toBe(200);
+    const refunded = await eventually(() => receiver.events('payment.refunded').find((e) => e.json.data.payment_id === p.id), 30_000, 'payment.refunded');
     expect(refunded.json.data).toMatchObject({ payment_id: p.id, status: 'completed', amount_refunded: '10.00' });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'completed', amount: '30.00', amount_refunded: '10.00' });
+    const [stored] = await t.sql<{ capture_id: string }>(`SELECT provider_data->>'captureId' AS capture_id FROM payments WHERE id = $1`, [p.id]);
+    expect(stored!.capture_id).toBe(captureId);
+
+    // PayPal sends the capture's event again: it changes nothing; the reversal stays recorded once.
+    stub.holdCaptures = false;
+    const capture = await eventually(() => stub.answers.find((a) => a.type === 'PAYMENT.CAPTURE.COMPLETED' && a.resource === captureId), 60_000, 'the capture event delivered');
+    expect(capture.status).toBe(200);
     expect(await getPayment(p.id)).toMatchObject({ status: 'completed', amount: '30.00', amount_refunded: '10.00' });
     const refunds = (await t.http.get(`/v1/refunds?payment_id=${p.id}`).set('X-API-Key', key).expect(200)).body.data;
     expect(refunds).toEqual([expect.objectContaining({ amount: '10.00', status: 'completed', provider_ref: reversal.body.id })]);
-    expect(stub.answers.filter((a) => a.resource === reversal.body.id).at(-1)!.status).toBe(200);
+    expect(receiver.events('payment.refunded').filter((e) => e.json.data.payment_id === p.id)).toHaveLength(1);
+    expect(receiver.events('payment.completed').filter((e) => e.json.data.payment_id === p.id)).toHaveLength(1);
   }, 120_000);
 
-  it('a reversal of a capture of no payment of ours is acknowledged once no pending payment could own it', async () => {
+  it('a reversal of a capture of no payment of ours is acknowledged', async () => {
     const order = await simulator('post', '/v2/checkout/orders')
       .send({ intent: 'CAPTURE', purchase_units: [{ amount: { currency_code: 'USD', value: '12.00' } }], application_context: { return_url: 'https://elsewhere.example.com/r' } })
       .expect(201);

@@ -226,6 +226,24 @@ describe('approve and capture', () => {
   });
 });
 
+describe('getCapture (whose a capture is, for a refund event naming only the capture)', () => {
+  it("shows the capture with its order id; an unknown capture, or another client's, is null (PayPal's 404)", async () => {
+    const creds = newCreds();
+    const { input, created, captured } = await capturedPayment(creds);
+    const captureId = captured.data!.captureId as string;
+    const capture = await adapter.getCapture(creds, captureId);
+    expect(capture).toMatchObject({
+      id: captureId,
+      status: 'COMPLETED',
+      amount: { currency_code: 'USD', value: '10.50' },
+      custom_id: input.paymentId,
+      supplementary_data: { related_ids: { order_id: created.providerRef } },
+    });
+    expect(await adapter.getCapture(creds, 'NOSUCHCAPTURE0001')).toBeNull();
+    expect(await adapter.getCapture(newCreds(), captureId)).toBeNull();
+  });
+});
+
 describe('refundPayment', () => {
   it('refunds partially, then the rest, then refuses more', async () => {
     const creds = newCreds();

@@ -89,16 +89,22 @@ export class InboundPipeline {
       this.logger.info({ provider, label: notification.label, reason: notification.reason }, 'notification not acted on; acknowledged');
       return 'ignored';
     }
-    const subject = await this.resolve(port, notification);
+    let subject = await this.resolve(port, notification);
+    // Credentials of the subject's merchant that verified the notification already (while its owner was sought).
+    let verifiedWith: unknown = null;
+    if (!subject && notification.kind === 'refund' && notification.ownerMayBeUnrecorded) {
+      const owner = await this.ownerByAsking(port, request, notification);
+      if (owner === 'not-ours') return 'unknown_reference';
+      if (owner) ({ subject, verifiedWith } = owner);
+    }
     if (!subject) {
-      if (notification.kind === 'refund' && notification.ownerMayBeUnrecorded) await this.refuseWhileOwnerMayBePending(port, request, notification);
       this.logger.warn({ provider, label: notification.label, dedupKey: clip(notification.dedupKey) }, 'notification for an unknown reference; acknowledged and ignored');
       return 'unknown_reference';
     }
     const addressee = scheme.addressee?.(request) ?? null;
     if (addressee !== null && addressee !== subject.merchantId) return this.forAnotherMerchant(port, request, notification, subject, addressee);
-    const creds = await this.credentials.find(subject.merchantId, provider);
-    const verdict = creds === null ? 'invalid' : await this.verify(port, request, creds, subject.subjectId);
+    const creds = verifiedWith ?? (await this.credentials.find(subject.merchantId, provider));
+    const verdict = verifiedWith !== null ? 'verified' : creds === null ? 'invalid' : await this.verify(port, request, creds, subject.subjectId);
     if (verdict === 'invalid') {
       this.logger.warn({ provider, label: notification.label, subjectId: subject.subjectId }, 'notification verification failed');
       throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED[provider]);
@@ -146,41 +152,70 @@ export class InboundPipeline {
 
   /**
    * A refund notification that resolves to no payment, naming it by a fact stored late (the capture id):
-   * the refund may be of a payment whose capture we have not recorded yet (its answer lost, its event
-   * not yet applied). As for cardpay's refund of a payment still pending here, such a notification is
-   * never consumed without its refund while that may be so: when a payment that could own it is pending
-   * (the provider's, with a provider reference, without the fact, in the refund's currency and not below
-   * its amount) and the notification verifies with that payment's merchant's credentials, it is refused
-   * (409, not stored in the inbox) and the provider sends it again — by then the status sync or the
-   * capture's event may have stored the fact. Once no such payment is pending (each completes or fails),
-   * it is acknowledged as an unknown reference: a refund of a capture that is not ours.
+   * it may be of a payment whose capture we have not recorded yet (its answer lost, its event not yet
+   * applied), or of a capture made outside the service. Guessing from the pending payments that could
+   * own it would refuse, for the provider's whole resend window, every refund made elsewhere at a busy
+   * merchant; so the provider is asked instead. The candidates are the merchants with a payment that
+   * could own it (the provider's, pending, with a provider reference, without the fact, in the refund's
+   * currency and not below its amount); with the credentials of the first of them that verify the
+   * notification, the provider says which payment the fact belongs to (NotificationScheme.paymentOwning) —
+   * outside any transaction, no connection held. Ours: that payment is the subject, and the notification
+   * goes on as if the fact had been known (a refund of a payment still pending here settles the payment
+   * first, settleBeforeRefunds). Not ours: acknowledged at once ('not-ours'). Not answered: 5xx, nothing
+   * consumed, the provider sends it again. No candidate verifies it: null (an unknown reference) — unless
+   * more could own it than are checked, then 409 (the owner may be among the rest).
    */
-  private async refuseWhileOwnerMayBePending(port: ProviderPort, request: InboundRequest, notification: RefundOutcomeNotification): Promise<void> {
+  private async ownerByAsking(
+    port: ProviderPort, request: InboundRequest, notification: RefundOutcomeNotification,
+  ): Promise<{ subject: Subject; verifiedWith: unknown } | 'not-ours' | null> {
     const { providerRef, providerDataKey } = notification.payment;
-    if (!providerRef || !providerDataKey || !DATA_KEY.test(providerDataKey)) return;
+    if (!providerRef || !providerDataKey || !DATA_KEY.test(providerDataKey)) return null;
+    const paymentOwning = port.notifications.paymentOwning;
+    if (!paymentOwning) throw new Error(`${port.name} notifications name an owner that may be unrecorded but cannot ask the provider for it (paymentOwning)`);
     const reported = notification.refunds.find((r) => r.amount)?.amount ?? null;
     // More than any payment's amount can be (a bigint column): no payment of ours could own it.
-    if (reported && reported.minor > MAX_BIGINT) return;
-    const rows = await this.em.fork().getConnection().execute<{ merchant_id: string }[]>(
+    if (reported && reported.minor > MAX_BIGINT) return null;
+    const em = this.em.fork();
+    const rows = await em.getConnection().execute<{ merchant_id: string }[]>(
       `SELECT DISTINCT merchant_id FROM payments
         WHERE provider = ? AND status = 'pending' AND provider_ref IS NOT NULL AND provider_data->>'${providerDataKey}' IS NULL
           ${reported ? 'AND currency = ? AND amount_minor >= ?' : ''}
         LIMIT ?`,
       [port.name, ...(reported ? [reported.currency.toUpperCase(), reported.minor.toString()] : []), MAX_OWNER_CANDIDATES],
     );
+    const log = { provider: port.name, label: notification.label, reference: clip(providerRef) };
     for (const { merchant_id: merchantId } of rows) {
       const creds = await this.credentials.find(merchantId, port.name);
       if (creds === null || (await this.verify(port, request, creds, merchantId)) !== 'verified') continue;
-      this.logger.warn({ provider: port.name, label: notification.label, merchantId, reference: clip(providerRef) }, 'refund notification for a payment not known yet; refused so that the provider sends it again');
-      throw new DomainError('CONFLICT', `${port.name} ${clip(providerRef)} is not known here yet (its payment is still pending): send the notification again later`);
+      let owningRef: string | null;
+      try {
+        owningRef = await paymentOwning.call(port.notifications, creds, providerRef);
+      } catch (err) {
+        // Not answered now: 5xx, nothing stored, so the provider sends the notification again.
+        if (!(err instanceof ProviderError)) throw err;
+        this.logger.warn({ ...log, merchantId, kind: err.kind }, 'refund notification for an unknown reference: the provider could not be asked whose it is; refused so that it is sent again');
+        throw new DomainError('PROVIDER_ERROR', `${port.name} could not be asked about ${clip(providerRef)}; retry later`);
+      }
+      // The provider knows no such object for this merchant's account: another candidate's, or none of ours.
+      if (owningRef === null) continue;
+      const payment = await resolvePayment(em, port.name, { ourId: null, providerRef: owningRef });
+      if (!payment) {
+        this.logger.info({ ...log, merchantId, owner: clip(owningRef) }, 'refund notification for a reference the provider says is not of a payment of ours; acknowledged and ignored');
+        return 'not-ours';
+      }
+      this.logger.info({ ...log, merchantId, paymentId: payment.id }, 'refund notification for a reference not recorded yet: the provider says it is of this payment');
+      const subject: Subject = { merchantId: payment.merchantId, subjectId: payment.id, payment, paymentId: payment.id, refundId: null, refund: null, query: null };
+      // Verified for this merchant; another merchant's payment (one provider account) is verified with its own credentials.
+      return { subject, verifiedWith: payment.merchantId === merchantId ? creds : null };
     }
     if (rows.length >= MAX_OWNER_CANDIDATES) {
       // More merchants could own it than are checked: the owner may be among the others, and an
-      // acknowledged refund is never sent again. Refused too, so the provider resends it (by then fewer
+      // acknowledged refund is never sent again. Refused, so the provider resends it (by then fewer
       // payments are pending, or the capture is known).
-      this.logger.warn({ provider: port.name, label: notification.label, reference: clip(providerRef), checked: rows.length }, 'refund notification for an unknown capture; more pending payments could own it than were checked; refused so that the provider sends it again');
+      this.logger.warn({ ...log, checked: rows.length }, 'refund notification for an unknown capture; more pending payments could own it than were checked; refused so that the provider sends it again');
       throw new DomainError('CONFLICT', `${port.name} ${clip(providerRef)} is not known here yet (more pending payments could own it than were checked): send the notification again later`);
     }
+    return null;
   }
 
   /**

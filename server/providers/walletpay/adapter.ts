@@ -16,6 +16,7 @@ import {
   refundRequest,
   refundToResult,
   requestId,
+  type WireCapture,
   type WireOrder,
   type WireRefund,
   type WireWebhook,
@@ -131,6 +132,22 @@ export class WalletpayAdapter {
     const order = await this.getOrder(creds, lookup.payment.providerRef);
     const ours = order.purchase_units?.flatMap((u) => u.payments?.refunds ?? []).find((r) => r.custom_id === lookup.refundId);
     return ours ? refundToResult(ours) : null;
+  }
+
+  /**
+   * A capture as PayPal shows it (`GET /v2/payments/captures/{id}`), with the order it belongs to in
+   * `supplementary_data.related_ids.order_id`; null when PayPal says it does not exist for these
+   * credentials (404 INVALID_RESOURCE_ID: no such capture, or another account's). Any other failure throws.
+   */
+  async getCapture(creds: WalletpayCredentials, captureId: string): Promise<WireCapture | null> {
+    const res = await this.call<WireCapture>(creds, 'GET', `/v2/payments/captures/${encodeURIComponent(captureId)}`, { mutating: false, ok: [200, 404] });
+    if (res.status === 404) {
+      // Only PayPal's own "no such resource" is an answer: a 404 of another kind (a wrong base URL) is not.
+      if (errorCode(res.body) === 'INVALID_RESOURCE_ID') return null;
+      throw errorFromResponse(res.status, res.body, { mutating: false });
+    }
+    if (!res.body || typeof res.body.id !== 'string') throw unexpected('capture');
+    return res.body;
   }
 
   /**

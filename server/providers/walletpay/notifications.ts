@@ -39,7 +39,7 @@ export function walletpayNotifications(adapter: WalletpayAdapter): NotificationS
         // The refunded capture: the payment stored it as provider_data.captureId when it was captured.
         payment: { ourId: null, providerRef: event.captureId, providerDataKey: 'captureId' },
         // The capture id is stored only once the capture's answer (or its event, or the status sync) is
-        // applied: a reversal can come first, and must not be lost meanwhile.
+        // applied: a reversal can come first. Then PayPal is asked whose capture it is (paymentOwning).
         ownerMayBeUnrecorded: true,
         refunds: [{
           providerRefundId: event.refundId,
@@ -52,5 +52,13 @@ export function walletpayNotifications(adapter: WalletpayAdapter): NotificationS
     },
 
     verify: (request, creds) => verifyWalletpayEvent(adapter, creds, request),
+
+    // A refund event names only the capture: PayPal says which order (our payment's provider_ref) it is of.
+    async paymentOwning(creds, captureId) {
+      const capture = await adapter.getCapture(creds, captureId);
+      const orderId = capture?.supplementary_data?.related_ids?.order_id;
+      // Every capture of an order carries its order id: one without is not of an order we created.
+      return typeof orderId === 'string' && orderId !== '' ? orderId : null;
+    },
   };
 }
