@@ -15,17 +15,6 @@ import type { RefundService } from './refund.service.js';
 const SOURCE = 'refund-sync';
 
 /**
- * Status reports asked about one acknowledged request with no outcome before the request is sent again.
- * One is not enough: a report's result comes back the same way as the lost one and can be lost too, and
- * the first check may come while the request is still in the operator's queue. With the default
- * STATUS_SYNC_SCHEDULE (1m,5m,15m,1h,…) the three reports are asked over the request's first 21 minutes,
- * long after the operator processed it or let it expire in its queue, and the repeat goes at the fourth
- * check (1 h 21 min), leaving the schedule's later checks (6 h, 24 h, 48 h) to ask about the repeat.
- * Counted in the refund's row (report_checks), so every worker process sees the same count.
- */
-export const RESEND_AFTER_REPORT_CHECKS = 3;
-
-/**
  * Refund sync: re-checks refunds still `pending` with their provider on the status sync's backoff
  * (STATUS_SYNC_SCHEDULE, from the refund's creation), for when neither the provider's answer nor its
  * event settled them — the answer lost to a timeout, the event never delivered. What the provider says
@@ -35,10 +24,7 @@ export const RESEND_AFTER_REPORT_CHECKS = 3;
  * - one that reports asynchronously (mobile money) is asked for a status report on our reversal
  *   request, answered as a `status-report` notification that completes the refund; a reversal whose
  *   request was never acknowledged is sent again — the provider reverses a transaction once, and
- *   answers a repeat "already reversed", which completes it all the same. A report can only say that a
- *   reversal completed, never that it was refused: a request acknowledged but whose result was lost is
- *   sent again after RESEND_AFTER_REPORT_CHECKS reports brought nothing, and the repeat's result
- *   settles the refund ("already reversed" completes it, a refusal fails it).
+ *   answers a repeat "already reversed", which completes it all the same.
  * After the schedule's last interval the refund is left pending (refunds_pending_oldest_seconds alerts).
  */
 export class RefundSyncService {
@@ -73,8 +59,7 @@ export class RefundSyncService {
 
   private async ask(refund: Refund, payment: Payment): Promise<void> {
     if (this.gateway.offersStatusReports(payment.provider) && refund.providerRef) {
-      if (refund.reportChecks >= RESEND_AFTER_REPORT_CHECKS) await this.sendAgain(refund, payment, refund.providerRef);
-      else await this.askForReport(refund, payment, refund.providerRef);
+      await this.askForReport(refund, payment, refund.providerRef);
       return;
     }
     const found = await this.gateway.findRefund(payment, { refundId: refund.id, providerRef: refund.providerRef ?? null, payment: paymentLookup(payment) });
@@ -92,38 +77,6 @@ export class RefundSyncService {
     const queryId = randomUUID();
     const about = { id: queryId, provider: payment.provider, merchantId: refund.merchantId, paymentId: payment.id, refundId: refund.id, code: requestRef, confirms: SOURCE };
     const sent = await askForConfirmation(this.em, about, () => this.gateway.requestStatusReport(payment, { queryId, requestRef }));
-    // Counted also when an earlier report is still open (nothing sent): that one has brought no outcome either.
-    await this.em.getConnection().execute(
-      `UPDATE refunds SET report_checks = report_checks + 1 WHERE id = ? AND status = 'pending' AND provider_ref = ?`,
-      [refund.id, requestRef],
-      'run',
-    );
     this.logger.info({ refundId: refund.id, provider: payment.provider, queryId, sent }, 'refund sync: asked the provider for a status report');
-  }
-
-  /**
-   * The request `requestRef` was acknowledged, but neither its result nor RESEND_AFTER_REPORT_CHECKS
-   * status reports brought an outcome — a report never says that a request was refused. Sent again: the
-   * provider reverses a transaction once, so a repeat of one it reversed is answered "already reversed"
-   * (the refund completes), one it refused is refused again (the refund fails) or, its cause gone (the
-   * balance topped up), carried out (the refund completes).
-   * The repeat's acknowledgement makes its reference the refund's (RefundService.send), so its result is
-   * matched to the refund and a late result of the earlier request is not applied over it (a result that
-   * overtakes the acknowledgement is refused until it is recorded, as any other reference's); its reports
-   * are counted from 0. Not acknowledged (no answer, refused at once): the count stays, and the next
-   * check sends it again, as for a request never acknowledged.
-   */
-  private async sendAgain(refund: Refund, payment: Payment, requestRef: string): Promise<void> {
-    this.logger.info(
-      { refundId: refund.id, provider: payment.provider, requestRef, reportChecks: refund.reportChecks },
-      'refund sync: the provider acknowledged the request but its outcome never came; sending it again',
-    );
-    const resent = await this.refunds.send(refund.id, SOURCE);
-    if (!resent.providerRef || resent.providerRef === requestRef) return;
-    await this.em.getConnection().execute(
-      `UPDATE refunds SET report_checks = 0 WHERE id = ? AND provider_ref = ?`,
-      [refund.id, resent.providerRef],
-      'run',
-    );
   }
 }

@@ -21,8 +21,6 @@ export const RefundSchema = defineEntity({
     /** When the refund sync next asks the provider about it while pending; null = not scheduled. */
     nextSyncAt: p.datetime().nullable(),
     syncAttempts: p.integer().default(0),
-    /** Status reports the refund sync asked about the current request (provider_ref) with no outcome; 0 again once it is re-sent. */
-    reportChecks: p.integer().default(0),
     createdAt: p.datetime().onCreate(() => new Date()),
     updatedAt: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
   }),

@@ -47,7 +47,6 @@ import { Migration20261127001001_agenda_jobs } from './Migration20261127001001_a
 import { Migration20261127001101_sandbox_mobilemoney_open_prompts } from './Migration20261127001101_sandbox_mobilemoney_open_prompts.js';
 import { Migration20261128000301_one_default_saved_card } from './Migration20261128000301_one_default_saved_card.js';
 import { Migration20261128000401_pending_payments_by_provider } from './Migration20261128000401_pending_payments_by_provider.js';
-import { Migration20261128000501_refund_report_checks } from './Migration20261128000501_refund_report_checks.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -102,5 +101,4 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127001101_sandbox_mobilemoney_open_prompts', class: Migration20261127001101_sandbox_mobilemoney_open_prompts },
   { name: 'Migration20261128000301_one_default_saved_card', class: Migration20261128000301_one_default_saved_card },
   { name: 'Migration20261128000401_pending_payments_by_provider', class: Migration20261128000401_pending_payments_by_provider },
-  { name: 'Migration20261128000501_refund_report_checks', class: Migration20261128000501_refund_report_checks },
 ];
