@@ -13,9 +13,13 @@ import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
  * without being consumed, and applied when PayPal sends it again.
  */
 
-/** In front of the simulator's API (the service's WALLETPAY_BASE_URL): records capture lookups, and fails them while `captureLookupDown`. */
+/**
+ * In front of the simulator's API (the service's WALLETPAY_BASE_URL): records capture lookups, fails them
+ * while `captureLookupDown`, and answers them without the capture's order id while `withoutOrderId`.
+ */
 class ProviderStub extends ForwardingStub {
   captureLookupDown = false;
+  withoutOrderId = false;
   readonly captureLookups: { captureId: string; status: number }[] = [];
 
   protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
@@ -27,6 +31,10 @@ class ProviderStub extends ForwardingStub {
     }
     const answer = await forward();
     this.captureLookups.push({ captureId: lookup[1]!, status: answer.status });
+    if (this.withoutOrderId && answer.status === 200) {
+      const { supplementary_data: _dropped, ...capture } = JSON.parse(answer.body.toString('utf8')) as Record<string, unknown>;
+      return jsonAnswer(200, capture);
+    }
     return answer;
   }
 }
@@ -168,5 +176,25 @@ describe('a refund event for a capture the service has not stored', () => {
     expect(await refundsOf(p.id)).toEqual([expect.objectContaining({ amount: '15.00', status: 'completed', provider_ref: reversal.body.id })]);
     const refunded = await eventually(() => receiver.events('payment.refunded').find((e) => e.json.data.payment_id === p.id), 30_000, 'payment.refunded');
     expect(refunded.json.data).toMatchObject({ status: 'completed', amount_refunded: '15.00' });
+  }, 120_000);
+
+  it('answered without the capture\'s order id: not taken for a capture of someone else\'s (acknowledged, lost) but refused, and applied when sent again', async () => {
+    const p = await pendingPayment('30.00');
+    events.heldOrders.add(p.provider_ref);
+    const captureId = await approvedAndCapturedAtTheProvider(p.provider_ref);
+    provider.withoutOrderId = true;
+    const reversal = await t.http.post('/sandbox/walletpay/_control/reverse-capture').send({ capture_id: captureId, amount: '10.00' }).expect(201);
+
+    const refused = await eventually(() => events.of(reversal.body.id)[0], 30_000, 'the reversal delivered');
+    expect(refused.status).toBeGreaterThanOrEqual(500);
+    expect(provider.captureLookups).toContainEqual({ captureId, status: 200 });
+    expect(await refundsOf(p.id)).toEqual([]);
+    const [inbox] = await t.sql<{ n: string }>("SELECT count(*)::text AS n FROM provider_events WHERE provider = 'walletpay' AND event_id = $1", [refused.transmissionId]);
+    expect(inbox!.n).toBe('0');
+
+    provider.withoutOrderId = false;
+    const applied = await eventually(() => events.of(reversal.body.id).find((a) => a.status === 200), 60_000, 'the reversal applied');
+    expect(applied.transmissionId).toBe(refused.transmissionId);
+    expect(await getPayment(p.id)).toMatchObject({ status: 'completed', amount: '30.00', amount_refunded: '10.00' });
   }, 120_000);
 });

@@ -69,8 +69,10 @@ export class CredentialsService {
       // A lease that ran out while the provider answered may be another store's now: that one stands.
       if (!(await leases.renew(lease, holder, storeLeaseMs))) throw storeRunning(provider);
       const summary = await this.write(merchantId, provider, prepared.credentials);
-      if (prepared.afterStored && (await leases.renew(lease, holder, storeLeaseMs))) {
-        await this.afterStored(merchantId, provider, prepared.credentials, prepared.afterStored);
+      if (prepared.afterStored) {
+        if (await leases.renew(lease, holder, storeLeaseMs)) await this.afterStored(merchantId, provider, prepared.credentials, prepared.afterStored);
+        // Another store runs now, and its own clean-up removes what the previous credentials used.
+        else this.options.logger?.warn({ merchantId, provider }, 'credentials stored; the clean-up at the provider is left to the store that started meanwhile');
       }
       return summary;
     } finally {

@@ -1,5 +1,5 @@
 import type { WalletpayCredentials } from '../../../contract/index.js';
-import type { NotificationScheme, ProviderNotification } from '../../domain/ports.js';
+import { ProviderError, type NotificationScheme, type ProviderNotification } from '../../domain/ports.js';
 import type { WalletpayAdapter } from './adapter.js';
 import { parseWalletpayEvent, verifyWalletpayEvent, walletpayHeaderProblem, walletpayTransmissionId } from './webhook.js';
 
@@ -56,9 +56,12 @@ export function walletpayNotifications(adapter: WalletpayAdapter): NotificationS
     // A refund event names only the capture: PayPal says which order (our payment's provider_ref) it is of.
     async paymentOwning(creds, captureId) {
       const capture = await adapter.getCapture(creds, captureId);
-      const orderId = capture?.supplementary_data?.related_ids?.order_id;
-      // Every capture of an order carries its order id: one without is not of an order we created.
-      return typeof orderId === 'string' && orderId !== '' ? orderId : null;
+      if (capture === null) return null;
+      const orderId = capture.supplementary_data?.related_ids?.order_id;
+      // Every capture of an order carries its order id. One without says nothing of whose it is: not an
+      // answer (the event is refused and sent again), never "not ours" (an acknowledged refund is lost).
+      if (typeof orderId !== 'string' || orderId === '') throw new ProviderError('walletpay', 'indeterminate', 'walletpay answered a capture without its order id');
+      return orderId;
     },
   };
 }
