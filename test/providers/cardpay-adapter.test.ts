@@ -15,7 +15,9 @@ import { startTestService, type TestService } from '../support/service.js';
 let t: TestService;
 let adapter: CardpayAdapter;
 beforeAll(async () => {
-  t = await startTestService({ PROVIDER_TIMEOUT_MS: '1000' });
+  // 5 s: 20 concurrent calls with one key are answered one at a time (409 idempotency_key_in_use, retried
+  // by stripe-node), which outlasted 1 s on a loaded host (CI at d132fab). The hang case waits it out.
+  t = await startTestService({ PROVIDER_TIMEOUT_MS: '5000' });
   adapter = new CardpayAdapter(t.service.container.config);
 });
 afterAll(async () => t.stop());
