@@ -454,6 +454,11 @@ describe('webhook endpoints and signed events', () => {
       expect.objectContaining({ providerRef: expect.stringMatching(/^re_/), status: 'completed', amount: { minor: 250n, currency: 'USD' }, ourRefundId: expect.any(String) }),
     ]);
 
+    // The refund's own event may come after the charge's (CI at 647c83a: asserted before it arrived).
+    await eventually(() => {
+      const hits = eventsOfType('refund.created', (o) => o.payment_intent === payment.providerRef);
+      return hits.length ? hits : undefined;
+    }, 'refund.created');
     // Only the subscribed types were sent (no payment_intent.created, charge.succeeded, …).
     expect(new Set(received.map((r) => JSON.parse(r.rawBody.toString('utf8')).type))).toEqual(
       new Set(['payment_intent.succeeded', 'payment_intent.payment_failed', 'charge.refunded', 'refund.created']),
