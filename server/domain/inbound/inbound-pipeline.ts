@@ -51,6 +51,11 @@ interface Subject {
   query: StatusQueryRow | null;
 }
 
+/** A notification about `payment` (a payment or refund notification resolved to it). */
+const paymentSubject = (payment: Payment): Subject => ({
+  merchantId: payment.merchantId, subjectId: payment.id, payment, paymentId: payment.id, refundId: null, refund: null, query: null,
+});
+
 /**
  * Every provider notification, one way: screen → parse (the provider's folder) → resolve (our id
  * first, then the provider's reference) → verify with that merchant's credentials (the provider's
@@ -204,7 +209,7 @@ export class InboundPipeline {
         return 'not-ours';
       }
       this.logger.info({ ...log, merchantId, paymentId: payment.id }, 'refund notification for a reference not recorded yet: the provider says it is of this payment');
-      const subject: Subject = { merchantId: payment.merchantId, subjectId: payment.id, payment, paymentId: payment.id, refundId: null, refund: null, query: null };
+      const subject = paymentSubject(payment);
       // Verified for this merchant; another merchant's payment (one provider account) is verified with its own credentials.
       return { subject, verifiedWith: payment.merchantId === merchantId ? creds : null };
     }
@@ -261,18 +266,17 @@ export class InboundPipeline {
     switch (notification.kind) {
       case 'payment': {
         const payment = await resolvePayment(em, port.name, notification.payment);
-        return payment ? { ...none, merchantId: payment.merchantId, subjectId: payment.id, payment, paymentId: payment.id } : null;
+        return payment ? paymentSubject(payment) : null;
       }
       case 'refund': {
         for (const reported of notification.refunds) {
           const refund = reported.ourRefundId ? await resolveRefund(em, port.name, { ourId: reported.ourRefundId, providerRef: null }) : null;
           if (refund) {
-            const payment = await em.findOneOrFail(PaymentSchema, { id: refund.paymentId });
-            return { ...none, merchantId: payment.merchantId, subjectId: payment.id, payment, paymentId: payment.id };
+            return paymentSubject(await em.findOneOrFail(PaymentSchema, { id: refund.paymentId }));
           }
         }
         const payment = await resolvePayment(em, port.name, notification.payment);
-        return payment ? { ...none, merchantId: payment.merchantId, subjectId: payment.id, payment, paymentId: payment.id } : null;
+        return payment ? paymentSubject(payment) : null;
       }
       case 'reversal': {
         const refund = await resolveRefund(em, port.name, notification.refund);
