@@ -133,18 +133,23 @@ function verifyStandardSignature(body: Buffer, headers: HeaderBag, secret: strin
  * Verifies a delivery and returns the parsed event. Every delivery carries two signatures: the
  * service's `X-Payments-Signature` + `X-Payments-Timestamp` and the Standard Webhooks `webhook-id` /
  * `webhook-timestamp` / `webhook-signature`; each one present is checked (at least one must be).
- * Only the Standard Webhooks one covers the delivery id, so when it is present the id is bound too,
- * and `X-Webhook-Id` must equal `webhook-id`: a captured delivery replayed under another id is refused.
+ * Only the Standard Webhooks one covers the delivery id, so `X-Webhook-Id` is accepted only with it and
+ * must equal the signed `webhook-id`: a captured delivery replayed under another id is refused.
  * Pass the raw body exactly as received (before any JSON parsing). Throws WebhookVerificationError.
  * Deliveries can repeat: de-duplicate on the `X-Webhook-Id` (= `webhook-id`) header.
  */
 export function verifyWebhook(rawBody: string | Uint8Array, headers: HeaderBag, secret: string, options: VerifyWebhookOptions = {}): WebhookEvent {
   const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : Buffer.from(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength);
   const standard = header(headers, 'webhook-signature') !== undefined;
+  const deliveryId = header(headers, 'X-Webhook-Id');
+  // X-Payments-Signature does not cover X-Webhook-Id: with the Standard Webhooks headers stripped, a captured
+  // delivery re-posted under a new id would pass as a new delivery to a receiver de-duplicating on that id.
+  if (deliveryId !== undefined && !standard) {
+    throw new WebhookVerificationError('missing_header', 'missing webhook-signature header: X-Webhook-Id is only trusted when webhook-signature signs it');
+  }
   if (header(headers, 'X-Payments-Signature') !== undefined || !standard) verifyPaymentsSignature(body, headers, secret, options);
   if (standard) {
     verifyStandardSignature(body, headers, secret, options);
-    const deliveryId = header(headers, 'X-Webhook-Id');
     if (deliveryId !== undefined && deliveryId !== header(headers, 'webhook-id')) {
       throw new WebhookVerificationError('signature_mismatch', 'X-Webhook-Id is not the signed webhook-id');
     }

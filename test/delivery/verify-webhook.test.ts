@@ -19,7 +19,6 @@ const sign = (timestamp: number, payload: string, key = secret) =>
 const headersFor = (timestamp: number, payload = body) => ({
   'x-payments-timestamp': String(timestamp),
   'x-payments-signature': sign(timestamp, payload),
-  'x-webhook-id': 'd1',
   'x-event-type': 'payment.refunded',
 });
 
@@ -76,6 +75,10 @@ describe('verifyWebhook', () => {
     expect(reasonOf(() => verifyWebhook(signed.body, renamed, secret, { now }))).toBe('signature_mismatch');
     const onlyOurs = { ...signed.headers, 'X-Webhook-Id': 'attacker-2' };
     expect(reasonOf(() => verifyWebhook(signed.body, onlyOurs, secret, { now }))).toBe('signature_mismatch');
+    // With the Standard Webhooks headers stripped, X-Payments-Signature alone does not vouch for the id.
+    const stripped = Object.fromEntries(Object.entries(signed.headers).filter(([name]) => !name.toLowerCase().startsWith('webhook-')));
+    expect(Object.keys(stripped)).toContain('X-Payments-Signature');
+    expect(reasonOf(() => verifyWebhook(signed.body, { ...stripped, 'X-Webhook-Id': 'attacker-3' }, secret, { now }))).toBe('missing_header');
     // Either signature wrong is enough to refuse.
     const badStandard = { ...signed.headers, 'webhook-signature': 'v1,AAAA' };
     expect(reasonOf(() => verifyWebhook(signed.body, badStandard, secret, { now }))).toBe('signature_mismatch');
