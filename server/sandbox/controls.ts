@@ -109,12 +109,16 @@ export function outageSwitch(router: Router, deps: SandboxDeps, provider: string
   });
 }
 
+/** The countdowns of sandbox_controls: lost (never sent) and held (sent when released) results or answers. */
+export type Countdown = 'lost_results' | 'held_results';
+
 /**
  * `POST <path> {"count": n}`: the simulator loses the next n of something on purpose (what, the
  * simulator says where it mounts this and calls `takeLoss`), to rehearse what recovers it; `{"count": 0}`
- * switches it off. Counted down in PostgreSQL (sandbox_controls.lost_results), so it holds for every process.
+ * switches it off. Counted down in PostgreSQL (sandbox_controls.lost_results, or another `column`), so it
+ * holds for every process.
  */
-export function mountLossCountdown(router: Router, em: EntityManager, provider: string, path: string, answerKey: string): void {
+export function mountLossCountdown(router: Router, em: EntityManager, provider: string, path: string, answerKey: string, column: Countdown = 'lost_results'): void {
   router.post(path, express.json(), async (req: Request, res: Response, next: NextFunction) => {
     try {
       const count = (req.body as { count?: unknown } | undefined)?.count;
@@ -123,8 +127,8 @@ export function mountLossCountdown(router: Router, em: EntityManager, provider: 
         return;
       }
       await em.getConnection().execute(
-        `INSERT INTO sandbox_controls (provider, mode, lost_results) VALUES (?, 'ok', ?)
-         ON CONFLICT (provider) DO UPDATE SET lost_results = EXCLUDED.lost_results, updated_at = now()`,
+        `INSERT INTO sandbox_controls (provider, mode, ${column}) VALUES (?, 'ok', ?)
+         ON CONFLICT (provider) DO UPDATE SET ${column} = EXCLUDED.${column}, updated_at = now()`,
         [provider, count],
       );
       res.json({ provider, [answerKey]: count });
@@ -134,9 +138,9 @@ export function mountLossCountdown(router: Router, em: EntityManager, provider: 
   });
 }
 
-/** Whether this one is to be lost (mountLossCountdown), counting it; `run` is the simulator's own query runner (`?` placeholders). */
-export async function takeLoss(run: (sql: string, params: unknown[]) => Promise<unknown[]>, provider: string): Promise<boolean> {
-  const rows = await run(`UPDATE sandbox_controls SET lost_results = lost_results - 1 WHERE provider = ? AND lost_results > 0 RETURNING 1`, [provider]);
+/** Whether this one is to be lost (mountLossCountdown; or held, by `column`), counting it; `run` is the simulator's own query runner (`?` placeholders). */
+export async function takeLoss(run: (sql: string, params: unknown[]) => Promise<unknown[]>, provider: string, column: Countdown = 'lost_results'): Promise<boolean> {
+  const rows = await run(`UPDATE sandbox_controls SET ${column} = ${column} - 1 WHERE provider = ? AND ${column} > 0 RETURNING 1`, [provider]);
   return rows.length > 0;
 }
 

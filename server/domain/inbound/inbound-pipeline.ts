@@ -346,23 +346,27 @@ export class InboundPipeline {
             // Timed out in the provider's queue: the request was never processed, and no later answer will
             // come for it. The refund fails, so the merchant can ask again (a repeat of a reversal that did
             // happen after all is answered "already reversed", which completes that one).
+            // (A reversal the refund sync sent again stays pending: see UnitOfWork.refund.)
             this.logger.warn({ provider: port.name, refundId: subject.refundId }, 'reversal timed out in the provider queue');
+            const request = notification.refund.providerRef;
             const failed = await uow.refund(
               subject.refundId!,
-              { status: 'failed', failureReason: `${port.name} did not process the reversal request in time (queue timeout); nothing was reversed`, reversal: true, raw: notification.raw },
+              { status: 'failed', failureReason: `${port.name} did not process the reversal request in time (queue timeout); nothing was reversed`, reversal: true, raw: notification.raw, request },
               source,
             );
-            return failed.transitioned ? 'applied' : 'duplicate';
+            if (failed.keptPending) this.keptPending(port, subject.refundId!, request, 'queue timeout');
+            return failed.transitioned || failed.keptPending ? 'applied' : 'duplicate';
           }
           const outcome = await uow.refund(
             subject.refundId!,
             notification.succeeded
               ? { status: 'completed', reversal: true, raw: notification.raw, reported: await reversedAmount(uow.tx, subject.refundId!, notification.amount) }
-              : { status: 'failed', failureReason: notification.failureReason, reversal: true, raw: notification.raw },
+              : { status: 'failed', failureReason: notification.failureReason, reversal: true, raw: notification.raw, request: notification.refund.providerRef },
             source,
           );
           if (outcome.mismatch) await refused();
-          return outcome.transitioned || outcome.mismatch ? 'applied' : 'duplicate';
+          if (outcome.keptPending) this.keptPending(port, subject.refundId!, notification.refund.providerRef, notification.failureReason);
+          return outcome.transitioned || outcome.mismatch || outcome.keptPending ? 'applied' : 'duplicate';
         }
         case 'status-report': {
           const about = await recordStatusReport(uow.tx, port.name, subject.query!.id, subject.merchantId, notification);
@@ -383,6 +387,14 @@ export class InboundPipeline {
         }
       }
     });
+  }
+
+  /** A refusal of a reversal the refund sync sent again: recorded, not applied (UnitOfWork.refund); an operator may look at it. */
+  private keptPending(port: ProviderPort, refundId: string, request: string | null, refusal: string | null): void {
+    this.logger.warn(
+      { provider: port.name, refundId, request, refusal },
+      'reversal refused, but it was sent again and another of its requests may have reversed the payment: the refund stays pending (only a success settles it)',
+    );
   }
 
   /**

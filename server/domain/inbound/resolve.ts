@@ -29,14 +29,27 @@ export async function resolvePayment(em: EntityManager, provider: string, ref: P
   return rows[0] ? em.findOne(PaymentSchema, { id: rows[0].id }) : null;
 }
 
-/** Finds a refund of one of the provider's payments: our id first, then the provider's reference. */
+/**
+ * Finds a refund of one of the provider's payments: our id first, then the provider's reference — its
+ * current one, or one of its earlier requests' (a reversal sent again: their results still count).
+ */
 export async function resolveRefund(em: EntityManager, provider: string, ref: RefundReference): Promise<Refund | null> {
   const id = ourId(ref.ourId);
   const refund =
-    (id ? await em.findOne(RefundSchema, { id }) : null) ?? (ref.providerRef ? await em.findOne(RefundSchema, { providerRef: ref.providerRef }) : null);
+    (id ? await em.findOne(RefundSchema, { id }) : null) ??
+    (ref.providerRef ? ((await em.findOne(RefundSchema, { providerRef: ref.providerRef })) ?? (await byEarlierRequest(em, ref.providerRef))) : null);
   if (!refund) return null;
   const payment = await em.findOne(PaymentSchema, { id: refund.paymentId, provider });
   return payment ? refund : null;
+}
+
+/** The refund one of whose earlier requests had `providerRef` (refunds_earlier_provider_refs_idx: only refunds sent again). */
+async function byEarlierRequest(em: EntityManager, providerRef: string): Promise<Refund | null> {
+  const rows = await em.getConnection().execute<{ id: string }[]>(
+    `SELECT id FROM refunds WHERE cardinality(earlier_provider_refs) > 0 AND earlier_provider_refs @> ARRAY[?]::text[] LIMIT 1`,
+    [providerRef],
+  );
+  return rows[0] ? em.findOne(RefundSchema, { id: rows[0].id }) : null;
 }
 
 export interface StatusQueryRow {
@@ -75,8 +88,11 @@ export type ReferencedSubject =
   | { kind: 'refund'; refund: Refund }
   | { kind: 'status-query'; query: StatusQueryRow };
 
-/** The subject's id and the provider reference it stored for what `claimed` names (null: none yet). */
-function storedReference(subject: ReferencedSubject): { id: string; stored: string | null } {
+/**
+ * The subject's id and the provider reference it stored for what `claimed` names (null: none yet), with
+ * the references of its earlier requests that are still its own (a refund's reversal sent again).
+ */
+function storedReference(subject: ReferencedSubject): { id: string; stored: string | null; earlier?: readonly string[] } {
   switch (subject.kind) {
     case 'payment': {
       // A reference of the kind provider_data[key] holds is compared with that fact alone: provider_ref is
@@ -87,7 +103,7 @@ function storedReference(subject: ReferencedSubject): { id: string; stored: stri
       return { id: subject.payment.id, stored: typeof fact === 'string' && fact ? fact : null };
     }
     case 'refund':
-      return { id: subject.refund.id, stored: subject.refund.providerRef ?? null };
+      return { id: subject.refund.id, stored: subject.refund.providerRef ?? null, earlier: subject.refund.earlierProviderRefs ?? [] };
     case 'status-query':
       return { id: subject.query.id, stored: subject.query.provider_query_ref };
   }
@@ -98,13 +114,14 @@ function storedReference(subject: ReferencedSubject): { id: string; stored: stri
  * status query's OriginatorConversationID, an intent, order or capture id), checked against the subject
  * it was resolved to — which may have been found by our id taken from an unsigned part of the request
  * (mobilemoney's `?ref=`), while a signature covers the body only. The reference must be the subject's
- * own: equal to the one it stored, or, while it has stored none yet (its request's answer not recorded
- * yet, or lost), held by no other subject. Returns why it is not, or null.
+ * own: equal to the one it stored (or to one of a refund's earlier requests', a reversal sent again), or,
+ * while it has stored none yet (its request's answer not recorded yet, or lost), held by no other
+ * subject. Returns why it is not, or null.
  */
 export async function referenceConflict(em: EntityManager, provider: string, claimed: string | null, subject: ReferencedSubject): Promise<string | null> {
   if (!claimed) return null;
-  const { id, stored } = storedReference(subject);
-  if (stored !== null) return stored === claimed ? null : `it names ${claimed}; the subject's reference is ${stored}`;
+  const { id, stored, earlier = [] } = storedReference(subject);
+  if (stored !== null) return stored === claimed || earlier.includes(claimed) ? null : `it names ${claimed}; the subject's reference is ${stored}`;
   const byReference = { ourId: null, providerRef: claimed };
   const holder =
     subject.kind === 'payment'

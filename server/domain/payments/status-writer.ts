@@ -63,6 +63,8 @@ export interface RefundUpdate {
    * of it; a failure never undoes one that completed (only a card refund fails after completing).
    */
   reversal?: boolean;
+  /** The provider's reference of the request this answers (a reversal's), for the record of a refusal not applied. */
+  request?: string | null;
 }
 
 /** A refund the provider reports that may not be ours yet (made in the provider's dashboard). */
@@ -85,6 +87,8 @@ export interface RefundOutcome {
   payment: Payment;
   transitioned: boolean;
   mismatch: IntegrityMismatch | null;
+  /** Set when a refusal (or queue timeout) of a reversal that was sent again was recorded but not applied: the refund stays pending. */
+  keptPending?: boolean;
 }
 
 type Subject = { kind: 'payment'; row: Payment } | { kind: 'refund'; row: Refund; payment: Payment };
@@ -135,6 +139,18 @@ export function creationAuditSql(inserted: string): string {
 export interface CompanionWrite {
   sql(when: string): string;
   params: unknown[];
+}
+
+/**
+ * A pending refund's provider reference from its provider's answer. A new request's reference (a
+ * reversal sent again) replaces it; the earlier one is kept, as its result may still come and counts.
+ * A result naming an earlier request changes nothing.
+ */
+function newProviderRef(refund: Refund, providerRef: string): void {
+  const earlier = refund.earlierProviderRefs ?? [];
+  if (refund.providerRef === providerRef || earlier.includes(providerRef)) return;
+  if (refund.providerRef) refund.earlierProviderRefs = [...earlier, refund.providerRef];
+  refund.providerRef = providerRef;
 }
 
 function sameMoney(expected: Money, reported: Money | null | undefined): boolean {
@@ -386,9 +402,13 @@ export class UnitOfWork {
       return { refund, payment, transitioned: false, mismatch: null };
     }
     if ((from !== 'pending' && !failsCompleted) || update.status === 'pending') {
-      if (from === 'pending' && update.providerRef) refund.providerRef = update.providerRef;
+      if (from === 'pending' && update.providerRef) newProviderRef(refund, update.providerRef);
       if (from === 'pending' && update.raw !== undefined) refund.providerResponse = update.raw;
       return { refund, payment, transitioned: false, mismatch: null };
+    }
+    if (from === 'pending' && update.status === 'failed' && update.reversal && refund.reversalResends > 0) {
+      await this.keepResentReversalPending(payment, refund, update, source);
+      return { refund, payment, transitioned: false, mismatch: null, keptPending: true };
     }
     // A move that moves money (the state table says which) needs the provider's amount and currency to equal ours.
     if (refundEdge(from, update.status)?.movesMoney || (update.reported !== undefined && update.reported !== null)) {
@@ -438,6 +458,31 @@ export class UnitOfWork {
       failure_reason: refund.failureReason ?? undefined,
     });
     return { refund, payment, transitioned: true, mismatch: null };
+  }
+
+  /**
+   * A refusal or queue timeout of a mobilemoney reversal the refund sync sent again (reversalResends > 0),
+   * of any of its requests: it says nothing about the others — the first may have returned the money
+   * while a repeat is refused (2001, 8006, 21, 1, a queue timeout), and a refusal of the first may arrive
+   * after a repeat that succeeds was sent. Failing the refund would tell the merchant refund.failed while
+   * the money went back (and a second refund could follow). Only a success ("0" or "already reversed",
+   * or a report of the reversal) settles such a refund; this is recorded as a refused move with the
+   * provider's words (payment_transitions), the caller logs it, and the refund stays pending
+   * (refunds_pending_oldest_seconds alerts).
+   */
+  private async keepResentReversalPending(payment: Payment, refund: Refund, update: RefundUpdate, source: string): Promise<void> {
+    await this.audit({
+      paymentId: payment.id,
+      refundId: refund.id,
+      subject: 'refund',
+      from: 'pending',
+      to: 'failed',
+      source,
+      accepted: false,
+      note:
+        `${update.failureReason ?? 'refused by the provider'}${update.request ? ` (request ${update.request})` : ''}: ` +
+        `not applied; the reversal was sent again (${refund.reversalResends} repeat${refund.reversalResends === 1 ? '' : 's'}) and another of its requests may have reversed the payment, so only a success settles it`,
+    });
   }
 
   /**

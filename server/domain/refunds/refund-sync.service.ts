@@ -15,6 +15,23 @@ import type { RefundService } from './refund.service.js';
 const SOURCE = 'refund-sync';
 
 /**
+ * Status reports asked about one acknowledged reversal request without an outcome before the request is
+ * sent again. One is not enough: a report's result comes back the same way as the lost one and can be
+ * lost too, and the first check may come while the request is still in the operator's queue. With the
+ * default STATUS_SYNC_SCHEDULE (1m,5m,15m,1h,…) the three reports are asked over the request's first
+ * 21 minutes, long after the operator processed it or let it expire in its queue, and the repeat goes at
+ * the fourth check (1 h 21 min), leaving the schedule's later checks (6 h, 24 h, 48 h) to ask about it.
+ */
+export const RESEND_AFTER_REPORT_CHECKS = 3;
+
+/**
+ * Repeats of one refund's reversal at most. A refusal of a repeat settles nothing (see UnitOfWork.refund),
+ * so a refund the operator keeps refusing would otherwise be sent for ever; after the last (and its
+ * reports) it is left pending for an operator.
+ */
+export const MAX_REVERSAL_RESENDS = 3;
+
+/**
  * Refund sync: re-checks refunds still `pending` with their provider on the status sync's backoff
  * (STATUS_SYNC_SCHEDULE, from the refund's creation), for when neither the provider's answer nor its
  * event settled them — the answer lost to a timeout, the event never delivered. What the provider says
@@ -24,7 +41,11 @@ const SOURCE = 'refund-sync';
  * - one that reports asynchronously (mobile money) is asked for a status report on our reversal
  *   request, answered as a `status-report` notification that completes the refund; a reversal whose
  *   request was never acknowledged is sent again — the provider reverses a transaction once, and
- *   answers a repeat "already reversed", which completes it all the same.
+ *   answers a repeat "already reversed", which completes it all the same. A report can say that a
+ *   reversal completed, never that it was refused: a request acknowledged but whose result was lost is
+ *   sent again after RESEND_AFTER_REPORT_CHECKS reports brought nothing (at most MAX_REVERSAL_RESENDS
+ *   times). From then on only a success settles the refund — "0" or "already reversed" from any of its
+ *   requests, or a report of the reversal — since a refusal of one request says nothing about the others.
  * After the schedule's last interval the refund is left pending (refunds_pending_oldest_seconds alerts).
  */
 export class RefundSyncService {
@@ -59,7 +80,11 @@ export class RefundSyncService {
 
   private async ask(refund: Refund, payment: Payment): Promise<void> {
     if (this.gateway.offersStatusReports(payment.provider) && refund.providerRef) {
-      await this.askForReport(refund, payment, refund.providerRef);
+      if (refund.reportChecks >= RESEND_AFTER_REPORT_CHECKS && refund.reversalResends < MAX_REVERSAL_RESENDS) {
+        await this.sendAgain(refund, refund.providerRef);
+      } else {
+        await this.askForReport(refund, payment, refund.providerRef);
+      }
       return;
     }
     const found = await this.gateway.findRefund(payment, { refundId: refund.id, providerRef: refund.providerRef ?? null, payment: paymentLookup(payment) });
@@ -78,5 +103,42 @@ export class RefundSyncService {
     const about = { id: queryId, provider: payment.provider, merchantId: refund.merchantId, paymentId: payment.id, refundId: refund.id, code: requestRef, confirms: SOURCE };
     const sent = await askForConfirmation(this.em, about, () => this.gateway.requestStatusReport(payment, { queryId, requestRef }));
     this.logger.info({ refundId: refund.id, provider: payment.provider, queryId, sent }, 'refund sync: asked the provider for a status report');
+    // Counted also when an earlier report is still open (nothing sent): that one has brought no outcome either.
+    const [counted] = await this.em.getConnection().execute<{ report_checks: number; reversal_resends: number }[]>(
+      `UPDATE refunds SET report_checks = report_checks + 1 WHERE id = ? AND status = 'pending' AND provider_ref = ? RETURNING report_checks, reversal_resends`,
+      [refund.id, requestRef],
+    );
+    if (counted && counted.report_checks >= RESEND_AFTER_REPORT_CHECKS && counted.reversal_resends >= MAX_REVERSAL_RESENDS) {
+      this.logger.warn(
+        { refundId: refund.id, provider: payment.provider, requestRef, reversalResends: counted.reversal_resends, reportChecks: counted.report_checks },
+        'refund sync: the reversal was sent again the most times allowed and no outcome came; the refund stays pending for an operator (check the reversal at the operator)',
+      );
+    }
+  }
+
+  /**
+   * The request `requestRef` was acknowledged, but neither its result nor RESEND_AFTER_REPORT_CHECKS
+   * status reports brought an outcome (a report never says that a request was refused): the reversal is
+   * sent again. The operator reverses a receipt once: a repeat of one it reversed is answered "already
+   * reversed" and a repeat of one it refused is carried out ("0") or refused again.
+   * The repeat is claimed in the refund's row before it is sent (its count, its reports counted from 0),
+   * in its own statement: from then on any refusal of any of the refund's requests — a late one of the
+   * first included — leaves it pending (UnitOfWork.refund), and a refund settled meanwhile, or claimed by
+   * another worker, is not sent. The repeat's acknowledgement makes its reference the refund's, the
+   * earlier one kept (status-writer.ts): both requests' results are matched to the refund. A repeat not
+   * acknowledged counts as sent (it may have been accepted); the next reports ask about the earlier request.
+   */
+  private async sendAgain(refund: Refund, requestRef: string): Promise<void> {
+    const claimed = await this.em.getConnection().execute<{ reversal_resends: number }[]>(
+      `UPDATE refunds SET reversal_resends = reversal_resends + 1, report_checks = 0
+       WHERE id = ? AND status = 'pending' AND provider_ref = ? AND reversal_resends = ? RETURNING reversal_resends`,
+      [refund.id, requestRef, refund.reversalResends],
+    );
+    if (claimed.length === 0) return;
+    this.logger.info(
+      { refundId: refund.id, requestRef, reportChecks: refund.reportChecks, resend: claimed[0]!.reversal_resends },
+      'refund sync: the provider acknowledged the reversal but its outcome never came; sending it again',
+    );
+    await this.refunds.send(refund.id, SOURCE);
   }
 }

@@ -47,6 +47,8 @@ import { Migration20261127001001_agenda_jobs } from './Migration20261127001001_a
 import { Migration20261127001101_sandbox_mobilemoney_open_prompts } from './Migration20261127001101_sandbox_mobilemoney_open_prompts.js';
 import { Migration20261128000301_one_default_saved_card } from './Migration20261128000301_one_default_saved_card.js';
 import { Migration20261128000401_pending_payments_by_provider } from './Migration20261128000401_pending_payments_by_provider.js';
+import { Migration20261128000601_refund_reversal_resends } from './Migration20261128000601_refund_reversal_resends.js';
+import { Migration20261128000602_sandbox_held_results } from './Migration20261128000602_sandbox_held_results.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -101,4 +103,6 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127001101_sandbox_mobilemoney_open_prompts', class: Migration20261127001101_sandbox_mobilemoney_open_prompts },
   { name: 'Migration20261128000301_one_default_saved_card', class: Migration20261128000301_one_default_saved_card },
   { name: 'Migration20261128000401_pending_payments_by_provider', class: Migration20261128000401_pending_payments_by_provider },
+  { name: 'Migration20261128000601_refund_reversal_resends', class: Migration20261128000601_refund_reversal_resends },
+  { name: 'Migration20261128000602_sandbox_held_results', class: Migration20261128000602_sandbox_held_results },
 ];

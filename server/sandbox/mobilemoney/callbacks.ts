@@ -1,6 +1,7 @@
 import { takeLoss } from '../controls.js';
 import type { SandboxDeps } from '../module.js';
 import { operatorTimestamp } from './eat-clock.js';
+import { holdResult } from './held-results.js';
 import { findStk, type StkRow } from './store.js';
 
 /** The one job that delivers every operator callback (STK results, transaction-status and reversal results, queue timeouts). */
@@ -10,7 +11,8 @@ export const CALLBACK_JOB = 'sandbox.mobilemoney.callback';
 const MAX_ATTEMPTS = 5;
 const CALLBACK_TIMEOUT_MS = 10_000;
 
-export type CallbackJobData = { url: string; attempt: number } & ({ kind: 'stk'; checkoutRequestId: string } | { kind: 'result'; body: unknown });
+/** `released`: a held result sent now (held-results.ts), not to be lost or held again. */
+export type CallbackJobData = { url: string; attempt: number; released?: boolean } & ({ kind: 'stk'; checkoutRequestId: string } | { kind: 'result'; body: unknown });
 
 export async function scheduleCallback(deps: SandboxDeps, at: Date, data: CallbackJobData): Promise<void> {
   await deps.agenda.schedule(at, CALLBACK_JOB, data);
@@ -41,20 +43,28 @@ export function stkCallbackBody(row: StkRow) {
   return { Body: { stkCallback: callback } };
 }
 
-/** POSTs one callback; on failure retries with a growing delay, up to MAX_ATTEMPTS. The operator does not sign callbacks. */
-export async function deliverCallback(deps: SandboxDeps, data: CallbackJobData): Promise<void> {
+/**
+ * POSTs one callback; on failure retries with a growing delay, up to MAX_ATTEMPTS. The operator does not
+ * sign callbacks. Returns the HTTP status of this attempt (null: not sent, or no answer).
+ */
+export async function deliverCallback(deps: SandboxDeps, data: CallbackJobData): Promise<number | null> {
   let body: unknown;
   if (data.kind === 'stk') {
     const row = await findStk(deps.em, data.checkoutRequestId);
-    if (!row) return;
+    if (!row) return null;
     body = stkCallbackBody(row);
   } else {
-    if (data.attempt === 0 && (await takeLoss((sql, params) => deps.em.getConnection().execute(sql, params), 'mobilemoney'))) {
+    if (data.attempt === 0 && !data.released && (await takeLoss((sql, params) => deps.em.getConnection().execute(sql, params), 'mobilemoney'))) {
       deps.logger.info({ provider: 'mobilemoney', url: data.url }, 'sandbox result lost on purpose (lose-results control)');
-      return;
+      return null;
+    }
+    if (data.attempt === 0 && !data.released && (await holdResult(deps, data))) {
+      deps.logger.info({ provider: 'mobilemoney', url: data.url }, 'sandbox result held on purpose (hold-results control)');
+      return null;
     }
     body = data.body;
   }
+  let status: number | null = null;
   let failure: string | null = null;
   try {
     const res = await fetch(data.url, {
@@ -64,17 +74,19 @@ export async function deliverCallback(deps: SandboxDeps, data: CallbackJobData):
       signal: AbortSignal.timeout(CALLBACK_TIMEOUT_MS),
     });
     await res.arrayBuffer().catch(() => undefined);
+    status = res.status;
     if (res.status < 200 || res.status >= 300) failure = `HTTP ${res.status}`;
   } catch (err) {
     failure = (err as Error).name === 'TimeoutError' ? 'timeout' : 'connection failed';
   }
-  if (failure === null) return;
+  if (failure === null) return status;
   const attempt = data.attempt + 1;
   if (attempt >= MAX_ATTEMPTS) {
     deps.logger.warn({ provider: 'mobilemoney', kind: data.kind, attempts: attempt, failure }, 'sandbox callback given up');
-    return;
+    return status;
   }
   const delay = Math.max(deps.config.sandboxCallbackDelayMs, 250) * 2 ** attempt;
   deps.logger.info({ provider: 'mobilemoney', kind: data.kind, attempt, failure }, 'sandbox callback failed, retrying');
   await scheduleCallback(deps, new Date(Date.now() + delay), { ...data, attempt });
+  return status;
 }

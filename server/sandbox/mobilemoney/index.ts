@@ -2,6 +2,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { mountLossCountdown, outageSwitch } from '../controls.js';
 import type { SandboxModule } from '../module.js';
 import { CALLBACK_JOB, deliverCallback, type CallbackJobData } from './callbacks.js';
+import { mountHeldResults } from './held-results.js';
 import { misreport } from './misreport.js';
 import { mountOauth } from './oauth.js';
 import { mountPull } from './pull.js';
@@ -23,6 +24,8 @@ export const mobilemoneySandbox: SandboxModule = {
     // The operator's next n asynchronous results (reversal and transaction-status results, queue-timeout
     // notices; not STK callbacks) are never sent (callbacks.ts), as when a result is lost on its way.
     mountLossCountdown(router, deps.em, 'mobilemoney', '/_control/lose-results', 'lose_results');
+    // Or held, and sent when released (held-results.ts), as when a result arrives late.
+    mountHeldResults<CallbackJobData>(router, deps, (job) => deliverCallback(deps, job));
     mountCertificate(router, deps);
     mountOauth(router, deps);
     // Every API call below is POST with a JSON body.
@@ -42,6 +45,8 @@ export const mobilemoneySandbox: SandboxModule = {
     await prepareOperatorKeys(deps);
   },
   defineJobs(deps, define) {
-    define<CallbackJobData>(CALLBACK_JOB, (data) => deliverCallback(deps, data));
+    define<CallbackJobData>(CALLBACK_JOB, async (data) => {
+      await deliverCallback(deps, data);
+    });
   },
 };

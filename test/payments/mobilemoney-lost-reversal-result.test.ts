@@ -1,0 +1,320 @@
+import { readFileSync } from 'node:fs';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { MAX_REVERSAL_RESENDS, RESEND_AFTER_REPORT_CHECKS } from '../../server/domain/refunds/refund-sync.service.js';
+import { inProcessLogFile } from '../support/secret-audit.js';
+import { startTestService, type TestService } from '../support/service.js';
+import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+
+/**
+ * A mobile-money reversal the operator acknowledged but whose result callback was lost. The refund sync
+ * asks the operator's transaction-status API about the request, whose report can say that a reversal
+ * completed but never that it was refused; after RESEND_AFTER_REPORT_CHECKS reports without an outcome
+ * the sync sends the reversal again. From then on only a success settles the refund — "0" or R000001
+ * "already reversed" from any of its requests: a refusal of one request says nothing about another,
+ * which may have returned the money. The simulator loses results (lose-results) or holds them until
+ * released (hold-results, release-results: a result that arrives late); the sync's checks are made by
+ * the test, one at a time (the schedule's first check is an hour away).
+ */
+let t: TestService;
+let receiver: WebhookReceiver;
+let key: string;
+let n = 0;
+
+const CREDS = {
+  env: 'sandbox', consumer_key: 'lost-reversal-key', consumer_secret: 'lost-reversal-secret',
+  passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379',
+};
+const setCredentials = (extra: Record<string, string> = {}) =>
+  t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'mobilemoney', mobilemoney: { ...CREDS, ...extra } }).expect(200);
+
+beforeAll(async () => {
+  t = await startTestService({ STATUS_SYNC_SCHEDULE: '1h' });
+  receiver = await new WebhookReceiver().start();
+  ({ apiKey: key } = await t.createMerchant('Lost Reversal Result Duka'));
+  await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: receiver.url }).expect(200);
+  await setCredentials();
+});
+afterEach(async () => {
+  // Nothing a test left held or to lose reaches the next one (a failed test must not make the next fail).
+  await t.http.post('/sandbox/mobilemoney/_control/lose-results').send({ count: 0 });
+  await t.http.post('/sandbox/mobilemoney/_control/hold-results').send({ count: 0 });
+  await t.sql('DELETE FROM sandbox_held_results');
+  await setCredentials();
+});
+afterAll(async () => {
+  await t.stop();
+  await receiver.stop();
+});
+
+const getPayment = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key).expect(200)).body.data;
+const getRefund = async (id: string) => (await t.http.get(`/v1/refunds/${id}`).set('X-API-Key', key).expect(200)).body.data;
+const refund = (paymentId: string) => t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: paymentId });
+
+async function paid(amount: string): Promise<{ id: string; receipt: string }> {
+  const res = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `lost-reversal-${++n}`)
+    .send({ provider: 'mobilemoney', currency: 'KES', amount, phone: '254708374149' }).expect(201);
+  const done = await eventually(async () => {
+    const p = await getPayment(res.body.data.id);
+    return p.status === 'completed' ? p : null;
+  }, 15_000, 'the push completed');
+  return { id: done.id, receipt: done.provider_ref };
+}
+
+const control = async () =>
+  (await t.sql<{ lost_results: number; held_results: number }>(`SELECT lost_results, held_results FROM sandbox_controls WHERE provider = 'mobilemoney'`))[0]!;
+const loseResults = async (count: number) => {
+  await t.http.post('/sandbox/mobilemoney/_control/lose-results').send({ count }).expect(200);
+};
+const untilLost = (what: string) => eventually(async () => ((await control()).lost_results === 0 ? true : null), 10_000, what);
+const holdResults = async (count: number) => {
+  await t.http.post('/sandbox/mobilemoney/_control/hold-results').send({ count }).expect(200);
+};
+const heldResults = async () => (await t.sql<{ n: number }>(`SELECT count(*)::int AS n FROM sandbox_held_results WHERE provider = 'mobilemoney'`))[0]!.n;
+const untilHeld = (count: number, what: string) => eventually(async () => ((await heldResults()) === count ? true : null), 10_000, what);
+/** The operator sends the result it held longest now (it arrives late); answered once our endpoint answered it. */
+const releaseOne = async () => (await t.http.post('/sandbox/mobilemoney/_control/release-results').send({ count: 1 }).expect(200)).body as { released: number; statuses: number[] };
+
+/** One check of the refund sync, as the job makes it. */
+const syncCheck = (refundId: string) => t.inContext(() => t.service.container.services.refundSync.syncOne(refundId));
+
+/** The status reports the sync asked for about one request of the refund, oldest first. */
+const reportsAsked = (refundId: string, request: string) =>
+  t.sql<{ code: string; confirms: string; result_code: string | null }>(
+    'SELECT code, confirms, result_code FROM provider_status_queries WHERE refund_id = $1 AND code = $2 ORDER BY created_at', [refundId, request]);
+
+/** Every reversal request the operator (the simulator's own table) received for a receipt, oldest first. */
+const reversalsAtOperator = (receipt: string) =>
+  t.sql<{ originator_conversation_id: string; result_code: string }>(
+    'SELECT originator_conversation_id, result_code FROM sandbox_mobilemoney_reversals WHERE transaction_id = $1 ORDER BY created_at', [receipt]);
+
+const refundRow = async (refundId: string) =>
+  (await t.sql<{ status: string; provider_ref: string | null; report_checks: number; reversal_resends: number; earlier_provider_refs: string[] }>(
+    'SELECT status, provider_ref, report_checks, reversal_resends, earlier_provider_refs FROM refunds WHERE id = $1', [refundId]))[0]!;
+
+/** The refusals recorded but not applied (a reversal sent again), oldest first. */
+const refusalsKept = (refundId: string) =>
+  t.sql<{ trigger: string; note: string }>(
+    `SELECT trigger, note FROM payment_transitions WHERE refund_id = $1 AND subject = 'refund' AND from_status = 'pending' AND to_status = 'failed' AND NOT accepted ORDER BY id`, [refundId]);
+
+/** The merchant events written for the payment (the outbox), oldest first. */
+const eventsOf = async (paymentId: string) => (await t.sql<{ type: string }>('SELECT type FROM events WHERE payment_id = $1 ORDER BY created_at, id', [paymentId])).map((e) => e.type);
+
+/** The accepted moves recorded after the payment completed (its refunds', its own), with what applied them. */
+const movesAfterPayment = (paymentId: string) =>
+  t.sql<{ subject: string; from_status: string; to_status: string; trigger: string }>(
+    `SELECT subject, from_status, to_status, trigger FROM payment_transitions WHERE payment_id = $1 AND accepted
+     AND from_status IS NOT NULL AND NOT (subject = 'payment' AND from_status = 'pending') ORDER BY id`, [paymentId]);
+
+const refundSettled = (refundId: string, status: 'completed' | 'failed') =>
+  eventually(async () => {
+    const r = await getRefund(refundId);
+    return r.status === status ? r : null;
+  }, 15_000, `the refund ${status}`);
+
+/**
+ * RESEND_AFTER_REPORT_CHECKS checks about `request`, each one's report answered that no such reversal
+ * exists (the operator keeps no transaction for a refused request). The refund stays pending, its
+ * request not sent again yet.
+ */
+async function reportsFindNothing(refundId: string, request: string): Promise<void> {
+  for (let check = 1; check <= RESEND_AFTER_REPORT_CHECKS; check++) {
+    await syncCheck(refundId);
+    await eventually(async () => ((await reportsAsked(refundId, request)).filter((r) => r.result_code !== null).length === check ? true : null), 10_000, `report ${check} answered`);
+    expect(await refundRow(refundId)).toMatchObject({ status: 'pending', provider_ref: request, report_checks: check });
+  }
+  expect(await reportsAsked(refundId, request)).toEqual(
+    Array.from({ length: RESEND_AFTER_REPORT_CHECKS }, () => ({ code: request, confirms: 'refund-sync', result_code: 'R000002' })));
+}
+
+/** A refund of a 99999 KES payment, which the simulator's shortcode cannot cover: result 1, insufficient balance. Its result is lost. */
+async function refusedReversalResultLost(): Promise<{ payment: { id: string; receipt: string }; refundId: string; request: string }> {
+  const payment = await paid('99999');
+  await loseResults(1);
+  const res = await refund(payment.id);
+  expect(res.status).toBe(201);
+  expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: expect.any(String) });
+  await untilLost("the refusal's result lost");
+  expect(await reversalsAtOperator(payment.receipt)).toEqual([{ originator_conversation_id: res.body.data.provider_ref, result_code: '1' }]);
+  return { payment, refundId: res.body.data.id, request: res.body.data.provider_ref };
+}
+
+/** The check that sends the reversal again; returns the repeat's reference (now the refund's), once the operator received it. */
+async function sendAgain(refundId: string, receipt: string, earlier: string[]): Promise<string> {
+  const before = (await reversalsAtOperator(receipt)).length;
+  await syncCheck(refundId);
+  const atOperator = await reversalsAtOperator(receipt);
+  expect(atOperator).toHaveLength(before + 1);
+  const repeat = atOperator[before]!.originator_conversation_id;
+  expect(await refundRow(refundId)).toMatchObject({ provider_ref: repeat, report_checks: 0, reversal_resends: earlier.length, earlier_provider_refs: earlier });
+  return repeat;
+}
+
+describe('a reversal acknowledged by the operator whose result callback was lost', () => {
+  it('done at the operator: the repeat is answered R000001 "already reversed", the refund completes (payment.reversed) and the receipt was reversed once', async () => {
+    const p = await paid('100');
+    // The reversal's result is lost, and so is the result of the first status report asked about it.
+    await loseResults(2);
+    const res = await refund(p.id);
+    expect(res.status).toBe(201);
+    const refundId = res.body.data.id as string;
+    const first = res.body.data.provider_ref as string;
+    await eventually(async () => ((await control()).lost_results === 1 ? true : null), 10_000, "the reversal's result lost");
+    expect(await reversalsAtOperator(p.receipt)).toEqual([{ originator_conversation_id: first, result_code: '0' }]);
+
+    await syncCheck(refundId);
+    await untilLost("the status report's result lost");
+    // The later checks find that report still open (unanswered): nothing more is asked, and no outcome came.
+    for (let check = 2; check <= RESEND_AFTER_REPORT_CHECKS; check++) await syncCheck(refundId);
+    expect(await reportsAsked(refundId, first)).toEqual([{ code: first, confirms: 'refund-sync', result_code: null }]);
+    expect(await refundRow(refundId)).toMatchObject({ status: 'pending', provider_ref: first, report_checks: RESEND_AFTER_REPORT_CHECKS, reversal_resends: 0 });
+
+    // The next check sends the reversal again: "already reversed" completes the refund.
+    const repeat = await sendAgain(refundId, p.receipt, [first]);
+    const completed = await refundSettled(refundId, 'completed');
+    expect(completed).toMatchObject({ amount: '100.00', provider_ref: repeat });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+    const event = await eventually(() => receiver.events('payment.reversed').find((e) => e.json.data.refund_id === refundId), 10_000, 'payment.reversed');
+    expect(event.json.data).toMatchObject({ payment_id: p.id, status: 'reversed', amount_refunded: '100.00' });
+
+    // One reversal moved money at the operator: the repeat was answered "already reversed" and moved nothing.
+    expect(await reversalsAtOperator(p.receipt)).toEqual([
+      { originator_conversation_id: first, result_code: '0' },
+      { originator_conversation_id: repeat, result_code: 'R000001' },
+    ]);
+    expect(await movesAfterPayment(p.id)).toEqual([
+      { subject: 'refund', from_status: 'pending', to_status: 'completed', trigger: 'callback:reversal' },
+      { subject: 'payment', from_status: 'completed', to_status: 'reversed', trigger: 'callback:reversal' },
+    ]);
+    expect(await eventsOf(p.id)).toEqual(['payment.completed', 'payment.reversed']);
+  });
+
+  it('refused at the operator, and the repeats refused too: the refund stays pending (no refund.failed, a new refund still 409), each refusal recorded; after the last repeat it is left for an operator', async () => {
+    const { payment: p, refundId, request: first } = await refusedReversalResultLost();
+    await reportsFindNothing(refundId, first);
+
+    const requests = [first];
+    for (let resend = 1; resend <= MAX_REVERSAL_RESENDS; resend++) {
+      const repeat = await sendAgain(refundId, p.receipt, requests);
+      // The operator refuses the repeat too (insufficient balance), and that result arrives: recorded, not applied.
+      await eventually(async () => ((await refusalsKept(refundId)).length === resend ? true : null), 10_000, `the refusal of repeat ${resend} recorded`);
+      expect((await refusalsKept(refundId))[resend - 1]).toEqual({
+        trigger: 'callback:reversal',
+        note: `The balance is insufficient for the transaction. (ResultCode 1) (request ${repeat}): not applied; the reversal was sent again (${resend} repeat${resend === 1 ? '' : 's'}) and another of its requests may have reversed the payment, so only a success settles it`,
+      });
+      expect(await getRefund(refundId)).toMatchObject({ status: 'pending', failure_reason: null });
+      expect(await eventsOf(p.id)).toEqual(['payment.completed']);
+      // Still a pending reversal of the payment: no second one can be asked for (it could reverse twice).
+      const again = await refund(p.id);
+      expect(again.status).toBe(409);
+      expect(again.body.error.message).toMatch(/a reversal of this payment is already pending/);
+      requests.push(repeat);
+      await reportsFindNothing(refundId, repeat);
+    }
+
+    // No more repeats: the checks only ask for reports, and say at warn that the refund is left for an operator.
+    const last = requests.at(-1)!;
+    await syncCheck(refundId);
+    await eventually(async () => ((await reportsAsked(refundId, last)).every((r) => r.result_code !== null) ? true : null), 10_000, 'the last report answered');
+    expect(await reportsAsked(refundId, last)).toHaveLength(RESEND_AFTER_REPORT_CHECKS + 1);
+    const atOperator = await reversalsAtOperator(p.receipt);
+    expect(atOperator.map((r) => r.originator_conversation_id)).toEqual(requests);
+    expect(atOperator.every((r) => r.result_code === '1')).toBe(true);
+    expect(await refundRow(refundId)).toMatchObject({ status: 'pending', reversal_resends: MAX_REVERSAL_RESENDS, earlier_provider_refs: requests.slice(0, -1) });
+    const warned = readFileSync(inProcessLogFile(t.databaseUrl), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.refundId === refundId && l.level === 40 && /the refund stays pending for an operator/.test(String(l.msg)));
+    expect(warned.length).toBeGreaterThanOrEqual(1);
+    expect(await getPayment(p.id)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+    expect(receiver.events('refund.failed').filter((e) => e.json.data.refund_id === refundId)).toEqual([]);
+  });
+
+  it('refused at first (2001: a wrong initiator password, since corrected): its late refusal, arriving after the repeat was sent, changes nothing; the repeat\'s "0" completes the refund', async () => {
+    const p = await paid('100');
+    await setCredentials({ initiator_password: 'not-the-initiator-password' });
+    await holdResults(1);
+    const res = await refund(p.id);
+    expect(res.status).toBe(201);
+    const refundId = res.body.data.id as string;
+    const first = res.body.data.provider_ref as string;
+    await untilHeld(1, "the first request's refusal held");
+    expect(await reversalsAtOperator(p.receipt)).toEqual([{ originator_conversation_id: first, result_code: '2001' }]);
+    await setCredentials();
+
+    await reportsFindNothing(refundId, first);
+    // The repeat is carried out (the credentials are right now); its result is held too.
+    await holdResults(1);
+    const repeat = await sendAgain(refundId, p.receipt, [first]);
+    await untilHeld(2, "the repeat's result held");
+    expect(await reversalsAtOperator(p.receipt)).toEqual([
+      { originator_conversation_id: first, result_code: '2001' },
+      { originator_conversation_id: repeat, result_code: '0' },
+    ]);
+
+    // The first request's refusal arrives now: accepted (200) and recorded, but the refund stays pending.
+    expect(await releaseOne()).toEqual({ provider: 'mobilemoney', released: 1, statuses: [200] });
+    expect(await refusalsKept(refundId)).toEqual([{
+      trigger: 'callback:reversal',
+      note: `The initiator information is invalid. (ResultCode 2001) (request ${first}): not applied; the reversal was sent again (1 repeat) and another of its requests may have reversed the payment, so only a success settles it`,
+    }]);
+    expect(await getRefund(refundId)).toMatchObject({ status: 'pending', failure_reason: null });
+    expect(await eventsOf(p.id)).toEqual(['payment.completed']);
+
+    // Then the repeat's success: the refund completes, and the payment is reversed.
+    expect(await releaseOne()).toEqual({ provider: 'mobilemoney', released: 1, statuses: [200] });
+    expect(await getRefund(refundId)).toMatchObject({ status: 'completed', amount: '100.00', provider_ref: repeat });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+    expect(await eventsOf(p.id)).toEqual(['payment.completed', 'payment.reversed']);
+    expect(await movesAfterPayment(p.id)).toEqual([
+      { subject: 'refund', from_status: 'pending', to_status: 'completed', trigger: 'callback:reversal' },
+      { subject: 'payment', from_status: 'completed', to_status: 'reversed', trigger: 'callback:reversal' },
+    ]);
+  });
+
+  it('done at first, its success arriving late, after the repeat was sent: it completes the refund (the first request is still the refund\'s); the repeat\'s R000001 then changes nothing', async () => {
+    const p = await paid('100');
+    await holdResults(1);
+    const res = await refund(p.id);
+    expect(res.status).toBe(201);
+    const refundId = res.body.data.id as string;
+    const first = res.body.data.provider_ref as string;
+    await untilHeld(1, "the first request's success held");
+    // The first report's result is lost; the later checks find it open.
+    await loseResults(1);
+    await syncCheck(refundId);
+    await untilLost("the status report's result lost");
+    for (let check = 2; check <= RESEND_AFTER_REPORT_CHECKS; check++) await syncCheck(refundId);
+
+    await holdResults(1);
+    const repeat = await sendAgain(refundId, p.receipt, [first]);
+    await untilHeld(2, "the repeat's result held");
+
+    expect(await releaseOne()).toEqual({ provider: 'mobilemoney', released: 1, statuses: [200] });
+    expect(await getRefund(refundId)).toMatchObject({ status: 'completed', amount: '100.00' });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+
+    expect(await releaseOne()).toEqual({ provider: 'mobilemoney', released: 1, statuses: [200] });
+    expect(await reversalsAtOperator(p.receipt)).toEqual([
+      { originator_conversation_id: first, result_code: '0' },
+      { originator_conversation_id: repeat, result_code: 'R000001' },
+    ]);
+    expect(await eventsOf(p.id)).toEqual(['payment.completed', 'payment.reversed']);
+    expect(await refusalsKept(refundId)).toEqual([]);
+  });
+
+  it('never sent again: the refusal of its only request fails the refund (refund.failed) and a new refund may be asked', async () => {
+    const p = await paid('99999');
+    const res = await refund(p.id);
+    expect(res.status).toBe(201);
+    const failed = await refundSettled(res.body.data.id, 'failed');
+    expect(failed.failure_reason).toBe('The balance is insufficient for the transaction. (ResultCode 1)');
+    expect(await refundRow(res.body.data.id)).toMatchObject({ reversal_resends: 0, earlier_provider_refs: [] });
+    await eventually(() => receiver.events('refund.failed').find((e) => e.json.data.refund_id === res.body.data.id), 10_000, 'refund.failed');
+    expect((await refund(p.id)).status).toBe(201);
+  });
+
+  it('the hold-results and release-results controls take a whole count', async () => {
+    for (const count of [-1, 1.5, '2', null]) expect((await t.http.post('/sandbox/mobilemoney/_control/hold-results').send({ count })).status).toBe(400);
+    for (const count of [0, -1, 1.5, '2', null]) expect((await t.http.post('/sandbox/mobilemoney/_control/release-results').send({ count })).status).toBe(400);
+    expect((await t.http.post('/sandbox/mobilemoney/_control/hold-results').send({ count: 0 }).expect(200)).body).toEqual({ provider: 'mobilemoney', hold_results: 0 });
+    expect((await t.http.post('/sandbox/mobilemoney/_control/release-results').send({ count: 1 }).expect(200)).body).toEqual({ provider: 'mobilemoney', released: 0, statuses: [] });
+  });
+});
