@@ -80,7 +80,6 @@ const invalid = (field: string, issue: string, description?: string): RouteError
 /** What a provider simulator in an outage (a 500) makes the service answer; the real providers' 5xx read alike. */
 const CARDPAY_500 = 'cardpay answered HTTP 500: The cardpay simulator is in an outage (error mode). Try again later.';
 const EXAMPLE_ID = '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21';
-const EXAMPLE_REFUND_ID = '3f2b1c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d';
 const KEY_REUSED = 'This Idempotency-Key was already used with a different request body';
 
 /**
@@ -153,8 +152,9 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
     '409': { message: 'payment is pending; only a completed payment can be refunded' },
     '422': invalid('amount', 'must be greater than 0'),
     '502': {
-      message: `cardpay did not answer the refund request (${CARDPAY_500}); refund ${EXAMPLE_REFUND_ID} stays pending`,
-      description: 'The provider refused the refund or did not answer; after no answer the refund stays pending until the provider settles it (PROVIDER_ERROR)',
+      message: 'cardpay refused the refund: cardpay rejected the request: Refund amount (2500 usd) is greater than unrefunded amount on charge (2000 usd)',
+      description:
+        'The provider refused the refund (an amount it will not refund, credentials refused): the refund is failed (PROVIDER_ERROR). A provider that does not answer is no error: 201 with the refund pending',
     },
   },
   'GET /v1/refunds': {

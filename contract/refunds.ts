@@ -37,10 +37,11 @@ export const refundsContract = c.router(
       summary: 'Refund a payment',
       description:
         'Refunds a completed payment in full (no amount) or in part. A cardpay or walletpay refund is usually completed in the answer; one the ' +
-        'provider reports as pending, or does not answer (502: the refund stays pending), stays pending until the provider\'s event or the refund ' +
-        'sync settles it (completed, or failed with refund.failed). A mobilemoney refund is an asynchronous reversal of the full amount that stays ' +
-        'pending until the operator reports the result. With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and ' +
-        'never refunds twice; after a 502 it answers the refund once it is settled.',
+        'provider reports as pending, or does not answer (a timeout or outage: the outcome is unknown), is answered 201 with status pending — a real ' +
+        'refund, counted against what remains — and stays pending until the provider\'s event or the refund sync settles it (completed, or failed ' +
+        'with refund.failed); do not ask for it again with a new key. A mobilemoney refund is an asynchronous reversal of the full amount that ' +
+        'stays pending until the operator reports the result. 502 PROVIDER_ERROR only when the provider refused the refund: it is then failed. ' +
+        'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true), showing the refund as it is now, and never refunds twice.',
       metadata: { scope: 'refunds:write', tag: 'Refunds' } as const,
       headers: OptionalIdempotencyHeaders,
       body: z.object({ payment_id: UuidSchema, amount: AmountInputSchema.optional(), metadata: metadataSchema('refund', 'a return or ticket number, a reason').optional() }).strict(),

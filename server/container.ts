@@ -175,7 +175,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const writer = new StatusWriter(em, deliveryQueue, metrics.integrityMismatches, logger);
   const idempotency = new IdempotencyKeys(em, writer, config.idempotencyLeaseMs);
   const payments = new PaymentService(em, config, credentials, gateway, idempotency, writer, logger);
-  const refunds = new RefundService(em, config, gateway, writer, idempotency);
+  const refunds = new RefundService(em, config, gateway, writer, idempotency, logger);
   const services: Services = {
     apiKeys: new ApiKeyService(em, principalCache),
     rateLimiter: new RateLimiter(em, config.rateLimit),

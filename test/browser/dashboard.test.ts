@@ -251,6 +251,49 @@ describe('merchant dashboard', () => {
     await page.close();
   });
 
+  it('a refund the provider does not answer is shown pending, and the next click shows it again: one refund, not a second', async () => {
+    const paymentId = await pay('pm_card_visa', '20.00');
+    const page = await newPage(1280);
+    await signIn(page);
+    const sentKeys: (string | undefined)[] = [];
+    await page.route((url) => url.pathname === '/v1/refunds', async (route) => {
+      if (route.request().method() === 'POST') sentKeys.push(route.request().headers()['idempotency-key']);
+      return route.continue();
+    });
+    await page.goto(`${t.baseUrl}/dashboard/#/payments/${paymentId}`);
+    await page.getByRole('heading', { name: 'Payment 20.00 USD' }).waitFor();
+    const refunds = async () => (await t.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', merchant.apiKey).expect(200)).body.data as { id: string; amount: string; status: string }[];
+    const refundRows = page.locator('h2:text("Refunds") + div table tbody tr');
+    await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
+    try {
+      await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
+      await page.getByRole('button', { name: 'Refund' }).click();
+      // Not an error ("nothing happened"): the refund is made, pending until the provider confirms it.
+      await shows(page, 'Refund of 5.00 USD is pending until the provider confirms it.');
+      await refundRows.filter({ hasText: '5.00 USD' }).waitFor(); // the page redrawn with it
+      expect((await refundRows.allInnerTexts()).map((row) => row.replace(/\s+/g, ' '))).toEqual([expect.stringMatching(/5\.00 USD pending/)]);
+      await expect(page.getByRole('alert').count()).resolves.toBe(0);
+      const [made] = await refunds();
+      expect(made).toMatchObject({ amount: '5.00', status: 'pending' });
+
+      // The merchant clicks again: the same request (its key), answered with that refund; no second one.
+      await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
+      const [again] = await Promise.all([
+        page.waitForResponse((res) => new URL(res.url()).pathname === '/v1/refunds' && res.request().method() === 'POST'),
+        page.getByRole('button', { name: 'Refund' }).click(),
+      ]);
+      expect([again.status(), again.headers()['idempotent-replayed']]).toEqual([201, 'true']);
+      expect((await again.json()).data).toMatchObject({ id: made!.id, status: 'pending' });
+      await shows(page, 'Refund of 5.00 USD is pending until the provider confirms it.');
+      expect(sentKeys).toHaveLength(2);
+      expect(sentKeys[1]).toBe(sentKeys[0]);
+      expect(await refunds()).toEqual([expect.objectContaining({ id: made!.id, amount: '5.00' })]);
+    } finally {
+      await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' }).expect(200);
+    }
+    await page.close();
+  });
+
   it("after the service's final refusal, or with another amount, the next click is a new request with a new key (the old key would replay the refusal or answer 409)", async () => {
     const paymentId = await pay('pm_card_visa', '20.00');
     const page = await newPage(1280);

@@ -128,10 +128,12 @@ describe('openapi.json quality', () => {
   });
 
   it('describes refunds as the service settles them (test/payments/refund-sync and mobilemoney-payments show the behaviour)', () => {
-    // A cardpay or walletpay refund can stay pending (the provider answers pending, or does not answer: 502).
+    // A cardpay or walletpay refund can stay pending (the provider answers pending, or does not answer: 201 pending, not 502).
     const create = doc.paths['/v1/refunds'].post.description as string;
     expect(create).not.toContain('complete at once');
     expect(create).toContain('stays pending until the provider');
+    expect(create).toContain('does not answer (a timeout or outage: the outcome is unknown), is answered 201 with status pending');
+    expect(doc.paths['/v1/refunds'].post.responses['502'].description).toMatch(/^The provider refused the refund/);
     // A reversal that timed out in the operator's queue fails the refund: the merchant can ask again.
     const timeout = doc.paths['/v1/webhooks/mobilemoney/reversal/timeout'].post.description as string;
     expect(timeout).not.toContain('stays pending');
@@ -380,7 +382,16 @@ describe('openapi.json route-specific error examples are what each route answers
       '404 POST /v1/refunds': () => api.post('/v1/refunds', { payment_id: UNKNOWN }),
       '409 POST /v1/refunds': () => api.post('/v1/refunds', { payment_id: awaiting.id }),
       '422 POST /v1/refunds': () => api.post('/v1/refunds', { payment_id: paid.id, amount: '0' }),
-      '502 POST /v1/refunds': () => during('cardpay', () => api.post('/v1/refunds', { payment_id: paid.id, amount: '1.00' })),
+      '502 POST /v1/refunds': async () => {
+        // A definite refusal (the provider does not answer: 201 pending). A refund made in the provider's dashboard that has not
+        // reached the service (its credentials carry their own webhook secret: no endpoint registered), then "the rest" asked for.
+        const quiet = as((await t.createMerchant('Docs Quiet')).apiKey);
+        await quiet.put('/v1/merchant/credentials', { provider: 'cardpay', cardpay: { secret_key: 'sk_test_docs_quiet_0001', webhook_secret: 'whsec_docs_quiet' } }).expect(200);
+        const p = (await quiet.post('/v1/payments', card, 'docs-quiet').expect(201)).body.data;
+        await t.http.post('/sandbox/cardpay/dashboard/refunds').set('Authorization', 'Bearer sk_test_docs_quiet_0001').type('form')
+          .send({ payment_intent: p.provider_ref, amount: '500' }).expect(200);
+        return quiet.post('/v1/refunds', { payment_id: p.id });
+      },
       '404 GET /v1/refunds': () => api.get(`/v1/refunds?payment_id=${UNKNOWN}`),
       '422 GET /v1/refunds': () => api.get('/v1/refunds?status=done'),
       '404 GET /v1/refunds/{id}': () => api.get(`/v1/refunds/${UNKNOWN}`),

@@ -93,16 +93,64 @@ describe('a provider that refuses the request', () => {
 });
 
 describe('cardpay outage on refund', () => {
-  it('answers 502 and keeps the refund pending; the payment keeps its amount (until the refund sync, refund-sync.test.ts)', async () => {
+  const refund = (body: Record<string, unknown>, idem: string) => t.http.post('/v1/refunds').set('X-API-Key', key).set('Idempotency-Key', idem).send(body);
+  const listed = async (paymentId: string) => (await t.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', key).expect(200)).body.data as { id: string; status: string; amount: string }[];
+  const logged = (refundId: string) => readFileSync(inProcessLogFile(t.databaseUrl), 'utf8').split('\n').filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.refundId === refundId);
+
+  it('answers 201 with the refund pending, not 502: the refund is listed, its key replays it (no second refund), a new key is counted against it; the sync completes it once', async () => {
     const p = (await pay()).body.data;
     expect(p.status).toBe('completed');
+    const idem = `refund-fault-${++n}`;
+    let id: string;
     await outage('error');
     try {
-      const res = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id });
-      expect(res.status).toBe(502);
-      const refunds = await t.sql<{ status: string }>('SELECT status FROM refunds WHERE payment_id = $1', [p.id]);
-      expect(refunds).toEqual([{ status: 'pending' }]);
+      const first = await refund({ payment_id: p.id, amount: '5.00' }, idem);
+      expect(first.status).toBe(201);
+      expect(first.body.data).toMatchObject({ payment_id: p.id, status: 'pending', amount: '5.00', provider_ref: null, failure_reason: null });
+      id = first.body.data.id;
+      expect(await listed(p.id)).toEqual([expect.objectContaining({ id, status: 'pending', amount: '5.00' })]);
+      // What the provider said is logged, with the refund.
+      expect(logged(id)).toEqual(expect.arrayContaining([expect.objectContaining({ level: 40, msg: expect.stringContaining('did not answer'), err: expect.objectContaining({ message: expect.stringContaining('HTTP 500') }) })]));
+
+      // The merchant asks again with the same key: the same refund, not a second one.
+      const again = await refund({ payment_id: p.id, amount: '5.00' }, idem);
+      expect([again.status, again.headers['idempotent-replayed']]).toEqual([201, 'true']);
+      expect(again.body.data).toMatchObject({ id, status: 'pending' });
+      // With a new key, the pending refund holds its 5.00: more than the 4.99 left is refused.
+      const over = await refund({ payment_id: p.id, amount: '5.00' }, `refund-fault-${++n}`);
+      expect(over.status).toBe(422);
+      expect(over.body.error.details).toEqual([{ field: 'amount', issue: 'must be at most 4.99' }]);
+      expect(await listed(p.id)).toEqual([expect.objectContaining({ id })]);
       expect((await statusOf(p.id)).amount_refunded).toBe('0.00');
+    } finally {
+      await outage('ok');
+    }
+
+    // The refund sync finds no trace of it at the provider and sends it again (the same idempotency key): it completes, once.
+    await t.inContext(() => t.service.container.services.refundSync.syncOne(id));
+    await eventually(async () => ((await statusOf(p.id)).amount_refunded === '5.00' ? true : null), 10_000, 'the refund completed');
+    expect(await listed(p.id)).toEqual([expect.objectContaining({ id, status: 'completed' })]);
+    expect(await t.sql(`SELECT 1 FROM sandbox_cardpay_refunds WHERE payment_intent = $1`, [p.provider_ref])).toHaveLength(1);
+    // The key answers the refund as it is now.
+    const replay = await refund({ payment_id: p.id, amount: '5.00' }, idem);
+    expect([replay.status, replay.body.data]).toEqual([201, expect.objectContaining({ id, status: 'completed' })]);
+  });
+
+  it('a key an earlier release bound to its 502 (answer `undecided`) answers the refund as it is now: 201 pending', async () => {
+    const p = (await pay()).body.data;
+    const idem = `refund-fault-old-${++n}`;
+    await outage('error');
+    try {
+      const first = await refund({ payment_id: p.id, amount: '2.00' }, idem);
+      expect(first.status).toBe(201);
+      // As the earlier release stored it: finished, its answer the 502 kept until the refund settled.
+      const undecided = { status: 201, undecided: { code: 'PROVIDER_ERROR', message: `cardpay did not answer the refund request (cardpay answered HTTP 500); refund ${first.body.data.id} stays pending` } };
+      await t.sql(`UPDATE idempotency_keys SET answer = $1::jsonb WHERE scope = 'refund.create' AND key = $2`, [JSON.stringify(undecided), idem]);
+      const replay = await refund({ payment_id: p.id, amount: '2.00' }, idem);
+      expect([replay.status, replay.headers['idempotent-replayed']]).toEqual([201, 'true']);
+      expect(replay.body.data).toMatchObject({ id: first.body.data.id, status: 'pending' });
+      expect(await listed(p.id)).toHaveLength(1);
     } finally {
       await outage('ok');
     }

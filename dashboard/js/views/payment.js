@@ -96,9 +96,12 @@ const idempotencyKeyFor = (action, paymentId, body = {}) => {
 /**
  * After the service's final answer — a success, or a refusal it would replay to the same key — the next
  * click is a new request (a second partial refund, a reversal asked again once the operator is back):
- * it gets a new key. After no answer, a proxy's error page or "still processing" the key is kept.
+ * it gets a new key. After no answer, a proxy's error page or "still processing" the key is kept; so it
+ * is while the refund answered is `pending` (the provider may not have answered: it may be made yet), and
+ * the same click again shows that refund as it is now instead of asking for a second one.
  */
-const answered = (action, paymentId, err) => {
+const answered = (action, paymentId, err, data) => {
+  if (data?.status === 'pending') return;
   if (!err || err.final) pendingKeys.delete(`${action} ${paymentId}`);
 };
 
@@ -137,8 +140,10 @@ function actions(payment, errors, rerender) {
           const value = amount.value.trim();
           const body = { payment_id: payment.id, ...(value ? { amount: value } : {}) };
           const { data } = await api('POST', '/v1/refunds', { body, idempotencyKey: idempotencyKeyFor('refund', payment.id, body) });
-          answered('refund', payment.id);
-          announce(`Refund of ${data.amount} ${data.currency} is ${data.status}.`);
+          answered('refund', payment.id, null, data);
+          announce(data.status === 'pending'
+            ? `Refund of ${data.amount} ${data.currency} is pending until the provider confirms it. Refund again with this amount shows it again; it is not refunded twice.`
+            : `Refund of ${data.amount} ${data.currency} is ${data.status}.`);
           await rerender();
         } catch (err) {
           answered('refund', payment.id, err);

@@ -2,10 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
 import type { AppConfig } from '../../config/config.js';
+import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, RefundSchema, type Refund, type RefundStatus } from '../../persistence/entities/index.js';
 import { ProviderError, type ProviderRefundResult } from '../ports.js';
 import { createdWindow } from '../created-window.js';
-import { DomainError, OutcomeUnknownError, conflict, notFound } from '../errors.js';
+import { DomainError, conflict, notFound } from '../errors.js';
 import { formatMinorUnits, toMinorUnits } from '../money/money.js';
 import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
 import { assertCredentialsConfigured } from '../merchants/credentials.service.js';
@@ -14,6 +15,9 @@ import { paymentLookup } from '../payments/payment.service.js';
 import { sortKeys } from '../payments/payment-request.js';
 import { firstCheckAfterMs } from '../payments/sync-schedule.js';
 import type { StatusWriter, UnitOfWork } from '../payments/status-writer.js';
+
+/** A provider that did not answer whether it has a refund (RefundService.lookUp). */
+const UNANSWERED = Symbol('unanswered');
 
 /** What a merchant asks to refund (POST /v1/refunds). */
 export interface RefundRequest {
@@ -44,12 +48,17 @@ export class RefundService {
     private readonly gateway: ProviderGateway,
     private readonly writer: StatusWriter,
     private readonly idempotency: IdempotencyKeys,
+    private readonly logger: Logger,
   ) {}
 
   /**
    * Reserves the refund as `pending`, asks the provider, records its answer. With an Idempotency-Key the
    * reservation is the key's claim (idempotency-keys.ts): a retry replays the first answer, and a retry
    * after a crash resumes with the same refund id, so the provider sees the same idempotency key.
+   * A provider that does not answer is no error: the refund is answered `pending` (201), as a payment
+   * creation is (decisions.md), for the provider's event or the refund sync to settle; only a provider's
+   * refusal is 502 with the refund `failed`. An answer of 502 would read as "nothing happened", and a
+   * merchant asking again with a new key could refund twice.
    */
   async create(merchantId: string, asked: RefundRequest, idempotencyKey?: string): Promise<{ refund: Refund; replayed: boolean }> {
     const { paymentId, amount, metadata } = asked;
@@ -82,33 +91,38 @@ export class RefundService {
           // key for less time than this key lives (PayPal 6 h, Stripe 24 h), and a repeat it no longer
           // recognises would be a second refund.
           const found = await this.lookUp(refund);
+          if (found === UNANSWERED) return refund;
           if (found) return this.settle(refund.id, found, 'refund');
         }
         return this.send(refundId, 'refund', !resumed);
       },
       load: (refundId) => this.em.fork().findOneOrFail(RefundSchema, { id: refundId }),
-      // After "did not answer": settled once the provider's answer is recorded (a result, or an
-      // acknowledged reversal with its reference).
-      settled: (refund) => refund.status !== 'pending' || refund.providerRef != null,
+      // (Keys stored when an unanswered refund was 502, kept until it settled:) the refund as it is now answers.
+      settled: () => true,
     });
     return { refund: value, replayed };
   }
 
-  /** The provider's record of a refund request (null: none; undefined: it cannot be asked). Unanswered: outcome unknown. */
-  private async lookUp(refund: Refund): Promise<ProviderRefundResult | null | undefined> {
+  /**
+   * The provider's record of a refund request (null: none; undefined: it cannot be asked). UNANSWERED:
+   * the provider did not answer, so whether it was made is unknown; the refund stays pending for the sync.
+   */
+  private async lookUp(refund: Refund): Promise<ProviderRefundResult | null | undefined | typeof UNANSWERED> {
     const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: refund.paymentId });
     try {
       return await this.gateway.findRefund(payment, { refundId: refund.id, providerRef: null, payment: paymentLookup(payment) });
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
-      throw new OutcomeUnknownError('PROVIDER_ERROR', `${payment.provider} could not be asked whether refund ${refund.id} was made (${err.message}); it stays pending`);
+      this.logger.warn({ refundId: refund.id, provider: payment.provider, err: { message: err.message } }, 'resumed refund: the provider could not be asked whether it was made; left pending for the refund sync');
+      return UNANSWERED;
     }
   }
 
   /**
    * The provider call of a reserved refund (idempotency key derived from its id) and the record of its
-   * answer. Sent again by the refund sync when the provider has no record of the first request.
-   * `firstAttempt`: no earlier request for this refund can have reached the provider.
+   * answer: the refund as it is then — still `pending` when the outcome is unknown. Throws only for a
+   * refusal, after failing the refund. Sent again by the refund sync when the provider has no record of
+   * the first request. `firstAttempt`: no earlier request for this refund can have reached the provider.
    */
   async send(refundId: string, source = 'refund', firstAttempt = false): Promise<Refund> {
     const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
@@ -135,19 +149,20 @@ export class RefundService {
         throw new DomainError('PROVIDER_ERROR', `${payment.provider} could not be reached; the reversal was not sent: ${err.message}`);
       }
       if (err.kind === 'indeterminate' || err.kind === 'unavailable') {
-        // Outcome unknown: the refund stays pending; the provider's refund event or the refund sync settles
-        // it, and a retry with the Idempotency-Key answers the refund from then on.
-        throw new OutcomeUnknownError('PROVIDER_ERROR', `${payment.provider} did not answer the refund request (${err.message}); refund ${refund.id} stays pending`);
+        // Outcome unknown: the refund stays pending (the answer); the provider's refund event or the refund sync settles it.
+        this.logger.warn({ refundId, provider: payment.provider, source, err: { message: err.message } }, 'the provider did not answer the refund request; the refund stays pending');
+        return this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
       }
       if (fullOnly && !firstAttempt) {
         // A reversal sent again (the refund sync's, a resumed one) after the first request's answer was lost.
         // A reversal request has no idempotency key: the operator refusing the repeat (rate limited, a token
         // refused, the request refused) says nothing about the first, which it may have accepted and whose
-        // result is on its way. The refund stays pending; its result settles it, or the sync asks again.
-        throw new OutcomeUnknownError(
-          'PROVIDER_ERROR',
-          `${payment.provider} refused the repeated reversal request (${err.message}); the first request may have been accepted, so refund ${refund.id} stays pending`,
+        // result is on its way. Outcome unknown: the refund stays pending; its result settles it, or the sync asks again.
+        this.logger.warn(
+          { refundId, provider: payment.provider, source, err: { message: err.message } },
+          'the provider refused the repeated reversal request; the first may have been accepted, so the refund stays pending',
         );
+        return this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
       }
       await this.settle(refund.id, { providerRef: null, status: 'failed', failureReason: err.message, raw: { error: err.message } }, source);
       throw new DomainError('PROVIDER_ERROR', `${payment.provider} refused the refund: ${err.message}`);
