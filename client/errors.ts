@@ -19,7 +19,8 @@ export class PaymentsError extends Error {
 /**
  * The service answered with a non-2xx status. `code` is the envelope's error code
  * (`UNEXPECTED_RESPONSE` when the body was not the service's error envelope, e.g. a proxy's 502 page).
- * Quote `requestId` when asking for support.
+ * Quote `requestId` when asking for support. The status describes the last attempt only: when
+ * `mayHaveSucceeded` is true, the operation may have been (or may yet be) carried out all the same.
  */
 export class PaymentsApiError extends PaymentsError {
   readonly code: ErrorCode | 'UNEXPECTED_RESPONSE';
@@ -34,6 +35,28 @@ export class PaymentsApiError extends PaymentsError {
    * To try the same operation again later, pass it as `{ idempotencyKey }`: a new call would generate a new key.
    */
   readonly idempotencyKey: string | undefined;
+  /**
+   * True for the 409 CONFLICT that says something is still running, not refused: a request with this
+   * Idempotency-Key (payments.create, refunds.create, capture, cards.create), or another store of the same
+   * provider's credentials (merchant.storeCredentials). It carries Retry-After; the SDK retried it until
+   * its retries ran out. Unlike every other CONFLICT it is not final: the operation may still complete —
+   * retry later with the same `idempotencyKey` (never a new one) to get its result.
+   */
+  readonly inProgress: boolean;
+  /**
+   * True when an earlier attempt of this call may have been carried out although its answer was lost: no
+   * answer once connected, a timeout, a 5xx that can follow work (not 501, 503, 505, nor 502
+   * PROVIDER_ERROR), or a 409 `inProgress` for its Idempotency-Key. Then this error's status may describe
+   * the state after that attempt (the same fact that makes a DELETE's later 404 resolve as `alreadyDeleted`).
+   */
+  readonly earlierAttemptMayHaveSucceeded: boolean;
+  /**
+   * True when this call's operation may have been, or may yet be, carried out although it threw:
+   * `earlierAttemptMayHaveSucceeded`, this answer is a 5xx that can follow work, or it is `inProgress` for
+   * this call's Idempotency-Key. Never retry such a call with a new key: retry with `idempotencyKey`, or
+   * read the resource's state. (false: this call changed nothing.)
+   */
+  readonly mayHaveSucceeded: boolean;
 
   constructor(init: {
     status: number;
@@ -44,6 +67,8 @@ export class PaymentsApiError extends PaymentsError {
     body: unknown;
     headers: Headers;
     idempotencyKey?: string | undefined;
+    earlierAttemptMayHaveSucceeded?: boolean;
+    mayHaveSucceeded?: boolean;
   }) {
     super(init.message);
     this.name = 'PaymentsApiError';
@@ -54,53 +79,77 @@ export class PaymentsApiError extends PaymentsError {
     this.body = init.body;
     this.headers = init.headers;
     this.idempotencyKey = init.idempotencyKey;
+    // The service's passing conflicts (something still running) are its only 409s with Retry-After.
+    this.inProgress = init.status === 409 && init.headers.has('retry-after');
+    this.earlierAttemptMayHaveSucceeded = init.earlierAttemptMayHaveSucceeded ?? false;
+    this.mayHaveSucceeded = init.mayHaveSucceeded ?? this.earlierAttemptMayHaveSucceeded;
   }
 
-  /** Builds the error from a response, reading the `{ success: false, error: {…} }` envelope when present. */
-  static fromResponse(status: number, body: unknown, headers: Headers, idempotencyKey?: string): PaymentsApiError {
+  /**
+   * Builds the error from a response, reading the `{ success: false, error: {…} }` envelope when present.
+   * `call` is what the SDK's transport knew of the call's attempts (its result carries those fields).
+   */
+  static fromResponse(
+    status: number,
+    body: unknown,
+    headers: Headers,
+    idempotencyKey?: string,
+    call: { earlierAttemptMayHaveSucceeded?: boolean; mayHaveSucceeded?: boolean; notRepeatable?: string } = {},
+  ): PaymentsApiError {
     const headerRequestId = headers.get('x-request-id');
     const error = isRecord(body) && isRecord(body.error) ? body.error : undefined;
-    if (error && typeof error.code === 'string' && typeof error.message === 'string') {
-      const details = Array.isArray(error.details) ? (error.details.filter(isDetail) as ErrorDetail[]) : [];
-      return new PaymentsApiError({
-        status,
-        code: error.code as ErrorCode,
-        message: error.message,
-        requestId: typeof error.request_id === 'string' && error.request_id ? error.request_id : headerRequestId,
-        details,
-        body,
-        headers,
-        idempotencyKey,
-      });
-    }
-    return new PaymentsApiError({
-      status,
-      code: 'UNEXPECTED_RESPONSE',
-      message: `HTTP ${status} without the service's error envelope`,
-      requestId: headerRequestId,
+    const known = {
       body,
       headers,
       idempotencyKey,
+      earlierAttemptMayHaveSucceeded: call.earlierAttemptMayHaveSucceeded === true,
+      mayHaveSucceeded: call.mayHaveSucceeded === true,
+    };
+    const note = (message: string) => (call.notRepeatable && call.mayHaveSucceeded ? `${message}; ${call.notRepeatable}` : message);
+    if (error && typeof error.code === 'string' && typeof error.message === 'string') {
+      const details = Array.isArray(error.details) ? (error.details.filter(isDetail) as ErrorDetail[]) : [];
+      return new PaymentsApiError({
+        ...known,
+        status,
+        code: error.code as ErrorCode,
+        message: note(error.message),
+        requestId: typeof error.request_id === 'string' && error.request_id ? error.request_id : headerRequestId,
+        details,
+      });
+    }
+    return new PaymentsApiError({
+      ...known,
+      status,
+      code: 'UNEXPECTED_RESPONSE',
+      message: note(`HTTP ${status} without the service's error envelope`),
+      requestId: headerRequestId,
     });
   }
 }
 
 /**
  * No response arrived: a network error or the per-attempt timeout, after any retries. The operation may
- * or may not have been carried out; retrying later with the same `idempotencyKey` is safe.
+ * or may not have been carried out (`mayHaveSucceeded`); retrying later with the same `idempotencyKey` is safe.
  */
 export class PaymentsConnectionError extends PaymentsError {
   /** The Idempotency-Key every attempt carried (yours, or the one the SDK generated), else undefined. */
   readonly idempotencyKey: string | undefined;
+  /**
+   * False only when no attempt can have been carried out: every one was refused before it was sent (a
+   * refused connection, a failed DNS lookup, or 408/429/503 answers), or nothing was sent at all.
+   * Otherwise an attempt reached the service, or may have, and its answer was lost.
+   */
+  readonly mayHaveSucceeded: boolean;
 
   constructor(
     message: string,
     readonly attempts: number,
-    options?: { cause?: unknown; idempotencyKey?: string | undefined },
+    options?: { cause?: unknown; idempotencyKey?: string | undefined; mayHaveSucceeded?: boolean },
   ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'PaymentsConnectionError';
     this.idempotencyKey = options?.idempotencyKey;
+    this.mayHaveSucceeded = options?.mayHaveSucceeded ?? attempts > 0;
   }
 }
 
@@ -111,7 +160,7 @@ export class PaymentsConnectionError extends PaymentsError {
  * (also when nothing was sent): retry with it, never with a new key, so a create or refund happens once.
  */
 export class PaymentsAbortError extends PaymentsConnectionError {
-  constructor(message: string, attempts: number, options: { cause: unknown; idempotencyKey?: string | undefined }) {
+  constructor(message: string, attempts: number, options: { cause: unknown; idempotencyKey?: string | undefined; mayHaveSucceeded?: boolean }) {
     super(message, attempts, options);
     this.name = 'PaymentsAbortError';
   }

@@ -119,7 +119,7 @@ export interface ResponseMeta {
   replayed: boolean;
   /**
    * `cards.delete` and `merchant.deleteCredentials` only: true when an attempt whose answer was lost
-   * (network error once connected, timeout, 500/502/504) did the delete, so the SDK's retry found nothing left
+   * (network error once connected, timeout, a 5xx other than 501, 503, 505) did the delete, so the SDK's retry found nothing left
    * (`status` is then that retry's 404) and the call resolved with the usual `{ …, deleted: true }`.
    */
   alreadyDeleted?: true;
@@ -152,9 +152,14 @@ export function responseOf(value: unknown): ResponseMeta | undefined {
   return value !== null && typeof value === 'object' ? (value as { $response?: ResponseMeta }).$response : undefined;
 }
 
-/** The PaymentsApiError for a non-2xx answer, with the Idempotency-Key the request carried (the transport's result has it). */
+/** The PaymentsApiError for a non-2xx answer, with what the transport's result knows: the Idempotency-Key, whether an attempt may have been carried out. */
 function apiError(response: { status: number; body: unknown; headers: Headers }): PaymentsApiError {
-  return PaymentsApiError.fromResponse(response.status, response.body, response.headers, (response as Partial<FetcherResult>).idempotencyKey);
+  const call = response as Partial<FetcherResult>;
+  return PaymentsApiError.fromResponse(response.status, response.body, response.headers, call.idempotencyKey, {
+    earlierAttemptMayHaveSucceeded: call.earlierAttemptMayHaveSucceeded === true,
+    mayHaveSucceeded: call.mayHaveSucceeded === true,
+    ...(call.notRepeatable ? { notRepeatable: call.notRepeatable } : {}),
+  });
 }
 
 /** The 2xx body, or a PaymentsApiError built from the error envelope. */
@@ -231,11 +236,33 @@ function checkBaseUrl(value: unknown): string {
  */
 const DELIVERY_CALL_TIMEOUT_MS = 45_000;
 
+/**
+ * PUT /v1/merchant/webhook makes and returns a new secret each run: a repeat after an attempt that may have
+ * run would leave the caller holding a secret the service no longer signs with (the transport's notRepeatable).
+ */
+const REREGISTERED =
+  'the webhook may have been re-registered with a new secret you were not shown: call setWebhook again to get a secret you know';
+
+/**
+ * The API key as sent in X-API-Key: printable ASCII without spaces (surrounding whitespace, e.g. an env
+ * file's newline, is dropped as fetch drops it), else a TypeError. The key itself is never in the message.
+ */
+function checkApiKey(value: unknown): string {
+  const key = typeof value === 'string' ? value.trim() : '';
+  if (!/^[\x21-\x7e]+$/.test(key)) {
+    const shown = typeof value === 'string' ? `a ${value.length}-character string${key ? ' with other characters' : ''}` : String(value);
+    throw new TypeError(`createPaymentsClient: apiKey must be the pk_… key (printable ASCII without spaces), got ${shown}`);
+  }
+  return key;
+}
+
 export function createPaymentsClient(options: PaymentsClientOptions) {
   const fetchImpl = options.fetch ?? globalThis.fetch;
   if (typeof fetchImpl !== 'function') throw new TypeError('createPaymentsClient: no fetch implementation (Node 18+ has one built in)');
   // Checked here, once: a bad value used to surface only as a PaymentsConnectionError after every retry.
   const baseUrl = checkBaseUrl(options.baseUrl);
+  // A key fetch cannot put in a header (e.g. pasted with a non-ASCII quote) failed every attempt as a lost answer.
+  const apiKey = checkApiKey(options.apiKey);
   const timeoutMs = checkTimeoutMs(options.timeoutMs ?? 30_000, 'createPaymentsClient');
   /** A call's options with the delivery calls' longer default timeout, unless the call sets its own. */
   const awaitingDelivery = (requestOptions?: RequestOptions): RequestOptions => ({
@@ -249,12 +276,13 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     initialRetryDelayMs: checkDelayMs(options.initialRetryDelayMs ?? 500, 'initialRetryDelayMs', 'createPaymentsClient'),
     maxRetryDelayMs: checkDelayMs(options.maxRetryDelayMs ?? 30_000, 'maxRetryDelayMs', 'createPaymentsClient'),
     ...(options.onRetry ? { onRetry: options.onRetry } : {}),
+    notRepeatable: (route) => (route === contract.merchant.setWebhook ? REREGISTERED : undefined),
   });
 
   /** The ts-rest client: every contract route, `{ status, body, headers }` answers, with retries and timeouts. */
   const raw = initClient(contract, {
     baseUrl,
-    baseHeaders: { 'x-api-key': options.apiKey },
+    baseHeaders: { 'x-api-key': apiKey },
     validateResponse: false,
     api,
   });
@@ -313,7 +341,11 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
 
   const merchant = {
     get: (requestOptions?: RequestOptions) => data(raw.merchant.get({ requestOptions })),
-    /** PUT /v1/merchant/webhook: returns the new `whsec_` secret, shown only here. */
+    /**
+     * PUT /v1/merchant/webhook: returns the new `whsec_` secret, shown only here. Each run makes a new secret, so it is
+     * retried only after attempts that provably did nothing; an error with `mayHaveSucceeded` says the webhook may have
+     * been re-registered: call setWebhook again to get a secret you know.
+     */
     setWebhook: (webhookUrl: string, requestOptions?: RequestOptions) => data(raw.merchant.setWebhook({ body: { webhook_url: webhookUrl }, requestOptions })),
     /** PUT /v1/merchant/credentials: replaces one provider's credentials; the answer is masked. */
     storeCredentials: (body: StoreCredentialsInput, requestOptions?: RequestOptions) => data(raw.merchant.storeCredentials({ body, requestOptions })),

@@ -2,11 +2,14 @@
  * The SDK's HTTP layer: a ts-rest `api` fetcher that adds a per-attempt timeout and retries with
  * exponential backoff and jitter. A request is retried only when repeating it cannot do something
  * twice: GET/HEAD/PUT/DELETE always, a POST only when it carries an Idempotency-Key (payment
- * creation, refunds, captures, card saves). Retries reuse the exact same request, headers included,
- * so the key is the same. A result says when an earlier attempt may have been carried out
- * (earlierAttemptMayHaveSucceeded), so a DELETE's retry that finds nothing can be read as the delete done.
+ * creation, refunds, captures, card saves) — except a route that does new work each run (`notRepeatable`),
+ * retried only after attempts that provably did nothing. Retries reuse the exact same request, headers
+ * included, so the key is the same. A result (and the error built from it) says when an earlier attempt
+ * may have been carried out (earlierAttemptMayHaveSucceeded), so a DELETE's retry that finds nothing can
+ * be read as the delete done, and a final "still being processed" 409 is not mistaken for a refusal.
  */
-import type { ApiFetcherArgs } from '@ts-rest/core';
+import type { ApiFetcherArgs, AppRoute } from '@ts-rest/core';
+import { IdempotencyKeySchema } from '../contract/common.js';
 import { PaymentsAbortError, PaymentsConnectionError } from './errors.js';
 
 /** Options that apply to one call and override the client's defaults. */
@@ -50,6 +53,13 @@ export interface TransportOptions {
   /** Longest wait between attempts; a Retry-After above it ends the retries. */
   maxRetryDelayMs: number;
   onRetry?: (info: RetryInfo) => void;
+  /**
+   * For a route whose every run does new work (PUT /v1/merchant/webhook makes a new secret), what a caller
+   * must know when an attempt may have been carried out: such a call is retried only after attempts that
+   * provably did nothing (refused connection, failed DNS lookup, 408, 429, 503), and this text ends the
+   * message of the error it throws when one may have. Undefined for every other route.
+   */
+  notRepeatable?: (route: AppRoute) => string | undefined;
 }
 
 export type SdkFetcherArgs = ApiFetcherArgs & { requestOptions?: SdkCallOptions };
@@ -60,19 +70,30 @@ export interface FetcherResult {
   /**
    * Set when an earlier attempt of this call may have been carried out although its answer was lost:
    * it got no answer at all (a network error after connecting, a timeout; not a refused connection or
-   * failed DNS lookup, which prove the request never left) or a 500/502/504, which can follow work the
+   * failed DNS lookup, which prove the request never left) or a 5xx that can follow work the
    * service did. Then this answer may describe the state after that attempt (a DELETE's retry finds
    * the resource gone).
    */
   earlierAttemptMayHaveSucceeded?: true;
+  /**
+   * Set when this call's operation may have been, or may yet be, carried out: an earlier attempt may have
+   * been, this answer is one that can follow work the service did (a 5xx other than 501, 503, 505 and
+   * 502 PROVIDER_ERROR), or it is the 409 saying a request with this call's Idempotency-Key is still running.
+   */
+  mayHaveSucceeded?: true;
+  /** The route's `notRepeatable` text, for the error built from this answer. */
+  notRepeatable?: string;
   /** The Idempotency-Key the request carried, so results and errors can hand it back to the caller. */
   idempotencyKey?: string;
 }
 
-/** 429 and the 5xx that signal a passing condition. 501 never heals; 502 PROVIDER_ERROR is a provider's final answer. */
-const RETRYABLE_STATUSES = new Set([408, 429, 500, 502, 503, 504]);
-/** Retried answers that do not prove the request was not carried out (408, 429 and 503 refuse it before any work). */
-const MAYBE_DONE_STATUSES = new Set([500, 502, 504]);
+/**
+ * 408, 429 and every 5xx but 501 and 505 signal a passing condition (a CDN's 520–524 too); 501 and 505
+ * never heal, and 502 PROVIDER_ERROR is a provider's final answer (isRetryableResponse).
+ */
+const retryableStatus = (status: number) => status === 408 || status === 429 || (status >= 500 && status <= 599 && status !== 501 && status !== 505);
+/** Retried answers that do not prove the request was not carried out: every retried 5xx but 503 (408, 429 and 503 refuse it before any work). */
+const maybeDoneStatus = (status: number) => status !== 503 && status >= 500 && retryableStatus(status);
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
 /** Connect-phase failures (no connection, no DNS answer): the request never left, so that attempt did nothing. */
 const NEVER_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);
@@ -86,6 +107,14 @@ function neverSent(error: unknown): boolean {
     current = (current as { cause?: unknown }).cause;
   }
   return false;
+}
+
+/** Throws a TypeError unless `value` is an Idempotency-Key the contract accepts (1–255 printable ASCII): fetch cannot send other characters. */
+export function checkIdempotencyKey(value: unknown, where: string): string {
+  if (typeof value !== 'string' || !IdempotencyKeySchema.safeParse(value).success) {
+    throw new TypeError(`${where}: idempotencyKey must be 1–255 printable ASCII characters (space to ~), got ${JSON.stringify(value)}`);
+  }
+  return value;
 }
 
 export function isRetrySafe(method: string, headers: Record<string, string>): boolean {
@@ -141,12 +170,15 @@ export function checkMaxRetries(value: unknown, where: string): number {
  */
 const stillProcessing = (status: number, response: Response) => status === 409 && response.headers.has('retry-after');
 
+const isProviderError = (body: unknown) => (body as { error?: { code?: unknown } } | null)?.error?.code === 'PROVIDER_ERROR';
+
 function isRetryableResponse(status: number, body: unknown, response: Response): boolean {
   if (stillProcessing(status, response)) return true;
-  if (!RETRYABLE_STATUSES.has(status)) return false;
-  const code = (body as { error?: { code?: unknown } } | null)?.error?.code;
-  return code !== 'PROVIDER_ERROR';
+  return retryableStatus(status) && !isProviderError(body);
 }
+
+/** A retryable answer that may follow work the service did (500, 502, 504, 52x…; not a refusal nor a provider's final answer). */
+const mayFollowWork = (status: number, body: unknown) => maybeDoneStatus(status) && !isProviderError(body);
 
 async function readBody(response: Response): Promise<unknown> {
   const text = await response.text();
@@ -199,33 +231,45 @@ export function createFetcher(options: TransportOptions) {
     // A bad per-call value is the caller's mistake: reject before sending anything, not a retried failure.
     const maxRetries = call.maxRetries === undefined ? options.maxRetries : checkMaxRetries(call.maxRetries, `${args.method} ${args.path}`);
     const timeoutMs = call.timeoutMs === undefined ? options.timeoutMs : checkTimeoutMs(call.timeoutMs, `${args.method} ${args.path}`);
-    const headers = call.idempotencyKey ? { ...args.headers, 'idempotency-key': call.idempotencyKey } : args.headers;
-    const retrySafe = isRetrySafe(args.method, headers);
+    const headers = call.idempotencyKey === undefined ? args.headers : { ...args.headers, 'idempotency-key': call.idempotencyKey };
     // payments.create sends its key as a contract header, the other idempotent calls through requestOptions.
+    // A key fetch cannot send (e.g. 'заказ-1042': not a ByteString) failed every attempt, looking like a lost answer.
+    for (const [name, value] of Object.entries(headers)) {
+      if (name.toLowerCase() === 'idempotency-key') checkIdempotencyKey(value, `${args.method} ${args.path}`);
+    }
+    const retrySafe = isRetrySafe(args.method, headers);
     const idempotencyKey = Object.entries(headers).find(([name, value]) => name.toLowerCase() === 'idempotency-key' && value)?.[1];
+    const notRepeatable = options.notRepeatable?.(args.route);
     const userSignal = call.signal ?? args.fetchOptions?.signal ?? undefined;
     const plural = (attempts: number) => `${attempts} attempt${attempts === 1 ? '' : 's'}`;
     // The caller's abort is still a connection error: an attempt it cut short may have been carried out,
-    // so the error hands back the key to retry with (a bare DOMException would not).
-    const abortedByCaller = (attempts: number) =>
+    // so the error hands back the key to retry with (a bare DOMException would not). `inFlight`: it cut one short.
+    const abortedByCaller = (attempts: number, inFlight: boolean) =>
       new PaymentsAbortError(
-        `${args.method} ${args.path} aborted by the caller's signal ${attempts === 0 ? 'before anything was sent' : `(${plural(attempts)})`}`,
+        withNote(`${args.method} ${args.path} aborted by the caller's signal ${attempts === 0 ? 'before anything was sent' : `(${plural(attempts)})`}`, maybeDone || inFlight),
         attempts,
-        { cause: userSignal?.reason, idempotencyKey },
+        { cause: userSignal?.reason, idempotencyKey, mayHaveSucceeded: maybeDone || inFlight },
       );
+    /** The route's `notRepeatable` text after a message, when an attempt may have been carried out. */
+    const withNote = (message: string, mayHaveSucceeded: boolean) => (notRepeatable && mayHaveSucceeded ? `${message}; ${notRepeatable}` : message);
 
     let maybeDone = false;
-    const result = (response: Response, body: unknown): FetcherResult => ({
-      status: response.status,
-      body,
-      headers: response.headers,
-      ...(maybeDone ? { earlierAttemptMayHaveSucceeded: true as const } : {}),
-      ...(idempotencyKey ? { idempotencyKey } : {}),
-    });
+    const result = (response: Response, body: unknown): FetcherResult => {
+      const mayHaveSucceeded = maybeDone || mayFollowWork(response.status, body) || (stillProcessing(response.status, response) && idempotencyKey !== undefined);
+      return {
+        status: response.status,
+        body,
+        headers: response.headers,
+        ...(maybeDone ? { earlierAttemptMayHaveSucceeded: true as const } : {}),
+        ...(mayHaveSucceeded ? { mayHaveSucceeded: true as const } : {}),
+        ...(notRepeatable ? { notRepeatable } : {}),
+        ...(idempotencyKey ? { idempotencyKey } : {}),
+      };
+    };
 
     for (let attempt = 1; ; attempt++) {
       // Before the first attempt, or after the wait between two.
-      if (userSignal?.aborted) throw abortedByCaller(attempt - 1);
+      if (userSignal?.aborted) throw abortedByCaller(attempt - 1, false);
       const canRetry = retrySafe && attempt <= maxRetries;
       let retry: Omit<RetryInfo, 'method' | 'url' | 'attempt'>;
       // Outside the try: a failure to set up the attempt is not a network error, and not worth retrying.
@@ -235,19 +279,24 @@ export function createFetcher(options: TransportOptions) {
         const response = await options.fetch(args.path, { ...args.fetchOptions, method: args.method, headers, body: args.body ?? null, signal });
         const body = await readBody(response);
         if (!canRetry || !isRetryableResponse(response.status, body, response)) return result(response, body);
+        // This attempt may have done the work: repeating it would do it again.
+        if (notRepeatable && mayFollowWork(response.status, body)) return result(response, body);
         const retryAfter = parseRetryAfter(response.headers.get('retry-after'));
         // Waiting longer than the server asks would be fine; retrying sooner would not. Too long a wait: give up.
         if (retryAfter !== undefined && retryAfter > options.maxRetryDelayMs) return result(response, body);
-        // Still processing: an earlier attempt reached the service and is under way.
-        if (MAYBE_DONE_STATUSES.has(response.status) || stillProcessing(response.status, response)) maybeDone = true;
+        // Still processing this key: a request with it reached the service and is under way. (Without a key,
+        // the 409 is another store of credentials running: this attempt was refused before doing anything.)
+        if (mayFollowWork(response.status, body) || (stillProcessing(response.status, response) && idempotencyKey !== undefined)) maybeDone = true;
         retry = { delayMs: retryAfter ?? backoffDelay(attempt - 1, options.initialRetryDelayMs, options.maxRetryDelayMs), status: response.status };
       } catch (error) {
-        if (userSignal?.aborted) throw abortedByCaller(attempt);
+        if (userSignal?.aborted) throw abortedByCaller(attempt, true);
         // Sent, perhaps carried out, but no (whole) answer came back; unless it provably never left.
-        if (!neverSent(error)) maybeDone = true;
-        if (!canRetry) {
+        const sent = !neverSent(error);
+        if (sent) maybeDone = true;
+        if (!canRetry || (notRepeatable && sent)) {
           const what = (error as Error)?.name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : `failed: ${(error as Error)?.message ?? error}`;
-          throw new PaymentsConnectionError(`${args.method} ${args.path} ${what} (${plural(attempt)})`, attempt, { cause: error, idempotencyKey });
+          const message = withNote(`${args.method} ${args.path} ${what} (${plural(attempt)})`, maybeDone);
+          throw new PaymentsConnectionError(message, attempt, { cause: error, idempotencyKey, mayHaveSucceeded: maybeDone });
         }
         retry = { delayMs: backoffDelay(attempt - 1, options.initialRetryDelayMs, options.maxRetryDelayMs), error };
       }

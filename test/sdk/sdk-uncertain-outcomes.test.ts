@@ -1,0 +1,157 @@
+import { describe, expect, it } from '@jest/globals';
+import { createPaymentsClient, PaymentsApiError, PaymentsConnectionError, responseOf, type RetryInfo } from '../../client/index.js';
+
+/**
+ * The SDK's transport against a scripted fetch (its own injection point): what a merchant is told when
+ * an attempt may have been carried out, and what the SDK refuses to send at all.
+ */
+type Step = { status: number; headers?: Record<string, string>; body?: unknown } | { fail: string } | 'hang';
+
+const envelope = (code: string, message: string) => ({ success: false, error: { code, message, request_id: `fake-${code}` } });
+const stillProcessing: Step = { status: 409, headers: { 'retry-after': '0' }, body: envelope('CONFLICT', 'A request with this Idempotency-Key is still being processed; retry shortly') };
+const storeRunning: Step = {
+  status: 409,
+  headers: { 'retry-after': '0' },
+  body: envelope('CONFLICT', "another store of this merchant's cardpay credentials is still running; retry once it has finished"),
+};
+/** undici's shape: TypeError('fetch failed') with the socket error, and its code, as the cause. */
+const failure = (code: string) => new TypeError('fetch failed', { cause: Object.assign(new Error(`socket: ${code}`), { code }) });
+
+function scripted(...steps: Step[]) {
+  const sent: { method: string; url: string; headers: Headers }[] = [];
+  const fetch: typeof globalThis.fetch = async (input, init) => {
+    const request = { method: init?.method ?? 'GET', url: String(input), headers: new Headers() };
+    sent.push(request);
+    // As fetch does: a header value that is no ByteString throws "Cannot convert argument to a ByteString".
+    request.headers = new Headers(init?.headers);
+    const step = steps.shift() ?? { status: 500, body: envelope('INTERNAL_ERROR', 'unscripted request') };
+    if (step === 'hang') {
+      return new Promise<Response>((_, reject) => init?.signal?.addEventListener('abort', () => reject(init.signal!.reason), { once: true }));
+    }
+    if ('fail' in step) throw failure(step.fail);
+    return new Response(JSON.stringify(step.body ?? {}), { status: step.status, headers: { 'content-type': 'application/json', ...step.headers } });
+  };
+  const retries: RetryInfo[] = [];
+  const client = createPaymentsClient({ baseUrl: 'http://payments.test', apiKey: 'pk_test_fake', fetch, initialRetryDelayMs: 1, onRetry: (r) => retries.push(r) });
+  return { client, sent, retries };
+}
+
+const visa = { provider: 'cardpay', amount: '20.00', currency: 'USD', payment_method: 'pm_card_visa' } as const;
+const caught = (promise: Promise<unknown>) => promise.then(
+  () => { throw new Error('expected the call to fail'); },
+  (e: unknown) => e,
+);
+
+describe('a call that may have happened is never reported as one that did not', () => {
+  it('a create whose retries end on "still being processed" throws an inProgress error carrying its key, not a final CONFLICT', async () => {
+    // The api process died mid-create: attempt 1 lost its connection; the server's lease then holds the key.
+    const { client, sent } = scripted({ fail: 'ECONNRESET' }, stillProcessing, stillProcessing);
+    const error = await caught(client.payments.create(visa, { idempotencyKey: 'order-1042' }));
+    expect(sent).toHaveLength(3);
+    expect(error).toBeInstanceOf(PaymentsApiError);
+    expect(error).toMatchObject({ status: 409, code: 'CONFLICT', inProgress: true, mayHaveSucceeded: true, earlierAttemptMayHaveSucceeded: true, idempotencyKey: 'order-1042' });
+
+    // The same answer on the first attempt (another request with the key is running): in progress too.
+    const first = scripted(stillProcessing);
+    const firstError = await caught(first.client.payments.create(visa, { idempotencyKey: 'order-1043', maxRetries: 0 }));
+    expect(firstError).toMatchObject({ inProgress: true, mayHaveSucceeded: true, earlierAttemptMayHaveSucceeded: false, idempotencyKey: 'order-1043' });
+
+    // Every other conflict is final and says this call did nothing.
+    const reused = scripted({ status: 409, body: envelope('CONFLICT', 'This Idempotency-Key was already used with a different request body') });
+    const final = await caught(reused.client.payments.create(visa, { idempotencyKey: 'order-1042' }));
+    expect(reused.sent).toHaveLength(1);
+    expect(final).toMatchObject({ status: 409, code: 'CONFLICT', inProgress: false, mayHaveSucceeded: false, earlierAttemptMayHaveSucceeded: false });
+  });
+
+  it('connection errors say whether any attempt may have been carried out', async () => {
+    const refused = scripted({ fail: 'ECONNREFUSED' }, { fail: 'ENOTFOUND' }, { fail: 'ECONNREFUSED' });
+    const neverSent = await caught(refused.client.payments.create(visa));
+    expect(neverSent).toBeInstanceOf(PaymentsConnectionError);
+    expect(neverSent).toMatchObject({ attempts: 3, mayHaveSucceeded: false });
+
+    const reset = scripted({ fail: 'ECONNREFUSED' }, { fail: 'ECONNRESET' }, { status: 503, body: envelope('SERVICE_UNAVAILABLE', 'busy') });
+    const lost = await caught(reset.client.payments.create(visa));
+    // The last answer is a 503 (nothing done by it), but attempt 2 reached the service and lost its answer.
+    expect(lost).toMatchObject({ status: 503, mayHaveSucceeded: true, earlierAttemptMayHaveSucceeded: true });
+  });
+
+  it('setWebhook is not repeated after an attempt that may have registered a secret, and says the webhook may have been re-registered', async () => {
+    const reRegistered = /the webhook may have been re-registered .* call setWebhook again/;
+    for (const lostAttempt of [{ fail: 'ECONNRESET' }, 'hang', { status: 500, body: envelope('INTERNAL_ERROR', 'Internal server error') }, { status: 504, body: 'Gateway Timeout' }] as Step[]) {
+      const { client, sent, retries } = scripted(lostAttempt, { status: 200, body: { success: true, data: { webhook_url: 'https://shop.test/hook', webhook_secret: 'whsec_B' } } });
+      const error = await caught(client.merchant.setWebhook('https://shop.test/hook', { timeoutMs: 50 }));
+      expect(sent).toHaveLength(1);
+      expect(retries).toEqual([]);
+      expect(error).toMatchObject({ mayHaveSucceeded: true, message: expect.stringMatching(reRegistered) });
+    }
+    // The same through the raw ts-rest client.
+    const viaRaw = scripted({ fail: 'ECONNRESET' });
+    await expect(viaRaw.client.raw.merchant.setWebhook({ body: { webhook_url: 'https://shop.test/hook' } })).rejects.toThrow(reRegistered);
+    expect(viaRaw.sent).toHaveLength(1);
+    // Attempts that provably did nothing are retried as before.
+    const { client, sent } = scripted(
+      { fail: 'ECONNREFUSED' },
+      { status: 503, headers: { 'retry-after': '0' }, body: envelope('SERVICE_UNAVAILABLE', 'busy') },
+      { status: 200, body: { success: true, data: { webhook_url: 'https://shop.test/hook', webhook_secret: 'whsec_A' } } },
+    );
+    expect(await client.merchant.setWebhook('https://shop.test/hook')).toEqual({ webhook_url: 'https://shop.test/hook', webhook_secret: 'whsec_A' });
+    expect(sent.map((r) => r.method)).toEqual(['PUT', 'PUT', 'PUT']);
+    // Refused every time: nothing registered, and the message says no more than that.
+    const refused = scripted({ status: 429, headers: { 'retry-after': '0' }, body: envelope('RATE_LIMITED', 'Slow down') }, ...Array(2).fill({ fail: 'ECONNREFUSED' }));
+    const refusedError = await caught(refused.client.merchant.setWebhook('https://shop.test/hook'));
+    expect(refused.sent).toHaveLength(3);
+    expect(refusedError).toMatchObject({ mayHaveSucceeded: false });
+    expect((refusedError as Error).message).not.toMatch(reRegistered);
+  });
+
+  it("storeCredentials whose retry meets its own first attempt's lease throws an inProgress error, not a final CONFLICT", async () => {
+    const { client, sent } = scripted({ fail: 'ECONNRESET' }, storeRunning, storeRunning);
+    const error = await caught(client.merchant.storeCredentials({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_0001' } }));
+    expect(sent.map((r) => r.method)).toEqual(['PUT', 'PUT', 'PUT']);
+    expect(error).toMatchObject({ status: 409, code: 'CONFLICT', inProgress: true, mayHaveSucceeded: true, earlierAttemptMayHaveSucceeded: true });
+  });
+
+  it('retries any 5xx but 501, 505 and PROVIDER_ERROR, and counts them as maybe done', async () => {
+    const cdn = scripted({ status: 520, body: 'Web server returned an unknown error' }, { status: 522, body: 'Connection timed out' }, { status: 524, body: 'A timeout occurred' });
+    const error = await caught(cdn.client.payments.create(visa));
+    expect(cdn.sent).toHaveLength(3);
+    expect(new Set(cdn.sent.map((r) => r.headers.get('idempotency-key'))).size).toBe(1);
+    expect(error).toMatchObject({ status: 524, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: true, earlierAttemptMayHaveSucceeded: true });
+
+    for (const status of [501, 505]) {
+      const final = scripted({ status, body: 'no' });
+      expect(await caught(final.client.payments.create(visa))).toMatchObject({ status, mayHaveSucceeded: false });
+      expect(final.sent).toHaveLength(1);
+    }
+
+    // A DELETE after a CDN's 522 may have been done: the retry's 404 is the delete done.
+    const del = scripted({ status: 522, body: 'Connection timed out' }, { status: 404, body: envelope('NOT_FOUND', 'Card not found') });
+    const gone = await del.client.cards.delete('card_1');
+    expect(gone).toEqual({ id: 'card_1', deleted: true });
+    expect(responseOf(gone)).toMatchObject({ status: 404, alreadyDeleted: true });
+  });
+});
+
+describe('what fetch cannot send is refused before sending', () => {
+  it('an Idempotency-Key outside 1–255 printable ASCII is a TypeError and nothing is sent', async () => {
+    const { client, sent } = scripted();
+    for (const idempotencyKey of ['заказ-1042', 'order\n1042', 'x'.repeat(256), '']) {
+      await expect(client.payments.create(visa, { idempotencyKey })).rejects.toThrow(TypeError);
+      await expect(client.refunds.create({ payment_id: '00000000-0000-4000-8000-000000000000' }, { idempotencyKey })).rejects.toThrow(TypeError);
+      await expect(client.raw.payments.create({ body: visa, headers: { 'idempotency-key': idempotencyKey } })).rejects.toThrow(TypeError);
+    }
+    expect(sent).toEqual([]);
+    // The limits themselves are sent.
+    const edge = scripted({ status: 201, body: { success: true, data: { id: 'p_1' } } });
+    await edge.client.payments.create(visa, { idempotencyKey: `!~${'k'.repeat(253)}` });
+    expect(edge.sent[0]!.headers.get('idempotency-key')).toHaveLength(255);
+  });
+
+  it('an apiKey fetch cannot send is a TypeError at createPaymentsClient', () => {
+    const base = { baseUrl: 'http://payments.test', fetch: (async () => new Response('{}')) as typeof fetch };
+    for (const apiKey of ['pk_тест', 'pk test', '', ' \n', undefined as unknown as string, 42 as unknown as string]) {
+      expect(() => createPaymentsClient({ ...base, apiKey })).toThrow(TypeError);
+    }
+    expect(() => createPaymentsClient({ ...base, apiKey: 'pk_test_abc-123\n' })).not.toThrow();
+  });
+});
