@@ -94,7 +94,8 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
     '409': {
       message: "another store of this merchant's cardpay credentials is still running; retry once it has finished",
       description:
-        'Another store of credentials for this provider (cardpay, walletpay: those that register the callback URL with the provider) is still running; nothing was stored (CONFLICT)',
+        'Another store of credentials for this provider (cardpay, walletpay: those that register the callback URL with the provider) is still running; nothing was stored by this request. ' +
+        'It carries Retry-After: 1, as the one other passing conflict does (an Idempotency-Key still being processed): retry then (CONFLICT)',
     },
     '422': invalid('provider', 'must be one of: cardpay, walletpay, mobilemoney'),
     '502': {

@@ -27,7 +27,11 @@ export function defineReconcileTransactionsJobs(jobs: JobContext): void {
   for (const provider of reconcilingProviders(jobs)) {
     defineJob<ReconcileJobData>(jobs, reconcileJobName(provider), async ({ merchantId }) => {
       const ops = jobs.services.operations;
-      if (!(await ops.merchantsWithCredentials(provider)).includes(merchantId)) return;
+      // Left behind by a credentials delete whose unscheduling failed (CredentialsService.remove): it goes now.
+      if (!(await ops.merchantsWithCredentials(provider)).includes(merchantId)) {
+        await cancelReconciliation(jobs.agenda, jobs.keyLock, provider, merchantId, () => ops.merchantsWithCredentials(provider).then((ids) => !ids.includes(merchantId)));
+        return;
+      }
       const until = new Date();
       const report = await ops.reconcileWindow(merchantId, provider, new Date(until.getTime() - AUTO_RECONCILE_WINDOW_MS), until);
       const mismatched = report.results.filter((r) => r.reason).length;
@@ -54,9 +58,19 @@ export async function scheduleReconciliation(agenda: Agenda, locks: KeyLock, int
   });
 }
 
-export async function cancelReconciliation(agenda: Agenda, locks: KeyLock, provider: Provider, merchantId: string): Promise<void> {
+/**
+ * Removes the merchant's job. `stillWanted`, checked under the lock, lets a job cancel itself only while
+ * the merchant still has no credentials: a store that committed before it reschedules after it.
+ */
+export async function cancelReconciliation(
+  agenda: Agenda,
+  locks: KeyLock,
+  provider: Provider,
+  merchantId: string,
+  stillWanted: () => Promise<boolean> = async () => true,
+): Promise<void> {
   await locks.withLock(scheduleLockKey(provider, merchantId), SCHEDULE_LOCK_WAIT_MS, async () => {
-    await agenda.cancel({ name: reconcileJobName(provider), data: { merchantId } });
+    if (await stillWanted()) await agenda.cancel({ name: reconcileJobName(provider), data: { merchantId } });
   });
 }
 

@@ -178,6 +178,8 @@ describe('storing cardpay credentials again', () => {
         'CONFLICT',
         "another store of this merchant's cardpay credentials is still running; retry once it has finished",
       ]);
+      // Passing, not final: Retry-After, as on an Idempotency-Key still being processed (clients retry it).
+      expect(second.headers['retry-after']).toBe('1');
       expect(await endpointsOfMerchant()).toHaveLength(2);
     } finally {
       release();

@@ -131,11 +131,21 @@ export class CredentialsService {
     return rows.map((r) => ({ provider: r.provider as Provider, config_summary: r.configSummary as Record<string, string> }));
   }
 
+  /**
+   * Deletes the row, then runs the `removed` hook. The delete is committed by then, so a hook that fails
+   * (no connection for the job's lock) must not make the answer an error: a 503 says nothing was done,
+   * and a client's retry would be told 404. It is logged; what it undoes does not depend on it (the
+   * reconciliation job cancels itself once it finds no credentials).
+   */
   async remove(merchantId: string, provider: Provider): Promise<void> {
     const deleted = await this.em.nativeDelete(ProviderCredentialSchema, { merchantId, provider });
     this.options.cache?.dropMerchant(merchantId);
     if (deleted === 0) throw notFound(`${provider} credentials`);
-    await this.hooks.removed?.(merchantId, provider);
+    try {
+      await this.hooks.removed?.(merchantId, provider);
+    } catch (err) {
+      this.options.logger?.warn({ merchantId, provider, err: { message: (err as Error).message } }, 'credentials deleted; unscheduling their jobs failed (a job cancels itself once it finds no credentials)');
+    }
   }
 
   /** Decrypted credentials for a provider call, or null when the merchant has none. */
@@ -157,9 +167,13 @@ export class CredentialsService {
   }
 }
 
-/** A store of credentials while another store of the same provider's runs (409, like a repeat of a running request). */
+/**
+ * A store of credentials while another store of the same provider's runs: 409 with Retry-After, like a
+ * repeat of a request still running (the one passing conflict; clients retry it). A client's retry of a
+ * store whose answer it lost meets this while the first attempt still runs.
+ */
 function storeRunning(provider: Provider): DomainError {
-  return new DomainError('CONFLICT', `another store of this merchant's ${provider} credentials is still running; retry once it has finished`);
+  return new DomainError('CONFLICT', `another store of this merchant's ${provider} credentials is still running; retry once it has finished`, undefined, { 'Retry-After': '1' });
 }
 
 /** A payment or refund request for a provider the merchant has no credentials for (interface: 422). */
