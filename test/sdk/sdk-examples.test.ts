@@ -1,8 +1,8 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { createHmac } from 'node:crypto';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { signTestWebhook } from '../../client/index.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 import { freePort } from '../../server/net/free-port.js';
@@ -44,17 +44,18 @@ describe('examples/ run with npx tsx', () => {
       child.on('exit', (code) => reject(new Error(`receiver exited with ${code}`)));
     });
 
-    const body = JSON.stringify({
-      id: 'evt_1', type: 'payment.completed', created_at: new Date().toISOString(),
-      data: { payment_id: 'p_1', amount: '25.00', currency: 'USD', provider: 'cardpay', status: 'completed', previous_status: 'pending' },
-    });
-    const timestamp = String(Math.floor(Date.now() / 1000));
-    const signature = `sha256=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
-    const headers = { 'content-type': 'application/json', 'x-payments-timestamp': timestamp, 'x-webhook-id': 'dlv_1', 'x-event-type': 'payment.completed' };
+    // Signed as the service sends a delivery: both signatures (X-Payments-Signature and the Standard Webhooks one that covers the id).
+    const signed = signTestWebhook(
+      { id: 'evt_1', type: 'payment.completed', data: { payment_id: 'p_1', amount: '25.00', currency: 'USD', provider: 'cardpay', status: 'completed', previous_status: 'pending' } },
+      secret,
+      { deliveryId: 'dlv_1' },
+    );
+    const body = signed.body;
+    const headers = { 'content-type': 'application/json', ...signed.headers };
 
-    const good = await fetch(`http://127.0.0.1:${port}/webhooks`, { method: 'POST', headers: { ...headers, 'x-payments-signature': signature }, body });
+    const good = await fetch(`http://127.0.0.1:${port}/webhooks`, { method: 'POST', headers, body });
     expect(good.status).toBe(200);
-    const bad = await fetch(`http://127.0.0.1:${port}/webhooks`, { method: 'POST', headers: { ...headers, 'x-payments-signature': `sha256=${'0'.repeat(64)}` }, body });
+    const bad = await fetch(`http://127.0.0.1:${port}/webhooks`, { method: 'POST', headers: { ...headers, 'X-Payments-Signature': `sha256=${'0'.repeat(64)}` }, body });
     expect(bad.status).toBe(400);
     expect(await bad.json()).toEqual({ error: 'signature_mismatch' });
 
