@@ -23,12 +23,21 @@ export function ormOptions(databaseUrl: string, poolMax = 20, acquireTimeoutMs =
       max: poolMax,
       ...(onQuery ? { afterCreate: (conn: pg.Client, done: (err: Error | null, conn: pg.Client) => void) => (countQueries(conn, onQuery), done(null, conn)) } : {}),
     },
-    driverOptions: { acquireConnectionTimeout: acquireTimeoutMs },
+    driverOptions: {
+      acquireConnectionTimeout: acquireTimeoutMs,
+      // From clientUrl MikroORM keeps only the host, port, user, password and database: sslmode,
+      // sslrootcert, application_name, options… would be dropped. pg reads the whole URL itself, as it
+      // does for every other pool (merged into MikroORM's connection settings, its type parsers kept).
+      connection: { connectionString: databaseUrl },
+    },
     // The domain decides what is flushed and when; no implicit writes on fork.
     allowGlobalContext: false,
     // Code run by inOrmScope (requests, jobs, the admin CLI) gets its own fork, made on first use.
     context: scopedEntityManager,
     forceUtcTimezone: true,
+    // MikroORM would create a missing database through the server's `postgres` database, a switch the
+    // full DATABASE_URL above overrides; the database is the operator's to create.
+    ensureDatabase: false,
     debug: false,
   };
 }
