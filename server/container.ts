@@ -18,7 +18,7 @@ import type { Logger } from './observability/logger.js';
 import { instrumentProvider } from './observability/instrument-provider.js';
 import { Metrics } from './observability/metrics.js';
 import { registerStoreMetrics } from './observability/store-metrics.js';
-import { openOrm } from './persistence/orm.js';
+import { answersWithin, openOrm } from './persistence/orm.js';
 import { KeyLock } from './persistence/key-lock.js';
 import { Leases } from './persistence/leases.js';
 import { ChangeNotifications } from './persistence/change-notifications.js';
@@ -53,6 +53,12 @@ export const KEY_LOCK_POOL_MAX = 2;
  * (persistence/notified-cache.ts): a change anywhere reaches every process within a second.
  */
 const ACCESS_CACHE = { ttlMs: 60_000, maxEntries: 10_000 };
+
+/**
+ * /readyz's database checks give up after this: a database that does not answer (a dead host, a path
+ * that died without a reset) makes it answer 503 at once instead of hanging with the requests.
+ */
+const READINESS_QUERY_TIMEOUT_MS = 3_000;
 
 export interface Services {
   apiKeys: ApiKeyService;
@@ -232,10 +238,8 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
       await Promise.all(sandboxModules.map((m) => m.prepare?.({ ...sandboxDeps, em: orm.em.fork() })));
     },
     async readiness() {
-      const database = await orm.em.getConnection().execute('SELECT 1').then(() => true, () => false);
-      const jobRunner = agendaReady
-        ? await orm.em.getConnection().execute('SELECT 1 FROM agenda_jobs LIMIT 1').then(() => true, () => false)
-        : false;
+      const database = await answersWithin(orm, 'SELECT 1', READINESS_QUERY_TIMEOUT_MS);
+      const jobRunner = database && agendaReady ? await answersWithin(orm, 'SELECT 1 FROM agenda_jobs LIMIT 1', READINESS_QUERY_TIMEOUT_MS) : false;
       return { database, job_runner: jobRunner };
     },
     draining: false,

@@ -3,6 +3,7 @@ import { PostgresBackend } from '@agendajs/postgres-backend';
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import { countQueries } from '../lib/count-queries.js';
+import { PG_SOCKET_OPTIONS } from '../lib/pg-connection.js';
 
 export interface AgendaOptions {
   databaseUrl: string;
@@ -24,7 +25,7 @@ export interface AgendaOptions {
  * ends it after Agenda has stopped.
  */
 export function createAgenda(options: AgendaOptions): { agenda: Agenda; closePool: () => Promise<void> } {
-  const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolMax ?? 8 });
+  const pool = new pg.Pool({ connectionString: options.databaseUrl, ...PG_SOCKET_OPTIONS, max: options.poolMax ?? 8 });
   pool.on('error', () => undefined);
   if (options.onQuery) pool.on('connect', (client) => countQueries(client, options.onQuery!));
   // agenda_jobs is made by a migration (Migration20261127001001_agenda_jobs), under the migrations'

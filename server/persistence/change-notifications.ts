@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { PG_SOCKET_OPTIONS } from '../lib/pg-connection.js';
 
 /** A committed change to a table another process may have cached; no merchant ids means everything. */
 export interface TableChange {
@@ -39,8 +40,6 @@ export interface ChangeNotificationOptions {
 }
 
 const MAX_RECONNECT_DELAY_MS = 5_000;
-/** TCP keepalive probes start after this much silence (the kernel's default is 2 hours). */
-const KEEPALIVE_IDLE_MS = 30_000;
 
 /**
  * One dedicated PostgreSQL connection per process that LISTENs on a channel fed by triggers
@@ -116,8 +115,7 @@ export class ChangeNotifications implements ChangeFeed {
     const client = new pg.Client({
       connectionString: this.databaseUrl,
       application_name: `${this.options.name ?? 'payments-change-listener'}:${process.pid}`,
-      keepAlive: true,
-      keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
+      ...PG_SOCKET_OPTIONS,
       connectionTimeoutMillis: this.connectTimeoutMs,
     });
     client.on('error', (err) => this.lost(client, err.message));

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { PG_SOCKET_OPTIONS } from '../lib/pg-connection.js';
 
 export class LockTimeoutError extends Error {}
 
@@ -18,7 +19,7 @@ export class KeyLock {
   private readonly pool: pg.Pool;
 
   constructor(databaseUrl: string, max = 40) {
-    this.pool = new pg.Pool({ connectionString: databaseUrl, max, idleTimeoutMillis: 10_000, connectionTimeoutMillis: 10_000 });
+    this.pool = new pg.Pool({ connectionString: databaseUrl, ...PG_SOCKET_OPTIONS, max, idleTimeoutMillis: 10_000 });
     this.pool.on('error', () => undefined);
   }
 

@@ -5,6 +5,7 @@ import { entities } from './entities/index.js';
 import { migrationsList } from './migrations/index.js';
 import { countQueries } from '../lib/count-queries.js';
 import { scopedEntityManager } from './orm-scope.js';
+import { PG_SOCKET_OPTIONS } from '../lib/pg-connection.js';
 
 export type { EntityManager } from '@mikro-orm/postgresql';
 
@@ -28,7 +29,7 @@ export function ormOptions(databaseUrl: string, poolMax = 20, acquireTimeoutMs =
       // From clientUrl MikroORM keeps only the host, port, user, password and database: sslmode,
       // sslrootcert, application_name, options… would be dropped. pg reads the whole URL itself, as it
       // does for every other pool (merged into MikroORM's connection settings, its type parsers kept).
-      connection: { connectionString: databaseUrl },
+      connection: { connectionString: databaseUrl, ...PG_SOCKET_OPTIONS },
     },
     // The domain decides what is flushed and when; no implicit writes on fork.
     allowGlobalContext: false,
@@ -44,6 +45,23 @@ export function ormOptions(databaseUrl: string, poolMax = 20, acquireTimeoutMs =
 
 export async function openOrm(databaseUrl: string, poolMax?: number, acquireTimeoutMs?: number, onQuery?: () => void): Promise<MikroORM> {
   return MikroORM.init(ormOptions(databaseUrl, poolMax, acquireTimeoutMs, onQuery));
+}
+
+/**
+ * Whether the database answers `sql` within `timeoutMs` on a pooled connection (the wait for a free
+ * connection is bounded by the pool's acquire timeout). A connection whose answer did not come in time
+ * is closed, not pooled again: its path may be dead (half-open TCP after a failover), and the next query
+ * sent on it would wait as long.
+ */
+export async function answersWithin(orm: MikroORM, sql: string, timeoutMs: number): Promise<boolean> {
+  return orm.em
+    .getKnex()
+    .raw(sql)
+    .timeout(timeoutMs)
+    .then(
+      () => true,
+      () => false,
+    );
 }
 
 /**

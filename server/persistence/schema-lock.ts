@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { PG_SOCKET_OPTIONS } from '../lib/pg-connection.js';
 
 /** One fixed advisory-lock key for every schema change (migrations, Agenda's table among them). */
 const SCHEMA_LOCK = 'payments:schema';
@@ -8,7 +9,7 @@ const SCHEMA_LOCK = 'payments:schema';
  * that start together on a fresh database would otherwise race to apply the same migrations, and all but one would crash with "already exists".
  */
 export async function withSchemaLock<T>(databaseUrl: string, fn: () => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: databaseUrl });
+  const client = new pg.Client({ connectionString: databaseUrl, ...PG_SOCKET_OPTIONS });
   client.on('error', () => undefined);
   await client.connect();
   try {

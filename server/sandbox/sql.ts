@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { countQueries } from '../lib/count-queries.js';
+import { PG_SOCKET_OPTIONS } from '../lib/pg-connection.js';
 import { numberPlaceholders } from '../lib/sql-placeholders.js';
 
 /**
@@ -83,7 +84,7 @@ export function createSandboxPool(databaseUrl: string, max: number, onQuery?: ()
   // The simulators hold no money: their commits need not wait for the disk (a crash may forget their last
   // few hundred milliseconds of sandbox state, as a provider outage would), while the service's own
   // commits stay durable.
-  const pool = new pg.Pool({ connectionString: databaseUrl, max, types, options: '-c synchronous_commit=off' });
+  const pool = new pg.Pool({ connectionString: databaseUrl, ...PG_SOCKET_OPTIONS, max, types, options: '-c synchronous_commit=off' });
   // An idle connection the server drops is an error event here, not a process crash.
   pool.on('error', () => undefined);
   if (onQuery) pool.on('connect', (client) => countQueries(client, onQuery));

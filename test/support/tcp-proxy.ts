@@ -16,11 +16,13 @@ interface Pair {
 export class TcpProxy {
   private readonly pairs = new Set<Pair>();
   private readonly server: net.Server;
+  /** New connections are silent from the start (see `blackHole`). */
+  private blackHoled = false;
 
   constructor(private readonly target: { host: string; port: number }) {
     this.server = net.createServer((client) => {
       const upstream = net.connect(this.target.port, this.target.host);
-      const pair: Pair = { client, upstream, silent: false };
+      const pair: Pair = { client, upstream, silent: this.blackHoled };
       this.pairs.add(pair);
       client.on('data', (chunk) => {
         if (!pair.silent) upstream.write(chunk);
@@ -59,6 +61,17 @@ export class TcpProxy {
       }
     }
     return false;
+  }
+
+  /** The database host is gone without a trace: every connection goes silent, and so does every new one. */
+  blackHole(): void {
+    this.blackHoled = true;
+    for (const pair of this.pairs) pair.silent = true;
+  }
+
+  /** New connections reach the database again, as after a failover; the silenced ones stay dead. */
+  restore(): void {
+    this.blackHoled = false;
   }
 
   async stop(): Promise<void> {
