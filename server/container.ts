@@ -145,6 +145,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const accessChanges = new ChangeNotifications(options.databaseUrl, {
     channel: 'access_changed',
     onError: (message) => logger.warn(message),
+    onDeaf: (message) => logger.error(message),
     onQuery: roundTrips('listener'),
   });
   await accessChanges.start();

@@ -165,6 +165,7 @@ export async function startService(config: AppConfig, options: StartOptions = {}
         name: 'payments-deliveries-listener',
         heartbeatIntervalMs: DUE_LISTENER_HEARTBEAT_MS,
         onError: (message) => logger.warn(message),
+        onDeaf: (message) => logger.error(message),
       })
     : null;
   dueDeliveries?.subscribe(() => drainer!.notifyDue());

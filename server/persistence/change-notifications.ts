@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { PG_SOCKET_OPTIONS } from '../lib/pg-connection.js';
 
@@ -35,11 +36,20 @@ export interface ChangeNotificationOptions {
   /** The connection's application_name is `<name>:<pid>` (how operators and tests find it in pg_stat_activity). */
   name?: string;
   onError?: (message: string) => void;
+  /**
+   * Called when the connection did not hear a NOTIFY it sent itself within 5 s of its LISTEN: it is not
+   * a session of its own (DATABASE_URL goes through a pooler in transaction mode), so no change reaches it.
+   */
+  onDeaf?: (message: string) => void;
   /** Called for every query the listening connection sends (LISTEN and heartbeats). */
   onQuery?: () => void;
 }
 
 const MAX_RECONNECT_DELAY_MS = 5_000;
+/** How long a new LISTEN may take to hear its own NOTIFY. */
+const SELF_CHECK_MS = 5_000;
+/** The table the self-check's payload names: no subscriber is told of it, in any process. */
+const SELF_CHECK_TABLE = '_listen_self_check';
 
 /**
  * One dedicated PostgreSQL connection per process that LISTENs on a channel fed by triggers
@@ -62,6 +72,8 @@ export class ChangeNotifications implements ChangeFeed {
   private reconnectTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private reconnectDelayMs = 100;
+  /** Self-checks sent and not heard yet, by their id. */
+  private readonly selfChecks = new Map<string, NodeJS.Timeout>();
   private stopped = false;
   private readonly freshnessMs: number;
   private readonly heartbeatTimeoutMs: number;
@@ -105,6 +117,8 @@ export class ChangeNotifications implements ChangeFeed {
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     this.heartbeatTimer = null;
+    for (const timer of this.selfChecks.values()) clearTimeout(timer);
+    this.selfChecks.clear();
     const client = this.client;
     this.client = null;
     await client?.end().catch(() => undefined);
@@ -121,7 +135,10 @@ export class ChangeNotifications implements ChangeFeed {
     client.on('error', (err) => this.lost(client, err.message));
     client.on('end', () => this.lost(client, 'connection ended'));
     client.on('notification', (msg) => {
-      if (msg.channel === this.options.channel) this.publish(parseChange(msg.payload));
+      if (msg.channel !== this.options.channel) return;
+      const change = parseChange(msg.payload);
+      if (change.table === SELF_CHECK_TABLE) this.heard(change.check);
+      else this.publish(change);
     });
     this.connecting = client;
     // connectionTimeoutMillis bounds the connect only: a LISTEN that never gets an answer would leave
@@ -147,6 +164,7 @@ export class ChangeNotifications implements ChangeFeed {
       // Whatever was cached before this connection listened may have changed unseen.
       this.publish({ table: '*', merchantIds: [] });
       this.confirmedAt = sentAt;
+      this.checkHearsItself(client);
     } catch (err) {
       clearTimeout(deadline);
       await client.end().catch(() => undefined);
@@ -169,6 +187,35 @@ export class ChangeNotifications implements ChangeFeed {
     }, this.reconnectDelayMs);
     this.reconnectTimer.unref();
     this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, MAX_RECONNECT_DELAY_MS);
+  }
+
+  /**
+   * Sends a NOTIFY to the channel and expects it back. On a session of its own PostgreSQL delivers it
+   * before the answer; through a transaction-mode pooler the LISTEN stayed on whichever server
+   * connection ran it, and nothing comes: said once per connection, then the process carries on (its
+   * caches then rely on their 60 s expiry, its drain loop on the sweeper).
+   */
+  private checkHearsItself(client: pg.Client): void {
+    const check = randomUUID();
+    const timer = setTimeout(() => {
+      this.selfChecks.delete(check);
+      if (this.client !== client) return;
+      this.options.onDeaf?.(
+        `change notifications: LISTEN ${this.options.channel} did not hear its own NOTIFY within ${SELF_CHECK_MS / 1000} s: ` +
+          'does DATABASE_URL go through a pooler in transaction mode? LISTEN needs session mode or a direct connection (README, Production: connection poolers)',
+      );
+    }, SELF_CHECK_MS);
+    timer.unref();
+    this.selfChecks.set(check, timer);
+    this.options.onQuery?.();
+    client.query('SELECT pg_notify($1, $2)', [this.options.channel, JSON.stringify({ table: SELF_CHECK_TABLE, check })]).catch(() => undefined);
+  }
+
+  private heard(check: string | undefined): void {
+    const timer = check === undefined ? undefined : this.selfChecks.get(check);
+    if (!timer) return;
+    clearTimeout(timer);
+    this.selfChecks.delete(check!);
   }
 
   private heartbeat(): void {
@@ -201,11 +248,12 @@ export class ChangeNotifications implements ChangeFeed {
 }
 
 /** A payload this code did not write (or cannot read) is treated as "everything changed". */
-function parseChange(payload: string | undefined): TableChange {
+function parseChange(payload: string | undefined): TableChange & { check?: string } {
   try {
-    const parsed = JSON.parse(payload ?? '') as { table?: unknown; merchant_ids?: unknown };
+    const parsed = JSON.parse(payload ?? '') as { table?: unknown; merchant_ids?: unknown; check?: unknown };
     const ids = Array.isArray(parsed.merchant_ids) ? parsed.merchant_ids.filter((id): id is string => typeof id === 'string') : [];
-    return { table: typeof parsed.table === 'string' ? parsed.table : '*', merchantIds: ids };
+    const check = typeof parsed.check === 'string' ? { check: parsed.check } : {};
+    return { table: typeof parsed.table === 'string' ? parsed.table : '*', merchantIds: ids, ...check };
   } catch {
     return { table: '*', merchantIds: [] };
   }

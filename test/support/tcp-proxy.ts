@@ -19,7 +19,15 @@ export class TcpProxy {
   /** New connections are silent from the start (see `blackHole`). */
   private blackHoled = false;
 
-  constructor(private readonly target: { host: string; port: number }) {
+  /**
+   * With `dropNotifications`, PostgreSQL's notifications (NotificationResponse messages) never reach the
+   * service, the way a LISTEN through a transaction-mode pooler hears nothing: it ran on some server
+   * connection, not on a session of the client's own.
+   */
+  constructor(
+    private readonly target: { host: string; port: number },
+    private readonly options: { dropNotifications?: boolean } = {},
+  ) {
     this.server = net.createServer((client) => {
       const upstream = net.connect(this.target.port, this.target.host);
       const pair: Pair = { client, upstream, silent: this.blackHoled };
@@ -27,8 +35,9 @@ export class TcpProxy {
       client.on('data', (chunk) => {
         if (!pair.silent) upstream.write(chunk);
       });
-      upstream.on('data', (chunk) => {
-        if (!pair.silent) client.write(chunk);
+      const toClient = this.options.dropNotifications ? withoutNotifications() : (chunk: Buffer) => chunk;
+      upstream.on('data', (chunk: Buffer) => {
+        if (!pair.silent) client.write(toClient(chunk));
       });
       const close = () => {
         if (pair.silent) return;
@@ -82,4 +91,25 @@ export class TcpProxy {
     this.pairs.clear();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
+}
+
+/**
+ * Filters the server's side of the protocol (every message a type byte and a length; no TLS here):
+ * NotificationResponse ('A') messages are dropped, the rest passes in order.
+ */
+function withoutNotifications(): (chunk: Buffer) => Buffer {
+  let pending = Buffer.alloc(0);
+  return (chunk) => {
+    pending = Buffer.concat([pending, chunk]);
+    const kept: Buffer[] = [];
+    let at = 0;
+    while (pending.length - at >= 5) {
+      const end = at + 1 + pending.readInt32BE(at + 1);
+      if (end > pending.length) break;
+      if (pending[at] !== 0x41) kept.push(pending.subarray(at, end));
+      at = end;
+    }
+    pending = pending.subarray(at);
+    return Buffer.concat(kept);
+  };
 }
