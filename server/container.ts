@@ -197,6 +197,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
         timeoutMs: config.webhookTimeoutMs,
         allowPrivateUrls: config.webhookAllowPrivateUrls,
         maxInFlightPerMerchant: config.webhookMaxInFlightPerMerchant,
+        dnsServers: config.webhookDnsServers,
       },
       deliveryQueue,
       logger,

@@ -1,5 +1,6 @@
 import { X509Certificate, createPublicKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import type { RateLimitRule } from '../domain/auth/rate-limiter.js';
 import { parseDurationMs, parseSchedule } from './duration.js';
@@ -48,6 +49,7 @@ const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: z.coerce.number().int().positive().default(16),
   WEBHOOK_ALLOW_PRIVATE_URLS: booleanFlag.optional(),
+  WEBHOOK_DNS_SERVERS: z.string().optional(),
   MOBILEMONEY_CALLBACK_ALLOWLIST: z.string().optional(),
   MOBILEMONEY_CERT_PATH: z.string().optional(),
   MOBILEMONEY_SANDBOX_CERT_PATH: z.string().optional(),
@@ -119,6 +121,8 @@ export interface AppConfig {
   webhookTimeoutMs: number;
   /** Webhook attempts one merchant may have in flight at once across all workers: a slow endpoint cannot take every slot. */
   webhookMaxInFlightPerMerchant: number;
+  /** Nameservers merchant webhook hosts are resolved with (`ip`, `ip:port`, `[ipv6]:port`); undefined: the system's (/etc/resolv.conf). */
+  webhookDnsServers: string[] | undefined;
   webhookAllowPrivateUrls: boolean;
   deliverySweepIntervalMs: number;
   /** How long events (GET /v1/events) and their deliveries are kept (EventLog.prune says which are kept longer). */
@@ -171,6 +175,23 @@ export type TrustProxy = false | number | string[];
  * Not `true`: Express would then take the left-most X-Forwarded-For entry, which the client writes, so
  * anyone could pass the mobile-money allowlist and spread over the per-address limits.
  */
+/** WEBHOOK_DNS_SERVERS: comma-separated `ip`, `ip:port` or `[ipv6]:port` (the forms c-ares' setServers takes). */
+export function parseDnsServers(raw: string | undefined): string[] | undefined {
+  if (raw === undefined) return undefined;
+  const entries = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const entry of entries) {
+    const match = /^\[([^\]]+)\](?::(\d+))?$/.exec(entry) ?? /^([^:]+)(?::(\d+))?$/.exec(entry) ?? [entry, entry, undefined];
+    const [, address, port] = match;
+    const portOk = port === undefined || (Number(port) >= 1 && Number(port) <= 65_535);
+    const addressOk = isIP(address ?? '') !== 0 && !(entry.startsWith('[') && isIP(address!) !== 6);
+    if (!addressOk || !portOk) {
+      throw new ConfigError(`invalid WEBHOOK_DNS_SERVERS entry "${entry}": use comma-separated IP addresses, each with an optional port (9.9.9.9, 10.0.0.2:5353, [2620:fe::fe]:53)`);
+    }
+  }
+  if (entries.length === 0) throw new ConfigError('WEBHOOK_DNS_SERVERS lists no server: leave it unset for the system\'s nameservers');
+  return entries;
+}
+
 export function parseTrustProxy(raw: string | undefined): TrustProxy {
   const value = raw?.trim() ?? '';
   if (value === '' || /^(false|0|no)$/i.test(value)) return false;
@@ -329,6 +350,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     webhookRetryScheduleMs: schedule,
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
     webhookMaxInFlightPerMerchant: e.WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT,
+    webhookDnsServers: parseDnsServers(e.WEBHOOK_DNS_SERVERS),
     webhookAllowPrivateUrls: e.WEBHOOK_ALLOW_PRIVATE_URLS ?? !production,
     deliverySweepIntervalMs: durationVar('DELIVERY_SWEEP_INTERVAL', e.DELIVERY_SWEEP_INTERVAL),
     eventRetentionMs: durationVar('EVENT_RETENTION', e.EVENT_RETENTION),

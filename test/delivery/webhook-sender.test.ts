@@ -1,7 +1,8 @@
+import dgram from 'node:dgram';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { keptAgentCount, sendWebhook } from '../../server/domain/delivery/webhook-sender.js';
+import { WebhookSender, type WebhookRequest } from '../../server/domain/delivery/webhook-sender.js';
 import { WebhookReceiver } from '../support/webhook-receiver.js';
 
 // The sender checks the address it actually connects to, so a hostname whose DNS answer changes after
@@ -13,6 +14,8 @@ beforeAll(async () => {
 });
 afterAll(async () => receiver.stop());
 
+const sender = new WebhookSender();
+const sendWebhook = (request: Omit<WebhookRequest, 'merchantId'>) => sender.send({ merchantId: 'merchant-1', ...request });
 const send = (url: string, allowPrivate: boolean) =>
   sendWebhook({ url, body: '{"id":"evt_1"}', headers: { 'Content-Type': 'application/json' }, timeoutMs: 2000, allowPrivate });
 
@@ -119,7 +122,7 @@ describe('keep-alive agents', () => {
         const result = await sendWebhook({ url, body: '{"id":"evt_1"}', headers: { 'Content-Type': 'application/json' }, timeoutMs: 10_000, allowPrivate: true });
         expect([url, result]).toEqual([url, expect.objectContaining({ ok: true })]);
       }
-      expect(keptAgentCount()).toBeLessThanOrEqual(1000);
+      expect(sender.keptPoolCount()).toBeLessThanOrEqual(1000);
       // The first origin's agent was let go; sending there again simply makes a new one.
       expect((await send(`http://127.0.1.1:${port}/hook`, true)).ok).toBe(true);
     } finally {
@@ -195,6 +198,20 @@ describe('a keep-alive connection the receiver has closed', () => {
       expect(requests).toBe(2);
     } finally {
       await receiver.close();
+    }
+  });
+});
+
+describe('a host whose nameserver never answers', () => {
+  it('an attempt whose timeout ends during the lookup says so', async () => {
+    const nameserver = dgram.createSocket('udp4');
+    await new Promise<void>((resolve) => nameserver.bind(0, '127.0.0.1', resolve));
+    try {
+      const viaBlackHole = new WebhookSender({ dnsServers: [`127.0.0.1:${nameserver.address().port}`] });
+      const result = await viaBlackHole.send({ merchantId: 'merchant-1', url: 'http://shop.black-hole.test/hook', body: '{}', headers: {}, timeoutMs: 1000, allowPrivate: true });
+      expect(result).toMatchObject({ ok: false, responseStatus: null, error: 'DNS lookup for shop.black-hole.test timed out' });
+    } finally {
+      await new Promise<void>((resolve) => nameserver.close(() => resolve()));
     }
   });
 });

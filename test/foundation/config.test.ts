@@ -52,6 +52,18 @@ describe('configuration', () => {
     expect(loadConfig({}).mobilemoneyCallbackAllowlist.length).toBeGreaterThan(0);
   });
 
+  it('takes WEBHOOK_DNS_SERVERS as addresses with optional ports, and refuses anything else naming the entry', () => {
+    const servers = (value: string) => loadConfig({ WEBHOOK_DNS_SERVERS: value }).webhookDnsServers;
+    expect(servers('9.9.9.9, 10.0.0.2:5353,2620:fe::fe,[2620:fe::9]:53')).toEqual(['9.9.9.9', '10.0.0.2:5353', '2620:fe::fe', '[2620:fe::9]:53']);
+    for (const bad of ['dns.example.com', '10.0.0.2:0', '10.0.0.2:70000', '[10.0.0.2]:53', '10.0.0.2 10.0.0.3', '10.0.0']) {
+      expect(() => servers(bad)).toThrow(ConfigError);
+      expect(() => servers(bad)).toThrow(`"${bad}"`);
+    }
+    expect(() => servers(',')).toThrow('WEBHOOK_DNS_SERVERS lists no server');
+    // Unset (or empty): the system's nameservers.
+    expect(loadConfig({ WEBHOOK_DNS_SERVERS: '' }).webhookDnsServers).toBeUndefined();
+  });
+
   it('refuses an interval, timeout or retention of 0, or a value that is no duration, naming the variable', () => {
     // DELIVERY_SWEEP_INTERVAL=0 had an idle worker query the database ~550 times a second; an every(0)
     // turned the shared repeating jobs into one-shot jobs.

@@ -16,7 +16,7 @@ import {
 import { GroupWriter } from './group-writer.js';
 import { afterFailedAttempt } from './retry-schedule.js';
 import { signatureHeaders } from './signature.js';
-import { USER_AGENT, capError, sendWebhook, type SendResult } from './webhook-sender.js';
+import { USER_AGENT, WebhookSender, capError, type SendResult } from './webhook-sender.js';
 
 export interface DeliveryConfig {
   /** Delays after the 1st..nth failed scheduled attempt; one more failure than its length is final. */
@@ -25,6 +25,8 @@ export interface DeliveryConfig {
   allowPrivateUrls: boolean;
   /** Attempts one merchant may have in flight at once, across every worker (leaseDueDeliveries). */
   maxInFlightPerMerchant: number;
+  /** Nameservers for merchant hosts (WEBHOOK_DNS_SERVERS); the system's when unset. */
+  dnsServers?: readonly string[];
 }
 
 /** The result of a scheduled attempt, so the caller can book the next one. */
@@ -67,6 +69,7 @@ export class DeliveryService {
   /** Successful attempts finishing at about the same time are recorded in one statement. */
   private readonly delivered: GroupWriter<DeliveredAttempt, boolean>;
   private readonly openedSecrets = new Map<string, string>();
+  private readonly sender: WebhookSender;
 
   constructor(
     private readonly em: EntityManager,
@@ -76,6 +79,7 @@ export class DeliveryService {
     private readonly logger: Logger,
     private readonly attempts: DeliveryAttemptCounter,
   ) {
+    this.sender = new WebhookSender({ dnsServers: config.dnsServers });
     this.delivered = new GroupWriter(async (records) => {
       const updated = await recordDeliveredAttempts(this.em, records);
       return records.map((r) => updated.has(leaseKey(r.deliveryId, r.leaseToken)));
@@ -276,7 +280,8 @@ export class DeliveryService {
     }
     if (!secret) return refused('the merchant has no webhook signing secret');
     const timestamp = Math.floor(Date.now() / 1000);
-    return sendWebhook({
+    return this.sender.send({
+      merchantId: leased.merchantId,
       url,
       body: leased.body,
       timeoutMs: this.config.timeoutMs,

@@ -1,8 +1,10 @@
-import dns, { type LookupAddress } from 'node:dns';
+import type { LookupAddress } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
-import { isIP, type LookupFunction } from 'node:net';
+import { isIP, type LookupFunction, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { isPublicAddress } from '../merchants/webhook-url-policy.js';
+import { DNS_TIMEOUT_CODE, DnsTimeoutError, WebhookResolver } from './webhook-resolver.js';
 
 /** What one HTTP attempt produced; `responseStatus` is null when no response arrived. */
 export interface SendResult {
@@ -19,69 +21,42 @@ export function capError(text: string): string {
   return text.length > MAX_ERROR_LENGTH ? `${text.slice(0, MAX_ERROR_LENGTH - 1)}…` : text;
 }
 
-
 /**
- * Resolves like the system resolver, but refuses a non-public address unless private URLs are allowed.
- * The check runs on the address the socket actually connects to, so a DNS answer that changes between
- * the URL check and the request (rebinding) cannot point a delivery at the internal network.
+ * A lookup through the merchant's share of the resolver (webhook-resolver.ts) that refuses a non-public
+ * address unless private URLs are allowed. The check runs on the address the socket actually connects
+ * to, so a DNS answer that changes between the URL check and the request (rebinding) cannot point a
+ * delivery at the internal network.
  */
-function guardedLookup(allowPrivate: boolean): LookupFunction {
+function guardedLookup(resolver: WebhookResolver, merchantId: string, allowPrivate: boolean): LookupFunction {
   return (hostname, options, callback) => {
-    dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
-      if (err) return callback(err, '', 4);
-      const list = addresses as LookupAddress[];
-      if (!allowPrivate && (list.length === 0 || !list.every((a) => isPublicAddress(a.address)))) {
-        const refused = Object.assign(new Error(`${hostname} resolves to a non-public address`), { code: 'ENOTPUBLIC' });
-        return callback(refused, '', 4);
-      }
-      if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
-      const first = list[0]!;
-      callback(null, first.address, first.family);
-    });
+    const family = (options as { family?: number }).family;
+    resolver.lookup(merchantId, hostname).then(
+      (all) => {
+        const list = family === 4 || family === 6 ? all.filter((a) => a.family === family) : all;
+        if (list.length === 0) return callback(Object.assign(new Error(`${hostname} has no IPv${family} address`), { code: 'ENOTFOUND' }), '', 4);
+        if (!allowPrivate && !list.every((a) => isPublicAddress(a.address))) {
+          const refused = Object.assign(new Error(`${hostname} resolves to a non-public address`), { code: 'ENOTPUBLIC' });
+          return callback(refused, '', 4);
+        }
+        if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
+        const first = list[0]!;
+        callback(null, first.address, first.family);
+      },
+      (err: NodeJS.ErrnoException) => callback(err, '', 4),
+    );
   };
 }
 
 /** Idle keep-alive connections are closed after this long. */
 const IDLE_SOCKET_MS = 15_000;
-const MAX_SOCKETS_PER_ORIGIN = 32;
-/** Agents kept at most: past it the least recently used idle ones are destroyed (origins come and go). */
-const MAX_AGENTS = 1000;
-/** By origin, least recently used first (a Map iterates in insertion order; a use moves it to the end). */
-const agents = new Map<string, http.Agent>();
+/** Idle connections a pool keeps for the next attempts (more are closed as their responses end). */
+const MAX_IDLE_SOCKETS_PER_POOL = 32;
+/** A pool unused this long, with nothing in flight, is let go (its sockets closed IDLE_SOCKET_MS after their last use). */
+const IDLE_POOL_MS = 60_000;
+/** Pools kept at most: past it the least recently used idle ones are destroyed (merchants and origins come and go). */
+const MAX_POOLS = 1000;
 
 const isIdle = (agent: http.Agent) => Object.keys(agent.sockets).length === 0 && Object.keys(agent.requests).length === 0;
-
-/** How many keep-alive agents this process holds (one per merchant origin recently sent to). */
-export const keptAgentCount = (): number => agents.size;
-
-/** Destroys the least recently used agents with nothing in flight until at most MAX_AGENTS remain. */
-function evictIdleAgents(): void {
-  for (const [key, agent] of agents) {
-    if (agents.size <= MAX_AGENTS) return;
-    if (!isIdle(agent)) continue;
-    agent.destroy();
-    agents.delete(key);
-  }
-}
-
-/**
- * One keep-alive agent per merchant origin (and private-address policy), so consecutive deliveries to a
- * merchant reuse connections instead of a TCP (and TLS) handshake each. Every NEW connection still
- * resolves through the guarded lookup; a reused one is to an address that lookup already accepted.
- */
-function agentFor(url: URL, allowPrivate: boolean): http.Agent {
-  const key = `${url.protocol}//${url.host}|${allowPrivate ? 'private' : 'public'}`;
-  let agent = agents.get(key);
-  if (agent) {
-    agents.delete(key);
-  } else {
-    const options = { keepAlive: true, maxSockets: MAX_SOCKETS_PER_ORIGIN, maxFreeSockets: MAX_SOCKETS_PER_ORIGIN, timeout: IDLE_SOCKET_MS, lookup: guardedLookup(allowPrivate) };
-    agent = url.protocol === 'https:' ? new https.Agent(options) : new http.Agent(options);
-  }
-  agents.set(key, agent);
-  if (agents.size > MAX_AGENTS) evictIdleAgents();
-  return agent;
-}
 
 /** Bytes of a response body read (and dropped) before the connection is cut instead. */
 const MAX_DISCARDED_BODY_BYTES = 64 * 1024;
@@ -117,74 +92,147 @@ const STALE_SOCKET_ERRORS = new Set(['ECONNRESET', 'EPIPE']);
  */
 const STALE_SOCKET_WINDOW_MS = 1_000;
 
-/**
- * POSTs the exact body bytes once. Redirects are not followed (a 3xx is a failure: the merchant
- * registers the final address), and the whole exchange up to the response headers is bounded by
- * `timeoutMs`. The response body is discarded unread, within what is left of `timeoutMs` (discardBody).
- * A request that went out on a reused keep-alive connection the receiver had just closed is sent again
- * at once on a new connection, within the same timeout and as the same attempt (Node's documented
- * pattern for `req.reusedSocket`): the receiver did nothing wrong, and it never answered the first. Only
- * when the error comes within STALE_SOCKET_WINDOW_MS: a later one is a failed attempt like any other.
- */
-export async function sendWebhook(input: {
+export interface WebhookRequest {
+  /** Whose attempt: its connections are its own (a pool per merchant and origin), as are its lookups. */
+  merchantId: string;
   url: string;
   body: string;
   headers: Record<string, string>;
   timeoutMs: number;
   allowPrivate: boolean;
-}): Promise<SendResult> {
-  const started = performance.now();
-  const elapsed = () => Math.round(performance.now() - started);
-  const url = new URL(input.url);
-  const client = url.protocol === 'https:' ? https : http;
-  // An address literal is connected to without a lookup, so the guarded lookup never sees it: check it here.
-  const literal = url.hostname.replace(/^\[|\]$/g, '');
-  if (!input.allowPrivate && isIP(literal) !== 0 && !isPublicAddress(literal)) {
-    return { ok: false, responseStatus: null, error: `request failed: ENOTPUBLIC (${literal} is not a public address)`, durationMs: elapsed() };
+}
+
+/**
+ * Sends merchant webhooks over keep-alive pools, one per merchant and origin (and private-address
+ * policy): consecutive deliveries to a merchant reuse connections instead of a TCP (and TLS) handshake
+ * each, and merchants whose URLs are on one host (a platform hosting many shops) do not share sockets.
+ * A pool has no socket limit, so a request never waits in its queue while its attempt's timeout runs:
+ * how many connections a merchant has open is bounded by its in-flight share
+ * (WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT), plus its manual retries and test events. Every NEW connection
+ * resolves through the guarded lookup; a reused one is to an address that lookup already accepted.
+ */
+export class WebhookSender {
+  private readonly resolver: WebhookResolver;
+  /** By key, least recently used first (a Map iterates in insertion order; a use moves it to the end). */
+  private readonly pools = new Map<string, { agent: http.Agent; usedAt: number }>();
+  /** Connections whose host lookup is over: until then, an attempt that times out says the lookup did. */
+  private readonly resolved = new WeakSet<object>();
+
+  /** `dnsServers`: nameservers for merchant hosts (WEBHOOK_DNS_SERVERS); the system's by default. */
+  constructor(options: { dnsServers?: readonly string[] } = {}) {
+    this.resolver = new WebhookResolver(options.dnsServers);
   }
-  return new Promise<SendResult>((resolve) => {
-    let settled = false;
-    const finish = (result: SendResult) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve(result);
+
+  /** How many keep-alive pools this sender holds (one per merchant origin recently sent to). */
+  keptPoolCount(): number {
+    return this.pools.size;
+  }
+
+  /** A keep-alive pool, or (`keepAlive` false) a connection of its own for one request. */
+  private newAgent(url: URL, merchantId: string, allowPrivate: boolean, keepAlive: boolean): http.Agent {
+    const options: http.AgentOptions = {
+      keepAlive, maxSockets: Infinity, maxFreeSockets: MAX_IDLE_SOCKETS_PER_POOL, timeout: IDLE_SOCKET_MS,
+      lookup: guardedLookup(this.resolver, merchantId, allowPrivate),
     };
-    const send = (reuse: boolean): http.ClientRequest => {
-      const sentAt = performance.now();
-      const req = client.request(
-        url,
-        {
-          method: 'POST',
-          headers: { ...input.headers, 'Content-Length': String(Buffer.byteLength(input.body)) },
-          lookup: guardedLookup(input.allowPrivate),
-          // The resend opens a connection of its own: the agent's other idle ones may be as stale.
-          agent: reuse ? agentFor(url, input.allowPrivate) : false,
-        },
-        (res) => {
-          const status = res.statusCode ?? 0;
-          const ok = status >= 200 && status < 300;
-          const error = ok ? null : status >= 300 && status < 400 ? `redirect (HTTP ${status}) not followed` : `HTTP ${status}`;
-          finish({ ok, responseStatus: status, error, durationMs: elapsed() });
-          discardBody(res, Math.max(MIN_BODY_DRAIN_MS, input.timeoutMs - elapsed()));
-        },
-      );
-      req.on('error', (err: NodeJS.ErrnoException) => {
+    const agent = url.protocol === 'https:' ? new https.Agent(options) : new http.Agent(options);
+    // Marks each new connection once its lookup is over (net emits 'lookup' before connecting).
+    const create = agent.createConnection as (...args: unknown[]) => Duplex | null | undefined;
+    agent.createConnection = ((...args: unknown[]) => {
+      const socket = create.apply(agent, args);
+      socket?.once('lookup', () => this.resolved.add(socket));
+      return socket;
+    }) as typeof agent.createConnection;
+    return agent;
+  }
+
+  private poolFor(url: URL, merchantId: string, allowPrivate: boolean): http.Agent {
+    const key = `${merchantId}|${url.protocol}//${url.host}|${allowPrivate ? 'private' : 'public'}`;
+    const now = Date.now();
+    const pool = this.pools.get(key) ?? { agent: this.newAgent(url, merchantId, allowPrivate, true), usedAt: now };
+    this.pools.delete(key);
+    pool.usedAt = now;
+    this.pools.set(key, pool);
+    this.evictIdlePools(now);
+    return pool.agent;
+  }
+
+  /** Destroys pools with nothing in flight that were unused for IDLE_POOL_MS, or are the oldest past MAX_POOLS. */
+  private evictIdlePools(now: number): void {
+    for (const [key, { agent, usedAt }] of this.pools) {
+      const stale = now - usedAt > IDLE_POOL_MS;
+      if (!stale && this.pools.size <= MAX_POOLS) return;
+      if (!isIdle(agent)) continue;
+      agent.destroy();
+      this.pools.delete(key);
+    }
+  }
+
+  /**
+   * POSTs the exact body bytes once. Redirects are not followed (a 3xx is a failure: the merchant
+   * registers the final address), and the whole exchange up to the response headers is bounded by
+   * `timeoutMs`. The response body is discarded unread, within what is left of `timeoutMs` (discardBody).
+   * A request that went out on a reused keep-alive connection the receiver had just closed is sent again
+   * at once on a new connection, within the same timeout and as the same attempt (Node's documented
+   * pattern for `req.reusedSocket`): the receiver did nothing wrong, and it never answered the first. Only
+   * when the error comes within STALE_SOCKET_WINDOW_MS: a later one is a failed attempt like any other.
+   */
+  async send(input: WebhookRequest): Promise<SendResult> {
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
+    const url = new URL(input.url);
+    const client = url.protocol === 'https:' ? https : http;
+    // An address literal is connected to without a lookup, so the guarded lookup never sees it: check it here.
+    const literal = url.hostname.replace(/^\[|\]$/g, '');
+    if (!input.allowPrivate && isIP(literal) !== 0 && !isPublicAddress(literal)) {
+      return { ok: false, responseStatus: null, error: `request failed: ENOTPUBLIC (${literal} is not a public address)`, durationMs: elapsed() };
+    }
+    return new Promise<SendResult>((resolve) => {
+      let settled = false;
+      const finish = (result: SendResult) => {
         if (settled) return;
-        if (reuse && req.reusedSocket && STALE_SOCKET_ERRORS.has(err.code ?? '') && performance.now() - sentAt < STALE_SOCKET_WINDOW_MS) {
-          current = send(false);
-          return;
-        }
-        finish({ ok: false, responseStatus: null, error: capError(`request failed: ${err.code ?? err.message}`), durationMs: elapsed() });
-      });
-      req.end(input.body);
-      return req;
-    };
-    // Bounds the whole exchange up to the response headers (connect, send, wait), a resend included.
-    const timer = setTimeout(() => {
-      finish({ ok: false, responseStatus: null, error: `no response within ${input.timeoutMs} ms`, durationMs: elapsed() });
-      current.destroy();
-    }, input.timeoutMs);
-    let current = send(true);
-  });
+        settled = true;
+        clearTimeout(timer);
+        resolve(result);
+      };
+      const send = (reuse: boolean): http.ClientRequest => {
+        const sentAt = performance.now();
+        const req = client.request(
+          url,
+          {
+            method: 'POST',
+            headers: { ...input.headers, 'Content-Length': String(Buffer.byteLength(input.body)) },
+            // The resend opens a connection of its own: the pool's other idle ones may be as stale.
+            agent: reuse ? this.poolFor(url, input.merchantId, input.allowPrivate) : this.newAgent(url, input.merchantId, input.allowPrivate, false),
+          },
+          (res) => {
+            const status = res.statusCode ?? 0;
+            const ok = status >= 200 && status < 300;
+            const error = ok ? null : status >= 300 && status < 400 ? `redirect (HTTP ${status}) not followed` : `HTTP ${status}`;
+            finish({ ok, responseStatus: status, error, durationMs: elapsed() });
+            discardBody(res, Math.max(MIN_BODY_DRAIN_MS, input.timeoutMs - elapsed()));
+          },
+        );
+        req.on('error', (err: NodeJS.ErrnoException) => {
+          if (settled) return;
+          if (reuse && req.reusedSocket && STALE_SOCKET_ERRORS.has(err.code ?? '') && performance.now() - sentAt < STALE_SOCKET_WINDOW_MS) {
+            current = send(false);
+            return;
+          }
+          const error = err.code === DNS_TIMEOUT_CODE ? err.message : `request failed: ${err.code ?? err.message}`;
+          finish({ ok: false, responseStatus: null, error: capError(error), durationMs: elapsed() });
+        });
+        req.end(input.body);
+        return req;
+      };
+      // Bounds the whole exchange up to the response headers (lookup, connect, send, wait), a resend included.
+      const timer = setTimeout(() => {
+        const socket = current.socket;
+        const resolving = isIP(literal) === 0 && socket !== null && (socket as Socket).connecting && !this.resolved.has(socket);
+        const error = resolving ? new DnsTimeoutError(url.hostname).message : `no response within ${input.timeoutMs} ms`;
+        finish({ ok: false, responseStatus: null, error, durationMs: elapsed() });
+        current.destroy();
+      }, input.timeoutMs);
+      let current = send(true);
+    });
+  }
 }
