@@ -10,6 +10,7 @@ import { SecretBox } from './domain/crypto/secret-box.js';
 import { DeliveryService } from './domain/delivery/delivery.service.js';
 import { EventLog } from './domain/events/event-log.js';
 import { CredentialsService } from './domain/merchants/credentials.service.js';
+import { MerchantHostResolver } from './domain/merchants/merchant-host-resolver.js';
 import { MerchantService } from './domain/merchants/merchant.service.js';
 import { createAgenda } from './jobs/agenda.js';
 import { AgendaDeliveryQueue } from './jobs/delivery-queue.js';
@@ -95,6 +96,8 @@ export interface Container {
   accessChanges: ChangeNotifications;
   providers: ProviderRegistry;
   secrets: SecretBox;
+  /** Resolves merchants' hosts for deliveries and URL checks (one per process: its per-merchant bound is the process's). */
+  merchantHosts: MerchantHostResolver;
   services: Services;
   sandboxMounts: { path: string; router: Router }[];
   sandboxDeps: SandboxDeps;
@@ -137,7 +140,9 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   agenda.on('ready', () => (agendaReady = true));
 
   const logger = options.logger;
-  const merchants = new MerchantService(em, secrets, config.webhookAllowPrivateUrls);
+  // Merchants' hosts (webhook URLs, callback URLs) are resolved here, never on libuv's thread pool.
+  const merchantHosts = new MerchantHostResolver(config.webhookDnsServers);
+  const merchants = new MerchantService(em, secrets, config.webhookAllowPrivateUrls, merchantHosts);
   const deliveryQueue = new AgendaDeliveryQueue(agenda, em, logger);
   // Scheduling is rare and brief: two connections are plenty (idempotency needs none of its own).
   const keyLock = new KeyLock(options.databaseUrl, KEY_LOCK_POOL_MAX);
@@ -181,7 +186,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const gateway = new ProviderGateway(providers, credentials);
   const writer = new StatusWriter(em, deliveryQueue, metrics.integrityMismatches, logger);
   const idempotency = new IdempotencyKeys(em, writer, config.idempotencyLeaseMs);
-  const payments = new PaymentService(em, config, credentials, gateway, idempotency, writer, logger);
+  const payments = new PaymentService(em, config, credentials, gateway, idempotency, writer, logger, merchantHosts);
   const refunds = new RefundService(em, config, gateway, writer, idempotency, logger);
   const services: Services = {
     apiKeys: new ApiKeyService(em, principalCache),
@@ -197,11 +202,11 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
         timeoutMs: config.webhookTimeoutMs,
         allowPrivateUrls: config.webhookAllowPrivateUrls,
         maxInFlightPerMerchant: config.webhookMaxInFlightPerMerchant,
-        dnsServers: config.webhookDnsServers,
       },
       deliveryQueue,
       logger,
       metrics.webhookDeliveryAttempts,
+      merchantHosts,
     ),
     events: new EventLog(em, config.eventRetentionMs),
     idempotencyKeyRetention: new IdempotencyKeyRetention(em, config.idempotencyKeyRetentionMs),
@@ -213,7 +218,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     abandonFailed: new AbandonFailedService(em, gateway, writer, logger),
     refundSync: new RefundSyncService(em, config, gateway, refunds, logger),
     inbound: new InboundPipeline(em, providers, credentials, writer, logger),
-    operations: new ProviderOperationsService(em, config, providers, credentials, writer, logger),
+    operations: new ProviderOperationsService(em, config, providers, credentials, writer, logger, merchantHosts),
   };
 
   // Created always (a pool opens no connection until used): a worker runs the simulators' jobs.
@@ -232,6 +237,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     accessChanges,
     providers,
     secrets,
+    merchantHosts,
     services,
     sandboxMounts,
     sandboxDeps,

@@ -20,7 +20,7 @@ export async function captureListSql(databaseUrl: string, merchantId: string, qu
   });
   try {
     // Only `list` is used: it needs nothing but the entity manager.
-    const service = new PaymentService(orm.em as never, null as never, null as never, null as never, null as never, null as never, null as never);
+    const service = new PaymentService(orm.em as never, null as never, null as never, null as never, null as never, null as never, null as never, null as never);
     const out: { page: string; count: string; rowCount: string }[] = [];
     for (const q of queries) {
       captured = [];

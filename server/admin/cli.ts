@@ -21,6 +21,7 @@ import { ApiKeyService, parseScopes } from '../domain/auth/api-key.service.js';
 import { resealSecrets } from '../domain/crypto/stored-secrets.js';
 import { SecretBox } from '../domain/crypto/secret-box.js';
 import { DomainError } from '../domain/errors.js';
+import { MerchantHostResolver } from '../domain/merchants/merchant-host-resolver.js';
 import { MerchantService } from '../domain/merchants/merchant.service.js';
 import { restartChecks } from '../domain/payments/sync-schedule.js';
 import { runningEmbeddedUrl, startEmbeddedPostgres, type EmbeddedDatabase } from '../persistence/embedded-postgres.js';
@@ -155,7 +156,7 @@ async function run(argv: string[]): Promise<unknown> {
       };
       switch (command) {
         case 'merchant create': {
-          const merchant = await new MerchantService(orm.em, secrets, config.webhookAllowPrivateUrls).create(required(values, 'name'));
+          const merchant = await new MerchantService(orm.em, secrets, config.webhookAllowPrivateUrls, new MerchantHostResolver(config.webhookDnsServers)).create(required(values, 'name'));
           return { merchant_id: merchant.id, name: merchant.name };
         }
         case 'key create':

@@ -1,5 +1,5 @@
-import dgram from 'node:dgram';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startNameserver } from '../support/nameserver.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { attemptsOf, delivery, emitEvent, registerWebhook } from './events.js';
 import { WebhookReceiver, waitFor } from './receiver.js';
@@ -54,29 +54,13 @@ describe('merchants whose endpoints are on one host', () => {
   }, 120_000);
 });
 
-/** A nameserver that takes every query and never answers; it keeps the names asked. */
-async function blackHoleNameserver() {
-  const socket = dgram.createSocket('udp4');
-  const names: string[] = [];
-  socket.on('message', (packet) => {
-    // The question's name: length-prefixed labels after the 12-byte header.
-    const labels: string[] = [];
-    for (let at = 12; at < packet.length && packet[at]! > 0; at += packet[at]! + 1) {
-      labels.push(packet.subarray(at + 1, at + 1 + packet[at]!).toString('latin1'));
-    }
-    names.push(labels.join('.'));
-  });
-  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
-  return { address: `127.0.0.1:${socket.address().port}`, names, close: () => new Promise<void>((resolve) => socket.close(() => resolve())) };
-}
-
 describe('a merchant whose webhook host has a nameserver that never answers', () => {
   let t: TestService;
   let receiver: WebhookReceiver;
-  let nameserver: Awaited<ReturnType<typeof blackHoleNameserver>>;
+  let nameserver: Awaited<ReturnType<typeof startNameserver>>;
   beforeAll(async () => {
     receiver = await new WebhookReceiver().start();
-    nameserver = await blackHoleNameserver();
+    nameserver = await startNameserver(); // answers no name
     // Every merchant host not in /etc/hosts is asked of the black hole. Attempts wait up to 30 s, as in
     // production: a lookup that gets no answer fails on its own, well before.
     t = await startTestService({ WEBHOOK_DNS_SERVERS: nameserver.address, WEBHOOK_TIMEOUT_MS: '30000' });
@@ -93,7 +77,7 @@ describe('a merchant whose webhook host has a nameserver that never answers', ()
     const a = await merchantAt(t, 'Unresolvable', `http://${host}:${port}/shop-a`);
     const ids: string[] = [];
     for (let i = 0; i < 20; i++) ids.push((await emitEvent(t, a.merchantId)).deliveryId);
-    await waitFor(async () => nameserver.names.includes(host), 'the lookup of shop A\'s host');
+    await waitFor(async () => nameserver.asked.includes(host), 'the lookup of shop A\'s host');
 
     // While A's lookups wait for their answer: a merchant on an address literal, and one on localhost
     // (answered from /etc/hosts, never asked of the nameserver).
@@ -105,7 +89,7 @@ describe('a merchant whose webhook host has a nameserver that never answers', ()
     await delivered(t, toC.deliveryId, "shop C's delivery");
     expect(receiver.on('/shop-b')).toHaveLength(1);
     expect(receiver.on('/shop-c')).toHaveLength(1);
-    expect(nameserver.names.filter((name) => name !== host)).toEqual([]);
+    expect(nameserver.asked.filter((name) => name !== host)).toEqual([]);
 
     // A's first attempts fail with the lookup's own error, and the deliveries go on to their retries.
     const first = ids[0]!;

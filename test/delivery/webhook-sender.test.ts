@@ -3,6 +3,7 @@ import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { WebhookSender, type WebhookRequest } from '../../server/domain/delivery/webhook-sender.js';
+import { MerchantHostResolver } from '../../server/domain/merchants/merchant-host-resolver.js';
 import { WebhookReceiver } from '../support/webhook-receiver.js';
 
 // The sender checks the address it actually connects to, so a hostname whose DNS answer changes after
@@ -14,7 +15,7 @@ beforeAll(async () => {
 });
 afterAll(async () => receiver.stop());
 
-const sender = new WebhookSender();
+const sender = new WebhookSender(new MerchantHostResolver());
 const sendWebhook = (request: Omit<WebhookRequest, 'merchantId'>) => sender.send({ merchantId: 'merchant-1', ...request });
 const send = (url: string, allowPrivate: boolean) =>
   sendWebhook({ url, body: '{"id":"evt_1"}', headers: { 'Content-Type': 'application/json' }, timeoutMs: 2000, allowPrivate });
@@ -207,7 +208,7 @@ describe('a host whose nameserver never answers', () => {
     const nameserver = dgram.createSocket('udp4');
     await new Promise<void>((resolve) => nameserver.bind(0, '127.0.0.1', resolve));
     try {
-      const viaBlackHole = new WebhookSender({ dnsServers: [`127.0.0.1:${nameserver.address().port}`] });
+      const viaBlackHole = new WebhookSender(new MerchantHostResolver([`127.0.0.1:${nameserver.address().port}`]));
       const result = await viaBlackHole.send({ merchantId: 'merchant-1', url: 'http://shop.black-hole.test/hook', body: '{}', headers: {}, timeoutMs: 1000, allowPrivate: true });
       expect(result).toMatchObject({ ok: false, responseStatus: null, error: 'DNS lookup for shop.black-hole.test timed out' });
     } finally {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startNameserver } from '../support/nameserver.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 // Every URL the service or a provider will call follows one policy: with private URLs not allowed
@@ -89,4 +90,39 @@ describe('one outbound URL policy, private URLs not allowed', () => {
     expect(mapped.status).toBe(422);
     expect(await strict.sql('SELECT * FROM sandbox_mobilemoney_pull_registrations')).toEqual([]);
   });
+});
+
+describe('merchant hosts are resolved by the service\'s own resolver, private URLs not allowed', () => {
+  // WEBHOOK_DNS_SERVERS points at a nameserver of the test's: it answers shop.answers.test with a public
+  // address and never answers anything else (a merchant's domain whose nameserver is down).
+  let nameserver: Awaited<ReturnType<typeof startNameserver>>;
+  let s: TestService;
+  let apiKey: string;
+  beforeAll(async () => {
+    nameserver = await startNameserver({ 'shop.answers.test': '93.184.215.14' });
+    s = await startTestService({ WEBHOOK_ALLOW_PRIVATE_URLS: 'false', WEBHOOK_DNS_SERVERS: nameserver.address });
+    ({ apiKey } = await s.createMerchant('Resolved'));
+    await s.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'mobilemoney', mobilemoney: MOBILEMONEY_CREDS }).expect(200);
+  });
+  afterAll(async () => {
+    await s?.stop();
+    await nameserver?.close();
+  });
+
+  it('accepts a webhook URL whose host the nameserver resolves to a public address', async () => {
+    await s.http.put('/v1/merchant/webhook').set('X-API-Key', apiKey).send({ webhook_url: 'https://shop.answers.test/hook' }).expect(200);
+    expect(nameserver.asked).toContain('shop.answers.test');
+  });
+
+  it('refuses a webhook URL or callback_url whose host gets no answer, as one that does not resolve', async () => {
+    const hook = await s.http.put('/v1/merchant/webhook').set('X-API-Key', apiKey).send({ webhook_url: 'https://shop.black-hole.test/hook' });
+    expect(hook.status).toBe(422);
+    expect(hook.body.error.details).toEqual([{ field: 'webhook_url', issue: 'host shop.black-hole.test must resolve to a public address' }]);
+    const payment = await s.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', 'black-hole-callback')
+      .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254708374149', callback_url: 'https://cb.black-hole.test/x' });
+    expect(payment.status).toBe(422);
+    expect(payment.body.error.details).toEqual([{ field: 'callback_url', issue: 'host cb.black-hole.test must resolve to a public address' }]);
+    expect(nameserver.asked).toEqual(expect.arrayContaining(['shop.black-hole.test', 'cb.black-hole.test']));
+    expect(await s.sql('SELECT id FROM payments')).toEqual([]);
+  }, 30_000);
 });

@@ -6,6 +6,7 @@ import { MerchantSchema, WebhookDeliverySchema, type DeliveryStatus, type Webhoo
 import { RECOVER_MAX_DAYS } from '../../../contract/index.js';
 import { DomainError, conflict, notFound, validationError } from '../errors.js';
 import type { MerchantEventType } from '../events/merchant-events.js';
+import type { MerchantHostResolver } from '../merchants/merchant-host-resolver.js';
 import type { MerchantService } from '../merchants/merchant.service.js';
 import { assertUrlShape } from '../merchants/webhook-url-policy.js';
 import {
@@ -25,8 +26,6 @@ export interface DeliveryConfig {
   allowPrivateUrls: boolean;
   /** Attempts one merchant may have in flight at once, across every worker (leaseDueDeliveries). */
   maxInFlightPerMerchant: number;
-  /** Nameservers for merchant hosts (WEBHOOK_DNS_SERVERS); the system's when unset. */
-  dnsServers?: readonly string[];
 }
 
 /** The result of a scheduled attempt, so the caller can book the next one. */
@@ -78,8 +77,9 @@ export class DeliveryService {
     private readonly queue: DeliveryQueue,
     private readonly logger: Logger,
     private readonly attempts: DeliveryAttemptCounter,
+    hosts: MerchantHostResolver,
   ) {
-    this.sender = new WebhookSender({ dnsServers: config.dnsServers });
+    this.sender = new WebhookSender(hosts);
     this.delivered = new GroupWriter(async (records) => {
       const updated = await recordDeliveredAttempts(this.em, records);
       return records.map((r) => updated.has(leaseKey(r.deliveryId, r.leaseToken)));

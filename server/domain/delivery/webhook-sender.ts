@@ -4,7 +4,7 @@ import https from 'node:https';
 import { isIP, type LookupFunction, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { isPublicAddress } from '../merchants/webhook-url-policy.js';
-import { DNS_TIMEOUT_CODE, DnsTimeoutError, WebhookResolver } from './webhook-resolver.js';
+import { DNS_TIMEOUT_CODE, DnsTimeoutError, MerchantHostResolver } from '../merchants/merchant-host-resolver.js';
 
 /** What one HTTP attempt produced; `responseStatus` is null when no response arrived. */
 export interface SendResult {
@@ -22,12 +22,12 @@ export function capError(text: string): string {
 }
 
 /**
- * A lookup through the merchant's share of the resolver (webhook-resolver.ts) that refuses a non-public
+ * A lookup through the merchant's share of the resolver (merchant-host-resolver.ts) that refuses a non-public
  * address unless private URLs are allowed. The check runs on the address the socket actually connects
  * to, so a DNS answer that changes between the URL check and the request (rebinding) cannot point a
  * delivery at the internal network.
  */
-function guardedLookup(resolver: WebhookResolver, merchantId: string, allowPrivate: boolean): LookupFunction {
+function guardedLookup(resolver: MerchantHostResolver, merchantId: string, allowPrivate: boolean): LookupFunction {
   return (hostname, options, callback) => {
     const family = (options as { family?: number }).family;
     resolver.lookup(merchantId, hostname).then(
@@ -112,16 +112,12 @@ export interface WebhookRequest {
  * resolves through the guarded lookup; a reused one is to an address that lookup already accepted.
  */
 export class WebhookSender {
-  private readonly resolver: WebhookResolver;
   /** By key, least recently used first (a Map iterates in insertion order; a use moves it to the end). */
   private readonly pools = new Map<string, { agent: http.Agent; usedAt: number }>();
   /** Connections whose host lookup is over: until then, an attempt that times out says the lookup did. */
   private readonly resolved = new WeakSet<object>();
 
-  /** `dnsServers`: nameservers for merchant hosts (WEBHOOK_DNS_SERVERS); the system's by default. */
-  constructor(options: { dnsServers?: readonly string[] } = {}) {
-    this.resolver = new WebhookResolver(options.dnsServers);
-  }
+  constructor(private readonly resolver: MerchantHostResolver) {}
 
   /** How many keep-alive pools this sender holds (one per merchant origin recently sent to). */
   keptPoolCount(): number {

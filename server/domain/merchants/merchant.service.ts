@@ -5,7 +5,7 @@ import { MerchantSchema, ProviderCredentialSchema, type Merchant } from '../../p
 import type { SecretBox } from '../crypto/secret-box.js';
 import { generateWebhookSecret } from '../crypto/tokens.js';
 import { DomainError, notFound } from '../errors.js';
-import { assertDeliverableUrl } from './webhook-url-policy.js';
+import { assertDeliverableUrl, type HostResolver } from './webhook-url-policy.js';
 
 export interface MerchantView {
   merchant: Merchant;
@@ -18,6 +18,7 @@ export class MerchantService {
     private readonly em: EntityManager,
     private readonly secrets: SecretBox,
     private readonly allowPrivateWebhookUrls: boolean,
+    private readonly hosts: HostResolver,
   ) {}
 
   async create(name: string): Promise<Merchant> {
@@ -37,7 +38,7 @@ export class MerchantService {
 
   /** Registers (or re-registers) the webhook URL; returns the new secret, which is never shown again. */
   async setWebhook(merchantId: string, webhookUrl: string): Promise<{ webhookUrl: string; webhookSecret: string }> {
-    const url = await assertDeliverableUrl(webhookUrl, this.allowPrivateWebhookUrls);
+    const url = await assertDeliverableUrl(webhookUrl, { allowPrivate: this.allowPrivateWebhookUrls, hosts: this.hosts, merchantId });
     const merchant = await this.em.findOne(MerchantSchema, { id: merchantId });
     if (!merchant) throw notFound('merchant');
     const secret = generateWebhookSecret();

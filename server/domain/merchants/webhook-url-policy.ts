@@ -1,4 +1,4 @@
-import { lookup } from 'node:dns/promises';
+import type { LookupAddress } from 'node:dns';
 import ipaddr from 'ipaddr.js';
 import { validationError } from '../errors.js';
 
@@ -76,19 +76,34 @@ export function assertUrlShape(raw: string, allowPrivate: boolean, field = 'webh
 }
 
 /**
+ * Resolves a merchant's host: MerchantHostResolver (merchant-host-resolver.ts), not `dns.lookup`, whose
+ * threads a merchant's unanswered lookups would take from every other lookup of the process.
+ */
+export interface HostResolver {
+  lookup(merchantId: string, host: string): Promise<LookupAddress[]>;
+}
+
+/** Whether private addresses are allowed, and, when not, how to resolve the host and for whom. */
+export interface UrlPolicy {
+  allowPrivate: boolean;
+  hosts: HostResolver;
+  merchantId: string;
+}
+
+/**
  * The one policy for every URL the service or a provider will call (merchant webhook URL, a payment's
  * mobile-money callback_url, register-pull's callback_url): https and only public addresses, unless
  * configuration allows private ones (development, tests, the sandbox). Before every delivery the URL's
  * shape is checked again (assertUrlShape) and the sender checks the address it connects to, so a DNS
  * change cannot turn the delivery worker against the internal network.
  */
-export async function assertDeliverableUrl(raw: string, allowPrivate: boolean, field = 'webhook_url'): Promise<URL> {
-  const url = assertUrlShape(raw, allowPrivate, field);
-  if (allowPrivate) return url;
+export async function assertDeliverableUrl(raw: string, policy: UrlPolicy, field = 'webhook_url'): Promise<URL> {
+  const url = assertUrlShape(raw, policy.allowPrivate, field);
+  if (policy.allowPrivate) return url;
   const host = url.hostname.replace(/^\[|\]$/g, '');
   let addresses: string[];
   try {
-    addresses = ipaddr.isValid(host) ? [host] : (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+    addresses = ipaddr.isValid(host) ? [host] : (await policy.hosts.lookup(policy.merchantId, host)).map((a) => a.address);
   } catch {
     addresses = [];
   }

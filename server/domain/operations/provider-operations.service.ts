@@ -7,7 +7,7 @@ import { DomainError } from '../errors.js';
 import { formatMinorUnits } from '../money/money.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import type { AppConfig } from '../../config/config.js';
-import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
+import { assertDeliverableUrl, type HostResolver } from '../merchants/webhook-url-policy.js';
 import { paymentLookup, toUpdate } from '../payments/payment.service.js';
 import type { StatusWriter } from '../payments/status-writer.js';
 import { ProviderError, type ProviderOperations, type ProviderRegistry } from '../ports.js';
@@ -61,6 +61,7 @@ export class ProviderOperationsService {
     private readonly credentials: CredentialsService,
     private readonly writer: StatusWriter,
     private readonly logger: Logger,
+    private readonly hosts: HostResolver,
   ) {}
 
   private operation<K extends keyof ProviderOperations<unknown>>(provider: Provider, name: K): NonNullable<ProviderOperations<unknown>[K]> {
@@ -214,7 +215,7 @@ export class ProviderOperationsService {
   async registerTransactionFeed(merchantId: string, provider: Provider, input: Record<string, string | undefined>): Promise<Record<string, unknown>> {
     const register = this.operation(provider, 'registerTransactionFeed');
     // The provider will post there: the same policy as the merchant's webhook URL.
-    if (input.callback_url) await assertDeliverableUrl(input.callback_url, this.config.webhookAllowPrivateUrls, 'callback_url');
+    if (input.callback_url) await assertDeliverableUrl(input.callback_url, { allowPrivate: this.config.webhookAllowPrivateUrls, hosts: this.hosts, merchantId }, 'callback_url');
     const creds = await this.credentials.require(merchantId, provider);
     let answer;
     try {

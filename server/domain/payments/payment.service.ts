@@ -8,7 +8,7 @@ import { PaymentSchema, SavedCardSchema, type Payment } from '../../persistence/
 import { createdWindow } from '../created-window.js';
 import { DomainError, OutcomeUnknownError, conflict, notFound } from '../errors.js';
 import { assertCredentialsConfigured, type CredentialsService } from '../merchants/credentials.service.js';
-import { assertDeliverableUrl } from '../merchants/webhook-url-policy.js';
+import { assertDeliverableUrl, type HostResolver } from '../merchants/webhook-url-policy.js';
 import { compareDecimals, currencyDigits, formatMinorUnits } from '../money/money.js';
 import { ProviderError, type CreatePaymentInput, type PaymentLookup, type ProviderPaymentResult, type ProviderPort } from '../ports.js';
 import { hashRequest, type Acquired, type ClaimedKey, type IdempotencyKeys, type IdempotentRequest } from './idempotency-keys.js';
@@ -71,6 +71,7 @@ export class PaymentService {
     private readonly idempotency: IdempotencyKeys,
     private readonly writer: StatusWriter,
     private readonly logger: Logger,
+    private readonly hosts: HostResolver,
   ) {}
 
   /**
@@ -87,7 +88,7 @@ export class PaymentService {
     let creds: unknown;
     try {
       // The operator will call this address: the same policy as the merchant's webhook URL.
-      if (request.fields.callback_url) await assertDeliverableUrl(request.fields.callback_url, this.config.webhookAllowPrivateUrls, 'callback_url');
+      if (request.fields.callback_url) await assertDeliverableUrl(request.fields.callback_url, { allowPrivate: this.config.webhookAllowPrivateUrls, hosts: this.hosts, merchantId }, 'callback_url');
       creds = await this.credentials.require(merchantId, request.provider);
     } catch (err) {
       // Refused before the claim (e.g. the credentials were deleted since): a key already used still answers as it did.

@@ -3,7 +3,8 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 
 /**
- * Resolves merchant webhook hosts without libuv's thread pool. `dns.lookup` (getaddrinfo) runs on that
+ * Resolves merchants' hosts (webhook URLs, at delivery and when registered; payments' and register-pull's
+ * callback_url) without libuv's thread pool. `dns.lookup` (getaddrinfo) runs on that
  * pool's 4 threads, shared with every other lookup of the process (provider calls through fetch too):
  * a merchant whose nameserver never answers would hold threads 5–10 s per lookup and stall everyone's.
  * Here queries go over c-ares (`dns.promises.Resolver`, sockets on the event loop), each bounded by
@@ -59,7 +60,7 @@ export function parseHostsFile(text: string): Map<string, LookupAddress[]> {
   return names;
 }
 
-export class WebhookResolver {
+export class MerchantHostResolver {
   private readonly resolver = new dns.promises.Resolver({ timeout: QUERY_TIMEOUT_MS, tries: QUERY_TRIES });
   private readonly cache = new Map<string, { addresses: LookupAddress[]; until: number }>();
   /** The query under way per host: later lookups of it wait for the same answer. */

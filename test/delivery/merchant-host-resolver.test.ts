@@ -1,37 +1,29 @@
-import dgram from 'node:dgram';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { MAX_LOOKUPS_PER_MERCHANT, WebhookResolver, parseHostsFile } from '../../server/domain/delivery/webhook-resolver.js';
+import { MAX_LOOKUPS_PER_MERCHANT, MerchantHostResolver, parseHostsFile } from '../../server/domain/merchants/merchant-host-resolver.js';
+import { startNameserver } from '../support/nameserver.js';
 import { waitFor } from './receiver.js';
 
-/** A nameserver that never answers; it keeps the name of every query (both A and AAAA are asked). */
-let socket: dgram.Socket;
-const asked: string[] = [];
+/** Answers shop.answers.test; never answers any other name. */
+let nameserver: Awaited<ReturnType<typeof startNameserver>>;
 beforeAll(async () => {
-  socket = dgram.createSocket('udp4');
-  socket.on('message', (packet) => {
-    const labels: string[] = [];
-    for (let at = 12; at < packet.length && packet[at]! > 0; at += packet[at]! + 1) {
-      labels.push(packet.subarray(at + 1, at + 1 + packet[at]!).toString('latin1'));
-    }
-    asked.push(labels.join('.'));
-  });
-  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+  nameserver = await startNameserver({ 'shop.answers.test': '93.184.215.14' });
 });
-afterAll(() => new Promise<void>((resolve) => socket.close(() => resolve())));
+afterAll(() => nameserver.close());
 
-const server = () => `127.0.0.1:${socket.address().port}`;
+const asked = () => nameserver.asked;
+const server = () => nameserver.address;
 
-describe('webhook host resolver', () => {
+describe('merchant host resolver', () => {
   it('one merchant has at most its share of hosts being resolved; another merchant\'s lookups start at once', async () => {
-    const resolver = new WebhookResolver([server()]);
+    const resolver = new MerchantHostResolver([server()]);
     const hosts = Array.from({ length: MAX_LOOKUPS_PER_MERCHANT + 2 }, (_, i) => `host-${i}.a.black-hole.test`);
     const lookups = hosts.map((host) => resolver.lookup('merchant-a', host).then(() => 'answered', (err: Error) => err.message));
-    await waitFor(async () => hosts.slice(0, MAX_LOOKUPS_PER_MERCHANT).every((h) => asked.includes(h)), 'the first lookups asked');
+    await waitFor(async () => hosts.slice(0, MAX_LOOKUPS_PER_MERCHANT).every((h) => asked().includes(h)), 'the first lookups asked');
 
     // Merchant B's host is asked while A's last two still wait for A's turn.
     const other = resolver.lookup('merchant-b', 'shop.b.black-hole.test').catch((err: Error) => err.message);
-    await waitFor(async () => asked.includes('shop.b.black-hole.test'), "merchant B's lookup asked");
-    expect(new Set(asked.filter((name) => name.endsWith('.a.black-hole.test')))).toEqual(new Set(hosts.slice(0, MAX_LOOKUPS_PER_MERCHANT)));
+    await waitFor(async () => asked().includes('shop.b.black-hole.test'), "merchant B's lookup asked");
+    expect(new Set(asked().filter((name) => name.endsWith('.a.black-hole.test')))).toEqual(new Set(hosts.slice(0, MAX_LOOKUPS_PER_MERCHANT)));
 
     // Concurrent lookups of one host share its query.
     const again = resolver.lookup('merchant-a', hosts[0]!).catch((err: Error) => err.message);
@@ -40,11 +32,19 @@ describe('webhook host resolver', () => {
     expect(await other).toBe('DNS lookup for shop.b.black-hole.test timed out');
   }, 30_000);
 
+  it('answers from the nameserver, then from its cache for the record\'s TTL', async () => {
+    const resolver = new MerchantHostResolver([server()]);
+    expect(await resolver.lookup('merchant-a', 'shop.answers.test')).toEqual([{ address: '93.184.215.14', family: 4 }]);
+    expect(await resolver.lookup('merchant-b', 'SHOP.answers.test')).toEqual([{ address: '93.184.215.14', family: 4 }]);
+    // One A and one AAAA query (no AAAA record), for both lookups.
+    expect(asked().filter((name) => name === 'shop.answers.test')).toHaveLength(2);
+  });
+
   it('answers names of the hosts file (localhost) without asking the nameserver', async () => {
-    const resolver = new WebhookResolver([server()]);
-    const before = asked.length;
+    const resolver = new MerchantHostResolver([server()]);
+    const before = asked().length;
     expect(await resolver.lookup('merchant-a', 'localhost')).toContainEqual({ address: '127.0.0.1', family: 4 });
-    expect(asked.length).toBe(before);
+    expect(asked().length).toBe(before);
   });
 
   it('reads a hosts file: addresses with their names and aliases, comments ignored', () => {
