@@ -148,16 +148,16 @@ export class WebhookSender {
     this.pools.delete(key);
     pool.usedAt = now;
     this.pools.set(key, pool);
-    this.evictIdlePools(now);
+    this.evictIdlePools(now, key);
     return pool.agent;
   }
 
-  /** Destroys pools with nothing in flight that were unused for IDLE_POOL_MS, or are the oldest past MAX_POOLS. */
-  private evictIdlePools(now: number): void {
+  /** Destroys pools with nothing in flight that were unused for IDLE_POOL_MS, or are the oldest past MAX_POOLS; never `inUse`. */
+  private evictIdlePools(now: number, inUse: string): void {
     for (const [key, { agent, usedAt }] of this.pools) {
       const stale = now - usedAt > IDLE_POOL_MS;
       if (!stale && this.pools.size <= MAX_POOLS) return;
-      if (!isIdle(agent)) continue;
+      if (key === inUse || !isIdle(agent)) continue;
       agent.destroy();
       this.pools.delete(key);
     }

@@ -15,7 +15,7 @@ import { isIP } from 'node:net';
 
 /** How long a lookup may take, waiting for its merchant's turn included; then it fails as timed out. */
 export const DNS_LOOKUP_TIMEOUT_MS = 5_000;
-/** c-ares: the first try waits 1.5 s, the second twice that: about 4.5 s in all, within the lookup's timeout. */
+/** c-ares: two tries, the first waiting 1.5 s, the second longer (it backs off): about 4 s in all, within the lookup's timeout. */
 const QUERY_TIMEOUT_MS = 1_500;
 const QUERY_TRIES = 2;
 /** Hosts one merchant may have being resolved at once (its attempts to one host share a query). */
