@@ -314,6 +314,13 @@ export interface NotificationScheme<C> {
    * could not be asked throws ProviderError (the pipeline answers 5xx and the provider retries).
    */
   verify(request: InboundRequest, creds: C, subjectId: string): Promise<Verification>;
+  /**
+   * Whether the request came to the address we gave the provider for its answers to our own requests
+   * about `subjectId` (bound to it by a token only we and the provider know): then it answers one of
+   * those requests, whatever provider reference it names. Checked apart from verify, which may rest on a
+   * signature over the body alone. Absent: no such address.
+   */
+  answersOurRequestAbout?(request: InboundRequest, creds: C, subjectId: string): boolean;
   /** The refunds of `ref` as the provider lists them, oldest first (see RefundOutcomeNotification.fetchRefundsOf). */
   fetchRefunds?(creds: C, ref: string): Promise<RefundReport[]>;
   /**

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { MAX_REVERSAL_RESENDS, RESEND_AFTER_REPORT_CHECKS } from '../../server/domain/refunds/refund-sync.service.js';
+import { callbackToken } from '../../server/providers/mobilemoney/callback.js';
 import { inProcessLogFile } from '../support/secret-audit.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
@@ -38,6 +39,7 @@ afterEach(async () => {
   // Nothing a test left held or to lose reaches the next one (a failed test must not make the next fail).
   await t.http.post('/sandbox/mobilemoney/_control/lose-results').send({ count: 0 });
   await t.http.post('/sandbox/mobilemoney/_control/hold-results').send({ count: 0 });
+  await t.http.post('/sandbox/mobilemoney/_control/lose-answers').send({ count: 0 });
   await t.sql('DELETE FROM sandbox_held_results');
   await setCredentials();
 });
@@ -64,6 +66,10 @@ const control = async () =>
   (await t.sql<{ lost_results: number; held_results: number }>(`SELECT lost_results, held_results FROM sandbox_controls WHERE provider = 'mobilemoney'`))[0]!;
 const loseResults = async (count: number) => {
   await t.http.post('/sandbox/mobilemoney/_control/lose-results').send({ count }).expect(200);
+};
+/** The operator carries out the next `count` reversal (or status) requests and their acknowledgements are lost: the connection drops. */
+const loseAnswers = async (count: number) => {
+  await t.http.post('/sandbox/mobilemoney/_control/lose-answers').send({ count }).expect(200);
 };
 const untilLost = (what: string) => eventually(async () => ((await control()).lost_results === 0 ? true : null), 10_000, what);
 const holdResults = async (count: number) => {
@@ -311,10 +317,75 @@ describe('a reversal acknowledged by the operator whose result callback was lost
     expect((await refund(p.id)).status).toBe(201);
   });
 
-  it('the hold-results and release-results controls take a whole count', async () => {
+  it('the hold-results, release-results and lose-answers controls take a whole count', async () => {
     for (const count of [-1, 1.5, '2', null]) expect((await t.http.post('/sandbox/mobilemoney/_control/hold-results').send({ count })).status).toBe(400);
+    for (const count of [-1, 1.5, '2', null]) expect((await t.http.post('/sandbox/mobilemoney/_control/lose-answers').send({ count })).status).toBe(400);
+    expect((await t.http.post('/sandbox/mobilemoney/_control/lose-answers').send({ count: 0 }).expect(200)).body).toEqual({ provider: 'mobilemoney', lose_answers: 0 });
     for (const count of [0, -1, 1.5, '2', null]) expect((await t.http.post('/sandbox/mobilemoney/_control/release-results').send({ count })).status).toBe(400);
     expect((await t.http.post('/sandbox/mobilemoney/_control/hold-results').send({ count: 0 }).expect(200)).body).toEqual({ provider: 'mobilemoney', hold_results: 0 });
     expect((await t.http.post('/sandbox/mobilemoney/_control/release-results').send({ count: 1 }).expect(200)).body).toEqual({ provider: 'mobilemoney', released: 0, statuses: [] });
+  });
+});
+
+describe('a reversal whose acknowledgement was lost, sent again by the refund sync', () => {
+  it('the repeat refused (2001: the initiator password changed meanwhile): the refund stays pending, no refund.failed; the first request\'s success, arriving late at the refund\'s address, completes it', async () => {
+    // Another payment's reversal, completed: its request's reference is that refund's.
+    const other = await paid('100');
+    const otherRefund = await refund(other.id);
+    expect(otherRefund.status).toBe(201);
+    const otherRequest = (await refundSettled(otherRefund.body.data.id, 'completed')).provider_ref as string;
+
+    const p = await paid('100');
+    // The operator carries out the reversal, but its acknowledgement is lost (the connection drops) and its result is held.
+    await loseAnswers(1);
+    await holdResults(1);
+    const res = await refund(p.id);
+    expect(res.status).toBe(502);
+    expect(res.body.error.message).toMatch(/^mobilemoney did not answer the refund request \(.*\); refund \S+ stays pending$/);
+    const [row] = await t.sql<{ id: string }>('SELECT id FROM refunds WHERE payment_id = $1', [p.id]);
+    const refundId = row!.id;
+    await untilHeld(1, "the first request's success held");
+    const [first] = await reversalsAtOperator(p.receipt);
+    expect(first).toEqual({ originator_conversation_id: expect.any(String), result_code: '0' });
+    expect(await refundRow(refundId)).toMatchObject({ status: 'pending', provider_ref: null, reversal_resends: 0 });
+
+    // The initiator password is changed meanwhile. The sync sends the unacknowledged reversal again: the
+    // operator acknowledges the repeat and refuses it (2001), and that result arrives at once.
+    await setCredentials({ initiator_password: 'not-the-initiator-password' });
+    await syncCheck(refundId);
+    const atOperator = await reversalsAtOperator(p.receipt);
+    expect(atOperator).toEqual([first, { originator_conversation_id: expect.any(String), result_code: '2001' }]);
+    const repeat = atOperator[1]!.originator_conversation_id;
+    expect(await refundRow(refundId)).toMatchObject({ status: 'pending', provider_ref: repeat, reversal_resends: 1, earlier_provider_refs: [] });
+    await eventually(async () => ((await refusalsKept(refundId)).length === 1 ? true : null), 10_000, "the repeat's refusal recorded");
+    // Recorded, not applied: the first request may have returned the money (it did).
+    expect(await refusalsKept(refundId)).toEqual([{
+      trigger: 'callback:reversal',
+      note: `The initiator information is invalid. (ResultCode 2001) (request ${repeat}): not applied; the reversal was sent again (1 repeat) and another of its requests may have reversed the payment, so only a success settles it`,
+    }]);
+    expect(await getRefund(refundId)).toMatchObject({ status: 'pending', failure_reason: null });
+    expect(await eventsOf(p.id)).toEqual(['payment.completed']);
+    expect((await refund(p.id)).status).toBe(409);
+    // A result at this refund's address naming another refund's request is not this refund's (401).
+    const misrouted = await t.http.post(`/v1/webhooks/mobilemoney/reversal/result?ref=${refundId}&token=${callbackToken(CREDS.passkey, refundId)}`)
+      .send({ Result: { ResultType: 0, ResultCode: 2001, ResultDesc: 'The initiator information is invalid.', OriginatorConversationID: otherRequest, ConversationID: 'AG_misrouted', TransactionID: 'MISROUTED01' } });
+    expect(misrouted.status).toBe(401);
+    expect(await refusalsKept(refundId)).toHaveLength(1);
+
+    // The first request's success arrives now, at the refund's own address (its token), naming a request
+    // whose reference was never recorded: it is one of the refund's, and completes it.
+    expect(await releaseOne()).toEqual({ provider: 'mobilemoney', released: 1, statuses: [200] });
+    expect(await getRefund(refundId)).toMatchObject({ status: 'completed', amount: '100.00', failure_reason: null });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+    const event = await eventually(() => receiver.events('payment.reversed').find((e) => e.json.data.refund_id === refundId), 10_000, 'payment.reversed');
+    expect(event.json.data).toMatchObject({ payment_id: p.id, status: 'reversed', amount_refunded: '100.00' });
+    expect(await eventsOf(p.id)).toEqual(['payment.completed', 'payment.reversed']);
+    expect(receiver.events('refund.failed').filter((e) => e.json.data.refund_id === refundId)).toEqual([]);
+    expect(await movesAfterPayment(p.id)).toEqual([
+      { subject: 'refund', from_status: 'pending', to_status: 'completed', trigger: 'callback:reversal' },
+      { subject: 'payment', from_status: 'completed', to_status: 'reversed', trigger: 'callback:reversal' },
+    ]);
+    // One reversal at the operator moved money; the repeat was refused.
+    expect(await reversalsAtOperator(p.receipt)).toEqual([first, { originator_conversation_id: repeat, result_code: '2001' }]);
   });
 });

@@ -118,7 +118,8 @@ export class InboundPipeline {
     // A verification may cover only part of the request (a signature over the body, while our id came from
     // its address): what the verified notification names must be the resolved subject's, or it is invalid.
     // (An unverifiable one is never applied as it says: the provider is asked about the subject itself.)
-    const conflict = await this.referenceConflict(port, notification, subject);
+    const atItsAddress = scheme.answersOurRequestAbout?.(request, creds, subject.subjectId) ?? false;
+    const conflict = await this.referenceConflict(port, notification, subject, atItsAddress);
     if (conflict) {
       this.logger.warn({ provider, label: notification.label, subjectId: subject.subjectId, conflict }, "notification refused: its provider reference is not its subject's");
       throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED[provider]);
@@ -289,8 +290,12 @@ export class InboundPipeline {
     }
   }
 
-  /** Why the provider reference the notification carries is not its resolved subject's (resolve.ts), or null. */
-  private async referenceConflict(port: ProviderPort, notification: Actionable, subject: Subject): Promise<string | null> {
+  /**
+   * Why the provider reference the notification carries is not its resolved subject's (resolve.ts), or
+   * null. `atItsAddress`: it came to the address bound to the subject for the answers to our requests
+   * about it (NotificationScheme.answersOurRequestAbout).
+   */
+  private async referenceConflict(port: ProviderPort, notification: Actionable, subject: Subject, atItsAddress = false): Promise<string | null> {
     const em = this.em.fork();
     switch (notification.kind) {
       case 'payment':
@@ -299,7 +304,7 @@ export class InboundPipeline {
         return subject.payment ? referenceConflict(em, port.name, providerRef, { kind: 'payment', payment: subject.payment, providerDataKey }) : null;
       }
       case 'reversal':
-        return subject.refund ? referenceConflict(em, port.name, notification.refund.providerRef, { kind: 'refund', refund: subject.refund }) : null;
+        return subject.refund ? referenceConflict(em, port.name, notification.refund.providerRef, { kind: 'refund', refund: subject.refund, atItsAddress }) : null;
       case 'status-report':
         return subject.query ? referenceConflict(em, port.name, notification.query.providerRef, { kind: 'status-query', query: subject.query }) : null;
     }
@@ -346,7 +351,7 @@ export class InboundPipeline {
             // Timed out in the provider's queue: the request was never processed, and no later answer will
             // come for it. The refund fails, so the merchant can ask again (a repeat of a reversal that did
             // happen after all is answered "already reversed", which completes that one).
-            // (A reversal the refund sync sent again stays pending: see UnitOfWork.refund.)
+            // (A reversal sent again stays pending: see UnitOfWork.refund.)
             this.logger.warn({ provider: port.name, refundId: subject.refundId }, 'reversal timed out in the provider queue');
             const request = notification.refund.providerRef;
             const failed = await uow.refund(
@@ -389,7 +394,7 @@ export class InboundPipeline {
     });
   }
 
-  /** A refusal of a reversal the refund sync sent again: recorded, not applied (UnitOfWork.refund); an operator may look at it. */
+  /** A refusal of a reversal sent again: recorded, not applied (UnitOfWork.refund); an operator may look at it. */
   private keptPending(port: ProviderPort, refundId: string, request: string | null, refusal: string | null): void {
     this.logger.warn(
       { provider: port.name, refundId, request, refusal },

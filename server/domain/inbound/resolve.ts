@@ -85,14 +85,20 @@ export async function findOurRefund(em: EntityManager, paymentId: string, report
 
 export type ReferencedSubject =
   | { kind: 'payment'; payment: Payment; providerDataKey?: string }
-  | { kind: 'refund'; refund: Refund }
+  | {
+      kind: 'refund';
+      refund: Refund;
+      /** At the address bound to this refund for the results of our reversal requests (a token only we and the provider know). */
+      atItsAddress?: boolean;
+    }
   | { kind: 'status-query'; query: StatusQueryRow };
 
 /**
  * The subject's id and the provider reference it stored for what `claimed` names (null: none yet), with
- * the references of its earlier requests that are still its own (a refund's reversal sent again).
+ * the references of its earlier requests that are still its own (a refund's reversal sent again), and
+ * whether it may have requests whose reference was never recorded (`unrecorded`).
  */
-function storedReference(subject: ReferencedSubject): { id: string; stored: string | null; earlier?: readonly string[] } {
+function storedReference(subject: ReferencedSubject): { id: string; stored: string | null; earlier?: readonly string[]; unrecorded?: boolean } {
   switch (subject.kind) {
     case 'payment': {
       // A reference of the kind provider_data[key] holds is compared with that fact alone: provider_ref is
@@ -103,7 +109,15 @@ function storedReference(subject: ReferencedSubject): { id: string; stored: stri
       return { id: subject.payment.id, stored: typeof fact === 'string' && fact ? fact : null };
     }
     case 'refund':
-      return { id: subject.refund.id, stored: subject.refund.providerRef ?? null, earlier: subject.refund.earlierProviderRefs ?? [] };
+      return {
+        id: subject.refund.id,
+        stored: subject.refund.providerRef ?? null,
+        earlier: subject.refund.earlierProviderRefs ?? [],
+        // A reversal sent again: a request whose acknowledgement was lost has a reference never recorded,
+        // and its result comes to the refund's own address (the token proves it answers our request for
+        // this refund) naming it. A refund sent once has no other request, whatever address.
+        unrecorded: subject.refund.reversalResends > 0 && subject.atItsAddress === true,
+      };
     case 'status-query':
       return { id: subject.query.id, stored: subject.query.provider_query_ref };
   }
@@ -115,13 +129,15 @@ function storedReference(subject: ReferencedSubject): { id: string; stored: stri
  * it was resolved to — which may have been found by our id taken from an unsigned part of the request
  * (mobilemoney's `?ref=`), while a signature covers the body only. The reference must be the subject's
  * own: equal to the one it stored (or to one of a refund's earlier requests', a reversal sent again), or,
- * while it has stored none yet (its request's answer not recorded yet, or lost), held by no other
- * subject. Returns why it is not, or null.
+ * while it has stored none yet (its request's answer not recorded yet, or lost) or may have a request
+ * whose reference was never recorded (a reversal sent again, the result at the refund's own address),
+ * held by no other subject. Returns why it is not, or null.
  */
 export async function referenceConflict(em: EntityManager, provider: string, claimed: string | null, subject: ReferencedSubject): Promise<string | null> {
   if (!claimed) return null;
-  const { id, stored, earlier = [] } = storedReference(subject);
-  if (stored !== null) return stored === claimed || earlier.includes(claimed) ? null : `it names ${claimed}; the subject's reference is ${stored}`;
+  const { id, stored, earlier = [], unrecorded = false } = storedReference(subject);
+  if (stored !== null && (stored === claimed || earlier.includes(claimed))) return null;
+  if (stored !== null && !unrecorded) return `it names ${claimed}; the subject's reference is ${stored}`;
   const byReference = { ourId: null, providerRef: claimed };
   const holder =
     subject.kind === 'payment'

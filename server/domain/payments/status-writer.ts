@@ -461,7 +461,7 @@ export class UnitOfWork {
   }
 
   /**
-   * A refusal or queue timeout of a mobilemoney reversal the refund sync sent again (reversalResends > 0),
+   * A refusal or queue timeout of a mobilemoney reversal sent again (reversalResends > 0: RefundService.sendAgain),
    * of any of its requests: it says nothing about the others — the first may have returned the money
    * while a repeat is refused (2001, 8006, 21, 1, a queue timeout), and a refusal of the first may arrive
    * after a repeat that succeeds was sent. Failing the refund would tell the merchant refund.failed while

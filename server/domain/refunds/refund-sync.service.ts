@@ -25,9 +25,10 @@ const SOURCE = 'refund-sync';
 export const RESEND_AFTER_REPORT_CHECKS = 3;
 
 /**
- * Repeats of one refund's reversal at most. A refusal of a repeat settles nothing (see UnitOfWork.refund),
- * so a refund the operator keeps refusing would otherwise be sent for ever; after the last (and its
- * reports) it is left pending for an operator.
+ * Repeats of one refund's reversal (reversal_resends: every repeat, also one of a request whose
+ * acknowledgement was lost) after which an acknowledged request without an outcome is not sent again. A
+ * refusal of a repeat settles nothing (see UnitOfWork.refund), so a refund the operator keeps refusing
+ * would otherwise be sent for ever; after the last (and its reports) it is left pending for an operator.
  */
 export const MAX_REVERSAL_RESENDS = 3;
 
@@ -43,9 +44,10 @@ export const MAX_REVERSAL_RESENDS = 3;
  *   request was never acknowledged is sent again — the provider reverses a transaction once, and
  *   answers a repeat "already reversed", which completes it all the same. A report can say that a
  *   reversal completed, never that it was refused: a request acknowledged but whose result was lost is
- *   sent again after RESEND_AFTER_REPORT_CHECKS reports brought nothing (at most MAX_REVERSAL_RESENDS
- *   times). From then on only a success settles the refund — "0" or "already reversed" from any of its
- *   requests, or a report of the reversal — since a refusal of one request says nothing about the others.
+ *   sent again after RESEND_AFTER_REPORT_CHECKS reports brought nothing (while fewer than
+ *   MAX_REVERSAL_RESENDS repeats were sent). After any repeat only a success settles the refund — "0" or
+ *   "already reversed" from any of its requests, or a report of the reversal — since a refusal of one
+ *   request says nothing about the others.
  * After the schedule's last interval the refund is left pending (refunds_pending_oldest_seconds alerts).
  */
 export class RefundSyncService {
@@ -81,7 +83,7 @@ export class RefundSyncService {
   private async ask(refund: Refund, payment: Payment): Promise<void> {
     if (this.gateway.offersStatusReports(payment.provider) && refund.providerRef) {
       if (refund.reportChecks >= RESEND_AFTER_REPORT_CHECKS && refund.reversalResends < MAX_REVERSAL_RESENDS) {
-        await this.sendAgain(refund, refund.providerRef);
+        await this.sendAfterReports(refund, refund.providerRef);
       } else {
         await this.askForReport(refund, payment, refund.providerRef);
       }
@@ -92,8 +94,10 @@ export class RefundSyncService {
       await this.refunds.settle(refund.id, found, SOURCE);
     } else if (!refund.providerRef) {
       // The provider has no record of the request (or cannot be asked without its id): send it again.
+      // A reversal's repeat (its first request may have been carried out, its acknowledgement lost) is
+      // counted in the refund's row first: from then on only a success settles it (RefundService.sendAgain).
       this.logger.info({ refundId: refund.id, provider: payment.provider }, 'refund sync: the provider has no record of the refund request; sending it again');
-      await this.refunds.send(refund.id, SOURCE);
+      this.sentAgain(refund, await this.refunds.sendAgain(refund, SOURCE));
     }
   }
 
@@ -121,24 +125,24 @@ export class RefundSyncService {
    * status reports brought an outcome (a report never says that a request was refused): the reversal is
    * sent again. The operator reverses a receipt once: a repeat of one it reversed is answered "already
    * reversed" and a repeat of one it refused is carried out ("0") or refused again.
-   * The repeat is claimed in the refund's row before it is sent (its count, its reports counted from 0),
-   * in its own statement: from then on any refusal of any of the refund's requests — a late one of the
-   * first included — leaves it pending (UnitOfWork.refund), and a refund settled meanwhile, or claimed by
-   * another worker, is not sent. The repeat's acknowledgement makes its reference the refund's, the
-   * earlier one kept (status-writer.ts): both requests' results are matched to the refund. A repeat not
-   * acknowledged counts as sent (it may have been accepted); the next reports ask about the earlier request.
+   * The repeat is claimed in the refund's row before it is sent (RefundService.sendAgain: its count, its
+   * reports counted from 0), in its own statement: from then on any refusal of any of the refund's
+   * requests — a late one of the first included — leaves it pending (UnitOfWork.refund), and a refund
+   * settled meanwhile, or claimed by another worker, is not sent. The repeat's acknowledgement makes its
+   * reference the refund's, the earlier one kept (status-writer.ts): both requests' results are matched
+   * to the refund. A repeat not acknowledged counts as sent (it may have been accepted); the next reports
+   * ask about the earlier request.
    */
-  private async sendAgain(refund: Refund, requestRef: string): Promise<void> {
-    const claimed = await this.em.getConnection().execute<{ reversal_resends: number }[]>(
-      `UPDATE refunds SET reversal_resends = reversal_resends + 1, report_checks = 0
-       WHERE id = ? AND status = 'pending' AND provider_ref = ? AND reversal_resends = ? RETURNING reversal_resends`,
-      [refund.id, requestRef, refund.reversalResends],
-    );
-    if (claimed.length === 0) return;
+  private async sendAfterReports(refund: Refund, requestRef: string): Promise<void> {
     this.logger.info(
-      { refundId: refund.id, requestRef, reportChecks: refund.reportChecks, resend: claimed[0]!.reversal_resends },
+      { refundId: refund.id, requestRef, reportChecks: refund.reportChecks, resend: refund.reversalResends + 1 },
       'refund sync: the provider acknowledged the reversal but its outcome never came; sending it again',
     );
-    await this.refunds.send(refund.id, SOURCE);
+    this.sentAgain(refund, await this.refunds.sendAgain(refund, SOURCE));
+  }
+
+  /** Logs a repeat that was not sent (`sent` null): the refund was settled meanwhile, or another worker sent it. */
+  private sentAgain(refund: Refund, sent: Refund | null): void {
+    if (!sent) this.logger.info({ refundId: refund.id }, 'refund sync: not sent again; the refund was settled or sent again meanwhile');
   }
 }

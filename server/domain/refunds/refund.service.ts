@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
 import type { AppConfig } from '../../config/config.js';
 import type { Logger } from '../../observability/logger.js';
-import { PaymentSchema, RefundSchema, type Refund, type RefundStatus } from '../../persistence/entities/index.js';
+import { PaymentSchema, RefundSchema, type Payment, type Refund, type RefundStatus } from '../../persistence/entities/index.js';
 import { ProviderError, type ProviderRefundResult } from '../ports.js';
 import { createdWindow } from '../created-window.js';
 import { DomainError, conflict, notFound } from '../errors.js';
@@ -69,7 +69,7 @@ export class RefundService {
     if (payment) await this.gateway.openCredentials(merchantId, payment.provider);
     if (idempotencyKey === undefined) {
       const refund = await this.writer.commit((uow) => this.reserve(uow, merchantId, asked));
-      return { refund: await this.send(refund.id, 'refund', true), replayed: false };
+      return { refund: await this.send(refund.id, 'refund'), replayed: false };
     }
     // Metadata joins the hash only when given, so a request without it hashes as before it existed.
     const hashed = {
@@ -93,8 +93,10 @@ export class RefundService {
           const found = await this.lookUp(refund);
           if (found === UNANSWERED) return refund;
           if (found) return this.settle(refund.id, found, 'refund');
+          // Not sent: settled meanwhile, or sent again by the refund sync; the refund as it is now answers.
+          return (await this.sendAgain(refund, 'refund')) ?? this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
         }
-        return this.send(refundId, 'refund', !resumed);
+        return this.send(refundId, 'refund');
       },
       load: (refundId) => this.em.fork().findOneOrFail(RefundSchema, { id: refundId }),
       // (Keys stored when an unanswered refund was 502, kept until it settled:) the refund as it is now answers.
@@ -119,14 +121,45 @@ export class RefundService {
   }
 
   /**
-   * The provider call of a reserved refund (idempotency key derived from its id) and the record of its
-   * answer: the refund as it is then — still `pending` when the outcome is unknown. Throws only for a
-   * refusal, after failing the refund. Sent again by the refund sync when the provider has no record of
-   * the first request. `firstAttempt`: no earlier request for this refund can have reached the provider.
+   * The first request of a reserved refund (no earlier request for it can have reached the provider) and
+   * the record of its answer: the refund as it is then — still `pending` when the outcome is unknown.
+   * Throws only for a refusal, after failing the refund.
    */
-  async send(refundId: string, source = 'refund', firstAttempt = false): Promise<Refund> {
+  async send(refundId: string, source = 'refund'): Promise<Refund> {
     const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
     const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: refund.paymentId });
+    return this.request(refund, payment, source, true);
+  }
+
+  /**
+   * A repeat of a refund's request — the refund sync's, or a resumed Idempotency-Key's — decided on the
+   * refund as the caller read it (`asRead`). A reversal (a provider without partial refunds: no
+   * idempotency key, and an earlier request may have been carried out, its acknowledgement or its result
+   * lost) is first claimed in the refund's row, in its own statement (no transaction held across the
+   * provider call): its repeats counted (reversal_resends), from which on only a success settles it
+   * (UnitOfWork.refund) — a refusal of this request says nothing about an earlier one that may have
+   * returned the money. It is sent only if still pending and as read, so a refund settled meanwhile, or
+   * sent again by another worker, is not sent (null). Other providers repeat with the same idempotency key.
+   */
+  async sendAgain(asRead: Refund, source: string): Promise<Refund | null> {
+    const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: asRead.paymentId });
+    if (!this.gateway.port(payment.provider).capabilities.partialRefunds) {
+      const claimed = await this.em.getConnection().execute<{ id: string }[]>(
+        `UPDATE refunds SET reversal_resends = reversal_resends + 1, report_checks = 0
+          WHERE id = ? AND status = 'pending' AND provider_ref IS NOT DISTINCT FROM ? AND reversal_resends = ? RETURNING id`,
+        [asRead.id, asRead.providerRef ?? null, asRead.reversalResends],
+      );
+      if (claimed.length === 0) return null;
+    }
+    const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: asRead.id });
+    return this.request(refund, payment, source, false);
+  }
+
+  /**
+   * The provider call (idempotency key derived from the refund's id) and the record of its answer.
+   * `firstAttempt`: no earlier request for this refund can have reached the provider.
+   */
+  private async request(refund: Refund, payment: Payment, source: string, firstAttempt: boolean): Promise<Refund> {
     let result: ProviderRefundResult;
     try {
       result = await this.gateway.refund(payment, {
@@ -150,8 +183,8 @@ export class RefundService {
       }
       if (err.kind === 'indeterminate' || err.kind === 'unavailable') {
         // Outcome unknown: the refund stays pending (the answer); the provider's refund event or the refund sync settles it.
-        this.logger.warn({ refundId, provider: payment.provider, source, err: { message: err.message } }, 'the provider did not answer the refund request; the refund stays pending');
-        return this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
+        this.logger.warn({ refundId: refund.id, provider: payment.provider, source, err: { message: err.message } }, 'the provider did not answer the refund request; the refund stays pending');
+        return this.em.fork().findOneOrFail(RefundSchema, { id: refund.id });
       }
       if (fullOnly && !firstAttempt) {
         // A reversal sent again (the refund sync's, a resumed one) after the first request's answer was lost.
@@ -159,10 +192,10 @@ export class RefundService {
         // refused, the request refused) says nothing about the first, which it may have accepted and whose
         // result is on its way. Outcome unknown: the refund stays pending; its result settles it, or the sync asks again.
         this.logger.warn(
-          { refundId, provider: payment.provider, source, err: { message: err.message } },
+          { refundId: refund.id, provider: payment.provider, source, err: { message: err.message } },
           'the provider refused the repeated reversal request; the first may have been accepted, so the refund stays pending',
         );
-        return this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
+        return this.em.fork().findOneOrFail(RefundSchema, { id: refund.id });
       }
       await this.settle(refund.id, { providerRef: null, status: 'failed', failureReason: err.message, raw: { error: err.message } }, source);
       throw new DomainError('PROVIDER_ERROR', `${payment.provider} refused the refund: ${err.message}`);

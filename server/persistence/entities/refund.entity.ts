@@ -23,7 +23,7 @@ export const RefundSchema = defineEntity({
     syncAttempts: p.integer().default(0),
     /** Status reports the refund sync asked about the current request (provider_ref) without an outcome; 0 again once it is sent again. */
     reportChecks: p.integer().default(0),
-    /** Repeats of a mobilemoney reversal the refund sync sent (acknowledged or not); while > 0 only a reversal's success settles it. */
+    /** Repeats of a mobilemoney reversal (the refund sync's, a resumed Idempotency-Key's; acknowledged or not); while > 0 only a reversal's success settles it. */
     reversalResends: p.integer().default(0),
     /** The provider references of the refund's earlier requests (before a repeat's): their results still count. */
     earlierProviderRefs: p.array().defaultRaw(`'{}'`),

@@ -49,6 +49,7 @@ import { Migration20261128000301_one_default_saved_card } from './Migration20261
 import { Migration20261128000401_pending_payments_by_provider } from './Migration20261128000401_pending_payments_by_provider.js';
 import { Migration20261128000601_refund_reversal_resends } from './Migration20261128000601_refund_reversal_resends.js';
 import { Migration20261128000602_sandbox_held_results } from './Migration20261128000602_sandbox_held_results.js';
+import { Migration20261128000603_sandbox_lost_answers } from './Migration20261128000603_sandbox_lost_answers.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -105,4 +106,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261128000401_pending_payments_by_provider', class: Migration20261128000401_pending_payments_by_provider },
   { name: 'Migration20261128000601_refund_reversal_resends', class: Migration20261128000601_refund_reversal_resends },
   { name: 'Migration20261128000602_sandbox_held_results', class: Migration20261128000602_sandbox_held_results },
+  { name: 'Migration20261128000603_sandbox_lost_answers', class: Migration20261128000603_sandbox_lost_answers },
 ];

@@ -28,6 +28,10 @@ function result(request: InboundRequest): OperatorResult {
  * signature (how the real operator sends them) is `unverifiable`, and the pipeline asks the operator
  * instead of believing it: the STK query for a push, a transaction-status query for the rest.
  */
+/** The request's address is `subjectId`'s: its `ref` and the token bound to it (callback-urls.ts). */
+const boundTo = (request: InboundRequest, creds: MobilemoneyCredentials, subjectId: string): boolean =>
+  request.query.ref === subjectId && verifyCallbackToken(creds.passkey, subjectId, request.query.token);
+
 export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<MobilemoneyCredentials> {
   let certPem: string | null | undefined;
   const certificate = () => {
@@ -105,8 +109,10 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
       }
     },
 
+    answersOurRequestAbout: (request, creds, subjectId) => answersOurRequest(request.subpath) && boundTo(request, creds, subjectId),
+
     async verify(request, creds, subjectId) {
-      const tokenVerdict = () => (request.query.ref === subjectId && verifyCallbackToken(creds.passkey, subjectId, request.query.token) ? 'verified' : 'invalid');
+      const tokenVerdict = () => (boundTo(request, creds, subjectId) ? 'verified' : 'invalid');
       if (creds.env === 'sandbox') return tokenVerdict();
       const signature = request.headers['x-mobilemoney-signature'];
       if (signature !== undefined && signature !== '') {

@@ -26,6 +26,9 @@ export const mobilemoneySandbox: SandboxModule = {
     mountLossCountdown(router, deps.em, 'mobilemoney', '/_control/lose-results', 'lose_results');
     // Or held, and sent when released (held-results.ts), as when a result arrives late.
     mountHeldResults<CallbackJobData>(router, deps, (job) => deliverCallback(deps, job));
+    // The next n reversal and transaction-status requests are carried out and their acknowledgements
+    // lost, the connection dropped (results.ts), as when the operator's answer never arrives in time.
+    mountLossCountdown(router, deps.em, 'mobilemoney', '/_control/lose-answers', 'lose_answers', 'lost_answers');
     mountCertificate(router, deps);
     mountOauth(router, deps);
     // Every API call below is POST with a JSON body.

@@ -1,5 +1,6 @@
 import type { NextFunction, Response, Router } from 'express';
 import { operatorTimestamp } from './eat-clock.js';
+import { takeLoss } from '../controls.js';
 import type { SandboxDeps } from '../module.js';
 import { afterDelay, scheduleCallback } from './callbacks.js';
 import { conversationId, dashedId, receiptNumber } from './ids.js';
@@ -71,7 +72,16 @@ function common(b: Record<string, unknown>, commandId: string, remarksMin: numbe
   };
 }
 
-function ack(res: Response, c: Common): void {
+/**
+ * The acknowledgement of a request the operator has taken (its result scheduled); lost on its way back
+ * when the lose-answers control says so (index.ts): the connection just drops, as when an answer times out.
+ */
+async function ack(deps: SandboxDeps, res: Response, c: Common): Promise<void> {
+  if (await takeLoss((sql, params) => deps.em.getConnection().execute(sql, params), 'mobilemoney', 'lost_answers')) {
+    deps.logger.info({ provider: 'mobilemoney', originatorConversationId: c.originatorConversationId }, 'sandbox acknowledgement lost on purpose (lose-answers control)');
+    res.destroy();
+    return;
+  }
   res.json({
     OriginatorConversationID: c.originatorConversationId,
     ConversationID: c.conversationId,
@@ -186,7 +196,7 @@ export function mountResults(router: Router, deps: SandboxDeps): void {
 
       if (c.transactionId === TIMEOUT_TRANSACTION_ID) {
         await scheduleCallback(deps, afterDelay(deps), { kind: 'result', url: c.timeoutUrl, body: queueTimeout(c), attempt: 0 });
-        return ack(res, c);
+        return ack(deps, res, c);
       }
       let result;
       if (!(await credentialIsValid(deps, c.securityCredential))) {
@@ -202,7 +212,7 @@ export function mountResults(router: Router, deps: SandboxDeps): void {
         result = row ? statusSuccess(c, row) : failure(c, 'R000002', 'The transaction receipt number does not exist.');
       }
       await scheduleCallback(deps, afterDelay(deps), { kind: 'result', url: c.resultUrl, body: await asReported(deps.em, result), attempt: 0 });
-      ack(res, c);
+      await ack(deps, res, c);
     } catch (err) {
       next(err);
     }
@@ -222,7 +232,7 @@ export function mountResults(router: Router, deps: SandboxDeps): void {
 
       if (c.transactionId === TIMEOUT_TRANSACTION_ID) {
         await scheduleCallback(deps, afterDelay(deps), { kind: 'result', url: c.timeoutUrl, body: queueTimeout(c), attempt: 0 });
-        return ack(res, c);
+        return ack(deps, res, c);
       }
       // The documented rules, in order (test-values.ts).
       const row = await findCompletedByReceipt(deps.em, c.transactionId, receiver);
@@ -243,7 +253,7 @@ export function mountResults(router: Router, deps: SandboxDeps): void {
       if (code !== '0') await recordReversal(deps.em, { ...ids(c), transactionId: c.transactionId, reversalReceipt: null, amount, resultCode: code });
       const result = code === '0' ? reversalSuccess(c, reversalReceipt, c.transactionId, amount, row) : failure(c, code, REVERSAL_FAILURES[code] ?? 'The request failed.');
       await scheduleCallback(deps, afterDelay(deps), { kind: 'result', url: c.resultUrl, body: result, attempt: 0 });
-      ack(res, c);
+      await ack(deps, res, c);
     } catch (err) {
       next(err);
     }
