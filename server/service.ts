@@ -138,6 +138,13 @@ export async function startService(config: AppConfig, options: StartOptions = {}
       'PUBLIC_BASE_URL is not https: walletpay refuses http webhook URLs and cardpay sends live events to https endpoints only, so storing credentials without webhook_secret / webhook_id fails; set it to the https address providers reach this service at',
     );
   }
+  // A warning, as for PUBLIC_BASE_URL: a scraper inside a private network may need no token.
+  if (config.production && !config.metricsToken) {
+    logger.warn(
+      { host: config.host },
+      'METRICS_TOKEN is unset: /metrics answers anyone who reaches this port (request rates by route, provider outcomes, queue depths); set it (16+ characters) or keep the port off public interfaces',
+    );
+  }
   // A worker serves nothing else, so it gets its own small server for probes and scraping.
   let opsUrl: string | null = null;
   if (config.role === 'worker') {

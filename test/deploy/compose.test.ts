@@ -40,9 +40,18 @@ function interpolateValues(node: unknown, env: Record<string, string>): unknown 
   return node;
 }
 
-/** A service's container environment: a key without a value passes the operator's variable on, or is left unset. */
+/**
+ * A service's container environment, the operator's `.env` holding `env`: its `env_file` (which must be
+ * that `.env`) first, then `environment` over it, where a key without a value passes the operator's
+ * variable on, or is left out (leaving the env_file's value, if any).
+ */
 function containerEnv(service: Service, env: Record<string, string>): Record<string, string> {
   const out: Record<string, string> = {};
+  for (const entry of service.env_file ?? []) {
+    const file = typeof entry === 'string' ? entry : entry.path;
+    expect(path.normalize(file)).toBe('.env');
+    Object.assign(out, env);
+  }
   for (const [key, value] of Object.entries(service.environment)) {
     if (value === null) {
       if (env[key] !== undefined) out[key] = env[key];
@@ -53,7 +62,13 @@ function containerEnv(service: Service, env: Record<string, string>): Record<str
   return out;
 }
 
-type Service = { environment: Record<string, string | number | null>; stop_grace_period?: string; command?: string[] };
+type Service = {
+  environment: Record<string, string | number | null>;
+  env_file?: (string | { path: string; required?: boolean })[];
+  stop_grace_period?: string;
+  command?: string[];
+  ports?: string[];
+};
 const composeText = readFileSync(path.join(REPO, 'compose.yaml'), 'utf8');
 
 /** The service's definition as compose resolves it with the operator's variables `env`. */
@@ -74,6 +89,32 @@ describe('compose.yaml', () => {
   it('passes METRICS_TOKEN on when the operator sets it', () => {
     const env = { ...operatorEnv, METRICS_TOKEN: 'a-token-of-16-chars-or-more' };
     expect(loadConfig(containerEnv(service('api', env), env)).metricsToken).toBe(env.METRICS_TOKEN);
+  });
+
+  it.each(['api', 'worker'])('passes every variable of README\'s configuration table set in .env on to the %s service', (name) => {
+    const readme = readFileSync(path.join(REPO, 'README.md'), 'utf8');
+    const table = readme.slice(readme.indexOf('\n## Configuration\n'), readme.indexOf('\n## Production\n'));
+    const documented = [...new Set(table.split('\n').filter((line) => line.startsWith('| `')).flatMap((line) => [...line.split(' | ')[0]!.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]!)))];
+    // The rows the operator most needs behind a balancer (README, Going live) are among them.
+    expect(documented).toEqual(expect.arrayContaining(['TRUST_PROXY', 'MOBILEMONEY_CALLBACK_ALLOWLIST', 'MOBILEMONEY_CERT_PATH', 'RATE_LIMIT_PER_SECOND', 'CALLBACK_RATE_LIMIT_PER_MINUTE', 'WEBHOOK_RETRY_SCHEDULE', 'METRICS_TOKEN']));
+    expect(documented.length).toBeGreaterThan(40);
+    // A .env setting every one of them (a value per variable: only its arrival is checked here).
+    const dotEnv: Record<string, string> = { ...operatorEnv, ...Object.fromEntries(documented.filter((v) => !(v in operatorEnv)).map((v) => [v, `value-of-${v}`])) };
+    const received = containerEnv(service(name, dotEnv), dotEnv);
+    // What compose itself decides for these containers: its database, production, the migrate service owning the schema, the role and its port.
+    const composeOwns = ['NODE_ENV', 'DATABASE_URL', 'MIGRATE_ON_BOOT', 'ROLE', 'PORT', 'WORKER_PORT'];
+    expect(documented.filter((v) => !composeOwns.includes(v) && received[v] !== dotEnv[v])).toEqual([]);
+    for (const v of composeOwns) expect(received[v]).toBeDefined();
+    // Unset in .env: compose's defaults stay (no variable appears empty or out of nowhere).
+    const bare = containerEnv(service(name, operatorEnv), operatorEnv);
+    expect(bare).toMatchObject({ NODE_ENV: 'production', MIGRATE_ON_BOOT: 'false', DATABASE_POOL_MAX: '10', LOG_LEVEL: 'info' });
+    expect(Object.keys(bare).filter((k) => documented.includes(k) && bare[k] === '')).toEqual([]);
+  });
+
+  it('publishes the api ports on loopback unless the operator says otherwise (/metrics is open without METRICS_TOKEN)', () => {
+    expect(service('api', operatorEnv).ports).toEqual(['127.0.0.1:3000-3009:3000']);
+    expect(service('api', { ...operatorEnv, API_BIND: '0.0.0.0' }).ports).toEqual(['0.0.0.0:3000-3009:3000']);
+    expect(service('worker', operatorEnv).ports).toBeUndefined();
   });
 
   it.each(['api', 'worker'])('lets the %s service finish its graceful stop before Docker kills it', (name) => {

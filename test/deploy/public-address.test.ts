@@ -18,9 +18,11 @@ afterAll(async () => {
 const WARNING = 'PUBLIC_BASE_URL is a loopback address';
 const NOT_HTTPS = 'PUBLIC_BASE_URL is not https';
 
-async function productionApi(publicBaseUrl: (port: number) => string) {
+const METRICS_OPEN = 'METRICS_TOKEN is unset: /metrics answers anyone';
+
+async function productionApi(publicBaseUrl: (port: number) => string, env: Record<string, string> = {}) {
   const port = await freePort();
-  return startProcess('api', baseEnv(db.url, publicBaseUrl(port), { NODE_ENV: 'production', SANDBOX: 'false', HOST: '127.0.0.1', PORT: String(port) }));
+  return startProcess('api', baseEnv(db.url, publicBaseUrl(port), { NODE_ENV: 'production', SANDBOX: 'false', HOST: '127.0.0.1', PORT: String(port), ...env }));
 }
 
 describe('a production api process', () => {
@@ -35,10 +37,17 @@ describe('a production api process', () => {
     expect(readFileSync(api.logFile, 'utf8')).toContain(NOT_HTTPS);
   });
 
-  it('says nothing of the kind with a public https address', async () => {
+  it('warns when METRICS_TOKEN is unset (compose publishes the api port; /metrics is then open to whoever reaches it)', async () => {
     const api = await productionApi(() => 'https://payments.example.com');
+    expect(readFileSync(api.logFile, 'utf8')).toContain(METRICS_OPEN);
+    expect((await fetch(`${api.url}/metrics`)).status).toBe(200); // a warning, not a refusal to start
+  });
+
+  it('says nothing of the kind with a public https address and METRICS_TOKEN set', async () => {
+    const api = await productionApi(() => 'https://payments.example.com', { METRICS_TOKEN: 'a-token-of-16-chars-or-more' });
     const log = readFileSync(api.logFile, 'utf8');
     expect(log).not.toContain(WARNING);
     expect(log).not.toContain(NOT_HTTPS);
+    expect(log).not.toContain(METRICS_OPEN);
   });
 });
