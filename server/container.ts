@@ -206,6 +206,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
       deliveryQueue,
       logger,
       metrics.webhookDeliveryAttempts,
+      metrics.webhookSecretUnreadable,
       merchantHosts,
     ),
     events: new EventLog(em, config.eventRetentionMs),

@@ -476,6 +476,11 @@ export interface DeliveryAttemptCounter {
   inc(labels: { status: string }): void;
 }
 
+/** Counts deliveries given back unsent because their signing secret cannot be opened; a prom-client counter. */
+export interface UnreadableSecretCounter {
+  inc(): void;
+}
+
 /** Counts provider reports the integrity check refused; implemented by a prom-client counter. */
 export interface IntegrityCounter {
   inc(labels: { provider: string; source: string }): void;

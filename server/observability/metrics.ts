@@ -53,6 +53,16 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * Scheduled webhook attempts not made because the merchant's signing secret opens with none of this
+   * process's keys: the delivery is given back unsent (an operator's key configuration, not the merchant's endpoint).
+   */
+  readonly webhookSecretUnreadable = new Counter({
+    name: 'webhook_secret_unreadable_total',
+    help: "Scheduled merchant webhook attempts not made (the delivery given back, due again shortly) because the merchant's signing secret opens with neither ENCRYPTION_KEY nor DECRYPTION_KEYS",
+    registers: [this.registry],
+  });
+
   /** Every query sent to PostgreSQL (BEGIN and COMMIT included), by pool: service (ORM), jobs (Agenda), sandbox (simulators), listener (the cache's LISTEN connection). */
   readonly dbRoundTrips = new Counter({
     name: 'db_round_trips_total',

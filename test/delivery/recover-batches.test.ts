@@ -105,6 +105,7 @@ describe('recover while the worker retries what it queued', () => {
       queue,
       container.logger,
       container.metrics.webhookDeliveryAttempts,
+      container.metrics.webhookSecretUnreadable,
       container.merchantHosts,
     );
     const since = new Date(Date.now() - 2 * 3_600_000);

@@ -234,6 +234,21 @@ export async function finishAttempt(
 }
 
 /**
+ * Gives a leased delivery back without an attempt: no history row, `attempts` unchanged, due again in
+ * `delayMs`. Only while it still carries `leaseToken`; false otherwise (nothing written).
+ */
+export async function releaseUnattempted(em: EntityManager, deliveryId: string, leaseToken: string, delayMs: number): Promise<boolean> {
+  const rows = await em.execute<{ id: string }[]>(
+    `UPDATE webhook_deliveries
+        SET lease_until = NULL, lease_token = NULL, next_attempt_at = now() + ${ms}, updated_at = now()
+      WHERE id = ? AND lease_token = ?::uuid
+  RETURNING id`,
+    [delayMs, deliveryId, leaseToken],
+  );
+  return rows.length > 0;
+}
+
+/**
  * How long, by the database's clock, until a delivery that a scheduled attempt may not take yet is
  * due: pending or retrying, not leased, due later — and, given `dueAt`, still due at that time (within
  * a millisecond), not rescheduled since. Null otherwise.

@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../../observability/logger.js';
-import type { DeliveryAttemptCounter, DeliveryQueue } from '../ports.js';
+import { SecretUnreadableError } from '../crypto/secret-box.js';
+import type { DeliveryAttemptCounter, DeliveryQueue, UnreadableSecretCounter } from '../ports.js';
 import { recordTestEvent } from './test-event.js';
 import { MerchantSchema, WebhookDeliverySchema, type DeliveryStatus, type WebhookDelivery } from '../../persistence/entities/index.js';
 import { RECOVER_MAX_DAYS } from '../../../contract/index.js';
@@ -11,7 +12,7 @@ import type { MerchantService } from '../merchants/merchant.service.js';
 import { assertUrlShape } from '../merchants/webhook-url-policy.js';
 import {
   countScheduledAttempts, finishAttempt, findStrandedDeliveryIds, leaseDelivery, leaseDueDeliveries, leaseKey, listAttempts, msUntilDue,
-  recordDeliveredAttempts, requeueFailedDeliveries,
+  recordDeliveredAttempts, releaseUnattempted, requeueFailedDeliveries,
   type AttemptRow, type AttemptTrigger, type DeliveredAttempt, type LeasedDelivery, type RequeuePosition,
 } from './delivery-store.js';
 import { GroupWriter } from './group-writer.js';
@@ -55,6 +56,12 @@ const DAY_MS = 86_400_000;
 const LEASE_MARGIN_MS = 30_000;
 /** Deliveries recover puts back in the queue per statement. */
 const RECOVER_BATCH = 1000;
+/**
+ * When a delivery whose signing secret this process cannot open is due again: soon, since another
+ * process (a rolling deploy) or this one restarted with the key may send it; not at once, which would
+ * only claim it again here.
+ */
+const SECRET_UNREADABLE_DELAY_MS = 30_000;
 /** Sealed signing secrets remembered with their plaintext (see `openSecret`). */
 const OPENED_SECRETS_MAX = 1000;
 
@@ -77,6 +84,7 @@ export class DeliveryService {
     private readonly queue: DeliveryQueue,
     private readonly logger: Logger,
     private readonly attempts: DeliveryAttemptCounter,
+    private readonly unreadableSecrets: UnreadableSecretCounter,
     hosts: MerchantHostResolver,
   ) {
     this.sender = new WebhookSender(hosts);
@@ -108,10 +116,31 @@ export class DeliveryService {
    * The scheduled attempt of a delivery the caller already leased (the worker's batched claims: every
    * scheduled attempt, first or retry, is taken by them, within its merchant's in-flight share).
    * `onSent` runs once the HTTP exchange is over, before the result is recorded (the lease is held until then).
-   * Null when the lease was lost before the result could be recorded.
+   * Null when the lease was lost before the result could be recorded, or when no attempt was made: the
+   * merchant's signing secret opens with none of this process's keys (the operator's key configuration,
+   * not the merchant's endpoint), so the delivery is given back unsent — no attempt counted or recorded,
+   * due again in SECRET_UNREADABLE_DELAY_MS — rather than spending its retries on a request never sent.
    */
   async attemptLeased(leased: LeasedDelivery, onSent?: () => void): Promise<AttemptOutcome | null> {
-    return (await this.attempt(leased, 'scheduled', 'schedule', onSent)).outcome;
+    let secret: string | null;
+    try {
+      secret = this.openSecret(leased.sealedSecret);
+    } catch (err) {
+      if (!(err instanceof SecretUnreadableError)) throw err;
+      await this.giveBackUnsent(leased, err);
+      return null;
+    }
+    return (await this.attempt(leased, 'scheduled', 'schedule', onSent, secret)).outcome;
+  }
+
+  private async giveBackUnsent(leased: LeasedDelivery, err: SecretUnreadableError): Promise<void> {
+    const released = await releaseUnattempted(this.em, leased.id, leased.leaseToken, SECRET_UNREADABLE_DELAY_MS);
+    this.unreadableSecrets.inc();
+    // The key's id, never key or secret material.
+    this.logger.error(
+      { deliveryId: leased.id, merchantId: leased.merchantId, eventType: leased.eventType, reason: err.message, released, retryInMs: SECRET_UNREADABLE_DELAY_MS },
+      "webhook not sent: the merchant's signing secret cannot be opened with ENCRYPTION_KEY or DECRYPTION_KEYS; the delivery is given back unattempted until a process with that key sends it",
+    );
   }
 
   /**
@@ -205,9 +234,10 @@ export class DeliveryService {
     trigger: AttemptTrigger,
     onFailure: 'schedule' | 'unchanged' | 'dead',
     onSent?: () => void,
+    openedSecret?: string | null,
   ): Promise<{ outcome: AttemptOutcome | null; result: SendResult }> {
     const url = leased.merchantUrl ?? leased.url;
-    const result = await this.send(leased, url);
+    const result = await this.send(leased, url, openedSecret);
     onSent?.();
     const attemptNumber = leased.attempts + 1;
     const record = { deliveryId: leased.id, attemptNumber, trigger, responseStatus: result.responseStatus, error: result.error, durationMs: result.durationMs };
@@ -267,12 +297,12 @@ export class DeliveryService {
    * attempt. No DNS lookup here, outside the request's timeout: the sender applies the address policy
    * to an address literal and, through its guarded lookup, to every address it connects to.
    */
-  private async send(leased: LeasedDelivery, url: string): Promise<SendResult> {
+  private async send(leased: LeasedDelivery, url: string, openedSecret?: string | null): Promise<SendResult> {
     const refused = (error: string): SendResult => ({ ok: false, responseStatus: null, error: capError(error), durationMs: 0 });
     let secret: string | null;
     try {
       assertUrlShape(url, this.config.allowPrivateUrls);
-      secret = this.openSecret(leased.sealedSecret);
+      secret = openedSecret !== undefined ? openedSecret : this.openSecret(leased.sealedSecret);
     } catch (err) {
       if (err instanceof DomainError) return refused(`URL refused: ${err.details?.[0]?.issue ?? err.message}`);
       this.logger.error({ deliveryId: leased.id, err: { type: (err as Error).name, message: (err as Error).message } }, 'webhook attempt could not be prepared');

@@ -1,0 +1,86 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { destination } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { verifyWebhook } from '../../client/index.js';
+import { loadConfig } from '../../server/config/config.js';
+import { SecretBox } from '../../server/domain/crypto/secret-box.js';
+import { createLogger } from '../../server/observability/logger.js';
+import { startService, type RunningService } from '../../server/service.js';
+import { findSecretsInFiles, inProcessLogFile } from '../support/secret-audit.js';
+import { startTestService, type TestService } from '../support/service.js';
+import { attemptsOf, delivery, emitEvent, registerWebhook } from './events.js';
+import { WebhookReceiver, waitFor } from './receiver.js';
+
+// A worker started with the wrong ENCRYPTION_KEY (or a rotation's last step taken before the reseal
+// finished) cannot open a merchant's signing secret. That is the operator's key configuration, not the
+// merchant's endpoint: the delivery must not spend its retries (and end dead, the merchant's log blaming
+// their endpoint) on requests never sent. It is given back unattempted, and a process with the key sends it.
+
+const K1 = randomBytes(32).toString('base64');
+const K2 = randomBytes(32).toString('base64');
+
+let t: TestService;
+let receiver: WebhookReceiver;
+let worker: RunningService | null = null;
+
+beforeAll(async () => {
+  receiver = await new WebhookReceiver().start();
+  // This process has K2 only.
+  t = await startTestService({ ENCRYPTION_KEY: K2 });
+});
+afterAll(async () => {
+  await worker?.stop();
+  await t.stop();
+  await receiver.stop();
+});
+
+const unreadableCount = async () => (await t.service.container.metrics.webhookSecretUnreadable.get()).values[0]?.value ?? 0;
+
+describe('a merchant signing secret the worker cannot open', () => {
+  it('leaves the delivery pending with no attempt, says so in the log and a metric, and a worker with the key then sends it', async () => {
+    const m = await t.createMerchant('Sealed Elsewhere');
+    const secret = await registerWebhook(t, m.apiKey, receiver.url('/sealed'));
+    // The secret as a process holding K1 sealed it.
+    await t.sql('UPDATE merchants SET webhook_secret_enc = $1 WHERE id = $2', [new SecretBox(K1).seal(secret), m.merchantId]);
+
+    const { deliveryId, eventId } = await emitEvent(t, m.merchantId, { type: 'payment.completed' });
+    // Handled by this process's drain loop: given back (the fix), or attempted (before it).
+    await waitFor(async () => ((await unreadableCount()) > 0 || (await delivery(t, deliveryId)).attempts > 0 ? true : null), 'the worker to take the delivery');
+    const row = await waitFor(async () => {
+      const r = await delivery(t, deliveryId);
+      return r.lease_until === null ? r : null;
+    }, 'the lease to be given back');
+    expect({ status: row.status, attempts: row.attempts, last_error: row.last_error }).toEqual({ status: 'pending', attempts: 0, last_error: null });
+    expect(await attemptsOf(t, deliveryId)).toEqual([]);
+    // Due again soon, not now (claiming it again here would only fail again) and not at the retry schedule's pace.
+    const [{ wait_s: waitSeconds }] = (await t.sql<{ wait_s: number }>('SELECT extract(epoch FROM next_attempt_at - now())::float AS wait_s FROM webhook_deliveries WHERE id = $1', [deliveryId])) as [{ wait_s: number }];
+    expect(waitSeconds).toBeGreaterThan(5);
+    expect(waitSeconds).toBeLessThanOrEqual(30);
+    expect(receiver.on('/sealed')).toEqual([]);
+    expect(await unreadableCount()).toBe(1);
+    const log = readFileSync(inProcessLogFile(t.databaseUrl), 'utf8');
+    expect(log).toContain("webhook not sent: the merchant's signing secret cannot be opened with ENCRYPTION_KEY or DECRYPTION_KEYS");
+    expect(findSecretsInFiles([inProcessLogFile(t.databaseUrl)], [secret, K1, K2])).toEqual([]);
+
+    // The operator fixes it: this process goes, a worker with K1 comes; the delivery's short wait is over.
+    await t.service.stop();
+    const config = loadConfig({
+      NODE_ENV: 'test', ROLE: 'worker', WORKER_PORT: '0', DATABASE_URL: t.databaseUrl, ENCRYPTION_KEY: K1,
+      DATA_DIR: await mkdtemp(path.join(os.tmpdir(), 'payments-test-data-')), DELIVERY_SWEEP_INTERVAL: '1s', LOG_LEVEL: 'info',
+    });
+    const logger = createLogger('info', destination({ dest: inProcessLogFile(t.databaseUrl), sync: true }));
+    worker = await startService(config, { logger, agendaProcessEveryMs: 200, agendaLockLifetimeMs: 5000 });
+    await t.sql('UPDATE webhook_deliveries SET next_attempt_at = now() WHERE id = $1', [deliveryId]);
+    const sent = await waitFor(async () => {
+      const r = await delivery(t, deliveryId);
+      return r.status === 'delivered' ? r : null;
+    }, 'the worker with the key to deliver it');
+    expect(sent.attempts).toBe(1);
+    const [request] = receiver.on('/sealed');
+    expect(verifyWebhook(request!.body, request!.headers, secret).id).toBe(eventId);
+  }, 60_000);
+});
