@@ -9,13 +9,16 @@
  *   npm run admin -- [COMMAND] --help
  * Prints JSON on stdout; errors go to stderr with a non-zero exit. Works against DATABASE_URL (a
  * deployed database) or, without it, the embedded database in DATA_DIR.
+ * It never changes the schema (only the migrate command does: a CLI run after `migrate --down-to` must
+ * not apply again what was reverted, under the older release still running) and never generates an
+ * encryption key (one made up in the operator's working folder would seal secrets no service opens).
  */
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { inOrmScope } from '../persistence/orm-scope.js';
 import pg from 'pg';
-import { loadConfig } from '../config/config.js';
-import { resolveEncryptionKey } from '../config/encryption-key.js';
+import { ConfigError, loadConfig, type AppConfig } from '../config/config.js';
+import { existingEncryptionKey } from '../config/encryption-key.js';
 import { SCOPES } from '../../contract/index.js';
 import { ApiKeyService, parseScopes } from '../domain/auth/api-key.service.js';
 import { resealSecrets } from '../domain/crypto/stored-secrets.js';
@@ -25,8 +28,8 @@ import { MerchantHostResolver } from '../domain/merchants/merchant-host-resolver
 import { MerchantService } from '../domain/merchants/merchant.service.js';
 import { restartChecks } from '../domain/payments/sync-schedule.js';
 import { runningEmbeddedUrl, startEmbeddedPostgres, type EmbeddedDatabase } from '../persistence/embedded-postgres.js';
-import { migrate, migrationsPendingError, openOrm, pendingMigrations } from '../persistence/orm.js';
-import { withSchemaLock } from '../persistence/schema-lock.js';
+import { migrationsList } from '../persistence/migrations/index.js';
+import { appliedMigrations, migrationsPendingError, openOrm, pendingMigrations } from '../persistence/orm.js';
 
 const SCOPE_LIST = SCOPES.join(',');
 
@@ -40,8 +43,12 @@ const USAGE = `usage:
   admin refund recheck --id ID | --unresolved
   admin COMMAND --help
 
-Connects to DATABASE_URL (without it, the embedded PostgreSQL in DATA_DIR; ENCRYPTION_KEY as the
-service uses it). Prints JSON on stdout; errors on stderr with a non-zero exit.`;
+Connects to DATABASE_URL (without it, the embedded PostgreSQL in DATA_DIR). Never migrates: it refuses
+to run (exit 1) on a schema this release's migrate command has not brought to its own version, behind
+or ahead. Commands that seal or open secrets (merchant create, secrets reseal) need the service's key:
+ENCRYPTION_KEY, or the one a service generated in DATA_DIR; without either they refuse (exit 64) and
+never make one up. Prints JSON on stdout; errors on stderr with a non-zero exit (64: usage or
+configuration).`;
 
 const COMMAND_HELP: Record<string, string> = {
   'merchant create': `usage: admin merchant create --name NAME
@@ -108,6 +115,33 @@ function required(values: Record<string, string | boolean | undefined>, name: st
   return value;
 }
 
+/**
+ * Refuses a schema this release does not match: migrations pending (run migrate; or, after a rollback
+ * with --down-to, use the earlier release's CLI) or applied ones this release does not have (the schema
+ * of a later release: use its CLI).
+ */
+async function assertSchemaMatches(orm: Awaited<ReturnType<typeof openOrm>>): Promise<void> {
+  const pending = await pendingMigrations(orm);
+  if (pending.length > 0) throw migrationsPendingError(pending, 'the admin CLI never migrates (after migrate --down-to, use the earlier release\'s admin CLI)');
+  const known = new Set(migrationsList.map((m) => m.name));
+  const unknown = (await appliedMigrations(orm)).filter((name) => !known.has(name));
+  if (unknown.length > 0) {
+    throw new Error(`the database has ${unknown.length} migration(s) this release does not have (${unknown.slice(0, 3).join(', ')}${unknown.length > 3 ? ', …' : ''}): its schema is a later release's; use that release's admin CLI`);
+  }
+}
+
+/** The service's key, as it is: never one generated here. */
+async function serviceKey(config: AppConfig): Promise<string> {
+  const key = await existingEncryptionKey(config);
+  if (key) return key;
+  throw new ConfigError(
+    `ENCRYPTION_KEY is not set and ${path.join(config.dataDir, 'encryption.key')} does not exist: set ENCRYPTION_KEY to the key the services use (the admin CLI never generates one; secrets sealed under a new key open nowhere else)`,
+  );
+}
+
+/** Commands that seal or open stored secrets. */
+const NEEDS_KEY = new Set(['merchant create', 'secrets reseal']);
+
 async function run(argv: string[]): Promise<unknown> {
   const { positionals, values } = parseArgs({
     args: argv,
@@ -124,6 +158,8 @@ async function run(argv: string[]): Promise<unknown> {
   if (!known) throw new UsageError(USAGE);
 
   const config = loadConfig();
+  // Before connecting anywhere.
+  const key = NEEDS_KEY.has(command) ? await serviceKey(config) : null;
   let embedded: EmbeddedDatabase | null = null;
   let databaseUrl = config.databaseUrl;
   if (!databaseUrl) {
@@ -137,15 +173,8 @@ async function run(argv: string[]): Promise<unknown> {
   }
   const orm = await openOrm(databaseUrl, 2);
   try {
-    // On one machine (npm start, the quick start) it brings the schema up to date like a booting service.
-    // In production migrations are the operator's own step: a CLI run after a rollback (--down-to) must
-    // not apply again what was just reverted.
-    if (config.migrateOnBoot && !config.production) await withSchemaLock(databaseUrl, () => migrate(orm));
-    else {
-      const pending = await pendingMigrations(orm);
-      if (pending.length > 0) throw migrationsPendingError(pending, `the admin CLI does not migrate ${config.production ? 'with NODE_ENV=production' : 'with MIGRATE_ON_BOOT=false'}`);
-    }
-    const secrets = new SecretBox(await resolveEncryptionKey(config), config.decryptionKeys);
+    await assertSchemaMatches(orm);
+    const secrets = () => new SecretBox(key!, config.decryptionKeys);
     return await inOrmScope(orm.em, async () => {
       const keys = new ApiKeyService(orm.em);
       const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -156,7 +185,7 @@ async function run(argv: string[]): Promise<unknown> {
       };
       switch (command) {
         case 'merchant create': {
-          const merchant = await new MerchantService(orm.em, secrets, config.webhookAllowPrivateUrls, new MerchantHostResolver(config.webhookDnsServers)).create(required(values, 'name'));
+          const merchant = await new MerchantService(orm.em, secrets(), config.webhookAllowPrivateUrls, new MerchantHostResolver(config.webhookDnsServers)).create(required(values, 'name'));
           return { merchant_id: merchant.id, name: merchant.name };
         }
         case 'key create':
@@ -172,7 +201,7 @@ async function run(argv: string[]): Promise<unknown> {
           return { restarted };
         }
         case 'secrets reseal': {
-          const report = await resealSecrets(orm.em, secrets);
+          const report = await resealSecrets(orm.em, secrets());
           if (report.unreadable.length > 0) process.exitCode = 1;
           return report;
         }
@@ -196,8 +225,9 @@ run(process.argv.slice(2)).then(
       process.stdout.write(`${err.message}\n`);
       process.exit(0);
     }
-    const message = err instanceof UsageError || err instanceof DomainError ? err.message : `admin failed: ${err.message}`;
+    const usage = err instanceof UsageError || err instanceof ConfigError;
+    const message = usage || err instanceof DomainError ? err.message : `admin failed: ${err.message}`;
     process.stderr.write(`${message}\n`);
-    process.exit(err instanceof UsageError ? 64 : 1);
+    process.exit(usage ? 64 : 1);
   },
 );

@@ -105,7 +105,7 @@ describe('configuration', () => {
     expect([run.code, run.stderr.trim()]).toEqual([2, 'EVENT_RETENTION: "30days" is not a duration (a number with a unit: 250ms, 30s, 5m, 1h, 30d)']);
   }, 30_000);
 
-  it('refuses an encryption key that is not 32 bytes in base64 before connecting anywhere: migrate and the service alike', async () => {
+  it('refuses an encryption key that is not 32 bytes in base64 before connecting anywhere: migrate, the admin CLI and the service alike', async () => {
     const good = randomBytes(32).toString('base64');
     expect(loadConfig({ ENCRYPTION_KEY: ` ${good}\n`, DECRYPTION_KEYS: `${randomBytes(32).toString('base64')}, ${good}` }).decryptionKeys).toHaveLength(2);
     // base64url, as SecretBox has always read it: a deployment's existing key keeps working.
@@ -123,6 +123,9 @@ describe('configuration', () => {
     // migrate's usage errors exit 64 with its help after the message.
     const migrate = await runCli('server/migrate.ts', [], { ENCRYPTION_KEY: hex, NODE_ENV: 'test', DATABASE_URL: NOWHERE });
     expect([migrate.code, migrate.stderr.split('\n')[0]]).toEqual([64, message]);
+    // The admin CLI too (it said "admin failed: …" and exited 1, as for a bug).
+    const admin = await runCli('server/admin/cli.ts', ['key', 'list', '--merchant', '00000000-0000-4000-8000-000000000000'], { ENCRYPTION_KEY: hex, NODE_ENV: 'test', DATABASE_URL: NOWHERE });
+    expect([admin.code, admin.stderr.trim()]).toEqual([64, message]);
   }, 60_000);
 
   describe('mobilemoney operator certificates, read at boot', () => {

@@ -1,0 +1,66 @@
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createTestDatabase, sql } from '../support/database.js';
+import { runCli } from '../support/processes.js';
+import { TEST_ENCRYPTION_KEY } from '../support/service.js';
+
+// The admin CLI run by an operator from a bastion shell with only DATABASE_URL exported (no NODE_ENV,
+// no ENCRYPTION_KEY), as a process. It must neither make up an encryption key (`secrets reseal` then
+// re-encrypted every secret under it, and every service answered 503) nor touch a schema that is not
+// this release's (migration-rollback.test.ts: one behind after `migrate --down-to`).
+
+let db: Awaited<ReturnType<typeof createTestDatabase>>;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db?.drop();
+});
+
+const admin = (args: string[], env: Record<string, string>) => runCli('server/admin/cli.ts', args, { DATABASE_URL: db.url, ...env });
+const freshDataDir = () => mkdtempSync(path.join(os.tmpdir(), 'admin-cli-data-'));
+
+describe('the admin CLI without ENCRYPTION_KEY', () => {
+  it('refuses the commands that seal or open secrets, generating no key, and names what to set', async () => {
+    const dataDir = freshDataDir();
+    const before = await sql(db.url, 'SELECT id, webhook_secret_enc FROM merchants ORDER BY id');
+    for (const command of [['secrets', 'reseal'], ['merchant', 'create', '--name', 'Bastion Shop']]) {
+      const run = await admin(command, { DATA_DIR: dataDir });
+      expect([run.code, run.stdout]).toEqual([64, '']);
+      expect(run.stderr).toContain(`ENCRYPTION_KEY is not set and ${path.join(dataDir, 'encryption.key')} does not exist: set ENCRYPTION_KEY to the key the services use`);
+    }
+    expect(existsSync(path.join(dataDir, 'encryption.key'))).toBe(false);
+    expect(await sql(db.url, 'SELECT id, webhook_secret_enc FROM merchants ORDER BY id')).toEqual(before);
+  }, 60_000);
+
+  it('runs the commands that need no key', async () => {
+    const dataDir = freshDataDir();
+    const run = await admin(['payment', 'recheck', '--unresolved'], { DATA_DIR: dataDir });
+    expect([run.code, JSON.parse(run.stdout)]).toEqual([0, { restarted: [] }]);
+    expect(existsSync(path.join(dataDir, 'encryption.key'))).toBe(false);
+  }, 60_000);
+
+  it('uses the key a service generated in DATA_DIR (one machine, npm start)', async () => {
+    const dataDir = freshDataDir();
+    writeFileSync(path.join(dataDir, 'encryption.key'), `${TEST_ENCRYPTION_KEY}\n`, { mode: 0o600 });
+    const run = await admin(['merchant', 'create', '--name', 'Dev Shop'], { DATA_DIR: dataDir });
+    expect([run.code, run.stderr]).toEqual([0, '']);
+    expect(JSON.parse(run.stdout)).toMatchObject({ name: 'Dev Shop' });
+  }, 60_000);
+});
+
+describe('the admin CLI on a later release\'s schema', () => {
+  it('refuses to run, naming the migrations this release does not have', async () => {
+    await sql(db.url, `INSERT INTO mikro_orm_migrations (name, executed_at) VALUES ('Migration20990101000001_future', now())`);
+    try {
+      const run = await admin(['merchant', 'create', '--name', 'Too Old'], { ENCRYPTION_KEY: TEST_ENCRYPTION_KEY });
+      expect([run.code, run.stdout]).toEqual([1, '']);
+      expect(run.stderr).toContain("the database has 1 migration(s) this release does not have (Migration20990101000001_future): its schema is a later release's; use that release's admin CLI");
+      expect(await sql(db.url, `SELECT 1 FROM merchants WHERE name = 'Too Old'`)).toEqual([]);
+    } finally {
+      await sql(db.url, `DELETE FROM mikro_orm_migrations WHERE name = 'Migration20990101000001_future'`);
+    }
+  }, 60_000);
+});
