@@ -188,13 +188,17 @@ export async function startService(config: AppConfig, options: StartOptions = {}
       container.draining = true;
       // The simulators' held answers ("hang" mode) end with their process, as a provider's would.
       container.sandboxDeps.heldAnswers.releaseAll();
+      // Still listening and working while the orchestrator sees /readyz 503 and stops routing here (on
+      // Kubernetes endpoint removal races the signal: a listener closed at once refuses what still arrives).
+      if (config.shutdownDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
+      const budgetMs = config.shutdownTimeoutMs - config.shutdownDelayMs;
       // HTTP and jobs stop side by side: busy keep-alive connections no longer hold the job drain back.
       // Agenda stops taking jobs while the drain loop finishes its attempts, not after: a retry job started
       // during the drain loop's wait would be cut by the shutdown deadline (and sent again after its lease).
       await Promise.all([
-        ...closers.map((close) => close(config.shutdownTimeoutMs)),
+        ...closers.map((close) => close(budgetMs)),
         dueDeliveries?.stop().then(() => drainer?.stop()),
-        drainAgenda(container.agenda, agendaDrainMs(config.shutdownTimeoutMs)).catch(() => undefined),
+        drainAgenda(container.agenda, agendaDrainMs(budgetMs)).catch(() => undefined),
       ]);
       // Nothing left to do after a drain; it still unlocks what a drain that failed part-way had not.
       await container.agenda.stop().catch(() => undefined);

@@ -29,6 +29,7 @@ const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
   MIGRATE_ON_BOOT: booleanFlag.default('true'),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  SHUTDOWN_DELAY_MS: z.coerce.number().int().min(0).default(0),
   DATABASE_URL: z.string().url().optional(),
   DATABASE_POOL_MAX: z.coerce.number().int().min(2).max(1000).default(20),
   DATABASE_ACQUIRE_TIMEOUT: z.string().default('5s'),
@@ -91,6 +92,11 @@ export interface AppConfig {
   migrateOnBoot: boolean;
   /** After SIGTERM/SIGINT, exit (code 1) if the graceful stop has not finished by then. */
   shutdownTimeoutMs: number;
+  /**
+   * After SIGTERM/SIGINT, how long the process goes on listening (and working) while /readyz answers 503
+   * before it stops: the time an orchestrator takes to stop routing new connections to it. Part of shutdownTimeoutMs.
+   */
+  shutdownDelayMs: number;
   databaseUrl: string | undefined;
   /** Most connections the process's ORM pool opens (Agenda's pool takes at most 8, the scheduling lock pool 2). */
   databasePoolMax: number;
@@ -317,6 +323,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   // A key must outlive the time a concurrent request may wait on it and the lease of the request holding it.
   if (keyRetentionMs <= leaseMs) throw new ConfigError('IDEMPOTENCY_KEY_RETENTION must be longer than IDEMPOTENCY_LEASE');
+  if (e.SHUTDOWN_DELAY_MS >= e.SHUTDOWN_TIMEOUT_MS) throw new ConfigError('SHUTDOWN_DELAY_MS must be shorter than SHUTDOWN_TIMEOUT_MS (the delay is part of the stop\'s budget)');
   const sandbox = e.SANDBOX ?? !production;
   return {
     env: e.NODE_ENV,
@@ -328,6 +335,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     metricsToken: e.METRICS_TOKEN,
     migrateOnBoot: e.MIGRATE_ON_BOOT,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
     databaseUrl: e.DATABASE_URL,
     databasePoolMax: e.DATABASE_POOL_MAX,
     databaseAcquireTimeoutMs: acquireTimeoutMs,

@@ -80,6 +80,9 @@ describe('configuration', () => {
     // The lease and the key retention are held above PROVIDER_TIMEOUT_MS and the lease: 0 is refused by name as well.
     expect(() => loadConfig({ IDEMPOTENCY_LEASE: '0' })).toThrow(/IDEMPOTENCY_LEASE must be longer/);
     expect(() => loadConfig({ IDEMPOTENCY_KEY_RETENTION: '0' })).toThrow(/IDEMPOTENCY_KEY_RETENTION must be longer/);
+    // The delay before the listener closes is part of the stop's budget.
+    expect(loadConfig({}).shutdownDelayMs).toBe(0);
+    expect(() => loadConfig({ SHUTDOWN_DELAY_MS: '30000' })).toThrow('SHUTDOWN_DELAY_MS must be shorter than SHUTDOWN_TIMEOUT_MS');
     expect(() => loadConfig({ IDEMPOTENCY_LEASE: '1 minute' })).toThrow('IDEMPOTENCY_LEASE: "1 minute" is not a duration');
     for (const name of ['SHUTDOWN_TIMEOUT_MS', 'WEBHOOK_TIMEOUT_MS', 'PROVIDER_TIMEOUT_MS']) {
       expect(() => loadConfig({ [name]: '0' })).toThrow(ConfigError);
