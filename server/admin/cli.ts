@@ -45,7 +45,7 @@ const USAGE = `usage:
 
 Connects to DATABASE_URL (without it, the embedded PostgreSQL in DATA_DIR). Never migrates: it refuses
 to run (exit 1) on a schema this release's migrate command has not brought to its own version, behind
-or ahead. Commands that seal or open secrets (merchant create, secrets reseal) need the service's key:
+or ahead. merchant create and secrets reseal use the service's encryption key:
 ENCRYPTION_KEY, or the one a service generated in DATA_DIR; without either they refuse (exit 64) and
 never make one up. Prints JSON on stdout; errors on stderr with a non-zero exit (64: usage or
 configuration).`;
@@ -139,7 +139,7 @@ async function serviceKey(config: AppConfig): Promise<string> {
   );
 }
 
-/** Commands that seal or open stored secrets. */
+/** Commands that use the encryption key (reseal opens and seals; a merchant's service is built with the key, which seals its webhook secrets). */
 const NEEDS_KEY = new Set(['merchant create', 'secrets reseal']);
 
 async function run(argv: string[]): Promise<unknown> {

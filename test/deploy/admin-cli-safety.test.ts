@@ -23,7 +23,7 @@ const admin = (args: string[], env: Record<string, string>) => runCli('server/ad
 const freshDataDir = () => mkdtempSync(path.join(os.tmpdir(), 'admin-cli-data-'));
 
 describe('the admin CLI without ENCRYPTION_KEY', () => {
-  it('refuses the commands that seal or open secrets, generating no key, and names what to set', async () => {
+  it('refuses the commands that use the key (merchant create, secrets reseal), generating none, and names what to set', async () => {
     const dataDir = freshDataDir();
     const before = await sql(db.url, 'SELECT id, webhook_secret_enc FROM merchants ORDER BY id');
     for (const command of [['secrets', 'reseal'], ['merchant', 'create', '--name', 'Bastion Shop']]) {
