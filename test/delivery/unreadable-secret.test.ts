@@ -64,6 +64,11 @@ describe('a merchant signing secret the worker cannot open', () => {
     expect(await unreadableCount()).toBe(1);
     const log = readFileSync(inProcessLogFile(t.databaseUrl), 'utf8');
     expect(log).toContain("webhook not sent: the merchant's signing secret cannot be opened with ENCRYPTION_KEY or DECRYPTION_KEYS");
+    // A test event asked for meanwhile: not sent either, and the answer does not blame the endpoint.
+    const test = await t.http.post('/v1/webhooks/test').set('X-API-Key', m.apiKey).send({});
+    expect([test.status, test.body.data?.delivered, test.body.data?.response_status]).toEqual([200, false, null]);
+    expect(test.body.data.error).toBe('not sent: the service cannot open the webhook signing secret right now (its encryption key configuration, not your endpoint); try again later');
+    expect(receiver.on('/sealed')).toEqual([]);
     expect(findSecretsInFiles([inProcessLogFile(t.databaseUrl)], [secret, K1, K2])).toEqual([]);
 
     // The operator fixes it: this process goes, a worker with K1 comes; the delivery's short wait is over.

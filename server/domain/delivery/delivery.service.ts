@@ -305,6 +305,11 @@ export class DeliveryService {
       secret = openedSecret !== undefined ? openedSecret : this.openSecret(leased.sealedSecret);
     } catch (err) {
       if (err instanceof DomainError) return refused(`URL refused: ${err.details?.[0]?.issue ?? err.message}`);
+      // A manual retry or test event (scheduled attempts never get here with it: attemptLeased gives them back).
+      if (err instanceof SecretUnreadableError) {
+        this.logger.error({ deliveryId: leased.id, reason: err.message }, "webhook not sent: the merchant's signing secret cannot be opened with ENCRYPTION_KEY or DECRYPTION_KEYS");
+        return refused('not sent: the service cannot open the webhook signing secret right now (its encryption key configuration, not your endpoint); try again later');
+      }
       this.logger.error({ deliveryId: leased.id, err: { type: (err as Error).name, message: (err as Error).message } }, 'webhook attempt could not be prepared');
       return refused('internal error while preparing the request');
     }
