@@ -176,11 +176,6 @@ function apiKeyRateLimit(perMinute: number | undefined, perSecond: number | unde
 /** false (the socket's address is the client's), a hop count, or trusted addresses/subnets. */
 export type TrustProxy = false | number | string[];
 
-/**
- * TRUST_PROXY: unset/false, a hop count ("1"), or a comma-separated list ("loopback, 10.0.0.0/8").
- * Not `true`: Express would then take the left-most X-Forwarded-For entry, which the client writes, so
- * anyone could pass the mobile-money allowlist and spread over the per-address limits.
- */
 /** WEBHOOK_DNS_SERVERS: comma-separated `ip`, `ip:port` or `[ipv6]:port` (the forms c-ares' setServers takes). */
 export function parseDnsServers(raw: string | undefined): string[] | undefined {
   if (raw === undefined) return undefined;
@@ -198,6 +193,11 @@ export function parseDnsServers(raw: string | undefined): string[] | undefined {
   return entries;
 }
 
+/**
+ * TRUST_PROXY: unset/false, a hop count ("1"), or a comma-separated list ("loopback, 10.0.0.0/8").
+ * Not `true`: Express would then take the left-most X-Forwarded-For entry, which the client writes, so
+ * anyone could pass the mobile-money allowlist and spread over the per-address limits.
+ */
 export function parseTrustProxy(raw: string | undefined): TrustProxy {
   const value = raw?.trim() ?? '';
   if (value === '' || /^(false|0|no)$/i.test(value)) return false;

@@ -18,6 +18,10 @@ function result(request: InboundRequest): OperatorResult {
   }
 }
 
+/** The request's address is `subjectId`'s: its `ref` and the token bound to it (callback-urls.ts). */
+const boundTo = (request: InboundRequest, creds: MobilemoneyCredentials, subjectId: string): boolean =>
+  request.query.ref === subjectId && verifyCallbackToken(creds.passkey, subjectId, request.query.token);
+
 /**
  * The operator's callbacks (STK results, transaction-status results, reversal results, queue
  * timeouts). The operator signs none of them itself: each must come from an allowlisted address; in
@@ -28,10 +32,6 @@ function result(request: InboundRequest): OperatorResult {
  * signature (how the real operator sends them) is `unverifiable`, and the pipeline asks the operator
  * instead of believing it: the STK query for a push, a transaction-status query for the rest.
  */
-/** The request's address is `subjectId`'s: its `ref` and the token bound to it (callback-urls.ts). */
-const boundTo = (request: InboundRequest, creds: MobilemoneyCredentials, subjectId: string): boolean =>
-  request.query.ref === subjectId && verifyCallbackToken(creds.passkey, subjectId, request.query.token);
-
 export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<MobilemoneyCredentials> {
   let certPem: string | null | undefined;
   const certificate = () => {
