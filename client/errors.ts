@@ -1,5 +1,6 @@
 /** The errors the SDK throws: one base class, so `catch (e) { if (e instanceof PaymentsError) … }` covers all. */
 import type { ErrorCode } from '../contract/common.js';
+import { OUTCOME_HEADER } from '../contract/errors.js';
 
 export type { ErrorCode };
 
@@ -8,6 +9,9 @@ export interface ErrorDetail {
   field: string;
   issue: string;
 }
+
+/** Payments-Outcome: unknown — the provider did not say whether it acted: the operation may have been carried out (a 502 PROVIDER_ERROR too). */
+export const outcomeUnknown = (headers: Headers) => headers.get(OUTCOME_HEADER.name) === OUTCOME_HEADER.unknown;
 
 export class PaymentsError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
@@ -52,9 +56,11 @@ export class PaymentsApiError extends PaymentsError {
   readonly earlierAttemptMayHaveSucceeded: boolean;
   /**
    * True when this call's operation may have been, or may yet be, carried out although it threw:
-   * `earlierAttemptMayHaveSucceeded`, this answer is a 5xx that can follow work, or it is `inProgress` for
-   * this call's Idempotency-Key. Never retry such a call with a new key: retry with `idempotencyKey`, or
-   * read the resource's state. (false: this call changed nothing.)
+   * `earlierAttemptMayHaveSucceeded`, this answer is a 5xx that can follow work, it is `inProgress` for
+   * this call's Idempotency-Key, or it is a 502 PROVIDER_ERROR whose provider did not say whether it acted (the
+   * service says so with `Payments-Outcome: unknown`: a capture may have charged the buyer). Never retry such a call
+   * with a new key, nor undo the order on it: retry with `idempotencyKey`, or read the resource's state
+   * (e.g. `payments.get`). (false: this call changed nothing; a 502 the provider refused is false.)
    */
   readonly mayHaveSucceeded: boolean;
 
@@ -98,14 +104,17 @@ export class PaymentsApiError extends PaymentsError {
   ): PaymentsApiError {
     const headerRequestId = headers.get('x-request-id');
     const error = isRecord(body) && isRecord(body.error) ? body.error : undefined;
+    const unknown = outcomeUnknown(headers);
     const known = {
       body,
       headers,
       idempotencyKey,
       earlierAttemptMayHaveSucceeded: call.earlierAttemptMayHaveSucceeded === true,
-      mayHaveSucceeded: call.mayHaveSucceeded === true,
+      mayHaveSucceeded: call.mayHaveSucceeded === true || unknown,
     };
-    const note = (message: string) => (call.notRepeatable && call.mayHaveSucceeded ? `${message}; ${call.notRepeatable}` : message);
+    const retryWith = idempotencyKey ? `retry with the same idempotencyKey (${idempotencyKey})` : 'retry with the same Idempotency-Key';
+    const outcome = (message: string) => (unknown ? `${message}; the provider did not say whether it was done, so it may have been carried out: ${retryWith} or read its current state, and do not treat it as refused` : message);
+    const note = (message: string) => outcome(call.notRepeatable && call.mayHaveSucceeded ? `${message}; ${call.notRepeatable}` : message);
     if (error && typeof error.code === 'string' && typeof error.message === 'string') {
       const details = Array.isArray(error.details) ? (error.details.filter(isDetail) as ErrorDetail[]) : [];
       return new PaymentsApiError({

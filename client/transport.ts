@@ -10,7 +10,7 @@
  */
 import type { ApiFetcherArgs, AppRoute } from '@ts-rest/core';
 import { IdempotencyKeySchema } from '../contract/common.js';
-import { PaymentsAbortError, PaymentsConnectionError } from './errors.js';
+import { outcomeUnknown, PaymentsAbortError, PaymentsConnectionError } from './errors.js';
 
 /** Options that apply to one call and override the client's defaults. */
 export interface RequestOptions {
@@ -78,7 +78,8 @@ export interface FetcherResult {
   /**
    * Set when this call's operation may have been, or may yet be, carried out: an earlier attempt may have
    * been, this answer is one that can follow work the service did (a 5xx other than 501, 503, 505 and
-   * 502 PROVIDER_ERROR), or it is the 409 saying a request with this call's Idempotency-Key is still running.
+   * 502 PROVIDER_ERROR; a 502 PROVIDER_ERROR with Payments-Outcome: unknown is one), or it is the 409 saying
+   * a request with this call's Idempotency-Key is still running.
    */
   mayHaveSucceeded?: true;
   /** The route's `notRepeatable` text, for the error built from this answer. */
@@ -177,8 +178,12 @@ function isRetryableResponse(status: number, body: unknown, response: Response):
   return retryableStatus(status) && !isProviderError(body);
 }
 
-/** A retryable answer that may follow work the service did (500, 502, 504, 52x…; not a refusal nor a provider's final answer). */
-const mayFollowWork = (status: number, body: unknown) => maybeDoneStatus(status) && !isProviderError(body);
+/**
+ * A retryable answer that may follow work the service did (500, 502, 504, 52x…; not a refusal nor a provider's
+ * final answer), or a 502 PROVIDER_ERROR saying the provider's outcome is unknown.
+ */
+const mayFollowWork = (status: number, body: unknown, response: Response) =>
+  maybeDoneStatus(status) && (!isProviderError(body) || outcomeUnknown(response.headers));
 
 async function readBody(response: Response): Promise<unknown> {
   const text = await response.text();
@@ -255,7 +260,7 @@ export function createFetcher(options: TransportOptions) {
 
     let maybeDone = false;
     const result = (response: Response, body: unknown): FetcherResult => {
-      const mayHaveSucceeded = maybeDone || mayFollowWork(response.status, body) || (stillProcessing(response.status, response) && idempotencyKey !== undefined);
+      const mayHaveSucceeded = maybeDone || mayFollowWork(response.status, body, response) || (stillProcessing(response.status, response) && idempotencyKey !== undefined);
       return {
         status: response.status,
         body,
@@ -280,13 +285,13 @@ export function createFetcher(options: TransportOptions) {
         const body = await readBody(response);
         if (!canRetry || !isRetryableResponse(response.status, body, response)) return result(response, body);
         // This attempt may have done the work: repeating it would do it again.
-        if (notRepeatable && mayFollowWork(response.status, body)) return result(response, body);
+        if (notRepeatable && mayFollowWork(response.status, body, response)) return result(response, body);
         const retryAfter = parseRetryAfter(response.headers.get('retry-after'));
         // Waiting longer than the server asks would be fine; retrying sooner would not. Too long a wait: give up.
         if (retryAfter !== undefined && retryAfter > options.maxRetryDelayMs) return result(response, body);
         // Still processing this key: a request with it reached the service and is under way. (Without a key,
         // the 409 is another store of credentials running: this attempt was refused before doing anything.)
-        if (mayFollowWork(response.status, body) || (stillProcessing(response.status, response) && idempotencyKey !== undefined)) maybeDone = true;
+        if (mayFollowWork(response.status, body, response) || (stillProcessing(response.status, response) && idempotencyKey !== undefined)) maybeDone = true;
         retry = { delayMs: retryAfter ?? backoffDelay(attempt - 1, options.initialRetryDelayMs, options.maxRetryDelayMs), status: response.status };
       } catch (error) {
         if (userSignal?.aborted) throw abortedByCaller(attempt, true);

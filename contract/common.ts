@@ -17,7 +17,8 @@ export type Scope = (typeof SCOPES)[number];
  * status than its first answer, that status (openapi.json documents it; by default a replay answers
  * with the route's own success status).
  */
-export type RouteMetadata = { readonly scope: Scope | null; readonly tag: string; readonly replayStatus?: 200 | 201 };
+/** `outcomeMayBeUnknown`: the route's 502 may carry Payments-Outcome: unknown (contract/errors.ts OUTCOME_HEADER). */
+export type RouteMetadata = { readonly scope: Scope | null; readonly tag: string; readonly replayStatus?: 200 | 201; readonly outcomeMayBeUnknown?: true };
 
 export const ERROR_CODES = [
   'BAD_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN', 'NOT_FOUND', 'CONFLICT', 'PAYLOAD_TOO_LARGE',

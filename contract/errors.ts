@@ -24,6 +24,13 @@ export const ERROR_MESSAGES = {
   metricsToken: 'Missing or wrong metrics token (send Authorization: Bearer <METRICS_TOKEN>)',
 } as const;
 
+/**
+ * The response header of an error whose operation's outcome is unknown (a 502 PROVIDER_ERROR when the
+ * provider did not say whether it acted: no answer in time, an outage, its server error): the operation may have been carried out.
+ * Retry with the same Idempotency-Key, or read the resource. A refusal the provider gave never carries it.
+ */
+export const OUTCOME_HEADER = { name: 'Payments-Outcome', unknown: 'unknown' } as const;
+
 export interface DocumentedError {
   code: ErrorCode;
   /** The response description in openapi.json. */
@@ -145,7 +152,7 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
     '422': invalid('idempotency-key', 'must be at most 255 characters'),
     '502': {
       message: 'walletpay capture failed: walletpay answered 500 INTERNAL_SERVER_ERROR: An internal server error has occurred.',
-      description: 'walletpay refused the capture, or did not answer or refused before acting (rate-limited, credentials): nothing about the capture is final — the payment stays pending and a retry with the same Idempotency-Key sends it again (PayPal answers with the first capture if there was one). Nothing else sends a capture: retry before the order expires (PROVIDER_ERROR)',
+      description: 'walletpay refused the capture, or did not answer or refused before acting (rate-limited, credentials): nothing about the capture is final — the payment stays pending and a retry with the same Idempotency-Key sends it again (PayPal answers with the first capture if there was one). Nothing else sends a capture: retry before the order expires. When walletpay did not say whether it captured (no answer in time, an outage, its server error) the capture may have happened: the answer carries `Payments-Outcome: unknown` — never void the order then; retry with the same Idempotency-Key or read the payment (PROVIDER_ERROR)',
     },
   },
   'POST /v1/refunds': {

@@ -464,8 +464,9 @@ export const paymentsContract = c.router(
         'Captures a walletpay order after the buyer approved it. No body (or `{}`). 409 when the payment is not pending or the buyer has not approved; ' +
         'an order the buyer cancelled is 409 too, and the payment is failed then (payment.failed). ' +
         'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and never captures twice; ' +
-        'after a 502 (the provider did not answer, or refused before acting) the retry with the key sends the capture again, and the provider answers it with the first capture if there was one.',
-      metadata: write,
+        'after a 502 (the provider did not answer, or refused before acting) the retry with the key sends the capture again, and the provider answers it with the first capture if there was one. ' +
+        'A 502 with `Payments-Outcome: unknown` means the capture may have happened (the buyer may have been charged).',
+      metadata: { ...write, outcomeMayBeUnknown: true },
       headers: OptionalIdempotencyHeaders,
       pathParams: IdParamsSchema,
       body: z.union([z.object({}).strict(), z.undefined()]).optional(),

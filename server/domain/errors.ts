@@ -25,11 +25,12 @@ export class DomainError extends Error {
 /**
  * The provider was asked but its answer did not say what happened (a timeout, an outage): the resource
  * stays pending for the provider's event or the sync. An Idempotency-Key does not keep this answer as
- * final: a replay answers the resource once it is settled (idempotency-keys.ts, `undecided`).
+ * final: a replay answers the resource once it is settled (idempotency-keys.ts, `undecided`). The error
+ * handler marks every such answer with Payments-Outcome: unknown, so clients never read it as a refusal.
  */
 export class OutcomeUnknownError extends DomainError {
-  constructor(code: ErrorCode, message: string) {
-    super(code, message);
+  constructor(code: ErrorCode, message: string, headers?: Record<string, string>) {
+    super(code, message, undefined, headers);
     this.name = 'OutcomeUnknownError';
   }
 }

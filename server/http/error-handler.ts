@@ -2,12 +2,12 @@ import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { RequestValidationError } from '@ts-rest/express';
 import type { ErrorCode } from '../../contract/index.js';
 import type { ZodError, ZodIssue } from 'zod';
-import { DomainError, type FieldIssue } from '../domain/errors.js';
+import { DomainError, OutcomeUnknownError, type FieldIssue } from '../domain/errors.js';
 import { SecretUnreadableError } from '../domain/crypto/secret-box.js';
 import type { Logger } from '../observability/logger.js';
 import { sendError } from './envelope.js';
 import { HTTP_STATUS, isCapacityExhausted, RETRY_AFTER_SECONDS } from './error-map.js';
-import { ERROR_MESSAGES } from '../../contract/errors.js';
+import { ERROR_MESSAGES, OUTCOME_HEADER } from '../../contract/errors.js';
 
 function issueToField(prefix: string | null, issue: ZodIssue): FieldIssue[] {
   const base = [...(prefix ? [prefix] : []), ...issue.path.map(String)].join('.');
@@ -86,7 +86,9 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       // A provider that failed us is the operator's business too: the merchant's message (which names the
       // provider and what it said, never a secret) goes to the log with the request id.
       if (HTTP_STATUS[err.code] >= 500) logger.warn({ requestId: res.locals.requestId, route: req.path, code: err.code, reason: err.message }, 'answered with a server-side error');
-      return sendError(res, err.code, err.message, err.details, err.headers);
+      // The one place an unknown outcome is marked: the client must not read it as "nothing was done".
+      const headers = err instanceof OutcomeUnknownError ? { ...err.headers, [OUTCOME_HEADER.name]: OUTCOME_HEADER.unknown } : err.headers;
+      return sendError(res, err.code, err.message, err.details, headers);
     }
     // Express could not percent-decode a path parameter (/v1/payments/%zz): like an id that does not
     // parse, it names no resource. Without this it fell through to 500.

@@ -4,6 +4,7 @@ import {
   OUTBOUND_WEBHOOK_DELIVERY_RULES, OUTBOUND_WEBHOOK_EVENTS, OUTBOUND_WEBHOOK_HEADERS, contract, type RouteMetadata,
 } from '../../contract/index.js';
 import { METRICS_EXAMPLE, operationsContract } from '../../contract/operations.js';
+import { OUTCOME_HEADER } from '../../contract/errors.js';
 import { polishDocument } from './openapi-polish.js';
 
 /** One line per tag in /docs; a tag used by a route but missing here gets a generic line. */
@@ -140,6 +141,27 @@ function documentReplayedErrors(responses: Record<string, unknown>) {
   }
 }
 
+/** A route whose 502 may leave the outcome unknown documents the header that says so (copied, as above). */
+function documentOutcomeHeader(responses: Record<string, unknown>) {
+  const response = responses['502'];
+  if (!response || typeof response !== 'object' || '$ref' in response) return;
+  const r = response as { headers?: Record<string, unknown> };
+  responses['502'] = {
+    ...r,
+    headers: {
+      ...(r.headers ?? {}),
+      [OUTCOME_HEADER.name]: {
+        description:
+          '`unknown`: the provider did not say whether it acted (no answer in time, an outage, its server error), so the operation may have been carried out — the customer may have been charged. ' +
+          'Do not treat it as refused: retry with the same Idempotency-Key (the provider answers with the first result if there was one) or read the resource. ' +
+          'Absent when the provider refused, or was refused before acting: nothing was done.',
+        required: false,
+        schema: { type: 'string', enum: [OUTCOME_HEADER.unknown] },
+      },
+    },
+  };
+}
+
 /** openapi.json, generated from the contract; `npm run openapi` writes it, CI checks it is current and lints it. */
 export function openApiDocument() {
   const document = generateOpenApi(
@@ -164,6 +186,7 @@ export function openApiDocument() {
         const metadata = route.metadata as RouteMetadata | undefined;
         const takesIdempotencyKey = (operation.parameters ?? []).some((p) => 'in' in p && p.in === 'header' && p.name === 'idempotency-key');
         if (takesIdempotencyKey) documentReplays(operation.responses ?? {}, metadata?.replayStatus);
+        if (metadata?.outcomeMayBeUnknown) documentOutcomeHeader(operation.responses ?? {});
         // A body the route cannot do without is required (ts-rest leaves every requestBody optional).
         const body = 'body' in route ? (route.body as { isOptional?: () => boolean } | null) : null;
         const requestBody =

@@ -338,7 +338,7 @@ describe('openapi.json route-specific error examples are what each route answers
     // The operator's certificate and a token are fetched and kept, as in a running service: an outage then meets the request itself.
     await api.post('/v1/payments/mobilemoney/check-status/NLJ7RT61SV').expect(200);
 
-    type Answer = { status: number; body: Json };
+    type Answer = { status: number; body: Json; headers?: Record<string, string> };
     const cases: Record<string, () => Promise<Answer>> = {
       '422 PUT /v1/merchant/webhook': () => api.put('/v1/merchant/webhook', { webhook_url: 'not a url' }),
       '422 PUT /v1/merchant/credentials': () => api.put('/v1/merchant/credentials', { provider: 'paypal' }),
@@ -438,8 +438,11 @@ describe('openapi.json route-specific error examples are what each route answers
       const example = errorOf(rest.join(' '), status!)!;
       const res = await provoke();
       answered.push(entry);
-      const got = { status: res.status, code: res.body?.error?.code, message: withoutIds(String(res.body?.error?.message)), detail: res.body?.error?.details?.[0] ?? null };
-      const want = { status: Number(status), code: example.code, message: withoutIds(example.message), detail: example.details?.[0] ?? null };
+      // A response that documents Payments-Outcome (its example: the provider did not answer) carries it; no other does.
+      const [method, p] = rest.join(' ').split(' ') as [string, string];
+      const outcomeDoc = doc.paths[p][method.toLowerCase()].responses[status!]?.headers?.['Payments-Outcome'] as Json | undefined;
+      const got = { status: res.status, code: res.body?.error?.code, message: withoutIds(String(res.body?.error?.message)), detail: res.body?.error?.details?.[0] ?? null, outcome: res.headers?.['payments-outcome'] ?? null };
+      const want = { status: Number(status), code: example.code, message: withoutIds(example.message), detail: example.details?.[0] ?? null, outcome: outcomeDoc ? outcomeDoc.schema.enum[0] : null };
       if (JSON.stringify(got) !== JSON.stringify(want)) mismatches.push({ entry, got, want });
     }
     expect(mismatches).toEqual([]);

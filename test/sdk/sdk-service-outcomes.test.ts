@@ -19,6 +19,16 @@ afterAll(async () => {
   await t.stop();
 });
 
+const outage = (mode: 'ok' | 'error') => t.http.post('/sandbox/walletpay/_control/outage').send({ mode }).expect(200);
+
+/** A walletpay payment the buyer approved, ready to capture. */
+async function approvedOrder(client: ReturnType<typeof createPaymentsClient>, amount: string) {
+  const order = await client.payments.create({ provider: 'walletpay', amount, currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' });
+  const approval = order.next_action!.url;
+  await fetch(`${approval}${approval.includes('?') ? '&' : '?'}auto=approve`, { redirect: 'manual' });
+  return order;
+}
+
 const reconcileJobs = () => t.sql(`SELECT id FROM agenda_jobs WHERE name = 'mobilemoney.reconcile' AND data->>'merchantId' = $1`, [merchantId]);
 
 describe('the SDK against the service', () => {
@@ -37,6 +47,44 @@ describe('the SDK against the service', () => {
     // Once that store is over, the same call stores.
     await t.sql('DELETE FROM refresh_leases WHERE name = $1', [`credentials:${merchantId}:cardpay`]);
     expect(await client.merchant.storeCredentials({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_outcome_0001' } })).toMatchObject({ provider: 'cardpay' });
+  });
+
+  it('a capture walletpay did not answer is a 502 marked Payments-Outcome: unknown, which the SDK reports as may have succeeded; its retry with the key captures once', async () => {
+    const client = createPaymentsClient({ baseUrl: t.baseUrl, apiKey, initialRetryDelayMs: 1 });
+    await client.merchant.storeCredentials({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'outcome-wallet', client_secret: 'outcome-wallet-secret' } });
+    const order = await approvedOrder(client, '31.00');
+    await outage('error');
+    let error: unknown;
+    try {
+      error = await client.payments.capture(order.id).catch((e: unknown) => e);
+    } finally {
+      await outage('ok');
+    }
+    expect(error).toBeInstanceOf(PaymentsApiError);
+    const apiError = error as PaymentsApiError;
+    expect(apiError).toMatchObject({ status: 502, code: 'PROVIDER_ERROR', mayHaveSucceeded: true });
+    expect(apiError.headers.get('payments-outcome')).toBe('unknown');
+    expect(apiError.message).toContain(`so it may have been carried out: retry with the same idempotencyKey (${apiError.idempotencyKey})`);
+    expect((await client.payments.get(order.id)).status).toBe('pending');
+
+    // As the error says: the same key again captures, once.
+    const captured = await client.payments.capture(order.id, { idempotencyKey: apiError.idempotencyKey! });
+    expect(captured).toMatchObject({ id: order.id, status: 'completed' });
+  });
+
+  it('a capture walletpay refused before acting (its credentials refused) is a 502 without Payments-Outcome: it changed nothing', async () => {
+    const client = createPaymentsClient({ baseUrl: t.baseUrl, apiKey, initialRetryDelayMs: 1 });
+    await client.merchant.storeCredentials({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'outcome-wallet', client_secret: 'outcome-wallet-secret' } });
+    const order = await approvedOrder(client, '32.00');
+    // The merchant's secret now refused (a rotated key): the token request fails before any capture is sent.
+    await client.merchant.storeCredentials({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'outcome-wallet', client_secret: 'bad-secret', webhook_id: 'WH-OUTCOME-1' } });
+    await t.http.post('/sandbox/walletpay/_control/expire-tokens').send({ client_id: 'outcome-wallet' }).expect(200);
+    const error = await client.payments.capture(order.id).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PaymentsApiError);
+    expect(error).toMatchObject({ status: 502, code: 'PROVIDER_ERROR', mayHaveSucceeded: false });
+    expect((error as PaymentsApiError).headers.has('payments-outcome')).toBe(false);
+    expect((error as PaymentsApiError).message).not.toContain('may have been carried out');
+    expect((await client.payments.get(order.id)).status).toBe('pending');
   });
 
   it('a delete of credentials whose follow-up fails after the commit answers 200, and the job it left cancels itself', async () => {

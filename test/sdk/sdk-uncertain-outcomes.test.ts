@@ -132,6 +132,31 @@ describe('a call that may have happened is never reported as one that did not', 
   });
 });
 
+describe('a capture the provider did not answer', () => {
+  const paymentId = '00000000-0000-4000-8000-000000000000';
+  const notAnswered = 'walletpay capture failed: walletpay did not answer within 10000 ms';
+
+  it('a 502 marked Payments-Outcome: unknown may have succeeded, and says to retry with its key or read the payment', async () => {
+    const { client, sent } = scripted({ status: 502, headers: { 'payments-outcome': 'unknown' }, body: envelope('PROVIDER_ERROR', notAnswered) });
+    const error = await caught(client.payments.capture(paymentId));
+    expect(error).toBeInstanceOf(PaymentsApiError);
+    const key = sent[0]!.headers.get('idempotency-key');
+    expect(error).toMatchObject({ status: 502, code: 'PROVIDER_ERROR', mayHaveSucceeded: true, earlierAttemptMayHaveSucceeded: false, idempotencyKey: key });
+    expect((error as PaymentsApiError).message).toBe(
+      `${notAnswered}; the provider did not say whether it was done, so it may have been carried out: retry with the same idempotencyKey (${key}) or read its current state, and do not treat it as refused`,
+    );
+    expect(sent).toHaveLength(1);
+  });
+
+  it('a 502 the provider refused (no Payments-Outcome) changed nothing', async () => {
+    const refused = 'walletpay capture failed: walletpay refused the credentials';
+    const { client, sent } = scripted({ status: 502, body: envelope('PROVIDER_ERROR', refused) });
+    const error = await caught(client.payments.capture(paymentId));
+    expect(error).toMatchObject({ status: 502, code: 'PROVIDER_ERROR', mayHaveSucceeded: false, message: refused });
+    expect(sent).toHaveLength(1);
+  });
+});
+
 describe('what fetch cannot send is refused before sending', () => {
   it('an Idempotency-Key outside 1–255 printable ASCII is a TypeError and nothing is sent', async () => {
     const { client, sent } = scripted();

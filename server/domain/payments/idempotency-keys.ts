@@ -208,7 +208,7 @@ export class IdempotencyKeys {
         // The first answer was "outcome unknown": the resource as it is now answers, once it is settled.
         const value = await action.load(acquired.resourceId);
         if (action.settled?.(value)) return { value, replayed: true };
-        const undecided = IdempotencyKeys.replayError({ error: answer.undecided })!;
+        const undecided = new OutcomeUnknownError(answer.undecided.code, answer.undecided.message, { 'Idempotent-Replayed': 'true' });
         // Stored by a version (or a process not yet upgraded) that kept such an answer for an action now
         // resumed instead: the key is reopened once, and this request resumes the action like any other.
         if (mayReopen && action.resumable?.(new OutcomeUnknownError(answer.undecided.code, answer.undecided.message))) {
