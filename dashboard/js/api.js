@@ -43,7 +43,8 @@ export function newIdempotencyKey() {
 }
 
 /**
- * Calls the API and returns the envelope (`{ success, data, meta? }`); throws ApiError otherwise.
+ * Calls the API and returns the envelope (`{ success, data, meta? }`) and `replayed` (the answer replays an
+ * earlier request with the same Idempotency-Key); throws ApiError otherwise.
  * `idempotencyKey` is sent as Idempotency-Key: the same key again replays the first answer, never acts twice.
  */
 export async function api(method, path, { query, body, idempotencyKey, key = session.key } = {}) {
@@ -72,5 +73,6 @@ export async function api(method, path, { query, body, idempotencyKey, key = ses
     // not JSON: reported below from the status alone
   }
   if (!response.ok || !envelope?.success) throw new ApiError(response.status, envelope?.error, response.headers.get('Retry-After'));
-  return envelope;
+  // Idempotent-Replayed: this answers an earlier request with the same key; nothing new was done.
+  return { ...envelope, replayed: response.headers.get('Idempotent-Replayed') === 'true' };
 }

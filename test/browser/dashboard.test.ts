@@ -233,7 +233,7 @@ describe('merchant dashboard', () => {
     const lostAnswerMessage = await page.getByRole('alert').innerText();
 
     await page.getByRole('button', { name: 'Refund' }).click();
-    await shows(page, 'Refund of 5.00 USD is completed.');
+    await shows(page, 'The earlier refund of 5.00 USD is completed; no second refund was made.');
     expect(sentKeys).toHaveLength(2);
     expect(sentKeys[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(sentKeys[1]).toBe(sentKeys[0]); // without a key the second click refunded again
@@ -284,13 +284,58 @@ describe('merchant dashboard', () => {
       ]);
       expect([again.status(), again.headers()['idempotent-replayed']]).toEqual([201, 'true']);
       expect((await again.json()).data).toMatchObject({ id: made!.id, status: 'pending' });
-      await shows(page, 'Refund of 5.00 USD is pending until the provider confirms it.');
+      await shows(page, 'The earlier refund of 5.00 USD is still pending until the provider confirms it; no second refund was made.');
       expect(sentKeys).toHaveLength(2);
       expect(sentKeys[1]).toBe(sentKeys[0]);
       expect(await refunds()).toEqual([expect.objectContaining({ id: made!.id, amount: '5.00' })]);
     } finally {
       await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' }).expect(200);
     }
+    await page.close();
+  });
+
+  it('once the pending refund has settled, the same amount clicked again is a second refund with a new key, not a replay of the first', async () => {
+    const paymentId = await pay('pm_card_visa', '20.00');
+    const page = await newPage(1280);
+    await signIn(page);
+    const sentKeys: (string | undefined)[] = [];
+    await page.route((url) => url.pathname === '/v1/refunds', async (route) => {
+      if (route.request().method() === 'POST') sentKeys.push(route.request().headers()['idempotency-key']);
+      return route.continue();
+    });
+    await page.goto(`${t.baseUrl}/dashboard/#/payments/${paymentId}`);
+    await page.getByRole('heading', { name: 'Payment 20.00 USD' }).waitFor();
+    const refunds = async () => (await t.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', merchant.apiKey).expect(200)).body.data as { id: string; amount: string; status: string }[];
+    const refundRows = page.locator('h2:text("Refunds") + div table tbody tr');
+    await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
+    try {
+      await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
+      await page.getByRole('button', { name: 'Refund' }).click();
+      await shows(page, 'Refund of 5.00 USD is pending until the provider confirms it.');
+      await refundRows.filter({ hasText: '5.00 USD' }).waitFor();
+    } finally {
+      await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' }).expect(200);
+    }
+    // The provider is back; the refund sync sends the refund again and it completes.
+    const [first] = await refunds();
+    await t.inContext(() => t.service.container.services.refundSync.syncOne(first!.id));
+    expect(await refunds()).toEqual([expect.objectContaining({ id: first!.id, amount: '5.00', status: 'completed' })]);
+
+    // The merchant means a second partial refund of 5.00: it is made, under a new key.
+    await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
+    const [second] = await Promise.all([
+      page.waitForResponse((res) => new URL(res.url()).pathname === '/v1/refunds' && res.request().method() === 'POST'),
+      page.getByRole('button', { name: 'Refund' }).click(),
+    ]);
+    expect([second.status(), second.headers()['idempotent-replayed']]).toEqual([201, undefined]);
+    await shows(page, 'Refund of 5.00 USD is completed.');
+    expect(sentKeys).toHaveLength(2);
+    expect(sentKeys[1]).not.toBe(sentKeys[0]); // the kept key replayed the first: "completed", and no second refund
+    const made = await refunds();
+    expect(made).toHaveLength(2);
+    expect(made.map((r) => [r.amount, r.status])).toEqual([['5.00', 'completed'], ['5.00', 'completed']]);
+    await refundRows.nth(1).waitFor(); // the page redrawn with both
+    expect((await refundRows.allInnerTexts()).map((row) => row.replace(/\s+/g, ' '))).toEqual([expect.stringMatching(/5\.00 USD completed/), expect.stringMatching(/5\.00 USD completed/)]);
     await page.close();
   });
 

@@ -101,8 +101,36 @@ const idempotencyKeyFor = (action, paymentId, body = {}) => {
  * the same click again shows that refund as it is now instead of asking for a second one.
  */
 const answered = (action, paymentId, err, data) => {
-  if (data?.status === 'pending') return;
-  if (!err || err.final) pendingKeys.delete(`${action} ${paymentId}`);
+  const name = `${action} ${paymentId}`;
+  if (data?.status === 'pending') {
+    const kept = pendingKeys.get(name);
+    if (kept) kept.refundId = data.id;
+    return;
+  }
+  if (!err || err.final) pendingKeys.delete(name);
+};
+
+/**
+ * A key kept for a refund answered `pending` replays that refund only while it is still pending: once it
+ * settled (the provider's event, the refund sync), the same click means another refund, with a new key.
+ */
+async function forgetSettledRefund(paymentId, body) {
+  const kept = pendingKeys.get(`refund ${paymentId}`);
+  if (!kept?.refundId || kept.request !== JSON.stringify(body)) return;
+  const { data } = await api('GET', `/v1/refunds/${kept.refundId}`);
+  if (data.status !== 'pending') pendingKeys.delete(`refund ${paymentId}`);
+}
+
+const refundOutcome = ({ data, replayed }) => {
+  const what = `${data.amount} ${data.currency}`;
+  if (replayed) {
+    return data.status === 'pending'
+      ? `The earlier refund of ${what} is still pending until the provider confirms it; no second refund was made.`
+      : `The earlier refund of ${what} is ${data.status}; no second refund was made. Refund again to make another.`;
+  }
+  return data.status === 'pending'
+    ? `Refund of ${what} is pending until the provider confirms it. Refund again with this amount while it is pending shows it again; it is not refunded twice.`
+    : `Refund of ${what} is ${data.status}.`;
 };
 
 function actions(payment, errors, rerender) {
@@ -139,11 +167,10 @@ function actions(payment, errors, rerender) {
         try {
           const value = amount.value.trim();
           const body = { payment_id: payment.id, ...(value ? { amount: value } : {}) };
-          const { data } = await api('POST', '/v1/refunds', { body, idempotencyKey: idempotencyKeyFor('refund', payment.id, body) });
-          answered('refund', payment.id, null, data);
-          announce(data.status === 'pending'
-            ? `Refund of ${data.amount} ${data.currency} is pending until the provider confirms it. Refund again with this amount shows it again; it is not refunded twice.`
-            : `Refund of ${data.amount} ${data.currency} is ${data.status}.`);
+          await forgetSettledRefund(payment.id, body);
+          const answer = await api('POST', '/v1/refunds', { body, idempotencyKey: idempotencyKeyFor('refund', payment.id, body) });
+          answered('refund', payment.id, null, answer.data);
+          announce(refundOutcome(answer));
           await rerender();
         } catch (err) {
           answered('refund', payment.id, err);
