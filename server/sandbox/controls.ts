@@ -109,8 +109,8 @@ export function outageSwitch(router: Router, deps: SandboxDeps, provider: string
   });
 }
 
-/** The countdowns of sandbox_controls: lost (never sent) and held (sent when released) results, lost answers. */
-export type Countdown = 'lost_results' | 'held_results' | 'lost_answers';
+/** The countdowns of sandbox_controls: lost (never sent) and held (sent when released) results, lost answers, stalled requests. */
+export type Countdown = 'lost_results' | 'held_results' | 'lost_answers' | 'stalled_requests';
 
 /**
  * `POST <path> {"count": n}`: the simulator loses the next n of something on purpose (what, the

@@ -40,6 +40,8 @@ afterEach(async () => {
   await t.http.post('/sandbox/mobilemoney/_control/lose-results').send({ count: 0 });
   await t.http.post('/sandbox/mobilemoney/_control/hold-results').send({ count: 0 });
   await t.http.post('/sandbox/mobilemoney/_control/lose-answers').send({ count: 0 });
+  await t.http.post('/sandbox/mobilemoney/_control/stall-requests').send({ count: 0 });
+  await t.http.post('/sandbox/mobilemoney/_control/refuse-stalled');
   await t.sql('DELETE FROM sandbox_held_results');
   await setCredentials();
 });
@@ -387,5 +389,51 @@ describe('a reversal whose acknowledgement was lost, sent again by the refund sy
     ]);
     // One reversal at the operator moved money; the repeat was refused.
     expect(await reversalsAtOperator(p.receipt)).toEqual([first, { originator_conversation_id: repeat, result_code: '2001' }]);
+  });
+});
+
+describe('a first reversal request refused synchronously after the refund sync sent it again', () => {
+  it('slow, then turned away (spike arrest) after the repeat was acknowledged: the refusal is recorded, not applied; the POST answers 201 pending, no refund.failed; the repeat\'s "0" completes it', async () => {
+    const p = await paid('100');
+    // The operator leaves the first reversal request unanswered (not carried out) for now.
+    await t.http.post('/sandbox/mobilemoney/_control/stall-requests').send({ count: 1 }).expect(200);
+    const posted = refund(p.id).then((r) => r);
+    await eventually(async () => ((await t.sql<{ n: number }>('SELECT stalled_requests AS n FROM sandbox_controls WHERE provider = $1', ['mobilemoney']))[0]!.n === 0 ? true : null), 10_000, 'the first request stalled');
+    const [reserved] = await t.sql<{ id: string }>('SELECT id FROM refunds WHERE payment_id = $1', [p.id]);
+    const refundId = reserved!.id;
+    expect(await refundRow(refundId)).toMatchObject({ status: 'pending', provider_ref: null, reversal_resends: 0 });
+
+    // Meanwhile the refund sync finds no acknowledged request and sends the reversal again: acknowledged,
+    // carried out ("0"), its result held.
+    await holdResults(1);
+    await syncCheck(refundId);
+    await untilHeld(1, "the repeat's result held");
+    const [repeat] = await reversalsAtOperator(p.receipt);
+    expect(repeat).toEqual({ originator_conversation_id: expect.any(String), result_code: '0' });
+    expect(await refundRow(refundId)).toMatchObject({ status: 'pending', provider_ref: repeat!.originator_conversation_id, reversal_resends: 1 });
+
+    // Now the operator turns the first request away: the repeat may reverse the payment, so the refund stays pending.
+    expect((await t.http.post('/sandbox/mobilemoney/_control/refuse-stalled').expect(200)).body).toEqual({ provider: 'mobilemoney', refused: 1 });
+    const res = await posted;
+    expect(res.status).toBe(201);
+    expect(res.body.data).toMatchObject({ id: refundId, status: 'pending', failure_reason: null });
+    const kept = await refusalsKept(refundId);
+    expect(kept).toHaveLength(1);
+    expect(kept[0]!.note).toMatch(/spike arrest.*: not applied; the reversal was sent again \(1 repeat\)/i);
+    expect(await getRefund(refundId)).toMatchObject({ status: 'pending', failure_reason: null });
+    expect(await eventsOf(p.id)).toEqual(['payment.completed']);
+
+    // The repeat's success arrives: the refund completes, the payment is reversed, never refund.failed.
+    expect(await releaseOne()).toEqual({ provider: 'mobilemoney', released: 1, statuses: [200] });
+    expect(await getRefund(refundId)).toMatchObject({ status: 'completed', amount: '100.00', provider_ref: repeat!.originator_conversation_id });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+    expect(await eventsOf(p.id)).toEqual(['payment.completed', 'payment.reversed']);
+    expect(receiver.events('refund.failed').filter((e) => e.json.data.refund_id === refundId)).toEqual([]);
+  });
+
+  it('the stall-requests control takes a whole count; refuse-stalled with none stalled refuses none', async () => {
+    for (const count of [-1, 1.5, '2', null]) expect((await t.http.post('/sandbox/mobilemoney/_control/stall-requests').send({ count })).status).toBe(400);
+    expect((await t.http.post('/sandbox/mobilemoney/_control/stall-requests').send({ count: 0 }).expect(200)).body).toEqual({ provider: 'mobilemoney', stall_requests: 0 });
+    expect((await t.http.post('/sandbox/mobilemoney/_control/refuse-stalled').expect(200)).body).toEqual({ provider: 'mobilemoney', refused: 0 });
   });
 });

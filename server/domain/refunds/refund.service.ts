@@ -178,7 +178,8 @@ export class RefundService {
         // A reversal whose only request never reached the operator (its token or certificate could not be
         // had): nothing was sent, so it fails now and the merchant may ask again (reversals are one at a
         // time). Not so for a repeat (the sync's, a resumed one): the first request may have been accepted.
-        await this.settle(refund.id, { providerRef: null, status: 'failed', failureReason: `not sent: ${err.message}`, raw: { error: err.message } }, source);
+        const kept = await this.refuse(refund, `not sent: ${err.message}`, source, fullOnly);
+        if (kept) return kept;
         throw new DomainError('PROVIDER_ERROR', `${payment.provider} could not be reached; the reversal was not sent: ${err.message}`);
       }
       if (err.kind === 'indeterminate' || err.kind === 'unavailable') {
@@ -197,10 +198,32 @@ export class RefundService {
         );
         return this.em.fork().findOneOrFail(RefundSchema, { id: refund.id });
       }
-      await this.settle(refund.id, { providerRef: null, status: 'failed', failureReason: err.message, raw: { error: err.message } }, source);
+      const kept = await this.refuse(refund, err.message, source, fullOnly);
+      if (kept) return kept;
       throw new DomainError('PROVIDER_ERROR', `${payment.provider} refused the refund: ${err.message}`);
     }
     return this.settle(refund.id, result, source);
+  }
+
+  /**
+   * Records a synchronous refusal of a refund's request: the refund fails — unless it is a reversal
+   * (`fullOnly`) that the refund sync sent again while this request was in flight (reversal_resends > 0,
+   * read by the status writer under the refund's lock): a repeat may return the money, so the refusal is
+   * recorded, not applied (UnitOfWork.refund), and the refund, still pending, is returned (201 pending).
+   * Null when it failed: the caller answers the refusal.
+   */
+  private async refuse(refund: Refund, reason: string, source: string, fullOnly: boolean): Promise<Refund | null> {
+    const outcome = await this.writer.applyRefund(
+      refund.id,
+      { status: 'failed', providerRef: null, failureReason: reason, raw: { error: reason }, reversal: fullOnly },
+      source,
+    );
+    if (!outcome.keptPending) return null;
+    this.logger.warn(
+      { refundId: refund.id, source, refusal: reason },
+      'the reversal request was refused, but the refund sync sent it again meanwhile and the repeat may reverse the payment: the refund stays pending (only a success settles it)',
+    );
+    return outcome.refund;
   }
 
   /** Checks the refund is allowed and writes it as `pending`, in `uow` under the payment's row lock. */

@@ -50,6 +50,7 @@ import { Migration20261128000401_pending_payments_by_provider } from './Migratio
 import { Migration20261128000601_refund_reversal_resends } from './Migration20261128000601_refund_reversal_resends.js';
 import { Migration20261128000602_sandbox_held_results } from './Migration20261128000602_sandbox_held_results.js';
 import { Migration20261128000603_sandbox_lost_answers } from './Migration20261128000603_sandbox_lost_answers.js';
+import { Migration20261128000604_sandbox_stalled_requests } from './Migration20261128000604_sandbox_stalled_requests.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -107,4 +108,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261128000601_refund_reversal_resends', class: Migration20261128000601_refund_reversal_resends },
   { name: 'Migration20261128000602_sandbox_held_results', class: Migration20261128000602_sandbox_held_results },
   { name: 'Migration20261128000603_sandbox_lost_answers', class: Migration20261128000603_sandbox_lost_answers },
+  { name: 'Migration20261128000604_sandbox_stalled_requests', class: Migration20261128000604_sandbox_stalled_requests },
 ];

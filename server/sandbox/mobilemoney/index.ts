@@ -8,6 +8,7 @@ import { mountOauth } from './oauth.js';
 import { mountPull } from './pull.js';
 import { mountResults } from './results.js';
 import { mountCertificate, prepareOperatorKeys } from './security-credential.js';
+import { StalledRequests, mountStalledRequests } from './stalled-requests.js';
 import { mountStk } from './stk.js';
 import { operatorError } from './wire.js';
 
@@ -29,12 +30,15 @@ export const mobilemoneySandbox: SandboxModule = {
     // The next n reversal and transaction-status requests are carried out and their acknowledgements
     // lost, the connection dropped (results.ts), as when the operator's answer never arrives in time.
     mountLossCountdown(router, deps.em, 'mobilemoney', '/_control/lose-answers', 'lose_answers', 'lost_answers');
+    // The next n reversal requests are left unanswered until refuse-stalled turns them away (stalled-requests.ts).
+    const stalled = new StalledRequests(deps);
+    mountStalledRequests(router, deps, stalled);
     mountCertificate(router, deps);
     mountOauth(router, deps);
     // Every API call below is POST with a JSON body.
     router.use(express.json({ limit: '100kb', type: ['application/json', 'application/*+json'] }));
     mountStk(router, deps);
-    mountResults(router, deps);
+    mountResults(router, deps, stalled);
     mountPull(router, deps);
     router.use((_req: Request, res: Response) => operatorError(res, '404.001.01', 'Resource not found'));
     router.use((err: unknown, _req: Request, res: Response, next: NextFunction) => {

@@ -8,6 +8,7 @@ import { requireToken, type AuthedRequest } from './oauth.js';
 import { asReported } from './misreport.js';
 import { findCompletedByReceipt, findReversalByOriginator, isReversed, recordReversal, type ReversalRow, type StkRow } from './store.js';
 import { credentialIsValid } from './security-credential.js';
+import type { StalledRequests } from './stalled-requests.js';
 import { INITIATOR_WITHOUT_ROLE, INSUFFICIENT_BALANCE_AMOUNT, TIMEOUT_TRANSACTION_ID } from './test-values.js';
 import { body, invalidField, isShortcode, isUrl, text, wholeAmount } from './wire.js';
 
@@ -184,7 +185,7 @@ function reversalSuccess(c: Common, reversalReceipt: string, originalId: string,
   ]);
 }
 
-export function mountResults(router: Router, deps: SandboxDeps): void {
+export function mountResults(router: Router, deps: SandboxDeps, stalled: StalledRequests): void {
   router.post('/mpesa/transactionstatus/v1/query', requireToken(deps), async (req: AuthedRequest, res: Response, next: NextFunction) => {
     try {
       const b = body(req);
@@ -220,6 +221,7 @@ export function mountResults(router: Router, deps: SandboxDeps): void {
 
   router.post('/mpesa/reversal/v1/request', requireToken(deps), async (req: AuthedRequest, res: Response, next: NextFunction) => {
     try {
+      if (await stalled.stall(res)) return;
       const b = body(req);
       const c = common(b, 'TransactionReversal', 2);
       if ('bad' in c) return invalidField(res, c.bad);
