@@ -392,6 +392,49 @@ describe('a reversal whose acknowledgement was lost, sent again by the refund sy
   });
 });
 
+describe('after a repeat, the status reports ask about every request of the refund', () => {
+  it('the first request done, its result and its report lost; the repeat answered R000001, its result lost too: a later check\'s report on the first request completes the refund', async () => {
+    const p = await paid('100');
+    // The first reversal's result is lost, and so is the result of the first status report about it.
+    await loseResults(2);
+    const res = await refund(p.id);
+    expect(res.status).toBe(201);
+    const refundId = res.body.data.id as string;
+    const first = res.body.data.provider_ref as string;
+    await syncCheck(refundId);
+    await untilLost("the reversal's result and its report's lost");
+    for (let check = 2; check <= RESEND_AFTER_REPORT_CHECKS; check++) await syncCheck(refundId);
+    expect(await reportsAsked(refundId, first)).toEqual([{ code: first, confirms: 'refund-sync', result_code: null }]);
+
+    // The repeat is answered "already reversed", and that result is lost as well.
+    await loseResults(1);
+    const repeat = await sendAgain(refundId, p.receipt, [first]);
+    await untilLost("the repeat's result lost");
+    expect(await reversalsAtOperator(p.receipt)).toEqual([
+      { originator_conversation_id: first, result_code: '0' },
+      { originator_conversation_id: repeat, result_code: 'R000001' },
+    ]);
+    expect(await getRefund(refundId)).toMatchObject({ status: 'pending' });
+
+    // Later (the report about the first request no longer open), a check asks about the repeat — the
+    // operator keeps no transaction for it — and about the first request, whose report finds the reversal.
+    await t.sql(`UPDATE provider_status_queries SET created_at = created_at - interval '11 minutes' WHERE refund_id = $1`, [refundId]);
+    await syncCheck(refundId);
+    const completed = await refundSettled(refundId, 'completed');
+    expect(completed).toMatchObject({ amount: '100.00', failure_reason: null });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+    expect(await reportsAsked(refundId, first)).toEqual([
+      { code: first, confirms: 'refund-sync', result_code: null },
+      { code: first, confirms: 'refund-sync', result_code: '0' },
+    ]);
+    expect(await movesAfterPayment(p.id)).toEqual([
+      { subject: 'refund', from_status: 'pending', to_status: 'completed', trigger: 'confirmed:refund-sync' },
+      { subject: 'payment', from_status: 'completed', to_status: 'reversed', trigger: 'confirmed:refund-sync' },
+    ]);
+    expect(await eventsOf(p.id)).toEqual(['payment.completed', 'payment.reversed']);
+  });
+});
+
 describe('a first reversal request refused synchronously after the refund sync sent it again', () => {
   it('slow, then turned away (spike arrest) after the repeat was acknowledged: the refusal is recorded, not applied; the POST answers 201 pending, no refund.failed; the repeat\'s "0" completes it', async () => {
     const p = await paid('100');

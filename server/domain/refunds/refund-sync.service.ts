@@ -40,7 +40,9 @@ export const MAX_REVERSAL_RESENDS = 3;
  * - a provider that looks refunds up (ProviderPort.findRefund) is asked at once; a refund it has no
  *   record of never reached it, and is sent again with the same idempotency key;
  * - one that reports asynchronously (mobile money) is asked for a status report on our reversal
- *   request, answered as a `status-report` notification that completes the refund; a reversal whose
+ *   request (and, after a repeat, about each earlier request too: at most 1 + MAX_REVERSAL_RESENDS
+ *   reports a check, none about a request whose report is still open), answered as a `status-report`
+ *   notification that completes the refund; a reversal whose
  *   request was never acknowledged is sent again — the provider reverses a transaction once, and
  *   answers a repeat "already reversed", which completes it all the same. A report can say that a
  *   reversal completed, never that it was refused: a request acknowledged but whose result was lost is
@@ -86,6 +88,10 @@ export class RefundSyncService {
         await this.sendAfterReports(refund, refund.providerRef);
       } else {
         await this.askForReport(refund, payment, refund.providerRef);
+        // And about each earlier request: one may have reversed the payment while its result and its reports
+        // were lost, and a repeat answered "already reversed" (whose result was lost too) is no transaction
+        // the operator can report on. Not counted: the count decides about the current request only.
+        for (const earlier of refund.earlierProviderRefs) await this.requestReport(refund, payment, earlier);
       }
       return;
     }
@@ -101,12 +107,9 @@ export class RefundSyncService {
     }
   }
 
-  /** The answer arrives as a status report (see InboundPipeline, `status-report`), which completes the refund. */
+  /** A status report about the current request, counted (report_checks) towards sending it again. */
   private async askForReport(refund: Refund, payment: Payment, requestRef: string): Promise<void> {
-    const queryId = randomUUID();
-    const about = { id: queryId, provider: payment.provider, merchantId: refund.merchantId, paymentId: payment.id, refundId: refund.id, code: requestRef, confirms: SOURCE };
-    const sent = await askForConfirmation(this.em, about, () => this.gateway.requestStatusReport(payment, { queryId, requestRef }));
-    this.logger.info({ refundId: refund.id, provider: payment.provider, queryId, sent }, 'refund sync: asked the provider for a status report');
+    await this.requestReport(refund, payment, requestRef);
     // Counted also when an earlier report is still open (nothing sent): that one has brought no outcome either.
     const [counted] = await this.em.getConnection().execute<{ report_checks: number; reversal_resends: number }[]>(
       `UPDATE refunds SET report_checks = report_checks + 1 WHERE id = ? AND status = 'pending' AND provider_ref = ? RETURNING report_checks, reversal_resends`,
@@ -118,6 +121,18 @@ export class RefundSyncService {
         'refund sync: the reversal was sent again the most times allowed and no outcome came; the refund stays pending for an operator (check the reversal at the operator)',
       );
     }
+  }
+
+  /**
+   * Asks for a status report about one of the refund's requests; the answer arrives as a status report
+   * (see InboundPipeline, `status-report`), which completes the refund. Nothing is sent while an earlier
+   * report about the same request is still open (askForConfirmation: one per request at a time).
+   */
+  private async requestReport(refund: Refund, payment: Payment, requestRef: string): Promise<void> {
+    const queryId = randomUUID();
+    const about = { id: queryId, provider: payment.provider, merchantId: refund.merchantId, paymentId: payment.id, refundId: refund.id, code: requestRef, confirms: SOURCE };
+    const sent = await askForConfirmation(this.em, about, () => this.gateway.requestStatusReport(payment, { queryId, requestRef }));
+    this.logger.info({ refundId: refund.id, provider: payment.provider, queryId, requestRef, sent }, 'refund sync: asked the provider for a status report');
   }
 
   /**
