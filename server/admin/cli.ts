@@ -6,6 +6,7 @@
  *   npm run admin -- key list --merchant ID
  *   npm run admin -- secrets reseal
  *   npm run admin -- payment recheck --id ID | --unresolved      (and refund recheck)
+ *   npm run admin -- refund settle --id ID --status failed --reason TEXT
  *   npm run admin -- [COMMAND] --help
  * Prints JSON on stdout; errors go to stderr with a non-zero exit. Works against DATABASE_URL (a
  * deployed database) or, without it, the embedded database in DATA_DIR.
@@ -17,16 +18,22 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { inOrmScope } from '../persistence/orm-scope.js';
 import pg from 'pg';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { ConfigError, loadConfig, type AppConfig } from '../config/config.js';
 import { existingEncryptionKey } from '../config/encryption-key.js';
 import { SCOPES } from '../../contract/index.js';
 import { ApiKeyService, parseScopes } from '../domain/auth/api-key.service.js';
 import { resealSecrets } from '../domain/crypto/stored-secrets.js';
 import { SecretBox } from '../domain/crypto/secret-box.js';
-import { DomainError } from '../domain/errors.js';
+import { DomainError, notFound } from '../domain/errors.js';
 import { MerchantHostResolver } from '../domain/merchants/merchant-host-resolver.js';
 import { MerchantService } from '../domain/merchants/merchant.service.js';
+import { StatusWriter } from '../domain/payments/status-writer.js';
 import { restartChecks } from '../domain/payments/sync-schedule.js';
+import { DELIVERIES_DUE_CHANNEL } from '../jobs/delivery-queue.js';
+import { createLogger } from '../observability/logger.js';
+import { Metrics } from '../observability/metrics.js';
+import { RefundSchema } from '../persistence/entities/index.js';
 import { runningEmbeddedUrl, startEmbeddedPostgres, type EmbeddedDatabase } from '../persistence/embedded-postgres.js';
 import { migrationsList } from '../persistence/migrations/index.js';
 import { appliedMigrations, migrationsPendingError, openOrm, pendingMigrations } from '../persistence/orm.js';
@@ -41,6 +48,7 @@ const USAGE = `usage:
   admin secrets reseal
   admin payment recheck --id ID | --unresolved
   admin refund recheck --id ID | --unresolved
+  admin refund settle --id ID --status failed --reason TEXT
   admin COMMAND --help
 
 Connects to DATABASE_URL (without it, the embedded PostgreSQL in DATA_DIR). Never migrates: it refuses
@@ -80,6 +88,18 @@ merchant webhook signing secrets) sealed with another key, opening it with DECRY
 Exits 1 when a secret opens with none of the keys (listed by table and id, never by content).`,
   'payment recheck': recheckHelp('payment'),
   'refund recheck': recheckHelp('refund'),
+  'refund settle': `usage: admin refund settle --id ID --status failed --reason TEXT
+
+For a refund left pending for an operator (a mobilemoney reversal refused after it was sent again:
+only a success settles it on its own), once you checked at the provider's portal that no reversal
+went through: fails it with your reason as its failure_reason, audited with the trigger \`operator\`;
+the merchant gets refund.failed and the payment stays completed, so a new refund may be asked.
+Prints {"refund_id","status","failure_reason"}. Only \`failed\`: a completed reversal needs the
+operator's receipt and amount checked, which the refund sync's reports do (\`refund recheck\`).
+
+  --id ID          the refund (UUID); exits 1 when it is not pending
+  --status failed  the outcome (required; only failed)
+  --reason TEXT    what you found at the provider (required)`,
 };
 
 function recheckHelp(what: 'payment' | 'refund'): string {
@@ -91,6 +111,15 @@ ${what === 'payment' ? 'payments_unresolved gauge' : 'refunds_pending_oldest_sec
 
   --id ID        one ${what} (UUID); exits 1 when it is not pending
   --unresolved   every pending ${what} whose re-checks ran out${what === 'payment' ? ' (not those waiting for the customer)' : ''}`;
+}
+
+/**
+ * The status writer, for an operator's settlement. Its webhook deliveries wake the workers as the
+ * service's do (a NOTIFY after the commit; else the sweeper finds them); its logs go to stderr.
+ */
+function operatorWriter(em: EntityManager): StatusWriter {
+  const wake = { enqueue: async (count: number) => { if (count > 0) await em.getConnection().execute(`SELECT pg_notify(?, '')`, [DELIVERIES_DUE_CHANNEL]); } };
+  return new StatusWriter(em, wake, new Metrics().integrityMismatches, createLogger('info', process.stderr));
 }
 
 /** Thrown to print help on stdout with exit 0. */
@@ -148,7 +177,7 @@ async function run(argv: string[]): Promise<unknown> {
     allowPositionals: true,
     options: {
       name: { type: 'string' }, merchant: { type: 'string' }, scopes: { type: 'string' }, id: { type: 'string' },
-      unresolved: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+      unresolved: { type: 'boolean' }, status: { type: 'string' }, reason: { type: 'string' }, help: { type: 'boolean', short: 'h' },
     },
   });
   const [resource, action] = positionals;
@@ -199,6 +228,20 @@ async function run(argv: string[]): Promise<unknown> {
           const restarted = await restartChecks(orm.em, table, values.unresolved ? 'unresolved' : { id: id('id') });
           if (values.id !== undefined && restarted.length === 0) throw new DomainError('CONFLICT', `no pending ${resource} ${values.id}`);
           return { restarted };
+        }
+        case 'refund settle': {
+          const refundId = id('id');
+          if (required(values, 'status') !== 'failed') throw new UsageError(`--status must be failed (a completed reversal needs its receipt and amount checked: use refund recheck)\n${COMMAND_HELP[command]}`);
+          const reason = required(values, 'reason').trim();
+          if (!reason) throw new UsageError(`--reason is required\n${COMMAND_HELP[command]}`);
+          const found = await orm.em.fork().findOne(RefundSchema, { id: refundId });
+          if (!found) throw notFound('refund');
+          const outcome = await operatorWriter(orm.em).failPendingRefund(refundId, reason, 'operator');
+          if (!outcome) {
+            const now = await orm.em.fork().findOneOrFail(RefundSchema, { id: refundId });
+            throw new DomainError('CONFLICT', `refund ${refundId} is ${now.status}, not pending: only a pending refund can be settled`);
+          }
+          return { refund_id: outcome.refund.id, status: outcome.refund.status, failure_reason: outcome.refund.failureReason };
         }
         case 'secrets reseal': {
           const report = await resealSecrets(orm.em, secrets());

@@ -2,8 +2,9 @@ import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { MAX_REVERSAL_RESENDS, RESEND_AFTER_REPORT_CHECKS } from '../../server/domain/refunds/refund-sync.service.js';
 import { callbackToken } from '../../server/providers/mobilemoney/callback.js';
+import { runCli } from '../support/processes.js';
 import { inProcessLogFile } from '../support/secret-audit.js';
-import { startTestService, type TestService } from '../support/service.js';
+import { TEST_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
 /**
@@ -478,5 +479,47 @@ describe('a first reversal request refused synchronously after the refund sync s
     for (const count of [-1, 1.5, '2', null]) expect((await t.http.post('/sandbox/mobilemoney/_control/stall-requests').send({ count })).status).toBe(400);
     expect((await t.http.post('/sandbox/mobilemoney/_control/stall-requests').send({ count: 0 }).expect(200)).body).toEqual({ provider: 'mobilemoney', stall_requests: 0 });
     expect((await t.http.post('/sandbox/mobilemoney/_control/refuse-stalled').expect(200)).body).toEqual({ provider: 'mobilemoney', refused: 0 });
+  });
+});
+
+describe('admin refund settle: a refund left pending for an operator', () => {
+  /** `admin refund settle …` run as an operator runs it (its own process). */
+  const settle = (args: string[]) =>
+    runCli('server/admin/cli.ts', ['refund', 'settle', ...args], { DATABASE_URL: t.databaseUrl, ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, NODE_ENV: 'test' });
+
+  it('refused after it was sent again, checked at the operator\'s portal: --status failed fails it (refund.failed, audited as operator) and a new refund may be asked; a refund not pending is refused', async () => {
+    const { payment: p, refundId, request: first } = await refusedReversalResultLost();
+    await reportsFindNothing(refundId, first);
+    await sendAgain(refundId, p.receipt, [first]);
+    await eventually(async () => ((await refusalsKept(refundId)).length === 1 ? true : null), 10_000, "the repeat's refusal recorded");
+    expect(await getRefund(refundId)).toMatchObject({ status: 'pending' });
+
+    // What cannot be checked here is refused before anything changes.
+    const completed = await settle(['--id', refundId, '--status', 'completed', '--reason', 'reversed at the portal']);
+    expect(completed.code).toBe(64);
+    expect(completed.stderr).toContain('--status must be failed');
+    const noReason = await settle(['--id', refundId, '--status', 'failed']);
+    expect(noReason.code).toBe(64);
+    expect(noReason.stderr).toContain('--reason is required');
+    expect(await getRefund(refundId)).toMatchObject({ status: 'pending' });
+
+    const reason = 'no reversal of this receipt at the operator portal (insufficient balance)';
+    const done = await settle(['--id', refundId, '--status', 'failed', '--reason', reason]);
+    expect(done.code).toBe(0);
+    expect(JSON.parse(done.stdout)).toEqual({ refund_id: refundId, status: 'failed', failure_reason: reason });
+    expect(await getRefund(refundId)).toMatchObject({ status: 'failed', failure_reason: reason });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+    expect(await movesAfterPayment(p.id)).toEqual([{ subject: 'refund', from_status: 'pending', to_status: 'failed', trigger: 'operator' }]);
+    const event = await eventually(() => receiver.events('refund.failed').find((e) => e.json.data.refund_id === refundId), 15_000, 'refund.failed');
+    expect(event.json.data).toMatchObject({ payment_id: p.id, refund_id: refundId, failure_reason: reason, status: 'completed' });
+    // The payment may be refunded again.
+    expect((await refund(p.id)).status).toBe(201);
+
+    const again = await settle(['--id', refundId, '--status', 'failed', '--reason', reason]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain(`refund ${refundId} is failed, not pending: only a pending refund can be settled`);
+    const unknown = await settle(['--id', '00000000-0000-4000-8000-000000000000', '--status', 'failed', '--reason', reason]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/refund not found/i);
   });
 });

@@ -308,6 +308,11 @@ export class StatusWriter {
     return this.commit((uow) => uow.refund(refundId, update, source));
   }
 
+  /** See UnitOfWork.failPendingRefund: an operator's settlement of a refund left pending. */
+  failPendingRefund(refundId: string, reason: string, source: string): Promise<RefundOutcome | null> {
+    return this.commit((uow) => uow.failPendingRefund(refundId, reason, source));
+  }
+
   private async enqueue(deliveryIds: string[]): Promise<void> {
     if (deliveryIds.length === 0) return;
     await this.deliveryQueue.enqueue(deliveryIds.length).catch((err: Error) => {
@@ -458,6 +463,21 @@ export class UnitOfWork {
       failure_reason: refund.failureReason ?? undefined,
     });
     return { refund, payment, transitioned: true, mismatch: null };
+  }
+
+  /**
+   * An operator who checked a refund left pending at the provider (a reversal refused after it was sent
+   * again, which only a success settles) fails it: `reason` becomes its failure_reason, the move is
+   * audited with `source`, the merchant gets `refund.failed`, and the payment stays as it is (a new
+   * refund may be asked). Null when the refund is not pending (nothing changes).
+   */
+  async failPendingRefund(refundId: string, reason: string, source: string): Promise<RefundOutcome | null> {
+    const unlocked = await this.tx.findOneOrFail(RefundSchema, { id: refundId });
+    await this.lockPayment(unlocked.paymentId);
+    const refund = await this.tx.findOneOrFail(RefundSchema, { id: refundId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
+    if (refund.status !== 'pending') return null;
+    // Not a provider's report of a reversal (no `reversal`): the guard that keeps a resent reversal pending does not apply.
+    return this.refund(refundId, { status: 'failed', failureReason: reason }, source);
   }
 
   /**
