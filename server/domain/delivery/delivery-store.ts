@@ -162,7 +162,7 @@ export async function recordDeliveredAttempts(em: EntityManager, delivered: read
      u AS (
        UPDATE webhook_deliveries d
           SET url = r.url, last_response_status = r.response_status, last_error = NULL, attempts = d.attempts + 1,
-              lease_until = NULL, lease_token = NULL, updated_at = now(), status = 'delivered', delivered_at = now(), next_attempt_at = NULL
+              lease_until = NULL, lease_token = NULL, unsent_releases = 0, updated_at = now(), status = 'delivered', delivered_at = now(), next_attempt_at = NULL
          FROM r
         WHERE d.id = r.delivery_id AND d.lease_token = r.lease_token
     RETURNING d.id, r.lease_token),
@@ -219,7 +219,7 @@ export async function finishAttempt(
     `WITH u AS (
        UPDATE webhook_deliveries
           SET url = ?, last_response_status = ?, last_error = ?, attempts = attempts + 1,
-              lease_until = NULL, lease_token = NULL, updated_at = now(), ${transition}
+              lease_until = NULL, lease_token = NULL, unsent_releases = 0, updated_at = now(), ${transition}
         WHERE id = ? AND lease_token = ?::uuid
     RETURNING status, next_attempt_at),
      recorded AS (
@@ -234,18 +234,23 @@ export async function finishAttempt(
 }
 
 /**
- * Gives a leased delivery back without an attempt: no history row, `attempts` unchanged, due again in
- * `delayMs`. Only while it still carries `leaseToken`; false otherwise (nothing written).
+ * Gives a leased delivery back without an attempt: no history row, `attempts` unchanged, due again after
+ * `firstDelayMs` doubled for each give-back in a row before this one (`unsent_releases`, reset by an
+ * attempt), at most `maxDelayMs`. Only while it still carries `leaseToken`: the delay it is due again in,
+ * or null (nothing written).
  */
-export async function releaseUnattempted(em: EntityManager, deliveryId: string, leaseToken: string, delayMs: number): Promise<boolean> {
-  const rows = await em.execute<{ id: string }[]>(
+export async function releaseUnattempted(
+  em: EntityManager, deliveryId: string, leaseToken: string, firstDelayMs: number, maxDelayMs: number,
+): Promise<number | null> {
+  const rows = await em.execute<{ delay_ms: string | number }[]>(
     `UPDATE webhook_deliveries
-        SET lease_until = NULL, lease_token = NULL, next_attempt_at = now() + ${ms}, updated_at = now()
+        SET lease_until = NULL, lease_token = NULL, unsent_releases = unsent_releases + 1, updated_at = now(),
+            next_attempt_at = now() + least(?::double precision * power(2, least(unsent_releases, 30)), ?::double precision) * interval '1 millisecond'
       WHERE id = ? AND lease_token = ?::uuid
-  RETURNING id`,
-    [delayMs, deliveryId, leaseToken],
+  RETURNING round(extract(epoch FROM next_attempt_at - now()) * 1000) AS delay_ms`,
+    [firstDelayMs, maxDelayMs, deliveryId, leaseToken],
   );
-  return rows.length > 0;
+  return rows[0] ? Number(rows[0].delay_ms) : null;
 }
 
 /**

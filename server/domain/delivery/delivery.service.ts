@@ -57,11 +57,17 @@ const LEASE_MARGIN_MS = 30_000;
 /** Deliveries recover puts back in the queue per statement. */
 const RECOVER_BATCH = 1000;
 /**
- * When a delivery whose signing secret this process cannot open is due again: soon, since another
- * process (a rolling deploy) or this one restarted with the key may send it; not at once, which would
- * only claim it again here.
+ * When a delivery whose signing secret this process cannot open is due again: soon the first time, since
+ * another process (a rolling deploy) or this one restarted with the key may send it; not at once, which
+ * would only claim it again here. Each give-back in a row doubles the wait, up to an hour: a backlog sealed
+ * with a key no process has costs a claim per delivery an hour, not every 30 s for ever.
  */
-const SECRET_UNREADABLE_DELAY_MS = 30_000;
+const SECRET_UNREADABLE_FIRST_DELAY_MS = 30_000;
+const SECRET_UNREADABLE_MAX_DELAY_MS = 3_600_000;
+/** The give-back's error line is written at most once per merchant per this (the metric counts every one). */
+const SECRET_UNREADABLE_LOG_INTERVAL_MS = 60_000;
+/** Merchants whose last such line is remembered; past it the oldest is forgotten (at worst a line more). */
+const SECRET_UNREADABLE_LOG_MERCHANTS = 1000;
 /** Sealed signing secrets remembered with their plaintext (see `openSecret`). */
 const OPENED_SECRETS_MAX = 1000;
 
@@ -75,6 +81,8 @@ export class DeliveryService {
   /** Successful attempts finishing at about the same time are recorded in one statement. */
   private readonly delivered: GroupWriter<DeliveredAttempt, boolean>;
   private readonly openedSecrets = new Map<string, string>();
+  /** Per merchant: when its last give-back line was written, and the give-backs since left out of the log. */
+  private readonly unreadableLogged = new Map<string, { at: number; notLogged: number }>();
   private readonly sender: WebhookSender;
 
   constructor(
@@ -119,7 +127,7 @@ export class DeliveryService {
    * Null when the lease was lost before the result could be recorded, or when no attempt was made: the
    * merchant's signing secret opens with none of this process's keys (the operator's key configuration,
    * not the merchant's endpoint), so the delivery is given back unsent — no attempt counted or recorded,
-   * due again in SECRET_UNREADABLE_DELAY_MS — rather than spending its retries on a request never sent.
+   * due again after a wait that doubles with each give-back in a row (SECRET_UNREADABLE_*) — rather than spending its retries on a request never sent.
    */
   async attemptLeased(leased: LeasedDelivery, onSent?: () => void): Promise<AttemptOutcome | null> {
     let secret: string | null;
@@ -134,11 +142,23 @@ export class DeliveryService {
   }
 
   private async giveBackUnsent(leased: LeasedDelivery, err: SecretUnreadableError): Promise<void> {
-    const released = await releaseUnattempted(this.em, leased.id, leased.leaseToken, SECRET_UNREADABLE_DELAY_MS);
+    const retryInMs = await releaseUnattempted(this.em, leased.id, leased.leaseToken, SECRET_UNREADABLE_FIRST_DELAY_MS, SECRET_UNREADABLE_MAX_DELAY_MS);
     this.unreadableSecrets.inc();
-    // The key's id, never key or secret material.
+    const now = Date.now();
+    const last = this.unreadableLogged.get(leased.merchantId);
+    if (last && now - last.at < SECRET_UNREADABLE_LOG_INTERVAL_MS) {
+      last.notLogged += 1;
+      return;
+    }
+    this.unreadableLogged.delete(leased.merchantId);
+    if (this.unreadableLogged.size >= SECRET_UNREADABLE_LOG_MERCHANTS) this.unreadableLogged.delete(this.unreadableLogged.keys().next().value!);
+    this.unreadableLogged.set(leased.merchantId, { at: now, notLogged: 0 });
+    // The key's id, never key or secret material. One line per merchant per interval, with the count it stands for.
     this.logger.error(
-      { deliveryId: leased.id, merchantId: leased.merchantId, eventType: leased.eventType, reason: err.message, released, retryInMs: SECRET_UNREADABLE_DELAY_MS },
+      {
+        deliveryId: leased.id, merchantId: leased.merchantId, eventType: leased.eventType, reason: err.message, released: retryInMs !== null, retryInMs,
+        givenBackSinceLastLine: last?.notLogged ?? 0,
+      },
       "webhook not sent: the merchant's signing secret cannot be opened with ENCRYPTION_KEY or DECRYPTION_KEYS; the delivery is given back unattempted until a process with that key sends it",
     );
   }

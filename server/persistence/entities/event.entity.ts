@@ -40,6 +40,8 @@ export const WebhookDeliverySchema = defineEntity({
     leaseUntil: p.datetime().nullable(),
     /** Drawn afresh by every lease: an attempt's result is recorded only while the row still carries its token. */
     leaseToken: p.uuid().nullable(),
+    /** Times in a row given back unsent (its signing secret could not be opened): the next give-back waits longer. */
+    unsentReleases: p.integer().default(0),
     createdAt: p.datetime().onCreate(() => new Date()),
     updatedAt: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
   }),
