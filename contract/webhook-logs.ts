@@ -107,7 +107,9 @@ export const webhookLogsContract = c.router(
       summary: 'Retry a webhook delivery now',
       description:
         'Re-sends a dead or retrying delivery at once, within this request, with the same event body and X-Webhook-Id. A 2xx answer marks it ' +
-        'delivered; a failure is recorded and leaves its status and schedule unchanged. Any other status (pending, delivered) is 409.',
+        'delivered; a failure is recorded and leaves its status and schedule unchanged. Any other status (pending, delivered) is 409. ' +
+        'While twice WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT (32 by default) of the merchant\'s webhook requests are open in the process, the retry ' +
+        'is refused at once: 429 with Retry-After, nothing sent.',
       metadata: { scope: 'webhooks:write', tag: 'Webhooks' } as const,
       pathParams: IdParamsSchema,
       body: c.noBody(),

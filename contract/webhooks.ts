@@ -71,7 +71,9 @@ export const webhooksContract = c.router(
       summary: 'Send a test event to the webhook URL now',
       description:
         'Sends a signed `webhook.test` event to the registered URL within this request and answers with the attempt\'s outcome. The delivery ' +
-        'appears in the delivery log like any other; a failed test is not retried (it is dead at once). No webhook URL registered is 409.',
+        'appears in the delivery log like any other; a failed test is not retried (it is dead at once). No webhook URL registered is 409. ' +
+        'While twice WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT (32 by default) of the merchant\'s webhook requests are open in the process (test events, ' +
+        'retries and deliveries waiting for the endpoint\'s answer), a test event is refused at once: 429 with Retry-After, nothing recorded.',
       metadata: write,
       body: z.union([z.object({}).strict(), z.undefined()]).optional(),
       responses: { 200: envelope(TestDeliveryResultSchema), 409: ErrorBodySchema },

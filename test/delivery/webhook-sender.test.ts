@@ -15,7 +15,7 @@ beforeAll(async () => {
 });
 afterAll(async () => receiver.stop());
 
-const sender = new WebhookSender(new MerchantHostResolver());
+const sender = new WebhookSender(new MerchantHostResolver(), 32);
 const sendWebhook = (request: Omit<WebhookRequest, 'merchantId'>) => sender.send({ merchantId: 'merchant-1', ...request });
 const send = (url: string, allowPrivate: boolean) =>
   sendWebhook({ url, body: '{"id":"evt_1"}', headers: { 'Content-Type': 'application/json' }, timeoutMs: 2000, allowPrivate });
@@ -208,11 +208,42 @@ describe('a host whose nameserver never answers', () => {
     const nameserver = dgram.createSocket('udp4');
     await new Promise<void>((resolve) => nameserver.bind(0, '127.0.0.1', resolve));
     try {
-      const viaBlackHole = new WebhookSender(new MerchantHostResolver([`127.0.0.1:${nameserver.address().port}`]));
+      const viaBlackHole = new WebhookSender(new MerchantHostResolver([`127.0.0.1:${nameserver.address().port}`]), 32);
       const result = await viaBlackHole.send({ merchantId: 'merchant-1', url: 'http://shop.black-hole.test/hook', body: '{}', headers: {}, timeoutMs: 1000, allowPrivate: true });
       expect(result).toMatchObject({ ok: false, responseStatus: null, error: 'DNS lookup for shop.black-hole.test timed out' });
     } finally {
       await new Promise<void>((resolve) => nameserver.close(() => resolve()));
+    }
+  });
+});
+
+describe("a merchant's open requests", () => {
+  const eventually = async (check: () => boolean) => {
+    const end = Date.now() + 5000;
+    while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    return check();
+  };
+
+  it('past the bound a manual request gets no slot, a scheduled one is still sent at once, and the slots come back when the connections end', async () => {
+    const held: net.Socket[] = [];
+    const silent = await rawReceiver((socket) => held.push(socket)); // reads requests, never answers
+    const bounded = new WebhookSender(new MerchantHostResolver(), 2);
+    const request = { merchantId: 'm-1', url: silent.url, body: '{}', headers: {}, timeoutMs: 30_000, allowPrivate: true };
+    try {
+      const manual = [bounded.reserve('m-1', 'manual')!, bounded.reserve('m-1', 'manual')!].map((slot) => bounded.send({ ...request, slot }));
+      expect(bounded.reserve('m-1', 'manual')).toBeNull();
+      const otherMerchant = bounded.reserve('m-2', 'manual');
+      expect(otherMerchant).not.toBeNull();
+      otherMerchant!.release();
+      const scheduled = bounded.send(request);
+      expect(await eventually(() => held.length === 3)).toBe(true);
+      expect(bounded.openRequests('m-1')).toBe(3);
+      for (const socket of held) socket.destroy();
+      expect((await Promise.all([...manual, scheduled])).map((r) => r.ok)).toEqual([false, false, false]);
+      expect(await eventually(() => bounded.openRequests('m-1') === 0)).toBe(true);
+      expect(bounded.reserve('m-1', 'manual')).not.toBeNull();
+    } finally {
+      await silent.close();
     }
   });
 });

@@ -5,6 +5,7 @@ import type { DeliveryAttemptCounter, DeliveryQueue, UnreadableSecretCounter } f
 import { recordTestEvent } from './test-event.js';
 import { MerchantSchema, WebhookDeliverySchema, type DeliveryStatus, type WebhookDelivery } from '../../persistence/entities/index.js';
 import { RECOVER_MAX_DAYS } from '../../../contract/index.js';
+import { ERROR_MESSAGES } from '../../../contract/errors.js';
 import { DomainError, conflict, notFound, validationError } from '../errors.js';
 import type { MerchantEventType } from '../events/merchant-events.js';
 import type { MerchantHostResolver } from '../merchants/merchant-host-resolver.js';
@@ -18,14 +19,17 @@ import {
 import { GroupWriter } from './group-writer.js';
 import { afterFailedAttempt } from './retry-schedule.js';
 import { signatureHeaders } from './signature.js';
-import { USER_AGENT, WebhookSender, capError, type SendResult } from './webhook-sender.js';
+import { USER_AGENT, WebhookSender, capError, type RequestSlot, type SendResult } from './webhook-sender.js';
 
 export interface DeliveryConfig {
   /** Delays after the 1st..nth failed scheduled attempt; one more failure than its length is final. */
   retryScheduleMs: readonly number[];
   timeoutMs: number;
   allowPrivateUrls: boolean;
-  /** Attempts one merchant may have in flight at once, across every worker (leaseDueDeliveries). */
+  /**
+   * Attempts one merchant may have in flight at once, across every worker (leaseDueDeliveries). Twice it
+   * bounds the merchant's open webhook requests in one process, test events and manual retries included.
+   */
   maxInFlightPerMerchant: number;
 }
 
@@ -68,6 +72,14 @@ const SECRET_UNREADABLE_MAX_DELAY_MS = 3_600_000;
 const SECRET_UNREADABLE_LOG_INTERVAL_MS = 60_000;
 /** Merchants whose last such line is remembered; past it the oldest is forgotten (at worst a line more). */
 const SECRET_UNREADABLE_LOG_MERCHANTS = 1000;
+/**
+ * A merchant's open webhook requests in one process, as a multiple of its in-flight share: its scheduled
+ * attempts (at most the share) never wait for this, and leave room for at least as many test events and
+ * manual retries; past it those are refused (429) rather than opening more connections.
+ */
+const OPEN_REQUESTS_PER_SHARE = 2;
+/** Retry-After of that refusal: a slot frees as soon as one of the merchant's requests is answered or times out. */
+const OPEN_REQUESTS_RETRY_AFTER_S = 1;
 /** Sealed signing secrets remembered with their plaintext (see `openSecret`). */
 const OPENED_SECRETS_MAX = 1000;
 
@@ -95,7 +107,7 @@ export class DeliveryService {
     private readonly unreadableSecrets: UnreadableSecretCounter,
     hosts: MerchantHostResolver,
   ) {
-    this.sender = new WebhookSender(hosts);
+    this.sender = new WebhookSender(hosts, OPEN_REQUESTS_PER_SHARE * config.maxInFlightPerMerchant);
     this.delivered = new GroupWriter(async (records) => {
       const updated = await recordDeliveredAttempts(this.em, records);
       return records.map((r) => updated.has(leaseKey(r.deliveryId, r.leaseToken)));
@@ -173,9 +185,15 @@ export class DeliveryService {
     if (delivery.status !== 'dead' && delivery.status !== 'retrying') {
       throw conflict(`Only a dead or retrying delivery can be retried; this one is ${delivery.status}`);
     }
-    const leased = await leaseDelivery(this.em, deliveryId, this.leaseMs);
-    if (!leased) throw conflict('The delivery is being sent right now; try again shortly');
-    await this.attempt(leased, 'manual', 'unchanged');
+    const slot = this.reserveManual(merchantId);
+    try {
+      const leased = await leaseDelivery(this.em, deliveryId, this.leaseMs);
+      if (!leased) throw conflict('The delivery is being sent right now; try again shortly');
+      await this.attempt(leased, 'manual', 'unchanged', undefined, undefined, slot);
+    } catch (err) {
+      slot.release();
+      throw err;
+    }
     return this.em.findOneOrFail(WebhookDeliverySchema, { id: deliveryId }, { refresh: true });
   }
 
@@ -214,13 +232,37 @@ export class DeliveryService {
     if (!merchant) throw notFound('merchant');
     if (!merchant.webhookUrl) throw conflict('No webhook URL is registered: register one with PUT /v1/merchant/webhook first');
     const url = merchant.webhookUrl;
-    const recorded = await this.em.transactional((tx) => recordTestEvent(tx, merchantId, url, this.leaseMs));
-    const leased: LeasedDelivery = {
-      id: recorded.deliveryId, merchantId, eventType: 'webhook.test', status: 'pending', attempts: 0, url, merchantUrl: url,
-      sealedSecret: merchant.webhookSecretEnc ?? null, body: recorded.body, leaseToken: recorded.leaseToken,
-    };
-    const { result } = await this.attempt(leased, 'manual', 'dead');
-    return { deliveryId: recorded.deliveryId, eventId: recorded.eventId, url, ...result };
+    // Before anything is recorded: a refused test event leaves no trace in the delivery log.
+    const slot = this.reserveManual(merchantId);
+    try {
+      const recorded = await this.em.transactional((tx) => recordTestEvent(tx, merchantId, url, this.leaseMs));
+      const leased: LeasedDelivery = {
+        id: recorded.deliveryId, merchantId, eventType: 'webhook.test', status: 'pending', attempts: 0, url, merchantUrl: url,
+        sealedSecret: merchant.webhookSecretEnc ?? null, body: recorded.body, leaseToken: recorded.leaseToken,
+      };
+      const { result } = await this.attempt(leased, 'manual', 'dead', undefined, undefined, slot);
+      return { deliveryId: recorded.deliveryId, eventId: recorded.eventId, url, ...result };
+    } catch (err) {
+      slot.release();
+      throw err;
+    }
+  }
+
+  /**
+   * A slot for a test event or manual retry, refused at once (429) when the merchant already has its bound
+   * of requests open in this process: queued, it would wait with its timeout running, and each open
+   * request is a connection (an endpoint that never answers holds one for the whole timeout).
+   */
+  private reserveManual(merchantId: string): RequestSlot {
+    const slot = this.sender.reserve(merchantId, 'manual');
+    if (slot) return slot;
+    const max = OPEN_REQUESTS_PER_SHARE * this.config.maxInFlightPerMerchant;
+    throw new DomainError(
+      'RATE_LIMITED',
+      ERROR_MESSAGES.rateLimited('to your webhook endpoint', `${max} open at once, deliveries included; retry once some are answered`),
+      undefined,
+      { 'Retry-After': String(OPEN_REQUESTS_RETRY_AFTER_S) },
+    );
   }
 
   async list(merchantId: string, filter: DeliveryFilter): Promise<{ items: WebhookDelivery[]; total: number }> {
@@ -255,9 +297,10 @@ export class DeliveryService {
     onFailure: 'schedule' | 'unchanged' | 'dead',
     onSent?: () => void,
     openedSecret?: string | null,
+    slot?: RequestSlot,
   ): Promise<{ outcome: AttemptOutcome | null; result: SendResult }> {
     const url = leased.merchantUrl ?? leased.url;
-    const result = await this.send(leased, url, openedSecret);
+    const result = await this.send(leased, url, openedSecret, slot);
     onSent?.();
     const attemptNumber = leased.attempts + 1;
     const record = { deliveryId: leased.id, attemptNumber, trigger, responseStatus: result.responseStatus, error: result.error, durationMs: result.durationMs };
@@ -313,12 +356,16 @@ export class DeliveryService {
   }
 
   /**
-   * Checks the URL's shape and the secret, then POSTs; anything that stops the request is a failed
-   * attempt. No DNS lookup here, outside the request's timeout: the sender applies the address policy
+   * Checks the URL's shape and the secret, then POSTs (the sender then owns `slot`); anything that stops
+   * the request is a failed attempt. No DNS lookup here, outside the request's timeout: the sender applies the address policy
    * to an address literal and, through its guarded lookup, to every address it connects to.
    */
-  private async send(leased: LeasedDelivery, url: string, openedSecret?: string | null): Promise<SendResult> {
-    const refused = (error: string): SendResult => ({ ok: false, responseStatus: null, error: capError(error), durationMs: 0 });
+  private async send(leased: LeasedDelivery, url: string, openedSecret?: string | null, slot?: RequestSlot): Promise<SendResult> {
+    // The sender releases the slot once the connection is free; a request refused here never had one.
+    const refused = (error: string): SendResult => {
+      slot?.release();
+      return { ok: false, responseStatus: null, error: capError(error), durationMs: 0 };
+    };
     let secret: string | null;
     try {
       assertUrlShape(url, this.config.allowPrivateUrls);
@@ -337,6 +384,7 @@ export class DeliveryService {
     const timestamp = Math.floor(Date.now() / 1000);
     return this.sender.send({
       merchantId: leased.merchantId,
+      ...(slot ? { slot } : {}),
       url,
       body: leased.body,
       timeoutMs: this.config.timeoutMs,

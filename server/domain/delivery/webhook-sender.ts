@@ -92,9 +92,45 @@ const STALE_SOCKET_ERRORS = new Set(['ECONNRESET', 'EPIPE']);
  */
 const STALE_SOCKET_WINDOW_MS = 1_000;
 
+/**
+ * One of a merchant's open requests in this process, held from before the request until its connection is
+ * free again (its response read or cut, or the connection closed). Released at most once.
+ */
+export interface RequestSlot {
+  release(): void;
+}
+
+/** A merchant's open requests in this process, by merchant: what WebhookSender.reserve admits against. */
+class OpenRequests {
+  private readonly open = new Map<string, number>();
+
+  count(merchantId: string): number {
+    return this.open.get(merchantId) ?? 0;
+  }
+
+  take(merchantId: string): RequestSlot {
+    this.open.set(merchantId, this.count(merchantId) + 1);
+    let released = false;
+    return {
+      release: () => {
+        if (released) return;
+        released = true;
+        const left = this.count(merchantId) - 1;
+        if (left > 0) this.open.set(merchantId, left);
+        else this.open.delete(merchantId);
+      },
+    };
+  }
+}
+
 export interface WebhookRequest {
   /** Whose attempt: its connections are its own (a pool per merchant and origin), as are its lookups. */
   merchantId: string;
+  /**
+   * A slot reserved for it beforehand (`reserve(merchantId, 'manual')`: a test event or manual retry);
+   * without one, the request takes a slot that is never refused (a scheduled attempt). Released by `send`.
+   */
+  slot?: RequestSlot;
   url: string;
   body: string;
   headers: Record<string, string>;
@@ -106,10 +142,13 @@ export interface WebhookRequest {
  * Sends merchant webhooks over keep-alive pools, one per merchant and origin (and private-address
  * policy): consecutive deliveries to a merchant reuse connections instead of a TCP (and TLS) handshake
  * each, and merchants whose URLs are on one host (a platform hosting many shops) do not share sockets.
- * A pool has no socket limit, so a request never waits in its queue while its attempt's timeout runs:
- * how many connections a merchant has open is bounded by its in-flight share
- * (WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT), plus its manual retries and test events. Every NEW connection
- * resolves through the guarded lookup; a reused one is to an address that lookup already accepted.
+ * A pool has no socket limit, so a request never waits in its queue while its attempt's timeout runs.
+ * Instead, a merchant's open requests in this process are counted (`reserve`): scheduled attempts are
+ * always admitted (the workers' claims keep them within WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT), while a test
+ * event or manual retry is refused at once past `maxOpenPerMerchant`, so a merchant whose endpoint never
+ * answers cannot open sockets without end by sending test events. A response body is drained for the
+ * connection's reuse only while the merchant is within that bound; past it the connection is closed.
+ * Every NEW connection resolves through the guarded lookup; a reused one is to an address that lookup already accepted.
  */
 export class WebhookSender {
   /** By key, least recently used first (a Map iterates in insertion order; a use moves it to the end). */
@@ -117,7 +156,24 @@ export class WebhookSender {
   /** Connections whose host lookup is over: until then, an attempt that times out says the lookup did. */
   private readonly resolved = new WeakSet<object>();
 
-  constructor(private readonly resolver: MerchantHostResolver) {}
+  private readonly open = new OpenRequests();
+
+  /** `maxOpenPerMerchant`: a merchant's open requests in this process past which test events and manual retries are refused. */
+  constructor(private readonly resolver: MerchantHostResolver, private readonly maxOpenPerMerchant: number) {}
+
+  /**
+   * A slot for one of the merchant's requests: always for a scheduled attempt; for a manual one (test
+   * event, manual retry) null when the merchant already has `maxOpenPerMerchant` requests open here.
+   */
+  reserve(merchantId: string, kind: 'scheduled' | 'manual'): RequestSlot | null {
+    if (kind === 'manual' && this.open.count(merchantId) >= this.maxOpenPerMerchant) return null;
+    return this.open.take(merchantId);
+  }
+
+  /** The merchant's open requests in this process. */
+  openRequests(merchantId: string): number {
+    return this.open.count(merchantId);
+  }
 
   /** How many keep-alive pools this sender holds (one per merchant origin recently sent to). */
   keptPoolCount(): number {
@@ -175,11 +231,13 @@ export class WebhookSender {
   async send(input: WebhookRequest): Promise<SendResult> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
+    const slot = input.slot ?? this.reserve(input.merchantId, 'scheduled')!;
     const url = new URL(input.url);
     const client = url.protocol === 'https:' ? https : http;
     // An address literal is connected to without a lookup, so the guarded lookup never sees it: check it here.
     const literal = url.hostname.replace(/^\[|\]$/g, '');
     if (!input.allowPrivate && isIP(literal) !== 0 && !isPublicAddress(literal)) {
+      slot.release();
       return { ok: false, responseStatus: null, error: `request failed: ENOTPUBLIC (${literal} is not a public address)`, durationMs: elapsed() };
     }
     return new Promise<SendResult>((resolve) => {
@@ -205,9 +263,15 @@ export class WebhookSender {
             const ok = status >= 200 && status < 300;
             const error = ok ? null : status >= 300 && status < 400 ? `redirect (HTTP ${status}) not followed` : `HTTP ${status}`;
             finish({ ok, responseStatus: status, error, durationMs: elapsed() });
-            discardBody(res, Math.max(MIN_BODY_DRAIN_MS, input.timeoutMs - elapsed()));
+            // Its slot is held while the body drains: past the bound, the connection is not worth keeping.
+            if (this.open.count(input.merchantId) > this.maxOpenPerMerchant) res.destroy();
+            else discardBody(res, Math.max(MIN_BODY_DRAIN_MS, input.timeoutMs - elapsed()));
           },
         );
+        // The connection is free (back in its pool, or closed) once the request closes; a resent request's first one is not the last.
+        req.once('close', () => {
+          if (req === current) slot.release();
+        });
         req.on('error', (err: NodeJS.ErrnoException) => {
           if (settled) return;
           if (reuse && req.reusedSocket && STALE_SOCKET_ERRORS.has(err.code ?? '') && performance.now() - sentAt < STALE_SOCKET_WINDOW_MS) {
