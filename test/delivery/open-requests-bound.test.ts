@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startTestService, type TestService } from '../support/service.js';
-import { registerWebhook } from './events.js';
+import { emitEvent, registerWebhook } from './events.js';
 import { WebhookReceiver, waitFor } from './receiver.js';
 
 // Test events and manual retries are the merchant's own requests, not bounded by its in-flight share of
@@ -87,6 +87,15 @@ describe("a merchant's open webhook requests in a process", () => {
     // A refused test event leaves nothing in the delivery log.
     const [{ n }] = (await t.sql<{ n: number }>("SELECT count(*)::int AS n FROM webhook_deliveries WHERE merchant_id = $1 AND event_type = 'webhook.test'", [a.merchantId])) as [{ n: number }];
     expect(n).toBe(BOUND);
+
+    // A manual retry of a dead delivery is refused alike, not sent.
+    const { deliveryId: deadId } = await emitEvent(t, a.merchantId, {
+      notify: false,
+      adjust: (tx, ids) => tx.execute(`UPDATE webhook_deliveries SET status = 'dead', next_attempt_at = NULL WHERE id = ?`, [ids.deliveryId]),
+    });
+    const retry = await t.http.post(`/v1/webhooks/logs/${deadId}/retry`).set('X-API-Key', a.apiKey);
+    expect([retry.status, retry.body.error?.code, retry.headers['retry-after']]).toEqual([429, 'RATE_LIMITED', '1']);
+    expect(silent.stats().requests).toBe(BOUND);
 
     // Another merchant's test event is sent and answered meanwhile.
     const other = await t.http.post('/v1/webhooks/test').set('X-API-Key', b.apiKey).send({});
