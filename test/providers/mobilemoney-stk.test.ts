@@ -108,7 +108,8 @@ describe('shared token', () => {
       expect(issued).toHaveLength(1);
 
       // Both can use it: neither knocked the other's token out.
-      const a = await adapter.createPayment(creds, paymentInput(TEST_PHONES.success, `${receiver.url}/shared`));
+      // Phones of their own: a phone's prompt stays open for the callback delay, and Daraja refuses another push to it meanwhile.
+      const a = await adapter.createPayment(creds, paymentInput('254722000661', `${receiver.url}/shared`));
       const b = await other.createPayment(creds, paymentInput('254722000666', `${receiver.url}/shared`)); // another customer: a's prompt is open
       expect(a.providerRef).not.toBe(b.providerRef);
 
@@ -127,7 +128,8 @@ describe('shared token', () => {
     const intruder = await rawToken(creds.consumer_key, creds.consumer_secret);
     expect(intruder).not.toBe(original);
 
-    const result = await adapter.createPayment(creds, paymentInput(TEST_PHONES.success, `${receiver.url}/recover`));
+    // A phone of its own (as above): the next test pushes to the success phone at once.
+    const result = await adapter.createPayment(creds, paymentInput('254722000662', `${receiver.url}/recover`));
     expect(result.status).toBe('pending');
     const now = await adapter.accessToken(creds);
     expect(now).not.toBe(original);
