@@ -522,4 +522,13 @@ describe('admin refund settle: a refund left pending for an operator', () => {
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/refund not found/i);
   });
+
+  it('a pending refund never sent again is refused (exit 1, unchanged): its provider, its result or the refund sync settles it, and failing it would free the amount it may still refund', async () => {
+    const { refundId } = await refusedReversalResultLost();
+    expect(await refundRow(refundId)).toMatchObject({ status: 'pending', reversal_resends: 0 });
+    const refused = await settle(['--id', refundId, '--status', 'failed', '--reason', 'no reversal seen at the portal']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`refund ${refundId} was never sent again`);
+    expect(await getRefund(refundId)).toMatchObject({ status: 'pending', failure_reason: null });
+  });
 });

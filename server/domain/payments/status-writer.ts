@@ -476,6 +476,16 @@ export class UnitOfWork {
     await this.lockPayment(unlocked.paymentId);
     const refund = await this.tx.findOneOrFail(RefundSchema, { id: refundId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
     if (refund.status !== 'pending') return null;
+    // Only a reversal sent again is left for an operator (a refusal no longer settles it). Any other pending
+    // refund is settled by its provider's answer, its event or the refund sync: failing it here would free
+    // the amount while the provider may still complete it (a completion of a failed refund is refused), and
+    // the merchant could refund twice.
+    if (refund.reversalResends === 0) {
+      throw new DomainError(
+        'CONFLICT',
+        `refund ${refundId} was never sent again: its provider's answer, its event or the refund sync settles it (refund recheck), not an operator`,
+      );
+    }
     // Not a provider's report of a reversal (no `reversal`): the guard that keeps a resent reversal pending does not apply.
     return this.refund(refundId, { status: 'failed', failureReason: reason }, source);
   }
