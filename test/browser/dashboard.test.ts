@@ -294,6 +294,49 @@ describe('merchant dashboard', () => {
     await page.close();
   });
 
+  it('when the pending refund cannot be read back (403: a key without refunds:read), the next clicks still replay it: no second refund', async () => {
+    const paymentId = await pay('pm_card_visa', '20.00');
+    const page = await newPage(1280);
+    await signIn(page);
+    const sentKeys: (string | undefined)[] = [];
+    await page.route((url) => url.pathname === '/v1/refunds', async (route) => {
+      if (route.request().method() === 'POST') sentKeys.push(route.request().headers()['idempotency-key']);
+      return route.continue();
+    });
+    // The dashboard's read of one refund is refused, as for a key without refunds:read.
+    await page.route((url) => url.pathname.startsWith('/v1/refunds/'), (route) =>
+      route.fulfill({ status: 403, contentType: 'application/json', body: JSON.stringify({ success: false, error: { code: 'FORBIDDEN', message: 'this API key lacks the refunds:read scope', request_id: 'r2' } }) }));
+    await page.goto(`${t.baseUrl}/dashboard/#/payments/${paymentId}`);
+    await page.getByRole('heading', { name: 'Payment 20.00 USD' }).waitFor();
+    const refunds = async () => (await t.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', merchant.apiKey).expect(200)).body.data as { id: string }[];
+    /** Clicks Refund for 5.00 and waits for its POST's answer and for the page redrawn after it (its refunds listed again). */
+    const refundFive = async () => {
+      await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
+      const redrawn = page.waitForResponse((res) => new URL(res.url()).pathname === '/v1/refunds' && res.request().method() === 'GET');
+      const [answer] = await Promise.all([
+        page.waitForResponse((res) => new URL(res.url()).pathname === '/v1/refunds' && res.request().method() === 'POST'),
+        page.getByRole('button', { name: 'Refund' }).click(),
+      ]);
+      await redrawn;
+      await page.getByLabel('Refund amount (empty = the rest)').waitFor();
+      return answer;
+    };
+    await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
+    try {
+      for (let click = 1; click <= 3; click++) {
+        const answer = await refundFive();
+        expect(answer.status()).toBe(201);
+        expect((await answer.json()).data).toMatchObject({ amount: '5.00', status: 'pending' });
+      }
+      expect(sentKeys).toHaveLength(3);
+      expect(new Set(sentKeys).size).toBe(1);
+      expect(await refunds()).toHaveLength(1);
+    } finally {
+      await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' }).expect(200);
+    }
+    await page.close();
+  });
+
   it('once the pending refund has settled, the same amount clicked again is a second refund with a new key, not a replay of the first', async () => {
     const paymentId = await pay('pm_card_visa', '20.00');
     const page = await newPage(1280);
