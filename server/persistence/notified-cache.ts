@@ -1,4 +1,5 @@
 import type { ChangeFeed, TableChange } from './change-notifications.js';
+import { setBounded } from '../lib/bounded-map.js';
 
 interface Entry<V> {
   value: V;
@@ -56,10 +57,7 @@ export class NotifiedCache<V> {
   }
 
   private keep(key: string, value: V): void {
-    this.entries.delete(key);
-    this.entries.set(key, { value, expiresAt: Date.now() + this.options.ttlMs });
-    // Map order is insertion order: the first entry is the oldest.
-    if (this.entries.size > this.options.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
+    setBounded(this.entries, key, { value, expiresAt: Date.now() + this.options.ttlMs }, this.options.maxEntries);
   }
 
   /**

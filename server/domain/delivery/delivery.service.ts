@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../../observability/logger.js';
+import { setBounded } from '../../lib/bounded-map.js';
 import { SecretUnreadableError } from '../crypto/secret-box.js';
 import type { DeliveryAttemptCounter, DeliveryQueue, UnreadableSecretCounter } from '../ports.js';
 import { recordTestEvent } from './test-event.js';
@@ -162,9 +163,7 @@ export class DeliveryService {
       last.notLogged += 1;
       return;
     }
-    this.unreadableLogged.delete(leased.merchantId);
-    if (this.unreadableLogged.size >= SECRET_UNREADABLE_LOG_MERCHANTS) this.unreadableLogged.delete(this.unreadableLogged.keys().next().value!);
-    this.unreadableLogged.set(leased.merchantId, { at: now, notLogged: 0 });
+    setBounded(this.unreadableLogged, leased.merchantId, { at: now, notLogged: 0 }, SECRET_UNREADABLE_LOG_MERCHANTS);
     // The key's id, never key or secret material. One line per merchant per interval, with the count it stands for.
     this.logger.error(
       {
@@ -185,15 +184,11 @@ export class DeliveryService {
     if (delivery.status !== 'dead' && delivery.status !== 'retrying') {
       throw conflict(`Only a dead or retrying delivery can be retried; this one is ${delivery.status}`);
     }
-    const slot = this.reserveManual(merchantId);
-    try {
+    await this.withManualSlot(merchantId, async (slot) => {
       const leased = await leaseDelivery(this.em, deliveryId, this.leaseMs);
       if (!leased) throw conflict('The delivery is being sent right now; try again shortly');
       await this.attempt(leased, 'manual', 'unchanged', undefined, undefined, slot);
-    } catch (err) {
-      slot.release();
-      throw err;
-    }
+    });
     return this.em.findOneOrFail(WebhookDeliverySchema, { id: deliveryId }, { refresh: true });
   }
 
@@ -232,9 +227,8 @@ export class DeliveryService {
     if (!merchant) throw notFound('merchant');
     if (!merchant.webhookUrl) throw conflict('No webhook URL is registered: register one with PUT /v1/merchant/webhook first');
     const url = merchant.webhookUrl;
-    // Before anything is recorded: a refused test event leaves no trace in the delivery log.
-    const slot = this.reserveManual(merchantId);
-    try {
+    // The slot before anything is recorded: a refused test event leaves no trace in the delivery log.
+    return this.withManualSlot(merchantId, async (slot) => {
       const recorded = await this.em.transactional((tx) => recordTestEvent(tx, merchantId, url, this.leaseMs));
       const leased: LeasedDelivery = {
         id: recorded.deliveryId, merchantId, eventType: 'webhook.test', status: 'pending', attempts: 0, url, merchantUrl: url,
@@ -242,27 +236,33 @@ export class DeliveryService {
       };
       const { result } = await this.attempt(leased, 'manual', 'dead', undefined, undefined, slot);
       return { deliveryId: recorded.deliveryId, eventId: recorded.eventId, url, ...result };
-    } catch (err) {
-      slot.release();
-      throw err;
-    }
+    });
   }
 
   /**
-   * A slot for a test event or manual retry, refused at once (429) when the merchant already has its bound
-   * of requests open in this process: queued, it would wait with its timeout running, and each open
-   * request is a connection (an endpoint that never answers holds one for the whole timeout).
+   * Runs a test event or manual retry with a slot of the merchant's open requests, refused at once (429)
+   * when the merchant already has its bound open in this process: queued, it would wait with its timeout
+   * running, and each open request is a connection (an endpoint that never answers holds one for the
+   * whole timeout). The sender releases the slot once the request's connection is free.
    */
-  private reserveManual(merchantId: string): RequestSlot {
+  private async withManualSlot<T>(merchantId: string, run: (slot: RequestSlot) => Promise<T>): Promise<T> {
     const slot = this.sender.reserve(merchantId, 'manual');
-    if (slot) return slot;
-    const max = OPEN_REQUESTS_PER_SHARE * this.config.maxInFlightPerMerchant;
-    throw new DomainError(
-      'RATE_LIMITED',
-      ERROR_MESSAGES.rateLimited('to your webhook endpoint', `${max} open at once, deliveries included; retry once some are answered`),
-      undefined,
-      { 'Retry-After': String(OPEN_REQUESTS_RETRY_AFTER_S) },
-    );
+    if (!slot) {
+      const max = OPEN_REQUESTS_PER_SHARE * this.config.maxInFlightPerMerchant;
+      throw new DomainError(
+        'RATE_LIMITED',
+        ERROR_MESSAGES.rateLimited('to your webhook endpoint', `${max} open at once, deliveries included; retry once some are answered`),
+        undefined,
+        { 'Retry-After': String(OPEN_REQUESTS_RETRY_AFTER_S) },
+      );
+    }
+    try {
+      return await run(slot);
+    } catch (err) {
+      // Not handed to the sender (or handed and already released: a release is once only).
+      slot.release();
+      throw err;
+    }
   }
 
   async list(merchantId: string, filter: DeliveryFilter): Promise<{ items: WebhookDelivery[]; total: number }> {
@@ -349,8 +349,7 @@ export class DeliveryService {
     let secret = this.openedSecrets.get(sealed);
     if (secret === undefined) {
       secret = this.merchants.openWebhookSecret(sealed)!;
-      if (this.openedSecrets.size >= OPENED_SECRETS_MAX) this.openedSecrets.delete(this.openedSecrets.keys().next().value!);
-      this.openedSecrets.set(sealed, secret);
+      setBounded(this.openedSecrets, sealed, secret, OPENED_SECRETS_MAX);
     }
     return secret;
   }

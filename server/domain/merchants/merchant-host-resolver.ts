@@ -1,6 +1,7 @@
 import dns, { type LookupAddress } from 'node:dns';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { setBounded } from '../../lib/bounded-map.js';
 
 /**
  * Resolves merchants' hosts (webhook URLs, at delivery and when registered; payments' and register-pull's
@@ -166,9 +167,7 @@ export class MerchantHostResolver {
   }
 
   private remember(host: string, addresses: LookupAddress[], ttlMs: number): void {
-    this.cache.delete(host);
-    if (this.cache.size >= MAX_CACHED_HOSTS) this.cache.delete(this.cache.keys().next().value!);
-    this.cache.set(host, { addresses, until: Date.now() + ttlMs });
+    setBounded(this.cache, host, { addresses, until: Date.now() + ttlMs }, MAX_CACHED_HOSTS);
   }
 
   /** /etc/hosts, read again at most every HOSTS_FILE_REREAD_MS (a small local file: read at once). */

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import Stripe from 'stripe';
+import { setBounded } from '../../lib/bounded-map.js';
 
 /** The API version this adapter is written against (the one stripe-node 22.5 pins). */
 export const CARDPAY_API_VERSION = '2026-07-29.dahlia' as const;
@@ -97,8 +98,7 @@ export class CardpayClients {
     let client = this.clients.get(cacheKey);
     if (!client) {
       client = createClient(baseUrl, secretKey, timeoutMs);
-      if (this.clients.size >= MAX_CACHED_CLIENTS) this.clients.delete(this.clients.keys().next().value!);
-      this.clients.set(cacheKey, client);
+      setBounded(this.clients, cacheKey, client, MAX_CACHED_CLIENTS);
     }
     return client;
   }
