@@ -258,9 +258,17 @@ export function createFetcher(options: TransportOptions) {
     /** The route's `notRepeatable` text after a message, when an attempt may have been carried out. */
     const withNote = (message: string, mayHaveSucceeded: boolean) => (notRepeatable && mayHaveSucceeded ? `${message}; ${notRepeatable}` : message);
 
+    /**
+     * This answer may follow work the service did for this call, or announce it under way: a mayFollowWork
+     * answer, or the 409 saying a request with this call's key is still running. (Without a key, that 409
+     * is another store of credentials running: this attempt was refused before doing anything.)
+     */
+    const answerMayFollowWork = (response: Response, body: unknown) =>
+      mayFollowWork(response.status, body, response) || (stillProcessing(response.status, response) && idempotencyKey !== undefined);
+
     let maybeDone = false;
     const result = (response: Response, body: unknown): FetcherResult => {
-      const mayHaveSucceeded = maybeDone || mayFollowWork(response.status, body, response) || (stillProcessing(response.status, response) && idempotencyKey !== undefined);
+      const mayHaveSucceeded = maybeDone || answerMayFollowWork(response, body);
       return {
         status: response.status,
         body,
@@ -289,9 +297,7 @@ export function createFetcher(options: TransportOptions) {
         const retryAfter = parseRetryAfter(response.headers.get('retry-after'));
         // Waiting longer than the server asks would be fine; retrying sooner would not. Too long a wait: give up.
         if (retryAfter !== undefined && retryAfter > options.maxRetryDelayMs) return result(response, body);
-        // Still processing this key: a request with it reached the service and is under way. (Without a key,
-        // the 409 is another store of credentials running: this attempt was refused before doing anything.)
-        if (mayFollowWork(response.status, body, response) || (stillProcessing(response.status, response) && idempotencyKey !== undefined)) maybeDone = true;
+        if (answerMayFollowWork(response, body)) maybeDone = true;
         retry = { delayMs: retryAfter ?? backoffDelay(attempt - 1, options.initialRetryDelayMs, options.maxRetryDelayMs), status: response.status };
       } catch (error) {
         if (userSignal?.aborted) throw abortedByCaller(attempt, true);
