@@ -396,9 +396,7 @@ export class UnitOfWork {
    * refund that the provider reports failed lowers it again and tells the merchant (`refund.failed`).
    */
   async refund(refundId: string, update: RefundUpdate, source: string): Promise<RefundOutcome> {
-    const unlocked = await this.tx.findOneOrFail(RefundSchema, { id: refundId });
-    const payment = await this.lockPayment(unlocked.paymentId);
-    const refund = await this.tx.findOneOrFail(RefundSchema, { id: refundId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
+    const { payment, refund } = await this.lockRefund(refundId);
     const from = refund.status;
     // A completed card refund the provider now reports failed (a mobile-money reversal never fails after completing).
     const failsCompleted = from === 'completed' && update.status === 'failed' && !update.reversal;
@@ -472,9 +470,7 @@ export class UnitOfWork {
    * refund may be asked). Null when the refund is not pending (nothing changes).
    */
   async failPendingRefund(refundId: string, reason: string, source: string): Promise<RefundOutcome | null> {
-    const unlocked = await this.tx.findOneOrFail(RefundSchema, { id: refundId });
-    await this.lockPayment(unlocked.paymentId);
-    const refund = await this.tx.findOneOrFail(RefundSchema, { id: refundId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
+    const { refund } = await this.lockRefund(refundId);
     if (refund.status !== 'pending') return null;
     // Only a reversal sent again is left for an operator (a refusal no longer settles it). Any other pending
     // refund is settled by its provider's answer, its event or the refund sync: failing it here would free
@@ -643,6 +639,14 @@ export class UnitOfWork {
     });
     this.refused.push({ provider: payment.provider, source, paymentId: payment.id, mismatch });
     return mismatch;
+  }
+
+  /** Locks a refund's payment, then the refund (the order every writer of a refund takes), and reads both as locked. */
+  private async lockRefund(refundId: string): Promise<{ payment: Payment; refund: Refund }> {
+    const unlocked = await this.tx.findOneOrFail(RefundSchema, { id: refundId });
+    const payment = await this.lockPayment(unlocked.paymentId);
+    const refund = await this.tx.findOneOrFail(RefundSchema, { id: refundId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
+    return { payment, refund };
   }
 
   private async lockPayment(paymentId: string): Promise<Payment> {
