@@ -251,7 +251,11 @@ describe('merchant dashboard', () => {
     await page.close();
   });
 
-  it('a refund the provider does not answer is shown pending, and the next click shows it again: one refund, not a second', async () => {
+  /**
+   * A 20.00 USD card payment's page, signed in, recording the Idempotency-Key of every refund the page
+   * POSTs; `refunds()` lists the payment's refunds through the API.
+   */
+  const openPaidPaymentPage = async () => {
     const paymentId = await pay('pm_card_visa', '20.00');
     const page = await newPage(1280);
     await signIn(page);
@@ -263,6 +267,11 @@ describe('merchant dashboard', () => {
     await page.goto(`${t.baseUrl}/dashboard/#/payments/${paymentId}`);
     await page.getByRole('heading', { name: 'Payment 20.00 USD' }).waitFor();
     const refunds = async () => (await t.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', merchant.apiKey).expect(200)).body.data as { id: string; amount: string; status: string }[];
+    return { page, sentKeys, refunds };
+  };
+
+  it('a refund the provider does not answer is shown pending, and the next click shows it again: one refund, not a second', async () => {
+    const { page, sentKeys, refunds } = await openPaidPaymentPage();
     const refundRows = page.locator('h2:text("Refunds") + div table tbody tr');
     await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
     try {
@@ -295,20 +304,10 @@ describe('merchant dashboard', () => {
   });
 
   it('when the pending refund cannot be read back (403: a key without refunds:read), the next clicks still replay it: no second refund', async () => {
-    const paymentId = await pay('pm_card_visa', '20.00');
-    const page = await newPage(1280);
-    await signIn(page);
-    const sentKeys: (string | undefined)[] = [];
-    await page.route((url) => url.pathname === '/v1/refunds', async (route) => {
-      if (route.request().method() === 'POST') sentKeys.push(route.request().headers()['idempotency-key']);
-      return route.continue();
-    });
+    const { page, sentKeys, refunds } = await openPaidPaymentPage();
     // The dashboard's read of one refund is refused, as for a key without refunds:read.
     await page.route((url) => url.pathname.startsWith('/v1/refunds/'), (route) =>
       route.fulfill({ status: 403, contentType: 'application/json', body: JSON.stringify({ success: false, error: { code: 'FORBIDDEN', message: 'this API key lacks the refunds:read scope', request_id: 'r2' } }) }));
-    await page.goto(`${t.baseUrl}/dashboard/#/payments/${paymentId}`);
-    await page.getByRole('heading', { name: 'Payment 20.00 USD' }).waitFor();
-    const refunds = async () => (await t.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', merchant.apiKey).expect(200)).body.data as { id: string }[];
     /** Clicks Refund for 5.00 and waits for its POST's answer and for the page redrawn after it (its refunds listed again). */
     const refundFive = async () => {
       await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
@@ -338,17 +337,7 @@ describe('merchant dashboard', () => {
   });
 
   it('once the pending refund has settled, the same amount clicked again is a second refund with a new key, not a replay of the first', async () => {
-    const paymentId = await pay('pm_card_visa', '20.00');
-    const page = await newPage(1280);
-    await signIn(page);
-    const sentKeys: (string | undefined)[] = [];
-    await page.route((url) => url.pathname === '/v1/refunds', async (route) => {
-      if (route.request().method() === 'POST') sentKeys.push(route.request().headers()['idempotency-key']);
-      return route.continue();
-    });
-    await page.goto(`${t.baseUrl}/dashboard/#/payments/${paymentId}`);
-    await page.getByRole('heading', { name: 'Payment 20.00 USD' }).waitFor();
-    const refunds = async () => (await t.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', merchant.apiKey).expect(200)).body.data as { id: string; amount: string; status: string }[];
+    const { page, sentKeys, refunds } = await openPaidPaymentPage();
     const refundRows = page.locator('h2:text("Refunds") + div table tbody tr');
     await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
     try {
