@@ -9,7 +9,7 @@ import { definePruneIdempotencyKeysJob, schedulePruneIdempotencyKeys } from './p
 import { defineSweepDeliveriesJob, scheduleDeliverySweep } from './sweep-deliveries.job.js';
 import { defineSyncPaymentsJob, scheduleSyncPayments } from './sync-payments.job.js';
 import { defineSyncRefundsJob, scheduleSyncRefunds } from './sync-refunds.job.js';
-import { defineReconcileTransactionsJobs, scheduleAllReconciliations } from './reconcile-transactions.job.js';
+import { defineReconcileTransactionsJobs, defineScheduleReconciliationsJob, scheduleReconciliations } from './reconcile-transactions.job.js';
 
 /** Registers every job body with Agenda (worker role). */
 export function defineJobs(container: JobContext): void {
@@ -19,6 +19,7 @@ export function defineJobs(container: JobContext): void {
   defineAbandonFailedJob(container);
   defineSyncRefundsJob(container);
   defineReconcileTransactionsJobs(container);
+  defineScheduleReconciliationsJob(container);
   definePruneEventsJob(container);
   definePruneIdempotencyKeysJob(container);
   defineFoldPaymentCountsJob(container);
@@ -37,7 +38,7 @@ export async function scheduleRecurringJobs(container: JobContext): Promise<void
   await scheduleSyncPayments(container);
   await scheduleAbandonFailed(container);
   await scheduleSyncRefunds(container);
-  await scheduleAllReconciliations(container);
+  await scheduleReconciliations(container);
   await schedulePruneEvents(container);
   await schedulePruneIdempotencyKeys(container);
   await scheduleFoldPaymentCounts(container);

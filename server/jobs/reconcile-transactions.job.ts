@@ -50,6 +50,10 @@ const scheduleLockKey = (provider: Provider, merchantId: string) => `${provider}
 
 export async function scheduleReconciliation(agenda: Agenda, locks: KeyLock, intervalMs: number, provider: Provider, merchantId: string): Promise<void> {
   await locks.withLock(scheduleLockKey(provider, merchantId), SCHEDULE_LOCK_WAIT_MS, async () => {
+    // Saved again, a unique repeating job gets a new next run (now + interval): every store of the
+    // credentials and every worker start would put the merchant's reconciliation off by another interval.
+    const { jobs: [existing] } = await agenda.queryJobs({ name: reconcileJobName(provider), data: { merchantId }, limit: 1 });
+    if (existing && String(existing.repeatInterval) === String(intervalMs)) return;
     await agenda
       .create<ReconcileJobData>(reconcileJobName(provider), { merchantId })
       .unique({ 'data.merchantId': merchantId })
@@ -74,11 +78,27 @@ export async function cancelReconciliation(
   });
 }
 
-/** At worker start: every merchant with credentials of a reconciling provider has its job (idempotent). */
+/**
+ * At worker start and every interval after: every merchant with credentials of a reconciling provider has
+ * its job (idempotent; a job already there is left as it is). The repeat puts back a job whose scheduling
+ * failed after the credentials were stored (CredentialsService.write).
+ */
 export async function scheduleAllReconciliations(jobs: JobContext): Promise<void> {
   for (const provider of reconcilingProviders(jobs)) {
     for (const merchantId of await jobs.services.operations.merchantsWithCredentials(provider)) {
       await scheduleReconciliation(jobs.agenda, jobs.keyLock, jobs.config.mobilemoneyReconcileIntervalMs, provider, merchantId);
     }
   }
+}
+
+export const SCHEDULE_RECONCILIATIONS_JOB = 'reconcile.schedule';
+
+export function defineScheduleReconciliationsJob(jobs: JobContext): void {
+  defineJob(jobs, SCHEDULE_RECONCILIATIONS_JOB, () => scheduleAllReconciliations(jobs), { concurrency: 1 });
+}
+
+/** Schedules every merchant's job now, and again every MOBILEMONEY_RECONCILE_INTERVAL (one row for every worker). */
+export async function scheduleReconciliations(jobs: JobContext): Promise<void> {
+  await scheduleAllReconciliations(jobs);
+  await jobs.agenda.every(jobs.config.mobilemoneyReconcileIntervalMs, SCHEDULE_RECONCILIATIONS_JOB, {}, { skipImmediate: true });
 }

@@ -105,7 +105,13 @@ export class CredentialsService {
       [randomUUID(), merchantId, provider, sealed, JSON.stringify(summary)],
     );
     this.options.cache?.dropMerchant(merchantId);
-    await this.hooks.stored?.(merchantId, provider);
+    // Committed: a failing follow-up (no connection for the job's lock) must not answer "nothing was
+    // done". Logged; the worker puts a missing reconciliation job back every interval.
+    try {
+      await this.hooks.stored?.(merchantId, provider);
+    } catch (err) {
+      this.options.logger?.warn({ merchantId, provider, err: { message: (err as Error).message } }, 'credentials stored; scheduling their jobs failed (the worker schedules a missing one within an interval)');
+    }
     return { provider, config_summary: summary };
   }
 

@@ -1,0 +1,76 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { KEY_LOCK_POOL_MAX } from '../../server/container.js';
+import { scheduleAllReconciliations, scheduleReconciliation, SCHEDULE_RECONCILIATIONS_JOB } from '../../server/jobs/reconcile-transactions.job.js';
+import { startTestService, type TestService } from '../support/service.js';
+import { eventually } from '../support/webhook-receiver.js';
+
+/** When a merchant's automatic reconciliation runs: neither re-stores nor worker starts put it off, and a lost job comes back. */
+let t: TestService;
+
+beforeAll(async () => {
+  // An interval no test waits for: what the tests see is scheduling, never a run.
+  t = await startTestService({ MOBILEMONEY_RECONCILE_INTERVAL: '1h' });
+});
+afterAll(async () => {
+  await t.stop();
+});
+
+const creds = { env: 'sandbox', consumer_key: 'schedule-key', consumer_secret: 's', passkey: 'p', shortcode: '888003' };
+const storeMobilemoney = (apiKey: string) => t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'mobilemoney', mobilemoney: creds });
+const reconcileJobs = (merchantId: string) =>
+  t.sql<{ next_run_at: Date }>(`SELECT next_run_at FROM agenda_jobs WHERE name = 'mobilemoney.reconcile' AND data->>'merchantId' = $1`, [merchantId]);
+
+describe("a merchant's automatic reconciliation schedule", () => {
+  it('is not put off by storing the credentials again or by a worker starting', async () => {
+    const m = await t.createMerchant('Schedule Kept');
+    await storeMobilemoney(m.apiKey).expect(200);
+    const [first] = await reconcileJobs(m.merchantId);
+    expect(first).toBeDefined();
+
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // A key rotation, then what a worker's start (each deploy, each restart) runs.
+    await storeMobilemoney(m.apiKey).expect(200);
+    await scheduleAllReconciliations(t.service.container);
+    // Was moved to now + 1 h by each: a merchant re-storing, or workers restarting, more often than the interval was never reconciled.
+    expect(await reconcileJobs(m.merchantId)).toEqual([{ next_run_at: first!.next_run_at }]);
+
+    // A changed interval is taken (the job is saved again, with the new one).
+    const { agenda, keyLock } = t.service.container;
+    await scheduleReconciliation(agenda, keyLock, 30 * 60_000, 'mobilemoney', m.merchantId);
+    const [changed] = await t.sql<{ repeat_interval: string }>(`SELECT repeat_interval FROM agenda_jobs WHERE name = 'mobilemoney.reconcile' AND data->>'merchantId' = $1`, [m.merchantId]);
+    expect(changed!.repeat_interval).toBe(String(30 * 60_000));
+    expect(await reconcileJobs(m.merchantId)).toHaveLength(1);
+  });
+
+  it('a store whose scheduling fails after the commit answers 200, and the worker puts the job back', async () => {
+    const m = await t.createMerchant('Schedule Healed');
+    // Every connection of the advisory-lock pool is busy: scheduling the job cannot get one (the pool's
+    // 10 s wait runs out), after the credentials were stored.
+    let release!: () => void;
+    const busy = new Promise<void>((resolve) => (release = resolve));
+    const { keyLock, agenda } = t.service.container;
+    const holders = Array.from({ length: KEY_LOCK_POOL_MAX }, (_, i) => keyLock.withLock(`test-hold-${i}`, 1_000, () => busy));
+    let status: number;
+    try {
+      status = (await storeMobilemoney(m.apiKey)).status;
+    } finally {
+      release();
+      await Promise.all(holders);
+    }
+    // Was a 503 ("nothing was done") for credentials that were stored.
+    expect(status).toBe(200);
+    const listed = await t.http.get('/v1/merchant/credentials').set('X-API-Key', m.apiKey).expect(200);
+    expect(listed.body.data.map((c: { provider: string }) => c.provider)).toContain('mobilemoney');
+    const log = readFileSync(path.resolve('test-results', 'logs', `${new URL(t.databaseUrl).pathname.slice(1)}.log`), 'utf8');
+    expect(log).toContain('credentials stored; scheduling their jobs failed');
+    expect(await reconcileJobs(m.merchantId)).toHaveLength(0);
+
+    // The worker's repeating job (one row, every interval) schedules what is missing; run now instead of in an hour.
+    const repeating = await t.sql<{ repeat_interval: string }>('SELECT repeat_interval FROM agenda_jobs WHERE name = $1', [SCHEDULE_RECONCILIATIONS_JOB]);
+    expect(repeating).toEqual([{ repeat_interval: String(60 * 60_000) }]);
+    await agenda.now(SCHEDULE_RECONCILIATIONS_JOB, {});
+    await eventually(async () => (await reconcileJobs(m.merchantId)).length === 1, 10_000, 'the missing reconciliation job to be scheduled');
+  }, 60_000);
+});
