@@ -1,5 +1,6 @@
 import { X509Certificate, verify } from 'node:crypto';
 import { walletpaySignedMessage } from './signed-message.js';
+import { setBounded } from '../../lib/bounded-map.js';
 import { httpRequest } from '../http-client.js';
 
 /** How long a downloaded certificate is trusted before it is fetched again (never past its own expiry). */
@@ -92,8 +93,7 @@ export class WalletpaySigningCertificates {
     const validTo = Date.parse(cert.validTo);
     if (!(Date.parse(cert.validFrom) <= now && now < validTo)) return 'refused';
     if (!isSigningCertificate(cert)) return 'refused';
-    if (this.cache.size >= MAX_CACHED) this.cache.delete(this.cache.keys().next().value!);
-    this.cache.set(url, { cert, until: Math.min(now + CACHE_TTL_MS, validTo) });
+    setBounded(this.cache, url, { cert, until: Math.min(now + CACHE_TTL_MS, validTo) }, MAX_CACHED);
     return cert;
   }
 }
