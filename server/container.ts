@@ -32,6 +32,7 @@ import { ProviderOperationsService } from './domain/operations/provider-operatio
 import { SavedCardService } from './domain/cards/saved-card.service.js';
 import { IdempotencyKeys } from './domain/payments/idempotency-keys.js';
 import { IdempotencyKeyRetention } from './domain/payments/idempotency-key-retention.js';
+import { InboxRetention } from './domain/inbound/inbox-retention.js';
 import { PaymentHistory } from './domain/payments/payment-history.js';
 import { PaymentService } from './domain/payments/payment.service.js';
 import { ProviderGateway } from './domain/payments/provider-gateway.js';
@@ -70,6 +71,7 @@ export interface Services {
   deliveries: DeliveryService;
   events: EventLog;
   idempotencyKeyRetention: IdempotencyKeyRetention;
+  inboxRetention: InboxRetention;
   payments: PaymentService;
   paymentHistory: PaymentHistory;
   refunds: RefundService;
@@ -211,6 +213,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     ),
     events: new EventLog(em, config.eventRetentionMs),
     idempotencyKeyRetention: new IdempotencyKeyRetention(em, config.idempotencyKeyRetentionMs),
+    inboxRetention: new InboxRetention(em, config.providerEventRetentionMs),
     payments,
     paymentHistory: new PaymentHistory(em),
     refunds,

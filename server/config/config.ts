@@ -60,6 +60,7 @@ const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   DELIVERY_SWEEP_INTERVAL: z.string().default('30s'),
   EVENT_RETENTION: z.string().default('30d'),
   EVENT_PRUNE_INTERVAL: z.string().default('1h'),
+  PROVIDER_EVENT_RETENTION: z.string().default('30d'),
   PAYMENT_COUNT_FOLD_INTERVAL: z.string().default('5s'),
   STATUS_SYNC_SCHEDULE: z.string().default('1m,5m,15m,1h,6h,24h,48h'),
   STATUS_SYNC_POLL_INTERVAL: z.string().default('30s'),
@@ -135,6 +136,7 @@ export interface AppConfig {
   eventRetentionMs: number;
   /** How often a worker prunes events past the retention period. */
   eventPruneIntervalMs: number;
+  providerEventRetentionMs: number;
   /** How often a worker folds the payments' count changes into the folded counts. */
   paymentCountFoldIntervalMs: number;
   statusSyncScheduleMs: number[];
@@ -323,6 +325,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   // A key must outlive the time a concurrent request may wait on it and the lease of the request holding it.
   if (keyRetentionMs <= leaseMs) throw new ConfigError('IDEMPOTENCY_KEY_RETENTION must be longer than IDEMPOTENCY_LEASE');
+  // Shorter than the providers' own redelivery (3 days) would let a retried notification's id be forgotten.
+  const providerEventRetentionMs = durationVar('PROVIDER_EVENT_RETENTION', e.PROVIDER_EVENT_RETENTION);
+  if (providerEventRetentionMs < 4 * 24 * 3_600_000) throw new ConfigError('PROVIDER_EVENT_RETENTION must be at least 4d (providers redeliver a notification for up to 3 days)');
   if (e.SHUTDOWN_DELAY_MS >= e.SHUTDOWN_TIMEOUT_MS) throw new ConfigError('SHUTDOWN_DELAY_MS must be shorter than SHUTDOWN_TIMEOUT_MS (the delay is part of the stop\'s budget)');
   const sandbox = e.SANDBOX ?? !production;
   return {
@@ -363,6 +368,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     deliverySweepIntervalMs: durationVar('DELIVERY_SWEEP_INTERVAL', e.DELIVERY_SWEEP_INTERVAL),
     eventRetentionMs: durationVar('EVENT_RETENTION', e.EVENT_RETENTION),
     eventPruneIntervalMs: durationVar('EVENT_PRUNE_INTERVAL', e.EVENT_PRUNE_INTERVAL),
+    providerEventRetentionMs,
     paymentCountFoldIntervalMs: durationVar('PAYMENT_COUNT_FOLD_INTERVAL', e.PAYMENT_COUNT_FOLD_INTERVAL),
     statusSyncScheduleMs: statusSync,
     statusSyncPollMs: durationVar('STATUS_SYNC_POLL_INTERVAL', e.STATUS_SYNC_POLL_INTERVAL),

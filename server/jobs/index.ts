@@ -6,6 +6,7 @@ import { defineDeliverWebhookJob } from './deliver-webhook.job.js';
 import { defineFoldPaymentCountsJob, scheduleFoldPaymentCounts } from './fold-payment-counts.job.js';
 import { definePruneEventsJob, schedulePruneEvents } from './prune-events.job.js';
 import { definePruneIdempotencyKeysJob, schedulePruneIdempotencyKeys } from './prune-idempotency-keys.job.js';
+import { definePruneProviderEventsJob, schedulePruneProviderEvents } from './prune-provider-events.job.js';
 import { defineSweepDeliveriesJob, scheduleDeliverySweep } from './sweep-deliveries.job.js';
 import { defineSyncPaymentsJob, scheduleSyncPayments } from './sync-payments.job.js';
 import { defineSyncRefundsJob, scheduleSyncRefunds } from './sync-refunds.job.js';
@@ -22,6 +23,7 @@ export function defineJobs(container: JobContext): void {
   defineScheduleReconciliationsJob(container);
   definePruneEventsJob(container);
   definePruneIdempotencyKeysJob(container);
+  definePruneProviderEventsJob(container);
   defineFoldPaymentCountsJob(container);
   if (container.config.sandbox) {
     for (const module of sandboxModules) {
@@ -41,5 +43,6 @@ export async function scheduleRecurringJobs(container: JobContext): Promise<void
   await scheduleReconciliations(container);
   await schedulePruneEvents(container);
   await schedulePruneIdempotencyKeys(container);
+  await schedulePruneProviderEvents(container);
   await scheduleFoldPaymentCounts(container);
 }

@@ -4,6 +4,7 @@ import type { AppConfig } from '../config/config.js';
 import type { DeliveryService } from '../domain/delivery/delivery.service.js';
 import type { EventLog } from '../domain/events/event-log.js';
 import type { IdempotencyKeyRetention } from '../domain/payments/idempotency-key-retention.js';
+import type { InboxRetention } from '../domain/inbound/inbox-retention.js';
 import type { ProviderOperationsService } from '../domain/operations/provider-operations.service.js';
 import type { StatusSyncService } from '../domain/payments/status-sync.service.js';
 import type { AbandonFailedService } from '../domain/payments/abandon-failed.service.js';
@@ -30,6 +31,7 @@ export interface JobContext {
     deliveries: DeliveryService;
     events: EventLog;
     idempotencyKeyRetention: IdempotencyKeyRetention;
+    inboxRetention: InboxRetention;
     statusSync: StatusSyncService;
     abandonFailed: AbandonFailedService;
     refundSync: RefundSyncService;

@@ -52,6 +52,7 @@ import { Migration20261128000602_sandbox_held_results } from './Migration2026112
 import { Migration20261128000603_sandbox_lost_answers } from './Migration20261128000603_sandbox_lost_answers.js';
 import { Migration20261128000604_sandbox_stalled_requests } from './Migration20261128000604_sandbox_stalled_requests.js';
 import { Migration20261128000701_delivery_unsent_releases } from './Migration20261128000701_delivery_unsent_releases.js';
+import { Migration20261128001401_provider_events_received_index } from './Migration20261128001401_provider_events_received_index.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -111,4 +112,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261128000603_sandbox_lost_answers', class: Migration20261128000603_sandbox_lost_answers },
   { name: 'Migration20261128000604_sandbox_stalled_requests', class: Migration20261128000604_sandbox_stalled_requests },
   { name: 'Migration20261128000701_delivery_unsent_releases', class: Migration20261128000701_delivery_unsent_releases },
+  { name: 'Migration20261128001401_provider_events_received_index', class: Migration20261128001401_provider_events_received_index },
 ];

@@ -1,0 +1,36 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+
+/** How many inbox entries one prune statement deletes, so no statement holds locks for long. */
+const PRUNE_BATCH = 1000;
+
+/**
+ * How long the inbox (`provider_events`, recordInInbox) keeps a provider notification's id:
+ * PROVIDER_EVENT_RETENTION after it was received (30 days by default, at least 4). By then no provider
+ * sends it again on its own: Stripe and PayPal stop retrying after 3 days (and PayPal transmissions older
+ * than 72 h are refused before the inbox is read), the mobile-money operator's ids are only remembered 24 h.
+ * A repeat after that is still no second move of money: the status writer refuses a move a payment has
+ * already made, and refunds are matched by their own ids.
+ */
+export class InboxRetention {
+  constructor(
+    private readonly em: EntityManager,
+    private readonly retentionMs: number,
+  ) {}
+
+  /** Deletes the entries past retention, a batch per statement (each its own short transaction); returns how many. */
+  async prune(now = new Date()): Promise<number> {
+    const cutoff = new Date(now.getTime() - this.retentionMs);
+    let deleted = 0;
+    for (;;) {
+      // SKIP LOCKED: an entry a callback is re-recording right now is left for the next run.
+      const rows = await this.em.getConnection().execute<{ event_id: string }[]>(
+        `DELETE FROM provider_events WHERE (provider, event_id) IN (
+           SELECT provider, event_id FROM provider_events WHERE received_at < ? LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED)
+         RETURNING event_id`,
+        [cutoff],
+      );
+      deleted += rows.length;
+      if (rows.length < PRUNE_BATCH) return deleted;
+    }
+  }
+}
