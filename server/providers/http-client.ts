@@ -9,8 +9,17 @@ export interface HttpResponse {
 }
 
 /**
- * fetch with a hard timeout. A timeout or a network failure is `indeterminate` (the provider may have
- * acted): the caller keeps the payment pending and lets a callback or a status sync settle it.
+ * Transport error codes raised before a request is written: the connection was refused, the host name did
+ * not resolve, or undici's connect timeout fired. A request waits for a connection only when no open one
+ * is free; one written on a reused keep-alive connection fails with a reset or "other side closed", never
+ * with these. Such a call provably did not reach the provider.
+ */
+export const NOT_CONNECTED_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);
+
+/**
+ * fetch with a hard timeout. A call that never connected (NOT_CONNECTED_CODES) is `unavailable`: nothing
+ * was sent. Any other timeout or network failure is `indeterminate` (the provider may have acted): the
+ * caller keeps the payment pending and lets a callback or a status sync settle it.
  */
 export async function httpRequest(
   provider: Provider,
@@ -23,9 +32,12 @@ export async function httpRequest(
     response = await fetch(url, { ...rest, signal: AbortSignal.timeout(timeoutMs) });
   } catch (err) {
     // fetch's own error says only "fetch failed": the socket's code (ECONNRESET, ECONNREFUSED, …) is its cause.
+    // Our own timeout is `indeterminate` even while connecting: fetch does not say how far it got.
     const cause = (err as { cause?: { code?: unknown } }).cause?.code;
-    const reason = (err as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : `connection failed${typeof cause === 'string' ? ` (${cause})` : ''}`;
-    throw new ProviderError(provider, 'indeterminate', `${provider} ${reason}`);
+    const timedOut = (err as Error).name === 'TimeoutError';
+    const reason = timedOut ? `no answer within ${timeoutMs} ms` : `connection failed${typeof cause === 'string' ? ` (${cause})` : ''}`;
+    const notSent = !timedOut && typeof cause === 'string' && NOT_CONNECTED_CODES.has(cause);
+    throw new ProviderError(provider, notSent ? 'unavailable' : 'indeterminate', `${provider} ${reason}`);
   }
   let text: string;
   try {

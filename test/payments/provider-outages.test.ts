@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
@@ -142,5 +143,66 @@ describe('mobilemoney outage before a push is sent', () => {
     const retried = await pay(`token-back-${Date.now()}`);
     expect(retried.status).toBe(201);
     await eventually(async () => (await t.http.get(`/v1/payments/${retried.body.data.id}`).set('X-API-Key', m.apiKey)).body.data.status === 'completed', 10_000, 'the push callback');
+  });
+});
+
+/** In front of the mobile-money simulator; answers the token request itself with an empty token when told to. */
+class OperatorStub extends ForwardingStub {
+  emptyToken = false;
+  protected override intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    if (this.emptyToken && req.url.includes('/oauth/v1/generate')) return Promise.resolve(jsonAnswer(200, { access_token: '' }));
+    return forward();
+  }
+}
+
+describe('mobilemoney push that never reached the operator', () => {
+  let s: TestService;
+  let stub: OperatorStub;
+  let stubUp = false;
+  let merchant: { apiKey: string; merchantId: string };
+  const pay = () => s.http.post('/v1/payments').set('X-API-Key', merchant.apiKey).set('Idempotency-Key', `unsent-${++n}-${Date.now()}`)
+    .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254708374149' });
+  const rowOf = async (id: string) => (await s.sql<{ status: string; provider_ref: string | null }>('SELECT status, provider_ref FROM payments WHERE id = $1', [id]))[0];
+  const pushesSent = async () => (await s.sql<{ n: number }>('SELECT count(*)::int AS n FROM sandbox_mobilemoney_stk_requests'))[0]!.n;
+  /** The refused request's payment: its id is not in the error, so the merchant's newest payment. */
+  const newestPayment = async () => (await s.sql<{ id: string }>('SELECT id FROM payments WHERE merchant_id = $1 ORDER BY created_at DESC LIMIT 1', [merchant.merchantId]))[0]!.id;
+
+  beforeAll(async () => {
+    stub = new OperatorStub();
+    const stubUrl = await stub.start();
+    stubUp = true;
+    s = await startTestService({ MOBILEMONEY_BASE_URL: `${stubUrl}/sandbox/mobilemoney`, PROVIDER_TIMEOUT_MS: '3000' });
+    stub.target = s.baseUrl;
+    merchant = await s.createMerchant('Unreached Operator Shop');
+    await s.http.put('/v1/merchant/credentials').set('X-API-Key', merchant.apiKey)
+      .send({ provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: 'unreached-key', consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379' } }).expect(200);
+  });
+  afterAll(async () => {
+    if (stubUp) await stub.stop();
+    await s.stop();
+  });
+
+  it('a token answered 200 without a token: 502 PROVIDER_ERROR and the payment failed (no push was sent)', async () => {
+    await s.sql('DELETE FROM mobilemoney_tokens');
+    stub.emptyToken = true;
+    const refused = await pay();
+    stub.emptyToken = false;
+    expect(refused.status).toBe(502);
+    expect(refused.body.error.code).toBe('PROVIDER_ERROR');
+    expect(await rowOf(await newestPayment())).toEqual({ status: 'failed', provider_ref: null });
+    expect(await pushesSent()).toBe(0);
+  });
+
+  it('the operator refusing connections with the token cached: 502 PROVIDER_ERROR and the payment failed, not pending for days', async () => {
+    const first = await pay(); // fetches and caches the token
+    expect(first.status).toBe(201);
+    expect(await pushesSent()).toBe(1);
+    await stub.stop();
+    stubUp = false;
+    const refused = await pay();
+    expect(refused.status).toBe(502);
+    expect(refused.body.error).toMatchObject({ code: 'PROVIDER_ERROR', message: expect.stringContaining('ECONNREFUSED') });
+    expect(await rowOf(await newestPayment())).toEqual({ status: 'failed', provider_ref: null });
+    expect(await pushesSent()).toBe(1);
   });
 });

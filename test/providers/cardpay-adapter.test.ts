@@ -589,13 +589,15 @@ describe('connections to the provider', () => {
     }
   });
 
-  it('a provider that refuses the connection is reported as not reached, not as a timeout', async () => {
+  it('a provider that refuses the connection is reported as not reached, not as a timeout; a write too (nothing was sent)', async () => {
     const server = http.createServer();
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as AddressInfo).port;
     await new Promise<void>((resolve) => server.close(() => resolve()));
-    const err = await providerError(adapterAt(`http://127.0.0.1:${port}`).getPayment(newCreds(), lookup()));
-    expect(err.kind).toBe('unavailable');
-    expect(err.message).toBe('cardpay could not be reached');
+    const refused = adapterAt(`http://127.0.0.1:${port}`);
+    const read = await providerError(refused.getPayment(newCreds(), lookup()));
+    expect(read).toMatchObject({ kind: 'unavailable', message: 'cardpay could not be reached (ECONNREFUSED)' });
+    const write = await providerError(refused.createPayment(newCreds(), paymentInput({ payment_method: 'pm_card_visa' })));
+    expect(write).toMatchObject({ kind: 'unavailable', message: 'cardpay could not be reached (ECONNREFUSED)' });
   });
 });

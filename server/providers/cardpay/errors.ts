@@ -1,11 +1,12 @@
 import Stripe from 'stripe';
 import { ProviderError } from '../../domain/ports.js';
+import { NOT_CONNECTED_CODES } from '../http-client.js';
 import { toPaymentResult } from './transformers.js';
 
 /**
  * Normalises what stripe-node throws into ProviderError. `write` calls whose outcome is unknown
  * (timeout, network failure, 5xx, 409 concurrent use of a key) are `indeterminate`; the same for a read
- * is `unavailable` (nothing can have happened).
+ * is `unavailable` (nothing can have happened), as is a write that never connected (nothing was sent).
  */
 export function toProviderError(err: unknown, op: 'read' | 'write'): ProviderError {
   if (err instanceof ProviderError) return err;
@@ -14,9 +15,11 @@ export function toProviderError(err: unknown, op: 'read' | 'write'): ProviderErr
     return new ProviderError('cardpay', unknownOutcome, 'cardpay call failed unexpectedly');
   }
   if (err instanceof Stripe.errors.StripeConnectionError || err.statusCode === undefined) {
-    // stripe-node keeps the transport's error as `detail`; its own timeout carries code ETIMEDOUT.
-    const timedOut = (err.detail as { code?: unknown } | undefined)?.code === 'ETIMEDOUT';
-    return new ProviderError('cardpay', unknownOutcome, timedOut ? 'cardpay did not answer in time' : 'cardpay could not be reached');
+    // stripe-node keeps the transport's error as `detail`; its own timeout carries code ETIMEDOUT (a socket
+    // timeout, which does not say whether the request was written).
+    const code = (err.detail as { code?: unknown } | undefined)?.code;
+    if (typeof code === 'string' && NOT_CONNECTED_CODES.has(code)) return new ProviderError('cardpay', 'unavailable', `cardpay could not be reached (${code})`);
+    return new ProviderError('cardpay', unknownOutcome, code === 'ETIMEDOUT' ? 'cardpay did not answer in time' : 'cardpay could not be reached');
   }
   const status = err.statusCode;
   const said = err.message || 'no message';

@@ -4,7 +4,7 @@ import type { MobilemoneyCredentials } from '../../../contract/index.js';
 import { Leases } from '../../persistence/leases.js';
 import { httpRequest } from '../http-client.js';
 import { ProviderError } from '../../domain/ports.js';
-import { toProviderError, unreadable } from './errors.js';
+import { toProviderError } from './errors.js';
 import { TokenResponseSchema, tokenCacheKey, tokenLifetimeSeconds } from './transformers.js';
 
 /** Refresh this long before the operator's expiry, so a call never starts with a dying token. */
@@ -101,7 +101,8 @@ export class MobilemoneyTokenStore {
       throw error;
     }
     const parsed = TokenResponseSchema.safeParse(res.json);
-    if (!parsed.success) throw unreadable('token request');
+    // Unlike a push's, a token answer we cannot read leaves nothing unknown: the push was not sent.
+    if (!parsed.success) throw new ProviderError('mobilemoney', 'unavailable', 'mobilemoney token request returned an unexpected response');
     return { token: parsed.data.access_token, lifetimeSeconds: tokenLifetimeSeconds(parsed.data.expires_in) };
   }
 }
