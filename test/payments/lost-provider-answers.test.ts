@@ -1,4 +1,4 @@
-import { X509Certificate, constants, publicEncrypt } from 'node:crypto';
+import { X509Certificate, constants, publicEncrypt, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
@@ -13,6 +13,8 @@ import { eventually } from '../support/webhook-receiver.js';
  * forwarded and its answer withheld past PROVIDER_TIMEOUT_MS; any repeat with its Idempotency-Key is
  * answered 429 by the proxy itself. The payment (refund) stays pending and completes later, once.
  */
+const HELD_EVENTS_PATH = '/held-events';
+
 class TrapProxy extends ForwardingStub {
   trapPath: string | null = null;
   /**
@@ -27,11 +29,18 @@ class TrapProxy extends ForwardingStub {
   private readonly seen = new Set<string>();
   /** The next POST to exactly this path is answered 429 by the proxy (the provider's rate limiter: nothing done); then it is cleared. */
   rateLimitOnce: string | null = null;
+  /** GETs of exactly this path are answered 503 by the proxy (walletpay cannot be read). */
+  unreadable: string | null = null;
 
   protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer | 'hold'> {
     const key = String(req.headers['idempotency-key'] ?? '');
     if (this.downPrefix !== null && req.url.startsWith(this.downPrefix)) {
       return jsonAnswer(500, { requestId: 'proxy', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' });
+    }
+    // A walletpay webhook subscription pointed here: its events are held back (503; the simulator retries later).
+    if (req.url.startsWith(HELD_EVENTS_PATH)) return { status: 503 };
+    if (req.method === 'GET' && this.unreadable !== null && req.url === this.unreadable) {
+      return jsonAnswer(503, { name: 'SERVICE_UNAVAILABLE', message: 'Service Unavailable.', debug_id: 'proxy503' });
     }
     if (req.method === 'POST' && this.rateLimitOnce !== null && req.url === this.rateLimitOnce) {
       this.rateLimitOnce = null;
@@ -73,12 +82,13 @@ async function securityCredential(): Promise<string> {
 }
 let t: TestService;
 let proxy: TrapProxy;
+let proxyUrl: string;
 let key: string;
 let n = 0;
 
 beforeAll(async () => {
   proxy = new TrapProxy();
-  const proxyUrl = await proxy.start();
+  proxyUrl = await proxy.start();
   t = await startTestService({
     CARDPAY_BASE_URL: `${proxyUrl}/sandbox/cardpay`,
     WALLETPAY_BASE_URL: `${proxyUrl}/sandbox/walletpay`,
@@ -105,6 +115,7 @@ beforeEach(() => {
   proxy.trapPath = null;
   proxy.repeats = '429';
   proxy.rateLimitOnce = null;
+  proxy.unreadable = null;
 });
 afterAll(async () => {
   await proxy.stop();
@@ -199,6 +210,41 @@ describe('a capture whose answer timed out (the provider captured)', () => {
     expect(retried.headers['idempotent-replayed']).toBe('true');
     expect(retried.body.data).toMatchObject({ id: p.id, status: 'completed' });
     expect(await captures()).toHaveLength(1);
+  });
+});
+
+describe('a capture walletpay answers ORDER_ALREADY_CAPTURED while the order cannot be read', () => {
+  it('answers 502 with Payments-Outcome: unknown and keeps the payment pending; the retry once walletpay answers completes it', async () => {
+    // A merchant whose walletpay events are held back, so only the capture call can settle the payment.
+    const client = { id: `held-events-${randomUUID()}`, secret: 'held-events-secret' };
+    const merchant = await t.createMerchant('Held Events Shop');
+    const token = (await t.http.post('/sandbox/walletpay/v1/oauth2/token').auth(client.id, client.secret).type('form').send({ grant_type: 'client_credentials' }).expect(200)).body.access_token as string;
+    const webhook = await t.http.post('/sandbox/walletpay/v1/notifications/webhooks').set('Authorization', `Bearer ${token}`)
+      .send({ url: `${proxyUrl}${HELD_EVENTS_PATH}`, event_types: [{ name: 'PAYMENT.CAPTURE.COMPLETED' }] }).expect(201);
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', merchant.apiKey)
+      .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: client.id, client_secret: client.secret, webhook_id: webhook.body.id } }).expect(200);
+    const created = await t.http.post('/v1/payments').set('X-API-Key', merchant.apiKey).set('Idempotency-Key', `held-pay-${++n}`)
+      .send({ provider: 'walletpay', amount: '17.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
+    const p = created.body.data as { id: string; provider_ref: string; next_action: { url: string } };
+    await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+    // Captured at PayPal by another request (another PayPal-Request-Id), e.g. one whose answer was lost.
+    await t.http.post(`/sandbox/walletpay/v2/checkout/orders/${p.provider_ref}/capture`).set('Authorization', `Bearer ${token}`)
+      .set('PayPal-Request-Id', randomUUID()).send({}).expect(201);
+
+    proxy.unreadable = `/sandbox/walletpay/v2/checkout/orders/${p.provider_ref}`;
+    const capture = () => t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', merchant.apiKey).send({});
+    const unknown = await capture();
+    proxy.unreadable = null;
+    expect(unknown.status).toBe(502);
+    expect(unknown.headers['payments-outcome']).toBe('unknown');
+    expect(unknown.body).toMatchObject({ success: false, error: { code: 'PROVIDER_ERROR' } });
+    const get = async () => (await t.http.get(`/v1/payments/${p.id}`).set('X-API-Key', merchant.apiKey).expect(200)).body.data;
+    expect((await get()).status).toBe('pending');
+
+    const retried = await capture();
+    expect(retried.status).toBe(200);
+    expect(retried.body.data).toMatchObject({ id: p.id, status: 'completed' });
+    expect(await t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [p.provider_ref])).toHaveLength(1);
   });
 });
 

@@ -398,7 +398,14 @@ export class PaymentService {
       if (expired) return (await this.applyUpdate(payment.id, { status: 'failed', failureReason: expired, raw: { error: (err as Error).message } }, 'capture')).payment;
       if (err instanceof ProviderError && err.reason === 'already_captured') {
         // Already captured at the provider (e.g. an earlier capture's answer was lost): settle from its state.
-        const current = await this.gateway.getPayment(payment, paymentLookup(payment));
+        // While that state cannot be read the outcome is unknown, as for an unanswered capture (pending; retry).
+        let current: ProviderPaymentResult;
+        try {
+          current = await this.gateway.getPayment(payment, paymentLookup(payment));
+        } catch (readErr) {
+          if (!(readErr instanceof ProviderError)) throw readErr;
+          throw new OutcomeUnknownError('PROVIDER_ERROR', `${payment.provider} capture: already captured, but the order could not be read: ${readErr.message}`);
+        }
         return (await this.applyUpdate(payment.id, toUpdate(current), 'capture')).payment;
       }
       if (err instanceof ProviderError && (err.kind === 'indeterminate' || err.kind === 'unavailable')) {
