@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
+import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { scrapeMetrics, total } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
@@ -112,5 +113,72 @@ describe('a failed card payment is cancelled at the provider', () => {
     expect(late).toEqual([{ to_status: 'completed', accepted: false, trigger: 'abandon' }]);
     // Counted where an operator's alert looks (as reconciliation counts a charged failed payment).
     expect(total(await scrapeMetrics(t), 'payments_integrity_mismatches_total', { provider: 'cardpay', source: 'abandon:charged_but_failed' })).toBe(1);
+  });
+});
+
+/**
+ * In front of the simulator: the first cancel of an intent is answered 500 and, as Stripe keeps a started
+ * request's answer (a 500 included) under its Idempotency-Key for 24 h, so is every later cancel with that
+ * key. Records each cancel's key and the status answered.
+ */
+class CancelFailsOnce extends ForwardingStub {
+  private readonly failedKeys = new Set<string>();
+  private readonly failedIntents = new Set<string>();
+  readonly cancels: { intentId: string; key: string; status: number }[] = [];
+
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    const cancel = req.method === 'POST' ? /\/v1\/payment_intents\/([^/]+)\/cancel$/.exec(req.url) : null;
+    if (!cancel) return forward();
+    const intentId = cancel[1]!;
+    const key = String(req.headers['idempotency-key'] ?? '');
+    if (!this.failedIntents.has(intentId)) {
+      this.failedIntents.add(intentId);
+      this.failedKeys.add(key);
+    }
+    const answer = this.failedKeys.has(key) ? jsonAnswer(500, { error: { type: 'api_error', message: 'An unknown error occurred' } }) : await forward();
+    this.cancels.push({ intentId, key, status: answer.status });
+    return answer;
+  }
+}
+
+describe('a cancel the provider answered 500', () => {
+  let s: TestService;
+  let stub: CancelFailsOnce;
+  const secretKey = 'sk_test_abandon_failed_500';
+  let apiKey: string;
+
+  beforeAll(async () => {
+    stub = new CancelFailsOnce();
+    const stubUrl = await stub.start();
+    s = await startTestService({ CARDPAY_BASE_URL: `${stubUrl}/sandbox/cardpay` });
+    stub.target = s.baseUrl;
+    ({ apiKey } = await s.createMerchant('Abandon Retry Shop'));
+    await s.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey } }).expect(200);
+  });
+  afterAll(async () => {
+    await stub.stop();
+    await s.stop();
+  });
+
+  it('is sent again under a new Idempotency-Key (not answered the stored 500 for a day): the intent is canceled', async () => {
+    const res = await s.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `abandon-500-${Date.now()}`)
+      .send({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_chargeDeclined' });
+    expect(res.body.data).toMatchObject({ status: 'failed' });
+    const { id, provider_ref: intentId } = res.body.data as { id: string; provider_ref: string };
+    const cancels = () => stub.cancels.filter((c) => c.intentId === intentId);
+    const intent = async () => (await s.http.get(`/sandbox/cardpay/v1/payment_intents/${intentId}`).set('Authorization', `Bearer ${secretKey}`).expect(200)).body;
+    const abandon = () => s.inContext(() => s.service.container.services.abandonFailed.abandonDue());
+
+    await abandon(); // or the worker's job (every 500 ms here) got there first
+    await eventually(() => cancels().length >= 1, 10_000, 'the first cancel');
+    expect(cancels()[0]!.status).toBe(500);
+    expect((await intent()).status).toBe('requires_payment_method');
+    // Retried when the claim runs out (5 minutes): here at once.
+    await s.sql('UPDATE payments SET abandon_due_at = now() WHERE id = $1', [id]);
+    await abandon();
+    await eventually(() => cancels().length >= 2, 10_000, 'the cancel sent again');
+    expect(await intent()).toMatchObject({ status: 'canceled', cancellation_reason: 'abandoned' });
+    expect(cancels()[1]!.key).not.toBe(cancels()[0]!.key);
+    await eventually(async () => (await s.sql('SELECT abandon_due_at FROM payments WHERE id = $1', [id]))[0]!.abandon_due_at === null, 10_000, 'the mark cleared');
   });
 });

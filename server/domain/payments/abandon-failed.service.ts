@@ -17,7 +17,7 @@ const GIVE_UP_MS = 7 * 24 * 3_600_000;
  * that decisions.md's rule keeps failed: a success after `failed` is recorded and ignored). The status
  * writer marks such payments due (`abandon_due_at`) in the transaction that fails them; this worker job
  * claims them (SKIP LOCKED: several workers split them, none twice), asks the provider to cancel with an
- * idempotency key derived from the payment — never inside a transaction — and clears the mark. An
+ * idempotency key derived from the payment and the claim — never inside a transaction — and clears the mark. An
  * intent already canceled is fine; one that succeeded after all (charged before the cancel got there)
  * is recorded as a refused late success and counted (payments_integrity_mismatches_total, source
  * `abandon:charged_but_failed`), and logged as an error for an operator to refund. A provider outage leaves the mark for a retry after CLAIM_MS.
@@ -31,24 +31,30 @@ export class AbandonFailedService {
   ) {}
 
   async abandonDue(limit = 25): Promise<number> {
-    const claimed = await this.em.getConnection().execute<{ id: string }[]>(
+    // Each claim's new abandon_due_at (microseconds) names the attempt: no two claims of a payment share it.
+    const claimed = await this.em.getConnection().execute<{ id: string; attempt: string }[]>(
       `UPDATE payments SET abandon_due_at = now() + (? * interval '1 millisecond')
        WHERE id IN (SELECT id FROM payments WHERE abandon_due_at <= now() ORDER BY abandon_due_at LIMIT ? FOR UPDATE SKIP LOCKED)
-       RETURNING id`,
+       RETURNING id, (extract(epoch FROM abandon_due_at) * 1000000)::bigint::text AS attempt`,
       [CLAIM_MS, limit],
     );
-    for (const { id } of claimed) {
-      await this.abandonOne(id).catch((err: Error) => this.logger.warn({ paymentId: id, err: { message: err.message } }, 'abandoning a failed payment at the provider failed'));
+    for (const { id, attempt } of claimed) {
+      await this.abandonOne(id, attempt).catch((err: Error) => this.logger.warn({ paymentId: id, err: { message: err.message } }, 'abandoning a failed payment at the provider failed'));
     }
     return claimed.length;
   }
 
-  async abandonOne(paymentId: string): Promise<void> {
+  /**
+   * `attempt` makes the cancel's idempotency key new on every try: Stripe answers a key's stored answer, a
+   * 500 included, to every repeat for 24 h, so one key would keep a failed cancel failing. A cancel is safe
+   * to send again under another key (a second one is refused payment_intent_unexpected_state, then read).
+   */
+  async abandonOne(paymentId: string, attempt: string = Date.now().toString()): Promise<void> {
     const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
     if (payment.status !== 'failed') return this.done(paymentId);
     let answer;
     try {
-      answer = await this.gateway.abandon(payment, `abandon-${payment.id}`);
+      answer = await this.gateway.abandon(payment, `abandon-${payment.id}-${attempt}`);
     } catch (err) {
       // Anything but the provider's own refusal may pass (an outage, credentials being replaced): retried
       // after CLAIM_MS, and given up on, logged, once GIVE_UP_MS has passed since the payment failed.
