@@ -135,8 +135,8 @@ describe('refunds with an Idempotency-Key', () => {
   });
 });
 
-describe('capture of an order the buyer cancelled (VOIDED)', () => {
-  it('is 409 saying the buyer cancelled, and the payment is failed at once (payment.failed), not left pending', async () => {
+describe('capture after the buyer cancelled at PayPal', () => {
+  it('is 409 not approved and the payment stays pending with its link (PayPal keeps the order); approved later, the same key captures', async () => {
     const p = (await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', unique('wallet'))
       .send({ provider: 'walletpay', amount: '46.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' })
       .expect(201)).body.data;
@@ -145,7 +145,30 @@ describe('capture of an order the buyer cancelled (VOIDED)', () => {
     const idem = unique('capture');
     const refused = await capture(p.id, idem);
     expect(refused.status).toBe(409);
-    expect(refused.body.error).toMatchObject({ code: 'CONFLICT', message: expect.stringMatching(/cancel/i) });
+    expect(refused.body.error).toMatchObject({ code: 'CONFLICT', message: 'the buyer has not approved this payment yet' });
+    const now = (await t.http.get(`/v1/payments/${p.id}`).set('X-API-Key', key).expect(200)).body.data;
+    expect(now).toMatchObject({ status: 'pending', failure_reason: null, next_action: p.next_action });
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([]);
+
+    await buyerApproves(p.next_action.url);
+    const done = await capture(p.id, idem);
+    expect(done.status).toBe(200);
+    expect(done.body.data.status).toBe('completed');
+  });
+});
+
+describe('capture of an order PayPal voided', () => {
+  it('is 409 saying the payment is now failed, and the payment is failed at once (payment.failed), not left pending', async () => {
+    const p = (await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', unique('wallet'))
+      .send({ provider: 'walletpay', amount: '46.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' })
+      .expect(201)).body.data;
+    // PayPal's own decision (no buyer action voids an order): set on the simulator's row.
+    await t.sql(`UPDATE sandbox_walletpay_orders SET status = 'VOIDED' WHERE id = $1`, [p.provider_ref]);
+
+    const idem = unique('capture');
+    const refused = await capture(p.id, idem);
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toMatchObject({ code: 'CONFLICT', message: expect.stringMatching(/voided/) });
     expect(refused.body.error.message).toMatch(/failed/);
     const now = (await t.http.get(`/v1/payments/${p.id}`).set('X-API-Key', key).expect(200)).body.data;
     expect(now).toMatchObject({ status: 'failed', failure_reason: expect.stringMatching(/voided/), next_action: null });

@@ -99,12 +99,20 @@ describe('walletpay: create, approve, capture', () => {
     expect((await capture(p.id, other.apiKey)).status).toBe(404);
   });
 
-  it('a cancelled order becomes failed through the status sync (VOIDED)', async () => {
+  it("a buyer who cancels at PayPal leaves the payment pending through the status sync (no payment.failed); the same link approves it later", async () => {
     const p = (await create()).body.data;
     const location = await buyer(p.next_action.url, 'cancel');
-    expect(location).toContain('https://shop.example.com/cancel');
-    await eventually(async () => (await get(p.id)).status === 'failed', 15_000, 'VOIDED → failed');
-    await eventually(() => receiver.events('payment.failed').find((e) => e.json.data.payment_id === p.id));
+    expect(location).toBe(`https://shop.example.com/cancel?token=${p.provider_ref}`);
+    // PayPal keeps the order awaiting the buyer: the status sync reads it and changes nothing.
+    await eventually(() => t.sql<{ sync_attempts: number }>('SELECT sync_attempts FROM payments WHERE id = $1', [p.id])
+      .then(([row]) => row!.sync_attempts >= 2), 15_000, 'two status syncs');
+    expect(await get(p.id)).toMatchObject({ status: 'pending', next_action: p.next_action, failure_reason: null });
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([]);
+
+    await buyer(p.next_action.url, 'approve');
+    const captured = await capture(p.id);
+    expect(captured.status).toBe(200);
+    expect(captured.body.data.status).toBe('completed');
   });
 
   it('a declined capture fails the payment', async () => {

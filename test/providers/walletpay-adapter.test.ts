@@ -201,19 +201,23 @@ describe('approve and capture', () => {
     expect(synced.status).toBe('completed');
   });
 
-  it('fails a payment the buyer cancelled (order VOIDED)', async () => {
+  it("keeps a payment the buyer cancelled at PayPal pending with its approval link; approved later, it captures", async () => {
     const creds = newCreds();
     const input = paymentInput();
     const created = await adapter.createPayment(creds, input);
     const res = await buyer(created.nextAction!.url, 'cancel');
     expect(res.status).toBe(302);
     expect(res.headers.get('location')).toBe(`https://shop.example.com/cancel?token=${created.providerRef}`);
+    // PayPal does not void the order: it still awaits the buyer, who may come back.
     const synced = await adapter.getPayment(creds, lookupOf(input, created));
-    expect(synced.status).toBe('failed');
-    expect((synced.raw as { status: string }).status).toBe('VOIDED');
-    expect(synced.failureReason).toMatch(/voided/);
+    expect(synced).toMatchObject({ status: 'pending', failureReason: null, nextAction: created.nextAction });
+    expect((synced.raw as { status: string }).status).toBe('PAYER_ACTION_REQUIRED');
     const err = await providerError(adapter.capturePayment(creds, { orderId: created.providerRef, idempotencyKey: randomUUID() }));
     expect(err.providerCode).toBe('ORDER_NOT_APPROVED');
+
+    expect((await buyer(created.nextAction!.url, 'approve')).status).toBe(302);
+    const captured = await adapter.capturePayment(creds, { orderId: created.providerRef, idempotencyKey: randomUUID() });
+    expect(captured.status).toBe('completed');
   });
 
   it("cannot see another client's order", async () => {

@@ -222,6 +222,34 @@ describe('approval page', () => {
     expect((await t.http.get(`/sandbox/walletpay/checkoutnow?token=${id}&auto=cancel`)).status).toBe(422);
   });
 
+  it("cancel sends the buyer to cancel_url and leaves the order awaiting them, as PayPal: the same link approves it afterwards", async () => {
+    const bearer = await token();
+    const body = order({
+      application_context: undefined,
+      payment_source: { paypal: { experience_context: { return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel?cart=7' } } },
+    });
+    const created = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`)
+      .set('PayPal-Request-Id', randomUUID()).send(body).expect(201);
+    const id = created.body.id as string;
+    const link = created.body.links.find((l: { rel: string }) => l.rel === 'payer-action').href as string;
+
+    const cancelled = await fetch(`${link}&auto=cancel`, { redirect: 'manual' });
+    expect(cancelled.status).toBe(302);
+    expect(cancelled.headers.get('location')).toBe(`https://shop.example.com/cancel?cart=7&token=${id}`);
+    const read = await t.http.get(`/sandbox/walletpay/v2/checkout/orders/${id}`).set('Authorization', `Bearer ${bearer}`).expect(200);
+    expect(read.body.status).toBe('PAYER_ACTION_REQUIRED');
+    expect(read.body.links).toContainEqual({ href: link, rel: 'payer-action', method: 'GET' });
+    const early = await t.http.post(`/sandbox/walletpay/v2/checkout/orders/${id}/capture`).set('Authorization', `Bearer ${bearer}`).send({});
+    expect(early.status).toBe(422);
+    expect(early.body.details[0].issue).toBe('ORDER_NOT_APPROVED');
+
+    // The buyer comes back to the same link and approves: the order captures.
+    const approved = await fetch(`${link}&auto=approve`, { redirect: 'manual' });
+    expect(approved.headers.get('location')).toMatch(/^https:\/\/shop\.example\.com\/return\?token=/);
+    const captured = await t.http.post(`/sandbox/walletpay/v2/checkout/orders/${id}/capture`).set('Authorization', `Bearer ${bearer}`).send({}).expect(201);
+    expect(captured.body.status).toBe('COMPLETED');
+  });
+
   it('answers 404 for an unknown order and 400 for an unknown auto value', async () => {
     expect((await t.http.get('/sandbox/walletpay/checkoutnow?token=NOPE')).status).toBe(404);
     expect((await t.http.get('/sandbox/walletpay/checkoutnow?token=NOPE&auto=steal')).status).toBe(400);

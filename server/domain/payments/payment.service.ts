@@ -369,8 +369,8 @@ export class PaymentService {
       result = await this.gateway.capture(payment, `capture-${payment.id}`);
     } catch (err) {
       if (err instanceof ProviderError && err.reason === 'not_approved') {
-        // Refused as not approved: also what an order the buyer cancelled (VOIDED) answers, which no event
-        // reports. The order as it stands tells them apart; a final one is applied now.
+        // Refused as not approved: also what an order the provider ended (walletpay VOIDED) answers, which
+        // no event reports. The order as it stands tells them apart; a final one is applied now.
         const settled = await this.settleUnapproved(payment);
         if (settled?.status === 'failed') {
           throw conflict(`the payment can no longer be captured and is now failed (${settled.failureReason ?? `${payment.provider} ended it`}); create a new payment if the customer still wants to pay`);
@@ -424,7 +424,8 @@ export class PaymentService {
 
   /**
    * After a capture refused as not approved: the provider's order, applied through the status writer when
-   * it is final (the buyer cancelled, it expired); null while it is still waiting for the buyer, or when the
+   * it is final (the provider voided it); null while it is still waiting for the buyer (who may have
+   * cancelled at the provider's page: that ends nothing, they can still approve), or when the
    * provider cannot be asked now (the payment stays pending for the status sync).
    */
   private async settleUnapproved(payment: Payment): Promise<Payment | null> {

@@ -99,7 +99,11 @@ export interface WireEvent {
  * THE status tables: provider statuses → service statuses (interface.md "Mappings").
  * -------------------------------------------------------------------------------------------- */
 
-/** Order status, used until the order has a capture. */
+/**
+ * Order status, used until the order has a capture. A buyer who cancels at the approval page leaves the
+ * order as it was (PayPal only redirects them to cancel_url): it stays pending until approved, or until
+ * it expires unapproved (404, see provider.ts). VOIDED is PayPal's own decision, final.
+ */
 export const ORDER_STATUS: Record<WireOrderStatus, ServicePaymentStatus> = {
   COMPLETED: 'completed',
   APPROVED: 'pending',
@@ -248,7 +252,7 @@ export function orderToResult(order: WireOrder): ProviderPaymentResult {
   if (status === 'failed') {
     failureReason = capture
       ? `capture ${capture.status}${capture.status_details?.reason ? ` (${capture.status_details.reason})` : ''}`
-      : 'order voided: the buyer cancelled or the order expired';
+      : 'order voided by walletpay: nothing can be captured';
   }
   return {
     providerRef: order.id,

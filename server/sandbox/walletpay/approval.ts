@@ -69,7 +69,8 @@ function approvalForm(order: OrderRow): string {
  * link), its form posts, and `?auto=<action>` (approve, cancel, approve-decline, approve-pending,
  * approve-instrument-declined, approve-refused, approve-echeck) for tests without
  * a browser. Approving moves the order to APPROVED and redirects to `return_url?token=…&PayerID=…`;
- * cancelling voids it and redirects to `cancel_url?token=…`.
+ * cancelling redirects to `cancel_url?token=…` and changes nothing: PayPal keeps the order
+ * PAYER_ACTION_REQUIRED (or CREATED) until the buyer approves it or it expires.
  */
 export function mountApproval(router: Router, deps: SandboxDeps): void {
   const db = () => dbOf(deps.em);
@@ -80,12 +81,9 @@ export function mountApproval(router: Router, deps: SandboxDeps): void {
     const { return_url: returnUrl, cancel_url: cancelUrl } = order.experience;
 
     if (action === 'cancel') {
-      const [voided] = await db().query<OrderRow>(
-        `UPDATE sandbox_walletpay_orders SET status = 'VOIDED', updated_at = now()
-         WHERE id = ? AND status IN ('CREATED', 'PAYER_ACTION_REQUIRED') RETURNING *`,
-        [orderId],
-      );
-      if (!voided && order.status !== 'VOIDED') {
+      // As PayPal: the buyer goes back to cancel_url and the order is left as it was, still awaiting the
+      // buyer (the same link approves it later); an order nobody approves expires (ORDER_LIVE).
+      if (order.status !== 'CREATED' && order.status !== 'PAYER_ACTION_REQUIRED') {
         return page(res, 422, 'Order cannot be cancelled', `<p>The order is ${escapeHtml(order.status)}.</p>`);
       }
       if (cancelUrl) return res.redirect(302, withQuery(cancelUrl, { token: orderId }));

@@ -137,9 +137,7 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
         if (order.status !== 'APPROVED') {
           throw unprocessable(
             'ORDER_NOT_APPROVED',
-            order.status === 'VOIDED'
-              ? 'The order was voided (the payer cancelled) and can no longer be captured.'
-              : "Payer has not yet approved the Order for payment. Please redirect the payer to the 'rel':'approve' url returned as part of the HATEOAS links within the Create Order call.",
+            "Payer has not yet approved the Order for payment. Please redirect the payer to the 'rel':'approve' url returned as part of the HATEOAS links within the Create Order call.",
           );
         }
         if (order.funding === 'instrument_declined') {
