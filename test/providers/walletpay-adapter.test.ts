@@ -134,6 +134,8 @@ describe('approve and capture', () => {
     expect(captured.nextAction).toBeNull();
     const capture = (captured.raw as { purchase_units: { payments: { captures: Record<string, unknown>[] } }[] }).purchase_units[0]!.payments.captures[0]!;
     expect(capture).toMatchObject({ status: 'COMPLETED', amount: { currency_code: 'USD', value: '10.50' }, final_capture: true, custom_id: input.paymentId });
+    // The adapter asks for the full order (Prefer: return=representation; PayPal's default answer is minimal).
+    expect(captured.raw).toMatchObject({ intent: 'CAPTURE', purchase_units: [{ amount: { currency_code: 'USD', value: '10.50' }, custom_id: input.paymentId }] });
 
     const synced = await adapter.getPayment(creds, lookupOf(input, created));
     expect(synced.status).toBe('completed');

@@ -307,6 +307,27 @@ describe('capture and refund on the wire', () => {
     expect(rest.body.amount).toEqual({ currency_code: 'USD', value: '20.00' });
   });
 
+  it("answers a capture without Prefer minimally, as PayPal: the capture, not the order's representation", async () => {
+    const bearer = await token();
+    const created = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).send(order()).expect(201);
+    const id = created.body.id as string;
+    await t.http.get(`/sandbox/walletpay/checkoutnow?token=${id}&auto=approve`).expect(302);
+    const capture = () => t.http.post(`/sandbox/walletpay/v2/checkout/orders/${id}/capture`).set('Authorization', `Bearer ${bearer}`)
+      .set('PayPal-Request-Id', `cap-${id}`).send({});
+    const first = await capture();
+    expect(first.status).toBe(201);
+    // No intent, order amount, payee, custom_id or times; the purchase unit only names itself and its captures.
+    expect(Object.keys(first.body).sort()).toEqual(['id', 'links', 'payer', 'payment_source', 'purchase_units', 'status']);
+    expect(first.body).toMatchObject({ id, status: 'COMPLETED', links: [{ href: `${base}/v2/checkout/orders/${id}`, rel: 'self', method: 'GET' }] });
+    expect(first.body.purchase_units).toEqual([{ reference_id: 'REF123456789', payments: { captures: [expect.objectContaining({ status: 'COMPLETED', amount: { currency_code: 'USD', value: '25.00' }, custom_id: 'pay-1' })] } }]);
+    // A replay (200) answers the same way; the full order only on request.
+    const replay = await capture();
+    expect(replay.status).toBe(200);
+    expect(replay.body).toEqual(first.body);
+    const full = await capture().set('Prefer', 'return=representation').expect(200);
+    expect(full.body).toMatchObject({ intent: 'CAPTURE', purchase_units: [{ amount: { currency_code: 'USD', value: '25.00' }, custom_id: 'pay-1' }], create_time: expect.any(String) });
+  });
+
   it('answers 404 RESOURCE_NOT_FOUND for unknown ids and unknown paths', async () => {
     const bearer = await token();
     const res = await t.http.get('/sandbox/walletpay/v2/payments/captures/NOPE').set('Authorization', `Bearer ${bearer}`);

@@ -5,7 +5,7 @@ import { dbOf, inTransaction, paypalId, route, simulatorBase } from './db.js';
 import { PaypalError, invalid, unprocessable } from './errors.js';
 import { SETTLE_CAPTURE_JOB, captureEvent, recordEvent, scheduleTransmissions, type SettleCaptureJob } from './events.js';
 import { isObject, missing, optionalString, optionalUrl, parseMoney, requestIdOf, wantsRepresentation } from './params.js';
-import { loadOrder, renderOrder } from './store.js';
+import { loadOrder, renderCaptureAnswer, renderOrder } from './store.js';
 import { minimalOrderView, type CaptureRow, type Experience, type OrderRow, type PurchaseUnitInput } from './views.js';
 
 interface OrderRequest {
@@ -124,13 +124,14 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
     route(async (req, res) => {
       const clientId = clientIdOf(res);
       const requestId = requestIdOf(req);
+      const representation = wantsRepresentation(req);
       const result = await inTransaction(deps.em, async (db): Promise<CaptureOutcome> => {
         const order = await loadOrder(db, req.params.id!, clientId, true);
         // PayPal answers a repeated PayPal-Request-Id with its first answer, a refusal too.
         if (requestId !== null && order.refused_capture_request_id === requestId) return { refusal: instrumentDeclined() };
         if (order.status === 'COMPLETED') {
           if (requestId !== null && order.capture_request_id === requestId) {
-            return { status: 200, body: await renderOrder(db, base(), order), transmissions: [], pendingCapture: null };
+            return { status: 200, body: await renderCaptureAnswer(db, base(), order, representation), transmissions: [], pendingCapture: null };
           }
           throw unprocessable('ORDER_ALREADY_CAPTURED', "Order already captured. If 'intent=CAPTURE' only one capture per order is allowed.");
         }
@@ -165,7 +166,7 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
           [requestId, order.id],
         );
         const transmissions = await recordEvent(db, base(), captureEvent(base(), capture!));
-        return { status: 201, body: await renderOrder(db, base(), completed!), transmissions, pendingCapture: status === 'PENDING' ? capture!.id : null };
+        return { status: 201, body: await renderCaptureAnswer(db, base(), completed!, representation), transmissions, pendingCapture: status === 'PENDING' ? capture!.id : null };
       });
       if ('refusal' in result) throw result.refusal;
       await scheduleTransmissions(deps, result.transmissions);

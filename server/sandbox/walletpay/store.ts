@@ -1,6 +1,6 @@
 import type { Db } from './db.js';
 import { PaypalError, notFound } from './errors.js';
-import { orderView, type CaptureRow, type OrderRow, type RefundRow } from './views.js';
+import { minimalCaptureView, orderView, type CaptureRow, type OrderRow, type RefundRow } from './views.js';
 
 /**
  * PayPal's default order lifetime: an order the buyer has not approved within 3 hours of its creation
@@ -39,9 +39,12 @@ export async function loadCapture(db: Db, id: string, clientId: string, lock: bo
   return rows[0];
 }
 
+const capturesOf = (db: Db, orderId: string) =>
+  db.query<CaptureRow>('SELECT * FROM sandbox_walletpay_captures WHERE order_id = ? ORDER BY created_at, id', [orderId]);
+
 /** The full representation of an order, with its captures and refunds. */
 export async function renderOrder(db: Db, base: string, order: OrderRow): Promise<Record<string, unknown>> {
-  const captures = await db.query<CaptureRow>('SELECT * FROM sandbox_walletpay_captures WHERE order_id = ? ORDER BY created_at, id', [order.id]);
+  const captures = await capturesOf(db, order.id);
   const refunds = captures.length === 0
     ? []
     : await db.query<RefundRow>(
@@ -58,3 +61,8 @@ export const previousRequestInProgress = () =>
     issue: 'PREVIOUS_REQUEST_IN_PROGRESS',
     description: 'A previous request on this resource is currently in progress. Please wait for some time and try again. It is best to space out the initial and the subsequent request(s) to avoid receiving this error.',
   }]);
+
+/** A capture's answer: the full order for `Prefer: return=representation`, else PayPal's minimal capture answer. */
+export async function renderCaptureAnswer(db: Db, base: string, order: OrderRow, representation: boolean): Promise<Record<string, unknown>> {
+  return representation ? renderOrder(db, base, order) : minimalCaptureView(base, order, await capturesOf(db, order.id));
+}

@@ -222,3 +222,23 @@ export function minimalOrderView(base: string, o: OrderRow): Record<string, unkn
     links: orderLinks(base, o),
   };
 }
+
+/**
+ * A capture's answer without `Prefer: return=representation` (PayPal's default, "minimal"). PayPal's own
+ * minimal capture still carries the capture: id, status, payment_source, purchase_units with only
+ * reference_id and payments.captures, payer and links — not the order's intent, amounts, payee, ids or
+ * times (PayPal's capture sample response; its sample integration reads purchase_units[0].payments.captures[0]
+ * from a capture sent without Prefer).
+ */
+export function minimalCaptureView(base: string, o: OrderRow, captures: CaptureRow[]): Record<string, unknown> {
+  const full = orderView(base, o, captures, []);
+  const unit = (full.purchase_units as Record<string, unknown>[])[0]!;
+  return {
+    id: full.id,
+    status: full.status,
+    ...(full.payment_source ? { payment_source: full.payment_source } : {}),
+    purchase_units: [{ reference_id: unit.reference_id, ...(unit.payments ? { payments: unit.payments } : {}) }],
+    ...(full.payer ? { payer: full.payer } : {}),
+    links: full.links,
+  };
+}
