@@ -282,6 +282,15 @@ describe('refundPayment', () => {
     expect(rows).toHaveLength(1);
   });
 
+  it("a refund of a capture PayPal still holds is refused PENDING_CAPTURE, naming it; nothing is refunded", async () => {
+    const creds = newCreds();
+    const { input, captured } = await capturedPayment(creds);
+    await t.sql(`UPDATE sandbox_walletpay_captures SET status = 'PENDING', status_reason = 'ECHECK' WHERE id = $1`, [captured.data!.captureId]);
+    const err = await providerError(adapter.refundPayment(creds, refundInput(input, captured, 100n)));
+    expect(err).toMatchObject({ kind: 'invalid_request', providerCode: 'PENDING_CAPTURE', message: expect.stringContaining('422 PENDING_CAPTURE: Cannot initiate a refund as the capture is pending') });
+    expect(await t.sql('SELECT id FROM sandbox_walletpay_refunds WHERE capture_id = $1', [captured.data!.captureId])).toEqual([]);
+  });
+
   it('finds the capture from the order when the payment does not know its capture id', async () => {
     const creds = newCreds();
     const { input, captured } = await capturedPayment(creds);

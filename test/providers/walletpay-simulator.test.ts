@@ -328,6 +328,32 @@ describe('capture and refund on the wire', () => {
     expect(full.body).toMatchObject({ intent: 'CAPTURE', purchase_units: [{ amount: { currency_code: 'USD', value: '25.00' }, custom_id: 'pay-1' }], create_time: expect.any(String) });
   });
 
+  it("refuses a refund of a pending capture 422 PENDING_CAPTURE and answers a refund's replay 201 with the same refund, as PayPal documents", async () => {
+    const bearer = await token();
+    const created = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).send(order()).expect(201);
+    const id = created.body.id as string;
+    await t.http.get(`/sandbox/walletpay/checkoutnow?token=${id}&auto=approve`).expect(302);
+    const captured = await t.http.post(`/sandbox/walletpay/v2/checkout/orders/${id}/capture`).set('Authorization', `Bearer ${bearer}`).send({}).expect(201);
+    const captureId = captured.body.purchase_units[0].payments.captures[0].id as string;
+    const refund = (requestId: string) => t.http.post(`/sandbox/walletpay/v2/payments/captures/${captureId}/refund`).set('Authorization', `Bearer ${bearer}`)
+      .set('PayPal-Request-Id', requestId).send({ amount: { currency_code: 'USD', value: '5.00' } });
+
+    // PayPal still holds the capture (an eCheck not yet cleared): set on the simulator's row.
+    await t.sql(`UPDATE sandbox_walletpay_captures SET status = 'PENDING', status_reason = 'ECHECK' WHERE id = $1`, [captureId]);
+    const held = await refund(randomUUID());
+    expect(held.status).toBe(422);
+    expect(held.body).toMatchObject({ name: 'UNPROCESSABLE_ENTITY', details: [{ issue: 'PENDING_CAPTURE', description: expect.stringContaining('the capture is pending') }] });
+
+    await t.sql(`UPDATE sandbox_walletpay_captures SET status = 'COMPLETED', status_reason = NULL WHERE id = $1`, [captureId]);
+    const requestId = randomUUID();
+    const first = await refund(requestId);
+    expect(first.status).toBe(201);
+    const again = await refund(requestId);
+    expect(again.status).toBe(201);
+    expect(again.body).toEqual(first.body);
+    expect(await t.sql('SELECT id FROM sandbox_walletpay_refunds WHERE capture_id = $1', [captureId])).toEqual([{ id: first.body.id }]);
+  });
+
   it('answers 404 RESOURCE_NOT_FOUND for unknown ids and unknown paths', async () => {
     const bearer = await token();
     const res = await t.http.get('/sandbox/walletpay/v2/payments/captures/NOPE').set('Authorization', `Bearer ${bearer}`);

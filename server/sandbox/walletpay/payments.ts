@@ -63,14 +63,18 @@ export function mountPayments(router: Router, deps: SandboxDeps): void {
         if (requestId !== null) {
           const [replay] = await db.query<RefundRow>('SELECT * FROM sandbox_walletpay_refunds WHERE client_id = ? AND request_id = ?', [clientId, requestId]);
           if (replay) {
+            // PayPal answers a repeated PayPal-Request-Id with the refund as it now stands, and documents only
+            // 201 for a refund (200 is for a replayed capture or order).
             const of = replay.capture_id === capture.id ? capture : await loadCapture(db, replay.capture_id, clientId);
-            return { status: 200, refund: replay, capture: of, transmissions: [] as string[], pendingRefund: null };
+            return { status: 201, refund: replay, capture: of, transmissions: [] as string[], pendingRefund: null };
           }
         }
-        if (capture.status === 'REFUNDED') throw unprocessable('CAPTURE_FULLY_REFUNDED', 'The capture has already been fully refunded.');
-        if (capture.status !== 'COMPLETED' && capture.status !== 'PARTIALLY_REFUNDED') {
-          throw unprocessable('REFUND_NOT_ALLOWED', `A capture that is ${capture.status} cannot be refunded.`);
+        // The issues and descriptions of PayPal's refund 422 (payments v2 spec, captures.refund-422).
+        if (capture.status === 'REFUNDED') throw unprocessable('CAPTURE_FULLY_REFUNDED', 'The capture has already been fully refunded');
+        if (capture.status === 'PENDING') {
+          throw unprocessable('PENDING_CAPTURE', 'Cannot initiate a refund as the capture is pending. Capture is typically pending when the payer has funded the transaction using e-check/bank funded.');
         }
+        if (capture.status !== 'COMPLETED' && capture.status !== 'PARTIALLY_REFUNDED') throw unprocessable('REFUND_NOT_ALLOWED', 'Capture cannot be refunded.');
         const remaining = BigInt(capture.amount_minor) - BigInt(capture.refunded_minor);
         if (input.amount && input.amount.currency !== capture.currency) {
           throw unprocessable('CURRENCY_MISMATCH', 'Refund must be in the same currency as the capture.', '/amount/currency_code');
