@@ -131,18 +131,26 @@ describe('walletpay approval page in a browser', () => {
     expect((await getPayment(p.id, walletKey)).status).toBe('completed');
   });
 
-  it('Cancel lands on the cancel URL, and the payment then fails', async () => {
+  it('Cancel lands on the cancel URL and the payment stays pending; back at the same link the buyer approves and the capture completes', async () => {
     const p = await createWalletPayment('12.50');
     const page = await newPage();
     await page.goto(p.next_action.url);
     await page.getByRole('button', { name: 'Cancel and return to merchant' }).click();
     await page.waitForURL((url) => url.origin === shop.origin && url.pathname === '/wallet/cancel');
     expect(new URL(page.url()).searchParams.get('token')).toBe(p.provider_ref);
-    await page.close();
 
-    await statusBecomes(p.id, walletKey, 'failed');
-    const capture = await t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', walletKey).send({});
-    expect(capture.status).toBe(409);
+    // As PayPal: the order still awaits the buyer, so nothing fails it.
+    const early = await t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', walletKey).send({});
+    expect(early.status).toBe(409);
+    expect(await getPayment(p.id, walletKey)).toMatchObject({ status: 'pending', next_action: { url: p.next_action.url } });
+
+    await page.goto(p.next_action.url);
+    await page.getByRole('button', { name: 'Approve', exact: true }).click();
+    await page.waitForURL((url) => url.origin === shop.origin && url.pathname === '/wallet/return');
+    await page.close();
+    const captured = await t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', walletKey).send({});
+    expect(captured.status).toBe(200);
+    expect(captured.body.data.status).toBe('completed');
   });
 });
 
