@@ -16,6 +16,9 @@ const base = '/sandbox/cardpay';
 const post = (key: string, path: string, form: Record<string, string>) =>
   t.http.post(`${base}${path}`).set('Authorization', `Bearer ${key}`).type('form').send(form);
 const get = (key: string, path: string) => t.http.get(`${base}${path}`).set('Authorization', `Bearer ${key}`);
+/** A form body exactly as written (e.g. what `new URLSearchParams(obj)` makes of an array: `a=x`, no brackets). */
+const postRaw = (key: string, path: string, body: string) =>
+  t.http.post(`${base}${path}`).set('Authorization', `Bearer ${key}`).set('Content-Type', 'application/x-www-form-urlencoded').send(body);
 
 const visaForm = (extra: Record<string, string> = {}) => ({
   amount: '2000',
@@ -318,5 +321,36 @@ describe('webhook endpoints', () => {
     await get(key, `/v1/webhook_endpoints/${created.body.id}`).expect(404);
     const bad = await post(key, '/v1/webhook_endpoints', { url: 'ftp://x', 'enabled_events[0]': '*' }).expect(400);
     expect(bad.body.error.param).toBe('url');
+  });
+});
+
+describe('array parameters sent without brackets', () => {
+  // Stripe refuses `enabled_events=charge.succeeded` (a client that form-encoded an array with URLSearchParams)
+  // and `expand=latest_invoice` (stripe-cli 0.2.2) with this exact error; a merchant's broken encoder must fail here too.
+  const invalidArray = (param: string) => ({ error: { type: 'invalid_request_error', message: 'Invalid array', param } });
+
+  it('a webhook endpoint with enabled_events=<one event> is 400 Invalid array and is not created', async () => {
+    const key = newKey();
+    const res = await postRaw(key, '/v1/webhook_endpoints', 'url=https%3A%2F%2Fshop.example.com%2Fhook&enabled_events=payment_intent.succeeded').expect(400);
+    expect(res.body).toEqual(invalidArray('enabled_events'));
+    expect((await get(key, '/v1/webhook_endpoints').expect(200)).body.data).toEqual([]);
+    // With brackets, the same registration succeeds.
+    await postRaw(key, '/v1/webhook_endpoints', 'url=https%3A%2F%2Fshop.example.com%2Fhook&enabled_events[]=payment_intent.succeeded').expect(200);
+  });
+
+  it('payment_method_types=card and expand=latest_charge are 400 Invalid array; nothing is created', async () => {
+    const key = newKey();
+    const form = 'amount=2000&currency=usd&payment_method=pm_card_visa&confirm=true';
+    const types = await postRaw(key, '/v1/payment_intents', `${form}&payment_method_types=card`).expect(400);
+    expect(types.body).toEqual(invalidArray('payment_method_types'));
+    const expandOnCreate = await postRaw(key, '/v1/payment_intents', `${form}&payment_method_types[]=card&expand=latest_charge`).expect(400);
+    expect(expandOnCreate.body).toEqual(invalidArray('expand'));
+    expect((await get(key, '/v1/payment_intents').expect(200)).body.data).toEqual([]);
+
+    const created = await postRaw(key, '/v1/payment_intents', `${form}&payment_method_types[]=card&expand[]=latest_charge`).expect(200);
+    expect(created.body.latest_charge).toMatchObject({ object: 'charge' });
+    const read = await get(key, `/v1/payment_intents/${created.body.id}?expand=latest_charge`).expect(400);
+    expect(read.body).toEqual(invalidArray('expand'));
+    expect((await get(key, `/v1/payment_intents/${created.body.id}?expand[0]=latest_charge`).expect(200)).body.latest_charge).toMatchObject({ object: 'charge' });
   });
 });

@@ -63,16 +63,19 @@ export function metadata(params: Params, name = 'metadata'): Record<string, stri
   return out;
 }
 
-/** `a[]=x&a[]=y` or `a[0]=x&a[1]=y` (qs turns indexes past 20 into an object: accept that too). */
+/**
+ * `a[]=x&a[]=y` or `a[0]=x&a[1]=y` (qs turns indexes past 20 into an object: accept that too). A plain
+ * `a=x` is not an array: Stripe answers 400 "Invalid array" (as for `enabled_events=…` or `expand=…`
+ * sent without brackets), so does the simulator.
+ */
 export function stringArray(params: Params, name: string): string[] | undefined {
   const value = params[name];
   if (value === undefined || value === '') return undefined;
-  const items = Array.isArray(value)
-    ? value
-    : typeof value === 'object' && value !== null
-      ? Object.entries(value as Record<string, unknown>).sort(([a], [b]) => Number(a) - Number(b)).map(([, v]) => v)
-      : [value];
-  if (!items.every((v): v is string => typeof v === 'string' && v !== '')) throw invalidRequest(`Invalid array`, name);
+  if (typeof value !== 'object' || value === null) throw invalidRequest('Invalid array', name);
+  const entries = Array.isArray(value) ? null : Object.entries(value as Record<string, unknown>);
+  if (entries?.some(([index]) => !/^\d+$/.test(index))) throw invalidRequest('Invalid array', name);
+  const items = entries ? entries.sort(([a], [b]) => Number(a) - Number(b)).map(([, v]) => v) : (value as unknown[]);
+  if (!items.every((v): v is string => typeof v === 'string' && v !== '')) throw invalidRequest('Invalid array', name);
   return items;
 }
 
