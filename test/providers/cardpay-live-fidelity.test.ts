@@ -121,6 +121,24 @@ describe('refusals the real API answers with', () => {
     expect(noRedirects.status).toBe('succeeded');
   });
 
+  it('payment_method_types together with automatic_payment_methods is 400 (only one of them may be given), nothing created', async () => {
+    const stripe = sdk();
+    const params = visaParams({ payment_method_types: ['card'] });
+    for (const automatic of [{ enabled: true }, { enabled: true, allow_redirects: 'never' as const }, { enabled: false }]) {
+      const err = await stripeError(stripe.paymentIntents.create({ ...params, automatic_payment_methods: automatic }));
+      expect(err).toBeInstanceOf(Stripe.errors.StripeInvalidRequestError);
+      expect(err).toMatchObject({
+        statusCode: 400,
+        param: 'automatic_payment_methods',
+        message: 'You may only specify one of these parameters: ["automatic_payment_methods", "payment_method_types"].',
+      });
+    }
+    expect((await stripe.paymentIntents.list()).data).toHaveLength(0);
+    // Either one alone is accepted.
+    expect(await stripe.paymentIntents.create(params)).toMatchObject({ status: 'succeeded', automatic_payment_methods: null });
+    expect(await stripe.paymentIntents.create(visaParams({ automatic_payment_methods: { enabled: true } }))).toMatchObject({ status: 'succeeded' });
+  });
+
   it('a bad secret key is 401 on lists and on unknown paths too, as a StripeAuthenticationError', async () => {
     const bad = sdk('sk_test_invalid_key_0000');
     for (const call of [() => bad.paymentIntents.list(), () => bad.refunds.list(), () => bad.paymentMethods.list({ customer: 'cus_x' })]) {
