@@ -302,4 +302,26 @@ describe('refunds and saved payment methods', () => {
     const unknown = await stripeError(stripe.customers.listPaymentMethods('cus_doesnotexist'));
     expect(unknown).toMatchObject({ statusCode: 404, code: 'resource_missing' });
   });
+
+  it('customers.create with payment_method attaches it to the new customer, which can then be charged off-session', async () => {
+    const stripe = sdk();
+    const email = `pm-${randomUUID()}@example.com`;
+    const customer = await stripe.customers.create({ email, payment_method: 'pm_card_visa' });
+    expect(customer).toMatchObject({ object: 'customer', email });
+    const [card, ...others] = (await stripe.paymentMethods.list({ customer: customer.id })).data;
+    expect(others).toHaveLength(0);
+    expect(card).toMatchObject({ object: 'payment_method', type: 'card', customer: customer.id, card: { brand: 'visa', last4: '4242' } });
+    for (let i = 0; i < 2; i++) {
+      const charge = await stripe.paymentIntents.create({ amount: 1500, currency: 'usd', customer: customer.id, payment_method: card!.id, off_session: true, confirm: true, payment_method_types: ['card'] });
+      expect(charge).toMatchObject({ status: 'succeeded', customer: customer.id, payment_method: card!.id });
+    }
+
+    // Refused as an attach would be, and then no customer is made: an unknown id (400, naming the parameter), a declining card (402).
+    const unknown = await stripeError(stripe.customers.create({ email, payment_method: 'pm_doesnotexist' }));
+    expect(unknown).toMatchObject({ statusCode: 400, code: 'resource_missing', param: 'payment_method', message: "No such PaymentMethod: 'pm_doesnotexist'" });
+    const declined = await stripeError(stripe.customers.create({ email, payment_method: 'pm_card_chargeDeclined' }));
+    expect(declined).toBeInstanceOf(Stripe.errors.StripeCardError);
+    expect(declined).toMatchObject({ statusCode: 402, code: 'card_declined', decline_code: 'generic_decline' });
+    expect(await t.sql('SELECT id FROM sandbox_cardpay_customers WHERE email = $1', [email])).toEqual([{ id: customer.id }]);
+  });
 });

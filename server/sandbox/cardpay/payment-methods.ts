@@ -1,6 +1,8 @@
+import type { Db } from './db.js';
 import { nowSec } from './db.js';
 import { invalidRequest, noSuch } from './errors.js';
 import type { ApiContext, ApiRoutes } from './http.js';
+import type { SimResponse } from './idempotency.js';
 import { ok } from './http.js';
 import type { PaymentMethodRow } from './objects.js';
 import { cardOf, paymentMethodObject } from './objects.js';
@@ -21,17 +23,22 @@ const notAttached = () =>
   );
 
 /**
- * Attaching a test token makes a new `pm_…` that remembers the token. Decline tokens cannot be attached:
- * the attach answers with the decline (402 card_error), as at Stripe.
+ * The PaymentMethod a request names for attaching: a test token (null: a new `pm_…` is made when it is
+ * attached) or this account's row. `param`: how the request names it ('id' for the path: 404).
  */
-async function attach(ctx: ApiContext) {
-  const { params, db, account } = ctx;
-  onlyKnown(params, ['customer']);
-  const customerId = reqString(params, 'customer');
-  const id = ctx.path.id!;
-  const existing = testCard(id) ? null : await findPaymentMethod(db, account, id, true);
-  if (!testCard(id) && !existing) throw noSuch('PaymentMethod', id);
-  if (!(await findCustomer(db, account, customerId))) throw noSuch('customer', customerId, 'customer');
+export async function paymentMethodToAttach(db: Db, account: string, id: string, param: string): Promise<PaymentMethodRow | null> {
+  if (testCard(id)) return null;
+  const existing = await findPaymentMethod(db, account, id, true);
+  if (!existing) throw noSuch('PaymentMethod', id, param);
+  return existing;
+}
+
+/**
+ * Attaches `id` (`existing`: its row, null for a test token, which becomes a new `pm_…` remembering the
+ * token) to `customerId`. Decline tokens cannot be attached: the answer is the decline (402 card_error)
+ * and nothing is written, as at Stripe.
+ */
+export async function attachPaymentMethod(db: Db, account: string, id: string, existing: PaymentMethodRow | null, customerId: string): Promise<SimResponse> {
   if (existing?.detached) {
     throw invalidRequest('This PaymentMethod was previously detached from a Customer and cannot be attached again.', undefined, 'payment_method_unexpected_state');
   }
@@ -61,6 +68,16 @@ async function attach(ctx: ApiContext) {
   }
   const object = paymentMethodObject(row);
   return ok(object, [{ type: 'payment_method.attached', object }]);
+}
+
+async function attach(ctx: ApiContext) {
+  const { params, db, account } = ctx;
+  onlyKnown(params, ['customer']);
+  const customerId = reqString(params, 'customer');
+  const id = ctx.path.id!;
+  const existing = await paymentMethodToAttach(db, account, id, 'id');
+  if (!(await findCustomer(db, account, customerId))) throw noSuch('customer', customerId, 'customer');
+  return attachPaymentMethod(db, account, id, existing, customerId);
 }
 
 async function detach(ctx: ApiContext) {
