@@ -303,6 +303,49 @@ describe('refunds and saved payment methods', () => {
     expect(unknown).toMatchObject({ statusCode: 404, code: 'resource_missing' });
   });
 
+  it('pm_card_authenticationRequiredOnSetup: off-session is declined until a payment with setup_future_usage (authenticated) sets it up, then succeeds; on-session always authenticates', async () => {
+    const stripe = sdk();
+    const customer = await stripe.customers.create({ email: 'setup@example.com' });
+    const card = await stripe.paymentMethods.attach('pm_card_authenticationRequiredOnSetup', { customer: customer.id });
+    expect(card).toMatchObject({ customer: customer.id, card: { brand: 'visa', last4: '3155' } });
+    const charge = (extra: Partial<Stripe.PaymentIntentCreateParams>) =>
+      stripe.paymentIntents.create({ amount: 2500, currency: 'eur', customer: customer.id, payment_method: card.id, confirm: true, payment_method_types: ['card'], ...extra });
+    const authenticate = async (intent: Stripe.PaymentIntent) => {
+      expect(intent).toMatchObject({ status: 'requires_action', next_action: { type: 'redirect_to_url' } });
+      await fetch(`${intent.next_action!.redirect_to_url!.url}?auto=complete`, { redirect: 'manual' });
+      return stripe.paymentIntents.retrieve(intent.id);
+    };
+
+    // Attached only, not set up: an off-session charge needs the cardholder.
+    const notSetUp = await stripeError(charge({ off_session: true }));
+    expect(notSetUp).toBeInstanceOf(Stripe.errors.StripeCardError);
+    expect(notSetUp).toMatchObject({ statusCode: 402, code: 'authentication_required', decline_code: 'authentication_required' });
+
+    // The cardholder authenticates a payment that sets the card up for off-session use.
+    const setUp = await authenticate(await charge({ setup_future_usage: 'off_session', return_url: 'https://shop.example.com/r' }));
+    expect(setUp).toMatchObject({ status: 'succeeded', setup_future_usage: 'off_session' });
+
+    // From then on, off-session payments go through without authentication…
+    for (let i = 0; i < 2; i++) expect(await charge({ off_session: true })).toMatchObject({ status: 'succeeded', next_action: null });
+    // …while an on-session one still asks for it.
+    const onSession = await charge({ return_url: 'https://shop.example.com/r' });
+    expect((await authenticate(onSession)).status).toBe('succeeded');
+
+    // The token itself with setup_future_usage and a customer: attached to that customer once authenticated, and set up.
+    const other = await stripe.customers.create({ email: 'setup2@example.com' });
+    const first = await authenticate(
+      await stripe.paymentIntents.create({
+        amount: 2500, currency: 'eur', customer: other.id, payment_method: 'pm_card_authenticationRequiredOnSetup', confirm: true,
+        payment_method_types: ['card'], setup_future_usage: 'off_session', return_url: 'https://shop.example.com/r',
+      }),
+    );
+    const saved = (await stripe.paymentMethods.list({ customer: other.id })).data;
+    expect(saved.map((pm) => pm.id)).toEqual([first.payment_method]);
+    expect(
+      await stripe.paymentIntents.create({ amount: 900, currency: 'eur', customer: other.id, payment_method: saved[0]!.id, off_session: true, confirm: true, payment_method_types: ['card'] }),
+    ).toMatchObject({ status: 'succeeded' });
+  });
+
   it('customers.create with payment_method attaches it to the new customer, which can then be charged off-session', async () => {
     const stripe = sdk();
     const email = `pm-${randomUUID()}@example.com`;

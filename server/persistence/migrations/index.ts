@@ -52,6 +52,7 @@ import { Migration20261128000602_sandbox_held_results } from './Migration2026112
 import { Migration20261128000603_sandbox_lost_answers } from './Migration20261128000603_sandbox_lost_answers.js';
 import { Migration20261128000604_sandbox_stalled_requests } from './Migration20261128000604_sandbox_stalled_requests.js';
 import { Migration20261128000701_delivery_unsent_releases } from './Migration20261128000701_delivery_unsent_releases.js';
+import { Migration20261128000901_sandbox_cardpay_card_setup } from './Migration20261128000901_sandbox_cardpay_card_setup.js';
 import { Migration20261128001401_provider_events_received_index } from './Migration20261128001401_provider_events_received_index.js';
 
 /**
@@ -112,5 +113,6 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261128000603_sandbox_lost_answers', class: Migration20261128000603_sandbox_lost_answers },
   { name: 'Migration20261128000604_sandbox_stalled_requests', class: Migration20261128000604_sandbox_stalled_requests },
   { name: 'Migration20261128000701_delivery_unsent_releases', class: Migration20261128000701_delivery_unsent_releases },
+  { name: 'Migration20261128000901_sandbox_cardpay_card_setup', class: Migration20261128000901_sandbox_cardpay_card_setup },
   { name: 'Migration20261128001401_provider_events_received_index', class: Migration20261128001401_provider_events_received_index },
 ];

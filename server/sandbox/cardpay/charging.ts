@@ -14,6 +14,8 @@ export interface Transition {
   events: PendingEvent[];
   /** Set when the attempt declined: the 402 card_error body (the intent is in requires_payment_method). */
   decline: StripeErrorBody | null;
+  /** The payment method this success set up for future payments (setup_future_usage): the caller saves it (store.saveSetUp). */
+  setUp?: PaymentMethodRow;
 }
 
 export interface ConfirmOptions {
@@ -26,6 +28,10 @@ export interface ConfirmOptions {
 
 const docUrl = (code: string) => `https://docs.stripe.com/error-codes/${code.replace(/_/g, '-')}`;
 
+/**
+ * A success. With setup_future_usage it also sets the payment method up for future payments and, when the
+ * intent has a customer, attaches it to that customer, as at Stripe.
+ */
 function succeed(intent: IntentRow, pm: PaymentMethodRow): Transition {
   intent.status = 'succeeded';
   intent.payment_method = pm.id;
@@ -33,13 +39,18 @@ function succeed(intent: IntentRow, pm: PaymentMethodRow): Transition {
   intent.latest_charge = newId('ch');
   intent.next_action = null;
   intent.last_payment_error = null;
-  return {
-    events: [
-      { type: 'charge.succeeded', object: chargeObject(intent, pm) },
-      { type: 'payment_intent.succeeded', object: intentObject(intent) },
-    ],
-    decline: null,
-  };
+  const events: PendingEvent[] = [
+    { type: 'charge.succeeded', object: chargeObject(intent, pm) },
+    { type: 'payment_intent.succeeded', object: intentObject(intent) },
+  ];
+  if (!intent.setup_future_usage) return { events, decline: null };
+  const attaching = !pm.customer && intent.customer !== null;
+  pm.set_up = true;
+  if (attaching) {
+    pm.customer = intent.customer;
+    events.push({ type: 'payment_method.attached', object: paymentMethodObject(pm) });
+  }
+  return { events, decline: null, setUp: pm };
 }
 
 /** A decline: a failed charge, the intent back to requires_payment_method with last_payment_error. */
@@ -70,10 +81,14 @@ function outcome(intent: IntentRow, pm: PaymentMethodRow, behaviour: Exclude<Car
   return behaviour.kind === 'succeed' ? succeed(intent, pm) : decline(intent, pm, behaviour.decline);
 }
 
-/** Confirms `intent` with `pm`: succeeds, declines, or asks for 3-D Secure (declined when off-session). */
+/**
+ * Confirms `intent` with `pm`: succeeds, declines, or asks for 3-D Secure (declined when off-session,
+ * unless the card needs none off-session once set up and was).
+ */
 export function confirm(intent: IntentRow, pm: PaymentMethodRow, options: ConfirmOptions): Transition {
   const behaviour = cardOf(pm).behaviour;
   if (behaviour.kind !== 'three_d_secure') return outcome(intent, pm, behaviour);
+  if (options.offSession && behaviour.offSessionOnceSetUp && pm.set_up) return outcome(intent, pm, behaviour.then);
   if (options.offSession || options.errorOnRequiresAction) return decline(intent, pm, DECLINES.authenticationRequired);
   intent.status = 'requires_action';
   intent.payment_method = pm.id;

@@ -18,6 +18,8 @@ export interface IntentRow {
   description: string | null;
   return_url: string | null;
   off_session: boolean;
+  /** `on_session` / `off_session`: a success sets the payment method up for future payments (charging.ts). */
+  setup_future_usage: string | null;
   automatic_payment_methods: Record<string, unknown> | null;
   metadata: Record<string, string>;
   next_action: Record<string, unknown> | null;
@@ -39,6 +41,8 @@ export interface PaymentMethodRow {
   detached: boolean;
   /** The intent this PaymentMethod was first confirmed with while attached to no Customer (single use: see payment-intents.ts). */
   used_with_intent: string | null;
+  /** Set up for future payments by a payment with setup_future_usage. */
+  set_up: boolean;
   metadata: Record<string, string>;
   created: string;
 }
@@ -154,7 +158,7 @@ export function intentObject(row: IntentRow): StripeObject {
     payment_method_types: ['card'],
     processing: null,
     receipt_email: null,
-    setup_future_usage: null,
+    setup_future_usage: row.setup_future_usage,
     shipping: null,
     statement_descriptor: null,
     statement_descriptor_suffix: null,

@@ -12,7 +12,9 @@ import type { IntentRow, PaymentMethodRow } from './objects.js';
 import { intentObject } from './objects.js';
 import { httpUrl, metadata, onlyKnown, optBool, optHash, optInt, optString, reqString, stringArray } from './params.js';
 import { SINGLE_USE_MESSAGE } from './payment-methods.js';
-import { findCustomer, insertIntent, markUsedWithIntent, paymentMethodById, requireIntent, resolvePaymentMethod, saveIntent, saveIntentState } from './store.js';
+import {
+  findCustomer, insertIntent, markUsedWithIntent, paymentMethodById, requireIntent, resolvePaymentMethod, saveIntent, saveIntentState, saveSetUp,
+} from './store.js';
 
 const CREATE_PARAMS = [
   'amount', 'currency', 'payment_method', 'customer', 'confirm', 'return_url', 'off_session', 'metadata', 'automatic_payment_methods',
@@ -30,6 +32,15 @@ function offSession(ctx: ApiContext): boolean {
   const value = optString(ctx.params, 'off_session');
   if (value === 'one_off' || value === 'recurring') return true;
   return optBool(ctx.params, 'off_session') ?? false;
+}
+
+/** `setup_future_usage`: on_session or off_session (a success then sets the payment method up: charging.ts). */
+function setupFutureUsage(ctx: ApiContext): string | undefined {
+  const value = optString(ctx.params, 'setup_future_usage');
+  if (value !== undefined && value !== 'on_session' && value !== 'off_session') {
+    throw invalidRequest('Invalid setup_future_usage: must be one of on_session or off_session', 'setup_future_usage');
+  }
+  return value;
 }
 
 /** Since API 2023-08-16 automatic payment methods are on when a request names neither them nor payment_method_types. */
@@ -126,7 +137,7 @@ const missingPaymentMethod = () =>
   invalidRequest("You cannot confirm this PaymentIntent because it's missing a payment method. To confirm the PaymentIntent, pass a payment method.", 'payment_method', 'payment_intent_unexpected_state');
 
 /** Confirms a row (not yet saved) and answers like Stripe: 200 with the intent, or 402 with the decline. */
-function confirmAndAnswer(ctx: ApiContext, intent: IntentRow, pm: PaymentMethodRow, events: PendingEvent[], errorOnRequiresAction: boolean): SimResponse {
+async function confirmAndAnswer(ctx: ApiContext, intent: IntentRow, pm: PaymentMethodRow, events: PendingEvent[], errorOnRequiresAction: boolean): Promise<SimResponse> {
   requireReturnUrl(intent);
   const result = confirm(intent, pm, {
     offSession: intent.off_session,
@@ -135,6 +146,7 @@ function confirmAndAnswer(ctx: ApiContext, intent: IntentRow, pm: PaymentMethodR
     authenticationUrl: authenticationUrl(ctx, intent.id),
   });
   events.push(...result.events);
+  if (result.setUp) await saveSetUp(ctx.db, result.setUp);
   if (result.decline) return { status: 402, body: { error: result.decline }, events };
   return ok(intentObject(intent), events);
 }
@@ -180,6 +192,7 @@ async function create(ctx: ApiContext): Promise<SimResponse> {
     description: optString(params, 'description') ?? null,
     return_url: returnUrl ?? null,
     off_session: isOffSession,
+    setup_future_usage: setupFutureUsage(ctx) ?? null,
     automatic_payment_methods: apm,
     metadata: metadata(params),
     next_action: null,
@@ -193,7 +206,7 @@ async function create(ctx: ApiContext): Promise<SimResponse> {
     created: String(nowSec()),
   };
   const events: PendingEvent[] = [{ type: 'payment_intent.created', object: intentObject(intent) }];
-  const answer = confirmNow && pm ? confirmAndAnswer(ctx, intent, pm, events, errorOnRequiresAction) : ok(intentObject(intent), events);
+  const answer = confirmNow && pm ? await confirmAndAnswer(ctx, intent, pm, events, errorOnRequiresAction) : ok(intentObject(intent), events);
   insertIntent(db, intent);
   return answer;
 }
@@ -216,6 +229,7 @@ async function confirmIntent(ctx: ApiContext): Promise<SimResponse> {
   const returnUrl = optString(params, 'return_url');
   if (returnUrl !== undefined) intent.return_url = httpUrl(returnUrl, 'return_url');
   if (params.off_session !== undefined) intent.off_session = offSession(ctx);
+  intent.setup_future_usage = setupFutureUsage(ctx) ?? intent.setup_future_usage;
   const pmParam = optString(params, 'payment_method');
   const pm = pmParam ? await usablePaymentMethod(ctx, pmParam, intent.customer, intent.id, true) : await paymentMethodById(ctx.db, intent.payment_method);
   if (!pm) throw missingPaymentMethod();
@@ -223,7 +237,7 @@ async function confirmIntent(ctx: ApiContext): Promise<SimResponse> {
     refuseIfUsedElsewhere(pm, intent.id);
     markUsedWithIntent(ctx.db, pm, intent.id);
   }
-  const answer = confirmAndAnswer(ctx, intent, pm, [], optBool(params, 'error_on_requires_action') ?? false);
+  const answer = await confirmAndAnswer(ctx, intent, pm, [], optBool(params, 'error_on_requires_action') ?? false);
   saveIntent(ctx.db, intent);
   return answer;
 }
@@ -269,6 +283,7 @@ async function updateIntent(ctx: ApiContext): Promise<SimResponse> {
     intent.status = 'requires_confirmation';
     intent.next_action = null;
   }
+  intent.setup_future_usage = setupFutureUsage(ctx) ?? intent.setup_future_usage;
   const description = optString(params, 'description');
   if (description !== undefined) intent.description = description;
   if (params.metadata !== undefined) {

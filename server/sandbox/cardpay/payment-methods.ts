@@ -113,7 +113,7 @@ export function paymentMethodRoutes(api: ApiRoutes): void {
   api.get('/v1/payment_methods/:id', async ({ db, account, path }) => {
     const id = path.id!;
     // A test token reads as a fresh, unattached card.
-    if (testCard(id)) return paymentMethodObject({ id, account, token: id, customer: null, detached: false, used_with_intent: null, metadata: {}, created: String(nowSec()) });
+    if (testCard(id)) return paymentMethodObject({ id, account, token: id, customer: null, detached: false, used_with_intent: null, set_up: false, metadata: {}, created: String(nowSec()) });
     const row = await findPaymentMethod(db, account, id);
     if (!row) throw noSuch('PaymentMethod', id);
     return paymentMethodObject(row);

@@ -32,12 +32,12 @@ export async function findIntentForAuthentication(db: Db, id: string): Promise<I
 export function insertIntent(db: Db, row: IntentRow): void {
   db.write(
     `INSERT INTO sandbox_cardpay_intents (id, account, amount, currency, status, payment_method, customer, description, return_url,
-       off_session, automatic_payment_methods, metadata, next_action, last_payment_error, latest_charge, amount_received,
+       off_session, setup_future_usage, automatic_payment_methods, metadata, next_action, last_payment_error, latest_charge, amount_received,
        amount_refunded, client_secret, cancellation_reason, canceled_at, created)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?, ?, ?)`,
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?, ?, ?)`,
     [
       row.id, row.account, row.amount, row.currency, row.status, row.payment_method, row.customer, row.description, row.return_url,
-      row.off_session, json(row.automatic_payment_methods), json(row.metadata), json(row.next_action), json(row.last_payment_error),
+      row.off_session, row.setup_future_usage, json(row.automatic_payment_methods), json(row.metadata), json(row.next_action), json(row.last_payment_error),
       row.latest_charge, row.amount_received, row.amount_refunded, row.client_secret, row.cancellation_reason, row.canceled_at, row.created,
     ],
   );
@@ -61,12 +61,12 @@ export function saveIntent(db: Db, row: IntentRow): void {
   db.write(
     `UPDATE sandbox_cardpay_intents SET status = ?, payment_method = ?, next_action = ?::jsonb, last_payment_error = ?::jsonb,
        latest_charge = ?, amount_received = ?, cancellation_reason = ?, canceled_at = ?, amount = ?, currency = ?, customer = ?,
-       description = ?, return_url = ?, off_session = ?, metadata = ?::jsonb, updated_at = now()
+       description = ?, return_url = ?, off_session = ?, setup_future_usage = ?, metadata = ?::jsonb, updated_at = now()
      WHERE id = ?`,
     [
       row.status, row.payment_method, json(row.next_action), json(row.last_payment_error), row.latest_charge, row.amount_received,
       row.cancellation_reason, row.canceled_at, row.amount, row.currency, row.customer, row.description, row.return_url, row.off_session,
-      json(row.metadata), row.id,
+      row.setup_future_usage, json(row.metadata), row.id,
     ],
   );
 }
@@ -82,7 +82,7 @@ export async function findPaymentMethod(db: Db, account: string, id: string, loc
 /** A new `pm_…` of this account for a test token, inserted with the commit (`usedWithIntent`: confirmed with that intent in this request). */
 export function insertPaymentMethod(db: Db, account: string, token: string, customer: string | null, usedWithIntent: string | null = null): PaymentMethodRow {
   const row: PaymentMethodRow = {
-    id: newId('pm'), account, token, customer, detached: false, used_with_intent: usedWithIntent, metadata: {}, created: String(nowSec()),
+    id: newId('pm'), account, token, customer, detached: false, used_with_intent: usedWithIntent, set_up: false, metadata: {}, created: String(nowSec()),
   };
   db.write('INSERT INTO sandbox_cardpay_payment_methods (id, account, token, customer, used_with_intent, created) VALUES (?, ?, ?, ?, ?, ?)', [
     row.id, row.account, row.token, row.customer, row.used_with_intent, row.created,
@@ -120,4 +120,13 @@ export function markUsedWithIntent(db: Db, pm: PaymentMethodRow, intentId: strin
   if (pm.customer || pm.used_with_intent) return;
   db.write('UPDATE sandbox_cardpay_payment_methods SET used_with_intent = ? WHERE id = ? AND used_with_intent IS NULL', [intentId, pm.id]);
   pm.used_with_intent = intentId;
+}
+
+/**
+ * Saves what a successful payment with setup_future_usage did to its PaymentMethod (charging.ts): set up,
+ * and attached to the payment's customer. Sent now, not with the commit: the row may be inserted by a
+ * write still held, and a statement cannot insert a row and update it.
+ */
+export async function saveSetUp(db: Db, pm: PaymentMethodRow): Promise<void> {
+  await db.query('UPDATE sandbox_cardpay_payment_methods SET set_up = true, customer = ? WHERE id = ?', [pm.customer, pm.id]);
 }

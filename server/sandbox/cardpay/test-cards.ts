@@ -7,8 +7,11 @@ export type Decline = { code: string; decline_code: string | null; message: stri
 export type CardBehaviour =
   | { kind: 'succeed' }
   | { kind: 'decline'; decline: Decline }
-  /** 3-D Secure required; `then` is what happens after a successful authentication. */
-  | { kind: 'three_d_secure'; then: { kind: 'succeed' } | { kind: 'decline'; decline: Decline } };
+  /**
+   * 3-D Secure required; `then` is what happens after a successful authentication. `offSessionOnceSetUp`:
+   * an off-session payment needs none once the card was set up for future payments (charging.ts).
+   */
+  | { kind: 'three_d_secure'; then: { kind: 'succeed' } | { kind: 'decline'; decline: Decline }; offSessionOnceSetUp?: true };
 
 export interface TestCard {
   brand: 'visa' | 'mastercard' | 'amex';
@@ -73,6 +76,10 @@ export const TEST_CARDS: Record<string, TestCard> = {
   pm_card_threeDSecureRequired: visa('3063', { kind: 'three_d_secure', then: succeed }),
   pm_card_threeDSecure2Required: visa('3220', { kind: 'three_d_secure', then: succeed }),
   pm_card_authenticationRequired: visa('3184', { kind: 'three_d_secure', then: succeed }),
+  // docs.stripe.com/testing ("Authenticate unless set up", 4000002500003155): on-session payments always
+  // authenticate; off-session ones are declined authentication_required until a payment with
+  // setup_future_usage has set the card up, then succeed without authentication.
+  pm_card_authenticationRequiredOnSetup: visa('3155', { kind: 'three_d_secure', then: succeed, offSessionOnceSetUp: true }),
   pm_card_threeDSecureRequiredChargeDeclined: visa('0083', { kind: 'three_d_secure', then: { kind: 'decline', decline: DECLINES.generic } }),
 };
 

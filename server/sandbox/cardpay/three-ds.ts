@@ -6,7 +6,7 @@ import { authenticate } from './charging.js';
 import { eventJobs } from './events.js';
 import { commitWithJobs } from './jobs.js';
 import type { IntentRow } from './objects.js';
-import { findIntentForAuthentication, paymentMethodById, saveIntentState } from './store.js';
+import { findIntentForAuthentication, paymentMethodById, saveIntentState, saveSetUp } from './store.js';
 
 const escape = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -40,7 +40,8 @@ function settle(deps: SandboxDeps, id: string, result: 'complete' | 'fail'): Pro
     if (!intent || intent.status !== 'requires_action') return intent;
     const pm = await paymentMethodById(work, intent.payment_method);
     if (!pm) throw new Error(`intent ${id} requires action without a payment method`);
-    const { events } = authenticate(intent, pm, result);
+    const { events, setUp } = authenticate(intent, pm, result);
+    if (setUp) await saveSetUp(work, setUp);
     saveIntentState(work, intent);
     await commitWithJobs(work, [eventJobs(deps, intent.account, events, null)]);
     return intent;
