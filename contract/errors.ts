@@ -7,6 +7,9 @@ import type { ErrorCode } from './common.js';
 
 export const ERROR_MESSAGES = {
   invalidJson: 'Request body is not valid JSON',
+  /** A body sent as a form, text or without a Content-Type (the header, cut short, is echoed). */
+  notJson: (contentType: string | undefined) =>
+    `Request body must be JSON sent with Content-Type: application/json (got ${contentType ? contentType.slice(0, 60) : 'no Content-Type'})`,
   payloadTooLarge: 'Request body is larger than 100 KiB',
   unauthorized: 'Missing, unknown or revoked API key (send it in the X-API-Key header)',
   missingScope: (scope: string) => `This API key lacks the required scope: ${scope}`,
@@ -46,7 +49,7 @@ export interface DocumentedError {
  * examples come from ROUTE_ERROR_EXAMPLES, never from here.
  */
 export const DOCUMENTED_ERRORS: Record<string, DocumentedError> = {
-  '400': { code: 'BAD_REQUEST', description: 'Malformed JSON (BAD_REQUEST)', message: ERROR_MESSAGES.invalidJson },
+  '400': { code: 'BAD_REQUEST', description: 'Malformed JSON, or a body not sent as application/json (BAD_REQUEST)', message: ERROR_MESSAGES.invalidJson },
   '401': { code: 'UNAUTHORIZED', description: 'Missing, unknown or revoked API key (UNAUTHORIZED)', message: ERROR_MESSAGES.unauthorized },
   '403': { code: 'FORBIDDEN', description: 'The API key lacks the scope this operation needs (FORBIDDEN)', message: ERROR_MESSAGES.missingScope('payments:write') },
   '404': { code: 'NOT_FOUND', description: 'Unknown id, or an id owned by another merchant (NOT_FOUND)', message: ERROR_MESSAGES.resourceNotFound },

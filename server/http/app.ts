@@ -43,9 +43,8 @@ export function createApp(container: Container): Express {
   app.use('/dashboard', dashboardRouter());
 
   // The simulators parse their own bodies, as their providers do (form-encoded token requests, their own
-  // answers to malformed JSON): mounted before the service's JSON parser, which is the service's alone.
+  // answers to malformed JSON); the service's JSON parser runs only on its own routes (below).
   for (const mount of container.sandboxMounts) app.use(mount.path, mount.router);
-  app.use(jsonBody());
 
   const s = initServer();
   const router = s.router(contract, {
@@ -62,8 +61,15 @@ export function createApp(container: Container): Express {
     jsonQuery: false,
     responseValidation: false,
     // Each contract request gets its own identity map. Authentication comes next (an anonymous caller
-    // learns nothing), before validation and the handlers.
-    globalMiddleware: [ormContext(orm.em), authenticate(services.apiKeys, services.rateLimiter, services.callbackRateLimiter), rejectNulCharacters],
+    // learns nothing), then the body is read and parsed: an unknown route (404) or an anonymous caller
+    // (401) is answered before it, so neither hears about a malformed or oversized body. Then
+    // validation and the handlers.
+    globalMiddleware: [
+      ormContext(orm.em),
+      authenticate(services.apiKeys, services.rateLimiter, services.callbackRateLimiter),
+      ...jsonBody(),
+      rejectNulCharacters,
+    ],
     requestValidationErrorHandler: (err, _req, _res, next) => next(err),
   });
 

@@ -170,11 +170,13 @@ describe('openapi.json error examples are what the server sends', () => {
 
   it('400, 401, 403, 404, 413 and 422 answer with the documented code and message', async () => {
     const { apiKey } = await t.createMerchant('Docs Shop', ['payments:read']);
+    // The key and its scope are checked before the body is read: 400 and 413 need a key that may write.
+    const { apiKey: writer } = await t.createMerchant('Docs Shop Writer');
     const cases: [string, Promise<{ status: number; body: Json }>][] = [
-      ['400', t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Content-Type', 'application/json').send('{"amount":')],
+      ['400', t.http.post('/v1/payments').set('X-API-Key', writer).set('Content-Type', 'application/json').send('{"amount":')],
       ['401', t.http.get('/v1/payments')],
       ['403', t.http.post('/v1/payments').set('X-API-Key', apiKey).send({})],
-      ['413', t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Content-Type', 'application/json').send(JSON.stringify({ pad: 'x'.repeat(200 * 1024) }))],
+      ['413', t.http.post('/v1/payments').set('X-API-Key', writer).set('Content-Type', 'application/json').send(JSON.stringify({ pad: 'x'.repeat(200 * 1024) }))],
     ];
     for (const [status, pending] of cases) {
       const res = await pending;

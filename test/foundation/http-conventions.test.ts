@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { openApiDocument } from '../../server/http/openapi.js';
 import { startTestService, type TestService } from '../support/service.js';
+import { WebhookReceiver } from '../support/webhook-receiver.js';
 
 let t: TestService;
 let key: string;
@@ -27,6 +28,58 @@ describe('error envelope', () => {
     expect(res.body.error.code).toBe('PAYLOAD_TOO_LARGE');
     const me = await t.http.get('/v1/merchant').set('X-API-Key', key);
     expect(me.body.data.webhook_url).toBeNull();
+  });
+
+  it('a body not sent as JSON is refused 400 naming application/json, and nothing is done', async () => {
+    const { apiKey } = await t.createMerchant('Not JSON');
+    const receiver = await new WebhookReceiver().start();
+    try {
+      await t.http.put('/v1/merchant/webhook').set('X-API-Key', apiKey).send({ webhook_url: receiver.url }).expect(200);
+      await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({
+        provider: 'mobilemoney',
+        mobilemoney: { env: 'sandbox', consumer_key: 'ck', consumer_secret: 'cs-not-json', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379' },
+      }).expect(200);
+      const since = new Date(Date.now() - 3 * 86_400_000).toISOString();
+      const refused = [
+        // curl -d sends application/x-www-form-urlencoded: read as {}, this ran the default 48-hour reconcile (as JSON it is 422).
+        await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', apiKey).type('form').send(JSON.stringify({ since })),
+        // text/plain read as {} sent a test event (as JSON, `url` is an unknown field: 422).
+        await t.http.post('/v1/webhooks/test').set('X-API-Key', apiKey).set('Content-Type', 'text/plain').send(JSON.stringify({ url: 'x' })),
+      ];
+      // No Content-Type at all (fetch sets none for bytes).
+      const bare = await fetch(`${t.baseUrl}/v1/webhooks/test`, { method: 'POST', headers: { 'X-API-Key': apiKey }, body: new TextEncoder().encode('{}') });
+      refused.push({ status: bare.status, body: await bare.json() } as never);
+      for (const res of refused) {
+        expect([res.status, res.body]).toEqual([400, { success: false, error: { code: 'BAD_REQUEST', message: expect.stringContaining('Content-Type: application/json'), request_id: expect.any(String) } }]);
+      }
+      const logs = await t.http.get('/v1/webhooks/logs').set('X-API-Key', apiKey).expect(200);
+      expect([logs.body.meta.total, receiver.received.length]).toEqual([0, 0]);
+      // Over 100 KiB is 413 whatever the type (it was never read, so never refused).
+      const large = await t.http.post('/v1/webhooks/test').set('X-API-Key', apiKey).set('Content-Type', 'text/plain').send('x'.repeat(200 * 1024));
+      expect([large.status, large.body.error?.code]).toEqual([413, 'PAYLOAD_TOO_LARGE']);
+      // JSON with parameters or a +json type is JSON; an empty body needs no type; GET and DELETE carry none.
+      const json = await t.http.post('/v1/webhooks/test').set('X-API-Key', apiKey).set('Content-Type', 'application/vnd.api+json; charset=utf-8').send('{"url":"x"}');
+      expect([json.status, json.body.error?.code]).toEqual([422, 'VALIDATION_ERROR']);
+      await t.http.post('/v1/webhooks/test').set('X-API-Key', apiKey).set('Content-Type', 'text/plain').send('').expect(200);
+      await t.http.get('/v1/merchant').set('X-API-Key', apiKey).expect(200);
+      await t.http.delete('/v1/merchant/credentials/mobilemoney').set('X-API-Key', apiKey).expect(200);
+    } finally {
+      await receiver.stop();
+    }
+  });
+
+  it('an unknown route is 404 and an anonymous caller 401 before the body is read', async () => {
+    const malformed = (req: ReturnType<typeof t.http.post>) => req.set('Content-Type', 'application/json').send('{');
+    const cases = [
+      [await malformed(t.http.post('/v1/no-such-route')), 404, 'NOT_FOUND'],
+      [await malformed(t.http.post('/v1/payments')), 401, 'UNAUTHORIZED'],
+      [await malformed(t.http.post('/v1/payments').set('X-API-Key', 'pk_unknown')), 401, 'UNAUTHORIZED'],
+      [await t.http.post('/v1/payments').set('Content-Type', 'text/plain').send('x'.repeat(200 * 1024)), 401, 'UNAUTHORIZED'],
+      [await t.http.post('/v1/no-such-route').set('Content-Type', 'text/plain').send('hello'), 404, 'NOT_FOUND'],
+      // A known route and a caller it knows: the body's own fault.
+      [await malformed(t.http.post('/v1/payments').set('X-API-Key', key)), 400, 'BAD_REQUEST'],
+    ] as const;
+    for (const [res, status, code] of cases) expect([res.status, res.body.error?.code]).toEqual([status, code]);
   });
 
   it('404 NOT_FOUND in the envelope for an unknown route and method', async () => {

@@ -6,7 +6,6 @@ import { ERROR_MESSAGES } from '../../../contract/errors.js';
 export const BODY_LIMIT = '100kb';
 /** Keeps the exact request bytes: provider callbacks are verified over the raw body. */
 export type RawBodyRequest = Request & { rawBody?: Buffer; exactNumbers?: Map<string, string> };
-const JSON_TYPES = ['application/json', 'application/*+json'];
 /** Deeper than any request or provider callback needs; keeps the recursive parser far from the stack limit. */
 export const MAX_JSON_DEPTH = 64;
 
@@ -129,19 +128,32 @@ function charsetOf(contentType: string | undefined): string | undefined {
   return match ? match[1] : undefined;
 }
 
+/** application/json, or a structured-syntax JSON type (application/*+json), parameters aside. */
+function isJsonType(contentType: string | undefined): boolean {
+  const type = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+  return type === 'application/json' || /^application\/[^/\s]+\+json$/.test(type);
+}
+
 /**
- * Reads JSON bodies (inflating gzip/deflate/br within the size limit) and keeps the exact bytes:
- * provider callbacks are verified over the raw body. Parsing is ours (see parseJsonBody); reading,
- * limits and decompression are body-parser's, whose errors the error handler maps to 4xx.
+ * Reads request bodies of any type within the size limit (inflating gzip/deflate), so one over 100 KiB
+ * is 413 whatever its Content-Type, and keeps the exact bytes: provider callbacks are verified over
+ * the raw body. A non-empty body must be JSON: one sent as a form or text/plain is refused 400 rather
+ * than read as {} (which ran a request with the defaults instead of what was sent). Parsing is ours
+ * (see parseJsonBody); reading, limits and decompression are body-parser's, whose errors the error
+ * handler maps to 4xx. Mounted per contract route after authentication (app.ts): an unknown route or
+ * an anonymous caller is answered before any body is read.
  */
 export function jsonBody(): RequestHandler[] {
-  const read = express.raw({ limit: BODY_LIMIT, type: JSON_TYPES, inflate: true });
+  const read = express.raw({ limit: BODY_LIMIT, type: () => true, inflate: true });
   const parse: RequestHandler = (req, _res, next) => {
     if (!Buffer.isBuffer(req.body)) return next();
     const bytes = req.body;
     (req as RawBodyRequest).rawBody = bytes;
+    const contentType = req.get('content-type');
+    const json = isJsonType(contentType);
     try {
-      const { body, exactNumbers } = parseJsonBody(bytes, charsetOf(req.get('content-type')));
+      if (!json && bytes.length > 0) throw badRequest(ERROR_MESSAGES.notJson(contentType));
+      const { body, exactNumbers } = parseJsonBody(bytes, json ? charsetOf(contentType) : undefined);
       req.body = body;
       (req as RawBodyRequest).exactNumbers = exactNumbers;
       next();
