@@ -90,6 +90,8 @@ const invalid = (field: string, issue: string, description?: string): RouteError
 /** What a provider simulator in an outage (a 500) makes the service answer; the real providers' 5xx read alike. */
 const CARDPAY_500 = 'cardpay answered HTTP 500: The cardpay simulator is in an outage (error mode). Try again later.';
 const EXAMPLE_ID = '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21';
+/** A provider callback whose JSON is not an object (or whose query is too long): refused before verification. */
+const CALLBACK_NOT_AN_OBJECT = invalid('body', 'Expected object, received array', 'The body is not a JSON object, or a query parameter is longer than allowed (VALIDATION_ERROR)');
 const KEY_REUSED = 'This Idempotency-Key was already used with a different request body';
 
 /**
@@ -181,11 +183,16 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
   },
   'GET /v1/events': { '422': invalid('type', 'must be one of: payment.completed, payment.failed, payment.refunded, payment.reversed, refund.failed, webhook.test') },
   'POST /v1/webhooks/cardpay': {
+    '422': CALLBACK_NOT_AN_OBJECT,
     '409': { message: `payment ${EXAMPLE_ID} is not completed here yet; its refund re_3Nq8ZrLkdIwHu7ix0dV4Gp2a is applied once it is: send the notification again later` },
     '502': { message: 'cardpay could not be asked about the refunded payment; retry later' },
   },
   'POST /v1/webhooks/walletpay': {
+    '422': CALLBACK_NOT_AN_OBJECT,
     '409': { message: `payment ${EXAMPLE_ID} is not completed here yet; its refund 1JU08902781691411 is applied once it is: send the notification again later` },
     '502': { message: 'walletpay notification verification is unavailable; retry later' },
   },
+  ...Object.fromEntries(
+    ['', '/transactionstatus/result', '/transactionstatus/timeout', '/reversal/result', '/reversal/timeout'].map((sub) => [`POST /v1/webhooks/mobilemoney${sub}`, { '422': CALLBACK_NOT_AN_OBJECT }]),
+  ),
 };

@@ -23,7 +23,7 @@ function operatorCallback<P extends string>(subpath: P, summary: string, descrip
     query: z.object({ ref: z.string().max(64).optional(), token: z.string().max(128).optional() }),
     headers: z.object({ 'x-mobilemoney-signature': z.string().optional() }),
     body: z.record(z.string(), z.unknown()),
-    responses: { 200: Ack, 400: ErrorBodySchema, 401: ErrorBodySchema, 413: ErrorBodySchema, 429: ErrorBodySchema, 500: ErrorBodySchema },
+    responses: { 200: Ack, 400: ErrorBodySchema, 401: ErrorBodySchema, 413: ErrorBodySchema, 422: ErrorBodySchema, 429: ErrorBodySchema, 500: ErrorBodySchema, 503: ErrorBodySchema },
   };
 }
 
@@ -53,7 +53,7 @@ export const providerCallbacksContract = c.router({
       'cardpay-signature': z.string().optional().describe('Cardpay-Signature: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.rawBody">` (several v1 allowed); a callback without a valid one is 401'),
     }),
     body: z.record(z.string(), z.unknown()),
-    responses: { 200: Ack, 400: ErrorBodySchema, 401: ErrorBodySchema, 409: ErrorBodySchema, 413: ErrorBodySchema, 429: ErrorBodySchema, 500: ErrorBodySchema, 502: ErrorBodySchema },
+    responses: { 200: Ack, 400: ErrorBodySchema, 401: ErrorBodySchema, 409: ErrorBodySchema, 413: ErrorBodySchema, 422: ErrorBodySchema, 429: ErrorBodySchema, 500: ErrorBodySchema, 502: ErrorBodySchema, 503: ErrorBodySchema },
   },
   walletpay: {
     method: 'POST',
@@ -71,7 +71,7 @@ export const providerCallbacksContract = c.router({
       'walletpay-webhook-id': z.string().optional(),
     }),
     body: z.record(z.string(), z.unknown()),
-    responses: { 200: Ack, 401: ErrorBodySchema, 409: ErrorBodySchema, 413: ErrorBodySchema, 429: ErrorBodySchema, 500: ErrorBodySchema, 502: ErrorBodySchema },
+    responses: { 200: Ack, 400: ErrorBodySchema, 401: ErrorBodySchema, 409: ErrorBodySchema, 413: ErrorBodySchema, 422: ErrorBodySchema, 429: ErrorBodySchema, 500: ErrorBodySchema, 502: ErrorBodySchema, 503: ErrorBodySchema },
   },
   mobilemoney: operatorCallback('', 'mobilemoney STK push result', 'The push result `Body.stkCallback` (MerchantRequestID, CheckoutRequestID, ResultCode, ResultDesc, CallbackMetadata). ResultCode 0 → completed (the receipt becomes provider_ref), anything else → failed. De-duplicated by CheckoutRequestID for 24 hours.'),
   mobilemoneyStatusResult: operatorCallback('/transactionstatus/result', 'mobilemoney transaction-status result', 'The `Result` of a check-status query. A completed transaction settles its pending payment and enqueues the merchant event.'),

@@ -67,6 +67,13 @@ function errorFor(status: string, operation: Json, path: string, method: string)
       message: ERROR_MESSAGES.rateLimited('from this address', `${DEFAULT_CALLBACK_LIMIT_PER_MINUTE} a minute`),
     };
   }
+  // Callbacks carry no Idempotency-Key: the generic 503's advice does not apply.
+  if (status === '503' && isCallback) {
+    return {
+      ...error,
+      description: 'The service cannot take the callback right now (no database capacity free, or stored secrets it cannot decrypt); send it again after Retry-After seconds (SERVICE_UNAVAILABLE)',
+    };
+  }
   const scope = operation['x-required-scope'];
   if (status === '403' && typeof scope === 'string') return { ...error, message: ERROR_MESSAGES.missingScope(scope) };
   return error;

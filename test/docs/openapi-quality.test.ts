@@ -300,6 +300,25 @@ describe('openapi.json route-specific error examples are what each route answers
     expect([res.status, res.body.error]).toEqual([400, expect.objectContaining({ code: 'BAD_REQUEST', message: 'Request body must be a JSON object' })]);
   });
 
+  it('documents every status a provider callback answers to a body that is not an object, malformed JSON or an over-long query', async () => {
+    const callbacks = operations.filter(({ op }) => op.tags.includes('Provider callbacks'));
+    expect(callbacks.length).toBe(7);
+    const answered: string[] = [];
+    for (const { name, op } of callbacks) {
+      const p = name.split(' ')[1]!;
+      const query = (op.parameters as Json[] ?? []).find((q) => q.in === 'query')?.name as string | undefined;
+      const probes: [string, string, string][] = [['[]', '', ''], ['{', '', ''], ...(query ? [['{}', query, 'x'.repeat(200)] as [string, string, string]] : [])];
+      for (const [body, param, value] of probes) {
+        const res = await t.http.post(param ? `${p}?${param}=${value}` : p).set('Content-Type', 'application/json').send(body);
+        answered.push(`${name} ${body}${param ? ` ?${param}` : ''}: ${res.status}`);
+        const documented = Object.keys(op.responses).includes(String(res.status));
+        expect([name, body, param, res.status, documented, res.body.success]).toEqual([name, body, param, res.status, true, false]);
+      }
+    }
+    // The statuses they answer today: 422 for [] and a long query, 400 for malformed JSON.
+    expect(answered.filter((a) => !/\[\]: 422$|\{: 400$|\?(merchant|ref): 422$/.test(a))).toEqual([]);
+  });
+
   it('documents 422 only where a route reads a body, a query or a header', () => {
     for (const { name, op } of operations) {
       const inputs = Boolean(op.requestBody) || (op.parameters as Json[] ?? []).some((q) => q.in !== 'path');
@@ -405,6 +424,12 @@ describe('openapi.json route-specific error examples are what each route answers
       '409 POST /v1/webhooks/test': () => as(bare.apiKey).post('/v1/webhooks/test'),
       '422 POST /v1/webhooks/test': () => api.post('/v1/webhooks/test', { url: receiver.url }),
       '422 GET /v1/events': () => api.get('/v1/events?type=payment.paid'),
+      ...Object.fromEntries(
+        operations.filter(({ op }) => op.tags.includes('Provider callbacks')).map(({ name }) => [
+          `422 ${name}`,
+          () => t.http.post(name.split(' ')[1]!).set('Content-Type', 'application/json').send('[]'),
+        ]),
+      ),
       '404 GET /v1/events/{id}': () => api.get(`/v1/events/${UNKNOWN}`),
       '502 POST /v1/webhooks/walletpay': async () => {
         // A genuine transmission (the capture's) naming a signing certificate this service has not fetched yet, sent
