@@ -74,11 +74,40 @@ describe('GET /v1/payments', () => {
     [{ search: 'nothing-matches' }, []],
     [{ status: 'completed', provider: 'cardpay', currency: 'USD', min_amount: '5', since: '2025-12-31T00:00:00Z' }, ['10.00']],
     [{ status: 'pending', provider: 'cardpay' }, []],
+    // Rounded up past the last microsecond of year 9999: still a bound PostgreSQL reads.
+    [{ since: '9999-12-31T23:59:59.9999999Z' }, []],
   ])('filters %j', async (query, expected) => {
     const res = await list(query as Record<string, string>);
     expect(res.status).toBe(200);
     expect(amounts(res)).toEqual(expected);
     expect(res.body.meta.total).toBe(expected.length);
+  });
+
+  it('compares since and until at the microsecond rows are stamped with (payments, refunds, events)', async () => {
+    // created_at is now() (microseconds): a row at .mmm700 is after .mmm5 (.mmm500), and before .mmm7001.
+    const m = await t.createMerchant('Microseconds');
+    const ms = new Date(Date.now() - 3_600_000).toISOString().slice(0, 23); // recent: events are listed within retention
+    const stamped = `${ms}700Z`;
+    await seed(m.merchantId, [{ status: 'completed', provider: 'cardpay', currency: 'USD', minor: 1000, amount: '10.00', created: stamped }]);
+    const [payment] = await t.sql<{ id: string }>('SELECT id FROM payments WHERE merchant_id = $1', [m.merchantId]);
+    await t.sql("INSERT INTO refunds (id, payment_id, merchant_id, status, amount_minor, currency, created_at, updated_at) VALUES ($1, $2, $3, 'pending', 100, 'USD', $4, $4)", [randomUUID(), payment!.id, m.merchantId, stamped]);
+    await t.sql("INSERT INTO events (id, merchant_id, type, payload, body, created_at) VALUES ($1, $2, 'payment.completed', '{}'::jsonb, '{}', $3)", [randomUUID(), m.merchantId, stamped]);
+    const cases: [Record<string, string>, number][] = [
+      [{ since: `${ms}5Z` }, 1],
+      [{ until: `${ms}5Z` }, 0],
+      [{ since: `${ms}500+00:00` }, 1],
+      [{ since: stamped }, 1], // since is inclusive
+      [{ until: stamped }, 0],
+      [{ since: `${ms}7001Z` }, 0],
+      [{ until: `${ms}7001Z` }, 1],
+      [{ since: `${ms}5Z`, until: `${ms}7001Z` }, 1],
+    ];
+    for (const [query, total] of cases) {
+      for (const path of ['/v1/payments', '/v1/refunds', '/v1/events']) {
+        const res = await t.http.get(path).query(query).set('X-API-Key', m.apiKey);
+        expect([path, query, res.status, res.body.meta?.total]).toEqual([path, query, 200, total]);
+      }
+    }
   });
 
   it('paginates with page and page_size and reports the total', async () => {
@@ -111,6 +140,7 @@ describe('GET /v1/payments', () => {
     [{ colour: 'red' }, 'colour'],
     [{ min_amount: '20', max_amount: '10' }, 'min_amount'],
     [{ since: '2026-02-01T00:00:00Z', until: '2026-01-01T00:00:00Z' }, 'since'],
+    [{ since: '2026-01-01T00:00:00.0007Z', until: '2026-01-01T00:00:00.0005Z' }, 'since'],
   ])('refuses %j with 422 naming the field (never clamps)', async (query, field) => {
     const res = await list(query as Record<string, string>);
     expect(res.status).toBe(422);

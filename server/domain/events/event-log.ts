@@ -2,13 +2,14 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { EventSchema, type Event } from '../../persistence/entities/index.js';
 import { RECOVER_MAX_DAYS } from '../../../contract/index.js';
 import { notFound } from '../errors.js';
+import type { Timestamptz } from '../created-window.js';
 import type { MerchantEventPayload, MerchantEventType } from './merchant-events.js';
 
 export interface EventFilter {
   type?: MerchantEventType;
   paymentId?: string;
-  since?: Date;
-  until?: Date;
+  since?: Timestamptz;
+  until?: Timestamptz;
   page: number;
   pageSize: number;
 }
@@ -32,13 +33,14 @@ export class EventLog {
   }
 
   async list(merchantId: string, filter: EventFilter): Promise<{ items: MerchantEventPayload[]; total: number }> {
-    const cutoff = this.cutoff();
-    const since = filter.since && filter.since > cutoff ? filter.since : cutoff;
+    // Within retention and the merchant's window: both bounds go to PostgreSQL (the window's at microsecond precision).
+    const window = [...(filter.since ? [{ createdAt: { $gte: filter.since } }] : []), ...(filter.until ? [{ createdAt: { $lt: filter.until } }] : [])];
     const [rows, total] = await this.em.findAndCount(
       EventSchema,
       {
         merchantId,
-        createdAt: { $gte: since, ...(filter.until ? { $lt: filter.until } : {}) },
+        createdAt: { $gte: this.cutoff() },
+        ...(window.length ? { $and: window } : {}),
         ...(filter.type ? { type: filter.type } : {}),
         ...(filter.paymentId ? { paymentId: filter.paymentId } : {}),
       },
