@@ -188,6 +188,45 @@ describe('cardpay', () => {
       ['callback:charge.refunded', '10.00', 'EUR'],
     ]);
   });
+
+  it('a refund made at the provider that does not fit the payment is a mismatch: logged, counted and shown, nothing applied; one already applied, listed again, stays quiet', async () => {
+    // This merchant's endpoint is registered by the service (no webhook_secret): the simulator sends the events.
+    const secretKey = 'sk_test_integrity_dashboard';
+    const { apiKey } = await t.createMerchant('Integrity Dashboard Shop');
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey } }).expect(200);
+    const paid = await t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', idem()).send({ provider: 'cardpay', amount: '12.00', currency: 'USD', payment_method: 'pm_card_visa' });
+    expect(paid.body.data.status).toBe('completed');
+    const p = paid.body.data as { id: string; provider_ref: string };
+    const payment = async () => (await t.http.get(`/v1/payments/${p.id}`).set('X-API-Key', apiKey).expect(200)).body.data;
+    const dashboardRefund = (amount: number) =>
+      t.http.post('/sandbox/cardpay/dashboard/refunds').set('Authorization', `Bearer ${secretKey}`).type('form').send({ payment_intent: p.provider_ref, amount: String(amount) }).expect(200);
+    const handled = (type: string, count: number) =>
+      eventually(async () => (await t.sql('SELECT 1 FROM provider_events WHERE payment_id = $1 AND outcome = $2', [p.id, type])).length === count, 10_000, `${count} ${type}`);
+    const before = await metric('cardpay', 'callback:charge.refunded');
+
+    // The refund list the pipeline reads for the events says 50.00 were refunded of this 12.00 payment.
+    await misreport('cardpay', { amount: 5000 });
+    await dashboardRefund(200);
+    await handled('charge.refunded', 1);
+    await handled('refund.created', 1);
+    await misreport('cardpay', {});
+    const refused = await payment();
+    expect(refused).toMatchObject({ status: 'completed', amount_refunded: '0.00', integrity: { status: 'mismatch' } });
+    expect(refused.integrity.mismatches).toContainEqual(
+      expect.objectContaining({ source: 'callback:charge.refunded', expected_amount: '12.00', expected_currency: 'USD', reported_amount: '50.00', reported_currency: 'USD' }),
+    );
+    expect(await metric('cardpay', 'callback:charge.refunded')).toBe(before + 1);
+    expect((await t.http.get(`/v1/refunds?payment_id=${p.id}`).set('X-API-Key', apiKey).expect(200)).body.data).toEqual([]);
+
+    // Truthful again: the next refund's events list both, which fit and are applied; their repeats add nothing.
+    await dashboardRefund(100);
+    await handled('charge.refunded', 2);
+    await handled('refund.created', 2);
+    const settled = await payment();
+    expect(settled).toMatchObject({ status: 'completed', amount_refunded: '3.00' });
+    expect(settled.integrity.mismatches).toEqual(refused.integrity.mismatches);
+    expect(await metric('cardpay', 'callback:charge.refunded')).toBe(before + 1);
+  });
 });
 
 describe('walletpay', () => {
@@ -229,27 +268,27 @@ describe('walletpay', () => {
 });
 
 describe('walletpay callbacks', () => {
+  /** A walletpay event signed with the simulator's signing key (made at boot), as the sandbox operator's own signature. */
+  const sendSigned = async (eventType: string, resourceType: string, resource: Record<string, unknown>) => {
+    const [keys] = await t.sql<{ cert_id: string; private_key_pem: string }>('SELECT cert_id, private_key_pem FROM sandbox_walletpay_keys WHERE id = 1');
+    const transmissionId = randomUUID();
+    const time = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+    const body = JSON.stringify({ id: `WH-${randomUUID()}`, event_version: '1.0', create_time: time, resource_type: resourceType, event_type: eventType, resource });
+    const signature = sign('sha256', Buffer.from(walletpaySignedMessage(transmissionId, time, WALLET_WEBHOOK_ID, body)), keys!.private_key_pem).toString('base64');
+    return t.http.post('/v1/webhooks/walletpay').set('Content-Type', 'application/json')
+      .set('Walletpay-Transmission-Id', transmissionId).set('Walletpay-Transmission-Time', time).set('Walletpay-Transmission-Sig', signature)
+      .set('Walletpay-Cert-Url', `${t.baseUrl}/sandbox/walletpay/v1/notifications/certs/${keys!.cert_id}`).set('Walletpay-Auth-Algo', 'SHA256withRSA')
+      .send(body);
+  };
+
   it('a provider-signed PAYMENT.CAPTURE.COMPLETED of another amount or currency does not complete the payment', async () => {
     const created = await pay({ provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
     const p = created.body.data as { id: string; provider_ref: string };
-    // The simulator's signing key (made at boot), as the sandbox operator's own signature.
-    const [keys] = await t.sql<{ cert_id: string; private_key_pem: string }>('SELECT cert_id, private_key_pem FROM sandbox_walletpay_keys WHERE id = 1');
-    const send = async (value: string, currency: string) => {
-      const transmissionId = randomUUID();
-      const time = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
-      const body = JSON.stringify({
-        id: `WH-${randomUUID()}`, event_version: '1.0', create_time: time, resource_type: 'capture', event_type: 'PAYMENT.CAPTURE.COMPLETED',
-        resource: {
-          id: `CAP${++n}INTEGRITY`, status: 'COMPLETED', amount: { currency_code: currency, value }, final_capture: true, custom_id: p.id,
-          supplementary_data: { related_ids: { order_id: p.provider_ref } },
-        },
+    const send = (value: string, currency: string) =>
+      sendSigned('PAYMENT.CAPTURE.COMPLETED', 'capture', {
+        id: `CAP${++n}INTEGRITY`, status: 'COMPLETED', amount: { currency_code: currency, value }, final_capture: true, custom_id: p.id,
+        supplementary_data: { related_ids: { order_id: p.provider_ref } },
       });
-      const signature = sign('sha256', Buffer.from(walletpaySignedMessage(transmissionId, time, WALLET_WEBHOOK_ID, body)), keys!.private_key_pem).toString('base64');
-      return t.http.post('/v1/webhooks/walletpay').set('Content-Type', 'application/json')
-        .set('Walletpay-Transmission-Id', transmissionId).set('Walletpay-Transmission-Time', time).set('Walletpay-Transmission-Sig', signature)
-        .set('Walletpay-Cert-Url', `${t.baseUrl}/sandbox/walletpay/v1/notifications/certs/${keys!.cert_id}`).set('Walletpay-Auth-Algo', 'SHA256withRSA')
-        .send(body);
-    };
     expect((await send('0.01', 'USD')).status).toBe(200);
     expect((await get(p.id)).status).toBe('pending');
     expect((await send('45.00', 'EUR')).status).toBe(200);
@@ -262,6 +301,30 @@ describe('walletpay callbacks', () => {
       ['callback:PAYMENT.CAPTURE.COMPLETED', '45.00', 'EUR'],
     ]);
     expect((await refused(p.id)).map((r) => [r.expected_amount_minor, r.reported_amount_minor, r.reported_currency])).toEqual([['4500', '1', 'USD'], ['4500', '4500', 'EUR']]);
+  });
+
+  it('a PAYMENT.CAPTURE.REVERSED of more than is left to refund is a mismatch: nothing applied, counted and shown', async () => {
+    const created = await pay({ provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
+    const id = created.body.data.id as string;
+    const approval = new URL(created.body.data.next_action.url);
+    expect((await t.http.get(`${approval.pathname}${approval.search}&auto=approve`)).status).toBeLessThan(400);
+    expect((await t.http.post(`/v1/payments/${id}/capture`).set('X-API-Key', key)).body.data.status).toBe('completed');
+    expect((await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id, amount: '40.00' })).body.data.status).toBe('completed');
+    const [capture] = await t.sql<{ id: string }>('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [created.body.data.provider_ref]);
+    const before = await metric('walletpay', 'callback:PAYMENT.CAPTURE.REVERSED');
+
+    // PayPal reports taking back 10.00 of a capture with 5.00 left here.
+    const reversed = await sendSigned('PAYMENT.CAPTURE.REVERSED', 'refund', {
+      id: `REV${++n}INTEGRITY`, status: 'COMPLETED', amount: { currency_code: 'USD', value: '10.00' },
+      links: [{ rel: 'up', method: 'GET', href: `${t.baseUrl}/sandbox/walletpay/v2/payments/captures/${capture!.id}` }],
+    });
+    expect(reversed.status).toBe(200);
+    const payment = await get(id);
+    expect(payment).toMatchObject({ status: 'completed', amount_refunded: '40.00', integrity: { status: 'mismatch' } });
+    expect(payment.integrity.mismatches).toEqual([
+      expect.objectContaining({ source: 'callback:PAYMENT.CAPTURE.REVERSED', expected_amount: '5.00', reported_amount: '10.00', reported_currency: 'USD' }),
+    ]);
+    expect(await metric('walletpay', 'callback:PAYMENT.CAPTURE.REVERSED')).toBe(before + 1);
   });
 });
 

@@ -544,7 +544,7 @@ export class UnitOfWork {
    * reporting refunds this way echoes (cardpay metadata.refund_id, walletpay custom_id), or by its
    * provider ref — is completed through `refund`. One without either was made at the provider directly
    * (its dashboard) and is recorded as a new refund, completed the same way, when its currency is the
-   * payment's and it fits in what remains. Never matched by amount: a dashboard refund that happens to
+   * payment's and it fits in what remains; one that does not is an integrity mismatch (nothing changes). Never matched by amount: a dashboard refund that happens to
    * equal a pending refund of ours is not ours, and taking it for ours would both mislabel it and leave
    * our refund's own completion nothing to apply to. A refund of a payment still `pending` here throws
    * (409): the caller must not consume the report (see InboundPipeline.settleBeforeRefunds).
@@ -569,8 +569,15 @@ export class UnitOfWork {
       await this.checkIntegrity(payment, null, { minor: reported.minor, currency: payment.currency }, reported, source, 'refunded');
       return null;
     }
-    if (!reported || payment.status !== 'completed' || payment.amountRefundedMinor + reported.minor > payment.amountMinor) {
-      await this.audit({ paymentId, subject: 'payment', from: payment.status, to: 'refunded', source, accepted: false, note: `provider refund ${report.providerRefundId} not applicable` });
+    const refundable = payment.status === 'completed' ? payment.amountMinor - payment.amountRefundedMinor : 0n;
+    if (!reported || payment.status !== 'completed' || reported.minor > refundable) {
+      // Money went back at the provider (a dashboard refund, a reversal or chargeback) that our books cannot
+      // take: no amount, a payment not completed here (already refunded, failed), or more than is left. No
+      // money field changes; it is an integrity mismatch (expected: what is left to refund), logged,
+      // counted and shown on the payment. A refund we hold already, reported again, was matched above.
+      const why = !reported ? 'no amount' : payment.status !== 'completed' ? `the payment is ${payment.status}` : 'more than is left to refund';
+      await this.audit({ paymentId, subject: 'payment', from: payment.status, to: 'refunded', source, accepted: false, note: `provider refund ${report.providerRefundId} not applicable (${why})` });
+      await this.checkIntegrity(payment, null, { minor: refundable, currency: payment.currency }, reported, source, 'refunded');
       return null;
     }
     const refund = this.tx.create(RefundSchema, {
