@@ -442,6 +442,12 @@ export interface ProviderPort<C = unknown> {
    * `previous`: the merchant's credentials for this provider stored now, if any.
    */
   prepareCredentials?(merchantId: string, creds: C, previous: C | null): Promise<PreparedCredentials<C>>;
+  /**
+   * Undoes at the provider what was set up there for the merchant's credentials (e.g. deletes our webhook
+   * endpoint), once `creds` were deleted here: events sent to it could only be refused from now on. Best
+   * effort: an error is logged as a warning and the removal stands.
+   */
+  afterCredentialsRemoved?(merchantId: string, creds: C): Promise<void>;
   readonly notifications: NotificationScheme<C>;
   readonly cards?: CardVault<C>;
   readonly operations?: ProviderOperations<C>;

@@ -4,7 +4,8 @@ import { startTestService, type TestService } from '../support/service.js';
 /**
  * A merchant who removed a provider's credentials (interface.md: "provider credentials not configured
  * (payments and refunds)" → 422): a refund or capture is refused before anything is written, and a
- * create retried with a key that already answered still replays its payment.
+ * create retried with a key that already answered still replays its payment. The webhook endpoint the
+ * service registered for them is deleted at the provider.
  */
 let t: TestService;
 let key: string;
@@ -103,5 +104,36 @@ describe('after a merchant removes a provider’s credentials', () => {
     const captured = await capture(`capture-${p.id}`);
     expect(captured.status).toBe(200);
     expect(captured.body.data).toMatchObject({ id: p.id, status: 'completed' });
+  });
+});
+
+describe('removing cardpay credentials whose webhook endpoint the service registered', () => {
+  it("deletes the merchant's endpoint at the provider; another merchant's on the same account stays", async () => {
+    const secretKey = 'sk_test_credentials_removed_endpoint';
+    const endpoints = async () =>
+      (await t.http.get('/sandbox/cardpay/v1/webhook_endpoints').set('Authorization', `Bearer ${secretKey}`).expect(200)).body.data as { url: string }[];
+    const { apiKey: otherKey, merchantId: otherId } = await t.createMerchant('Same Account Shop');
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', otherKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey } }).expect(200);
+    await store({ provider: 'cardpay', cardpay: { secret_key: secretKey } });
+    expect(await endpoints()).toHaveLength(2);
+
+    await remove('cardpay');
+    const left = await endpoints();
+    expect(left).toEqual([expect.objectContaining({ url: expect.stringContaining(`merchant=${otherId}`) })]);
+  });
+
+  it('a provider that cannot be reached leaves the removal 200 (the row is gone) and the endpoint where it is', async () => {
+    const secretKey = 'sk_test_credentials_removed_outage';
+    const endpoints = async () => (await t.http.get('/sandbox/cardpay/v1/webhook_endpoints').set('Authorization', `Bearer ${secretKey}`).expect(200)).body.data;
+    await store({ provider: 'cardpay', cardpay: { secret_key: secretKey } });
+    await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
+    try {
+      await remove('cardpay');
+    } finally {
+      await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' }).expect(200);
+    }
+    const stored = (await t.http.get('/v1/merchant/credentials').set('X-API-Key', key).expect(200)).body.data as { provider: string }[];
+    expect(stored.map((c) => c.provider)).not.toContain('cardpay');
+    expect(await endpoints()).toHaveLength(1);
   });
 });

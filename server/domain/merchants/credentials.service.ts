@@ -138,20 +138,55 @@ export class CredentialsService {
   }
 
   /**
-   * Deletes the row, then runs the `removed` hook. The delete is committed by then, so a hook that fails
-   * (no connection for the job's lock) must not make the answer an error: a 503 says nothing was done,
-   * and a client's retry would be told 404. It is logged; what it undoes does not depend on it (the
-   * reconciliation job cancels itself once it finds no credentials).
+   * Deletes the row, then runs the `removed` hook, then the provider's clean-up (afterCredentialsRemoved:
+   * cardpay deletes the merchant's webhook endpoint). The delete is committed by then, so a hook or a
+   * clean-up that fails must not make the answer an error: a 503 says nothing was done, and a client's
+   * retry would be told 404. Each is logged; what the hook undoes does not depend on it (the
+   * reconciliation job cancels itself once it finds no credentials). The clean-up comes after the
+   * commit, with no connection held while the provider answers: done first, a delete that then failed
+   * would leave the stored credentials without their endpoint, and no events, behind a 503.
    */
   async remove(merchantId: string, provider: Provider): Promise<void> {
-    const deleted = await this.em.nativeDelete(ProviderCredentialSchema, { merchantId, provider });
+    const cleanUp = this.providers.get(provider).afterCredentialsRemoved;
+    if (!cleanUp) {
+      await this.deleteStored(merchantId, provider);
+      return;
+    }
+    // Under the store's lease: a store meanwhile would register an endpoint that this clean-up deletes.
+    const { leases, storeLeaseMs } = this.options;
+    const lease = `credentials:${merchantId}:${provider}`;
+    const holder = await leases.take(lease, storeLeaseMs);
+    try {
+      const sealed = await this.deleteStored(merchantId, provider);
+      if (!holder) {
+        // A store running now cleans up after itself (afterStored) if its credentials stay; else what it made stays.
+        this.options.logger?.warn({ merchantId, provider }, 'credentials deleted while a store of them was running; what they used at the provider is not cleaned up');
+        return;
+      }
+      try {
+        await cleanUp.call(this.providers.get(provider), merchantId, this.secrets.openJson(sealed));
+      } catch (err) {
+        this.options.logger?.warn({ merchantId, provider, err: { message: (err as Error).message } }, 'credentials deleted; cleaning up what they used at the provider failed');
+      }
+    } finally {
+      if (holder) await leases.release(lease, holder);
+    }
+  }
+
+  /** Deletes the stored row (404 when there is none) and runs the `removed` hook; answers the sealed credentials. */
+  private async deleteStored(merchantId: string, provider: Provider): Promise<string> {
+    const [row] = await this.em.getConnection().execute<{ secrets_enc: string }[]>(
+      'DELETE FROM provider_credentials WHERE merchant_id = ? AND provider = ? RETURNING secrets_enc',
+      [merchantId, provider],
+    );
     this.options.cache?.dropMerchant(merchantId);
-    if (deleted === 0) throw notFound(`${provider} credentials`);
+    if (!row) throw notFound(`${provider} credentials`);
     try {
       await this.hooks.removed?.(merchantId, provider);
     } catch (err) {
       this.options.logger?.warn({ merchantId, provider, err: { message: (err as Error).message } }, 'credentials deleted; unscheduling their jobs failed (a job cancels itself once it finds no credentials)');
     }
+    return row.secrets_enc;
   }
 
   /** Decrypted credentials for a provider call, or null when the merchant has none. */

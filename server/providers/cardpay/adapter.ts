@@ -194,10 +194,11 @@ export class CardpayAdapter {
 
   /**
    * Deletes the account's endpoints at `url` other than `keepId` (this merchant's earlier ones: their
-   * secrets cannot be read back, and their deliveries would fail verification). Every one is tried; an
-   * endpoint already gone counts as deleted. Answers the ids that could not be deleted, with why.
+   * secrets cannot be read back, and their deliveries would fail verification), or all of them when
+   * `keepId` is null. Every one is tried; an endpoint already gone counts as deleted. Answers the ids
+   * that could not be deleted, with why.
    */
-  async removeOtherWebhookEndpoints(creds: CardpayCredentials, url: string, keepId: string): Promise<{ id: string; error: string }[]> {
+  async removeOtherWebhookEndpoints(creds: CardpayCredentials, url: string, keepId: string | null): Promise<{ id: string; error: string }[]> {
     const stripe = this.stripe(creds);
     const existing = await this.call('read', () => stripe.webhookEndpoints.list({ limit: 100 }));
     const failed: { id: string; error: string }[] = [];
@@ -225,9 +226,7 @@ export function prepareCardpayCredentials(
 ): (merchantId: string, creds: CardpayCredentials, previous?: CardpayCredentials | null) => Promise<PreparedCredentials<CardpayCredentials>> {
   return async (merchantId, creds, previous = null) => {
     if (creds.webhook_secret) return { credentials: creds };
-    // One endpoint per merchant, its URL naming the merchant: merchants may share one provider account,
-    // whose endpoints all receive every event, and a registration replaces only this merchant's endpoint.
-    const url = `${callbackUrl(config, 'cardpay')}?merchant=${encodeURIComponent(merchantId)}`;
+    const url = merchantWebhookUrl(config, merchantId);
     // The same request (same key, URL, events) while the same credentials are stored: a repeat of a PUT
     // whose answer was lost (or that failed after the provider created the endpoint) gets that endpoint
     // back, not a second one. Once its secret is stored, the next registration has another key.
@@ -238,14 +237,35 @@ export function prepareCardpayCredentials(
     const endpoint = await adapter.createWebhookEndpoint(creds, url, idempotencyKey);
     return {
       credentials: { ...creds, webhook_secret: endpoint.secret },
-      afterStored: async () => {
-        const failed = await adapter.removeOtherWebhookEndpoints(creds, url, endpoint.id);
-        if (failed.length > 0) {
-          throw new Error(`cardpay webhook endpoint(s) ${failed.map((f) => `${f.id} (${f.error})`).join(', ')} at ${url} could not be deleted; delete them in the provider's dashboard`);
-        }
-      },
+      afterStored: () => removeWebhookEndpoints(adapter, creds, url, endpoint.id),
     };
   };
+}
+
+/**
+ * After a merchant's cardpay credentials were deleted: the merchant's endpoints (at its URL) are deleted
+ * at the provider, whoever created them — no credentials here can verify their events any more, and
+ * each would be refused (401) and retried for days, on a shared account for every other merchant's
+ * payments too, until the provider disables the endpoint.
+ */
+export function removeCardpayWebhookEndpoints(adapter: CardpayAdapter, config: AppConfig): (merchantId: string, creds: CardpayCredentials) => Promise<void> {
+  return (merchantId, creds) => removeWebhookEndpoints(adapter, creds, merchantWebhookUrl(config, merchantId), null);
+}
+
+/**
+ * The merchant's endpoint URL. One endpoint per merchant, its URL naming the merchant: merchants may
+ * share one provider account, whose endpoints all receive every event, and a registration (or a
+ * removal) touches only this merchant's endpoint.
+ */
+function merchantWebhookUrl(config: AppConfig, merchantId: string): string {
+  return `${callbackUrl(config, 'cardpay')}?merchant=${encodeURIComponent(merchantId)}`;
+}
+
+async function removeWebhookEndpoints(adapter: CardpayAdapter, creds: CardpayCredentials, url: string, keepId: string | null): Promise<void> {
+  const failed = await adapter.removeOtherWebhookEndpoints(creds, url, keepId);
+  if (failed.length > 0) {
+    throw new Error(`cardpay webhook endpoint(s) ${failed.map((f) => `${f.id} (${f.error})`).join(', ')} at ${url} could not be deleted; delete them in the provider's dashboard`);
+  }
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { CardpayCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
 import type { AdapterDecorator, ProviderPort, RequestIssue } from '../../domain/ports.js';
-import { CardpayAdapter, prepareCardpayCredentials } from './adapter.js';
+import { CardpayAdapter, prepareCardpayCredentials, removeCardpayWebhookEndpoints } from './adapter.js';
 import { apiAmountIssue } from './amounts.js';
 import { IDEMPOTENCY_KEY_RETENTION_MS } from './client.js';
 import { cardpayNotifications } from './notifications.js';
@@ -36,6 +36,7 @@ export function cardpayProvider(config: AppConfig, instrument: AdapterDecorator 
     abandonPayment: (creds, input) => adapter.abandonPayment(creds, input),
     findRefund: (creds, lookup) => adapter.findRefund(creds, lookup),
     prepareCredentials: prepareCardpayCredentials(adapter, config),
+    afterCredentialsRemoved: removeCardpayWebhookEndpoints(adapter, config),
     notifications: cardpayNotifications(adapter),
     cards: {
       createCustomer: (creds, input) => adapter.createCustomer(creds, input),
