@@ -3,6 +3,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { StatusWriter } from '../../server/domain/payments/status-writer.js';
+import { scrapeMetrics, total } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -47,6 +49,19 @@ const successBody = (checkoutRequestId: string, receipt: string) => ({
     CallbackMetadata: { Item: [{ Name: 'Amount', Value: 100 }, { Name: 'MpesaReceiptNumber', Value: receipt }, { Name: 'TransactionDate', Value: 20261123120000 }, { Name: 'PhoneNumber', Value: 254700000003 }] },
   } },
 });
+
+/** The service records `paymentId` failed, as from an STK query answered 1037 (the customer unreachable), whatever the operator did. */
+const recordFailed = (paymentId: string) => {
+  const c = t.service.container;
+  const writer = new StatusWriter(c.orm.em, c.deliveryQueue, c.metrics.integrityMismatches, c.logger);
+  return t.inContext(() => writer.applyPayment(paymentId, { status: 'failed', failureReason: 'DS timeout user cannot be reached (ResultCode 1037)' }, 'status-sync'));
+};
+const pushCompleted = (checkoutRequestId: string) => eventually(() => t.sql<{ receipt_number: string }>(
+  'SELECT receipt_number FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1 AND completes_at <= now()', [checkoutRequestId])
+  .then((r) => r[0] ?? null), 10_000, 'push completed at the operator');
+const chargedMetric = async (source: string) => total(await scrapeMetrics(t), 'payments_integrity_mismatches_total', { provider: 'mobilemoney', source: `${source}:charged_but_failed` });
+const refusedMoves = (paymentId: string) =>
+  t.sql(`SELECT from_status, to_status, trigger, note FROM payment_transitions WHERE payment_id = $1 AND NOT accepted ORDER BY id`, [paymentId]);
 
 beforeAll(async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'mm-live-cert-'));
@@ -108,6 +123,39 @@ describe('live-env operator callbacks', () => {
     expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([]);
     // Not stored in the inbox either: a forged notification cannot shadow the operator's real one.
     expect(await t.sql('SELECT 1 FROM provider_events WHERE payment_id = $1', [p.id])).toEqual([]);
+  });
+
+  it("the operator's unsigned success for a payment recorded failed is confirmed by the STK query and recorded as charged_but_failed; the payment stays failed", async () => {
+    const p = await pay(PHONES.silent);
+    const { receipt_number: receipt } = await pushCompleted(p.provider_ref);
+    await recordFailed(p.id);
+    const before = await chargedMetric('confirmed:stk');
+    const res = await t.http.post('/v1/webhooks/mobilemoney').send(successBody(p.provider_ref, receipt));
+    expect(res.status).toBe(200);
+    expect(await queriesOf(p.provider_ref)).toBe(1);
+    expect(await get(p.id)).toMatchObject({ status: 'failed', provider_ref: p.provider_ref });
+    expect(await refusedMoves(p.id)).toEqual([
+      { from_status: 'failed', to_status: 'completed', trigger: 'confirmed:stk', note: 'a payment recorded failed was charged at the provider' },
+    ]);
+    expect(await chargedMetric('confirmed:stk')).toBe(before + 1);
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.failed' }]);
+  });
+
+  it('an unsigned "success" for a failed payment the operator did not complete is recorded and ignored', async () => {
+    // The customer cancels (1032): the operator's unsigned callback, confirmed by the query, fails the payment.
+    const p = await pay('254700000001');
+    await eventually(async () => ((await get(p.id)).status === 'failed' ? true : null), 15_000, 'payment failed');
+    const asked = await queriesOf(p.provider_ref);
+    const forged = await t.http.post('/v1/webhooks/mobilemoney').send(successBody(p.provider_ref, 'FORGED0002'));
+    expect(forged.status).toBe(200);
+    expect(await queriesOf(p.provider_ref)).toBe(asked + 1);
+    expect(await get(p.id)).toMatchObject({ status: 'failed', provider_ref: p.provider_ref, integrity: { status: 'ok' } });
+    expect(await refusedMoves(p.id)).toEqual([{
+      from_status: 'failed', to_status: 'completed', trigger: 'unconfirmed:stk',
+      note: 'an unverifiable report that the payment recorded failed was paid; the provider answered failed: not applied',
+    }]);
+    expect(await chargedMetric('unconfirmed:stk')).toBe(0);
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.failed' }]);
   });
 
   it('a callback with a valid operator signature is applied as it says, without a query', async () => {
@@ -332,6 +380,22 @@ describe('live-env transaction-status results without the query token', () => {
     expect(await confirmationsOf(p.id)).toEqual([{ confirms: 'transaction-status', code: stk!.receipt_number, result_code: '0' }]);
     const [transition] = await t.sql<{ trigger: string }>(`SELECT trigger FROM payment_transitions WHERE payment_id = $1 AND to_status = 'completed' AND accepted`, [p.id]);
     expect(transition!.trigger).toBe('confirmed:transaction-status');
+  });
+
+  it('an unsigned result for a payment recorded failed that the operator completed: confirmed by a query of our own, recorded as charged_but_failed', async () => {
+    const p = await pendingPush();
+    const { receipt_number: receipt } = await pushCompleted(p.provider_ref);
+    await recordFailed(p.id);
+    const before = await chargedMetric('confirmed:transaction-status');
+    const queryId = await statusQuery(p.id, receipt);
+    expect((await unsignedResult(queryId, receipt)).status).toBe(200);
+    await eventually(() => refusedMoves(p.id).then((rows) => (rows.length ? true : null)), 15_000, 'the confirmation answered');
+    expect(await refusedMoves(p.id)).toEqual([
+      { from_status: 'failed', to_status: 'completed', trigger: 'confirmed:transaction-status', note: 'a payment recorded failed was charged at the provider' },
+    ]);
+    expect(await confirmationsOf(p.id)).toEqual([{ confirms: 'transaction-status', code: receipt, result_code: '0' }]);
+    expect(await chargedMetric('confirmed:transaction-status')).toBe(before + 1);
+    expect(await getOps(p.id)).toMatchObject({ status: 'failed', provider_ref: p.provider_ref });
   });
 
   it('a result at a query address with a token that is not the query\'s is refused (401) and asks nothing', async () => {

@@ -1,11 +1,12 @@
 import { generateKeyPairSync, sign as rsaSign } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { StatusWriter } from '../../server/domain/payments/status-writer.js';
 import { callbackToken } from '../../server/providers/mobilemoney/callback.js';
 import { scrapeMetrics, total } from '../support/prometheus.js';
+import { inProcessLogFile } from '../support/secret-audit.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -186,6 +187,65 @@ describe('callback security', () => {
     const good = await t.http.post('/v1/webhooks/mobilemoney').set('Content-Type', 'application/json').set('X-Mobilemoney-Signature', signature).send(body);
     expect(good.status).toBe(200);
     expect((await get(p.id, live.apiKey))).toMatchObject({ status: 'completed', provider_ref: 'FAKE123456' });
+  });
+});
+
+describe('a late success for a payment recorded failed', () => {
+  /** A silent push (no callback) the customer paid at the operator, while the service recorded it failed (an STK query answered 1037). */
+  async function paidButFailed() {
+    const p = (await pay({ phone: PHONES.silent })).body.data as { id: string; provider_ref: string };
+    const [stk] = await eventually(() => t.sql<{ callback_url: string; receipt_number: string }>(
+      'SELECT callback_url, receipt_number FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1 AND completes_at <= now()', [p.provider_ref])
+      .then((r) => (r.length ? r : null)), 10_000, 'push completed at the operator');
+    const c = t.service.container;
+    const writer = new StatusWriter(c.orm.em, c.deliveryQueue, c.metrics.integrityMismatches, c.logger);
+    await t.inContext(() => writer.applyPayment(p.id, { status: 'failed', failureReason: 'DS timeout user cannot be reached (ResultCode 1037)' }, 'status-sync'));
+    const url = new URL(stk!.callback_url);
+    return { ...p, receipt: stk!.receipt_number, callbackPath: `${url.pathname}${url.search}` };
+  }
+  const callbackBody = (checkoutId: string, code: number, receipt?: string) => ({
+    Body: { stkCallback: {
+      MerchantRequestID: 'm-late', CheckoutRequestID: checkoutId, ResultCode: code, ResultDesc: code === 0 ? 'The service request is processed successfully.' : 'DS timeout user cannot be reached',
+      ...(receipt ? { CallbackMetadata: { Item: [{ Name: 'Amount', Value: 100 }, { Name: 'MpesaReceiptNumber', Value: receipt }, { Name: 'PhoneNumber', Value: 254700000003 }] } } : {}),
+    } },
+  });
+  const chargedMetric = async () => total(await scrapeMetrics(t), 'payments_integrity_mismatches_total', { provider: 'mobilemoney', source: 'callback:stk:charged_but_failed' });
+  const refusedMoves = (paymentId: string) =>
+    t.sql(`SELECT from_status, to_status, trigger, note FROM payment_transitions WHERE payment_id = $1 AND NOT accepted ORDER BY id`, [paymentId]);
+  const errorLogs = (paymentId: string) => readFileSync(inProcessLogFile(t.databaseUrl), 'utf8').split('\n').filter(Boolean)
+    .map((line) => JSON.parse(line) as { level: number; paymentId?: string })
+    .filter((l) => l.level >= 50 && l.paymentId === paymentId);
+
+  it("the operator's verified success callback is recorded as charged_but_failed, logged as an error and counted once; the payment stays failed", async () => {
+    const p = await paidButFailed();
+    const before = await chargedMetric();
+    for (const _delivery of [1, 2]) {
+      const res = await t.http.post(p.callbackPath).send(callbackBody(p.provider_ref, 0, p.receipt));
+      expect(res.status).toBe(200);
+    }
+    expect(await get(p.id)).toMatchObject({ status: 'failed', provider_ref: p.provider_ref });
+    expect(await refusedMoves(p.id)).toEqual([
+      { from_status: 'failed', to_status: 'completed', trigger: 'callback:stk', note: 'a payment recorded failed was charged at the provider' },
+    ]);
+    expect(await chargedMetric()).toBe(before + 1);
+    // Logged as an error each time it is reported (recorded and counted the first time).
+    const logged = { source: 'callback:stk', reference: p.receipt, msg: expect.stringMatching(/recorded failed was charged/) };
+    expect(errorLogs(p.id)).toEqual([expect.objectContaining({ ...logged, firstReport: true }), expect.objectContaining({ ...logged, firstReport: false })]);
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.failed' }]);
+  });
+
+  it("a success after the operator's failure callback with the same CheckoutRequestID is no repeat: recorded as charged_but_failed", async () => {
+    const p = await paidButFailed();
+    const before = await chargedMetric();
+    // The operator's failure callback (the id is now in the inbox), then its success for the same push.
+    expect((await t.http.post(p.callbackPath).send(callbackBody(p.provider_ref, 1037))).status).toBe(200);
+    expect((await t.http.post(p.callbackPath).send(callbackBody(p.provider_ref, 0, p.receipt))).status).toBe(200);
+    expect(await get(p.id)).toMatchObject({ status: 'failed' });
+    expect(await refusedMoves(p.id)).toEqual([
+      { from_status: 'failed', to_status: 'completed', trigger: 'callback:stk', note: 'a payment recorded failed was charged at the provider' },
+    ]);
+    expect(await chargedMetric()).toBe(before + 1);
+    expect(errorLogs(p.id)).toHaveLength(1);
   });
 });
 

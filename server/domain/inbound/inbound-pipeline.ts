@@ -322,7 +322,15 @@ export class InboundPipeline {
         outcome: notification.label,
         windowMs: port.notifications.dedupWindowMs,
       });
-      if (!fresh) return 'duplicate';
+      if (!fresh) {
+        // The id is used, but a success after a failure with the same id (the operator's failure callback, then
+        // the customer paid) is no repeat of what was applied: the charge of a failed payment is recorded (once per source).
+        if (notification.kind === 'payment' && notification.status === 'completed') {
+          const charged = await uow.chargedButFailed(subject.paymentId!, notification.amount, source, notification.receiptNumber ?? null);
+          if (charged) return 'applied';
+        }
+        return 'duplicate';
+      }
       switch (notification.kind) {
         case 'payment': {
           const outcome = await uow.payment(subject.paymentId!, paymentUpdateOf(notification), source);
@@ -414,6 +422,7 @@ export class InboundPipeline {
     if (notification.kind === 'status-report') return this.confirmStatusReport(port, creds, notification, subject);
     if (notification.kind !== 'payment' || !subject.payment) return this.notConfirmable(port, notification, subject);
     const payment = subject.payment;
+    if (payment.status === 'failed' && notification.status === 'completed') return this.confirmChargeOfFailed(port, creds, notification, payment);
     if (payment.status !== 'pending') return 'confirmed';
     // A payment whose create answer was lost has no provider reference, and where creation cannot be
     // repeated (mobile money) nothing but that answer held it: the provider is asked about the reference the
@@ -451,6 +460,34 @@ export class InboundPipeline {
     return 'confirmed';
   }
 
+  /**
+   * An unverifiable success for a payment recorded failed: the customer may have paid after all (an STK query
+   * answered 1037, then the customer paid). The provider is asked, as for a pending payment; a completion it
+   * confirms goes to the status writer, which keeps the payment failed and records, counts and logs the
+   * charge (UnitOfWork.refuseChargeOfFailed). Not confirmed (or the provider could not be asked): recorded
+   * in the audit and ignored — reconciliation still finds a real charge in the operator's settled transactions.
+   */
+  private async confirmChargeOfFailed(port: ProviderPort, creds: unknown, notification: PaymentOutcomeNotification, payment: Payment): Promise<InboundOutcome> {
+    let answered = 'had no reference to be asked about';
+    if (payment.providerRef) {
+      try {
+        const answer = await port.getPayment(creds, paymentLookup(payment));
+        if (answer.status === 'completed') {
+          await this.writer.applyPayment(payment.id, toUpdate(answer), `confirmed:${notification.label}`);
+          return 'confirmed';
+        }
+        answered = `answered ${answer.status}`;
+      } catch (err) {
+        if (!(err instanceof ProviderError)) throw err;
+        answered = `could not be asked (${err.kind})`;
+      }
+    }
+    const note = `an unverifiable report that the payment recorded failed was paid; the provider ${answered}: not applied`;
+    await this.writer.commit((uow) => uow.unconfirmedReport(payment.id, 'completed', `unconfirmed:${notification.label}`, note));
+    this.logger.warn({ provider: port.name, paymentId: payment.id, answered }, 'unverifiable success for a payment recorded failed, not confirmed by the provider; recorded, not applied');
+    return 'unconfirmed';
+  }
+
   private notConfirmable(port: ProviderPort, notification: Actionable, subject: { subjectId: string }): InboundOutcome {
     this.logger.warn({ provider: port.name, label: notification.label, subjectId: subject.subjectId }, 'unverifiable notification cannot be confirmed with the provider; not applied');
     return 'unconfirmed';
@@ -474,7 +511,8 @@ export class InboundPipeline {
     const query = subject.query!;
     if (!notification.completed || query.confirms) return this.notConfirmable(port, notification, subject);
     const payment = query.payment_id ? await this.em.fork().findOne(PaymentSchema, { id: query.payment_id }) : null;
-    if (payment && payment.status !== 'pending') return 'confirmed';
+    // A payment recorded failed is asked about too: its confirmed completion is a charge of a failed payment (the writer says so).
+    if (payment && payment.status !== 'pending' && payment.status !== 'failed') return 'confirmed';
     const transactionId = payment?.receiptNumber ?? query.code;
     return this.askForStatusReport(port, creds, notification, { merchantId: query.merchant_id, paymentId: query.payment_id, refundId: null, code: transactionId }, { transactionId });
   }

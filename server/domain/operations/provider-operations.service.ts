@@ -194,12 +194,8 @@ export class ProviderOperationsService {
       }
       if (payment.status === 'failed' && tx.amount.minor === payment.amountMinor && tx.amount.currency.toUpperCase() === payment.currency) {
         // The customer paid for a payment the merchant was told failed: nothing settles it (the state machine
-        // keeps failed), so it is said loudly — in the result, the audit, the integrity metric and the log.
-        const recordedNow = await this.writer.chargedButFailed(payment.id, tx.amount, 'reconciliation');
-        this.logger.error(
-          { merchantId, provider, paymentId: payment.id, receipt: tx.receipt, firstReport: recordedNow },
-          'reconciliation: a payment recorded failed was charged at the provider; refund it there or settle it by hand',
-        );
+        // keeps failed), so it is said loudly — in the result, and by the writer in the audit, the integrity metric and the log.
+        await this.writer.chargedButFailed(payment.id, tx.amount, 'reconciliation', tx.receipt);
         report.skipped += 1;
         report.results.push({ receipt: tx.receipt, outcome: 'skipped', payment_id: payment.id, reason: 'charged_but_failed' });
         continue;

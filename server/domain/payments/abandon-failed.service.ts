@@ -68,9 +68,8 @@ export class AbandonFailedService {
       return this.done(paymentId);
     }
     if (answer?.status === 'completed') {
-      // Charged after we said failed: it stays failed; the report is recorded and counted (charged_but_failed).
-      await this.writer.chargedButFailed(payment.id, answer.amount, 'abandon');
-      this.logger.error({ paymentId, provider: payment.provider, providerRef: payment.providerRef }, 'a payment recorded failed was charged at the provider; refund it there or settle it by hand');
+      // Charged after we said failed: it stays failed; the writer records, counts and logs it (charged_but_failed).
+      await this.writer.chargedButFailed(payment.id, answer.amount, 'abandon', payment.providerRef ?? null);
     }
     await this.done(paymentId);
   }

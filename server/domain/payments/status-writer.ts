@@ -110,6 +110,21 @@ interface CompletedAfterFailed {
   reported: string;
 }
 
+/**
+ * A charge the provider reports (of exactly the amount) for a payment recorded `failed`: the customer paid
+ * while the merchant was told failed. Counted once per payment and source, logged as an error each time.
+ */
+interface ChargedButFailed {
+  provider: string;
+  merchantId: string;
+  paymentId: string;
+  source: string;
+  /** The provider's reference of the charge, when the report names one (a receipt, an intent). */
+  reference: string | null;
+  /** Recorded in the audit now: the first such report from this source. */
+  firstReport: boolean;
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function eventData(payment: Payment, previousStatus: PaymentStatus): MerchantEventData {
@@ -207,6 +222,10 @@ export class StatusWriter {
     for (const c of uow.completedAfterFailed) {
       this.logger.error(c, 'a refund recorded failed was completed at the provider; check it there and settle it by hand (it stays failed here)');
     }
+    for (const c of uow.chargesOfFailed) {
+      if (c.firstReport) this.mismatches.inc({ provider: c.provider, source: `${c.source}:charged_but_failed` });
+      this.logger.error(c, 'a payment recorded failed was charged at the provider; refund it there or settle it by hand (it stays failed here)');
+    }
     await this.enqueue(uow.deliveryIds);
     return result;
   }
@@ -290,18 +309,11 @@ export class StatusWriter {
   }
 
   /**
-   * A provider's settled transaction of exactly a `failed` payment's amount and currency (reconciliation,
-   * the cancel of a failed card payment's intent): the customer was charged for a payment the merchant
-   * was told failed. Another amount is an integrity mismatch, recorded and counted as one. The state machine keeps it failed
-   * (nothing to the merchant's webhook); the first report from `source` is recorded in the audit as a
-   * refused move to completed and counted (payments_integrity_mismatches_total, source
-   * `<source>:charged_but_failed`). Returns whether it was recorded now (false: reported before, or the
-   * payment is no longer failed). The caller logs it, at error level, every time.
+   * A provider's report that a `failed` payment was charged, from a source that knows the payment is
+   * failed (reconciliation, the cancel of a failed card payment's intent): see UnitOfWork.chargedButFailed.
    */
-  async chargedButFailed(paymentId: string, reported: Money | null | undefined, source: string): Promise<boolean> {
-    const { recorded, provider } = await this.commit((uow) => uow.chargedButFailed(paymentId, reported, source));
-    if (recorded) this.mismatches.inc({ provider, source: `${source}:charged_but_failed` });
-    return recorded;
+  async chargedButFailed(paymentId: string, reported: Money | null | undefined, source: string, reference: string | null): Promise<void> {
+    await this.commit((uow) => uow.chargedButFailed(paymentId, reported, source, reference));
   }
 
   applyRefund(refundId: string, update: RefundUpdate, source: string): Promise<RefundOutcome> {
@@ -325,6 +337,7 @@ export class UnitOfWork {
   readonly deliveryIds: string[] = [];
   readonly refused: Mismatched[] = [];
   readonly completedAfterFailed: CompletedAfterFailed[] = [];
+  readonly chargesOfFailed: ChargedButFailed[] = [];
 
   constructor(readonly tx: EntityManager) {}
 
@@ -335,6 +348,7 @@ export class UnitOfWork {
   async payment(paymentId: string, update: PaymentUpdate, source: string): Promise<PaymentOutcome> {
     const payment = await this.lockPayment(paymentId);
     const from = payment.status;
+    if (from === 'failed' && update.status === 'completed') return this.refuseChargeOfFailed(payment, update.reported, source, update.receiptNumber ?? update.providerRef ?? null);
     const { edge, amountChecked } = assessReport(payment, update);
     if (amountChecked) {
       const mismatch = await this.checkIntegrity(payment, null, amountOf(payment), update.reported, source, update.status);
@@ -361,17 +375,45 @@ export class UnitOfWork {
     return { payment, transitioned: true, mismatch: null };
   }
 
-  /** See StatusWriter.chargedButFailed: the refused move, in the audit once per payment and source. */
-  async chargedButFailed(paymentId: string, reported: Money | null | undefined, source: string): Promise<{ recorded: boolean; provider: string }> {
+  /**
+   * A provider's report that `paymentId`, if it is `failed`, was charged (null when it is not failed: nothing
+   * is done). See refuseChargeOfFailed.
+   */
+  async chargedButFailed(paymentId: string, reported: Money | null | undefined, source: string, reference: string | null): Promise<PaymentOutcome | null> {
     const payment = await this.lockPayment(paymentId);
-    if (payment.status !== 'failed') return { recorded: false, provider: payment.provider };
-    // Another amount (or none) is no charge of this payment's: an integrity mismatch, refused and counted as such.
-    if (await this.checkIntegrity(payment, null, amountOf(payment), reported, source, 'completed')) return { recorded: false, provider: payment.provider };
-    const recorded = await this.auditRefusalOnce({
+    if (payment.status !== 'failed') return null;
+    return this.refuseChargeOfFailed(payment, reported, source, reference);
+  }
+
+  /**
+   * The provider reports a `failed` payment completed — a verified callback, a confirmed one, a status report,
+   * reconciliation, the cancel of a card intent: the customer was charged for a payment the merchant was told
+   * failed (an STK query answered 1037, then the customer paid). Terminal statuses never move (decisions.md),
+   * so it stays failed and nothing goes to the merchant's webhook; but it is said loudly: the first report
+   * from `source` is recorded in the audit as a refused move to completed and counted
+   * (payments_integrity_mismatches_total, source `<source>:charged_but_failed`), and every report is logged
+   * as an error after the commit. Another amount (or none) is no charge of this payment's: an integrity
+   * mismatch, refused and counted as one.
+   */
+  private async refuseChargeOfFailed(payment: Payment, reported: Money | null | undefined, source: string, reference: string | null): Promise<PaymentOutcome> {
+    const mismatch = await this.checkIntegrity(payment, null, amountOf(payment), reported, source, 'completed');
+    if (mismatch) return { payment, transitioned: false, mismatch };
+    const firstReport = await this.auditRefusalOnce({
       paymentId: payment.id, subject: 'payment', from: 'failed', to: 'completed', source,
       note: 'a payment recorded failed was charged at the provider', expected: amountOf(payment), reported,
     }, 'per source');
-    return { recorded, provider: payment.provider };
+    this.chargesOfFailed.push({ provider: payment.provider, merchantId: payment.merchantId, paymentId: payment.id, source, reference, firstReport });
+    return { payment, transitioned: false, mismatch: null };
+  }
+
+  /**
+   * A report about a payment that could not be verified and that the provider did not confirm when asked
+   * (or could not be asked about): nothing changes; recorded in the audit as a refused move (once per
+   * payment and `source`, so forgeries in a burst add one row).
+   */
+  async unconfirmedReport(paymentId: string, claimed: PaymentStatus, source: string, note: string): Promise<void> {
+    const payment = await this.lockPayment(paymentId);
+    await this.auditRefusalOnce({ paymentId, subject: 'payment', from: payment.status, to: claimed, source, note }, 'per source');
   }
 
   /**
