@@ -285,13 +285,15 @@ export const ReconcileReportSchema = extendApi(
         outcome: z.enum(['updated', 'skipped', 'not_found']),
         payment_id: UuidSchema.optional(),
         reason: z
-          .enum(['amount_mismatch', 'currency_mismatch', 'charged_but_failed'])
+          .enum(['amount_mismatch', 'currency_mismatch', 'charged_but_failed', 'duplicate_charge'])
           .optional()
           .describe(
             'Only on a skipped result. amount_mismatch / currency_mismatch: the transaction matches a pending payment (by receipt or reference) but reports another amount ' +
               'or currency: the payment was not settled and stays pending; the refused report is shown on the payment (integrity). ' +
               'charged_but_failed: the transaction matches a payment recorded failed, in amount and currency: the customer was charged for a payment ' +
-              'reported failed. It stays failed (refund it at the operator, or settle it by hand); the refused move is in its transitions',
+              'reported failed. It stays failed (refund it at the operator, or settle it by hand); the refused move is in its transitions. ' +
+              'duplicate_charge: the transaction quotes (by reference) a payment already paid with another receipt: the customer was charged twice. ' +
+              'Nothing changes (refund the second charge at the operator); it is recorded in the payment\'s transitions',
           ),
         expected_amount: z.string().optional().describe('With amount_mismatch or currency_mismatch only: the payment\'s amount'),
         expected_currency: z.string().optional().describe('With amount_mismatch or currency_mismatch only: the payment\'s currency'),
@@ -386,7 +388,8 @@ export const paymentsContract = c.router(
         'callback never came: known and pending → completed (event enqueued); known otherwise → skipped; unknown → not_found. A transaction that ' +
         'matches a pending payment by receipt or reference but not in amount or currency settles nothing: it is reported as skipped with a reason ' +
         '(amount_mismatch or currency_mismatch) and both amounts, and shown on the payment (integrity). A transaction of exactly a payment recorded ' +
-        'failed is skipped with reason charged_but_failed: the customer was charged for a failed payment (it stays failed; refund it at the operator).',
+        'failed is skipped with reason charged_but_failed: the customer was charged for a failed payment (it stays failed; refund it at the operator). ' +
+        'A transaction quoting a payment already paid with another receipt is skipped with reason duplicate_charge: the customer was charged twice.',
       metadata: { scope: 'payments:write', tag: mobilemoneyTag } as const,
       body: z.object({ since: DateTimeQuery.optional(), until: DateTimeQuery.optional() }).strict().optional(),
       responses: { 200: envelope(ReconcileReportSchema), 502: ErrorBodySchema },

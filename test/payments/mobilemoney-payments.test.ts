@@ -30,6 +30,10 @@ const settled = (id: string, status: string, apiKey = key) =>
     const p = await get(id, apiKey);
     return p.status === status ? p : null;
   }, 15_000, `payment ${id} to become ${status}`);
+/** This service's error-level log lines about a payment. */
+const errorLogs = (paymentId: string) => readFileSync(inProcessLogFile(t.databaseUrl), 'utf8').split('\n').filter(Boolean)
+  .map((line) => JSON.parse(line) as { level: number; paymentId?: string })
+  .filter((l) => l.level >= 50 && l.paymentId === paymentId);
 const storeCreds = (apiKey: string, creds: Record<string, unknown>) =>
   t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'mobilemoney', mobilemoney: creds }).expect(200);
 
@@ -212,9 +216,6 @@ describe('a late success for a payment recorded failed', () => {
   const chargedMetric = async () => total(await scrapeMetrics(t), 'payments_integrity_mismatches_total', { provider: 'mobilemoney', source: 'callback:stk:charged_but_failed' });
   const refusedMoves = (paymentId: string) =>
     t.sql(`SELECT from_status, to_status, trigger, note FROM payment_transitions WHERE payment_id = $1 AND NOT accepted ORDER BY id`, [paymentId]);
-  const errorLogs = (paymentId: string) => readFileSync(inProcessLogFile(t.databaseUrl), 'utf8').split('\n').filter(Boolean)
-    .map((line) => JSON.parse(line) as { level: number; paymentId?: string })
-    .filter((l) => l.level >= 50 && l.paymentId === paymentId);
 
   it("the operator's verified success callback is recorded as charged_but_failed, logged as an error and counted once; the payment stays failed", async () => {
     const p = await paidButFailed();
@@ -491,6 +492,41 @@ describe('reconciliation', () => {
     expect(refused).toEqual([{ from_status: 'failed', to_status: 'completed', trigger: 'reconciliation', note: 'a payment recorded failed was charged at the provider' }]);
     expect(await metric()).toBe(before + 1);
     expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.failed' }]);
+  });
+
+  it('a second charge quoting a completed payment (paybill with its reference) is reported as duplicate_charge, not a plain skip; counted once, nothing changes', async () => {
+    const m = await t.createMerchant('Charged twice');
+    await t.http.put('/v1/merchant/webhook').set('X-API-Key', m.apiKey).send({ webhook_url: receiver.url }).expect(200);
+    await storeCreds(m.apiKey, { ...SANDBOX_CREDS, consumer_key: 'charged-twice-key', shortcode: '777003' });
+    const p = await settled((await pay({ phone: PHONES.success }, m.apiKey)).body.data.id, 'completed', m.apiKey);
+    // The customer also pays by paybill, quoting the payment's reference as the account.
+    const token = await fetch(`${t.baseUrl}/sandbox/mobilemoney/oauth/v1/generate?grant_type=client_credentials`, { headers: { Authorization: `Basic ${Buffer.from('paybill:secret').toString('base64')}` } });
+    const { access_token } = (await token.json()) as { access_token: string };
+    const ts = '20261122120000';
+    const second = await fetch(`${t.baseUrl}/sandbox/mobilemoney/mpesa/stkpush/v1/processrequest`, {
+      method: 'POST', headers: { Authorization: `Bearer ${access_token}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ BusinessShortCode: '777003', Password: Buffer.from(`777003x${ts}`).toString('base64'), Timestamp: ts, TransactionType: 'CustomerPayBillOnline', Amount: 100, PartyA: '254722000333', PartyB: '777003', PhoneNumber: '254722000333', CallBackURL: 'http://127.0.0.1:9/none', AccountReference: p.reference, TransactionDesc: 'paid again' }),
+    });
+    expect(second.status).toBe(200);
+    await eventually(() => t.sql(`SELECT 1 FROM sandbox_mobilemoney_stk_requests WHERE shortcode = '777003' AND completes_at <= now()`).then((r) => r.length === 2), 10_000, 'both transactions completed');
+    const metric = async () => total(await scrapeMetrics(t), 'payments_integrity_mismatches_total', { provider: 'mobilemoney', source: 'reconciliation:duplicate_charge' });
+    const before = await metric();
+
+    for (const _run of [1, 2]) {
+      const res = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', m.apiKey).send({});
+      expect(res.status).toBe(200);
+      expect(res.body.data).toMatchObject({ pulled: 2, updated: 0, skipped: 2, not_found: 0 });
+      expect(res.body.data.results).toEqual(expect.arrayContaining([
+        { receipt: p.provider_ref, outcome: 'skipped', payment_id: p.id },
+        { receipt: expect.not.stringMatching(p.provider_ref), outcome: 'skipped', payment_id: p.id, reason: 'duplicate_charge' },
+      ]));
+    }
+    expect(await get(p.id, m.apiKey)).toMatchObject({ status: 'completed', provider_ref: p.provider_ref, amount_refunded: '0.00', integrity: { status: 'ok' } });
+    const refused = await t.sql<{ note: string }>(`SELECT note FROM payment_transitions WHERE payment_id = $1 AND NOT accepted`, [p.id]);
+    expect(refused).toEqual([{ note: expect.stringMatching(new RegExp(`^a second charge [A-Z0-9]{10} \\(100\\.00 KES\\) quotes this payment, paid with ${p.provider_ref}`)) }]);
+    expect(await metric()).toBe(before + 1);
+    expect(errorLogs(p.id)).toHaveLength(2);
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.completed' }]);
   });
 
   it('refuses a window longer than 48 hours, or reversed, with 422', async () => {

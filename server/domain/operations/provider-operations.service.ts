@@ -23,10 +23,11 @@ export interface ReconcileResult {
   /**
    * A skipped result that was refused, not merely already settled: the transaction matches a pending
    * payment but not its amount or currency (with the payment's amount and what the provider's transaction
-   * says), or it is exactly a payment we recorded `failed` (charged_but_failed: the customer was charged).
+   * says), or it is exactly a payment we recorded `failed` (charged_but_failed: the customer was charged), or
+   * it quotes a payment already paid with another receipt (duplicate_charge: the customer was charged twice).
    * decisions.md fixes the outcome enum at three values, so the difference is told here.
    */
-  reason?: 'amount_mismatch' | 'currency_mismatch' | 'charged_but_failed';
+  reason?: 'amount_mismatch' | 'currency_mismatch' | 'charged_but_failed' | 'duplicate_charge';
   expected_amount?: string;
   expected_currency?: string;
   reported_amount?: string;
@@ -139,7 +140,8 @@ export class ProviderOperationsService {
    * pending → completed (event enqueued); known otherwise → skipped; unknown → not_found (logged);
    * known and pending but another amount or currency → skipped with a reason (nothing settles; see the
    * status writer); known and `failed`, of its amount → skipped with reason charged_but_failed (logged at
-   * error, recorded in the audit and counted once).
+   * error, recorded in the audit and counted once); matched by reference to a payment that has another
+   * receipt → skipped with reason duplicate_charge (the same, once per receipt).
    * Matched by receipt, else by the reference the customer paid to (= the payment's `reference`).
    */
   async reconcileWindow(merchantId: string, provider: Provider, since: Date, until: Date): Promise<ReconcileReport> {
@@ -152,15 +154,22 @@ export class ProviderOperationsService {
       providerFailure(err, provider, 'pull query');
     }
     const report: ReconcileReport = { pulled: pulled.length, updated: 0, skipped: 0, not_found: 0, results: [] };
-    const em = this.em.fork();
     for (const tx of pulled) {
-      const payment =
-        (await em.findOne(PaymentSchema, { merchantId, provider, receiptNumber: tx.receipt })) ??
-        (tx.reference ? await em.findOne(PaymentSchema, { merchantId, provider, reference: tx.reference }) : null);
+      // A fresh read per transaction: an earlier one of this run may have settled the payment.
+      const em = this.em.fork();
+      const byReceipt = await em.findOne(PaymentSchema, { merchantId, provider, receiptNumber: tx.receipt });
+      const payment = byReceipt ?? (tx.reference ? await em.findOne(PaymentSchema, { merchantId, provider, reference: tx.reference }) : null);
       if (!payment) {
         this.logger.info({ merchantId, provider, receipt: tx.receipt }, 'reconciliation: pulled transaction matches no payment');
         report.not_found += 1;
         report.results.push({ receipt: tx.receipt, outcome: 'not_found' });
+        continue;
+      }
+      if (!byReceipt && payment.receiptNumber && (await this.writer.duplicateCharge(payment.id, tx.receipt, tx.amount, 'reconciliation'))) {
+        // Another receipt quoting a payment already paid (the customer also paid by paybill with its reference):
+        // not the harmless repeat of its own receipt. The writer records, counts and logs it; nothing changes.
+        report.skipped += 1;
+        report.results.push({ receipt: tx.receipt, outcome: 'skipped', payment_id: payment.id, reason: 'duplicate_charge' });
         continue;
       }
       if (payment.status === 'completed' && !payment.receiptNumber) {

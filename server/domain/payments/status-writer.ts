@@ -125,6 +125,20 @@ interface ChargedButFailed {
   firstReport: boolean;
 }
 
+/** A settled transaction quoting a payment already paid with another receipt: the customer was charged twice. */
+interface DuplicateCharge {
+  provider: string;
+  merchantId: string;
+  paymentId: string;
+  source: string;
+  receipt: string;
+  /** The payment's own receipt. */
+  paidWith: string;
+  reported: string;
+  /** Recorded in the audit now: the first report of this receipt. */
+  firstReport: boolean;
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function eventData(payment: Payment, previousStatus: PaymentStatus): MerchantEventData {
@@ -222,6 +236,10 @@ export class StatusWriter {
     for (const c of uow.completedAfterFailed) {
       this.logger.error(c, 'a refund recorded failed was completed at the provider; check it there and settle it by hand (it stays failed here)');
     }
+    for (const d of uow.duplicateCharges) {
+      if (d.firstReport) this.mismatches.inc({ provider: d.provider, source: `${d.source}:duplicate_charge` });
+      this.logger.error(d, 'a second charge quotes a payment already paid with another receipt; refund it at the provider (nothing changed here)');
+    }
     for (const c of uow.chargesOfFailed) {
       if (c.firstReport) this.mismatches.inc({ provider: c.provider, source: `${c.source}:charged_but_failed` });
       this.logger.error(c, 'a payment recorded failed was charged at the provider; refund it there or settle it by hand (it stays failed here)');
@@ -316,6 +334,11 @@ export class StatusWriter {
     await this.commit((uow) => uow.chargedButFailed(paymentId, reported, source, reference));
   }
 
+  /** See UnitOfWork.duplicateCharge: whether `receipt` is a second charge of a payment paid with another. */
+  duplicateCharge(paymentId: string, receipt: string, reported: Money, source: string): Promise<boolean> {
+    return this.commit((uow) => uow.duplicateCharge(paymentId, receipt, reported, source));
+  }
+
   applyRefund(refundId: string, update: RefundUpdate, source: string): Promise<RefundOutcome> {
     return this.commit((uow) => uow.refund(refundId, update, source));
   }
@@ -338,6 +361,7 @@ export class UnitOfWork {
   readonly refused: Mismatched[] = [];
   readonly completedAfterFailed: CompletedAfterFailed[] = [];
   readonly chargesOfFailed: ChargedButFailed[] = [];
+  readonly duplicateCharges: DuplicateCharge[] = [];
 
   constructor(readonly tx: EntityManager) {}
 
@@ -404,6 +428,35 @@ export class UnitOfWork {
     }, 'per source');
     this.chargesOfFailed.push({ provider: payment.provider, merchantId: payment.merchantId, paymentId: payment.id, source, reference, firstReport });
     return { payment, transitioned: false, mismatch: null };
+  }
+
+  /**
+   * A settled transaction `receipt` that quotes a payment already paid with another receipt (the customer
+   * also paid by paybill with its reference): a second charge, which nothing of ours settles or refunds.
+   * Nothing changes; the first report of each receipt is recorded in the audit as a refused move (the
+   * receipt and its amount in the note) and counted (payments_integrity_mismatches_total, source
+   * `<source>:duplicate_charge`); every report is logged as an error after the commit. False when it is no
+   * second charge (the payment has no receipt yet, or this one).
+   */
+  async duplicateCharge(paymentId: string, receipt: string, reported: Money, source: string): Promise<boolean> {
+    const payment = await this.lockPayment(paymentId);
+    if (!payment.receiptNumber || payment.receiptNumber === receipt) return false;
+    const amount = `${formatMinorUnits(reported.minor, reported.currency.toUpperCase())} ${reported.currency.toUpperCase()}`;
+    const prefix = `a second charge ${receipt} `;
+    const seen = await this.tx.execute<unknown[]>(
+      'SELECT 1 FROM payment_transitions WHERE payment_id = ? AND trigger = ? AND NOT accepted AND starts_with(note, ?) LIMIT 1',
+      [payment.id, source, prefix],
+    );
+    if (seen.length === 0) {
+      await this.audit({
+        paymentId: payment.id, subject: 'payment', from: payment.status, to: 'completed', source, accepted: false, reported,
+        note: `${prefix}(${amount}) quotes this payment, paid with ${payment.receiptNumber}: not applied; refund it at the operator`,
+      });
+    }
+    this.duplicateCharges.push({
+      provider: payment.provider, merchantId: payment.merchantId, paymentId: payment.id, source, receipt, paidWith: payment.receiptNumber, reported: amount, firstReport: seen.length === 0,
+    });
+    return true;
   }
 
   /**
