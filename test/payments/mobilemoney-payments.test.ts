@@ -398,6 +398,34 @@ describe('check-status', () => {
     await eventually(() => receiver.events('payment.completed').find((e) => e.json.data.payment_id === silent.id));
   });
 
+  it("a push completed by check-status (no receipt) takes the receipt of the operator's verified callback arriving after, and can be refunded", async () => {
+    const silent = (await pay({ phone: PHONES.silent })).body.data;
+    const [stk] = await eventually(() => t.sql<{ callback_url: string; receipt_number: string }>(
+      'SELECT callback_url, receipt_number FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1 AND completes_at <= now()', [silent.provider_ref])
+      .then((r) => (r.length ? r : null)), 10_000, 'push completed at the operator');
+    await t.http.post(`/v1/payments/mobilemoney/check-status/${silent.provider_ref}`).set('X-API-Key', key).expect(200);
+    // The STK query names no receipt: the payment is completed, known by its CheckoutRequestID.
+    expect(await get(silent.id)).toMatchObject({ status: 'completed', provider_ref: silent.provider_ref });
+    const url = new URL(stk!.callback_url);
+    const callback = (amount: number) => t.http.post(`${url.pathname}${url.search}`).send({
+      Body: { stkCallback: {
+        MerchantRequestID: 'm-1', CheckoutRequestID: silent.provider_ref, ResultCode: 0, ResultDesc: 'The service request is processed successfully.',
+        CallbackMetadata: { Item: [{ Name: 'Amount', Value: amount }, { Name: 'MpesaReceiptNumber', Value: stk!.receipt_number }, { Name: 'PhoneNumber', Value: 254700000003 }] },
+      } },
+    });
+    // Another amount gives it nothing (an integrity mismatch)…
+    expect((await callback(1)).status).toBe(200);
+    expect(await get(silent.id)).toMatchObject({ status: 'completed', provider_ref: silent.provider_ref, integrity: { status: 'mismatch' } });
+    // …the operator's callback with its amount gives it the receipt.
+    expect((await callback(100)).status).toBe(200);
+    expect(await get(silent.id)).toMatchObject({ status: 'completed', provider_ref: stk!.receipt_number });
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [silent.id])).toEqual([{ type: 'payment.completed' }]);
+    const refund = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: silent.id });
+    expect(refund.status).toBe(201);
+    expect(refund.body.data).toMatchObject({ status: 'pending', amount: '100.00' });
+    await settled(silent.id, 'reversed');
+  });
+
   it('a push whose prompt is still open, queried while the operator answers 200 ResultCode 4999 "still under processing": stays pending, then the callback completes it', async () => {
     const config = t.service.container.config;
     const saved = config.sandboxCallbackDelayMs;

@@ -367,12 +367,20 @@ export class UnitOfWork {
 
   /**
    * Applies a provider's report about a payment. Details (provider_ref, next_action, raw response) are
-   * refreshed only while the payment is pending and only from a report that passed the integrity check.
+   * refreshed only while the payment is pending and only from a report that passed the integrity check —
+   * and a completed payment's missing receipt from a report of completion naming it, of exactly its amount.
    */
   async payment(paymentId: string, update: PaymentUpdate, source: string): Promise<PaymentOutcome> {
     const payment = await this.lockPayment(paymentId);
     const from = payment.status;
     if (from === 'failed' && update.status === 'completed') return this.refuseChargeOfFailed(payment, update.reported, source, update.receiptNumber ?? update.providerRef ?? null);
+    if (from === 'completed' && update.status === 'completed' && update.receiptNumber && !payment.receiptNumber) {
+      // Completed by a report naming no receipt (an STK query: check-status, the status sync, an unsigned
+      // callback's confirmation); the provider's verified report naming it arrives after: recorded, as a
+      // settled transaction's would be (recordReceipt), with no second completion.
+      const mismatch = await this.recordReceipt(payment, update.receiptNumber, update.providerRef ?? null, update.reported, source);
+      return { payment, transitioned: false, mismatch };
+    }
     const { edge, amountChecked } = assessReport(payment, update);
     if (amountChecked) {
       const mismatch = await this.checkIntegrity(payment, null, amountOf(payment), update.reported, source, update.status);
@@ -478,11 +486,17 @@ export class UnitOfWork {
   async settlementReceipt(paymentId: string, receipt: string, reported: Money, source: string): Promise<{ recorded: boolean; mismatch: IntegrityMismatch | null }> {
     const payment = await this.lockPayment(paymentId);
     if (payment.status !== 'completed' || payment.receiptNumber) return { recorded: false, mismatch: null };
-    const mismatch = await this.checkIntegrity(payment, null, { minor: payment.amountMinor, currency: payment.currency }, reported, source, payment.status);
-    if (mismatch) return { recorded: false, mismatch };
+    const mismatch = await this.recordReceipt(payment, receipt, receipt, reported, source);
+    return { recorded: !mismatch, mismatch };
+  }
+
+  /** A completed payment's receipt (and the provider reference the report gives with it), only for the report of exactly its amount. */
+  private async recordReceipt(payment: Payment, receipt: string, providerRef: string | null, reported: Money | null | undefined, source: string): Promise<IntegrityMismatch | null> {
+    const mismatch = await this.checkIntegrity(payment, null, amountOf(payment), reported, source, payment.status);
+    if (mismatch) return mismatch;
     payment.receiptNumber = receipt;
-    payment.providerRef = receipt;
-    return { recorded: true, mismatch: null };
+    if (providerRef) payment.providerRef = providerRef;
+    return null;
   }
 
   /**
