@@ -19,11 +19,12 @@ export class Metrics {
 
   /**
    * Provider reports refused because their amount or currency is not the payment's (or the refund's); and
-   * a charge the provider reports for a payment recorded failed (source `<source>:charged_but_failed`, once per payment).
+   * a charge the provider reports for a payment recorded failed (source `<source>:charged_but_failed`, once per payment);
+   * and a second charge quoting a payment already paid (source `reconciliation:duplicate_charge`, once per receipt).
    */
   readonly integrityMismatches = new Counter({
     name: 'payments_integrity_mismatches_total',
-    help: 'Provider-reported outcomes refused by the integrity check, or charges for payments recorded failed (source ending :charged_but_failed), by provider and source',
+    help: 'Provider-reported outcomes refused by the integrity check, charges for payments recorded failed (source ending :charged_but_failed), or second charges of paid payments (source ending :duplicate_charge), by provider and source',
     labelNames: ['provider', 'source'] as const,
     registers: [this.registry],
   });
