@@ -22,11 +22,12 @@ afterAll(async () => {
 describe('graceful shutdown', () => {
   it('exits within SHUTDOWN_TIMEOUT_MS after SIGTERM although a request never completes', async () => {
     const api = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '2000' }));
-    // A request whose body never arrives: the server keeps it open, waiting for the rest.
+    // A request whose body never arrives: the server keeps it open, waiting for the rest. A provider
+    // callback (no API key: an anonymous merchant request is answered 401 before its body is read).
     const socket = net.connect(Number(new URL(api.url!).port), '127.0.0.1');
     await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
     socket.on('error', () => undefined);
-    socket.write('POST /v1/payments HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"amount":');
+    socket.write('POST /v1/webhooks/cardpay HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"id":');
     await new Promise((r) => setTimeout(r, 300));
 
     const started = Date.now();

@@ -77,8 +77,9 @@ describe('POST /v1/oauth2/token', () => {
       details: [{ field: '/', location: 'body', issue: 'MALFORMED_REQUEST_JSON', description: 'The request JSON is not well formed.' }],
       links: [expect.objectContaining({ rel: 'information_link' })],
     });
-    // The service's own routes keep theirs.
-    const own = await t.http.post('/v1/payments').set('Content-Type', 'application/json').send('{"provider":');
+    // The service's own routes keep theirs (for a caller with a key: an anonymous one is 401 before the body is read).
+    const { apiKey } = await t.createMerchant('Own Envelope');
+    const own = await t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Content-Type', 'application/json').send('{"provider":');
     expect(own.status).toBe(400);
     expect(own.body).toMatchObject({ success: false, error: { code: 'BAD_REQUEST' } });
   });
