@@ -192,7 +192,11 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
     '409': { message: `payment ${EXAMPLE_ID} is not completed here yet; its refund 1JU08902781691411 is applied once it is: send the notification again later` },
     '502': { message: 'walletpay notification verification is unavailable; retry later' },
   },
+  'POST /v1/webhooks/mobilemoney/reversal/result': {
+    '422': CALLBACK_NOT_AN_OBJECT,
+    '502': { message: 'mobilemoney reversal result arrived before its request was recorded; retry later' },
+  },
   ...Object.fromEntries(
-    ['', '/transactionstatus/result', '/transactionstatus/timeout', '/reversal/result', '/reversal/timeout'].map((sub) => [`POST /v1/webhooks/mobilemoney${sub}`, { '422': CALLBACK_NOT_AN_OBJECT }]),
+    ['', '/transactionstatus/result', '/transactionstatus/timeout', '/reversal/timeout'].map((sub) => [`POST /v1/webhooks/mobilemoney${sub}`, { '422': CALLBACK_NOT_AN_OBJECT }]),
   ),
 };

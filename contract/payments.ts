@@ -116,7 +116,7 @@ export const IntegrityMismatchSchema = extendApi(
   z.object({
     source: z.string().describe('Which provider report was refused: create, capture, status-sync, check-status, reconciliation, refund, callback:<event>'),
     refund_id: UuidSchema.optional().describe('Set when the report was about this refund'),
-    expected_amount: z.string().describe('Our amount (the payment\'s, or the refund\'s)'),
+    expected_amount: z.string().describe('Our amount: the payment\'s, or the refund\'s; for a refund made at the provider that our books cannot take, what was left to refund (0 when the payment is not completed here)'),
     expected_currency: z.string(),
     reported_amount: z.string().nullable().describe('What the provider reported; null when the report named no amount'),
     reported_currency: z.string().nullable(),
@@ -127,7 +127,7 @@ export const IntegrityMismatchSchema = extendApi(
 
 export const PaymentIntegritySchema = extendApi(
   z.object({
-    status: z.enum(['ok', 'mismatch']).describe('mismatch: at least one provider report about this payment had another amount or currency and changed nothing'),
+    status: z.enum(['ok', 'mismatch']).describe('mismatch: at least one provider report about this payment had another amount or currency, or reported money returned that our books cannot take (no amount, more than is left, a payment not completed here), and changed nothing'),
     mismatches: z.array(IntegrityMismatchSchema),
   }),
   {
@@ -465,7 +465,8 @@ export const paymentsContract = c.router(
       summary: 'Capture an approved wallet payment',
       description:
         'Captures a walletpay order after the buyer approved it. No body (or `{}`). 409 when the payment is not pending or the buyer has not approved; ' +
-        'an order the buyer cancelled is 409 too, and the payment is failed then (payment.failed). ' +
+        'a buyer who cancelled at the approval page changes nothing (PayPal keeps the order awaiting approval): 409, the payment stays pending and the buyer may still approve; ' +
+        'an order the provider ended (voided, or expired unapproved after 3 hours) is 409 and the payment is failed then (payment.failed). ' +
         'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and never captures twice; ' +
         'after a 502 (the provider did not answer, or refused before acting) the retry with the key sends the capture again, and the provider answers it with the first capture if there was one. ' +
         'A 502 with `Payments-Outcome: unknown` means the capture may have happened (the buyer may have been charged).',

@@ -28,6 +28,11 @@ function operatorCallback<P extends string>(subpath: P, summary: string, descrip
 }
 
 
+/** A callback route that can also answer 502 (it must ask the provider first, and the provider could not be asked now). */
+function withProviderError<R extends ReturnType<typeof operatorCallback>>(route: R) {
+  return { ...route, responses: { ...route.responses, 502: ErrorBodySchema } };
+}
+
 /**
  * Called by the providers, not by merchants: no API key; each is verified with the provider's own
  * scheme over the raw body. A duplicate or an unknown reference is acknowledged (200) and ignored.
@@ -76,7 +81,7 @@ export const providerCallbacksContract = c.router({
   mobilemoney: operatorCallback('', 'mobilemoney STK push result', 'The push result `Body.stkCallback` (MerchantRequestID, CheckoutRequestID, ResultCode, ResultDesc, CallbackMetadata). ResultCode 0 → completed (the receipt becomes provider_ref), anything else → failed. De-duplicated by CheckoutRequestID for 24 hours.'),
   mobilemoneyStatusResult: operatorCallback('/transactionstatus/result', 'mobilemoney transaction-status result', 'The `Result` of a check-status query. A completed transaction settles its pending payment and enqueues the merchant event.'),
   mobilemoneyStatusTimeout: operatorCallback('/transactionstatus/timeout', 'mobilemoney transaction-status timeout', 'The operator could not process a check-status query in time. Recorded on the query.'),
-  mobilemoneyReversalResult: operatorCallback('/reversal/result', 'mobilemoney reversal result', 'The `Result` of a reversal. 0 or R000001: refund completed, payment reversed, payment.reversed. Any other code: refund failed with the reason, refund.failed.'),
+  mobilemoneyReversalResult: withProviderError(operatorCallback('/reversal/result', 'mobilemoney reversal result', 'The `Result` of a reversal. 0 or R000001: refund completed, payment reversed, payment.reversed. Any other code: refund failed with the reason, refund.failed; but once the reversal was sent again (an earlier request\'s answer was lost), only a success settles it and a refusal is recorded, the refund left pending. 502 when the result comes before its request\'s acknowledgement was recorded (the operator sends it again).')),
   mobilemoneyReversalTimeout: operatorCallback('/reversal/timeout', 'mobilemoney reversal timeout', 'The operator could not process a reversal request in time (queue timeout): the request was never processed, so the refund fails ' +
       "(failure_reason: nothing was reversed; refund.failed) and the payment stays completed, so the merchant can ask again. A repeat of a reversal that did happen is answered 'already reversed', which completes it."),
 });

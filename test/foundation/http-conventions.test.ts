@@ -47,7 +47,7 @@ describe('error envelope', () => {
         await t.http.post('/v1/webhooks/test').set('X-API-Key', apiKey).set('Content-Type', 'text/plain').send(JSON.stringify({ url: 'x' })),
       ];
       // No Content-Type at all (fetch sets none for bytes).
-      const bare = await fetch(`${t.baseUrl}/v1/webhooks/test`, { method: 'POST', headers: { 'X-API-Key': apiKey }, body: new TextEncoder().encode('{}') });
+      const bare = await fetch(`${t.baseUrl}/v1/payments/mobilemoney/reconcile`, { method: 'POST', headers: { 'X-API-Key': apiKey }, body: new TextEncoder().encode(JSON.stringify({ since })) });
       refused.push({ status: bare.status, body: await bare.json() } as never);
       for (const res of refused) {
         expect([res.status, res.body]).toEqual([400, { success: false, error: { code: 'BAD_REQUEST', message: expect.stringContaining('Content-Type: application/json'), request_id: expect.any(String) } }]);
@@ -67,6 +67,25 @@ describe('error envelope', () => {
       await receiver.stop();
     }
   });
+
+  it('a body of just {} is taken whatever its type: a capture sent with curl -d \'{}\' or fetch\'s text/plain captures (decisions.md)', async () => {
+    const { apiKey } = await t.createMerchant('Bare Capture');
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey)
+      .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'bare-capture-client', client_secret: 'bare-capture-secret' } }).expect(200);
+    const approved = async () => {
+      const p = (await t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `bare-${Date.now()}-${Math.random()}`)
+        .send({ provider: 'walletpay', amount: '12.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' }).expect(201)).body.data;
+      await fetch(`${p.next_action.url}${p.next_action.url.includes('?') ? '&' : '?'}auto=approve`, { redirect: 'manual' });
+      return p.id as string;
+    };
+    const viaForm = await approved();
+    // curl -d '{}' without -H: application/x-www-form-urlencoded. Was 400 while the order waited, then expired.
+    const form = await t.http.post(`/v1/payments/${viaForm}/capture`).set('X-API-Key', apiKey).type('form').send('{}');
+    expect([form.status, form.body.data?.status]).toEqual([200, 'completed']);
+    const viaFetch = await approved();
+    const text = await fetch(`${t.baseUrl}/v1/payments/${viaFetch}/capture`, { method: 'POST', headers: { 'X-API-Key': apiKey }, body: ' { } ' });
+    expect([text.status, ((await text.json()) as { data?: { status?: string } }).data?.status]).toEqual([200, 'completed']);
+  }, 60_000);
 
   it('an unknown route is 404 and an anonymous caller 401 before the body is read', async () => {
     const malformed = (req: ReturnType<typeof t.http.post>) => req.set('Content-Type', 'application/json').send('{');

@@ -128,6 +128,14 @@ function charsetOf(contentType: string | undefined): string | undefined {
   return match ? match[1] : undefined;
 }
 
+/**
+ * A body of just `{}` (spaces aside): it can carry no parameter, and decisions.md accepts it on the routes
+ * that take none (a capture) however it was sent — `curl -d '{}'` sends it as a form, fetch as text/plain.
+ */
+function isEmptyObject(bytes: Buffer): boolean {
+  return bytes.length <= 64 && bytes.toString('latin1').trim().replace(/\s+/g, '') === '{}';
+}
+
 /** application/json, or a structured-syntax JSON type (application/*+json), parameters aside. */
 function isJsonType(contentType: string | undefined): boolean {
   const type = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
@@ -138,7 +146,7 @@ function isJsonType(contentType: string | undefined): boolean {
  * Reads request bodies of any type within the size limit (inflating gzip/deflate), so one over 100 KiB
  * is 413 whatever its Content-Type, and keeps the exact bytes: provider callbacks are verified over
  * the raw body. A non-empty body must be JSON: one sent as a form or text/plain is refused 400 rather
- * than read as {} (which ran a request with the defaults instead of what was sent). Parsing is ours
+ * than read as {} (which ran a request with the defaults instead of what was sent) — except `{}` itself. Parsing is ours
  * (see parseJsonBody); reading, limits and decompression are body-parser's, whose errors the error
  * handler maps to 4xx. Mounted per contract route after authentication (app.ts): an unknown route or
  * an anonymous caller is answered before any body is read.
@@ -152,7 +160,7 @@ export function jsonBody(): RequestHandler[] {
     const contentType = req.get('content-type');
     const json = isJsonType(contentType);
     try {
-      if (!json && bytes.length > 0) throw badRequest(ERROR_MESSAGES.notJson(contentType));
+      if (!json && bytes.length > 0 && !isEmptyObject(bytes)) throw badRequest(ERROR_MESSAGES.notJson(contentType));
       const { body, exactNumbers } = parseJsonBody(bytes, json ? charsetOf(contentType) : undefined);
       req.body = body;
       (req as RawBodyRequest).exactNumbers = exactNumbers;
