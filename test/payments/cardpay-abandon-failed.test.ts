@@ -113,6 +113,17 @@ describe('a failed card payment is cancelled at the provider', () => {
     expect(late).toEqual([{ to_status: 'completed', accepted: false, trigger: 'abandon' }]);
     // Counted where an operator's alert looks (as reconciliation counts a charged failed payment).
     expect(total(await scrapeMetrics(t), 'payments_integrity_mismatches_total', { provider: 'cardpay', source: 'abandon:charged_but_failed' })).toBe(1);
+
+    // The operator does what the error log asked: refunds the charge in the provider's dashboard. Its
+    // event is recorded as giving the charge back, not as a refund our books cannot take (that raised the
+    // critical integrity alert and showed the payment `mismatch` to the merchant).
+    const refunded = await t.http.post('/sandbox/cardpay/dashboard/refunds').set('Authorization', `Bearer ${secretKey}`).type('form').send({ payment_intent: p.provider_ref }).expect(200);
+    const refundEvent = JSON.stringify({ id: `evt_giveback_${Date.now()}`, object: 'event', type: 'refund.created', created: Math.floor(Date.now() / 1000), data: { object: refunded.body } });
+    await t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signatureHeader(refundEvent, webhookSecret)).send(refundEvent).expect(200);
+    expect(await payment(apiKey, p.id)).toMatchObject({ status: 'failed', amount_refunded: '0.00', integrity: { status: 'ok', mismatches: [] } });
+    const givenBack = await t.sql<{ note: string }>(`SELECT note FROM payment_transitions WHERE payment_id = $1 AND to_status = 'refunded'`, [p.id]);
+    expect(givenBack).toEqual([{ note: `provider refund ${refunded.body.id} not applicable: it gives back a charge of this failed payment (a payment recorded failed was charged at the provider)` }]);
+    expect(total(await scrapeMetrics(t), 'payments_integrity_mismatches_total', { provider: 'cardpay', source: 'callback:refund.created' })).toBe(0);
   });
 });
 

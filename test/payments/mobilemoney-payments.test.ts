@@ -226,7 +226,7 @@ describe('a late success for a payment recorded failed', () => {
     }
     expect(await get(p.id)).toMatchObject({ status: 'failed', provider_ref: p.provider_ref });
     expect(await refusedMoves(p.id)).toEqual([
-      { from_status: 'failed', to_status: 'completed', trigger: 'callback:stk', note: 'a payment recorded failed was charged at the provider' },
+      { from_status: 'failed', to_status: 'completed', trigger: 'callback:stk', note: expect.stringMatching(/^a payment recorded failed was charged at the provider/) },
     ]);
     expect(await chargedMetric()).toBe(before + 1);
     // Logged as an error each time it is reported (recorded and counted the first time).
@@ -243,7 +243,7 @@ describe('a late success for a payment recorded failed', () => {
     expect((await t.http.post(p.callbackPath).send(callbackBody(p.provider_ref, 0, p.receipt))).status).toBe(200);
     expect(await get(p.id)).toMatchObject({ status: 'failed' });
     expect(await refusedMoves(p.id)).toEqual([
-      { from_status: 'failed', to_status: 'completed', trigger: 'callback:stk', note: 'a payment recorded failed was charged at the provider' },
+      { from_status: 'failed', to_status: 'completed', trigger: 'callback:stk', note: expect.stringMatching(/^a payment recorded failed was charged at the provider/) },
     ]);
     expect(await chargedMetric()).toBe(before + 1);
     expect(errorLogs(p.id)).toHaveLength(1);
@@ -517,9 +517,32 @@ describe('reconciliation', () => {
     }
     expect(await get(p.id, m.apiKey)).toMatchObject({ status: 'failed' });
     const refused = await t.sql(`SELECT from_status, to_status, trigger, note FROM payment_transitions WHERE payment_id = $1 AND NOT accepted`, [p.id]);
-    expect(refused).toEqual([{ from_status: 'failed', to_status: 'completed', trigger: 'reconciliation', note: 'a payment recorded failed was charged at the provider' }]);
+    expect(refused).toEqual([{ from_status: 'failed', to_status: 'completed', trigger: 'reconciliation', note: expect.stringMatching(/^a payment recorded failed was charged at the provider/) }]);
     expect(await metric()).toBe(before + 1);
     expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.failed' }]);
+
+    // Told it failed, the customer pays again by paybill quoting its reference: a second charge to refund,
+    // recorded and counted on its own (each note names its receipt), not folded into the first.
+    const token = await fetch(`${t.baseUrl}/sandbox/mobilemoney/oauth/v1/generate?grant_type=client_credentials`, { headers: { Authorization: `Basic ${Buffer.from('paybill-2:secret').toString('base64')}` } });
+    const { access_token } = (await token.json()) as { access_token: string };
+    const ts = '20261122120000';
+    const again = await fetch(`${t.baseUrl}/sandbox/mobilemoney/mpesa/stkpush/v1/processrequest`, {
+      method: 'POST', headers: { Authorization: `Bearer ${access_token}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ BusinessShortCode: '777002', Password: Buffer.from(`777002x${ts}`).toString('base64'), Timestamp: ts, TransactionType: 'CustomerPayBillOnline', Amount: 100, PartyA: '254722000334', PartyB: '777002', PhoneNumber: '254722000334', CallBackURL: 'http://127.0.0.1:9/none', AccountReference: p.reference, TransactionDesc: 'paid again' }),
+    });
+    expect(again.status).toBe(200);
+    await eventually(() => t.sql(`SELECT 1 FROM sandbox_mobilemoney_stk_requests WHERE shortcode = '777002' AND completes_at <= now()`).then((r) => r.length === 2), 10_000, 'both transactions completed');
+    for (const _run of [1, 2]) {
+      const res = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', m.apiKey).send({});
+      expect(res.body.data.results).toEqual([
+        { receipt: expect.any(String), outcome: 'skipped', payment_id: p.id, reason: 'charged_but_failed' },
+        { receipt: expect.any(String), outcome: 'skipped', payment_id: p.id, reason: 'charged_but_failed' },
+      ]);
+    }
+    const receipts = (await t.sql<{ receipt_number: string }>(`SELECT receipt_number FROM sandbox_mobilemoney_stk_requests WHERE shortcode = '777002' ORDER BY receipt_number`)).map((r) => r.receipt_number);
+    const notes = (await t.sql<{ note: string }>(`SELECT note FROM payment_transitions WHERE payment_id = $1 AND NOT accepted ORDER BY note`, [p.id])).map((r) => r.note);
+    expect(notes).toEqual(receipts.map((r) => `a payment recorded failed was charged at the provider: ${r}`).sort());
+    expect(await metric()).toBe(before + 2);
   });
 
   it('a second charge quoting a completed payment (paybill with its reference) is reported as duplicate_charge, not a plain skip; counted once, nothing changes', async () => {

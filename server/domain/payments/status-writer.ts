@@ -139,6 +139,9 @@ interface DuplicateCharge {
   firstReport: boolean;
 }
 
+/** The audit note of a charge reported for a payment recorded failed (followed by the charge's reference, when named). */
+const CHARGED_BUT_FAILED = 'a payment recorded failed was charged at the provider';
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function eventData(payment: Payment, previousStatus: PaymentStatus): MerchantEventData {
@@ -422,7 +425,7 @@ export class UnitOfWork {
    * reconciliation, the cancel of a card intent: the customer was charged for a payment the merchant was told
    * failed (an STK query answered 1037, then the customer paid). Terminal statuses never move (decisions.md),
    * so it stays failed and nothing goes to the merchant's webhook; but it is said loudly: the first report
-   * from `source` is recorded in the audit as a refused move to completed and counted
+   * from `source` of each charge (the receipt or intent it names) is recorded in the audit as a refused move to completed and counted
    * (payments_integrity_mismatches_total, source `<source>:charged_but_failed`), and every report is logged
    * as an error after the commit. Another amount (or none) is no charge of this payment's: an integrity
    * mismatch, refused and counted as one.
@@ -430,10 +433,15 @@ export class UnitOfWork {
   private async refuseChargeOfFailed(payment: Payment, reported: Money | null | undefined, source: string, reference: string | null): Promise<PaymentOutcome> {
     const mismatch = await this.checkIntegrity(payment, null, amountOf(payment), reported, source, 'completed');
     if (mismatch) return { payment, transitioned: false, mismatch };
-    const firstReport = await this.auditRefusalOnce({
-      paymentId: payment.id, subject: 'payment', from: 'failed', to: 'completed', source,
-      note: 'a payment recorded failed was charged at the provider', expected: amountOf(payment), reported,
-    }, 'per source');
+    // Once per source and charge: a second charge of the same failed payment (the customer, told it failed,
+    // paid again) names another receipt, and each must be refunded, so each is recorded and counted.
+    const note = `${CHARGED_BUT_FAILED}${reference ? `: ${reference}` : ''}`;
+    const seen = await this.tx.execute<unknown[]>(
+      `SELECT 1 FROM payment_transitions WHERE payment_id = ? AND from_status = 'failed' AND to_status = 'completed' AND NOT accepted AND trigger = ? AND note = ? LIMIT 1`,
+      [payment.id, source, note],
+    );
+    const firstReport = seen.length === 0;
+    if (firstReport) await this.audit({ paymentId: payment.id, subject: 'payment', from: 'failed', to: 'completed', source, accepted: false, note, expected: amountOf(payment), reported });
     this.chargesOfFailed.push({ provider: payment.provider, merchantId: payment.merchantId, paymentId: payment.id, source, reference, firstReport });
     return { payment, transitioned: false, mismatch: null };
   }
@@ -680,12 +688,26 @@ export class UnitOfWork {
     }
     const refundable = payment.status === 'completed' ? payment.amountMinor - payment.amountRefundedMinor : 0n;
     if (!reported || payment.status !== 'completed' || reported.minor > refundable) {
+      // One provider refund is reported by several events (cardpay: charge.refunded, refund.created,
+      // refund.updated): recorded, counted and shown once, whichever told first.
+      const notApplicable = `provider refund ${report.providerRefundId} not applicable`;
+      const told = await this.tx.execute<unknown[]>(
+        "SELECT 1 FROM payment_transitions WHERE payment_id = ? AND NOT accepted AND to_status = 'refunded' AND starts_with(note, ?) LIMIT 1",
+        [paymentId, notApplicable],
+      );
+      if (told.length > 0) return null;
+      if (reported && payment.status === 'failed' && reported.minor <= payment.amountMinor && (await this.wasChargedWhileFailed(paymentId))) {
+        // What the service asked for when it found the charge (refuseChargeOfFailed: "refund it at the
+        // provider"): the charge given back. Recorded; no mismatch, nothing changes (the payment stays failed).
+        await this.audit({ paymentId, subject: 'payment', from: payment.status, to: 'refunded', source, accepted: false, reported, note: `${notApplicable}: it gives back a charge of this failed payment (${CHARGED_BUT_FAILED})` });
+        return null;
+      }
       // Money went back at the provider (a dashboard refund, a reversal or chargeback) that our books cannot
       // take: no amount, a payment not completed here (already refunded, failed), or more than is left. No
       // money field changes; it is an integrity mismatch (expected: what is left to refund), logged,
       // counted and shown on the payment. A refund we hold already, reported again, was matched above.
       const why = !reported ? 'no amount' : payment.status !== 'completed' ? `the payment is ${payment.status}` : 'more than is left to refund';
-      await this.audit({ paymentId, subject: 'payment', from: payment.status, to: 'refunded', source, accepted: false, note: `provider refund ${report.providerRefundId} not applicable (${why})` });
+      await this.audit({ paymentId, subject: 'payment', from: payment.status, to: 'refunded', source, accepted: false, note: `${notApplicable} (${why})` });
       await this.checkIntegrity(payment, null, { minor: refundable, currency: payment.currency }, reported, source, 'refunded');
       return null;
     }
@@ -779,6 +801,15 @@ export class UnitOfWork {
    * refund (or payment, when the move is the payment's), from any source (`ever`) or from this `source`
    * only (`per source`) — so a report the provider repeats adds nothing. Whether it was recorded now.
    */
+  /** Whether a charge of this failed payment was reported (refuseChargeOfFailed). */
+  private async wasChargedWhileFailed(paymentId: string): Promise<boolean> {
+    const rows = await this.tx.execute<unknown[]>(
+      "SELECT 1 FROM payment_transitions WHERE payment_id = ? AND from_status = 'failed' AND to_status = 'completed' AND NOT accepted AND starts_with(note, ?) LIMIT 1",
+      [paymentId, CHARGED_BUT_FAILED],
+    );
+    return rows.length > 0;
+  }
+
   private async auditRefusalOnce(row: Omit<AuditRow, 'accepted'>, once: 'ever' | 'per source'): Promise<boolean> {
     const [column, id] = row.refundId ? ['refund_id', row.refundId] : ['payment_id', row.paymentId];
     const seen = await this.tx.execute<unknown[]>(
