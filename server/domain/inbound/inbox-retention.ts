@@ -1,7 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-
-/** How many inbox entries one prune statement deletes, so no statement holds locks for long. */
-const PRUNE_BATCH = 1000;
+import { deleteInBatches, PRUNE_BATCH } from '../../lib/batched-delete.js';
 
 /**
  * How long the inbox (`provider_events`, recordInInbox) keeps a provider notification's id:
@@ -20,17 +18,14 @@ export class InboxRetention {
   /** Deletes the entries past retention, a batch per statement (each its own short transaction); returns how many. */
   async prune(now = new Date()): Promise<number> {
     const cutoff = new Date(now.getTime() - this.retentionMs);
-    let deleted = 0;
-    for (;;) {
-      // SKIP LOCKED: an entry a callback is re-recording right now is left for the next run.
-      const rows = await this.em.getConnection().execute<{ event_id: string }[]>(
+    // SKIP LOCKED: an entry a callback is re-recording right now is left for the next run.
+    return deleteInBatches(() =>
+      this.em.getConnection().execute<{ event_id: string }[]>(
         `DELETE FROM provider_events WHERE (provider, event_id) IN (
            SELECT provider, event_id FROM provider_events WHERE received_at < ? LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED)
          RETURNING event_id`,
         [cutoff],
-      );
-      deleted += rows.length;
-      if (rows.length < PRUNE_BATCH) return deleted;
-    }
+      ),
+    );
   }
 }

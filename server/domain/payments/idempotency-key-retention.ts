@@ -1,7 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-
-/** How many keys one prune statement deletes, so no statement holds locks for long. */
-const PRUNE_BATCH = 1000;
+import { deleteInBatches, PRUNE_BATCH } from '../../lib/batched-delete.js';
 
 /**
  * How long idempotency keys (idempotency-keys.ts) are kept: IDEMPOTENCY_KEY_RETENTION after their last
@@ -24,13 +22,12 @@ export class IdempotencyKeyRetention {
   /** Deletes the keys past retention, a batch per statement (each its own short transaction); returns how many. */
   async prune(now = new Date()): Promise<number> {
     const cutoff = new Date(now.getTime() - this.retentionMs);
-    let deleted = 0;
-    for (;;) {
-      // `scope <> 'payment.create'` and `created_at` match the partial index idempotency_keys_prunable_created_idx
-      // (a key changed last before the cutoff was created before it; `updated_at` is left out of every
-      // index so that a key's finish is a HOT update). SKIP LOCKED: a key being taken over right now is
-      // left for the next run.
-      const rows = await this.em.getConnection().execute<{ id: string }[]>(
+    // `scope <> 'payment.create'` and `created_at` match the partial index idempotency_keys_prunable_created_idx
+    // (a key changed last before the cutoff was created before it; `updated_at` is left out of every
+    // index so that a key's finish is a HOT update). SKIP LOCKED: a key being taken over right now is
+    // left for the next run.
+    return deleteInBatches(() =>
+      this.em.getConnection().execute<{ id: string }[]>(
         `DELETE FROM idempotency_keys WHERE id IN (
            SELECT id FROM idempotency_keys
             WHERE scope <> 'payment.create' AND created_at < ? AND updated_at < ?
@@ -39,9 +36,7 @@ export class IdempotencyKeyRetention {
             FOR UPDATE SKIP LOCKED)
          RETURNING id`,
         [cutoff, cutoff],
-      );
-      deleted += rows.length;
-      if (rows.length < PRUNE_BATCH) return deleted;
-    }
+      ),
+    );
   }
 }
