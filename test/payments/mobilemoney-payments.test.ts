@@ -22,8 +22,18 @@ let key: string;
 let n = 0;
 const keyPair = generateKeyPairSync('rsa', { modulusLength: 2048, publicKeyEncoding: { type: 'spki', format: 'pem' }, privateKeyEncoding: { type: 'pkcs8', format: 'pem' } });
 
-const pay = (body: Record<string, unknown>, apiKey = key) =>
-  t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `mm-${Date.now()}-${++n}`).send({ provider: 'mobilemoney', currency: 'KES', amount: '100', ...body });
+/**
+ * A push, once the phone's earlier prompt (another case's, on the same simulator phone) is closed: while
+ * one is open the operator refuses a second ("Unable to lock subscriber"), and on a fast machine the next
+ * case comes within the first's callback delay.
+ */
+const pay = async (body: Record<string, unknown>, apiKey = key) => {
+  if (typeof body.phone === 'string') {
+    const phone = body.phone.replace(/^0/, '254');
+    await eventually(async () => (await t.sql('SELECT 1 FROM sandbox_mobilemoney_stk_requests WHERE phone = $1 AND completes_at > now()', [phone])).length === 0, 10_000, `${phone}'s earlier prompt to close`);
+  }
+  return t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `mm-${Date.now()}-${++n}`).send({ provider: 'mobilemoney', currency: 'KES', amount: '100', ...body });
+};
 const get = async (id: string, apiKey = key) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', apiKey)).body.data;
 const settled = (id: string, status: string, apiKey = key) =>
   eventually(async () => {
@@ -34,6 +44,20 @@ const settled = (id: string, status: string, apiKey = key) =>
 const errorLogs = (paymentId: string) => readFileSync(inProcessLogFile(t.databaseUrl), 'utf8').split('\n').filter(Boolean)
   .map((line) => JSON.parse(line) as { level: number; paymentId?: string })
   .filter((l) => l.level >= 50 && l.paymentId === paymentId);
+/**
+ * The customer pays again by paybill, quoting `reference` as the account: a push straight to the simulator
+ * (its own token), 100 KES to `shortcode`, so the pull lists a second transaction. Answers the HTTP status.
+ */
+async function paidAgainByPaybill(shortcode: string, phone: string, reference: string): Promise<number> {
+  const token = await fetch(`${t.baseUrl}/sandbox/mobilemoney/oauth/v1/generate?grant_type=client_credentials`, { headers: { Authorization: `Basic ${Buffer.from(`paybill-${shortcode}:secret`).toString('base64')}` } });
+  const { access_token } = (await token.json()) as { access_token: string };
+  const ts = '20261122120000';
+  const res = await fetch(`${t.baseUrl}/sandbox/mobilemoney/mpesa/stkpush/v1/processrequest`, {
+    method: 'POST', headers: { Authorization: `Bearer ${access_token}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ BusinessShortCode: shortcode, Password: Buffer.from(`${shortcode}x${ts}`).toString('base64'), Timestamp: ts, TransactionType: 'CustomerPayBillOnline', Amount: 100, PartyA: phone, PartyB: shortcode, PhoneNumber: phone, CallBackURL: 'http://127.0.0.1:9/none', AccountReference: reference, TransactionDesc: 'paid again' }),
+  });
+  return res.status;
+}
 const storeCreds = (apiKey: string, creds: Record<string, unknown>) =>
   t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'mobilemoney', mobilemoney: creds }).expect(200);
 
@@ -523,14 +547,7 @@ describe('reconciliation', () => {
 
     // Told it failed, the customer pays again by paybill quoting its reference: a second charge to refund,
     // recorded and counted on its own (each note names its receipt), not folded into the first.
-    const token = await fetch(`${t.baseUrl}/sandbox/mobilemoney/oauth/v1/generate?grant_type=client_credentials`, { headers: { Authorization: `Basic ${Buffer.from('paybill-2:secret').toString('base64')}` } });
-    const { access_token } = (await token.json()) as { access_token: string };
-    const ts = '20261122120000';
-    const again = await fetch(`${t.baseUrl}/sandbox/mobilemoney/mpesa/stkpush/v1/processrequest`, {
-      method: 'POST', headers: { Authorization: `Bearer ${access_token}`, 'Content-Type': 'application/json' },
-      body: JSON.stringify({ BusinessShortCode: '777002', Password: Buffer.from(`777002x${ts}`).toString('base64'), Timestamp: ts, TransactionType: 'CustomerPayBillOnline', Amount: 100, PartyA: '254722000334', PartyB: '777002', PhoneNumber: '254722000334', CallBackURL: 'http://127.0.0.1:9/none', AccountReference: p.reference, TransactionDesc: 'paid again' }),
-    });
-    expect(again.status).toBe(200);
+    expect(await paidAgainByPaybill('777002', '254722000334', p.reference)).toBe(200);
     await eventually(() => t.sql(`SELECT 1 FROM sandbox_mobilemoney_stk_requests WHERE shortcode = '777002' AND completes_at <= now()`).then((r) => r.length === 2), 10_000, 'both transactions completed');
     for (const _run of [1, 2]) {
       const res = await t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', m.apiKey).send({});
@@ -551,14 +568,7 @@ describe('reconciliation', () => {
     await storeCreds(m.apiKey, { ...SANDBOX_CREDS, consumer_key: 'charged-twice-key', shortcode: '777003' });
     const p = await settled((await pay({ phone: PHONES.success }, m.apiKey)).body.data.id, 'completed', m.apiKey);
     // The customer also pays by paybill, quoting the payment's reference as the account.
-    const token = await fetch(`${t.baseUrl}/sandbox/mobilemoney/oauth/v1/generate?grant_type=client_credentials`, { headers: { Authorization: `Basic ${Buffer.from('paybill:secret').toString('base64')}` } });
-    const { access_token } = (await token.json()) as { access_token: string };
-    const ts = '20261122120000';
-    const second = await fetch(`${t.baseUrl}/sandbox/mobilemoney/mpesa/stkpush/v1/processrequest`, {
-      method: 'POST', headers: { Authorization: `Bearer ${access_token}`, 'Content-Type': 'application/json' },
-      body: JSON.stringify({ BusinessShortCode: '777003', Password: Buffer.from(`777003x${ts}`).toString('base64'), Timestamp: ts, TransactionType: 'CustomerPayBillOnline', Amount: 100, PartyA: '254722000333', PartyB: '777003', PhoneNumber: '254722000333', CallBackURL: 'http://127.0.0.1:9/none', AccountReference: p.reference, TransactionDesc: 'paid again' }),
-    });
-    expect(second.status).toBe(200);
+    expect(await paidAgainByPaybill('777003', '254722000333', p.reference)).toBe(200);
     await eventually(() => t.sql(`SELECT 1 FROM sandbox_mobilemoney_stk_requests WHERE shortcode = '777003' AND completes_at <= now()`).then((r) => r.length === 2), 10_000, 'both transactions completed');
     const metric = async () => total(await scrapeMetrics(t), 'payments_integrity_mismatches_total', { provider: 'mobilemoney', source: 'reconciliation:duplicate_charge' });
     const before = await metric();
