@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
 import { WebhookReceiver, waitFor } from '../delivery/receiver.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { launchChromium, screenshot } from './chromium.js';
@@ -270,16 +270,21 @@ describe('merchant dashboard', () => {
     return { page, sentKeys, refunds };
   };
 
+  /** While the provider does not answer: 5.00 refunded on the page, shown pending, and the page redrawn with it. */
+  const refundUnanswered = async (page: Page, refundRows: Locator) => {
+    await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
+    await page.getByRole('button', { name: 'Refund' }).click();
+    await shows(page, 'Refund of 5.00 USD is pending until the provider confirms it.');
+    await refundRows.filter({ hasText: '5.00 USD' }).waitFor();
+  };
+
   it('a refund the provider does not answer is shown pending, and the next click shows it again: one refund, not a second', async () => {
     const { page, sentKeys, refunds } = await openPaidPaymentPage();
     const refundRows = page.locator('h2:text("Refunds") + div table tbody tr');
     await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
     try {
-      await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
-      await page.getByRole('button', { name: 'Refund' }).click();
       // Not an error ("nothing happened"): the refund is made, pending until the provider confirms it.
-      await shows(page, 'Refund of 5.00 USD is pending until the provider confirms it.');
-      await refundRows.filter({ hasText: '5.00 USD' }).waitFor(); // the page redrawn with it
+      await refundUnanswered(page, refundRows);
       expect((await refundRows.allInnerTexts()).map((row) => row.replace(/\s+/g, ' '))).toEqual([expect.stringMatching(/5\.00 USD pending/)]);
       await expect(page.getByRole('alert').count()).resolves.toBe(0);
       const [made] = await refunds();
@@ -341,10 +346,7 @@ describe('merchant dashboard', () => {
     const refundRows = page.locator('h2:text("Refunds") + div table tbody tr');
     await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
     try {
-      await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
-      await page.getByRole('button', { name: 'Refund' }).click();
-      await shows(page, 'Refund of 5.00 USD is pending until the provider confirms it.');
-      await refundRows.filter({ hasText: '5.00 USD' }).waitFor();
+      await refundUnanswered(page, refundRows);
     } finally {
       await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' }).expect(200);
     }

@@ -158,15 +158,19 @@ async function sendAgain(refundId: string, receipt: string, earlier: string[]): 
   return repeat;
 }
 
+/** A refund (201, pending) sent while the operator loses the next `lost` results: its id and its first request's OriginatorConversationID. */
+async function refundWithResultsLost(paymentId: string, lost: number): Promise<{ refundId: string; first: string }> {
+  await loseResults(lost);
+  const res = await refund(paymentId);
+  expect(res.status).toBe(201);
+  return { refundId: res.body.data.id as string, first: res.body.data.provider_ref as string };
+}
+
 describe('a reversal acknowledged by the operator whose result callback was lost', () => {
   it('done at the operator: the repeat is answered R000001 "already reversed", the refund completes (payment.reversed) and the receipt was reversed once', async () => {
     const p = await paid('100');
     // The reversal's result is lost, and so is the result of the first status report asked about it.
-    await loseResults(2);
-    const res = await refund(p.id);
-    expect(res.status).toBe(201);
-    const refundId = res.body.data.id as string;
-    const first = res.body.data.provider_ref as string;
+    const { refundId, first } = await refundWithResultsLost(p.id, 2);
     await eventually(async () => ((await control()).lost_results === 1 ? true : null), 10_000, "the reversal's result lost");
     expect(await reversalsAtOperator(p.receipt)).toEqual([{ originator_conversation_id: first, result_code: '0' }]);
 
@@ -397,11 +401,7 @@ describe('after a repeat, the status reports ask about every request of the refu
   it('the first request done, its result and its report lost; the repeat answered R000001, its result lost too: a later check\'s report on the first request completes the refund', async () => {
     const p = await paid('100');
     // The first reversal's result is lost, and so is the result of the first status report about it.
-    await loseResults(2);
-    const res = await refund(p.id);
-    expect(res.status).toBe(201);
-    const refundId = res.body.data.id as string;
-    const first = res.body.data.provider_ref as string;
+    const { refundId, first } = await refundWithResultsLost(p.id, 2);
     await syncCheck(refundId);
     await untilLost("the reversal's result and its report's lost");
     for (let check = 2; check <= RESEND_AFTER_REPORT_CHECKS; check++) await syncCheck(refundId);
