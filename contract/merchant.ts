@@ -131,7 +131,7 @@ export const merchantContract = c.router(
       summary: 'Store provider credentials',
       description:
         "Replaces the merchant's credentials for one provider. Secrets are encrypted at rest and never returned: the response " +
-        'shows them masked as `****` and their last four characters (`****` alone for a value of 8 characters or fewer).',
+        'shows them masked as `****` and their last four characters (`****` alone for a value of four characters or fewer).',
       metadata: { scope: 'merchant:write', tag: 'Merchant' } as const,
       body: StoreCredentialsBodySchema,
       responses: { 200: envelope(CredentialSummarySchema), 409: ErrorBodySchema, 502: ErrorBodySchema },

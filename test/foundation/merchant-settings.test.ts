@@ -107,7 +107,7 @@ describe('provider credentials', () => {
     expect(mobile.status).toBe(200);
     expect(mobile.body.data.config_summary).toEqual({
       env: 'sandbox', consumer_key: '****EF56', consumer_secret: '****GH78', passkey: '****c919', shortcode: '174379',
-      initiator: '****', security_credential: '****XYZ9', nominated_number: '****4149',
+      initiator: '****tapi', security_credential: '****XYZ9', nominated_number: '****4149',
     });
 
     const list = await t.http.get('/v1/merchant/credentials').set('X-API-Key', key).expect(200);
@@ -118,16 +118,16 @@ describe('provider credentials', () => {
     expect(me.body.data.providers).toEqual(['cardpay', 'mobilemoney', 'walletpay']);
   });
 
-  it('never shows a short secret: 8 characters or fewer are **** alone (the last four would be half of it or all)', async () => {
+  it('masks every secret as **** and its last four, and one of four characters or fewer as **** alone', async () => {
     const wallet = await put({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'client-8', client_secret: 'abcd' } });
     expect(wallet.status).toBe(200);
-    expect(wallet.body.data.config_summary).toMatchObject({ env: 'sandbox', client_id: '****', client_secret: '****' });
+    expect(wallet.body.data.config_summary).toMatchObject({ env: 'sandbox', client_id: '****nt-8', client_secret: '****' });
     const list = await t.http.get('/v1/merchant/credentials').set('X-API-Key', key).expect(200);
     const listed = JSON.stringify(list.body.data.find((c: { provider: string }) => c.provider === 'walletpay'));
-    expect(listed).not.toMatch(/abcd|client-8|ient-8/);
-    // Nine characters: the last four are shown, as for any longer secret.
-    const longer = await put({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'client-09', client_secret: 'abcd' } });
-    expect(longer.body.data.config_summary).toMatchObject({ client_id: '****t-09', client_secret: '****' });
+    expect(listed).not.toMatch(/abcd|client-8/);
+    // Five characters: the last four are shown, as for any longer secret.
+    const five = await put({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'c-id5', client_secret: 'abcd' } });
+    expect(five.body.data.config_summary).toMatchObject({ client_id: '****-id5', client_secret: '****' });
   });
 
   it('keeps no plaintext secret in the database row', async () => {

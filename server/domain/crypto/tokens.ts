@@ -39,9 +39,9 @@ export function safeEqual(a: string, b: string): boolean {
 }
 
 /**
- * `****` + the last four characters, as the interface masks credentials; `****` alone for a value of 8
- * characters or fewer, whose last four would be half of it or all of it (decisions.md: secrets are never returned).
+ * `****` + the last four characters, as the interface masks credentials; `****` alone for a value of four
+ * characters or fewer, whose last four would be all of it (decisions.md: secrets are never returned).
  */
 export function maskSecret(value: string): string {
-  return value.length > 8 ? `****${value.slice(-4)}` : '****';
+  return value.length > 4 ? `****${value.slice(-4)}` : '****';
 }
