@@ -93,6 +93,18 @@ describe('OAuth', () => {
     const withSecond = await rawPost('/mpesa/stkpushquery/v1/query', second, {});
     expect(((await withSecond.json()) as { errorCode: string }).errorCode).toBe('400.002.02');
   });
+
+  it('answers Pull Transactions with its own codes: 401 401.001 for a bad token, 400 400.001 for a bad ShortCode', async () => {
+    const bad = await rawPost('/pulltransactions/v1/query', 'not-a-token', { ShortCode: '600300' });
+    expect(bad.status).toBe(401);
+    expect(await bad.json()).toEqual({ requestId: expect.any(String), errorCode: '401.001', errorMessage: 'Invalid Access Token' });
+    const token = await rawToken('key-pull');
+    for (const path of ['/pulltransactions/v1/query', '/pulltransactions/v1/register']) {
+      const res = await rawPost(path, token, { ShortCode: 'not-a-shortcode', RequestType: 'Pull' });
+      expect(res.status).toBe(400);
+      expect(await res.json()).toEqual({ requestId: expect.any(String), errorCode: '400.001', errorMessage: 'Invalid ShortCode' });
+    }
+  });
 });
 
 describe('shared token', () => {

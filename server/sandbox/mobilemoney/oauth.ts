@@ -38,19 +38,29 @@ export function mountOauth(router: Router, deps: SandboxDeps): void {
   });
 }
 
+/** How an API refuses a missing or unknown token: most with 404.001.04 / 404.001.03; Pull Transactions with 401.001 (providers.md). */
+export interface TokenRefusals {
+  missing: [code: string, message: string];
+  invalid: [code: string, message: string];
+}
+const DARAJA_TOKEN_REFUSALS: TokenRefusals = {
+  missing: ['404.001.04', 'Invalid Authentication Header'],
+  invalid: ['404.001.03', 'Invalid Access Token'],
+};
+
 /** Every API call needs `Authorization: Bearer <live token>`. */
-export function requireToken(deps: SandboxDeps) {
+export function requireToken(deps: SandboxDeps, refusals: TokenRefusals = DARAJA_TOKEN_REFUSALS) {
   return async (req: AuthedRequest, res: Response, next: NextFunction) => {
     try {
       const header = req.get('authorization') ?? '';
       const m = /^Bearer\s+(\S+)$/.exec(header.trim());
       if (!m) {
-        operatorError(res, '404.001.04', 'Invalid Authentication Header');
+        operatorError(res, ...refusals.missing);
         return;
       }
       const consumerKey = await consumerForToken(deps.em, m[1]!);
       if (!consumerKey) {
-        operatorError(res, '404.001.03', 'Invalid Access Token');
+        operatorError(res, ...refusals.invalid);
         return;
       }
       req.consumerKey = consumerKey;

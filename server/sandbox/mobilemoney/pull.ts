@@ -2,18 +2,22 @@ import type { NextFunction, Response, Router } from 'express';
 import { parsePullWindowTime } from './eat-clock.js';
 import type { SandboxDeps } from '../module.js';
 import { responseRefId } from './ids.js';
-import { requireToken, type AuthedRequest } from './oauth.js';
+import { requireToken, type AuthedRequest, type TokenRefusals } from './oauth.js';
 import { completedInWindow, registerPull } from './store.js';
 import { PULL_PAGE_SIZE } from './test-values.js';
-import { body, decimalAmount, invalidField, isMsisdn, isShortcode, isUrl, text } from './wire.js';
+import { body, decimalAmount, invalidField, isMsisdn, isShortcode, isUrl, operatorError, text } from './wire.js';
+
+/** Pull Transactions answers with its own codes (providers.md): 401.001 for a token, 400.001 for a ShortCode. */
+const PULL_TOKEN_REFUSALS: TokenRefusals = { missing: ['401.001', 'Invalid Access Token'], invalid: ['401.001', 'Invalid Access Token'] };
+const invalidShortCode = (res: Response) => operatorError(res, '400.001', 'Invalid ShortCode');
 
 /** Pull Transactions: one-time registration, then paged queries of the shortcode's C2B transactions. */
 export function mountPull(router: Router, deps: SandboxDeps): void {
-  router.post('/pulltransactions/v1/register', requireToken(deps), async (req: AuthedRequest, res: Response, next: NextFunction) => {
+  router.post('/pulltransactions/v1/register', requireToken(deps, PULL_TOKEN_REFUSALS), async (req: AuthedRequest, res: Response, next: NextFunction) => {
     try {
       const b = body(req);
       const shortcode = text(b.ShortCode);
-      if (!isShortcode(shortcode)) return invalidField(res, 'ShortCode');
+      if (!isShortcode(shortcode)) return invalidShortCode(res);
       if (text(b.RequestType) !== 'Pull') return invalidField(res, 'RequestType');
       const nominated = text(b.NominatedNumber);
       if (!isMsisdn(nominated)) return invalidField(res, 'NominatedNumber');
@@ -31,11 +35,11 @@ export function mountPull(router: Router, deps: SandboxDeps): void {
     }
   });
 
-  router.post('/pulltransactions/v1/query', requireToken(deps), async (req: AuthedRequest, res: Response, next: NextFunction) => {
+  router.post('/pulltransactions/v1/query', requireToken(deps, PULL_TOKEN_REFUSALS), async (req: AuthedRequest, res: Response, next: NextFunction) => {
     try {
       const b = body(req);
       const shortcode = text(b.ShortCode);
-      if (!isShortcode(shortcode)) return invalidField(res, 'ShortCode');
+      if (!isShortcode(shortcode)) return invalidShortCode(res);
       const start = parsePullWindowTime(text(b.StartDate) ?? '');
       if (!start) return invalidField(res, 'StartDate');
       const end = parsePullWindowTime(text(b.EndDate) ?? '');
