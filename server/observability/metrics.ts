@@ -1,4 +1,5 @@
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { DELIVERY_STATUSES } from '../../contract/webhook-logs.js';
 
 /** Prometheus metrics of one process; scraped at GET /metrics. */
 export class Metrics {
@@ -74,5 +75,8 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+    // Every attempt status starts at 0: increase() reads a series that first appears at 1 as no change,
+    // so a process's first dead delivery would never fire PaymentsWebhooksDead.
+    for (const status of DELIVERY_STATUSES) if (status !== 'pending') this.webhookDeliveryAttempts.inc({ status }, 0);
   }
 }

@@ -178,6 +178,26 @@ describe('examples/prometheus-alerts.yml', () => {
     ]);
   });
 
+  it('fires on the first count of every counter a rule reads as "any increase": its series start at 0, or the rule catches a new series', async () => {
+    // increase()/rate() read a series that first appears at 1 as no change: a counter whose series are born
+    // at their first count would let a process's first integrity mismatch, failed callback or dead delivery pass.
+    const { registry } = t.service.container.metrics;
+    const atBoot = async (metric: string, matchers: Selector['matchers']) =>
+      ((await registry.getSingleMetric(metric)?.get())?.values ?? []).some((v) =>
+        matchers.every(({ label, op, value }) => (op === '=' ? String(v.labels[label]) === value : true)),
+      );
+    const silent: string[] = [];
+    for (const rule of rules.filter((r) => /\)\s*>\s*0(?![.\d])/.test(r.expr))) {
+      for (const inner of rule.expr.matchAll(/(?:increase|rate)\(([^[]+)\[/g)) {
+        const [selector] = analyse(inner[1]!).selectors;
+        if (!selector || (await atBoot(selector.metric, selector.matchers))) continue;
+        const catchesNewSeries = new RegExp(`\\b${selector.metric}\\s+unless\\s+${selector.metric}\\s+offset\\b`).test(rule.expr);
+        if (!catchesNewSeries) silent.push(`${rule.alert}: ${selector.metric}`);
+      }
+    }
+    expect(silent).toEqual([]);
+  });
+
   it('is served by metrics whose labels do not collide with the labels Prometheus sets on every series', () => {
     // A metric label named `job` or `instance` would be renamed `exported_job` / `exported_instance` on scrape.
     const colliding = [...exported].filter(([, { labels }]) => labels.some((l) => TARGET_LABELS.includes(l))).map(([name]) => name);

@@ -8,8 +8,13 @@ const CALLBACK_PATH = new RegExp(`^/v1/webhooks/(${PROVIDERS.join('|')})(/|$)`);
 export const CALLBACK_OUTCOMES = ['accepted', 'rejected', 'failed'] as const;
 type CallbackOutcome = (typeof CALLBACK_OUTCOMES)[number];
 
-/** Counts provider callbacks (/v1/webhooks/<provider>…) by how they were answered. */
+/**
+ * Counts provider callbacks (/v1/webhooks/<provider>…) by how they were answered. Every series starts at
+ * 0: Prometheus's rate() reads a series that first appears at 1 as no change, so the first failed callback
+ * of a process would never fire PaymentsCallbacksFailing.
+ */
 export function callbackMetrics(metrics: Metrics): RequestHandler {
+  for (const provider of PROVIDERS) for (const outcome of CALLBACK_OUTCOMES) metrics.providerCallbacks.inc({ provider, outcome }, 0);
   return (req, res, next) => {
     const provider = CALLBACK_PATH.exec(req.path)?.[1];
     if (provider) {
