@@ -21,6 +21,17 @@ function emptyIsUnset(env: unknown): unknown {
   return Object.fromEntries(Object.entries(env).filter(([, value]) => value !== ''));
 }
 
+/** True when every percent-encoded part of a connection URL decodes, as the pg driver decodes them. */
+function percentDecodes(url: string): boolean {
+  try {
+    const u = new URL(url);
+    for (const part of [u.username, u.password, u.pathname]) decodeURIComponent(part);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   NODE_ENV: z.string().default('development'),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
@@ -30,7 +41,12 @@ const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   MIGRATE_ON_BOOT: booleanFlag.default('true'),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   SHUTDOWN_DELAY_MS: z.coerce.number().int().min(0).default(0),
-  DATABASE_URL: z.string().url().optional(),
+  DATABASE_URL: z
+    .string()
+    .url()
+    // The pg driver percent-decodes the user, password and database name; a stray `%` failed at connect, unnamed.
+    .refine((url) => percentDecodes(url), 'the user, password or database name holds a % that is not percent-encoding (write % as %25)')
+    .optional(),
   DATABASE_POOL_MAX: z.coerce.number().int().min(2).max(1000).default(20),
   DATABASE_ACQUIRE_TIMEOUT: z.string().default('5s'),
   IDEMPOTENCY_LEASE: z.string().default('60s'),
@@ -308,6 +324,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   const e = parsed.data;
   const production = e.NODE_ENV === 'production';
   if (production && !e.ENCRYPTION_KEY) throw new ConfigError('ENCRYPTION_KEY is required when NODE_ENV=production');
+  // Without it a production process would start the development database (embedded, in ./.data) for live money.
+  if (production && !e.DATABASE_URL) throw new ConfigError('DATABASE_URL is required when NODE_ENV=production (the embedded PostgreSQL is for development and tests)');
   if (e.ENCRYPTION_KEY !== undefined) aesKeyVar('ENCRYPTION_KEY', e.ENCRYPTION_KEY);
   const decryptionKeys = (e.DECRYPTION_KEYS ?? '').split(',').map((k) => k.trim()).filter(Boolean);
   for (const key of decryptionKeys) aesKeyVar('each of DECRYPTION_KEYS', key);

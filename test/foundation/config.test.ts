@@ -108,6 +108,25 @@ describe('configuration', () => {
     expect([run.code, run.stderr.trim()]).toEqual([2, 'EVENT_RETENTION: "30days" is not a duration (a number with a unit: 250ms, 30s, 5m, 1h, 30d)']);
   }, 30_000);
 
+  it('refuses a production process without DATABASE_URL, before starting any database: the embedded one is for development', async () => {
+    const key = randomBytes(32).toString('base64');
+    expect(() => loadConfig({ NODE_ENV: 'production', ENCRYPTION_KEY: key })).toThrow(
+      'DATABASE_URL is required when NODE_ENV=production (the embedded PostgreSQL is for development and tests)',
+    );
+    expect(loadConfig({ NODE_ENV: 'production', ENCRYPTION_KEY: key, DATABASE_URL: NOWHERE }).databaseUrl).toBe(NOWHERE);
+    // Was: the service started an embedded cluster in ./.data (or failed on its directory, naming nothing).
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'prod-no-db-'));
+    const service = await runCli('server/main.ts', [], { NODE_ENV: 'production', ENCRYPTION_KEY: key, DATA_DIR: dataDir, DATABASE_URL: '' });
+    expect([service.code, service.stderr.trim()]).toEqual([2, 'DATABASE_URL is required when NODE_ENV=production (the embedded PostgreSQL is for development and tests)']);
+  }, 30_000);
+
+  it('refuses a DATABASE_URL whose password holds a bare %, naming the variable (it failed at connect with "URI malformed")', () => {
+    expect(() => loadConfig({ DATABASE_URL: 'postgres://app:p%zz@db.internal/payments' })).toThrow(
+      'DATABASE_URL: the user, password or database name holds a % that is not percent-encoding (write % as %25)',
+    );
+    expect(loadConfig({ DATABASE_URL: 'postgres://app:p%25zz@db.internal/payments' }).databaseUrl).toBe('postgres://app:p%25zz@db.internal/payments');
+  });
+
   it('refuses an encryption key that is not 32 bytes in base64 before connecting anywhere: migrate, the admin CLI and the service alike', async () => {
     const good = randomBytes(32).toString('base64');
     expect(loadConfig({ ENCRYPTION_KEY: ` ${good}\n`, DECRYPTION_KEYS: `${randomBytes(32).toString('base64')}, ${good}` }).decryptionKeys).toHaveLength(2);

@@ -6,7 +6,7 @@ import { startTestService, TEST_ENCRYPTION_KEY, type TestService } from '../supp
 // on the unauthenticated provider callbacks, counted in PostgreSQL so every api process shares them.
 // Windows are filled in the database ahead of time, so the tests do not race the clock.
 
-const production = (env: Record<string, string> = {}) => loadConfig({ NODE_ENV: 'production', ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, ...env });
+const production = (env: Record<string, string> = {}) => loadConfig({ NODE_ENV: 'production', DATABASE_URL: 'postgres://payments@db.internal/payments', ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, ...env });
 
 /** Marks the next `seconds` one-second (or one-minute) windows of `bucket` as used up to `count`. */
 async function fillWindows(t: TestService, bucket: string, count: number, windowMs: number, seconds = 120) {
