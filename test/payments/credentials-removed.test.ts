@@ -1,11 +1,16 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { SEND_EVENT_JOB } from '../../server/sandbox/cardpay/events.js';
+import { scrapeMetrics, total } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
+import { eventually } from '../support/webhook-receiver.js';
 
 /**
  * A merchant who removed a provider's credentials (interface.md: "provider credentials not configured
  * (payments and refunds)" → 422): a refund or capture is refused before anything is written, and a
  * create retried with a key that already answered still replays its payment. The webhook endpoint the
- * service registered for them is deleted at the provider.
+ * service registered for them is deleted at the provider, and so is it when credentials stored again no
+ * longer use it.
  */
 let t: TestService;
 let key: string;
@@ -135,5 +140,100 @@ describe('removing cardpay credentials whose webhook endpoint the service regist
     const stored = (await t.http.get('/v1/merchant/credentials').set('X-API-Key', key).expect(200)).body.data as { provider: string }[];
     expect(stored.map((c) => c.provider)).not.toContain('cardpay');
     expect(await endpoints()).toHaveLength(1);
+  });
+});
+
+describe('storing cardpay credentials again, no longer using the endpoint the service registered', () => {
+  type Endpoint = { id: string; url: string; secret?: string };
+  const uniqueKey = (name: string) => `sk_test_${name}_${randomUUID().replace(/-/g, '')}`;
+  /** What the provider's dashboard lists for the account of `secretKey`, at the merchant's URL. */
+  const endpointsOf = async (secretKey: string, merchantId: string) =>
+    ((await t.http.get('/sandbox/cardpay/v1/webhook_endpoints').set('Authorization', `Bearer ${secretKey}`).expect(200)).body.data as Endpoint[])
+      .filter((e) => new URL(e.url).searchParams.get('merchant') === merchantId)
+      .map((e) => e.id);
+  const merchantUrl = (merchantId: string) => `${t.baseUrl}/v1/webhooks/cardpay?merchant=${merchantId}`;
+  /** An endpoint the merchant makes in the provider's dashboard, at the URL the service registers. */
+  const madeInDashboard = async (secretKey: string, merchantId: string): Promise<Endpoint> =>
+    (await t.http.post('/sandbox/cardpay/v1/webhook_endpoints').set('Authorization', `Bearer ${secretKey}`).type('form')
+      .send({ url: merchantUrl(merchantId), 'enabled_events[]': ['payment_intent.succeeded', 'payment_intent.payment_failed', 'charge.refunded', 'refund.updated'] })
+      .expect(200)).body;
+  const storeFor = (apiKey: string, cardpay: object) => t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay });
+
+  it("a dashboard endpoint's webhook_secret: the registered endpoint is deleted, the merchant's own at the same URL stays and alone receives the account's events", async () => {
+    const { apiKey, merchantId } = await t.createMerchant('Dashboard Endpoint Shop');
+    const secretKey = uniqueKey('restore_dashboard');
+    await storeFor(apiKey, { secret_key: secretKey }).expect(200);
+    const [registered] = await endpointsOf(secretKey, merchantId);
+    const own = await madeInDashboard(secretKey, merchantId);
+
+    await storeFor(apiKey, { secret_key: secretKey, webhook_secret: own.secret }).expect(200);
+    expect(await endpointsOf(secretKey, merchantId)).toEqual([own.id]);
+
+    // A payment the provider's event completes: every delivery of its events is accepted (the registered
+    // endpoint, left, would have been sent each of them too, and refused each with 401 until it gave up).
+    const rejected = async () => total(await scrapeMetrics(t), 'provider_callbacks_total', { provider: 'cardpay', outcome: 'rejected' });
+    const rejectedBefore = await rejected();
+    const created = await t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', randomUUID())
+      .send({ provider: 'cardpay', amount: '12.00', currency: 'USD', payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/r' })
+      .expect(201);
+    const p = created.body.data as { id: string; provider_ref: string; next_action: { url: string } };
+    await fetch(`${p.next_action.url}${p.next_action.url.includes('?') ? '&' : '?'}auto=complete`, { redirect: 'manual' });
+    await eventually(
+      async () => (await t.sql(`SELECT 1 FROM payment_transitions WHERE payment_id = $1 AND accepted AND trigger = 'callback:payment_intent.succeeded'`, [p.id])).length > 0,
+      15_000,
+      'the payment completed by the provider event',
+    );
+    // Every delivery of its events done, none waiting to be sent again.
+    await eventually(
+      async () => (await t.sql(`SELECT 1 FROM agenda_jobs WHERE name = $1 AND data->>'body' LIKE $2`, [SEND_EVENT_JOB, `%${p.provider_ref}%`])).length === 0,
+      10_000,
+      'the provider to have delivered every event of the payment',
+    );
+    expect((await rejected()) - rejectedBefore).toBe(0);
+    expect(registered).not.toBe(own.id);
+  });
+
+  it("a secret key of another account: the endpoint registered on the replaced key's account is deleted, whether the new one is registered or the merchant's own", async () => {
+    const { apiKey, merchantId } = await t.createMerchant('Account Moving Shop');
+    const [first, second, third] = [uniqueKey('restore_first'), uniqueKey('restore_second'), uniqueKey('restore_third')];
+    await storeFor(apiKey, { secret_key: first }).expect(200);
+    expect(await endpointsOf(first, merchantId)).toHaveLength(1);
+
+    await storeFor(apiKey, { secret_key: second }).expect(200);
+    expect(await endpointsOf(first, merchantId)).toEqual([]);
+    expect(await endpointsOf(second, merchantId)).toHaveLength(1);
+
+    const own = await madeInDashboard(third, merchantId);
+    await storeFor(apiKey, { secret_key: third, webhook_secret: own.secret }).expect(200);
+    expect(await endpointsOf(second, merchantId)).toEqual([]);
+    expect(await endpointsOf(third, merchantId)).toEqual([own.id]);
+  });
+
+  it('the registered endpoint\'s own secret stored again keeps it: nothing is deleted', async () => {
+    const { apiKey, merchantId } = await t.createMerchant('Endpoint Keeping Shop');
+    const secretKey = uniqueKey('restore_keep');
+    await storeFor(apiKey, { secret_key: secretKey }).expect(200);
+    const [registered] = await endpointsOf(secretKey, merchantId);
+    // Its secret as the dashboard reveals it.
+    const [row] = await t.sql<{ secret: string }>('SELECT secret FROM sandbox_cardpay_webhook_endpoints WHERE id = $1', [registered]);
+
+    await storeFor(apiKey, { secret_key: secretKey, webhook_secret: row!.secret }).expect(200);
+    expect(await endpointsOf(secretKey, merchantId)).toEqual([registered]);
+  });
+
+  it('a provider that cannot be reached leaves the store 200 (the new credentials stored) and the endpoint where it is', async () => {
+    const { apiKey, merchantId } = await t.createMerchant('Restore Outage Shop');
+    const secretKey = uniqueKey('restore_outage');
+    await storeFor(apiKey, { secret_key: secretKey }).expect(200);
+    const before = await endpointsOf(secretKey, merchantId);
+    await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
+    try {
+      const res = await storeFor(apiKey, { secret_key: secretKey, webhook_secret: 'whsec_restore_outage_0001' });
+      expect(res.status).toBe(200);
+      expect(res.body.data.config_summary).toEqual({ secret_key: expect.any(String), webhook_secret: '****0001' });
+    } finally {
+      await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' }).expect(200);
+    }
+    expect(await endpointsOf(secretKey, merchantId)).toEqual(before);
   });
 });

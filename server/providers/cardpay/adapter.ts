@@ -163,7 +163,7 @@ export class CardpayAdapter {
    */
   async createWebhookEndpoint(creds: CardpayCredentials, url: string, idempotencyKey: string): Promise<{ id: string; secret: string }> {
     const stripe = this.stripe(creds);
-    const params: Stripe.WebhookEndpointCreateParams = { url, enabled_events: WEBHOOK_EVENT_TYPES };
+    const params: Stripe.WebhookEndpointCreateParams = { url, enabled_events: WEBHOOK_EVENT_TYPES, metadata: REGISTERED_HERE };
     let endpoint: Stripe.WebhookEndpoint;
     try {
       endpoint = await this.call('write', () => stripe.webhookEndpoints.create(params, { idempotencyKey }));
@@ -193,16 +193,14 @@ export class CardpayAdapter {
   }
 
   /**
-   * Deletes the account's endpoints at `url` other than `keepId` (this merchant's earlier ones: their
-   * secrets cannot be read back, and their deliveries would fail verification), or all of them when
-   * `keepId` is null. Every one is tried; an endpoint already gone counts as deleted. Answers the ids
-   * that could not be deleted, with why.
+   * Deletes the account's endpoints at `url` but those `keep` names (this merchant's earlier ones: their
+   * secrets cannot be read back, and their deliveries would fail verification). Every one is tried; an
+   * endpoint already gone counts as deleted. Answers the ids that could not be deleted, with why.
    */
-  async removeOtherWebhookEndpoints(creds: CardpayCredentials, url: string, keepId: string | null): Promise<{ id: string; error: string }[]> {
+  async removeOtherWebhookEndpoints(creds: CardpayCredentials, url: string, keep: (endpoint: WebhookEndpointAt) => boolean): Promise<{ id: string; error: string }[]> {
     const stripe = this.stripe(creds);
-    const existing = await this.call('read', () => stripe.webhookEndpoints.list({ limit: 100 }));
     const failed: { id: string; error: string }[] = [];
-    for (const endpoint of existing.data.filter((e) => e.url === url && e.id !== keepId)) {
+    for (const endpoint of (await this.webhookEndpointsAt(creds, url)).filter((e) => !keep(e))) {
       try {
         await this.call('write', () => stripe.webhookEndpoints.del(endpoint.id));
       } catch (err) {
@@ -212,21 +210,61 @@ export class CardpayAdapter {
     }
     return failed;
   }
+
+  /** The account's endpoints at `url`, and whether the service registered each (REGISTERED_HERE). */
+  async webhookEndpointsAt(creds: CardpayCredentials, url: string): Promise<WebhookEndpointAt[]> {
+    const stripe = this.stripe(creds);
+    const existing = await this.call('read', () => stripe.webhookEndpoints.list({ limit: 100 }));
+    return existing.data
+      .filter((e) => e.url === url)
+      .map((e) => ({ id: e.id, registeredHere: Object.entries(REGISTERED_HERE).every(([k, v]) => e.metadata?.[k] === v) }));
+  }
 }
+
+/** A webhook endpoint at the merchant's URL. */
+export interface WebhookEndpointAt {
+  id: string;
+  /** Registered by the service (not made in the provider's dashboard). */
+  registeredHere: boolean;
+}
+
+/**
+ * The metadata on every endpoint the service registers. A merchant's own endpoint (made in the
+ * dashboard, its secret stored as webhook_secret) may be at the same URL: when such a secret replaces
+ * credentials, only the endpoints the service registered there are deleted, never the merchant's.
+ * Endpoints registered before the tag was added have none, and count as the merchant's.
+ */
+const REGISTERED_HERE = { registered_by: 'multi-provider-payments' } as const;
 
 /**
  * The credentials preparer for cardpay: credentials stored without a webhook_secret get our callback
  * URL registered with the provider, and keep the signing secret it returns. The merchant's earlier
  * endpoint is deleted only once the new secret is stored (afterStored): were the new endpoint's creation
  * to fail, or its answer be lost, the stored credentials and their endpoint go on working as before.
+ * Credentials stored with a webhook_secret (the merchant's own endpoint) replace ones whose endpoint the
+ * service registered just the same: that endpoint is deleted once they are stored — with the replaced
+ * secret key too when it is another (on another account, the new key cannot see it) — unless they name
+ * its very secret (the merchant kept the endpoint).
  */
 export function prepareCardpayCredentials(
   adapter: CardpayAdapter,
   config: AppConfig,
 ): (merchantId: string, creds: CardpayCredentials, previous?: CardpayCredentials | null) => Promise<PreparedCredentials<CardpayCredentials>> {
   return async (merchantId, creds, previous = null) => {
-    if (creds.webhook_secret) return { credentials: creds };
     const url = merchantWebhookUrl(config, merchantId);
+    // Where the replaced endpoints are: the new key's account, and the replaced key's if it is another.
+    const keys = previous && previous.secret_key !== creds.secret_key ? [creds, previous] : [creds];
+    if (creds.webhook_secret) {
+      if (!previous || previous.webhook_secret === creds.webhook_secret) return { credentials: creds };
+      return {
+        credentials: creds,
+        afterStored: async () => {
+          // The endpoint in use is the merchant's: any at the URL on the new key's account but ours.
+          const merchants = new Set((await adapter.webhookEndpointsAt(creds, url)).filter((e) => !e.registeredHere).map((e) => e.id));
+          await removeWebhookEndpoints(adapter, keys, url, (e) => merchants.has(e.id));
+        },
+      };
+    }
     // The same request (same key, URL, events) while the same credentials are stored: a repeat of a PUT
     // whose answer was lost (or that failed after the provider created the endpoint) gets that endpoint
     // back, not a second one. Once its secret is stored, the next registration has another key.
@@ -237,7 +275,7 @@ export function prepareCardpayCredentials(
     const endpoint = await adapter.createWebhookEndpoint(creds, url, idempotencyKey);
     return {
       credentials: { ...creds, webhook_secret: endpoint.secret },
-      afterStored: () => removeWebhookEndpoints(adapter, creds, url, endpoint.id),
+      afterStored: () => removeWebhookEndpoints(adapter, keys, url, (e) => e.id === endpoint.id),
     };
   };
 }
@@ -249,7 +287,7 @@ export function prepareCardpayCredentials(
  * payments too, until the provider disables the endpoint.
  */
 export function removeCardpayWebhookEndpoints(adapter: CardpayAdapter, config: AppConfig): (merchantId: string, creds: CardpayCredentials) => Promise<void> {
-  return (merchantId, creds) => removeWebhookEndpoints(adapter, creds, merchantWebhookUrl(config, merchantId), null);
+  return (merchantId, creds) => removeWebhookEndpoints(adapter, [creds], merchantWebhookUrl(config, merchantId), () => false);
 }
 
 /**
@@ -261,10 +299,21 @@ function merchantWebhookUrl(config: AppConfig, merchantId: string): string {
   return `${callbackUrl(config, 'cardpay')}?merchant=${encodeURIComponent(merchantId)}`;
 }
 
-async function removeWebhookEndpoints(adapter: CardpayAdapter, creds: CardpayCredentials, url: string, keepId: string | null): Promise<void> {
-  const failed = await adapter.removeOtherWebhookEndpoints(creds, url, keepId);
+/**
+ * Deletes the endpoints at `url` but those `keep` names, on the account of each of `keys` in turn (a
+ * failure with one does not stop the next); throws, naming what is left, if anything could not be.
+ */
+async function removeWebhookEndpoints(adapter: CardpayAdapter, keys: CardpayCredentials[], url: string, keep: (endpoint: WebhookEndpointAt) => boolean): Promise<void> {
+  const failed: string[] = [];
+  for (const [i, creds] of keys.entries()) {
+    try {
+      failed.push(...(await adapter.removeOtherWebhookEndpoints(creds, url, keep)).map((f) => `${f.id} (${f.error})`));
+    } catch (err) {
+      failed.push(`those on the account of ${i === 0 ? 'the secret key' : 'the replaced secret key'} (${(err as Error).message})`);
+    }
+  }
   if (failed.length > 0) {
-    throw new Error(`cardpay webhook endpoint(s) ${failed.map((f) => `${f.id} (${f.error})`).join(', ')} at ${url} could not be deleted; delete them in the provider's dashboard`);
+    throw new Error(`cardpay webhook endpoint(s) ${failed.join(', ')} at ${url} could not be deleted; delete them in the provider's dashboard`);
   }
 }
 
