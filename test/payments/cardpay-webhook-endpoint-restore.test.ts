@@ -15,13 +15,15 @@ import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
  * while `failDelete`; with `failNextCreate`, the next creation is answered 500 and, as Stripe keeps the
  * answer of a request that started (a 500 included) under its Idempotency-Key, so is every later one
  * with that key. While `holdList` is set, a listing of the endpoints (the clean-up's first call) waits for
- * it, and `listHeld` is called. Forwards the rest.
+ * it, and `listHeld` is called. A listing with the key `refuseListFor` is refused 403, as Stripe refuses
+ * a restricted key without the webhook endpoints permission. Forwards the rest.
  */
 class EndpointCreateFailure extends ForwardingStub {
   failCreate = false;
   failDelete = false;
   failNextCreate = false;
   holdList: Promise<void> | null = null;
+  refuseListFor: string | null = null;
   listHeld: () => void = () => undefined;
   private readonly failedKeys = new Set<string>();
 
@@ -36,6 +38,11 @@ class EndpointCreateFailure extends ForwardingStub {
       (creation && (this.failCreate || this.failedKeys.has(key))) ||
       (this.failDelete && req.method === 'DELETE' && req.url.startsWith('/sandbox/cardpay/v1/webhook_endpoints/'));
     if (failed) return jsonAnswer(500, { error: { type: 'api_error', message: 'An unknown error occurred' } });
+    if (this.refuseListFor && req.method === 'GET' && req.url.startsWith('/sandbox/cardpay/v1/webhook_endpoints?') && req.headers.authorization === `Bearer ${this.refuseListFor}`) {
+      return jsonAnswer(403, {
+        error: { type: 'invalid_request_error', message: "The provided key does not have the required permissions for this endpoint. Having the 'rak_webhook_read' permission would allow this request to continue." },
+      });
+    }
     const hold = this.holdList;
     if (hold && req.method === 'GET' && req.url.startsWith('/sandbox/cardpay/v1/webhook_endpoints?')) {
       this.listHeld();
@@ -68,6 +75,7 @@ beforeEach(() => {
   stub.failCreate = false;
   stub.failNextCreate = false;
   stub.failDelete = false;
+  stub.refuseListFor = null;
 });
 afterAll(async () => {
   await stub.stop();
@@ -189,5 +197,21 @@ describe('storing cardpay credentials again', () => {
     await dashboardRefundIsRecorded(p, 700, '7.00');
     // The lease is given back: the next store runs.
     await storeAgain().expect(200);
+  });
+});
+
+describe('storing cardpay credentials of another account with a webhook_secret (run last: the merchant keeps them)', () => {
+  it("a restricted key that may not list endpoints: the endpoint registered on the replaced key's account is still deleted, with the replaced key", async () => {
+    expect(await endpointsOfMerchant()).toHaveLength(1);
+    const restricted = `rk_test_restore_${randomUUID().replace(/-/g, '')}`;
+    // The merchant's own endpoint, made in the dashboard of the other account.
+    const own = await t.http.post('/sandbox/cardpay/v1/webhook_endpoints').set('Authorization', `Bearer ${restricted}`).type('form')
+      .send({ url: `${t.baseUrl}/v1/webhooks/cardpay?merchant=${merchantId}`, 'enabled_events[]': ['payment_intent.succeeded', 'refund.updated'] })
+      .expect(200);
+    stub.refuseListFor = restricted;
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: restricted, webhook_secret: own.body.secret } }).expect(200);
+    expect(await endpointsOfMerchant()).toEqual([]);
+    const ofRestricted = await t.http.get('/sandbox/cardpay/v1/webhook_endpoints').set('Authorization', `Bearer ${restricted}`).expect(200);
+    expect(ofRestricted.body.data.map((e: { id: string }) => e.id)).toEqual([own.body.id]);
   });
 });

@@ -259,9 +259,14 @@ export function prepareCardpayCredentials(
       return {
         credentials: creds,
         afterStored: async () => {
-          // The endpoint in use is the merchant's: any at the URL on the new key's account but ours.
-          const merchants = new Set((await adapter.webhookEndpointsAt(creds, url)).filter((e) => !e.registeredHere).map((e) => e.id));
-          await removeWebhookEndpoints(adapter, keys, url, (e) => merchants.has(e.id));
+          // The endpoint in use is the merchant's: on the new key's account every one at the URL that we did
+          // not register stays; on another account none is it, whoever made it. A new key that may not list
+          // endpoints (a restricted key without that permission) leaves, anywhere, those we did not register.
+          const theirs = await adapter.webhookEndpointsAt(creds, url).then(
+            (at) => new Set(at.filter((e) => !e.registeredHere).map((e) => e.id)),
+            () => null,
+          );
+          await removeWebhookEndpoints(adapter, keys, url, (e) => !e.registeredHere && (theirs === null || theirs.has(e.id)));
         },
       };
     }
