@@ -161,4 +161,25 @@ describe('compose.yaml', () => {
       expect(loadConfig(containerEnv(service(name, dotEnv), dotEnv)).publicBaseUrl).toBe('https://pay.example.com');
     }
   });
+
+  it("shows the admin CLI and migrate run inside compose services, with the scripts the image has, and the database password set before the first up", () => {
+    const readme = readFileSync(path.join(REPO, 'README.md'), 'utf8');
+    const scripts = (JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+    const inService = readme.split('\n').filter((line) => /^docker compose (exec|run --rm) \w+ node /.test(line));
+    expect(inService.length).toBeGreaterThanOrEqual(2);
+    for (const line of inService) {
+      const [, name, file] = /^docker compose (?:exec|run --rm) (\w+) node (\S+)/.exec(line)!;
+      // A service compose defines, running a file an npm script of the production image runs.
+      expect([line, service(name!, operatorEnv).image]).toEqual([line, 'payments-service']);
+      expect([line, Object.values(scripts).includes(`node ${file}`)]).toEqual([line, true]);
+    }
+    expect(inService.some((line) => line.includes('dist/server/admin/cli.js'))).toBe(true);
+    expect(inService.some((line) => line.includes('dist/server/migrate.js'))).toBe(true);
+    // Written to .env before `docker compose up` (PostgreSQL reads it only when it creates its volume).
+    const lines = readme.split('\n');
+    const password = lines.findIndex((line) => /^printf 'POSTGRES_PASSWORD=/.test(line) && line.endsWith('>> .env'));
+    const firstUp = lines.findIndex((line) => line.startsWith('docker compose up'));
+    expect(password).toBeGreaterThan(-1);
+    expect(password).toBeLessThan(firstUp);
+  });
 });
