@@ -55,7 +55,7 @@ Connects to DATABASE_URL (without it, the embedded PostgreSQL in DATA_DIR). Neve
 to run (exit 1) on a schema this release's migrate command has not brought to its own version, behind
 or ahead. merchant create and secrets reseal use the service's encryption key:
 ENCRYPTION_KEY, or the one a service generated in DATA_DIR; without either they refuse (exit 64) and
-never make one up. Prints JSON on stdout; errors on stderr with a non-zero exit (64: usage or
+never make one up; the other commands run without it, NODE_ENV=production too. Prints JSON on stdout; errors on stderr with a non-zero exit (64: usage or
 configuration).`;
 
 const COMMAND_HELP: Record<string, string> = {
@@ -186,7 +186,9 @@ async function run(argv: string[]): Promise<unknown> {
   if (values.help) throw new HelpRequested(known ?? USAGE);
   if (!known) throw new UsageError(USAGE);
 
-  const config = loadConfig();
+  // A command that never uses the key runs without it, in production too (a leaked key is revoked
+  // from a bastion shell with DATABASE_URL alone).
+  const config = loadConfig(process.env, { encryptionKeyOptional: !NEEDS_KEY.has(command) });
   // Before connecting anywhere.
   const key = NEEDS_KEY.has(command) ? await serviceKey(config) : null;
   let embedded: EmbeddedDatabase | null = null;

@@ -314,8 +314,12 @@ function certificateFile(name: string, file: string | undefined, kind: 'x509' | 
   return file;
 }
 
-/** Reads and validates the environment once, at boot; a bad value stops the process with a clear message. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
+/**
+ * Reads and validates the environment once, at boot; a bad value stops the process with a clear message.
+ * `encryptionKeyOptional`: for the admin CLI's commands that never use the key (`key revoke` from a
+ * bastion shell with DATABASE_URL alone); an ENCRYPTION_KEY that is set is still checked.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { encryptionKeyOptional?: boolean } = {}): AppConfig {
   const parsed = EnvSchema.safeParse(env);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
@@ -323,7 +327,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   const e = parsed.data;
   const production = e.NODE_ENV === 'production';
-  if (production && !e.ENCRYPTION_KEY) throw new ConfigError('ENCRYPTION_KEY is required when NODE_ENV=production');
+  if (production && !e.ENCRYPTION_KEY && !options.encryptionKeyOptional) throw new ConfigError('ENCRYPTION_KEY is required when NODE_ENV=production');
   // Without it a production process would start the development database (embedded, in ./.data) for live money.
   if (production && !e.DATABASE_URL) throw new ConfigError('DATABASE_URL is required when NODE_ENV=production (the embedded PostgreSQL is for development and tests)');
   if (e.ENCRYPTION_KEY !== undefined) aesKeyVar('ENCRYPTION_KEY', e.ENCRYPTION_KEY);

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createTestDatabase, sql } from '../support/database.js';
-import { runCli } from '../support/processes.js';
+import { adminCli, runCli } from '../support/processes.js';
 import { TEST_ENCRYPTION_KEY } from '../support/service.js';
 
 // The admin CLI run by an operator from a bastion shell with only DATABASE_URL exported (no NODE_ENV,
@@ -61,6 +61,34 @@ describe('the admin CLI on a later release\'s schema', () => {
       expect(await sql(db.url, `SELECT 1 FROM merchants WHERE name = 'Too Old'`)).toEqual([]);
     } finally {
       await sql(db.url, `DELETE FROM mikro_orm_migrations WHERE name = 'Migration20990101000001_future'`);
+    }
+  }, 60_000);
+});
+
+// README, Production: NODE_ENV=production is exported for every command; only merchant create and
+// secrets reseal use ENCRYPTION_KEY. A leaked key is revoked from a bastion shell with DATABASE_URL
+// alone (every key command refused with "ENCRYPTION_KEY is required when NODE_ENV=production").
+describe('the admin CLI in production without ENCRYPTION_KEY', () => {
+  const production = { NODE_ENV: 'production' };
+
+  it('issues, lists and revokes keys', async () => {
+    const { merchant_id: merchantId } = await adminCli<{ merchant_id: string }>(db.url, ['merchant', 'create', '--name', 'Leaky Shop']);
+    const created = await admin(['key', 'create', '--merchant', merchantId, '--scopes', 'payments:read'], production);
+    expect([created.code, created.stderr]).toEqual([0, '']);
+    const { id } = JSON.parse(created.stdout) as { id: string };
+    const revoked = await admin(['key', 'revoke', '--id', id], production);
+    expect([revoked.code, revoked.stderr]).toEqual([0, '']);
+    const [{ revoked_at: revokedAt }] = await sql<{ revoked_at: Date | null }>(db.url, 'SELECT revoked_at FROM api_keys WHERE id = $1', [id]) as [{ revoked_at: Date | null }];
+    expect(revokedAt).toBeInstanceOf(Date);
+    expect((JSON.parse(revoked.stdout) as { revoked_at: string }).revoked_at).toBe(revokedAt!.toISOString());
+    const list = await admin(['key', 'list', '--merchant', merchantId], production);
+    expect([list.code, JSON.parse(list.stdout)]).toEqual([0, [expect.objectContaining({ id, revoked_at: revokedAt!.toISOString() })]]);
+  }, 60_000);
+
+  it('still refuses the commands that use the key', async () => {
+    for (const command of [['secrets', 'reseal'], ['merchant', 'create', '--name', 'Keyless Shop']]) {
+      const run = await admin(command, production);
+      expect({ command, code: run.code, stdout: run.stdout, stderr: run.stderr.trim() }).toEqual({ command, code: 64, stdout: '', stderr: 'ENCRYPTION_KEY is required when NODE_ENV=production' });
     }
   }, 60_000);
 });
