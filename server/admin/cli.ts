@@ -21,7 +21,7 @@ import pg from 'pg';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ConfigError, loadConfig, type AppConfig } from '../config/config.js';
 import { existingEncryptionKey } from '../config/encryption-key.js';
-import { SCOPES } from '../../contract/index.js';
+import { SCOPES, type Scope } from '../../contract/index.js';
 import { ApiKeyService, parseScopes } from '../domain/auth/api-key.service.js';
 import { resealSecrets } from '../domain/crypto/stored-secrets.js';
 import { SecretBox } from '../domain/crypto/secret-box.js';
@@ -55,8 +55,9 @@ Connects to DATABASE_URL (without it, the embedded PostgreSQL in DATA_DIR). Neve
 to run (exit 1) on a schema this release's migrate command has not brought to its own version, behind
 or ahead. merchant create and secrets reseal use the service's encryption key:
 ENCRYPTION_KEY, or the one a service generated in DATA_DIR; without either they refuse (exit 64) and
-never make one up; the other commands run without it, NODE_ENV=production too. Prints JSON on stdout; errors on stderr with a non-zero exit (64: usage or
-configuration).`;
+never make one up; the other commands run without it, NODE_ENV=production too. An option a command
+does not take, one given twice or a word after the command is refused (exit 64). Prints JSON on
+stdout; errors on stderr with a non-zero exit (64: usage or configuration).`;
 
 const COMMAND_HELP: Record<string, string> = {
   'merchant create': `usage: admin merchant create --name NAME
@@ -66,7 +67,9 @@ Creates a merchant and prints {"merchant_id","name"}. Issue it a key with \`admi
   --name NAME   the merchant's display name (required)`,
   'key create': `usage: admin key create --merchant ID --scopes a,b,c
 
-Issues an API key and prints {"id","key",…}: the key is shown once; only its SHA-256 is stored.
+Issues an API key and prints {"id","key","merchant_id","scopes"}: the key is shown once (only its
+SHA-256 is stored); merchant_id and scopes are what was stored. A word after the options (a space
+after a comma), an empty entry, an unknown scope or an option given twice is refused (exit 64).
 
   --merchant ID   the merchant's id (UUID, required)
   --scopes LIST   comma-separated scopes (required): ${SCOPE_LIST}`,
@@ -77,7 +80,8 @@ Revokes an API key at once (every process sees it on the next request).
   --id KEYID   the key's id (UUID, required; not the key itself)`,
   'key list': `usage: admin key list --merchant ID
 
-Lists a merchant's keys and their scopes, never the keys themselves.
+Lists a merchant's keys and their scopes, never the keys themselves. Exits 1 when the merchant does
+not exist.
 
   --merchant ID   the merchant's id (UUID, required)`,
   'secrets reseal': `usage: admin secrets reseal
@@ -171,21 +175,73 @@ async function serviceKey(config: AppConfig): Promise<string> {
 /** Commands that use the encryption key (reseal opens and seals; a merchant's service is built with the key, which seals its webhook secrets). */
 const NEEDS_KEY = new Set(['merchant create', 'secrets reseal']);
 
-async function run(argv: string[]): Promise<unknown> {
-  const { positionals, values } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      name: { type: 'string' }, merchant: { type: 'string' }, scopes: { type: 'string' }, id: { type: 'string' },
-      unresolved: { type: 'boolean' }, status: { type: 'string' }, reason: { type: 'string' }, help: { type: 'boolean', short: 'h' },
-    },
-  });
-  const [resource, action] = positionals;
-  const command = `${resource ?? ''} ${action ?? ''}`;
-  const known = COMMAND_HELP[command];
-  if (values.help) throw new HelpRequested(known ?? USAGE);
-  if (!known) throw new UsageError(USAGE);
+const OPTIONS = {
+  name: { type: 'string' }, merchant: { type: 'string' }, scopes: { type: 'string' }, id: { type: 'string' },
+  unresolved: { type: 'boolean' }, status: { type: 'string' }, reason: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+} as const;
 
+/** The options each command takes (and --help): any other is refused, never ignored. */
+const COMMAND_OPTIONS: Record<string, readonly (keyof typeof OPTIONS)[]> = {
+  'merchant create': ['name'],
+  'key create': ['merchant', 'scopes'],
+  'key revoke': ['id'],
+  'key list': ['merchant'],
+  'secrets reseal': [],
+  'payment recheck': ['id', 'unresolved'],
+  'refund recheck': ['id', 'unresolved'],
+  'refund settle': ['id', 'status', 'reason'],
+};
+
+/**
+ * The command and its options. What would otherwise be dropped is a usage error: an unknown option, a
+ * word after the command (`--scopes a, b`: the space made "b" a word of its own), an option given twice
+ * (the last one won) or one the command does not take.
+ */
+function parse(argv: string[]) {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, allowPositionals: true, tokens: true, options: OPTIONS });
+  } catch (err) {
+    const { code, message } = err as NodeJS.ErrnoException;
+    if (!String(code).startsWith('ERR_PARSE_ARGS_')) throw err;
+    // Node's advice on positionals that start with '-' is no use here: the first sentence names the option.
+    const reason = code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? message.slice(0, message.indexOf('.') + 1) || message : message;
+    throw new UsageError(`${reason}\n${COMMAND_HELP[`${argv[0]} ${argv[1]}`] ?? USAGE}`);
+  }
+  const { positionals, values, tokens } = parsed;
+  const [resource, action, ...extra] = positionals;
+  const command = `${resource ?? ''} ${action ?? ''}`;
+  const help = COMMAND_HELP[command];
+  if (values.help) throw new HelpRequested(help ?? USAGE);
+  if (!help) throw new UsageError(USAGE);
+  if (extra.length > 0) {
+    const hint = command === 'key create' ? ' (a space after a comma in --scopes? give the list without spaces: a,b,c)' : '';
+    throw new UsageError(`unexpected argument ${extra.map((word) => JSON.stringify(word)).join(', ')}${hint}\n${help}`);
+  }
+  const seen = new Set<string>();
+  for (const token of tokens) {
+    if (token.kind !== 'option' || token.name === 'help') continue;
+    if (seen.has(token.name)) throw new UsageError(`--${token.name} is given more than once: give it once\n${help}`);
+    seen.add(token.name);
+    if (!(COMMAND_OPTIONS[command] as readonly string[]).includes(token.name)) throw new UsageError(`--${token.name} is not an option of ${command}\n${help}`);
+  }
+  return { resource, command, values, help };
+}
+
+/** The scopes of `key create --scopes`: an empty entry or an unknown scope is a usage error. */
+function scopesOption(list: string, help: string): Scope[] {
+  if (list.split(',').some((entry) => !entry.trim())) throw new UsageError(`empty scope entry in ${JSON.stringify(list)}: give a comma-separated list without empty entries (a,b,c)\n${help}`);
+  try {
+    return parseScopes(list);
+  } catch (err) {
+    if (err instanceof DomainError) throw new UsageError(`${err.message}\n${help}`);
+    throw err;
+  }
+}
+
+async function run(argv: string[]): Promise<unknown> {
+  const { resource, command, values, help } = parse(argv);
+  const scopes = command === 'key create' ? scopesOption(required(values, 'scopes'), help) : [];
   // A command that never uses the key runs without it, in production too (a leaked key is revoked
   // from a bastion shell with DATABASE_URL alone).
   const config = loadConfig(process.env, { encryptionKeyOptional: !NEEDS_KEY.has(command) });
@@ -220,7 +276,7 @@ async function run(argv: string[]): Promise<unknown> {
           return { merchant_id: merchant.id, name: merchant.name };
         }
         case 'key create':
-          return keys.issue(id('merchant'), parseScopes(required(values, 'scopes')));
+          return keys.issue(id('merchant'), scopes);
         case 'key revoke':
           return keys.revoke(id('id'));
         case 'payment recheck':

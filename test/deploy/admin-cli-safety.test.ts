@@ -65,6 +65,50 @@ describe('the admin CLI on a later release\'s schema', () => {
   }, 60_000);
 });
 
+// What an operator types is what is issued, or nothing is: a stray word, a repeated or misspelt option,
+// an empty scope entry is a usage error (exit 64), never a key with fewer scopes than asked (`--scopes
+// payments:read, payments:write` issued a key with payments:read alone, exit 0).
+describe('admin key commands refuse what they would otherwise drop', () => {
+  const env = { ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, NODE_ENV: 'test' };
+  let merchantId: string;
+  const keyCount = async () => (await sql<{ n: number }>(db.url, 'SELECT count(*)::int AS n FROM api_keys WHERE merchant_id = $1', [merchantId]))[0]!.n;
+  beforeAll(async () => {
+    merchantId = (await adminCli<{ merchant_id: string }>(db.url, ['merchant', 'create', '--name', 'Typo Shop'])).merchant_id;
+  }, 60_000);
+
+  it.each([
+    ['a space after a comma (a stray argument)', ['--scopes', 'payments:read,', 'payments:write'], 'unexpected argument "payments:write"'],
+    ['--scopes given twice', ['--scopes', 'payments:read', '--scopes', 'payments:write'], '--scopes is given more than once'],
+    ['a trailing comma', ['--scopes', 'payments:read,'], 'empty scope entry in "payments:read,"'],
+    ['two commas in a row', ['--scopes', 'payments:read,,payments:write'], 'empty scope entry in "payments:read,,payments:write"'],
+    ['a misspelt option', ['--scope', 'payments:read'], "Unknown option '--scope'"],
+    ['an option of another command', ['--scopes', 'payments:read', '--name', 'x'], '--name is not an option of key create'],
+    ['an unknown scope', ['--scopes', 'payments:everything'], 'unknown scope(s): payments:everything'],
+  ])('key create with %s: exit 64, a clear message, no key', async (_case, args, message) => {
+    const run = await admin(['key', 'create', '--merchant', merchantId, ...args], env);
+    expect([run.code, run.stdout]).toEqual([64, '']);
+    expect(run.stderr).toContain(message);
+    expect(run.stderr).toContain('usage: admin key create');
+    expect(await keyCount()).toBe(0);
+  }, 60_000);
+
+  it('key create prints what was stored: the merchant and the scopes, beside the id and the key', async () => {
+    const run = await admin(['key', 'create', '--merchant', merchantId, '--scopes', 'payments:write,payments:read,payments:read'], env);
+    expect([run.code, run.stderr]).toEqual([0, '']);
+    const issued = JSON.parse(run.stdout) as Record<string, unknown>;
+    expect(issued).toEqual({ id: expect.any(String), key: expect.stringMatching(/^pk_/), merchant_id: merchantId, scopes: ['payments:write', 'payments:read'] });
+    expect(await sql(db.url, 'SELECT merchant_id, scopes FROM api_keys WHERE id = $1', [issued.id])).toEqual([{ merchant_id: merchantId, scopes: ['payments:write', 'payments:read'] }]);
+  }, 60_000);
+
+  it('key list of a merchant that does not exist says so (exit 1), as key create does', async () => {
+    const unknown = '00000000-0000-4000-8000-000000000000';
+    for (const command of [['key', 'list', '--merchant', unknown], ['key', 'create', '--merchant', unknown, '--scopes', 'payments:read']]) {
+      const run = await admin(command, env);
+      expect({ command, code: run.code, stdout: run.stdout, stderr: run.stderr.trim() }).toEqual({ command, code: 1, stdout: '', stderr: `merchant ${unknown} not found` });
+    }
+  }, 60_000);
+});
+
 // README, Production: NODE_ENV=production is exported for every command; only merchant create and
 // secrets reseal use ENCRYPTION_KEY. A leaked key is revoked from a bastion shell with DATABASE_URL
 // alone (every key command refused with "ENCRYPTION_KEY is required when NODE_ENV=production").

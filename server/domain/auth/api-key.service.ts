@@ -32,7 +32,8 @@ export class ApiKeyService {
     private readonly cache?: PrincipalCache,
   ) {}
 
-  async issue(merchantId: string, scopes: Scope[]): Promise<{ id: string; key: string }> {
+  /** The key (shown once) and what was stored: the operator sees the scopes the key has. */
+  async issue(merchantId: string, scopes: Scope[]): Promise<{ id: string; key: string; merchant_id: string; scopes: Scope[] }> {
     const merchant = await this.em.findOne(MerchantSchema, { id: merchantId });
     if (!merchant) throw new DomainError('NOT_FOUND', `merchant ${merchantId} not found`);
     const key = generateApiKey();
@@ -45,7 +46,7 @@ export class ApiKeyService {
       revokedAt: null,
     });
     await this.em.persistAndFlush(row);
-    return { id: row.id, key };
+    return { id: row.id, key, merchant_id: row.merchantId, scopes: [...row.scopes] as Scope[] };
   }
 
   async revoke(id: string): Promise<{ id: string; revoked_at: string }> {
@@ -57,7 +58,9 @@ export class ApiKeyService {
     return { id, revoked_at: row.revokedAt.toISOString() };
   }
 
+  /** A merchant's keys; NOT_FOUND for a merchant that does not exist (not an empty list, as for one with no keys). */
   async list(merchantId: string) {
+    if (!(await this.em.findOne(MerchantSchema, { id: merchantId }))) throw new DomainError('NOT_FOUND', `merchant ${merchantId} not found`);
     const rows = await this.em.find(ApiKeySchema, { merchantId }, { orderBy: { createdAt: 'asc' } });
     return rows.map((r) => ({
       id: r.id,
