@@ -75,7 +75,8 @@ after a comma), an empty entry, an unknown scope or an option given twice is ref
   --scopes LIST   comma-separated scopes (required): ${SCOPE_LIST}`,
   'key revoke': `usage: admin key revoke --id KEYID
 
-Revokes an API key at once (every process sees it on the next request).
+Revokes an API key: every process refuses it within a second (one that looked it up just before may
+still accept it in that gap). Prints {"id","revoked_at"}; revoking it again keeps the first time.
 
   --id KEYID   the key's id (UUID, required; not the key itself)`,
   'key list': `usage: admin key list --merchant ID

@@ -107,6 +107,13 @@ describe('admin key commands refuse what they would otherwise drop', () => {
       expect({ command, code: run.code, stdout: run.stdout, stderr: run.stderr.trim() }).toEqual({ command, code: 1, stdout: '', stderr: `merchant ${unknown} not found` });
     }
   }, 60_000);
+
+  it('key revoke --help says what a revocation does: refused everywhere within a second, not at once', async () => {
+    const run = await admin(['key', 'revoke', '--help'], {});
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('within a second');
+    expect(run.stdout).not.toContain('at once');
+  }, 60_000);
 });
 
 // README, Production: NODE_ENV=production is exported for every command; only merchant create and
