@@ -68,6 +68,7 @@ type Service = {
   stop_grace_period?: string;
   command?: string[];
   ports?: string[];
+  image?: string;
 };
 const composeText = readFileSync(path.join(REPO, 'compose.yaml'), 'utf8');
 
