@@ -31,8 +31,9 @@ async function run(argv: string[]): Promise<unknown> {
   let embedded: EmbeddedDatabase | null = null;
   let databaseUrl = config.databaseUrl;
   if (!databaseUrl) {
-    const { startEmbeddedPostgres } = await import('./persistence/embedded-postgres.js');
-    embedded = await startEmbeddedPostgres(path.join(config.dataDir, 'postgres'), { log: (line) => process.stderr.write(`${line}\n`) });
+    // The cluster a running `npm start` holds, if any (README: safe to run while services are up).
+    const { embeddedForCommand } = await import('./persistence/embedded-postgres.js');
+    embedded = await embeddedForCommand(path.join(config.dataDir, 'postgres'), { log: (line) => process.stderr.write(`${line}\n`) });
     databaseUrl = embedded.url;
   }
   const orm = await openOrm(databaseUrl, 2);

@@ -34,7 +34,7 @@ import { DELIVERIES_DUE_CHANNEL } from '../jobs/delivery-queue.js';
 import { createLogger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { RefundSchema } from '../persistence/entities/index.js';
-import { runningEmbeddedUrl, startEmbeddedPostgres, type EmbeddedDatabase } from '../persistence/embedded-postgres.js';
+import { embeddedForCommand, type EmbeddedDatabase } from '../persistence/embedded-postgres.js';
 import { migrationsList } from '../persistence/migrations/index.js';
 import { appliedMigrations, migrationsPendingError, openOrm, pendingMigrations } from '../persistence/orm.js';
 
@@ -131,17 +131,6 @@ function operatorWriter(em: EntityManager): StatusWriter {
 class HelpRequested extends Error {}
 
 class UsageError extends Error {}
-
-async function reachable(url: string): Promise<boolean> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
-  try {
-    await client.connect();
-    await client.end();
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function required(values: Record<string, string | boolean | undefined>, name: string): string {
   const value = values[name];
@@ -251,13 +240,8 @@ async function run(argv: string[]): Promise<unknown> {
   let embedded: EmbeddedDatabase | null = null;
   let databaseUrl = config.databaseUrl;
   if (!databaseUrl) {
-    const dir = path.join(config.dataDir, 'postgres');
-    const running = await runningEmbeddedUrl(dir);
-    if (running && (await reachable(running))) databaseUrl = running;
-    else {
-      embedded = await startEmbeddedPostgres(dir, { log: (line) => process.stderr.write(`${line}\n`) });
-      databaseUrl = embedded.url;
-    }
+    embedded = await embeddedForCommand(path.join(config.dataDir, 'postgres'), { log: (line) => process.stderr.write(`${line}\n`) });
+    databaseUrl = embedded.url;
   }
   const orm = await openOrm(databaseUrl, 2);
   try {

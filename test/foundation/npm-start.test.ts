@@ -30,8 +30,11 @@ function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
 const TSX = path.resolve('node_modules/tsx/dist/cli.mjs');
 
 /** `npm run admin -- …` (asynchronously: a blocking spawn would stall this process's sockets). */
-async function admin(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  const proc = spawn(process.execPath, [TSX, 'server/admin/cli.ts', ...args], { env: cleanEnv({ DATA_DIR: dataDir }) });
+const admin = (args: string[]) => command('server/admin/cli.ts', args);
+
+/** A one-shot command of the repository (`npm run admin`, `npm run migrate`) beside the running service. */
+async function command(script: string, args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  const proc = spawn(process.execPath, [TSX, script, ...args], { env: cleanEnv({ DATA_DIR: dataDir }) });
   let stdout = '';
   let stderr = '';
   proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -110,6 +113,14 @@ describe('npm start with no database configured', () => {
     const unknownMerchant = await admin(['key', 'create', '--merchant', '00000000-0000-4000-8000-000000000000', '--scopes', 'payments:read']);
     expect(unknownMerchant.status).not.toBe(0);
     expect(unknownMerchant.stderr).toContain('not found');
+  });
+
+  itSlow('npm run migrate reaches the embedded cluster the running service holds (a second postmaster failed on its lock file)', async () => {
+    const status = await command('server/migrate.ts', ['--status']);
+    expect({ status: status.status, stderr: status.stderr }).toEqual({ status: 0, stderr: '' });
+    expect(JSON.parse(status.stdout)).toMatchObject({ applied: expect.arrayContaining([expect.any(String)]), pending: [] });
+    const up = await command('server/migrate.ts', []);
+    expect([up.status, JSON.parse(up.stdout)]).toEqual([0, { applied: [] }]);
   });
 
   itSlow('stops gracefully on SIGTERM', async () => {
