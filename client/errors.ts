@@ -10,7 +10,10 @@ export interface ErrorDetail {
   issue: string;
 }
 
-/** Payments-Outcome: unknown — the provider did not say whether it acted: the operation may have been carried out (a 502 PROVIDER_ERROR too). */
+/**
+ * Payments-Outcome: unknown — the operation may have been carried out: on a 502 PROVIDER_ERROR the provider did not
+ * say whether it acted; on a 500 INTERNAL_ERROR the service failed after the provider may have acted.
+ */
 export const outcomeUnknown = (headers: Headers) => headers.get(OUTCOME_HEADER.name) === OUTCOME_HEADER.unknown;
 
 export class PaymentsError extends Error {
@@ -57,8 +60,9 @@ export class PaymentsApiError extends PaymentsError {
   /**
    * True when this call's operation may have been, or may yet be, carried out although it threw:
    * `earlierAttemptMayHaveSucceeded`, this answer is a 5xx that can follow work, it is `inProgress` for
-   * this call's Idempotency-Key, or it is a 502 PROVIDER_ERROR whose provider did not say whether it acted (the
-   * service says so with `Payments-Outcome: unknown`: a capture may have charged the buyer). Never retry such a call
+   * this call's Idempotency-Key, or it carries `Payments-Outcome: unknown`: a 502 PROVIDER_ERROR whose provider did not
+   * say whether it acted (a capture may have charged the buyer), or a 500 INTERNAL_ERROR after the provider may have
+   * acted (the service could not record its answer). Never retry such a call
    * with a new key, nor undo the order on it: retry with `idempotencyKey`, or read the resource's state
    * (e.g. `payments.get`). (false: this call changed nothing; a 502 the provider refused is false.)
    */
@@ -113,7 +117,8 @@ export class PaymentsApiError extends PaymentsError {
       mayHaveSucceeded: call.mayHaveSucceeded === true || unknown,
     };
     const retryWith = idempotencyKey ? `retry with the same idempotencyKey (${idempotencyKey})` : 'retry with the same Idempotency-Key';
-    const outcome = (message: string) => (unknown ? `${message}; the provider did not say whether it was done, so it may have been carried out: ${retryWith} or read its current state, and do not treat it as refused` : message);
+    const why = status === 502 ? 'the provider did not say whether it was done' : 'the service could not record whether the provider did it';
+    const outcome = (message: string) => (unknown ? `${message}; ${why}, so it may have been carried out: ${retryWith} or read its current state, and do not treat it as refused` : message);
     const note = (message: string) => outcome(call.notRepeatable && call.mayHaveSucceeded ? `${message}; ${call.notRepeatable}` : message);
     if (error && typeof error.code === 'string' && typeof error.message === 'string') {
       const details = Array.isArray(error.details) ? (error.details.filter(isDetail) as ErrorDetail[]) : [];

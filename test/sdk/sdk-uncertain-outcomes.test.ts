@@ -157,6 +157,31 @@ describe('a capture the provider did not answer', () => {
   });
 });
 
+describe('a create the provider charged whose answer the service could not record', () => {
+  const unrecorded: Step = {
+    status: 500,
+    headers: { 'payments-outcome': 'unknown' },
+    body: envelope('INTERNAL_ERROR', 'The provider may have acted on this request, but the service could not record its outcome: do not treat it as refused or send it again with a new Idempotency-Key; retry with the same key, or read the resource'),
+  };
+  const paid = { id: '00000000-0000-4000-8000-000000000001', status: 'completed' };
+
+  it('is retried with the same key, whose answer is the payment; once retries run out it may have succeeded, and says why', async () => {
+    const resumed = scripted(unrecorded, { status: 200, headers: { 'idempotent-replayed': 'true' }, body: { success: true, data: paid } });
+    const payment = await resumed.client.payments.create(visa, { idempotencyKey: 'order-2001' });
+    expect(payment).toMatchObject(paid);
+    expect(resumed.sent.map((r) => r.headers.get('idempotency-key'))).toEqual(['order-2001', 'order-2001']);
+    expect(responseOf(payment)).toMatchObject({ status: 200, replayed: true, idempotencyKey: 'order-2001' });
+
+    const { client, sent } = scripted(unrecorded, unrecorded);
+    const error = await caught(client.payments.create(visa, { idempotencyKey: 'order-2002', maxRetries: 1 }));
+    expect(sent).toHaveLength(2);
+    expect(error).toMatchObject({ status: 500, code: 'INTERNAL_ERROR', mayHaveSucceeded: true, idempotencyKey: 'order-2002' });
+    expect((error as PaymentsApiError).message).toContain(
+      '; the service could not record whether the provider did it, so it may have been carried out: retry with the same idempotencyKey (order-2002) or read its current state, and do not treat it as refused',
+    );
+  });
+});
+
 describe('what fetch cannot send is refused before sending', () => {
   it('an Idempotency-Key outside 1–255 printable ASCII is a TypeError and nothing is sent', async () => {
     const { client, sent } = scripted();
