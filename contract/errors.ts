@@ -21,6 +21,9 @@ export const ERROR_MESSAGES = {
   rateLimited: (who: string, rule: string) => `Too many requests ${who}: at most ${rule}`,
   internal: 'Internal error; quote the request id when contacting support',
   overloaded: 'The service is temporarily overloaded; retry after a moment',
+  /** A failure after the provider may have acted (answered with Payments-Outcome: unknown). */
+  outcomeNotRecorded:
+    'The provider may have acted on this request, but the service could not record its outcome: do not treat it as refused or send it again with a new Idempotency-Key; retry with the same key, or read the resource',
   /** Stored credentials or signing secrets this server cannot decrypt (its operator's key configuration). */
   secretsUnreadable: 'The service cannot read the stored provider credentials right now; nothing was sent to the provider, retry after a moment',
   callbackSignature: (header: string) => `Invalid or missing ${header}`,
@@ -28,9 +31,10 @@ export const ERROR_MESSAGES = {
 } as const;
 
 /**
- * The response header of an error whose operation's outcome is unknown (a 502 PROVIDER_ERROR when the
- * provider did not say whether it acted: no answer in time, an outage, its server error): the operation may have been carried out.
- * Retry with the same Idempotency-Key, or read the resource. A refusal the provider gave never carries it.
+ * The response header of an error whose operation's outcome is unknown: the operation may have been carried out.
+ * A 502 PROVIDER_ERROR when the provider did not say whether it acted (no answer in time, an outage, its server
+ * error); a 500 INTERNAL_ERROR when the service failed after the provider may have acted (its answer could not be
+ * recorded). Retry with the same Idempotency-Key, or read the resource. A refusal the provider gave never carries it.
  */
 export const OUTCOME_HEADER = { name: 'Payments-Outcome', unknown: 'unknown' } as const;
 

@@ -35,6 +35,32 @@ export class OutcomeUnknownError extends DomainError {
   }
 }
 
+/**
+ * A failure of ours — no database connection free to record the answer (a capacity error would otherwise
+ * be the 503 that says nothing was done), a bug — once a request's work may have reached the provider:
+ * its provider call was sent or may have been, or its reservation (a pending payment or refund, which
+ * the status and refund syncs carry through to the provider) was committed. The customer may have been
+ * charged or refunded, so it is answered as an unknown outcome: 500 INTERNAL_ERROR with Payments-Outcome:
+ * unknown. The request's Idempotency-Key is released, not answered: a retry with it resumes the request
+ * (a resumed creation looks the payment up at the provider before it sends anything again, and then only
+ * with the same provider idempotency key), so it settles the resource and never acts twice.
+ * `failure` is what failed, for the log only.
+ */
+export class OutcomeNotRecordedError extends OutcomeUnknownError {
+  constructor(readonly failure: unknown) {
+    super('INTERNAL_ERROR', ERROR_MESSAGES.outcomeNotRecorded);
+    this.name = 'OutcomeNotRecordedError';
+  }
+}
+
+/**
+ * The answer to `err` thrown once the provider may have acted (see OutcomeNotRecordedError): a DomainError
+ * as it is (it says what happened), anything else as an OutcomeNotRecordedError.
+ */
+export function afterProviderMayHaveActed(err: unknown): unknown {
+  return err instanceof DomainError ? err : new OutcomeNotRecordedError(err);
+}
+
 export const notFound = (what: string) => new DomainError('NOT_FOUND', ERROR_MESSAGES.notFound(what));
 export const conflict = (message: string) => new DomainError('CONFLICT', message);
 export const validationError = (field: string, issue: string, message = `Invalid request: ${field} ${issue}`) =>

@@ -2,7 +2,7 @@ import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { RequestValidationError } from '@ts-rest/express';
 import type { ErrorCode } from '../../contract/index.js';
 import type { ZodError, ZodIssue } from 'zod';
-import { DomainError, OutcomeUnknownError, type FieldIssue } from '../domain/errors.js';
+import { DomainError, OutcomeNotRecordedError, OutcomeUnknownError, type FieldIssue } from '../domain/errors.js';
 import { SecretUnreadableError } from '../domain/crypto/secret-box.js';
 import type { Logger } from '../observability/logger.js';
 import { sendError } from './envelope.js';
@@ -82,10 +82,20 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       const first = details[0];
       return sendError(res, 'VALIDATION_ERROR', first ? ERROR_MESSAGES.invalidRequest(first.field, first.issue) : 'Invalid request', details);
     }
-    if (err instanceof DomainError) {
+    if (err instanceof OutcomeNotRecordedError) {
+      // What failed after the provider may have acted (the logger's err serializer keeps SQL out): the
+      // operator's business, as any other 500 is; the payment or refund stays pending for the sync.
+      const capacity = isCapacityExhausted(err.failure);
+      logger.error(
+        { requestId: res.locals.requestId, route: req.path, err: err.failure, ...(capacity ? { capacityExhausted: true } : {}) },
+        'failed after the provider may have acted; answered 500 with Payments-Outcome: unknown',
+      );
+    } else if (err instanceof DomainError && HTTP_STATUS[err.code] >= 500) {
       // A provider that failed us is the operator's business too: the merchant's message (which names the
       // provider and what it said, never a secret) goes to the log with the request id.
-      if (HTTP_STATUS[err.code] >= 500) logger.warn({ requestId: res.locals.requestId, route: req.path, code: err.code, reason: err.message }, 'answered with a server-side error');
+      logger.warn({ requestId: res.locals.requestId, route: req.path, code: err.code, reason: err.message }, 'answered with a server-side error');
+    }
+    if (err instanceof DomainError) {
       // The one place an unknown outcome is marked: the client must not read it as "nothing was done".
       const headers = err instanceof OutcomeUnknownError ? { ...err.headers, [OUTCOME_HEADER.name]: OUTCOME_HEADER.unknown } : err.headers;
       return sendError(res, err.code, err.message, err.details, headers);

@@ -7,7 +7,8 @@ import { findSecretsInFiles } from '../support/secret-audit.js';
 
 // A provider that takes 2 s to answer must not turn into 409s or pool exhaustion: the idempotency
 // claim is a lease, so no connection is held while the provider is called. And when the database
-// really has no connection to give, the answer is 503 with Retry-After, never 409.
+// really has no connection to give before anything was sent, the answer is 503 with Retry-After, never
+// 409 (after the provider acted it is 500 with Payments-Outcome: unknown: outcome-not-recorded.test.ts).
 
 let db: Awaited<ReturnType<typeof createTestDatabase>>;
 const secrets: string[] = [];
@@ -22,6 +23,7 @@ const PROCESS_POOLS = POOL_MAX + Math.min(8, POOL_MAX) + 2 + Math.min(10, POOL_M
 interface Answer {
   status: number;
   retryAfter: string | null;
+  outcome: string | null;
   body: { success: boolean; data?: { id: string; status: string }; error?: { code: string; message: string } };
 }
 
@@ -31,7 +33,7 @@ async function createPayment(baseUrl: string, apiKey: string, key: string): Prom
     headers: { 'Content-Type': 'application/json', 'X-API-Key': apiKey, 'Idempotency-Key': key },
     body: JSON.stringify({ provider: 'cardpay', amount: '12.34', currency: 'USD', payment_method: 'pm_card_visa' }),
   });
-  return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as Answer['body'] };
+  return { status: res.status, retryAfter: res.headers.get('retry-after'), outcome: res.headers.get('payments-outcome'), body: (await res.json()) as Answer['body'] };
 }
 
 async function merchantOn(api: ServiceProcess, name: string): Promise<string> {
@@ -113,6 +115,8 @@ describe('a database with no connection to give', () => {
       expect(a.body.success).toBe(false);
       expect(a.body.error!.code).toBe('SERVICE_UNAVAILABLE');
       expect(Number(a.retryAfter)).toBeGreaterThan(0);
+      // Refused before the claim: nothing reserved, nothing sent, so no unknown outcome either.
+      expect(a.outcome).toBeNull();
     }
     expect(answers.every((a) => a.status === 201 || a.status === 503)).toBe(true);
 

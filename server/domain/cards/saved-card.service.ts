@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { SavedCardSchema, type SavedCard } from '../../persistence/entities/index.js';
-import { DomainError, notFound } from '../errors.js';
+import { DomainError, afterProviderMayHaveActed, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import type { Logger } from '../../observability/logger.js';
 import { ProviderError, type CardVault, type ProviderPort, type ProviderRegistry } from '../ports.js';
@@ -69,7 +69,20 @@ export class SavedCardService {
     return { card: value, replayed };
   }
 
+  /**
+   * The provider's customer and attached card, then the card's row. Once the provider is asked it may have
+   * saved the card: a failure of ours from there (no connection free for the row) is an unknown outcome
+   * (afterProviderMayHaveActed), never the 503 "nothing was done" that a new key would answer with a second card.
+   */
   private async saveAs(id: string, merchantId: string, input: SaveCardInput, creds: unknown): Promise<SavedCard> {
+    try {
+      return await this.saveAtProvider(id, merchantId, input, creds);
+    } catch (err) {
+      throw afterProviderMayHaveActed(err);
+    }
+  }
+
+  private async saveAtProvider(id: string, merchantId: string, input: SaveCardInput, creds: unknown): Promise<SavedCard> {
     let customerId: string;
     let details;
     try {

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ErrorCode } from '../../../contract/index.js';
-import { DomainError, OutcomeUnknownError, conflict, type FieldIssue } from '../errors.js';
+import { DomainError, OutcomeNotRecordedError, OutcomeUnknownError, afterProviderMayHaveActed, conflict, type FieldIssue } from '../errors.js';
 import type { CompanionWrite, StatusWriter, UnitOfWork } from './status-writer.js';
 
 /**
@@ -91,7 +91,11 @@ export function hashRequest(fields: Record<string, string | number | null | unde
 export interface IdempotentAction<T> {
   /** Validates and reserves inside the claiming transaction; returns the id the provider keys derive from. Throwing claims nothing. */
   reserve(uow: UnitOfWork): Promise<string>;
-  /** The provider call(s) and the commit of their answer; `resumed` when a dead request's claim was taken over. */
+  /**
+   * The provider call(s) and the commit of their answer; `resumed` when a dead request's claim was taken over.
+   * A failure of ours once the provider may have acted is thrown as an OutcomeNotRecordedError
+   * (afterProviderMayHaveActed: 500 with Payments-Outcome: unknown), which releases the key like any unexpected error.
+   */
   act(resourceId: string, resumed: boolean): Promise<T>;
   /** The resource as it is now, for a replay. */
   load(resourceId: string): Promise<T>;
@@ -194,7 +198,8 @@ export class IdempotencyKeys {
    * ended with — is stored and replayed to every later request with the key (marked Idempotent-Replayed),
    * and the action never runs twice. An OutcomeUnknownError is replayed only until the resource is
    * settled (`action.settled`); from then on the resource is the answer, with the success status. An unexpected
-   * error, or one the action calls resumable (`action.resumable`), releases the lease so a retry resumes at once.
+   * error, an OutcomeNotRecordedError, or one the action calls resumable (`action.resumable`), releases the lease so
+   * a retry resumes at once; so does a failure to store the answer of an action done, answered as an unknown outcome.
    */
   async run<T>(request: IdempotentRequest, status: number, action: IdempotentAction<T>): Promise<{ value: T; replayed: boolean }> {
     return this.runAction(request, status, action, true);
@@ -227,14 +232,26 @@ export class IdempotencyKeys {
     try {
       value = await this.holding(claim, () => action.act(claim.resourceId, claim.resumed));
     } catch (err) {
-      if (err instanceof DomainError && action.nothingDone?.(err)) await this.forget(claim);
-      else if (err instanceof DomainError && action.resumable?.(err)) await this.release(claim).catch(() => undefined);
-      else if (err instanceof OutcomeUnknownError) await this.finish(claim, { status, undecided: IdempotencyKeys.storedError(err) });
-      else if (err instanceof DomainError) await this.finish(claim, { error: IdempotencyKeys.storedError(err) });
-      else await this.release(claim).catch(() => undefined);
+      try {
+        if (err instanceof OutcomeNotRecordedError || !(err instanceof DomainError)) await this.release(claim);
+        else if (action.nothingDone?.(err)) await this.forget(claim);
+        else if (action.resumable?.(err)) await this.release(claim);
+        else if (err instanceof OutcomeUnknownError) await this.finish(claim, { status, undecided: IdempotencyKeys.storedError(err) });
+        else await this.finish(claim, { error: IdempotencyKeys.storedError(err) });
+      } catch {
+        // The answer stands: the claim's lease runs out, and the next request with the key resumes the action.
+      }
       throw err;
     }
-    await this.finish(claim, { status });
+    try {
+      await this.finish(claim, { status });
+    } catch (err) {
+      // The action is done, its answer not stored with the key (no connection free): not the 503 "nothing
+      // was done" but an unknown outcome; the lease is released, and a retry resumes the action, which
+      // finds it done and answers it.
+      await this.release(claim).catch(() => undefined);
+      throw afterProviderMayHaveActed(err);
+    }
     return { value, replayed: claim.resumed };
   }
 

@@ -6,7 +6,7 @@ import type { AppConfig } from '../../config/config.js';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, SavedCardSchema, type Payment } from '../../persistence/entities/index.js';
 import { createdWindow } from '../created-window.js';
-import { DomainError, OutcomeUnknownError, conflict, notFound } from '../errors.js';
+import { DomainError, OutcomeUnknownError, afterProviderMayHaveActed, conflict, notFound } from '../errors.js';
 import { assertCredentialsConfigured, type CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl, type HostResolver } from '../merchants/webhook-url-policy.js';
 import { compareDecimals, currencyDigits, formatMinorUnits } from '../money/money.js';
@@ -106,13 +106,18 @@ export class PaymentService {
       if (!keyFinished) await this.idempotency.finish(claim, { status: 201 });
       return { payment, replayed: claim.resumed };
     } catch (err) {
+      // From the claim on the payment is reserved and the provider may have charged it: a failure of ours
+      // (no connection free to record the answer) is an unknown outcome, never the 503 "nothing was done".
+      // The key is released: a retry resumes the creation, which looks the payment up at the provider
+      // before it sends anything again (completeCreation), so it is never charged twice. Neither write
+      // may replace the answer: one that fails leaves the lease to run out, and the retry then resumes.
       if (err instanceof DomainError && err.code === 'PROVIDER_ERROR') {
         // The provider refused: the payment is `failed`, and a retry with the key replays that payment.
-        await this.idempotency.finish(claim, { status: 201 });
+        await this.idempotency.finish(claim, { status: 201 }).catch(() => undefined);
       } else {
         await this.idempotency.release(claim).catch(() => undefined);
       }
-      throw err;
+      throw afterProviderMayHaveActed(err);
     }
   }
 
@@ -364,6 +369,17 @@ export class PaymentService {
     const payment = await this.get(merchantId, id);
     this.assertCapturable(payment);
     await this.credentials.require(merchantId, payment.provider as Provider);
+    try {
+      return await this.sendCapture(payment);
+    } catch (err) {
+      // The capture may have been sent: a failure of ours from here on (its answer not recorded) is an
+      // unknown outcome, never the 503 "nothing was done"; the payment stays pending.
+      throw afterProviderMayHaveActed(err);
+    }
+  }
+
+  /** The capture request of a capturable payment, and the transition its answer makes. */
+  private async sendCapture(payment: Payment): Promise<Payment> {
     let result: ProviderPaymentResult;
     try {
       result = await this.gateway.capture(payment, `capture-${payment.id}`);

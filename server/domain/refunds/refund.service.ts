@@ -6,7 +6,7 @@ import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, RefundSchema, type Payment, type Refund, type RefundStatus } from '../../persistence/entities/index.js';
 import { ProviderError, type ProviderRefundResult } from '../ports.js';
 import { createdWindow } from '../created-window.js';
-import { DomainError, conflict, notFound } from '../errors.js';
+import { DomainError, afterProviderMayHaveActed, conflict, notFound } from '../errors.js';
 import { formatMinorUnits, toMinorUnits } from '../money/money.js';
 import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
 import { assertCredentialsConfigured } from '../merchants/credentials.service.js';
@@ -69,7 +69,7 @@ export class RefundService {
     if (payment) await this.gateway.openCredentials(merchantId, payment.provider);
     if (idempotencyKey === undefined) {
       const refund = await this.writer.commit((uow) => this.reserve(uow, merchantId, asked));
-      return { refund: await this.send(refund.id, 'refund'), replayed: false };
+      return { refund: await this.carryOut(refund.id, false), replayed: false };
     }
     // Metadata joins the hash only when given, so a request without it hashes as before it existed.
     const hashed = {
@@ -82,27 +82,37 @@ export class RefundService {
     const request = { scope: 'refund.create' as const, merchantId, key: idempotencyKey, requestHash: hashRequest(hashed), formerHashes: asSent ? [asSent] : [] };
     const { value, replayed } = await this.idempotency.run(request, 201, {
       reserve: async (uow) => (await this.reserve(uow, merchantId, asked)).id,
-      act: async (refundId, resumed) => {
-        const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
-        // A resumed refund the provider already answered (or acknowledged) is not sent again.
-        if (resumed && (refund.status !== 'pending' || refund.providerRef)) return refund;
-        if (resumed) {
-          // Asked for before it is sent again, as the refund sync does: the provider keeps an idempotency
-          // key for less time than this key lives (PayPal 6 h, Stripe 24 h), and a repeat it no longer
-          // recognises would be a second refund.
-          const found = await this.lookUp(refund);
-          if (found === UNANSWERED) return refund;
-          if (found) return this.settle(refund.id, found, 'refund');
-          // Not sent: settled meanwhile, or sent again by the refund sync; the refund as it is now answers.
-          return (await this.sendAgain(refund, 'refund')) ?? this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
-        }
-        return this.send(refundId, 'refund');
-      },
+      act: (refundId, resumed) => this.carryOut(refundId, resumed),
       load: (refundId) => this.em.fork().findOneOrFail(RefundSchema, { id: refundId }),
       // (Keys stored when an unanswered refund was 502, kept until it settled:) the refund as it is now answers.
       settled: () => true,
     });
     return { refund: value, replayed };
+  }
+
+  /**
+   * The request of a reserved refund, or its resumption (`resumed`: a dead request's Idempotency-Key taken
+   * over), and the record of its answer. Reserved, the refund is the refund sync's to send if this request
+   * does not, and the provider may have refunded already: a failure of ours here (no connection free to
+   * record the answer) is an unknown outcome (afterProviderMayHaveActed), never the 503 "nothing was done".
+   */
+  private async carryOut(refundId: string, resumed: boolean): Promise<Refund> {
+    try {
+      if (!resumed) return await this.send(refundId, 'refund');
+      const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
+      // A resumed refund the provider already answered (or acknowledged) is not sent again.
+      if (refund.status !== 'pending' || refund.providerRef) return refund;
+      // Asked for before it is sent again, as the refund sync does: the provider keeps an idempotency
+      // key for less time than this key lives (PayPal 6 h, Stripe 24 h), and a repeat it no longer
+      // recognises would be a second refund.
+      const found = await this.lookUp(refund);
+      if (found === UNANSWERED) return refund;
+      if (found) return await this.settle(refund.id, found, 'refund');
+      // Not sent: settled meanwhile, or sent again by the refund sync; the refund as it is now answers.
+      return (await this.sendAgain(refund, 'refund')) ?? (await this.em.fork().findOneOrFail(RefundSchema, { id: refundId }));
+    } catch (err) {
+      throw afterProviderMayHaveActed(err);
+    }
   }
 
   /**
