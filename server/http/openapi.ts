@@ -141,23 +141,31 @@ function documentReplayedErrors(responses: Record<string, unknown>) {
   }
 }
 
-/** A route whose 502 may leave the outcome unknown documents the header that says so (copied, as above). */
-function documentOutcomeHeader(responses: Record<string, unknown>) {
-  const response = responses['502'];
+/** What Payments-Outcome says on each status that may carry it. */
+const OUTCOME_DESCRIPTIONS: Record<'500' | '502', string> = {
+  '502':
+    '`unknown`: the provider did not say whether it acted (no answer in time, an outage, its server error), so the operation may have been carried out — the customer may have been charged. ' +
+    'Do not treat it as refused: retry with the same Idempotency-Key (the provider answers with the first result if there was one) or read the resource. ' +
+    'Absent when the provider refused, or was refused before acting: nothing was done.',
+  '500':
+    '`unknown`: the service failed (e.g. no database connection free to record the answer) after the provider may have acted, so the operation may have been carried out — the customer may have been charged or refunded. ' +
+    'Do not treat it as refused, nor send it again with a new Idempotency-Key: retry with the same key (the retry resumes the request, and the provider acts at most once) or read the resource; the payment or refund stays pending until then or until the status sync settles it. ' +
+    'Absent on a 500 before anything was reserved or sent.',
+};
+
+/**
+ * A route whose 502 may leave the outcome unknown (`outcomeMayBeUnknown`), and every route taking an
+ * Idempotency-Key for its 500, documents the header that says so (copied, as above).
+ */
+function documentOutcomeHeader(responses: Record<string, unknown>, status: '500' | '502') {
+  const response = responses[status];
   if (!response || typeof response !== 'object' || '$ref' in response) return;
   const r = response as { headers?: Record<string, unknown> };
-  responses['502'] = {
+  responses[status] = {
     ...r,
     headers: {
       ...(r.headers ?? {}),
-      [OUTCOME_HEADER.name]: {
-        description:
-          '`unknown`: the provider did not say whether it acted (no answer in time, an outage, its server error), so the operation may have been carried out — the customer may have been charged. ' +
-          'Do not treat it as refused: retry with the same Idempotency-Key (the provider answers with the first result if there was one) or read the resource. ' +
-          'Absent when the provider refused, or was refused before acting: nothing was done.',
-        required: false,
-        schema: { type: 'string', enum: [OUTCOME_HEADER.unknown] },
-      },
+      [OUTCOME_HEADER.name]: { description: OUTCOME_DESCRIPTIONS[status], required: false, schema: { type: 'string', enum: [OUTCOME_HEADER.unknown] } },
     },
   };
 }
@@ -186,7 +194,8 @@ export function openApiDocument() {
         const metadata = route.metadata as RouteMetadata | undefined;
         const takesIdempotencyKey = (operation.parameters ?? []).some((p) => 'in' in p && p.in === 'header' && p.name === 'idempotency-key');
         if (takesIdempotencyKey) documentReplays(operation.responses ?? {}, metadata?.replayStatus);
-        if (metadata?.outcomeMayBeUnknown) documentOutcomeHeader(operation.responses ?? {});
+        if (takesIdempotencyKey) documentOutcomeHeader(operation.responses ?? {}, '500');
+        if (metadata?.outcomeMayBeUnknown) documentOutcomeHeader(operation.responses ?? {}, '502');
         // A body the route cannot do without is required (ts-rest leaves every requestBody optional).
         const body = 'body' in route ? (route.body as { isOptional?: () => boolean } | null) : null;
         const requestBody =
