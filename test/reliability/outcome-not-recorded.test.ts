@@ -11,7 +11,8 @@ import { eventually } from '../support/webhook-receiver.js';
 // (slow-provider.test.ts) — a merchant taking it at its word would retry with a new key, or cancel the
 // order, with the customer charged. It is 500 with Payments-Outcome: unknown, the payment or refund stays
 // pending, and the retry with the same key settles it while the provider acted once (counted in the
-// simulator's own tables).
+// simulator's own tables): a creation or refund found at the provider by our id, a capture sent again
+// with the same PayPal-Request-Id, which the simulator answers with the first capture.
 //
 // The simulator runs in its own process and answers after 3 s (it has acted already); meanwhile the api
 // process's two pooled connections are taken by two other creates waiting on a lock, so the write of the
@@ -23,6 +24,7 @@ let api: ServiceProcess;
 let apiKey: string;
 const secrets: string[] = [];
 const CARDPAY_SECRET_KEY = 'sk_test_outcome_not_recorded_0001';
+const WALLETPAY_SECRET = 'outcome-not-recorded-wallet-secret';
 const POOL_MAX = 2;
 let n = 0;
 const unique = (prefix: string) => `${prefix}-${Date.now()}-${++n}`;
@@ -91,6 +93,7 @@ beforeAll(async () => {
   api = await startProcess('api', {
     ...baseEnv(db.url, `http://127.0.0.1:${apiPort}`, {
       CARDPAY_BASE_URL: `${provider.url}/sandbox/cardpay`,
+      WALLETPAY_BASE_URL: `${provider.url}/sandbox/walletpay`,
       DATABASE_POOL_MAX: String(POOL_MAX),
       DATABASE_ACQUIRE_TIMEOUT: '300ms',
       PROVIDER_TIMEOUT_MS: '4000',
@@ -99,10 +102,15 @@ beforeAll(async () => {
     PORT: String(apiPort),
   }, { name: 'tiny-pool-api' });
   ({ apiKey } = await adminMerchant(db.url, 'Unrecorded Outcome Shop'));
-  secrets.push(apiKey, CARDPAY_SECRET_KEY);
-  // With a webhook secret of its own no endpoint is registered: no event settles anything, only the requests do.
+  secrets.push(apiKey, CARDPAY_SECRET_KEY, WALLETPAY_SECRET);
+  // With a webhook secret (a webhook id) of their own no endpoint is registered: no event settles anything, only the requests do.
   const stored = await callApi(api.url!, 'PUT', '/v1/merchant/credentials', apiKey, { provider: 'cardpay', cardpay: { secret_key: CARDPAY_SECRET_KEY, webhook_secret: 'whsec_outcome_not_recorded' } });
   expect(stored.status).toBe(200);
+  const wallet = await callApi(api.url!, 'PUT', '/v1/merchant/credentials', apiKey, {
+    provider: 'walletpay',
+    walletpay: { env: 'sandbox', client_id: 'outcome-not-recorded-client', client_secret: WALLETPAY_SECRET, webhook_id: 'WH-OUTCOME-NOT-RECORDED' },
+  });
+  expect(wallet.status).toBe(200);
 }, 120_000);
 
 afterAll(async () => {
@@ -118,10 +126,9 @@ describe('the provider acted, then no database connection was free to record its
     await eventually(async () => (await intentsOf(reserved!.id)).length > 0, 10_000, 'the charge at the simulator');
     const giveBack = await holdTheApiPool();
     const answer = await first;
-    const blockers = await giveBack();
-
     expectOutcomeUnknown(answer);
     expect(await sql(db.url, 'SELECT status, provider_ref FROM payments WHERE id = $1', [reserved!.id])).toEqual([{ status: 'pending', provider_ref: null }]);
+    const blockers = await giveBack();
     const [charge] = await intentsOf(reserved!.id);
     expect(charge!.status).toBe('succeeded');
     // The creates that held the connections did nothing wrong: answered once the pool was theirs again.
@@ -149,11 +156,10 @@ describe('the provider acted, then no database connection was free to record its
     await eventually(async () => (await refundsAt()).length > 0, 10_000, 'the refund at the simulator');
     const giveBack = await holdTheApiPool();
     const answer = await first;
-    const blockers = await giveBack();
-
     expectOutcomeUnknown(answer);
     const [reserved] = await sql<{ id: string; status: string; provider_ref: string | null }>(db.url, 'SELECT id, status, provider_ref FROM refunds WHERE payment_id = $1', [payment.id]);
     expect(reserved).toMatchObject({ status: 'pending', provider_ref: null });
+    const blockers = await giveBack();
     expect(blockers.map((b) => b.status)).toEqual(blockers.map(() => 201));
 
     const again = await retry('/v1/refunds', body, key);
@@ -164,6 +170,33 @@ describe('the provider acted, then no database connection was free to record its
     expect(again.body.data).toMatchObject({ id: reserved!.id, status: 'completed', amount: '15.00' });
     expect(await sql(db.url, 'SELECT status, provider_ref FROM refunds WHERE payment_id = $1', [payment.id])).toEqual([{ status: 'completed', provider_ref: refunds[0]!.id }]);
     expect(await sql(db.url, 'SELECT amount_refunded_minor::text AS refunded FROM payments WHERE id = $1', [payment.id])).toEqual([{ refunded: '1500' }]);
+  }, 90_000);
+
+  it('POST /v1/payments/{id}/capture: 500 with Payments-Outcome: unknown (not 503), the payment pending; the retry with the key sends the capture again with its PayPal-Request-Id, captured once', async () => {
+    const created = await post('/v1/payments', { provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' }, unique('order'));
+    expect(created.status).toBe(201);
+    const payment = created.body.data as { id: string; provider_ref: string; next_action: { url: string } };
+    const approved = await fetch(`${payment.next_action.url}${payment.next_action.url.includes('?') ? '&' : '?'}auto=approve`, { redirect: 'manual' });
+    await approved.arrayBuffer();
+    const capturesAt = () => sql<{ id: string; amount_minor: string; status: string }>(db.url, 'SELECT id, amount_minor::text, status FROM sandbox_walletpay_captures WHERE order_id = $1', [payment.provider_ref]);
+    const key = unique('capture');
+    const path = `/v1/payments/${payment.id}/capture`;
+
+    const first = post(path, {}, key);
+    await eventually(async () => (await capturesAt()).length > 0, 10_000, 'the capture at the simulator');
+    const giveBack = await holdTheApiPool();
+    const answer = await first;
+    expectOutcomeUnknown(answer);
+    expect(await sql(db.url, 'SELECT status FROM payments WHERE id = $1', [payment.id])).toEqual([{ status: 'pending' }]);
+    const blockers = await giveBack();
+    expect(blockers.map((b) => b.status)).toEqual(blockers.map(() => 201));
+
+    const again = await retry(path, {}, key);
+    expect(again.status).toBe(200);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body.data).toMatchObject({ id: payment.id, status: 'completed', provider_ref: payment.provider_ref, amount: '45.00' });
+    expect(await capturesAt()).toEqual([{ id: expect.any(String), amount_minor: '4500', status: 'COMPLETED' }]);
+    expect(await sql(db.url, 'SELECT recovery_point FROM idempotency_keys WHERE key = $1', [key])).toEqual([{ recovery_point: 'finished' }]);
   }, 90_000);
 
   it('leaves no API key or provider secret in any process log', async () => {
