@@ -20,6 +20,17 @@ interface Snapshot {
 /** The statuses the `webhook_deliveries` gauge reports: every one but `delivered`. */
 export const GAUGED_DELIVERY_STATUSES = ['pending', 'retrying', 'dead'] as const;
 
+/**
+ * The rows each status counts. A failed `webhook.test` (POST /v1/webhooks/test, dead at once, never
+ * retried) is a merchant checking an endpoint, often one not up yet, not an event lost: it is not
+ * counted as dead, so no API key can fire the operator's dead-deliveries alert by testing an endpoint.
+ */
+const GAUGED_DELIVERY_WHERE: Record<(typeof GAUGED_DELIVERY_STATUSES)[number], string> = {
+  pending: `status = 'pending'`,
+  retrying: `status = 'retrying'`,
+  dead: `status = 'dead' AND event_type <> 'webhook.test'`,
+};
+
 /** How long one snapshot serves scrapes: several scrapers (or a fast one) cost one round of queries. */
 const CACHE_MS = 5000;
 
@@ -34,8 +45,9 @@ async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<strin
              FROM (SELECT payment_id, created_at FROM refunds WHERE status = 'pending') r JOIN payments p ON p.id = r.payment_id
             GROUP BY p.provider`),
     // Not `delivered`: counting every delivery kept for EVENT_RETENTION would scan them all at every
-    // scrape (webhook_delivery_attempts_total counts the successes). Each from a partial index.
-    query(`SELECT ${GAUGED_DELIVERY_STATUSES.map((status) => `(SELECT count(*) FROM webhook_deliveries WHERE status = '${status}')::int AS ${status}`).join(', ')}`),
+    // scrape (webhook_delivery_attempts_total counts the successes). Each from a partial index; `dead`
+    // leaves out failed test events (webhook_deliveries_dead_idx is partial on the same condition).
+    query(`SELECT ${GAUGED_DELIVERY_STATUSES.map((status) => `(SELECT count(*) FROM webhook_deliveries WHERE ${GAUGED_DELIVERY_WHERE[status]})::int AS ${status}`).join(', ')}`),
     // Age of the oldest delivery that is due and not yet sent (0 when none is waiting).
     query(`SELECT coalesce(extract(epoch FROM now() - min(next_attempt_at)), 0)::float8 AS lag
              FROM webhook_deliveries WHERE status IN ('pending', 'retrying') AND next_attempt_at <= now()`),
@@ -113,7 +125,7 @@ export function registerStoreMetrics(registry: Registry, query: Query, secretKey
     Object.entries(s.unresolved).map(([provider, n]) => [{ provider }, n]));
   snapshotGauge('refunds_pending_oldest_seconds', "How long the oldest refund still waiting for its provider's outcome has waited, by provider (0 when none)", ['provider'], (s) =>
     Object.entries(s.oldestPendingRefundSeconds).map(([provider, seconds]) => [{ provider }, seconds]));
-  snapshotGauge('webhook_deliveries', 'Merchant webhook deliveries not delivered (yet), by status: pending, retrying, dead', ['status'], (s) =>
+  snapshotGauge('webhook_deliveries', 'Merchant webhook deliveries not delivered (yet), by status: pending, retrying, dead (failed webhook.test events left out)', ['status'], (s) =>
     s.deliveries.map((d) => [{ status: d.status }, d.n]));
   snapshotGauge('webhook_delivery_lag_seconds', 'How long the oldest due, unsent merchant webhook delivery has waited (0 when none)', [], (s) =>
     [[{}, s.deliveryLagSeconds]]);

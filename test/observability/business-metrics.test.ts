@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { scrapeMetrics, total, type Samples } from '../support/prometheus.js';
+import { freePort } from '../../server/net/free-port.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -78,6 +79,29 @@ describe('business metrics on /metrics', () => {
     // The HTTP metrics are still there beside them.
     expect(total(after, 'http_requests_total', { route: '/v1/payments', status: '201' })).toBeGreaterThanOrEqual(2);
   }, 40_000);
+
+  it('a failed POST /v1/webhooks/test (the endpoint is not up yet) is not a dead delivery: neither the dead gauge nor the dead attempts count it', async () => {
+    const before = await scrape();
+    const shop = await t.createMerchant('Not Up Yet Shop');
+    // Nothing listens on the port: the connection is refused.
+    await t.http.put('/v1/merchant/webhook').set('X-API-Key', shop.apiKey).send({ webhook_url: `http://127.0.0.1:${await freePort()}/hooks` }).expect(200);
+    const tested = await t.http.post('/v1/webhooks/test').set('X-API-Key', shop.apiKey);
+    expect(tested.status).toBe(200);
+    expect(tested.body.data).toMatchObject({ delivered: false, response_status: null });
+    // The merchant still sees it dead in its delivery log.
+    const logged = await t.http.get('/v1/webhooks/logs?status=dead').set('X-API-Key', shop.apiKey).expect(200);
+    expect(logged.body.data.map((d: { id: string }) => d.id)).toEqual([tested.body.data.delivery_id]);
+    // A probe job proves the scrape below read the database after the test was recorded (not a snapshot cached before it).
+    const probe = `metrics-probe-after-test-${Date.now()}`;
+    await t.sql(`INSERT INTO agenda_jobs (name, next_run_at, type, priority) VALUES ('${probe}', now() - interval '1 second', 'normal', 0)`);
+    const after = await eventually(async () => {
+      const s = await scrape();
+      return total(s, 'job_queue_depth', { job_name: probe }) === 1 ? s : null;
+    }, 10_000, 'a snapshot taken after the test event');
+    await t.sql(`DELETE FROM agenda_jobs WHERE name = '${probe}'`);
+    expect(total(after, 'webhook_deliveries', { status: 'dead' })).toBe(0);
+    expect(total(after, 'webhook_delivery_attempts_total', { status: 'dead' }) - total(before, 'webhook_delivery_attempts_total', { status: 'dead' })).toBe(0);
+  }, 30_000);
 
   it('a delivery whose endpoint keeps failing: its attempts are counted as retrying, then dead, and the dead gauge counts it', async () => {
     const before = await scrape();

@@ -3,7 +3,7 @@ import type { Logger } from '../../observability/logger.js';
 import { setBounded } from '../../lib/bounded-map.js';
 import { SecretUnreadableError } from '../crypto/secret-box.js';
 import type { DeliveryAttemptCounter, DeliveryQueue, UnreadableSecretCounter } from '../ports.js';
-import { recordTestEvent } from './test-event.js';
+import { TEST_EVENT_TYPE, recordTestEvent } from './test-event.js';
 import { MerchantSchema, WebhookDeliverySchema, type DeliveryStatus, type WebhookDelivery } from '../../persistence/entities/index.js';
 import { RECOVER_MAX_DAYS } from '../../../contract/index.js';
 import { ERROR_MESSAGES } from '../../../contract/errors.js';
@@ -220,7 +220,8 @@ export class DeliveryService {
 
   /**
    * POST /v1/webhooks/test: records a `webhook.test` event and its delivery, sends it now and answers
-   * with the attempt. A failed test is dead at once (no retries); the delivery log shows it either way.
+   * with the attempt. A failed test is dead at once (no retries); the delivery log shows it either way,
+   * but neither the dead gauge nor the dead attempts count it (see `attempt`).
    */
   async sendTest(merchantId: string): Promise<TestDeliveryOutcome> {
     const merchant = await this.em.findOne(MerchantSchema, { id: merchantId });
@@ -231,7 +232,7 @@ export class DeliveryService {
     return this.withManualSlot(merchantId, async (slot) => {
       const recorded = await this.em.transactional((tx) => recordTestEvent(tx, merchantId, url, this.leaseMs));
       const leased: LeasedDelivery = {
-        id: recorded.deliveryId, merchantId, eventType: 'webhook.test', status: 'pending', attempts: 0, url, merchantUrl: url,
+        id: recorded.deliveryId, merchantId, eventType: TEST_EVENT_TYPE, status: 'pending', attempts: 0, url, merchantUrl: url,
         sealedSecret: merchant.webhookSecretEnc ?? null, body: recorded.body, leaseToken: recorded.leaseToken,
       };
       const { result } = await this.attempt(leased, 'manual', 'dead', undefined, undefined, slot);
@@ -310,7 +311,7 @@ export class DeliveryService {
     // write is fenced by the lease token, so the count cannot change under a write that succeeds: only
     // the holder of the current lease adds attempts.
     // A test event is never retried on the schedule: one that recover queued again is dead on a failure, as at first.
-    const failure = onFailure === 'schedule' && leased.eventType === 'webhook.test' ? 'dead' : onFailure;
+    const failure = onFailure === 'schedule' && leased.eventType === TEST_EVENT_TYPE ? 'dead' : onFailure;
     const outcome = result.ok
       ? await this.recordDelivered({ ...record, url, leaseToken: leased.leaseToken })
       : failure !== 'schedule'
@@ -327,7 +328,10 @@ export class DeliveryService {
       );
       return { outcome: null, result };
     }
-    this.attempts.inc({ status: outcome.status });
+    // A failed test event is the merchant checking an endpoint (often one not up yet), not an event lost:
+    // it is left out of the `dead` attempts, as out of the dead gauge (store-metrics), so no key with
+    // webhooks:write can fire the operator's dead-deliveries alert. A delivered one counts as any other.
+    if (!(leased.eventType === TEST_EVENT_TYPE && outcome.status === 'dead')) this.attempts.inc({ status: outcome.status });
     // Never the body, the URL's query or the secret: ids, type and outcome only.
     this.logger.info(
       { deliveryId: leased.id, eventType: leased.eventType, attempt: attemptNumber, trigger, responseStatus: result.responseStatus, status: outcome.status },

@@ -2,6 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { EventSchema } from '../../persistence/entities/index.js';
 
+/** The event type of POST /v1/webhooks/test: never retried, and left out of the dead-delivery metrics. */
+export const TEST_EVENT_TYPE = 'webhook.test';
+
 export interface TestEventPayload {
   id: string;
   type: 'webhook.test';
@@ -26,7 +29,7 @@ export async function recordTestEvent(
   const createdAt = new Date();
   const payload: TestEventPayload = {
     id: eventId,
-    type: 'webhook.test',
+    type: TEST_EVENT_TYPE,
     created_at: createdAt.toISOString(),
     data: { message: 'A test event from the payments service: your endpoint is reachable.', merchant_id: merchantId },
   };
