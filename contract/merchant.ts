@@ -108,7 +108,8 @@ export const merchantContract = c.router(
       summary: 'Register the webhook URL',
       description:
         'Registers the address that receives signed event notifications and returns a new `whsec_` signing secret. ' +
-        'The secret is shown only in this response; registering again rotates it.',
+        'The secret is shown only in this response; registering again rotates it. Calls at once are serialised: each answers ' +
+        'the URL and secret it stored, and the one stored last is kept (the earlier secret is superseded, as by any later call).',
       metadata: { scope: 'merchant:write', tag: 'Merchant' } as const,
       body: extendApi(z.object({ webhook_url: z.string().url().max(2048) }).strict(), { example: { webhook_url: 'https://shop.example.com/payments/webhook' } }),
       responses: {

@@ -481,6 +481,42 @@ describe('merchant dashboard', () => {
     await page.close();
   });
 
+  it('sends one webhook registration at a time: while one is unanswered, Save and Rotate are disabled and Enter sends no second', async () => {
+    const page = await newPage(1280);
+    await signIn(page);
+    const sent: string[] = [];
+    let answer!: () => void;
+    const held = new Promise<void>((resolve) => (answer = resolve));
+    await page.route((u) => u.pathname === '/v1/merchant/webhook', async (route) => {
+      if (route.request().method() !== 'PUT') return route.continue();
+      sent.push(route.request().postData() ?? '');
+      await held;
+      return route.continue();
+    });
+    await page.getByRole('link', { name: 'Settings' }).click();
+    const url = page.getByLabel('Webhook URL');
+    await waitFor(async () => (await url.inputValue()) === receiver.url('/hooks'), 'the webhook URL');
+    const save = page.getByRole('button', { name: 'Save URL and issue a secret' });
+    const rotate = page.getByRole('button', { name: 'Rotate secret' });
+    await save.click();
+    await waitFor(async () => sent.length === 1, 'the first registration sent');
+    await expect(save.isDisabled()).resolves.toBe(true);
+    await expect(rotate.isDisabled()).resolves.toBe(true);
+    // A second submission by keyboard, and a click on Rotate, while the first is unanswered: nothing sent.
+    page.on('dialog', (dialog) => void dialog.accept());
+    await url.press('Enter');
+    await rotate.click({ force: true });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(sent).toHaveLength(1);
+    answer();
+    const secret = await page.getByLabel('New signing secret').inputValue();
+    await waitFor(async () => !(await save.isDisabled()) && !(await rotate.isDisabled()), 'the buttons enabled again');
+    expect(sent).toHaveLength(1);
+    // The secret shown is the one deliveries are signed with.
+    await expect(t.inContext(() => t.service.container.services.merchants.webhookSecret(merchant.merchantId))).resolves.toBe(secret);
+    await page.close();
+  });
+
   it('is readable and usable at 390 px wide, by keyboard', async () => {
     const page = await newPage(390);
     await signIn(page);

@@ -42,6 +42,45 @@ describe('PUT /v1/merchant/webhook', () => {
     expect(secret).toBe(second.body.data.webhook_secret);
   });
 
+  it('concurrent re-registrations: each answers the URL and secret its own write stored, and the merchant keeps the last write whole', async () => {
+    const a = 'https://shop.example.com/concurrent-a';
+    const b = 'https://shop.example.com/concurrent-b';
+    // Every write, in the order the row took them (an UPDATE waits for the row lock of the one before it
+    // to be released at its commit): what the last commit stored is the last line.
+    await t.sql(`CREATE TABLE IF NOT EXISTS test_webhook_writes (seq bigserial PRIMARY KEY, merchant_id uuid, webhook_url text, webhook_secret_enc text)`);
+    await t.sql(`CREATE OR REPLACE FUNCTION test_log_webhook_write() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN INSERT INTO test_webhook_writes (merchant_id, webhook_url, webhook_secret_enc) VALUES (NEW.id, NEW.webhook_url, NEW.webhook_secret_enc); RETURN NEW; END $$`);
+    await t.sql(`CREATE TRIGGER test_log_webhook_write AFTER UPDATE ON merchants FOR EACH ROW EXECUTE FUNCTION test_log_webhook_write()`);
+    const open = (sealed: string) => t.service.container.services.merchants.openWebhookSecret(sealed);
+    try {
+      for (let round = 0; round < 8; round += 1) {
+        await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: a }).expect(200);
+        await t.sql('DELETE FROM test_webhook_writes');
+        // Half of them register the URL already stored, half another one, all at once.
+        const answers = await Promise.all([a, b, a, b, a, b].map(async (url) => {
+          const res = await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: url });
+          expect(res.status).toBe(200);
+          return res.body.data as { webhook_url: string; webhook_secret: string };
+        }));
+        const writes = await t.sql<{ webhook_url: string; webhook_secret_enc: string }>(
+          'SELECT webhook_url, webhook_secret_enc FROM test_webhook_writes WHERE merchant_id = $1 ORDER BY seq', [merchantId]);
+        // One write per call, each storing exactly the URL and secret its call answered.
+        expect(writes.map((w) => ({ webhook_url: w.webhook_url, webhook_secret: open(w.webhook_secret_enc) })).sort((x, y) => x.webhook_secret!.localeCompare(y.webhook_secret!)))
+          .toEqual([...answers].sort((x, y) => x.webhook_secret.localeCompare(y.webhook_secret)));
+        // What the merchant has now is the last write, whole: URL and secret from the same call.
+        const last = writes[writes.length - 1]!;
+        const me = await t.http.get('/v1/merchant').set('X-API-Key', key).expect(200);
+        expect(me.body.data.webhook_url).toBe(last.webhook_url);
+        const secret = await t.inContext(() => t.service.container.services.merchants.webhookSecret(merchantId));
+        expect(secret).toBe(open(last.webhook_secret_enc));
+        expect(answers).toContainEqual({ webhook_url: last.webhook_url, webhook_secret: secret });
+      }
+    } finally {
+      await t.sql('DROP TRIGGER test_log_webhook_write ON merchants');
+      await t.sql('DROP FUNCTION test_log_webhook_write(); DROP TABLE test_webhook_writes');
+    }
+  }, 30_000);
+
   it('issues secrets that are base64url and standard base64 at once, each 32 bytes, none repeated', async () => {
     // Three in four draws of 32 random bytes have a + or / in standard base64: twenty rotations would
     // show one if the service issued plain standard base64.

@@ -9,7 +9,24 @@ export function settingsView() {
   const url = h('input', { name: 'webhook_url', type: 'url', required: true, placeholder: 'https://shop.example.com/payments/webhook' });
   const credentials = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
 
+  const save = h('button', { type: 'submit', class: 'primary' }, 'Save URL and issue a secret');
+  const rotate = h('button', {
+    type: 'button',
+    class: 'danger',
+    onclick: () => {
+      if (!url.value) return mount(errors, errorBox({ code: 'VALIDATION_ERROR', message: 'Register a webhook URL first.' }));
+      if (window.confirm('Rotate the signing secret? Deliveries are signed with the new secret at once; update your receiver.')) register(url.value, 'rotate');
+    },
+  }, 'Rotate secret');
+
+  // One registration at a time, as Refund and Capture: each issues a new secret, and of two sent at once
+  // only the one stored last signs deliveries, so the other secret shown would be useless.
+  let inFlight = false;
   const register = async (webhookUrl, verb) => {
+    if (inFlight) return;
+    inFlight = true;
+    save.disabled = true;
+    rotate.disabled = true;
     mount(errors);
     try {
       const { data } = await api('PUT', '/v1/merchant/webhook', { body: { webhook_url: webhookUrl } });
@@ -23,6 +40,10 @@ export function settingsView() {
       announce(verb === 'rotate' ? 'Signing secret rotated.' : 'Webhook URL saved.');
     } catch (err) {
       mount(errors, errorBox(err));
+    } finally {
+      inFlight = false;
+      save.disabled = false;
+      rotate.disabled = false;
     }
   };
 
@@ -33,16 +54,7 @@ export function settingsView() {
     },
   },
   field('Webhook URL', url),
-  h('div', { class: 'actions spaced' },
-    h('button', { type: 'submit', class: 'primary' }, 'Save URL and issue a secret'),
-    h('button', {
-      type: 'button',
-      class: 'danger',
-      onclick: () => {
-        if (!url.value) return mount(errors, errorBox({ code: 'VALIDATION_ERROR', message: 'Register a webhook URL first.' }));
-        if (window.confirm('Rotate the signing secret? Deliveries are signed with the new secret at once; update your receiver.')) register(url.value, 'rotate');
-      },
-    }, 'Rotate secret')));
+  h('div', { class: 'actions spaced' }, save, rotate));
 
   (async () => {
     try {

@@ -36,16 +36,21 @@ export class MerchantService {
     return { merchant, providers: credentials.map((c) => c.provider as Provider) };
   }
 
-  /** Registers (or re-registers) the webhook URL; returns the new secret, which is never shown again. */
+  /**
+   * Registers (or re-registers) the webhook URL; returns the new secret, which is never shown again.
+   * One UPDATE writing URL and secret together, never a read-modify-flush: the ORM's flush writes only
+   * the fields that differ from what it read, so of two calls at once, one registering the URL already
+   * stored could keep the other's URL with its own secret. The UPDATE holds the row lock until it
+   * commits, so concurrent calls are serialised: each answers exactly the URL and secret its own
+   * commit stored, and the merchant keeps the last one committed (an earlier caller's secret is then
+   * superseded, as by any later re-registration).
+   */
   async setWebhook(merchantId: string, webhookUrl: string): Promise<{ webhookUrl: string; webhookSecret: string }> {
-    const url = await assertDeliverableUrl(webhookUrl, { allowPrivate: this.allowPrivateWebhookUrls, hosts: this.hosts, merchantId });
-    const merchant = await this.em.findOne(MerchantSchema, { id: merchantId });
-    if (!merchant) throw notFound('merchant');
+    const url = (await assertDeliverableUrl(webhookUrl, { allowPrivate: this.allowPrivateWebhookUrls, hosts: this.hosts, merchantId })).toString();
     const secret = generateWebhookSecret();
-    merchant.webhookUrl = url.toString();
-    merchant.webhookSecretEnc = this.secrets.seal(secret);
-    await this.em.flush();
-    return { webhookUrl: merchant.webhookUrl, webhookSecret: secret };
+    const updated = await this.em.nativeUpdate(MerchantSchema, { id: merchantId }, { webhookUrl: url, webhookSecretEnc: this.secrets.seal(secret), updatedAt: new Date() });
+    if (updated === 0) throw notFound('merchant');
+    return { webhookUrl: url, webhookSecret: secret };
   }
 
   /** The decrypted signing secret, for the delivery worker. */
