@@ -32,6 +32,26 @@ function percentDecodes(url: string): boolean {
   }
 }
 
+/**
+ * Upper bounds of the settings that end up in a timer (setTimeout, setInterval, AbortSignal.timeout, a
+ * socket timeout). Node holds a timer's delay in 31 bits: past 2^31-1 ms (about 24.8 days) it warns and
+ * fires after 1 ms, so WEBHOOK_TIMEOUT_MS=3000000000 made every webhook attempt fail at once. Each bound is
+ * far below that, and far above any useful value.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+/** WEBHOOK_TIMEOUT_MS, PROVIDER_TIMEOUT_MS, DATABASE_ACQUIRE_TIMEOUT: 5 minutes. */
+export const MAX_REQUEST_TIMEOUT_MS = 300_000;
+/** SHUTDOWN_TIMEOUT_MS (SHUTDOWN_DELAY_MS is shorter than it): 1 hour. */
+export const MAX_SHUTDOWN_TIMEOUT_MS = 3_600_000;
+/** IDEMPOTENCY_LEASE (renewed by a timer every third of it): 1 hour. */
+export const MAX_IDEMPOTENCY_LEASE_MS = 3_600_000;
+/** DELIVERY_SWEEP_INTERVAL (a running sweep checks its lock every interval): 1 day. */
+export const MAX_SWEEP_INTERVAL_MS = 86_400_000;
+
+/** A whole number of milliseconds from 1 to `max`, for a variable used in a timer. */
+const timerMs = (max: number, what: string) =>
+  z.coerce.number().int().positive().max(max, `must be at most ${max} (${what}): it is used in a timer`);
+
 const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   NODE_ENV: z.string().default('development'),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
@@ -39,7 +59,7 @@ const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   WORKER_PORT: z.coerce.number().int().min(0).max(65535).default(3001),
   METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
   MIGRATE_ON_BOOT: booleanFlag.default('true'),
-  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  SHUTDOWN_TIMEOUT_MS: timerMs(MAX_SHUTDOWN_TIMEOUT_MS, '1 hour').default(30_000),
   SHUTDOWN_DELAY_MS: z.coerce.number().int().min(0).default(0),
   DATABASE_URL: z
     .string()
@@ -63,7 +83,7 @@ const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   WALLETPAY_BASE_URL: z.string().url().optional(),
   MOBILEMONEY_BASE_URL: z.string().url().optional(),
   WEBHOOK_RETRY_SCHEDULE: z.string().default('30s,2m,10m,30m,2h'),
-  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
+  WEBHOOK_TIMEOUT_MS: timerMs(MAX_REQUEST_TIMEOUT_MS, '5 minutes').default(30_000),
   WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: z.coerce.number().int().positive().default(16),
   WEBHOOK_ALLOW_PRIVATE_URLS: booleanFlag.optional(),
   WEBHOOK_DNS_SERVERS: z.string().optional(),
@@ -72,7 +92,7 @@ const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   MOBILEMONEY_SANDBOX_CERT_PATH: z.string().optional(),
   MOBILEMONEY_LIVE_CERT_PATH: z.string().optional(),
   TRUST_PROXY: z.string().optional(),
-  PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(15_000),
+  PROVIDER_TIMEOUT_MS: timerMs(MAX_REQUEST_TIMEOUT_MS, '5 minutes').default(15_000),
   DELIVERY_SWEEP_INTERVAL: z.string().default('30s'),
   EVENT_RETENTION: z.string().default('30d'),
   EVENT_PRUNE_INTERVAL: z.string().default('1h'),
@@ -261,7 +281,7 @@ const DURATION_HINT = 'a number with a unit: 250ms, 30s, 5m, 1h, 30d';
  * the database hundreds of times a second), Agenda's every(0) would make a repeating job a one-shot job,
  * a retention of 0 would delete events as they are written.
  */
-function durationVar(name: string, text: string): number {
+function durationVar(name: string, text: string, max?: { ms: number; text: string }): number {
   let ms: number;
   try {
     ms = parseDurationMs(text);
@@ -269,6 +289,8 @@ function durationVar(name: string, text: string): number {
     throw new ConfigError(`${name}: "${text}" is not a duration (${DURATION_HINT})`);
   }
   if (ms <= 0) throw new ConfigError(`${name} must be longer than 0 (${DURATION_HINT})`);
+  // One used in a timer (see MAX_TIMER_MS).
+  if (max && ms > max.ms) throw new ConfigError(`${name} must be at most ${max.text}: it is used in a timer`);
   return ms;
 }
 
@@ -335,8 +357,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { encr
   for (const key of decryptionKeys) aesKeyVar('each of DECRYPTION_KEYS', key);
   const schedule = scheduleVar('WEBHOOK_RETRY_SCHEDULE', e.WEBHOOK_RETRY_SCHEDULE);
   const statusSync = scheduleVar('STATUS_SYNC_SCHEDULE', e.STATUS_SYNC_SCHEDULE);
-  const acquireTimeoutMs = durationVar('DATABASE_ACQUIRE_TIMEOUT', e.DATABASE_ACQUIRE_TIMEOUT);
-  const leaseMs = durationVar('IDEMPOTENCY_LEASE', e.IDEMPOTENCY_LEASE);
+  const acquireTimeoutMs = durationVar('DATABASE_ACQUIRE_TIMEOUT', e.DATABASE_ACQUIRE_TIMEOUT, { ms: MAX_REQUEST_TIMEOUT_MS, text: '5m' });
+  const leaseMs = durationVar('IDEMPOTENCY_LEASE', e.IDEMPOTENCY_LEASE, { ms: MAX_IDEMPOTENCY_LEASE_MS, text: '1h' });
   const keyRetentionMs = durationVar('IDEMPOTENCY_KEY_RETENTION', e.IDEMPOTENCY_KEY_RETENTION);
   // A claim's lease is renewed every third of its length while its provider calls run (IdempotencyKeys.holding),
   // so it need not cover the longest path (walletpay capture: up to 8 requests with token fetches and a 401's
@@ -387,7 +409,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { encr
     webhookMaxInFlightPerMerchant: e.WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT,
     webhookDnsServers: parseDnsServers(e.WEBHOOK_DNS_SERVERS),
     webhookAllowPrivateUrls: e.WEBHOOK_ALLOW_PRIVATE_URLS ?? !production,
-    deliverySweepIntervalMs: durationVar('DELIVERY_SWEEP_INTERVAL', e.DELIVERY_SWEEP_INTERVAL),
+    deliverySweepIntervalMs: durationVar('DELIVERY_SWEEP_INTERVAL', e.DELIVERY_SWEEP_INTERVAL, { ms: MAX_SWEEP_INTERVAL_MS, text: '24h' }),
     eventRetentionMs: durationVar('EVENT_RETENTION', e.EVENT_RETENTION),
     eventPruneIntervalMs: durationVar('EVENT_PRUNE_INTERVAL', e.EVENT_PRUNE_INTERVAL),
     providerEventRetentionMs,

@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from '@jest/globals';
-import { ConfigError, loadConfig } from '../../server/config/config.js';
+import { ConfigError, MAX_REQUEST_TIMEOUT_MS, MAX_SHUTDOWN_TIMEOUT_MS, MAX_TIMER_MS, loadConfig } from '../../server/config/config.js';
 import { isAllowedSource } from '../../server/providers/mobilemoney/callback.js';
 import { runCli } from '../support/processes.js';
 import { selfSignedCertificate } from '../../server/sandbox/certificates.js';
@@ -102,6 +102,45 @@ describe('configuration', () => {
     // The simulators' delays may be 0 (none).
     expect(loadConfig({ SANDBOX_CALLBACK_DELAY_MS: '0', SANDBOX_LATENCY_MS: '0' })).toMatchObject({ sandboxCallbackDelayMs: 0, sandboxLatencyMs: 0 });
   });
+
+  it('refuses a timeout or interval that would overflow its timer (or is far past any use), naming the variable', () => {
+    // Past 2^31-1 ms Node fires a timer after 1 ms: WEBHOOK_TIMEOUT_MS=3000000000 failed every webhook attempt at once,
+    // PROVIDER_TIMEOUT_MS every provider call, SHUTDOWN_TIMEOUT_MS exited every stop at once.
+    const overflow = String(MAX_TIMER_MS + 1);
+    const bounds: [string, number, string][] = [
+      ['WEBHOOK_TIMEOUT_MS', MAX_REQUEST_TIMEOUT_MS, 'webhookTimeoutMs'],
+      ['PROVIDER_TIMEOUT_MS', MAX_REQUEST_TIMEOUT_MS, 'providerTimeoutMs'],
+      ['SHUTDOWN_TIMEOUT_MS', MAX_SHUTDOWN_TIMEOUT_MS, 'shutdownTimeoutMs'],
+    ];
+    for (const [name, max, field] of bounds) {
+      expect(max).toBeLessThan(MAX_TIMER_MS);
+      for (const value of [overflow, '3000000000', '1e10', String(max + 1)]) {
+        expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+        expect(() => loadConfig({ [name]: value })).toThrow(`${name}: must be at most ${max}`);
+      }
+      // The bound itself is taken (a lease long enough for a 5-minute provider timeout, too).
+      const env = { [name]: String(max), IDEMPOTENCY_LEASE: '11m' };
+      expect(loadConfig(env)).toMatchObject({ [field]: max });
+    }
+    const durations: [string, string, string, string][] = [
+      ['DATABASE_ACQUIRE_TIMEOUT', '5m', '301s', 'at most 5m'],
+      ['IDEMPOTENCY_LEASE', '1h', '61m', 'at most 1h'],
+      ['DELIVERY_SWEEP_INTERVAL', '24h', '25d', 'at most 24h'],
+    ];
+    for (const [name, max, over, message] of durations) {
+      expect(() => loadConfig({ [name]: over })).toThrow(ConfigError);
+      expect(() => loadConfig({ [name]: over })).toThrow(`${name} must be ${message}`);
+      expect(() => loadConfig({ [name]: max })).not.toThrow();
+    }
+    // Retention periods are no timers: a month is fine.
+    expect(loadConfig({ EVENT_RETENTION: '30d', PROVIDER_EVENT_RETENTION: '60d' }).providerEventRetentionMs).toBe(60 * 86_400_000);
+  });
+
+  it('stops at boot with exit code 2 naming WEBHOOK_TIMEOUT_MS when it would overflow its timer', async () => {
+    const run = await runCli('server/main.ts', [], { WEBHOOK_TIMEOUT_MS: '3000000000', NODE_ENV: 'test', DATABASE_URL: NOWHERE });
+    expect(run.code).toBe(2);
+    expect(run.stderr.trim()).toBe('invalid configuration: WEBHOOK_TIMEOUT_MS: must be at most 300000 (5 minutes): it is used in a timer');
+  }, 30_000);
 
   it('stops the service with exit code 2 and the variable named, as for any other configuration error', async () => {
     const run = await runCli('server/main.ts', [], { EVENT_RETENTION: '30days', NODE_ENV: 'test', DATABASE_URL: NOWHERE });
