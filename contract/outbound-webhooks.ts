@@ -28,6 +28,9 @@ export const OUTBOUND_WEBHOOK_HEADERS = [
 const payment = { payment_id: '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21', amount: '25.00', currency: 'USD', provider: 'cardpay' };
 
 /** What each event means and one example body, exactly as delivered. */
+/** The `data.message` of every `webhook.test` event (POST /v1/webhooks/test): the example below shows the text sent. */
+export const TEST_EVENT_MESSAGE = 'A test event from the payments service: your endpoint is reachable.';
+
 export const OUTBOUND_WEBHOOK_EVENTS: Record<EventType, { summary: string; example: Record<string, unknown> }> = {
   'payment.completed': {
     summary: 'A payment became completed (provider callback, capture, status sync or reconciliation)',
@@ -65,7 +68,7 @@ export const OUTBOUND_WEBHOOK_EVENTS: Record<EventType, { summary: string; examp
     summary: 'A test event sent by POST /v1/webhooks/test',
     example: {
       id: '5a6b7c8d-9e0f-4a1b-8c2d-3e4f5a6b7c8d', type: 'webhook.test', created_at: '2026-11-22T10:20:00.000Z',
-      data: { message: 'This is a test event from the payments service.', merchant_id: '9b0c2d4e-6f80-4a1b-8c3d-5e7f9a1b3c5d' },
+      data: { message: TEST_EVENT_MESSAGE, merchant_id: '9b0c2d4e-6f80-4a1b-8c3d-5e7f9a1b3c5d' },
     },
   },
 };

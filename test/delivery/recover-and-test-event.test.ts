@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Webhook } from 'standardwebhooks';
 import { verifyWebhook } from '../../client/index.js';
+import { OUTBOUND_WEBHOOK_EVENTS } from '../../contract/outbound-webhooks.js';
 import { recordTestEvent } from '../../server/domain/delivery/test-event.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { attemptsOf, delivery, emitEvent, registerWebhook } from './events.js';
@@ -210,7 +211,8 @@ describe('POST /v1/webhooks/test', () => {
     const event = new Webhook(m.secret).verify(req!.body, req!.headers as Record<string, string>);
     expect(event).toEqual({
       id: res.body.data.event_id, type: 'webhook.test', created_at: expect.any(String),
-      data: { message: expect.stringContaining('test'), merchant_id: m.merchantId },
+      // The text openapi.json's x-webhooks example shows.
+      data: { message: (OUTBOUND_WEBHOOK_EVENTS['webhook.test'].example.data as { message: string }).message, merchant_id: m.merchantId },
     });
     expect(verifyWebhook(req!.body, req!.headers, m.secret).type).toBe('webhook.test');
 

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { TEST_EVENT_MESSAGE } from '../../../contract/outbound-webhooks.js';
 import { EventSchema } from '../../persistence/entities/index.js';
 
 /** The event type of POST /v1/webhooks/test: never retried, and left out of the dead-delivery metrics. */
@@ -31,7 +32,7 @@ export async function recordTestEvent(
     id: eventId,
     type: TEST_EVENT_TYPE,
     created_at: createdAt.toISOString(),
-    data: { message: 'A test event from the payments service: your endpoint is reachable.', merchant_id: merchantId },
+    data: { message: TEST_EVENT_MESSAGE, merchant_id: merchantId },
   };
   const body = JSON.stringify(payload);
   tx.create(EventSchema, { id: eventId, merchantId, paymentId: null, type: payload.type, payload: payload as unknown as Record<string, unknown>, body, createdAt });
