@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+import { emitEvent } from './events.js';
 
 /**
  * One merchant's webhook endpoint accepts connections and never answers, and that merchant has queued
@@ -161,4 +162,59 @@ describe('retries of a merchant whose endpoint hangs', () => {
     }, 15_000, "a round of retries");
     expect(endpoint.maxHeld).toBe(SHARE);
   }, 120_000);
+});
+
+describe('new events of a merchant whose failed deliveries were recovered', () => {
+  // The merchant's endpoint takes 200 ms per request and its share is 2: 50 recovered deliveries take
+  // about 5 s to send. A payment made meanwhile must not wait behind them.
+  const SHARE = 2;
+  let s: TestService;
+  let endpoint: http.Server;
+  /** Each request's event type and payment id, in the order they arrived. */
+  const arrived: { type: string; paymentId: string }[] = [];
+  beforeAll(async () => {
+    s = await startTestService({ WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: String(SHARE) });
+    endpoint = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => {
+        const event = JSON.parse(body) as { type: string; data: { payment_id?: string } };
+        arrived.push({ type: event.type, paymentId: event.data.payment_id ?? '' });
+        setTimeout(() => res.writeHead(200).end('ok'), 200);
+      });
+    });
+    await new Promise<void>((resolve) => endpoint.listen(0, '127.0.0.1', resolve));
+  });
+  afterAll(async () => {
+    endpoint.closeAllConnections();
+    await new Promise<void>((resolve) => endpoint.close(() => resolve()));
+    await s.stop();
+  });
+
+  it("a new payment's event is sent among the first, ahead of the recovered backlog, and the backlog is still all delivered", async () => {
+    const m = await merchantWithEndpoint('Recovered backlog', `http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/hook`, s);
+    // 50 deliveries that died while the endpoint was down (never enqueued: nothing sends them until recover).
+    const recovered = new Set<string>();
+    for (let i = 0; i < 50; i++) {
+      const { paymentId } = await emitEvent(s, m.merchantId, {
+        notify: false,
+        adjust: (tx, { deliveryId }) => tx.execute(
+          `UPDATE webhook_deliveries SET status = 'dead', attempts = 5, last_response_status = 503, next_attempt_at = NULL, created_at = now() - interval '1 hour' WHERE id = ?`,
+          [deliveryId],
+        ),
+      });
+      recovered.add(paymentId);
+    }
+    const queued = await s.http.post('/v1/webhooks/recover').set('X-API-Key', m.apiKey).send({ since: new Date(Date.now() - 2 * 3_600_000).toISOString() }).expect(200);
+    expect(queued.body.data.queued).toBe(50);
+    await eventually(() => arrived.length > 0 || null, 10_000, 'the recovered deliveries to start');
+
+    const payment = (await pay(m.apiKey, s)).body.data as { id: string };
+    // Its place among the requests the endpoint received (1 = first).
+    const place = await eventually(() => arrived.findIndex((a) => a.paymentId === payment.id) + 1 || null, 20_000, "the new payment's event");
+    // Before it: what was in flight or claimed when it was committed, not the 50 recovered ones.
+    expect(place).toBeLessThanOrEqual(8);
+    // And the recovered ones are not starved: every one is delivered.
+    await eventually(() => arrived.filter((a) => recovered.has(a.paymentId)).length === 50 || null, 30_000, 'every recovered delivery');
+  }, 90_000);
 });

@@ -72,12 +72,20 @@ export async function leaseDelivery(em: EntityManager, id: string, leaseMs: numb
  * Takes up to `limit` due deliveries (pending or retrying, due, not leased) for one scheduled attempt
  * each, in ONE statement, fairly between merchants: no merchant gets more than `perMerchant` attempts in
  * flight (leased, across every worker), and the claim goes round the merchants with something due —
- * each one's oldest first, then each one's second… A merchant whose endpoint hangs (or who queued
+ * each one's first pick, then each one's second… A merchant whose endpoint hangs (or who queued
  * thousands of events) so holds at most `perMerchant` of the workers' slots, and the others' deliveries
  * still go out at once. The merchants with something due are found by skipping through an index, so
  * a claim costs per merchant, not per queued delivery. `FOR UPDATE SKIP LOCKED`: workers claiming at
  * the same time take disjoint rows without waiting on each other, and a row being leased elsewhere right
  * now (a manual retry, another worker's claim) is skipped, not sent twice.
+ *
+ * Within a merchant, first attempts (`attempts = 0`: new events) and the others (retries, and what
+ * POST /v1/webhooks/recover queued again, all due at once) take turns, each oldest first: a class's
+ * n-th pick ranks after its attempts in flight plus n, ties going to first attempts. So a recovered
+ * backlog of thousands does not delay a new payment's event behind all of it (it goes out as soon as a
+ * slot frees), and the backlog is not starved by a stream of new events either: while both wait, each
+ * class gets about half of the merchant's share (with a share of 1, first attempts go first).
+ * (merchant_id, least(attempts, 1), next_attempt_at) finds each class's oldest without reading the other.
  */
 export async function leaseDueDeliveries(em: EntityManager, limit: number, leaseMs: number, perMerchant: number): Promise<LeasedDelivery[]> {
   const rows = await em.execute<LeaseRow[]>(
@@ -90,24 +98,37 @@ export async function leaseDueDeliveries(em: EntityManager, limit: number, lease
                 WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= now() AND d.merchant_id > due_merchants.merchant_id
                 ORDER BY d.merchant_id LIMIT 1)
          FROM due_merchants WHERE due_merchants.merchant_id IS NOT NULL),
-     candidates AS (
-       SELECT c.id, c.next_attempt_at, busy.n + row_number() OVER (PARTITION BY m.merchant_id ORDER BY c.next_attempt_at) AS place
+     picks AS (
+       SELECT m.merchant_id, busy.n AS busy, c.id, c.next_attempt_at, c.again,
+              CASE WHEN c.again = 0 THEN busy.first ELSE busy.again END
+                + row_number() OVER (PARTITION BY m.merchant_id, c.again ORDER BY c.next_attempt_at) AS turn
          FROM due_merchants m
         CROSS JOIN LATERAL (
-              SELECT count(*)::int AS n FROM webhook_deliveries l
+              SELECT count(*)::int AS n, (count(*) FILTER (WHERE l.attempts = 0))::int AS first, (count(*) FILTER (WHERE l.attempts > 0))::int AS again
+                FROM webhook_deliveries l
                WHERE l.merchant_id = m.merchant_id AND l.status IN ('pending', 'retrying')
                  AND l.lease_until IS NOT NULL AND l.lease_until >= now()) busy
         CROSS JOIN LATERAL (
-              SELECT d.id, d.next_attempt_at
-                FROM webhook_deliveries d
-               WHERE d.merchant_id = m.merchant_id AND d.status IN ('pending', 'retrying') AND d.next_attempt_at <= now()
-                 AND (d.lease_until IS NULL OR d.lease_until < now())
-               ORDER BY d.next_attempt_at
-               LIMIT greatest(?::int - busy.n, 0)) c
+              (SELECT d.id, d.next_attempt_at, 0 AS again
+                 FROM webhook_deliveries d
+                WHERE d.merchant_id = m.merchant_id AND d.status IN ('pending', 'retrying') AND least(d.attempts, 1) = 0
+                  AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until < now())
+                ORDER BY d.next_attempt_at
+                LIMIT greatest(?::int - busy.n, 0))
+              UNION ALL
+              (SELECT d.id, d.next_attempt_at, 1 AS again
+                 FROM webhook_deliveries d
+                WHERE d.merchant_id = m.merchant_id AND d.status IN ('pending', 'retrying') AND least(d.attempts, 1) = 1
+                  AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until < now())
+                ORDER BY d.next_attempt_at
+                LIMIT greatest(?::int - busy.n, 0))) c
         WHERE m.merchant_id IS NOT NULL),
+     candidates AS (
+       SELECT id, next_attempt_at, busy + row_number() OVER (PARTITION BY merchant_id ORDER BY turn, again, next_attempt_at) AS place
+         FROM picks),
      due AS (
        SELECT w.id FROM webhook_deliveries w
-        WHERE w.id IN (SELECT id FROM candidates ORDER BY place, next_attempt_at LIMIT ?)
+        WHERE w.id IN (SELECT id FROM candidates WHERE place <= ?::int ORDER BY place, next_attempt_at LIMIT ?)
           AND w.status IN ('pending', 'retrying') AND w.next_attempt_at <= now()
           AND (w.lease_until IS NULL OR w.lease_until < now())
         FOR UPDATE SKIP LOCKED)
@@ -116,7 +137,7 @@ export async function leaseDueDeliveries(em: EntityManager, limit: number, lease
        FROM due, events e, merchants m
       WHERE d.id = due.id AND e.id = d.event_id AND m.id = d.merchant_id
   RETURNING ${LEASED_COLUMNS}`,
-    [perMerchant, limit, leaseMs],
+    [perMerchant, perMerchant, perMerchant, limit, leaseMs],
   );
   return rows.map(toLeased);
 }
