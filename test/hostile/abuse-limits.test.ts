@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ConfigError, loadConfig } from '../../server/config/config.js';
+import { counterBucket } from '../../server/domain/auth/rate-limiter.js';
 import { startTestService, TEST_ENCRYPTION_KEY, type TestService } from '../support/service.js';
 
 // Limits that hold against abuse: per API key (on by default in production), and per source address
@@ -8,13 +9,13 @@ import { startTestService, TEST_ENCRYPTION_KEY, type TestService } from '../supp
 
 const production = (env: Record<string, string> = {}) => loadConfig({ NODE_ENV: 'production', DATABASE_URL: 'postgres://payments@db.internal/payments', ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, ...env });
 
-/** Marks the next `seconds` one-second (or one-minute) windows of `bucket` as used up to `count`. */
+/** Marks the next `seconds` one-second (or one-minute) windows of `bucket` (a key id, `callback:<address>`) as used up to `count`. */
 async function fillWindows(t: TestService, bucket: string, count: number, windowMs: number, seconds = 120) {
   await t.sql(
     `INSERT INTO rate_limit_windows (bucket, window_start, count)
      SELECT $1, to_timestamp(w / 1000.0), $2 FROM generate_series($3::bigint, $4::bigint, $5::bigint) AS w
      ON CONFLICT (bucket, window_start) DO UPDATE SET count = EXCLUDED.count`,
-    [bucket, count, Math.floor(Date.now() / windowMs) * windowMs, Date.now() + seconds * 1000, windowMs],
+    [counterBucket(bucket, windowMs), count, Math.floor(Date.now() / windowMs) * windowMs, Date.now() + seconds * 1000, windowMs],
   );
 }
 
@@ -127,8 +128,9 @@ describe('provider callbacks', () => {
     const first = await forged({ ...wellFormed(), 'Walletpay-Transmission-Id': 'short' });
     expect(first.headers['x-ratelimit-limit']).toBe('50');
     const [row] = await t.sql<{ bucket: string }>(`SELECT bucket FROM rate_limit_windows WHERE bucket LIKE 'callback:%' LIMIT 1`);
-    expect(row!.bucket).toMatch(/^callback:.*127\.0\.0\.1$|^callback:::1$/);
-    await fillWindows(t, row!.bucket, 50, 60_000);
+    // Counted per address, in one-minute windows.
+    expect(row!.bucket).toMatch(/^callback:(.*127\.0\.0\.1|::1)\/60s$/);
+    await fillWindows(t, row!.bucket.replace(/\/60s$/, ''), 50, 60_000);
     const before = await verifyCalls();
     const limited = await forged(wellFormed());
     expect(limited.status).toBe(429);

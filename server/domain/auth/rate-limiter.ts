@@ -19,6 +19,16 @@ export function describeRule(rule: RateLimitRule): string {
   return `${rule.limit} a ${rule.windowMs === 1000 ? 'second' : rule.windowMs === 60_000 ? 'minute' : `${rule.windowMs / 1000} s`}`;
 }
 
+/**
+ * The row a bucket's window is counted in: the bucket with the window's length (`<key id>/1s`,
+ * `callback:<address>/60s`). Two limiters of one key with different windows — a rolling change from
+ * RATE_LIMIT_PER_MINUTE to RATE_LIMIT_PER_SECOND, some processes still on the old setting — count apart:
+ * a minute's count is never read as a second's (both windows start at hh:mm:00).
+ */
+export function counterBucket(bucket: string, windowMs: number): string {
+  return `${bucket}/${windowMs % 1000 === 0 ? `${windowMs / 1000}s` : `${windowMs}ms`}`;
+}
+
 /** Windows known full are remembered until there are this many, then the ended ones are forgotten. */
 const FULL_WINDOWS_SWEEP_AT = 1_000;
 
@@ -29,7 +39,8 @@ interface Waiter {
 
 /**
  * Fixed windows per bucket (an API key id, or `callback:<source address>`), counted in PostgreSQL, so
- * every api process shares the same budget. Old windows are pruned now and then.
+ * every api process shares the same budget. A window's row is named by the bucket and the window's length
+ * (counterBucket). Old windows are pruned now and then.
  *
  * Two things spare round trips without changing a verdict: hits of one window that arrive while its
  * upsert is under way are counted together by the next one (`count + n`, each hit taking its place in
@@ -56,13 +67,14 @@ export class RateLimiter {
     const windowStart = Math.floor(now / windowMs) * windowMs;
     const windowEnd = windowStart + windowMs;
     const retryAfterSec = Math.max(1, Math.ceil((windowEnd - now) / 1000));
-    const window = `${bucket}@${windowStart}`;
+    const counted = counterBucket(bucket, windowMs);
+    const window = `${counted}@${windowStart}`;
     if (this.fullUntil.has(window)) return { allowed: false, limit, remaining: 0, retryAfterSec };
     const count = await new Promise<number>((resolve, reject) => {
       const waiters = this.waiting.get(window);
       if (waiters) waiters.push({ resolve, reject });
       else this.waiting.set(window, [{ resolve, reject }]);
-      if (!this.counting.has(window)) void this.countWaiting(window, bucket, new Date(windowStart));
+      if (!this.counting.has(window)) void this.countWaiting(window, counted, new Date(windowStart));
     });
     if (count >= limit) this.rememberFull(window, windowEnd, now);
     return { allowed: count <= limit, limit, remaining: Math.max(0, limit - count), retryAfterSec };
