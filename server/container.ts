@@ -5,6 +5,7 @@ import type { AppConfig } from './config/config.js';
 import { resolveEncryptionKey } from './config/encryption-key.js';
 import { ApiKeyService } from './domain/auth/api-key.service.js';
 import { RateLimiter } from './domain/auth/rate-limiter.js';
+import { RateLimitRetention } from './domain/auth/rate-limit-retention.js';
 import { censusOfSecretKeys } from './domain/crypto/stored-secrets.js';
 import { SecretBox } from './domain/crypto/secret-box.js';
 import { DeliveryService } from './domain/delivery/delivery.service.js';
@@ -66,6 +67,7 @@ export interface Services {
   apiKeys: ApiKeyService;
   rateLimiter: RateLimiter;
   callbackRateLimiter: RateLimiter;
+  rateLimitRetention: RateLimitRetention;
   merchants: MerchantService;
   credentials: CredentialsService;
   deliveries: DeliveryService;
@@ -194,6 +196,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     apiKeys: new ApiKeyService(em, principalCache),
     rateLimiter: new RateLimiter(em, config.rateLimit),
     callbackRateLimiter: new RateLimiter(em, config.callbackRateLimit),
+    rateLimitRetention: new RateLimitRetention(em),
     merchants,
     credentials,
     deliveries: new DeliveryService(

@@ -104,6 +104,7 @@ const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).optional(),
   RATE_LIMIT_PER_SECOND: z.coerce.number().int().min(0).optional(),
   CALLBACK_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).optional(),
+  RATE_LIMIT_PRUNE_INTERVAL: z.string().default('1m'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DATA_DIR: z.string().default('.data'),
 }));
@@ -184,6 +185,8 @@ export interface AppConfig {
   rateLimit: RateLimitRule;
   /** Provider-callback requests per source address per window (callbacks carry no API key). */
   callbackRateLimit: RateLimitRule;
+  /** How often a worker deletes the rate-limit windows that have ended. */
+  rateLimitPruneIntervalMs: number;
   mobilemoneyCallbackAllowlist: string[];
   mobilemoneyCertPath: string | undefined;
   /** The operator's X.509 certificates that initiator passwords are encrypted with (SecurityCredential), per credential env. */
@@ -419,6 +422,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { encr
     mobilemoneyReconcileIntervalMs: durationVar('MOBILEMONEY_RECONCILE_INTERVAL', e.MOBILEMONEY_RECONCILE_INTERVAL),
     rateLimit: apiKeyRateLimit(e.RATE_LIMIT_PER_MINUTE, e.RATE_LIMIT_PER_SECOND, production),
     callbackRateLimit: { limit: e.CALLBACK_RATE_LIMIT_PER_MINUTE ?? (production ? DEFAULT_CALLBACK_LIMIT_PER_MINUTE : 0), windowMs: 60_000 },
+    rateLimitPruneIntervalMs: durationVar('RATE_LIMIT_PRUNE_INTERVAL', e.RATE_LIMIT_PRUNE_INTERVAL),
     mobilemoneyCallbackAllowlist: parseCallbackAllowlist(e.MOBILEMONEY_CALLBACK_ALLOWLIST),
     mobilemoneyCertPath: certificateFile('MOBILEMONEY_CERT_PATH', e.MOBILEMONEY_CERT_PATH, 'public-key'),
     mobilemoneySecurityCertPaths: {

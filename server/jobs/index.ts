@@ -7,6 +7,7 @@ import { defineFoldPaymentCountsJob, scheduleFoldPaymentCounts } from './fold-pa
 import { definePruneEventsJob, schedulePruneEvents } from './prune-events.job.js';
 import { definePruneIdempotencyKeysJob, schedulePruneIdempotencyKeys } from './prune-idempotency-keys.job.js';
 import { definePruneProviderEventsJob, schedulePruneProviderEvents } from './prune-provider-events.job.js';
+import { definePruneRateLimitWindowsJob, schedulePruneRateLimitWindows } from './prune-rate-limit-windows.job.js';
 import { defineSweepDeliveriesJob, scheduleDeliverySweep } from './sweep-deliveries.job.js';
 import { defineSyncPaymentsJob, scheduleSyncPayments } from './sync-payments.job.js';
 import { defineSyncRefundsJob, scheduleSyncRefunds } from './sync-refunds.job.js';
@@ -24,6 +25,7 @@ export function defineJobs(container: JobContext): void {
   definePruneEventsJob(container);
   definePruneIdempotencyKeysJob(container);
   definePruneProviderEventsJob(container);
+  definePruneRateLimitWindowsJob(container);
   defineFoldPaymentCountsJob(container);
   if (container.config.sandbox) {
     for (const module of sandboxModules) {
@@ -44,5 +46,6 @@ export async function scheduleRecurringJobs(container: JobContext): Promise<void
   await schedulePruneEvents(container);
   await schedulePruneIdempotencyKeys(container);
   await schedulePruneProviderEvents(container);
+  await schedulePruneRateLimitWindows(container);
   await scheduleFoldPaymentCounts(container);
 }

@@ -68,7 +68,7 @@ describe('configuration', () => {
     // DELIVERY_SWEEP_INTERVAL=0 had an idle worker query the database ~550 times a second; an every(0)
     // turned the shared repeating jobs into one-shot jobs.
     const durations = ['DATABASE_ACQUIRE_TIMEOUT', 'IDEMPOTENCY_KEY_PRUNE_INTERVAL', 'DELIVERY_SWEEP_INTERVAL', 'EVENT_RETENTION', 'EVENT_PRUNE_INTERVAL',
-      'PAYMENT_COUNT_FOLD_INTERVAL', 'STATUS_SYNC_POLL_INTERVAL', 'MOBILEMONEY_RECONCILE_INTERVAL'];
+      'PAYMENT_COUNT_FOLD_INTERVAL', 'STATUS_SYNC_POLL_INTERVAL', 'MOBILEMONEY_RECONCILE_INTERVAL', 'RATE_LIMIT_PRUNE_INTERVAL'];
     for (const name of durations) {
       for (const zero of ['0', '0s', '0.1ms']) {
         expect(() => loadConfig({ [name]: zero })).toThrow(ConfigError);

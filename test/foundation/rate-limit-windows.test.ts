@@ -1,15 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { PRUNE_RATE_LIMIT_WINDOWS_SQL, RATE_LIMIT_WINDOW_RETENTION_MS } from '../../server/domain/auth/rate-limit-retention.js';
 import { RateLimiter } from '../../server/domain/auth/rate-limiter.js';
 import { startTestService, type TestService } from '../support/service.js';
+import { eventually } from '../support/webhook-receiver.js';
 
 // The rows the per-key (and per-callback-address) rate limits are counted in, `rate_limit_windows`:
+// - a worker job (`rate-limit-windows.prune`, every RATE_LIMIT_PRUNE_INTERVAL) deletes the windows that
+//   have ended, through an index on window_start; requests never prune (each ~100th new window fired a
+//   DELETE that read the whole table, on the requests' pool);
 // - a window's row names its length, so a limiter per second and one per minute of the same key (a
 //   rolling change of RATE_LIMIT_PER_MINUTE to RATE_LIMIT_PER_SECOND) never read each other's count.
 
 let t: TestService;
 beforeAll(async () => {
-  t = await startTestService();
+  t = await startTestService({ RATE_LIMIT_PRUNE_INTERVAL: '500ms' });
 });
 afterAll(async () => {
   await t?.stop();
@@ -31,5 +36,40 @@ describe('a rolling change from a per-minute to a per-second limit', () => {
     const verdict = await t.inContext(() => perSecond.hit(keyId, t0 + 10));
     expect(verdict).toMatchObject({ allowed: true, limit: 5, remaining: 4 });
     expect(await rowsOf(keyId)).toEqual([{ bucket: `${keyId}/1s`, count: 1 }, { bucket: `${keyId}/60s`, count: 20 }]);
+  });
+});
+
+describe('ended windows are deleted by a worker job, not by requests', () => {
+  it('the job deletes the windows that started more than two minutes ago and keeps the others', async () => {
+    expect(RATE_LIMIT_WINDOW_RETENTION_MS).toBe(120_000);
+    const bucket = `prune-${randomUUID()}`;
+    const ages = { old20m: '20 minutes', old3m: '3 minutes', recent90s: '90 seconds', current: '0 seconds' };
+    for (const [name, age] of Object.entries(ages)) {
+      await t.sql(`INSERT INTO rate_limit_windows (bucket, window_start, count) VALUES ($1, date_trunc('second', now()) - $2::interval, 1)`, [`${bucket}-${name}/1s`, age]);
+    }
+    await eventually(async () => (await rowsOf(`${bucket}-old`)).length === 0, 15_000, 'the ended windows to be pruned');
+    expect((await rowsOf(bucket)).map((r) => r.bucket)).toEqual([`${bucket}-current/1s`, `${bucket}-recent90s/1s`]);
+    const [job] = await t.sql<{ name: string }>(`SELECT name FROM agenda_jobs WHERE name = 'rate-limit-windows.prune'`);
+    expect(job?.name).toBe('rate-limit-windows.prune');
+  }, 30_000);
+
+  it('a prune reads the ended windows through the window_start index, not the whole table', async () => {
+    // 300 keys counting per second for the last 100 seconds (30,000 live rows), and 50 ended windows.
+    await t.sql(
+      `INSERT INTO rate_limit_windows (bucket, window_start, count)
+       SELECT 'explain-' || k || '/1s', date_trunc('second', now()) - s * interval '1 second', 1
+       FROM generate_series(1, 300) AS k, generate_series(0, 99) AS s`,
+    );
+    await t.sql(
+      `INSERT INTO rate_limit_windows (bucket, window_start, count)
+       SELECT 'explain-ended-' || k || '/1s', now() - interval '5 minutes', 1 FROM generate_series(1, 50) AS k`,
+    );
+    await t.sql('ANALYZE rate_limit_windows');
+    const cutoff = new Date(Date.now() - RATE_LIMIT_WINDOW_RETENTION_MS);
+    const plan = (await t.sql<{ 'QUERY PLAN': string }>(`EXPLAIN ${PRUNE_RATE_LIMIT_WINDOWS_SQL.replace('?', '$1')}`, [cutoff]))
+      .map((r) => r['QUERY PLAN'])
+      .join('\n');
+    expect(plan).toContain('rate_limit_windows_start_idx');
+    expect(plan).not.toMatch(/Seq Scan/);
   });
 });

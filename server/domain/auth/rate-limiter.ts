@@ -29,6 +29,11 @@ export function counterBucket(bucket: string, windowMs: number): string {
   return `${bucket}/${windowMs % 1000 === 0 ? `${windowMs / 1000}s` : `${windowMs}ms`}`;
 }
 
+/** The counter upsert: adds `count` hits to a window and answers its total. */
+export const COUNT_HITS_SQL =
+  'INSERT INTO rate_limit_windows (bucket, window_start, count) VALUES (?, ?, ?) ' +
+  'ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_limit_windows.count + EXCLUDED.count RETURNING count';
+
 /** Windows known full are remembered until there are this many, then the ended ones are forgotten. */
 const FULL_WINDOWS_SWEEP_AT = 1_000;
 
@@ -40,7 +45,7 @@ interface Waiter {
 /**
  * Fixed windows per bucket (an API key id, or `callback:<source address>`), counted in PostgreSQL, so
  * every api process shares the same budget. A window's row is named by the bucket and the window's length
- * (counterBucket). Old windows are pruned now and then.
+ * (counterBucket). Ended windows are deleted by a worker job (RateLimitRetention), not here.
  *
  * Two things spare round trips without changing a verdict: hits of one window that arrive while its
  * upsert is under way are counted together by the next one (`count + n`, each hit taking its place in
@@ -87,18 +92,10 @@ export class RateLimiter {
       for (let waiters = this.waiting.get(window); waiters; waiters = this.waiting.get(window)) {
         this.waiting.delete(window);
         try {
-          const rows = await this.em.getConnection().execute<{ count: number }[]>(
-            `INSERT INTO rate_limit_windows (bucket, window_start, count) VALUES (?, ?, ?)
-             ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_limit_windows.count + EXCLUDED.count
-             RETURNING count`,
-            [bucket, windowStart, waiters.length],
-          );
+          const rows = await this.em.getConnection().execute<{ count: number }[]>(COUNT_HITS_SQL, [bucket, windowStart, waiters.length]);
           const total = Number(rows[0]?.count ?? waiters.length);
           const first = total - waiters.length + 1;
           waiters.forEach((w, i) => w.resolve(first + i));
-          if (first === 1 && Math.random() < 0.01) {
-            void this.em.getConnection().execute(`DELETE FROM rate_limit_windows WHERE window_start < now() - interval '10 minutes'`).catch(() => undefined);
-          }
         } catch (err) {
           waiters.forEach((w) => w.reject(err));
         }
