@@ -70,6 +70,20 @@ export const DOCUMENTED_ERRORS: Record<string, DocumentedError> = {
   },
 };
 
+/**
+ * Operations (as openapi.json names them) with a second 429 besides the API key's budget: the merchant's
+ * webhook requests open at once in the process (twice WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT). That 429 is
+ * not the budget's: the request was counted like any other, and its X-RateLimit-Remaining says what
+ * the budget has left (not 0), so a client pacing itself on the header does not stop its other requests.
+ */
+export const OPEN_REQUESTS_BOUND_429 = {
+  operations: ['POST /v1/webhooks/test', 'POST /v1/webhooks/logs/{id}/retry'] as readonly string[],
+  description:
+    "Too many requests for this API key, or too many of the merchant's webhook requests open at once (twice WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT; " +
+    "message 'Too many requests to your webhook endpoint: …', Retry-After: 1). Wait for Retry-After seconds. X-RateLimit-Remaining is the " +
+    "key's budget either way: 0 only when the budget refused (RATE_LIMITED)",
+};
+
 /** What each provider's callback answers when it cannot be verified (401). */
 export const CALLBACK_UNVERIFIED = {
   cardpay: ERROR_MESSAGES.callbackSignature('Cardpay-Signature'),

@@ -13,7 +13,7 @@
  *   operation document X-RateLimit-Limit and -Remaining.
  */
 
-import { CALLBACK_UNVERIFIED, DOCUMENTED_ERRORS, ERROR_MESSAGES, PROVIDERS, ROUTE_ERROR_EXAMPLES, type DocumentedError, type RouteErrorExample } from '../../contract/index.js';
+import { CALLBACK_UNVERIFIED, DOCUMENTED_ERRORS, ERROR_MESSAGES, OPEN_REQUESTS_BOUND_429, PROVIDERS, ROUTE_ERROR_EXAMPLES, type DocumentedError, type RouteErrorExample } from '../../contract/index.js';
 import { DEFAULT_CALLBACK_LIMIT_PER_MINUTE } from '../config/config.js';
 
 type Json = Record<string, unknown>;
@@ -74,6 +74,7 @@ function errorFor(status: string, operation: Json, path: string, method: string)
       description: 'The service cannot take the callback right now (no database capacity free, or stored secrets it cannot decrypt); send it again after Retry-After seconds (SERVICE_UNAVAILABLE)',
     };
   }
+  if (status === '429' && OPEN_REQUESTS_BOUND_429.operations.includes(name)) return { ...error, description: OPEN_REQUESTS_BOUND_429.description };
   const scope = operation['x-required-scope'];
   if (status === '403' && typeof scope === 'string') return { ...error, message: ERROR_MESSAGES.missingScope(scope) };
   return error;
@@ -231,8 +232,13 @@ function withExample(media: Json, components: Record<string, Schema>, override?:
 
 const METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const;
 
-/** Answers given before a request is counted against a budget (a body too large, no key, a key without the scope). */
-const ANSWERED_BEFORE_COUNTING = new Set(['401', '403', '413']);
+/**
+ * Answers given before a request is counted against its API key's budget: no key, a key without the scope.
+ * Everything after is counted and carries the budget's headers — a body too large (413) or malformed (400)
+ * too, since the body is read after the key is counted (app.ts). Provider callbacks are counted per
+ * source address before anything else: every answer of theirs carries the headers, a 401 included.
+ */
+const ANSWERED_BEFORE_COUNTING = new Set(['401', '403']);
 
 export function polishDocument<T extends Json>(document: T): T {
   const componentsObject = (document.components ?? {}) as Json;
@@ -251,7 +257,9 @@ export function polishDocument<T extends Json>(document: T): T {
       schema: { type: 'integer', example: 100 },
     },
     'X-RateLimit-Remaining': {
-      description: 'Requests left in the current window; 0 on a 429. Sent when rate limiting is on.',
+      description:
+        "Requests left in the current window; 0 on the 429 of this budget. POST /v1/webhooks/test and POST /v1/webhooks/logs/{id}/retry have a second 429, the merchant's open webhook requests " +
+        '(message "Too many requests to your webhook endpoint: …"): that one is counted like any other request and says what the budget has left. Sent when rate limiting is on.',
       schema: { type: 'integer', example: 99 },
     },
   };
@@ -276,6 +284,7 @@ export function polishDocument<T extends Json>(document: T): T {
       if (isObject(operation.responses) && !readsInput(operation)) delete operation.responses['422'];
       // An operation that can answer 429 is counted: every one of its answers carries the budget's headers.
       const rateLimited = isObject(operation.responses) && '429' in operation.responses;
+      const isCallback = Array.isArray(operation.security) && operation.security.length === 0;
       for (const [status, response] of Object.entries(isObject(operation.responses) ? operation.responses : {})) {
         if (!isObject(response)) continue;
         // Only responses in the error envelope get the error table's description and example (a 503 /readyz is not one).
@@ -288,7 +297,7 @@ export function polishDocument<T extends Json>(document: T): T {
           ...(isObject(response.headers) ? response.headers : {}),
           'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' },
           ...(status === '429' || status === '503' ? { 'Retry-After': { $ref: '#/components/headers/Retry-After' } } : {}),
-          ...(rateLimited && !ANSWERED_BEFORE_COUNTING.has(status)
+          ...(rateLimited && (isCallback || !ANSWERED_BEFORE_COUNTING.has(status))
             ? { 'X-RateLimit-Limit': { $ref: '#/components/headers/X-RateLimit-Limit' }, 'X-RateLimit-Remaining': { $ref: '#/components/headers/X-RateLimit-Remaining' } }
             : {}),
         };

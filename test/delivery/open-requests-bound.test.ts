@@ -12,6 +12,7 @@ import { WebhookReceiver, waitFor } from './receiver.js';
 
 const SHARE = 4; // WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: a merchant's open requests per process are bounded at twice it
 const BOUND = 2 * SHARE;
+const BUDGET = 1000; // RATE_LIMIT_PER_MINUTE
 
 /** An endpoint that accepts connections and answers nothing until told to; counts its connections. */
 async function silentEndpoint() {
@@ -53,8 +54,9 @@ let silent: Awaited<ReturnType<typeof silentEndpoint>>;
 beforeAll(async () => {
   receiver = await new WebhookReceiver().start();
   silent = await silentEndpoint();
-  // Attempts wait 60 s for an answer: none times out (freeing its connection) while the test looks.
-  t = await startTestService({ WEBHOOK_TIMEOUT_MS: '60000', WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: String(SHARE) });
+  // Attempts wait 60 s for an answer: none times out (freeing its connection) while the test looks. The
+  // per-key budget is on, far above what the test sends, to show the bound's 429 is not the budget's.
+  t = await startTestService({ WEBHOOK_TIMEOUT_MS: '60000', WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: String(SHARE), RATE_LIMIT_PER_MINUTE: String(BUDGET) });
 });
 afterAll(async () => {
   await silent.stop();
@@ -69,10 +71,12 @@ describe("a merchant's open webhook requests in a process", () => {
     const b = await t.createMerchant('Answers');
     await registerWebhook(t, b.apiKey, receiver.url('/b'));
 
-    const answered: { status: number; body: { error?: { code: string; message: string } }; retryAfter: string | undefined }[] = [];
+    const answered: { status: number; body: { error?: { code: string; message: string } }; retryAfter: string | undefined; limit: string | undefined; remaining: number }[] = [];
     const all = Array.from({ length: 200 }, () =>
       t.http.post('/v1/webhooks/test').set('X-API-Key', a.apiKey).send({})
-        .then((res) => answered.push({ status: res.status, body: res.body, retryAfter: res.headers['retry-after'] })),
+        .then((res) => answered.push({
+          status: res.status, body: res.body, retryAfter: res.headers['retry-after'], limit: res.headers['x-ratelimit-limit'], remaining: Number(res.headers['x-ratelimit-remaining']),
+        })),
     );
     // The refusals come while the requests let through are still waiting for their answers (60 s away).
     await waitFor(async () => (answered.length >= 200 - BOUND && silent.stats().requests >= BOUND ? true : null), 'the test events beyond the bound to be refused');
@@ -84,6 +88,10 @@ describe("a merchant's open webhook requests in a process", () => {
     expect(answered[0]!.body.error!.message).toBe(
       `Too many requests to your webhook endpoint: at most ${BOUND} open at once, deliveries included; retry once some are answered`,
     );
+    // Each refused request was counted against the key's budget like any other, and says what the budget
+    // has left (openapi.json: X-RateLimit-Remaining is 0 only on the budget's own 429).
+    expect(new Set(answered.map((r) => r.limit))).toEqual(new Set([String(BUDGET)]));
+    expect(Math.min(...answered.map((r) => r.remaining))).toBeGreaterThan(0);
     // A refused test event leaves nothing in the delivery log.
     const [{ n }] = (await t.sql<{ n: number }>("SELECT count(*)::int AS n FROM webhook_deliveries WHERE merchant_id = $1 AND event_type = 'webhook.test'", [a.merchantId])) as [{ n: number }];
     expect(n).toBe(BOUND);
@@ -95,6 +103,7 @@ describe("a merchant's open webhook requests in a process", () => {
     });
     const retry = await t.http.post(`/v1/webhooks/logs/${deadId}/retry`).set('X-API-Key', a.apiKey);
     expect([retry.status, retry.body.error?.code, retry.headers['retry-after']]).toEqual([429, 'RATE_LIMITED', '1']);
+    expect(Number(retry.headers['x-ratelimit-remaining'])).toBeGreaterThan(0);
     expect(silent.stats().requests).toBe(BOUND);
 
     // Another merchant's test event is sent and answered meanwhile.

@@ -207,7 +207,7 @@ describe('openapi.json documents the rate limit the server applies', () => {
   let t: TestService;
   beforeAll(async () => {
     // A budget small enough to exhaust one request at a time: a burst past 100 a second is not certain on a loaded host.
-    t = await startTestService({ RATE_LIMIT_PER_MINUTE: '3' });
+    t = await startTestService({ RATE_LIMIT_PER_MINUTE: '3', CALLBACK_RATE_LIMIT_PER_MINUTE: '100' });
   });
   afterAll(async () => {
     await t?.stop();
@@ -234,6 +234,32 @@ describe('openapi.json documents the rate limit the server applies', () => {
     // No key, no budget: a 401 is answered before counting.
     expect(documented('401')).not.toContain('X-RateLimit-Limit');
     expect(doc.components.headers['X-RateLimit-Limit'].description).toContain(productionDefault);
+  });
+
+  it('a body too large is read after the key is counted: the 413 carries the headers, as documented; a callback is counted before its 401', async () => {
+    const { apiKey } = await t.createMerchant('Docs Limits Large Body');
+    const large = await t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Content-Type', 'application/json').send(JSON.stringify({ pad: 'x'.repeat(200 * 1024) }));
+    expect([large.status, large.headers['x-ratelimit-limit'], large.headers['x-ratelimit-remaining']]).toEqual([413, '3', '2']);
+    const documented = (p: string, method: string, status: string) => Object.keys(doc.paths[p][method].responses[status].headers);
+    expect(documented('/v1/payments', 'post', '413')).toEqual(expect.arrayContaining(['X-RateLimit-Limit', 'X-RateLimit-Remaining']));
+
+    // Provider callbacks are counted per source address before anything is verified.
+    const unverified = await t.http.post('/v1/webhooks/walletpay').set('Content-Type', 'application/json').send('{}');
+    expect([unverified.status, unverified.headers['x-ratelimit-limit']]).toEqual([401, '100']);
+    expect(documented('/v1/webhooks/walletpay', 'post', '401')).toEqual(expect.arrayContaining(['X-RateLimit-Limit', 'X-RateLimit-Remaining']));
+    // A merchant route's 401 and 403 come before counting, and say nothing of the budget.
+    const forbidden = await t.http.post('/v1/payments').set('X-API-Key', (await t.createMerchant('Docs Limits Reader', ['payments:read'])).apiKey).send({});
+    expect([forbidden.status, forbidden.headers['x-ratelimit-limit']]).toEqual([403, undefined]);
+    expect(documented('/v1/payments', 'post', '403')).not.toContain('X-RateLimit-Limit');
+  });
+
+  it("says the open-requests bound's 429 (test events, manual retries) keeps the key's budget in X-RateLimit-Remaining", () => {
+    // test/delivery/open-requests-bound.test.ts provokes that 429 and checks the header.
+    for (const [p, op] of [['/v1/webhooks/test', 'post'], ['/v1/webhooks/logs/{id}/retry', 'post']] as const) {
+      expect(doc.paths[p][op].responses['429'].description).toMatch(/open at once.*X-RateLimit-Remaining is the key's budget either way: 0 only when the budget refused/);
+    }
+    expect(doc.paths['/v1/payments'].get.responses['429'].description).toBe(DOCUMENTED_ERRORS['429']!.description);
+    expect(doc.components.headers['X-RateLimit-Remaining'].description).toContain('POST /v1/webhooks/test and POST /v1/webhooks/logs/{id}/retry have a second 429');
   });
 });
 
