@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { PRUNE_RATE_LIMIT_WINDOWS_SQL, RATE_LIMIT_WINDOW_RETENTION_MS } from '../../server/domain/auth/rate-limit-retention.js';
-import { RateLimiter } from '../../server/domain/auth/rate-limiter.js';
+import { COUNT_HITS_SQL, RateLimiter } from '../../server/domain/auth/rate-limiter.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
@@ -10,7 +10,8 @@ import { eventually } from '../support/webhook-receiver.js';
 //   have ended, through an index on window_start; requests never prune (each ~100th new window fired a
 //   DELETE that read the whole table, on the requests' pool);
 // - a window's row names its length, so a limiter per second and one per minute of the same key (a
-//   rolling change of RATE_LIMIT_PER_MINUTE to RATE_LIMIT_PER_SECOND) never read each other's count.
+//   rolling change of RATE_LIMIT_PER_MINUTE to RATE_LIMIT_PER_SECOND) never read each other's count;
+// - the table is UNLOGGED: a count writes no WAL and its commit waits for no flush (it holds no money).
 
 let t: TestService;
 beforeAll(async () => {
@@ -71,5 +72,21 @@ describe('ended windows are deleted by a worker job, not by requests', () => {
       .join('\n');
     expect(plan).toContain('rate_limit_windows_start_idx');
     expect(plan).not.toMatch(/Seq Scan/);
+  });
+});
+
+describe('counting a hit', () => {
+  it('writes no WAL: the counters are ephemeral and a count does not wait for a WAL flush', async () => {
+    const bucket = `wal-${randomUUID()}/1s`;
+    type Explained = { 'QUERY PLAN': { Plan: { 'WAL Records': number; 'WAL Bytes': number } }[] };
+    const sql = COUNT_HITS_SQL.replace('?', '$1').replace('?', '$2').replace('?', '$3');
+    // A new window (an insert) and the next hits of it (updates).
+    for (let i = 0; i < 3; i += 1) {
+      const [explained] = await t.sql<Explained>(`EXPLAIN (ANALYZE, WAL, FORMAT JSON) ${sql}`, [bucket, new Date(Math.floor(Date.now() / 1000) * 1000), 1]);
+      const plan = explained!['QUERY PLAN'][0]!.Plan;
+      expect([i, plan['WAL Records'], plan['WAL Bytes']]).toEqual([i, 0, 0]);
+    }
+    const [{ relpersistence }] = (await t.sql<{ relpersistence: string }>(`SELECT relpersistence FROM pg_class WHERE relname = 'rate_limit_windows'`)) as [{ relpersistence: string }];
+    expect(relpersistence).toBe('u');
   });
 });

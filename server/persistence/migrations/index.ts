@@ -55,6 +55,7 @@ import { Migration20261128000701_delivery_unsent_releases } from './Migration202
 import { Migration20261128000901_sandbox_cardpay_card_setup } from './Migration20261128000901_sandbox_cardpay_card_setup.js';
 import { Migration20261128001401_provider_events_received_index } from './Migration20261128001401_provider_events_received_index.js';
 import { Migration20261128002101_rate_limit_windows_by_start } from './Migration20261128002101_rate_limit_windows_by_start.js';
+import { Migration20261128002102_rate_limit_windows_unlogged } from './Migration20261128002102_rate_limit_windows_unlogged.js';
 import { Migration20261128002201_dead_deliveries_index_without_tests } from './Migration20261128002201_dead_deliveries_index_without_tests.js';
 import { Migration20261128002202_delivery_claim_first_attempts } from './Migration20261128002202_delivery_claim_first_attempts.js';
 
@@ -119,6 +120,7 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261128000901_sandbox_cardpay_card_setup', class: Migration20261128000901_sandbox_cardpay_card_setup },
   { name: 'Migration20261128001401_provider_events_received_index', class: Migration20261128001401_provider_events_received_index },
   { name: 'Migration20261128002101_rate_limit_windows_by_start', class: Migration20261128002101_rate_limit_windows_by_start },
+  { name: 'Migration20261128002102_rate_limit_windows_unlogged', class: Migration20261128002102_rate_limit_windows_unlogged },
   { name: 'Migration20261128002201_dead_deliveries_index_without_tests', class: Migration20261128002201_dead_deliveries_index_without_tests },
   { name: 'Migration20261128002202_delivery_claim_first_attempts', class: Migration20261128002202_delivery_claim_first_attempts },
 ];
