@@ -5,7 +5,7 @@ import { deleteInBatches, PRUNE_BATCH } from '../../lib/batched-delete.js';
  * How long a rate-limit window's row (`rate_limit_windows`, RateLimiter) is kept after the window
  * started: two minutes. A window is a second or a minute long, so its row is of no use once it has
  * ended; the extra minute leaves room for clocks that differ between the api hosts (which name the
- * window) and the database (whose clock the prune reads), so a window still counting is never deleted.
+ * window) and the worker (whose clock sets the cutoff), so a window still counting is never deleted.
  */
 export const RATE_LIMIT_WINDOW_RETENTION_MS = 2 * 60_000;
 
