@@ -24,8 +24,11 @@ export class PaymentsError extends Error {
 }
 
 /**
- * The service answered with a non-2xx status. `code` is the envelope's error code
- * (`UNEXPECTED_RESPONSE` when the body was not the service's error envelope, e.g. a proxy's 502 page).
+ * The call got an answer other than the service's success: a non-2xx status, whose `code` is the envelope's
+ * error code (`UNEXPECTED_RESPONSE` when the body was not the service's error envelope, e.g. a proxy's 502
+ * page), or an answer the service never gives, always `UNEXPECTED_RESPONSE`: a redirect (3xx, not followed)
+ * or a 2xx without the `{ success: true, data }` envelope (an SSO proxy's login page, a wrong baseUrl).
+ * Such an answer came from something else, so for a write (POST, PUT, DELETE) `mayHaveSucceeded` is true.
  * Quote `requestId` when asking for support. The status describes the last attempt only: when
  * `mayHaveSucceeded` is true, the operation may have been (or may yet be) carried out all the same.
  */
@@ -62,7 +65,8 @@ export class PaymentsApiError extends PaymentsError {
    * `earlierAttemptMayHaveSucceeded`, this answer is a 5xx that can follow work, it is `inProgress` for
    * this call's Idempotency-Key, or it carries `Payments-Outcome: unknown`: a 502 PROVIDER_ERROR whose provider did not
    * say whether it acted (a capture may have charged the buyer), or a 500 INTERNAL_ERROR after the provider may have
-   * acted (the service could not record its answer). Never retry such a call
+   * acted (the service could not record its answer); or it is a write's UNEXPECTED_RESPONSE below 400 (a redirect, a
+   * 2xx without the envelope: not the service's answer). Never retry such a call
    * with a new key, nor undo the order on it: retry with `idempotencyKey`, or read the resource's state
    * (e.g. `payments.get`). (false: this call changed nothing; a 502 the provider refused is false.)
    */
@@ -120,6 +124,17 @@ export class PaymentsApiError extends PaymentsError {
     const why = status === 502 ? 'the provider did not say whether it was done' : 'the service could not record whether the provider did it';
     const outcome = (message: string) => (unknown ? `${message}; ${why}, so it may have been carried out: ${retryWith} or read its current state, and do not treat it as refused` : message);
     const note = (message: string) => outcome(call.notRepeatable && call.mayHaveSucceeded ? `${message}; ${call.notRepeatable}` : message);
+    // Success statuses and redirects: not the service's answer, whatever the body says (isSuccessEnvelope decided it is not one).
+    if (status < 400) {
+      const location = headers.get('location');
+      const what =
+        status >= 300 && status < 400
+          ? `HTTP ${status} redirect${location ? ` to ${location}` : ''}, which the SDK does not follow (check baseUrl)`
+          : status === 0
+            ? 'a redirect, which the SDK does not follow (check baseUrl)'
+            : `HTTP ${status} without the service's { success: true, data } envelope (content-type ${headers.get('content-type') ?? 'none'}; check baseUrl)`;
+      return new PaymentsApiError({ ...known, status, code: 'UNEXPECTED_RESPONSE', message: note(what), requestId: headerRequestId });
+    }
     if (error && typeof error.code === 'string' && typeof error.message === 'string') {
       const details = Array.isArray(error.details) ? (error.details.filter(isDetail) as ErrorDetail[]) : [];
       return new PaymentsApiError({

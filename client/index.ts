@@ -1,7 +1,8 @@
 /**
  * The Payments API SDK. Every type comes from the contract the server is built from; nothing here
  * depends on server code. Methods return the response's `data` (lists: `{ data, meta }`) and throw
- * PaymentsApiError for any non-2xx answer, PaymentsConnectionError when no answer arrived.
+ * PaymentsApiError for any other answer (non-2xx, a redirect, a 2xx without the service's envelope),
+ * PaymentsConnectionError when no answer arrived.
  */
 import { randomUUID } from 'node:crypto';
 import { initClient, type AppRoute, type ClientInferRequest, type SuccessfulHttpStatusCode } from '@ts-rest/core';
@@ -24,7 +25,7 @@ import {
 import { PaymentsApiError } from './errors.js';
 import { paginate, type Page } from './pagination.js';
 import type { WebhookEvent } from './webhooks.js';
-import { checkDelayMs, checkMaxRetries, checkTimeoutMs, createFetcher, type FetcherResult, type RequestOptions, type RetryInfo } from './transport.js';
+import { checkDelayMs, checkMaxRetries, checkTimeoutMs, createFetcher, isSuccessEnvelope, type FetcherResult, type RequestOptions, type RetryInfo } from './transport.js';
 
 export interface PaymentsClientOptions {
   /** The service's address, e.g. `http://localhost:3000` (an http(s) URL, else createPaymentsClient throws a TypeError). */
@@ -162,21 +163,30 @@ function apiError(response: { status: number; body: unknown; headers: Headers })
   });
 }
 
-/** The 2xx body, or a PaymentsApiError built from the error envelope. */
+/**
+ * A 2xx in the service's `{ success: true, data }` envelope. Anything else throws a PaymentsApiError: the
+ * error envelope's code, or UNEXPECTED_RESPONSE for an answer the service never gives — a 2xx without the
+ * envelope (an SSO proxy's HTML page, a wrong baseUrl) or a redirect, which the SDK does not follow.
+ */
+function succeeded(response: { status: number; body: unknown; headers: Headers }): boolean {
+  if (response.status >= 200 && response.status < 300 && isSuccessEnvelope(response.body)) return true;
+  throw apiError(response);
+}
+
+/** The 2xx body (a list's `{ data, meta }`), or a PaymentsApiError (succeeded). */
 async function ok<T extends { status: number; body: unknown; headers: Headers }>(pending: Promise<T>): Promise<WithResponse<Success<T>['body']>> {
   const response = await pending;
-  if (response.status >= 200 && response.status < 300) return attachResponse(response.body as Success<T>['body'], response);
-  throw apiError(response);
+  succeeded(response);
+  return attachResponse(response.body as Success<T>['body'], response);
 }
 
 type DataOf<B> = B extends { data: infer D } ? D : never;
 
+/** The 2xx body's `data`, or a PaymentsApiError (succeeded). */
 async function data<T extends { status: number; body: unknown; headers: Headers }>(pending: Promise<T>): Promise<WithResponse<DataOf<Success<T>['body']>>> {
   const response = await pending;
-  if (response.status >= 200 && response.status < 300) {
-    return attachResponse((response.body as { data: DataOf<Success<T>['body']> }).data, response);
-  }
-  throw apiError(response);
+  succeeded(response);
+  return attachResponse((response.body as { data: DataOf<Success<T>['body']> }).data, response);
 }
 
 /**

@@ -78,8 +78,9 @@ export interface FetcherResult {
   /**
    * Set when this call's operation may have been, or may yet be, carried out: an earlier attempt may have
    * been, this answer is one that can follow work the service did (a 5xx other than 501, 503, 505 and
-   * 502 PROVIDER_ERROR; a 502 PROVIDER_ERROR with Payments-Outcome: unknown is one), or it is the 409 saying
-   * a request with this call's Idempotency-Key is still running.
+   * 502 PROVIDER_ERROR; a 502 PROVIDER_ERROR with Payments-Outcome: unknown is one), it is the 409 saying
+   * a request with this call's Idempotency-Key is still running, or it is a write's answer the service
+   * would not give (unexpectedAnswer: a redirect, a 2xx without the success envelope).
    */
   mayHaveSucceeded?: true;
   /** The route's `notRepeatable` text, for the error built from this answer. */
@@ -96,6 +97,22 @@ const retryableStatus = (status: number) => status === 408 || status === 429 || 
 /** Retried answers that do not prove the request was not carried out: every retried 5xx but 503 (408, 429 and 503 refuse it before any work). */
 const maybeDoneStatus = (status: number) => status !== 503 && status >= 500 && retryableStatus(status);
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
+/** Methods that change something: an answer that says nothing about what happened leaves them maybe done. */
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** The service's `{ success: true, data }` envelope, which every one of its 2xx answers is. */
+export const isSuccessEnvelope = (body: unknown): boolean =>
+  typeof body === 'object' && body !== null && (body as { success?: unknown }).success === true && 'data' in body;
+
+/**
+ * An answer the service never gives: a redirect (not followed: a POST would come back as a GET of another
+ * route, and a redirect to another host would carry X-API-Key and Idempotency-Key there; fetch with
+ * `redirect: 'manual'` hands it over as it is, or as an opaque redirect of status 0), any other status
+ * below 200, or a 2xx without the success envelope (an SSO proxy's login page, a wrong baseUrl).
+ * Something else answered, so it tells nothing of what the request did.
+ */
+export const unexpectedAnswer = (response: Response, body: unknown): boolean =>
+  response.type === 'opaqueredirect' || response.status < 200 || (response.status >= 300 && response.status < 400) || (response.status < 300 && !isSuccessEnvelope(body));
 /** Connect-phase failures (no connection, no DNS answer): the request never left, so that attempt did nothing. */
 const NEVER_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);
 
@@ -265,10 +282,12 @@ export function createFetcher(options: TransportOptions) {
      */
     const answerMayFollowWork = (response: Response, body: unknown) =>
       mayFollowWork(response.status, body, response) || (stillProcessing(response.status, response) && idempotencyKey !== undefined);
+    /** A write answered by something other than the service: it may have reached the service and run. */
+    const writeUnaccounted = (response: Response, body: unknown) => WRITE_METHODS.has(args.method.toUpperCase()) && unexpectedAnswer(response, body);
 
     let maybeDone = false;
     const result = (response: Response, body: unknown): FetcherResult => {
-      const mayHaveSucceeded = maybeDone || answerMayFollowWork(response, body);
+      const mayHaveSucceeded = maybeDone || answerMayFollowWork(response, body) || writeUnaccounted(response, body);
       return {
         status: response.status,
         body,
@@ -289,7 +308,8 @@ export function createFetcher(options: TransportOptions) {
       const timeout = AbortSignal.timeout(timeoutMs);
       const signal = userSignal ? eitherSignal(userSignal, timeout) : timeout;
       try {
-        const response = await options.fetch(args.path, { ...args.fetchOptions, method: args.method, headers, body: args.body ?? null, signal });
+        // Never follow a redirect (unexpectedAnswer): the SDK turns it into an error instead.
+        const response = await options.fetch(args.path, { ...args.fetchOptions, method: args.method, headers, body: args.body ?? null, signal, redirect: 'manual' });
         const body = await readBody(response);
         if (!canRetry || !isRetryableResponse(response.status, body, response)) return result(response, body);
         // This attempt may have done the work: repeating it would do it again.

@@ -385,6 +385,87 @@ describe('SDK retries', () => {
   });
 });
 
+describe('answers the service never gives: a redirect, a 2xx without the success envelope', () => {
+  const html = (status: number, headers: Record<string, string> = {}): Scripted => ({
+    status,
+    headers: { 'content-type': 'text/html; charset=utf-8', ...headers },
+    body: '<!doctype html><html><body>Sign in to continue</body></html>',
+  });
+
+  it('a 200 HTML page (an SSO proxy, a wrong baseUrl) rejects with UNEXPECTED_RESPONSE, maybe done for a write', async () => {
+    const { client, retries } = sdk();
+    const writes: [string, () => Promise<unknown>][] = [
+      ['PUT', () => client.merchant.storeCredentials({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_retry_0001' } })],
+      ['DELETE', () => client.cards.delete('00000000-0000-4000-8000-000000000000')],
+      ['PUT', () => client.merchant.setWebhook('https://shop.example.com/hook')],
+      ['POST', () => client.payments.create(visa)],
+      ['POST', () => client.refunds.create({ payment_id: '00000000-0000-4000-8000-000000000000' })],
+    ];
+    for (const [method, call] of writes) {
+      stub.reset();
+      stub.next(html(200));
+      // Resolved with undefined before: the merchant took the card as deleted, the credentials as stored.
+      const error = await call().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PaymentsApiError);
+      expect(error).toMatchObject({ status: 200, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: true, body: expect.stringContaining('Sign in') });
+      expect((error as Error).message).toContain('text/html');
+      expect(stub.seen.map((r) => r.method)).toEqual([method]);
+    }
+    // A read changed nothing; JSON that is not the envelope is refused the same way.
+    for (const step of [html(200), { status: 200, body: { id: 'm_1' } }, { status: 200, body: { success: true } }] as Scripted[]) {
+      stub.reset();
+      stub.next(step);
+      const error = await client.merchant.get().catch((e: unknown) => e);
+      expect(error).toMatchObject({ status: 200, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: false });
+    }
+    stub.reset();
+    stub.next({ status: 200, body: { data: [] } });
+    expect(await client.payments.list().catch((e: unknown) => e)).toMatchObject({ code: 'UNEXPECTED_RESPONSE' });
+    expect(retries).toEqual([]);
+  });
+
+  it('a 302 on payments.create is not followed: no GET of the list, the create rejects and may have been done', async () => {
+    stub.reset();
+    stub.next({ status: 302, headers: { location: '/v1/payments' }, body: '' });
+    const { client, retries } = sdk();
+    // Followed before: the POST came back as GET /v1/payments and create resolved with the list's array.
+    const error = await client.payments.create(visa).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PaymentsApiError);
+    expect(error).toMatchObject({ status: 302, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: true, idempotencyKey: stub.seen[0]!.idempotencyKey });
+    expect((error as Error).message).toMatch(/HTTP 302 redirect to \/v1\/payments/);
+    expect(stub.seen.map((r) => `${r.method} ${r.path}`)).toEqual(['POST /v1/payments']);
+    expect(retries).toEqual([]);
+  });
+
+  it('a 307 to another host is not followed: X-API-Key and Idempotency-Key never reach it', async () => {
+    const elsewhere: http.IncomingHttpHeaders[] = [];
+    const other = http.createServer((req, res) => {
+      elsewhere.push(req.headers);
+      req.resume();
+      res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ success: true, data: { id: 'p_elsewhere' } }));
+    });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    try {
+      const otherUrl = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+      const { client } = sdk();
+      stub.reset();
+      stub.next({ status: 307, headers: { location: `${otherUrl}/v1/payments` }, body: '' });
+      const created = await client.payments.create(visa).catch((e: unknown) => e);
+      expect(created).toMatchObject({ status: 307, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: true });
+      stub.reset();
+      stub.next({ status: 307, headers: { location: `${otherUrl}/v1/merchant` }, body: '' });
+      const read = await client.merchant.get().catch((e: unknown) => e);
+      expect(read).toMatchObject({ status: 307, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: false });
+      // fetch's redirect kept X-API-Key (only Authorization is dropped across origins) and the key.
+      expect(elsewhere.map((h) => h['x-api-key'])).toEqual([]);
+      expect(elsewhere).toEqual([]);
+    } finally {
+      other.closeAllConnections();
+      await new Promise<void>((resolve) => other.close(() => resolve()));
+    }
+  });
+});
+
 describe('without AbortSignal.any (Node before 20.3; the package supports 18.18)', () => {
   const any = AbortSignal.any;
   beforeAll(() => {
