@@ -55,7 +55,8 @@ export class PaymentsApiError extends PaymentsError {
   readonly inProgress: boolean;
   /**
    * True when an earlier attempt of this call may have been carried out although its answer was lost: no
-   * answer once connected, a timeout, a 5xx that can follow work (not 501, 503, 505, nor 502
+   * answer once connected, a timeout, a 5xx that can follow work (not 501, 505, the service's own 503 in its
+   * error envelope — a proxy's 503 without it may have forwarded the request — nor 502
    * PROVIDER_ERROR), or a 409 `inProgress` for its Idempotency-Key. Then this error's status may describe
    * the state after that attempt (the same fact that makes a DELETE's later 404 resolve as `alreadyDeleted`).
    */
@@ -165,7 +166,7 @@ export class PaymentsConnectionError extends PaymentsError {
   readonly idempotencyKey: string | undefined;
   /**
    * False only when no attempt can have been carried out: every one was refused before it was sent (a
-   * refused connection, a failed DNS lookup, or 408/429/503 answers), or nothing was sent at all.
+   * refused connection, a failed DNS lookup, or 408/429 answers and 503s in the service's error envelope), or nothing was sent at all.
    * Otherwise an attempt reached the service, or may have, and its answer was lost.
    */
   readonly mayHaveSucceeded: boolean;

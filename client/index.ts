@@ -120,7 +120,7 @@ export interface ResponseMeta {
   replayed: boolean;
   /**
    * `cards.delete` and `merchant.deleteCredentials` only: true when an attempt whose answer was lost
-   * (network error once connected, timeout, a 5xx other than 501, 503, 505) did the delete, so the SDK's retry found nothing left
+   * (network error once connected, timeout, a 5xx other than 501, 505 and the service's own 503) did the delete, so the SDK's retry found nothing left
    * (`status` is then that retry's 404) and the call resolved with the usual `{ …, deleted: true }`.
    */
   alreadyDeleted?: true;

@@ -56,7 +56,7 @@ export interface TransportOptions {
   /**
    * For a route whose every run does new work (PUT /v1/merchant/webhook makes a new secret), what a caller
    * must know when an attempt may have been carried out: such a call is retried only after attempts that
-   * provably did nothing (refused connection, failed DNS lookup, 408, 429, 503), and this text ends the
+   * provably did nothing (refused connection, failed DNS lookup, 408, 429, the service's own 503), and this text ends the
    * message of the error it throws when one may have. Undefined for every other route.
    */
   notRepeatable?: (route: AppRoute) => string | undefined;
@@ -77,8 +77,9 @@ export interface FetcherResult {
   earlierAttemptMayHaveSucceeded?: true;
   /**
    * Set when this call's operation may have been, or may yet be, carried out: an earlier attempt may have
-   * been, this answer is one that can follow work the service did (a 5xx other than 501, 503, 505 and
-   * 502 PROVIDER_ERROR; a 502 PROVIDER_ERROR with Payments-Outcome: unknown is one), it is the 409 saying
+   * been, this answer is one that can follow work the service did (a 5xx other than 501, 505, the service's
+   * own 503 and 502 PROVIDER_ERROR; a 503 without the error envelope — a proxy's, which may have forwarded
+   * the request — and a 502 PROVIDER_ERROR with Payments-Outcome: unknown are such answers), it is the 409 saying
    * a request with this call's Idempotency-Key is still running, or it is a write's answer the service
    * would not give (unexpectedAnswer: a redirect, a 2xx without the success envelope).
    */
@@ -94,8 +95,18 @@ export interface FetcherResult {
  * never heal, and 502 PROVIDER_ERROR is a provider's final answer (isRetryableResponse).
  */
 const retryableStatus = (status: number) => status === 408 || status === 429 || (status >= 500 && status <= 599 && status !== 501 && status !== 505);
-/** Retried answers that do not prove the request was not carried out: every retried 5xx but 503 (408, 429 and 503 refuse it before any work). */
-const maybeDoneStatus = (status: number) => status !== 503 && status >= 500 && retryableStatus(status);
+/** The service's `{ success: false, error: { code, message } }` envelope. */
+const isErrorEnvelope = (body: unknown): boolean => {
+  const error = typeof body === 'object' && body !== null && (body as { success?: unknown }).success === false ? (body as { error?: unknown }).error : undefined;
+  return typeof error === 'object' && error !== null && typeof (error as { code?: unknown }).code === 'string';
+};
+/**
+ * Retried answers that do not prove the request was not carried out: every retried 5xx but the service's own
+ * 503 (408, 429 and the service's 503, in its error envelope, refuse the request before any work). A 503
+ * without the envelope comes from a proxy in front of the service (Heroku's H12/H13, Envoy's reset before
+ * headers, a load balancer's page), which may have forwarded the request and lost the service's answer.
+ */
+const maybeDoneAnswer = (status: number, body: unknown) => status >= 500 && retryableStatus(status) && !(status === 503 && isErrorEnvelope(body));
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
 /** Methods that change something: an answer that says nothing about what happened leaves them maybe done. */
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -196,11 +207,11 @@ function isRetryableResponse(status: number, body: unknown, response: Response):
 }
 
 /**
- * A retryable answer that may follow work the service did (500, 502, 504, 52x…; not a refusal nor a provider's
- * final answer), or a 502 PROVIDER_ERROR saying the provider's outcome is unknown.
+ * A retryable answer that may follow work the service did (500, 502, 504, 52x…, a 503 not in the service's
+ * envelope; not a refusal nor a provider's final answer), or a 502 PROVIDER_ERROR saying the provider's outcome is unknown.
  */
 const mayFollowWork = (status: number, body: unknown, response: Response) =>
-  maybeDoneStatus(status) && (!isProviderError(body) || outcomeUnknown(response.headers));
+  maybeDoneAnswer(status, body) && (!isProviderError(body) || outcomeUnknown(response.headers));
 
 async function readBody(response: Response): Promise<unknown> {
   const text = await response.text();

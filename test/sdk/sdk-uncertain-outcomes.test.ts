@@ -1,5 +1,8 @@
-import { describe, expect, it } from '@jest/globals';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createPaymentsClient, PaymentsApiError, PaymentsConnectionError, responseOf, type RetryInfo } from '../../client/index.js';
+import { startTestService, type TestService } from '../support/service.js';
 
 /**
  * The SDK's transport against a scripted fetch (its own injection point): what a merchant is told when
@@ -126,6 +129,107 @@ describe('a call that may have happened is never reported as one that did not', 
 
     // A DELETE after a CDN's 522 may have been done: the retry's 404 is the delete done.
     const del = scripted({ status: 522, body: 'Connection timed out' }, { status: 404, body: envelope('NOT_FOUND', 'Card not found') });
+    const gone = await del.client.cards.delete('card_1');
+    expect(gone).toEqual({ id: 'card_1', deleted: true });
+    expect(responseOf(gone)).toMatchObject({ status: 404, alreadyDeleted: true });
+  });
+});
+
+/**
+ * A proxy in front of the real service that forwards every request, drops the service's answer and
+ * answers 503 text/html with Retry-After: 1 itself, as Heroku does for H12/H13 or Envoy for a reset
+ * before headers: the request was carried out, the merchant is told "Service Unavailable".
+ */
+class StubProxy {
+  /** The service's answers the proxy kept from the client. */
+  readonly dropped: { method: string; path: string; status: number }[] = [];
+  private server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => void this.forward(req, Buffer.concat(chunks), res));
+  });
+  url = '';
+
+  constructor(private readonly target: string) {}
+
+  async start() {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  async stop() {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private async forward(req: http.IncomingMessage, body: Buffer, res: http.ServerResponse) {
+    const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => !['host', 'connection', 'content-length'].includes(name))) as Record<string, string>;
+    const upstream = await fetch(`${this.target}${req.url}`, { method: req.method, headers, body: body.length > 0 ? new Uint8Array(body) : undefined });
+    await upstream.arrayBuffer();
+    this.dropped.push({ method: req.method ?? '', path: req.url ?? '', status: upstream.status });
+    res.writeHead(503, { 'content-type': 'text/html; charset=utf-8', 'retry-after': '1' });
+    res.end('<!DOCTYPE html><html><body><h1>Application Error</h1><p>H12 Request timeout</p></body></html>');
+  }
+}
+
+describe("a 503 without the service's error envelope (a proxy's, after forwarding the request)", () => {
+  let service: TestService;
+  let proxy: StubProxy;
+  let apiKey: string;
+
+  beforeAll(async () => {
+    service = await startTestService();
+    proxy = await new StubProxy(service.baseUrl).start();
+    ({ apiKey } = await service.createMerchant('Proxy 503 Shop'));
+    await service.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_proxy_0001' } }).expect(200);
+  });
+  afterAll(async () => {
+    await proxy.stop();
+    await service.stop();
+  });
+
+  it('leaves a create mayHaveSucceeded: the service created the payment behind it', async () => {
+    const client = createPaymentsClient({ baseUrl: proxy.url, apiKey });
+    const error = await caught(client.payments.create(visa, { maxRetries: 0 }));
+    expect(proxy.dropped).toEqual([{ method: 'POST', path: '/v1/payments', status: 201 }]);
+    expect(error).toBeInstanceOf(PaymentsApiError);
+    const key = (error as PaymentsApiError).idempotencyKey;
+    // Was mayHaveSucceeded: false ("nothing happened"): a merchant would void the order, or retry with a new key and charge twice.
+    expect(error).toMatchObject({ status: 503, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: true });
+    expect(await service.sql('SELECT status FROM payments WHERE idempotency_key = $1', [key])).toEqual([{ status: 'completed' }]);
+    // Retried with its key, straight to the service: the same payment, not a second charge.
+    const direct = createPaymentsClient({ baseUrl: service.baseUrl, apiKey });
+    const payment = await direct.payments.create(visa, { idempotencyKey: key });
+    expect(responseOf(payment)?.replayed).toBe(true);
+    expect(await service.sql('SELECT id FROM payments WHERE idempotency_key = $1', [key])).toEqual([{ id: payment.id }]);
+  });
+});
+
+describe("the service's own 503 and a proxy's, by a scripted fetch", () => {
+  const proxyPage: Step = { status: 503, headers: { 'content-type': 'text/html', 'retry-after': '0' }, body: 'Service Unavailable' };
+  const refused: Step = { status: 503, headers: { 'retry-after': '0' }, body: envelope('SERVICE_UNAVAILABLE', 'busy') };
+
+  it('only the enveloped 503 says nothing was done', async () => {
+    const own = scripted(refused);
+    expect(await caught(own.client.payments.create(visa, { maxRetries: 0 }))).toMatchObject({ status: 503, code: 'SERVICE_UNAVAILABLE', mayHaveSucceeded: false });
+    const html = scripted(proxyPage);
+    expect(await caught(html.client.payments.create(visa, { maxRetries: 0 }))).toMatchObject({ status: 503, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: true });
+    // Retried with the same key, and the earlier attempt stays maybe done.
+    const retried = scripted(proxyPage, refused, refused);
+    const error = await caught(retried.client.payments.create(visa));
+    expect(retried.sent).toHaveLength(3);
+    expect(new Set(retried.sent.map((r) => r.headers.get('idempotency-key'))).size).toBe(1);
+    expect(error).toMatchObject({ status: 503, code: 'SERVICE_UNAVAILABLE', mayHaveSucceeded: true, earlierAttemptMayHaveSucceeded: true });
+  });
+
+  it('setWebhook is not repeated after a proxy 503, and a DELETE retried after one reads a 404 as done', async () => {
+    const webhook = scripted(proxyPage, { status: 200, body: { success: true, data: { webhook_url: 'https://shop.test/hook', webhook_secret: 'whsec_B' } } });
+    const error = await caught(webhook.client.merchant.setWebhook('https://shop.test/hook'));
+    expect(webhook.sent).toHaveLength(1);
+    expect(error).toMatchObject({ status: 503, mayHaveSucceeded: true, message: expect.stringMatching(/the webhook may have been re-registered/) });
+
+    const del = scripted(proxyPage, { status: 404, body: envelope('NOT_FOUND', 'Card not found') });
     const gone = await del.client.cards.delete('card_1');
     expect(gone).toEqual({ id: 'card_1', deleted: true });
     expect(responseOf(gone)).toMatchObject({ status: 404, alreadyDeleted: true });
