@@ -63,10 +63,45 @@ export class WebhookVerificationError extends Error {
 }
 
 export interface VerifyWebhookOptions {
-  /** Largest accepted distance between the timestamp and now, in seconds (default 300). */
+  /** Largest accepted distance between the timestamp and now, in seconds (default 300): a finite number ≥ 0, else a TypeError. */
   toleranceSec?: number;
-  /** The receiver's clock (tests): a Date or milliseconds since the epoch. */
+  /** The receiver's clock (tests): a valid Date or finite milliseconds since the epoch, else a TypeError. */
   now?: Date | number;
+}
+
+const SECRET_PREFIX = 'whsec_';
+/**
+ * The fewest key bytes a secret may carry: Standard Webhooks asks for 24 to 64; the service issues 32
+ * (`whsec_` + the base64 of 32 random bytes). A shorter key — README's placeholder `whsec_…` copied as
+ * it is decodes to none — is one anyone can sign with.
+ */
+const MIN_SECRET_BYTES = 24;
+
+/**
+ * Throws a TypeError unless `secret` is a `whsec_` secret whose base64 (or base64url) part decodes to at
+ * least MIN_SECRET_BYTES bytes. The secret itself never goes into the message.
+ */
+function checkSecret(secret: unknown): void {
+  const shown = typeof secret === 'string' ? `a ${secret.length}-character string` : secret === null ? 'null' : typeof secret;
+  const encoded = typeof secret === 'string' && secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : undefined;
+  const bytes = encoded !== undefined && /^[A-Za-z0-9+/_-]+={0,2}$/.test(encoded) ? Buffer.from(encoded, 'base64').length : 0;
+  if (bytes < MIN_SECRET_BYTES) {
+    throw new TypeError(
+      `verifyWebhook: secret must be the whsec_ secret PUT /v1/merchant/webhook returned (whsec_ + base64 of at least ${MIN_SECRET_BYTES} bytes), got ${shown}${encoded === undefined ? '' : ` encoding ${bytes} bytes`}`,
+    );
+  }
+}
+
+/** Throws a TypeError unless toleranceSec and now, when given, are usable: otherwise replay protection would be off. */
+function checkOptions(options: VerifyWebhookOptions): void {
+  const { toleranceSec, now } = options;
+  if (toleranceSec !== undefined && (typeof toleranceSec !== 'number' || !Number.isFinite(toleranceSec) || toleranceSec < 0)) {
+    throw new TypeError(`verifyWebhook: toleranceSec must be a finite number of seconds ≥ 0, got ${String(toleranceSec)}`);
+  }
+  const nowMs = now instanceof Date ? now.getTime() : now;
+  if (now !== undefined && (typeof nowMs !== 'number' || !Number.isFinite(nowMs))) {
+    throw new TypeError(`verifyWebhook: now must be a valid Date or milliseconds since the epoch, got ${now instanceof Date ? 'an invalid Date' : String(now)}`);
+  }
 }
 
 type HeaderBag = Record<string, string | string[] | undefined> | Headers;
@@ -117,7 +152,7 @@ function verifyStandardSignature(body: Buffer, headers: HeaderBag, secret: strin
   const timestampText = required(headers, 'webhook-timestamp');
   const signatures = required(headers, 'webhook-signature');
   checkTimestamp('webhook-timestamp', timestampText, options);
-  const key = Buffer.from(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret, 'base64');
+  const key = Buffer.from(secret.slice(SECRET_PREFIX.length), 'base64');
   const expected = createHmac('sha256', key).update(`${id}.${timestampText}.`).update(body).digest();
   const given = signatures
     .split(' ')
@@ -137,8 +172,14 @@ function verifyStandardSignature(body: Buffer, headers: HeaderBag, secret: strin
  * must equal the signed `webhook-id`: a captured delivery replayed under another id is refused.
  * Pass the raw body exactly as received (before any JSON parsing). Throws WebhookVerificationError.
  * Deliveries can repeat: de-duplicate on the `X-Webhook-Id` (= `webhook-id`) header.
+ * A receiver's own mistakes are a TypeError before anything is checked: a secret that is not `whsec_` + the
+ * base64 of at least 24 bytes (an empty secret, or the placeholder `whsec_…`, is one anyone can sign with),
+ * a toleranceSec that is not a finite number ≥ 0, or a `now` that is not a valid time (either turned the
+ * timestamp check off).
  */
 export function verifyWebhook(rawBody: string | Uint8Array, headers: HeaderBag, secret: string, options: VerifyWebhookOptions = {}): WebhookEvent {
+  checkSecret(secret);
+  checkOptions(options);
   const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : Buffer.from(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength);
   const standard = header(headers, 'webhook-signature') !== undefined;
   const deliveryId = header(headers, 'X-Webhook-Id');

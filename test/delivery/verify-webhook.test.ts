@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import { WebhookVerificationError, signTestWebhook, verifyWebhook } from '../../client/index.js';
 
@@ -61,7 +61,7 @@ describe('verifyWebhook', () => {
   });
 
   it('rejects a wrong secret, a changed body and a signature moved to another timestamp', () => {
-    expect(reasonOf(() => verifyWebhook(body, headersFor(ts), 'whsec_other', { now }))).toBe('signature_mismatch');
+    expect(reasonOf(() => verifyWebhook(body, headersFor(ts), `whsec_${randomBytes(32).toString('base64')}`, { now }))).toBe('signature_mismatch');
     expect(reasonOf(() => verifyWebhook(body.replace('25.00', '2500.00'), headersFor(ts), secret, { now }))).toBe('signature_mismatch');
     const moved = { ...headersFor(ts), 'x-payments-timestamp': String(ts + 1) };
     expect(reasonOf(() => verifyWebhook(body, moved, secret, { now }))).toBe('signature_mismatch');
@@ -87,5 +87,40 @@ describe('verifyWebhook', () => {
   it('rejects a correctly signed body that is not an event', () => {
     expect(reasonOf(() => verifyWebhook('not json', headersFor(ts, 'not json'), secret, { now }))).toBe('malformed_body');
     expect(reasonOf(() => verifyWebhook('{"hello":1}', headersFor(ts, '{"hello":1}'), secret, { now }))).toBe('malformed_body');
+  });
+
+  it('a secret anyone could sign with, or options that turn the timestamp check off, are a TypeError before anything is checked', () => {
+    // X-Payments-Signature keyed by '' and the Standard Webhooks one keyed by the 0 bytes `whsec_…` decodes to:
+    // anyone can compute both, and both were accepted.
+    const forgedPayments = { 'x-payments-timestamp': String(ts), 'x-payments-signature': sign(ts, body, '') };
+    const forgedStandard = {
+      'webhook-id': 'forged-1',
+      'webhook-timestamp': String(ts),
+      'webhook-signature': `v1,${createHmac('sha256', Buffer.alloc(0)).update(`forged-1.${ts}.${body}`).digest('base64')}`,
+    };
+    expect(() => verifyWebhook(body, forgedPayments, '', { now })).toThrow(TypeError);
+    expect(() => verifyWebhook(body, forgedStandard, 'whsec_…', { now })).toThrow(TypeError);
+    const tooShort = `whsec_${randomBytes(23).toString('base64')}`;
+    for (const bad of ['', 'whsec_', 'whsec_…', 'whsec_abcd', tooShort, `${secret}\n`, secret.slice('whsec_'.length), undefined as unknown as string]) {
+      expect(() => verifyWebhook(body, headersFor(ts), bad, { now })).toThrow(TypeError);
+    }
+    // The message says what is wrong, never the secret.
+    expect(() => verifyWebhook(body, headersFor(ts), 'whsec_abcd', { now })).toThrow(/at least 24 bytes.*got a 10-character string encoding 3 bytes$/);
+    // What the service issues (32 bytes, standard base64 or, before, base64url) and 24 bytes are accepted.
+    for (const good of [`whsec_${randomBytes(32).toString('base64')}`, `whsec_${randomBytes(32).toString('base64url')}`, `whsec_${randomBytes(24).toString('base64')}`]) {
+      const signed = signTestWebhook({ type: 'webhook.test', data: { message: 'hi', merchant_id: 'm_1' } }, good, { timestamp: now });
+      expect(verifyWebhook(signed.body, signed.headers, good, { now }).type).toBe('webhook.test');
+    }
+
+    // A delivery signed ten days ago: replayable for ever under a NaN tolerance or an invalid clock.
+    const stale = headersFor(ts - 864_000);
+    for (const toleranceSec of [NaN, Infinity, -1, '300' as unknown as number]) {
+      expect(() => verifyWebhook(body, stale, secret, { now, toleranceSec })).toThrow(TypeError);
+    }
+    for (const bad of [new Date('not a date'), NaN, Infinity, '2026-11-22T10:00:00Z' as unknown as number]) {
+      expect(() => verifyWebhook(body, stale, secret, { now: bad })).toThrow(TypeError);
+    }
+    expect(reasonOf(() => verifyWebhook(body, stale, secret, { now, toleranceSec: 0 }))).toBe('timestamp_too_old');
+    expect(verifyWebhook(body, headersFor(ts), secret, { now, toleranceSec: 0 }).type).toBe('payment.refunded');
   });
 });

@@ -34,7 +34,7 @@ describe('examples/ run with npx tsx', () => {
 
   it('webhook-receiver.ts accepts a signed delivery, prints the event and rejects a bad signature', async () => {
     const port = await freePort();
-    const secret = 'whsec_example_receiver_secret';
+    const secret = 'whsec_ZXhhbXBsZS1yZWNlaXZlci1zZWNyZXQtMzItYnl0ZXM=';
     const child = spawn(tsx, ['examples/webhook-receiver.ts'], { env: childEnv({ WEBHOOK_SECRET: secret, PORT: String(port) }) });
     receiver = child;
     let out = '';

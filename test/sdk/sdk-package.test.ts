@@ -46,8 +46,8 @@ const again = await client.payments.create(body, { idempotencyKey: 'packed-order
 const missing = await client.payments.get('00000000-0000-4000-8000-000000000000').catch((e) => e);
 const listed = [];
 for await (const p of client.payments.listAll({ page_size: 1 })) listed.push(p.id);
-const signed = signTestWebhook({ type: 'payment.completed', data: { payment_id: first.id, amount: '9.99', currency: 'USD', provider: 'cardpay', status: 'completed', previous_status: 'pending' } }, 'whsec_dGVzdC1zZWNyZXQtMDEyMzQ1Njc4OQ==');
-const verified = verifyWebhook(signed.body, signed.headers, 'whsec_dGVzdC1zZWNyZXQtMDEyMzQ1Njc4OQ==');
+const signed = signTestWebhook({ type: 'payment.completed', data: { payment_id: first.id, amount: '9.99', currency: 'USD', provider: 'cardpay', status: 'completed', previous_status: 'pending' } }, 'whsec_cGFja2VkLWVzbS13ZWJob29rLXNlY3JldC0zMmJ5dGU=');
+const verified = verifyWebhook(signed.body, signed.headers, 'whsec_cGFja2VkLWVzbS13ZWJob29rLXNlY3JldC0zMmJ5dGU=');
 console.log(JSON.stringify({
   status: first.status, sameId: again.id === first.id,
   first: { requestId: first.$response.requestId, replayed: first.$response.replayed, status: first.$response.status },
@@ -62,13 +62,13 @@ console.log(JSON.stringify({
 const CJS = `
 delete globalThis.crypto; // as on Node 18 (engines >=18.18), which has no global crypto without a flag
 const sdk = require('multi-provider-payments-sdk');
-const signed = sdk.signTestWebhook({ type: 'payment.failed', data: { payment_id: 'p', amount: '1.00', currency: 'USD', provider: 'cardpay', status: 'failed', previous_status: 'pending' } }, 'whsec_c2VjcmV0');
+const signed = sdk.signTestWebhook({ type: 'payment.failed', data: { payment_id: 'p', amount: '1.00', currency: 'USD', provider: 'cardpay', status: 'failed', previous_status: 'pending' } }, 'whsec_cGFja2VkLWNqcy13ZWJob29rLXNlY3JldC0zMmJ5dGU=');
 let tampered = null;
-try { sdk.verifyWebhook(signed.body.replace('1.00', '9.00'), signed.headers, 'whsec_c2VjcmV0'); } catch (e) { tampered = e.reason; }
+try { sdk.verifyWebhook(signed.body.replace('1.00', '9.00'), signed.headers, 'whsec_cGFja2VkLWNqcy13ZWJob29rLXNlY3JldC0zMmJ5dGU='); } catch (e) { tampered = e.reason; }
 console.log(JSON.stringify({
   createPaymentsClient: typeof sdk.createPaymentsClient,
   PaymentsApiError: typeof sdk.PaymentsApiError,
-  verified: sdk.verifyWebhook(signed.body, signed.headers, 'whsec_c2VjcmV0').type,
+  verified: sdk.verifyWebhook(signed.body, signed.headers, 'whsec_cGFja2VkLWNqcy13ZWJob29rLXNlY3JldC0zMmJ5dGU=').type,
   tampered,
   routes: Object.keys(sdk.contract).length > 3,
   idempotencyKey: sdk.createIdempotencyKey(),
