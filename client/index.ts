@@ -49,8 +49,17 @@ export interface PaymentsClientOptions {
 export interface IdempotentRequestOptions extends RequestOptions {
   /**
    * Makes the call safe to repeat: the same key and body return the original result (`$response.replayed`).
-   * Generated (a random UUID) when omitted and reused by the SDK's own retries; pass your own (e.g. an
-   * order id) to make retries across processes or restarts safe too.
+   * Generated (a random UUID) when omitted and reused by the SDK's own retries; pass your own, stored with
+   * your order, to make retries across processes or restarts safe too.
+   *
+   * A key must be unique across the whole service, not only your shop: a key another merchant already
+   * used is refused with 409 CONFLICT. So not a bare order id (`'order-1042'`): a UUID
+   * (createIdempotencyKey()), or your order id behind a prefix only your shop uses
+   * (`'acme-7f3c9e:order-1042'`).
+   *
+   * How long a key replays: a payment creation's for as long as the payment exists; a refund's, capture's or
+   * card save's only within IDEMPOTENCY_KEY_RETENTION (24 h by default) of its last use — after that the
+   * key is unknown and a retry is a new request (a refund refunds again, a card save saves a second card).
    */
   idempotencyKey?: string;
 }
@@ -340,7 +349,10 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
   };
 
   const refunds = {
-    /** POST /v1/refunds: full (no amount) or partial. Sends an Idempotency-Key its retries reuse: pass your own to repeat safely later. */
+    /**
+     * POST /v1/refunds: full (no amount) or partial. Sends an Idempotency-Key its retries reuse: pass your own to repeat
+     * safely later — within IDEMPOTENCY_KEY_RETENTION (24 h by default), after which the key is forgotten and a retry refunds again.
+     */
     create: (body: CreateRefundInput, opts?: IdempotentRequestOptions) => data(raw.refunds.create({ body, requestOptions: idempotent(opts) })),
     get: async (id: string, requestOptions?: RequestOptions) => data(raw.refunds.get({ params: { id: pathParam(id) }, requestOptions })),
     /** GET /v1/refunds: with payment_id that payment's refunds, oldest first; without, all of them, newest first (status, since, until filter). */

@@ -154,6 +154,21 @@ describe('SDK against the real service', () => {
     expect((await sdk.merchant.get()).$response.idempotencyKey).toBeUndefined();
   });
 
+  it("a key another merchant already used is refused 409 CONFLICT: keys are unique across the service, as the SDK's docs say", async () => {
+    // Two shops that both key by their bare order number: the second shop's order 1042 cannot be paid.
+    const key = `order-${Date.now()}`;
+    await client.payments.create(visa, { idempotencyKey: key });
+    const { apiKey: otherKey } = await t.createMerchant('Other Shop');
+    const other = createPaymentsClient({ baseUrl: t.baseUrl, apiKey: otherKey });
+    await other.merchant.storeCredentials({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_othershop_01' } });
+    const refused = await other.payments.create(visa, { idempotencyKey: key }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(PaymentsApiError);
+    expect(refused).toMatchObject({ status: 409, code: 'CONFLICT', inProgress: false, mayHaveSucceeded: false });
+    // A key behind a prefix only that shop uses goes through.
+    const prefixed = await other.payments.create(visa, { idempotencyKey: `other-shop-3b1d:${key}` });
+    expect(prefixed.status).toBe('completed');
+  });
+
   it('successful calls carry the request id and the replayed flag on $response (left out of JSON)', async () => {
     const key = `sdk-replay-${Date.now()}`;
     const first = await client.payments.create(visa, { idempotencyKey: key });
