@@ -108,6 +108,29 @@ describe('refunds with an Idempotency-Key', () => {
     expect(await t.sql('SELECT id FROM refunds WHERE payment_id = $1', [p.id])).toHaveLength(1);
   });
 
+  it('the payment id in upper case, then lower case, is the same request: replayed, one refund', async () => {
+    const p = await visa('50.00');
+    const idem = unique('refund-case');
+    const first = await refund({ payment_id: p.id.toUpperCase(), amount: '5.00' }, idem);
+    expect(first.status).toBe(201);
+    expect(first.body.data.payment_id).toBe(p.id);
+    const lower = await refund({ payment_id: p.id, amount: '5.00' }, idem);
+    expect([lower.status, lower.headers['idempotent-replayed'], lower.body.data?.id]).toEqual([201, 'true', first.body.data.id]);
+    expect(await t.sql('SELECT id FROM refunds WHERE payment_id = $1', [p.id])).toHaveLength(1);
+    expect((await t.http.get(`/v1/payments/${p.id}`).set('X-API-Key', key)).body.data.amount_refunded).toBe('5.00');
+  });
+
+  it('a key an earlier release stored for an upper-case payment id (hashed as sent) still replays that refund', async () => {
+    const p = await visa('50.00');
+    const idem = unique('refund-case-legacy');
+    const first = await refund({ payment_id: p.id.toUpperCase(), amount: 5 }, idem);
+    expect(first.status).toBe(201);
+    await t.sql('UPDATE idempotency_keys SET request_hash = $1 WHERE key = $2', [hashRequest({ payment_id: p.id.toUpperCase(), amount: '5' }), idem]);
+    const retried = await refund({ payment_id: p.id.toUpperCase(), amount: 5 }, idem);
+    expect([retried.status, retried.headers['idempotent-replayed'], retried.body.data?.id]).toEqual([201, 'true', first.body.data.id]);
+    expect(await t.sql('SELECT id FROM refunds WHERE payment_id = $1', [p.id])).toHaveLength(1);
+  });
+
   it('a request refused before anything happened claims nothing: the key stays free', async () => {
     const p = await visa('10.00');
     const idem = unique('refund-over');
@@ -207,6 +230,20 @@ describe('capture with an Idempotency-Key', () => {
     const [row] = await t.sql<{ provider_ref: string }>('SELECT provider_ref FROM payments WHERE id = $1', [p.id]);
     expect(await t.sql('SELECT 1 FROM sandbox_walletpay_captures WHERE order_id = $1', [row!.provider_ref])).toHaveLength(1);
   });
+
+  it('the payment id in upper case, then lower case, is the same capture: replayed, captured once', async () => {
+    const p = (await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', unique('wallet'))
+      .send({ provider: 'walletpay', amount: '15.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' })
+      .expect(201)).body.data;
+    await buyerApproves(p.next_action.url);
+    const idem = unique('capture-case');
+    const first = await capture(p.id.toUpperCase(), idem);
+    expect([first.status, first.body.data?.status]).toEqual([200, 'completed']);
+    const lower = await capture(p.id, idem);
+    expect([lower.status, lower.headers['idempotent-replayed'], lower.body.data?.id]).toEqual([200, 'true', p.id]);
+    const [row] = await t.sql<{ provider_ref: string }>('SELECT provider_ref FROM payments WHERE id = $1', [p.id]);
+    expect(await t.sql('SELECT 1 FROM sandbox_walletpay_captures WHERE order_id = $1', [row!.provider_ref])).toHaveLength(1);
+  });
 });
 
 describe('saved cards with an Idempotency-Key', () => {
@@ -224,6 +261,18 @@ describe('saved cards with an Idempotency-Key', () => {
 
     const other = await saveCard({ ...body, payment_method_id: 'pm_card_mastercard' }, idem);
     expect(other.status).toBe(409);
+  });
+
+  it('a payment charging a saved card whose id is sent in upper case, then lower case, is the same payment: replayed', async () => {
+    const card = (await saveCard({ payment_method_id: 'pm_card_visa', customer_email: 'idem-case@example.com' }, unique('card-case'))).body.data;
+    const idem = unique('pay-saved-case');
+    const pay = (savedCardId: string) => t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', idem)
+      .send({ provider: 'cardpay', amount: '7.00', currency: 'USD', saved_card_id: savedCardId });
+    const first = await pay(card.id.toUpperCase());
+    expect(first.status).toBe(201);
+    const lower = await pay(card.id);
+    expect([lower.status, lower.headers['idempotent-replayed'], lower.body.data?.id]).toEqual([200, 'true', first.body.data.id]);
+    expect(await t.sql('SELECT 1 FROM payments WHERE idempotency_key = $1', [idem])).toHaveLength(1);
   });
 
   it('a card the provider refuses is refused again on a retry, without asking the provider twice', async () => {

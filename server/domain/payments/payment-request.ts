@@ -17,6 +17,8 @@ export interface NormalizedPaymentRequest {
   metadata: Record<string, string>;
   /** SHA-256 of the normalised request: the same key with another body is a conflict. */
   requestHash: string;
+  /** The hashes releases before stored for this request (still the same request for a key they stored). */
+  formerHashes: string[];
 }
 
 function invalid(details: FieldIssue[]): DomainError {
@@ -41,10 +43,14 @@ export function normalizePaymentRequest(body: CreatePaymentBody, port: ProviderP
   const metadata = sortKeys(body.metadata ?? {});
   // Metadata joins the hash only when there is some: a request without it hashes as it did before
   // metadata existed, so a retry across the upgrade is still the same request.
-  const canonical = JSON.stringify({
-    provider: body.provider, amountMinor: amountMinor.toString(), currency, fields: sortKeys(fields), ...(Object.keys(metadata).length > 0 ? { metadata } : {}),
-  });
-  return { provider: body.provider, amountMinor, currency, fields, metadata, requestHash: createHash('sha256').update(canonical).digest('hex') };
+  const hashOf = (hashedFields: Record<string, string | undefined>) => createHash('sha256').update(JSON.stringify({
+    provider: body.provider, amountMinor: amountMinor.toString(), currency, fields: sortKeys(hashedFields), ...(Object.keys(metadata).length > 0 ? { metadata } : {}),
+  })).digest('hex');
+  // Before 2026-11-28 a saved card's id was hashed as sent (now lower-cased): a key stored then still matches.
+  const savedCardAsSent = 'saved_card_id' in body ? body.saved_card_id : undefined;
+  const formerHashes = fields.saved_card_id !== undefined && savedCardAsSent !== undefined && fields.saved_card_id !== savedCardAsSent
+    ? [hashOf({ ...fields, saved_card_id: savedCardAsSent })] : [];
+  return { provider: body.provider, amountMinor, currency, fields, metadata, requestHash: hashOf(fields), formerHashes };
 }
 
 /** The pairs with their keys sorted (undefined values dropped): the same pairs in any order hash alike. */

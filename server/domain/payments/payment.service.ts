@@ -84,7 +84,7 @@ export class PaymentService {
    */
   async create(merchantId: string, idempotencyKey: string, body: CreatePaymentBody): Promise<CreatedPayment> {
     const request = normalizePaymentRequest(body, this.gateway.port(body.provider));
-    const keyRequest: IdempotentRequest = { scope: 'payment.create', merchantId, key: idempotencyKey, requestHash: request.requestHash };
+    const keyRequest: IdempotentRequest = { scope: 'payment.create', merchantId, key: idempotencyKey, requestHash: request.requestHash, formerHashes: request.formerHashes };
     let creds: unknown;
     try {
       // The operator will call this address: the same policy as the merchant's webhook URL.
@@ -337,8 +337,12 @@ export class PaymentService {
    */
   async capture(merchantId: string, id: string, idempotencyKey?: string): Promise<{ payment: Payment; replayed: boolean }> {
     if (idempotencyKey === undefined) return { payment: await this.captureNow(merchantId, id), replayed: false };
+    // The id is hashed in lower case (a UUID in either case is one payment); a key stored before
+    // 2026-11-28 hashed it as sent, and still matches.
+    const requestHash = hashRequest({ payment_id: id.toLowerCase() });
+    const formerHashes = id === id.toLowerCase() ? [] : [hashRequest({ payment_id: id })];
     const { value, replayed } = await this.idempotency.run(
-      { scope: 'payment.capture', merchantId, key: idempotencyKey, requestHash: hashRequest({ payment_id: id }) },
+      { scope: 'payment.capture', merchantId, key: idempotencyKey, requestHash, formerHashes },
       200,
       {
         reserve: async (uow) => {

@@ -72,14 +72,23 @@ export class RefundService {
       return { refund: await this.carryOut(refund.id, false), replayed: false };
     }
     // Metadata joins the hash only when given, so a request without it hashes as before it existed.
+    // The payment id is hashed in lower case: the contract takes a UUID in either case (one payment), so
+    // a retry that spells it otherwise is the same request.
     const hashed = {
-      payment_id: paymentId,
+      payment_id: paymentId.toLowerCase(),
       amount: amount === undefined ? undefined : amountAsHashed(payment?.currency ?? null, amount),
       metadata: metadata && Object.keys(metadata).length > 0 ? JSON.stringify(sortKeys(metadata)) : undefined,
     };
-    // Releases before 2026-11-27 hashed the amount as sent: a key one of them stored still matches.
-    const asSent = amount === undefined ? null : hashRequest({ ...hashed, amount: String(amount) });
-    const request = { scope: 'refund.create' as const, merchantId, key: idempotencyKey, requestHash: hashRequest(hashed), formerHashes: asSent ? [asSent] : [] };
+    // Keys earlier releases stored still match: before 2026-11-27 the amount was hashed as sent, and
+    // before 2026-11-28 the payment id was.
+    const formerHashes = new Set<string>();
+    for (const id of new Set([hashed.payment_id, paymentId])) {
+      formerHashes.add(hashRequest({ ...hashed, payment_id: id }));
+      if (amount !== undefined) formerHashes.add(hashRequest({ ...hashed, payment_id: id, amount: String(amount) }));
+    }
+    const requestHash = hashRequest(hashed);
+    formerHashes.delete(requestHash);
+    const request = { scope: 'refund.create' as const, merchantId, key: idempotencyKey, requestHash, formerHashes: [...formerHashes] };
     const { value, replayed } = await this.idempotency.run(request, 201, {
       reserve: async (uow) => (await this.reserve(uow, merchantId, asked)).id,
       act: (refundId, resumed) => this.carryOut(refundId, resumed),

@@ -26,7 +26,8 @@ export function cardpayProvider(config: AppConfig, instrument: AdapterDecorator 
       if (!body.payment_method && !body.saved_card_id) issues.push({ field: 'payment_method', issue: 'payment_method or saved_card_id is required' });
       if (body.payment_method && body.saved_card_id) issues.push({ field: 'saved_card_id', issue: 'give either payment_method or saved_card_id, not both' });
       if (issues.length > 0) return { issues };
-      return { fields: { payment_method: body.payment_method, return_url: body.return_url, saved_card_id: body.saved_card_id } };
+      // A saved card's id is a UUID, taken in either case: lower-cased, a retry spelling it otherwise is the same request.
+      return { fields: { payment_method: body.payment_method, return_url: body.return_url, saved_card_id: body.saved_card_id?.toLowerCase() } };
     },
 
     createPayment: (creds, input) => adapter.createPayment(creds, input),
