@@ -41,7 +41,8 @@ export const refundsContract = c.router(
         'refund, counted against what remains — and stays pending until the provider\'s event or the refund sync settles it (completed, or failed ' +
         'with refund.failed); do not ask for it again with a new key. A mobilemoney refund is an asynchronous reversal of the full amount that ' +
         'stays pending until the operator reports the result. 502 PROVIDER_ERROR only when the provider refused the refund: it is then failed. ' +
-        'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true), showing the refund as it is now, and never refunds twice.',
+        'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true), showing the refund as it is now, and does not refund ' +
+        'again — within 24 hours of the key\'s last use (IDEMPOTENCY_KEY_RETENTION): after that the key is forgotten and a retry with it is a new refund.',
       metadata: { scope: 'refunds:write', tag: 'Refunds' } as const,
       headers: OptionalIdempotencyHeaders,
       body: z.object({ payment_id: UuidSchema, amount: AmountInputSchema.optional(), metadata: metadataSchema('refund', 'a return or ticket number, a reason').optional() }).strict(),

@@ -140,6 +140,17 @@ describe('openapi.json quality', () => {
     expect(timeout).toContain('the refund fails');
   });
 
+  it('says how long a refund\'s Idempotency-Key protects a retry: refund keys are deleted IDEMPOTENCY_KEY_RETENTION (24 h) after their last change', () => {
+    const create = doc.paths['/v1/refunds'].post as Json;
+    const header = (create.parameters as Json[]).find((p) => p.in === 'header' && String(p.name).toLowerCase() === 'idempotency-key')!;
+    const said = String(header.description ?? header.schema?.description);
+    expect(said).toMatch(/24 hours/);
+    expect(said).toContain('IDEMPOTENCY_KEY_RETENTION');
+    expect(said).not.toMatch(/never acts twice/);
+    expect(create.description).toMatch(/within 24 hours/);
+    expect(create.description).not.toMatch(/never refunds twice/);
+  });
+
   it('documents /healthz, /readyz and /metrics', () => {
     expect(doc.paths['/healthz'].get.responses['200']).toBeDefined();
     expect(Object.keys(doc.paths['/readyz'].get.responses)).toEqual(expect.arrayContaining(['200', '503']));
