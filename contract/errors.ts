@@ -185,7 +185,10 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
     '502': {
       message: 'cardpay refused the refund: cardpay rejected the request: Refund amount (2500 usd) is greater than unrefunded amount on charge (2000 usd)',
       description:
-        'The provider refused the refund (an amount it will not refund, credentials refused): the refund is failed (PROVIDER_ERROR). A provider that does not answer is no error: 201 with the refund pending',
+        'The provider refused the refund (an amount it will not refund, credentials refused), or the request never reached it (a mobilemoney reversal ' +
+        'whose operator could not be reached: its connection refused, not resolved or not made in time, or its access token not had; the message ' +
+        'then says the reversal was not sent): the refund is failed (PROVIDER_ERROR) and a new refund may be asked for. A request whose outcome is ' +
+        'unknown — one that may have reached the provider and was not answered (a timeout, a cardpay or walletpay outage) — is no error: 201 with the refund pending',
     },
   },
   'GET /v1/refunds': {

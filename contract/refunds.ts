@@ -40,7 +40,10 @@ export const refundsContract = c.router(
         'provider reports as pending, or does not answer (a timeout or outage: the outcome is unknown), is answered 201 with status pending — a real ' +
         'refund, counted against what remains — and stays pending until the provider\'s event or the refund sync settles it (completed, or failed ' +
         'with refund.failed); do not ask for it again with a new key. A mobilemoney refund is an asynchronous reversal of the full amount that ' +
-        'stays pending until the operator reports the result. 502 PROVIDER_ERROR only when the provider refused the refund: it is then failed. ' +
+        'stays pending until the operator reports the result. 502 PROVIDER_ERROR when the provider refused the refund, or when the request never ' +
+        'reached it — a mobilemoney reversal whose operator could not be reached at all (no connection: refused, not resolved, not made in time; or ' +
+        'its access token could not be had), so nothing was sent: the refund is then failed, and you may ask again. A request whose outcome is ' +
+        'unknown (it may have reached the provider) is never 502: it is 201 with the refund pending. ' +
         'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true), showing the refund as it is now, and does not refund ' +
         'again — within 24 hours of the key\'s last use (IDEMPOTENCY_KEY_RETENTION): after that the key is forgotten and a retry with it is a new refund.',
       metadata: { scope: 'refunds:write', tag: 'Refunds' } as const,

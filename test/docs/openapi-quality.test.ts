@@ -134,6 +134,16 @@ describe('openapi.json quality', () => {
     expect(create).toContain('stays pending until the provider');
     expect(create).toContain('does not answer (a timeout or outage: the outcome is unknown), is answered 201 with status pending');
     expect(doc.paths['/v1/refunds'].post.responses['502'].description).toMatch(/^The provider refused the refund/);
+    // A mobilemoney reversal that never reached the operator (provider-outages.test.ts) is 502 with the refund failed;
+    // only a request whose outcome is unknown is 201 pending.
+    const refund502 = doc.paths['/v1/refunds'].post.responses['502'].description as string;
+    for (const said of [create, refund502]) {
+      expect(said).toMatch(/never reached (it|the provider)/);
+      expect(said).toMatch(/could not be reached/);
+      expect(said).toMatch(/outcome is\s+unknown/);
+      expect(said).not.toMatch(/only when the provider refused/);
+      expect(said).not.toMatch(/A provider that does not answer is no error/);
+    }
     // A reversal that timed out in the operator's queue fails the refund: the merchant can ask again.
     const timeout = doc.paths['/v1/webhooks/mobilemoney/reversal/timeout'].post.description as string;
     expect(timeout).not.toContain('stays pending');

@@ -1,3 +1,4 @@
+import { X509Certificate, constants, publicEncrypt } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
@@ -204,5 +205,55 @@ describe('mobilemoney push that never reached the operator', () => {
     expect(refused.body.error).toMatchObject({ code: 'PROVIDER_ERROR', message: expect.stringContaining('ECONNREFUSED') });
     expect(await rowOf(await newestPayment())).toEqual({ status: 'failed', provider_ref: null });
     expect(await pushesSent()).toBe(1);
+  });
+});
+
+describe('mobilemoney reversal whose operator cannot be reached at all', () => {
+  let s: TestService;
+  const stub = new ForwardingStub();
+  let stubUp = false;
+
+  beforeAll(async () => {
+    const stubUrl = await stub.start();
+    stubUp = true;
+    s = await startTestService({ MOBILEMONEY_BASE_URL: `${stubUrl}/sandbox/mobilemoney`, PROVIDER_TIMEOUT_MS: '3000' });
+    stub.target = s.baseUrl;
+  });
+  afterAll(async () => {
+    if (stubUp) await stub.stop();
+    await s.stop();
+  });
+  /**
+   * The initiator password encrypted with the simulator's certificate, stored as an already-made
+   * SecurityCredential: with its own MOBILEMONEY_BASE_URL the service does not fetch the simulator's certificate.
+   */
+  const securityCredential = async () => {
+    const pem = await (await fetch(`${s.baseUrl}/sandbox/mobilemoney/certificates/SandboxCertificate.cer`)).text();
+    return publicEncrypt({ key: new X509Certificate(pem).publicKey, padding: constants.RSA_PKCS1_PADDING }, Buffer.from('Safaricom999!*!')).toString('base64');
+  };
+
+  it('its token endpoint refusing connections: 502 PROVIDER_ERROR saying nothing was sent, the refund failed, the payment still completed', async () => {
+    const m = await s.createMerchant('Unreached Reversal Shop');
+    await s.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey)
+      .send({ provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: `unreached-reversal-${Date.now()}`, consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379', initiator: 'testapi', security_credential: await securityCredential() } }).expect(200);
+    const created = await s.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `unreached-rev-${Date.now()}`)
+      .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254708374149' });
+    expect(created.status).toBe(201);
+    const id = created.body.data.id as string;
+    const payment = async () => (await s.http.get(`/v1/payments/${id}`).set('X-API-Key', m.apiKey)).body.data;
+    await eventually(async () => (await payment()).status === 'completed', 10_000, 'the push callback');
+
+    // No token cached, and the operator's host refuses every connection (its token endpoint included).
+    await s.sql('DELETE FROM mobilemoney_tokens');
+    await stub.stop();
+    stubUp = false;
+    const refused = await s.http.post('/v1/refunds').set('X-API-Key', m.apiKey).set('Idempotency-Key', `unreached-refund-${Date.now()}`).send({ payment_id: id });
+    expect(refused.status).toBe(502);
+    expect(refused.body.error).toMatchObject({ code: 'PROVIDER_ERROR', message: expect.stringMatching(/could not be reached; the reversal was not sent: mobilemoney token request: .*ECONNREFUSED/) });
+    expect(await s.sql('SELECT status, failure_reason FROM refunds WHERE payment_id = $1', [id])).toEqual([
+      { status: 'failed', failure_reason: expect.stringMatching(/^not sent: /) },
+    ]);
+    expect(await payment()).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+    expect(await s.sql('SELECT 1 FROM sandbox_mobilemoney_reversals')).toEqual([]);
   });
 });
