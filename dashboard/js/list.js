@@ -1,5 +1,5 @@
 // What the list pages share: filters kept in the address (#/<route>?…, so Back and reload keep them), and the pager.
-import { h } from './dom.js';
+import { errorBox, h, mount } from './dom.js';
 import { go } from './nav.js';
 
 /** `2026-11-22T10:15` (datetime-local, the viewer's time) ↔ ISO 8601 for the API. */
@@ -55,4 +55,51 @@ export function pager(route, query, meta, one, many = `${one}s`) {
     h('button', { type: 'button', disabled: meta.page <= 1, onclick: () => turn(meta.page - 1) }, 'Previous page'),
     h('span', {}, `Page ${meta.page} of ${pages} · ${meta.total} ${meta.total === 1 ? one : many}`),
     h('button', { type: 'button', disabled: meta.page >= pages, onclick: () => turn(meta.page + 1) }, 'Next page'));
+}
+
+/**
+ * A list shown on a page of its own kind (a payment's refunds, events and deliveries): the first page the
+ * API answered (`first`: { data, meta }), then "Show N more" asks for the next page (`nextPage(page)`) and
+ * adds it below, until all `meta.total` are shown. A row already shown (one that moved to a later page
+ * while reading: something new came first) is not shown twice. `draw(rows)` makes the table.
+ */
+export function growingList(first, nextPage, draw, one, many = `${one}s`) {
+  const rows = [...first.data];
+  const seen = new Set(rows.map((r) => r.id));
+  let meta = first.meta;
+  const box = h('div');
+  const problem = h('div');
+  const show = () => {
+    const left = Math.max(0, meta.total - rows.length);
+    const next = Math.min(left, meta.page_size);
+    mount(box,
+      draw(rows),
+      left > 0
+        ? h('nav', { class: 'pager', 'aria-label': `More ${many}` },
+          h('span', {}, `Showing ${rows.length} of ${meta.total} ${meta.total === 1 ? one : many}`),
+          h('button', { type: 'button', onclick: more }, `Show ${next} more ${next === 1 ? one : many}`))
+        : null,
+      problem);
+  };
+  const more = async (e) => {
+    e.currentTarget.disabled = true;
+    mount(problem);
+    try {
+      const answer = await nextPage(meta.page + 1);
+      for (const row of answer.data) {
+        if (seen.has(row.id)) continue;
+        seen.add(row.id);
+        rows.push(row);
+      }
+      // A page that added nothing new (the list shrank meanwhile) ends the list where it is.
+      meta = answer.data.length === 0 ? { ...answer.meta, total: rows.length } : answer.meta;
+    } catch (err) {
+      mount(problem, errorBox(err));
+      e.currentTarget.disabled = false;
+      return;
+    }
+    show();
+  };
+  show();
+  return box;
 }

@@ -517,6 +517,79 @@ describe('merchant dashboard', () => {
     await page.close();
   });
 
+  it("shows every refund, event and delivery of a payment with 101 partial refunds: the first 100, then 'Show 1 more'", async () => {
+    // A merchant of its own: the other tests count this merchant's payments and refunds.
+    const shop = await t.createMerchant('Dashboard Many Refunds');
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', shop.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_dashboard_many_0001' } }).expect(200);
+    await t.http.put('/v1/merchant/webhook').set('X-API-Key', shop.apiKey).send({ webhook_url: receiver.url('/hooks') }).expect(200);
+    const created = await t.http.post('/v1/payments').set('X-API-Key', shop.apiKey).set('Idempotency-Key', `dash-${randomUUID()}`)
+      .send({ provider: 'cardpay', amount: '5.00', currency: 'USD', payment_method: 'pm_card_visa' });
+    expect(created.status).toBe(201);
+    const paymentId = created.body.data.id as string;
+    // One refund of 0.01 through the API (its payment.refunded event delivered), then 100 more like it written
+    // directly (101 refunds through the provider take minutes on a loaded machine): 101 refunds, and
+    // payment.completed with 101 payment.refunded, 102 events and deliveries.
+    const first = await t.http.post('/v1/refunds').set('X-API-Key', shop.apiKey).send({ payment_id: paymentId, amount: '0.01' });
+    expect([first.status, first.body.data?.status]).toEqual([201, 'completed']);
+    let refunded: { id: string; url: string } | undefined;
+    await waitFor(async () => {
+      [refunded] = await t.sql<{ id: string; url: string }>(`SELECT event_id AS id, url FROM webhook_deliveries WHERE payment_id = $1 AND event_type = 'payment.refunded' AND status = 'delivered'`, [paymentId]);
+      return refunded !== undefined;
+    }, 'the refund event delivered');
+    const eventIds = Array.from({ length: 100 }, () => randomUUID());
+    await t.sql(
+      `INSERT INTO refunds (id, payment_id, merchant_id, status, amount_minor, currency, provider_ref, created_at, updated_at)
+       SELECT gen_random_uuid(), r.payment_id, r.merchant_id, 'completed', 1, r.currency, 're_many_' || i, r.created_at + i * interval '1 ms', r.updated_at
+         FROM refunds r, generate_series(1, 100) i WHERE r.id = $1`,
+      [first.body.data.id],
+    );
+    await t.sql('UPDATE payments SET amount_refunded_minor = 101 WHERE id = $1', [paymentId]);
+    await t.sql(
+      `INSERT INTO events (id, merchant_id, payment_id, type, payload, body, created_at)
+       SELECT n.id, e.merchant_id, e.payment_id, e.type, jsonb_set(e.payload, '{id}', to_jsonb(n.id::text), false),
+              jsonb_set(e.body::jsonb, '{id}', to_jsonb(n.id::text))::text, e.created_at + n.i * interval '1 ms'
+         FROM events e, unnest($2::uuid[]) WITH ORDINALITY AS n(id, i) WHERE e.id = $1`,
+      [refunded!.id, eventIds],
+    );
+    await t.sql(
+      `INSERT INTO webhook_deliveries (id, event_id, merchant_id, payment_id, event_type, url, status, attempts, last_response_status, delivered_at, created_at)
+       SELECT gen_random_uuid(), n.id, d.merchant_id, d.payment_id, d.event_type, d.url, 'delivered', 1, 200, d.delivered_at, d.created_at + n.i * interval '1 ms'
+         FROM webhook_deliveries d, unnest($2::uuid[]) WITH ORDINALITY AS n(id, i) WHERE d.event_id = $1`,
+      [refunded!.id, eventIds],
+    );
+    await waitFor(async () => (await t.sql('SELECT 1 FROM webhook_deliveries WHERE payment_id = $1', [paymentId])).length === 102, '102 deliveries');
+
+    const page = await newPage(1280);
+    await page.goto(`${t.baseUrl}/dashboard`);
+    await page.getByLabel('API key').fill(shop.apiKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Payments', level: 1 }).waitFor();
+    await page.goto(`${t.baseUrl}/dashboard/#/payments/${paymentId}`);
+    await page.getByRole('heading', { name: 'Payment 5.00 USD' }).waitFor();
+    await expect(page.locator('dl.summary').innerText()).resolves.toContain('1.01 USD');
+
+    for (const [heading, more, total, name] of [
+      ['Refunds', 'Show 1 more refund', 101, 'refunds'],
+      ['Events', 'Show 2 more events', 102, 'events'],
+      ['Webhook deliveries', 'Show 2 more deliveries', 102, 'deliveries'],
+    ] as const) {
+      const list = page.locator(`h2:text("${heading}") + div`);
+      const rows = list.locator('table tbody tr');
+      await expect(rows.count()).resolves.toBe(100);
+      await expect(list.getByText(`Showing 100 of ${total} ${name}`).count()).resolves.toBe(1);
+      await list.getByRole('button', { name: more }).click();
+      await list.getByText(`Showing ${total}`).waitFor({ state: 'detached' });
+      await expect(rows.count()).resolves.toBe(total);
+      await expect(list.getByRole('button', { name: /^Show \d+ more/ }).count()).resolves.toBe(0);
+    }
+    // Every refund once, oldest first: 101 distinct ids.
+    const refundIds = await page.locator('h2:text("Refunds") + div table tbody tr td:first-child code').evaluateAll((codes) => codes.map((c) => c.getAttribute('title')));
+    const stored = await t.sql<{ id: string }>('SELECT id::text FROM refunds WHERE payment_id = $1 ORDER BY created_at, id', [paymentId]);
+    expect(new Set(refundIds)).toEqual(new Set(stored.map((r) => r.id)));
+    expect(refundIds).toHaveLength(101);
+    await page.close();
+  }, 90_000);
+
   it('is readable and usable at 390 px wide, by keyboard', async () => {
     const page = await newPage(390);
     await signIn(page);

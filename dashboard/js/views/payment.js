@@ -1,7 +1,11 @@
 import { api, newIdempotencyKey } from '../api.js';
 import { announce } from '../nav.js';
 import { badge, errorBox, field, h, metadataList, mount, shortId, table, when } from '../dom.js';
+import { growingList } from '../list.js';
 import { deliveryTable } from './delivery-list.js';
+
+/** A payment's refunds, events and deliveries are read a page at a time (the API's most); "Show more" reads on. */
+const PAGE_SIZE = 100;
 
 /** One payment: its summary, capture and refund, transitions, refunds, events and deliveries with attempts. */
 export function paymentView(id) {
@@ -20,13 +24,20 @@ async function render(id, section) {
     return;
   }
   const rerender = () => render(id, section);
+  // Every refund, event and delivery of the payment, not only the first page: partial refunds have no limit.
+  const pageOf = (path) => (page) => api('GET', path, { query: { payment_id: id, page, page_size: PAGE_SIZE } });
+  const readRefunds = pageOf('/v1/refunds');
+  const readEvents = pageOf('/v1/events');
+  const readDeliveries = pageOf('/v1/webhooks/logs');
   const [transitions, refunds, events, deliveries] = await Promise.allSettled([
+    // All on one page (the API answers every transition).
     api('GET', `/v1/payments/${id}/transitions`),
-    api('GET', '/v1/refunds', { query: { payment_id: id, page_size: 100 } }),
-    api('GET', '/v1/events', { query: { payment_id: id, page_size: 100 } }),
-    api('GET', '/v1/webhooks/logs', { query: { payment_id: id, page_size: 100 } }),
+    readRefunds(1),
+    readEvents(1),
+    readDeliveries(1),
   ]);
   const part = (result, draw) => (result.status === 'fulfilled' ? draw(result.value.data) : errorBox(result.reason));
+  const pagedPart = (result, read, draw, one, many) => (result.status === 'fulfilled' ? growingList(result.value, read, draw, one, many) : errorBox(result.reason));
 
   mount(section,
     h('p', {}, h('a', { href: '#/payments' }, '← All payments')),
@@ -57,22 +68,22 @@ async function render(id, section) {
       { label: 'Applied', cell: (t) => (t.accepted ? 'yes' : `refused${t.note ? `: ${t.note}` : ''}`) },
     ], rows)),
     h('h2', {}, 'Refunds'),
-    part(refunds, (rows) => table([
+    pagedPart(refunds, readRefunds, (rows) => table([
       { label: 'Refund', cell: (r) => shortId(r.id) },
       { label: 'Amount', class: 'num', cell: (r) => `${r.amount} ${r.currency}` },
       { label: 'Status', cell: (r) => badge(r.status) },
       { label: 'Reason', cell: (r) => r.failure_reason ?? '—' },
       { label: 'Metadata', cell: (r) => metadataList(r.metadata) },
       { label: 'Created', cell: (r) => when(r.created_at) },
-    ], rows)),
+    ], rows), 'refund'),
     h('h2', {}, 'Events'),
-    part(events, (rows) => table([
+    pagedPart(events, readEvents, (rows) => table([
       { label: 'Event', cell: (e) => e.type },
       { label: 'Created', cell: (e) => when(e.created_at) },
       { label: 'Body', cell: (e) => h('details', {}, h('summary', {}, 'Show body'), h('pre', {}, JSON.stringify(e, null, 2))) },
-    ], rows)),
+    ], rows), 'event'),
     h('h2', {}, 'Webhook deliveries'),
-    part(deliveries, (rows) => deliveryTable(rows, rerender, errors)));
+    pagedPart(deliveries, readDeliveries, (rows) => deliveryTable(rows, rerender, errors), 'delivery', 'deliveries'));
 }
 
 const row = (label, value) => [h('dt', {}, label), h('dd', {}, value)];
