@@ -14,6 +14,15 @@ if (!secret) {
   console.error('Set WEBHOOK_SECRET to the whsec_ secret returned by PUT /v1/merchant/webhook');
   process.exit(1);
 }
+try {
+  // A secret no one should sign with (the placeholder whsec_… copied as is, a truncated one) is refused here, not on the first delivery.
+  verifyWebhook('{}', {}, secret);
+} catch (error) {
+  if (error instanceof TypeError) {
+    console.error(`WEBHOOK_SECRET: ${error.message}`);
+    process.exit(1);
+  }
+}
 const port = Number(process.env.PORT ?? 4000);
 
 // Deliveries can repeat (retries keep the X-Webhook-Id): remember which ones were handled.
