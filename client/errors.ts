@@ -44,7 +44,7 @@ export class PaymentsApiError extends PaymentsError {
    * The Idempotency-Key the request carried (yours, or the one the SDK generated), else undefined.
    * To try the same operation again later, pass it as `{ idempotencyKey }`: a new call would generate a new key.
    * A payment creation's key replays for as long as the payment exists; a refund's, capture's or card save's
-   * only within IDEMPOTENCY_KEY_RETENTION (24 h by default) of its last use: later, the key is unknown and the
+   * only within IDEMPOTENCY_KEY_RETENTION (24 h by default) of its first answer (a replay does not extend it): later, the key is unknown and the
    * call is a new request (a refund refunds again), so read the state first (refunds.list, cards.list).
    */
   readonly idempotencyKey: string | undefined;
@@ -164,7 +164,7 @@ export class PaymentsApiError extends PaymentsError {
  * No response arrived: a network error or the per-attempt timeout, after any retries. The operation may
  * or may not have been carried out (`mayHaveSucceeded`). Retrying with the same `idempotencyKey` is safe
  * while the service keeps the key: always for payments.create; for refunds.create, payments.capture and
- * cards.create within IDEMPOTENCY_KEY_RETENTION (24 h by default) of its last use — after that the key is
+ * cards.create within IDEMPOTENCY_KEY_RETENTION (24 h by default) of its first answer (a replay does not extend it) — after that the key is
  * forgotten and a retry is a new request (a refund refunds again, a card save saves a second card), so
  * read the state first (refunds.list({ payment_id }), cards.list).
  */

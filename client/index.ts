@@ -58,7 +58,7 @@ export interface IdempotentRequestOptions extends RequestOptions {
    * (`'acme-7f3c9e:order-1042'`).
    *
    * How long a key replays: a payment creation's for as long as the payment exists; a refund's, capture's or
-   * card save's only within IDEMPOTENCY_KEY_RETENTION (24 h by default) of its last use — after that the
+   * card save's only within IDEMPOTENCY_KEY_RETENTION (24 h by default) of its first answer (a replay does not extend it) — after that the
    * key is unknown and a retry is a new request (a refund refunds again, a card save saves a second card).
    */
   idempotencyKey?: string;

@@ -136,13 +136,13 @@ export const IdempotencyKeySchema = extendApi(
 /**
  * The optional Idempotency-Key of POST /v1/refunds, /v1/payments/{id}/capture and /v1/payments/cards:
  * with it, a retry replays the first answer and does not act again while the key is kept — 24 hours
- * after its last use by default (IDEMPOTENCY_KEY_RETENTION, server/domain/payments/idempotency-key-retention.ts);
+ * after its first answer by default (a replay does not extend it) (IDEMPOTENCY_KEY_RETENTION, server/domain/payments/idempotency-key-retention.ts);
  * after that the key is unknown and a retry is a new request. The same key with another body is 409.
  */
 export const OptionalIdempotencyHeaders = z.object({
   'idempotency-key': IdempotencyKeySchema.optional().describe(
     'Optional. A retry with the same key and body returns the first answer (status and resource, Idempotent-Replayed: true) and does not act again ' +
-      'while the key is kept: 24 hours after its last use (the IDEMPOTENCY_KEY_RETENTION default). After that the key is unknown and a retry is a new ' +
+      'while the key is kept: 24 hours after its first answer (the IDEMPOTENCY_KEY_RETENTION default; a replay does not extend it). After that the key is unknown and a retry is a new ' +
       'request — a refund retried then refunds again, a card save saves a second card. The same key with another body is 409',
   ),
 });

@@ -23,7 +23,7 @@ export const ERROR_MESSAGES = {
   overloaded: 'The service is temporarily overloaded; retry after a moment',
   /** A failure after the provider may have acted (answered with Payments-Outcome: unknown). */
   outcomeNotRecorded:
-    'The provider may have acted on this request, but the service could not record its outcome: do not treat it as refused or send it again with a new Idempotency-Key; retry with the same key, or read the resource',
+    'The provider may have acted on this request, but the service could not record its outcome: do not treat it as refused, nor send it again without the same Idempotency-Key; retry with the same key if it had one, otherwise read the resource (GET) before doing anything',
   /** Stored credentials or signing secrets this server cannot decrypt (its operator's key configuration). */
   secretsUnreadable: 'The service cannot read the stored provider credentials right now; nothing was sent to the provider, retry after a moment',
   callbackSignature: (header: string) => `Invalid or missing ${header}`,

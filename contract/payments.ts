@@ -329,7 +329,7 @@ export const paymentsContract = c.router(
       description:
         'Creates a customer at the card provider and attaches the payment method. Only the token, brand, last four digits and expiry are stored. ' +
         'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and does not save the card again within 24 hours of the key\'s ' +
-        'last use (IDEMPOTENCY_KEY_RETENTION; later the key is forgotten and a retry saves a second card); the same key with ' +
+        'first answer (IDEMPOTENCY_KEY_RETENTION; a replay does not extend it; later the key is forgotten and a retry saves a second card); the same key with ' +
         'another body, or while the first request with it is still running after 10 s, is 409.',
       metadata: cards,
       headers: OptionalIdempotencyHeaders,

@@ -45,7 +45,7 @@ export const refundsContract = c.router(
         'its access token could not be had), so nothing was sent: the refund is then failed, and you may ask again. A request whose outcome is ' +
         'unknown (it may have reached the provider) is never 502: it is 201 with the refund pending. ' +
         'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true), showing the refund as it is now, and does not refund ' +
-        'again — within 24 hours of the key\'s last use (IDEMPOTENCY_KEY_RETENTION): after that the key is forgotten and a retry with it is a new refund.',
+        'again — within 24 hours of the key\'s first answer (IDEMPOTENCY_KEY_RETENTION; a replay does not extend it): after that the key is forgotten and a retry with it is a new refund.',
       metadata: { scope: 'refunds:write', tag: 'Refunds' } as const,
       headers: OptionalIdempotencyHeaders,
       body: z.object({ payment_id: UuidSchema, amount: AmountInputSchema.optional(), metadata: metadataSchema('refund', 'a return or ticket number, a reason').optional() }).strict(),

@@ -265,7 +265,7 @@ describe('a create the provider charged whose answer the service could not recor
   const unrecorded: Step = {
     status: 500,
     headers: { 'payments-outcome': 'unknown' },
-    body: envelope('INTERNAL_ERROR', 'The provider may have acted on this request, but the service could not record its outcome: do not treat it as refused or send it again with a new Idempotency-Key; retry with the same key, or read the resource'),
+    body: envelope('INTERNAL_ERROR', 'The provider may have acted on this request, but the service could not record its outcome: do not treat it as refused, nor send it again without the same Idempotency-Key; retry with the same key if it had one, otherwise read the resource (GET) before doing anything'),
   };
   const paid = { id: '00000000-0000-4000-8000-000000000001', status: 'completed' };
 
