@@ -221,6 +221,31 @@ describe('storing cardpay credentials again, no longer using the endpoint the se
     expect(await endpointsOf(secretKey, merchantId)).toEqual([registered]);
   });
 
+  it("the registered endpoint's secret rolled in the dashboard, stored again: the endpoint (the one in use) stays and its events are accepted", async () => {
+    const { apiKey, merchantId } = await t.createMerchant('Secret Rolling Shop');
+    const secretKey = uniqueKey('restore_roll');
+    await storeFor(apiKey, { secret_key: secretKey }).expect(200);
+    const [registered] = await endpointsOf(secretKey, merchantId);
+    // "Roll secret" in the dashboard: the same endpoint signs with a new secret from now on.
+    const rolled = `whsec_rolled_${randomUUID().replace(/-/g, '')}`;
+    await t.sql('UPDATE sandbox_cardpay_webhook_endpoints SET secret = $1 WHERE id = $2', [rolled, registered]);
+
+    await storeFor(apiKey, { secret_key: secretKey, webhook_secret: rolled }).expect(200);
+    expect(await endpointsOf(secretKey, merchantId)).toEqual([registered]);
+
+    // A payment the provider's event completes: delivered by that endpoint, signed with the rolled secret.
+    const created = await t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', randomUUID())
+      .send({ provider: 'cardpay', amount: '14.00', currency: 'USD', payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/r' })
+      .expect(201);
+    const p = created.body.data as { id: string; next_action: { url: string } };
+    await fetch(`${p.next_action.url}${p.next_action.url.includes('?') ? '&' : '?'}auto=complete`, { redirect: 'manual' });
+    await eventually(
+      async () => (await t.sql(`SELECT 1 FROM payment_transitions WHERE payment_id = $1 AND accepted AND trigger = 'callback:payment_intent.succeeded'`, [p.id])).length > 0,
+      15_000,
+      'the payment completed by the provider event',
+    );
+  });
+
   it('a provider that cannot be reached leaves the store 200 (the new credentials stored) and the endpoint where it is', async () => {
     const { apiKey, merchantId } = await t.createMerchant('Restore Outage Shop');
     const secretKey = uniqueKey('restore_outage');

@@ -244,7 +244,8 @@ const REGISTERED_HERE = { registered_by: 'multi-provider-payments' } as const;
  * Credentials stored with a webhook_secret (the merchant's own endpoint) replace ones whose endpoint the
  * service registered just the same: that endpoint is deleted once they are stored — with the replaced
  * secret key too when it is another (on another account, the new key cannot see it) — unless they name
- * its very secret (the merchant kept the endpoint).
+ * its very secret (the merchant kept the endpoint), or, on the new key's account, no endpoint but those
+ * the service registered is at the URL (the secret is then one of theirs, rolled in the dashboard).
  */
 export function prepareCardpayCredentials(
   adapter: CardpayAdapter,
@@ -259,14 +260,23 @@ export function prepareCardpayCredentials(
       return {
         credentials: creds,
         afterStored: async () => {
-          // The endpoint in use is the merchant's: on the new key's account every one at the URL that we did
-          // not register stays; on another account none is it, whoever made it. A new key that may not list
-          // endpoints (a restricted key without that permission) leaves, anywhere, those we did not register.
-          const theirs = await adapter.webhookEndpointsAt(creds, url).then(
-            (at) => new Set(at.filter((e) => !e.registeredHere).map((e) => e.id)),
+          // The endpoint in use is on the new key's account, and it is the one whose secret was given:
+          // - one there we did not register (the merchant made it in the dashboard) is most likely it: those
+          //   stay, the ones we registered there go;
+          // - only ones we registered there: the secret is one of theirs (the merchant rolled its secret in
+          //   the dashboard, same endpoint, new secret), and which one cannot be told: all of them stay.
+          // On another account none is in use, whoever made it (ids are the provider's, unique across
+          // accounts: one seen on the new key's account is never deleted through the replaced key). A new key
+          // that may not list endpoints (a restricted key without that permission) leaves, anywhere, those we
+          // did not register.
+          const staying = await adapter.webhookEndpointsAt(creds, url).then(
+            (at) => {
+              const theirs = at.filter((e) => !e.registeredHere);
+              return new Set((theirs.length > 0 ? theirs : at).map((e) => e.id));
+            },
             () => null,
           );
-          await removeWebhookEndpoints(adapter, keys, url, (e) => !e.registeredHere && (theirs === null || theirs.has(e.id)));
+          await removeWebhookEndpoints(adapter, keys, url, (e) => (staying === null ? !e.registeredHere : staying.has(e.id)));
         },
       };
     }
