@@ -137,7 +137,10 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
   'POST /v1/payments/cards': {
     '409': { message: KEY_REUSED, description: 'The Idempotency-Key was used with another body, or its first request is still running (CONFLICT)' },
     '422': invalid('payment_method_id', 'is required'),
-    '502': { message: `cardpay could not save the card: ${CARDPAY_500}` },
+    '502': {
+      message: `cardpay could not save the card: ${CARDPAY_500}`,
+      description: 'cardpay refused, or could not be reached, before saving the card: nothing was saved. When cardpay did not say whether it acted (no answer in time, a dropped connection, its server error) the customer may have been created and the card attached: the answer carries `Payments-Outcome: unknown` — retry with the same Idempotency-Key, which resumes the save and gets that customer and card back instead of saving a second (PROVIDER_ERROR)',
+    },
   },
   'GET /v1/payments/cards': { '422': invalid('page', 'Number must be greater than or equal to 1') },
   'DELETE /v1/payments/cards/{id}': { '502': { message: `cardpay could not detach the card: ${CARDPAY_500}` } },

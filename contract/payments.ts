@@ -330,8 +330,10 @@ export const paymentsContract = c.router(
         'Creates a customer at the card provider and attaches the payment method. Only the token, brand, last four digits and expiry are stored. ' +
         'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and does not save the card again within 24 hours of the key\'s ' +
         'first answer (IDEMPOTENCY_KEY_RETENTION; a replay does not extend it; later the key is forgotten and a retry saves a second card); the same key with ' +
-        'another body, or while the first request with it is still running after 10 s, is 409.',
-      metadata: cards,
+        'another body, or while the first request with it is still running after 10 s, is 409. ' +
+        'A 502 with `Payments-Outcome: unknown` means the provider may have saved the card (it did not say): the retry with the same key resumes the save ' +
+        'and answers 201 with that card, never a second one; a new key may save a second.',
+      metadata: { ...cards, outcomeMayBeUnknown: true },
       headers: OptionalIdempotencyHeaders,
       body: extendApi(
         z

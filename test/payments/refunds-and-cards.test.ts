@@ -215,6 +215,36 @@ describe('saved cards', () => {
     expect((await t.http.delete(`/v1/payments/cards/${saved.body.data.id}`).set('X-API-Key', key)).status).toBe(404);
   });
 
+  it("a save whose provider answer was lost is 502 with Payments-Outcome: unknown; the retry with its key resumes to 201, one customer and card at the provider", async () => {
+    const email = `lost-answer-${Date.now()}@example.com`;
+    const idem = `card-lost-${Date.now()}`;
+    const save = () => t.http.post('/v1/payments/cards').set('X-API-Key', key).set('Idempotency-Key', idem).send({ payment_method_id: 'pm_card_visa', customer_email: email });
+    // The provider makes the customer; its answer never comes back (the connection drops).
+    await t.http.post('/sandbox/cardpay/_control/lose-answers').send({ count: 1 }).expect(200);
+    let first;
+    try {
+      first = await save();
+    } finally {
+      await t.http.post('/sandbox/cardpay/_control/lose-answers').send({ count: 0 }).expect(200);
+    }
+    expect(first.status).toBe(502);
+    expect(first.headers['payments-outcome']).toBe('unknown');
+    expect(first.body.error.code).toBe('PROVIDER_ERROR');
+    expect(await t.sql('SELECT 1 FROM sandbox_cardpay_customers WHERE email = $1', [email])).toHaveLength(1);
+
+    const retried = await save();
+    expect(retried.status).toBe(201);
+    const [customer] = await t.sql<{ id: string }>('SELECT id FROM sandbox_cardpay_customers WHERE email = $1', [email]);
+    expect(await t.sql('SELECT 1 FROM sandbox_cardpay_customers WHERE email = $1', [email])).toHaveLength(1);
+    expect(await t.sql('SELECT 1 FROM sandbox_cardpay_payment_methods WHERE customer = $1', [customer!.id])).toHaveLength(1);
+    expect((await t.sql('SELECT customer_ref FROM saved_cards WHERE id = $1', [retried.body.data.id]))[0]).toEqual({ customer_ref: customer!.id });
+    // From then on the key replays the card.
+    const replayed = await save();
+    expect(replayed.status).toBe(201);
+    expect(replayed.headers['idempotent-replayed']).toBe('true');
+    expect(replayed.body.data.id).toBe(retried.body.data.id);
+  });
+
   it('a saved card that declines later fails its off-session charge', async () => {
     const saved = await t.http.post('/v1/payments/cards').set('X-API-Key', key).send({ payment_method_id: 'pm_card_chargeCustomerFail' });
     expect(saved.status).toBe(201);

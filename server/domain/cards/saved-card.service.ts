@@ -1,13 +1,22 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { SavedCardSchema, type SavedCard } from '../../persistence/entities/index.js';
-import { DomainError, afterProviderMayHaveActed, notFound } from '../errors.js';
+import { DomainError, OutcomeUnknownError, afterProviderMayHaveActed, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import type { Logger } from '../../observability/logger.js';
 import { ProviderError, type CardVault, type ProviderPort, type ProviderRegistry } from '../ports.js';
 import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
 
+/**
+ * A provider failure as the answer: one that does not say whether the provider acted (no answer in time,
+ * a dropped connection, its server error: `indeterminate`) is an unknown outcome — the customer may have
+ * been created and the card attached — answered 502 with Payments-Outcome: unknown; an Idempotency-Key
+ * keeps no answer for it (`resumable` in save), so a retry with the key resumes with the same provider
+ * idempotency keys and gets what the provider did back instead of a second customer or card. Any other
+ * (`unavailable`: never sent; auth, rate limit: refused before acting) is a plain 502.
+ */
 function providerFailure(err: unknown, action: string): never {
+  if (err instanceof ProviderError && err.kind === 'indeterminate') throw new OutcomeUnknownError('PROVIDER_ERROR', `${err.provider} could not ${action}: ${err.message}`);
   if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${err.provider} could not ${action}: ${err.message}`);
   throw err;
 }
@@ -52,9 +61,9 @@ export class SavedCardService {
   }
 
   /**
-   * Saves a card. With an Idempotency-Key a retry replays the first answer, and a retry after a crash
-   * resumes with the same card id, so the provider's idempotency keys (derived from it) create no
-   * second customer.
+   * Saves a card. With an Idempotency-Key a retry replays the first answer, and a retry after a crash or
+   * an unknown outcome at the provider (502 with Payments-Outcome: unknown) resumes with the same card id,
+   * so the provider's idempotency keys (derived from it) create no second customer nor attach twice.
    */
   async save(merchantId: string, input: SaveCardInput, idempotencyKey?: string): Promise<{ card: SavedCard; replayed: boolean }> {
     const creds = await this.credentials.require(merchantId, this.port.name);
@@ -65,6 +74,9 @@ export class SavedCardService {
       reserve: async () => randomUUID(),
       act: async (id) => (await this.em.fork().findOne(SavedCardSchema, { id })) ?? this.saveAs(id, merchantId, input, creds),
       load: (id) => this.em.fork().findOneOrFail(SavedCardSchema, { id }),
+      // The provider may have saved the card: the retry with the key resumes (the same card id, so the same
+      // provider idempotency keys), never replays the 502 for ever.
+      resumable: (err) => err instanceof OutcomeUnknownError,
     });
     return { card: value, replayed };
   }
