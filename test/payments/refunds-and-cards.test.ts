@@ -245,6 +245,32 @@ describe('saved cards', () => {
     expect(replayed.body.data.id).toBe(retried.body.data.id);
   });
 
+  it("an attach whose answer was lost (the card attached): 502 with Payments-Outcome: unknown; the retry with the key gets that card back, not a second", async () => {
+    const email = `lost-attach-${Date.now()}@example.com`;
+    const idem = `card-lost-attach-${Date.now()}`;
+    const save = () => t.http.post('/v1/payments/cards').set('X-API-Key', key).set('Idempotency-Key', idem).send({ payment_method_id: 'pm_card_visa', customer_email: email });
+    await t.http.post('/sandbox/cardpay/_control/lose-attach-answers').send({ count: 1 }).expect(200);
+    let first;
+    try {
+      first = await save();
+    } finally {
+      await t.http.post('/sandbox/cardpay/_control/lose-attach-answers').send({ count: 0 }).expect(200);
+    }
+    expect(first.status).toBe(502);
+    expect(first.headers['payments-outcome']).toBe('unknown');
+    const [customer] = await t.sql<{ id: string }>('SELECT id FROM sandbox_cardpay_customers WHERE email = $1', [email]);
+    const attached = await t.sql<{ id: string }>('SELECT id FROM sandbox_cardpay_payment_methods WHERE customer = $1', [customer!.id]);
+    expect(attached).toHaveLength(1);
+    expect(await t.sql('SELECT 1 FROM saved_cards WHERE customer_ref = $1', [customer!.id])).toHaveLength(0);
+
+    const retried = await save();
+    expect(retried.status).toBe(201);
+    expect(await t.sql('SELECT 1 FROM sandbox_cardpay_customers WHERE email = $1', [email])).toHaveLength(1);
+    expect(await t.sql('SELECT id FROM sandbox_cardpay_payment_methods WHERE customer = $1', [customer!.id])).toEqual(attached);
+    expect((await t.sql('SELECT payment_method_token, customer_ref FROM saved_cards WHERE id = $1', [retried.body.data.id]))[0])
+      .toEqual({ payment_method_token: attached[0]!.id, customer_ref: customer!.id });
+  });
+
   it('a saved card that declines later fails its off-session charge', async () => {
     const saved = await t.http.post('/v1/payments/cards').set('X-API-Key', key).send({ payment_method_id: 'pm_card_chargeCustomerFail' });
     expect(saved.status).toBe(201);

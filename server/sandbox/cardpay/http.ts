@@ -25,6 +25,9 @@ export interface ApiContext {
   apiVersion: string;
 }
 
+/** `POST /v1/payment_methods/:id/attach`, whose answers the lose-attach-answers control loses. */
+const ATTACH_PATH = /^\/v1\/payment_methods\/[^/]+\/attach$/;
+
 export const ok = (body: unknown, events: SimResponse['events'] = []): SimResponse => ({ status: 200, body, events });
 
 /** Answers `outcome`: its `json` as is when given, else `body` through res.json (which a misreport rewrites). */
@@ -82,6 +85,11 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
         });
         // Done and committed; its answer lost on the way back (the lose-answers control): the connection just drops.
         if (start.losingAnswers && (await takeLoss(onPool(deps.pool), 'cardpay'))) {
+          res.destroy();
+          return;
+        }
+        // The same for an attach alone (the lose-attach-answers control): the card is attached, the answer lost.
+        if (start.losingAttachAnswers && ATTACH_PATH.test(req.path) && (await takeLoss(onPool(deps.pool), 'cardpay', 'lost_answers'))) {
           res.destroy();
           return;
         }

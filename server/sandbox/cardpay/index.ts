@@ -26,6 +26,9 @@ function router(deps: SandboxDeps): Router {
   // provider acted. stripe-node retries a dropped connection once with the same idempotency key (and
   // that answer is lost too while the count lasts): {"count": 2} loses the adapter's answer to one create.
   mountLossCountdown(r, deps.em, 'cardpay', '/_control/lose-answers', 'lose_answers');
+  // The same for attaching a payment method alone (POST /v1/payment_methods/:id/attach): the customer
+  // made before it is answered, the card attached and its answer lost, as a saved card's save may meet.
+  mountLossCountdown(r, deps.em, 'cardpay', '/_control/lose-attach-answers', 'lose_attach_answers', 'lost_answers');
   // The API reads the switches with its first statement (http.ts); the other routes read them here.
   const gate = switchesGate(deps.pool, deps.heldAnswers);
   r.use('/3ds', gate);

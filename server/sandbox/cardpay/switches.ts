@@ -30,6 +30,8 @@ export interface RequestStart {
   listened: string[];
   /** Answers are being lost (the lose-answers control, index.ts): this one may be. */
   losingAnswers: boolean;
+  /** Answers to attach requests are being lost (the lose-attach-answers control, index.ts): this one may be. */
+  losingAttachAnswers: boolean;
 }
 
 /**
@@ -39,8 +41,8 @@ export interface RequestStart {
  * may receive (which endpoints do is still decided when the jobs are committed).
  */
 export async function requestStart(pool: pg.Pool, account: string | null, key: string | undefined): Promise<RequestStart> {
-  const [row] = await readsOnly(pool).query<ControlsRow & Partial<StoredAnswer> & { listened: string[] | null; lost_results: number | null }>(
-    `SELECT ${CONTROLS_COLUMNS}, c.lost_results, i.request_hash, i.response_status, i.response_body,
+  const [row] = await readsOnly(pool).query<ControlsRow & Partial<StoredAnswer> & { listened: string[] | null; lost_results: number | null; lost_answers: number | null }>(
+    `SELECT ${CONTROLS_COLUMNS}, c.lost_results, c.lost_answers, i.request_hash, i.response_status, i.response_body,
             (SELECT array_agg(DISTINCT t) FROM sandbox_cardpay_webhook_endpoints e, unnest(e.enabled_events) AS t WHERE e.account = one.account) AS listened
        FROM (SELECT ?::text AS account) AS one
        LEFT JOIN sandbox_controls c ON c.provider = 'cardpay'
@@ -48,7 +50,7 @@ export async function requestStart(pool: pg.Pool, account: string | null, key: s
     [account ?? '', account && key ? key : ''],
   );
   const stored = row?.request_hash ? { request_hash: row.request_hash, response_status: row.response_status!, response_body: row.response_body } : null;
-  return { switches: controlsOf(row), stored, listened: row?.listened ?? [], losingAnswers: (row?.lost_results ?? 0) > 0 };
+  return { switches: controlsOf(row), stored, listened: row?.listened ?? [], losingAnswers: (row?.lost_results ?? 0) > 0, losingAttachAnswers: (row?.lost_answers ?? 0) > 0 };
 }
 
 /** The switches alone, for the routes that are not the API (the 3-D Secure page, unknown URLs). */
