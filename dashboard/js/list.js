@@ -82,7 +82,9 @@ export function growingList(first, nextPage, draw, one, many = `${one}s`) {
       problem);
   };
   const more = async (e) => {
-    e.currentTarget.disabled = true;
+    // Kept before awaiting: once the handler has awaited, e.currentTarget is null.
+    const button = e.currentTarget;
+    button.disabled = true;
     mount(problem);
     try {
       const answer = await nextPage(meta.page + 1);
@@ -95,7 +97,7 @@ export function growingList(first, nextPage, draw, one, many = `${one}s`) {
       meta = answer.data.length === 0 ? { ...answer.meta, total: rows.length } : answer.meta;
     } catch (err) {
       mount(problem, errorBox(err));
-      e.currentTarget.disabled = false;
+      button.disabled = false;
       return;
     }
     show();
