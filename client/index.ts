@@ -422,7 +422,7 @@ export type PaymentsClient = ReturnType<typeof createPaymentsClient>;
 export { contract } from '../contract/index.js';
 export type { ErrorCode } from '../contract/common.js';
 export { PaymentsAbortError, PaymentsApiError, PaymentsConnectionError, PaymentsError, type ErrorDetail } from './errors.js';
-export { paginate, type Page, type PageMeta } from './pagination.js';
+export { paginate, PAGINATE_REMEMBERED_IDS, type Page, type PageMeta } from './pagination.js';
 export { backoffDelay, parseRetryAfter, type RequestOptions, type RetryInfo } from './transport.js';
 export { verifyWebhook, WebhookVerificationError } from './webhooks.js';
 export { signTestWebhook, type SignedTestWebhook, type SignTestWebhookOptions, type TestWebhookInput } from './test-webhooks.js';

@@ -12,31 +12,41 @@ export interface Page<T> {
 }
 
 /**
- * How many pages' ids paginate remembers. Lists are newest first, so items created while iterating push
- * later items down: an item already yielded comes back only after being pushed across a page boundary,
- * onto one of the next pages. Remembering the last few pages catches that, and keeps memory bounded
- * (a few pages of ids, not every id of a million-row export).
+ * How many of the ids it yielded paginate remembers (the latest ones; a UUID costs about 100 bytes here, so at most about 10 MB).
+ * Lists are newest first, so items created while iterating push later items down: an item already yielded
+ * comes back on a later page once that many places further down. It is skipped while its id is still
+ * remembered, i.e. unless PAGINATE_REMEMBERED_IDS or more items were yielded after it — which takes that many
+ * items created during the walk. Bounded, so a walk over millions of rows does not keep every id.
  */
-const REMEMBERED_PAGES = 3;
+export const PAGINATE_REMEMBERED_IDS = 100_000;
 
 /**
  * Yields every item from `firstPage` on, fetching the next page when the current one is used up.
- * Lists are newest first, so items created while iterating shift later pages: an id seen on this page
- * or one of the three before it is skipped rather than repeated.
+ * Lists are newest first, so items created while iterating shift later pages: an item pushed onto a later
+ * page is skipped rather than repeated, as long as fewer than {@link PAGINATE_REMEMBERED_IDS} (100,000)
+ * items were yielded after it — a repeat takes 100,000 or more items created during the walk.
  */
 export async function* paginate<T extends { id: string }>(fetchPage: (page: number) => Promise<Page<T>>, firstPage = 1): AsyncGenerator<T, void, undefined> {
-  /** The ids of the last REMEMBERED_PAGES pages, oldest first. */
-  const recent: Set<string>[] = [];
+  /** The ids yielded, the latest PAGINATE_REMEMBERED_IDS of them: `order` is a ring, oldest at `next` once full. */
+  const remembered = new Set<string>();
+  const order: string[] = [];
+  let next = 0;
+  const remember = (id: string) => {
+    if (order.length < PAGINATE_REMEMBERED_IDS) {
+      order.push(id);
+    } else {
+      remembered.delete(order[next]!);
+      order[next] = id;
+      next = (next + 1) % PAGINATE_REMEMBERED_IDS;
+    }
+    remembered.add(id);
+  };
   for (let page = firstPage; ; page++) {
     const { data, meta } = await fetchPage(page);
-    const onThisPage = new Set<string>();
-    recent.push(onThisPage);
-    if (recent.length > REMEMBERED_PAGES + 1) recent.shift();
     for (const item of data) {
-      const repeated = recent.some((ids) => ids.has(item.id));
-      // Every id on the page, repeated or not: the window follows the list's positions.
-      onThisPage.add(item.id);
-      if (!repeated) yield item;
+      if (remembered.has(item.id)) continue;
+      remember(item.id);
+      yield item;
     }
     if (data.length === 0 || meta.page * meta.page_size >= meta.total) return;
   }
