@@ -28,7 +28,10 @@ export class PaymentsError extends Error {
  * error code (`UNEXPECTED_RESPONSE` when the body was not the service's error envelope, e.g. a proxy's 502
  * page), or an answer the service never gives, always `UNEXPECTED_RESPONSE`: a redirect (3xx, not followed)
  * or a 2xx without the `{ success: true, data }` envelope (an SSO proxy's login page, a wrong baseUrl).
- * Such an answer came from something else, so for a write (POST, PUT, DELETE) `mayHaveSucceeded` is true.
+ * A redirect did not come from the service, which never redirects, so the request did not reach it:
+ * `mayHaveSucceeded` is false (an http:// baseUrl redirected to https:// fails so: use the https address).
+ * A 2xx without the envelope came from something else after the request may have reached the service, so
+ * for a write (POST, PUT, DELETE) `mayHaveSucceeded` is true.
  * Quote `requestId` when asking for support. The status describes the last attempt only: when
  * `mayHaveSucceeded` is true, the operation may have been (or may yet be) carried out all the same.
  */
@@ -69,8 +72,8 @@ export class PaymentsApiError extends PaymentsError {
    * `earlierAttemptMayHaveSucceeded`, this answer is a 5xx that can follow work, it is `inProgress` for
    * this call's Idempotency-Key, or it carries `Payments-Outcome: unknown`: a 502 PROVIDER_ERROR whose provider did not
    * say whether it acted (a capture may have charged the buyer), or a 500 INTERNAL_ERROR after the provider may have
-   * acted (the service could not record its answer); or it is a write's UNEXPECTED_RESPONSE below 400 (a redirect, a
-   * 2xx without the envelope: not the service's answer). Never retry such a call
+   * acted (the service could not record its answer); or it is a write's UNEXPECTED_RESPONSE 2xx without the envelope
+   * (not the service's answer; a redirect is false: the request never reached the service). Never retry such a call
    * with a new key, nor undo the order on it: retry with `idempotencyKey`, or read the resource's state
    * (e.g. `payments.get`). (false: this call changed nothing; a 502 the provider refused is false.)
    */
@@ -133,9 +136,9 @@ export class PaymentsApiError extends PaymentsError {
       const location = headers.get('location');
       const what =
         status >= 300 && status < 400
-          ? `HTTP ${status} redirect${location ? ` to ${location}` : ''}, which the SDK does not follow (check baseUrl)`
+          ? `HTTP ${status} redirect${location ? ` to ${location}` : ''}, which the SDK does not follow (check baseUrl: use the https:// address the service is at)`
           : status === 0
-            ? 'a redirect, which the SDK does not follow (check baseUrl)'
+            ? 'a redirect, which the SDK does not follow (check baseUrl: use the https:// address the service is at)'
             : `HTTP ${status} without the service's { success: true, data } envelope (content-type ${headers.get('content-type') ?? 'none'}; check baseUrl)`;
       return new PaymentsApiError({ ...known, status, code: 'UNEXPECTED_RESPONSE', message: note(what), requestId: headerRequestId });
     }

@@ -80,8 +80,8 @@ export interface FetcherResult {
    * been, this answer is one that can follow work the service did (a 5xx other than 501, 505, the service's
    * own 503 and 502 PROVIDER_ERROR; a 503 without the error envelope — a proxy's, which may have forwarded
    * the request — and a 502 PROVIDER_ERROR with Payments-Outcome: unknown are such answers), it is the 409 saying
-   * a request with this call's Idempotency-Key is still running, or it is a write's answer the service
-   * would not give (unexpectedAnswer: a redirect, a 2xx without the success envelope).
+   * a request with this call's Idempotency-Key is still running, or it is a write's 2xx without the success
+   * envelope (not a redirect: the service never sends one, and whatever did, did not forward the request).
    */
   mayHaveSucceeded?: true;
   /** The route's `notRepeatable` text, for the error built from this answer. */
@@ -120,7 +120,8 @@ export const isSuccessEnvelope = (body: unknown): boolean =>
  * route, and a redirect to another host would carry X-API-Key and Idempotency-Key there; fetch with
  * `redirect: 'manual'` hands it over as it is, or as an opaque redirect of status 0), any other status
  * below 200, or a 2xx without the success envelope (an SSO proxy's login page, a wrong baseUrl).
- * Something else answered, so it tells nothing of what the request did.
+ * Something else answered. A redirect means the request was not forwarded to the service (it never
+ * redirects); a 2xx without the envelope tells nothing of what a write did (writeUnaccounted).
  */
 export const unexpectedAnswer = (response: Response, body: unknown): boolean =>
   response.type === 'opaqueredirect' || response.status < 200 || (response.status >= 300 && response.status < 400) || (response.status < 300 && !isSuccessEnvelope(body));
@@ -293,8 +294,13 @@ export function createFetcher(options: TransportOptions) {
      */
     const answerMayFollowWork = (response: Response, body: unknown) =>
       mayFollowWork(response.status, body, response) || (stillProcessing(response.status, response) && idempotencyKey !== undefined);
-    /** A write answered by something other than the service: it may have reached the service and run. */
-    const writeUnaccounted = (response: Response, body: unknown) => WRITE_METHODS.has(args.method.toUpperCase()) && unexpectedAnswer(response, body);
+    /**
+     * A write answered 2xx without the success envelope: something between answered in the service's place
+     * after the request may have reached the service and run. Not a redirect (3xx, or an opaque redirect of
+     * status 0): the service never redirects, and a proxy answering one did not forward the request.
+     */
+    const writeUnaccounted = (response: Response, body: unknown) =>
+      WRITE_METHODS.has(args.method.toUpperCase()) && response.type !== 'opaqueredirect' && response.status >= 200 && response.status < 300 && !isSuccessEnvelope(body);
 
     let maybeDone = false;
     const result = (response: Response, body: unknown): FetcherResult => {

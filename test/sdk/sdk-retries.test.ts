@@ -424,17 +424,57 @@ describe('answers the service never gives: a redirect, a 2xx without the success
     expect(retries).toEqual([]);
   });
 
-  it('a 302 on payments.create is not followed: no GET of the list, the create rejects and may have been done', async () => {
+  it('a 302 on payments.create is not followed: no GET of the list, the create rejects and was not done', async () => {
     stub.reset();
     stub.next({ status: 302, headers: { location: '/v1/payments' }, body: '' });
     const { client, retries } = sdk();
     // Followed before: the POST came back as GET /v1/payments and create resolved with the list's array.
     const error = await client.payments.create(visa).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(PaymentsApiError);
-    expect(error).toMatchObject({ status: 302, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: true, idempotencyKey: stub.seen[0]!.idempotencyKey });
+    // The service never redirects: whatever answered 302 did not forward the request, so nothing was done.
+    expect(error).toMatchObject({ status: 302, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: false, idempotencyKey: stub.seen[0]!.idempotencyKey });
     expect((error as Error).message).toMatch(/HTTP 302 redirect to \/v1\/payments/);
     expect(stub.seen.map((r) => `${r.method} ${r.path}`)).toEqual(['POST /v1/payments']);
     expect(retries).toEqual([]);
+  });
+
+  it('an http:// baseUrl redirected to https:// fails every call, writes included, as not done: use the https address', async () => {
+    const { client, retries } = sdk();
+    const writes: (() => Promise<unknown>)[] = [
+      () => client.payments.create(visa),
+      () => client.refunds.create({ payment_id: '00000000-0000-4000-8000-000000000000' }),
+      () => client.merchant.setWebhook('https://shop.example.com/hook'),
+      () => client.cards.delete('00000000-0000-4000-8000-000000000000'),
+    ];
+    for (const call of writes) {
+      stub.reset();
+      stub.next({ status: 301, headers: { location: 'https://payments.example.com/v1/payments' }, body: '' });
+      const error = await call().catch((e: unknown) => e);
+      expect(error).toMatchObject({ status: 301, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: false, earlierAttemptMayHaveSucceeded: false });
+      expect((error as Error).message).toContain('use the https:// address');
+      expect(stub.seen).toHaveLength(1);
+    }
+    expect(retries).toEqual([]);
+  });
+
+  it("a browser's opaque redirect (status 0) on a write is not done either; a 2xx without the envelope still may be", async () => {
+    // What fetch with redirect: 'manual' gives in a browser: type 'opaqueredirect', status 0, no headers.
+    class OpaqueRedirect extends Response {
+      override get type(): ResponseType {
+        return 'opaqueredirect';
+      }
+      override get status() {
+        return 0;
+      }
+    }
+    const answers: Response[] = [];
+    const client = createPaymentsClient({ baseUrl: 'http://payments.test', apiKey, maxRetries: 0, fetch: async () => answers.shift()! });
+    answers.push(new OpaqueRedirect(null, { status: 200 }));
+    const redirected = await client.payments.create(visa).catch((e: unknown) => e);
+    expect(redirected).toMatchObject({ status: 0, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: false });
+    expect((redirected as Error).message).toContain('a redirect, which the SDK does not follow');
+    answers.push(new Response('<html>Sign in</html>', { status: 200, headers: { 'content-type': 'text/html' } }));
+    expect(await client.payments.create(visa).catch((e: unknown) => e)).toMatchObject({ status: 200, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: true });
   });
 
   it('a 307 to another host is not followed: X-API-Key and Idempotency-Key never reach it', async () => {
@@ -451,7 +491,7 @@ describe('answers the service never gives: a redirect, a 2xx without the success
       stub.reset();
       stub.next({ status: 307, headers: { location: `${otherUrl}/v1/payments` }, body: '' });
       const created = await client.payments.create(visa).catch((e: unknown) => e);
-      expect(created).toMatchObject({ status: 307, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: true });
+      expect(created).toMatchObject({ status: 307, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: false });
       stub.reset();
       stub.next({ status: 307, headers: { location: `${otherUrl}/v1/merchant` }, body: '' });
       const read = await client.merchant.get().catch((e: unknown) => e);
