@@ -5,7 +5,7 @@
  * with `verifyWebhook` and no running service.
  */
 import { createHmac, randomUUID } from 'node:crypto';
-import type { PaymentWebhookEvent, TestWebhookEvent, WebhookEvent } from './webhooks.js';
+import { webhookSecretKey, type PaymentWebhookEvent, type TestWebhookEvent, type WebhookEvent } from './webhooks.js';
 
 /** An event to sign: `id` and `created_at` are filled in when left out. */
 export type TestWebhookInput =
@@ -27,15 +27,18 @@ export interface SignedTestWebhook {
   event: WebhookEvent;
 }
 
-/** Signs `event` with the merchant's `whsec_` secret the way the service signs deliveries. */
+/**
+ * Signs `event` with the merchant's `whsec_` secret the way the service signs deliveries. A secret
+ * verifyWebhook refuses (not `whsec_` + the base64 of at least 24 bytes) is the same TypeError here.
+ */
 export function signTestWebhook(event: TestWebhookInput, secret: string, options: SignTestWebhookOptions = {}): SignedTestWebhook {
+  const key = webhookSecretKey(secret, 'signTestWebhook');
   const full = { id: event.id ?? randomUUID(), type: event.type, created_at: event.created_at ?? new Date().toISOString(), data: event.data } as WebhookEvent;
   const body = JSON.stringify(full);
   const deliveryId = options.deliveryId ?? randomUUID();
   const ms = options.timestamp === undefined ? Date.now() : typeof options.timestamp === 'number' ? options.timestamp : options.timestamp.getTime();
   const timestamp = String(Math.floor(ms / 1000));
   const payments = createHmac('sha256', secret).update(`${timestamp}.`).update(body, 'utf8').digest('hex');
-  const key = Buffer.from(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret, 'base64');
   const standard = createHmac('sha256', key).update(`${deliveryId}.${timestamp}.`).update(body, 'utf8').digest('base64');
   return {
     body,

@@ -78,18 +78,21 @@ const SECRET_PREFIX = 'whsec_';
 const MIN_SECRET_BYTES = 24;
 
 /**
- * Throws a TypeError unless `secret` is a `whsec_` secret whose base64 (or base64url) part decodes to at
- * least MIN_SECRET_BYTES bytes. The secret itself never goes into the message.
+ * The HMAC key of the Standard Webhooks signature: the bytes the base64 (or base64url) after `whsec_`
+ * encodes. Throws a TypeError (naming `where`) unless `secret` is a `whsec_` secret encoding at least
+ * MIN_SECRET_BYTES bytes. verifyWebhook and signTestWebhook both go through it, so a secret one refuses the
+ * other refuses too, and both decode it alike. The secret itself never goes into the message.
  */
-function checkSecret(secret: unknown): void {
+export function webhookSecretKey(secret: unknown, where: string): Buffer {
   const shown = typeof secret === 'string' ? `a ${secret.length}-character string` : secret === null ? 'null' : typeof secret;
   const encoded = typeof secret === 'string' && secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : undefined;
-  const bytes = encoded !== undefined && /^[A-Za-z0-9+/_-]+={0,2}$/.test(encoded) ? Buffer.from(encoded, 'base64').length : 0;
-  if (bytes < MIN_SECRET_BYTES) {
+  const key = encoded !== undefined && /^[A-Za-z0-9+/_-]+={0,2}$/.test(encoded) ? Buffer.from(encoded, 'base64') : Buffer.alloc(0);
+  if (key.length < MIN_SECRET_BYTES) {
     throw new TypeError(
-      `verifyWebhook: secret must be the whsec_ secret PUT /v1/merchant/webhook returned (whsec_ + base64 of at least ${MIN_SECRET_BYTES} bytes), got ${shown}${encoded === undefined ? '' : ` encoding ${bytes} bytes`}`,
+      `${where}: secret must be the whsec_ secret PUT /v1/merchant/webhook returned (whsec_ + base64 of at least ${MIN_SECRET_BYTES} bytes), got ${shown}${encoded === undefined ? '' : ` encoding ${key.length} bytes`}`,
     );
   }
+  return key;
 }
 
 /** Throws a TypeError unless toleranceSec and now, when given, are usable: otherwise replay protection would be off. */
@@ -147,12 +150,11 @@ function verifyPaymentsSignature(body: Buffer, headers: HeaderBag, secret: strin
  * Standard Webhooks: `webhook-signature: v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">`
  * (space-separated when there are several) keyed by the bytes the base64 after `whsec_` encodes.
  */
-function verifyStandardSignature(body: Buffer, headers: HeaderBag, secret: string, options: VerifyWebhookOptions): void {
+function verifyStandardSignature(body: Buffer, headers: HeaderBag, key: Buffer, options: VerifyWebhookOptions): void {
   const id = required(headers, 'webhook-id');
   const timestampText = required(headers, 'webhook-timestamp');
   const signatures = required(headers, 'webhook-signature');
   checkTimestamp('webhook-timestamp', timestampText, options);
-  const key = Buffer.from(secret.slice(SECRET_PREFIX.length), 'base64');
   const expected = createHmac('sha256', key).update(`${id}.${timestampText}.`).update(body).digest();
   const given = signatures
     .split(' ')
@@ -178,7 +180,7 @@ function verifyStandardSignature(body: Buffer, headers: HeaderBag, secret: strin
  * timestamp check off).
  */
 export function verifyWebhook(rawBody: string | Uint8Array, headers: HeaderBag, secret: string, options: VerifyWebhookOptions = {}): WebhookEvent {
-  checkSecret(secret);
+  const key = webhookSecretKey(secret, 'verifyWebhook');
   checkOptions(options);
   const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : Buffer.from(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength);
   const standard = header(headers, 'webhook-signature') !== undefined;
@@ -190,7 +192,7 @@ export function verifyWebhook(rawBody: string | Uint8Array, headers: HeaderBag, 
   }
   if (header(headers, 'X-Payments-Signature') !== undefined || !standard) verifyPaymentsSignature(body, headers, secret, options);
   if (standard) {
-    verifyStandardSignature(body, headers, secret, options);
+    verifyStandardSignature(body, headers, key, options);
     if (deliveryId !== undefined && deliveryId !== header(headers, 'webhook-id')) {
       throw new WebhookVerificationError('signature_mismatch', 'X-Webhook-Id is not the signed webhook-id');
     }

@@ -112,6 +112,15 @@ describe('verifyWebhook', () => {
       expect(verifyWebhook(signed.body, signed.headers, good, { now }).type).toBe('webhook.test');
     }
 
+    // signTestWebhook checks and decodes the secret the same way: it signed with every one of these, so a
+    // merchant's test passed a secret their receiver's verifyWebhook throws on.
+    const event = { type: 'webhook.test', data: { message: 'hi', merchant_id: 'm_1' } } as const;
+    for (const bad of ['', 'whsec_', 'whsec_…', 'whsec_abcd', tooShort, `${secret}\n`, secret.slice('whsec_'.length), `whsec_${randomBytes(32).toString('hex')}!`, undefined as unknown as string]) {
+      expect(() => verifyWebhook(body, headersFor(ts), bad, { now })).toThrow(TypeError);
+      expect(() => signTestWebhook(event, bad, { timestamp: now })).toThrow(TypeError);
+    }
+    expect(() => signTestWebhook(event, 'whsec_abcd')).toThrow(/^signTestWebhook: secret must be .*got a 10-character string encoding 3 bytes$/);
+
     // A delivery signed ten days ago: replayable for ever under a NaN tolerance or an invalid clock.
     const stale = headersFor(ts - 864_000);
     for (const toleranceSec of [NaN, Infinity, -1, '300' as unknown as number]) {
