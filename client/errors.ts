@@ -16,6 +16,32 @@ export interface ErrorDetail {
  */
 export const outcomeUnknown = (headers: Headers) => headers.get(OUTCOME_HEADER.name) === OUTCOME_HEADER.unknown;
 
+/** The service's error envelope, read: `{ success: false, error: { code, message, details?, request_id? } }`. */
+export interface ServiceErrorEnvelope {
+  code: string;
+  message: string;
+  details: ErrorDetail[];
+  requestId: string | null;
+}
+
+/**
+ * The one reading of the service's error envelope, used wherever the SDK asks whether an answer is the
+ * service's own refusal (retries, mayHaveSucceeded, the error's code, a DELETE's 404): `success: false`
+ * and an `error` with a non-empty string `code` and a string `message`. Anything else (a proxy's JSON that
+ * merely has an `error.code`, an envelope missing its message) is not the service's: undefined.
+ */
+export function parseErrorEnvelope(body: unknown): ServiceErrorEnvelope | undefined {
+  if (!isRecord(body) || body.success !== false || !isRecord(body.error)) return undefined;
+  const { code, message, details, request_id: requestId } = body.error;
+  if (typeof code !== 'string' || code === '' || typeof message !== 'string') return undefined;
+  return {
+    code,
+    message,
+    details: Array.isArray(details) ? (details.filter(isDetail) as ErrorDetail[]) : [],
+    requestId: typeof requestId === 'string' && requestId ? requestId : null,
+  };
+}
+
 export class PaymentsError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -118,7 +144,7 @@ export class PaymentsApiError extends PaymentsError {
     call: { earlierAttemptMayHaveSucceeded?: boolean; mayHaveSucceeded?: boolean; notRepeatable?: string } = {},
   ): PaymentsApiError {
     const headerRequestId = headers.get('x-request-id');
-    const error = isRecord(body) && isRecord(body.error) ? body.error : undefined;
+    const error = parseErrorEnvelope(body);
     const unknown = outcomeUnknown(headers);
     const known = {
       body,
@@ -142,15 +168,14 @@ export class PaymentsApiError extends PaymentsError {
             : `HTTP ${status} without the service's { success: true, data } envelope (content-type ${headers.get('content-type') ?? 'none'}; check baseUrl)`;
       return new PaymentsApiError({ ...known, status, code: 'UNEXPECTED_RESPONSE', message: note(what), requestId: headerRequestId });
     }
-    if (error && typeof error.code === 'string' && typeof error.message === 'string') {
-      const details = Array.isArray(error.details) ? (error.details.filter(isDetail) as ErrorDetail[]) : [];
+    if (error) {
       return new PaymentsApiError({
         ...known,
         status,
         code: error.code as ErrorCode,
         message: note(error.message),
-        requestId: typeof error.request_id === 'string' && error.request_id ? error.request_id : headerRequestId,
-        details,
+        requestId: error.requestId ?? headerRequestId,
+        details: error.details,
       });
     }
     return new PaymentsApiError({

@@ -22,7 +22,7 @@ import {
   type RefundSchema,
   type SavedCardSchema,
 } from '../contract/index.js';
-import { PaymentsApiError } from './errors.js';
+import { parseErrorEnvelope, PaymentsApiError } from './errors.js';
 import { paginate, type Page } from './pagination.js';
 import type { WebhookEvent } from './webhooks.js';
 import { checkDelayMs, checkMaxRetries, checkTimeoutMs, createFetcher, isSuccessEnvelope, type FetcherResult, type RequestOptions, type RetryInfo } from './transport.js';
@@ -210,8 +210,8 @@ async function deleted<T extends { status: number; body: unknown; headers: Heade
   gone: DataOf<Success<T>['body']>,
 ): Promise<WithResponse<DataOf<Success<T>['body']>>> {
   const response = await pending;
-  const code = (response.body as { error?: { code?: unknown } } | null | undefined)?.error?.code;
-  if (response.status === 404 && code === 'NOT_FOUND' && (response as unknown as FetcherResult).earlierAttemptMayHaveSucceeded) {
+  // The service's own NOT_FOUND (its envelope, read as every error is): not a proxy's 404 that looks like it.
+  if (response.status === 404 && parseErrorEnvelope(response.body)?.code === 'NOT_FOUND' && (response as unknown as FetcherResult).earlierAttemptMayHaveSucceeded) {
     return attachResponse(gone, response, { alreadyDeleted: true });
   }
   return data(Promise.resolve(response));

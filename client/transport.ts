@@ -10,7 +10,7 @@
  */
 import type { ApiFetcherArgs, AppRoute } from '@ts-rest/core';
 import { IdempotencyKeySchema } from '../contract/common.js';
-import { outcomeUnknown, PaymentsAbortError, PaymentsConnectionError } from './errors.js';
+import { outcomeUnknown, parseErrorEnvelope, PaymentsAbortError, PaymentsConnectionError } from './errors.js';
 
 /** Options that apply to one call and override the client's defaults. */
 export interface RequestOptions {
@@ -95,11 +95,8 @@ export interface FetcherResult {
  * never heal, and 502 PROVIDER_ERROR is a provider's final answer (isRetryableResponse).
  */
 const retryableStatus = (status: number) => status === 408 || status === 429 || (status >= 500 && status <= 599 && status !== 501 && status !== 505);
-/** The service's `{ success: false, error: { code, message } }` envelope. */
-const isErrorEnvelope = (body: unknown): boolean => {
-  const error = typeof body === 'object' && body !== null && (body as { success?: unknown }).success === false ? (body as { error?: unknown }).error : undefined;
-  return typeof error === 'object' && error !== null && typeof (error as { code?: unknown }).code === 'string';
-};
+/** The service's `{ success: false, error: { code, message } }` envelope (parseErrorEnvelope, as PaymentsApiError reads it). */
+const isErrorEnvelope = (body: unknown): boolean => parseErrorEnvelope(body) !== undefined;
 /**
  * Retried answers that do not prove the request was not carried out: every retried 5xx but the service's own
  * 503 (408, 429 and the service's 503, in its error envelope, refuse the request before any work). A 503
@@ -200,7 +197,8 @@ export function checkMaxRetries(value: unknown, where: string): number {
  */
 const stillProcessing = (status: number, response: Response) => status === 409 && response.headers.has('retry-after');
 
-const isProviderError = (body: unknown) => (body as { error?: { code?: unknown } } | null)?.error?.code === 'PROVIDER_ERROR';
+/** The service's 502 PROVIDER_ERROR, in its envelope: a look-alike from something else is not a provider's final answer. */
+const isProviderError = (body: unknown) => parseErrorEnvelope(body)?.code === 'PROVIDER_ERROR';
 
 function isRetryableResponse(status: number, body: unknown, response: Response): boolean {
   if (stillProcessing(status, response)) return true;

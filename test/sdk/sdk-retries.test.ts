@@ -506,6 +506,50 @@ describe('answers the service never gives: a redirect, a 2xx without the success
   });
 });
 
+describe("the service's error envelope is read one way: success false, error.code and error.message", () => {
+  const card = '00000000-0000-4000-8000-000000000000';
+
+  it("a 503 is the service's own refusal (not done) only in its whole envelope; otherwise maybe done, and never named with the service's code", async () => {
+    const { client } = sdk({ maxRetries: 0 });
+    const cases: [unknown, { code: string; mayHaveSucceeded: boolean }][] = [
+      [{ success: false, error: { code: 'INTERNAL_ERROR', message: 'Temporarily unavailable', request_id: 'r1' } }, { code: 'INTERNAL_ERROR', mayHaveSucceeded: false }],
+      // No message: the retry logic took it for the service's 503 (not done) while the error called it not the envelope.
+      [{ success: false, error: { code: 'INTERNAL_ERROR' } }, { code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: true }],
+      // No success: false (a proxy's JSON): the error carried the service's code while the retry logic called it a proxy's.
+      [{ error: { code: 'INTERNAL_ERROR', message: 'upstream reset' } }, { code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: true }],
+    ];
+    for (const [body, expected] of cases) {
+      stub.reset();
+      stub.next({ status: 503, body });
+      expect({ body, error: await client.payments.create(visa).catch((e: unknown) => e) }).toMatchObject({ body, error: { status: 503, ...expected } });
+    }
+  });
+
+  it("a 502 that only looks like PROVIDER_ERROR (no success: false) is a proxy's: retried, and a write's is maybe done", async () => {
+    stub.reset();
+    const lookalike: Scripted = { status: 502, body: { error: { code: 'PROVIDER_ERROR', message: 'bad gateway' } } };
+    stub.next(lookalike);
+    const { client, retries } = sdk({ maxRetries: 1 });
+    await expect(client.merchant.get()).resolves.toMatchObject({ name: 'Retry Shop' });
+    expect(retries.map((r) => r.status)).toEqual([502]);
+    stub.reset();
+    stub.next(lookalike);
+    const error = await sdk({ maxRetries: 0 }).client.payments.create(visa).catch((e: unknown) => e);
+    expect(error).toMatchObject({ status: 502, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: true });
+  });
+
+  it("a DELETE's retry resolves as already deleted only on the service's own 404 NOT_FOUND envelope", async () => {
+    const lost: Scripted = { status: 500, body: { success: false, error: { code: 'INTERNAL_ERROR', message: 'lost', request_id: 'r500' } } };
+    const { client } = sdk({ maxRetries: 1 });
+    stub.reset();
+    stub.next(lost, { status: 404, body: { success: false, error: { code: 'NOT_FOUND', message: 'Card not found', request_id: 'r404' } } });
+    await expect(client.cards.delete(card)).resolves.toEqual({ id: card, deleted: true });
+    stub.reset();
+    stub.next(lost, { status: 404, body: { error: { code: 'NOT_FOUND' } } });
+    expect(await client.cards.delete(card).catch((e: unknown) => e)).toMatchObject({ status: 404, code: 'UNEXPECTED_RESPONSE', mayHaveSucceeded: true });
+  });
+});
+
 describe('without AbortSignal.any (Node before 20.3; the package supports 18.18)', () => {
   const any = AbortSignal.any;
   beforeAll(() => {
