@@ -47,10 +47,10 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /** Merchant webhook attempts this process made, by the delivery's status after each (delivered, retrying, dead). */
+  /** Merchant webhook attempts this process made, by the delivery's status after each (delivered, retrying, dead: only the scheduled attempt that used up the retry schedule, see DeliveryService.attempt). */
   readonly webhookDeliveryAttempts = new Counter({
     name: 'webhook_delivery_attempts_total',
-    help: "Merchant webhook attempts, by the delivery's status after the attempt (delivered, retrying, dead)",
+    help: "Merchant webhook attempts, by the delivery's status after the attempt (delivered, retrying, dead: once per delivery, when its retry schedule is used up)",
     labelNames: ['status'] as const,
     registers: [this.registry],
   });

@@ -116,6 +116,39 @@ describe('business metrics on /metrics', () => {
     expect([attempts(after, 'retrying'), attempts(after, 'dead'), attempts(after, 'delivered')]).toEqual([5, 1, 0]);
   }, 30_000);
 
+  it("a merchant's retry or recover of a dead delivery failing again is not counted dead: only its death through the schedule is", async () => {
+    const shop = await t.createMerchant('Still Down Shop');
+    // Nothing listens on the port: every attempt is refused.
+    await t.http.put('/v1/merchant/webhook').set('X-API-Key', shop.apiKey).send({ webhook_url: `http://127.0.0.1:${await freePort()}/hooks` }).expect(200);
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', shop.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_metrics_0002' } }).expect(200);
+    const dead = (s: Samples) => total(s, 'webhook_delivery_attempts_total', { status: 'dead' });
+    const before = await scrape();
+    const res = await t.http.post('/v1/payments').set('X-API-Key', shop.apiKey).set('Idempotency-Key', `metrics-down-${Date.now()}`)
+      .send({ provider: 'cardpay', amount: '12.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
+    const deliveryOf = async () => {
+      const logged = await t.http.get(`/v1/webhooks/logs?payment_id=${res.body.data.id}`).set('X-API-Key', shop.apiKey).expect(200);
+      return logged.body.data[0] as { id: string; status: string; attempts: number } | undefined;
+    };
+    // The first attempt and the five retries of the test schedule fail: the death the operator is told of.
+    const died = await eventually(async () => ((await deliveryOf())?.status === 'dead' ? deliveryOf() : null), 20_000, 'the delivery to die');
+    const afterDeath = await scrape();
+    expect(dead(afterDeath) - dead(before)).toBe(1);
+
+    // The merchant retries it by hand: it fails again, and stays dead.
+    const retried = await t.http.post(`/v1/webhooks/logs/${died!.id}/retry`).set('X-API-Key', shop.apiKey).expect(200);
+    expect(retried.body.data).toMatchObject({ status: 'dead', attempts: died!.attempts + 1 });
+    expect(dead(await scrape()) - dead(afterDeath)).toBe(0);
+
+    // And recovers it with the endpoint still down: one attempt, dead again.
+    const recovered = await t.http.post('/v1/webhooks/recover').set('X-API-Key', shop.apiKey).send({ since: new Date(Date.now() - 3_600_000).toISOString() }).expect(200);
+    expect(recovered.body.data.queued).toBe(1);
+    await eventually(async () => {
+      const d = await deliveryOf();
+      return d?.status === 'dead' && d.attempts === died!.attempts + 2 ? d : null;
+    }, 20_000, 'the recovered delivery to die again');
+    expect(dead(await scrape()) - dead(afterDeath)).toBe(0);
+  }, 60_000);
+
   it('job queue depth and lag: a job due 30 s ago that no worker handles shows up by name', async () => {
     await t.sql(`INSERT INTO agenda_jobs (name, next_run_at, type, priority) VALUES ('metrics-probe-unhandled', now() - interval '30 seconds', 'normal', 0)`);
     const s = await eventually(async () => {

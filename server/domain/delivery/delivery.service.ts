@@ -312,14 +312,20 @@ export class DeliveryService {
     // the holder of the current lease adds attempts.
     // A test event is never retried on the schedule: one that recover queued again is dead on a failure, as at first.
     const failure = onFailure === 'schedule' && leased.eventType === TEST_EVENT_TYPE ? 'dead' : onFailure;
-    const outcome = result.ok
-      ? await this.recordDelivered({ ...record, url, leaseToken: leased.leaseToken })
-      : failure !== 'schedule'
-      ? await finishAttempt(this.em, leased.id, leased.leaseToken, { ...update, next: { kind: failure } }, record)
-      : await finishAttempt(this.em, leased.id, leased.leaseToken, {
-          ...update,
-          next: afterFailedAttempt(this.config.retryScheduleMs, (await countScheduledAttempts(this.em, leased.id)) + 1),
-        }, record);
+    // Whether a `dead` outcome is a death the operator is told of (see below).
+    let usedUpSchedule = false;
+    let outcome: AttemptOutcome | null;
+    if (result.ok) {
+      outcome = await this.recordDelivered({ ...record, url, leaseToken: leased.leaseToken });
+    } else if (failure !== 'schedule') {
+      outcome = await finishAttempt(this.em, leased.id, leased.leaseToken, { ...update, next: { kind: failure } }, record);
+    } else {
+      const earlier = await countScheduledAttempts(this.em, leased.id);
+      // A recovered delivery (recover leaves it `pending` with its attempts) that had already used up the
+      // schedule dies again after this one attempt: that death was counted when it first died.
+      usedUpSchedule = !(leased.status === 'pending' && earlier > this.config.retryScheduleMs.length);
+      outcome = await finishAttempt(this.em, leased.id, leased.leaseToken, { ...update, next: afterFailedAttempt(this.config.retryScheduleMs, earlier + 1) }, record);
+    }
     if (!outcome) {
       // Sent (the merchant may see it twice: at-least-once), but the row belongs to whoever holds it now.
       this.logger.warn(
@@ -328,10 +334,13 @@ export class DeliveryService {
       );
       return { outcome: null, result };
     }
-    // A failed test event is the merchant checking an endpoint (often one not up yet), not an event lost:
-    // it is left out of the `dead` attempts, as out of the dead gauge (store-metrics), so no key with
-    // webhooks:write can fire the operator's dead-deliveries alert. A delivered one counts as any other.
-    if (!(leased.eventType === TEST_EVENT_TYPE && outcome.status === 'dead')) this.attempts.inc({ status: outcome.status });
+    // `dead` counts a delivery's death through its retry schedule, once: the scheduled attempt that used
+    // the schedule up. A failed manual retry of a dead delivery, a recovered dead delivery failing again
+    // and a failed test event (the merchant checking an endpoint, often one not up yet; also left out of
+    // the dead gauge, store-metrics) are merchant actions, not events lost: they are not counted at all,
+    // so no key with webhooks:write can fire the operator's dead-deliveries alert. Delivered and retrying
+    // attempts count whatever their trigger.
+    if (outcome.status !== 'dead' || usedUpSchedule) this.attempts.inc({ status: outcome.status });
     // Never the body, the URL's query or the secret: ids, type and outcome only.
     this.logger.info(
       { deliveryId: leased.id, eventType: leased.eventType, attempt: attemptNumber, trigger, responseStatus: result.responseStatus, status: outcome.status },
