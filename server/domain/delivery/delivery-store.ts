@@ -81,10 +81,12 @@ export async function leaseDelivery(em: EntityManager, id: string, leaseMs: numb
  *
  * Within a merchant, first attempts (`attempts = 0`: new events) and the others (retries, and what
  * POST /v1/webhooks/recover queued again, all due at once) take turns, each oldest first: a class's
- * n-th pick ranks after its attempts in flight plus n, ties going to first attempts. So a recovered
- * backlog of thousands does not delay a new payment's event behind all of it (it goes out as soon as a
- * slot frees), and the backlog is not starved by a stream of new events either: while both wait, each
- * class gets about half of the merchant's share (with a share of 1, first attempts go first).
+ * n-th pick ranks after its attempts in flight plus n, ties going to the one due first (then to first
+ * attempts). So a recovered backlog of thousands does not delay a new payment's event behind all of it
+ * (it goes out as soon as a slot frees), and neither class is starved by a stream of the other: while
+ * both wait, each gets about half of the merchant's share. With a share of 1 every claim is such a tie,
+ * so the merchant's deliveries go one at a time in the order they fell due (a tie going to first
+ * attempts would starve a due retry for as long as new events keep coming).
  * (merchant_id, least(attempts, 1), next_attempt_at) finds each class's oldest without reading the other.
  */
 export async function leaseDueDeliveries(em: EntityManager, limit: number, leaseMs: number, perMerchant: number): Promise<LeasedDelivery[]> {
@@ -124,7 +126,7 @@ export async function leaseDueDeliveries(em: EntityManager, limit: number, lease
                 LIMIT greatest(?::int - busy.n, 0))) c
         WHERE m.merchant_id IS NOT NULL),
      candidates AS (
-       SELECT id, next_attempt_at, busy + row_number() OVER (PARTITION BY merchant_id ORDER BY turn, again, next_attempt_at) AS place
+       SELECT id, next_attempt_at, busy + row_number() OVER (PARTITION BY merchant_id ORDER BY turn, next_attempt_at, again) AS place
          FROM picks),
      due AS (
        SELECT w.id FROM webhook_deliveries w
