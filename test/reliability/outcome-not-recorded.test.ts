@@ -14,7 +14,7 @@ import { eventually } from '../support/webhook-receiver.js';
 // simulator's own tables): a creation or refund found at the provider by our id, a capture sent again
 // with the same PayPal-Request-Id, which the simulator answers with the first capture.
 //
-// The simulator runs in its own process and answers after 6 s (it has acted already; the time leaves room to take the pool on a loaded machine); meanwhile the api
+// The simulator runs in its own process and answers after 3 s (it has acted already); meanwhile the api
 // process's two pooled connections are taken by two other creates waiting on a lock, so the write of the
 // answer finds no connection within DATABASE_ACQUIRE_TIMEOUT.
 
@@ -60,7 +60,7 @@ async function holdTheApiPool(): Promise<() => Promise<Answer[]>> {
   const blocked = Array.from({ length: POOL_MAX }, () => post('/v1/payments', card, unique('blocker')));
   await eventually(
     async () => (await holder.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)).rows[0]!.n >= POOL_MAX,
-    5_000,
+    2_000,
     'the api connections waiting on the lock',
   );
   return async () => {
@@ -86,7 +86,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   const providerPort = await freePort();
   provider = await startProcess('api', {
-    ...baseEnv(db.url, `http://127.0.0.1:${providerPort}`, { SANDBOX_LATENCY_MS: '6000' }),
+    ...baseEnv(db.url, `http://127.0.0.1:${providerPort}`, { SANDBOX_LATENCY_MS: '3000' }),
     PORT: String(providerPort),
   }, { name: 'slow-provider' });
   const apiPort = await freePort();
@@ -96,8 +96,8 @@ beforeAll(async () => {
       WALLETPAY_BASE_URL: `${provider.url}/sandbox/walletpay`,
       DATABASE_POOL_MAX: String(POOL_MAX),
       DATABASE_ACQUIRE_TIMEOUT: '300ms',
-      PROVIDER_TIMEOUT_MS: '9000',
-      IDEMPOTENCY_LEASE: '20s',
+      PROVIDER_TIMEOUT_MS: '4000',
+      IDEMPOTENCY_LEASE: '9s',
     }),
     PORT: String(apiPort),
   }, { name: 'tiny-pool-api' });
@@ -142,7 +142,7 @@ describe('the provider acted, then no database connection was free to record its
     expect(await intentsOf(reserved!.id)).toEqual([{ id: charge!.id, status: 'succeeded' }]);
     expect(await sql(db.url, 'SELECT count(*)::int AS n FROM sandbox_cardpay_idempotency WHERE idempotency_key = $1', [`payment-${reserved!.id}`])).toEqual([{ n: 1 }]);
     expect(await sql(db.url, 'SELECT recovery_point FROM idempotency_keys WHERE key = $1', [key])).toEqual([{ recovery_point: 'finished' }]);
-  }, 150_000);
+  }, 90_000);
 
   it('POST /v1/refunds: 500 with Payments-Outcome: unknown (not 503), the refund pending; the retry with the key completes it, refunded once', async () => {
     const paid = await post('/v1/payments', card, unique('paid'));
@@ -170,7 +170,7 @@ describe('the provider acted, then no database connection was free to record its
     expect(again.body.data).toMatchObject({ id: reserved!.id, status: 'completed', amount: '15.00' });
     expect(await sql(db.url, 'SELECT status, provider_ref FROM refunds WHERE payment_id = $1', [payment.id])).toEqual([{ status: 'completed', provider_ref: refunds[0]!.id }]);
     expect(await sql(db.url, 'SELECT amount_refunded_minor::text AS refunded FROM payments WHERE id = $1', [payment.id])).toEqual([{ refunded: '1500' }]);
-  }, 150_000);
+  }, 90_000);
 
   it('POST /v1/payments/{id}/capture: 500 with Payments-Outcome: unknown (not 503), the payment pending; the retry with the key sends the capture again with its PayPal-Request-Id, captured once', async () => {
     const created = await post('/v1/payments', { provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' }, unique('order'));
@@ -197,7 +197,7 @@ describe('the provider acted, then no database connection was free to record its
     expect(again.body.data).toMatchObject({ id: payment.id, status: 'completed', provider_ref: payment.provider_ref, amount: '45.00' });
     expect(await capturesAt()).toEqual([{ id: expect.any(String), amount_minor: '4500', status: 'COMPLETED' }]);
     expect(await sql(db.url, 'SELECT recovery_point FROM idempotency_keys WHERE key = $1', [key])).toEqual([{ recovery_point: 'finished' }]);
-  }, 150_000);
+  }, 90_000);
 
   it('leaves no API key or provider secret in any process log', async () => {
     await stopAllProcesses();
