@@ -57,8 +57,8 @@ function terminate(proc: { pid: number; exited: Promise<unknown> }): () => Promi
 
 describe('graceful shutdown with keep-alive clients', () => {
   it('closes busy keep-alive connections after their next response and exits 0 long before SHUTDOWN_TIMEOUT_MS', async () => {
-    // ROLE=all: the job drain runs too. Simulator answers are held 3 s: a request under way at SIGTERM.
-    const proc = await startProcess('all', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '20000', SANDBOX_LATENCY_MS: '3000' }));
+    // ROLE=all: the job drain runs too. Simulator answers are held 5 s: a request under way at SIGTERM.
+    const proc = await startProcess('all', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '20000', SANDBOX_LATENCY_MS: '5000' }));
     const base = proc.url!;
     const answers: Answer[] = [];
     const ended: string[] = [];
@@ -83,7 +83,9 @@ describe('graceful shutdown with keep-alive clients', () => {
     // One more client whose request is under way when SIGTERM arrives; it asks /readyz on the same connection next.
     const heldAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     const held = get(base, heldAgent, '/sandbox/cardpay/v1/balance').then(async (first) => ({ first, next: await get(base, heldAgent, '/readyz') }));
-    await new Promise((r) => setTimeout(r, 300));
+    // Long enough for the request to be read on a loaded machine (a connection that has sent no whole
+    // request for a second is closed by the stop, as it should be), well inside the simulator's 5 s.
+    await new Promise((r) => setTimeout(r, 1500));
 
     const { code, elapsedMs: elapsed } = await terminate(proc)();
     stopLoops = true;
