@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -77,7 +77,8 @@ describe('signed delivery', () => {
       created_at: expect.any(String),
       data: { payment_id: paymentId, amount: '25.00', currency: 'USD', provider: 'cardpay', status: 'completed', previous_status: 'pending' },
     });
-    expect(() => verifyWebhook(req!.body, req!.headers, 'whsec_wrong')).toThrow(/signature/);
+    // Another well-formed secret (a malformed one is a TypeError before any signature is checked).
+    expect(() => verifyWebhook(req!.body, req!.headers, `whsec_${randomBytes(32).toString('base64')}`)).toThrow(/signature/);
 
     expect(await attemptsOf(t, deliveryId)).toEqual([
       { attempt_number: 1, trigger: 'scheduled', response_status: 200, error: null, duration_ms: expect.any(Number) },
