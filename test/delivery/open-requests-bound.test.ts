@@ -79,7 +79,8 @@ describe("a merchant's open webhook requests in a process", () => {
         })),
     );
     // The refusals come while the requests let through are still waiting for their answers (60 s away).
-    await waitFor(async () => (answered.length >= 200 - BOUND && silent.stats().requests >= BOUND ? true : null), 'the test events beyond the bound to be refused');
+    // 200 requests at once on a loaded 2-CPU CI machine: up to a minute (10 s when it is quiet).
+    await waitFor(async () => (answered.length >= 200 - BOUND && silent.stats().requests >= BOUND ? true : null), 'the test events beyond the bound to be refused', 60_000);
     expect(silent.stats()).toEqual({ connections: BOUND, open: BOUND, mostOpen: BOUND, requests: BOUND });
     expect(answered).toHaveLength(200 - BOUND);
     for (const r of answered) {
@@ -116,5 +117,5 @@ describe("a merchant's open webhook requests in a process", () => {
     await Promise.all(all);
     const again = await t.http.post('/v1/webhooks/test').set('X-API-Key', a.apiKey).send({});
     expect([again.status, again.body.data.delivered]).toEqual([200, true]);
-  }, 60_000);
+  }, 120_000);
 });
