@@ -1,11 +1,15 @@
 import { readFileSync } from 'node:fs';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, afterEach, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { MAX_REVERSAL_RESENDS, RESEND_AFTER_REPORT_CHECKS } from '../../server/domain/refunds/refund-sync.service.js';
 import { callbackToken } from '../../server/providers/mobilemoney/callback.js';
 import { runCli } from '../support/processes.js';
 import { inProcessLogFile } from '../support/secret-audit.js';
 import { TEST_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
+
+// Each case walks a reversal through several status checks and repeats: on a loaded 2-CPU CI run
+// that takes over jest's default 30 s.
+jest.setTimeout(120_000);
 
 /**
  * A mobile-money reversal the operator acknowledged but whose result callback was lost. The refund sync
@@ -74,12 +78,12 @@ const loseResults = async (count: number) => {
 const loseAnswers = async (count: number) => {
   await t.http.post('/sandbox/mobilemoney/_control/lose-answers').send({ count }).expect(200);
 };
-const untilLost = (what: string) => eventually(async () => ((await control()).lost_results === 0 ? true : null), 10_000, what);
+const untilLost = (what: string) => eventually(async () => ((await control()).lost_results === 0 ? true : null), 20_000, what);
 const holdResults = async (count: number) => {
   await t.http.post('/sandbox/mobilemoney/_control/hold-results').send({ count }).expect(200);
 };
 const heldResults = async () => (await t.sql<{ n: number }>(`SELECT count(*)::int AS n FROM sandbox_held_results WHERE provider = 'mobilemoney'`))[0]!.n;
-const untilHeld = (count: number, what: string) => eventually(async () => ((await heldResults()) === count ? true : null), 10_000, what);
+const untilHeld = (count: number, what: string) => eventually(async () => ((await heldResults()) === count ? true : null), 20_000, what);
 /** The operator sends the result it held longest now (it arrives late); answered once our endpoint answered it. */
 const releaseOne = async () => (await t.http.post('/sandbox/mobilemoney/_control/release-results').send({ count: 1 }).expect(200)).body as { released: number; statuses: number[] };
 
@@ -118,7 +122,7 @@ const refundSettled = (refundId: string, status: 'completed' | 'failed') =>
   eventually(async () => {
     const r = await getRefund(refundId);
     return r.status === status ? r : null;
-  }, 15_000, `the refund ${status}`);
+  }, 30_000, `the refund ${status}`);
 
 /**
  * RESEND_AFTER_REPORT_CHECKS checks about `request`, each one's report answered that no such reversal
@@ -128,7 +132,7 @@ const refundSettled = (refundId: string, status: 'completed' | 'failed') =>
 async function reportsFindNothing(refundId: string, request: string): Promise<void> {
   for (let check = 1; check <= RESEND_AFTER_REPORT_CHECKS; check++) {
     await syncCheck(refundId);
-    await eventually(async () => ((await reportsAsked(refundId, request)).filter((r) => r.result_code !== null).length === check ? true : null), 10_000, `report ${check} answered`);
+    await eventually(async () => ((await reportsAsked(refundId, request)).filter((r) => r.result_code !== null).length === check ? true : null), 20_000, `report ${check} answered`);
     expect(await refundRow(refundId)).toMatchObject({ status: 'pending', provider_ref: request, report_checks: check });
   }
   expect(await reportsAsked(refundId, request)).toEqual(
@@ -171,7 +175,7 @@ describe('a reversal acknowledged by the operator whose result callback was lost
     const p = await paid('100');
     // The reversal's result is lost, and so is the result of the first status report asked about it.
     const { refundId, first } = await refundWithResultsLost(p.id, 2);
-    await eventually(async () => ((await control()).lost_results === 1 ? true : null), 10_000, "the reversal's result lost");
+    await eventually(async () => ((await control()).lost_results === 1 ? true : null), 20_000, "the reversal's result lost");
     expect(await reversalsAtOperator(p.receipt)).toEqual([{ originator_conversation_id: first, result_code: '0' }]);
 
     await syncCheck(refundId);
@@ -186,7 +190,7 @@ describe('a reversal acknowledged by the operator whose result callback was lost
     const completed = await refundSettled(refundId, 'completed');
     expect(completed).toMatchObject({ amount: '100.00', provider_ref: repeat });
     expect(await getPayment(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
-    const event = await eventually(() => receiver.events('payment.reversed').find((e) => e.json.data.refund_id === refundId), 10_000, 'payment.reversed');
+    const event = await eventually(() => receiver.events('payment.reversed').find((e) => e.json.data.refund_id === refundId), 20_000, 'payment.reversed');
     expect(event.json.data).toMatchObject({ payment_id: p.id, status: 'reversed', amount_refunded: '100.00' });
 
     // One reversal moved money at the operator: the repeat was answered "already reversed" and moved nothing.
@@ -209,7 +213,7 @@ describe('a reversal acknowledged by the operator whose result callback was lost
     for (let resend = 1; resend <= MAX_REVERSAL_RESENDS; resend++) {
       const repeat = await sendAgain(refundId, p.receipt, requests);
       // The operator refuses the repeat too (insufficient balance), and that result arrives: recorded, not applied.
-      await eventually(async () => ((await refusalsKept(refundId)).length === resend ? true : null), 10_000, `the refusal of repeat ${resend} recorded`);
+      await eventually(async () => ((await refusalsKept(refundId)).length === resend ? true : null), 20_000, `the refusal of repeat ${resend} recorded`);
       expect((await refusalsKept(refundId))[resend - 1]).toEqual({
         trigger: 'callback:reversal',
         note: `The balance is insufficient for the transaction. (ResultCode 1) (request ${repeat}): not applied; the reversal was sent again (${resend} repeat${resend === 1 ? '' : 's'}) and another of its requests may have reversed the payment, so only a success settles it`,
@@ -227,7 +231,7 @@ describe('a reversal acknowledged by the operator whose result callback was lost
     // No more repeats: the checks only ask for reports, and say at warn that the refund is left for an operator.
     const last = requests.at(-1)!;
     await syncCheck(refundId);
-    await eventually(async () => ((await reportsAsked(refundId, last)).every((r) => r.result_code !== null) ? true : null), 10_000, 'the last report answered');
+    await eventually(async () => ((await reportsAsked(refundId, last)).every((r) => r.result_code !== null) ? true : null), 20_000, 'the last report answered');
     expect(await reportsAsked(refundId, last)).toHaveLength(RESEND_AFTER_REPORT_CHECKS + 1);
     const atOperator = await reversalsAtOperator(p.receipt);
     expect(atOperator.map((r) => r.originator_conversation_id)).toEqual(requests);
@@ -320,7 +324,7 @@ describe('a reversal acknowledged by the operator whose result callback was lost
     const failed = await refundSettled(res.body.data.id, 'failed');
     expect(failed.failure_reason).toBe('The balance is insufficient for the transaction. (ResultCode 1)');
     expect(await refundRow(res.body.data.id)).toMatchObject({ reversal_resends: 0, earlier_provider_refs: [] });
-    await eventually(() => receiver.events('refund.failed').find((e) => e.json.data.refund_id === res.body.data.id), 10_000, 'refund.failed');
+    await eventually(() => receiver.events('refund.failed').find((e) => e.json.data.refund_id === res.body.data.id), 20_000, 'refund.failed');
     expect((await refund(p.id)).status).toBe(201);
   });
 
@@ -364,7 +368,7 @@ describe('a reversal whose acknowledgement was lost, sent again by the refund sy
     expect(atOperator).toEqual([first, { originator_conversation_id: expect.any(String), result_code: '2001' }]);
     const repeat = atOperator[1]!.originator_conversation_id;
     expect(await refundRow(refundId)).toMatchObject({ status: 'pending', provider_ref: repeat, reversal_resends: 1, earlier_provider_refs: [] });
-    await eventually(async () => ((await refusalsKept(refundId)).length === 1 ? true : null), 10_000, "the repeat's refusal recorded");
+    await eventually(async () => ((await refusalsKept(refundId)).length === 1 ? true : null), 20_000, "the repeat's refusal recorded");
     // Recorded, not applied: the first request may have returned the money (it did).
     expect(await refusalsKept(refundId)).toEqual([{
       trigger: 'callback:reversal',
@@ -384,7 +388,7 @@ describe('a reversal whose acknowledgement was lost, sent again by the refund sy
     expect(await releaseOne()).toEqual({ provider: 'mobilemoney', released: 1, statuses: [200] });
     expect(await getRefund(refundId)).toMatchObject({ status: 'completed', amount: '100.00', failure_reason: null });
     expect(await getPayment(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
-    const event = await eventually(() => receiver.events('payment.reversed').find((e) => e.json.data.refund_id === refundId), 10_000, 'payment.reversed');
+    const event = await eventually(() => receiver.events('payment.reversed').find((e) => e.json.data.refund_id === refundId), 20_000, 'payment.reversed');
     expect(event.json.data).toMatchObject({ payment_id: p.id, status: 'reversed', amount_refunded: '100.00' });
     expect(await eventsOf(p.id)).toEqual(['payment.completed', 'payment.reversed']);
     expect(receiver.events('refund.failed').filter((e) => e.json.data.refund_id === refundId)).toEqual([]);
@@ -442,7 +446,7 @@ describe('a first reversal request refused synchronously after the refund sync s
     // The operator leaves the first reversal request unanswered (not carried out) for now.
     await t.http.post('/sandbox/mobilemoney/_control/stall-requests').send({ count: 1 }).expect(200);
     const posted = refund(p.id).then((r) => r);
-    await eventually(async () => ((await t.sql<{ n: number }>('SELECT stalled_requests AS n FROM sandbox_controls WHERE provider = $1', ['mobilemoney']))[0]!.n === 0 ? true : null), 10_000, 'the first request stalled');
+    await eventually(async () => ((await t.sql<{ n: number }>('SELECT stalled_requests AS n FROM sandbox_controls WHERE provider = $1', ['mobilemoney']))[0]!.n === 0 ? true : null), 20_000, 'the first request stalled');
     const [reserved] = await t.sql<{ id: string }>('SELECT id FROM refunds WHERE payment_id = $1', [p.id]);
     const refundId = reserved!.id;
     expect(await refundRow(refundId)).toMatchObject({ status: 'pending', provider_ref: null, reversal_resends: 0 });
@@ -491,7 +495,7 @@ describe('admin refund settle: a refund left pending for an operator', () => {
     const { payment: p, refundId, request: first } = await refusedReversalResultLost();
     await reportsFindNothing(refundId, first);
     await sendAgain(refundId, p.receipt, [first]);
-    await eventually(async () => ((await refusalsKept(refundId)).length === 1 ? true : null), 10_000, "the repeat's refusal recorded");
+    await eventually(async () => ((await refusalsKept(refundId)).length === 1 ? true : null), 20_000, "the repeat's refusal recorded");
     expect(await getRefund(refundId)).toMatchObject({ status: 'pending' });
 
     // What cannot be checked here is refused before anything changes.
