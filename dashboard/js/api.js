@@ -11,7 +11,7 @@ export const session = {
 
 /** A non-2xx answer, carrying the error envelope's code, message, field details and request id. */
 export class ApiError extends Error {
-  constructor(status, error, retryAfter = null) {
+  constructor(status, error, retryAfter = null, outcomeUnknown = false) {
     super(error?.message ?? `HTTP ${status}`);
     this.status = status;
     this.code = error?.code ?? 'HTTP_ERROR';
@@ -19,14 +19,17 @@ export class ApiError extends Error {
     this.requestId = error?.request_id ?? null;
     /** Retry-After, when the answer had one: "try again" (still processing, rate limited, overloaded). */
     this.retryAfter = retryAfter;
+    /** `Payments-Outcome: unknown`: the provider may have acted and the service could not record it. */
+    this.outcomeUnknown = outcomeUnknown;
   }
 
   /**
    * Whether this is the service's own final answer to the request: its envelope, and no Retry-After.
-   * Not so for no answer at all, a proxy's error page (no envelope), or "still being processed".
+   * Not so for no answer at all, a proxy's error page (no envelope), "still being processed", or an
+   * error whose outcome is unknown (the same key again finds out; a new key could act twice).
    */
   get final() {
-    return this.status !== 0 && this.code !== 'HTTP_ERROR' && this.retryAfter === null;
+    return this.status !== 0 && this.code !== 'HTTP_ERROR' && this.retryAfter === null && !this.outcomeUnknown;
   }
 }
 
@@ -73,7 +76,9 @@ export async function api(method, path, { query, body, idempotencyKey, key = ses
   } catch {
     // not JSON: reported below from the status alone
   }
-  if (!response.ok || !envelope?.success) throw new ApiError(response.status, envelope?.error, response.headers.get('Retry-After'));
+  if (!response.ok || !envelope?.success) {
+    throw new ApiError(response.status, envelope?.error, response.headers.get('Retry-After'), response.headers.get('Payments-Outcome') === 'unknown');
+  }
   // Idempotent-Replayed: this answers an earlier request with the same key; nothing new was done.
   return { ...envelope, replayed: response.headers.get('Idempotent-Replayed') === 'true' };
 }

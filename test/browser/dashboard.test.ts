@@ -373,6 +373,41 @@ describe('merchant dashboard', () => {
     await page.close();
   });
 
+  it('a refund answered 500 with Payments-Outcome: unknown, clicked again, sends the same Idempotency-Key: one refund', async () => {
+    const paymentId = await pay('pm_card_visa', '20.00');
+    const page = await newPage(1280);
+    await signIn(page);
+    const sentKeys: (string | undefined)[] = [];
+    let first = true;
+    await page.route((url) => url.pathname === '/v1/refunds', async (route) => {
+      if (route.request().method() !== 'POST') return route.continue();
+      sentKeys.push(route.request().headers()['idempotency-key']);
+      if (!first) return route.continue();
+      // The refund is made, but the page is told what the service answers when it could not record it.
+      first = false;
+      await route.fetch();
+      return route.fulfill({
+        status: 500,
+        contentType: 'application/json',
+        headers: { 'Payments-Outcome': 'unknown' },
+        body: JSON.stringify({ success: false, error: { code: 'INTERNAL_ERROR', message: 'The provider may have acted on this request', request_id: 'r500' } }),
+      });
+    });
+    await page.goto(`${t.baseUrl}/dashboard/#/payments/${paymentId}`);
+    await page.getByRole('heading', { name: 'Payment 20.00 USD' }).waitFor();
+    await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
+    await page.getByRole('button', { name: 'Refund' }).click();
+    await shows(page, 'The provider may have acted on this request');
+
+    await page.getByRole('button', { name: 'Refund' }).click();
+    await shows(page, 'The earlier refund of 5.00 USD is completed; no second refund was made.');
+    expect(sentKeys).toHaveLength(2);
+    expect(sentKeys[1]).toBe(sentKeys[0]); // a new key would have refunded 5.00 again
+    const refunds = (await t.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', merchant.apiKey).expect(200)).body.data as { amount: string }[];
+    expect(refunds.map((r) => r.amount)).toEqual(['5.00']);
+    await page.close();
+  });
+
   it("after the service's final refusal, or with another amount, the next click is a new request with a new key (the old key would replay the refusal or answer 409)", async () => {
     const paymentId = await pay('pm_card_visa', '20.00');
     const page = await newPage(1280);

@@ -107,7 +107,8 @@ const idempotencyKeyFor = (action, paymentId, body = {}) => {
 /**
  * After the service's final answer — a success, or a refusal it would replay to the same key — the next
  * click is a new request (a second partial refund, a reversal asked again once the operator is back):
- * it gets a new key. After no answer, a proxy's error page or "still processing" the key is kept; so it
+ * it gets a new key. After no answer, a proxy's error page, "still processing" or an outcome the service
+ * could not record (`Payments-Outcome: unknown`) the key is kept; so it
  * is while the refund answered is `pending` (the provider may not have answered: it may be made yet), and
  * the same click again shows that refund as it is now instead of asking for a second one.
  */
