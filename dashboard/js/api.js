@@ -49,7 +49,7 @@ export function newIdempotencyKey() {
  * Calls the API and returns the envelope (`{ success, data, meta? }`) and `replayed` (the answer replays an
  * earlier request with the same Idempotency-Key); throws ApiError otherwise.
  * `idempotencyKey` is sent as Idempotency-Key: the same key again replays the first answer and does not act
- * again (a refund's key is kept 24 hours after its last use: IDEMPOTENCY_KEY_RETENTION).
+ * again (a refund's key replays for 24 hours after its first answer: IDEMPOTENCY_KEY_RETENTION).
  */
 export async function api(method, path, { query, body, idempotencyKey, key = session.key } = {}) {
   const url = new URL(path, window.location.origin);
