@@ -16,7 +16,8 @@ import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
  * answer of a request that started (a 500 included) under its Idempotency-Key, so is every later one
  * with that key. While `holdList` is set, a listing of the endpoints (the clean-up's first call) waits for
  * it, and `listHeld` is called. A listing with the key `refuseListFor` is refused 403, as Stripe refuses
- * a restricted key without the webhook endpoints permission. Forwards the rest.
+ * a restricted key without the webhook endpoints permission. Forwards the rest. `listings` names the
+ * secret key of every listing of the endpoints, in order.
  */
 class EndpointCreateFailure extends ForwardingStub {
   failCreate = false;
@@ -25,9 +26,13 @@ class EndpointCreateFailure extends ForwardingStub {
   holdList: Promise<void> | null = null;
   refuseListFor: string | null = null;
   listHeld: () => void = () => undefined;
+  readonly listings: string[] = [];
   private readonly failedKeys = new Set<string>();
 
   protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    if (req.method === 'GET' && req.url.startsWith('/sandbox/cardpay/v1/webhook_endpoints?')) {
+      this.listings.push(String(req.headers.authorization ?? '').replace(/^Bearer /, ''));
+    }
     const creation = req.method === 'POST' && req.url === '/sandbox/cardpay/v1/webhook_endpoints';
     const key = String(req.headers['idempotency-key'] ?? '');
     if (creation && this.failNextCreate) {
@@ -197,6 +202,28 @@ describe('storing cardpay credentials again', () => {
     await dashboardRefundIsRecorded(p, 700, '7.00');
     // The lease is given back: the next store runs.
     await storeAgain().expect(200);
+  });
+});
+
+describe("storing cardpay credentials with a dashboard endpoint's webhook_secret", () => {
+  it('the account\'s endpoints are listed once: the registered endpoint is deleted, the dashboard one stays', async () => {
+    const { apiKey, merchantId: shop } = await t.createMerchant('Dashboard Secret Shop');
+    const secretKey = `sk_test_restore_dashboard_${randomUUID().replace(/-/g, '')}`;
+    const store = (cardpay: object) => t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay }).expect(200);
+    const endpointIds = async () => ((await t.http.get('/sandbox/cardpay/v1/webhook_endpoints').set('Authorization', `Bearer ${secretKey}`).expect(200))
+      .body.data as { id: string; url: string }[]).filter((e) => new URL(e.url).searchParams.get('merchant') === shop).map((e) => e.id);
+    await store({ secret_key: secretKey });
+    const [registered] = await endpointIds();
+    const own = await t.http.post('/sandbox/cardpay/v1/webhook_endpoints').set('Authorization', `Bearer ${secretKey}`).type('form')
+      .send({ url: `${t.baseUrl}/v1/webhooks/cardpay?merchant=${shop}`, 'enabled_events[]': ['payment_intent.succeeded', 'refund.updated'] })
+      .expect(200);
+
+    const listedBefore = stub.listings.length;
+    await store({ secret_key: secretKey, webhook_secret: own.body.secret });
+    // Listed once to tell the merchant's endpoint from ours, and cleaned up from that listing (was listed twice).
+    expect(stub.listings.slice(listedBefore)).toEqual([secretKey]);
+    expect(await endpointIds()).toEqual([own.body.id]);
+    expect(registered).not.toBe(own.body.id);
   });
 });
 

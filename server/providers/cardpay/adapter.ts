@@ -196,11 +196,18 @@ export class CardpayAdapter {
    * Deletes the account's endpoints at `url` but those `keep` names (this merchant's earlier ones: their
    * secrets cannot be read back, and their deliveries would fail verification). Every one is tried; an
    * endpoint already gone counts as deleted. Answers the ids that could not be deleted, with why.
+   * `listed`: the account's endpoints at `url` as webhookEndpointsAt just answered them (the caller read
+   * them to decide `keep`), not listed again.
    */
-  async removeOtherWebhookEndpoints(creds: CardpayCredentials, url: string, keep: (endpoint: WebhookEndpointAt) => boolean): Promise<{ id: string; error: string }[]> {
+  async removeOtherWebhookEndpoints(
+    creds: CardpayCredentials,
+    url: string,
+    keep: (endpoint: WebhookEndpointAt) => boolean,
+    listed?: WebhookEndpointAt[],
+  ): Promise<{ id: string; error: string }[]> {
     const stripe = this.stripe(creds);
     const failed: { id: string; error: string }[] = [];
-    for (const endpoint of (await this.webhookEndpointsAt(creds, url)).filter((e) => !keep(e))) {
+    for (const endpoint of (listed ?? (await this.webhookEndpointsAt(creds, url))).filter((e) => !keep(e))) {
       try {
         await this.call('write', () => stripe.webhookEndpoints.del(endpoint.id));
       } catch (err) {
@@ -269,14 +276,15 @@ export function prepareCardpayCredentials(
           // accounts: one seen on the new key's account is never deleted through the replaced key). A new key
           // that may not list endpoints (a restricted key without that permission) leaves, anywhere, those we
           // did not register.
-          const staying = await adapter.webhookEndpointsAt(creds, url).then(
-            (at) => {
-              const theirs = at.filter((e) => !e.registeredHere);
-              return new Set((theirs.length > 0 ? theirs : at).map((e) => e.id));
-            },
-            () => null,
-          );
-          await removeWebhookEndpoints(adapter, keys, url, (e) => (staying === null ? !e.registeredHere : staying.has(e.id)));
+          // That listing is the one the new key's account is cleaned up from (not listed twice).
+          const listed = await adapter.webhookEndpointsAt(creds, url).catch(() => undefined);
+          let keep = (e: WebhookEndpointAt) => !e.registeredHere;
+          if (listed) {
+            const theirs = listed.filter((e) => !e.registeredHere);
+            const staying = new Set((theirs.length > 0 ? theirs : listed).map((e) => e.id));
+            keep = (e) => staying.has(e.id);
+          }
+          await removeWebhookEndpoints(adapter, keys, url, keep, listed);
         },
       };
     }
@@ -317,12 +325,20 @@ function merchantWebhookUrl(config: AppConfig, merchantId: string): string {
 /**
  * Deletes the endpoints at `url` but those `keep` names, on the account of each of `keys` in turn (a
  * failure with one does not stop the next); throws, naming what is left, if anything could not be.
+ * `listedForFirst`: the endpoints at `url` on the first key's account, when the caller already listed them.
  */
-async function removeWebhookEndpoints(adapter: CardpayAdapter, keys: CardpayCredentials[], url: string, keep: (endpoint: WebhookEndpointAt) => boolean): Promise<void> {
+async function removeWebhookEndpoints(
+  adapter: CardpayAdapter,
+  keys: CardpayCredentials[],
+  url: string,
+  keep: (endpoint: WebhookEndpointAt) => boolean,
+  listedForFirst?: WebhookEndpointAt[],
+): Promise<void> {
   const failed: string[] = [];
   for (const [i, creds] of keys.entries()) {
     try {
-      failed.push(...(await adapter.removeOtherWebhookEndpoints(creds, url, keep)).map((f) => `${f.id} (${f.error})`));
+      const listed = i === 0 ? listedForFirst : undefined;
+      failed.push(...(await adapter.removeOtherWebhookEndpoints(creds, url, keep, listed)).map((f) => `${f.id} (${f.error})`));
     } catch (err) {
       failed.push(`those on the account of ${i === 0 ? 'the secret key' : 'the replaced secret key'} (${(err as Error).message})`);
     }
