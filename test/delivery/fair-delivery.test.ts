@@ -39,6 +39,34 @@ class HangingEndpoint {
   }
 }
 
+interface SlowEndpoint {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * An endpoint that answers every request 200 after 200 ms, handing `onBody` its JSON body as it arrives;
+ * with a small share, deliveries to it queue.
+ */
+async function slowEndpoint<T>(onBody: (body: T) => void): Promise<SlowEndpoint> {
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      onBody(JSON.parse(body) as T);
+      setTimeout(() => res.writeHead(200).end('ok'), 200);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    stop: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
 let t: TestService;
 let hanging: HangingEndpoint;
 let receiver: WebhookReceiver;
@@ -169,30 +197,22 @@ describe('new events of a merchant whose failed deliveries were recovered', () =
   // about 5 s to send. A payment made meanwhile must not wait behind them.
   const SHARE = 2;
   let s: TestService;
-  let endpoint: http.Server;
+  let endpoint: SlowEndpoint;
   /** Each request's event type and payment id, in the order they arrived. */
   const arrived: { type: string; paymentId: string }[] = [];
   beforeAll(async () => {
     s = await startTestService({ WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: String(SHARE) });
-    endpoint = http.createServer((req, res) => {
-      let body = '';
-      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-      req.on('end', () => {
-        const event = JSON.parse(body) as { type: string; data: { payment_id?: string } };
-        arrived.push({ type: event.type, paymentId: event.data.payment_id ?? '' });
-        setTimeout(() => res.writeHead(200).end('ok'), 200);
-      });
+    endpoint = await slowEndpoint((event: { type: string; data: { payment_id?: string } }) => {
+      arrived.push({ type: event.type, paymentId: event.data.payment_id ?? '' });
     });
-    await new Promise<void>((resolve) => endpoint.listen(0, '127.0.0.1', resolve));
   });
   afterAll(async () => {
-    endpoint.closeAllConnections();
-    await new Promise<void>((resolve) => endpoint.close(() => resolve()));
+    await endpoint.stop();
     await s.stop();
   });
 
   it("a new payment's event is sent among the first, ahead of the recovered backlog, and the backlog is still all delivered", async () => {
-    const m = await merchantWithEndpoint('Recovered backlog', `http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/hook`, s);
+    const m = await merchantWithEndpoint('Recovered backlog', endpoint.url, s);
     // 50 deliveries that died while the endpoint was down (never enqueued: nothing sends them until recover).
     const recovered = new Set<string>();
     for (let i = 0; i < 50; i++) {
@@ -226,28 +246,19 @@ describe('retries of a merchant with a share of 1 and a steady stream of new eve
   // One attempt at a time, each taking 200 ms, and new events arriving faster than that: some are always
   // waiting. A retry that falls due meanwhile must go out in its turn, not after the stream stops.
   let s: TestService;
-  let endpoint: http.Server;
+  let endpoint: SlowEndpoint;
   const arrived: string[] = [];
   beforeAll(async () => {
     s = await startTestService({ WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: '1' });
-    endpoint = http.createServer((req, res) => {
-      let body = '';
-      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-      req.on('end', () => {
-        arrived.push((JSON.parse(body) as { data: { payment_id: string } }).data.payment_id);
-        setTimeout(() => res.writeHead(200).end('ok'), 200);
-      });
-    });
-    await new Promise<void>((resolve) => endpoint.listen(0, '127.0.0.1', resolve));
+    endpoint = await slowEndpoint((event: { data: { payment_id: string } }) => arrived.push(event.data.payment_id));
   });
   afterAll(async () => {
-    endpoint.closeAllConnections();
-    await new Promise<void>((resolve) => endpoint.close(() => resolve()));
+    await endpoint.stop();
     await s.stop();
   });
 
   it('a retry due now is sent ahead of the new events that fell due after it', async () => {
-    const m = await merchantWithEndpoint('Stream of events', `http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/hook`, s);
+    const m = await merchantWithEndpoint('Stream of events', endpoint.url, s);
     // New events, one every 50 ms for 4 s (four times what the endpoint answers): some always wait.
     let streaming = true;
     let retryCommitted = false;
