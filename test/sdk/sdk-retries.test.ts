@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import {
   backoffDelay, createPaymentsClient, parseRetryAfter, PaymentsAbortError, PaymentsApiError, PaymentsConnectionError, PaymentsError, responseOf, type RetryInfo,
 } from '../../client/index.js';
+import { ForwardingStub, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 /**
@@ -14,26 +15,11 @@ import { startTestService, type TestService } from '../support/service.js';
 type Scripted = { status: number; headers?: Record<string, string>; body?: unknown } | 'hang' | 'drop';
 
 /** A proxy in front of the real service that can answer the next requests itself (503, 429, a hang) or drop the service's answer. */
-class StubProxy {
+class StubProxy extends ForwardingStub {
   readonly seen: { method: string; path: string; idempotencyKey: string | undefined }[] = [];
   /** The service's answers that 'drop' kept from the client. */
   readonly dropped: { status: number; body: string }[] = [];
   private script: Scripted[] = [];
-  private hanging: http.ServerResponse[] = [];
-  private server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => void this.handle(req, Buffer.concat(chunks), res));
-  });
-  url = '';
-
-  constructor(private readonly target: string) {}
-
-  async start() {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    return this;
-  }
 
   next(...steps: Scripted[]) {
     this.script.push(...steps);
@@ -45,35 +31,20 @@ class StubProxy {
     this.dropped.length = 0;
   }
 
-  async stop() {
-    for (const res of this.hanging) res.destroy();
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
-  }
-
-  private async handle(req: http.IncomingMessage, body: Buffer, res: http.ServerResponse) {
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer | 'hold' | 'cut'> {
     const key = req.headers['idempotency-key'];
-    this.seen.push({ method: req.method ?? '', path: req.url ?? '', idempotencyKey: Array.isArray(key) ? key[0] : key });
+    this.seen.push({ method: req.method, path: req.url, idempotencyKey: Array.isArray(key) ? key[0] : key });
     const step = this.script.shift();
-    if (step === 'hang') {
-      this.hanging.push(res);
-      return;
-    }
+    if (step === 'hang') return 'hold';
     if (step && step !== 'drop') {
       const text = typeof step.body === 'string' ? step.body : JSON.stringify(step.body ?? {});
       const type = typeof step.body === 'string' ? 'text/plain' : 'application/json';
-      res.writeHead(step.status, { 'content-type': type, ...step.headers }).end(text);
-      return;
+      return { status: step.status, headers: { 'content-type': type, ...step.headers }, body: text };
     }
-    const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => !['host', 'connection', 'content-length'].includes(name))) as Record<string, string>;
-    const upstream = await fetch(`${this.target}${req.url}`, { method: req.method, headers, body: body.length > 0 ? new Uint8Array(body) : undefined });
-    if (step === 'drop') {
-      this.dropped.push({ status: upstream.status, body: await upstream.text() });
-      res.socket?.destroy();
-      return;
-    }
-    res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json', 'x-request-id': upstream.headers.get('x-request-id') ?? '' });
-    res.end(Buffer.from(await upstream.arrayBuffer()));
+    const answer = await forward();
+    if (step !== 'drop') return answer;
+    this.dropped.push({ status: answer.status, body: answer.body.toString() });
+    return 'cut';
   }
 }
 
@@ -90,18 +61,21 @@ const rateLimited = (retryAfter: string): Scripted => ({
 
 let t: TestService;
 let stub: StubProxy;
+let stubUrl: string;
 let apiKey: string;
 const visa = { provider: 'cardpay', amount: '20.00', currency: 'USD', payment_method: 'pm_card_visa' } as const;
 
 function sdk(extra: { maxRetries?: number; timeoutMs?: number; maxRetryDelayMs?: number } = {}) {
   const retries: RetryInfo[] = [];
-  const client = createPaymentsClient({ baseUrl: stub.url, apiKey, initialRetryDelayMs: 20, onRetry: (info) => retries.push(info), ...extra });
+  const client = createPaymentsClient({ baseUrl: stubUrl, apiKey, initialRetryDelayMs: 20, onRetry: (info) => retries.push(info), ...extra });
   return { client, retries };
 }
 
 beforeAll(async () => {
   t = await startTestService();
-  stub = await new StubProxy(t.baseUrl).start();
+  stub = new StubProxy();
+  stubUrl = await stub.start();
+  stub.target = t.baseUrl;
   ({ apiKey } = await t.createMerchant('Retry Shop'));
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_retry_0001' } }).expect(200);
 });
@@ -340,7 +314,7 @@ describe('SDK retries', () => {
     stub.reset();
     stub.next(unavailable('20'));
     const controller = new AbortController();
-    const client = createPaymentsClient({ baseUrl: stub.url, apiKey, onRetry: () => controller.abort(new Error('caller gave up')) });
+    const client = createPaymentsClient({ baseUrl: stubUrl, apiKey, onRetry: () => controller.abort(new Error('caller gave up')) });
     const started = Date.now();
     const error = await client.merchant.get({ signal: controller.signal }).catch((e: unknown) => e);
     expect(Date.now() - started).toBeLessThan(5_000); // not the 20 s Retry-After
@@ -563,7 +537,7 @@ describe('without AbortSignal.any (Node before 20.3; the package supports 18.18)
     stub.reset();
     stub.next(unavailable('20'));
     const controller = new AbortController();
-    const aborting = createPaymentsClient({ baseUrl: stub.url, apiKey, onRetry: () => controller.abort(new Error('caller gave up')) });
+    const aborting = createPaymentsClient({ baseUrl: stubUrl, apiKey, onRetry: () => controller.abort(new Error('caller gave up')) });
     const aborted = await aborting.merchant.get({ signal: controller.signal }).catch((e: unknown) => e);
     expect(aborted).toBeInstanceOf(PaymentsAbortError);
     expect(aborted).toMatchObject({ attempts: 1, cause: new Error('caller gave up') });

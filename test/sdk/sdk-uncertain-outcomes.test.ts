@@ -1,7 +1,6 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createPaymentsClient, PaymentsApiError, PaymentsConnectionError, responseOf, type RetryInfo } from '../../client/index.js';
+import { ForwardingStub, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 /**
@@ -140,47 +139,32 @@ describe('a call that may have happened is never reported as one that did not', 
  * answers 503 text/html with Retry-After: 1 itself, as Heroku does for H12/H13 or Envoy for a reset
  * before headers: the request was carried out, the merchant is told "Service Unavailable".
  */
-class StubProxy {
+class StubProxy extends ForwardingStub {
   /** The service's answers the proxy kept from the client. */
   readonly dropped: { method: string; path: string; status: number }[] = [];
-  private server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => void this.forward(req, Buffer.concat(chunks), res));
-  });
-  url = '';
 
-  constructor(private readonly target: string) {}
-
-  async start() {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    return this;
-  }
-
-  async stop() {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
-  }
-
-  private async forward(req: http.IncomingMessage, body: Buffer, res: http.ServerResponse) {
-    const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => !['host', 'connection', 'content-length'].includes(name))) as Record<string, string>;
-    const upstream = await fetch(`${this.target}${req.url}`, { method: req.method, headers, body: body.length > 0 ? new Uint8Array(body) : undefined });
-    await upstream.arrayBuffer();
-    this.dropped.push({ method: req.method ?? '', path: req.url ?? '', status: upstream.status });
-    res.writeHead(503, { 'content-type': 'text/html; charset=utf-8', 'retry-after': '1' });
-    res.end('<!DOCTYPE html><html><body><h1>Application Error</h1><p>H12 Request timeout</p></body></html>');
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    const answer = await forward();
+    this.dropped.push({ method: req.method, path: req.url, status: answer.status });
+    return {
+      status: 503,
+      headers: { 'content-type': 'text/html; charset=utf-8', 'retry-after': '1' },
+      body: '<!DOCTYPE html><html><body><h1>Application Error</h1><p>H12 Request timeout</p></body></html>',
+    };
   }
 }
 
 describe("a 503 without the service's error envelope (a proxy's, after forwarding the request)", () => {
   let service: TestService;
   let proxy: StubProxy;
+  let proxyUrl: string;
   let apiKey: string;
 
   beforeAll(async () => {
     service = await startTestService();
-    proxy = await new StubProxy(service.baseUrl).start();
+    proxy = new StubProxy();
+    proxyUrl = await proxy.start();
+    proxy.target = service.baseUrl;
     ({ apiKey } = await service.createMerchant('Proxy 503 Shop'));
     await service.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_proxy_0001' } }).expect(200);
   });
@@ -190,7 +174,7 @@ describe("a 503 without the service's error envelope (a proxy's, after forwardin
   });
 
   it('leaves a create mayHaveSucceeded: the service created the payment behind it', async () => {
-    const client = createPaymentsClient({ baseUrl: proxy.url, apiKey });
+    const client = createPaymentsClient({ baseUrl: proxyUrl, apiKey });
     const error = await caught(client.payments.create(visa, { maxRetries: 0 }));
     expect(proxy.dropped).toEqual([{ method: 'POST', path: '/v1/payments', status: 201 }]);
     expect(error).toBeInstanceOf(PaymentsApiError);

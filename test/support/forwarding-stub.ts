@@ -47,7 +47,8 @@ export class ForwardingStub {
       const request: StubRequest = { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers, body: Buffer.concat(chunks) };
       this.intercept(request, (to) => this.forward(request, to ?? `${this.target}${request.url}`)).then(
         (answer) => {
-          if (answer !== 'hold') write(res, answer);
+          if (answer === 'cut') res.destroy();
+          else if (answer !== 'hold') write(res, answer);
         },
         () => res.destroy(),
       );
@@ -56,9 +57,10 @@ export class ForwardingStub {
 
   /**
    * What the stub does with one request: by default forwards it and passes the answer back. 'hold'
-   * answers nothing: the connection stays open until the caller gives up or the stub stops.
+   * answers nothing: the connection stays open until the caller gives up or the stub stops. 'cut'
+   * closes the connection unanswered (a network failing on the way back).
    */
-  protected intercept(_req: StubRequest, forward: Forward): Promise<StubAnswer | 'hold'> {
+  protected intercept(_req: StubRequest, forward: Forward): Promise<StubAnswer | 'hold' | 'cut'> {
     return forward();
   }
 
