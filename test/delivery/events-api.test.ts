@@ -78,13 +78,18 @@ describe('GET /v1/events', () => {
     expect(res.body.meta.total).toBe(expected.length);
   });
 
-  it('filters by since (inclusive) and until (exclusive)', async () => {
-    const [row] = await t.sql<{ created_at: Date }>('SELECT created_at FROM events WHERE id = $1', [ids.refunded]);
-    const at = row!.created_at.toISOString();
-    const since = await list(a.apiKey, `?since=${encodeURIComponent(at)}`);
-    expect(since.body.data.map((e: { id: string }) => e.id)).toEqual([ids.failed, ids.refunded]);
-    const until = await list(a.apiKey, `?until=${encodeURIComponent(at)}`);
-    expect(until.body.data.map((e: { id: string }) => e.id)).toEqual([ids.completed]);
+  it('filters by since and until, both exclusive (created after since, before until)', async () => {
+    // The refunded event's stamp to the microsecond, and a microsecond before it.
+    const [row] = await t.sql<{ at: string; before: string }>(
+      `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at,
+              to_char((created_at - interval '1 microsecond') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS before
+         FROM events WHERE id = $1`,
+      [ids.refunded],
+    );
+    const listed = async (query: string) => (await list(a.apiKey, query)).body.data.map((e: { id: string }) => e.id);
+    expect(await listed(`?since=${encodeURIComponent(row!.at)}`)).toEqual([ids.failed]);
+    expect(await listed(`?since=${encodeURIComponent(row!.before)}`)).toEqual([ids.failed, ids.refunded]);
+    expect(await listed(`?until=${encodeURIComponent(row!.at)}`)).toEqual([ids.completed]);
   });
 
   it('pages with page and page_size', async () => {

@@ -157,6 +157,20 @@ describe('POST /v1/webhooks/recover', () => {
     expect((await delivery(t, recent.deliveryId)).attempts).toBe(1);
   });
 
+  it('takes deliveries created after since, as the lists do: one created exactly at since is not queued, one a microsecond later is', async () => {
+    const m = await merchantAt('/recover-since');
+    const atSince = await failedDelivery(m.merchantId, 'dead', 3);
+    const after = await failedDelivery(m.merchantId, 'dead', 3);
+    const since = hoursAgo(3);
+    await t.sql('UPDATE webhook_deliveries SET created_at = $2 WHERE id = $1', [atSince.deliveryId, since]);
+    await t.sql("UPDATE webhook_deliveries SET created_at = $2::timestamptz + interval '1 microsecond' WHERE id = $1", [after.deliveryId, since]);
+    const res = await recover(m.apiKey, { since, until: hoursAgo(2) });
+    expect(res.body.data).toMatchObject({ queued: 1, since });
+    await waitFor(async () => (await delivery(t, after.deliveryId)).status === 'delivered', 'the delivery after since recovered');
+    expect((await delivery(t, atSince.deliveryId)).status).toBe('dead');
+    expect(receiver.on('/recover-since').map((r) => r.headers['x-webhook-id'])).toEqual([after.deliveryId]);
+  });
+
   it('queues each delivery once when two recover calls race', async () => {
     const m = await merchantAt('/recover-race');
     const dead = await Promise.all([1, 2, 3, 4, 5].map(() => failedDelivery(m.merchantId, 'dead', 1)));

@@ -61,7 +61,9 @@ describe('GET /v1/payments', () => {
     [{ min_amount: '25.50' }, ['1200', '50.00', '1500.00', '99.99', '25.50']],
     [{ max_amount: '10' }, ['5.00', '10.00']],
     [{ min_amount: '10.00', max_amount: '99.99' }, ['50.00', '99.99', '25.50', '10.00']],
-    [{ since: '2026-01-05T10:00:00Z' }, ['1200', '5.00', '50.00']],
+    // since is exclusive (created after it): the row stamped exactly 10:00:00 is not listed, and is from a microsecond before.
+    [{ since: '2026-01-05T10:00:00Z' }, ['1200', '5.00']],
+    [{ since: '2026-01-05T09:59:59.999999Z' }, ['1200', '5.00', '50.00']],
     [{ until: '2026-01-02T10:00:00Z' }, ['10.00']],
     [{ since: '2026-01-02T00:00:00Z', until: '2026-01-05T00:00:00+00:00' }, ['1500.00', '99.99', '25.50']],
     // Beyond the millisecond (Python's isoformat sends microseconds): a row stamped 10:00:00.000 is before
@@ -74,8 +76,9 @@ describe('GET /v1/payments', () => {
     [{ search: 'nothing-matches' }, []],
     [{ status: 'completed', provider: 'cardpay', currency: 'USD', min_amount: '5', since: '2025-12-31T00:00:00Z' }, ['10.00']],
     [{ status: 'pending', provider: 'cardpay' }, []],
-    // Rounded up past the last microsecond of year 9999: still a bound PostgreSQL reads.
     [{ since: '9999-12-31T23:59:59.9999999Z' }, []],
+    // Rounded up past the last microsecond of year 9999: still a bound PostgreSQL reads.
+    [{ until: '9999-12-31T23:59:59.9999999Z' }, ['1200', '5.00', '50.00', '1500.00', '99.99', '25.50', '10.00']],
   ])('filters %j', async (query, expected) => {
     const res = await list(query as Record<string, string>);
     expect(res.status).toBe(200);
@@ -85,6 +88,7 @@ describe('GET /v1/payments', () => {
 
   it('compares since and until at the microsecond rows are stamped with (payments, refunds, events)', async () => {
     // created_at is now() (microseconds): a row at .mmm700 is after .mmm5 (.mmm500), and before .mmm7001.
+    // Both bounds are exclusive; finer than a microsecond, since rounds down and until up (both exact).
     const m = await t.createMerchant('Microseconds');
     const ms = new Date(Date.now() - 3_600_000).toISOString().slice(0, 23); // recent: events are listed within retention
     const stamped = `${ms}700Z`;
@@ -96,11 +100,19 @@ describe('GET /v1/payments', () => {
       [{ since: `${ms}5Z` }, 1],
       [{ until: `${ms}5Z` }, 0],
       [{ since: `${ms}500+00:00` }, 1],
-      [{ since: stamped }, 1], // since is inclusive
+      [{ since: stamped }, 0], // since is exclusive: a row stamped exactly at it is not listed
+      [{ since: `${ms}699Z` }, 1], // a row a microsecond after since is
       [{ until: stamped }, 0],
       [{ since: `${ms}7001Z` }, 0],
       [{ until: `${ms}7001Z` }, 1],
       [{ since: `${ms}5Z`, until: `${ms}7001Z` }, 1],
+      // Nine digits: the row (.mmm700) is after .mmm699500 (rounded up to .mmm700, since would exclude it)…
+      [{ since: `${ms}699500Z` }, 1],
+      [{ since: `${ms}700500Z` }, 0],
+      // …and before .mmm700001 (rounded down to .mmm700, until would exclude it).
+      [{ until: `${ms}700001Z` }, 1],
+      [{ until: `${ms}699999Z` }, 0],
+      [{ since: `${ms}699500Z`, until: `${ms}700001Z` }, 1],
     ];
     for (const [query, total] of cases) {
       for (const path of ['/v1/payments', '/v1/refunds', '/v1/events']) {
@@ -141,6 +153,8 @@ describe('GET /v1/payments', () => {
     [{ min_amount: '20', max_amount: '10' }, 'min_amount'],
     [{ since: '2026-02-01T00:00:00Z', until: '2026-01-01T00:00:00Z' }, 'since'],
     [{ since: '2026-01-01T00:00:00.0007Z', until: '2026-01-01T00:00:00.0005Z' }, 'since'],
+    // Compared as sent, not as rounded (since down to .000700, until up to .000701).
+    [{ since: '2026-01-01T00:00:00.0007005Z', until: '2026-01-01T00:00:00.0007003Z' }, 'since'],
   ])('refuses %j with 422 naming the field (never clamps)', async (query, field) => {
     const res = await list(query as Record<string, string>);
     expect(res.status).toBe(422);

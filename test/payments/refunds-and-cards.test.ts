@@ -163,9 +163,14 @@ describe("listing the merchant's refunds", () => {
     expect(await list()).toEqual({ amounts: ['3.00', '2.00', '1.00'], total: 3 });
     expect(await list({ status: 'pending' })).toEqual({ amounts: ['3.00'], total: 1 });
     expect(await list({ status: 'completed' })).toEqual({ amounts: ['2.00', '1.00'], total: 2 });
-    expect(await list({ since: second.created_at })).toEqual({ amounts: ['3.00', '2.00'], total: 2 });
+    // Created after since and before until; created_at is shown to the millisecond, the rows are stamped to the microsecond.
+    const stamp = async (id: string, minus = '0') => (await t.sql<{ at: string }>(
+      `SELECT to_char((created_at - $2::int * interval '1 microsecond') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at FROM refunds WHERE id = $1`, [id, minus],
+    ))[0]!.at;
+    expect(await list({ since: await stamp(second.id) })).toEqual({ amounts: ['3.00'], total: 1 });
+    expect(await list({ since: await stamp(second.id, '1') })).toEqual({ amounts: ['3.00', '2.00'], total: 2 });
     expect(await list({ until: second.created_at })).toEqual({ amounts: ['1.00'], total: 1 });
-    expect(await list({ status: 'completed', since: first.created_at, until: second.created_at })).toEqual({ amounts: ['1.00'], total: 1 });
+    expect(await list({ status: 'completed', since: await stamp(first.id, '1'), until: second.created_at })).toEqual({ amounts: ['1.00'], total: 1 });
     expect(await list({ page_size: 2 })).toEqual({ amounts: ['3.00', '2.00'], total: 3 });
     expect(await list({ page_size: 2, page: 2 })).toEqual({ amounts: ['1.00'], total: 3 });
     // Another merchant's refunds are not in the list.

@@ -332,10 +332,10 @@ export async function listAttempts(em: EntityManager, deliveryId: string): Promi
 export interface RequeuePosition { afterId: string | null; startedAt: string | null }
 
 /**
- * Puts up to `limit` of the merchant's retrying and dead deliveries created in [since, until) back in
- * the queue, due now, and returns how many, with where the next batch starts. One statement: two
- * concurrent calls never take the same delivery, and one already queued again (pending) or being sent
- * (leased) is left alone. Fewer than `limit` means none is left (rows another call took meanwhile are
+ * Puts up to `limit` of the merchant's retrying and dead deliveries created after since and before until
+ * (both exclusive, as a list's window) back in the queue, due now, and returns how many, with where the
+ * next batch starts. One statement: two concurrent calls never take the same delivery, and one already
+ * queued again (pending) or being sent (leased) is left alone. Fewer than `limit` means none is left (rows another call took meanwhile are
  * passed over, and the next ones locked instead).
  * A call's batches walk the ids upwards from `afterId`, and take only rows last changed before the
  * call's first statement (`startedAt`, null on the first batch): a delivery this call — or a concurrent
@@ -353,7 +353,7 @@ export async function requeueFailedDeliveries(
     `WITH batch AS (
        SELECT id FROM webhook_deliveries
         WHERE merchant_id = ? AND status IN ('retrying', 'dead')
-          AND created_at >= ? AND created_at < ?
+          AND created_at > ? AND created_at < ?
           AND (?::uuid IS NULL OR id > ?::uuid)
           AND updated_at < coalesce(?::timestamptz, now())
           AND (lease_until IS NULL OR lease_until < now())

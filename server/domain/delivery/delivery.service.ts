@@ -193,8 +193,9 @@ export class DeliveryService {
   }
 
   /**
-   * POST /v1/webhooks/recover: queues again every retrying or dead delivery of the window, due now;
-   * the workers' drain loop claims and sends each to the current URL with its own body and id. Returns how many.
+   * POST /v1/webhooks/recover: queues again every retrying or dead delivery of the window (created after
+   * since, before until: a list's rule), due now; the workers' drain loop claims and sends each to the
+   * current URL with its own body and id. Returns how many.
    */
   async recover(merchantId: string, since: Date, until?: Date): Promise<{ queued: number; since: Date; until: Date }> {
     const now = new Date();

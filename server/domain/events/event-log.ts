@@ -34,7 +34,7 @@ export class EventLog {
 
   async list(merchantId: string, filter: EventFilter): Promise<{ items: MerchantEventPayload[]; total: number }> {
     // Within retention and the merchant's window: both bounds go to PostgreSQL (the window's at microsecond precision).
-    const window = [...(filter.since ? [{ createdAt: { $gte: filter.since } }] : []), ...(filter.until ? [{ createdAt: { $lt: filter.until } }] : [])];
+    const window = [...(filter.since ? [{ createdAt: { $gt: filter.since } }] : []), ...(filter.until ? [{ createdAt: { $lt: filter.until } }] : [])];
     const [rows, total] = await this.em.findAndCount(
       EventSchema,
       {

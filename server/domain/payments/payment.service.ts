@@ -291,7 +291,7 @@ export class PaymentService {
     }
     if (query.since !== undefined || query.until !== undefined) {
       const { since, until } = createdWindow(query.since, query.until);
-      where.createdAt = { ...(since ? { $gte: since } : {}), ...(until ? { $lt: until } : {}) };
+      where.createdAt = { ...(since ? { $gt: since } : {}), ...(until ? { $lt: until } : {}) };
     }
     if (query.search) where.$or = [{ receiptNumber: query.search.toUpperCase() }, { receiptNumber: query.search }, { idempotencyKey: query.search }];
     this.checkFilterDigits(query);

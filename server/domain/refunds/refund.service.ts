@@ -30,7 +30,7 @@ export interface RefundRequest {
 export interface RefundListFilter {
   paymentId?: string;
   status?: RefundStatus;
-  /** ISO 8601 instants: created at or after `since`, before `until`. */
+  /** ISO 8601 instants: created after `since`, before `until` (both exclusive). */
   since?: string;
   until?: string;
 }
@@ -321,7 +321,7 @@ export class RefundService {
     const { paymentId, status, since, until } = filter;
     if (paymentId && !(await this.em.findOne(PaymentSchema, { id: paymentId, merchantId }))) throw notFound('payment');
     const window = createdWindow(since, until);
-    const createdAt = { ...(window.since ? { $gte: window.since } : {}), ...(window.until ? { $lt: window.until } : {}) };
+    const createdAt = { ...(window.since ? { $gt: window.since } : {}), ...(window.until ? { $lt: window.until } : {}) };
     const where = {
       merchantId,
       ...(paymentId ? { paymentId } : {}),
