@@ -48,7 +48,7 @@ export const ListEventsQuerySchema = z
   .object({
     type: z.enum(WEBHOOK_EVENT_TYPES).optional(),
     payment_id: UuidSchema.optional(),
-    since: DateTimeQuery.optional().describe('Created at or after this instant'),
+    since: DateTimeQuery.optional().describe('Created after this instant'),
     until: DateTimeQuery.optional().describe('Created before this instant'),
     page: pageQuery(),
     page_size: intQuery({ min: 1, max: 100, default: 50, description: 'Items per page, at most 100' }),

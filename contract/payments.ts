@@ -237,7 +237,7 @@ export const ListPaymentsQuerySchema = z
     currency: z.string().regex(/^[A-Za-z]{3}$/, 'must be a 3-letter ISO 4217 code').optional(),
     min_amount: DecimalQuery.optional().describe('Minimum amount, inclusive'),
     max_amount: DecimalQuery.optional().describe('Maximum amount, inclusive'),
-    since: DateTimeQuery.optional().describe('Created at or after this instant'),
+    since: DateTimeQuery.optional().describe('Created after this instant'),
     until: DateTimeQuery.optional().describe('Created before this instant'),
     search: z.string().min(1).max(255).optional().describe('Exact mobile-money receipt number or idempotency key'),
     page: pageQuery(),

@@ -63,7 +63,7 @@ export const refundsContract = c.router(
         .object({
           payment_id: UuidSchema.optional().describe("One payment's refunds (404 when the payment is unknown)"),
           status: RefundStatusSchema.optional(),
-          since: DateTimeQuery.optional().describe('Created at or after this instant'),
+          since: DateTimeQuery.optional().describe('Created after this instant'),
           until: DateTimeQuery.optional().describe('Created before this instant'),
           page: pageQuery(),
           page_size: intQuery({ min: 1, max: 100, default: 50, description: 'Items per page, at most 100' }),

@@ -12,7 +12,7 @@ export const RECOVER_MAX_DAYS = 7;
 export const RecoverBodySchema = extendApi(
   z
     .object({
-      since: DateTimeQuery.describe(`Deliveries created at or after this instant; at most ${RECOVER_MAX_DAYS} days ago`),
+      since: DateTimeQuery.describe(`Deliveries created after this instant; at most ${RECOVER_MAX_DAYS} days ago`),
       until: DateTimeQuery.optional().describe('Deliveries created before this instant (default: now)'),
     })
     .strict(),
@@ -57,7 +57,7 @@ export const webhooksContract = c.router(
       path: '/v1/webhooks/recover',
       summary: 'Re-send failed deliveries of a time window',
       description:
-        `Queues again every retrying or dead delivery created in [since, until) — at most ${RECOVER_MAX_DAYS} days back — to the CURRENT webhook URL, ` +
+        `Queues again every retrying or dead delivery created after since and before until — at most ${RECOVER_MAX_DAYS} days back — to the CURRENT webhook URL, ` +
         'with the same X-Webhook-Id and body, and answers how many were queued. Safe to call twice: a delivery already queued again is not ' +
         'counted again. A recovered retrying delivery that fails again continues its retry schedule; a dead one is dead again after one failed attempt. ' +
         `A since more than ${RECOVER_MAX_DAYS} days ago, or an until not after since, is 422.`,
