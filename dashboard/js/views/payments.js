@@ -17,7 +17,7 @@ export function paymentsView(query) {
     field('Currency', input('currency', { maxlength: 3, placeholder: 'USD', autocapitalize: 'characters' })),
     field('Min amount', input('min_amount', { inputmode: 'decimal', placeholder: '0.00' })),
     field('Max amount', input('max_amount', { inputmode: 'decimal', placeholder: '0.00' })),
-    field('Created from', dateInput('since', query)),
+    field('Created after', dateInput('since', query)),
     field('Created before', dateInput('until', query)),
     field('Receipt or idempotency key', input('search', { placeholder: 'exact value' })),
   ]);

@@ -11,7 +11,7 @@ export function refundsView(query) {
   const results = h('div', { 'aria-live': 'polite' }, h('p', { class: 'muted' }, 'Loading…'));
   const form = filterForm('refunds', 'Filter refunds', FILTERS, [
     field('Status', select('status', [['', 'Any'], ...STATUSES.map((s) => [s, s])], query.get('status'))),
-    field('Created from', dateInput('since', query)),
+    field('Created after', dateInput('since', query)),
     field('Created before', dateInput('until', query)),
   ]);
   load(query, results);
