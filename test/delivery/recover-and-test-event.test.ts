@@ -171,6 +171,18 @@ describe('POST /v1/webhooks/recover', () => {
     expect(receiver.on('/recover-since').map((r) => r.headers['x-webhook-id'])).toEqual([after.deliveryId]);
   });
 
+  it('compares since at the microsecond, as the lists do: since .mmm5 leaves out a delivery at .mmm300 and takes one at .mmm700', async () => {
+    const m = await merchantAt('/recover-micro');
+    const before = await failedDelivery(m.merchantId, 'dead', 3);
+    const after = await failedDelivery(m.merchantId, 'dead', 3);
+    const ms = hoursAgo(3).slice(0, 23);
+    await t.sql('UPDATE webhook_deliveries SET created_at = $2 WHERE id = $1', [before.deliveryId, `${ms}300Z`]);
+    await t.sql('UPDATE webhook_deliveries SET created_at = $2 WHERE id = $1', [after.deliveryId, `${ms}700Z`]);
+    expect((await recover(m.apiKey, { since: `${ms}5Z`, until: hoursAgo(2) })).body.data.queued).toBe(1);
+    await waitFor(async () => (await delivery(t, after.deliveryId)).status === 'delivered', 'the delivery after since recovered');
+    expect((await delivery(t, before.deliveryId)).status).toBe('dead');
+  });
+
   it('queues each delivery once when two recover calls race', async () => {
     const m = await merchantAt('/recover-race');
     const dead = await Promise.all([1, 2, 3, 4, 5].map(() => failedDelivery(m.merchantId, 'dead', 1)));

@@ -108,7 +108,7 @@ describe('recover while the worker retries what it queued', () => {
       container.metrics.webhookSecretUnreadable,
       container.merchantHosts,
     );
-    const since = new Date(Date.now() - 2 * 3_600_000);
+    const since = new Date(Date.now() - 2 * 3_600_000).toISOString();
     const result = await w.inContext(() => deliveries.recover(m.merchantId, since));
     expect(batches).toBeGreaterThan(1);
     expect(result.queued).toBe(failed);

@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { DeliveryStatus } from '../../persistence/entities/index.js';
+import type { Timestamptz } from '../created-window.js';
 
 export type AttemptTrigger = 'scheduled' | 'manual';
 
@@ -345,7 +346,7 @@ export interface RequeuePosition { afterId: string | null; startedAt: string | n
 export async function requeueFailedDeliveries(
   em: EntityManager,
   merchantId: string,
-  window: { since: Date; until: Date },
+  window: { since: Timestamptz; until: Timestamptz },
   position: RequeuePosition,
   limit: number,
 ): Promise<{ count: number; position: RequeuePosition }> {
@@ -353,7 +354,7 @@ export async function requeueFailedDeliveries(
     `WITH batch AS (
        SELECT id FROM webhook_deliveries
         WHERE merchant_id = ? AND status IN ('retrying', 'dead')
-          AND created_at > ? AND created_at < ?
+          AND created_at > ?::timestamptz AND created_at < ?::timestamptz
           AND (?::uuid IS NULL OR id > ?::uuid)
           AND updated_at < coalesce(?::timestamptz, now())
           AND (lease_until IS NULL OR lease_until < now())

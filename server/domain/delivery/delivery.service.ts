@@ -8,6 +8,7 @@ import { MerchantSchema, WebhookDeliverySchema, type DeliveryStatus, type Webhoo
 import { RECOVER_MAX_DAYS } from '../../../contract/index.js';
 import { ERROR_MESSAGES } from '../../../contract/errors.js';
 import { DomainError, conflict, notFound, validationError } from '../errors.js';
+import { createdWindow } from '../created-window.js';
 import type { MerchantEventType } from '../events/merchant-events.js';
 import type { MerchantHostResolver } from '../merchants/merchant-host-resolver.js';
 import type { MerchantService } from '../merchants/merchant.service.js';
@@ -197,11 +198,14 @@ export class DeliveryService {
    * since, before until: a list's rule), due now; the workers' drain loop claims and sends each to the
    * current URL with its own body and id. Returns how many.
    */
-  async recover(merchantId: string, since: Date, until?: Date): Promise<{ queued: number; since: Date; until: Date }> {
+  async recover(merchantId: string, sinceText: string, untilText?: string): Promise<{ queued: number; since: Date; until: Date }> {
     const now = new Date();
-    const end = until ?? now;
+    const since = new Date(sinceText);
+    const end = untilText ? new Date(untilText) : now;
     if (since.getTime() < now.getTime() - RECOVER_MAX_DAYS * DAY_MS) throw validationError('since', `must be at most ${RECOVER_MAX_DAYS} days ago`);
     if (end <= since) throw validationError('until', 'must be after since');
+    // The bounds as a list compares them (to the microsecond); the answer names them to the millisecond.
+    const window = createdWindow(sinceText, untilText ?? now.toISOString()) as Required<ReturnType<typeof createdWindow>>;
     // In batches, each its own statement: a large window neither holds one long transaction nor is read
     // into memory. The workers are woken after each, and start sending while the next is written.
     // Each batch starts after the last id the one before queued, and takes only deliveries not changed
@@ -209,7 +213,7 @@ export class DeliveryService {
     let queued = 0;
     let position: RequeuePosition = { afterId: null, startedAt: null };
     for (;;) {
-      const batch = await requeueFailedDeliveries(this.em, merchantId, { since, until: end }, position, RECOVER_BATCH);
+      const batch = await requeueFailedDeliveries(this.em, merchantId, window, position, RECOVER_BATCH);
       queued += batch.count;
       position = batch.position;
       await this.queue.enqueue(batch.count);

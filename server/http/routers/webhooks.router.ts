@@ -9,11 +9,7 @@ const s = initServer();
 export function webhooksRouter(deps: { deliveries: DeliveryService }) {
   return s.router(contract.webhooks, {
     recover: async ({ body, res }) => {
-      const { queued, since, until } = await deps.deliveries.recover(
-        principalOf(res).merchantId,
-        new Date(body.since),
-        body.until ? new Date(body.until) : undefined,
-      );
+      const { queued, since, until } = await deps.deliveries.recover(principalOf(res).merchantId, body.since, body.until);
       return ok({ queued, since: since.toISOString(), until: until.toISOString() });
     },
     test: async ({ res }) => {
