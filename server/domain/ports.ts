@@ -372,6 +372,11 @@ export interface ProviderOperations<C> {
    * a reversal's), which is how an unverifiable reversal result is confirmed (see NotificationScheme.verify).
    */
   requestStatusReport?(creds: C, input: { queryId: string } & ({ transactionId: string } | { requestRef: string })): Promise<{ providerQueryRef: string; ack: CheckStatusAck }>;
+  /**
+   * Whether `code` is of the kind the provider names one of our payment requests by (mobilemoney: a
+   * CheckoutRequestID), which its status report cannot look up: it is answered from the payment it names.
+   */
+  namesPaymentRequest?(code: string): boolean;
   /** Settled incoming transactions in a window, for reconciliation. */
   listTransactions?(creds: C, window: { since: Date; until: Date }): Promise<{ receipt: string; reference: string | null; amount: Money }[]>;
   /** One-time registration for listTransactions; returns issues when the request lacks what it needs. */

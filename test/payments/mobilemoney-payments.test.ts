@@ -274,6 +274,28 @@ describe('a late success for a payment recorded failed', () => {
   });
 });
 
+describe('a late success for a payment recorded failed, found by check-status', () => {
+  it('the STK query reports the failed push paid: recorded as charged_but_failed (check-status), counted once; the payment stays failed', async () => {
+    const p = (await pay({ phone: PHONES.silent })).body.data as { id: string; provider_ref: string };
+    await eventually(() => t.sql(`SELECT 1 FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1 AND completes_at <= now()`, [p.provider_ref]).then((r) => r.length > 0), 10_000, 'push completed at the operator');
+    const c = t.service.container;
+    const writer = new StatusWriter(c.orm.em, c.deliveryQueue, c.metrics.integrityMismatches, c.logger);
+    await t.inContext(() => writer.applyPayment(p.id, { status: 'failed', failureReason: 'DS timeout user cannot be reached (ResultCode 1037)' }, 'status-sync'));
+    const metric = async () => total(await scrapeMetrics(t), 'payments_integrity_mismatches_total', { provider: 'mobilemoney', source: 'check-status:charged_but_failed' });
+    const before = await metric();
+    for (const _ask of [1, 2]) {
+      const ack = await t.http.post(`/v1/payments/mobilemoney/check-status/${p.provider_ref}`).set('X-API-Key', key);
+      expect(ack.status).toBe(200);
+      expect(ack.body.data).toMatchObject({ ConversationID: p.provider_ref, ResponseDescription: 'payment status: failed; the provider reports completed' });
+    }
+    expect(await get(p.id)).toMatchObject({ status: 'failed', provider_ref: p.provider_ref });
+    expect(await t.sql(`SELECT from_status, to_status, trigger FROM payment_transitions WHERE payment_id = $1 AND NOT accepted`, [p.id]))
+      .toEqual([{ from_status: 'failed', to_status: 'completed', trigger: 'check-status' }]);
+    expect(await metric()).toBe(before + 1);
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.failed' }]);
+  });
+});
+
 describe('reversals', () => {
   async function completedPayment(apiKey = key, amount = '100') {
     const res = await pay({ phone: PHONES.success, amount }, apiKey);
@@ -448,6 +470,53 @@ describe('check-status', () => {
     expect(refund.status).toBe(201);
     expect(refund.body.data).toMatchObject({ status: 'pending', amount: '100.00' });
     await settled(silent.id, 'reversed');
+  });
+
+  /** The STK queries the operator was asked for a push, and the status queries recorded under a code. */
+  const stkQueries = async (checkoutId: string) => (await t.sql<{ n: number }>('SELECT query_count AS n FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1', [checkoutId]))[0]!.n;
+  const statusQueries = (code: string) => t.sql('SELECT 1 FROM provider_status_queries WHERE code = $1', [code]);
+
+  it('a cancelled push, once failed, asked for by its CheckoutRequestID: answered by the STK query (200), stays failed, nothing sent as a TransactionID', async () => {
+    const p = (await pay({ phone: PHONES.cancelled })).body.data;
+    await settled(p.id, 'failed');
+    const asked = await stkQueries(p.provider_ref);
+    const ack = await t.http.post(`/v1/payments/mobilemoney/check-status/${p.provider_ref}`).set('X-API-Key', key);
+    expect(ack.status).toBe(200);
+    expect(ack.body.data).toEqual({ OriginatorConversationID: expect.any(String), ConversationID: p.provider_ref, ResponseCode: '0', ResponseDescription: 'payment status: failed' });
+    expect(await stkQueries(p.provider_ref)).toBe(asked + 1);
+    expect(await statusQueries(p.provider_ref)).toEqual([]);
+    expect(await get(p.id)).toMatchObject({ status: 'failed', provider_ref: p.provider_ref, failure_reason: expect.stringContaining('1032') });
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.failed' }]);
+  });
+
+  it('a push completed by the STK query (no receipt) asked for again: answered by the STK query again (200), nothing changes', async () => {
+    const silent = (await pay({ phone: PHONES.silent })).body.data;
+    await eventually(() => t.sql(`SELECT 1 FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1 AND completes_at <= now()`, [silent.provider_ref]).then((r) => r.length > 0), 10_000, 'push completed at the operator');
+    await t.http.post(`/v1/payments/mobilemoney/check-status/${silent.provider_ref}`).set('X-API-Key', key).expect(200);
+    expect(await get(silent.id)).toMatchObject({ status: 'completed', provider_ref: silent.provider_ref });
+    const again = await t.http.post(`/v1/payments/mobilemoney/check-status/${silent.provider_ref}`).set('X-API-Key', key);
+    expect(again.status).toBe(200);
+    expect(again.body.data).toMatchObject({ ConversationID: silent.provider_ref, ResponseCode: '0', ResponseDescription: 'payment status: completed' });
+    expect(await stkQueries(silent.provider_ref)).toBe(2);
+    expect(await statusQueries(silent.provider_ref)).toEqual([]);
+    expect(await get(silent.id)).toMatchObject({ status: 'completed', provider_ref: silent.provider_ref });
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [silent.id])).toEqual([{ type: 'payment.completed' }]);
+  });
+
+  it("a CheckoutRequestID of none of the merchant's payments: 404, nothing sent to the operator", async () => {
+    const code = 'ws_CO_22112026000000000000';
+    const res = await t.http.post(`/v1/payments/mobilemoney/check-status/${code}`).set('X-API-Key', key);
+    expect(res.status).toBe(404);
+    expect(res.body.error.code).toBe('NOT_FOUND');
+    expect(await statusQueries(code)).toEqual([]);
+  });
+
+  it('a code the operator refuses as a TransactionID: 502 PROVIDER_ERROR, and no status query is left recorded', async () => {
+    const code = 'NOT-A-RECEIPT';
+    const res = await t.http.post(`/v1/payments/mobilemoney/check-status/${code}`).set('X-API-Key', key);
+    expect(res.status).toBe(502);
+    expect(res.body.error.code).toBe('PROVIDER_ERROR');
+    expect(await statusQueries(code)).toEqual([]);
   });
 
   it('a push whose prompt is still open, queried while the operator answers 200 ResultCode 4999 "still under processing": stays pending, then the callback completes it', async () => {

@@ -150,30 +150,31 @@ describe("merchant B with merchant A's ids", () => {
     expect(JSON.stringify(res.body)).not.toContain(a.cardPayment);
   });
 
-  it("asks the operator about A's receipt only under B's own shortcode: nothing of A's is read or changed", async () => {
-    // check-status forwards a code that is none of the merchant's payments to the operator as it is
-    // (it also serves receipts paid outside the API), so the answer is whatever the operator says for an
-    // unknown code. Isolation: exactly the answer a made-up code of the same shape gets, and B's query is
+  it("asks the operator about A's receipt only under B's own shortcode, and answers A's CheckoutRequestID as nobody's: nothing of A's is read or changed", async () => {
+    // check-status forwards a receipt-like code that is none of the merchant's payments to the operator as
+    // it is (it also serves receipts paid outside the API), so the answer is whatever the operator says for
+    // an unknown code. Isolation: exactly the answer a made-up code of the same shape gets, and B's query is
     // B's alone (under B's shortcode, linked to no payment).
     const before = await stateOfA();
-    for (const [code, lookalike] of [[a.receipt, 'QWE1RT2YUI'], [a.checkoutId, 'ws_CO_22112026000000000000']] as const) {
-      const ack = await as(B).post(`/v1/payments/mobilemoney/check-status/${code}`);
-      const unknown = await as(B).post(`/v1/payments/mobilemoney/check-status/${lookalike}`);
-      expect(ack.status).toBe(unknown.status);
-      if (ack.status !== 200) {
-        expect(ack.body.error.code).toBe(unknown.body.error.code);
-        continue;
-      }
-      const query = await eventually(async () => {
-        const rows = await t.sql<{ merchant_id: string; payment_id: string | null; result_code: string | null }>(
-          'SELECT merchant_id, payment_id, result_code FROM provider_status_queries WHERE provider_query_ref = $1 AND completed_at IS NOT NULL',
-          [ack.body.data.OriginatorConversationID],
-        );
-        return rows[0] ?? null;
-      }, 15_000, 'the operator result');
-      // The operator knows no such receipt under B's shortcode.
-      expect(query).toEqual({ merchant_id: B.merchantId, payment_id: null, result_code: 'R000002' });
-    }
+    const ack = await as(B).post(`/v1/payments/mobilemoney/check-status/${a.receipt}`);
+    const unknown = await as(B).post('/v1/payments/mobilemoney/check-status/QWE1RT2YUI');
+    expect([ack.status, unknown.status]).toEqual([200, 200]);
+    const query = await eventually(async () => {
+      const rows = await t.sql<{ merchant_id: string; payment_id: string | null; result_code: string | null }>(
+        'SELECT merchant_id, payment_id, result_code FROM provider_status_queries WHERE provider_query_ref = $1 AND completed_at IS NOT NULL',
+        [ack.body.data.OriginatorConversationID],
+      );
+      return rows[0] ?? null;
+    }, 15_000, 'the operator result');
+    // The operator knows no such receipt under B's shortcode.
+    expect(query).toEqual({ merchant_id: B.merchantId, payment_id: null, result_code: 'R000002' });
+    // A CheckoutRequestID names a push of ours, never a transaction the status query takes: one that is none
+    // of B's is 404, in the same words as a made-up one, and nothing is sent.
+    const theirs = await as(B).post(`/v1/payments/mobilemoney/check-status/${a.checkoutId}`);
+    const nobodys = await as(B).post('/v1/payments/mobilemoney/check-status/ws_CO_22112026000000000000');
+    expect([theirs.status, nobodys.status]).toEqual([404, 404]);
+    expect(theirs.body).toEqual({ success: false, error: { code: 'NOT_FOUND', message: nobodys.body.error.message, request_id: expect.any(String) } });
+    expect(await t.sql('SELECT 1 FROM provider_status_queries WHERE code = $1', [a.checkoutId])).toEqual([]);
     expect(await paymentStatus(a.pendingPush)).toBe('pending');
     expect(await stateOfA()).toEqual(before);
   }, 40_000);

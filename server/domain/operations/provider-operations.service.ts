@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { CheckStatusAck, Provider } from '../../../contract/index.js';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, type Payment } from '../../persistence/entities/index.js';
-import { DomainError } from '../errors.js';
+import { DomainError, notFound } from '../errors.js';
 import { formatMinorUnits } from '../money/money.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import type { AppConfig } from '../../config/config.js';
@@ -73,18 +73,21 @@ export class ProviderOperationsService {
 
   /**
    * Asks the provider for a transaction's status. `code` is a receipt number or the provider's payment
-   * reference. A pending payment without a receipt is answered at once by the provider's payment lookup
-   * (the status report cannot find a transaction that has no receipt yet) and applied through the status
-   * writer; otherwise the query is recorded and its answer arrives as a `status-report` notification.
+   * reference. A payment without a receipt (pending, failed, or completed by a payment lookup) is answered
+   * at once by the provider's payment lookup, whatever its status (the status report finds transactions by
+   * receipt only), and the answer goes through the status writer: a payment recorded failed that the
+   * lookup reports paid stays failed and is recorded as charged_but_failed. A payment request reference
+   * that names none of the merchant's payments is 404, never sent as a transaction id. Otherwise the query
+   * is recorded and its answer arrives as a `status-report` notification.
    */
   async checkStatus(merchantId: string, provider: Provider, code: string): Promise<CheckStatusAck> {
     const requestStatusReport = this.operation(provider, 'requestStatusReport');
     const creds = await this.credentials.require(merchantId, provider);
     const payment = await this.findPayment(merchantId, provider, code);
-    if (payment && !payment.receiptNumber && payment.status === 'pending' && payment.providerRef) {
-      return this.lookUpNow(provider, payment, creds);
-    }
+    if (payment && !payment.receiptNumber && payment.providerRef) return this.lookUpNow(provider, payment, creds);
+    if (!payment && this.providers.get(provider).operations?.namesPaymentRequest?.(code)) throw notFound('payment');
     const queryId = randomUUID();
+    // Recorded before it is sent: the result may arrive before the send returns.
     await this.em.getConnection().execute(
       'INSERT INTO provider_status_queries (id, provider, merchant_id, payment_id, code) VALUES (?, ?, ?, ?, ?)',
       [queryId, provider, merchantId, payment?.id ?? null, code],
@@ -93,6 +96,9 @@ export class ProviderOperationsService {
     try {
       answer = await requestStatusReport(creds, { queryId, transactionId: payment?.receiptNumber ?? code });
     } catch (err) {
+      // Refused, or never reached the provider: no result will name it, so it is dropped. An indeterminate
+      // failure (timeout, 5xx) may have been taken: kept, so a result that still comes is recorded.
+      if (err instanceof ProviderError && err.kind !== 'indeterminate') await this.em.getConnection().execute('DELETE FROM provider_status_queries WHERE id = ?', [queryId], 'run');
       providerFailure(err, provider, 'transaction status query');
     }
     await this.em.getConnection().execute('UPDATE provider_status_queries SET provider_query_ref = ? WHERE id = ?', [answer.providerQueryRef, queryId]);
@@ -106,9 +112,12 @@ export class ProviderOperationsService {
     } catch (err) {
       providerFailure(err, provider, 'status lookup');
     }
-    await this.writer.applyPayment(payment.id, { ...toUpdate(result), providerRef: undefined }, 'check-status');
-    this.logger.info({ merchantId: payment.merchantId, paymentId: payment.id, status: result.status }, 'check-status answered by the payment lookup');
-    return { OriginatorConversationID: payment.reference, ConversationID: payment.providerRef!, ResponseCode: '0', ResponseDescription: `payment status: ${result.status}` };
+    const applied = await this.writer.applyPayment(payment.id, { ...toUpdate(result), providerRef: undefined }, 'check-status');
+    const status = applied.payment.status;
+    this.logger.info({ merchantId: payment.merchantId, paymentId: payment.id, status, reported: result.status }, 'check-status answered by the payment lookup');
+    // A terminal payment keeps its status whatever the provider now says: the answer tells both.
+    const description = status === result.status ? `payment status: ${status}` : `payment status: ${status}; the provider reports ${result.status}`;
+    return { OriginatorConversationID: payment.reference, ConversationID: payment.providerRef!, ResponseCode: '0', ResponseDescription: description };
   }
 
   /** By receipt, provider reference, or any reference the provider stored with the payment. */

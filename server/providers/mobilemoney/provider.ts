@@ -70,6 +70,9 @@ export function mobilemoneyProvider(config: AppConfig, em: EntityManager, instru
         return { providerQueryRef: ack.OriginatorConversationID, ack: { ...ack } };
       },
 
+      // Daraja's CheckoutRequestIDs are `ws_CO_…`; a receipt (TransactionID) is letters and digits only.
+      namesPaymentRequest: (code) => /^ws_CO_/i.test(code),
+
       async listTransactions(creds, window) {
         const rows = await adapter.pullTransactions(creds, window);
         return rows.map((r) => ({ receipt: r.transactionId, reference: r.billReference || null, amount: r.amount }));
