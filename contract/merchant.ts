@@ -38,8 +38,23 @@ export const MobilemoneyCredentialsSchema = z
     security_credential: nonEmpty
       .optional()
       .describe('A SecurityCredential already encrypted (e.g. generated on the operator portal), sent as is when no initiator_password is stored'),
-    result_url: z.string().url().optional(),
-    timeout_url: z.string().url().optional(),
+    result_url: z
+      .string()
+      .url()
+      .optional()
+      .describe(
+        'Where the operator reaches this service with the results of reversals and status queries, e.g. https://pay.example.com/v1/webhooks/mobilemoney/reversal/result: ' +
+          'must end in /v1/webhooks/mobilemoney/reversal/result or /v1/webhooks/mobilemoney/transactionstatus/result, with no query or fragment; https and a public host ' +
+          'unless the service allows private webhook URLs. The part before /v1/webhooks/mobilemoney is the base used instead of PUBLIC_BASE_URL; the service adds its own route and signed ref/token',
+      ),
+    timeout_url: z
+      .string()
+      .url()
+      .optional()
+      .describe(
+        'Where the operator reaches this service with the queue-timeout notices of reversals and status queries, e.g. https://pay.example.com/v1/webhooks/mobilemoney/transactionstatus/timeout: ' +
+          'must end in /v1/webhooks/mobilemoney/reversal/timeout or /v1/webhooks/mobilemoney/transactionstatus/timeout; otherwise as result_url',
+      ),
     nominated_number: z.string().regex(/^254\d{9}$/, 'must be in the format 254XXXXXXXXX').optional(),
   })
   .strict();

@@ -402,6 +402,12 @@ export interface ProviderPort<C = unknown> {
   /** Credential fields that are not secret: shown as given in `config_summary`; every other one is masked. */
   readonly publicCredentialFields: readonly string[];
   /**
+   * Credential fields that name an address of this service as the provider reaches it (another base than
+   * PUBLIC_BASE_URL, e.g. a gateway the provider is given), each with the routes below
+   * `/v1/webhooks/<provider>` its URL may end in. Checked when stored (CredentialsService).
+   */
+  readonly serviceAddressFields?: Readonly<Record<string, readonly string[]>>;
+  /**
    * The provider's own request rules (currency, limits, phone format, required fields), after the
    * domain checked the amount. Returns the fields the provider's createPayment reads, or the issues.
    */

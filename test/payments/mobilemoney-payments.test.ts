@@ -420,6 +420,101 @@ describe('reversals', () => {
   });
 });
 
+describe('stored result_url and timeout_url', () => {
+  // Another base that still reaches this service (the test service listens at 127.0.0.1).
+  const otherBase = () => t.baseUrl.replace('127.0.0.1', 'localhost');
+  const control = (path: string, body: unknown) =>
+    fetch(`${t.baseUrl}/sandbox/mobilemoney/_control/${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json());
+  /** Holds the operator's next result, runs `send`, and answers the address the operator was given for it (naming `ref`). */
+  async function heldResultUrl(ref: () => string | undefined, send: () => Promise<void>): Promise<URL> {
+    await control('hold-results', { count: 1 });
+    await send();
+    const [held] = await eventually(() => t.sql<{ url: string }>(`SELECT job->>'url' AS url FROM sandbox_held_results WHERE provider = 'mobilemoney'`)
+      .then((rows) => (rows.some((r) => new URL(r.url).searchParams.get('ref') === ref()) ? rows : null)), 10_000, 'the held result');
+    return new URL(held!.url);
+  }
+  const release = () => control('release-results', { count: 1 });
+  let apiKey: string;
+  let merchantId: string;
+
+  beforeAll(async () => {
+    expect(otherBase()).not.toBe(t.baseUrl);
+    ({ apiKey, merchantId } = await t.createMerchant('Gateway addresses'));
+    const res = await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'mobilemoney', mobilemoney: {
+      ...SANDBOX_CREDS, consumer_key: 'gateway-key',
+      result_url: `${otherBase()}/v1/webhooks/mobilemoney/reversal/result`,
+      timeout_url: `${otherBase()}/v1/webhooks/mobilemoney/transactionstatus/timeout`,
+    } }).expect(200);
+    expect(res.body.data.config_summary).toMatchObject({ result_url: `${otherBase()}/v1/webhooks/mobilemoney/reversal/result` });
+  });
+  const completed = async () => settled((await pay({ phone: PHONES.success }, apiKey)).body.data.id, 'completed', apiKey);
+  const expectOurAddress = (url: URL, route: string, ref: string) => {
+    expect(`${url.origin}${url.pathname}`).toBe(`${otherBase()}/v1/webhooks/mobilemoney${route}`);
+    expect(Object.fromEntries(url.searchParams)).toEqual({ ref, token: callbackToken(SANDBOX_CREDS.passkey, ref) });
+  };
+
+  it("a reversal's ResultURL is at the stored base, with its ref and token, and the result arriving there completes the refund", async () => {
+    const p = await completed();
+    let refundId: string | undefined;
+    const url = await heldResultUrl(() => refundId, async () => {
+      const res = await t.http.post('/v1/refunds').set('X-API-Key', apiKey).send({ payment_id: p.id }).expect(201);
+      refundId = res.body.data.id;
+    });
+    expectOurAddress(url, '/reversal/result', refundId!);
+    expect((await release()).statuses).toEqual([200]);
+    expect((await t.http.get(`/v1/refunds/${refundId}`).set('X-API-Key', apiKey)).body.data.status).toBe('completed');
+    expect(await get(p.id, apiKey)).toMatchObject({ status: 'reversed' });
+  });
+
+  it("a reversal's QueueTimeOutURL is at the stored timeout base, and the notice arriving there fails the refund", async () => {
+    const p = await completed();
+    await t.sql(`UPDATE payments SET receipt_number = 'TIMEOUT0000' WHERE id = $1`, [p.id]);
+    let refundId: string | undefined;
+    const url = await heldResultUrl(() => refundId, async () => {
+      refundId = (await t.http.post('/v1/refunds').set('X-API-Key', apiKey).send({ payment_id: p.id }).expect(201)).body.data.id;
+    });
+    expectOurAddress(url, '/reversal/timeout', refundId!);
+    expect((await release()).statuses).toEqual([200]);
+    expect((await t.http.get(`/v1/refunds/${refundId}`).set('X-API-Key', apiKey)).body.data).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('queue timeout') });
+  });
+
+  it("a status query's ResultURL and QueueTimeOutURL are at the stored bases, and its result arriving there is recorded", async () => {
+    const p = await completed();
+    const queryOf = async (code: string) => (await t.sql<{ id: string }>('SELECT id FROM provider_status_queries WHERE merchant_id = $1 AND code = $2', [merchantId, code]))[0]?.id;
+    let queryId: string | undefined;
+    const resultUrl = await heldResultUrl(() => queryId, async () => {
+      await t.http.post(`/v1/payments/mobilemoney/check-status/${p.provider_ref}`).set('X-API-Key', apiKey).expect(200);
+      queryId = await queryOf(p.provider_ref);
+    });
+    expectOurAddress(resultUrl, '/transactionstatus/result', queryId!);
+    expect((await release()).statuses).toEqual([200]);
+    expect(await t.sql('SELECT result_code FROM provider_status_queries WHERE id = $1 AND completed_at IS NOT NULL', [queryId])).toEqual([{ result_code: '0' }]);
+
+    let timeoutQueryId: string | undefined;
+    const timeoutUrl = await heldResultUrl(() => timeoutQueryId, async () => {
+      await t.http.post('/v1/payments/mobilemoney/check-status/TIMEOUT0000').set('X-API-Key', apiKey).expect(200);
+      timeoutQueryId = await queryOf('TIMEOUT0000');
+    });
+    expectOurAddress(timeoutUrl, '/transactionstatus/timeout', timeoutQueryId!);
+    expect((await release()).statuses).toEqual([200]);
+    expect(await t.sql('SELECT 1 FROM provider_status_queries WHERE id = $1 AND completed_at IS NOT NULL', [timeoutQueryId])).toHaveLength(1);
+  });
+
+  it.each([
+    ['result_url naming none of our routes', { result_url: 'https://shop.example.com/mpesa/results' }, 'mobilemoney.result_url'],
+    ['result_url naming a timeout route', { result_url: 'https://pay.example.com/v1/webhooks/mobilemoney/reversal/timeout' }, 'mobilemoney.result_url'],
+    ['timeout_url naming a result route', { timeout_url: 'https://pay.example.com/v1/webhooks/mobilemoney/transactionstatus/result' }, 'mobilemoney.timeout_url'],
+    ['result_url with a query', { result_url: 'https://pay.example.com/v1/webhooks/mobilemoney/reversal/result?ref=x' }, 'mobilemoney.result_url'],
+    ['timeout_url that is not http(s)', { timeout_url: 'ftp://pay.example.com/v1/webhooks/mobilemoney/reversal/timeout' }, 'mobilemoney.timeout_url'],
+  ])('refuses a %s with 422 naming the field, and stores nothing', async (_name, urls, field) => {
+    const before = await t.http.get('/v1/merchant/credentials').set('X-API-Key', apiKey).expect(200);
+    const res = await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'mobilemoney', mobilemoney: { ...SANDBOX_CREDS, consumer_key: 'gateway-key', ...urls } });
+    expect(res.status).toBe(422);
+    expect(res.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ field, issue: expect.any(String) }] });
+    expect((await t.http.get('/v1/merchant/credentials').set('X-API-Key', apiKey).expect(200)).body).toEqual(before.body);
+  });
+});
+
 describe('check-status', () => {
   it('accepts a receipt number, and the result reaches the service', async () => {
     const res = await pay({ phone: PHONES.success });

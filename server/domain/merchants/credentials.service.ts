@@ -3,7 +3,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Provider, StoreCredentialsBody } from '../../../contract/index.js';
 import { ProviderCredentialSchema } from '../../persistence/entities/index.js';
 import type { SecretBox } from '../crypto/secret-box.js';
-import { DomainError, notFound } from '../errors.js';
+import { DomainError, notFound, validationError } from '../errors.js';
+import { assertDeliverableUrl, type HostResolver } from './webhook-url-policy.js';
 import { ProviderError, type PreparedCredentials, type ProviderRegistry } from '../ports.js';
 import { summarizeCredentials } from './credential-masking.js';
 import type { NotifiedCache } from '../../persistence/notified-cache.js';
@@ -36,6 +37,8 @@ export interface CredentialsServiceOptions {
   leases: Leases;
   /** How long a store may call the provider before another may start (the lease, renewed at each step). */
   storeLeaseMs: number;
+  /** The policy of every address a provider calls (webhook-url-policy.ts), for ProviderPort.serviceAddressFields. */
+  urlPolicy: { allowPrivate: boolean; hosts: HostResolver };
 }
 
 /** Per-merchant provider credentials, encrypted at rest and only ever shown masked. */
@@ -55,6 +58,7 @@ export class CredentialsService {
   async store(merchantId: string, body: StoreCredentialsBody): Promise<CredentialSummary> {
     const provider = body.provider;
     const credentials = (body as Record<string, unknown>)[provider] as CredentialsByProvider[typeof provider];
+    await this.checkServiceAddresses(merchantId, provider, credentials as Record<string, unknown>);
     if (!this.providers.get(provider).prepareCredentials) return this.write(merchantId, provider, credentials);
     // A provider's preparation sets things up at the provider, and its afterStored step deletes what the
     // credentials it replaced used there: two at once could each delete the other's (leaving the stored
@@ -77,6 +81,23 @@ export class CredentialsService {
       return summary;
     } finally {
       await leases.release(lease, holder);
+    }
+  }
+
+  /**
+   * Each stored address of this service (ProviderPort.serviceAddressFields) follows the policy of every
+   * address a provider calls (https and public unless configuration allows otherwise), ends in one of its
+   * routes, and has no query or fragment (the service adds its own). Else 422 and nothing is stored.
+   */
+  private async checkServiceAddresses(merchantId: string, provider: Provider, credentials: Record<string, unknown>): Promise<void> {
+    for (const [field, routes] of Object.entries(this.providers.get(provider).serviceAddressFields ?? {})) {
+      const value = credentials[field];
+      if (typeof value !== 'string') continue;
+      const name = `${provider}.${field}`;
+      const url = await assertDeliverableUrl(value, { ...this.options.urlPolicy, merchantId }, name);
+      if (url.search || url.hash) throw validationError(name, 'must have no query or fragment (the service adds its own)');
+      const paths = routes.map((route) => `/v1/webhooks/${provider}${route}`);
+      if (!paths.some((path) => url.pathname.endsWith(path))) throw validationError(name, `must be an address of this service ending in ${paths.join(' or ')}`);
     }
   }
 

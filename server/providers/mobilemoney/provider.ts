@@ -4,7 +4,7 @@ import type { AppConfig } from '../../config/config.js';
 import type { AdapterDecorator, ProviderPort, RequestIssue } from '../../domain/ports.js';
 import { callbackUrl } from '../base-url.js';
 import { MobilemoneyAdapter } from './adapter.js';
-import { signedCallbackUrl } from './callback-urls.js';
+import { STORED_ADDRESS_ROUTES, signedCallbackUrl } from './callback-urls.js';
 import { mobilemoneyNotifications } from './notifications.js';
 import { normalisePhone } from './phone.js';
 
@@ -23,6 +23,7 @@ export function mobilemoneyProvider(config: AppConfig, em: EntityManager, instru
     // answer was lost is found by reconciliation (bill reference) instead of the status sync.
     capabilities: { capture: false, partialRefunds: false, replayableCreate: false, createReplayWindowMs: null },
     publicCredentialFields: ['env', 'shortcode', 'result_url', 'timeout_url'],
+    serviceAddressFields: STORED_ADDRESS_ROUTES,
 
     normaliseRequest(body, amount) {
       if (body.provider !== 'mobilemoney') return { issues: [{ field: 'provider', issue: 'must be mobilemoney' }] };
