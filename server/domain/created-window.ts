@@ -34,6 +34,11 @@ function literal({ ms, finer }: Instant, round: 'down' | 'up'): Timestamptz {
   return new Date(ms).toISOString().replace(/^\+0*/, '').replace(/Z$/, `${String(us).padStart(3, '0')}Z`);
 }
 
+/** Orders two RFC 3339 instants at every fractional digit they carry (a JS Date keeps milliseconds only). */
+export function compareInstants(a: string, b: string): number {
+  return compare(instant(a), instant(b));
+}
+
 /**
  * The `since`/`until` window of a list: created after `since` and before `until` (both exclusive);
  * since after until (as sent, before rounding) is the merchant's 422.

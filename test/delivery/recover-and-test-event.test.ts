@@ -183,6 +183,17 @@ describe('POST /v1/webhooks/recover', () => {
     expect((await delivery(t, before.deliveryId)).status).toBe('dead');
   });
 
+  it('takes a window narrower than a millisecond: since .mmm1 and until .mmm9 queue the delivery at .mmm600 (was 422 "until must be after since")', async () => {
+    const m = await merchantAt('/recover-sub-ms');
+    const inside = await failedDelivery(m.merchantId, 'dead', 3);
+    const ms = hoursAgo(3).slice(0, 23);
+    await t.sql('UPDATE webhook_deliveries SET created_at = $2 WHERE id = $1', [inside.deliveryId, `${ms}600Z`]);
+    const res = await recover(m.apiKey, { since: `${ms}1Z`, until: `${ms}9Z` });
+    expect(res.status).toBe(200);
+    expect(res.body.data.queued).toBe(1);
+    await waitFor(async () => (await delivery(t, inside.deliveryId)).status === 'delivered', 'the delivery inside the window recovered');
+  });
+
   it('queues each delivery once when two recover calls race', async () => {
     const m = await merchantAt('/recover-race');
     const dead = await Promise.all([1, 2, 3, 4, 5].map(() => failedDelivery(m.merchantId, 'dead', 1)));

@@ -8,7 +8,7 @@ import { MerchantSchema, WebhookDeliverySchema, type DeliveryStatus, type Webhoo
 import { RECOVER_MAX_DAYS } from '../../../contract/index.js';
 import { ERROR_MESSAGES } from '../../../contract/errors.js';
 import { DomainError, conflict, notFound, validationError } from '../errors.js';
-import { createdWindow } from '../created-window.js';
+import { compareInstants, createdWindow } from '../created-window.js';
 import type { MerchantEventType } from '../events/merchant-events.js';
 import type { MerchantHostResolver } from '../merchants/merchant-host-resolver.js';
 import type { MerchantService } from '../merchants/merchant.service.js';
@@ -203,7 +203,8 @@ export class DeliveryService {
     const since = new Date(sinceText);
     const end = untilText ? new Date(untilText) : now;
     if (since.getTime() < now.getTime() - RECOVER_MAX_DAYS * DAY_MS) throw validationError('since', `must be at most ${RECOVER_MAX_DAYS} days ago`);
-    if (end <= since) throw validationError('until', 'must be after since');
+    // Compared at every digit sent, as the window is (…00.0001 to …00.0009 is a window).
+    if (compareInstants(untilText ?? now.toISOString(), sinceText) <= 0) throw validationError('until', 'must be after since');
     // The bounds as a list compares them (to the microsecond); the answer names them to the millisecond.
     const window = createdWindow(sinceText, untilText ?? now.toISOString()) as Required<ReturnType<typeof createdWindow>>;
     // In batches, each its own statement: a large window neither holds one long transaction nor is read
