@@ -40,4 +40,6 @@ export interface JobContext {
     operations: ProviderOperationsService;
   };
   sandboxDeps: SandboxDeps;
+  /** Set when the process begins its graceful stop: long job runs end early. */
+  readonly draining: boolean;
 }

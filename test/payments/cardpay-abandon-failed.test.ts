@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { ABANDON_FAILED_JOB } from '../../server/jobs/abandon-failed.job.js';
 import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
+import { runJobOnce } from '../support/job-run.js';
 import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { scrapeMetrics, total } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
@@ -192,4 +194,35 @@ describe('a cancel the provider answered 500', () => {
     expect(cancels()[1]!.key).not.toBe(cancels()[0]!.key);
     await eventually(async () => (await s.sql('SELECT abandon_due_at FROM payments WHERE id = $1', [id]))[0]!.abandon_due_at === null, 10_000, 'the mark cleared');
   });
+});
+
+describe('a backlog of failed payments', () => {
+  it('one run of the job cancels every due intent, batch after batch: 60, not one claim of 25', async () => {
+    // An hour between the job's runs (it runs once at boot): every cancel below is the one run the test asks
+    // for. A run lasts at most half the jobs' lock lifetime: 30 s here (5 s by default in tests), room for
+    // 60 cancels on a loaded machine.
+    const s = await startTestService({ STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
+    try {
+      await eventually(async () => (await s.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [ABANDON_FAILED_JOB])).length > 0, 10_000, "the job's run at boot");
+      const secretKey = 'sk_test_abandon_backlog';
+      const { apiKey } = await s.createMerchant('Abandon Backlog Shop');
+      await s.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey } }).expect(200);
+      const intents: string[] = [];
+      for (let i = 0; i < 60; i++) {
+        const res = await s.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `abandon-backlog-${i}`)
+          .send({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_chargeDeclined' });
+        expect(res.body.data).toMatchObject({ status: 'failed' });
+        intents.push(res.body.data.provider_ref);
+      }
+      expect(await s.sql('SELECT count(*)::int AS due FROM payments WHERE abandon_due_at IS NOT NULL')).toEqual([{ due: 60 }]);
+
+      expect(await runJobOnce(s, ABANDON_FAILED_JOB)).toBe(1);
+      expect(await s.sql('SELECT count(*)::int AS due FROM payments WHERE abandon_due_at IS NOT NULL')).toEqual([{ due: 0 }]); // was 35
+      const canceled = await Promise.all(intents.map(async (id) =>
+        (await s.http.get(`/sandbox/cardpay/v1/payment_intents/${id}`).set('Authorization', `Bearer ${secretKey}`).expect(200)).body.status));
+      expect(canceled.filter((status) => status !== 'canceled')).toEqual([]);
+    } finally {
+      await s.stop();
+    }
+  }, 180_000);
 });

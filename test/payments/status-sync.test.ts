@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { SYNC_PAYMENTS_JOB } from '../../server/jobs/sync-payments.job.js';
+import { runJobOnce } from '../support/job-run.js';
 import { scrapeMetrics, total } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
@@ -120,4 +122,32 @@ describe('status sync of stuck payments', () => {
       await shortSchedule.stop();
     }
   });
+
+  it('one run of the job re-checks every due payment, batch after batch: a backlog of 60 is not cut to one claim of 25', async () => {
+    // An hour between the job's runs (it runs once at boot) and between a payment's re-checks: every
+    // re-check below is the one run the test asks for. These card payments wait for 3-D Secure, so each
+    // re-check leaves them pending with one more attempt. A run lasts at most half the jobs' lock lifetime:
+    // 30 s here (5 s by default in tests), room for 60 re-checks on a loaded machine.
+    const s = await startTestService({ STATUS_SYNC_SCHEDULE: '1h', STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
+    try {
+      const m = await s.createMerchant('Backlog Shop');
+      await s.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_backlog_0001' } }).expect(200);
+      const ids: string[] = [];
+      for (let i = 0; i < 60; i++) {
+        const res = await s.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `backlog-${i}`)
+          .send({ provider: 'cardpay', amount: '10.00', currency: 'USD', payment_method: 'pm_card_threeDSecureRequired' }).expect(201);
+        expect(res.body.data.status).toBe('pending');
+        ids.push(res.body.data.id);
+      }
+      await eventually(async () => (await s.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [SYNC_PAYMENTS_JOB])).length > 0, 10_000, "the job's run at boot");
+      // All due at once, as after a provider outage.
+      await s.sql('UPDATE payments SET next_sync_at = now() WHERE id = ANY($1)', [ids]);
+
+      expect(await runJobOnce(s, SYNC_PAYMENTS_JOB)).toBe(1);
+      const attempts = await s.sql('SELECT sync_attempts, count(*)::int AS payments FROM payments WHERE id = ANY($1) GROUP BY sync_attempts', [ids]);
+      expect(attempts).toEqual([{ sync_attempts: 1, payments: 60 }]); // was 25 re-checked, 35 left for the next runs
+    } finally {
+      await s.stop();
+    }
+  }, 120_000);
 });

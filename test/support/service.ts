@@ -32,9 +32,10 @@ export interface TestService {
 /**
  * Boots the real service for one test file: a fresh PostgreSQL database, migrations, the API on an
  * ephemeral loopback port (simulators mounted under /sandbox), and an Agenda worker — all in this
- * process, all over real connections. `env` overrides configuration.
+ * process, all over real connections. `env` overrides configuration; `agendaLockLifetimeMs`, the jobs'
+ * lock lifetime (5 s), which also bounds a run of the jobs that work off due rows in batches (jobs/drain-due.ts).
  */
-export async function startTestService(env: Record<string, string> = {}): Promise<TestService> {
+export async function startTestService(env: Record<string, string> = {}, options: { agendaLockLifetimeMs?: number } = {}): Promise<TestService> {
   const db = await createTestDatabase();
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'payments-test-data-'));
   const logDir = path.resolve('test-results', 'logs');
@@ -59,7 +60,8 @@ export async function startTestService(env: Record<string, string> = {}): Promis
   // Every test run's logs are kept, so a test can prove no secret ever reaches them.
   const logFile = path.join(logDir, `${db.name}.log`);
   const logger = createLogger('info', destination({ dest: logFile, sync: true }));
-  const service = await startService(config, { logger, agendaProcessEveryMs: 200, agendaLockLifetimeMs: 5000 });
+  // A short lock lifetime: Agenda keeps a timer of half of it alive after every job run (a test file's exit waits for it).
+  const service = await startService(config, { logger, agendaProcessEveryMs: 200, agendaLockLifetimeMs: options.agendaLockLifetimeMs ?? 5000 });
   const { container } = service;
   const baseUrl = service.baseUrl;
 

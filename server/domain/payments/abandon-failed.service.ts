@@ -4,6 +4,8 @@ import { PaymentSchema } from '../../persistence/entities/index.js';
 import { ProviderError } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import type { StatusWriter } from './status-writer.js';
+import { CHECKS_AT_ONCE, type ClaimedBatch } from './sync-schedule.js';
+import { forEachBounded } from '../../lib/for-each-bounded.js';
 
 /** How long a claimed payment is left to its worker before another may take it again (a provider outage: the retry interval). */
 const CLAIM_MS = 5 * 60_000;
@@ -16,7 +18,7 @@ const GIVE_UP_MS = 7 * 24 * 3_600_000;
  * its client secret: a later confirmation would charge the customer for a payment we show failed (and
  * that decisions.md's rule keeps failed: a success after `failed` is recorded and ignored). The status
  * writer marks such payments due (`abandon_due_at`) in the transaction that fails them; this worker job
- * claims them (SKIP LOCKED: several workers split them, none twice), asks the provider to cancel with an
+ * claims them (SKIP LOCKED: no two workers take the same one), asks the provider to cancel with an
  * idempotency key derived from the payment and the claim — never inside a transaction — and clears the mark. An
  * intent already canceled is fine; one that succeeded after all (charged before the cancel got there)
  * is recorded as a refused late success and counted (payments_integrity_mismatches_total, source
@@ -30,7 +32,8 @@ export class AbandonFailedService {
     private readonly logger: Logger,
   ) {}
 
-  async abandonDue(limit = 25): Promise<number> {
+  /** One batch: claims up to `limit` due payments and cancels them, CHECKS_AT_ONCE at a time (the job claims batch after batch). */
+  async abandonDue(limit = 25): Promise<ClaimedBatch> {
     // Each claim's new abandon_due_at (microseconds) names the attempt: no two claims of a payment share it.
     const claimed = await this.em.getConnection().execute<{ id: string; attempt: string }[]>(
       `UPDATE payments SET abandon_due_at = now() + (? * interval '1 millisecond')
@@ -38,10 +41,9 @@ export class AbandonFailedService {
        RETURNING id, (extract(epoch FROM abandon_due_at) * 1000000)::bigint::text AS attempt`,
       [CLAIM_MS, limit],
     );
-    for (const { id, attempt } of claimed) {
-      await this.abandonOne(id, attempt).catch((err: Error) => this.logger.warn({ paymentId: id, err: { message: err.message } }, 'abandoning a failed payment at the provider failed'));
-    }
-    return claimed.length;
+    const failed = await forEachBounded(claimed, CHECKS_AT_ONCE, ({ id, attempt }) => this.abandonOne(id, attempt), ({ id }, err) =>
+      this.logger.warn({ paymentId: id, err: { message: err.message } }, 'abandoning a failed payment at the provider failed'));
+    return { claimed: claimed.length, failed };
   }
 
   /**

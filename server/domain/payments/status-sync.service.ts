@@ -6,7 +6,7 @@ import { ProviderError, type ProviderPaymentResult } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { creationInput, expiredAtProvider, paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
 import { recoverLostCreation } from './lost-creation.js';
-import { recheckDue, scheduleNextCheck } from './sync-schedule.js';
+import { recheckDue, scheduleNextCheck, type ClaimedBatch } from './sync-schedule.js';
 
 /**
  * Status sync ("psync"): re-checks pending payments with their provider on a backoff
@@ -26,8 +26,8 @@ export class StatusSyncService {
     private readonly logger: Logger,
   ) {}
 
-  /** Claims due payments (SKIP LOCKED, so several workers split them) and syncs each. */
-  async syncDue(limit = 25): Promise<number> {
+  /** One batch: claims up to `limit` due payments and syncs them (the worker's job claims batch after batch: jobs/drain-due.ts). */
+  async syncDue(limit = 25): Promise<ClaimedBatch> {
     return recheckDue(this.em, 'payments', limit, (id) => this.syncOne(id), (id, err) =>
       this.logger.warn({ paymentId: id, err: { message: err.message } }, 'status sync failed'));
   }

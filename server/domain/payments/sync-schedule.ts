@@ -1,4 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { forEachBounded } from '../../lib/for-each-bounded.js';
 
 /** How long a claimed row is hidden from other workers while one re-checks it. */
 const CLAIM_MS = 5 * 60_000;
@@ -20,10 +21,21 @@ export const UNRESOLVED: Record<SyncedTable, string> = {
   refunds: `status = 'pending' AND next_sync_at IS NULL`,
 };
 
+/** Re-checks of one claimed batch under way at once (each waits on its provider most of the time). */
+export const CHECKS_AT_ONCE = 5;
+
+/** One claim of due rows: how many were claimed, and how many of their checks threw. */
+export interface ClaimedBatch {
+  claimed: number;
+  failed: number;
+}
+
 /**
- * Claims the pending rows of `table` due a re-check (next_sync_at passed; SKIP LOCKED, so several
- * workers split them), hides them from the others for CLAIM_MS, and re-checks them one by one with
- * `check`. A failed check goes to `onError`; the row waits for its next turn. Returns how many were claimed.
+ * Claims up to `limit` pending rows of `table` due a re-check (next_sync_at passed; SKIP LOCKED, so
+ * workers running this at the same time take different rows), hides them from the others for CLAIM_MS,
+ * and re-checks them with `check`, CHECKS_AT_ONCE at a time, each outside any transaction. A failed check
+ * goes to `onError`; the row waits for its next turn (CLAIM_MS). One batch: the worker's job claims
+ * batch after batch (jobs/drain-due.ts).
  */
 export async function recheckDue(
   em: EntityManager,
@@ -31,7 +43,7 @@ export async function recheckDue(
   limit: number,
   check: (id: string) => Promise<void>,
   onError: (id: string, err: Error) => void,
-): Promise<number> {
+): Promise<ClaimedBatch> {
   const claimed = await em.getConnection().execute<{ id: string }[]>(
     `UPDATE ${table} SET next_sync_at = now() + (? * interval '1 millisecond')
      WHERE id IN (SELECT id FROM ${table} WHERE status = 'pending' AND next_sync_at <= now()
@@ -39,8 +51,8 @@ export async function recheckDue(
      RETURNING id`,
     [CLAIM_MS, limit],
   );
-  for (const { id } of claimed) await check(id).catch((err: Error) => onError(id, err));
-  return claimed.length;
+  const failed = await forEachBounded(claimed.map((r) => r.id), CHECKS_AT_ONCE, check, onError);
+  return { claimed: claimed.length, failed };
 }
 
 /**

@@ -7,7 +7,7 @@ import { DomainError } from '../errors.js';
 import { askForConfirmation } from '../inbound/confirmation-queries.js';
 import { paymentLookup } from '../payments/payment.service.js';
 import type { ProviderGateway } from '../payments/provider-gateway.js';
-import { recheckDue, scheduleNextCheck } from '../payments/sync-schedule.js';
+import { recheckDue, scheduleNextCheck, type ClaimedBatch } from '../payments/sync-schedule.js';
 import { ProviderError } from '../ports.js';
 import type { RefundService } from './refund.service.js';
 
@@ -61,8 +61,8 @@ export class RefundSyncService {
     private readonly logger: Logger,
   ) {}
 
-  /** Claims due refunds (SKIP LOCKED, so several workers split them) and syncs each. */
-  async syncDue(limit = 25): Promise<number> {
+  /** One batch: claims up to `limit` due refunds and syncs them (the worker's job claims batch after batch: jobs/drain-due.ts). */
+  async syncDue(limit = 25): Promise<ClaimedBatch> {
     return recheckDue(this.em, 'refunds', limit, (id) => this.syncOne(id), (id, err) =>
       this.logger.warn({ refundId: id, err: { message: err.message } }, 'refund sync failed'));
   }
