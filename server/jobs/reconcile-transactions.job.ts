@@ -28,8 +28,8 @@ export function defineReconcileTransactionsJobs(jobs: JobContext): void {
     defineJob<ReconcileJobData>(jobs, reconcileJobName(provider), async ({ merchantId }) => {
       const ops = jobs.services.operations;
       // Left behind by a credentials delete whose unscheduling failed (CredentialsService.remove): it goes now.
-      if (!(await ops.merchantsWithCredentials(provider)).includes(merchantId)) {
-        await cancelReconciliation(jobs.agenda, jobs.keyLock, provider, merchantId, () => ops.merchantsWithCredentials(provider).then((ids) => !ids.includes(merchantId)));
+      if (!(await ops.hasCredentials(merchantId, provider))) {
+        await cancelReconciliation(jobs.agenda, jobs.keyLock, provider, merchantId, async () => !(await ops.hasCredentials(merchantId, provider)));
         return;
       }
       const until = new Date();

@@ -244,9 +244,18 @@ export class ProviderOperationsService {
     return answer.result;
   }
 
-  /** Merchants with credentials for a provider (for the automatic reconciliation). */
+  /** Merchants with credentials for a provider (to schedule every merchant's automatic reconciliation). */
   async merchantsWithCredentials(provider: Provider): Promise<string[]> {
     const rows = await this.em.getConnection().execute<{ merchant_id: string }[]>(`SELECT merchant_id FROM provider_credentials WHERE provider = ?`, [provider]);
     return rows.map((r) => r.merchant_id);
+  }
+
+  /** Whether the merchant has credentials for the provider (one row of the unique (merchant_id, provider) index). */
+  async hasCredentials(merchantId: string, provider: Provider): Promise<boolean> {
+    const [row] = await this.em.getConnection().execute<{ found: boolean }[]>(
+      `SELECT EXISTS (SELECT 1 FROM provider_credentials WHERE provider = ? AND merchant_id = ?) AS found`,
+      [provider, merchantId],
+    );
+    return row!.found;
   }
 }
