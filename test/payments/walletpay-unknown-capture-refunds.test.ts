@@ -41,23 +41,18 @@ class ProviderStub extends ForwardingStub {
 
 /**
  * Between the simulator and the service's webhook: holds PAYMENT.CAPTURE.COMPLETED of `heldOrders` back
- * (503); records the service's answers. The signing certificate is named on the provider's host, as
- * PayPal's is: the simulator's own address becomes the provider stub's (the URL is not signed).
+ * (503); records the service's answers. Events pass unchanged: their certificate URL names the
+ * simulator's public address, not the provider stub's, so the service verifies them by the
+ * verify-webhook-signature postback (through the provider stub).
  */
 class EventStub extends ForwardingStub {
   readonly heldOrders = new Set<string>();
-  simulatorUrl = '';
-  providerUrl = '';
   readonly answers: { type: string; resource: string; transmissionId: string; status: number }[] = [];
 
   protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
     const event = JSON.parse(req.body.toString('utf8')) as { event_type: string; resource: { id: string; supplementary_data?: { related_ids?: { order_id?: string } } } };
     const orderId = event.resource.supplementary_data?.related_ids?.order_id;
     if (event.event_type === 'PAYMENT.CAPTURE.COMPLETED' && orderId && this.heldOrders.has(orderId)) return { status: 503 };
-    for (const name of ['paypal-cert-url', 'walletpay-cert-url']) {
-      const url = req.headers[name];
-      if (typeof url === 'string') req.headers[name] = url.replace(this.simulatorUrl, this.providerUrl);
-    }
     const answer = await forward(this.target);
     this.answers.push({ type: event.event_type, resource: event.resource.id, transmissionId: String(req.headers['paypal-transmission-id']), status: answer.status });
     return { status: answer.status };
@@ -89,8 +84,6 @@ beforeAll(async () => {
   t = await startTestService({ WALLETPAY_BASE_URL: `${providerUrl}/sandbox/walletpay`, STATUS_SYNC_SCHEDULE: '1h', SANDBOX_CALLBACK_DELAY_MS: '1000' });
   provider.target = t.baseUrl;
   events.target = `${t.baseUrl}/v1/webhooks/walletpay`;
-  events.simulatorUrl = t.baseUrl;
-  events.providerUrl = providerUrl;
   receiver = await new WebhookReceiver().start();
   ({ apiKey: key, merchantId } = await t.createMerchant('Busy Wallet Shop'));
   await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: receiver.url }).expect(200);

@@ -311,18 +311,22 @@ describe('offline verification (CRC-32 + SHA256withRSA with the certificate from
     }
   });
 
-  it("a certificate URL on any other host is refused: nothing is downloaded from it and no postback is made", async () => {
+  it("a certificate URL on another host than the simulator's base URL is never downloaded: the postback decides", async () => {
     const { creds, path } = await subscribed();
     await capture(creds);
     const delivery = await eventually(() => deliveriesTo(path)[0], 'the capture event');
     const before = receiver.received.length;
     const foreign = { ...delivery.headers, 'walletpay-cert-url': `${receiver.url}/v1/notifications/certs/CERT-FORGER`, 'paypal-cert-url': undefined };
+    const fresh = new WalletpayAdapter(t.service.container.config);
     await outage('error');
     try {
-      expect(await verifyWalletpayEvent(new WalletpayAdapter(t.service.container.config), creds, asCallback(delivery, { headers: foreign }))).toBe('invalid');
+      // Not judged offline: with the provider down the postback's failure is an error, not a verdict.
+      await expect(verifyWalletpayEvent(fresh, creds, asCallback(delivery, { headers: foreign }))).rejects.toMatchObject({ name: 'ProviderError' });
     } finally {
       await outage('ok');
     }
+    // The provider refuses a certificate URL that is not its own.
+    expect(await verifyWalletpayEvent(fresh, creds, asCallback(delivery, { headers: foreign }))).toBe('invalid');
     expect(receiver.received.length).toBe(before); // the forger's host was never asked
   });
 

@@ -32,11 +32,21 @@ export interface Transmission {
   rawBody: Buffer;
 }
 
+/** Whether the adapter calls the real provider (paypal.com or a subdomain), not the simulator or an override. */
+function isRealProvider(providerBaseUrl: string): boolean {
+  try {
+    const host = new URL(providerBaseUrl).hostname.toLowerCase();
+    return host === PROVIDER_DOMAIN || host.endsWith(`.${PROVIDER_DOMAIN}`);
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Whether `certUrl` is on the provider's own host, judged against the base URL the adapter calls: for
  * the real provider, https on paypal.com or a subdomain of it; for anything else (the built-in simulator,
  * an override), the same origin and the certificates path under that base. A certificate anywhere else
- * could be the forger's own.
+ * could be the forger's own: it is never downloaded.
  */
 export function isProviderCertUrl(certUrl: string, providerBaseUrl: string): boolean {
   let cert: URL;
@@ -48,8 +58,7 @@ export function isProviderCertUrl(certUrl: string, providerBaseUrl: string): boo
     return false;
   }
   if (cert.username || cert.password) return false;
-  const host = base.hostname.toLowerCase();
-  if (host === PROVIDER_DOMAIN || host.endsWith(`.${PROVIDER_DOMAIN}`)) {
+  if (isRealProvider(providerBaseUrl)) {
     const certHost = cert.hostname.toLowerCase();
     return cert.protocol === 'https:' && (certHost === PROVIDER_DOMAIN || certHost.endsWith(`.${PROVIDER_DOMAIN}`)) && cert.port === '';
   }
@@ -102,13 +111,19 @@ export class WalletpaySigningCertificates {
  * PayPal's offline check: RSA-SHA256 over `transmissionId|transmissionTime|webhookId|crc32(rawBody)`
  * with the certificate from the provider's own host. `unverifiable` (an algorithm other than
  * SHA256withRSA, or a provider host that could not be asked for the certificate) leaves the verdict to
- * the postback. A certificate URL on another host, one the provider's host has no current
- * message-signing certificate at (every genuine transmission names one), or a signature that does not
- * match is `invalid` without a postback: otherwise each forged callback naming a made-up certificate
- * made the service ask the provider with the merchant's credentials, using up their rate limit.
+ * the postback. A certificate the provider's host has no current message-signing certificate at (every
+ * genuine transmission names one), or a signature that does not match is `invalid` without a postback:
+ * otherwise each forged callback naming a made-up certificate made the service ask the provider with
+ * the merchant's credentials, using up their rate limit.
+ *
+ * A certificate URL off the provider's host is `invalid` against the real provider (PayPal names only
+ * its own paypal.com certificates). Against any other base URL (the simulator reached through a proxy
+ * or another address than its public one, which names its certificate under its public address) the
+ * adapter cannot tell its provider's host from a forger's, so it downloads nothing and the
+ * verify-webhook-signature postback decides, as decisions.md has walletpay events verified.
  */
 export async function verifyOffline(t: Transmission, providerBaseUrl: string, certificates: WalletpaySigningCertificates): Promise<OfflineVerdict> {
-  if (!isProviderCertUrl(t.certUrl, providerBaseUrl)) return 'invalid';
+  if (!isProviderCertUrl(t.certUrl, providerBaseUrl)) return isRealProvider(providerBaseUrl) ? 'invalid' : 'unverifiable';
   if (t.authAlgo.toUpperCase() !== 'SHA256WITHRSA') return 'unverifiable';
   const cert = await certificates.get(t.certUrl);
   if (cert === 'unreachable') return 'unverifiable';
