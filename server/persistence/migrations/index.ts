@@ -58,6 +58,7 @@ import { Migration20261128002101_rate_limit_windows_by_start } from './Migration
 import { Migration20261128002102_rate_limit_windows_unlogged } from './Migration20261128002102_rate_limit_windows_unlogged.js';
 import { Migration20261128002201_dead_deliveries_index_without_tests } from './Migration20261128002201_dead_deliveries_index_without_tests.js';
 import { Migration20261128002202_delivery_claim_first_attempts } from './Migration20261128002202_delivery_claim_first_attempts.js';
+import { Migration20261128003501_sandbox_walletpay_pending_denied } from './Migration20261128003501_sandbox_walletpay_pending_denied.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -123,4 +124,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261128002102_rate_limit_windows_unlogged', class: Migration20261128002102_rate_limit_windows_unlogged },
   { name: 'Migration20261128002201_dead_deliveries_index_without_tests', class: Migration20261128002201_dead_deliveries_index_without_tests },
   { name: 'Migration20261128002202_delivery_claim_first_attempts', class: Migration20261128002202_delivery_claim_first_attempts },
+  { name: 'Migration20261128003501_sandbox_walletpay_pending_denied', class: Migration20261128003501_sandbox_walletpay_pending_denied },
 ];

@@ -8,7 +8,7 @@ import { money, type OrderRow } from './views.js';
  * What the buyer can do on the approval page. Besides approving and cancelling, sandbox outcomes let
  * tests reach the capture's other states: the funding source declines at capture (capture DECLINED,
  * event PAYMENT.CAPTURE.DECLINED); the capture is held for review (PENDING, completed shortly after by a
- * job, event PAYMENT.CAPTURE.COMPLETED); the capture is refused 422 INSTRUMENT_DECLINED and the order
+ * job, event PAYMENT.CAPTURE.COMPLETED, or denied: DECLINED, event PAYMENT.CAPTURE.DENIED); the capture is refused 422 INSTRUMENT_DECLINED and the order
  * waits for the buyer to approve again with another funding source, or 422 TRANSACTION_REFUSED (the
  * order stays APPROVED and every capture is refused); or the payment is an eCheck whose
  * refunds go PENDING (event PAYMENT.REFUND.PENDING) and then fail (PAYMENT.REFUND.FAILED).
@@ -18,6 +18,7 @@ const ACTIONS = {
   cancel: { funding: null, label: 'Cancel and return to merchant' },
   'approve-decline': { funding: 'declined', label: 'Approve (sandbox: capture will be declined)' },
   'approve-pending': { funding: 'pending', label: 'Approve (sandbox: capture held for review)' },
+  'approve-pending-denied': { funding: 'pending_denied', label: 'Approve (sandbox: capture held for review, then denied)' },
   'approve-instrument-declined': { funding: 'instrument_declined', label: 'Approve (sandbox: funding source declined at capture, INSTRUMENT_DECLINED)' },
   'approve-echeck': { funding: 'echeck', label: 'Approve (sandbox: eCheck; its refunds stay pending, then fail)' },
   'approve-refused': { funding: 'refused', label: 'Approve (sandbox: capture refused for good, TRANSACTION_REFUSED)' },
@@ -60,13 +61,13 @@ function approvalForm(order: OrderRow): string {
     `<p>Pay <strong>${escapeHtml(amount.value)} ${escapeHtml(amount.currency_code)}</strong>` +
     `${order.experience.brand_name ? ` to ${escapeHtml(order.experience.brand_name)}` : ''}.</p>${description}` +
     `<p>Order <code>${escapeHtml(order.id)}</code></p>${button('approve')}${button('cancel')}` +
-    `<div class="sandbox">${button('approve-decline')}${button('approve-pending')}${button('approve-instrument-declined')}${button('approve-refused')}${button('approve-echeck')}</div>`
+    `<div class="sandbox">${button('approve-decline')}${button('approve-pending')}${button('approve-pending-denied')}${button('approve-instrument-declined')}${button('approve-refused')}${button('approve-echeck')}</div>`
   );
 }
 
 /**
  * The buyer-facing approval page `GET /checkoutnow?token=<orderId>` (the `approve` / `payer-action`
- * link), its form posts, and `?auto=<action>` (approve, cancel, approve-decline, approve-pending,
+ * link), its form posts, and `?auto=<action>` (approve, cancel, approve-decline, approve-pending, approve-pending-denied,
  * approve-instrument-declined, approve-refused, approve-echeck) for tests without
  * a browser. Approving moves the order to APPROVED and redirects to `return_url?token=…&PayerID=…`;
  * cancelling redirects to `cancel_url?token=…` and changes nothing: PayPal keeps the order

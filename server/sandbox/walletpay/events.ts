@@ -83,13 +83,14 @@ export async function recordEvent(
 
 /**
  * The capture event matching a capture's status: COMPLETED, PENDING, or DECLINED — PayPal's event for a
- * capture declined at once is PAYMENT.CAPTURE.DECLINED (PAYMENT.CAPTURE.DENIED is for a pending one
- * denied later).
+ * capture declined at once is PAYMENT.CAPTURE.DECLINED, and PAYMENT.CAPTURE.DENIED for a pending one
+ * denied later (`settled`: the capture was PENDING).
  */
-export function captureEvent(base: string, capture: CaptureRow) {
+export function captureEvent(base: string, capture: CaptureRow, settled = false) {
   const amount = `${capture.currency} ${(captureView(base, capture).amount as { value: string }).value}`;
   const [eventType, summary] =
-    capture.status === 'DECLINED' ? ['PAYMENT.CAPTURE.DECLINED', `A payment capture for ${amount} was declined`]
+    capture.status === 'DECLINED' && settled ? ['PAYMENT.CAPTURE.DENIED', `Payment denied for ${amount}`]
+      : capture.status === 'DECLINED' ? ['PAYMENT.CAPTURE.DECLINED', `A payment capture for ${amount} was declined`]
       : capture.status === 'PENDING' ? ['PAYMENT.CAPTURE.PENDING', `Payment pending for ${amount}`]
         : ['PAYMENT.CAPTURE.COMPLETED', `Payment completed for ${amount}`];
   return { clientId: capture.client_id, eventType, resourceType: 'capture', resource: captureView(base, capture, { withOrderId: true }), summary };
@@ -166,17 +167,23 @@ export async function sendTransmission(deps: SandboxDeps, job: SendEventJob): Pr
   }
 }
 
-/** The job body for a capture left PENDING (review): it completes and sends PAYMENT.CAPTURE.COMPLETED. */
+/**
+ * The job body for a capture left PENDING (review): it completes and sends PAYMENT.CAPTURE.COMPLETED, or,
+ * when the buyer approved with `approve-pending-denied` (the order's funding), it is denied: DECLINED,
+ * event PAYMENT.CAPTURE.DENIED.
+ */
 export async function settleCapture(deps: SandboxDeps, job: SettleCaptureJob): Promise<void> {
   const base = simulatorBase(deps.config.publicBaseUrl);
   const transmissions = await inTransaction(deps.em, async (db) => {
     const [capture] = await db.query<CaptureRow>(
-      `UPDATE sandbox_walletpay_captures SET status = 'COMPLETED', status_reason = NULL, updated_at = now()
-       WHERE id = ? AND status = 'PENDING' RETURNING *`,
+      `UPDATE sandbox_walletpay_captures c
+       SET status = CASE WHEN o.funding = 'pending_denied' THEN 'DECLINED' ELSE 'COMPLETED' END, status_reason = NULL, updated_at = now()
+       FROM sandbox_walletpay_orders o
+       WHERE c.id = ? AND c.status = 'PENDING' AND o.id = c.order_id RETURNING c.*`,
       [job.captureId],
     );
     if (!capture) return [];
-    return recordEvent(db, base, captureEvent(base, capture));
+    return recordEvent(db, base, captureEvent(base, capture, true));
   });
   await scheduleTransmissions(deps, transmissions);
 }

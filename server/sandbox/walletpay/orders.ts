@@ -155,7 +155,7 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
         if (order.funding === 'refused') {
           throw unprocessable('TRANSACTION_REFUSED', 'The request was refused.');
         }
-        const [status, reason] = order.funding === 'declined' ? ['DECLINED', null] : order.funding === 'pending' ? ['PENDING', 'PENDING_REVIEW'] : ['COMPLETED', null];
+        const [status, reason] = order.funding === 'declined' ? ['DECLINED', null] : order.funding === 'pending' || order.funding === 'pending_denied' ? ['PENDING', 'PENDING_REVIEW'] : ['COMPLETED', null];
         const [capture] = await db.query<CaptureRow>(
           `INSERT INTO sandbox_walletpay_captures (id, order_id, client_id, status, status_reason, amount_minor, currency, custom_id, invoice_id)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
@@ -171,7 +171,7 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
       if ('refusal' in result) throw result.refusal;
       await scheduleTransmissions(deps, result.transmissions);
       if (result.pendingCapture) {
-        // A capture under review completes a little later, with its own PAYMENT.CAPTURE.COMPLETED event.
+        // A capture under review completes (or is denied) a little later, with its own event.
         const due = new Date(Date.now() + 2 * deps.config.sandboxCallbackDelayMs);
         await deps.agenda.schedule<SettleCaptureJob>(due, SETTLE_CAPTURE_JOB, { captureId: result.pendingCapture });
       }

@@ -19,7 +19,7 @@ export interface OrderRow {
   uses_payment_source: boolean;
   payer_id: string | null;
   /** What the approval chose (approval.ts ACTIONS): how the capture, and its refunds, turn out. */
-  funding: 'ok' | 'declined' | 'pending' | 'echeck' | 'instrument_declined' | 'refused';
+  funding: 'ok' | 'declined' | 'pending' | 'pending_denied' | 'echeck' | 'instrument_declined' | 'refused';
   capture_request_id: string | null;
   /** The PayPal-Request-Id of the last capture refused INSTRUMENT_DECLINED: a repeat of it gets the same answer. */
   refused_capture_request_id: string | null;
