@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { MOCKED_ISSUES } from '../../server/sandbox/walletpay/mock-response.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 /** The walletpay simulator on the wire, as any PayPal REST client would see it. */
@@ -371,6 +372,56 @@ describe('capture and refund on the wire', () => {
       expect(res.body.name).toBe('INTERNAL_SERVER_ERROR');
     } finally {
       await t.http.post('/sandbox/walletpay/_control/outage').send({ mode: 'ok' }).expect(200);
+    }
+  });
+});
+
+describe('negative testing with PayPal-Mock-Response', () => {
+  const mock = (code: string) => JSON.stringify({ mock_application_codes: code });
+
+  async function approvedOrder(bearer: string): Promise<string> {
+    const created = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).send(order()).expect(201);
+    await t.http.get(`/sandbox/walletpay/checkoutnow?token=${created.body.id}&auto=approve`).expect(302);
+    return created.body.id as string;
+  }
+
+  function expectMockedRefusal(res: { status: number; body: Record<string, any> }, code: string) {
+    expect(res.status).toBe(422);
+    expect(res.body).toMatchObject({ name: 'UNPROCESSABLE_ENTITY', message: expect.any(String), debug_id: expect.stringMatching(/^[0-9a-f]{13}$/) });
+    expect(res.body.details).toEqual([{ issue: code, description: expect.any(String) }]);
+  }
+
+  it.each(MOCKED_ISSUES.capture)('a capture answers 422 %s and captures nothing; the order still captures without the header', async (code) => {
+    const bearer = await token();
+    const id = await approvedOrder(bearer);
+    const refused = await t.http.post(`/sandbox/walletpay/v2/checkout/orders/${id}/capture`).set('Authorization', `Bearer ${bearer}`)
+      .set('PayPal-Request-Id', `mock-${id}`).set('PayPal-Mock-Response', mock(code)).send({});
+    expectMockedRefusal(refused, code);
+    expect(await t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [id])).toEqual([]);
+    expect(await t.sql('SELECT status, capture_request_id FROM sandbox_walletpay_orders WHERE id = $1', [id])).toEqual([{ status: 'APPROVED', capture_request_id: null }]);
+    // Nothing remembered under the PayPal-Request-Id either: the same id then captures.
+    await t.http.post(`/sandbox/walletpay/v2/checkout/orders/${id}/capture`).set('Authorization', `Bearer ${bearer}`).set('PayPal-Request-Id', `mock-${id}`).send({}).expect(201);
+  });
+
+  it.each(MOCKED_ISSUES.refund)('a refund answers 422 %s and refunds nothing', async (code) => {
+    const bearer = await token();
+    const id = await approvedOrder(bearer);
+    const captured = await t.http.post(`/sandbox/walletpay/v2/checkout/orders/${id}/capture`).set('Authorization', `Bearer ${bearer}`).send({}).expect(201);
+    const captureId = captured.body.purchase_units[0].payments.captures[0].id as string;
+    const refused = await t.http.post(`/sandbox/walletpay/v2/payments/captures/${captureId}/refund`).set('Authorization', `Bearer ${bearer}`)
+      .set('PayPal-Request-Id', `mock-${captureId}`).set('PayPal-Mock-Response', mock(code)).send({ amount: { currency_code: 'USD', value: '5.00' } });
+    expectMockedRefusal(refused, code);
+    expect(await t.sql('SELECT id FROM sandbox_walletpay_refunds WHERE capture_id = $1', [captureId])).toEqual([]);
+    expect(await t.sql('SELECT status, refunded_minor::int AS refunded FROM sandbox_walletpay_captures WHERE id = $1', [captureId])).toEqual([{ status: 'COMPLETED', refunded: 0 }]);
+  });
+
+  it("a code PayPal does not mock for the call, or a header that is not JSON, changes nothing: the call's actual answer", async () => {
+    const bearer = await token();
+    const id = await approvedOrder(bearer);
+    for (const header of [mock('REFUND_TIME_LIMIT_EXCEEDED'), mock('NOT_A_CODE'), 'INSTRUMENT_DECLINED']) {
+      const res = await t.http.post(`/sandbox/walletpay/v2/checkout/orders/${id}/capture`).set('Authorization', `Bearer ${bearer}`)
+        .set('PayPal-Request-Id', `real-${id}`).set('PayPal-Mock-Response', header).send({});
+      expect([201, 200]).toContain(res.status);
     }
   });
 });

@@ -5,6 +5,7 @@ import { dbOf, inTransaction, paypalId, route, simulatorBase } from './db.js';
 import { PaypalError, invalid, unprocessable } from './errors.js';
 import { SETTLE_CAPTURE_JOB, captureEvent, recordEvent, scheduleTransmissions, type SettleCaptureJob } from './events.js';
 import { isObject, missing, optionalString, optionalUrl, parseMoney, requestIdOf, wantsRepresentation } from './params.js';
+import { mockedRefusal } from './mock-response.js';
 import { loadOrder, renderCaptureAnswer, renderOrder } from './store.js';
 import { minimalOrderView, type CaptureRow, type Experience, type OrderRow, type PurchaseUnitInput } from './views.js';
 
@@ -125,6 +126,9 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
       const clientId = clientIdOf(res);
       const requestId = requestIdOf(req);
       const representation = wantsRepresentation(req);
+      // Negative testing: the mocked refusal, with nothing captured or recorded.
+      const mocked = mockedRefusal(req, 'capture');
+      if (mocked) throw mocked;
       const result = await inTransaction(deps.em, async (db): Promise<CaptureOutcome> => {
         const order = await loadOrder(db, req.params.id!, clientId, true);
         // PayPal answers a repeated PayPal-Request-Id with its first answer, a refusal too.

@@ -6,6 +6,7 @@ import { dbOf, inTransaction, paypalId, route, simulatorBase } from './db.js';
 import { PaypalError, invalid, notFound, unprocessable } from './errors.js';
 import { FAIL_REFUND_JOB, addRefunded, recordEvent, scheduleTransmissions, type FailRefundJob } from './events.js';
 import { isObject, optionalString, parseMoney, requestIdOf, wantsRepresentation } from './params.js';
+import { mockedRefusal } from './mock-response.js';
 import { loadCapture } from './store.js';
 import { captureView, money, refundView, type CaptureRow, type RefundRow } from './views.js';
 
@@ -56,6 +57,9 @@ export function mountPayments(router: Router, deps: SandboxDeps): void {
       const clientId = clientIdOf(res);
       const requestId = requestIdOf(req);
       const input = parseRefundRequest(req.body);
+      // Negative testing: the mocked refusal, with nothing refunded or recorded.
+      const mocked = mockedRefusal(req, 'refund');
+      if (mocked) throw mocked;
       const result = await inTransaction(deps.em, async (db) => {
         // The capture's row lock serialises refunds of one capture, replays included: while one is in
         // progress, another request on the capture is answered 409 PREVIOUS_REQUEST_IN_PROGRESS, as PayPal does.
