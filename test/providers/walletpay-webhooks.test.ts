@@ -11,6 +11,7 @@ import type { CreatePaymentInput, InboundRequest } from '../../server/domain/por
 import { crc32 as adapterCrc32, walletpaySignedMessage } from '../../server/providers/walletpay/signed-message.js';
 import { isProviderCertUrl, isSigningCertificate } from '../../server/providers/walletpay/signing-certificates.js';
 import { selfSignedCertificate } from '../../server/sandbox/certificates.js';
+import { MAX_ATTEMPTS, retryDelayMs } from '../../server/sandbox/walletpay/events.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 interface Received {
@@ -43,14 +44,26 @@ async function startReceiver(status: (path: string, nth: number) => number = () 
   };
 }
 
+/**
+ * How long a /down receiver refuses: longer than the simulator's whole delivery schedule used to last
+ * (6 attempts, waits doubling from 100 ms at this suite's SANDBOX_CALLBACK_DELAY_MS: 3.1 s).
+ */
+const DOWN_MS = 4_500;
+
 let t: TestService;
 let adapter: WalletpayAdapter;
 let receiver: Awaited<ReturnType<typeof startReceiver>>;
 beforeAll(async () => {
   t = await startTestService();
   adapter = new WalletpayAdapter(t.service.container.config);
-  // Paths under /flaky answer 500 to their first delivery.
-  receiver = await startReceiver((path, nth) => (path.startsWith('/flaky') && nth === 1 ? 500 : 200));
+  // Paths under /flaky answer 500 to their first delivery; under /down, 503 for DOWN_MS after their first.
+  const firstSeen = new Map<string, number>();
+  receiver = await startReceiver((path, nth) => {
+    if (path.startsWith('/flaky') && nth === 1) return 500;
+    if (!path.startsWith('/down')) return 200;
+    if (!firstSeen.has(path)) firstSeen.set(path, Date.now());
+    return Date.now() - firstSeen.get(path)! < DOWN_MS ? 503 : 200;
+  });
 });
 afterAll(async () => {
   await receiver.close();
@@ -280,6 +293,33 @@ describe('signed events', () => {
       return r?.status === 'delivered' ? r : undefined;
     }, 'the transmission to be marked delivered');
     expect(row.attempts).toBe(2);
+  });
+
+  it('keeps retrying a receiver that is down longer than a few seconds, and delivers once it answers 200', async () => {
+    const { creds, path } = await subscribed('/down');
+    await capture(creds);
+    const first = await eventually(() => deliveriesTo(path)[0], 'the first delivery');
+    const row = await eventually(async () => {
+      const [r] = await t.sql<{ status: string; attempts: number }>('SELECT status, attempts FROM sandbox_walletpay_transmissions WHERE id = $1', [first.headers['walletpay-transmission-id']]);
+      return r?.status !== 'pending' ? r : undefined;
+    }, 'the transmission settled', 30_000);
+    expect(row.status).toBe('delivered');
+    expect(row.attempts).toBeGreaterThan(6);
+    const deliveries = deliveriesTo(path);
+    expect(deliveries.at(-1)!.rawBody.equals(first.rawBody)).toBe(true);
+    expect(new Set(deliveries.map((d) => d.headers['walletpay-transmission-id']))).toEqual(new Set([first.headers['walletpay-transmission-id']]));
+  }, 45_000);
+
+  it("retries as PayPal does: 25 attempts over about 3 days (at the default 1 s callback delay), waits doubling from it", () => {
+    expect(MAX_ATTEMPTS).toBe(25);
+    const waits = Array.from({ length: MAX_ATTEMPTS - 1 }, (_, i) => retryDelayMs(i + 1, 1000));
+    expect(waits.slice(0, 4)).toEqual([1000, 2000, 4000, 8000]);
+    const hours = waits.reduce((a, b) => a + b, 0) / 3_600_000;
+    // About 3 days, the last attempt still inside the 72 h a receiver accepts the transmission time for.
+    expect(hours).toBeGreaterThan(60);
+    expect(hours).toBeLessThan(72);
+    // Scaled by the callback delay (at least 100 ms), as the first attempt's wait.
+    expect(retryDelayMs(3, 50)).toBe(400);
   });
 
   it('ignores event types the service does not act on', () => {

@@ -8,9 +8,23 @@ export const SEND_EVENT_JOB = 'sandbox.walletpay.send-event';
 export const SETTLE_CAPTURE_JOB = 'sandbox.walletpay.settle-capture';
 export const FAIL_REFUND_JOB = 'sandbox.walletpay.fail-refund';
 
-/** Attempts per transmission, the first included; then it is marked failed (PayPal tries 25 times over 3 days). */
-const MAX_ATTEMPTS = 6;
+/** Attempts per transmission, the first included; then it is marked failed. PayPal tries 25 times over 3 days. */
+export const MAX_ATTEMPTS = 25;
+/**
+ * The longest wait between two attempts, in units of the callback delay (1 s at the default 1000 ms):
+ * waits double from one unit up to this, so the 24 retries span ~68 h — PayPal's 3 days, the last one
+ * still inside the 72 h a receiver accepts a transmission time for.
+ */
+const MAX_RETRY_DELAY_UNITS = 6.5 * 3600;
 const DELIVERY_TIMEOUT_MS = 10_000;
+
+/**
+ * The wait before the next attempt once `attempts` have failed: one unit (the callback delay, at least
+ * 100 ms; 1 s by default) doubled for each failure, at most MAX_RETRY_DELAY_UNITS units.
+ */
+export function retryDelayMs(attempts: number, callbackDelayMs: number): number {
+  return Math.min(2 ** (attempts - 1), MAX_RETRY_DELAY_UNITS) * Math.max(callbackDelayMs, 100);
+}
 
 export interface SendEventJob {
   transmissionId: string;
@@ -106,7 +120,8 @@ export async function scheduleTransmissions(deps: SandboxDeps, transmissionIds: 
 
 /**
  * The job body: signs the transmission on its first attempt (the same headers and bytes on every
- * retry), POSTs it, and retries a non-2xx answer or no answer with backoff, a bounded number of times.
+ * retry), POSTs it, and retries a non-2xx answer or no answer with backoff (retryDelayMs), up to
+ * MAX_ATTEMPTS attempts in all, as PayPal does.
  */
 export async function sendTransmission(deps: SandboxDeps, job: SendEventJob): Promise<void> {
   const db = dbOf(deps.em);
@@ -160,7 +175,8 @@ export async function sendTransmission(deps: SandboxDeps, job: SendEventJob): Pr
     [attempts, final, status, error ?? (delivered ? null : `HTTP ${status}`), delivered, row.id],
   );
   if (final === 'pending') {
-    const delay = Math.max(deps.config.sandboxCallbackDelayMs, 100) * 2 ** (attempts - 1);
+    // A durable Agenda job, not a timer: a retry hours away survives a restart.
+    const delay = retryDelayMs(attempts, deps.config.sandboxCallbackDelayMs);
     await deps.agenda.schedule<SendEventJob>(new Date(Date.now() + delay), SEND_EVENT_JOB, { transmissionId: row.id });
   } else if (final === 'failed') {
     deps.logger.warn({ provider: 'walletpay', transmissionId: row.id, attempts }, 'sandbox webhook transmission gave up');
