@@ -9,7 +9,7 @@ import { prepareWalletpayCredentials } from '../../server/providers/walletpay/cr
 import { parseWalletpayEvent, verifyWalletpayEvent, walletpayTransmissionId } from '../../server/providers/walletpay/webhook.js';
 import type { CreatePaymentInput, InboundRequest } from '../../server/domain/ports.js';
 import { crc32 as adapterCrc32, walletpaySignedMessage } from '../../server/providers/walletpay/signed-message.js';
-import { isProviderCertUrl, isSigningCertificate } from '../../server/providers/walletpay/signing-certificates.js';
+import { WalletpaySigningCertificates, isProviderCertUrl, isSigningCertificate, verifyOffline } from '../../server/providers/walletpay/signing-certificates.js';
 import { selfSignedCertificate } from '../../server/sandbox/certificates.js';
 import { MAX_ATTEMPTS, retryDelayMs } from '../../server/sandbox/walletpay/events.js';
 import { startTestService, type TestService } from '../support/service.js';
@@ -406,6 +406,21 @@ describe('offline verification (CRC-32 + SHA256withRSA with the certificate from
     expect(isProviderCertUrl('http://127.0.0.1:3000/sandbox/walletpay/v1/notifications/certs/CERT-1', sim)).toBe(true);
     expect(isProviderCertUrl('http://127.0.0.1:3001/sandbox/walletpay/v1/notifications/certs/CERT-1', sim)).toBe(false);
     expect(isProviderCertUrl('http://127.0.0.1:3000/sandbox/cardpay/v1/notifications/certs/CERT-1', sim)).toBe(false);
+  });
+
+  it('behind an egress proxy: PayPal-hosted certificates are checked offline; another host is refused for live credentials, left to the postback for sandbox ones', async () => {
+    const egress = 'https://egress.internal/paypal';
+    expect(isProviderCertUrl('https://api.paypal.com/v1/notifications/certs/CERT-1', egress)).toBe(true);
+    expect(isProviderCertUrl('https://evil.example/v1/notifications/certs/CERT-1', egress)).toBe(false);
+    const transmission = {
+      transmissionId: randomUUID(), transmissionTime: new Date().toISOString(), transmissionSig: 'c2ln', certUrl: 'https://evil.example/v1/notifications/certs/CERT-1',
+      authAlgo: 'SHA256withRSA', webhookId: 'WH-1', rawBody: Buffer.from('{}'),
+    };
+    const certificates = new WalletpaySigningCertificates(1000);
+    // Live: a forged event naming the forger's certificate costs no postback with the merchant's live credentials.
+    expect(await verifyOffline(transmission, egress, certificates, 'live')).toBe('invalid');
+    expect(await verifyOffline(transmission, egress, certificates, 'sandbox')).toBe('unverifiable');
+    expect(await verifyOffline(transmission, 'https://api-m.paypal.com', certificates, 'sandbox')).toBe('invalid');
   });
 
   it("trusts offline only PayPal's message-signing certificates (its SDK's name rule), live or sandbox", () => {

@@ -65,7 +65,7 @@ export class WalletpayAdapter {
 
   /** The offline check of an inbound event (certificate from the provider's own host, cached); see signing-certificates.ts. */
   verifyTransmissionOffline(creds: WalletpayCredentials, transmission: Transmission): Promise<OfflineVerdict> {
-    return verifyOffline(transmission, this.baseUrl(creds), this.certificates);
+    return verifyOffline(transmission, this.baseUrl(creds), this.certificates, creds.env);
   }
 
   baseUrl(creds: WalletpayCredentials): string {

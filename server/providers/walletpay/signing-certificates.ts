@@ -42,11 +42,18 @@ function isRealProvider(providerBaseUrl: string): boolean {
   }
 }
 
+/** https on paypal.com or a subdomain of it, default port: where PayPal names its certificates. */
+function isPaypalHost(url: URL): boolean {
+  const host = url.hostname.toLowerCase();
+  return url.protocol === 'https:' && (host === PROVIDER_DOMAIN || host.endsWith(`.${PROVIDER_DOMAIN}`)) && url.port === '';
+}
+
 /**
- * Whether `certUrl` is on the provider's own host, judged against the base URL the adapter calls: for
- * the real provider, https on paypal.com or a subdomain of it; for anything else (the built-in simulator,
- * an override), the same origin and the certificates path under that base. A certificate anywhere else
- * could be the forger's own: it is never downloaded.
+ * Whether `certUrl` is on the provider's own host: https on paypal.com or a subdomain of it, whatever
+ * the base URL (PayPal's events name its certificates there also when the adapter reaches PayPal through
+ * an egress proxy); for a base URL that is not PayPal (the built-in simulator, an override), also the
+ * same origin and the certificates path under that base. A certificate anywhere else could be the
+ * forger's own: it is never downloaded.
  */
 export function isProviderCertUrl(certUrl: string, providerBaseUrl: string): boolean {
   let cert: URL;
@@ -58,10 +65,8 @@ export function isProviderCertUrl(certUrl: string, providerBaseUrl: string): boo
     return false;
   }
   if (cert.username || cert.password) return false;
-  if (isRealProvider(providerBaseUrl)) {
-    const certHost = cert.hostname.toLowerCase();
-    return cert.protocol === 'https:' && (certHost === PROVIDER_DOMAIN || certHost.endsWith(`.${PROVIDER_DOMAIN}`)) && cert.port === '';
-  }
+  if (isPaypalHost(cert)) return true;
+  if (isRealProvider(providerBaseUrl)) return false;
   const basePath = base.pathname.replace(/\/+$/, '');
   return cert.origin === base.origin && cert.pathname.startsWith(`${basePath}/v1/notifications/certs/`);
 }
@@ -117,13 +122,20 @@ export class WalletpaySigningCertificates {
  * the merchant's credentials, using up their rate limit.
  *
  * A certificate URL off the provider's host is `invalid` against the real provider (PayPal names only
- * its own paypal.com certificates). Against any other base URL (the simulator reached through a proxy
- * or another address than its public one, which names its certificate under its public address) the
- * adapter cannot tell its provider's host from a forger's, so it downloads nothing and the
- * verify-webhook-signature postback decides, as decisions.md has walletpay events verified.
+ * its own paypal.com certificates) and for live credentials whatever the base URL (behind an egress
+ * proxy each forged event would otherwise cost a postback with the merchant's live credentials). For
+ * sandbox credentials on another base URL (the simulator reached through a proxy or at another address
+ * than its public one, which names its certificate under its public address) the adapter cannot tell
+ * its provider's host from a forger's, so it downloads nothing and the verify-webhook-signature
+ * postback decides, as decisions.md has walletpay events verified.
  */
-export async function verifyOffline(t: Transmission, providerBaseUrl: string, certificates: WalletpaySigningCertificates): Promise<OfflineVerdict> {
-  if (!isProviderCertUrl(t.certUrl, providerBaseUrl)) return isRealProvider(providerBaseUrl) ? 'invalid' : 'unverifiable';
+export async function verifyOffline(
+  t: Transmission,
+  providerBaseUrl: string,
+  certificates: WalletpaySigningCertificates,
+  env: 'sandbox' | 'live',
+): Promise<OfflineVerdict> {
+  if (!isProviderCertUrl(t.certUrl, providerBaseUrl)) return isRealProvider(providerBaseUrl) || env === 'live' ? 'invalid' : 'unverifiable';
   if (t.authAlgo.toUpperCase() !== 'SHA256WITHRSA') return 'unverifiable';
   const cert = await certificates.get(t.certUrl);
   if (cert === 'unreachable') return 'unverifiable';

@@ -102,7 +102,8 @@ function eventBody(callback: InboundRequest): Record<string, unknown> | null {
  * as PayPal recommends: CRC-32 of the raw body and SHA256withRSA with the certificate downloaded from
  * the provider's own host (cached), so a forged callback costs no call with the merchant's
  * credentials. Only when that cannot be done (another algorithm, the certificate unobtainable, a
- * simulator or override whose certificate is named on another address than the base URL) does the
+ * simulator or override, with sandbox credentials, whose certificate is named on another address than
+ * the base URL) does the
  * verify-webhook-signature postback decide. Missing signature headers or no stored webhook id →
  * 'invalid'. The provider being unreachable for the postback is not a verdict: its ProviderError is
  * thrown, so the caller answers 5xx and the provider retries.
