@@ -12,11 +12,19 @@ export const PAYMENT_STATUSES = ['pending', 'completed', 'failed', 'refunded', '
 export const PaymentStatusSchema = z.enum(PAYMENT_STATUSES);
 export type PaymentStatus = z.infer<typeof PaymentStatusSchema>;
 
-/** A decimal amount: a JSON number or a decimal string. Parsed without binary floating point. */
-export const AmountInputSchema = extendApi(z.union([z.string().max(32), z.number()]), {
-  description: 'Decimal amount in major units, as a string (preferred) or a JSON number; at most the currency\'s minor-unit digits.',
-  example: '25.00',
-});
+/**
+ * A decimal amount: a JSON number or a decimal string. Parsed without binary floating point.
+ * `rules` says which amounts are taken (server/domain/payments/payment-request.ts, and each provider's normaliseRequest).
+ */
+function amountInput(rules: string, example: string) {
+  return extendApi(z.union([z.string().max(32), z.number()]), {
+    description: `Decimal amount in major units, as a string (preferred) or a JSON number; ${rules}`,
+    example,
+  });
+}
+export const AmountInputSchema = amountInput("at most the currency's minor-unit digits.", '25.00');
+/** Every payment: greater than 0, at most the currency's digits and 999,999,999.99 (payment-request.ts); then the provider's own limits. */
+const PAYMENT_AMOUNT = "greater than 0, with at most the currency's minor-unit digits, and at most 999,999,999.99";
 
 const CurrencyInputSchema = extendApi(z.string().regex(/^[A-Za-z]{3}$/, 'must be a 3-letter ISO 4217 code'), { example: 'USD' });
 /**
@@ -54,11 +62,15 @@ export const MetadataSchema = metadataSchema('payment', 'an order number, a cust
 export const CreateCardpayPaymentSchema = z
   .object({
     provider: z.literal('cardpay'),
-    amount: AmountInputSchema,
+    amount: amountInput(
+      `${PAYMENT_AMOUNT}. cardpay also needs an amount it can charge: at most 8 digits in its units (999,999.99 USD; 12 digits for IDR), ` +
+        'a whole number of the currencies it takes without fractions (e.g. MGA, ISK, UGX), and a last digit 0 in three-decimal ones (12.340 KWD). Otherwise 422 naming amount.',
+      '25.00',
+    ),
     currency: CurrencyInputSchema,
-    payment_method: z.string().min(1).max(255).optional().describe('Payment-method token from the client side, e.g. pm_card_visa'),
+    payment_method: z.string().min(1).max(255).optional().describe('Payment-method token from the client side, e.g. pm_card_visa. Give this or saved_card_id, exactly one'),
     return_url: UrlSchema.optional().describe('Where the customer returns after 3-D Secure authentication'),
-    saved_card_id: UuidSchema.optional().describe('Charge a saved card off-session: no 3DS, no user interaction'),
+    saved_card_id: UuidSchema.optional().describe('Charge a saved card off-session: no 3DS, no user interaction. Give this or payment_method, exactly one'),
     metadata: MetadataSchema.optional(),
   })
   .strict();
@@ -66,7 +78,7 @@ export const CreateCardpayPaymentSchema = z
 export const CreateMobilemoneyPaymentSchema = z
   .object({
     provider: z.literal('mobilemoney'),
-    amount: AmountInputSchema,
+    amount: amountInput('a whole number of KES (100 or "100.00", never 100.50), greater than 0 and at most 250,000 KES. Otherwise 422 naming amount.', '100'),
     currency: CurrencyInputSchema.describe('Must be KES'),
     phone: z.string().max(32).describe('Customer phone, 254XXXXXXXXX (07…, 7… and +254… are normalised)'),
     callback_url: UrlSchema.optional().describe('Overrides the default push callback address'),
@@ -77,7 +89,10 @@ export const CreateMobilemoneyPaymentSchema = z
 export const CreateWalletpayPaymentSchema = z
   .object({
     provider: z.literal('walletpay'),
-    amount: AmountInputSchema,
+    amount: amountInput(
+      `${PAYMENT_AMOUNT}, in a currency walletpay takes (one of its 24; 422 naming currency otherwise); a whole number for HUF, JPY and TWD (422 naming amount otherwise).`,
+      '25.00',
+    ),
     currency: CurrencyInputSchema,
     return_url: UrlSchema.describe('Where the buyer returns after approval'),
     cancel_url: UrlSchema.describe('Where the buyer returns on cancel'),
@@ -87,7 +102,10 @@ export const CreateWalletpayPaymentSchema = z
 
 export const CreatePaymentBodySchema = extendApi(
   z.discriminatedUnion('provider', [
-    extendApi(CreateCardpayPaymentSchema, { title: 'CreateCardpayPayment' }),
+    extendApi(CreateCardpayPaymentSchema, {
+      title: 'CreateCardpayPayment',
+      description: 'Exactly one of payment_method (a new card token) or saved_card_id (a saved card, charged off-session) is required: neither, or both, is 422 VALIDATION_ERROR.',
+    }),
     extendApi(CreateMobilemoneyPaymentSchema, { title: 'CreateMobilemoneyPayment' }),
     extendApi(CreateWalletpayPaymentSchema, { title: 'CreateWalletpayPayment' }),
   ]),

@@ -90,6 +90,22 @@ describe('openapi.json quality', () => {
     expect(amount.oneOf.map((s: Json) => s.type).sort()).toEqual(['number', 'string']);
   });
 
+  it("states each provider's create rules on its own schema: the amounts it takes, and cardpay's one-of card fields", () => {
+    // The server's rules: payment-request.ts (999,999,999.99), mobilemoney/provider.ts (whole KES, 250,000), cardpay/provider.ts (one of the two).
+    const schemas = doc.components.schemas;
+    const amount = (name: string) => String(schemas[name].properties.amount.description);
+    for (const name of ['CreateCardpayPayment', 'CreateMobilemoneyPayment', 'CreateWalletpayPayment']) expect([name, schemas[name].properties.amount.oneOf.length]).toEqual([name, 2]);
+    expect(amount('CreateMobilemoneyPayment')).toMatch(/whole number of KES/);
+    expect(amount('CreateMobilemoneyPayment')).toContain('at most 250,000 KES');
+    expect(amount('CreateMobilemoneyPayment')).not.toContain("currency's minor-unit digits");
+    expect(amount('CreateCardpayPayment')).toContain('at most 999,999,999.99');
+    expect(amount('CreateCardpayPayment')).toContain('999,999.99 USD');
+    expect(amount('CreateWalletpayPayment')).toContain('at most 999,999,999.99');
+    expect(amount('CreateWalletpayPayment')).toContain('HUF, JPY and TWD');
+    expect(schemas.CreateCardpayPayment.description).toMatch(/Exactly one of payment_method .* or saved_card_id .* is required/);
+    expect(schemas.CreateCardpayPayment.required).toEqual(['provider', 'amount', 'currency']);
+  });
+
   it('documents the cardpay callback header as Cardpay-Signature', () => {
     const names = (doc.paths['/v1/webhooks/cardpay'].post.parameters as Json[]).filter((p) => p.in === 'header').map((p) => String(p.name).toLowerCase());
     expect(names).toEqual(['cardpay-signature']);
