@@ -97,6 +97,8 @@ export interface RouteErrorExample {
   details?: { field: string; issue: string }[];
   /** The response description, when the table's generic one does not fit this route. */
   description?: string;
+  /** This answer carries Retry-After: when, and what to do then (documented as the response's header). */
+  retryAfter?: string;
 }
 
 const invalid = (field: string, issue: string, description?: string): RouteErrorExample => ({
@@ -126,6 +128,7 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
       description:
         'Another store of credentials for this provider (cardpay, walletpay: those that register the callback URL with the provider) is still running; nothing was stored by this request. ' +
         'It carries Retry-After: 1, as the one other passing conflict does (an Idempotency-Key still being processed): retry then (CONFLICT)',
+      retryAfter: 'Always sent on this conflict (1): retry the store after this many seconds, once the other one has finished.',
     },
     '422': invalid('provider', 'must be one of: cardpay, walletpay, mobilemoney'),
     '502': {

@@ -9,8 +9,9 @@
  *   a route that reads no body, query or header documents no 422;
  * - a request or success body without an example of its own gets one assembled from the examples the
  *   contract declares on its parts (`extendApi(..., { example })`) — never an invented value;
- * - every response documents X-Request-Id; 429 and 503 document Retry-After; the answers of a rate-limited
- *   operation document X-RateLimit-Limit and -Remaining.
+ * - every response documents X-Request-Id; 429 and 503 document Retry-After, as does a route's own error that
+ *   sends it (RouteErrorExample.retryAfter); the answers of a rate-limited operation document
+ *   X-RateLimit-Limit and -Remaining.
  */
 
 import { CALLBACK_UNVERIFIED, DOCUMENTED_ERRORS, ERROR_MESSAGES, OPEN_REQUESTS_BOUND_429, PROVIDERS, ROUTE_ERROR_EXAMPLES, type DocumentedError, type RouteErrorExample } from '../../contract/index.js';
@@ -42,14 +43,18 @@ const NOT_FOUND_RESOURCES: [string, string][] = [
 /** Statuses whose example only the route knows (contract/errors.ts ROUTE_ERROR_EXAMPLES). */
 const ROUTE_SPECIFIC = new Set(['409', '422', '502']);
 
-type DocumentedAnswer = DocumentedError & { details?: { field: string; issue: string }[] };
+type DocumentedAnswer = DocumentedError & { details?: { field: string; issue: string }[]; retryAfter?: string };
 
 function errorFor(status: string, operation: Json, path: string, method: string): DocumentedAnswer | undefined {
   const error = DOCUMENTED_ERRORS[status];
   if (!error) return undefined;
   const name = `${method.toUpperCase()} ${path}`;
   const own: RouteErrorExample | undefined = ROUTE_ERROR_EXAMPLES[name]?.[status as '404' | '409' | '422' | '502'];
-  if (own) return { ...error, message: own.message, ...(own.details ? { details: own.details } : {}), ...(own.description ? { description: own.description } : {}) };
+  if (own) {
+    return {
+      ...error, message: own.message, ...(own.details ? { details: own.details } : {}), ...(own.description ? { description: own.description } : {}), ...(own.retryAfter ? { retryAfter: own.retryAfter } : {}),
+    };
+  }
   const hasPathId = /\{[a-z_]+\}/.test(path);
   if (ROUTE_SPECIFIC.has(status) || (status === '404' && !hasPathId)) {
     throw new Error(`OpenAPI: ${name} documents ${status} but contract/errors.ts ROUTE_ERROR_EXAMPLES has no message this route sends with it`);
@@ -297,6 +302,7 @@ export function polishDocument<T extends Json>(document: T): T {
           ...(isObject(response.headers) ? response.headers : {}),
           'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' },
           ...(status === '429' || status === '503' ? { 'Retry-After': { $ref: '#/components/headers/Retry-After' } } : {}),
+          ...(error?.retryAfter ? { 'Retry-After': { description: error.retryAfter, schema: { type: 'integer', example: 1 } } } : {}),
           ...(rateLimited && (isCallback || !ANSWERED_BEFORE_COUNTING.has(status))
             ? { 'X-RateLimit-Limit': { $ref: '#/components/headers/X-RateLimit-Limit' }, 'X-RateLimit-Remaining': { $ref: '#/components/headers/X-RateLimit-Remaining' } }
             : {}),

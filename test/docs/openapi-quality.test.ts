@@ -525,6 +525,7 @@ describe('openapi.json route-specific error examples are what each route answers
     const documented = operations.flatMap(({ name, op }) => Object.keys(op.responses).filter((s) => ROUTE_SPECIFIC.includes(s)).map((s) => `${s} ${name}`));
     const answered: string[] = [];
     const mismatches: unknown[] = [];
+    const undeclaredRetryAfter: string[] = [];
     for (const entry of documented) {
       const provoke = cases[entry];
       if (!provoke) continue;
@@ -538,8 +539,12 @@ describe('openapi.json route-specific error examples are what each route answers
       const got = { status: res.status, code: res.body?.error?.code, message: withoutIds(String(res.body?.error?.message)), detail: res.body?.error?.details?.[0] ?? null, outcome: res.headers?.['payments-outcome'] ?? null };
       const want = { status: Number(status), code: example.code, message: withoutIds(example.message), detail: example.details?.[0] ?? null, outcome: outcomeDoc ? outcomeDoc.schema.enum[0] : null };
       if (JSON.stringify(got) !== JSON.stringify(want)) mismatches.push({ entry, got, want });
+      // An answer that tells the client when to retry documents that header.
+      const declared = Object.keys(doc.paths[p][method.toLowerCase()].responses[status!]?.headers ?? {});
+      if (res.headers?.['retry-after'] !== undefined && !declared.includes('Retry-After')) undeclaredRetryAfter.push(entry);
     }
     expect(mismatches).toEqual([]);
+    expect(undeclaredRetryAfter).toEqual([]);
     // Every route-specific error the document shows is provoked here, but for the callbacks named above.
     expect(documented.filter((e) => !answered.includes(e) && !notProvoked.includes(e))).toEqual([]);
   }, 120_000);
