@@ -389,6 +389,24 @@ describe('openapi.json route-specific error examples are what each route answers
     }
   });
 
+  it('a route documented without 422 (it reads no body, query or header) ignores a stray query or body, a NUL or lone surrogate in it included', async () => {
+    const { apiKey } = await t.createMerchant('Docs Stray Input');
+    const withoutInput = operations.filter(({ op }) => !Object.keys(op.responses).includes('422'));
+    expect(withoutInput.map((o) => o.name)).toEqual(expect.arrayContaining(['GET /v1/payments/{id}', 'DELETE /v1/payments/cards/{id}', 'POST /v1/webhooks/logs/{id}/retry']));
+    const answered: unknown[] = [];
+    for (const { name, op } of withoutInput) {
+      const [method, p] = name.split(' ') as [string, string];
+      const target = p.replace('{provider}', 'cardpay').replace(/\{[a-z_]+\}/, UNKNOWN);
+      // PostgreSQL stores neither; a route that reads the part refuses it 422 (server/http/middleware/reject-nul.ts).
+      for (const [query, body] of [['x=%00', undefined], ['%00=1', undefined], ['', '{"x":"\\u0000"}'], ['', '{"\\ud800":1}']] as const) {
+        const r = (t.http as any)[method.toLowerCase()](query ? `${target}?${query}` : target).set('X-API-Key', apiKey);
+        const res = await (body === undefined ? r : r.set('Content-Type', 'application/json').send(body));
+        answered.push([name, query || body, res.status, Object.keys(op.responses).includes(String(res.status))]);
+      }
+    }
+    expect(answered.filter(([, , status, documented]: any) => status === 422 || !documented)).toEqual([]);
+  });
+
   it('every documented 404, 409, 422 and 502 example is a message its route sends', async () => {
     const shop = await t.createMerchant('Docs Routes');
     const bare = await t.createMerchant('Docs Bare');

@@ -1,4 +1,5 @@
 import type { RequestHandler } from 'express';
+import { isZodType, type AppRoute } from '@ts-rest/core';
 import { sendError } from '../envelope.js';
 import { ERROR_MESSAGES } from '../../../contract/errors.js';
 
@@ -34,10 +35,16 @@ export function findUnstorableText(root: unknown, rootName: string): { field: st
 /**
  * PostgreSQL text and jsonb hold neither U+0000 nor a lone UTF-16 surrogate, yet both are legal JSON
  * escapes (`\u0000`, `\ud800`): anywhere in a query or body they would fail deep inside a query as a
- * 500. Refused up front as a validation error naming the field.
+ * 500. Refused up front as a validation error naming the field — in the parts the route reads (its
+ * contract declares a query or a body). A route that reads neither ignores a stray parameter or body,
+ * so nothing of it is ever stored: refusing it would be the one 422 such a route could answer, which
+ * openapi.json rightly does not document.
  */
 export const rejectNulCharacters: RequestHandler = (req, res, next) => {
-  const found = findUnstorableText(req.query, '') ?? findUnstorableText(req.body, '');
+  const route = (req as { tsRestRoute?: AppRoute }).tsRestRoute;
+  const readsQuery = !route || isZodType(route.query);
+  const readsBody = !route || ('body' in route && isZodType(route.body));
+  const found = (readsQuery ? findUnstorableText(req.query, '') : null) ?? (readsBody ? findUnstorableText(req.body, '') : null);
   if (found === null) return next();
   const field = found.field || 'body';
   sendError(res, 'VALIDATION_ERROR', ERROR_MESSAGES.invalidRequest(field, found.issue), [{ field, issue: found.issue }]);
