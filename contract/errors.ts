@@ -99,6 +99,11 @@ export interface RouteErrorExample {
   description?: string;
   /** This answer carries Retry-After: when, and what to do then (documented as the response's header). */
   retryAfter?: string;
+  /**
+   * false: a retry with the same Idempotency-Key never replays this error (the key is finished with another
+   * answer), so it documents no Idempotent-Replayed header; the description says what the retry gets.
+   */
+  replayed?: false;
 }
 
 const invalid = (field: string, issue: string, description?: string): RouteErrorExample => ({
@@ -169,7 +174,12 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
     '422': invalid('amount', 'must be greater than 0'),
     '502': {
       message: "cardpay refused the payment: cardpay rejected the request: No such PaymentMethod: 'pm_docs_unknown'",
-      description: 'The provider refused the request outright; the payment is failed with failure_reason (PROVIDER_ERROR)',
+      description:
+        'The provider refused the request outright (for mobilemoney, also: the operator could not be reached or did nothing, as a push cannot be repeated); ' +
+        'the payment is failed with failure_reason (PROVIDER_ERROR). The Idempotency-Key now stands for ' +
+        'that failed payment: a retry with the same key and body answers 200 with it (its failure_reason, Idempotent-Replayed: true), not this 502 again; ' +
+        'to try again, send a new key',
+      replayed: false,
     },
   },
   'GET /v1/payments': { '422': invalid('status', 'must be one of: pending, completed, failed, refunded, reversed') },

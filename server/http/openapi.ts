@@ -4,7 +4,7 @@ import {
   OUTBOUND_WEBHOOK_DELIVERY_RULES, OUTBOUND_WEBHOOK_EVENTS, OUTBOUND_WEBHOOK_HEADERS, contract, type RouteMetadata,
 } from '../../contract/index.js';
 import { METRICS_EXAMPLE, operationsContract } from '../../contract/operations.js';
-import { OUTCOME_HEADER } from '../../contract/errors.js';
+import { OUTCOME_HEADER, ROUTE_ERROR_EXAMPLES } from '../../contract/errors.js';
 import { polishDocument } from './openapi-polish.js';
 
 /** One line per tag in /docs; a tag used by a route but missing here gets a generic line. */
@@ -87,8 +87,8 @@ const REPLAY_HEADER = 'An error the first request ended with is replayed the sam
  * with the route's own success status unless `replayStatus` names another (payment creation: 201 at
  * first, 200 on a replay); then that status is the replay only, and the first one never carries the header.
  */
-function documentReplays(responses: Record<string, unknown>, replayStatus: number | undefined) {
-  documentReplayedErrors(responses);
+function documentReplays(name: string, responses: Record<string, unknown>, replayStatus: number | undefined) {
+  documentReplayedErrors(name, responses);
   const successes = Object.keys(responses).filter((status) => /^2\d\d$/.test(status));
   for (const status of successes) {
     const response = responses[status];
@@ -119,13 +119,17 @@ function documentReplays(responses: Record<string, unknown>, replayStatus: numbe
 const replayedHeader = (description: string, required: boolean) => ({ description, required, schema: { type: 'string', enum: ['true'] } });
 
 /** The errors a request can end with once its Idempotency-Key is claimed, which its retries replay. */
-const REPLAYABLE_ERRORS = ['404', '409', '422', '502'];
+const REPLAYABLE_ERRORS = ['404', '409', '422', '502'] as const;
 
-/** Those error responses carry the Idempotent-Replayed header too (copied: the generator may share response objects). */
-function documentReplayedErrors(responses: Record<string, unknown>) {
+/**
+ * Those error responses carry the Idempotent-Replayed header too (copied: the generator may share response
+ * objects) — but for one its route never replays (ROUTE_ERROR_EXAMPLES' `replayed: false`).
+ */
+function documentReplayedErrors(name: string, responses: Record<string, unknown>) {
   for (const status of REPLAYABLE_ERRORS) {
     const response = responses[status];
     if (!response || typeof response !== 'object' || '$ref' in response) continue;
+    if (ROUTE_ERROR_EXAMPLES[name]?.[status]?.replayed === false) continue;
     const r = response as { headers?: Record<string, unknown> };
     responses[status] = {
       ...r,
@@ -193,7 +197,9 @@ export function openApiDocument() {
       operationMapper: (operation, route: AppRoute) => {
         const metadata = route.metadata as RouteMetadata | undefined;
         const takesIdempotencyKey = (operation.parameters ?? []).some((p) => 'in' in p && p.in === 'header' && p.name === 'idempotency-key');
-        if (takesIdempotencyKey) documentReplays(operation.responses ?? {}, metadata?.replayStatus);
+        // The operation as openapi.json and ROUTE_ERROR_EXAMPLES name it: `POST /v1/payments/{id}/capture`.
+        const name = `${route.method} ${route.path.replace(/:([A-Za-z_]+)/g, '{$1}')}`;
+        if (takesIdempotencyKey) documentReplays(name, operation.responses ?? {}, metadata?.replayStatus);
         if (takesIdempotencyKey) documentOutcomeHeader(operation.responses ?? {}, '500');
         if (metadata?.outcomeMayBeUnknown) documentOutcomeHeader(operation.responses ?? {}, '502');
         // A body the route cannot do without is required (ts-rest leaves every requestBody optional).

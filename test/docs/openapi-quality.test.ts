@@ -565,5 +565,13 @@ describe('openapi.json route-specific error examples are what each route answers
     expect(undeclaredRetryAfter).toEqual([]);
     // Every route-specific error the document shows is provoked here, but for the callbacks named above.
     expect(documented.filter((e) => !answered.includes(e) && !notProvoked.includes(e))).toEqual([]);
+
+    // A refused payment's key stands for the failed payment: its retry answers 200 with it, never the 502 replayed.
+    const refused = doc.paths['/v1/payments'].post.responses['502'];
+    expect(Object.keys(refused.headers)).not.toContain('Idempotent-Replayed');
+    expect(refused.description).toContain('answers 200 with it (its failure_reason');
+    const retry = await api.post('/v1/payments', { ...card, payment_method: 'pm_docs_unknown' }, 'docs-unknown-card');
+    expect([retry.status, retry.headers['idempotent-replayed'], retry.body.data.status, retry.body.data.failure_reason])
+      .toEqual([200, 'true', 'failed', expect.stringContaining("No such PaymentMethod: 'pm_docs_unknown'")]);
   }, 120_000);
 });
