@@ -17,8 +17,20 @@ export type Scope = (typeof SCOPES)[number];
  * status than its first answer, that status (openapi.json documents it; by default a replay answers
  * with the route's own success status).
  */
-/** `outcomeMayBeUnknown`: the route's 502 may carry Payments-Outcome: unknown (contract/errors.ts OUTCOME_HEADER). */
-export type RouteMetadata = { readonly scope: Scope | null; readonly tag: string; readonly replayStatus?: 200 | 201; readonly outcomeMayBeUnknown?: true };
+/**
+ * `outcomeMayBeUnknown`: the route's 502 may carry Payments-Outcome: unknown (contract/errors.ts OUTCOME_HEADER).
+ * `callbackHeaders`: a provider callback's headers as the provider spells them, and whether its verification
+ * needs them. The verification checks them (a missing one is 401, as any unverified callback), so the zod
+ * schema keeps them all optional — a required zod header would make a missing one a 422 validation error;
+ * openapi.json marks the needed ones required.
+ */
+export type RouteMetadata = {
+  readonly scope: Scope | null;
+  readonly tag: string;
+  readonly replayStatus?: 200 | 201;
+  readonly outcomeMayBeUnknown?: true;
+  readonly callbackHeaders?: Readonly<Record<string, 'required' | 'optional'>>;
+};
 
 export const ERROR_CODES = [
   'BAD_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN', 'NOT_FOUND', 'CONFLICT', 'PAYLOAD_TOO_LARGE',

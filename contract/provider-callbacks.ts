@@ -46,7 +46,7 @@ export const providerCallbacksContract = c.router({
       'Payment-intent and refund events from the card provider. Verified with `Cardpay-Signature: t=…,v1=…` (HMAC-SHA256 of `t.rawBody` with the ' +
       "merchant's cardpay webhook secret; several v1 values allowed; 300 s tolerance). Duplicates (by event id) are acknowledged and ignored. " +
       'A refund event for a payment still pending here first asks the provider about the payment; one it has not completed is answered 409 (502 when the provider cannot be asked), not stored, so the provider sends it again.',
-    metadata: callback,
+    metadata: { ...callback, callbackHeaders: { 'Cardpay-Signature': 'required' } },
     query: z.object({
       merchant: z
         .string()
@@ -68,12 +68,21 @@ export const providerCallbacksContract = c.router({
       'Capture and refund events from the wallet provider (PAYMENT.CAPTURE.COMPLETED, PAYMENT.CAPTURE.DENIED, PAYMENT.CAPTURE.REFUNDED), with ' +
       '`Walletpay-Transmission-Id`, `-Time`, `-Sig`, `-Cert-Url`, `-Auth-Algo` and `Walletpay-Webhook-Id`. Verified through the provider\'s ' +
       "verify-webhook-signature call with the merchant's credentials and stored webhook_id. Duplicates (by transmission id) are acknowledged and ignored.",
-    metadata: callback,
+    metadata: {
+      ...callback,
+      callbackHeaders: {
+        'Walletpay-Transmission-Id': 'required', 'Walletpay-Transmission-Time': 'required', 'Walletpay-Transmission-Sig': 'required',
+        'Walletpay-Cert-Url': 'required', 'Walletpay-Auth-Algo': 'optional', 'Walletpay-Webhook-Id': 'optional',
+      },
+    },
+    // All optional here; the four the verification needs are required in openapi.json (RouteMetadata.callbackHeaders): a missing one is 401, never a validation 422.
     headers: z.object({
-      'walletpay-transmission-id': z.string().optional(),
-      'walletpay-transmission-time': z.string().optional(),
-      'walletpay-transmission-sig': z.string().optional(),
-      'walletpay-webhook-id': z.string().optional(),
+      'walletpay-transmission-id': z.string().optional().describe('The transmission id, unique per delivery (a repeat is acknowledged and ignored). Without it the callback is 401'),
+      'walletpay-transmission-time': z.string().optional().describe('When the provider sent it, ISO 8601: at most 72 hours old, at most 5 minutes ahead. Without it the callback is 401'),
+      'walletpay-transmission-sig': z.string().optional().describe('The base64 SHA256withRSA signature of `transmission id|time|webhook id|CRC-32 of the body`. Without it the callback is 401'),
+      'walletpay-cert-url': z.string().optional().describe("The provider's signing certificate (fetched only from the provider's own host). Without it the callback is 401"),
+      'walletpay-auth-algo': z.string().optional().describe('The signature algorithm: SHA256withRSA, assumed when absent; any other value is 401'),
+      'walletpay-webhook-id': z.string().optional().describe("The provider's webhook id; when sent it must be the one stored with the merchant's walletpay credentials (401 otherwise), which is what the signature is checked against"),
     }),
     body: z.record(z.string(), z.unknown()),
     responses: { 200: Ack, 400: ErrorBodySchema, 401: ErrorBodySchema, 409: ErrorBodySchema, 413: ErrorBodySchema, 422: ErrorBodySchema, 429: ErrorBodySchema, 500: ErrorBodySchema, 502: ErrorBodySchema, 503: ErrorBodySchema },

@@ -208,8 +208,15 @@ export function openApiDocument() {
           operation.requestBody && body && typeof body.isOptional === 'function' && !body.isOptional()
             ? { ...operation.requestBody, required: true }
             : operation.requestBody;
+        // A callback's headers as the provider spells them; those its verification needs are required (a missing one is 401, not a 422).
+        const callbackHeaders = new Map(Object.entries(metadata?.callbackHeaders ?? {}).map(([h, need]) => [h.toLowerCase(), { name: h, need }]));
+        const parameters = operation.parameters?.map((p) => {
+          const known = 'in' in p && p.in === 'header' ? callbackHeaders.get(p.name) : undefined;
+          return known ? { ...p, name: known.name, ...(known.need === 'required' ? { required: true } : {}) } : p;
+        });
         return {
           ...operation,
+          ...(parameters ? { parameters } : {}),
           ...(requestBody ? { requestBody } : {}),
           tags: metadata ? [metadata.tag] : operation.tags,
           security: metadata?.scope ? [{ ApiKey: [] }] : [],

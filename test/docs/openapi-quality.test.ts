@@ -407,6 +407,39 @@ describe('openapi.json route-specific error examples are what each route answers
     expect(answered.filter(([, , status, documented]: any) => status === 422 || !documented)).toEqual([]);
   });
 
+  it('documents the callback headers the verification needs as required, and a callback without one is 401, never a validation 422', async () => {
+    const declared = (p: string) => Object.fromEntries((doc.paths[p].post.parameters as Json[]).filter((q) => q.in === 'header').map((q) => [q.name, q.required === true]));
+    expect(declared('/v1/webhooks/walletpay')).toEqual({
+      'Walletpay-Transmission-Id': true, 'Walletpay-Transmission-Time': true, 'Walletpay-Transmission-Sig': true, 'Walletpay-Cert-Url': true,
+      'Walletpay-Auth-Algo': false, 'Walletpay-Webhook-Id': false,
+    });
+    expect(declared('/v1/webhooks/cardpay')).toEqual({ 'Cardpay-Signature': true });
+    // Well-formed headers (server/providers/walletpay/webhook.ts walletpayHeaderProblem), each left out in turn.
+    const walletpay: Record<string, string> = {
+      'Walletpay-Transmission-Id': 'b2d1f0a0-docs-0001', 'Walletpay-Transmission-Time': new Date().toISOString(),
+      'Walletpay-Transmission-Sig': 'c2lnbmF0dXJlLW9mLWRvY3MtdGVzdA==', 'Walletpay-Cert-Url': `${t.baseUrl}/sandbox/walletpay/v1/notifications/certs/CERT-DOCS`,
+    };
+    const answers: unknown[] = [];
+    for (const missing of Object.keys(walletpay)) {
+      const r = t.http.post('/v1/webhooks/walletpay').set('Content-Type', 'application/json');
+      for (const [name, value] of Object.entries(walletpay)) if (name !== missing) r.set(name, value);
+      const res = await r.send({ id: 'WH-DOCS', event_type: 'PAYMENT.CAPTURE.COMPLETED', resource: { id: 'CAP-DOCS' } });
+      answers.push([missing, res.status, res.body.error?.code, res.body.error?.message]);
+    }
+    // A cardpay event about one of our payments (one about an unknown reference is acknowledged unverified: no secret to check it with).
+    const shop = await t.createMerchant('Docs Callback Headers');
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', shop.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_docs_headers_0001' } }).expect(200);
+    const paid = (await t.http.post('/v1/payments').set('X-API-Key', shop.apiKey).set('Idempotency-Key', 'docs-headers')
+      .send({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201)).body.data;
+    const event = { id: 'evt_docs_headers', object: 'event', type: 'payment_intent.succeeded', data: { object: { object: 'payment_intent', id: paid.provider_ref, status: 'succeeded' } } };
+    const cardpay = await t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').send(event);
+    answers.push(['Cardpay-Signature', cardpay.status, cardpay.body.error?.code, cardpay.body.error?.message]);
+    expect(answers).toEqual([
+      ...Object.keys(walletpay).map((h) => [h, 401, 'UNAUTHORIZED', expect.stringContaining(`${h} is missing`)]),
+      ['Cardpay-Signature', 401, 'UNAUTHORIZED', doc.paths['/v1/webhooks/cardpay'].post.responses['401'].content['application/json'].example.error.message],
+    ]);
+  });
+
   it('every documented 404, 409, 422 and 502 example is a message its route sends', async () => {
     const shop = await t.createMerchant('Docs Routes');
     const bare = await t.createMerchant('Docs Bare');
