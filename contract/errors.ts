@@ -118,6 +118,11 @@ const EXAMPLE_ID = '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21';
 /** A provider callback whose JSON is not an object (or whose query is too long): refused before verification. */
 const CALLBACK_NOT_AN_OBJECT = invalid('body', 'Expected object, received array', 'The body is not a JSON object, or a query parameter is longer than allowed (VALIDATION_ERROR)');
 const KEY_REUSED = 'This Idempotency-Key was already used with a different request body';
+/** A live-env report on a reversal (its result or its timeout) that overtakes the record of its request's acknowledgement. */
+const REVERSAL_REPORT_EARLY: RouteErrorExample = {
+  message: 'mobilemoney reversal result arrived before its request was recorded; retry later',
+  description: "The report arrived before the service recorded the operator's acknowledgement of the reversal request; nothing was applied, and the operator sends it again (PROVIDER_ERROR)",
+};
 
 /**
  * Per operation, as openapi.json names it (`METHOD /path`): the error examples only that route sends — a
@@ -229,11 +234,11 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
     '409': { message: `payment ${EXAMPLE_ID} is not completed here yet; its refund 1JU08902781691411 is applied once it is: send the notification again later` },
     '502': { message: 'walletpay notification verification is unavailable; retry later' },
   },
-  'POST /v1/webhooks/mobilemoney/reversal/result': {
-    '422': CALLBACK_NOT_AN_OBJECT,
-    '502': { message: 'mobilemoney reversal result arrived before its request was recorded; retry later' },
-  },
+  // A result or a queue timeout: both report on a reversal request (InboundPipeline.confirmReversal), alike.
   ...Object.fromEntries(
-    ['', '/transactionstatus/result', '/transactionstatus/timeout', '/reversal/timeout'].map((sub) => [`POST /v1/webhooks/mobilemoney${sub}`, { '422': CALLBACK_NOT_AN_OBJECT }]),
+    ['/reversal/result', '/reversal/timeout'].map((sub) => [`POST /v1/webhooks/mobilemoney${sub}`, { '422': CALLBACK_NOT_AN_OBJECT, '502': REVERSAL_REPORT_EARLY }]),
+  ),
+  ...Object.fromEntries(
+    ['', '/transactionstatus/result', '/transactionstatus/timeout'].map((sub) => [`POST /v1/webhooks/mobilemoney${sub}`, { '422': CALLBACK_NOT_AN_OBJECT }]),
   ),
 };

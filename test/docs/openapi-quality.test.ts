@@ -164,6 +164,10 @@ describe('openapi.json quality', () => {
     const timeout = doc.paths['/v1/webhooks/mobilemoney/reversal/timeout'].post.description as string;
     expect(timeout).not.toContain('stays pending');
     expect(timeout).toContain('the refund fails');
+    // Both reports on a reversal (its result, its queue timeout) are confirmed alike (InboundPipeline.confirmReversal): either can be 502.
+    const early = (sub: string) => doc.paths[`/v1/webhooks/mobilemoney/reversal/${sub}`].post.responses['502']?.content['application/json'].example.error;
+    expect(early('timeout')).toEqual(early('result'));
+    expect(early('timeout')).toMatchObject({ code: 'PROVIDER_ERROR', message: expect.stringContaining('before its request was recorded') });
   });
 
   it('says how long a refund\'s Idempotency-Key protects a retry: refund keys are deleted IDEMPOTENCY_KEY_RETENTION (24 h) after their last change', () => {
@@ -569,8 +573,8 @@ describe('openapi.json route-specific error examples are what each route answers
      */
     const notProvoked = [
       '409 POST /v1/webhooks/cardpay', '502 POST /v1/webhooks/cardpay', '409 POST /v1/webhooks/walletpay',
-      // A live-env reversal result that overtakes its request's acknowledgement (InboundPipeline.confirmReversal).
-      '502 POST /v1/webhooks/mobilemoney/reversal/result',
+      // A live-env reversal result or timeout that overtakes its request's acknowledgement (InboundPipeline.confirmReversal).
+      '502 POST /v1/webhooks/mobilemoney/reversal/result', '502 POST /v1/webhooks/mobilemoney/reversal/timeout',
     ];
 
     const documented = operations.flatMap(({ name, op }) => Object.keys(op.responses).filter((s) => ROUTE_SPECIFIC.includes(s)).map((s) => `${s} ${name}`));
