@@ -156,7 +156,6 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
     },
   },
   'GET /v1/payments/cards': { '422': invalid('page', 'Number must be greater than or equal to 1') },
-  'DELETE /v1/payments/cards/{id}': { '502': { message: `cardpay could not detach the card: ${CARDPAY_500}` } },
   'POST /v1/payments/mobilemoney/check-status/{code}': {
     '404': { message: ERROR_MESSAGES.resourceNotFound, description: 'The code is not a receipt number or CheckoutRequestID (NOT_FOUND)' },
     '422': {

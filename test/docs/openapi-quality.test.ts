@@ -9,7 +9,7 @@ import { formatMinorUnits, toMinorUnits } from '../../server/domain/money/money.
 import { startTestService, type TestService } from '../support/service.js';
 import { DEFAULT_RATE_LIMIT_PER_SECOND } from '../../server/config/config.js';
 import { describeRule } from '../../server/domain/auth/rate-limiter.js';
-import { ERROR_MESSAGES } from '../../contract/errors.js';
+import { ERROR_MESSAGES, ROUTE_ERROR_EXAMPLES } from '../../contract/errors.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
 const run = promisify(execFile);
@@ -179,6 +179,14 @@ describe('openapi.json quality', () => {
     expect(said).not.toMatch(/never acts twice/);
     expect(create.description).toMatch(/within 24 hours/);
     expect(create.description).not.toMatch(/never refunds twice/);
+  });
+
+  it('keeps no route error example for an answer its route does not document (a leftover no test provokes)', () => {
+    const unused = Object.entries(ROUTE_ERROR_EXAMPLES).flatMap(([name, byStatus]) => {
+      const [method, p] = name.split(' ') as [string, string];
+      return Object.keys(byStatus).filter((status) => !doc.paths[p]?.[method.toLowerCase()]?.responses[status]).map((status) => `${status} ${name}`);
+    });
+    expect(unused).toEqual([]);
   });
 
   it('documents /healthz, /readyz and /metrics', () => {
@@ -472,7 +480,6 @@ describe('openapi.json route-specific error examples are what each route answers
     const paid = (await api.post('/v1/payments', card, 'docs-paid').expect(201)).body.data;
     expect(paid.status).toBe('completed');
     const awaiting = (await api.post('/v1/payments', wallet, 'docs-wallet').expect(201)).body.data;
-    const saved = (await api.post('/v1/payments/cards', { payment_method_id: 'pm_card_visa' }).expect(201)).body.data;
     const test = (await api.post('/v1/webhooks/test').expect(200)).body.data;
     // The operator's certificate and a token are fetched and kept, as in a running service: an outage then meets the request itself.
     await api.post('/v1/payments/mobilemoney/check-status/NLJ7RT61SV').expect(200);
@@ -500,7 +507,6 @@ describe('openapi.json route-specific error examples are what each route answers
       '502 POST /v1/payments/cards': () => during('cardpay', () => api.post('/v1/payments/cards', { payment_method_id: 'pm_card_visa' })),
       '422 GET /v1/payments/cards': () => api.get('/v1/payments/cards?page=0'),
       '404 DELETE /v1/payments/cards/{id}': () => api.delete(`/v1/payments/cards/${UNKNOWN}`),
-      '502 DELETE /v1/payments/cards/{id}': () => during('cardpay', () => api.delete(`/v1/payments/cards/${saved.id}`)),
       '404 POST /v1/payments/mobilemoney/check-status/{code}': () => api.post('/v1/payments/mobilemoney/check-status/x'),
       '422 POST /v1/payments/mobilemoney/check-status/{code}': () => as(bare.apiKey).post('/v1/payments/mobilemoney/check-status/NLJ7RT61SV'),
       '502 POST /v1/payments/mobilemoney/check-status/{code}': () => during('mobilemoney', () => api.post('/v1/payments/mobilemoney/check-status/NLJ7RT61SV')),
