@@ -67,6 +67,7 @@ export interface Services {
   apiKeys: ApiKeyService;
   rateLimiter: RateLimiter;
   callbackRateLimiter: RateLimiter;
+  failedAuthRateLimiter: RateLimiter;
   rateLimitRetention: RateLimitRetention;
   merchants: MerchantService;
   credentials: CredentialsService;
@@ -197,6 +198,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     apiKeys: new ApiKeyService(em, principalCache),
     rateLimiter: new RateLimiter(em, config.rateLimit),
     callbackRateLimiter: new RateLimiter(em, config.callbackRateLimit),
+    failedAuthRateLimiter: new RateLimiter(em, config.failedAuthRateLimit),
     rateLimitRetention: new RateLimitRetention(em),
     merchants,
     credentials,

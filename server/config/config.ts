@@ -104,6 +104,7 @@ const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).optional(),
   RATE_LIMIT_PER_SECOND: z.coerce.number().int().min(0).optional(),
   CALLBACK_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).optional(),
+  FAILED_AUTH_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).optional(),
   RATE_LIMIT_PRUNE_INTERVAL: z.string().default('1m'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DATA_DIR: z.string().default('.data'),
@@ -185,6 +186,8 @@ export interface AppConfig {
   rateLimit: RateLimitRule;
   /** Provider-callback requests per source address per window (callbacks carry no API key). */
   callbackRateLimit: RateLimitRule;
+  /** Failed authentications (missing, unknown or revoked API key) per source address per window. */
+  failedAuthRateLimit: RateLimitRule;
   /** How often a worker deletes the rate-limit windows that have ended. */
   rateLimitPruneIntervalMs: number;
   mobilemoneyCallbackAllowlist: string[];
@@ -206,6 +209,11 @@ export class ConfigError extends Error {}
 export const DEFAULT_RATE_LIMIT_PER_SECOND = 100;
 /** Production's per-source-address default for provider callbacks: 20 a second sustained, per address. */
 export const DEFAULT_CALLBACK_LIMIT_PER_MINUTE = 1200;
+/**
+ * Production's per-source-address default for failed authentications: one a second sustained, plenty for
+ * a client whose key was just rotated, far too few to try keys.
+ */
+export const DEFAULT_FAILED_AUTH_LIMIT_PER_MINUTE = 60;
 
 function apiKeyRateLimit(perMinute: number | undefined, perSecond: number | undefined, production: boolean): RateLimitRule {
   if (perMinute !== undefined && perSecond !== undefined) throw new ConfigError('set RATE_LIMIT_PER_MINUTE or RATE_LIMIT_PER_SECOND, not both');
@@ -422,6 +430,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { encr
     mobilemoneyReconcileIntervalMs: durationVar('MOBILEMONEY_RECONCILE_INTERVAL', e.MOBILEMONEY_RECONCILE_INTERVAL),
     rateLimit: apiKeyRateLimit(e.RATE_LIMIT_PER_MINUTE, e.RATE_LIMIT_PER_SECOND, production),
     callbackRateLimit: { limit: e.CALLBACK_RATE_LIMIT_PER_MINUTE ?? (production ? DEFAULT_CALLBACK_LIMIT_PER_MINUTE : 0), windowMs: 60_000 },
+    failedAuthRateLimit: { limit: e.FAILED_AUTH_RATE_LIMIT_PER_MINUTE ?? (production ? DEFAULT_FAILED_AUTH_LIMIT_PER_MINUTE : 0), windowMs: 60_000 },
     rateLimitPruneIntervalMs: durationVar('RATE_LIMIT_PRUNE_INTERVAL', e.RATE_LIMIT_PRUNE_INTERVAL),
     mobilemoneyCallbackAllowlist: parseCallbackAllowlist(e.MOBILEMONEY_CALLBACK_ALLOWLIST),
     mobilemoneyCertPath: certificateFile('MOBILEMONEY_CERT_PATH', e.MOBILEMONEY_CERT_PATH, 'public-key'),

@@ -66,7 +66,7 @@ export function createApp(container: Container): Express {
     // validation and the handlers.
     globalMiddleware: [
       ormContext(orm.em),
-      authenticate(services.apiKeys, services.rateLimiter, services.callbackRateLimiter),
+      authenticate(services.apiKeys, services.rateLimiter, services.callbackRateLimiter, services.failedAuthRateLimiter),
       ...jsonBody(),
       rejectNulCharacters,
     ],

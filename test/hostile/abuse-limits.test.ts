@@ -3,8 +3,9 @@ import { ConfigError, loadConfig } from '../../server/config/config.js';
 import { counterBucket } from '../../server/domain/auth/rate-limiter.js';
 import { startTestService, TEST_ENCRYPTION_KEY, type TestService } from '../support/service.js';
 
-// Limits that hold against abuse: per API key (on by default in production), and per source address
-// on the unauthenticated provider callbacks, counted in PostgreSQL so every api process shares them.
+// Limits that hold against abuse: per API key (on by default in production), per source address on the
+// unauthenticated provider callbacks, and per source address on failed authentications (missing, unknown
+// or revoked API keys), counted in PostgreSQL so every api process shares them.
 // Windows are filled in the database ahead of time, so the tests do not race the clock.
 
 const production = (env: Record<string, string> = {}) => loadConfig({ NODE_ENV: 'production', DATABASE_URL: 'postgres://payments@db.internal/payments', ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, ...env });
@@ -20,10 +21,12 @@ async function fillWindows(t: TestService, bucket: string, count: number, window
 }
 
 describe('rate-limit configuration', () => {
-  it('is on in production by default: 100 requests a second per API key, 1200 callbacks a minute per address', () => {
+  it('is on in production by default: 100 requests a second per API key, 1200 callbacks and 60 failed authentications a minute per address', () => {
     expect(production().rateLimit).toEqual({ limit: 100, windowMs: 1000 });
     expect(production().callbackRateLimit).toEqual({ limit: 1200, windowMs: 60_000 });
+    expect(production().failedAuthRateLimit).toEqual({ limit: 60, windowMs: 60_000 });
     expect(loadConfig({ NODE_ENV: 'development' }).rateLimit.limit).toBe(0);
+    expect(loadConfig({ NODE_ENV: 'development' }).failedAuthRateLimit.limit).toBe(0);
   });
 
   it('takes a per-second or a per-minute limit, 0 turning it off, but not both', () => {
@@ -31,6 +34,8 @@ describe('rate-limit configuration', () => {
     expect(production({ RATE_LIMIT_PER_SECOND: '25' }).rateLimit).toEqual({ limit: 25, windowMs: 1000 });
     expect(production({ RATE_LIMIT_PER_SECOND: '0' }).rateLimit.limit).toBe(0);
     expect(production({ CALLBACK_RATE_LIMIT_PER_MINUTE: '0' }).callbackRateLimit.limit).toBe(0);
+    expect(production({ FAILED_AUTH_RATE_LIMIT_PER_MINUTE: '0' }).failedAuthRateLimit.limit).toBe(0);
+    expect(production({ FAILED_AUTH_RATE_LIMIT_PER_MINUTE: '10' }).failedAuthRateLimit).toEqual({ limit: 10, windowMs: 60_000 });
     expect(() => production({ RATE_LIMIT_PER_MINUTE: '1', RATE_LIMIT_PER_SECOND: '1' })).toThrow(ConfigError);
   });
 });
@@ -58,6 +63,80 @@ describe('a production service', () => {
     expect(limited.headers['retry-after']).toBe('1');
     expect(limited.headers['x-ratelimit-remaining']).toBe('0');
     expect((await t.http.get('/v1/merchant').set('X-API-Key', quiet.apiKey)).status).toBe(200);
+  });
+
+  it('limits failed authentications to 60 a minute per address: 429 instead of 401, valid keys from it still served', async () => {
+    const { apiKey } = await t.createMerchant('Behind the same NAT');
+    const unknown = await t.http.get('/v1/merchant').set('X-API-Key', 'pk_test_unknown');
+    expect(unknown.status).toBe(401);
+    const [row] = await t.sql<{ bucket: string }>(`SELECT bucket FROM rate_limit_windows WHERE bucket LIKE 'auth-failed:%' LIMIT 1`);
+    expect(row!.bucket).toMatch(/^auth-failed:(.*127\.0\.0\.1|::1)\/60s$/);
+    await fillWindows(t, row!.bucket.replace(/\/60s$/, ''), 60, 60_000);
+    const limited = await t.http.get('/v1/merchant').set('X-API-Key', 'pk_test_unknown');
+    expect(limited.status).toBe(429);
+    expect(limited.body).toMatchObject({ success: false, error: { code: 'RATE_LIMITED', message: expect.stringContaining('60 a minute') } });
+    expect(limited.headers['x-ratelimit-limit']).toBe('60');
+    expect((await t.http.get('/v1/merchant').set('X-API-Key', apiKey)).status).toBe(200);
+  });
+});
+
+describe('failed authentications per source address', () => {
+  let t: TestService;
+  // TRUST_PROXY=loopback: each test names its own client address in X-Forwarded-For, so the tests count apart.
+  const from = (address: string, key?: string) => {
+    const req = t.http.get('/v1/merchant').set('X-Forwarded-For', address);
+    return key === undefined ? req : req.set('X-API-Key', key);
+  };
+  const unknownKey = (i: number) => `pk_test_${'0'.repeat(20)}${i}`;
+
+  beforeAll(async () => {
+    t = await startTestService({ FAILED_AUTH_RATE_LIMIT_PER_MINUTE: '3', TRUST_PROXY: 'loopback' });
+  });
+  afterAll(async () => t?.stop());
+
+  it('answers 429 with Retry-After once an address is past its failed-authentication budget; valid keys from it are still served', async () => {
+    const { apiKey } = await t.createMerchant('Shared office');
+    const answers = [];
+    for (let i = 0; i < 7; i += 1) answers.push(await from('203.0.113.10', i % 2 ? unknownKey(i) : undefined));
+    // Seven quick requests span at most two one-minute windows, three failures allowed in each.
+    expect(answers.slice(0, 3).map((r) => r.status)).toEqual([401, 401, 401]);
+    for (const refused of answers.filter((r) => r.status === 401)) {
+      expect(refused.body.error.code).toBe('UNAUTHORIZED');
+      // A 401 is as before: it carries no budget headers.
+      expect(refused.headers['x-ratelimit-limit']).toBeUndefined();
+    }
+    const limited = answers.find((r) => r.status === 429);
+    expect(limited).toBeDefined();
+    expect(limited!.body).toMatchObject({
+      success: false,
+      error: { code: 'RATE_LIMITED', message: 'Too many requests from this address with a missing, unknown or revoked API key: at most 3 a minute' },
+    });
+    expect(Number(limited!.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(Number(limited!.headers['retry-after'])).toBeLessThanOrEqual(60);
+    expect(limited!.headers['x-ratelimit-limit']).toBe('3');
+    expect(limited!.headers['x-ratelimit-remaining']).toBe('0');
+
+    // Kept over budget for the next two minutes, so what follows does not race the clock.
+    await fillWindows(t, 'auth-failed:203.0.113.10', 3, 60_000);
+    expect((await from('203.0.113.10', unknownKey(99))).status).toBe(429);
+    // Another client behind the same address, with a valid key: served, and its own budget untouched.
+    const served = await from('203.0.113.10', apiKey);
+    expect(served.status).toBe(200);
+    expect(served.body.data.name).toBe('Shared office');
+    // Another address is not affected.
+    expect((await from('198.51.100.20', unknownKey(1))).status).toBe(401);
+  });
+
+  it('counts a revoked key as a failed authentication', async () => {
+    const { apiKey, keyId } = await t.createMerchant('Rotated');
+    expect((await from('203.0.113.30', apiKey)).status).toBe(200);
+    await t.inContext(() => t.service.container.services.apiKeys.revoke(keyId));
+    // Each window has room for one more failure: of three requests (at most two windows) one is refused 429.
+    await fillWindows(t, 'auth-failed:203.0.113.30', 2, 60_000);
+    const statuses = [];
+    for (let i = 0; i < 3; i += 1) statuses.push((await from('203.0.113.30', apiKey)).status);
+    expect(statuses[0]).toBe(401);
+    expect(statuses).toContain(429);
   });
 });
 
@@ -89,7 +168,7 @@ describe('provider callbacks', () => {
   });
 
   beforeAll(async () => {
-    t = await startTestService({ CALLBACK_RATE_LIMIT_PER_MINUTE: '50' });
+    t = await startTestService({ CALLBACK_RATE_LIMIT_PER_MINUTE: '50', FAILED_AUTH_RATE_LIMIT_PER_MINUTE: '0' });
     ({ apiKey: key } = await t.createMerchant('Wallet'));
     await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
       .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'abuse-client', client_secret: 'abuse-secret-0001' } }).expect(200);
@@ -143,5 +222,12 @@ describe('provider callbacks', () => {
     expect(await verifyCalls()).toBe(before);
     // Merchant routes are counted per API key, not per address.
     expect((await t.http.get('/v1/merchant').set('X-API-Key', key)).status).toBe(200);
+  });
+
+  it('keeps answering 401 to unknown keys when the failed-authentication budget is off (0)', async () => {
+    const statuses = [];
+    for (let i = 0; i < 10; i += 1) statuses.push((await t.http.get('/v1/merchant').set('X-API-Key', `pk_test_unknown_${i}`)).status);
+    expect(statuses).toEqual(Array(10).fill(401));
+    expect(await t.sql(`SELECT bucket FROM rate_limit_windows WHERE bucket LIKE 'auth-failed:%'`)).toEqual([]);
   });
 });

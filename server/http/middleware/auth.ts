@@ -16,27 +16,49 @@ function admit(res: Response, limiter: RateLimiter, verdict: RateLimitVerdict, w
   return false;
 }
 
+/** The client address as TRUST_PROXY defines it (the socket's own unless a proxy is trusted). */
+function sourceAddress(req: Request): string {
+  return req.ip ?? req.socket.remoteAddress ?? 'unknown';
+}
+
+/**
+ * A request whose key did not authenticate: 401, or 429 once its address is past the failed-authentication
+ * budget. Counted after the key lookup failed, never before it: a valid key pays nothing for this budget
+ * (its lookup is served from the principal cache, no round trip), and one client trying keys behind a
+ * shared address does not lock out the valid keys sent from it. Only the 429 carries the budget's headers
+ * (a 401 carries none, as before).
+ */
+async function refuseUnauthenticated(req: Request, res: Response, failedAuthRateLimiter: RateLimiter): Promise<void> {
+  if (failedAuthRateLimiter.enabled) {
+    const verdict = await failedAuthRateLimiter.hit(`auth-failed:${sourceAddress(req)}`);
+    if (!verdict.allowed) {
+      admit(res, failedAuthRateLimiter, verdict, 'from this address with a missing, unknown or revoked API key');
+      return;
+    }
+  }
+  sendError(res, 'UNAUTHORIZED', ERROR_MESSAGES.unauthorized);
+}
+
 /**
  * Reads the scope a route needs from its contract metadata and checks the X-API-Key against it.
  * Runs before request validation, so an anonymous caller learns nothing about a route's schema.
  * Provider callbacks (no scope) are limited per source address instead, before any lookup,
- * verification or outbound call is spent on them.
+ * verification or outbound call is spent on them. Requests whose key does not authenticate are limited
+ * per source address too (refuseUnauthenticated).
  */
-export function authenticate(apiKeys: ApiKeyService, rateLimiter: RateLimiter, callbackRateLimiter: RateLimiter) {
+export function authenticate(apiKeys: ApiKeyService, rateLimiter: RateLimiter, callbackRateLimiter: RateLimiter, failedAuthRateLimiter: RateLimiter) {
   return async (req: Request, res: Response, next: NextFunction) => {
     const metadata = (req as Request & { tsRestRoute?: { metadata?: RouteMetadata } }).tsRestRoute?.metadata;
     if (!metadata) return next();
     try {
       if (metadata.scope === null) {
         if (callbackRateLimiter.enabled) {
-          // The client address as TRUST_PROXY defines it (the socket's own unless a proxy is trusted).
-          const source = req.ip ?? req.socket.remoteAddress ?? 'unknown';
-          if (!admit(res, callbackRateLimiter, await callbackRateLimiter.hit(`callback:${source}`), 'from this address')) return;
+          if (!admit(res, callbackRateLimiter, await callbackRateLimiter.hit(`callback:${sourceAddress(req)}`), 'from this address')) return;
         }
         return next();
       }
       const principal = await apiKeys.authenticate(req.get('x-api-key'));
-      if (!principal) return sendError(res, 'UNAUTHORIZED', ERROR_MESSAGES.unauthorized);
+      if (!principal) return await refuseUnauthenticated(req, res, failedAuthRateLimiter);
       if (!principal.scopes.includes(metadata.scope)) {
         return sendError(res, 'FORBIDDEN', ERROR_MESSAGES.missingScope(metadata.scope));
       }
