@@ -60,7 +60,7 @@ export const DOCUMENTED_ERRORS: Record<string, DocumentedError> = {
   '409': { code: 'CONFLICT', description: 'Conflict with the current state (CONFLICT)', message: '' },
   '413': { code: 'PAYLOAD_TOO_LARGE', description: 'Body larger than 100 KiB (PAYLOAD_TOO_LARGE)', message: ERROR_MESSAGES.payloadTooLarge },
   '422': { code: 'VALIDATION_ERROR', description: 'Invalid input, with field details (VALIDATION_ERROR)', message: '' },
-  '429': { code: 'RATE_LIMITED', description: 'Too many requests; wait for Retry-After seconds (RATE_LIMITED)', message: ERROR_MESSAGES.rateLimited('for this API key', '100 a second') },
+  '429': { code: 'RATE_LIMITED', description: 'Too many requests for this API key, or too many failed authentications (missing, unknown or revoked key) from this address; wait for Retry-After seconds (RATE_LIMITED)', message: ERROR_MESSAGES.rateLimited('for this API key', '100 a second') },
   '500': { code: 'INTERNAL_ERROR', description: 'Unexpected error; quote the request id (INTERNAL_ERROR)', message: ERROR_MESSAGES.internal },
   '502': { code: 'PROVIDER_ERROR', description: 'The provider was unreachable or refused the request (PROVIDER_ERROR)', message: '' },
   '503': {

@@ -258,7 +258,7 @@ export function polishDocument<T extends Json>(document: T): T {
     },
     'Retry-After': { description: 'Seconds to wait before trying again.', schema: { type: 'integer', example: 30 } },
     'X-RateLimit-Limit': {
-      description: 'Requests allowed in the current window (per API key; per source address on provider callbacks), on every answer once the request is counted. Sent when rate limiting is on: by default in production, 100 a second per API key and 1,200 a minute per callback source (RATE_LIMIT_PER_SECOND / RATE_LIMIT_PER_MINUTE, CALLBACK_RATE_LIMIT_PER_MINUTE).',
+      description: 'Requests allowed in the current window (per API key; per source address on provider callbacks, and on the 429 of a source address past its failed authentications), on every answer once the request is counted. Sent when rate limiting is on: by default in production, 100 a second per API key, 1,200 a minute per callback source and 60 failed authentications a minute per source (RATE_LIMIT_PER_SECOND / RATE_LIMIT_PER_MINUTE, CALLBACK_RATE_LIMIT_PER_MINUTE, FAILED_AUTH_RATE_LIMIT_PER_MINUTE).',
       schema: { type: 'integer', example: 100 },
     },
     'X-RateLimit-Remaining': {
