@@ -43,17 +43,16 @@ export const MobilemoneyCredentialsSchema = z
       .url()
       .optional()
       .describe(
-        'Where the operator reaches this service with the results of reversals and status queries, e.g. https://pay.example.com/v1/webhooks/mobilemoney/reversal/result: ' +
-          'must end in /v1/webhooks/mobilemoney/reversal/result or /v1/webhooks/mobilemoney/transactionstatus/result, with no query or fragment; https and a public host ' +
-          'unless the service allows private webhook URLs. The part before /v1/webhooks/mobilemoney is the base used instead of PUBLIC_BASE_URL; the service adds its own route and signed ref/token',
+        "Must be this service's own address: PUBLIC_BASE_URL + /v1/webhooks/mobilemoney/reversal/result or /v1/webhooks/mobilemoney/transactionstatus/result " +
+          '(same scheme, host, port and path prefix; no query), else 422. The service sends the operator its own per-request address under PUBLIC_BASE_URL',
       ),
     timeout_url: z
       .string()
       .url()
       .optional()
       .describe(
-        'Where the operator reaches this service with the queue-timeout notices of reversals and status queries, e.g. https://pay.example.com/v1/webhooks/mobilemoney/transactionstatus/timeout: ' +
-          'must end in /v1/webhooks/mobilemoney/reversal/timeout or /v1/webhooks/mobilemoney/transactionstatus/timeout; otherwise as result_url',
+        "Must be this service's own address: PUBLIC_BASE_URL + /v1/webhooks/mobilemoney/reversal/timeout or /v1/webhooks/mobilemoney/transactionstatus/timeout " +
+          '(same scheme, host, port and path prefix; no query), else 422. The service sends the operator its own per-request address under PUBLIC_BASE_URL',
       ),
     nominated_number: z.string().regex(/^254\d{9}$/, 'must be in the format 254XXXXXXXXX').optional(),
   })

@@ -187,7 +187,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     // A store's longest step: up to four provider calls (a webhook endpoint's creation, its retry, its
     // read, a re-creation), or the clean-up's list and deletes; a crashed store blocks re-stores this long.
     storeLeaseMs: 6 * config.providerTimeoutMs,
-    urlPolicy: { allowPrivate: config.webhookAllowPrivateUrls, hosts: merchantHosts },
+    publicBaseUrl: () => config.publicBaseUrl,
   });
   const gateway = new ProviderGateway(providers, credentials);
   const writer = new StatusWriter(em, deliveryQueue, metrics.integrityMismatches, logger);

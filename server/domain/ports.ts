@@ -402,9 +402,8 @@ export interface ProviderPort<C = unknown> {
   /** Credential fields that are not secret: shown as given in `config_summary`; every other one is masked. */
   readonly publicCredentialFields: readonly string[];
   /**
-   * Credential fields that name an address of this service as the provider reaches it (another base than
-   * PUBLIC_BASE_URL, e.g. a gateway the provider is given), each with the routes below
-   * `/v1/webhooks/<provider>` its URL may end in. Checked when stored (CredentialsService).
+   * Credential fields that name an address of this service, each with the routes below
+   * `${PUBLIC_BASE_URL}/v1/webhooks/<provider>` it may be. Checked when stored (CredentialsService).
    */
   readonly serviceAddressFields?: Readonly<Record<string, readonly string[]>>;
   /**

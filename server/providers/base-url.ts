@@ -20,8 +20,8 @@ export function providerBaseUrl(config: AppConfig, provider: Provider, env: 'san
   return UPSTREAM[provider][env];
 }
 
-/** Our own callback address for a provider, e.g. `${PUBLIC_BASE_URL}/v1/webhooks/cardpay`, or at another `base` of this service. */
-export function callbackUrl(config: AppConfig, provider: Provider, subpath = '', base = config.publicBaseUrl): string {
-  return `${base}/v1/webhooks/${provider}${subpath}`;
+/** Our own callback address for a provider, e.g. `${PUBLIC_BASE_URL}/v1/webhooks/cardpay`. */
+export function callbackUrl(config: AppConfig, provider: Provider, subpath = ''): string {
+  return `${config.publicBaseUrl}/v1/webhooks/${provider}${subpath}`;
 }
 

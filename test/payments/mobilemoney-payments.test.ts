@@ -421,8 +421,8 @@ describe('reversals', () => {
 });
 
 describe('stored result_url and timeout_url', () => {
-  // Another base that still reaches this service (the test service listens at 127.0.0.1).
-  const otherBase = () => t.baseUrl.replace('127.0.0.1', 'localhost');
+  // The test service's PUBLIC_BASE_URL is the address it listens at.
+  const ours = (route: string) => `${t.baseUrl}/v1/webhooks/mobilemoney${route}`;
   const control = (path: string, body: unknown) =>
     fetch(`${t.baseUrl}/sandbox/mobilemoney/_control/${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json());
   /** Holds the operator's next result, runs `send`, and answers the address the operator was given for it (naming `ref`). */
@@ -430,7 +430,7 @@ describe('stored result_url and timeout_url', () => {
     await control('hold-results', { count: 1 });
     await send();
     const [held] = await eventually(() => t.sql<{ url: string }>(`SELECT job->>'url' AS url FROM sandbox_held_results WHERE provider = 'mobilemoney'`)
-      .then((rows) => (rows.some((r) => new URL(r.url).searchParams.get('ref') === ref()) ? rows : null)), 10_000, 'the held result');
+      .then((rows) => (rows.some((r) => new URL(r.url).searchParams.get('ref') === ref()) ? rows.filter((r) => new URL(r.url).searchParams.get('ref') === ref()) : null)), 10_000, 'the held result');
     return new URL(held!.url);
   }
   const release = () => control('release-results', { count: 1 });
@@ -438,22 +438,19 @@ describe('stored result_url and timeout_url', () => {
   let merchantId: string;
 
   beforeAll(async () => {
-    expect(otherBase()).not.toBe(t.baseUrl);
-    ({ apiKey, merchantId } = await t.createMerchant('Gateway addresses'));
+    ({ apiKey, merchantId } = await t.createMerchant('Own addresses'));
     const res = await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'mobilemoney', mobilemoney: {
-      ...SANDBOX_CREDS, consumer_key: 'gateway-key',
-      result_url: `${otherBase()}/v1/webhooks/mobilemoney/reversal/result`,
-      timeout_url: `${otherBase()}/v1/webhooks/mobilemoney/transactionstatus/timeout`,
+      ...SANDBOX_CREDS, consumer_key: 'gateway-key', result_url: ours('/reversal/result'), timeout_url: ours('/transactionstatus/timeout'),
     } }).expect(200);
-    expect(res.body.data.config_summary).toMatchObject({ result_url: `${otherBase()}/v1/webhooks/mobilemoney/reversal/result` });
+    expect(res.body.data.config_summary).toMatchObject({ result_url: ours('/reversal/result'), timeout_url: ours('/transactionstatus/timeout') });
   });
-  const completed = async () => settled((await pay({ phone: PHONES.success }, apiKey)).body.data.id, 'completed', apiKey);
+  const completed = async (merchantKey = apiKey) => settled((await pay({ phone: PHONES.success }, merchantKey)).body.data.id, 'completed', merchantKey);
   const expectOurAddress = (url: URL, route: string, ref: string) => {
-    expect(`${url.origin}${url.pathname}`).toBe(`${otherBase()}/v1/webhooks/mobilemoney${route}`);
+    expect(`${url.origin}${url.pathname}`).toBe(ours(route));
     expect(Object.fromEntries(url.searchParams)).toEqual({ ref, token: callbackToken(SANDBOX_CREDS.passkey, ref) });
   };
 
-  it("a reversal's ResultURL is at the stored base, with its ref and token, and the result arriving there completes the refund", async () => {
+  it("a reversal's ResultURL is this service's own address (PUBLIC_BASE_URL, ref, token), and the result arriving there completes the refund", async () => {
     const p = await completed();
     let refundId: string | undefined;
     const url = await heldResultUrl(() => refundId, async () => {
@@ -466,7 +463,23 @@ describe('stored result_url and timeout_url', () => {
     expect(await get(p.id, apiKey)).toMatchObject({ status: 'reversed' });
   });
 
-  it("a reversal's QueueTimeOutURL is at the stored timeout base, and the notice arriving there fails the refund", async () => {
+  it("a result_url on another host stored before this rule is not used: the reversal's ResultURL is on PUBLIC_BASE_URL", async () => {
+    const m = await t.createMerchant('Stored earlier');
+    const creds = { ...SANDBOX_CREDS, consumer_key: 'earlier-key' };
+    await storeCreds(m.apiKey, creds);
+    const sealed = t.service.container.secrets.sealJson({ ...creds, result_url: 'https://shop.example.com/v1/webhooks/mobilemoney/reversal/result' });
+    await t.sql(`UPDATE provider_credentials SET secrets_enc = $1 WHERE merchant_id = $2 AND provider = 'mobilemoney'`, [sealed, m.merchantId]);
+    const p = await completed(m.apiKey);
+    let refundId: string | undefined;
+    const url = await heldResultUrl(() => refundId, async () => {
+      refundId = (await t.http.post('/v1/refunds').set('X-API-Key', m.apiKey).send({ payment_id: p.id }).expect(201)).body.data.id;
+    });
+    expectOurAddress(url, '/reversal/result', refundId!);
+    expect((await release()).statuses).toEqual([200]);
+    expect((await t.http.get(`/v1/refunds/${refundId}`).set('X-API-Key', m.apiKey)).body.data.status).toBe('completed');
+  });
+
+  it("a reversal's QueueTimeOutURL is on PUBLIC_BASE_URL, and the notice arriving there fails the refund", async () => {
     const p = await completed();
     await t.sql(`UPDATE payments SET receipt_number = 'TIMEOUT0000' WHERE id = $1`, [p.id]);
     let refundId: string | undefined;
@@ -478,7 +491,7 @@ describe('stored result_url and timeout_url', () => {
     expect((await t.http.get(`/v1/refunds/${refundId}`).set('X-API-Key', apiKey)).body.data).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('queue timeout') });
   });
 
-  it("a status query's ResultURL and QueueTimeOutURL are at the stored bases, and its result arriving there is recorded", async () => {
+  it("a status query's ResultURL and QueueTimeOutURL are on PUBLIC_BASE_URL, and its result arriving there is recorded", async () => {
     const p = await completed();
     const queryOf = async (code: string) => (await t.sql<{ id: string }>('SELECT id FROM provider_status_queries WHERE merchant_id = $1 AND code = $2', [merchantId, code]))[0]?.id;
     let queryId: string | undefined;
@@ -501,16 +514,20 @@ describe('stored result_url and timeout_url', () => {
   });
 
   it.each([
-    ['result_url naming none of our routes', { result_url: 'https://shop.example.com/mpesa/results' }, 'mobilemoney.result_url'],
-    ['result_url naming a timeout route', { result_url: 'https://pay.example.com/v1/webhooks/mobilemoney/reversal/timeout' }, 'mobilemoney.result_url'],
-    ['timeout_url naming a result route', { timeout_url: 'https://pay.example.com/v1/webhooks/mobilemoney/transactionstatus/result' }, 'mobilemoney.timeout_url'],
-    ['result_url with a query', { result_url: 'https://pay.example.com/v1/webhooks/mobilemoney/reversal/result?ref=x' }, 'mobilemoney.result_url'],
-    ['timeout_url that is not http(s)', { timeout_url: 'ftp://pay.example.com/v1/webhooks/mobilemoney/reversal/timeout' }, 'mobilemoney.timeout_url'],
+    ["result_url on the merchant's own server", () => ({ result_url: 'https://shop.example.com/v1/webhooks/mobilemoney/reversal/result' }), 'mobilemoney.result_url'],
+    ['timeout_url on another host name of this machine', () => ({ timeout_url: ours('/reversal/timeout').replace('127.0.0.1', 'localhost') }), 'mobilemoney.timeout_url'],
+    ['result_url on another port', () => ({ result_url: `http://127.0.0.1:9/v1/webhooks/mobilemoney/reversal/result` }), 'mobilemoney.result_url'],
+    ['result_url under another path prefix', () => ({ result_url: `${t.baseUrl}/api/v1/webhooks/mobilemoney/reversal/result` }), 'mobilemoney.result_url'],
+    ['result_url naming none of our routes', () => ({ result_url: `${t.baseUrl}/mpesa/results` }), 'mobilemoney.result_url'],
+    ['result_url naming a timeout route', () => ({ result_url: ours('/reversal/timeout') }), 'mobilemoney.result_url'],
+    ['timeout_url naming a result route', () => ({ timeout_url: ours('/transactionstatus/result') }), 'mobilemoney.timeout_url'],
+    ['result_url with a query', () => ({ result_url: `${ours('/reversal/result')}?ref=x` }), 'mobilemoney.result_url'],
+    ['timeout_url that is not http(s)', () => ({ timeout_url: ours('/reversal/timeout').replace(/^http/, 'ftp') }), 'mobilemoney.timeout_url'],
   ])('refuses a %s with 422 naming the field, and stores nothing', async (_name, urls, field) => {
     const before = await t.http.get('/v1/merchant/credentials').set('X-API-Key', apiKey).expect(200);
-    const res = await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'mobilemoney', mobilemoney: { ...SANDBOX_CREDS, consumer_key: 'gateway-key', ...urls } });
+    const res = await t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'mobilemoney', mobilemoney: { ...SANDBOX_CREDS, consumer_key: 'gateway-key', ...urls() } });
     expect(res.status).toBe(422);
-    expect(res.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ field, issue: expect.any(String) }] });
+    expect(res.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ field, issue: expect.stringContaining(`reach this service (at ${new URL(t.baseUrl).origin})`) }] });
     expect((await t.http.get('/v1/merchant/credentials').set('X-API-Key', apiKey).expect(200)).body).toEqual(before.body);
   });
 });

@@ -4,7 +4,6 @@ import type { Provider, StoreCredentialsBody } from '../../../contract/index.js'
 import { ProviderCredentialSchema } from '../../persistence/entities/index.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { DomainError, notFound, validationError } from '../errors.js';
-import { assertDeliverableUrl, type HostResolver } from './webhook-url-policy.js';
 import { ProviderError, type PreparedCredentials, type ProviderRegistry } from '../ports.js';
 import { summarizeCredentials } from './credential-masking.js';
 import type { NotifiedCache } from '../../persistence/notified-cache.js';
@@ -37,8 +36,11 @@ export interface CredentialsServiceOptions {
   leases: Leases;
   /** How long a store may call the provider before another may start (the lease, renewed at each step). */
   storeLeaseMs: number;
-  /** The policy of every address a provider calls (webhook-url-policy.ts), for ProviderPort.serviceAddressFields. */
-  urlPolicy: { allowPrivate: boolean; hosts: HostResolver };
+  /**
+   * PUBLIC_BASE_URL, the only place a stored address of this service (ProviderPort.serviceAddressFields)
+   * may point to. Read at each store: it is known only once the service listens.
+   */
+  publicBaseUrl: () => string;
 }
 
 /** Per-merchant provider credentials, encrypted at rest and only ever shown masked. */
@@ -58,7 +60,7 @@ export class CredentialsService {
   async store(merchantId: string, body: StoreCredentialsBody): Promise<CredentialSummary> {
     const provider = body.provider;
     const credentials = (body as Record<string, unknown>)[provider] as CredentialsByProvider[typeof provider];
-    await this.checkServiceAddresses(merchantId, provider, credentials as Record<string, unknown>);
+    this.checkServiceAddresses(provider, credentials as Record<string, unknown>);
     if (!this.providers.get(provider).prepareCredentials) return this.write(merchantId, provider, credentials);
     // A provider's preparation sets things up at the provider, and its afterStored step deletes what the
     // credentials it replaced used there: two at once could each delete the other's (leaving the stored
@@ -85,19 +87,25 @@ export class CredentialsService {
   }
 
   /**
-   * Each stored address of this service (ProviderPort.serviceAddressFields) follows the policy of every
-   * address a provider calls (https and public unless configuration allows otherwise), ends in one of its
-   * routes, and has no query or fragment (the service adds its own). Else 422 and nothing is stored.
+   * Each stored address of this service (ProviderPort.serviceAddressFields) is exactly one of its routes
+   * under PUBLIC_BASE_URL (same scheme, host, port and path prefix; no query or fragment). The operator's
+   * results carry the signed token that proves them, so they go to no other host. Else 422, nothing stored.
    */
-  private async checkServiceAddresses(merchantId: string, provider: Provider, credentials: Record<string, unknown>): Promise<void> {
+  private checkServiceAddresses(provider: Provider, credentials: Record<string, unknown>): void {
+    const base = new URL(this.options.publicBaseUrl());
+    const prefix = base.pathname.replace(/\/$/, '');
     for (const [field, routes] of Object.entries(this.providers.get(provider).serviceAddressFields ?? {})) {
       const value = credentials[field];
       if (typeof value !== 'string') continue;
-      const name = `${provider}.${field}`;
-      const url = await assertDeliverableUrl(value, { ...this.options.urlPolicy, merchantId }, name);
-      if (url.search || url.hash) throw validationError(name, 'must have no query or fragment (the service adds its own)');
-      const paths = routes.map((route) => `/v1/webhooks/${provider}${route}`);
-      if (!paths.some((path) => url.pathname.endsWith(path))) throw validationError(name, `must be an address of this service ending in ${paths.join(' or ')}`);
+      const ours = routes.map((route) => `${base.origin}${prefix}/v1/webhooks/${provider}${route}`);
+      const url = URL.canParse(value) ? new URL(value) : null;
+      const isOurs = url && !url.username && !url.password && !url.search && !url.hash && ours.includes(`${url.origin}${url.pathname}`);
+      if (!isOurs) {
+        throw validationError(
+          `${provider}.${field}`,
+          `must be this service's own address: the operator's results must reach this service (at ${base.origin}), so one of ${ours.join(' or ')}`,
+        );
+      }
     }
   }
 

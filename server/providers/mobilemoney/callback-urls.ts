@@ -19,33 +19,18 @@ export const answersOurRequest = (subpath: string): boolean => subpath.startsWit
  * address carrying the token too, which is what verifies them (only we and the operator know it).
  */
 export function signedCallbackUrl(config: AppConfig, creds: MobilemoneyCredentials, subpath: string, ref: string): string {
-  const url = new URL(callbackUrl(config, 'mobilemoney', subpath, storedBase(creds, subpath) ?? config.publicBaseUrl));
+  const url = new URL(callbackUrl(config, 'mobilemoney', subpath));
   url.searchParams.set('ref', ref);
   if (creds.env === 'sandbox' || answersOurRequest(subpath)) url.searchParams.set('token', callbackToken(creds.passkey, ref));
   return url.toString();
 }
 
 /**
- * The routes a stored result_url / timeout_url may end in (interface.md: where the operator sends the
- * results / queue timeouts of reversals and status queries): addresses of this service.
+ * The addresses a stored result_url / timeout_url may be (interface.md: where the operator sends the
+ * results / queue timeouts of reversals and status queries): this service's own routes, under
+ * PUBLIC_BASE_URL. Checked when stored and never read: each request sends its own address (above).
  */
 export const STORED_ADDRESS_ROUTES = {
   result_url: ['/reversal/result', '/transactionstatus/result'],
   timeout_url: ['/reversal/timeout', '/transactionstatus/timeout'],
 } as const;
-
-/**
- * The base at which the operator reaches this service for the results (result_url) or queue timeouts
- * (timeout_url) of our requests, when the merchant stored one: the part of it before
- * `/v1/webhooks/mobilemoney`. Our own route, ref and token follow it, so a result routes and verifies as
- * at PUBLIC_BASE_URL. Null: none stored (or one stored before the routes were checked), PUBLIC_BASE_URL.
- */
-function storedBase(creds: MobilemoneyCredentials, subpath: string): string | null {
-  if (!answersOurRequest(subpath)) return null;
-  const field = subpath.endsWith('/timeout') ? 'timeout_url' : 'result_url';
-  const stored = creds[field];
-  if (!stored) return null;
-  const url = new URL(stored);
-  const route = STORED_ADDRESS_ROUTES[field].map((r) => `/v1/webhooks/mobilemoney${r}`).find((r) => url.pathname.endsWith(r));
-  return route ? `${url.origin}${url.pathname.slice(0, -route.length)}` : null;
-}
