@@ -615,6 +615,33 @@ describe('check-status', () => {
     expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [silent.id])).toEqual([{ type: 'payment.completed' }]);
   });
 
+  it('a failed push whose STK query still says "being processed", asked for twice: 200 naming both statuses, no refused failed→pending transition written', async () => {
+    const config = t.service.container.config;
+    const saved = config.sandboxCallbackDelayMs;
+    config.sandboxCallbackDelayMs = 8000; // the prompt stays open: the STK query answers "being processed"
+    let p;
+    try {
+      p = (await pay({ phone: '254700000006' })).body.data; // the customer lets it expire (1019) in the end
+    } finally {
+      config.sandboxCallbackDelayMs = saved;
+    }
+    // Recorded failed meanwhile (as a status sync can), while the operator still has the prompt open.
+    const c = t.service.container;
+    const writer = new StatusWriter(c.orm.em, c.deliveryQueue, c.metrics.integrityMismatches, c.logger);
+    await t.inContext(() => writer.applyPayment(p.id, { status: 'failed', failureReason: 'DS timeout user cannot be reached (ResultCode 1037)' }, 'status-sync'));
+    const asked = await stkQueries(p.provider_ref);
+    for (const _click of [1, 2]) {
+      const ack = await t.http.post(`/v1/payments/mobilemoney/check-status/${p.provider_ref}`).set('X-API-Key', key);
+      expect(ack.status).toBe(200);
+      expect(ack.body.data).toMatchObject({ ConversationID: p.provider_ref, ResponseCode: '0', ResponseDescription: 'payment status: failed; the provider reports pending' });
+    }
+    const [stk] = await t.sql<{ open: boolean }>('SELECT completes_at > now() AS open FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1', [p.provider_ref]);
+    expect(stk!.open).toBe(true); // both asked while the prompt was open
+    expect(await stkQueries(p.provider_ref)).toBe(asked + 2);
+    expect(await t.sql(`SELECT from_status, to_status, accepted FROM payment_transitions WHERE payment_id = $1 AND to_status = 'pending' AND from_status = 'failed'`, [p.id])).toEqual([]);
+    expect(await get(p.id)).toMatchObject({ status: 'failed' });
+  });
+
   it("a CheckoutRequestID of none of the merchant's payments: 404, nothing sent to the operator", async () => {
     const code = 'ws_CO_22112026000000000000';
     const res = await t.http.post(`/v1/payments/mobilemoney/check-status/${code}`).set('X-API-Key', key);

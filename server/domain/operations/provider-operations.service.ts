@@ -75,10 +75,11 @@ export class ProviderOperationsService {
    * Asks the provider for a transaction's status. `code` is a receipt number or the provider's payment
    * reference. A payment without a receipt (pending, failed, or completed by a payment lookup) is answered
    * at once by the provider's payment lookup, whatever its status (the status report finds transactions by
-   * receipt only), and the answer goes through the status writer: a payment recorded failed that the
-   * lookup reports paid stays failed and is recorded as charged_but_failed. A payment request reference
-   * that names none of the merchant's payments is 404, never sent as a transaction id. Otherwise the query
-   * is recorded and its answer arrives as a `status-report` notification.
+   * receipt only). A pending payment's answer goes through the status writer; a payment no longer pending
+   * hands it only a success: one recorded failed that the lookup reports paid stays failed and is recorded
+   * as charged_but_failed. A payment request reference that names none of the merchant's payments is 404,
+   * never sent as a transaction id. Otherwise the query is recorded and its answer arrives as a
+   * `status-report` notification.
    */
   async checkStatus(merchantId: string, provider: Provider, code: string): Promise<CheckStatusAck> {
     const requestStatusReport = this.operation(provider, 'requestStatusReport');
@@ -112,8 +113,11 @@ export class ProviderOperationsService {
     } catch (err) {
       providerFailure(err, provider, 'status lookup');
     }
-    const applied = await this.writer.applyPayment(payment.id, { ...toUpdate(result), providerRef: undefined }, 'check-status');
-    const status = applied.payment.status;
+    // A payment no longer pending takes only a success from the lookup (charged_but_failed, recorded by the
+    // writer); any other answer changes nothing, and the writer would log it as a refused move at every click.
+    const status = payment.status === 'pending' || result.status === 'completed'
+      ? (await this.writer.applyPayment(payment.id, { ...toUpdate(result), providerRef: undefined }, 'check-status')).payment.status
+      : payment.status;
     this.logger.info({ merchantId: payment.merchantId, paymentId: payment.id, status, reported: result.status }, 'check-status answered by the payment lookup');
     // A terminal payment keeps its status whatever the provider now says: the answer tells both.
     const description = status === result.status ? `payment status: ${status}` : `payment status: ${status}; the provider reports ${result.status}`;
