@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { StatusWriter } from '../../server/domain/payments/status-writer.js';
 import { callbackToken } from '../../server/providers/mobilemoney/callback.js';
 import { scrapeMetrics, total } from '../support/prometheus.js';
+import { statusQueriesSentDuring } from '../support/operator-watch.js';
 import { inProcessLogFile } from '../support/secret-audit.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
@@ -644,9 +645,16 @@ describe('check-status', () => {
 
   it("a CheckoutRequestID of none of the merchant's payments: 404, nothing sent to the operator", async () => {
     const code = 'ws_CO_22112026000000000000';
-    const res = await t.http.post(`/v1/payments/mobilemoney/check-status/${code}`).set('X-API-Key', key);
+    const { result: res, sent } = await statusQueriesSentDuring(t, async () => {
+      const answer = await t.http.post(`/v1/payments/mobilemoney/check-status/${code}`).set('X-API-Key', key);
+      // A receipt-like code is sent: the operator's side is watched.
+      await t.http.post('/v1/payments/mobilemoney/check-status/QWE1RT2YUI').set('X-API-Key', key).expect(200);
+      return answer;
+    });
     expect(res.status).toBe(404);
     expect(res.body.error.code).toBe('NOT_FOUND');
+    expect(sent).toContain('QWE1RT2YUI');
+    expect(sent).not.toContain(code);
     expect(await statusQueries(code)).toEqual([]);
   });
 

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { statusQueriesSentDuring } from '../support/operator-watch.js';
 import { findSecretsInFiles, inProcessLogFile } from '../support/secret-audit.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
@@ -170,8 +171,18 @@ describe("merchant B with merchant A's ids", () => {
     expect(query).toEqual({ merchant_id: B.merchantId, payment_id: null, result_code: 'R000002' });
     // A CheckoutRequestID names a push of ours, never a transaction the status query takes: one that is none
     // of B's is 404, in the same words as a made-up one, and nothing is sent.
-    const theirs = await as(B).post(`/v1/payments/mobilemoney/check-status/${a.checkoutId}`);
-    const nobodys = await as(B).post('/v1/payments/mobilemoney/check-status/ws_CO_22112026000000000000');
+    const { result: [theirs, nobodys], sent } = await statusQueriesSentDuring(t, async () => {
+      const answers = [
+        await as(B).post(`/v1/payments/mobilemoney/check-status/${a.checkoutId}`),
+        await as(B).post('/v1/payments/mobilemoney/check-status/ws_CO_22112026000000000000'),
+      ] as const;
+      // A receipt-like code is sent: the operator's side is watched.
+      expect((await as(B).post('/v1/payments/mobilemoney/check-status/QWE1RT2YUI')).status).toBe(200);
+      return answers;
+    });
+    expect(sent).toContain('QWE1RT2YUI');
+    expect(sent).not.toContain(a.checkoutId);
+    expect(sent).not.toContain('ws_CO_22112026000000000000');
     expect([theirs.status, nobodys.status]).toEqual([404, 404]);
     expect(theirs.body).toEqual({ success: false, error: { code: 'NOT_FOUND', message: nobodys.body.error.message, request_id: expect.any(String) } });
     expect(await t.sql('SELECT 1 FROM provider_status_queries WHERE code = $1', [a.checkoutId])).toEqual([]);
