@@ -688,6 +688,23 @@ describe('check-status', () => {
     expect(receiver.events('payment.failed').filter((e) => e.json.data.payment_id === p.id)).toEqual([]);
   });
 
+  it("a status query whose answer is lost on the way back (the operator took it): 502, its row is kept, and the operator's later result is recorded", async () => {
+    const p = await settled((await pay({ phone: PHONES.success })).body.data.id, 'completed');
+    await t.http.post('/sandbox/mobilemoney/_control/lose-answers').send({ count: 1 }).expect(200);
+    let res;
+    try {
+      res = await t.http.post(`/v1/payments/mobilemoney/check-status/${p.provider_ref}`).set('X-API-Key', key);
+    } finally {
+      await t.http.post('/sandbox/mobilemoney/_control/lose-answers').send({ count: 0 });
+    }
+    expect(res.status).toBe(502);
+    expect(res.body.error.code).toBe('PROVIDER_ERROR');
+    const [query] = await eventually(() =>
+      t.sql<{ payment_id: string; result_code: string }>('SELECT payment_id, result_code FROM provider_status_queries WHERE code = $1 AND completed_at IS NOT NULL', [p.provider_ref])
+        .then((rows) => (rows.length ? rows : null)), 10_000, 'the late status result');
+    expect(query).toEqual({ payment_id: p.id, result_code: '0' });
+  });
+
   it('records a queue timeout', async () => {
     const ack = await t.http.post('/v1/payments/mobilemoney/check-status/TIMEOUT0000').set('X-API-Key', key);
     expect(ack.status).toBe(200);
