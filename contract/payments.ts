@@ -395,8 +395,8 @@ export const paymentsContract = c.router(
       description:
         'Asks the mobile-money operator for the status of a transaction, by receipt number or CheckoutRequestID. For a receipt the answer only confirms ' +
         'the query was accepted; the result arrives later at the transaction-status callback, which updates the payment and enqueues the merchant event. ' +
-        'A push with no receipt (pending, failed, or completed by the STK query) is answered at once by the STK query, whatever its status, and its ' +
-        "answer applied; a CheckoutRequestID of none of the merchant's payments is 404.",
+        'A push with no receipt (pending, failed, or completed by the STK query) is answered at once by the STK query, whatever its status: a pending ' +
+        "push takes the answer, one no longer pending only a success (charged_but_failed); a CheckoutRequestID of none of the merchant's payments is 404.",
       metadata: { scope: 'payments:read', tag: mobilemoneyTag } as const,
       pathParams: z.object({ code: z.string().regex(/^[A-Za-z0-9_-]{6,64}$/, 'must be a receipt number or CheckoutRequestID') }),
       body: z.union([z.object({}).strict(), z.undefined()]).optional(),
