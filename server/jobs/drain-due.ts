@@ -8,8 +8,10 @@ import type { JobContext } from './job-context.js';
  * a time: one batch a run would cap the whole service at one batch per STATUS_SYNC_POLL_INTERVAL however
  * many workers run, and a backlog (a provider outage, a day of abandoned checkouts) would only grow. So a
  * run claims batch after batch until
- * - a batch claims nothing, or every check of it threw (its rows wait for their claim to run out; the
- *   run does not go on to hammer a broken dependency),
+ * - a batch claims nothing, or every check of it failed — threw, or met its provider unavailable — or
+ *   one was rate limited: the run does not go on hammering a provider that is down or limiting us (with
+ *   the merchants' own requests on the same account's limit), nor spend every due row's next schedule
+ *   step on an outage; the next run tries again,
  * - the job's interval has passed (the next run carries on; the run never outlasts half the job's lock
  *   lifetime, after which Agenda would cancel it and let another worker take the job),
  * - or the process is stopping: the batch under way finishes within the graceful stop, no other starts.
@@ -18,7 +20,7 @@ export async function drainDue(container: JobContext, job: Job, claimBatch: () =
   const lockLifetimeMs = job.agenda.definitions[job.attrs.name]!.lockLifetime;
   const deadline = Date.now() + Math.min(container.config.statusSyncPollMs, lockLifetimeMs / 2);
   while (!container.draining) {
-    const { claimed, failed } = await claimBatch();
-    if (failed === claimed || Date.now() >= deadline) return;
+    const { claimed, failed, rateLimited } = await claimBatch();
+    if (failed === claimed || rateLimited || Date.now() >= deadline) return;
   }
 }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { SYNC_PAYMENTS_JOB } from '../../server/jobs/sync-payments.job.js';
+import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { runJobOnce } from '../support/job-run.js';
 import { scrapeMetrics, total } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
@@ -31,6 +32,31 @@ afterAll(async () => {
   await t.stop();
   await receiver.stop();
 });
+
+/**
+ * A cardpay shop (through `s`) with 60 payments waiting for 3-D Secure — each re-check leaves them pending
+ * with one more attempt — every one due now, as after a provider outage, once the job's run at boot is over.
+ * Give `s` an hour between the job's runs and between a payment's re-checks: every re-check is then the one
+ * run a test asks for. Returns the payments' ids.
+ */
+async function dueCardBacklog(s: TestService, secretKey: string): Promise<string[]> {
+  const m = await s.createMerchant(`Backlog Shop ${secretKey}`);
+  await s.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey } }).expect(200);
+  const ids: string[] = [];
+  for (let i = 0; i < 60; i++) {
+    const res = await s.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `backlog-${i}`)
+      .send({ provider: 'cardpay', amount: '10.00', currency: 'USD', payment_method: 'pm_card_threeDSecureRequired' }).expect(201);
+    expect(res.body.data.status).toBe('pending');
+    ids.push(res.body.data.id);
+  }
+  await eventually(async () => (await s.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [SYNC_PAYMENTS_JOB])).length > 0, 10_000, "the job's run at boot");
+  await s.sql('UPDATE payments SET next_sync_at = now() WHERE id = ANY($1)', [ids]);
+  return ids;
+}
+
+/** How many of the payments `ids` were re-checked (one attempt spent). */
+const recheckedOf = async (s: TestService, ids: string[]) =>
+  (await s.sql<{ n: number }>('SELECT count(*)::int AS n FROM payments WHERE id = ANY($1) AND sync_attempts > 0', [ids]))[0]!.n;
 
 describe('status sync of stuck payments', () => {
   it('mobile money: "being processed" keeps it pending; a later STK query settles it once, with its event', async () => {
@@ -130,18 +156,7 @@ describe('status sync of stuck payments', () => {
     // 30 s here (5 s by default in tests), room for 60 re-checks on a loaded machine.
     const s = await startTestService({ STATUS_SYNC_SCHEDULE: '1h', STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
     try {
-      const m = await s.createMerchant('Backlog Shop');
-      await s.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_backlog_0001' } }).expect(200);
-      const ids: string[] = [];
-      for (let i = 0; i < 60; i++) {
-        const res = await s.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `backlog-${i}`)
-          .send({ provider: 'cardpay', amount: '10.00', currency: 'USD', payment_method: 'pm_card_threeDSecureRequired' }).expect(201);
-        expect(res.body.data.status).toBe('pending');
-        ids.push(res.body.data.id);
-      }
-      await eventually(async () => (await s.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [SYNC_PAYMENTS_JOB])).length > 0, 10_000, "the job's run at boot");
-      // All due at once, as after a provider outage.
-      await s.sql('UPDATE payments SET next_sync_at = now() WHERE id = ANY($1)', [ids]);
+      const ids = await dueCardBacklog(s, 'sk_test_backlog_0001');
 
       expect(await runJobOnce(s, SYNC_PAYMENTS_JOB)).toBe(1);
       const attempts = await s.sql('SELECT sync_attempts, count(*)::int AS payments FROM payments WHERE id = ANY($1) GROUP BY sync_attempts', [ids]);
@@ -151,3 +166,55 @@ describe('status sync of stuck payments', () => {
     }
   }, 120_000);
 });
+
+describe('a backlog while the provider fails', () => {
+  it('cardpay answering 500: one run stops after a batch whose every check met the outage, instead of going through the whole backlog', async () => {
+    // A run would otherwise claim batch after batch for its whole interval, 5 calls at a time, on a provider
+    // that is down, and spend a schedule step of every due payment on the outage.
+    const s = await startTestService({ STATUS_SYNC_SCHEDULE: '1h', STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
+    try {
+      const ids = await dueCardBacklog(s, 'sk_test_backlog_outage');
+      await s.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
+
+      expect(await runJobOnce(s, SYNC_PAYMENTS_JOB)).toBe(1);
+      const rechecked = await recheckedOf(s, ids);
+      expect(rechecked).toBeGreaterThan(0);
+      expect(rechecked).toBeLessThanOrEqual(25); // one batch; was 60
+    } finally {
+      await s.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' });
+      await s.stop();
+    }
+  }, 120_000);
+
+  it('cardpay answering 429: the run stops at the first rate-limited answer, no further call is started', async () => {
+    const stub = new RateLimitedReads();
+    const stubUrl = await stub.start();
+    const s = await startTestService({ CARDPAY_BASE_URL: `${stubUrl}/sandbox/cardpay`, STATUS_SYNC_SCHEDULE: '1h', STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
+    stub.target = s.baseUrl;
+    try {
+      const ids = await dueCardBacklog(s, 'sk_test_backlog_429');
+      stub.limiting = true;
+
+      expect(await runJobOnce(s, SYNC_PAYMENTS_JOB)).toBe(1);
+      // Only the calls already under way when the first 429 came (5 at a time); was 60 (25 with the run stopped after the batch).
+      expect(stub.limited).toBeGreaterThan(0);
+      expect(stub.limited).toBeLessThanOrEqual(5);
+      expect(await recheckedOf(s, ids)).toBe(stub.limited);
+    } finally {
+      await s.stop();
+      await stub.stop();
+    }
+  }, 120_000);
+});
+
+/** In front of the cardpay simulator: while `limiting`, every read of a payment intent is answered 429 as Stripe's rate limiter does, and counted. */
+class RateLimitedReads extends ForwardingStub {
+  limiting = false;
+  limited = 0;
+
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    if (!this.limiting || req.method !== 'GET' || !/\/v1\/payment_intents\/[^/?]+/.test(req.url)) return forward();
+    this.limited++;
+    return jsonAnswer(429, { error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' } });
+  }
+}

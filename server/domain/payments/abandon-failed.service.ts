@@ -4,8 +4,7 @@ import { PaymentSchema } from '../../persistence/entities/index.js';
 import { ProviderError } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import type { StatusWriter } from './status-writer.js';
-import { CHECKS_AT_ONCE, type ClaimedBatch } from './sync-schedule.js';
-import { forEachBounded } from '../../lib/for-each-bounded.js';
+import { checkClaimed, outcomeOf, type CheckOutcome, type ClaimedBatch } from './sync-schedule.js';
 
 /** How long a claimed payment is left to its worker before another may take it again (a provider outage: the retry interval). */
 const CLAIM_MS = 5 * 60_000;
@@ -32,7 +31,7 @@ export class AbandonFailedService {
     private readonly logger: Logger,
   ) {}
 
-  /** One batch: claims up to `limit` due payments and cancels them, CHECKS_AT_ONCE at a time (the job claims batch after batch). */
+  /** One batch: claims up to `limit` due payments and cancels them, CHECKS_AT_ONCE at a time (the job claims batch after batch: jobs/drain-due.ts). */
   async abandonDue(limit = 25): Promise<ClaimedBatch> {
     // Each claim's new abandon_due_at (microseconds) names the attempt: no two claims of a payment share it.
     const claimed = await this.em.getConnection().execute<{ id: string; attempt: string }[]>(
@@ -41,17 +40,17 @@ export class AbandonFailedService {
        RETURNING id, (extract(epoch FROM abandon_due_at) * 1000000)::bigint::text AS attempt`,
       [CLAIM_MS, limit],
     );
-    const failed = await forEachBounded(claimed, CHECKS_AT_ONCE, ({ id, attempt }) => this.abandonOne(id, attempt), ({ id }, err) =>
+    return checkClaimed(claimed, ({ id, attempt }) => this.abandonOne(id, attempt), ({ id }, err) =>
       this.logger.warn({ paymentId: id, err: { message: err.message } }, 'abandoning a failed payment at the provider failed'));
-    return { claimed: claimed.length, failed };
   }
 
   /**
    * `attempt` makes the cancel's idempotency key new on every try: Stripe answers a key's stored answer, a
    * 500 included, to every repeat for 24 h, so one key would keep a failed cancel failing. A cancel is safe
    * to send again under another key (a second one is refused payment_intent_unexpected_state, then read).
+   * Says whether the provider could be asked.
    */
-  async abandonOne(paymentId: string, attempt: string = Date.now().toString()): Promise<void> {
+  async abandonOne(paymentId: string, attempt: string = Date.now().toString()): Promise<CheckOutcome> {
     const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
     if (payment.status !== 'failed') return this.done(paymentId);
     let answer;
@@ -64,7 +63,7 @@ export class AbandonFailedService {
       const transient = kind === 'unavailable' || kind === 'indeterminate' || kind === 'rate_limited' || kind === 'auth' || kind === 'not_asked';
       if (transient && Date.now() - payment.updatedAt.getTime() < GIVE_UP_MS) {
         this.logger.warn({ paymentId, provider: payment.provider, kind }, 'could not cancel a failed payment at the provider; retrying later');
-        return;
+        return err instanceof ProviderError ? outcomeOf(err) : 'checked';
       }
       this.logger.warn({ paymentId, provider: payment.provider, kind, reason: (err as Error).message }, 'a failed payment could not be cancelled at the provider; given up');
       return this.done(paymentId);
@@ -73,10 +72,11 @@ export class AbandonFailedService {
       // Charged after we said failed: it stays failed; the writer records, counts and logs it (charged_but_failed).
       await this.writer.chargedButFailed(payment.id, answer.amount, 'abandon', payment.providerRef ?? null);
     }
-    await this.done(paymentId);
+    return this.done(paymentId);
   }
 
-  private async done(paymentId: string): Promise<void> {
+  private async done(paymentId: string): Promise<CheckOutcome> {
     await this.em.getConnection().execute('UPDATE payments SET abandon_due_at = NULL WHERE id = ?', [paymentId], 'run');
+    return 'checked';
   }
 }

@@ -6,7 +6,7 @@ import { ProviderError, type ProviderPaymentResult } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { creationInput, expiredAtProvider, paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
 import { recoverLostCreation } from './lost-creation.js';
-import { recheckDue, scheduleNextCheck, type ClaimedBatch } from './sync-schedule.js';
+import { outcomeOf, recheckDue, scheduleNextCheck, type CheckOutcome, type ClaimedBatch } from './sync-schedule.js';
 
 /**
  * Status sync ("psync"): re-checks pending payments with their provider on a backoff
@@ -32,11 +32,16 @@ export class StatusSyncService {
       this.logger.warn({ paymentId: id, err: { message: err.message } }, 'status sync failed'));
   }
 
-  /** `now`: the time the payment's age is judged at (a repeated create is only sent while the provider knows its key). */
-  async syncOne(paymentId: string, now = Date.now()): Promise<void> {
+  /**
+   * `now`: the time the payment's age is judged at (a repeated create is only sent while the provider knows
+   * its key). Says whether the provider could be asked (a payment it could not be asked about still counts
+   * an attempt and waits for the next).
+   */
+  async syncOne(paymentId: string, now = Date.now()): Promise<CheckOutcome> {
     const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
-    if (payment.status !== 'pending') return;
+    if (payment.status !== 'pending') return 'checked';
     let result: ProviderPaymentResult | null = null;
+    let outcome: CheckOutcome = 'checked';
     try {
       if (payment.providerRef) {
         result = await this.gateway.getPayment(payment, paymentLookup(payment));
@@ -49,7 +54,7 @@ export class StatusSyncService {
         } else if (lost.kind === 'absent') {
           this.logger.warn({ paymentId: payment.id, provider: payment.provider }, 'status sync: creation lost and unknown to the provider, too late to repeat; payment failed');
           await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: lost.reason }, 'status-sync');
-          return;
+          return 'checked';
         } else if (this.gateway.port(payment.provider).capabilities.replayableCreate) {
           // (A provider whose creation cannot be repeated is settled by reconciliation: nothing to say.)
           this.logger.warn({ paymentId: payment.id, provider: payment.provider, reason: lost.reason }, 'status sync: creation answer lost; not sent again');
@@ -61,17 +66,18 @@ export class StatusSyncService {
       if (expired) {
         this.logger.warn({ paymentId: payment.id, provider: payment.provider }, 'status sync: the provider no longer has the payment (expired unapproved); payment failed');
         await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: expired, raw: { error: err.message, code: err.providerCode ?? null } }, 'status-sync');
-        return;
+        return 'checked';
       }
       if (err.kind === 'declined') result = err.result ?? null;
       if (err.kind === 'declined' && !result) {
         await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: err.message }, 'status-sync');
-        return;
+        return 'checked';
       }
+      outcome = outcomeOf(err);
     }
     if (result) {
       const applied = await this.payments.applyUpdate(payment.id, toUpdate(result), 'status-sync');
-      if (applied.payment.status !== 'pending') return;
+      if (applied.payment.status !== 'pending') return 'checked';
     }
     await scheduleNextCheck(this.em, 'payments', payment.id, this.config.statusSyncScheduleMs);
     // A payment its provider lets expire unapproved is checked once more after that, should the schedule
@@ -85,5 +91,6 @@ export class StatusSyncService {
         'run',
       );
     }
+    return outcome;
   }
 }

@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { forEachBounded } from '../../lib/for-each-bounded.js';
+import type { ProviderError } from '../ports.js';
 
 /** How long a claimed row is hidden from other workers while one re-checks it. */
 const CLAIM_MS = 5 * 60_000;
@@ -24,24 +25,60 @@ export const UNRESOLVED: Record<SyncedTable, string> = {
 /** Re-checks of one claimed batch under way at once (each waits on its provider most of the time). */
 export const CHECKS_AT_ONCE = 5;
 
-/** One claim of due rows: how many were claimed, and how many of their checks threw. */
+/**
+ * What one check of a claimed row met: its provider answered (whatever it said), could not be reached or
+ * did not answer (`unavailable`), or said we are sending too much (`rate_limited`). The services catch a
+ * provider's failure (the row waits for its next turn), so this, not a throw, tells the job that the
+ * provider is down or limiting us.
+ */
+export type CheckOutcome = 'checked' | 'unavailable' | 'rate_limited';
+
+/** The outcome of a check that ended in `err`: a timeout or 5xx is the provider unavailable; a refusal is an answer. */
+export function outcomeOf(err: ProviderError): CheckOutcome {
+  if (err.kind === 'rate_limited') return 'rate_limited';
+  return err.kind === 'unavailable' || err.kind === 'indeterminate' ? 'unavailable' : 'checked';
+}
+
+/**
+ * One claim of due rows: how many of them were checked (every one, unless the batch stopped early); how
+ * many of those checks failed (threw, or met their provider unavailable or rate limiting); whether any
+ * was rate limited. The job stops its run when every
+ * check failed or one was rate limited (jobs/drain-due.ts).
+ */
 export interface ClaimedBatch {
   claimed: number;
   failed: number;
+  rateLimited: boolean;
+}
+
+/**
+ * Checks the claimed `rows`, CHECKS_AT_ONCE at a time, and tells how the batch went (ClaimedBatch). A
+ * rate-limited answer starts no further check: the rows not started keep their claim and come back when
+ * it runs out, as after a crash (CLAIM_MS: a short wait, and a back-off from a provider limiting us).
+ */
+export async function checkClaimed<T>(rows: readonly T[], check: (row: T) => Promise<CheckOutcome>, onError: (row: T, err: Error) => void): Promise<ClaimedBatch> {
+  let notAnswered = 0;
+  let rateLimited = false;
+  const { failed: threw, notStarted } = await forEachBounded(rows, CHECKS_AT_ONCE, async (row) => {
+    const outcome = await check(row);
+    if (outcome !== 'checked') notAnswered++;
+    if (outcome === 'rate_limited') rateLimited = true;
+  }, onError, () => rateLimited);
+  return { claimed: rows.length - notStarted.length, failed: threw + notAnswered, rateLimited };
 }
 
 /**
  * Claims up to `limit` pending rows of `table` due a re-check (next_sync_at passed; SKIP LOCKED, so
  * workers running this at the same time take different rows), hides them from the others for CLAIM_MS,
- * and re-checks them with `check`, CHECKS_AT_ONCE at a time, each outside any transaction. A failed check
- * goes to `onError`; the row waits for its next turn (CLAIM_MS). One batch: the worker's job claims
+ * and re-checks them with `check`, CHECKS_AT_ONCE at a time, each outside any transaction. A check that
+ * throws goes to `onError`; the row waits for its next turn (CLAIM_MS). One batch: the worker's job claims
  * batch after batch (jobs/drain-due.ts).
  */
 export async function recheckDue(
   em: EntityManager,
   table: SyncedTable,
   limit: number,
-  check: (id: string) => Promise<void>,
+  check: (id: string) => Promise<CheckOutcome>,
   onError: (id: string, err: Error) => void,
 ): Promise<ClaimedBatch> {
   const claimed = await em.getConnection().execute<{ id: string }[]>(
@@ -51,8 +88,7 @@ export async function recheckDue(
      RETURNING id`,
     [CLAIM_MS, limit],
   );
-  const failed = await forEachBounded(claimed.map((r) => r.id), CHECKS_AT_ONCE, check, onError);
-  return { claimed: claimed.length, failed };
+  return checkClaimed(claimed.map((r) => r.id), check, onError);
 }
 
 /**

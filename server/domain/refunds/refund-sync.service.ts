@@ -7,7 +7,7 @@ import { DomainError } from '../errors.js';
 import { askForConfirmation } from '../inbound/confirmation-queries.js';
 import { paymentLookup } from '../payments/payment.service.js';
 import type { ProviderGateway } from '../payments/provider-gateway.js';
-import { recheckDue, scheduleNextCheck, type ClaimedBatch } from '../payments/sync-schedule.js';
+import { outcomeOf, recheckDue, scheduleNextCheck, type CheckOutcome, type ClaimedBatch } from '../payments/sync-schedule.js';
 import { ProviderError } from '../ports.js';
 import type { RefundService } from './refund.service.js';
 
@@ -67,19 +67,23 @@ export class RefundSyncService {
       this.logger.warn({ refundId: id, err: { message: err.message } }, 'refund sync failed'));
   }
 
-  async syncOne(refundId: string): Promise<void> {
+  /** Says whether the provider could be asked (either way the refund waits for its next check). */
+  async syncOne(refundId: string): Promise<CheckOutcome> {
     const em = this.em.fork();
     const refund = await em.findOneOrFail(RefundSchema, { id: refundId });
-    if (refund.status !== 'pending') return;
+    if (refund.status !== 'pending') return 'checked';
     const payment = await em.findOneOrFail(PaymentSchema, { id: refund.paymentId });
+    let outcome: CheckOutcome = 'checked';
     try {
       await this.ask(refund, payment);
     } catch (err) {
       // Not answered now (or refused again, recorded by the send): the schedule decides when to ask next.
       if (!(err instanceof ProviderError) && !(err instanceof DomainError)) throw err;
+      if (err instanceof ProviderError) outcome = outcomeOf(err);
       this.logger.warn({ refundId, provider: payment.provider, err: { message: err.message } }, 'refund sync: the provider did not answer');
     }
     await scheduleNextCheck(this.em, 'refunds', refundId, this.config.statusSyncScheduleMs);
+    return outcome;
   }
 
   private async ask(refund: Refund, payment: Payment): Promise<void> {
