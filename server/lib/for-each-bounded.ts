@@ -1,26 +1,52 @@
+export interface BoundedOptions<T> {
+  /** Items of one lane run one after another, in their order, never two at once (by default each item is its own lane). */
+  laneOf?: (item: T) => string;
+  /** Asked before each item: once it says stop, no further item is started (those under way finish). */
+  shouldStop?: () => boolean;
+}
+
 /**
  * Runs `fn` on every item, at most `limit` at a time. An item whose `fn` throws goes to `onError` and the
- * others carry on. Once `shouldStop` says so, no further item is started (those under way finish); the
- * items not started are returned. Returns how many threw.
+ * others carry on. Returns how many threw, and the items not started (a stop).
  */
 export async function forEachBounded<T>(
   items: readonly T[],
   limit: number,
   fn: (item: T) => Promise<void>,
   onError: (item: T, err: Error) => void,
-  shouldStop: () => boolean = () => false,
+  { laneOf, shouldStop = () => false }: BoundedOptions<T> = {},
 ): Promise<{ failed: number; notStarted: T[] }> {
+  const lanes = laneOf ? inLanes(items, laneOf) : items.map((item) => [item]);
   let next = 0;
   let failed = 0;
-  const lane = async (): Promise<void> => {
-    while (next < items.length && !shouldStop()) {
-      const item = items[next++]!;
-      await fn(item).catch((err: Error) => {
-        failed++;
-        onError(item, err);
-      });
+  const notStarted: T[] = [];
+  const worker = async (): Promise<void> => {
+    while (next < lanes.length) {
+      const lane = lanes[next++]!;
+      for (const [i, item] of lane.entries()) {
+        if (shouldStop()) {
+          notStarted.push(...lane.slice(i));
+          break;
+        }
+        await fn(item).catch((err: Error) => {
+          failed++;
+          onError(item, err);
+        });
+      }
     }
   };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
-  return { failed, notStarted: items.slice(next) };
+  await Promise.all(Array.from({ length: Math.min(limit, lanes.length) }, worker));
+  return { failed, notStarted };
+}
+
+/** The items grouped by lane, lanes in the order of their first item. */
+function inLanes<T>(items: readonly T[], laneOf: (item: T) => string): T[][] {
+  const lanes = new Map<string, T[]>();
+  for (const item of items) {
+    const key = laneOf(item);
+    const lane = lanes.get(key);
+    if (lane) lane.push(item);
+    else lanes.set(key, [item]);
+  }
+  return [...lanes.values()];
 }

@@ -338,3 +338,46 @@ describe('a backlog', () => {
     }
   }, 180_000);
 });
+
+describe('refunds of one capture', () => {
+  it('two walletpay refunds an outage left pending are sent one after the other, not at once: one run completes both (neither answered 409 PREVIOUS_REQUEST_IN_PROGRESS)', async () => {
+    // PayPal answers a refund of a capture on which another request is in progress 409; the refund would
+    // wait for its next schedule step (an hour here). An hour between the job's runs: the one run below is all.
+    const s = await startTestService({ STATUS_SYNC_SCHEDULE: '1h', STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
+    try {
+      const client = { id: 'refund-lanes-client', secret: 'refund-lanes-secret' };
+      const { apiKey } = await s.createMerchant('Refund Lanes Wallet');
+      await s.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: client.id, client_secret: client.secret } }).expect(200);
+      const token = (await s.http.post('/sandbox/walletpay/v1/oauth2/token').auth(client.id, client.secret).type('form').send({ grant_type: 'client_credentials' }).expect(200)).body.access_token;
+      // The app's webhook removed at the provider: only the sync settles the refunds.
+      const hooks = (await s.http.get('/sandbox/walletpay/v1/notifications/webhooks').set('Authorization', `Bearer ${token}`).expect(200)).body.webhooks as { id: string }[];
+      for (const hook of hooks) await s.http.delete(`/sandbox/walletpay/v1/notifications/webhooks/${hook.id}`).set('Authorization', `Bearer ${token}`).expect(204);
+      const created = await s.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', 'refund-lanes-1')
+        .send({ provider: 'walletpay', amount: '30.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' });
+      const approval = created.body.data.next_action.url as string;
+      await fetch(`${approval}${approval.includes('?') ? '&' : '?'}auto=approve`, { redirect: 'manual' });
+      const paymentId = created.body.data.id as string;
+      expect((await s.http.post(`/v1/payments/${paymentId}/capture`).set('X-API-Key', apiKey).send({}).expect(200)).body.data.status).toBe('completed');
+
+      const walletpayOutage = (mode: 'ok' | 'error') => s.http.post('/sandbox/walletpay/_control/outage').send({ mode }).expect(200);
+      await walletpayOutage('error');
+      try {
+        for (const amount of ['4.00', '5.00']) {
+          const res = await s.http.post('/v1/refunds').set('X-API-Key', apiKey).send({ payment_id: paymentId, amount });
+          expect(res.status).toBe(201);
+          expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+        }
+      } finally {
+        await walletpayOutage('ok');
+      }
+      await eventually(async () => (await s.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [SYNC_REFUNDS_JOB])).length > 0, 10_000, "the job's run at boot");
+      await s.sql('UPDATE refunds SET next_sync_at = now()');
+
+      expect(await runJobOnce(s, SYNC_REFUNDS_JOB)).toBe(1);
+      const refunds = await s.sql('SELECT amount_minor::text AS amount_minor, status FROM refunds WHERE payment_id = $1 ORDER BY amount_minor', [paymentId]);
+      expect(refunds).toEqual([{ amount_minor: '400', status: 'completed' }, { amount_minor: '500', status: 'completed' }]); // was one of them pending
+    } finally {
+      await s.stop();
+    }
+  }, 120_000);
+});

@@ -22,6 +22,13 @@ export const UNRESOLVED: Record<SyncedTable, string> = {
   refunds: `status = 'pending' AND next_sync_at IS NULL`,
 };
 
+/**
+ * What a row's checks are serialised by: its payment. A provider may refuse a second request on a
+ * payment while one is in progress (PayPal: 409 PREVIOUS_REQUEST_IN_PROGRESS on a capture being refunded),
+ * so two refunds of one payment are never sent at once.
+ */
+const LANE: Record<SyncedTable, string> = { payments: 'id', refunds: 'payment_id' };
+
 /** Re-checks of one claimed batch under way at once (each waits on its provider most of the time). */
 export const CHECKS_AT_ONCE = 5;
 
@@ -42,8 +49,7 @@ export function outcomeOf(err: ProviderError): CheckOutcome {
 /**
  * One claim of due rows: how many of them were checked (every one, unless the batch stopped early); how
  * many of those checks failed (threw, or met their provider unavailable or rate limiting); whether any
- * was rate limited. The job stops its run when every
- * check failed or one was rate limited (jobs/drain-due.ts).
+ * was rate limited. The job stops its run when every check failed or one was rate limited (jobs/drain-due.ts).
  */
 export interface ClaimedBatch {
   claimed: number;
@@ -56,23 +62,28 @@ export interface ClaimedBatch {
  * rate-limited answer starts no further check: the rows not started keep their claim and come back when
  * it runs out, as after a crash (CLAIM_MS: a short wait, and a back-off from a provider limiting us).
  */
-export async function checkClaimed<T>(rows: readonly T[], check: (row: T) => Promise<CheckOutcome>, onError: (row: T, err: Error) => void): Promise<ClaimedBatch> {
+export async function checkClaimed<T>(
+  rows: readonly T[],
+  check: (row: T) => Promise<CheckOutcome>,
+  onError: (row: T, err: Error) => void,
+  laneOf?: (row: T) => string,
+): Promise<ClaimedBatch> {
   let notAnswered = 0;
   let rateLimited = false;
   const { failed: threw, notStarted } = await forEachBounded(rows, CHECKS_AT_ONCE, async (row) => {
     const outcome = await check(row);
     if (outcome !== 'checked') notAnswered++;
     if (outcome === 'rate_limited') rateLimited = true;
-  }, onError, () => rateLimited);
+  }, onError, { laneOf, shouldStop: () => rateLimited });
   return { claimed: rows.length - notStarted.length, failed: threw + notAnswered, rateLimited };
 }
 
 /**
  * Claims up to `limit` pending rows of `table` due a re-check (next_sync_at passed; SKIP LOCKED, so
  * workers running this at the same time take different rows), hides them from the others for CLAIM_MS,
- * and re-checks them with `check`, CHECKS_AT_ONCE at a time, each outside any transaction. A check that
- * throws goes to `onError`; the row waits for its next turn (CLAIM_MS). One batch: the worker's job claims
- * batch after batch (jobs/drain-due.ts).
+ * and re-checks them with `check`, CHECKS_AT_ONCE at a time — the rows of one payment one after another
+ * (LANE) — each outside any transaction. A check that throws goes to `onError`; the row waits for its next
+ * turn (CLAIM_MS). One batch: the worker's job claims batch after batch (jobs/drain-due.ts).
  */
 export async function recheckDue(
   em: EntityManager,
@@ -81,14 +92,14 @@ export async function recheckDue(
   check: (id: string) => Promise<CheckOutcome>,
   onError: (id: string, err: Error) => void,
 ): Promise<ClaimedBatch> {
-  const claimed = await em.getConnection().execute<{ id: string }[]>(
+  const claimed = await em.getConnection().execute<{ id: string; lane: string }[]>(
     `UPDATE ${table} SET next_sync_at = now() + (? * interval '1 millisecond')
      WHERE id IN (SELECT id FROM ${table} WHERE status = 'pending' AND next_sync_at <= now()
                   ORDER BY next_sync_at LIMIT ? FOR UPDATE SKIP LOCKED)
-     RETURNING id`,
+     RETURNING id, ${LANE[table]} AS lane`,
     [CLAIM_MS, limit],
   );
-  return checkClaimed(claimed.map((r) => r.id), check, onError);
+  return checkClaimed(claimed, (row) => check(row.id), (row, err) => onError(row.id, err), (row) => row.lane);
 }
 
 /**
