@@ -1,5 +1,5 @@
 import type { Job } from 'agenda';
-import type { ClaimedBatch } from '../domain/payments/sync-schedule.js';
+import type { ClaimedBatch, ShouldStop } from '../domain/payments/sync-schedule.js';
 import type { JobContext } from './job-context.js';
 
 /**
@@ -14,13 +14,17 @@ import type { JobContext } from './job-context.js';
  *   step on an outage; the next run tries again,
  * - the job's interval has passed (the next run carries on; the run never outlasts half the job's lock
  *   lifetime, after which Agenda would cancel it and let another worker take the job),
- * - or the process is stopping: the batch under way finishes within the graceful stop, no other starts.
+ * - or the process is stopping: no further check starts, not even of the batch under way (each may wait
+ *   PROVIDER_TIMEOUT_MS on a provider that hangs, and the stop gives the jobs SHUTDOWN_TIMEOUT_MS less
+ *   3 s); the checks under way finish, and the rows not started come back when their claim (5 minutes)
+ *   runs out, as after a crash.
+ * `claimBatch` claims and checks one batch, starting no check once its `shouldStop` says so.
  */
-export async function drainDue(container: JobContext, job: Job, claimBatch: () => Promise<ClaimedBatch>): Promise<void> {
+export async function drainDue(container: JobContext, job: Job, claimBatch: (shouldStop: ShouldStop) => Promise<ClaimedBatch>): Promise<void> {
   const lockLifetimeMs = job.agenda.definitions[job.attrs.name]!.lockLifetime;
   const deadline = Date.now() + Math.min(container.config.statusSyncPollMs, lockLifetimeMs / 2);
   while (!container.draining) {
-    const { claimed, failed, rateLimited } = await claimBatch();
+    const { claimed, failed, rateLimited } = await claimBatch(() => container.draining);
     if (failed === claimed || rateLimited || Date.now() >= deadline) return;
   }
 }

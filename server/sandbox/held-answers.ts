@@ -20,6 +20,11 @@ export class HeldAnswers {
     });
   }
 
+  /** How many answers are held now. */
+  get size(): number {
+    return this.open.size;
+  }
+
   releaseAll(): void {
     for (const res of this.open) res.destroy();
   }

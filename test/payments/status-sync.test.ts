@@ -218,3 +218,34 @@ class RateLimitedReads extends ForwardingStub {
     return jsonAnswer(429, { error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' } });
   }
 }
+
+describe('a worker stopping during a run', () => {
+  it('starts no further check once the stop begins (cardpay hanging): only the checks under way finish, and the run ends inside the stop\'s budget', async () => {
+    // Against a provider that hangs, each check waits PROVIDER_TIMEOUT_MS: carrying on with the batch (5 lanes
+    // x 5 rows) would take the stop past the jobs' share of its budget (SHUTDOWN_TIMEOUT_MS - 3 s). The
+    // simulator's held answers end with the stop (its process goes away), so here what shows is how many
+    // checks start after it began: none.
+    const shutdownTimeoutMs = 40_000;
+    const s = await startTestService({ STATUS_SYNC_SCHEDULE: '1h', STATUS_SYNC_POLL_INTERVAL: '1h', SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs) }, { agendaLockLifetimeMs: 60_000 });
+    let stopped = false;
+    try {
+      const ids = await dueCardBacklog(s, 'sk_test_backlog_stop');
+      await s.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'hang' }).expect(200);
+      const { agenda, sandboxDeps } = s.service.container;
+      await agenda.now(SYNC_PAYMENTS_JOB, {});
+      // The run's first checks are under way: 5 calls the simulator holds unanswered.
+      await eventually(() => sandboxDeps.heldAnswers.size === 5, 20_000, 'five checks waiting on cardpay');
+
+      const began = Date.now();
+      await s.service.stop();
+      stopped = true;
+      // The jobs' share of the budget: a run still going then is cut off, not finished.
+      expect(Date.now() - began).toBeLessThan(shutdownTimeoutMs - 3_000);
+      // Only the 5 checks under way when the stop began were made (each counts an attempt); was 25, the whole batch.
+      expect(await recheckedOf(s, ids)).toBeLessThanOrEqual(5);
+    } finally {
+      if (!stopped) await s.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' });
+      await s.stop();
+    }
+  }, 180_000);
+});

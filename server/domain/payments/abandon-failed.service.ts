@@ -4,7 +4,7 @@ import { PaymentSchema } from '../../persistence/entities/index.js';
 import { ProviderError } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import type { StatusWriter } from './status-writer.js';
-import { checkClaimed, outcomeOf, type CheckOutcome, type ClaimedBatch } from './sync-schedule.js';
+import { checkClaimed, neverStop, outcomeOf, type CheckOutcome, type ClaimedBatch, type ShouldStop } from './sync-schedule.js';
 
 /** How long a claimed payment is left to its worker before another may take it again (a provider outage: the retry interval). */
 const CLAIM_MS = 5 * 60_000;
@@ -32,7 +32,7 @@ export class AbandonFailedService {
   ) {}
 
   /** One batch: claims up to `limit` due payments and cancels them, CHECKS_AT_ONCE at a time (the job claims batch after batch: jobs/drain-due.ts). */
-  async abandonDue(limit = 25): Promise<ClaimedBatch> {
+  async abandonDue(shouldStop: ShouldStop = neverStop, limit = 25): Promise<ClaimedBatch> {
     // Each claim's new abandon_due_at (microseconds) names the attempt: no two claims of a payment share it.
     const claimed = await this.em.getConnection().execute<{ id: string; attempt: string }[]>(
       `UPDATE payments SET abandon_due_at = now() + (? * interval '1 millisecond')
@@ -41,7 +41,7 @@ export class AbandonFailedService {
       [CLAIM_MS, limit],
     );
     return checkClaimed(claimed, ({ id, attempt }) => this.abandonOne(id, attempt), ({ id }, err) =>
-      this.logger.warn({ paymentId: id, err: { message: err.message } }, 'abandoning a failed payment at the provider failed'));
+      this.logger.warn({ paymentId: id, err: { message: err.message } }, 'abandoning a failed payment at the provider failed'), { shouldStop });
   }
 
   /**

@@ -57,16 +57,21 @@ export interface ClaimedBatch {
   rateLimited: boolean;
 }
 
+/** Asked before each check of a batch: once true (the process is stopping), no further check starts. */
+export type ShouldStop = () => boolean;
+export const neverStop: ShouldStop = () => false;
+
 /**
  * Checks the claimed `rows`, CHECKS_AT_ONCE at a time, and tells how the batch went (ClaimedBatch). A
- * rate-limited answer starts no further check: the rows not started keep their claim and come back when
- * it runs out, as after a crash (CLAIM_MS: a short wait, and a back-off from a provider limiting us).
+ * rate-limited answer, or `shouldStop`, starts no further check: the rows not started keep their claim and
+ * come back when it runs out, as after a crash (CLAIM_MS: a few minutes' wait for a few rows, and a
+ * back-off from a provider limiting us).
  */
 export async function checkClaimed<T>(
   rows: readonly T[],
   check: (row: T) => Promise<CheckOutcome>,
   onError: (row: T, err: Error) => void,
-  laneOf?: (row: T) => string,
+  { laneOf, shouldStop = neverStop }: { laneOf?: (row: T) => string; shouldStop?: ShouldStop } = {},
 ): Promise<ClaimedBatch> {
   let notAnswered = 0;
   let rateLimited = false;
@@ -74,7 +79,7 @@ export async function checkClaimed<T>(
     const outcome = await check(row);
     if (outcome !== 'checked') notAnswered++;
     if (outcome === 'rate_limited') rateLimited = true;
-  }, onError, { laneOf, shouldStop: () => rateLimited });
+  }, onError, { laneOf, shouldStop: () => rateLimited || shouldStop() });
   return { claimed: rows.length - notStarted.length, failed: threw + notAnswered, rateLimited };
 }
 
@@ -82,8 +87,8 @@ export async function checkClaimed<T>(
  * Claims up to `limit` pending rows of `table` due a re-check (next_sync_at passed; SKIP LOCKED, so
  * workers running this at the same time take different rows), hides them from the others for CLAIM_MS,
  * and re-checks them with `check`, CHECKS_AT_ONCE at a time — the rows of one payment one after another
- * (LANE) — each outside any transaction. A check that throws goes to `onError`; the row waits for its next
- * turn (CLAIM_MS). One batch: the worker's job claims batch after batch (jobs/drain-due.ts).
+ * (LANE) — each outside any transaction, none started once `shouldStop` says so. A check that throws goes
+ * to `onError`; the row waits for its next turn (CLAIM_MS). One batch: the worker's job claims batch after batch (jobs/drain-due.ts).
  */
 export async function recheckDue(
   em: EntityManager,
@@ -91,6 +96,7 @@ export async function recheckDue(
   limit: number,
   check: (id: string) => Promise<CheckOutcome>,
   onError: (id: string, err: Error) => void,
+  shouldStop: ShouldStop,
 ): Promise<ClaimedBatch> {
   const claimed = await em.getConnection().execute<{ id: string; lane: string }[]>(
     `UPDATE ${table} SET next_sync_at = now() + (? * interval '1 millisecond')
@@ -99,7 +105,7 @@ export async function recheckDue(
      RETURNING id, ${LANE[table]} AS lane`,
     [CLAIM_MS, limit],
   );
-  return checkClaimed(claimed, (row) => check(row.id), (row, err) => onError(row.id, err), (row) => row.lane);
+  return checkClaimed(claimed, (row) => check(row.id), (row, err) => onError(row.id, err), { laneOf: (row) => row.lane, shouldStop });
 }
 
 /**
