@@ -296,43 +296,60 @@ describe('mobilemoney', () => {
 });
 
 describe('a backlog', () => {
-  it('one run of the job sends every refund an outage left pending, batch after batch: 60 complete, not one claim of 25', async () => {
-    // An hour between the job's runs (it runs once at boot) and between a refund's re-checks: every re-check
-    // below is the one run the test asks for. A run lasts at most half the jobs' lock lifetime: 30 s here
-    // (5 s by default in tests), room for 60 refunds on a loaded machine.
+  /**
+   * A service with an hour between the refund sync's runs (it runs once at boot) and between a refund's
+   * re-checks, so every re-check is the one run a test asks for, and 60 cardpay refunds an outage left
+   * pending, all due now as after the outage; cardpay's events do not reach the service. A run lasts at most
+   * half the jobs' lock lifetime: 30 s here (5 s by default in tests), room for 60 refunds on a loaded machine.
+   */
+  async function refundBacklog(secret: string): Promise<TestService> {
     const s = await startTestService({ STATUS_SYNC_SCHEDULE: '1h', STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
+    const { apiKey } = await s.createMerchant(`Refund Backlog Shop ${secret}`);
+    await s.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secret } }).expect(200);
+    const endpoints = (await s.http.get('/sandbox/cardpay/v1/webhook_endpoints').set('Authorization', `Bearer ${secret}`).expect(200)).body.data as { id: string }[];
+    for (const endpoint of endpoints) await s.http.delete(`/sandbox/cardpay/v1/webhook_endpoints/${endpoint.id}`).set('Authorization', `Bearer ${secret}`).expect(200);
+    const paymentIds: string[] = [];
+    for (let i = 0; i < 60; i++) {
+      const paid = await s.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `refund-backlog-${i}`)
+        .send({ provider: 'cardpay', amount: '10.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
+      expect(paid.body.data.status).toBe('completed');
+      paymentIds.push(paid.body.data.id);
+    }
+    await cardpayOutage(s, 'error');
     try {
-      const SECRET = 'sk_test_refund_backlog_0001';
-      const { apiKey } = await s.createMerchant('Refund Backlog Shop');
-      await s.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: SECRET } }).expect(200);
-      // The account's events stop reaching the service: only the sync settles the refunds.
-      const endpoints = (await s.http.get('/sandbox/cardpay/v1/webhook_endpoints').set('Authorization', `Bearer ${SECRET}`).expect(200)).body.data as { id: string }[];
-      for (const endpoint of endpoints) await s.http.delete(`/sandbox/cardpay/v1/webhook_endpoints/${endpoint.id}`).set('Authorization', `Bearer ${SECRET}`).expect(200);
-      const paymentIds: string[] = [];
-      for (let i = 0; i < 60; i++) {
-        const paid = await s.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `refund-backlog-${i}`)
-          .send({ provider: 'cardpay', amount: '10.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
-        expect(paid.body.data.status).toBe('completed');
-        paymentIds.push(paid.body.data.id);
+      for (const paymentId of paymentIds) {
+        const res = await s.http.post('/v1/refunds').set('X-API-Key', apiKey).send({ payment_id: paymentId, amount: '4.00' });
+        expect(res.status).toBe(201);
+        expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
       }
-      const cardpayOutage = (mode: 'ok' | 'error') => s.http.post('/sandbox/cardpay/_control/outage').send({ mode }).expect(200);
-      await cardpayOutage('error');
-      try {
-        for (const paymentId of paymentIds) {
-          const res = await s.http.post('/v1/refunds').set('X-API-Key', apiKey).send({ payment_id: paymentId, amount: '4.00' });
-          expect(res.status).toBe(201);
-          expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
-        }
-      } finally {
-        await cardpayOutage('ok');
-      }
-      await eventually(async () => (await s.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [SYNC_REFUNDS_JOB])).length > 0, 10_000, "the job's run at boot");
-      // All due at once, as after the outage.
-      await s.sql('UPDATE refunds SET next_sync_at = now()');
+    } finally {
+      await cardpayOutage(s, 'ok');
+    }
+    await eventually(async () => (await s.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [SYNC_REFUNDS_JOB])).length > 0, 10_000, "the job's run at boot");
+    await s.sql('UPDATE refunds SET next_sync_at = now()');
+    return s;
+  }
+  const cardpayOutage = (s: TestService, mode: 'ok' | 'error') => s.http.post('/sandbox/cardpay/_control/outage').send({ mode }).expect(200);
 
+  it('one run of the job sends every refund an outage left pending, batch after batch: 60 complete, not one claim of 25', async () => {
+    const s = await refundBacklog('sk_test_refund_backlog_0001');
+    try {
       expect(await runJobOnce(s, SYNC_REFUNDS_JOB)).toBe(1);
       const statuses = await s.sql('SELECT status, count(*)::int AS refunds FROM refunds GROUP BY status');
       expect(statuses).toEqual([{ status: 'completed', refunds: 60 }]); // was 25 completed, 35 pending for the next runs
+    } finally {
+      await s.stop();
+    }
+  }, 180_000);
+
+  it('while cardpay is still down, one run stops after a batch whose every check met the outage, instead of asking about all 60', async () => {
+    const s = await refundBacklog('sk_test_refund_backlog_down');
+    try {
+      await cardpayOutage(s, 'error');
+      expect(await runJobOnce(s, SYNC_REFUNDS_JOB)).toBe(1);
+      const [{ rechecked }] = await s.sql<{ rechecked: number }>('SELECT count(*)::int AS rechecked FROM refunds WHERE sync_attempts > 0') as [{ rechecked: number }];
+      expect(rechecked).toBeGreaterThan(0);
+      expect(rechecked).toBeLessThanOrEqual(25); // one batch; was 60
     } finally {
       await s.stop();
     }
