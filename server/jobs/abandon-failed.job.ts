@@ -6,7 +6,7 @@ export const ABANDON_FAILED_JOB = 'payments.abandon-due';
 
 /** Repeating job: cancels at the provider what failed payments left open there, batch after batch (drain-due.ts; see AbandonFailedService). */
 export function defineAbandonFailedJob(container: JobContext): void {
-  defineJob(container, ABANDON_FAILED_JOB, (_data, job) => drainDue(container, job, (shouldStop) => container.services.abandonFailed.abandonDue(shouldStop)), { concurrency: 1 });
+  defineJob(container, ABANDON_FAILED_JOB, (_data, job) => drainDue(container, job, (run) => container.services.abandonFailed.abandonDue(run)), { concurrency: 1 });
 }
 
 export async function scheduleAbandonFailed(container: JobContext): Promise<void> {

@@ -1,5 +1,5 @@
 import type { Job } from 'agenda';
-import type { ClaimedBatch, ShouldStop } from '../domain/payments/sync-schedule.js';
+import type { ClaimedBatch, DrainRun } from '../domain/payments/sync-schedule.js';
 import type { JobContext } from './job-context.js';
 
 /**
@@ -8,23 +8,25 @@ import type { JobContext } from './job-context.js';
  * a time: one batch a run would cap the whole service at one batch per STATUS_SYNC_POLL_INTERVAL however
  * many workers run, and a backlog (a provider outage, a day of abandoned checkouts) would only grow. So a
  * run claims batch after batch until
- * - a batch claims nothing, or every check of it failed — threw, or met its provider unavailable — or
- *   one was rate limited: the run does not go on hammering a provider that is down or limiting us (with
- *   the merchants' own requests on the same account's limit), nor spend every due row's next schedule
- *   step on an outage; the next run tries again,
+ * - a batch claims nothing, or every check it started failed — threw, or met its provider unavailable:
+ *   the run does not go on hammering a provider that is down, nor spend every due row's next schedule
+ *   step on an outage; the next run tries again. An account (merchant and provider) that answers "too
+ *   many requests" (its limit is also the merchant's own live requests') is not asked again in the run,
+ *   the other accounts' rows go on (DrainRun),
  * - the job's interval has passed (the next run carries on; the run never outlasts half the job's lock
  *   lifetime, after which Agenda would cancel it and let another worker take the job),
  * - or the process is stopping: no further check starts, not even of the batch under way (each may wait
  *   PROVIDER_TIMEOUT_MS on a provider that hangs, and the stop gives the jobs SHUTDOWN_TIMEOUT_MS less
  *   3 s); the checks under way finish, and the rows not started come back when their claim (5 minutes)
  *   runs out, as after a crash.
- * `claimBatch` claims and checks one batch, starting no check once its `shouldStop` says so.
+ * `claimBatch` claims and checks one batch as `run` allows.
  */
-export async function drainDue(container: JobContext, job: Job, claimBatch: (shouldStop: ShouldStop) => Promise<ClaimedBatch>): Promise<void> {
+export async function drainDue(container: JobContext, job: Job, claimBatch: (run: DrainRun) => Promise<ClaimedBatch>): Promise<void> {
   const lockLifetimeMs = job.agenda.definitions[job.attrs.name]!.lockLifetime;
   const deadline = Date.now() + Math.min(container.config.statusSyncPollMs, lockLifetimeMs / 2);
+  const run: DrainRun = { stopping: () => container.draining, rateLimitedAccounts: new Set() };
   while (!container.draining) {
-    const { claimed, failed, rateLimited } = await claimBatch(() => container.draining);
-    if (failed === claimed || rateLimited || Date.now() >= deadline) return;
+    const { due, started, failed } = await claimBatch(run);
+    if (due === 0 || (started > 0 && failed === started) || Date.now() >= deadline) return;
   }
 }

@@ -39,12 +39,12 @@ afterAll(async () => {
  * Give `s` an hour between the job's runs and between a payment's re-checks: every re-check is then the one
  * run a test asks for. Returns the payments' ids.
  */
-async function dueCardBacklog(s: TestService, secretKey: string): Promise<string[]> {
+async function dueCardBacklog(s: TestService, secretKey: string, count = 60): Promise<string[]> {
   const m = await s.createMerchant(`Backlog Shop ${secretKey}`);
   await s.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey } }).expect(200);
   const ids: string[] = [];
-  for (let i = 0; i < 60; i++) {
-    const res = await s.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `backlog-${i}`)
+  for (let i = 0; i < count; i++) {
+    const res = await s.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `backlog-${secretKey}-${i}`)
       .send({ provider: 'cardpay', amount: '10.00', currency: 'USD', payment_method: 'pm_card_threeDSecureRequired' }).expect(201);
     expect(res.body.data.status).toBe('pending');
     ids.push(res.body.data.id);
@@ -186,7 +186,31 @@ describe('a backlog while the provider fails', () => {
     }
   }, 120_000);
 
-  it('cardpay answering 429: the run stops at the first rate-limited answer, no further call is started', async () => {
+  it("cardpay answering 429: that account is not asked again in the run (only the calls already under way); another merchant's backlog is still re-checked", async () => {
+    const stub = new RateLimitedReads();
+    const stubUrl = await stub.start();
+    const s = await startTestService({ CARDPAY_BASE_URL: `${stubUrl}/sandbox/cardpay`, STATUS_SYNC_SCHEDULE: '1h', STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
+    stub.target = s.baseUrl;
+    try {
+      const limitedIds = await dueCardBacklog(s, 'sk_test_backlog_429_limited', 30);
+      const otherIds = await dueCardBacklog(s, 'sk_test_backlog_429_other', 30);
+      // The limited merchant's rows first, as the oldest due.
+      await s.sql("UPDATE payments SET next_sync_at = now() - interval '1 minute' WHERE id = ANY($1)", [limitedIds]);
+      stub.limiting = true;
+      stub.onlyKey = 'sk_test_backlog_429_limited';
+
+      expect(await runJobOnce(s, SYNC_PAYMENTS_JOB)).toBe(1);
+      expect(stub.limited).toBeGreaterThan(0);
+      expect(stub.limited).toBeLessThanOrEqual(5);
+      expect(await recheckedOf(s, limitedIds)).toBe(stub.limited);
+      expect(await recheckedOf(s, otherIds)).toBe(30); // was 0: the first 429 stopped every merchant's checks
+    } finally {
+      await s.stop();
+      await stub.stop();
+    }
+  }, 180_000);
+
+  it('cardpay answering 429: no further call to that account is started in the run', async () => {
     const stub = new RateLimitedReads();
     const stubUrl = await stub.start();
     const s = await startTestService({ CARDPAY_BASE_URL: `${stubUrl}/sandbox/cardpay`, STATUS_SYNC_SCHEDULE: '1h', STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
@@ -211,9 +235,12 @@ describe('a backlog while the provider fails', () => {
 class RateLimitedReads extends ForwardingStub {
   limiting = false;
   limited = 0;
+  /** Only the account of this secret key is limited (Stripe limits per account); every account when unset. */
+  onlyKey: string | undefined;
 
   protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
     if (!this.limiting || req.method !== 'GET' || !/\/v1\/payment_intents\/[^/?]+/.test(req.url)) return forward();
+    if (this.onlyKey && !String(req.headers.authorization ?? '').includes(this.onlyKey)) return forward();
     this.limited++;
     return jsonAnswer(429, { error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' } });
   }

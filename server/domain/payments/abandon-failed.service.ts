@@ -4,7 +4,7 @@ import { PaymentSchema } from '../../persistence/entities/index.js';
 import { ProviderError } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import type { StatusWriter } from './status-writer.js';
-import { checkClaimed, neverStop, outcomeOf, type CheckOutcome, type ClaimedBatch, type ShouldStop } from './sync-schedule.js';
+import { ACCOUNT, checkClaimed, oneBatchRun, outcomeOf, type CheckOutcome, type ClaimedBatch, type DrainRun } from './sync-schedule.js';
 
 /** How long a claimed payment is left to its worker before another may take it again (a provider outage: the retry interval). */
 const CLAIM_MS = 5 * 60_000;
@@ -32,16 +32,16 @@ export class AbandonFailedService {
   ) {}
 
   /** One batch: claims up to `limit` due payments and cancels them, CHECKS_AT_ONCE at a time (the job claims batch after batch: jobs/drain-due.ts). */
-  async abandonDue(shouldStop: ShouldStop = neverStop, limit = 25): Promise<ClaimedBatch> {
+  async abandonDue(run: DrainRun = oneBatchRun(), limit = 25): Promise<ClaimedBatch> {
     // Each claim's new abandon_due_at (microseconds) names the attempt: no two claims of a payment share it.
-    const claimed = await this.em.getConnection().execute<{ id: string; attempt: string }[]>(
+    const claimed = await this.em.getConnection().execute<{ id: string; attempt: string; account: string }[]>(
       `UPDATE payments SET abandon_due_at = now() + (? * interval '1 millisecond')
        WHERE id IN (SELECT id FROM payments WHERE abandon_due_at <= now() ORDER BY abandon_due_at LIMIT ? FOR UPDATE SKIP LOCKED)
-       RETURNING id, (extract(epoch FROM abandon_due_at) * 1000000)::bigint::text AS attempt`,
+       RETURNING id, (extract(epoch FROM abandon_due_at) * 1000000)::bigint::text AS attempt, ${ACCOUNT.payments} AS account`,
       [CLAIM_MS, limit],
     );
     return checkClaimed(claimed, ({ id, attempt }) => this.abandonOne(id, attempt), ({ id }, err) =>
-      this.logger.warn({ paymentId: id, err: { message: err.message } }, 'abandoning a failed payment at the provider failed'), { shouldStop });
+      this.logger.warn({ paymentId: id, err: { message: err.message } }, 'abandoning a failed payment at the provider failed'), { accountOf: (row) => row.account, run });
   }
 
   /**

@@ -6,7 +6,7 @@ import { ProviderError, type ProviderPaymentResult } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { creationInput, expiredAtProvider, paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
 import { recoverLostCreation } from './lost-creation.js';
-import { outcomeOf, recheckDue, scheduleNextCheck, neverStop, type CheckOutcome, type ClaimedBatch, type ShouldStop } from './sync-schedule.js';
+import { outcomeOf, recheckDue, scheduleNextCheck, oneBatchRun, type CheckOutcome, type ClaimedBatch, type DrainRun } from './sync-schedule.js';
 
 /**
  * Status sync ("psync"): re-checks pending payments with their provider on a backoff
@@ -27,9 +27,9 @@ export class StatusSyncService {
   ) {}
 
   /** One batch: claims up to `limit` due payments and syncs them (the worker's job claims batch after batch: jobs/drain-due.ts). */
-  async syncDue(shouldStop: ShouldStop = neverStop, limit = 25): Promise<ClaimedBatch> {
+  async syncDue(run: DrainRun = oneBatchRun(), limit = 25): Promise<ClaimedBatch> {
     return recheckDue(this.em, 'payments', limit, (id) => this.syncOne(id), (id, err) =>
-      this.logger.warn({ paymentId: id, err: { message: err.message } }, 'status sync failed'), shouldStop);
+      this.logger.warn({ paymentId: id, err: { message: err.message } }, 'status sync failed'), run);
   }
 
   /**

@@ -47,47 +47,65 @@ export function outcomeOf(err: ProviderError): CheckOutcome {
 }
 
 /**
- * One claim of due rows: how many of them were checked (every one, unless the batch stopped early); how
- * many of those checks failed (threw, or met their provider unavailable or rate limiting); whether any
- * was rate limited. The job stops its run when every check failed or one was rate limited (jobs/drain-due.ts).
+ * One claim of due rows: how many were due (claimed), how many checks were started (not those of an
+ * account that rate-limited us, nor any once the process stops), and how many of those failed (threw, or
+ * met their provider unavailable). The job stops its run when nothing was due or every started check
+ * failed (jobs/drain-due.ts).
  */
 export interface ClaimedBatch {
-  claimed: number;
+  due: number;
+  started: number;
   failed: number;
-  rateLimited: boolean;
 }
 
-/** Asked before each check of a batch: once true (the process is stopping), no further check starts. */
-export type ShouldStop = () => boolean;
-export const neverStop: ShouldStop = () => false;
+/**
+ * What a job's run shares across its batches: whether the process is stopping (no further check starts),
+ * and the provider accounts (merchant and provider) that answered "too many requests" in this run — their
+ * rows are not checked again in it: one merchant's limit must not hold back every other merchant's checks,
+ * and the rows skipped keep their claim (CLAIM_MS: a back-off from the account limiting us).
+ */
+export interface DrainRun {
+  stopping: () => boolean;
+  rateLimitedAccounts: Set<string>;
+}
+export const oneBatchRun = (): DrainRun => ({ stopping: () => false, rateLimitedAccounts: new Set() });
 
 /**
- * Checks the claimed `rows`, CHECKS_AT_ONCE at a time, and tells how the batch went (ClaimedBatch). A
- * rate-limited answer, or `shouldStop`, starts no further check: the rows not started keep their claim and
- * come back when it runs out, as after a crash (CLAIM_MS: a few minutes' wait for a few rows, and a
- * back-off from a provider limiting us).
+ * Checks the claimed `rows`, CHECKS_AT_ONCE at a time, and tells how the batch went (ClaimedBatch). A row
+ * of an account that rate-limited us in this run is not checked; once `run.stopping()`, no further check
+ * starts. Rows not checked keep their claim and come back when it runs out, as after a crash.
  */
 export async function checkClaimed<T>(
   rows: readonly T[],
   check: (row: T) => Promise<CheckOutcome>,
   onError: (row: T, err: Error) => void,
-  { laneOf, shouldStop = neverStop }: { laneOf?: (row: T) => string; shouldStop?: ShouldStop } = {},
+  { laneOf, accountOf, run }: { laneOf?: (row: T) => string; accountOf: (row: T) => string; run: DrainRun },
 ): Promise<ClaimedBatch> {
+  let started = 0;
   let notAnswered = 0;
-  let rateLimited = false;
-  const { failed: threw, notStarted } = await forEachBounded(rows, CHECKS_AT_ONCE, async (row) => {
+  const { failed: threw } = await forEachBounded(rows, CHECKS_AT_ONCE, async (row) => {
+    const account = accountOf(row);
+    if (run.rateLimitedAccounts.has(account)) return;
+    started++;
     const outcome = await check(row);
-    if (outcome !== 'checked') notAnswered++;
-    if (outcome === 'rate_limited') rateLimited = true;
-  }, onError, { laneOf, shouldStop: () => rateLimited || shouldStop() });
-  return { claimed: rows.length - notStarted.length, failed: threw + notAnswered, rateLimited };
+    // A rate limit is one account's (skipped from now on), not the provider down: not a failure of the batch.
+    if (outcome === 'unavailable') notAnswered++;
+    if (outcome === 'rate_limited') run.rateLimitedAccounts.add(account);
+  }, onError, { laneOf, shouldStop: run.stopping });
+  return { due: rows.length, started, failed: threw + notAnswered };
 }
+
+/** A row's provider account, as the claims return it (`account`): its merchant and provider. */
+export const ACCOUNT: Record<SyncedTable, string> = {
+  payments: `merchant_id || ':' || provider`,
+  refunds: `merchant_id || ':' || (SELECT p.provider FROM payments p WHERE p.id = refunds.payment_id)`,
+};
 
 /**
  * Claims up to `limit` pending rows of `table` due a re-check (next_sync_at passed; SKIP LOCKED, so
  * workers running this at the same time take different rows), hides them from the others for CLAIM_MS,
  * and re-checks them with `check`, CHECKS_AT_ONCE at a time — the rows of one payment one after another
- * (LANE) — each outside any transaction, none started once `shouldStop` says so. A check that throws goes
+ * (LANE) — each outside any transaction, as `run` allows (DrainRun). A check that throws goes
  * to `onError`; the row waits for its next turn (CLAIM_MS). One batch: the worker's job claims batch after batch (jobs/drain-due.ts).
  */
 export async function recheckDue(
@@ -96,16 +114,16 @@ export async function recheckDue(
   limit: number,
   check: (id: string) => Promise<CheckOutcome>,
   onError: (id: string, err: Error) => void,
-  shouldStop: ShouldStop,
+  run: DrainRun,
 ): Promise<ClaimedBatch> {
-  const claimed = await em.getConnection().execute<{ id: string; lane: string }[]>(
+  const claimed = await em.getConnection().execute<{ id: string; lane: string; account: string }[]>(
     `UPDATE ${table} SET next_sync_at = now() + (? * interval '1 millisecond')
      WHERE id IN (SELECT id FROM ${table} WHERE status = 'pending' AND next_sync_at <= now()
                   ORDER BY next_sync_at LIMIT ? FOR UPDATE SKIP LOCKED)
-     RETURNING id, ${LANE[table]} AS lane`,
+     RETURNING id, ${LANE[table]} AS lane, ${ACCOUNT[table]} AS account`,
     [CLAIM_MS, limit],
   );
-  return checkClaimed(claimed, (row) => check(row.id), (row, err) => onError(row.id, err), { laneOf: (row) => row.lane, shouldStop });
+  return checkClaimed(claimed, (row) => check(row.id), (row, err) => onError(row.id, err), { laneOf: (row) => row.lane, accountOf: (row) => row.account, run });
 }
 
 /**

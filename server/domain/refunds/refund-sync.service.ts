@@ -7,7 +7,7 @@ import { DomainError } from '../errors.js';
 import { askForConfirmation } from '../inbound/confirmation-queries.js';
 import { paymentLookup } from '../payments/payment.service.js';
 import type { ProviderGateway } from '../payments/provider-gateway.js';
-import { outcomeOf, recheckDue, scheduleNextCheck, neverStop, type CheckOutcome, type ClaimedBatch, type ShouldStop } from '../payments/sync-schedule.js';
+import { outcomeOf, recheckDue, scheduleNextCheck, oneBatchRun, type CheckOutcome, type ClaimedBatch, type DrainRun } from '../payments/sync-schedule.js';
 import { ProviderError } from '../ports.js';
 import type { RefundService } from './refund.service.js';
 
@@ -62,9 +62,9 @@ export class RefundSyncService {
   ) {}
 
   /** One batch: claims up to `limit` due refunds and syncs them (the worker's job claims batch after batch: jobs/drain-due.ts). */
-  async syncDue(shouldStop: ShouldStop = neverStop, limit = 25): Promise<ClaimedBatch> {
+  async syncDue(run: DrainRun = oneBatchRun(), limit = 25): Promise<ClaimedBatch> {
     return recheckDue(this.em, 'refunds', limit, (id) => this.syncOne(id), (id, err) =>
-      this.logger.warn({ refundId: id, err: { message: err.message } }, 'refund sync failed'), shouldStop);
+      this.logger.warn({ refundId: id, err: { message: err.message } }, 'refund sync failed'), run);
   }
 
   /** Says whether the provider could be asked (either way the refund waits for its next check). */
