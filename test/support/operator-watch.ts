@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ForwardingStub, type Forward, type StubAnswer, type StubRequest } from './forwarding-stub.js';
@@ -30,7 +30,8 @@ class StatusQueryWatch extends ForwardingStub {
 export async function statusQueriesSentDuring<T>(t: TestService, run: () => Promise<T>): Promise<{ result: T; sent: string[] }> {
   // Behind another base URL the service does not fetch the built-in simulator's certificate (for the
   // SecurityCredential): it gets it as a file, as a deployment does.
-  const certPath = path.join(mkdtempSync(path.join(os.tmpdir(), 'mm-watch-')), 'SandboxCertificate.cer');
+  const certDir = mkdtempSync(path.join(os.tmpdir(), 'mm-watch-'));
+  const certPath = path.join(certDir, 'SandboxCertificate.cer');
   writeFileSync(certPath, await (await fetch(`${t.baseUrl}/sandbox/mobilemoney/certificates/SandboxCertificate.cer`)).text());
   const watch = new StatusQueryWatch();
   const config = t.service.container.config;
@@ -43,6 +44,8 @@ export async function statusQueriesSentDuring<T>(t: TestService, run: () => Prom
   } finally {
     config.providerBaseUrls.mobilemoney = saved.baseUrl;
     config.mobilemoneySecurityCertPaths.sandbox = saved.certPath;
-    await watch.stop();
+    rmSync(certDir, { recursive: true, force: true });
+    // A failure to stop the stub must not hide the test's own failure.
+    await watch.stop().catch(() => undefined);
   }
 }
