@@ -32,20 +32,20 @@ export interface Transmission {
   rawBody: Buffer;
 }
 
+/** paypal.com or a subdomain of it. */
+function onPaypalDomain(url: URL): boolean {
+  const host = url.hostname.toLowerCase();
+  return host === PROVIDER_DOMAIN || host.endsWith(`.${PROVIDER_DOMAIN}`);
+}
+
 /** Whether the adapter calls the real provider (paypal.com or a subdomain), not the simulator or an override. */
 function isRealProvider(providerBaseUrl: string): boolean {
-  try {
-    const host = new URL(providerBaseUrl).hostname.toLowerCase();
-    return host === PROVIDER_DOMAIN || host.endsWith(`.${PROVIDER_DOMAIN}`);
-  } catch {
-    return false;
-  }
+  return URL.canParse(providerBaseUrl) && onPaypalDomain(new URL(providerBaseUrl));
 }
 
 /** https on paypal.com or a subdomain of it, default port: where PayPal names its certificates. */
 function isPaypalHost(url: URL): boolean {
-  const host = url.hostname.toLowerCase();
-  return url.protocol === 'https:' && (host === PROVIDER_DOMAIN || host.endsWith(`.${PROVIDER_DOMAIN}`)) && url.port === '';
+  return url.protocol === 'https:' && onPaypalDomain(url) && url.port === '';
 }
 
 /**
