@@ -7,7 +7,7 @@ export interface BoundedOptions<T> {
 
 /**
  * Runs `fn` on every item, at most `limit` at a time. An item whose `fn` throws goes to `onError` and the
- * others carry on. Returns how many threw, and the items not started (a stop).
+ * others carry on. Returns how many threw.
  */
 export async function forEachBounded<T>(
   items: readonly T[],
@@ -15,19 +15,15 @@ export async function forEachBounded<T>(
   fn: (item: T) => Promise<void>,
   onError: (item: T, err: Error) => void,
   { laneOf, shouldStop = () => false }: BoundedOptions<T> = {},
-): Promise<{ failed: number; notStarted: T[] }> {
+): Promise<{ failed: number }> {
   const lanes = laneOf ? inLanes(items, laneOf) : items.map((item) => [item]);
   let next = 0;
   let failed = 0;
-  const notStarted: T[] = [];
   const worker = async (): Promise<void> => {
     while (next < lanes.length) {
       const lane = lanes[next++]!;
-      for (const [i, item] of lane.entries()) {
-        if (shouldStop()) {
-          notStarted.push(...lane.slice(i));
-          break;
-        }
+      for (const item of lane) {
+        if (shouldStop()) return;
         await fn(item).catch((err: Error) => {
           failed++;
           onError(item, err);
@@ -36,7 +32,7 @@ export async function forEachBounded<T>(
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, lanes.length) }, worker));
-  return { failed, notStarted };
+  return { failed };
 }
 
 /** The items grouped by lane, lanes in the order of their first item. */
