@@ -3,7 +3,7 @@ import path from 'node:path';
 import TestSequencer from '@jest/test-sequencer';
 
 /**
- * Seconds each test file took in a full run on a 2-vCPU machine (three workers). Refresh it now and
+ * Seconds each test file took in a full run on a 2-vCPU machine (three or four workers). Refresh it now and
  * then from a run's output; a file missing from it counts as quick.
  */
 const recorded = JSON.parse(readFileSync(new URL('./test-durations.json', import.meta.url), 'utf8'));
