@@ -12,6 +12,6 @@ export default {
   testSequencer: '<rootDir>/test/support/sequencer.mjs',
   // The suite is CPU-bound on a 2-vCPU machine, but files also wait (provider latency, leases): a third
   // and a fourth worker fill those waits (measured: 702 s against 752-798 s with two; 638 s with four
-  // against 814 s with three, README "Tests").
+  // against 814 s with three, README "Development").
   maxWorkers: 4,
 };
