@@ -173,7 +173,9 @@ function verifyStandardSignature(body: Buffer, headers: HeaderBag, key: Buffer, 
  * Only the Standard Webhooks one covers the delivery id, so `X-Webhook-Id` is accepted only with it and
  * must equal the signed `webhook-id`: a captured delivery replayed under another id is refused.
  * Pass the raw body exactly as received (before any JSON parsing). Throws WebhookVerificationError.
- * Deliveries can repeat: de-duplicate on the `X-Webhook-Id` (= `webhook-id`) header.
+ * Deliveries can repeat: de-duplicate on the `X-Webhook-Id` (= `webhook-id`) header, or on the event's
+ * `id` when you also read events from `GET /v1/events` (one delivery per event; the delivery id differs
+ * from the event id).
  * A receiver's own mistakes are a TypeError before anything is checked: a secret that is not `whsec_` + the
  * base64 of at least 24 bytes (an empty secret, or the placeholder `whsec_…`, is one anyone can sign with),
  * a toleranceSec that is not a finite number ≥ 0, or a `now` that is not a valid time (either turned the

@@ -195,7 +195,7 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
     '422': invalid('idempotency-key', 'must be at most 255 characters'),
     '502': {
       message: 'walletpay capture failed: walletpay answered 500 INTERNAL_SERVER_ERROR: An internal server error has occurred.',
-      description: 'walletpay refused the capture, or did not answer or refused before acting (rate-limited, credentials): nothing about the capture is final — the payment stays pending and a retry with the same Idempotency-Key sends it again (PayPal answers with the first capture if there was one). Nothing else sends a capture: retry before the order expires. When walletpay did not say whether it captured (no answer in time, an outage, its server error) the capture may have happened: the answer carries `Payments-Outcome: unknown` — never void the order then; retry with the same Idempotency-Key or read the payment (PROVIDER_ERROR)',
+      description: 'walletpay refused the capture, or did not answer or refused before acting (rate-limited, credentials): nothing about the capture is final — the payment stays pending. After no answer or a refusal before acting, a retry with the same Idempotency-Key sends the capture again (PayPal answers with the first capture if there was one); after another refusal the key replays this 502, and a capture with a new key sends it again. Nothing else sends a capture: retry before the order expires. When walletpay did not say whether it captured (no answer in time, an outage, its server error) the capture may have happened: the answer carries `Payments-Outcome: unknown` — never void the order then; retry with the same Idempotency-Key or read the payment (PROVIDER_ERROR)',
     },
   },
   'POST /v1/refunds': {

@@ -66,7 +66,8 @@ export const eventsContract = c.router(
       summary: 'List events',
       description:
         "Lists the merchant's events, newest first, each exactly as its webhook body is (or will be) delivered, whether or not a webhook URL " +
-        'was registered at the time: catch up after your endpoint was down. Events are kept for the retention period (30 days by default). ' +
+        'was registered at the time: catch up after your endpoint was down (the `id` of an event is the body `id` of its delivery, whose X-Webhook-Id is a ' +
+        'different, delivery id: de-duplicate the two channels on the event id). Events are kept for the retention period (30 days by default). ' +
         'Filters combine with AND; an unknown filter value, page below 1 or page_size above 100 is 422.',
       metadata: read,
       query: ListEventsQuerySchema,

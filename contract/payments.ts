@@ -193,7 +193,7 @@ export const PaymentTransitionSchema = extendApi(
     refund_id: UuidSchema.nullable(),
     from_status: z.string().nullable().describe('null for the creation'),
     to_status: z.string(),
-    trigger: z.string().describe('What asked for the move, e.g. create, cardpay.callback, capture, status_sync, refund'),
+    trigger: z.string().describe('What asked for the move: create, capture, callback:<provider event>, confirmed:<provider event> (a callback settled by asking the provider), status-sync, check-status, reconciliation, refund, refund-sync, abandon'),
     accepted: z.boolean().describe('false when the move was refused (the state table or the integrity check): nothing changed'),
     note: z.string().nullable(),
     created_at: TimestampSchema,
@@ -489,9 +489,10 @@ export const paymentsContract = c.router(
       description:
         'Captures a walletpay order after the buyer approved it. No body (or `{}`). 409 when the payment is not pending or the buyer has not approved; ' +
         'a buyer who cancelled at the approval page changes nothing (PayPal keeps the order awaiting approval): 409, the payment stays pending and the buyer may still approve; ' +
-        'an order the provider ended (voided, or expired unapproved after 3 hours) is 409 and the payment is failed then (payment.failed). ' +
+        'an order the provider voided is 409 and the payment is failed then (payment.failed); an order that expired (unapproved after 3 hours) or a capture the provider declined for good answers 200 with the payment `failed` (payment.failed). ' +
         'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and never captures twice; ' +
-        'after a 502 (the provider did not answer, or refused before acting) the retry with the key sends the capture again, and the provider answers it with the first capture if there was one. ' +
+        'after a 502 because the provider did not answer, or refused before acting (rate-limited, credentials), the retry with the key sends the capture again, and the provider answers it with the first capture if there was one; ' +
+        'a 502 for another refusal is the key\'s answer (a retry with it replays the 502) and the payment stays pending: a capture with a new key sends it again. ' +
         'A 502 with `Payments-Outcome: unknown` means the capture may have happened (the buyer may have been charged).',
       metadata: { ...write, outcomeMayBeUnknown: true },
       headers: OptionalIdempotencyHeaders,

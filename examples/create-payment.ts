@@ -22,7 +22,8 @@ try {
     await client.merchant.storeCredentials({ provider: 'cardpay', cardpay: { secret_key: process.env.CARDPAY_SECRET_KEY } });
   }
   // The SDK sends an Idempotency-Key (a random UUID here) and reuses it if it has to retry.
-  // Pass { idempotencyKey: orderId } to make retries across restarts safe too.
+  // Pass { idempotencyKey: `myshop-order-${orderId}` } to make retries across restarts safe too: keys are
+  // unique across the whole service, so prefix your order id with something only your shop uses.
   const payment = await client.payments.create({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' });
   console.log(JSON.stringify(payment, null, 2));
 } catch (error) {
