@@ -9,6 +9,8 @@ import { eventually } from '../support/webhook-receiver.js';
 // committed; the merchant's retry (same key, another process) waits out the dead request's lease,
 // resumes it with the same provider idempotency keys, and gets the right answer — and the provider
 // acted exactly once (counted in the simulator's own tables). Each api process is a new one per case.
+// The cases share nothing but the survivor and the simulator process (each its own payment, key and
+// provider rows), and mostly wait (a 3 s network, a 9 s lease): they run side by side.
 // The simulators live in their own process with a slow network, so killing an api does not kill them.
 
 let db: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -94,7 +96,7 @@ afterAll(async () => {
 }, 60_000);
 
 describe('an api process killed between the provider acting and the commit of its answer', () => {
-  it('POST /v1/refunds: the retry finishes the refund; the provider refunded once', async () => {
+  it.concurrent('POST /v1/refunds: the retry finishes the refund; the provider refunded once', async () => {
     const payment = await newPayment('cardpay', '60.00');
     const key = unique('refund');
     const body = { payment_id: payment.id, amount: '25.00' };
@@ -122,7 +124,7 @@ describe('an api process killed between the provider acting and the commit of it
     expect(await providerRefunds()).toHaveLength(1);
   }, 120_000);
 
-  it('POST /v1/refunds: a retry after the provider forgot the idempotency key finds the refund instead of making a second', async () => {
+  it.concurrent('POST /v1/refunds: a retry after the provider forgot the idempotency key finds the refund instead of making a second', async () => {
     const payment = await newPayment('cardpay', '60.00');
     const key = unique('refund-forgotten');
     const body = { payment_id: payment.id, amount: '20.00' };
@@ -142,7 +144,7 @@ describe('an api process killed between the provider acting and the commit of it
     expect(await sql(db.url, 'SELECT amount_refunded_minor::text AS refunded FROM payments WHERE id = $1', [payment.id])).toEqual([{ refunded: '2000' }]);
   }, 120_000);
 
-  it('POST /v1/refunds: a resumed refund sends the first request again, even after another refund took the rest', async () => {
+  it.concurrent('POST /v1/refunds: a resumed refund sends the first request again, even after another refund took the rest', async () => {
     const payment = await newPayment('cardpay', '60.00');
     const key = unique('refund-then-rest');
     const body = { payment_id: payment.id, amount: '35.00' };
@@ -163,7 +165,7 @@ describe('an api process killed between the provider acting and the commit of it
     expect(await sql(db.url, 'SELECT status, amount_refunded_minor::text AS refunded FROM payments WHERE id = $1', [payment.id])).toEqual([{ status: 'refunded', refunded: '6000' }]);
   }, 120_000);
 
-  it('POST /v1/payments/{id}/capture: the retry finishes the capture; the provider captured once', async () => {
+  it.concurrent('POST /v1/payments/{id}/capture: the retry finishes the capture; the provider captured once', async () => {
     const payment = await newPayment('walletpay', '45.00');
     const approved = await fetch(`${payment.approvalUrl}${payment.approvalUrl!.includes('?') ? '&' : '?'}auto=approve`, { redirect: 'manual' });
     await approved.arrayBuffer();
@@ -188,7 +190,7 @@ describe('an api process killed between the provider acting and the commit of it
     expect(await providerCaptures()).toHaveLength(1);
   }, 120_000);
 
-  it('POST /v1/payments/cards: the retry saves the card; the provider has one customer with the card attached once', async () => {
+  it.concurrent('POST /v1/payments/cards: the retry saves the card; the provider has one customer with the card attached once', async () => {
     const key = unique('card');
     const email = `${key}@example.com`;
     const body = { payment_method_id: 'pm_card_visa', customer_email: email };
