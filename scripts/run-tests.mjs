@@ -37,12 +37,26 @@ delete env.DATABASE_URL;
 const template = `payments_test_template_${process.pid}`;
 await adminQuery(`DROP DATABASE IF EXISTS ${template}`);
 await adminQuery(`CREATE DATABASE ${template}`);
-const migrated = await run(process.execPath, ['--import', 'tsx', 'server/migrate.ts'], { ...env, DATABASE_URL: withDatabase(env.TEST_DATABASE_URL, template), NODE_ENV: 'test' });
+// Meanwhile the server code is compiled once, as `npm run build` does (tsc, incremental: a rerun
+// recompiles only what changed), into test-results/build: the service processes and command-line tools
+// the tests start run it with plain `node`, as production does, instead of each loading every module
+// through tsx (~0.9 s of CPU more per start, some 300 starts a run on a CPU-bound machine).
+const buildDir = path.resolve('test-results', 'build');
+const [migrated, built] = await Promise.all([
+  run(process.execPath, ['--import', 'tsx', 'server/migrate.ts'], { ...env, DATABASE_URL: withDatabase(env.TEST_DATABASE_URL, template), NODE_ENV: 'test' }),
+  run(process.execPath, [path.resolve('node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', buildDir, '--sourceMap', 'false',
+    '--incremental', '--tsBuildInfoFile', path.resolve('test-results', 'build.tsbuildinfo')], env),
+]);
 if (migrated.code !== 0) {
   process.stdout.write(`migrating the template database failed:\n${migrated.output}\n`);
   process.exit(1);
 }
+if (built.code !== 0) {
+  process.stdout.write(`compiling the server code failed:\n${built.output}\n`);
+  process.exit(1);
+}
 env.TEST_TEMPLATE_DATABASE = template;
+env.TEST_SERVER_BUILD = buildDir;
 
 env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ''} --experimental-vm-modules --no-warnings`.trim();
 

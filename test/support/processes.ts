@@ -7,9 +7,10 @@ import { freePort } from '../../server/net/free-port.js';
 export { freePort };
 
 /**
- * The service as real child processes (`node --import tsx server/main.ts`), the way it runs in
- * production: each its own Node process, its own pools and Agenda instance, sharing one database.
- * Stdout and stderr go to a log file under test-results/logs/ so a test can read (and audit) them.
+ * The service as real child processes (`node server/main.js` of the build `npm test` compiles, as
+ * `npm run start:prod` runs it), the way it runs in production: each its own Node process, its own
+ * pools and Agenda instance, sharing one database. Stdout and stderr go to a log file under
+ * test-results/logs/ so a test can read (and audit) them.
  */
 
 export type Role = 'api' | 'worker' | 'all';
@@ -30,6 +31,14 @@ export interface ServiceProcess {
 }
 
 const REPO_ROOT = path.resolve(new URL('../..', import.meta.url).pathname);
+/** Where `npm test` compiled the server code (scripts/run-tests.mjs); without it, the sources run through tsx. */
+const SERVER_BUILD = process.env.TEST_SERVER_BUILD;
+
+/** Node's arguments to run one of the project's entry points (`server/….ts`). */
+function entryPoint(script: string): string[] {
+  if (!SERVER_BUILD) return ['--import', 'tsx', script];
+  return [path.join(SERVER_BUILD, script.replace(/\.ts$/, '.js'))];
+}
 const LOG_DIR = path.join(REPO_ROOT, 'test-results', 'logs');
 const live = new Set<ChildProcess>();
 const logFiles: string[] = [];
@@ -103,7 +112,7 @@ export async function startProcess(
     ROLE: role,
     PORT: port,
   };
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
+  const child = spawn(process.execPath, entryPoint('server/main.ts'), {
     cwd: REPO_ROOT,
     env: childEnv,
     stdio: ['ignore', fd, fd],
@@ -178,19 +187,19 @@ export function processLogFiles(): readonly string[] {
   return logFiles;
 }
 
-/** One of the project's command-line entry points, run as an operator runs it (through tsx): exit code and output. */
+/** One of the project's command-line entry points (`server/….ts`), run as an operator runs it: exit code and output. */
 export async function runCli(script: string, args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', script, ...args],
+      [...entryPoint(script), ...args],
       { cwd: REPO_ROOT, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', ...env }, timeout: 120_000 },
       (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
     );
   });
 }
 
-/** The admin CLI (`tsx server/admin/cli.ts …`) against `databaseUrl`; returns its JSON output, throws on a non-zero exit. */
+/** The admin CLI (`server/admin/cli.ts …`) against `databaseUrl`; returns its JSON output, throws on a non-zero exit. */
 export async function adminCli<T = Record<string, unknown>>(databaseUrl: string, args: string[], env: Record<string, string> = {}): Promise<T> {
   const run = await runCli('server/admin/cli.ts', args, { DATABASE_URL: databaseUrl, ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, NODE_ENV: 'test', ...env });
   if (run.code !== 0) throw new Error(`admin ${args.join(' ')} failed: ${run.stderr || `exit ${run.code}`}`);
