@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import Stripe from 'stripe';
 import { CardpayClients } from '../../server/providers/cardpay/client.js';
@@ -137,6 +137,38 @@ describe('refusals the real API answers with', () => {
     // Either one alone is accepted.
     expect(await stripe.paymentIntents.create(params)).toMatchObject({ status: 'succeeded', automatic_payment_methods: null });
     expect(await stripe.paymentIntents.create(visaParams({ automatic_payment_methods: { enabled: true } }))).toMatchObject({ status: 'succeeded' });
+  });
+
+  it('off_session with setup_future_usage is 400 (a card cannot be set up without the cardholder), on create and on confirm; nothing charged or set up', async () => {
+    const key = newKey();
+    const stripe = sdk(key);
+    const account = createHash('sha256').update(key).digest('hex');
+    const message =
+      'You cannot confirm with the `off_session` parameter when `setup_future_usage` is also set on the PaymentIntent because you cannot set up future usages when processing payments off-session.';
+    const created = await stripeError(
+      stripe.paymentIntents.create({
+        amount: 1000, currency: 'usd', payment_method: 'pm_card_visa', confirm: true, off_session: true, setup_future_usage: 'off_session', return_url: 'https://shop.example.com/r',
+      }),
+    );
+    expect(created).toBeInstanceOf(Stripe.errors.StripeInvalidRequestError);
+    expect(created).toMatchObject({ statusCode: 400, type: 'StripeInvalidRequestError', message });
+    expect(created.raw).toMatchObject({ type: 'invalid_request_error' });
+    expect((await stripe.paymentIntents.list()).data).toHaveLength(0);
+
+    // The intent's setup_future_usage, or the confirm's own: either is refused with off_session, the intent left as it was.
+    const withUsage = await stripe.paymentIntents.create({ amount: 1000, currency: 'usd', payment_method: 'pm_card_visa', setup_future_usage: 'off_session' });
+    const plain = await stripe.paymentIntents.create({ amount: 1000, currency: 'usd', payment_method: 'pm_card_visa' });
+    for (const [intent, extra] of [[withUsage, {}], [plain, { setup_future_usage: 'on_session' as const }]] as const) {
+      const confirmed = await stripeError(stripe.paymentIntents.confirm(intent.id, { off_session: true, return_url: 'https://shop.example.com/r', ...extra }));
+      expect(confirmed).toBeInstanceOf(Stripe.errors.StripeInvalidRequestError);
+      expect(confirmed).toMatchObject({ statusCode: 400, message });
+      expect(await stripe.paymentIntents.retrieve(intent.id)).toMatchObject({
+        status: 'requires_confirmation', setup_future_usage: intent.setup_future_usage, latest_charge: null, amount_received: 0,
+      });
+    }
+    expect(await t.sql('SELECT id FROM sandbox_cardpay_payment_methods WHERE account = $1 AND (set_up OR used_with_intent IS NOT NULL)', [account])).toEqual([]);
+    // On-session, the same intent is charged and its card set up.
+    expect(await stripe.paymentIntents.confirm(withUsage.id, { return_url: 'https://shop.example.com/r' })).toMatchObject({ status: 'succeeded', setup_future_usage: 'off_session' });
   });
 
   it('a bad secret key is 401 on lists and on unknown paths too, as a StripeAuthenticationError', async () => {

@@ -43,6 +43,19 @@ function setupFutureUsage(ctx: ApiContext): string | undefined {
   return value;
 }
 
+/**
+ * Stripe refuses an off-session confirmation of an intent that would set the card up (setup_future_usage
+ * on the intent or in the request): setting up needs the cardholder. The message is Stripe's as reported
+ * by its users; the `param` it names, if any, is not known, so none is given.
+ */
+function refuseOffSessionSetUp(offSessionNow: boolean, futureUsage: string | null): void {
+  if (offSessionNow && futureUsage) {
+    throw invalidRequest(
+      'You cannot confirm with the `off_session` parameter when `setup_future_usage` is also set on the PaymentIntent because you cannot set up future usages when processing payments off-session.',
+    );
+  }
+}
+
 /** Since API 2023-08-16 automatic payment methods are on when a request names neither them nor payment_method_types. */
 const AUTOMATIC_BY_DEFAULT_SINCE = '2023-08-16';
 
@@ -164,6 +177,8 @@ async function create(ctx: ApiContext): Promise<SimResponse> {
   const isOffSession = offSession(ctx);
   if (!confirmNow && returnUrl) throw invalidRequest('You can only specify `return_url` when `confirm` is true.', 'return_url');
   if (!confirmNow && isOffSession) throw invalidRequest('You can only specify `off_session` when `confirm` is true.', 'off_session');
+  const futureUsage = setupFutureUsage(ctx) ?? null;
+  refuseOffSessionSetUp(isOffSession, futureUsage);
   const errorOnRequiresAction = optBool(params, 'error_on_requires_action') ?? false;
 
   const captureMethod = optString(params, 'capture_method') ?? 'automatic';
@@ -192,7 +207,7 @@ async function create(ctx: ApiContext): Promise<SimResponse> {
     description: optString(params, 'description') ?? null,
     return_url: returnUrl ?? null,
     off_session: isOffSession,
-    setup_future_usage: setupFutureUsage(ctx) ?? null,
+    setup_future_usage: futureUsage,
     automatic_payment_methods: apm,
     metadata: metadata(params),
     next_action: null,
@@ -230,6 +245,7 @@ async function confirmIntent(ctx: ApiContext): Promise<SimResponse> {
   if (returnUrl !== undefined) intent.return_url = httpUrl(returnUrl, 'return_url');
   if (params.off_session !== undefined) intent.off_session = offSession(ctx);
   intent.setup_future_usage = setupFutureUsage(ctx) ?? intent.setup_future_usage;
+  refuseOffSessionSetUp(intent.off_session, intent.setup_future_usage);
   const pmParam = optString(params, 'payment_method');
   const pm = pmParam ? await usablePaymentMethod(ctx, pmParam, intent.customer, intent.id, true) : await paymentMethodById(ctx.db, intent.payment_method);
   if (!pm) throw missingPaymentMethod();
