@@ -167,11 +167,13 @@ function verifyStandardSignature(body: Buffer, headers: HeaderBag, key: Buffer, 
 }
 
 /**
- * Verifies a delivery and returns the parsed event. Every delivery carries two signatures: the
- * service's `X-Payments-Signature` + `X-Payments-Timestamp` and the Standard Webhooks `webhook-id` /
- * `webhook-timestamp` / `webhook-signature`; each one present is checked (at least one must be).
- * Only the Standard Webhooks one covers the delivery id, so `X-Webhook-Id` is accepted only with it and
- * must equal the signed `webhook-id`: a captured delivery replayed under another id is refused.
+ * Verifies a delivery and returns the parsed event. Every delivery carries the delivery id `X-Webhook-Id`
+ * and two signatures: the service's `X-Payments-Signature` + `X-Payments-Timestamp` and the Standard
+ * Webhooks `webhook-id` / `webhook-timestamp` / `webhook-signature`. `X-Webhook-Id` is required (receivers
+ * de-duplicate on it: without it a replay would be handled again), and so is the Standard Webhooks
+ * signature, the only one that covers the id: `X-Webhook-Id` must equal the signed `webhook-id`, so a
+ * captured delivery replayed under another id, or with its id stripped, is refused. `X-Payments-Signature`
+ * is checked too when present. A missing header is `missing_header`.
  * Pass the raw body exactly as received (before any JSON parsing). Throws WebhookVerificationError.
  * Deliveries can repeat: de-duplicate on the `X-Webhook-Id` (= `webhook-id`) header, or on the event's
  * `id` when you also read events from `GET /v1/events` (one delivery per event; the delivery id differs
@@ -185,19 +187,18 @@ export function verifyWebhook(rawBody: string | Uint8Array, headers: HeaderBag, 
   const key = webhookSecretKey(secret, 'verifyWebhook');
   checkOptions(options);
   const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : Buffer.from(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength);
-  const standard = header(headers, 'webhook-signature') !== undefined;
-  const deliveryId = header(headers, 'X-Webhook-Id');
+  // Receivers de-duplicate on X-Webhook-Id: a delivery without it (the service always sends it) would be
+  // handled again on every replay.
+  required(headers, 'X-Webhook-Id');
   // X-Payments-Signature does not cover X-Webhook-Id: with the Standard Webhooks headers stripped, a captured
   // delivery re-posted under a new id would pass as a new delivery to a receiver de-duplicating on that id.
-  if (deliveryId !== undefined && !standard) {
+  if (header(headers, 'webhook-signature') === undefined) {
     throw new WebhookVerificationError('missing_header', 'missing webhook-signature header: X-Webhook-Id is only trusted when webhook-signature signs it');
   }
-  if (header(headers, 'X-Payments-Signature') !== undefined || !standard) verifyPaymentsSignature(body, headers, secret, options);
-  if (standard) {
-    verifyStandardSignature(body, headers, key, options);
-    if (deliveryId !== undefined && deliveryId !== header(headers, 'webhook-id')) {
-      throw new WebhookVerificationError('signature_mismatch', 'X-Webhook-Id is not the signed webhook-id');
-    }
+  if (header(headers, 'X-Payments-Signature') !== undefined) verifyPaymentsSignature(body, headers, secret, options);
+  verifyStandardSignature(body, headers, key, options);
+  if (header(headers, 'X-Webhook-Id') !== header(headers, 'webhook-id')) {
+    throw new WebhookVerificationError('signature_mismatch', 'X-Webhook-Id is not the signed webhook-id');
   }
 
   let event: unknown;

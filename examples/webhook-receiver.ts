@@ -40,7 +40,8 @@ const server = http.createServer((req, res) => {
     try {
       // Verify the raw bytes, before any JSON parsing.
       const event = verifyWebhook(Buffer.concat(chunks), req.headers, secret);
-      const deliveryId = String(req.headers['x-webhook-id'] ?? event.id);
+      // verifyWebhook refuses a delivery without X-Webhook-Id (and one whose id the signature does not cover).
+      const deliveryId = String(req.headers['x-webhook-id']);
       if (!handled.has(deliveryId)) {
         handled.add(deliveryId);
         console.log(JSON.stringify({ delivery: deliveryId, event }));

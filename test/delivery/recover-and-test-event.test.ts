@@ -67,9 +67,11 @@ describe('Standard Webhooks', () => {
     expect(verified.id).toBe(eventId);
     expect(() => new Webhook(`whsec_${Buffer.alloc(32, 1).toString('base64')}`).verify(req!.body, req!.headers as Record<string, string>)).toThrow();
 
-    // The SDK: X-Payments-Signature when present, the Standard Webhooks headers otherwise.
+    // The SDK: the Standard Webhooks headers (with X-Webhook-Id, which they sign), X-Payments-Signature as well when present.
     expect(verifyWebhook(req!.body, req!.headers, m.secret).id).toBe(eventId);
-    const standardOnly = { 'webhook-id': req!.headers['webhook-id'], 'webhook-timestamp': req!.headers['webhook-timestamp'], 'webhook-signature': req!.headers['webhook-signature'] };
+    const standardOnly = {
+      'x-webhook-id': req!.headers['x-webhook-id'], 'webhook-id': req!.headers['webhook-id'], 'webhook-timestamp': req!.headers['webhook-timestamp'], 'webhook-signature': req!.headers['webhook-signature'],
+    };
     expect(verifyWebhook(req!.body, standardOnly, m.secret).id).toBe(eventId);
     expect(() => verifyWebhook(`${req!.body} `, standardOnly, m.secret)).toThrow(/signature/);
     expect(() => verifyWebhook(req!.body, { ...standardOnly, 'webhook-id': randomUUID() }, m.secret)).toThrow(/signature/);
@@ -90,7 +92,9 @@ describe('Standard Webhooks', () => {
     await emitEvent(t, m.merchantId);
     const [req] = await waitFor(async () => (receiver.on(path).length ? receiver.on(path) : null), 'the delivery');
     expect(verifyWebhook(req!.body, req!.headers, legacy).type).toBe('payment.completed');
-    const standardOnly = { 'webhook-id': req!.headers['webhook-id'], 'webhook-timestamp': req!.headers['webhook-timestamp'], 'webhook-signature': req!.headers['webhook-signature'] };
+    const standardOnly = {
+      'x-webhook-id': req!.headers['x-webhook-id'], 'webhook-id': req!.headers['webhook-id'], 'webhook-timestamp': req!.headers['webhook-timestamp'], 'webhook-signature': req!.headers['webhook-signature'],
+    };
     expect(verifyWebhook(req!.body, standardOnly, legacy).type).toBe('payment.completed');
     if (encoding === 'base64') expect(new Webhook(legacy).verify(req!.body, req!.headers as Record<string, string>)).toBeTruthy();
   });

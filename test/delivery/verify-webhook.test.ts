@@ -16,11 +16,21 @@ const body = JSON.stringify({
 });
 const sign = (timestamp: number, payload: string, key = secret) =>
   `sha256=${createHmac('sha256', key).update(`${timestamp}.${payload}`).digest('hex')}`;
-const headersFor = (timestamp: number, payload = body) => ({
+const deliveryId = 'delivery-0001';
+const signStandard = (timestamp: number, payload: string) =>
+  `v1,${createHmac('sha256', Buffer.from(secret.slice('whsec_'.length), 'base64')).update(`${deliveryId}.${timestamp}.${payload}`).digest('base64')}`;
+/** Every header the service sends with a delivery of `payload` signed at `timestamp`. */
+const headersFor = (timestamp: number, payload = body): Record<string, string> => ({
   'x-payments-timestamp': String(timestamp),
   'x-payments-signature': sign(timestamp, payload),
   'x-event-type': 'payment.refunded',
+  'x-webhook-id': deliveryId,
+  'webhook-id': deliveryId,
+  'webhook-timestamp': String(timestamp),
+  'webhook-signature': signStandard(timestamp, payload),
 });
+const without = (headers: Record<string, string>, ...names: string[]) =>
+  Object.fromEntries(Object.entries(headers).filter(([name]) => !names.includes(name.toLowerCase())));
 
 function reasonOf(fn: () => unknown): string {
   try {
@@ -39,13 +49,35 @@ describe('verifyWebhook', () => {
     if (event.type === 'webhook.test') throw new Error('expected a payment event');
     expect(event.data.refund_id).toBe('7c9e6679-7425-40de-944b-e07fc1f90ae7');
     expect(verifyWebhook(new TextEncoder().encode(body), new Headers(headersFor(ts)), secret, { now: now.getTime() })).toEqual(event);
-    const upper = { 'X-Payments-Timestamp': [String(ts)], 'X-Payments-Signature': sign(ts, body) };
+    const upper = Object.fromEntries(Object.entries(headersFor(ts)).map(([name, value]) => [name.toUpperCase(), [value]]));
     expect(verifyWebhook(Buffer.from(body), upper, secret, { now }).id).toBe(event.id);
+    // Without X-Payments-Signature: the Standard Webhooks signature, which covers the id, is enough.
+    expect(verifyWebhook(body, without(headersFor(ts), 'x-payments-signature', 'x-payments-timestamp'), secret, { now }).id).toBe(event.id);
   });
 
   it('rejects missing headers', () => {
-    expect(reasonOf(() => verifyWebhook(body, { 'x-payments-signature': sign(ts, body) }, secret, { now }))).toBe('missing_header');
-    expect(reasonOf(() => verifyWebhook(body, { 'x-payments-timestamp': String(ts) }, secret, { now }))).toBe('missing_header');
+    for (const name of ['webhook-id', 'webhook-timestamp', 'webhook-signature', 'x-payments-timestamp']) {
+      expect(reasonOf(() => verifyWebhook(body, without(headersFor(ts), name), secret, { now }))).toBe('missing_header');
+    }
+    // X-Payments-Signature alone does not cover the delivery id receivers de-duplicate on.
+    expect(reasonOf(() => verifyWebhook(body, { 'x-payments-timestamp': String(ts), 'x-payments-signature': sign(ts, body) }, secret, { now }))).toBe('missing_header');
+  });
+
+  it('refuses a delivery without X-Webhook-Id (missing_header): a receiver de-duplicating on it would handle a replay again', () => {
+    const signed = signTestWebhook({ type: 'webhook.test', data: { message: 'hi', merchant_id: 'm_1' } }, secret, { deliveryId: 'delivery-2', timestamp: now });
+    expect(verifyWebhook(signed.body, signed.headers, secret, { now }).id).toBe(signed.event.id);
+    const { 'X-Webhook-Id': _id, ...stripped } = signed.headers;
+    const err = (() => {
+      try {
+        verifyWebhook(signed.body, stripped, secret, { now });
+      } catch (e) {
+        return e;
+      }
+      throw new Error('a delivery without X-Webhook-Id was verified');
+    })();
+    expect(err).toBeInstanceOf(WebhookVerificationError);
+    expect(err).toMatchObject({ reason: 'missing_header', message: 'missing X-Webhook-Id header' });
+    expect(reasonOf(() => verifyWebhook(signed.body, { ...stripped, 'X-Webhook-Id': ' ' }, secret, { now }))).toBe('missing_header');
   });
 
   it('rejects malformed headers', () => {
