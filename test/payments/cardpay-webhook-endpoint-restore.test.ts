@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { CARDPAY_API_VERSION, CardpayClients } from '../../server/providers/cardpay/client.js';
 import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
@@ -91,7 +92,7 @@ afterAll(async () => {
 const storeAgain = () => t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: SECRET_KEY } });
 const endpointsOfMerchant = async () => {
   const res = await t.http.get('/sandbox/cardpay/v1/webhook_endpoints').set('Authorization', `Bearer ${SECRET_KEY}`).expect(200);
-  return (res.body.data as { id: string; url: string }[]).filter((e) => new URL(e.url).searchParams.get('merchant') === merchantId);
+  return (res.body.data as { id: string; url: string; api_version: string | null }[]).filter((e) => new URL(e.url).searchParams.get('merchant') === merchantId);
 };
 
 async function paid(): Promise<{ id: string; provider_ref: string }> {
@@ -115,6 +116,15 @@ async function dashboardRefundIsRecorded(p: { id: string; provider_ref: string }
 }
 
 describe('storing cardpay credentials again', () => {
+  it("the endpoint the service registers is pinned to the adapter's API version, so its events keep the shape the adapter reads whatever the account's default", async () => {
+    const [endpoint, ...others] = await endpointsOfMerchant();
+    expect(others).toHaveLength(0);
+    expect(endpoint).toMatchObject({ api_version: CARDPAY_API_VERSION });
+    // As the provider's SDK reads it.
+    const read = await new CardpayClients().for(`${t.baseUrl}/sandbox/cardpay`, SECRET_KEY, 5000).webhookEndpoints.retrieve(endpoint!.id);
+    expect(read.api_version).toBe(CARDPAY_API_VERSION);
+  });
+
   it("a registration the provider refuses (502) leaves the merchant's endpoint in place: a dashboard refund is still recorded and sent", async () => {
     const p = await paid();
     const before = await endpointsOfMerchant();

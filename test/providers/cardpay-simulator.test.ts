@@ -322,6 +322,19 @@ describe('webhook endpoints', () => {
     const bad = await post(key, '/v1/webhook_endpoints', { url: 'ftp://x', 'enabled_events[0]': '*' }).expect(400);
     expect(bad.body.error.param).toBe('url');
   });
+
+  it("keeps an endpoint's api_version (the version its events are rendered in) and shows it on every read; none given is null (the account's default)", async () => {
+    const key = newKey();
+    const pinned = await post(key, '/v1/webhook_endpoints', { url: 'https://shop.example.com/pinned', 'enabled_events[0]': '*', api_version: '2024-06-20' }).expect(200);
+    expect(pinned.body.api_version).toBe('2024-06-20');
+    expect((await get(key, `/v1/webhook_endpoints/${pinned.body.id}`).expect(200)).body.api_version).toBe('2024-06-20');
+    const unpinned = await post(key, '/v1/webhook_endpoints', { url: 'https://shop.example.com/default', 'enabled_events[0]': '*' }).expect(200);
+    expect(unpinned.body.api_version).toBeNull();
+    const list = await get(key, '/v1/webhook_endpoints').expect(200);
+    expect(Object.fromEntries(list.body.data.map((e: { id: string; api_version: string | null }) => [e.id, e.api_version]))).toEqual({
+      [pinned.body.id]: '2024-06-20', [unpinned.body.id]: null,
+    });
+  });
 });
 
 describe('array parameters sent without brackets', () => {

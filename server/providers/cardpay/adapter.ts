@@ -16,7 +16,7 @@ import type {
   SavedCardDetails,
 } from '../../domain/ports.js';
 import { ProviderError } from '../../domain/ports.js';
-import { CardpayClients } from './client.js';
+import { CARDPAY_API_VERSION, CardpayClients } from './client.js';
 import { toProviderError } from './errors.js';
 import { WEBHOOK_EVENT_TYPES, createIntentParams, toPaymentResult, toRefundRecord, toRefundResult, toSavedCard, toWireAmount } from './transformers.js';
 
@@ -163,7 +163,9 @@ export class CardpayAdapter {
    */
   async createWebhookEndpoint(creds: CardpayCredentials, url: string, idempotencyKey: string): Promise<{ id: string; secret: string }> {
     const stripe = this.stripe(creds);
-    const params: Stripe.WebhookEndpointCreateParams = { url, enabled_events: WEBHOOK_EVENT_TYPES, metadata: REGISTERED_HERE };
+    // Events rendered in the version this adapter reads, not in the account's default (which the account
+    // holder may change, or which may be older than the one the adapter was written against).
+    const params: Stripe.WebhookEndpointCreateParams = { url, enabled_events: WEBHOOK_EVENT_TYPES, metadata: REGISTERED_HERE, api_version: CARDPAY_API_VERSION };
     let endpoint: Stripe.WebhookEndpoint;
     try {
       endpoint = await this.call('write', () => stripe.webhookEndpoints.create(params, { idempotencyKey }));

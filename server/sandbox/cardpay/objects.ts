@@ -79,6 +79,8 @@ export interface EndpointRow {
   enabled_events: string[];
   description: string | null;
   metadata: Record<string, string>;
+  /** The version its events are rendered in; null: the account's default. */
+  api_version: string | null;
   created: string;
 }
 
@@ -259,7 +261,7 @@ export function endpointObject(row: EndpointRow, withSecret = false): StripeObje
   return {
     id: row.id,
     object: 'webhook_endpoint',
-    api_version: null,
+    api_version: row.api_version,
     application: null,
     created: Number(row.created),
     description: row.description,

@@ -28,10 +28,10 @@ export function webhookEndpointRoutes(api: ApiRoutes): void {
     );
     if (Number(count) >= MAX_ENDPOINTS) throw invalidRequest(`You have reached the maximum of ${MAX_ENDPOINTS} test webhook endpoints.`, 'url');
     const [row] = await db.query<EndpointRow>(
-      `INSERT INTO sandbox_cardpay_webhook_endpoints (id, account, url, secret, enabled_events, description, metadata, created)
-       VALUES (?, ?, ?, ?, ?::text[], ?, ?::jsonb, ?) RETURNING *`,
+      `INSERT INTO sandbox_cardpay_webhook_endpoints (id, account, url, secret, enabled_events, description, metadata, api_version, created)
+       VALUES (?, ?, ?, ?, ?::text[], ?, ?::jsonb, ?, ?) RETURNING *`,
       [newId('we'), account, url, `whsec_${randomBytes(24).toString('hex')}`, `{${events.map((e) => `"${e}"`).join(',')}}`,
-        optString(params, 'description') ?? null, JSON.stringify(metadata(params)), nowSec()],
+        optString(params, 'description') ?? null, JSON.stringify(metadata(params)), optString(params, 'api_version') ?? null, nowSec()],
     );
     return ok(endpointObject(row!, true));
   });
