@@ -321,6 +321,15 @@ export interface NotificationScheme<C> {
    * signature over the body alone. Absent: no such address.
    */
   answersOurRequestAbout?(request: InboundRequest, creds: C, subjectId: string): boolean;
+  /**
+   * Whether the request is bound to `subjectId` by something only we and the provider know (a token in
+   * its address), for a scheme that takes our id from an unsigned part of the request (mobilemoney's
+   * `?ref=`) while its signature covers the body only. An unbound, verified notification that names a
+   * reference its subject has not recorded proves only that the provider wrote it, not that it is about
+   * our request: it is confirmed with the provider like an unverifiable one. Absent: our id is covered by
+   * the verification (it is inside the signed body).
+   */
+  boundToSubject?(request: InboundRequest, creds: C, subjectId: string): boolean;
   /** The refunds of `ref` as the provider lists them, oldest first (see RefundOutcomeNotification.fetchRefundsOf). */
   fetchRefunds?(creds: C, ref: string): Promise<RefundReport[]>;
   /**

@@ -1,4 +1,7 @@
-import { X509Certificate, constants, publicEncrypt, randomUUID } from 'node:crypto';
+import { X509Certificate, constants, generateKeyPairSync, publicEncrypt, randomUUID, sign as rsaSign } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
@@ -80,6 +83,9 @@ async function securityCredential(): Promise<string> {
   const pem = await (await fetch(`${t.baseUrl}/sandbox/mobilemoney/certificates/SandboxCertificate.cer`)).text();
   return publicEncrypt({ key: new X509Certificate(pem).publicKey, padding: constants.RSA_PKCS1_PADDING }, Buffer.from('Safaricom999!*!')).toString('base64');
 }
+/** The live operator's signing key: its public half is MOBILEMONEY_CERT_PATH (callbacks with an X-Mobilemoney-Signature). */
+const operatorKey = generateKeyPairSync('rsa', { modulusLength: 2048, publicKeyEncoding: { type: 'spki', format: 'pem' }, privateKeyEncoding: { type: 'pkcs8', format: 'pem' } });
+let certDir: string;
 let t: TestService;
 let proxy: TrapProxy;
 let proxyUrl: string;
@@ -89,7 +95,10 @@ let n = 0;
 beforeAll(async () => {
   proxy = new TrapProxy();
   proxyUrl = await proxy.start();
+  certDir = mkdtempSync(path.join(os.tmpdir(), 'lost-answers-cert-'));
+  writeFileSync(path.join(certDir, 'operator.pem'), operatorKey.publicKey);
   t = await startTestService({
+    MOBILEMONEY_CERT_PATH: path.join(certDir, 'operator.pem'),
     CARDPAY_BASE_URL: `${proxyUrl}/sandbox/cardpay`,
     WALLETPAY_BASE_URL: `${proxyUrl}/sandbox/walletpay`,
     MOBILEMONEY_BASE_URL: `${proxyUrl}/sandbox/mobilemoney`,
@@ -120,6 +129,7 @@ beforeEach(() => {
 afterAll(async () => {
   await proxy.stop();
   await t.stop();
+  rmSync(certDir, { recursive: true, force: true });
 });
 
 const payment = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key).expect(200)).body.data;
@@ -451,5 +461,147 @@ describe('a live mobile-money push whose create answer was lost', () => {
       { status: 'completed', provider_ref: b.provider_ref },
       { status: 'pending', provider_ref: null },
     ]);
+  });
+});
+
+/**
+ * The live operator signs a callback body with its one certificate, whoever's push or reversal it is
+ * about; the address (`?ref=`, no token for a live push) is not signed. A signed body at our payment's (or
+ * refund's) address that names a reference the payment (refund) has not recorded — its create (reversal)
+ * answer lost — may be a stranger's: anyone with a shortcode can give our address as their push's
+ * CallBackURL. It is confirmed with the merchant's own credentials, never applied as it says.
+ */
+describe('a signed live mobile-money callback for a payment or refund whose provider answer was lost', () => {
+  const SILENT = '254700000003';
+  const sign = (body: string) => rsaSign('sha256', Buffer.from(body), operatorKey.privateKey).toString('base64');
+  const postSigned = (url: string, payload: unknown) => {
+    const body = JSON.stringify(payload);
+    return t.http.post(url).set('Content-Type', 'application/json').set('X-Mobilemoney-Signature', sign(body)).send(body);
+  };
+  const stkSuccess = (checkoutRequestId: string, receipt: string) => ({ Body: { stkCallback: {
+    MerchantRequestID: 'm-signed', CheckoutRequestID: checkoutRequestId, ResultCode: 0, ResultDesc: 'The service request is processed successfully.',
+    CallbackMetadata: { Item: [{ Name: 'Amount', Value: 100 }, { Name: 'MpesaReceiptNumber', Value: receipt }, { Name: 'TransactionDate', Value: 20261128120000 }, { Name: 'PhoneNumber', Value: 254700000003 }] },
+  } } });
+  /** The customer answered the open prompt on `phone`: the operator completed that push (the silent phone: no callback). */
+  const answerPrompt = (phone: string) => t.sql('UPDATE sandbox_mobilemoney_stk_requests SET completes_at = now() WHERE phone = $1 AND completes_at > now()', [phone]);
+  const stkOf = async (where: string, value: string) =>
+    (await t.sql<{ checkout_request_id: string; receipt_number: string; query_count: number }>(
+      `SELECT checkout_request_id, receipt_number, query_count FROM sandbox_mobilemoney_stk_requests WHERE ${where} = $1`, [value]))[0]!;
+  const eventsOf = async (paymentId: string) => (await t.sql<{ type: string }>('SELECT type FROM events WHERE payment_id = $1 ORDER BY created_at', [paymentId])).map((e) => e.type);
+  const liveMerchant = async (name: string) => {
+    const m = await t.createMerchant(name);
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({ provider: 'mobilemoney', mobilemoney: {
+      env: 'live', consumer_key: `signed-${randomUUID()}`, consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919',
+      shortcode: '174379', initiator: 'testapi', security_credential: await securityCredential(),
+    } }).expect(200);
+    return m.apiKey;
+  };
+  /** A push to the silent phone whose create answer is lost: pending, no provider_ref. */
+  const lostPush = async (apiKey: string) => {
+    await answerPrompt(SILENT);
+    proxy.trapPath = '/sandbox/mobilemoney/mpesa/stkpush/v1/processrequest';
+    let created;
+    try {
+      created = await t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `signed-lost-${++n}`)
+        .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: SILENT });
+    } finally {
+      proxy.trapPath = null;
+    }
+    expect(created.status).toBe(201);
+    const p = created.body.data as { id: string; reference: string };
+    expect(created.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+    return p;
+  };
+  const row = async (paymentId: string) =>
+    (await t.sql<{ status: string; provider_ref: string | null; receipt_number: string | null }>('SELECT status, provider_ref, receipt_number FROM payments WHERE id = $1', [paymentId]))[0]!;
+
+  it("naming a stranger's push (another shortcode, same amount) at our payment's address: not applied; the payment stays pending, no payment.completed", async () => {
+    const apiKey = await liveMerchant('Signed Stranger Duka');
+    const victim = await lostPush(apiKey);
+    await answerPrompt(SILENT);
+    // A stranger's own shortcode pushes 100 KES with our payment's address as its CallBackURL; the operator completes it.
+    const token = (await t.http.get('/sandbox/mobilemoney/oauth/v1/generate?grant_type=client_credentials').auth('stranger', 'stranger').expect(200)).body.access_token as string;
+    const timestamp = new Intl.DateTimeFormat('sv-SE', { timeZone: 'Africa/Nairobi', dateStyle: 'short', timeStyle: 'medium' }).format(new Date()).replace(/\D/g, '');
+    const push = await t.http.post('/sandbox/mobilemoney/mpesa/stkpush/v1/processrequest').set('Authorization', `Bearer ${token}`).send({
+      BusinessShortCode: '600999', Password: Buffer.from(`600999strangers-passkey${timestamp}`).toString('base64'), Timestamp: timestamp,
+      TransactionType: 'CustomerPayBillOnline', Amount: 100, PartyA: SILENT, PartyB: '600999', PhoneNumber: SILENT,
+      CallBackURL: `${t.baseUrl}/v1/webhooks/mobilemoney?ref=${victim.id}`, AccountReference: 'stranger', TransactionDesc: 'stranger',
+    }).expect(200);
+    const foreign = push.body.CheckoutRequestID as string;
+    expect(foreign).toMatch(/^ws_CO_/);
+    await answerPrompt(SILENT);
+    const { receipt_number: receipt } = await stkOf('checkout_request_id', foreign);
+
+    // The operator's signed result of the stranger's push, at our payment's address.
+    const res = await postSigned(`/v1/webhooks/mobilemoney?ref=${victim.id}`, stkSuccess(foreign, receipt));
+    expect(res.status).toBe(200);
+    // Asked with our shortcode, the operator knows no such push of ours: nothing changes.
+    expect(await row(victim.id)).toEqual({ status: 'pending', provider_ref: null, receipt_number: null });
+    expect(await eventsOf(victim.id)).toEqual([]);
+    expect(await t.sql('SELECT 1 FROM provider_events WHERE payment_id = $1', [victim.id])).toEqual([]);
+    expect(await t.sql(`SELECT to_status FROM payment_transitions WHERE payment_id = $1 AND to_status = 'completed'`, [victim.id])).toEqual([]);
+  });
+
+  it('naming our own push: confirmed by the STK query with our shortcode, the payment completes once (payment.completed); the receipt follows from the next signed callback', async () => {
+    const apiKey = await liveMerchant('Signed Own Duka');
+    const p = await lostPush(apiKey);
+    await answerPrompt(SILENT);
+    const stk = await stkOf('account_reference', p.reference.slice(0, 12));
+    const signed = () => postSigned(`/v1/webhooks/mobilemoney?ref=${p.id}`, stkSuccess(stk.checkout_request_id, stk.receipt_number));
+
+    expect((await signed()).status).toBe(200);
+    expect(await row(p.id)).toEqual({ status: 'completed', provider_ref: stk.checkout_request_id, receipt_number: null });
+    expect((await stkOf('checkout_request_id', stk.checkout_request_id)).query_count).toBe(1);
+    const [transition] = await t.sql<{ trigger: string }>(`SELECT trigger FROM payment_transitions WHERE payment_id = $1 AND to_status = 'completed' AND accepted`, [p.id]);
+    expect(transition!.trigger).toBe('confirmed:stk');
+    expect(await eventsOf(p.id)).toEqual(['payment.completed']);
+
+    // Its CheckoutRequestID is now the payment's own: the operator's signed callback for it is applied as it says.
+    expect((await signed()).status).toBe(200);
+    expect(await row(p.id)).toEqual({ status: 'completed', provider_ref: stk.receipt_number, receipt_number: stk.receipt_number });
+    expect((await stkOf('checkout_request_id', stk.checkout_request_id)).query_count).toBe(1);
+    expect(await eventsOf(p.id)).toEqual(['payment.completed']);
+  });
+
+  it("a signed reversal result without the refund's token, for a refund whose acknowledgement was lost: not applied (502, sent again); the refund sync completes it once", async () => {
+    const apiKey = await liveMerchant('Signed Reversal Duka');
+    await answerPrompt(SILENT);
+    const paid = (await t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `signed-paid-${++n}`)
+      .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: SILENT }).expect(201)).body.data as { id: string; provider_ref: string };
+    await answerPrompt(SILENT);
+    const stk = await stkOf('checkout_request_id', paid.provider_ref);
+    // The operator's signed result for the push, naming its recorded CheckoutRequestID: applied with its receipt.
+    expect((await postSigned(`/v1/webhooks/mobilemoney?ref=${paid.id}`, stkSuccess(stk.checkout_request_id, stk.receipt_number))).status).toBe(200);
+    expect(await row(paid.id)).toMatchObject({ status: 'completed', receipt_number: stk.receipt_number });
+
+    // The operator reverses it; the acknowledgement is held past the timeout and the result lost.
+    await t.http.post('/sandbox/mobilemoney/_control/lose-results').send({ count: 1 }).expect(200);
+    proxy.trapPath = '/sandbox/mobilemoney/mpesa/reversal/v1/request';
+    proxy.repeats = 'held';
+    const refund = await t.http.post('/v1/refunds').set('X-API-Key', apiKey).send({ payment_id: paid.id });
+    proxy.trapPath = null;
+    expect(refund.status).toBe(201);
+    const refundId = refund.body.data.id as string;
+    expect(refund.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+    await t.sql(`UPDATE refunds SET next_sync_at = now() + interval '1 hour' WHERE id = $1`, [refundId]);
+
+    // A signed success at the refund's result address without its token, naming a reversal request that is not ours.
+    const forged = await postSigned(`/v1/webhooks/mobilemoney/reversal/result?ref=${refundId}`, { Result: {
+      ResultType: 0, ResultCode: 0, ResultDesc: 'The service request is processed successfully.', OriginatorConversationID: `stranger-${randomUUID()}`,
+      ConversationID: 'AG_stranger', TransactionID: 'STRANGERREV1',
+      ResultParameters: { ResultParameter: [{ Key: 'Amount', Value: 100 }, { Key: 'OriginalTransactionID', Value: 'STRANGER01' }] },
+    } });
+    expect(forged.status).toBe(502);
+    expect(await t.sql('SELECT status, provider_ref FROM refunds WHERE id = $1', [refundId])).toEqual([{ status: 'pending', provider_ref: null }]);
+    expect(await row(paid.id)).toMatchObject({ status: 'completed' });
+    expect(await eventsOf(paid.id)).toEqual(['payment.completed']);
+
+    // The refund sync sends the request again; the operator answers "already reversed" at the refund's own address.
+    await t.sql('UPDATE refunds SET next_sync_at = now() WHERE id = $1', [refundId]);
+    await eventually(async () => (await row(paid.id)).status === 'reversed', 20_000, 'the reversal recorded');
+    expect(await t.sql('SELECT status FROM refunds WHERE payment_id = $1', [paid.id])).toEqual([{ status: 'completed' }]);
+    const events = await eventsOf(paid.id);
+    expect(events).not.toContain('refund.failed');
+    expect(events.filter((e) => e === 'payment.reversed')).toHaveLength(1);
   });
 });

@@ -15,7 +15,9 @@ import {
 } from '../ports.js';
 import { askForConfirmation } from './confirmation-queries.js';
 import { markRefusedInInbox, recordInInbox } from './inbox.js';
-import { findOurRefund, ourId, referenceConflict, resolvePayment, resolveRefund, resolveStatusQuery, type StatusQueryRow } from './resolve.js';
+import {
+  findOurRefund, ourId, recordedAsItsOwn, referenceConflict, resolvePayment, resolveRefund, resolveStatusQuery, type ReferencedSubject, type StatusQueryRow,
+} from './resolve.js';
 import { recordStatusReport } from './status-reports.js';
 
 /**
@@ -61,8 +63,9 @@ const paymentSubject = (payment: Payment): Subject => ({
  * first, then the provider's reference) → verify with that merchant's credentials (the provider's
  * scheme) → the reference it names must be the resolved subject's (resolve.ts, referenceConflict)
  * → the one inbox → the status writer → the outbox, the last three in one transaction, the
- * deliveries enqueued after commit. A notification that cannot be verified is never applied as it
- * says: the provider is asked (getPayment) and its answer applied, outside any transaction.
+ * deliveries enqueued after commit. A notification that cannot be verified — or whose verification
+ * does not bind it to its subject while the reference it names is not the subject's by record — is
+ * never applied as it says: the provider is asked (getPayment) and its answer applied, outside any transaction.
  */
 export class InboundPipeline {
   constructor(
@@ -123,6 +126,18 @@ export class InboundPipeline {
     if (conflict) {
       this.logger.warn({ provider, label: notification.label, subjectId: subject.subjectId, conflict }, "notification refused: its provider reference is not its subject's");
       throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED[provider]);
+    }
+    // Verified, but perhaps not as ours: a signature over the body proves the provider wrote it, while our id
+    // came from an address anyone's request could name (a stranger's push with our payment's address as its
+    // CallBackURL). Unless the address is bound to the subject or the reference it names is one the subject
+    // recorded, it is confirmed with the provider — asked with the merchant's own credentials — never applied as it says.
+    const bound = scheme.boundToSubject?.(request, creds, subject.subjectId) ?? true;
+    if (!bound && !this.namesItsRecordedReference(notification, subject)) {
+      this.logger.warn(
+        { provider, label: notification.label, subjectId: subject.subjectId },
+        'verified notification at an address not bound to its subject names a reference the subject has not recorded; confirmed with the provider, not applied as it says',
+      );
+      return this.confirm(port, creds, notification, subject);
     }
     const verified = await this.withFetchedRefunds(port, creds, notification);
     if (verified.kind === 'refund' && subject.payment?.status === 'pending' && verified.refunds.some((r) => r.status === 'completed')) {
@@ -291,23 +306,34 @@ export class InboundPipeline {
   }
 
   /**
-   * Why the provider reference the notification carries is not its resolved subject's (resolve.ts), or
-   * null. `atItsAddress`: it came to the address bound to the subject for the answers to our requests
-   * about it (NotificationScheme.answersOurRequestAbout).
+   * The provider reference the notification carries and the subject (resolve.ts) it must be the reference
+   * of. `atItsAddress`: it came to the address bound to the subject for the answers to our requests about
+   * it (NotificationScheme.answersOurRequestAbout).
    */
-  private async referenceConflict(port: ProviderPort, notification: Actionable, subject: Subject, atItsAddress = false): Promise<string | null> {
-    const em = this.em.fork();
+  private referenced(notification: Actionable, subject: Subject, atItsAddress = false): { claimed: string | null; about: ReferencedSubject } | null {
     switch (notification.kind) {
       case 'payment':
       case 'refund': {
         const { providerRef, providerDataKey } = notification.payment;
-        return subject.payment ? referenceConflict(em, port.name, providerRef, { kind: 'payment', payment: subject.payment, providerDataKey }) : null;
+        return subject.payment ? { claimed: providerRef, about: { kind: 'payment', payment: subject.payment, providerDataKey } } : null;
       }
       case 'reversal':
-        return subject.refund ? referenceConflict(em, port.name, notification.refund.providerRef, { kind: 'refund', refund: subject.refund, atItsAddress }) : null;
+        return subject.refund ? { claimed: notification.refund.providerRef, about: { kind: 'refund', refund: subject.refund, atItsAddress } } : null;
       case 'status-report':
-        return subject.query ? referenceConflict(em, port.name, notification.query.providerRef, { kind: 'status-query', query: subject.query }) : null;
+        return subject.query ? { claimed: notification.query.providerRef, about: { kind: 'status-query', query: subject.query } } : null;
     }
+  }
+
+  /** Why the provider reference the notification carries is not its resolved subject's (resolve.ts), or null. */
+  private async referenceConflict(port: ProviderPort, notification: Actionable, subject: Subject, atItsAddress = false): Promise<string | null> {
+    const referenced = this.referenced(notification, subject, atItsAddress);
+    return referenced ? referenceConflict(this.em.fork(), port.name, referenced.claimed, referenced.about) : null;
+  }
+
+  /** Whether the notification names the reference its subject recorded (stored, or a refund's earlier request's). */
+  private namesItsRecordedReference(notification: Actionable, subject: Subject): boolean {
+    const referenced = this.referenced(notification, subject);
+    return referenced !== null && recordedAsItsOwn(referenced.claimed, referenced.about);
   }
 
   /** A verified notification: inbox, status writer and outbox in one unit of work; deliveries after commit. */
@@ -411,8 +437,8 @@ export class InboundPipeline {
   }
 
   /**
-   * An unverifiable notification: what it says is not believed, and it is not stored in the inbox, so
-   * a forged one cannot shadow the real one. The provider is asked instead and its answer applied: for
+   * An unverifiable notification (or a verified one not bound to its subject, see handle): what it says
+   * is not believed, and it is not stored in the inbox, so a forged one cannot shadow the real one. The provider is asked instead and its answer applied: for
    * a payment its payment lookup (STK query, get intent, get order), at once; for a reversal or a status
    * report a status report of our own (the reversal by the provider's id of our request, the status by
    * the transaction our query named — never by what the notification claims), applied when it arrives.

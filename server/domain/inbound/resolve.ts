@@ -124,6 +124,17 @@ function storedReference(subject: ReferencedSubject): { id: string; stored: stri
 }
 
 /**
+ * Whether `claimed` is a reference the subject recorded as its own: the one it stored, or one of a refund's
+ * earlier requests'. What a notification whose binding to the subject is not proven may be applied by
+ * (NotificationScheme.boundToSubject); referenceConflict lets more through (a reference no one holds yet).
+ */
+export function recordedAsItsOwn(claimed: string | null, subject: ReferencedSubject): boolean {
+  if (!claimed) return false;
+  const { stored, earlier = [] } = storedReference(subject);
+  return stored === claimed || earlier.includes(claimed);
+}
+
+/**
  * The reference a notification carries for what it is about (a CheckoutRequestID, a reversal's or a
  * status query's OriginatorConversationID, an intent, order or capture id), checked against the subject
  * it was resolved to — which may have been found by our id taken from an unsigned part of the request

@@ -30,7 +30,9 @@ const boundTo = (request: InboundRequest, creds: MobilemoneyCredentials, subject
  * status-query or reversal result answers a request of ours: it comes to an address carrying the token
  * bound to that request, which verifies it (a wrong token is refused). Any other callback without a
  * signature (how the real operator sends them) is `unverifiable`, and the pipeline asks the operator
- * instead of believing it: the STK query for a push, a transaction-status query for the rest.
+ * instead of believing it: the STK query for a push, a transaction-status query for the rest. A signed
+ * one at an address without the token (every live push callback) is tied to our payment or refund only
+ * by the reference it names: naming one its subject has not recorded, it is confirmed the same way (boundToSubject).
  */
 export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<MobilemoneyCredentials> {
   let certPem: string | null | undefined;
@@ -110,6 +112,10 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
     },
 
     answersOurRequestAbout: (request, creds, subjectId) => answersOurRequest(request.subpath) && boundTo(request, creds, subjectId),
+
+    // A live push callback carries no token (callback-urls.ts): its signature proves the operator wrote the
+    // body, not that it answers our push — anyone's push may name our payment's address as its CallBackURL.
+    boundToSubject: (request, creds, subjectId) => boundTo(request, creds, subjectId),
 
     async verify(request, creds, subjectId) {
       const tokenVerdict = () => (boundTo(request, creds, subjectId) ? 'verified' : 'invalid');
