@@ -11,10 +11,9 @@ import { assertDeliverableUrl, type HostResolver } from '../merchants/webhook-ur
 import { paymentLookup, toUpdate } from '../payments/payment.service.js';
 import type { StatusWriter } from '../payments/status-writer.js';
 import { ProviderError, type ProviderOperations, type ProviderRegistry } from '../ports.js';
+import { RECONCILE_MAX_WINDOW_MS } from './reconcile-windows.js';
 
-/** interface.md "Limits": the pull API keeps 48 hours; automatic reconciliation pulls the last 2. */
-export const RECONCILE_MAX_WINDOW_MS = 48 * 3_600_000;
-export const AUTO_RECONCILE_WINDOW_MS = 2 * 3_600_000;
+export { AUTO_RECONCILE_WINDOW_MS, RECONCILE_MAX_WINDOW_MS } from './reconcile-windows.js';
 
 export interface ReconcileResult {
   receipt: string;

@@ -1,5 +1,6 @@
 import type { Payment } from '../../persistence/entities/index.js';
-import { ProviderError, type PaymentLookup, type ProviderPaymentResult } from '../ports.js';
+import { RECONCILE_MAX_WINDOW_MS } from '../operations/reconcile-windows.js';
+import { ProviderError, type PaymentLookup, type ProviderPaymentResult, type ProviderPort } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 
 /**
@@ -11,17 +12,38 @@ import type { ProviderGateway } from './provider-gateway.js';
 export const REPLAY_MARGIN_MS = 3_600_000;
 
 /**
+ * A creation that cannot be repeated (mobilemoney's push) whose answer was lost is found by reconciliation
+ * only: the provider's list of settled transactions, which reaches back RECONCILE_MAX_WINDOW_MS (the
+ * operator keeps 48 h). A push is paid within minutes of being sent (the customer's prompt expires), so
+ * past that window and an hour's margin (the prompt's life, the clocks, a transaction listed late) no
+ * pull can find its charge any more, and nothing else would ever settle the payment.
+ */
+export const UNREPEATABLE_CREATION_FINDABLE_MS = RECONCILE_MAX_WINDOW_MS + 3_600_000;
+
+/**
+ * Until when a charge made by `payment`'s lost creation can still be found, for a provider whose creation
+ * cannot be repeated and that lists its settled transactions; null otherwise (nothing is judged by time).
+ */
+export function lostCreationFindableUntil(port: ProviderPort, payment: Payment): number | null {
+  if (port.capabilities.replayableCreate || !port.operations?.listTransactions) return null;
+  return payment.createdAt.getTime() + UNREPEATABLE_CREATION_FINDABLE_MS;
+}
+
+/**
  * What to do about a pending payment whose creation's answer was lost (it has no provider reference):
  * - `found`: the provider has it (found by our payment id): apply its answer;
  * - `resend`: send the create again with the same idempotency key — the provider has no such payment
  *   or could not be asked, and a repeat is still answered with the original result (within the
  *   provider's idempotency-key retention, less REPLAY_MARGIN_MS, or a provider whose repeats cannot charge);
  * - `absent`: the provider has no payment of ours by that id and it is too late to repeat the create
- *   (the provider forgot the key: a repeat would be a second, new charge). Nothing was charged: the
- *   payment fails with `reason`, which tells the merchant to create a new one;
+ *   (the provider forgot the key: a repeat would be a second, new charge) — or, where the create cannot be
+ *   repeated, no charge was found while reconciliation could find one (lostCreationFindableUntil). Nothing
+ *   was charged (to the service's knowledge): the payment fails with `reason`, which tells the merchant to
+ *   create a new one (a charge found after all is reported charged_but_failed: the status writer);
  * - `unknown`: nothing can be learned now (the lookup failed, or the provider cannot look a payment up
- *   by our id and the repeat is too late): the payment stays pending for the next check, then for the
- *   operator (payments_unresolved), and is never sent again.
+ *   by our id and the repeat is too late, or a create that cannot be repeated is left to reconciliation):
+ *   the payment stays pending for the next check, then for the operator (payments_unresolved), and is
+ *   never sent again.
  * Status sync uses it; so must anything else that would repeat a create (a resumed creation request).
  */
 export type LostCreation =
@@ -31,8 +53,21 @@ export type LostCreation =
   | { kind: 'unknown'; reason: string };
 
 export async function recoverLostCreation(gateway: ProviderGateway, payment: Payment, lookup: PaymentLookup, now = Date.now()): Promise<LostCreation> {
-  const { capabilities } = gateway.port(payment.provider);
-  if (!capabilities.replayableCreate) return { kind: 'unknown', reason: `${payment.provider} creation cannot be repeated; reconciliation finds the payment` };
+  const port = gateway.port(payment.provider);
+  const { capabilities } = port;
+  if (!capabilities.replayableCreate) {
+    const findableUntil = lostCreationFindableUntil(port, payment);
+    if (findableUntil !== null && now >= findableUntil) {
+      const hours = Math.round(RECONCILE_MAX_WINDOW_MS / 3_600_000);
+      return {
+        kind: 'absent',
+        reason:
+          `${payment.provider} never answered the request creating this payment, and no charge for it was found while it could be (its ` +
+          `settled transactions are listed for ${hours} h). Nothing was charged to the service's knowledge; create a new payment if the customer still wants to pay.`,
+      };
+    }
+    return { kind: 'unknown', reason: `${payment.provider} creation cannot be repeated; reconciliation finds the payment` };
+  }
   let found: ProviderPaymentResult | null | undefined;
   let lookupFailed: string | null = null;
   try {

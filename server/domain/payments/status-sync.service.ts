@@ -5,7 +5,7 @@ import type { AppConfig } from '../../config/config.js';
 import { ProviderError, type ProviderPaymentResult } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { creationInput, expiredAtProvider, paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
-import { recoverLostCreation } from './lost-creation.js';
+import { lostCreationFindableUntil, recoverLostCreation } from './lost-creation.js';
 import { outcomeOf, recheckDue, scheduleNextCheck, oneBatchRun, type CheckOutcome, type ClaimedBatch, type DrainRun } from './sync-schedule.js';
 
 /**
@@ -15,7 +15,9 @@ import { outcomeOf, recheckDue, scheduleNextCheck, oneBatchRun, type CheckOutcom
  * provider by our id first; it is re-sent with the same idempotency key only while the provider still
  * answers a repeat with the original result (lost-creation.ts) — the schedule reaches ~31 h and ~79 h,
  * and an overdue check runs at once after an outage, past cardpay's 24 h key retention, when a repeat
- * would charge again. Too late and not found at the provider: it fails, saying nothing was charged.
+ * would charge again. Too late and not found at the provider: it fails, saying nothing was charged. A
+ * creation that cannot be repeated (mobilemoney) is left to reconciliation while it can find the charge
+ * (48 h and a margin), then fails the same way.
  */
 export class StatusSyncService {
   constructor(
@@ -56,7 +58,8 @@ export class StatusSyncService {
           await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: lost.reason }, 'status-sync');
           return 'checked';
         } else if (this.gateway.port(payment.provider).capabilities.replayableCreate) {
-          // (A provider whose creation cannot be repeated is settled by reconciliation: nothing to say.)
+          // (A provider whose creation cannot be repeated is settled by reconciliation, or fails once reconciliation
+          // can no longer find its charge — `absent` above: nothing to say.)
           this.logger.warn({ paymentId: payment.id, provider: payment.provider, reason: lost.reason }, 'status sync: creation answer lost; not sent again');
         }
       }
@@ -80,14 +83,26 @@ export class StatusSyncService {
       if (applied.payment.status !== 'pending') return 'checked';
     }
     await scheduleNextCheck(this.em, 'payments', payment.id, this.config.statusSyncScheduleMs);
+    const port = this.gateway.port(payment.provider);
     // A payment its provider lets expire unapproved is checked once more after that, should the schedule
     // have run out before: the expiry is what settles an abandoned checkout (see expiredAtProvider).
-    const lifetime = this.gateway.port(payment.provider).capabilities.expiresUnapprovedAfterMs;
+    const lifetime = port.capabilities.expiresUnapprovedAfterMs;
     const expiresAt = lifetime && payment.providerRef ? payment.createdAt.getTime() + lifetime + 60_000 : null;
     if (expiresAt && expiresAt > now) {
       await this.em.getConnection().execute(
         `UPDATE payments SET next_sync_at = ? WHERE id = ? AND status = 'pending' AND next_sync_at IS NULL`,
         [new Date(expiresAt), payment.id],
+        'run',
+      );
+    }
+    // A lost creation that cannot be repeated is checked when reconciliation can no longer find its charge
+    // (sooner if the schedule says so, and even if the schedule ran out): it fails then (lost-creation.ts).
+    const findableUntil = payment.providerRef ? null : lostCreationFindableUntil(port, payment);
+    if (findableUntil !== null) {
+      const at = new Date(findableUntil + 60_000);
+      await this.em.getConnection().execute(
+        `UPDATE payments SET next_sync_at = ? WHERE id = ? AND status = 'pending' AND (next_sync_at IS NULL OR next_sync_at > ?)`,
+        [at, payment.id, at],
         'run',
       );
     }
