@@ -342,10 +342,10 @@ describe('live-env transaction-status results without the query token', () => {
    * path leaves a pending payment to the transaction-status API today (a push without a receipt is
    * answered by the STK query), so the query row is written directly; everything after it is the service.
    */
-  const statusQuery = async (merchantPayment: string, code: string) => {
+  const statusQuery = async (merchantPayment: string, code: string, providerQueryRef: string | null = 'earlier-query') => {
     const [row] = await t.sql<{ id: string }>(
       `INSERT INTO provider_status_queries (id, provider, merchant_id, payment_id, code, provider_query_ref)
-       SELECT gen_random_uuid(), 'mobilemoney', merchant_id, id, $2, 'earlier-query' FROM payments WHERE id = $1 RETURNING id`, [merchantPayment, code]);
+       SELECT gen_random_uuid(), 'mobilemoney', merchant_id, id, $2, $3 FROM payments WHERE id = $1 RETURNING id`, [merchantPayment, code, providerQueryRef]);
     return row!.id;
   };
   const unsignedResult = (queryId: string, receipt: string) => t.http.post(`/v1/webhooks/mobilemoney/transactionstatus/result?ref=${queryId}`).send({
@@ -408,6 +408,27 @@ describe('live-env transaction-status results without the query token', () => {
     expect(res.status).toBe(401);
     expect(await confirmationsOf(p.id)).toEqual([]);
     expect(await getOps(p.id)).toMatchObject({ status: 'pending' });
+  });
+
+  it("a signed \"completed\" result without the token, for a query whose acknowledgement was not recorded, naming another query: not applied; asked again about our query's transaction, which the operator does not have", async () => {
+    const p = await pendingPush();
+    // Our query about a receipt the operator never issued; its acknowledgement (the operator's id for it) was lost.
+    const queryId = await statusQuery(p.id, 'QZZ0000005', null);
+    // The operator's signed result of someone else's query (their own receipt, the same amount), at our query's address.
+    const body = JSON.stringify({ Result: {
+      ResultType: 0, ResultCode: 0, ResultDesc: 'The service request is processed successfully.', OriginatorConversationID: 'stranger-query', ConversationID: 'AG_stranger',
+      TransactionID: 'STRANGER05',
+      ResultParameters: { ResultParameter: [{ Key: 'TransactionStatus', Value: 'Completed' }, { Key: 'Amount', Value: 100 }, { Key: 'ReceiptNo', Value: 'STRANGER05' }] },
+    } });
+    const res = await t.http.post(`/v1/webhooks/mobilemoney/transactionstatus/result?ref=${queryId}`).set('Content-Type', 'application/json')
+      .set('X-Mobilemoney-Signature', rsaSign('sha256', Buffer.from(body), operatorKey.privateKey).toString('base64')).send(body);
+    expect(res.status).toBe(200);
+    expect(await t.sql('SELECT result_code FROM provider_status_queries WHERE id = $1', [queryId])).toEqual([{ result_code: null }]);
+    const [answered] = await eventually(() => t.sql<{ code: string; result_code: string }>(
+      `SELECT code, result_code FROM provider_status_queries WHERE payment_id = $1 AND confirms IS NOT NULL AND completed_at IS NOT NULL`, [p.id]).then((r) => (r.length ? r : null)), 15_000, 'confirmation answered');
+    expect(answered).toEqual({ code: 'QZZ0000005', result_code: 'R000002' });
+    expect(await getOps(p.id)).toMatchObject({ status: 'pending', provider_ref: p.provider_ref, integrity: { status: 'ok' } });
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([]);
   });
 
   it('an unsigned forged "completed" result for a transaction the operator does not have changes nothing', async () => {
