@@ -438,10 +438,11 @@ export class InboundPipeline {
 
   /**
    * An unverifiable notification (or a verified one not bound to its subject, see handle): what it says
-   * is not believed, and it is not stored in the inbox, so a forged one cannot shadow the real one. The provider is asked instead and its answer applied: for
-   * a payment its payment lookup (STK query, get intent, get order), at once; for a reversal or a status
-   * report a status report of our own (the reversal by the provider's id of our request, the status by
-   * the transaction our query named — never by what the notification claims), applied when it arrives.
+   * is not believed, and it is not stored in the inbox, so a forged one cannot shadow the real one. The
+   * provider is asked instead and its answer applied: for a payment its payment lookup (STK query, get
+   * intent, get order), at once; for a reversal or a status report a status report of our own (the
+   * reversal by the provider's id of our request, the status by the transaction our query named — never
+   * by what the notification claims), applied when it arrives.
    */
   private async confirm(port: ProviderPort, creds: unknown, notification: Actionable, subject: Subject): Promise<InboundOutcome> {
     if (notification.kind === 'reversal') return this.confirmReversal(port, creds, notification, subject);
