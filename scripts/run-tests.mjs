@@ -45,7 +45,9 @@ const buildDir = path.resolve('test-results', 'build');
 const [migrated, built] = await Promise.all([
   run(process.execPath, ['--import', 'tsx', 'server/migrate.ts'], { ...env, DATABASE_URL: withDatabase(env.TEST_DATABASE_URL, template), NODE_ENV: 'test' }),
   run(process.execPath, [path.resolve('node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', buildDir, '--sourceMap', 'false',
-    '--incremental', '--tsBuildInfoFile', path.resolve('test-results', 'build.tsbuildinfo')], env),
+    // The build info lives inside the build: removing the folder removes both, so tsc never skips an emit
+    // into a folder that is gone (an incremental build trusts its build info, not the files).
+    '--incremental', '--tsBuildInfoFile', path.join(buildDir, '.tsbuildinfo')], env),
 ]);
 if (migrated.code !== 0) {
   process.stdout.write(`migrating the template database failed:\n${migrated.output}\n`);
