@@ -1,5 +1,6 @@
 // The public API, as every merchant integration calls it: X-API-Key, the JSON envelope, nothing private.
-// The key lives in this tab's sessionStorage only (gone when the tab closes; never in localStorage or a cookie).
+// The key lives in this tab's sessionStorage only (never in localStorage or a cookie). Sign out ends it: a tab
+// the browser restores or duplicates keeps its sessionStorage.
 
 const KEY_STORAGE = 'payments-dashboard.api-key';
 
@@ -77,7 +78,10 @@ export async function api(method, path, { query, body, idempotencyKey, key = ses
     // not JSON: reported below from the status alone
   }
   if (!response.ok || !envelope?.success) {
-    throw new ApiError(response.status, envelope?.error, response.headers.get('Retry-After'), response.headers.get('Payments-Outcome') === 'unknown');
+    const err = new ApiError(response.status, envelope?.error, response.headers.get('Retry-After'), response.headers.get('Payments-Outcome') === 'unknown');
+    // Not the service's final answer to a keyed request: the same key again finds out, never acting twice.
+    err.mayHaveActed = Boolean(idempotencyKey) && !err.final;
+    throw err;
   }
   // Idempotent-Replayed: this answers an earlier request with the same key; nothing new was done.
   return { ...envelope, replayed: response.headers.get('Idempotent-Replayed') === 'true' };

@@ -55,6 +55,7 @@ export function errorBox(err) {
   return h('div', { class: 'error', role: 'alert' },
     h('strong', {}, err?.code && err.code !== 'HTTP_ERROR' ? `${err.code}: ` : 'Error: '), err?.message ?? String(err),
     details.length ? h('ul', {}, details.map((d) => h('li', {}, h('code', {}, d.field), ` ${d.issue}`))) : null,
+    err?.mayHaveActed ? h('p', {}, 'This may have been done already. Trying again is safe: it sends the same request (the same Idempotency-Key), which is never done twice.') : null,
     err?.requestId ? h('div', { class: 'rid' }, `Request id: ${err.requestId}`) : null);
 }
 

@@ -474,6 +474,78 @@ describe('merchant dashboard', () => {
     await page.close();
   });
 
+  /** A walletpay order of 45.00 USD, approved by the buyer with `auto` unless null. */
+  const walletpayOrder = async (auto: 'approve-pending' | 'approve-refused' | null) => {
+    // The same credentials as the test above stores (each test may run alone).
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', merchant.apiKey)
+      .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'dashboard-wallet-client', client_secret: 'dashboard-wallet-secret' } }).expect(200);
+    const order = await t.http.post('/v1/payments').set('X-API-Key', merchant.apiKey).set('Idempotency-Key', `dash-${randomUUID()}`)
+      .send({ provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' })
+      .expect(201);
+    const approval: string = order.body.data.next_action.url;
+    if (auto) await fetch(`${approval}${approval.includes('?') ? '&' : '?'}auto=${auto}`, { redirect: 'manual' });
+    return order.body.data.id as string;
+  };
+
+  it('a failed capture stays shown after the page is redrawn: an unknown outcome says trying again is safe (the same key), the buyer not approved says so', async () => {
+    const paymentId = await walletpayOrder(null);
+    const page = await newPage(1280);
+    await signIn(page);
+    const sentKeys: (string | undefined)[] = [];
+    await page.route((u) => u.pathname === `/v1/payments/${paymentId}/capture`, (route) => {
+      sentKeys.push(route.request().headers()['idempotency-key']);
+      if (sentKeys.length > 1) return route.continue();
+      // What the service answers when the provider may have captured and it could not record the outcome.
+      return route.fulfill({
+        status: 502,
+        contentType: 'application/json',
+        headers: { 'Payments-Outcome': 'unknown' },
+        body: JSON.stringify({ success: false, error: { code: 'PROVIDER_ERROR', message: 'walletpay capture failed: no answer in time', request_id: 'r502' } }),
+      });
+    });
+    await page.goto(`${t.baseUrl}/dashboard/#/payments/${paymentId}`);
+    await page.getByRole('heading', { name: 'Payment 45.00 USD' }).waitFor();
+    const capture = page.getByRole('button', { name: 'Capture' });
+    /** Clicks Capture and waits until the page is redrawn after the answer (a new, enabled Capture button). */
+    const captureAndRedraw = async () => {
+      const redrawn = page.waitForResponse((res) => new URL(res.url()).pathname === '/v1/webhooks/logs');
+      await capture.click();
+      await redrawn;
+      await waitFor(async () => capture.isEnabled(), 'the page redrawn');
+    };
+    await captureAndRedraw();
+    const alert = page.getByRole('alert');
+    await expect(alert.innerText()).resolves.toMatch(/PROVIDER_ERROR: walletpay capture failed: no answer in time\s+This may have been done already\. Trying again is safe/);
+
+    // Clicked again: the same request (its key); the service answers that the buyer has not approved.
+    await captureAndRedraw();
+    expect(sentKeys).toHaveLength(2);
+    expect(sentKeys[1]).toBe(sentKeys[0]);
+    await expect(alert.innerText()).resolves.toMatch(/^CONFLICT: .*approv/);
+    await expect(alert.count()).resolves.toBe(1);
+    await page.close();
+  });
+
+  it('a capture answered 200 says what became of the payment: pending at the provider (held for review), or not captured and why', async () => {
+    const page = await newPage(1280);
+    await signIn(page);
+    for (const [auto, outcome] of [
+      ['approve-pending', /^Capture pending at the provider: the payment completes or fails when it settles\.$/],
+      ['approve-refused', /^NOT_CAPTURED: Payment not captured: .*TRANSACTION_REFUSED/],
+    ] as const) {
+      const paymentId = await walletpayOrder(auto);
+      await page.goto(`${t.baseUrl}/dashboard/#/payments/${paymentId}`);
+      await page.getByRole('heading', { name: 'Payment 45.00 USD' }).waitFor();
+      const answer = page.waitForResponse((res) => res.url().endsWith('/capture'));
+      await page.getByRole('button', { name: 'Capture' }).click();
+      expect((await (await answer).json()).data.status).toBe(auto === 'approve-pending' ? 'pending' : 'failed');
+      const said = auto === 'approve-pending' ? page.locator('#status') : page.getByRole('alert');
+      await waitFor(async () => outcome.test(await said.innerText()), `the outcome of ${auto}`);
+      await expect(page.getByText('Payment captured.').count()).resolves.toBe(0);
+    }
+    await page.close();
+  });
+
   it('resends a dead delivery from the log, recovers a window, and sends a test event', async () => {
     const page = await newPage(1280);
     await signIn(page);

@@ -14,14 +14,15 @@ export function paymentView(id) {
   return section;
 }
 
+/** Draws the payment's page into `section`; returns its error slot (each drawing has a new one) and the payment read. */
 async function render(id, section) {
   const errors = h('div');
   let payment;
   try {
     ({ data: payment } = await api('GET', `/v1/payments/${encodeURIComponent(id)}`));
   } catch (err) {
-    mount(section, h('p', {}, h('a', { href: '#/payments' }, '← All payments')), h('h1', {}, 'Payment'), errorBox(err));
-    return;
+    mount(section, h('p', {}, h('a', { href: '#/payments' }, '← All payments')), h('h1', {}, 'Payment'), errors, errorBox(err));
+    return { errors };
   }
   const rerender = () => render(id, section);
   // Every refund, event and delivery of the payment, not only the first page: partial refunds have no limit.
@@ -84,6 +85,7 @@ async function render(id, section) {
     ], rows), 'event'),
     h('h2', {}, 'Webhook deliveries'),
     pagedPart(deliveries, readDeliveries, (rows) => deliveryTable(rows, rerender, errors), 'delivery', 'deliveries'));
+  return { errors, payment };
 }
 
 const row = (label, value) => [h('dt', {}, label), h('dd', {}, value)];
@@ -152,6 +154,18 @@ const refundOutcome = ({ data, replayed }) => {
     : `Refund of ${what} is ${data.status}.`;
 };
 
+/**
+ * What a capture answered 200 means: the payment's status in the answer. Captured; held at the provider
+ * (PayPal's PENDING capture: it completes or fails when it settles); or not captured, and why (an expired
+ * order, a refusal for good: the payment read again has the reason). Returns [announcement, problem] — a
+ * problem is shown as an error.
+ */
+const captureOutcome = (status, now) => {
+  if (status === 'completed') return ['Payment captured.', null];
+  if (status === 'pending') return ['Capture pending at the provider: the payment completes or fails when it settles.', null];
+  return [null, { code: 'NOT_CAPTURED', message: `Payment not captured: ${now?.failure_reason ?? `the payment is ${status}`}.` }];
+};
+
 function actions(payment, errors, rerender) {
   const buttons = [];
   if (payment.status === 'pending' && payment.provider === 'walletpay') {
@@ -161,15 +175,22 @@ function actions(payment, errors, rerender) {
       onclick: async (e) => {
         e.currentTarget.disabled = true;
         mount(errors);
+        let status = null;
+        let problem = null;
         try {
-          await api('POST', `/v1/payments/${payment.id}/capture`, { body: {}, idempotencyKey: idempotencyKeyFor('capture', payment.id) });
+          ({ data: { status } } = await api('POST', `/v1/payments/${payment.id}/capture`, { body: {}, idempotencyKey: idempotencyKeyFor('capture', payment.id) }));
           answered('capture', payment.id);
-          announce('Payment captured.');
         } catch (err) {
           answered('capture', payment.id, err);
-          mount(errors, errorBox(err));
+          problem = err;
         }
-        await rerender();
+        // The page is redrawn first (the payment as it now is), then the outcome shown in its new error slot:
+        // the old slot goes with the old drawing.
+        const redrawn = await rerender();
+        let said = null;
+        if (status) [said, problem] = captureOutcome(status, redrawn.payment);
+        if (said) announce(said);
+        if (problem) mount(redrawn.errors, errorBox(problem));
       },
     }, 'Capture'));
   }
