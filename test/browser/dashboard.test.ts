@@ -113,6 +113,23 @@ describe('merchant dashboard', () => {
     await page.close();
   });
 
+  it('signed out, shows neither the navigation nor Sign out; signed in it does, and after Sign out they are hidden again', async () => {
+    const page = await newPage(1280);
+    await page.goto(`${t.baseUrl}/dashboard/`);
+    await page.getByLabel('API key').waitFor();
+    const signOut = page.getByRole('button', { name: 'Sign out' });
+    const refundsLink = page.locator('#nav a', { hasText: 'Refunds' });
+    expect([await signOut.isVisible(), await refundsLink.isVisible()]).toEqual([false, false]);
+    await page.getByLabel('API key').fill(merchant.apiKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Payments', level: 1 }).waitFor();
+    expect([await signOut.isVisible(), await refundsLink.isVisible()]).toEqual([true, true]);
+    await signOut.click();
+    await page.getByLabel('API key').waitFor();
+    expect([await signOut.isVisible(), await refundsLink.isVisible()]).toEqual([false, false]);
+    await page.close();
+  });
+
   it('lists payments, filters them, pages, and shows a filter error from the envelope', async () => {
     const page = await newPage(1280);
     await signIn(page);
