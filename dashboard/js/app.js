@@ -30,11 +30,13 @@ function signInView() {
         if (err.status !== 403) return mount(error, errorBox(err));
       }
       session.signIn(value);
-      go('payments');
+      // Signed in where the address points (a bookmarked payment, #/settings); the payments list otherwise.
+      const [where] = currentRoute().path;
+      go(where && where !== 'signin' ? window.location.hash.replace(/^#\/?/, '') : 'payments');
     },
   },
   field('API key', key),
-  h('p', { class: 'muted' }, 'The key stays in this browser tab only (session storage) and is sent as X-API-Key to the public API. Closing the tab signs you out.'),
+  h('p', { class: 'muted' }, 'The key is kept in this browser tab\'s session storage only (never in a cookie or local storage) and is sent as X-API-Key to the public API. Sign out when you are done: a tab the browser restores or duplicates keeps it.'),
   h('button', { type: 'submit', class: 'primary' }, 'Sign in'),
   error);
   return h('section', { class: 'signin' }, h('h1', {}, 'Sign in'), form);
