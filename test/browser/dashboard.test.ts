@@ -624,6 +624,27 @@ describe('merchant dashboard', () => {
     await page.close();
   });
 
+  it('Rotate secret keeps the webhook URL the service has: a URL typed in the field but not saved is not saved by it', async () => {
+    const page = await newPage(1280);
+    await signIn(page);
+    await page.getByRole('link', { name: 'Settings' }).click();
+    const url = page.getByLabel('Webhook URL');
+    await waitFor(async () => (await url.inputValue()) === receiver.url('/hooks'), 'the webhook URL');
+    await url.fill('https://typo.example.com/hooks');
+    let asked = '';
+    page.once('dialog', (dialog) => {
+      asked = dialog.message();
+      void dialog.accept();
+    });
+    await page.getByRole('button', { name: 'Rotate secret' }).click();
+    await page.getByLabel('New signing secret').waitFor();
+    const stored = (await t.http.get('/v1/merchant').set('X-API-Key', merchant.apiKey).expect(200)).body.data;
+    expect(stored.webhook_url).toBe(receiver.url('/hooks'));
+    // The confirmation said so.
+    expect(asked).toContain(`The URL stays ${receiver.url('/hooks')}: your edit is not saved`);
+    await page.close();
+  });
+
   it('sends one webhook registration at a time: while one is unanswered, Save and Rotate are disabled and Enter sends no second', async () => {
     const page = await newPage(1280);
     await signIn(page);

@@ -9,13 +9,16 @@ export function settingsView() {
   const url = h('input', { name: 'webhook_url', type: 'url', required: true, placeholder: 'https://shop.example.com/payments/webhook' });
   const credentials = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
 
+  // The URL the service has: Rotate re-registers it, never an edit in the field that was not saved.
+  let savedUrl = null;
   const save = h('button', { type: 'submit', class: 'primary' }, 'Save URL and issue a secret');
   const rotate = h('button', {
     type: 'button',
     class: 'danger',
     onclick: () => {
-      if (!url.value) return mount(errors, errorBox({ code: 'VALIDATION_ERROR', message: 'Register a webhook URL first.' }));
-      if (window.confirm('Rotate the signing secret? Deliveries are signed with the new secret at once; update your receiver.')) register(url.value, 'rotate');
+      if (!savedUrl) return mount(errors, errorBox({ code: 'VALIDATION_ERROR', message: 'Register a webhook URL first.' }));
+      const unsaved = url.value.trim() !== savedUrl ? ` The URL stays ${savedUrl}: your edit is not saved (Save does that).` : '';
+      if (window.confirm(`Rotate the signing secret? Deliveries are signed with the new secret at once; update your receiver.${unsaved}`)) register(savedUrl, 'rotate');
     },
   }, 'Rotate secret');
 
@@ -30,7 +33,8 @@ export function settingsView() {
     mount(errors);
     try {
       const { data } = await api('PUT', '/v1/merchant/webhook', { body: { webhook_url: webhookUrl } });
-      url.value = data.webhook_url;
+      savedUrl = data.webhook_url;
+      if (verb === 'save') url.value = data.webhook_url; // a rotation leaves an unsaved edit in the field
       const secret = h('input', { readonly: true, value: data.webhook_secret, 'aria-label': 'New signing secret' });
       mount(secretSlot, h('div', { class: 'panel' },
         h('p', {}, h('strong', {}, 'Copy the signing secret now: it is shown only once. '),
@@ -59,6 +63,7 @@ export function settingsView() {
   (async () => {
     try {
       const { data } = await api('GET', '/v1/merchant');
+      savedUrl = data.webhook_url ?? null;
       url.value = data.webhook_url ?? '';
     } catch (err) {
       mount(errors, errorBox(err));
