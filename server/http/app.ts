@@ -40,7 +40,7 @@ export function createApp(container: Container): Express {
   mountOpsRoutes(app, container);
   mountReturnPage(app);
   mountDocs(app);
-  app.use('/dashboard', dashboardRouter());
+  app.use('/dashboard', dashboardRouter({ idempotencyKeyRetentionMs: container.config.idempotencyKeyRetentionMs }));
 
   // The simulators parse their own bodies, as their providers do (form-encoded token requests, their own
   // answers to malformed JSON); the service's JSON parser runs only on its own routes (below).

@@ -768,6 +768,59 @@ describe('merchant dashboard', () => {
     await page.close();
   }, 90_000);
 
+  it('a kept refund key is not sent again once the service may have forgotten it (IDEMPOTENCY_KEY_RETENTION): the page shows the refund and asks before a new one', async () => {
+    // A service of its own that forgets refund keys after 8 s (the lease and provider timeout below it, as its config requires).
+    const short = await startTestService({ IDEMPOTENCY_KEY_RETENTION: '8s', IDEMPOTENCY_LEASE: '3s', PROVIDER_TIMEOUT_MS: '1000', IDEMPOTENCY_KEY_PRUNE_INTERVAL: '1s' });
+    try {
+      const shop = await short.createMerchant('Dashboard Short Keys');
+      await short.http.put('/v1/merchant/credentials').set('X-API-Key', shop.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_dashboard_short_0001' } }).expect(200);
+      const created = await short.http.post('/v1/payments').set('X-API-Key', shop.apiKey).set('Idempotency-Key', `dash-${randomUUID()}`)
+        .send({ provider: 'cardpay', amount: '20.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
+      const paymentId = created.body.data.id as string;
+      const refunds = async () => (await short.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', shop.apiKey).expect(200)).body.data as { amount: string; status: string }[];
+
+      const page = await newPage(1280);
+      await page.goto(`${short.baseUrl}/dashboard/#/payments/${paymentId}`);
+      await page.getByLabel('API key').fill(shop.apiKey);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('heading', { name: 'Payment 20.00 USD' }).waitFor();
+      const sentKeys: string[] = [];
+      await page.route((u) => u.pathname === '/v1/refunds', (route) => {
+        if (route.request().method() === 'POST') sentKeys.push(route.request().headers()['idempotency-key']!);
+        return route.continue();
+      });
+      await short.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
+      await refundUnanswered(page, page.locator('h2:text("Refunds") + div table tbody tr'));
+      // The service forgets the key: from now on the same key would be a new request.
+      await waitFor(async () => (await short.sql('SELECT 1 FROM idempotency_keys WHERE key = $1', [sentKeys[0]])).length === 0, 'the refund key pruned', 30_000);
+
+      // The same click: no request without asking; declined, nothing is sent and the kept refund is shown.
+      let asked = '';
+      page.once('dialog', (dialog) => {
+        asked = dialog.message();
+        void dialog.dismiss();
+      });
+      await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
+      await page.getByRole('button', { name: 'Refund' }).click();
+      await shows(page, /^No refund sent\. The refund of 5\.00 USD sent at .+ is pending: it may still be made\./);
+      expect(asked).toMatch(/is pending: it may still be made\. It was sent too long ago .* remembers one for 8 seconds.*Make a new refund of 5\.00 USD\?/);
+      expect(sentKeys).toHaveLength(1);
+      expect((await refunds()).map((r) => r.amount)).toEqual(['5.00']);
+
+      // Accepted: a new refund, under a new key, as the merchant now means.
+      await short.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' }).expect(200);
+      page.once('dialog', (dialog) => void dialog.accept());
+      await page.getByRole('button', { name: 'Refund' }).click();
+      await shows(page, 'Refund of 5.00 USD is completed.');
+      expect(sentKeys).toHaveLength(2);
+      expect(sentKeys[1]).not.toBe(sentKeys[0]);
+      expect((await refunds()).map((r) => r.amount)).toEqual(['5.00', '5.00']);
+      await page.close();
+    } finally {
+      await short.stop();
+    }
+  }, 90_000);
+
   it('is readable and usable at 390 px wide, by keyboard', async () => {
     const page = await newPage(390);
     await signIn(page);

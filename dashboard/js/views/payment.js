@@ -1,7 +1,8 @@
-import { api, newIdempotencyKey } from '../api.js';
+import { api } from '../api.js';
 import { announce } from '../nav.js';
 import { badge, errorBox, field, h, metadataList, mount, shortId, table, when } from '../dom.js';
 import { growingList } from '../list.js';
+import { answered, forgetSettledRefund, idempotencyKeyFor, keptRefundMayBeSent } from '../request-keys.js';
 import { deliveryTable } from './delivery-list.js';
 
 /** A payment's refunds, events and deliveries are read a page at a time (the API's most); "Show more" reads on. */
@@ -90,58 +91,6 @@ async function render(id, section) {
 
 const row = (label, value) => [h('dt', {}, label), h('dd', {}, value)];
 
-/**
- * The Idempotency-Key of a payment's next capture or refund, sent by every click of the same request
- * until the service gives its final answer, also across redraws of the page (a failed capture redraws
- * it). A click after a lost answer is then the same request, which the service never carries out twice.
- * Another body (a refund amount changed) is another request, with a key of its own.
- */
-const pendingKeys = new Map();
-const idempotencyKeyFor = (action, paymentId, body = {}) => {
-  const name = `${action} ${paymentId}`;
-  const request = JSON.stringify(body);
-  const pending = pendingKeys.get(name);
-  if (pending?.request === request) return pending.key;
-  const key = newIdempotencyKey();
-  pendingKeys.set(name, { request, key });
-  return key;
-};
-/**
- * After the service's final answer — a success, or a refusal it would replay to the same key — the next
- * click is a new request (a second partial refund, a reversal asked again once the operator is back):
- * it gets a new key. After no answer, a proxy's error page, "still processing" or an outcome the service
- * could not record (`Payments-Outcome: unknown`) the key is kept; so it
- * is while the refund answered is `pending` (the provider may not have answered: it may be made yet), and
- * the same click again shows that refund as it is now instead of asking for a second one.
- */
-const answered = (action, paymentId, err, data) => {
-  const name = `${action} ${paymentId}`;
-  if (data?.status === 'pending') {
-    const kept = pendingKeys.get(name);
-    if (kept) kept.refundId = data.id;
-    return;
-  }
-  if (!err || err.final) pendingKeys.delete(name);
-};
-
-/**
- * A key kept for a refund answered `pending` replays that refund only while it is still pending: once it
- * settled (the provider's event, the refund sync), the same click means another refund, with a new key.
- */
-async function forgetSettledRefund(paymentId, body) {
-  const kept = pendingKeys.get(`refund ${paymentId}`);
-  if (!kept?.refundId || kept.request !== JSON.stringify(body)) return;
-  let status;
-  try {
-    status = (await api('GET', `/v1/refunds/${kept.refundId}`)).data.status;
-  } catch {
-    // Not readable now (a key without refunds:read, no answer): the key is kept, so the click replays the
-    // earlier refund (its answer says how it stands) rather than risk a second one.
-    return;
-  }
-  if (status !== 'pending') pendingKeys.delete(`refund ${paymentId}`);
-}
-
 const refundOutcome = ({ data, replayed }) => {
   const what = `${data.amount} ${data.currency}`;
   if (replayed) {
@@ -208,6 +157,10 @@ function actions(payment, errors, rerender) {
           const value = amount.value.trim();
           const body = { payment_id: payment.id, ...(value ? { amount: value } : {}) };
           await forgetSettledRefund(payment.id, body);
+          if (!(await keptRefundMayBeSent(payment.id, body, payment.currency))) {
+            submit.disabled = false;
+            return;
+          }
           const answer = await api('POST', '/v1/refunds', { body, idempotencyKey: idempotencyKeyFor('refund', payment.id, body) });
           answered('refund', payment.id, null, answer.data);
           announce(refundOutcome(answer));
