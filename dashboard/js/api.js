@@ -80,7 +80,8 @@ export async function api(method, path, { query, body, idempotencyKey, key = ses
   if (!response.ok || !envelope?.success) {
     const err = new ApiError(response.status, envelope?.error, response.headers.get('Retry-After'), response.headers.get('Payments-Outcome') === 'unknown');
     // Not the service's final answer to a keyed request: the same key again finds out, never acting twice.
-    err.mayHaveActed = Boolean(idempotencyKey) && !err.final;
+    // (A 429 was refused before anything was done: it only says when to try again.)
+    err.mayHaveActed = Boolean(idempotencyKey) && !err.final && response.status !== 429;
     throw err;
   }
   // Idempotent-Replayed: this answers an earlier request with the same key; nothing new was done.

@@ -434,6 +434,8 @@ describe('merchant dashboard', () => {
     await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
     await page.getByRole('button', { name: 'Refund' }).click();
     await shows(page, 'The provider may have acted on this request');
+    // And the page says what the merchant may do: the same click again is the same request.
+    await shows(page, 'This may have been done already. Trying again is safe');
 
     await page.getByRole('button', { name: 'Refund' }).click();
     await shows(page, 'The earlier refund of 5.00 USD is completed; no second refund was made.');
