@@ -358,7 +358,9 @@ describe('merchant dashboard', () => {
         page.getByRole('button', { name: 'Refund' }).click(),
       ]);
       await redrawn;
-      await page.getByLabel('Refund amount (empty = the rest)').waitFor();
+      // The new drawing is in place once its Refund button is there (the clicked one stays disabled): typing
+      // the next amount before would go into the form about to be replaced.
+      await waitFor(async () => page.getByRole('button', { name: 'Refund' }).isEnabled(), 'the page redrawn');
       return answer;
     };
     await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
