@@ -34,6 +34,11 @@ class TrapProxy extends ForwardingStub {
   rateLimitOnce: string | null = null;
   /** GETs of exactly this path are answered 503 by the proxy (walletpay cannot be read). */
   unreadable: string | null = null;
+  /** A trapped answer waits for release() instead of being withheld for good (an answer that is slow, not lost). */
+  holdUntilReleased = false;
+  /** Trapped requests forwarded so far (the provider acted on them). */
+  trappedForwarded = 0;
+  private readonly waiting: (() => void)[] = [];
 
   protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer | 'hold'> {
     const key = String(req.headers['idempotency-key'] ?? '');
@@ -61,14 +66,28 @@ class TrapProxy extends ForwardingStub {
     }
     if (trapped) this.seen.add(key);
     const answer = await forward();
+    if (!trapped) return answer;
+    this.trappedForwarded += 1;
+    if (this.holdUntilReleased) {
+      await new Promise<void>((resolve) => this.waiting.push(resolve));
+      return answer;
+    }
     // The provider acted; a trapped request's answer is held until the caller has given up.
-    return trapped ? 'hold' : answer;
+    return 'hold';
+  }
+
+  /** Passes the answers waiting for it on (holdUntilReleased). */
+  release(): void {
+    for (const resolve of this.waiting.splice(0)) resolve();
   }
 
   /** Forgets the requests trapped so far (mobile-money requests carry no key: every one is a repeat of the first). */
   forget(): void {
     this.seen.clear();
     this.spikeArrested = 0;
+    this.release();
+    this.holdUntilReleased = false;
+    this.trappedForwarded = 0;
   }
 }
 
@@ -494,7 +513,7 @@ describe('a signed live mobile-money callback for a payment or refund whose prov
       env: 'live', consumer_key: `signed-${randomUUID()}`, consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919',
       shortcode: '174379', initiator: 'testapi', security_credential: await securityCredential(),
     } }).expect(200);
-    return m.apiKey;
+    return m;
   };
   /** A push to the silent phone whose create answer is lost: pending, no provider_ref. */
   const lostPush = async (apiKey: string) => {
@@ -516,7 +535,7 @@ describe('a signed live mobile-money callback for a payment or refund whose prov
     (await t.sql<{ status: string; provider_ref: string | null; receipt_number: string | null }>('SELECT status, provider_ref, receipt_number FROM payments WHERE id = $1', [paymentId]))[0]!;
 
   it("naming a stranger's push (another shortcode, same amount) at our payment's address: not applied; the payment stays pending, no payment.completed", async () => {
-    const apiKey = await liveMerchant('Signed Stranger Duka');
+    const { apiKey } = await liveMerchant('Signed Stranger Duka');
     const victim = await lostPush(apiKey);
     await answerPrompt(SILENT);
     // A stranger's own shortcode pushes 100 KES with our payment's address as its CallBackURL; the operator completes it.
@@ -542,29 +561,46 @@ describe('a signed live mobile-money callback for a payment or refund whose prov
     expect(await t.sql(`SELECT to_status FROM payment_transitions WHERE payment_id = $1 AND to_status = 'completed'`, [victim.id])).toEqual([]);
   });
 
-  it('naming our own push: confirmed by the STK query with our shortcode, the payment completes once (payment.completed); the receipt follows from the next signed callback', async () => {
-    const apiKey = await liveMerchant('Signed Own Duka');
-    const p = await lostPush(apiKey);
+  it("naming our own push, before the push's answer is recorded: confirmed by the STK query with our shortcode, the payment completes once (payment.completed) with the callback's receipt (a refund can be asked for at once)", async () => {
+    const { apiKey, merchantId } = await liveMerchant('Signed Own Duka');
     await answerPrompt(SILENT);
-    const stk = await stkOf('account_reference', p.reference.slice(0, 12));
-    const signed = () => postSigned(`/v1/webhooks/mobilemoney?ref=${p.id}`, stkSuccess(stk.checkout_request_id, stk.receipt_number));
+    // The operator takes the push and the customer pays at once; the operator's signed callback outruns the push's answer.
+    proxy.trapPath = '/sandbox/mobilemoney/mpesa/stkpush/v1/processrequest';
+    proxy.holdUntilReleased = true;
+    const creating = t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `signed-own-${++n}`)
+      .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: SILENT }).then((r) => r);
+    let p: { id: string; reference: string };
+    let stk: Awaited<ReturnType<typeof stkOf>>;
+    try {
+      await eventually(() => proxy.trappedForwarded === 1, 10_000, 'the push reached the operator');
+      await answerPrompt(SILENT);
+      [p] = await t.sql<{ id: string; reference: string }>('SELECT id, reference FROM payments WHERE merchant_id = $1', [merchantId]) as [typeof p];
+      stk = await stkOf('account_reference', p.reference.slice(0, 12));
+      expect(await row(p.id)).toEqual({ status: 'pending', provider_ref: null, receipt_number: null });
+      expect((await postSigned(`/v1/webhooks/mobilemoney?ref=${p.id}`, stkSuccess(stk.checkout_request_id, stk.receipt_number))).status).toBe(200);
+    } finally {
+      proxy.release();
+      proxy.trapPath = null;
+    }
+    expect((await creating).status).toBe(201);
 
-    expect((await signed()).status).toBe(200);
-    expect(await row(p.id)).toEqual({ status: 'completed', provider_ref: stk.checkout_request_id, receipt_number: null });
+    // Confirmed as ours by the STK query (once), so the signed body is the payment's: its receipt is recorded.
+    expect(await row(p.id)).toMatchObject({ status: 'completed', receipt_number: stk.receipt_number });
     expect((await stkOf('checkout_request_id', stk.checkout_request_id)).query_count).toBe(1);
     const [transition] = await t.sql<{ trigger: string }>(`SELECT trigger FROM payment_transitions WHERE payment_id = $1 AND to_status = 'completed' AND accepted`, [p.id]);
     expect(transition!.trigger).toBe('confirmed:stk');
     expect(await eventsOf(p.id)).toEqual(['payment.completed']);
-
-    // Its CheckoutRequestID is now the payment's own: the operator's signed callback for it is applied as it says.
-    expect((await signed()).status).toBe(200);
-    expect(await row(p.id)).toEqual({ status: 'completed', provider_ref: stk.receipt_number, receipt_number: stk.receipt_number });
+    // The operator's repeat of its callback changes nothing.
+    expect((await postSigned(`/v1/webhooks/mobilemoney?ref=${p.id}`, stkSuccess(stk.checkout_request_id, stk.receipt_number))).status).toBe(200);
+    expect(await row(p.id)).toMatchObject({ receipt_number: stk.receipt_number });
     expect((await stkOf('checkout_request_id', stk.checkout_request_id)).query_count).toBe(1);
-    expect(await eventsOf(p.id)).toEqual(['payment.completed']);
+    expect((await eventsOf(p.id)).filter((e) => e === 'payment.completed')).toHaveLength(1);
+    // The merchant can refund it at once (a reversal needs the receipt; without it: 409).
+    expect((await t.http.post('/v1/refunds').set('X-API-Key', apiKey).send({ payment_id: p.id })).status).toBe(201);
   });
 
   it("a signed reversal result without the refund's token, for a refund whose acknowledgement was lost: not applied (502, sent again); the refund sync completes it once", async () => {
-    const apiKey = await liveMerchant('Signed Reversal Duka');
+    const { apiKey } = await liveMerchant('Signed Reversal Duka');
     await answerPrompt(SILENT);
     const paid = (await t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `signed-paid-${++n}`)
       .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: SILENT }).expect(201)).body.data as { id: string; provider_ref: string };

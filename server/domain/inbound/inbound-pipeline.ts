@@ -137,13 +137,30 @@ export class InboundPipeline {
         { provider, label: notification.label, subjectId: subject.subjectId },
         'verified notification at an address not bound to its subject names a reference the subject has not recorded; confirmed with the provider, not applied as it says',
       );
-      return this.confirm(port, creds, notification, subject);
+      const confirmed = await this.confirm(port, creds, notification, subject);
+      return confirmed === 'confirmed' ? this.applyOnceItsOwn(port, notification, subject, confirmed) : confirmed;
     }
     const verified = await this.withFetchedRefunds(port, creds, notification);
     if (verified.kind === 'refund' && subject.payment?.status === 'pending' && verified.refunds.some((r) => r.status === 'completed')) {
       await this.settleBeforeRefunds(port, creds, subject.payment, verified);
     }
     return this.apply(port, verified, subject);
+  }
+
+  /**
+   * A verified success not bound to its payment, after confirm(): if the provider's answer completed the
+   * payment and made the reference the notification names the payment's own (a live push's signed callback
+   * that outran the push's answer), the body is bound by record now and applied as it says — its receipt,
+   * which the STK query does not carry, recorded (a refund needs it). Otherwise the confirmation stands.
+   */
+  private async applyOnceItsOwn(port: ProviderPort, notification: Actionable, subject: Subject, confirmed: InboundOutcome): Promise<InboundOutcome> {
+    if (notification.kind !== 'payment' || notification.status !== 'completed' || !subject.payment) return confirmed;
+    const payment = await this.em.fork().findOne(PaymentSchema, { id: subject.payment.id });
+    if (payment?.status !== 'completed') return confirmed;
+    const now = paymentSubject(payment);
+    if (!this.namesItsRecordedReference(notification, now) || (await this.referenceConflict(port, notification, now))) return confirmed;
+    await this.apply(port, notification, now);
+    return confirmed;
   }
 
   /**
