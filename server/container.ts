@@ -194,6 +194,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const idempotency = new IdempotencyKeys(em, writer, config.idempotencyLeaseMs);
   const payments = new PaymentService(em, config, credentials, gateway, idempotency, writer, logger, merchantHosts);
   const refunds = new RefundService(em, config, gateway, writer, idempotency, logger);
+  const operations = new ProviderOperationsService(em, config, providers, credentials, writer, logger, merchantHosts);
   const services: Services = {
     apiKeys: new ApiKeyService(em, principalCache),
     rateLimiter: new RateLimiter(em, config.rateLimit),
@@ -224,11 +225,12 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     paymentHistory: new PaymentHistory(em),
     refunds,
     savedCards: new SavedCardService(em, credentials, providers, idempotency, logger),
-    statusSync: new StatusSyncService(em, config, gateway, payments, logger),
+    // A lost push is judged by reconciliation's pull (lost-creation.ts).
+    statusSync: new StatusSyncService(em, config, gateway, payments, logger, operations.reconcileWindow.bind(operations)),
     abandonFailed: new AbandonFailedService(em, gateway, writer, logger),
     refundSync: new RefundSyncService(em, config, gateway, refunds, logger),
     inbound: new InboundPipeline(em, providers, credentials, writer, logger),
-    operations: new ProviderOperationsService(em, config, providers, credentials, writer, logger, merchantHosts),
+    operations,
   };
 
   // Created always (a pool opens no connection until used): a worker runs the simulators' jobs.

@@ -641,3 +641,33 @@ describe('a signed live mobile-money callback for a payment or refund whose prov
     expect(events.filter((e) => e === 'payment.reversed')).toHaveLength(1);
   });
 });
+
+describe('a mobile-money push whose create answer was lost and whose customer paid (no callback ever comes)', () => {
+  it("2 h after creation the status sync pulls the operator's settled transactions: the charge is listed, so the payment completes with its receipt (payment.completed), never failed", async () => {
+    const SILENT = '254700000003';
+    const answerPrompt = () => t.sql('UPDATE sandbox_mobilemoney_stk_requests SET completes_at = now() WHERE phone = $1 AND completes_at > now()', [SILENT]);
+    await answerPrompt();
+    proxy.trapPath = '/sandbox/mobilemoney/mpesa/stkpush/v1/processrequest';
+    let created;
+    try {
+      created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `paid-lost-push-${++n}`)
+        .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: SILENT });
+    } finally {
+      proxy.trapPath = null;
+    }
+    expect(created.status).toBe(201);
+    expect(created.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+    const p = created.body.data as { id: string; reference: string };
+    // The customer pays; the operator sends no callback (the silent phone).
+    await answerPrompt();
+    const [stk] = await t.sql<{ receipt_number: string }>('SELECT receipt_number FROM sandbox_mobilemoney_stk_requests WHERE account_reference = $1', [p.reference.slice(0, 12)]);
+    expect(stk!.receipt_number).toBeTruthy();
+
+    await t.inContext(() => t.service.container.services.statusSync.syncOne(p.id, Date.now() + 2 * 3_600_000 + 2 * 60_000));
+    expect(await t.sql('SELECT status, receipt_number FROM payments WHERE id = $1', [p.id])).toEqual([{ status: 'completed', receipt_number: stk!.receipt_number }]);
+    const [transition] = await t.sql<{ trigger: string }>(`SELECT trigger FROM payment_transitions WHERE payment_id = $1 AND to_status = 'completed' AND accepted`, [p.id]);
+    expect(transition!.trigger).toBe('reconciliation');
+    await eventually(async () => (await t.sql('SELECT 1 FROM events WHERE payment_id = $1', [p.id])).length > 0, 5_000, 'an event');
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.completed' }]);
+  });
+});

@@ -148,7 +148,7 @@ describe('mobilemoney outage before a push is sent', () => {
 });
 
 describe('mobilemoney push answered with a server error (outcome unknown, nothing charged)', () => {
-  it('201 pending with no provider_ref, kept for the status sync; once reconciliation could no longer find a charge (48 h + 1 h) the status sync fails it with payment.failed', async () => {
+  it('201 pending with no provider_ref; 2 h after creation the status sync pulls the settled transactions: a failed pull leaves it pending (then for the operator), a pull listing no charge fails it with payment.failed', async () => {
     const m = await t.createMerchant('Unanswered Push Shop');
     await t.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey)
       .send({ provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: `unanswered-${Date.now()}`, consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379' } }).expect(200);
@@ -162,25 +162,40 @@ describe('mobilemoney push answered with a server error (outcome unknown, nothin
     expect(res.status).toBe(201);
     expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
     const id = res.body.data.id as string;
-    const state = async () => (await t.sql<{ status: string; failure_reason: string | null; due_by: boolean }>(
-      `SELECT status, failure_reason, next_sync_at <= created_at + interval '49 hours 1 minute' AS due_by FROM payments WHERE id = $1`, [id]))[0]!;
+    const state = async () => (await t.sql<{ status: string; failure_reason: string | null; due_by: boolean | null }>(
+      `SELECT status, failure_reason, next_sync_at <= created_at + interval '2 hours 1 minute' AS due_by FROM payments WHERE id = $1`, [id]))[0]!;
     const events = async () => (await t.sql<{ type: string }>('SELECT type FROM events WHERE payment_id = $1', [id])).map((e) => e.type);
+    const unresolved = async () => (await t.sql(`SELECT 1 FROM payments WHERE id = $1 AND status = 'pending' AND next_sync_at IS NULL AND next_action IS NULL`, [id])).length === 1;
     const HOUR = 3_600_000;
     const sync = (laterMs: number) => t.inContext(() => t.service.container.services.statusSync.syncOne(id, Date.now() + laterMs));
     // Scheduled for the status sync from the start.
     expect(await state()).toEqual({ status: 'pending', failure_reason: null, due_by: true });
 
-    // Within the window a charge could still turn up in reconciliation: it stays pending, due again by the
-    // window's end — even once STATUS_SYNC_SCHEDULE (7 intervals, up to 48 h) has run out.
-    for (let check = 0; check < 8; check++) await sync(47 * HOUR);
+    // Before its check the customer's prompt may still be answered: it stays pending, due again by the check
+    // — even once STATUS_SYNC_SCHEDULE (7 intervals) has run out.
+    for (let check = 0; check < 8; check++) await sync(HOUR);
     expect(await t.sql('SELECT sync_attempts FROM payments WHERE id = $1', [id])).toEqual([{ sync_attempts: 8 }]);
     expect(await state()).toEqual({ status: 'pending', failure_reason: null, due_by: true });
     expect(await events()).toEqual([]);
 
-    await sync(49 * HOUR + 2 * 60_000);
+    // At its check the operator cannot be pulled: nothing is known, it stays pending; its schedule has run out,
+    // so it is the operator's now (counted by payments_unresolved).
+    await outage('mobilemoney', 'error');
+    try {
+      await sync(2 * HOUR + 2 * 60_000);
+    } finally {
+      await outage('mobilemoney', 'ok');
+    }
+    expect(await state()).toMatchObject({ status: 'pending', failure_reason: null });
+    expect(await unresolved()).toBe(true);
+    expect(await events()).toEqual([]);
+
+    // The next check (the operator's recheck) pulls successfully: no charge listed, so it fails.
+    await sync(2 * HOUR + 5 * 60_000);
     const failed = await state();
     expect(failed).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('Nothing was charged') });
     expect(failed.failure_reason).toContain('never answered the request creating this payment');
+    expect(failed.failure_reason).toContain('list no charge for it');
     await eventually(async () => ((await events()).includes('payment.failed') ? true : null), 5_000, 'payment.failed');
     const [transition] = await t.sql<{ trigger: string }>(`SELECT trigger FROM payment_transitions WHERE payment_id = $1 AND to_status = 'failed' AND accepted`, [id]);
     expect(transition!.trigger).toBe('status-sync');

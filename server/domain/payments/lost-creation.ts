@@ -1,5 +1,7 @@
+import type { Provider } from '../../../contract/index.js';
 import type { Payment } from '../../persistence/entities/index.js';
 import { RECONCILE_MAX_WINDOW_MS } from '../operations/reconcile-windows.js';
+import { DomainError } from '../errors.js';
 import { ProviderError, type PaymentLookup, type ProviderPaymentResult, type ProviderPort } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 
@@ -14,20 +16,33 @@ export const REPLAY_MARGIN_MS = 3_600_000;
 /**
  * A creation that cannot be repeated (mobilemoney's push) whose answer was lost is found by reconciliation
  * only: the provider's list of settled transactions, which reaches back RECONCILE_MAX_WINDOW_MS (the
- * operator keeps 48 h). A push is paid within minutes of being sent (the customer's prompt expires), so
- * past that window and an hour's margin (the prompt's life, the clocks, a transaction listed late) no
- * pull can find its charge any more, and nothing else would ever settle the payment.
+ * operator keeps 48 h). It is judged by a pull of that list, made this long after its creation: the
+ * customer's prompt expires within minutes (a push is paid then or never) and a paid push is listed soon
+ * after, so by 2 h a charge would be listed; and the 46 h left of the window give checks whose pull failed
+ * time to try again, and the operator's own pull time to find a charge listed late (charged_but_failed).
  */
-export const UNREPEATABLE_CREATION_FINDABLE_MS = RECONCILE_MAX_WINDOW_MS + 3_600_000;
+export const UNREPEATABLE_CREATION_CHECK_AFTER_MS = 2 * 3_600_000;
+
+/** The judging pull starts this long before the payment's creation (our clock against the operator's transaction time). */
+export const UNREPEATABLE_CREATION_PULL_LEAD_MS = 30 * 60_000;
 
 /**
- * Until when a charge made by `payment`'s lost creation can still be found, for a provider whose creation
- * cannot be repeated and that lists its settled transactions; null otherwise (nothing is judged by time).
+ * When a lost creation that cannot be repeated is judged, for a provider that lists its settled transactions
+ * (null otherwise: nothing is judged): from `at` on, while a pull from before its creation up to the check still
+ * fits the provider's window (`pullableUntil`).
  */
-export function lostCreationFindableUntil(port: ProviderPort, payment: Payment): number | null {
+export function lostCreationCheck(port: ProviderPort, payment: Payment): { at: number; pullableUntil: number } | null {
   if (port.capabilities.replayableCreate || !port.operations?.listTransactions) return null;
-  return payment.createdAt.getTime() + UNREPEATABLE_CREATION_FINDABLE_MS;
+  const created = payment.createdAt.getTime();
+  return { at: created + UNREPEATABLE_CREATION_CHECK_AFTER_MS, pullableUntil: created - UNREPEATABLE_CREATION_PULL_LEAD_MS + RECONCILE_MAX_WINDOW_MS };
 }
+
+/**
+ * Reconciliation's pull for one merchant's window (ProviderOperationsService.reconcileWindow): settles what
+ * it lists as reconciliation always does (a paid push completes its payment) and says which payments its
+ * transactions named; throws when the provider could not list (or the merchant cannot pull).
+ */
+export type ReconciliationPull = (merchantId: string, provider: Provider, since: Date, until: Date) => Promise<{ results: readonly { payment_id?: string }[] }>;
 
 /**
  * What to do about a pending payment whose creation's answer was lost (it has no provider reference):
@@ -37,14 +52,15 @@ export function lostCreationFindableUntil(port: ProviderPort, payment: Payment):
  *   provider's idempotency-key retention, less REPLAY_MARGIN_MS, or a provider whose repeats cannot charge);
  * - `absent`: the provider has no payment of ours by that id and it is too late to repeat the create
  *   (the provider forgot the key: a repeat would be a second, new charge) — or, where the create cannot be
- *   repeated, no charge was found while reconciliation could find one (lostCreationFindableUntil). Nothing
- *   was charged (to the service's knowledge): the payment fails with `reason`, which tells the merchant to
- *   create a new one (a charge found after all is reported charged_but_failed: the status writer);
+ *   repeated, reconciliation's pull succeeded at its check (lostCreationCheck) and named no transaction of
+ *   it. Nothing was charged (to the service's knowledge): the payment fails with `reason`, which tells the
+ *   merchant to create a new one (a charge found after all is reported charged_but_failed: the status writer);
  * - `unknown`: nothing can be learned now (the lookup failed, or the provider cannot look a payment up
- *   by our id and the repeat is too late, or a create that cannot be repeated is left to reconciliation):
- *   the payment stays pending for the next check, then for the operator (payments_unresolved), and is
- *   never sent again.
- * Status sync uses it; so must anything else that would repeat a create (a resumed creation request).
+ *   by our id and the repeat is too late, or a create that cannot be repeated waits for its check, or its
+ *   pull failed, named it without settling it, or can no longer reach back to it): the payment stays
+ *   pending for the next check, then for the operator (payments_unresolved), and is never sent again.
+ * Status sync uses it, with `pull` (without one, a create that cannot be repeated is never judged); so
+ * must anything else that would repeat a create (a resumed creation request).
  */
 export type LostCreation =
   | { kind: 'found'; result: ProviderPaymentResult }
@@ -52,22 +68,12 @@ export type LostCreation =
   | { kind: 'absent'; reason: string }
   | { kind: 'unknown'; reason: string };
 
-export async function recoverLostCreation(gateway: ProviderGateway, payment: Payment, lookup: PaymentLookup, now = Date.now()): Promise<LostCreation> {
+export async function recoverLostCreation(
+  gateway: ProviderGateway, payment: Payment, lookup: PaymentLookup, now = Date.now(), pull: ReconciliationPull | null = null,
+): Promise<LostCreation> {
   const port = gateway.port(payment.provider);
   const { capabilities } = port;
-  if (!capabilities.replayableCreate) {
-    const findableUntil = lostCreationFindableUntil(port, payment);
-    if (findableUntil !== null && now >= findableUntil) {
-      const hours = Math.round(RECONCILE_MAX_WINDOW_MS / 3_600_000);
-      return {
-        kind: 'absent',
-        reason:
-          `${payment.provider} never answered the request creating this payment, and no charge for it was found while it could be (its ` +
-          `settled transactions are listed for ${hours} h). Nothing was charged to the service's knowledge; create a new payment if the customer still wants to pay.`,
-      };
-    }
-    return { kind: 'unknown', reason: `${payment.provider} creation cannot be repeated; reconciliation finds the payment` };
-  }
+  if (!capabilities.replayableCreate) return judgeByPull(port, payment, now, pull);
   let found: ProviderPaymentResult | null | undefined;
   let lookupFailed: string | null = null;
   try {
@@ -93,5 +99,37 @@ export async function recoverLostCreation(gateway: ProviderGateway, payment: Pay
     reason: lookupFailed
       ? `${payment.provider} could not be asked about the payment (${lookupFailed}); too late to send its creation again`
       : `${payment.provider} cannot look the payment up without its reference; too late to send its creation again`,
+  };
+}
+
+/**
+ * A lost creation that cannot be repeated, at or after its check (lostCreationCheck): reconciliation's pull
+ * from before its creation up to now. A paid push is listed, and the pull completes its payment; one the
+ * pull succeeded without naming is `absent`. The pull failing, or the window no longer reaching back to
+ * the creation, proves nothing: `unknown`.
+ */
+async function judgeByPull(port: ProviderPort, payment: Payment, now: number, pull: ReconciliationPull | null): Promise<LostCreation> {
+  const check = lostCreationCheck(port, payment);
+  if (!check || !pull || now < check.at) return { kind: 'unknown', reason: `${payment.provider} creation cannot be repeated; reconciliation finds the payment` };
+  if (now > check.pullableUntil) {
+    return { kind: 'unknown', reason: `${payment.provider} lists settled transactions for too short a time now to show whether the payment was charged` };
+  }
+  const since = new Date(payment.createdAt.getTime() - UNREPEATABLE_CREATION_PULL_LEAD_MS);
+  let report;
+  try {
+    report = await pull(payment.merchantId, payment.provider as Provider, since, new Date(now));
+  } catch (err) {
+    if (!(err instanceof DomainError)) throw err;
+    return { kind: 'unknown', reason: `reconciliation could not pull ${payment.provider}'s settled transactions (${err.message})` };
+  }
+  if (report.results.some((r) => r.payment_id === payment.id)) {
+    return { kind: 'unknown', reason: `reconciliation listed a transaction naming the payment (settled by it, or refused: see its report)` };
+  }
+  const minutes = Math.round((now - payment.createdAt.getTime()) / 60_000);
+  return {
+    kind: 'absent',
+    reason:
+      `${payment.provider} never answered the request creating this payment, and its settled transactions, pulled ${minutes} minutes after ` +
+      `the payment was created, list no charge for it. Nothing was charged to the service's knowledge; create a new payment if the customer still wants to pay.`,
   };
 }

@@ -5,8 +5,11 @@ import type { AppConfig } from '../../config/config.js';
 import { ProviderError, type ProviderPaymentResult } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { creationInput, expiredAtProvider, paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
-import { lostCreationFindableUntil, recoverLostCreation } from './lost-creation.js';
+import { lostCreationCheck, recoverLostCreation, type ReconciliationPull } from './lost-creation.js';
 import { outcomeOf, recheckDue, scheduleNextCheck, oneBatchRun, type CheckOutcome, type ClaimedBatch, type DrainRun } from './sync-schedule.js';
+
+/** A lost push's last check is this long before its pull could no longer reach back to it (the job's delay in picking it up). */
+const LAST_CHECK_MARGIN_MS = 30 * 60_000;
 
 /**
  * Status sync ("psync"): re-checks pending payments with their provider on a backoff
@@ -16,8 +19,9 @@ import { outcomeOf, recheckDue, scheduleNextCheck, oneBatchRun, type CheckOutcom
  * answers a repeat with the original result (lost-creation.ts) — the schedule reaches ~31 h and ~79 h,
  * and an overdue check runs at once after an outage, past cardpay's 24 h key retention, when a repeat
  * would charge again. Too late and not found at the provider: it fails, saying nothing was charged. A
- * creation that cannot be repeated (mobilemoney) is left to reconciliation while it can find the charge
- * (48 h and a margin), then fails the same way.
+ * creation that cannot be repeated (mobilemoney) is judged 2 h after it by reconciliation's pull (`pull`),
+ * while the operator still lists its charge: a paid push is completed by it; one the pull succeeded
+ * without listing fails the same way; a failed pull leaves it pending (lost-creation.ts).
  */
 export class StatusSyncService {
   constructor(
@@ -26,6 +30,7 @@ export class StatusSyncService {
     private readonly gateway: ProviderGateway,
     private readonly payments: PaymentService,
     private readonly logger: Logger,
+    private readonly pull: ReconciliationPull | null = null,
   ) {}
 
   /** One batch: claims up to `limit` due payments and syncs them (the worker's job claims batch after batch: jobs/drain-due.ts). */
@@ -48,18 +53,17 @@ export class StatusSyncService {
       if (payment.providerRef) {
         result = await this.gateway.getPayment(payment, paymentLookup(payment));
       } else {
-        const lost = await recoverLostCreation(this.gateway, payment, paymentLookup(payment), now);
+        const lost = await recoverLostCreation(this.gateway, payment, paymentLookup(payment), now, this.pull);
         if (lost.kind === 'found') {
           result = lost.result;
         } else if (lost.kind === 'resend') {
           result = await this.gateway.createPayment(payment, creationInput(payment));
         } else if (lost.kind === 'absent') {
-          this.logger.warn({ paymentId: payment.id, provider: payment.provider }, 'status sync: creation lost and unknown to the provider, too late to repeat; payment failed');
+          this.logger.warn({ paymentId: payment.id, provider: payment.provider, reason: lost.reason }, 'status sync: creation lost and not found at the provider; payment failed');
           await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: lost.reason }, 'status-sync');
           return 'checked';
-        } else if (this.gateway.port(payment.provider).capabilities.replayableCreate) {
-          // (A provider whose creation cannot be repeated is settled by reconciliation, or fails once reconciliation
-          // can no longer find its charge — `absent` above: nothing to say.)
+        } else if (this.gateway.port(payment.provider).capabilities.replayableCreate || now >= (lostCreationCheck(this.gateway.port(payment.provider), payment)?.at ?? Infinity)) {
+          // (One whose creation cannot be repeated waits for its check, lostCreationCheck: nothing to say before.)
           this.logger.warn({ paymentId: payment.id, provider: payment.provider, reason: lost.reason }, 'status sync: creation answer lost; not sent again');
         }
       }
@@ -95,14 +99,22 @@ export class StatusSyncService {
         'run',
       );
     }
-    // A lost creation that cannot be repeated is checked when reconciliation can no longer find its charge
-    // (sooner if the schedule says so, and even if the schedule ran out): it fails then (lost-creation.ts).
-    const findableUntil = payment.providerRef ? null : lostCreationFindableUntil(port, payment);
-    if (findableUntil !== null) {
-      const at = new Date(findableUntil + 60_000);
+    // A lost creation that cannot be repeated is checked at its check time (sooner if the schedule says so,
+    // and even if the schedule ran out before), then by the schedule while a pull can still reach back to it;
+    // once the schedule runs out after its check, it is the operator's (payments_unresolved).
+    const check = payment.providerRef ? null : lostCreationCheck(port, payment);
+    if (check && now < check.at) {
+      const at = new Date(check.at + 60_000);
       await this.em.getConnection().execute(
         `UPDATE payments SET next_sync_at = ? WHERE id = ? AND status = 'pending' AND (next_sync_at IS NULL OR next_sync_at > ?)`,
         [at, payment.id, at],
+        'run',
+      );
+    } else if (check && now < check.pullableUntil - LAST_CHECK_MARGIN_MS) {
+      const last = new Date(check.pullableUntil - LAST_CHECK_MARGIN_MS);
+      await this.em.getConnection().execute(
+        `UPDATE payments SET next_sync_at = ? WHERE id = ? AND status = 'pending' AND next_sync_at > ?`,
+        [last, payment.id, last],
         'run',
       );
     }
