@@ -171,6 +171,20 @@ describe('refusals the real API answers with', () => {
     expect(await stripe.paymentIntents.confirm(withUsage.id, { return_url: 'https://shop.example.com/r' })).toMatchObject({ status: 'succeeded', setup_future_usage: 'off_session' });
   });
 
+  it('off_session counts for the request that gives it only: after an off-session decline, a /confirm with setup_future_usage and no off_session is an on-session confirmation (requires_action), not refused', async () => {
+    const stripe = sdk();
+    const declined = await stripeError(stripe.paymentIntents.create({
+      amount: 2500, currency: 'eur', payment_method: 'pm_card_authenticationRequiredOnSetup', confirm: true, off_session: true, payment_method_types: ['card'],
+    }));
+    expect(declined).toMatchObject({ statusCode: 402, code: 'authentication_required' });
+    const intentId = (declined.raw as { payment_intent: { id: string } }).payment_intent.id;
+    // The cardholder is back: the merchant confirms on-session, setting the card up for later.
+    const confirmed = await stripe.paymentIntents.confirm(intentId, {
+      payment_method: 'pm_card_authenticationRequiredOnSetup', setup_future_usage: 'off_session', return_url: 'https://shop.example.com/r',
+    });
+    expect(confirmed).toMatchObject({ status: 'requires_action', setup_future_usage: 'off_session', next_action: { type: 'redirect_to_url' } });
+  });
+
   it('a bad secret key is 401 on lists and on unknown paths too, as a StripeAuthenticationError', async () => {
     const bad = sdk('sk_test_invalid_key_0000');
     for (const call of [() => bad.paymentIntents.list(), () => bad.refunds.list(), () => bad.paymentMethods.list({ customer: 'cus_x' })]) {

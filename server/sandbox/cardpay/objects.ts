@@ -17,6 +17,7 @@ export interface IntentRow {
   customer: string | null;
   description: string | null;
   return_url: string | null;
+  /** The last confirmation's off_session (per request, as at Stripe: omitted is on-session). */
   off_session: boolean;
   /** `on_session` / `off_session`: a success sets the payment method up for future payments (charging.ts). */
   setup_future_usage: string | null;

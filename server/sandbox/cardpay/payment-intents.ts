@@ -243,7 +243,8 @@ async function confirmIntent(ctx: ApiContext): Promise<SimResponse> {
   }
   const returnUrl = optString(params, 'return_url');
   if (returnUrl !== undefined) intent.return_url = httpUrl(returnUrl, 'return_url');
-  if (params.off_session !== undefined) intent.off_session = offSession(ctx);
+  // Per request, as at Stripe: a confirmation that does not say off_session is on-session, whatever an earlier one said.
+  intent.off_session = offSession(ctx);
   intent.setup_future_usage = setupFutureUsage(ctx) ?? intent.setup_future_usage;
   refuseOffSessionSetUp(intent.off_session, intent.setup_future_usage);
   const pmParam = optString(params, 'payment_method');
