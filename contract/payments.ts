@@ -193,7 +193,7 @@ export const PaymentTransitionSchema = extendApi(
     refund_id: UuidSchema.nullable(),
     from_status: z.string().nullable().describe('null for the creation'),
     to_status: z.string(),
-    trigger: z.string().describe('What asked for the move: create, capture, callback:<provider event>, confirmed:<provider event> (a callback settled by asking the provider), status-sync, check-status, reconciliation, refund, refund-sync, abandon'),
+    trigger: z.string().describe('What asked for the move: create, capture, callback:<provider event>, confirmed:<provider event> (a callback settled by asking the provider), unconfirmed:<provider event> (an unverifiable success for a payment recorded failed that the provider did not confirm: recorded, not applied), status-sync, check-status, reconciliation, refund, refund-sync, abandon, operator (a refund failed by the operator with the admin CLI)'),
     accepted: z.boolean().describe('false when the move was refused (the state table or the integrity check): nothing changed'),
     note: z.string().nullable(),
     created_at: TimestampSchema,
