@@ -1,6 +1,13 @@
 import { ConfigError, loadConfig } from './config/config.js';
 import { createLogger } from './observability/logger.js';
-import { startService } from './service.js';
+import { startService, type RunningService } from './service.js';
+
+/**
+ * A repeat of the signal that started the stop within this long is the same request delivered twice,
+ * not an operator insisting: npm forwards SIGINT/SIGTERM to its child, so a terminal's Ctrl-C (or a
+ * supervisor signalling the whole process group) reaches node once directly and once through npm.
+ */
+const DUPLICATE_SIGNAL_MS = 1_000;
 
 async function main() {
   let config;
@@ -14,33 +21,49 @@ async function main() {
     throw err;
   }
   const logger = createLogger(config.logLevel);
-  const service = await startService(config, { logger });
-  if (service.server) {
-    logger.info(`API on ${service.baseUrl} — docs at ${service.baseUrl}/docs`);
-  }
-  let stopping = false;
-  const shutdown = (signal: string) => {
-    // A second signal while stopping: the operator insists.
-    if (stopping) process.exit(1);
-    stopping = true;
-    logger.info({ signal }, 'signal received');
-    // A stop that cannot finish (e.g. the database is gone) must not keep the process alive forever.
-    setTimeout(() => {
-      logger.error({ timeoutMs: config.shutdownTimeoutMs }, 'graceful shutdown timed out; exiting');
-      process.exit(1);
-    }, config.shutdownTimeoutMs).unref();
-    service.stop().then(
+  const { shutdownTimeoutMs } = config;
+
+  let service: RunningService | null = null;
+  let requested: { signal: string; at: number } | null = null;
+  const stop = (running: RunningService) =>
+    running.stop().then(
       () => process.exit(0),
       (err: Error) => {
         logger.error({ err: { message: err.message } }, 'shutdown failed');
         process.exit(1);
       },
     );
+  const onSignal = (signal: string) => {
+    if (requested) {
+      if (signal === requested.signal && Date.now() - requested.at < DUPLICATE_SIGNAL_MS) return;
+      // A second signal while stopping: the operator insists.
+      logger.warn({ signal }, 'second signal while stopping: exiting now');
+      process.exit(1);
+    }
+    requested = { signal, at: Date.now() };
+    logger.info({ signal, ...(service ? {} : { booting: true }) }, 'signal received');
+    // A stop that cannot finish (e.g. the database is gone, or the boot hangs) must not keep the process alive forever.
+    setTimeout(() => {
+      logger.error({ timeoutMs: shutdownTimeoutMs }, 'graceful shutdown timed out; exiting');
+      process.exit(1);
+    }, shutdownTimeoutMs).unref();
+    if (service) void stop(service);
   };
+  // Installed before the boot: jobs may already run before startService resolves, and a signal then
+  // must not kill them mid-call. A signal during the boot lets it finish, then stops as usual (below).
   // `on`, not `once`: under tsx (npm start) a signal with no listener of ours left makes tsx's own
   // handler exit at once (code 143), cutting the graceful stop short.
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
+
+  service = await startService(config, { logger });
+  if (requested) {
+    await stop(service);
+    return;
+  }
+  if (service.server) {
+    logger.info(`API on ${service.baseUrl} — docs at ${service.baseUrl}/docs`);
+  }
 }
 
 main().catch((err: Error) => {

@@ -61,10 +61,10 @@ function buildOnce(): void {
   built = true;
 }
 
-/** The node arguments of an npm script that runs `node …` (its node options included). */
+/** The node arguments of an npm script that runs `exec node …` or `node …` (its node options included). */
 function nodeArgsOfScript(name: 'start' | 'start:prod'): string[] {
   const scripts = (JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
-  const [command, ...args] = (scripts[name] ?? '').split(/\s+/).filter(Boolean);
+  const [command, ...args] = (scripts[name] ?? '').replace(/^exec\s+/, '').split(/\s+/).filter(Boolean);
   if (command !== 'node') throw new Error(`the ${name} script does not run node directly: ${scripts[name]}`);
   return args;
 }

@@ -3,6 +3,7 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, sym
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
 import { freePort } from '../../server/net/free-port.js';
 import { createTestDatabase, sql } from '../support/database.js';
 import { TEST_ENCRYPTION_KEY } from '../support/service.js';
@@ -47,9 +48,13 @@ function npm(cwd: string, args: string[], env: Record<string, string> = {}): Pro
   return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })));
 }
 
-function startProd(env: Record<string, string>): { child: ChildProcess; output: () => string } {
-  // Its own process group: stopping it stops npm and the server under it (npm does not pass SIGTERM on).
-  const child = spawn('npm', ['run', '-s', 'start:prod'], { cwd: appDir, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+/**
+ * `npm run -s start:prod`, by default in its own process group (stopGroup signals all of it, as a terminal's
+ * Ctrl-C or systemd's default KillMode does); `detached: false` leaves it in this one, for tests that
+ * signal one process only (Docker, Kubernetes and systemd's KillMode=mixed signal npm alone).
+ */
+function startProd(env: Record<string, string>, { detached = true } = {}): { child: ChildProcess; output: () => string } {
+  const child = spawn('npm', ['run', '-s', 'start:prod'], { cwd: appDir, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'], detached });
   let output = '';
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
@@ -143,8 +148,36 @@ async function stopGroup(child: ChildProcess): Promise<void> {
   if (pids.some(alive)) signal('SIGKILL');
 }
 
+/** Servers found by serverPid: one npm left behind (the defect these tests catch) is killed in afterAll. */
+const servers: number[] = [];
+
+/** The node process `npm run start:prod` runs (npm's own shell execs it). */
+async function serverPid(child: ChildProcess): Promise<number> {
+  let pid: number | undefined;
+  await eventually(() => (pid = processTree(child.pid!).find((p) => /^node .*dist\/server\/main\.js/.test(p.cmdline))?.pid) !== undefined, 60_000, 'the server process');
+  servers.push(pid!);
+  return pid!;
+}
+
+/**
+ * Waits (up to a minute) for npm to exit; SIGKILLs the server if it outlived npm (an orphan outside
+ * stopGroup's reach), and npm if it is still running.
+ */
+async function exitOf(child: ChildProcess, server: number): Promise<{ npm: number | string | null; serverAlive: boolean }> {
+  const npmCode = await Promise.race([
+    new Promise<number | string | null>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve(child.exitCode ?? child.signalCode) : child.once('exit', (code, signal) => resolve(code ?? signal)))),
+    new Promise<string>((resolve) => setTimeout(() => resolve('still running'), 60_000)),
+  ]);
+  if (npmCode === 'still running') child.kill('SIGKILL');
+  await new Promise((r) => setTimeout(r, 500));
+  const serverAlive = alive(server) && !readFileSync(`/proc/${server}/stat`, 'utf8').includes(') Z ');
+  if (serverAlive) process.kill(server, 'SIGKILL');
+  return { npm: npmCode, serverAlive };
+}
+
 afterAll(async () => {
   for (const child of children) await stopGroup(child);
+  for (const pid of servers.filter(alive)) process.kill(pid, 'SIGKILL');
   await db?.drop();
   rmSync(work, { recursive: true, force: true });
 }, 60_000);
@@ -174,7 +207,8 @@ describe('the production build', () => {
     const runs = [...dockerfile.matchAll(/^RUN (.+)$/gm)].map((m) => m[1]);
     expect(runs).toEqual(['npm install --no-audit --no-fund', 'npm run build', 'npm install --omit=dev --no-audit --no-fund && npm cache clean --force']);
     const execForm = (line: string) => (JSON.parse(line) as string[]).join(' ');
-    expect(execForm(/^CMD (\[.+\])$/m.exec(dockerfile)![1]!)).toBe(scripts['start:prod']);
+    // The script execs node (npm's shell is replaced by it, so npm's signals reach it); the image runs node itself.
+    expect(execForm(/^CMD (\[.+\])$/m.exec(dockerfile)![1]!)).toBe(scripts['start:prod']!.replace(/^exec /, ''));
     expect(execForm(/^HEALTHCHECK .* CMD (\[.+\])$/m.exec(dockerfile)![1]!)).toBe(scripts.healthcheck);
     expect(dockerfile).toMatch(/^USER node$/m);
     const compose = readFileSync(path.join(REPO, 'compose.yaml'), 'utf8');
@@ -258,5 +292,56 @@ describe('the production build', () => {
     await stopGroup(worker.child);
     expect(pids.filter(alive)).toEqual([]);
     expect(worker.output()).toContain('shutting down');
+  }, SLOW);
+  it('SIGTERM to npm alone (Docker running `npm run start:prod`, Kubernetes, systemd KillMode=mixed) reaches the server: it drains and exits 0', async () => {
+    const port = await freePort();
+    // SHUTDOWN_DELAY_MS: the drain lasts long enough to be seen.
+    const api = startProd(prodEnv({ ROLE: 'api', PORT: String(port), SANDBOX: 'true', MIGRATE_ON_BOOT: 'false', SHUTDOWN_DELAY_MS: '1500' }), { detached: false });
+    await eventually(() => fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status === 200, () => false), 120_000, 'start:prod ready');
+    const server = await serverPid(api.child);
+    process.kill(api.child.pid!, 'SIGTERM');
+    await eventually(() => fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status === 503, () => false), 1_500, '/readyz 503 draining');
+    expect(await exitOf(api.child, server)).toEqual({ npm: 0, serverAlive: false });
+    expect(api.output()).toContain('shutting down');
+  }, SLOW);
+
+  it('the same signal twice at once (npm forwarding what the whole group also got, a terminal\'s Ctrl-C) is one graceful stop, not a forced exit', async () => {
+    const port = await freePort();
+    // SHUTDOWN_DELAY_MS: still stopping when the repeat arrives.
+    const api = startProd(prodEnv({ ROLE: 'api', PORT: String(port), SANDBOX: 'true', MIGRATE_ON_BOOT: 'false', SHUTDOWN_DELAY_MS: '1500' }), { detached: false });
+    await eventually(() => fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status === 200, () => false), 120_000, 'start:prod ready');
+    const server = await serverPid(api.child);
+    process.kill(server, 'SIGTERM');
+    // The repeat once the first has been taken (two sent back to back merge into one pending signal).
+    await eventually(() => api.output().includes('signal received'), 1_000, 'the first signal taken');
+    process.kill(server, 'SIGTERM');
+    expect(await exitOf(api.child, server)).toEqual({ npm: 0, serverAlive: false });
+    expect(api.output()).toContain('shutting down');
+  }, SLOW);
+
+  it('a SIGTERM while the server boots (here: waiting for the schema lock) lets the boot finish, then stops gracefully with exit 0', async () => {
+    // Another process holds the schema lock: the server waits for it inside its boot.
+    const holder = new pg.Client({ connectionString: db.url });
+    await holder.connect();
+    try {
+      await holder.query("SELECT pg_advisory_lock(hashtextextended('payments:schema', 0))");
+      const worker = startProd(prodEnv({ ROLE: 'worker', WORKER_PORT: String(await freePort()), SANDBOX: 'false', MIGRATE_ON_BOOT: 'false' }), { detached: false });
+      const server = await serverPid(worker.child);
+      await eventually(
+        async () => Number((await holder.query<{ n: string }>("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")).rows[0]!.n) > 0,
+        60_000,
+        'the server waiting for the schema lock',
+      );
+      process.kill(server, 'SIGTERM');
+      await new Promise((r) => setTimeout(r, 300));
+      await holder.query("SELECT pg_advisory_unlock(hashtextextended('payments:schema', 0))");
+      expect(await exitOf(worker.child, server)).toEqual({ npm: 0, serverAlive: false });
+      const output = worker.output();
+      expect(output).toContain('signal received');
+      expect(output).toContain('payments service started');
+      expect(output.indexOf('shutting down')).toBeGreaterThan(output.indexOf('payments service started'));
+    } finally {
+      await holder.end();
+    }
   }, SLOW);
 });

@@ -49,11 +49,12 @@ beforeAll(async () => {
   chmodSync(dataDir, 0o755);
   const port = await freePort();
   base = `http://127.0.0.1:${port}`;
-  // Exactly what `npm start` runs (spawned without npm, so SIGTERM reaches the service itself).
   const startScript = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { start: string } }).scripts.start;
-  const [command, ...nodeArgs] = startScript.split(/\s+/);
-  expect({ command, script: nodeArgs.at(-1) }).toEqual({ command: 'node', script: 'server/main.ts' });
-  child = spawn(process.execPath, nodeArgs, { env: cleanEnv({ PORT: String(port), DATA_DIR: dataDir, LOG_LEVEL: 'info' }), stdio: ['ignore', 'pipe', 'pipe'] });
+  const [exec, command, ...nodeArgs] = startScript.split(/\s+/);
+  // `exec`: npm's shell is replaced by node, so the signals npm forwards reach the service.
+  expect({ exec, command, script: nodeArgs.at(-1) }).toEqual({ exec: 'exec', command: 'node', script: 'server/main.ts' });
+  // `npm start` itself, in a process group of its own, as a terminal runs it.
+  child = spawn('npm', ['start'], { env: cleanEnv({ PORT: String(port), DATA_DIR: dataDir, LOG_LEVEL: 'info' }), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
   await eventually(() => fetch(`${base}/readyz`).then((r) => r.status === 200, () => false), 150_000, 'npm start to be ready');
@@ -61,7 +62,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (child.exitCode === null && child.signalCode === null) {
-    child.kill('SIGTERM');
+    process.kill(-child.pid!, 'SIGTERM');
     await new Promise((resolve) => child.once('exit', resolve));
   }
 });
@@ -123,8 +124,8 @@ describe('npm start with no database configured', () => {
     expect([up.status, JSON.parse(up.stdout)]).toEqual([0, { applied: [] }]);
   });
 
-  itSlow('stops gracefully on SIGTERM', async () => {
-    child.kill('SIGTERM');
+  itSlow('stops gracefully on Ctrl-C (SIGINT to the whole group: npm, which passes it on to the service, the service and its PostgreSQL)', async () => {
+    process.kill(-child.pid!, 'SIGINT');
     const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
     // On failure, show what the service printed while stopping.
     expect({ code, log: code === 0 ? '' : output.slice(output.indexOf('shutting down') - 200) }).toEqual({ code: 0, log: '' });
