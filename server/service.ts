@@ -127,6 +127,14 @@ export async function startService(config: AppConfig, options: StartOptions = {}
     baseUrl = `http://${urlHost(config.host)}:${port}`;
     server.on('request', createApp(container));
   }
+  // Allowed (a demo or staging deployment), but a SANDBOX=true left over in a production .env would let the
+  // simulators complete live payments with no money moved; the warnings below are skipped meanwhile.
+  if (config.production && config.sandbox) {
+    logger.warn(
+      { sandbox: true },
+      'SANDBOX is on with NODE_ENV=production: provider calls (those without a *_BASE_URL override) go to the built-in simulators, not the real providers, so payments complete with no money moved; unset SANDBOX for live payments',
+    );
+  }
   if (config.production && !config.sandbox && !reachableFromOutside(config.publicBaseUrl)) {
     logger.warn(
       { publicBaseUrl: config.publicBaseUrl },

@@ -19,6 +19,7 @@ const WARNING = 'PUBLIC_BASE_URL is a loopback address';
 const NOT_HTTPS = 'PUBLIC_BASE_URL is not https';
 
 const METRICS_OPEN = 'METRICS_TOKEN is unset: /metrics answers anyone';
+const SANDBOX_ON = 'SANDBOX is on with NODE_ENV=production';
 
 async function productionApi(publicBaseUrl: (port: number) => string, env: Record<string, string> = {}) {
   const port = await freePort();
@@ -43,11 +44,20 @@ describe('a production api process', () => {
     expect((await fetch(`${api.url}/metrics`)).status).toBe(200); // a warning, not a refusal to start
   });
 
-  it('says nothing of the kind with a public https address and METRICS_TOKEN set', async () => {
+  it('warns, at warn level, when SANDBOX is on: a leftover SANDBOX=true sends live credentials to the simulators, which complete payments with no money moved', async () => {
+    const api = await productionApi(() => 'https://payments.example.com', { SANDBOX: 'true', METRICS_TOKEN: 'a-token-of-16-chars-or-more' });
+    const lines = readFileSync(api.logFile, 'utf8').split('\n').filter((line) => line.includes(SANDBOX_ON));
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ level: 40, msg: expect.stringContaining('no money moved') });
+    expect((await fetch(`${api.url}/healthz`)).status).toBe(200); // allowed (decisions.md): a warning, not a refusal to start
+  });
+
+  it('says nothing of the kind with a public https address, METRICS_TOKEN set and the sandbox off', async () => {
     const api = await productionApi(() => 'https://payments.example.com', { METRICS_TOKEN: 'a-token-of-16-chars-or-more' });
     const log = readFileSync(api.logFile, 'utf8');
     expect(log).not.toContain(WARNING);
     expect(log).not.toContain(NOT_HTTPS);
     expect(log).not.toContain(METRICS_OPEN);
+    expect(log).not.toContain(SANDBOX_ON);
   });
 });
