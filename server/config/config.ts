@@ -1,6 +1,7 @@
 import { X509Certificate, createPublicKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 import type { RateLimitRule } from '../domain/auth/rate-limiter.js';
 import { parseDurationMs, parseSchedule } from './duration.js';
@@ -259,11 +260,27 @@ export function parseTrustProxy(raw: string | undefined): TrustProxy {
   const list = value.split(',').map((s) => s.trim()).filter(Boolean);
   const named = ['loopback', 'linklocal', 'uniquelocal'];
   for (const entry of list) {
-    if (!named.includes(entry) && !/^[0-9a-fA-F:.]+(\/\d{1,3})?$/.test(entry)) {
+    if (!named.includes(entry) && !isProxyAddress(entry)) {
       throw new ConfigError(`invalid TRUST_PROXY entry "${entry}": use a hop count, or IP addresses/subnets (or loopback, linklocal, uniquelocal)`);
     }
   }
   return list;
+}
+
+/**
+ * An address or subnet Express's `trust proxy` (proxy-addr) compiles: an entry it refuses ("10.0.0.0/33",
+ * "1.2.3", "::1/200", a /0) would throw only when the API sets it, after listening and migrating, with a
+ * message that does not name TRUST_PROXY. Stricter where proxy-addr is lax: IPv4 in four decimal parts
+ * ("010.0.0.1" is octal to it), a prefix length rather than a dotted netmask.
+ */
+function isProxyAddress(entry: string): boolean {
+  const slash = entry.lastIndexOf('/');
+  const address = slash === -1 ? entry : entry.slice(0, slash);
+  const ipv4 = ipaddr.IPv4.isValidFourPartDecimal(address);
+  if (!ipv4 && !ipaddr.IPv6.isValid(address)) return false;
+  if (slash === -1) return true;
+  const prefix = entry.slice(slash + 1);
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) >= 1 && Number(prefix) <= (ipv4 ? 32 : 128);
 }
 
 /**

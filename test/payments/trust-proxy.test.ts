@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import express from 'express';
 import { ConfigError, parseTrustProxy } from '../../server/config/config.js';
 import { startTestService, type TestService } from '../support/service.js';
 
@@ -56,5 +57,21 @@ describe('TRUST_PROXY', () => {
     expect(parseTrustProxy('1')).toBe(1);
     expect(parseTrustProxy('loopback, 10.0.0.0/8')).toEqual(['loopback', '10.0.0.0/8']);
     expect(() => parseTrustProxy('everyone')).toThrow(ConfigError);
+  });
+  it('an address or subnet Express would refuse (a prefix past 32/128 or of 0, three-part IPv4) stops the boot naming TRUST_PROXY, not the API after it listened and migrated', () => {
+    const typos = ['10.0.0.0/33', '1.2.3', '::1/200', '127.1', '0.0.0.0/0', '::1/0', '10.0.0.0/', '1.2.3.256', 'loopback, 10.0.0.0/33'];
+    for (const typo of typos) {
+      expect({ typo, error: (() => { try { parseTrustProxy(typo); return null; } catch (err) { return err instanceof ConfigError && err.message; } })() })
+        .toEqual({ typo, error: expect.stringContaining('TRUST_PROXY') });
+    }
+    const valid = ['10.0.0.0/8', '10.0.0.1', '192.168.0.0/16, loopback', '::1', '::1/128', 'fd00::/8', '::ffff:10.0.0.1', '2001:db8::/32, 172.16.0.0/12', 'uniquelocal, linklocal'];
+    for (const value of valid) {
+      const parsed = parseTrustProxy(value);
+      expect(parsed).toEqual(value.split(',').map((s) => s.trim()));
+      // What the configuration lets through, the API's `app.set('trust proxy', …)` compiles.
+      expect(() => express().set('trust proxy', parsed)).not.toThrow();
+    }
+    // And the typos are the very values Express throws on.
+    for (const typo of typos) expect(() => express().set('trust proxy', typo.split(',').map((s) => s.trim()))).toThrow();
   });
 });
