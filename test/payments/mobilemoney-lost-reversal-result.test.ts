@@ -2,6 +2,8 @@ import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { MAX_REVERSAL_RESENDS, RESEND_AFTER_REPORT_CHECKS } from '../../server/domain/refunds/refund-sync.service.js';
 import { callbackToken } from '../../server/providers/mobilemoney/callback.js';
+import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
+import { behindOperatorStub } from '../support/operator-watch.js';
 import { runCli } from '../support/processes.js';
 import { inProcessLogFile } from '../support/secret-audit.js';
 import { TEST_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
@@ -398,6 +400,52 @@ describe('a reversal whose acknowledgement was lost, sent again by the refund sy
     ]);
     // One reversal at the operator moved money; the repeat was refused.
     expect(await reversalsAtOperator(p.receipt)).toEqual([first, { originator_conversation_id: repeat, result_code: '2001' }]);
+  });
+});
+
+/**
+ * In front of the mobilemoney simulator: refuses every transaction-status query as Daraja does when the
+ * merchant's app lacks the Transaction Status product (401, no API product match); forwards the rest.
+ */
+class StatusQueriesRefused extends ForwardingStub {
+  refused = 0;
+
+  protected override intercept(req: StubRequest, forward: Forward): Promise<StubAnswer | 'hold' | 'cut'> {
+    if (!req.url.endsWith('/mpesa/transactionstatus/v1/query')) return forward();
+    this.refused++;
+    return Promise.resolve(jsonAnswer(401, { requestId: `refused-${this.refused}`, errorCode: '401.003.01', errorMessage: 'Invalid API call as no apiproduct match found' }));
+  }
+}
+
+describe('status reports the operator refuses', () => {
+  it('every transaction-status query refused (401, no API product): each refusal counts as a check without an outcome, the reversal is sent again and its R000001 completes the refund (payment.reversed)', async () => {
+    const p = await paid('100');
+    const { refundId, first } = await refundWithResultsLost(p.id, 1);
+    await untilLost("the reversal's result lost");
+    expect(await reversalsAtOperator(p.receipt)).toEqual([{ originator_conversation_id: first, result_code: '0' }]);
+
+    const operator = new StatusQueriesRefused();
+    const repeat = await behindOperatorStub(t, operator, async () => {
+      for (let check = 1; check <= RESEND_AFTER_REPORT_CHECKS; check++) {
+        await syncCheck(refundId);
+        expect(await refundRow(refundId)).toMatchObject({ status: 'pending', provider_ref: first, report_checks: check, reversal_resends: 0 });
+      }
+      // The next check sends the reversal again (the refused reports never reach the operator's queue).
+      return sendAgain(refundId, p.receipt, [first]);
+    });
+    expect(operator.refused).toBe(RESEND_AFTER_REPORT_CHECKS);
+    expect(await reportsAsked(refundId, first)).toEqual([]);
+
+    const completed = await refundSettled(refundId, 'completed');
+    expect(completed).toMatchObject({ amount: '100.00', provider_ref: repeat });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+    const event = await eventually(() => receiver.events('payment.reversed').find((e) => e.json.data.refund_id === refundId), 20_000, 'payment.reversed');
+    expect(event.json.data).toMatchObject({ payment_id: p.id, status: 'reversed', amount_refunded: '100.00' });
+    expect(await reversalsAtOperator(p.receipt)).toEqual([
+      { originator_conversation_id: first, result_code: '0' },
+      { originator_conversation_id: repeat, result_code: 'R000001' },
+    ]);
+    expect(await eventsOf(p.id)).toEqual(['payment.completed', 'payment.reversed']);
   });
 });
 

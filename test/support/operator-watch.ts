@@ -28,24 +28,32 @@ class StatusQueryWatch extends ForwardingStub {
  * per call), which is what the operator saw whatever the service recorded.
  */
 export async function statusQueriesSentDuring<T>(t: TestService, run: () => Promise<T>): Promise<{ result: T; sent: string[] }> {
+  const watch = new StatusQueryWatch();
+  return { result: await behindOperatorStub(t, watch, run), sent: watch.transactionIds };
+}
+
+/**
+ * `run`'s result, with the service's mobilemoney calls sent through `stub` in front of the simulator meanwhile
+ * (the base URL is read per call): the stub forwards them, or answers some itself as the operator would.
+ */
+export async function behindOperatorStub<T>(t: TestService, stub: ForwardingStub, run: () => Promise<T>): Promise<T> {
   // Behind another base URL the service does not fetch the built-in simulator's certificate (for the
   // SecurityCredential): it gets it as a file, as a deployment does.
   const certDir = mkdtempSync(path.join(os.tmpdir(), 'mm-watch-'));
   const certPath = path.join(certDir, 'SandboxCertificate.cer');
   writeFileSync(certPath, await (await fetch(`${t.baseUrl}/sandbox/mobilemoney/certificates/SandboxCertificate.cer`)).text());
-  const watch = new StatusQueryWatch();
   const config = t.service.container.config;
   const saved = { baseUrl: config.providerBaseUrls.mobilemoney, certPath: config.mobilemoneySecurityCertPaths.sandbox };
-  watch.target = t.baseUrl;
-  config.providerBaseUrls.mobilemoney = `${await watch.start()}/sandbox/mobilemoney`;
+  stub.target = t.baseUrl;
+  config.providerBaseUrls.mobilemoney = `${await stub.start()}/sandbox/mobilemoney`;
   config.mobilemoneySecurityCertPaths.sandbox = certPath;
   try {
-    return { result: await run(), sent: watch.transactionIds };
+    return await run();
   } finally {
     config.providerBaseUrls.mobilemoney = saved.baseUrl;
     config.mobilemoneySecurityCertPaths.sandbox = saved.certPath;
     rmSync(certDir, { recursive: true, force: true });
     // A failure to stop the stub must not hide the test's own failure.
-    await watch.stop().catch(() => undefined);
+    await stub.stop().catch(() => undefined);
   }
 }

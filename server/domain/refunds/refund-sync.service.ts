@@ -111,10 +111,26 @@ export class RefundSyncService {
     }
   }
 
-  /** A status report about the current request, counted (report_checks) towards sending it again. */
+  /**
+   * A status report about the current request, counted (report_checks) towards sending it again — also
+   * when an earlier report is still open (nothing sent: that one has brought no outcome either), and when
+   * the operator refuses the query (an app without the Transaction Status product, a field it rejects):
+   * a refusal is refused again at every check, and uncounted it would leave the refund pending for ever,
+   * never sent again. A query the operator could not take now (unavailable, rate limited, no answer) is
+   * not counted: the schedule asks again, and a repeat sent into an outage would use up the repeats.
+   */
   private async askForReport(refund: Refund, payment: Payment, requestRef: string): Promise<void> {
-    await this.requestReport(refund, payment, requestRef);
-    // Counted also when an earlier report is still open (nothing sent): that one has brought no outcome either.
+    try {
+      await this.requestReport(refund, payment, requestRef);
+    } catch (err) {
+      if (err instanceof ProviderError && outcomeOf(err) === 'checked') await this.countReportCheck(refund, payment, requestRef);
+      throw err;
+    }
+    await this.countReportCheck(refund, payment, requestRef);
+  }
+
+  /** One more check without an outcome about the current request; warns once the repeats are used up. */
+  private async countReportCheck(refund: Refund, payment: Payment, requestRef: string): Promise<void> {
     const [counted] = await this.em.getConnection().execute<{ report_checks: number; reversal_resends: number }[]>(
       `UPDATE refunds SET report_checks = report_checks + 1 WHERE id = ? AND status = 'pending' AND provider_ref = ? RETURNING report_checks, reversal_resends`,
       [refund.id, requestRef],
