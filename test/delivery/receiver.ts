@@ -24,12 +24,23 @@ interface Behaviour {
 export class WebhookReceiver {
   readonly requests: ReceivedRequest[] = [];
   private readonly behaviours = new Map<string, Behaviour>();
+  /** Per path: the next request is held until the test releases it (see holdNext). */
+  private readonly holds = new Map<string, (respond: (status: number) => void) => void>();
   private readonly server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const path = req.url ?? '/';
       this.requests.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      const hold = this.holds.get(path);
+      if (hold) {
+        this.holds.delete(path);
+        hold((status) => {
+          if (status >= 200 && status < 300) res.writeHead(status, { 'Content-Type': 'application/json' }).end('{"received":true}');
+          else res.writeHead(status, { 'Content-Type': 'text/plain' }).end('receiver says no');
+        });
+        return;
+      }
       const b = this.behaviours.get(path);
       if (b && b.hangs > 0) {
         b.hangs -= 1;
@@ -75,6 +86,23 @@ export class WebhookReceiver {
   /** Answers the next `count` requests to `path` with 200, each only after `delayMs`. */
   slowNext(path: string, count: number, delayMs: number): void {
     this.behaviours.set(path, { failures: 0, status: 200, hangs: 0, slow: { count, delayMs } });
+  }
+
+  /**
+   * Holds the next request to `path` unanswered until the returned `release(status)`, which answers it
+   * with `status` (a merchant's endpoint that takes its time, as long as the test needs).
+   */
+  holdNext(path: string): (status: number) => void {
+    let respond: ((status: number) => void) | null = null;
+    let releasedWith: number | null = null;
+    this.holds.set(path, (r) => {
+      if (releasedWith === null) respond = r;
+      else r(releasedWith);
+    });
+    return (status) => {
+      releasedWith = status;
+      respond?.(status);
+    };
   }
 
   succeed(path: string): void {

@@ -251,6 +251,9 @@ export class DeliveryService {
    * when the merchant already has its bound open in this process: queued, it would wait with its timeout
    * running, and each open request is a connection (an endpoint that never answers holds one for the
    * whole timeout). The sender releases the slot once the request's connection is free.
+   * Once it is over the workers are woken: while it held the delivery's lease and a place in the
+   * merchant's in-flight share their claims skipped both — a scheduled attempt that fell due meanwhile, a
+   * new event held back by the share — and nothing else would wake them before the next poll or sweep.
    */
   private async withManualSlot<T>(merchantId: string, run: (slot: RequestSlot) => Promise<T>): Promise<T> {
     const slot = this.sender.reserve(merchantId, 'manual');
@@ -269,6 +272,8 @@ export class DeliveryService {
       // Not handed to the sender (or handed and already released: a release is once only).
       slot.release();
       throw err;
+    } finally {
+      await this.queue.enqueue(1);
     }
   }
 
