@@ -7,7 +7,9 @@ import { DELIVER_WEBHOOK_JOB, type DeliverWebhookData } from './delivery-queue.j
  * the workers' drain loops, which send it with their claims — within the merchant's in-flight share
  * (WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT), as every scheduled attempt, so a merchant's retries cannot add
  * to attempts already holding its share. A merchant at its share gets the retry as one of its attempts
- * is recorded; the drain loop's poll and the sweeper pick it up otherwise. The job sends nothing itself,
+ * is recorded, and a delivery a manual retry holds (leased: the claims skip it) once that retry is
+ * answered (DeliveryService wakes the workers); the drain loop's poll and the sweeper pick it up
+ * otherwise. The job sends nothing itself,
  * and finished job rows are removed.
  *
  * Agenda runs a job by the worker's clock, the claim checks the due time by the database's: a worker
