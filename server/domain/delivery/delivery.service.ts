@@ -60,6 +60,13 @@ const DAY_MS = 86_400_000;
 
 /** Headroom over the request timeout (which includes the DNS lookup) for opening the secret and recording the result. */
 const LEASE_MARGIN_MS = 30_000;
+/**
+ * Waits before trying again a failed write of delivered attempts (a dropped connection, a database
+ * restarting): without it one error fails the whole group — up to 256 deliveries the receivers answered
+ * 2xx — and each is POSTed again once its lease expires. Safe to repeat: a write that did commit cleared
+ * the lease tokens, so its repeat matches no row. About 3 s in all, well within LEASE_MARGIN_MS.
+ */
+const DELIVERED_WRITE_RETRY_DELAYS_MS = [100, 500, 2_000];
 /** Deliveries recover puts back in the queue per statement. */
 const RECOVER_BATCH = 1000;
 /**
@@ -110,10 +117,18 @@ export class DeliveryService {
     hosts: MerchantHostResolver,
   ) {
     this.sender = new WebhookSender(hosts, OPEN_REQUESTS_PER_SHARE * config.maxInFlightPerMerchant);
-    this.delivered = new GroupWriter(async (records) => {
-      const updated = await recordDeliveredAttempts(this.em, records);
-      return records.map((r) => updated.has(leaseKey(r.deliveryId, r.leaseToken)));
-    });
+    this.delivered = new GroupWriter(
+      async (records) => {
+        const updated = await recordDeliveredAttempts(this.em, records);
+        return records.map((r) => updated.has(leaseKey(r.deliveryId, r.leaseToken)));
+      },
+      undefined,
+      {
+        delaysMs: DELIVERED_WRITE_RETRY_DELAYS_MS,
+        onRetry: (err, tryNumber, groupSize) =>
+          this.logger.warn({ err: { type: err.name, message: err.message }, tryNumber, groupSize }, 'recording delivered webhooks failed; trying again'),
+      },
+    );
   }
 
   private get leaseMs(): number {
