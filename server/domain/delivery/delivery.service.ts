@@ -288,7 +288,8 @@ export class DeliveryService {
       slot.release();
       throw err;
     } finally {
-      await this.queue.enqueue(1);
+      // The attempt's own answer stands whatever the wake-up meets: the next poll or sweep wakes them then.
+      await this.queue.enqueue(1).catch((err: Error) => this.logger.warn({ err: { type: err.name, message: err.message } }, 'waking the webhook workers failed'));
     }
   }
 
