@@ -123,7 +123,7 @@ export async function startService(config: AppConfig, options: StartOptions = {}
     closers.push(gracefulCloser(server));
     await listen(server, config.port, config.host);
     const port = (server.address() as AddressInfo).port;
-    if (!process.env.PUBLIC_BASE_URL) config.publicBaseUrl = `http://${urlHost(config.host)}:${port}`;
+    if (!config.publicBaseUrlConfigured) config.publicBaseUrl = `http://${urlHost(config.host)}:${port}`;
     baseUrl = `http://${urlHost(config.host)}:${port}`;
     server.on('request', createApp(container));
   }

@@ -153,6 +153,8 @@ export interface AppConfig {
   idempotencyKeyPruneIntervalMs: number;
   /** Address providers call back on; filled from the listening port when not configured. */
   publicBaseUrl: string;
+  /** Whether PUBLIC_BASE_URL was given (else publicBaseUrl is the listening address, filled in at listen). */
+  publicBaseUrlConfigured: boolean;
   encryptionKey: string | undefined;
   /** More keys that open secrets sealed with them (a rotation's old key, or the next one), never sealing. */
   decryptionKeys: string[];
@@ -420,6 +422,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { encr
     idempotencyKeyRetentionMs: keyRetentionMs,
     idempotencyKeyPruneIntervalMs: durationVar('IDEMPOTENCY_KEY_PRUNE_INTERVAL', e.IDEMPOTENCY_KEY_PRUNE_INTERVAL),
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/$/, ''),
+    publicBaseUrlConfigured: e.PUBLIC_BASE_URL !== undefined,
     encryptionKey: e.ENCRYPTION_KEY,
     decryptionKeys,
     role: e.ROLE,

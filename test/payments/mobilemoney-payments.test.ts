@@ -531,6 +531,30 @@ describe('stored result_url and timeout_url', () => {
     expect(res.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ field, issue: expect.stringContaining(`reach this service (at ${new URL(t.baseUrl).origin})`) }] });
     expect((await t.http.get('/v1/merchant/credentials').set('X-API-Key', apiKey).expect(200)).body).toEqual(before.body);
   });
+
+  it('behind a proxy that serves the service under a path prefix (PUBLIC_BASE_URL with a path), takes addresses under that prefix and refuses them without it', async () => {
+    const proxied = await startTestService({ PUBLIC_BASE_URL: 'https://payments.example.com/gateway' });
+    try {
+      const m = await proxied.createMerchant('Behind a prefix');
+      const store = (urls: Record<string, string>) =>
+        proxied.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({ provider: 'mobilemoney', mobilemoney: { ...SANDBOX_CREDS, consumer_key: 'gateway-key', ...urls } });
+      const underPrefix = {
+        result_url: 'https://payments.example.com/gateway/v1/webhooks/mobilemoney/reversal/result',
+        timeout_url: 'https://payments.example.com/gateway/v1/webhooks/mobilemoney/transactionstatus/timeout',
+      };
+      const stored = await store(underPrefix);
+      expect(stored.status).toBe(200);
+      expect(stored.body.data.config_summary).toMatchObject(underPrefix);
+      const withoutPrefix = await store({ result_url: 'https://payments.example.com/v1/webhooks/mobilemoney/reversal/result' });
+      expect(withoutPrefix.status).toBe(422);
+      expect(withoutPrefix.body.error.details).toEqual([{ field: 'mobilemoney.result_url', issue: expect.stringContaining('reach this service') }]);
+      expect((await proxied.http.get('/v1/merchant/credentials').set('X-API-Key', m.apiKey).expect(200)).body.data).toEqual([
+        expect.objectContaining({ provider: 'mobilemoney', config_summary: expect.objectContaining(underPrefix) }),
+      ]);
+    } finally {
+      await proxied.stop();
+    }
+  });
 });
 
 describe('check-status', () => {
