@@ -194,6 +194,9 @@ describe('cardpay 3-D Secure page in a browser', () => {
     await page.close();
 
     await statusBecomes(p.id, cardKey, 'failed');
-    expect((await getPayment(p.id, cardKey)).failure_reason).toEqual(expect.any(String));
+    // The provider's text for a failed 3-D Secure authentication, as the merchant reads it.
+    expect((await getPayment(p.id, cardKey)).failure_reason).toBe(
+      'The provided PaymentMethod has failed authentication. You can provide payment_method_data or a new PaymentMethod to attempt to fulfill this PaymentIntent again.',
+    );
   });
 });

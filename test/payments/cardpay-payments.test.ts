@@ -59,10 +59,11 @@ describe('POST /v1/payments with cardpay', () => {
   it('records a decline as failed with the reason and emits payment.failed', async () => {
     const res = await create(card('pm_card_chargeDeclined'));
     expect(res.status).toBe(201);
-    expect(res.body.data.status).toBe('failed');
-    expect(res.body.data.failure_reason).toEqual(expect.any(String));
+    // failure_reason is the provider's decline text, as the simulator's generic decline words it.
+    expect(res.body.data).toMatchObject({ status: 'failed', failure_reason: 'Your card was declined.' });
     const id = res.body.data.id;
-    await eventually(() => receiver.events('payment.failed').find((e) => e.json.data.payment_id === id), 10_000, 'payment.failed');
+    const failed = await eventually(() => receiver.events('payment.failed').find((e) => e.json.data.payment_id === id), 10_000, 'payment.failed');
+    expect(failed.json.data).toEqual({ payment_id: id, amount: '25.00', currency: 'USD', provider: 'cardpay', status: 'failed', previous_status: 'pending' });
   });
 
   it('asks for 3DS with a redirect next_action; completing it settles the payment by callback', async () => {
@@ -79,11 +80,22 @@ describe('POST /v1/payments with cardpay', () => {
     expect(detail.body.data.provider_response).toEqual(expect.objectContaining({ id: detail.body.data.provider_ref }));
   });
 
-  it('fails a payment whose 3DS authentication fails', async () => {
+  it('fails a payment whose 3DS authentication fails, with the provider\'s authentication-failure text, and emits payment.failed', async () => {
     const res = await create(card('pm_card_threeDSecureRequired', { return_url: 'https://shop.example.com/return' }));
+    expect(res.status).toBe(201);
+    const id: string = res.body.data.id;
     const url: string = res.body.data.next_action.url;
     await fetch(`${url}${url.includes('?') ? '&' : '?'}auto=fail`, { redirect: 'manual' });
-    await eventually(async () => (await paymentStatus(res.body.data.id)) === 'failed', 10_000, '3DS failure');
+    await eventually(async () => (await paymentStatus(id)) === 'failed', 10_000, '3DS failure');
+    const detail = await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key).expect(200);
+    expect(detail.body.data).toMatchObject({
+      status: 'failed',
+      next_action: null,
+      failure_reason: 'The provided PaymentMethod has failed authentication. You can provide payment_method_data or a new PaymentMethod to attempt to fulfill this PaymentIntent again.',
+    });
+    const failed = await eventually(() => receiver.events('payment.failed').find((e) => e.json.data.payment_id === id), 10_000, 'payment.failed');
+    expect(failed.json.data).toEqual({ payment_id: id, amount: '25.00', currency: 'USD', provider: 'cardpay', status: 'failed', previous_status: 'pending' });
+    expect(failed.headers['x-event-type']).toBe('payment.failed');
   });
 
   it.each([

@@ -89,7 +89,7 @@ describe('the answer to a create', () => {
     const { apiKey } = await shop('Quiet Shop', null);
     const res = await create(apiKey, `quiet-${++counter}`, 'pm_card_chargeDeclined');
     expect(res.status).toBe(201);
-    expect(res.body.data).toMatchObject({ status: 'failed', failure_reason: expect.any(String) });
+    expect(res.body.data).toMatchObject({ status: 'failed', failure_reason: 'Your card was declined.' });
     const id = res.body.data.id as string;
     expect(await transitions(apiKey, id)).toEqual(['∅→pending create', 'pending→failed create']);
     expect(await events(apiKey, id)).toEqual(['payment.failed']);
