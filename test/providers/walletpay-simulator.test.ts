@@ -418,10 +418,14 @@ describe('negative testing with PayPal-Mock-Response', () => {
   it("a code PayPal does not mock for the call, or a header that is not JSON, changes nothing: the call's actual answer", async () => {
     const bearer = await token();
     const id = await approvedOrder(bearer);
+    const statuses: number[] = [];
     for (const header of [mock('REFUND_TIME_LIMIT_EXCEEDED'), mock('NOT_A_CODE'), 'INSTRUMENT_DECLINED']) {
       const res = await t.http.post(`/sandbox/walletpay/v2/checkout/orders/${id}/capture`).set('Authorization', `Bearer ${bearer}`)
         .set('PayPal-Request-Id', `real-${id}`).set('PayPal-Mock-Response', header).send({});
-      expect([201, 200]).toContain(res.status);
+      statuses.push(res.status);
     }
+    // The first captures (201); the repeats with its PayPal-Request-Id replay that capture (200), capturing nothing more.
+    expect(statuses).toEqual([201, 200, 200]);
+    expect(await t.sql('SELECT count(*)::int AS n FROM sandbox_walletpay_captures WHERE order_id = $1', [id])).toEqual([{ n: 1 }]);
   });
 });
