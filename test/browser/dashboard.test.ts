@@ -46,6 +46,13 @@ async function signIn(page: Page) {
 
 /** Waits until the page shows this text (announcements, outcomes). */
 const shows = (page: Page, text: string | RegExp) => page.getByText(text).first().waitFor();
+/** The answer the service gives when the provider may have acted and the outcome could not be recorded (for page.route to fulfil). */
+const outcomeUnknown = (status: number, code: string, message: string) => ({
+  status,
+  contentType: 'application/json',
+  headers: { 'Payments-Outcome': 'unknown' },
+  body: JSON.stringify({ success: false, error: { code, message, request_id: `r${status}` } }),
+});
 /**
  * Runs `action` (a click or a navigation that changes the address) and waits until the router has
  * rendered the new view: the form that was on the page is gone. The router renders on `hashchange`, a
@@ -424,12 +431,7 @@ describe('merchant dashboard', () => {
       // The refund is made, but the page is told what the service answers when it could not record it.
       first = false;
       await route.fetch();
-      return route.fulfill({
-        status: 500,
-        contentType: 'application/json',
-        headers: { 'Payments-Outcome': 'unknown' },
-        body: JSON.stringify({ success: false, error: { code: 'INTERNAL_ERROR', message: 'The provider may have acted on this request', request_id: 'r500' } }),
-      });
+      return route.fulfill(outcomeUnknown(500, 'INTERNAL_ERROR', 'The provider may have acted on this request'));
     });
     await page.goto(`${t.baseUrl}/dashboard/#/payments/${paymentId}`);
     await page.getByRole('heading', { name: 'Payment 20.00 USD' }).waitFor();
@@ -536,12 +538,7 @@ describe('merchant dashboard', () => {
       sentKeys.push(route.request().headers()['idempotency-key']);
       if (sentKeys.length > 1) return route.continue();
       // What the service answers when the provider may have captured and it could not record the outcome.
-      return route.fulfill({
-        status: 502,
-        contentType: 'application/json',
-        headers: { 'Payments-Outcome': 'unknown' },
-        body: JSON.stringify({ success: false, error: { code: 'PROVIDER_ERROR', message: 'walletpay capture failed: no answer in time', request_id: 'r502' } }),
-      });
+      return route.fulfill(outcomeUnknown(502, 'PROVIDER_ERROR', 'walletpay capture failed: no answer in time'));
     });
     await page.goto(`${t.baseUrl}/dashboard/#/payments/${paymentId}`);
     await page.getByRole('heading', { name: 'Payment 45.00 USD' }).waitFor();

@@ -172,6 +172,22 @@ async function refundWithResultsLost(paymentId: string, lost: number): Promise<{
   return { refundId: res.body.data.id as string, first: res.body.data.provider_ref as string };
 }
 
+/**
+ * The refund of all of `payment` completed by its repeat `repeat` (answered R000001 "already reversed"),
+ * the payment reversed with payment.reversed sent, and one reversal moved money at the operator: `first`'s.
+ */
+async function expectReversedOnceByTheRepeat(refundId: string, payment: { id: string; receipt: string }, first: string, repeat: string): Promise<void> {
+  const completed = await refundSettled(refundId, 'completed');
+  expect(completed).toMatchObject({ amount: '100.00', provider_ref: repeat });
+  expect(await getPayment(payment.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+  const event = await eventually(() => receiver.events('payment.reversed').find((e) => e.json.data.refund_id === refundId), 20_000, 'payment.reversed');
+  expect(event.json.data).toMatchObject({ payment_id: payment.id, status: 'reversed', amount_refunded: '100.00' });
+  expect(await reversalsAtOperator(payment.receipt)).toEqual([
+    { originator_conversation_id: first, result_code: '0' },
+    { originator_conversation_id: repeat, result_code: 'R000001' },
+  ]);
+}
+
 describe('a reversal acknowledged by the operator whose result callback was lost', () => {
   it('done at the operator: the repeat is answered R000001 "already reversed", the refund completes (payment.reversed) and the receipt was reversed once', async () => {
     const p = await paid('100');
@@ -189,17 +205,7 @@ describe('a reversal acknowledged by the operator whose result callback was lost
 
     // The next check sends the reversal again: "already reversed" completes the refund.
     const repeat = await sendAgain(refundId, p.receipt, [first]);
-    const completed = await refundSettled(refundId, 'completed');
-    expect(completed).toMatchObject({ amount: '100.00', provider_ref: repeat });
-    expect(await getPayment(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
-    const event = await eventually(() => receiver.events('payment.reversed').find((e) => e.json.data.refund_id === refundId), 20_000, 'payment.reversed');
-    expect(event.json.data).toMatchObject({ payment_id: p.id, status: 'reversed', amount_refunded: '100.00' });
-
-    // One reversal moved money at the operator: the repeat was answered "already reversed" and moved nothing.
-    expect(await reversalsAtOperator(p.receipt)).toEqual([
-      { originator_conversation_id: first, result_code: '0' },
-      { originator_conversation_id: repeat, result_code: 'R000001' },
-    ]);
+    await expectReversedOnceByTheRepeat(refundId, p, first, repeat);
     expect(await movesAfterPayment(p.id)).toEqual([
       { subject: 'refund', from_status: 'pending', to_status: 'completed', trigger: 'callback:reversal' },
       { subject: 'payment', from_status: 'completed', to_status: 'reversed', trigger: 'callback:reversal' },
@@ -436,15 +442,7 @@ describe('status reports the operator refuses', () => {
     expect(operator.refused).toBe(RESEND_AFTER_REPORT_CHECKS);
     expect(await reportsAsked(refundId, first)).toEqual([]);
 
-    const completed = await refundSettled(refundId, 'completed');
-    expect(completed).toMatchObject({ amount: '100.00', provider_ref: repeat });
-    expect(await getPayment(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
-    const event = await eventually(() => receiver.events('payment.reversed').find((e) => e.json.data.refund_id === refundId), 20_000, 'payment.reversed');
-    expect(event.json.data).toMatchObject({ payment_id: p.id, status: 'reversed', amount_refunded: '100.00' });
-    expect(await reversalsAtOperator(p.receipt)).toEqual([
-      { originator_conversation_id: first, result_code: '0' },
-      { originator_conversation_id: repeat, result_code: 'R000001' },
-    ]);
+    await expectReversedOnceByTheRepeat(refundId, p, first, repeat);
     expect(await eventsOf(p.id)).toEqual(['payment.completed', 'payment.reversed']);
   });
 });
