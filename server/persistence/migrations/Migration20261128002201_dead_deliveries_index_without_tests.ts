@@ -12,9 +12,22 @@ import { Migration } from '@mikro-orm/migrations';
  * still holds writes (SHARE lock) while it runs: on a live database with many deliveries, create
  * webhook_deliveries_dead_new_idx CONCURRENTLY by hand first (this runs in a transaction), with the
  * definition below; the migration then only drops and renames.
+ * A hand build that was cancelled or failed leaves an INVALID index of that name, which IF NOT EXISTS
+ * would take for the built one (and rename into place, queries then reading the table instead): it is
+ * dropped first and built again here (test/deploy/migration-prebuilt-indexes.test.ts).
  */
+/** Drops `index` if a cancelled or failed `CREATE INDEX CONCURRENTLY` left it INVALID (a valid one is kept). */
+export function dropInvalidIndexSql(index: string): string {
+  return `DO $$ BEGIN
+    IF EXISTS (SELECT 1 FROM pg_index WHERE indexrelid = to_regclass('${index}') AND NOT indisvalid) THEN
+      DROP INDEX ${index};
+    END IF;
+  END $$;`;
+}
+
 export class Migration20261128002201_dead_deliveries_index_without_tests extends Migration {
   override async up(): Promise<void> {
+    this.addSql(dropInvalidIndexSql('webhook_deliveries_dead_new_idx'));
     this.addSql(`CREATE INDEX IF NOT EXISTS webhook_deliveries_dead_new_idx ON webhook_deliveries (created_at) WHERE status = 'dead' AND event_type <> 'webhook.test';`);
     this.addSql('DROP INDEX webhook_deliveries_dead_idx;');
     this.addSql('ALTER INDEX webhook_deliveries_dead_new_idx RENAME TO webhook_deliveries_dead_idx;');

@@ -1,4 +1,5 @@
 import { Migration } from '@mikro-orm/migrations';
+import { dropInvalidIndexSql } from './Migration20261128002201_dead_deliveries_index_without_tests.js';
 
 /**
  * The fair claim (delivery-store.ts, leaseDueDeliveries) takes a merchant's first attempts and its
@@ -14,10 +15,12 @@ import { Migration } from '@mikro-orm/migrations';
  * building this index CONCURRENTLY by hand first (below) avoids that too. The build itself
  * still holds writes (SHARE lock) while it runs: on a live database with many deliveries, create
  * webhook_deliveries_merchant_due_new_idx CONCURRENTLY by hand first (this runs in a transaction), with
- * the definition below; the migration then only drops and renames.
+ * the definition below; the migration then only drops and renames. An INVALID one a cancelled hand
+ * build left is dropped and built again (as in 20261128002201).
  */
 export class Migration20261128002202_delivery_claim_first_attempts extends Migration {
   override async up(): Promise<void> {
+    this.addSql(dropInvalidIndexSql('webhook_deliveries_merchant_due_new_idx'));
     this.addSql(`CREATE INDEX IF NOT EXISTS webhook_deliveries_merchant_due_new_idx ON webhook_deliveries (merchant_id, least(attempts, 1), next_attempt_at) WHERE status IN ('pending', 'retrying');`);
     this.addSql('DROP INDEX webhook_deliveries_merchant_due_idx;');
     this.addSql('ALTER INDEX webhook_deliveries_merchant_due_new_idx RENAME TO webhook_deliveries_merchant_due_idx;');
