@@ -1,8 +1,9 @@
 /**
  * The service's dependency direction (README "How the parts fit"), checked by `npm run lint:deps` in CI
  * and by test/architecture/dependency-direction.test.ts:
- *   contract → http → domain (ports) ← providers / persistence;  sandbox stands apart;  lib is shared
- *   (with the simulators, only its generic helpers).
+ *   contract → http → domain (ports) ← providers;  domain → persistence (its entities are the domain
+ *   model);  only the container names providers;  sandbox stands apart;  lib is shared (with the
+ *   simulators, only its generic helpers).
  * @type {import('dependency-cruiser').IConfiguration}
  */
 module.exports = {
@@ -30,10 +31,31 @@ module.exports = {
     },
     {
       name: 'providers-are-leaves',
-      comment: 'Providers do not reach into the simulators, HTTP, jobs or the wiring.',
+      comment:
+        'Providers do not reach into the simulators, HTTP, jobs, observability or the wiring, nor into persistence but its ' +
+        'leases (a row-based lease, generic plumbing: mobilemoney shares its OAuth token through one).',
       severity: 'error',
       from: { path: '^server/providers/' },
-      to: { path: '^server/(sandbox|http|jobs|admin)/|^server/(container|service|main)\\.ts$' },
+      to: {
+        path: '^server/(sandbox|http|jobs|admin|observability|persistence)/|^server/(container|service|main)\\.ts$',
+        pathNot: '^server/persistence/leases\\.ts$',
+      },
+    },
+    {
+      name: 'providers-named-by-the-container-only',
+      comment:
+        'Concrete providers are named in providers/registry.ts, which only server/container.ts imports: the rest of the ' +
+        'service reaches a provider through the port and the registry the container hands it.',
+      severity: 'error',
+      from: { path: '^server/', pathNot: '^server/providers/|^server/container\\.ts$' },
+      to: { path: '^server/providers/' },
+    },
+    {
+      name: 'persistence-is-inner',
+      comment: 'The domain uses persistence (entities, leases, prepared statements), never the other way round.',
+      severity: 'error',
+      from: { path: '^server/persistence/' },
+      to: { path: '^server/(domain|providers|sandbox|http|jobs|admin|observability)/|^server/(container|service|main)\\.ts$' },
     },
     {
       name: 'sandbox-stands-apart',

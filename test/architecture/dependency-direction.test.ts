@@ -42,7 +42,7 @@ describe('dependency direction', () => {
     expect(found.map((v) => `${v.rule.name}: ${v.from} → ${v.to}`)).toEqual([]);
   });
 
-  it('a domain file importing a provider folder fails the check, as do the other broken rules (a simulator using a lib module off the allow-list too)', async () => {
+  it('a domain file importing a provider folder fails the check, as does each other rule broken (a simulator using a lib module off the allow-list, a handler naming a provider, a provider reading entities)', async () => {
     file('server/domain/ports.ts', 'export interface Port { name: string }\n');
     file('server/domain/payments/uses-adapter.ts', "import { adapter } from '../../providers/cardpay/adapter.js';\nexport const a = adapter;\n");
     file('server/domain/payments/service.ts', "export const service = 1;\n");
@@ -55,7 +55,17 @@ describe('dependency direction', () => {
     file('server/sandbox/sql.ts', "import { placeholders } from '../lib/sql-placeholders.js';\nexport const p = placeholders;\n");
     file('server/jobs/a.ts', "import { b } from './b.js';\nexport const a = () => b;\n");
     file('server/jobs/b.ts', "import { a } from './a.js';\nexport const b = () => a;\n");
-    const found = await violations(fixture, ['server']);
+    file('server/http/app.ts', "import { registry } from '../providers/registry.js';\nexport const app = registry;\n");
+    file('server/domain/payments/uses-http.ts', "import { app } from '../../http/app.js';\nexport const h = app;\n");
+    file('server/providers/registry.ts', "import { adapter } from './cardpay/adapter.js';\nexport const registry = [adapter];\n");
+    file('server/container.ts', "import { registry } from './providers/registry.js';\nexport const container = registry;\n");
+    file('server/persistence/leases.ts', 'export class Leases {}\n');
+    file('server/persistence/entities/index.ts', "import type { Port } from '../../domain/ports.js';\nexport type Entities = Port[];\n");
+    file('server/providers/cardpay/stores-rows.ts', "import type { Entities } from '../../persistence/entities/index.js';\nexport type E = Entities;\n");
+    file('server/providers/mobilemoney/token-store.ts', "import { Leases } from '../../persistence/leases.js';\nexport const l = Leases;\n");
+    file('server/lib/knows-domain.ts', "import { service } from '../domain/payments/service.js';\nexport const k = service;\n");
+    file('contract/index.ts', "import { digits } from '../server/lib/money.js';\nexport const d = digits;\n");
+    const found = await violations(fixture, ['server', 'contract']);
     const rules = found.map((v) => `${v.rule.name}: ${v.from}`);
     expect(rules).toEqual(expect.arrayContaining([
       'domain-names-no-provider: server/domain/payments/uses-adapter.ts',
@@ -63,7 +73,18 @@ describe('dependency direction', () => {
       'sandbox-stands-apart: server/sandbox/cardpay/mirrors-adapter.ts',
       'sandbox-uses-only-generic-lib: server/sandbox/cardpay/shares-money.ts',
       'no-circular: server/jobs/a.ts',
+      'domain-is-inner: server/domain/payments/uses-http.ts',
+      'providers-are-leaves: server/providers/cardpay/stores-rows.ts',
+      'providers-named-by-the-container-only: server/http/app.ts',
+      'persistence-is-inner: server/persistence/entities/index.ts',
+      'lib-is-pure: server/lib/knows-domain.ts',
+      'contract-is-outermost: contract/index.ts',
     ]));
+    // Every rule is broken somewhere in the fixture: a rule added later needs its case here.
+    expect(new Set(found.map((v) => v.rule.name))).toEqual(new Set(config.forbidden.map((r) => r.name)));
+    // The container names the providers (through the registry), and a provider may hold a lease.
+    expect(rules.filter((r) => r.includes('server/container.ts') || r.includes('server/providers/registry.ts'))).toEqual([]);
+    expect(rules.filter((r) => r.includes('server/providers/mobilemoney/token-store.ts'))).toEqual([]);
     // A generic helper on the allow-list is one a simulator may use.
     expect(rules.filter((r) => r.includes('server/sandbox/sql.ts'))).toEqual([]);
     // The port itself is the one domain file a provider may import.
