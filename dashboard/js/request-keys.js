@@ -59,9 +59,10 @@ export async function forgetSettledRefund(paymentId, body) {
 
 /**
  * A kept refund key is sent again only while the service still remembers it (IDEMPOTENCY_KEY_RETENTION,
- * 24 h by default): past that the same key would be a new request, a second refund. Then the page shows
- * the kept refund as it is and asks before making a new one; declined, nothing is sent. Returns whether
- * the click may go on (with the kept key while remembered, else with a new one).
+ * 24 h by default): past that the same key would be a new request, a second refund. Then — or while the
+ * page cannot read that lifetime (config.json unanswered) — the page shows the kept refund as it is and
+ * asks before making a new one; declined, nothing is sent. Returns whether the click may go on (with the
+ * kept key while remembered, else with a new one).
  */
 export async function keptRefundMayBeSent(paymentId, body, currency) {
   const name = `refund ${paymentId}`;
@@ -78,8 +79,11 @@ export async function keptRefundMayBeSent(paymentId, body, currency) {
       earlier = `The refund of ${what} sent at ${sentAt} was pending when last seen: it may still be made.`;
     }
   }
-  const remembered = lifetimeText(await keyLifetimeMs());
-  if (!window.confirm(`${earlier} It was sent too long ago to be sent again as the same request (the service remembers one for ${remembered}), so another click makes a second refund. Make a new refund of ${what}?`)) {
+  const lifetimeMs = await keyLifetimeMs();
+  const why = lifetimeMs === null
+    ? 'How long the service remembers a request could not be read (/dashboard/config.json did not answer), so it may have forgotten this one: another click may make a second refund.'
+    : `It was sent too long ago to be sent again as the same request (the service remembers one for ${lifetimeText(lifetimeMs)}), so another click makes a second refund.`;
+  if (!window.confirm(`${earlier} ${why} Make a new refund of ${what}?`)) {
     announce(`No refund sent. ${earlier} See the refunds below.`);
     return false;
   }

@@ -822,6 +822,63 @@ describe('merchant dashboard', () => {
     }
   }, 90_000);
 
+  it('while /dashboard/config.json cannot be read, a kept refund key is not sent again on an assumed 24 h: the page asks before a new refund, and declined sends nothing', async () => {
+    // The service forgets refund keys after 8 s; the page cannot learn it (config.json answered 503: a blip,
+    // a proxy that passes only /v1), so it must not assume the documented 24 h.
+    const short = await startTestService({ IDEMPOTENCY_KEY_RETENTION: '8s', IDEMPOTENCY_LEASE: '3s', PROVIDER_TIMEOUT_MS: '1000', IDEMPOTENCY_KEY_PRUNE_INTERVAL: '1s' });
+    try {
+      const shop = await short.createMerchant('Dashboard Unknown Key Lifetime');
+      await short.http.put('/v1/merchant/credentials').set('X-API-Key', shop.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_dashboard_short_0002' } }).expect(200);
+      const created = await short.http.post('/v1/payments').set('X-API-Key', shop.apiKey).set('Idempotency-Key', `dash-${randomUUID()}`)
+        .send({ provider: 'cardpay', amount: '20.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
+      const paymentId = created.body.data.id as string;
+      const refunds = async () => (await short.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', shop.apiKey).expect(200)).body.data as { amount: string }[];
+
+      const page = await newPage(1280);
+      let configReads = 0;
+      await page.route((u) => u.pathname === '/dashboard/config.json', (route) => {
+        configReads += 1;
+        return route.fulfill({ status: 503, contentType: 'text/html', body: '<h1>503 Service Unavailable</h1>' });
+      });
+      const sentKeys: string[] = [];
+      let loseNextAnswer = true;
+      await page.route((u) => u.pathname === '/v1/refunds', async (route) => {
+        if (route.request().method() !== 'POST') return route.continue();
+        sentKeys.push(route.request().headers()['idempotency-key']!);
+        if (!loseNextAnswer) return route.continue();
+        // The refund is made; its answer never reaches the page, which keeps the key.
+        loseNextAnswer = false;
+        await route.fetch();
+        return route.abort('connectionreset');
+      });
+      await page.goto(`${short.baseUrl}/dashboard/#/payments/${paymentId}`);
+      await page.getByLabel('API key').fill(shop.apiKey);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('heading', { name: 'Payment 20.00 USD' }).waitFor();
+      await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
+      await page.getByRole('button', { name: 'Refund' }).click();
+      await page.getByRole('alert').waitFor();
+      expect((await refunds()).map((r) => r.amount)).toEqual(['5.00']);
+      // The service forgets the key: the same key sent now would be a new request, a second refund.
+      await waitFor(async () => (await short.sql('SELECT 1 FROM idempotency_keys WHERE key = $1', [sentKeys[0]])).length === 0, 'the refund key pruned', 30_000);
+
+      let asked = '';
+      page.once('dialog', (dialog) => {
+        asked = dialog.message();
+        void dialog.dismiss();
+      });
+      await page.getByRole('button', { name: 'Refund' }).click();
+      await shows(page, /^No refund sent\. A refund of 5\.00 USD was sent at .+ and its answer was lost: it may have been made\./);
+      expect(asked).toMatch(/could not be read .*it may have forgotten this one.*Make a new refund of 5\.00 USD\?/);
+      expect(configReads).toBeGreaterThan(0);
+      expect(sentKeys).toHaveLength(1);
+      expect((await refunds()).map((r) => r.amount)).toEqual(['5.00']);
+      await page.close();
+    } finally {
+      await short.stop();
+    }
+  }, 90_000);
+
   it('is readable and usable at 390 px wide, by keyboard', async () => {
     const page = await newPage(390);
     await signIn(page);
