@@ -50,13 +50,15 @@ async function main() {
     if (service) void stop(service);
   };
   // Installed before the boot: jobs may already run before startService resolves, and a signal then
-  // must not kill them mid-call. A signal during the boot lets it finish, then stops as usual (below).
+  // must not kill them mid-call. A signal during the boot lets it finish its schema work, with nothing
+  // started after the signal (no listening, jobs or webhook deliveries: the exit deadline counts from the
+  // signal, and would cut them), then stops as usual (below).
   // `on`, not `once`: under tsx (npm start) a signal with no listener of ours left makes tsx's own
   // handler exit at once (code 143), cutting the graceful stop short.
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
 
-  service = await startService(config, { logger });
+  service = await startService(config, { logger, stopRequested: () => requested !== null });
   if (requested) {
     await stop(service);
     return;

@@ -65,6 +65,12 @@ export interface StartOptions {
   /** Agenda polling interval; tests use a short one. */
   agendaProcessEveryMs?: number;
   agendaLockLifetimeMs?: number;
+  /**
+   * True once a stop was asked for during the boot (main.ts's signal handler). The boot then finishes
+   * its schema work but takes no requests or jobs: main.ts's exit deadline counts from the signal, so
+   * work started after it could be cut by that deadline (and its jobs left locked for their lock lifetime).
+   */
+  stopRequested?: () => boolean;
 }
 
 /**
@@ -112,11 +118,13 @@ export async function startService(config: AppConfig, options: StartOptions = {}
 
   const servesApi = config.role === 'all' || config.role === 'api';
   const runsJobs = config.role === 'all' || config.role === 'worker';
+  // Asked before each start below: a signal can arrive while an earlier one is awaited.
+  const stopRequested = () => options.stopRequested?.() ?? false;
 
   let server: http.Server | null = null;
   let baseUrl = config.publicBaseUrl;
   const closers: ((deadlineMs: number) => Promise<void>)[] = [];
-  if (servesApi) {
+  if (servesApi && !stopRequested()) {
     server = http.createServer();
     server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
     server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000;
@@ -155,21 +163,22 @@ export async function startService(config: AppConfig, options: StartOptions = {}
   }
   // A worker serves nothing else, so it gets its own small server for probes and scraping.
   let opsUrl: string | null = null;
-  if (config.role === 'worker') {
+  if (config.role === 'worker' && !stopRequested()) {
     const opsServer = http.createServer(createWorkerApp(container));
     closers.push(gracefulCloser(opsServer));
     await listen(opsServer, config.workerPort, config.host);
     opsUrl = `http://${urlHost(config.host)}:${(opsServer.address() as AddressInfo).port}`;
   }
   if (runsJobs) defineJobs(container);
+  const takesJobs = !stopRequested();
   // Started in every role: a started Agenda sends NOTIFY when it schedules a job, so workers pick
   // jobs up at once; with no job definitions (api role) it processes nothing.
-  await container.agenda.start();
-  if (runsJobs) await scheduleRecurringJobs(container);
+  if (takesJobs) await container.agenda.start();
+  if (runsJobs && takesJobs) await scheduleRecurringJobs(container);
   // The drain loop sleeps until the database NOTIFYs a due delivery, on a connection of its own; it is
   // also woken when that connection is (re)made, for whatever became due while no worker listened, and
   // claims at least once per sweep interval whatever happens to the wake-ups.
-  const drainer = runsJobs ? new DeliveryDrainer(container, {
+  const drainer = runsJobs && !stopRequested() ? new DeliveryDrainer(container, {
         ...DRAINER_OPTIONS,
         pollMs: config.deliverySweepIntervalMs,
         reclaimAfterRecorded: Math.min(MIN_RECLAIM, config.webhookMaxInFlightPerMerchant),
@@ -186,7 +195,8 @@ export async function startService(config: AppConfig, options: StartOptions = {}
   dueDeliveries?.subscribe(() => drainer!.notifyDue());
   drainer?.start();
   await dueDeliveries?.start();
-  logger.info({ role: config.role, baseUrl, ...(opsUrl ? { opsUrl } : {}), host: config.host, sandbox: config.sandbox }, 'payments service started');
+  if (stopRequested()) logger.info({ role: config.role }, 'boot finished after a stop was requested: requests, jobs and webhook deliveries not yet started stay off');
+  else logger.info({ role: config.role, baseUrl, ...(opsUrl ? { opsUrl } : {}), host: config.host, sandbox: config.sandbox }, 'payments service started');
 
   let stopping: Promise<void> | null = null;
   const stop = () =>
