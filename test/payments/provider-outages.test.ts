@@ -1,6 +1,7 @@
 import { X509Certificate, constants, publicEncrypt } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
+import { oneBatchRun } from '../../server/domain/payments/sync-schedule.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
@@ -310,5 +311,97 @@ describe('mobilemoney reversal whose operator cannot be reached at all', () => {
     ]);
     expect(await payment()).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
     expect(await s.sql('SELECT 1 FROM sandbox_mobilemoney_reversals')).toEqual([]);
+  });
+});
+
+/** In front of the mobile-money simulator: answers pushes 500 (their answer lost) and pulls 429 when told; records the pulls. */
+class PullStub extends ForwardingStub {
+  pushesLost = false;
+  pullsRateLimited = false;
+  readonly pulls: { StartDate: string; EndDate: string }[] = [];
+  protected override intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    if (this.pushesLost && req.url.includes('/stkpush/v1/processrequest')) {
+      return Promise.resolve(jsonAnswer(500, { requestId: 'stub', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' }));
+    }
+    if (req.url.includes('/pulltransactions/v1/query')) {
+      this.pulls.push(JSON.parse(req.body.toString()) as { StartDate: string; EndDate: string });
+      if (this.pullsRateLimited) return Promise.resolve(jsonAnswer(429, { requestId: 'stub', errorCode: '500.003.02', errorMessage: 'Spike arrest violation' }));
+    }
+    return forward();
+  }
+}
+
+describe('mobilemoney lost pushes judged by the pull', () => {
+  let s: TestService;
+  let stub: PullStub;
+  let stubUp = false;
+  const HOUR = 3_600_000;
+  /** The operator's pull times are EAT (UTC+3), whole seconds. */
+  const eat = (text: string) => new Date(`${text.replace(' ', 'T')}+03:00`).getTime();
+  const merchant = async (name: string) => {
+    const m = await s.createMerchant(name);
+    await s.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey)
+      .send({ provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: `pull-${name}-${Date.now()}`, consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379' } }).expect(200);
+    return m;
+  };
+  /** A push whose answer was lost (the operator answered 500), created `ageMs` ago. */
+  const lostPush = async (apiKey: string, ageMs: number): Promise<string> => {
+    stub.pushesLost = true;
+    const res = await s.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `lost-pull-${++n}-${Date.now()}`)
+      .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254708374149' });
+    stub.pushesLost = false;
+    expect(res.status).toBe(201);
+    expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+    const id = res.body.data.id as string;
+    if (ageMs > 0) {
+      // As if it had been created `ageMs` ago (the status sync and the admin CLI read the clock): a payment's
+      // created_at never changes, so the guard is lifted for this one update (this service's own database).
+      await s.sql(`ALTER TABLE payments DISABLE TRIGGER payments_keep_merchant_and_created_at;
+        UPDATE payments SET created_at = created_at - ${Number(ageMs)} * interval '1 millisecond' WHERE id = '${id}';
+        ALTER TABLE payments ENABLE TRIGGER payments_keep_merchant_and_created_at;`);
+    }
+    return id;
+  };
+  const row = async (id: string) => (await s.sql<{ status: string; failure_reason: string | null; created_at: Date; next_sync_at: Date | null }>(
+    'SELECT status, failure_reason, created_at, next_sync_at FROM payments WHERE id = $1', [id]))[0]!;
+
+  beforeAll(async () => {
+    stub = new PullStub();
+    const stubUrl = await stub.start();
+    stubUp = true;
+    s = await startTestService({ MOBILEMONEY_BASE_URL: `${stubUrl}/sandbox/mobilemoney`, PROVIDER_TIMEOUT_MS: '3000' });
+    stub.target = s.baseUrl;
+  });
+  afterEach(async () => {
+    stub.pullsRateLimited = false;
+    stub.pulls.length = 0;
+    // Nothing of one test is due in the next one's status-sync run.
+    await s.sql(`UPDATE payments SET next_sync_at = NULL`);
+  });
+  afterAll(async () => {
+    if (stubUp) await stub.stop();
+    await s.stop();
+  });
+
+  it('the operator answering a pull 429 (spike arrest): one status-sync run sends one pull for three lost pushes of a merchant, not three; they stay pending', async () => {
+    const m = await merchant('Rate Limited Pull Shop');
+    const ids = [await lostPush(m.apiKey, 3 * HOUR), await lostPush(m.apiKey, 3 * HOUR), await lostPush(m.apiKey, 3 * HOUR)];
+    await s.sql(`UPDATE payments SET next_sync_at = now() WHERE id = ANY($1)`, [ids]);
+    stub.pullsRateLimited = true;
+    await s.inContext(() => s.service.container.services.statusSync.syncDue(oneBatchRun()));
+    expect(stub.pulls).toHaveLength(1);
+    for (const id of ids) expect(await row(id)).toMatchObject({ status: 'pending', failure_reason: null });
+  });
+
+  it('a re-check 26 h after the push pulls only up to 2 h 30 min after its creation, not a day of transactions, and fails it when nothing is listed', async () => {
+    const m = await merchant('Bounded Pull Shop');
+    const id = await lostPush(m.apiKey, 26 * HOUR);
+    const created = (await row(id)).created_at.getTime();
+    await s.inContext(() => s.service.container.services.statusSync.syncOne(id));
+    expect(stub.pulls).toHaveLength(1);
+    const [pull] = stub.pulls;
+    expect(eat(pull!.StartDate)).toBe(Math.floor((created - 30 * 60_000) / 1000) * 1000);
+    expect(eat(pull!.EndDate)).toBe(Math.ceil((created + 2.5 * HOUR) / 1000) * 1000);
+    expect(await row(id)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('list no charge for it') });
   });
 });

@@ -41,9 +41,12 @@ export interface ReconcileReport {
   results: ReconcileResult[];
 }
 
+/** A provider's failure as the merchant's error; the ProviderError stays its `cause` (a job tells a rate limit or an outage by its kind). */
 function providerFailure(err: unknown, provider: string, action: string): never {
-  if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${provider} ${action} failed: ${err.message}`);
-  throw err;
+  if (!(err instanceof ProviderError)) throw err;
+  const failure = new DomainError('PROVIDER_ERROR', `${provider} ${action} failed: ${err.message}`);
+  failure.cause = err;
+  throw failure;
 }
 
 /**

@@ -27,6 +27,28 @@ export const UNREPEATABLE_CREATION_CHECK_AFTER_MS = 2 * 3_600_000;
 export const UNREPEATABLE_CREATION_PULL_LEAD_MS = 30 * 60_000;
 
 /**
+ * The judging pull's window: from UNREPEATABLE_CREATION_PULL_LEAD_MS before the creation to its check time
+ * plus the same allowance for the clocks (or `now`, if sooner). The operator lists a transaction at the time
+ * the customer paid, and a push is paid within minutes of being sent or never, so nothing of it can be
+ * listed later in the window; the re-checks at 26 h and 47 h pull these 3 h again (a charge listed late is
+ * still listed at its own time), not a day or two of the merchant's transactions.
+ */
+export function judgingPullWindow(payment: Payment, now: number): { since: Date; until: Date } {
+  const created = payment.createdAt.getTime();
+  const until = Math.min(now, created + UNREPEATABLE_CREATION_CHECK_AFTER_MS + UNREPEATABLE_CREATION_PULL_LEAD_MS);
+  return { since: new Date(created - UNREPEATABLE_CREATION_PULL_LEAD_MS), until: new Date(until) };
+}
+
+/**
+ * The provider's failure behind a failed pull when it says the provider is limiting us or could not answer
+ * (its kind: a job backs off the account or counts the provider down), else null (a refusal, no credentials).
+ */
+export function pullOutage(err: unknown): ProviderError | null {
+  const cause = err instanceof DomainError ? err.cause : err;
+  return cause instanceof ProviderError && (cause.kind === 'rate_limited' || cause.kind === 'unavailable' || cause.kind === 'indeterminate') ? cause : null;
+}
+
+/**
  * When a lost creation that cannot be repeated is judged, for a provider that lists its settled transactions
  * (null otherwise: nothing is judged): from `at` on, while a pull from before its creation up to the check still
  * fits the provider's window (`pullableUntil`).
@@ -104,9 +126,9 @@ export async function recoverLostCreation(
 
 /**
  * A lost creation that cannot be repeated, at or after its check (lostCreationCheck): reconciliation's pull
- * from before its creation up to now. A paid push is listed, and the pull completes its payment; one the
+ * of its window (judgingPullWindow). A paid push is listed, and the pull completes its payment; one the
  * pull succeeded without naming is `absent`. The pull failing, or the window no longer reaching back to
- * the creation, proves nothing: `unknown`.
+ * the creation, proves nothing: `unknown` — but a rate limit or an outage is thrown (a ProviderError).
  */
 async function judgeByPull(port: ProviderPort, payment: Payment, now: number, pull: ReconciliationPull | null): Promise<LostCreation> {
   const check = lostCreationCheck(port, payment);
@@ -114,11 +136,14 @@ async function judgeByPull(port: ProviderPort, payment: Payment, now: number, pu
   if (now > check.pullableUntil) {
     return { kind: 'unknown', reason: `${payment.provider} lists settled transactions for too short a time now to show whether the payment was charged` };
   }
-  const since = new Date(payment.createdAt.getTime() - UNREPEATABLE_CREATION_PULL_LEAD_MS);
+  const { since, until } = judgingPullWindow(payment, now);
   let report;
   try {
-    report = await pull(payment.merchantId, payment.provider as Provider, since, new Date(now));
+    report = await pull(payment.merchantId, payment.provider as Provider, since, until);
   } catch (err) {
+    // A rate limit or an outage is thrown as the provider's: the status sync backs off the account, or counts the provider down.
+    const outage = pullOutage(err);
+    if (outage) throw outage;
     if (!(err instanceof DomainError)) throw err;
     return { kind: 'unknown', reason: `reconciliation could not pull ${payment.provider}'s settled transactions (${err.message})` };
   }
@@ -132,4 +157,18 @@ async function judgeByPull(port: ProviderPort, payment: Payment, now: number, pu
       `${payment.provider} never answered the request creating this payment, and its settled transactions, pulled ${minutes} minutes after ` +
       `the payment was created, list no charge for it. Nothing was charged to the service's knowledge; create a new payment if the customer still wants to pay.`,
   };
+}
+
+/**
+ * Why an operator may not fail `payment` by hand (admin `payment settle`), or null when they may: only a
+ * pending payment whose creation's answer was lost (no provider reference) and whose creation cannot be
+ * repeated — the service cannot look it up, and once its judging pulls failed or can no longer reach back
+ * to it, nothing of the service settles it — and not before its check (the service's own pull comes first).
+ */
+export function operatorSettlementRefusal(port: ProviderPort, payment: Payment, now = Date.now()): string | null {
+  if (payment.providerRef) return `payment ${payment.id} has ${payment.provider}'s reference: the status sync asks the provider about it (payment recheck), not an operator`;
+  if (port.capabilities.replayableCreate) return `payment ${payment.id}'s creation can be sent again: the status sync settles it (payment recheck), not an operator`;
+  const check = lostCreationCheck(port, payment);
+  if (check && now < check.at) return `payment ${payment.id} is judged by reconciliation's pull at ${new Date(check.at).toISOString()}: wait for it (then payment recheck)`;
+  return null;
 }

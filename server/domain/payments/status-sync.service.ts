@@ -6,6 +6,7 @@ import { ProviderError, type ProviderPaymentResult } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { creationInput, expiredAtProvider, paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
 import { lostCreationCheck, recoverLostCreation, type ReconciliationPull } from './lost-creation.js';
+import { SharedPulls } from './shared-pulls.js';
 import { outcomeOf, recheckDue, scheduleNextCheck, oneBatchRun, type CheckOutcome, type ClaimedBatch, type DrainRun } from './sync-schedule.js';
 
 /** A lost push's last check is this long before its pull could no longer reach back to it (the job's delay in picking it up). */
@@ -33,18 +34,26 @@ export class StatusSyncService {
     private readonly pull: ReconciliationPull | null = null,
   ) {}
 
+  /** Each run's judging pulls, shared by the lost pushes of one account (shared-pulls.ts). */
+  private readonly runPulls = new WeakMap<DrainRun, ReconciliationPull>();
+
   /** One batch: claims up to `limit` due payments and syncs them (the worker's job claims batch after batch: jobs/drain-due.ts). */
   async syncDue(run: DrainRun = oneBatchRun(), limit = 25): Promise<ClaimedBatch> {
-    return recheckDue(this.em, 'payments', limit, (id) => this.syncOne(id), (id, err) =>
+    let pull = this.runPulls.get(run) ?? null;
+    if (!pull && this.pull) {
+      pull = new SharedPulls(this.pull).shared;
+      this.runPulls.set(run, pull);
+    }
+    return recheckDue(this.em, 'payments', limit, (id) => this.syncOne(id, Date.now(), pull), (id, err) =>
       this.logger.warn({ paymentId: id, err: { message: err.message } }, 'status sync failed'), run);
   }
 
   /**
    * `now`: the time the payment's age is judged at (a repeated create is only sent while the provider knows
    * its key). Says whether the provider could be asked (a payment it could not be asked about still counts
-   * an attempt and waits for the next).
+   * an attempt and waits for the next). `pull`: the judging pull of a lost push (a run's shares one per account).
    */
-  async syncOne(paymentId: string, now = Date.now()): Promise<CheckOutcome> {
+  async syncOne(paymentId: string, now = Date.now(), pull = this.pull): Promise<CheckOutcome> {
     const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
     if (payment.status !== 'pending') return 'checked';
     let result: ProviderPaymentResult | null = null;
@@ -53,7 +62,7 @@ export class StatusSyncService {
       if (payment.providerRef) {
         result = await this.gateway.getPayment(payment, paymentLookup(payment));
       } else {
-        const lost = await recoverLostCreation(this.gateway, payment, paymentLookup(payment), now, this.pull);
+        const lost = await recoverLostCreation(this.gateway, payment, paymentLookup(payment), now, pull);
         if (lost.kind === 'found') {
           result = lost.result;
         } else if (lost.kind === 'resend') {
@@ -62,6 +71,8 @@ export class StatusSyncService {
           this.logger.warn({ paymentId: payment.id, provider: payment.provider, reason: lost.reason }, 'status sync: creation lost and not found at the provider; payment failed');
           await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: lost.reason }, 'status-sync');
           return 'checked';
+        } else if ((await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId })).status !== 'pending') {
+          return 'checked'; // The judging pull settled it (reconciliation completed the paid push).
         } else if (this.gateway.port(payment.provider).capabilities.replayableCreate || now >= (lostCreationCheck(this.gateway.port(payment.provider), payment)?.at ?? Infinity)) {
           // (One whose creation cannot be repeated waits for its check, lostCreationCheck: nothing to say before.)
           this.logger.warn({ paymentId: payment.id, provider: payment.provider, reason: lost.reason }, 'status sync: creation answer lost; not sent again');
