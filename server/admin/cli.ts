@@ -7,6 +7,7 @@
  *   npm run admin -- secrets reseal
  *   npm run admin -- payment recheck --id ID | --unresolved      (and refund recheck)
  *   npm run admin -- refund settle --id ID --status failed --reason TEXT
+ *   npm run admin -- payment settle --id ID --status failed --reason TEXT
  *   npm run admin -- [COMMAND] --help
  * Prints JSON on stdout; errors go to stderr with a non-zero exit. Works against DATABASE_URL (a
  * deployed database) or, without it, the embedded database in DATA_DIR.
@@ -21,7 +22,7 @@ import pg from 'pg';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ConfigError, loadConfig, type AppConfig } from '../config/config.js';
 import { existingEncryptionKey } from '../config/encryption-key.js';
-import { SCOPES, type Scope } from '../../contract/index.js';
+import { SCOPES, type Provider, type Scope } from '../../contract/index.js';
 import { ApiKeyService, parseScopes } from '../domain/auth/api-key.service.js';
 import { resealSecrets } from '../domain/crypto/stored-secrets.js';
 import { SecretBox } from '../domain/crypto/secret-box.js';
@@ -30,10 +31,12 @@ import { MerchantHostResolver } from '../domain/merchants/merchant-host-resolver
 import { MerchantService } from '../domain/merchants/merchant.service.js';
 import { StatusWriter } from '../domain/payments/status-writer.js';
 import { restartChecks } from '../domain/payments/sync-schedule.js';
+import { operatorSettlementRefusal } from '../domain/payments/lost-creation.js';
+import { createProviderRegistry } from '../providers/registry.js';
 import { DELIVERIES_DUE_CHANNEL } from '../jobs/delivery-queue.js';
 import { createLogger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
-import { RefundSchema } from '../persistence/entities/index.js';
+import { PaymentSchema, RefundSchema } from '../persistence/entities/index.js';
 import { embeddedForCommand, type EmbeddedDatabase } from '../persistence/embedded-postgres.js';
 import { migrationsList } from '../persistence/migrations/index.js';
 import { appliedMigrations, migrationsPendingError, openOrm, pendingMigrations } from '../persistence/orm.js';
@@ -49,6 +52,7 @@ const USAGE = `usage:
   admin payment recheck --id ID | --unresolved
   admin refund recheck --id ID | --unresolved
   admin refund settle --id ID --status failed --reason TEXT
+  admin payment settle --id ID --status failed --reason TEXT
   admin COMMAND --help
 
 Connects to DATABASE_URL (without it, the embedded PostgreSQL in DATA_DIR). Never migrates: it refuses
@@ -103,6 +107,21 @@ Prints {"refund_id","status","failure_reason"}. Only \`failed\`: a completed rev
 operator's receipt and amount checked, which the refund sync's reports do (\`refund recheck\`).
 
   --id ID          the refund (UUID); exits 1 when it is not pending
+  --status failed  the outcome (required; only failed)
+  --reason TEXT    what you found at the provider (required)`,
+  'payment settle': `usage: admin payment settle --id ID --status failed --reason TEXT
+
+For a payment left pending for an operator: a mobilemoney push whose answer was lost (no provider_ref)
+that reconciliation's pulls could not judge (they failed — the pull API needs the shortcode registered —
+or can no longer reach back to it: the payments_unresolved gauge). First check at the operator's portal
+that no transaction of the shortcode quotes the payment's reference; then this fails it with your
+reason as its failure_reason, audited with the trigger \`operator\`, and the merchant gets payment.failed.
+A charge found after all is reported charged_but_failed. Prints {"payment_id","status","failure_reason"}.
+Only \`failed\`: a completed payment needs the receipt and amount checked, which reconciliation does
+(POST /v1/payments/mobilemoney/reconcile with a window that covers the payment).
+
+  --id ID          the payment (UUID); exits 1 when it is not pending, has a provider reference, can
+                   be sent again (cardpay, walletpay: payment recheck), or awaits its first pull
   --status failed  the outcome (required; only failed)
   --reason TEXT    what you found at the provider (required)`,
 };
@@ -180,6 +199,7 @@ const COMMAND_OPTIONS: Record<string, readonly (keyof typeof OPTIONS)[]> = {
   'payment recheck': ['id', 'unresolved'],
   'refund recheck': ['id', 'unresolved'],
   'refund settle': ['id', 'status', 'reason'],
+  'payment settle': ['id', 'status', 'reason'],
 };
 
 /**
@@ -285,6 +305,21 @@ async function run(argv: string[]): Promise<unknown> {
             throw new DomainError('CONFLICT', `refund ${refundId} is ${now.status}, not pending: only a pending refund can be settled`);
           }
           return { refund_id: outcome.refund.id, status: outcome.refund.status, failure_reason: outcome.refund.failureReason };
+        }
+        case 'payment settle': {
+          const paymentId = id('id');
+          if (required(values, 'status') !== 'failed') throw new UsageError(`--status must be failed (a completed payment needs its receipt and amount checked: use reconciliation)\n${COMMAND_HELP[command]}`);
+          const reason = required(values, 'reason').trim();
+          if (!reason) throw new UsageError(`--reason is required\n${COMMAND_HELP[command]}`);
+          const found = await orm.em.fork().findOne(PaymentSchema, { id: paymentId });
+          if (!found) throw notFound('payment');
+          const providers = createProviderRegistry(config, orm.em);
+          const outcome = await operatorWriter(orm.em).failLostPayment(paymentId, reason, 'operator', (p) => operatorSettlementRefusal(providers.get(p.provider as Provider), p));
+          if (!outcome) {
+            const now = await orm.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
+            throw new DomainError('CONFLICT', `payment ${paymentId} is ${now.status}, not pending: only a pending payment can be settled`);
+          }
+          return { payment_id: outcome.payment.id, status: outcome.payment.status, failure_reason: outcome.payment.failureReason };
         }
         case 'secrets reseal': {
           const report = await resealSecrets(orm.em, secrets());

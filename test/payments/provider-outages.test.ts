@@ -2,7 +2,8 @@ import { X509Certificate, constants, publicEncrypt } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { oneBatchRun } from '../../server/domain/payments/sync-schedule.js';
-import { startTestService, type TestService } from '../support/service.js';
+import { runCli } from '../support/processes.js';
+import { TEST_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
 // Outages of the wallet provider on capture and of the mobile-money operator on reversal: a clear 502,
@@ -403,5 +404,68 @@ describe('mobilemoney lost pushes judged by the pull', () => {
     expect(eat(pull!.StartDate)).toBe(Math.floor((created - 30 * 60_000) / 1000) * 1000);
     expect(eat(pull!.EndDate)).toBe(Math.ceil((created + 2.5 * HOUR) / 1000) * 1000);
     expect(await row(id)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('list no charge for it') });
+  });
+
+  describe('admin payment settle', () => {
+    const settle = (args: string[]) =>
+      runCli('server/admin/cli.ts', ['payment', 'settle', ...args], { DATABASE_URL: s.databaseUrl, ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, NODE_ENV: 'test' });
+    const moves = async (id: string) => s.sql<{ from_status: string; to_status: string; trigger: string }>(
+      `SELECT from_status, to_status, trigger FROM payment_transitions WHERE payment_id = $1 AND accepted AND from_status IS NOT NULL ORDER BY id`, [id]);
+    const events = async (id: string) => (await s.sql<{ type: string }>('SELECT type FROM events WHERE payment_id = $1', [id])).map((e) => e.type);
+
+    it('a lost push whose pulls all failed, past 47.5 h: the status sync can no longer judge it; the operator fails it (payment.failed, audited operator)', async () => {
+      const m = await merchant('Operator Settled Shop');
+      const id = await lostPush(m.apiKey, 48 * HOUR);
+      // Its checks at 2 h, 26 h and 47 h: every pull refused (spike arrest); nothing is known, it stays pending.
+      const sync = (ageMs: number) => s.inContext(() => s.service.container.services.statusSync.syncOne(id, Date.now() - 48 * HOUR + ageMs));
+      stub.pullsRateLimited = true;
+      for (const age of [2, 26, 47]) await sync(age * HOUR + 60_000);
+      stub.pullsRateLimited = false;
+      expect(stub.pulls).toHaveLength(3);
+      expect(await row(id)).toMatchObject({ status: 'pending', failure_reason: null });
+      // Past 47.5 h a pull can no longer reach back to it: none is sent, and it stays pending for good — the operator's.
+      await sync(48 * HOUR);
+      expect(stub.pulls).toHaveLength(3);
+      expect(await row(id)).toMatchObject({ status: 'pending', failure_reason: null });
+
+      const noStatus = await settle(['--id', id, '--status', 'completed', '--reason', 'paid at the portal']);
+      expect(noStatus.code).toBe(64);
+      expect(noStatus.stderr).toContain('--status must be failed');
+      const reason = 'no transaction quoting its reference at the operator portal';
+      const done = await settle(['--id', id, '--status', 'failed', '--reason', reason]);
+      expect(done.code).toBe(0);
+      expect(JSON.parse(done.stdout)).toEqual({ payment_id: id, status: 'failed', failure_reason: reason });
+      expect(await row(id)).toMatchObject({ status: 'failed', failure_reason: reason });
+      expect(await moves(id)).toEqual([{ from_status: 'pending', to_status: 'failed', trigger: 'operator' }]);
+      expect(await events(id)).toEqual(['payment.failed']);
+
+      // Settled once: a second run is refused and changes nothing.
+      const again = await settle(['--id', id, '--status', 'failed', '--reason', 'again']);
+      expect(again.code).toBe(1);
+      expect(again.stderr).toContain('not pending');
+      expect(await row(id)).toMatchObject({ failure_reason: reason });
+    });
+
+    it('a completed payment, a pending cardpay payment and a lost push before its check are refused (exit 1, unchanged)', async () => {
+      const m = await merchant('Refused Settle Shop');
+      await s.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_settle_refused_0001' } }).expect(200);
+      const card = async (method: string) => (await s.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `settle-card-${++n}-${Date.now()}`)
+        .send({ provider: 'cardpay', amount: '10.00', currency: 'USD', payment_method: method, return_url: 'https://shop.example.com/r' })).body.data as { id: string; status: string };
+      const completed = await card('pm_card_visa');
+      expect(completed.status).toBe('completed');
+      // Pending while its customer authenticates: the provider's answer, its event or the status sync settles it.
+      const pendingCard = await card('pm_card_threeDSecureRequired');
+      expect(pendingCard.status).toBe('pending');
+      const young = await lostPush(m.apiKey, 0);
+
+      for (const [id, words] of [[completed.id, 'not pending'], [pendingCard.id, "has cardpay's reference"], [young, 'judged by reconciliation']] as const) {
+        const before = await row(id);
+        const refused = await settle(['--id', id, '--status', 'failed', '--reason', 'nothing at the portal']);
+        expect({ id, code: refused.code }).toEqual({ id, code: 1 });
+        expect(refused.stderr).toContain(words);
+        expect(await row(id)).toEqual(before);
+      }
+      expect(await events(young)).toEqual([]);
+    });
   });
 });

@@ -346,6 +346,11 @@ export class StatusWriter {
     return this.commit((uow) => uow.refund(refundId, update, source));
   }
 
+  /** See UnitOfWork.failLostPayment: an operator's settlement of a lost creation left pending. */
+  failLostPayment(paymentId: string, reason: string, source: string, refusal: (payment: Payment) => string | null): Promise<PaymentOutcome | null> {
+    return this.commit((uow) => uow.failLostPayment(paymentId, reason, source, refusal));
+  }
+
   /** See UnitOfWork.failPendingRefund: an operator's settlement of a refund left pending. */
   failPendingRefund(refundId: string, reason: string, source: string): Promise<RefundOutcome | null> {
     return this.commit((uow) => uow.failPendingRefund(refundId, reason, source));
@@ -601,6 +606,20 @@ export class UnitOfWork {
     }
     // Not a provider's report of a reversal (no `reversal`): the guard that keeps a resent reversal pending does not apply.
     return this.refund(refundId, { status: 'failed', failureReason: reason }, source);
+  }
+
+  /**
+   * An operator's settlement of a pending payment the service can no longer settle (admin `payment settle`):
+   * fails it with the operator's `reason` (payment.failed), under the payment's lock. Null when it is not
+   * pending; `refusal` (read under the lock) says why another pending payment is not the operator's (a
+   * CONFLICT, nothing changes).
+   */
+  async failLostPayment(paymentId: string, reason: string, source: string, refusal: (payment: Payment) => string | null): Promise<PaymentOutcome | null> {
+    const payment = await this.lockPayment(paymentId);
+    if (payment.status !== 'pending') return null;
+    const refused = refusal(payment);
+    if (refused) throw new DomainError('CONFLICT', refused);
+    return this.payment(paymentId, { status: 'failed', failureReason: reason }, source);
   }
 
   /**
