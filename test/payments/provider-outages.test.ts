@@ -1,8 +1,10 @@
 import { X509Certificate, constants, publicEncrypt } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { oneBatchRun } from '../../server/domain/payments/sync-schedule.js';
 import { runCli } from '../support/processes.js';
+import { inProcessLogFile } from '../support/secret-audit.js';
 import { TEST_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
@@ -318,11 +320,16 @@ describe('mobilemoney reversal whose operator cannot be reached at all', () => {
 /** In front of the mobile-money simulator: answers pushes 500 (their answer lost) and pulls 429 when told; records the pulls. */
 class PullStub extends ForwardingStub {
   pushesLost = false;
+  /** Pushes are sent on to the operator, and their answer replaced by a 500 (lost on the way back). */
+  answersLost = false;
   pullsRateLimited = false;
   readonly pulls: { StartDate: string; EndDate: string }[] = [];
   protected override intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
     if (this.pushesLost && req.url.includes('/stkpush/v1/processrequest')) {
       return Promise.resolve(jsonAnswer(500, { requestId: 'stub', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' }));
+    }
+    if (this.answersLost && req.url.includes('/stkpush/v1/processrequest')) {
+      return forward().then(() => jsonAnswer(500, { requestId: 'stub', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' }));
     }
     if (req.url.includes('/pulltransactions/v1/query')) {
       this.pulls.push(JSON.parse(req.body.toString()) as { StartDate: string; EndDate: string });
@@ -404,6 +411,23 @@ describe('mobilemoney lost pushes judged by the pull', () => {
     expect(eat(pull!.StartDate)).toBe(Math.floor((created - 30 * 60_000) / 1000) * 1000);
     expect(eat(pull!.EndDate)).toBe(Math.ceil((created + 2.5 * HOUR) / 1000) * 1000);
     expect(await row(id)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('list no charge for it') });
+  });
+
+  it('a lost push the customer paid: its check\'s pull completes it, with no "creation answer lost" warning', async () => {
+    const m = await merchant('Paid Lost Push Shop');
+    stub.answersLost = true;
+    // 254700000003: paid, and the operator sends no callback (only the pull can tell).
+    const res = await s.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `paid-lost-${++n}-${Date.now()}`)
+      .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254700000003' });
+    stub.answersLost = false;
+    expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+    const id = res.body.data.id as string;
+    await eventually(async () => ((await s.sql(`SELECT 1 FROM sandbox_mobilemoney_stk_requests WHERE phone = '254700000003' AND receipt_number IS NOT NULL AND completes_at <= now()`)).length === 1 ? true : null), 20_000, 'the push paid');
+    await s.inContext(() => s.service.container.services.statusSync.syncOne(id, Date.now() + 2 * HOUR + 2 * 60_000));
+    expect(await row(id)).toMatchObject({ status: 'completed' });
+    const warned = readFileSync(inProcessLogFile(s.databaseUrl), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.paymentId === id && /not sent again/.test(String(l.msg)));
+    expect(warned).toEqual([]);
   });
 
   describe('admin payment settle', () => {
