@@ -131,6 +131,38 @@ describe('npm run migrate -- --down-to (rolling the schema back to an earlier re
     expect(await sql(db.url, `SELECT 1 FROM merchants WHERE name = 'After Rollback'`)).toEqual([]);
   }, 120_000);
 
+  it('schedules the lost mobilemoney pushes an earlier release left unjudged for their pull, and only those', async () => {
+    const { db, applied } = await migrated();
+    const { merchantId } = await adminMerchant(db.url, 'Lost Push Upgrade');
+    const migration = 'Migration20261128004501_schedule_lost_push_checks';
+    expect((await migrateCli(db.url, ['--down-to', applied[applied.indexOf(migration) - 1]!])).code).toBe(0);
+    // name, provider, provider_ref, age, next_sync_at (from now)
+    const rows: [string, string, string | null, string, string | null][] = [
+      ['unscheduled', 'mobilemoney', null, '10 hours', null],
+      ['due-late', 'mobilemoney', null, '30 minutes', '5 days'],
+      ['due-sooner', 'mobilemoney', null, '1 hour', '1 minute'],
+      ['out-of-reach', 'mobilemoney', null, '48 hours', null],
+      ['card', 'cardpay', null, '10 hours', null],
+      ['answered', 'mobilemoney', 'ws_CO_1', '10 hours', null],
+    ];
+    for (const [name, provider, ref, age, next] of rows) {
+      await sql(db.url,
+        `INSERT INTO payments (id, merchant_id, provider, status, amount_minor, currency, amount, reference, idempotency_key, request_hash, provider_ref, created_at, updated_at, next_sync_at)
+         VALUES (gen_random_uuid(), $1, $2, 'pending', 10000, $3, '100', $4, $4, 'seed', $5, now() - $6::interval, now(), now() + $7::interval)`,
+        [merchantId, provider, provider === 'cardpay' ? 'USD' : 'KES', name, ref, age, next]);
+    }
+    expect((await migrateCli(db.url)).code).toBe(0);
+    const due = await sql<{ reference: string; due: string | null }>(db.url,
+      `SELECT reference, CASE WHEN next_sync_at IS NULL THEN NULL
+                              WHEN next_sync_at <= now() THEN 'now'
+                              WHEN abs(extract(epoch FROM next_sync_at - (created_at + interval '2 hours 1 minute'))) < 1 THEN 'at its check'
+                              ELSE 'unchanged' END AS due
+       FROM payments WHERE merchant_id = $1 ORDER BY reference`, [merchantId]);
+    expect(Object.fromEntries(due.map((r) => [r.reference, r.due]))).toEqual({
+      'unscheduled': 'now', 'due-late': 'at its check', 'due-sooner': 'unchanged', 'out-of-reach': null, 'card': null, 'answered': null,
+    });
+  }, 120_000);
+
   it('refuses a migration that is not applied, with a clear message, and reverts nothing', async () => {
     const { db, applied } = await migrated();
     const refused = await migrateCli(db.url, ['--down-to', 'Migration20990101000001_future']);
