@@ -401,6 +401,15 @@ describe('mobilemoney lost pushes judged by the pull', () => {
     for (const id of ids) expect(await row(id)).toMatchObject({ status: 'pending', failure_reason: null });
   });
 
+  it('three lost pushes of a merchant due in one status-sync run share one pull, which lists none of them: all three fail', async () => {
+    const m = await merchant('Shared Pull Shop');
+    const ids = [await lostPush(m.apiKey, 3 * HOUR), await lostPush(m.apiKey, 3 * HOUR), await lostPush(m.apiKey, 3 * HOUR)];
+    await s.sql(`UPDATE payments SET next_sync_at = now() WHERE id = ANY($1)`, [ids]);
+    await s.inContext(() => s.service.container.services.statusSync.syncDue(oneBatchRun()));
+    expect(stub.pulls).toHaveLength(1);
+    for (const id of ids) expect(await row(id)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('list no charge for it') });
+  });
+
   it('a re-check 26 h after the push pulls only up to 2 h 30 min after its creation, not a day of transactions, and fails it when nothing is listed', async () => {
     const m = await merchant('Bounded Pull Shop');
     const id = await lostPush(m.apiKey, 26 * HOUR);
