@@ -2,7 +2,7 @@
  * The service's dependency direction (README "How the parts fit"), checked by `npm run lint:deps` in CI
  * and by test/architecture/dependency-direction.test.ts:
  *   contract → http → domain (ports) ← providers;  domain → persistence (its entities are the domain
- *   model);  only the container names providers;  sandbox stands apart;  lib is shared (with the
+ *   model);  only the composition roots (the container, the admin CLI) name providers;  sandbox stands apart;  lib is shared (with the
  *   simulators, only its generic helpers).
  * @type {import('dependency-cruiser').IConfiguration}
  */
@@ -42,12 +42,13 @@ module.exports = {
       },
     },
     {
-      name: 'providers-named-by-the-container-only',
+      name: 'providers-named-by-the-composition-roots-only',
       comment:
-        'Concrete providers are named in providers/registry.ts, which only server/container.ts imports: the rest of the ' +
-        'service reaches a provider through the port and the registry the container hands it.',
+        'Concrete providers are named in providers/registry.ts, which only the composition roots import — server/container.ts, ' +
+        'and the admin CLI (server/admin/cli.ts), which reads provider capabilities without building a container: the rest of ' +
+        'the service reaches a provider through the port and the registry the container hands it.',
       severity: 'error',
-      from: { path: '^server/', pathNot: '^server/providers/|^server/container\\.ts$' },
+      from: { path: '^server/', pathNot: '^server/providers/|^server/container\\.ts$|^server/admin/cli\\.ts$' },
       to: { path: '^server/providers/' },
     },
     {

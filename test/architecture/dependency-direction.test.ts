@@ -75,7 +75,7 @@ describe('dependency direction', () => {
       'no-circular: server/jobs/a.ts',
       'domain-is-inner: server/domain/payments/uses-http.ts',
       'providers-are-leaves: server/providers/cardpay/stores-rows.ts',
-      'providers-named-by-the-container-only: server/http/app.ts',
+      'providers-named-by-the-composition-roots-only: server/http/app.ts',
       'persistence-is-inner: server/persistence/entities/index.ts',
       'lib-is-pure: server/lib/knows-domain.ts',
       'contract-is-outermost: contract/index.ts',
