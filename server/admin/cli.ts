@@ -121,7 +121,8 @@ Only \`failed\`: a completed payment needs the receipt and amount checked, which
 (POST /v1/payments/mobilemoney/reconcile with a window that covers the payment).
 
   --id ID          the payment (UUID); exits 1 when it is not pending, has a provider reference, can
-                   be sent again (cardpay, walletpay: payment recheck), or awaits its first pull
+                   be sent again (cardpay, walletpay: payment recheck), or awaits a pull (its first,
+                   or a later one still booked while the operator's list reaches back to it)
   --status failed  the outcome (required; only failed)
   --reason TEXT    what you found at the provider (required)`,
 };

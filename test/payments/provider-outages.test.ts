@@ -491,7 +491,14 @@ describe('mobilemoney lost pushes judged by the pull', () => {
       expect(pendingCard.status).toBe('pending');
       const young = await lostPush(m.apiKey, 0);
 
-      for (const [id, words] of [[completed.id, 'not pending'], [pendingCard.id, "has cardpay's reference"], [young, 'judged by reconciliation']] as const) {
+      // Past its first check, whose pull failed, with the next check booked while a pull can still reach it.
+      const rechecked = await lostPush(m.apiKey, 2 * HOUR + 5 * 60_000);
+      stub.pullsRateLimited = true;
+      await s.inContext(() => s.service.container.services.statusSync.syncOne(rechecked, Date.now()));
+      stub.pullsRateLimited = false;
+      expect((await s.sql<{ booked: boolean }>('SELECT next_sync_at IS NOT NULL AS booked FROM payments WHERE id = $1', [rechecked]))[0]).toEqual({ booked: true });
+
+      for (const [id, words] of [[completed.id, 'not pending'], [pendingCard.id, "has cardpay's reference"], [young, 'judged by reconciliation'], [rechecked, 'check of the status sync booked']] as const) {
         const before = await row(id);
         const refused = await settle(['--id', id, '--status', 'failed', '--reason', 'nothing at the portal']);
         expect({ id, code: refused.code }).toEqual({ id, code: 1 });

@@ -170,5 +170,10 @@ export function operatorSettlementRefusal(port: ProviderPort, payment: Payment, 
   if (port.capabilities.replayableCreate) return `payment ${payment.id}'s creation can be sent again: the status sync settles it (payment recheck), not an operator`;
   const check = lostCreationCheck(port, payment);
   if (check && now < check.at) return `payment ${payment.id} is judged by reconciliation's pull at ${new Date(check.at).toISOString()}: wait for it (then payment recheck)`;
+  // A check still booked while a pull can reach back to the payment may yet find its charge: failing it now
+  // could tell the merchant payment.failed for a customer who paid.
+  if (check && payment.nextSyncAt && now < check.pullableUntil) {
+    return `payment ${payment.id} still has a check of the status sync booked at ${payment.nextSyncAt.toISOString()}, whose pull may find its charge: wait for it`;
+  }
   return null;
 }
