@@ -489,7 +489,9 @@ export const paymentsContract = c.router(
       description:
         'Captures a walletpay order after the buyer approved it. No body (or `{}`). 409 when the payment is not pending or the buyer has not approved; ' +
         'a buyer who cancelled at the approval page changes nothing (PayPal keeps the order awaiting approval): 409, the payment stays pending and the buyer may still approve; ' +
-        'an order the provider voided is 409 and the payment is failed then (payment.failed); an order that expired (unapproved after 3 hours) or a capture the provider declined for good answers 200 with the payment `failed` (payment.failed). ' +
+        'an order the provider voided is 409 and the payment is failed then (payment.failed); ' +
+        'the order is read before the capture, and one that now asks for another amount or currency than the payment (changed at the provider, e.g. with PATCH by someone holding your PayPal API credentials) is not captured: 409, nothing captured, the payment stays pending with the mismatch in `integrity`; ' +
+        'an order that expired (unapproved after 3 hours) or a capture the provider declined for good answers 200 with the payment `failed` (payment.failed). ' +
         'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and never captures twice; ' +
         'after a 502 because the provider did not answer, or refused before acting (rate-limited, credentials), the retry with the key sends the capture again, and the provider answers it with the first capture if there was one; ' +
         'a 502 for another refusal is the key\'s answer (a retry with it replays the 502) and the payment stays pending: a capture with a new key sends it again. ' +

@@ -128,9 +128,11 @@ export type ProviderErrorKind = (typeof PROVIDER_ERROR_KINDS)[number];
  * Provider-neutral reasons the domain acts on: capture before approval, capture twice; `reapprove` — the
  * buyer must approve again (with another funding source) before a capture can succeed; `gone` — the
  * provider says the payment it created for us (its reference) does not exist (any more), e.g. a wallet
- * order that expired unapproved (see ProviderCapabilities.expiresUnapprovedAfterMs).
+ * order that expired unapproved (see ProviderCapabilities.expiresUnapprovedAfterMs); `amount_mismatch` — the
+ * provider's object is for another amount or currency than the payment, so nothing was sent to move money
+ * (the error's result is the object as the provider reported it).
  */
-export type ProviderErrorReason = 'not_approved' | 'already_captured' | 'gone' | 'reapprove';
+export type ProviderErrorReason = 'not_approved' | 'already_captured' | 'gone' | 'reapprove' | 'amount_mismatch';
 
 export class ProviderError extends Error {
   constructor(
@@ -446,9 +448,11 @@ export interface ProviderPort<C = unknown> {
    * Captures an approved payment. `providerData`: the facts earlier answers stored (e.g. the approval link,
    * how many captures were refused). A refusal that sends the buyer back to approve again (their funding
    * source was declined) is reason `reapprove`, with a pending result carrying the approval link; one that
-   * ends the payment is kind `declined`, with a failed result.
+   * ends the payment is kind `declined`, with a failed result. `amount`: the payment's; a provider whose
+   * object's amount can change after creation refuses to capture another one (reason `amount_mismatch`).
+   * A refusal as not approved may carry the provider's object as it stood (result), so it is not read again.
    */
-  capturePayment?(creds: C, input: { providerRef: string; idempotencyKey: string; providerData: Record<string, unknown> }): Promise<ProviderPaymentResult>;
+  capturePayment?(creds: C, input: { providerRef: string; idempotencyKey: string; providerData: Record<string, unknown>; amount: Money }): Promise<ProviderPaymentResult>;
   /**
    * A payment we recorded `failed` whose provider object may still be completed later (cardpay: a declined
    * intent stays confirmable in requires_payment_method): cancelled at the provider so that nothing can

@@ -233,19 +233,71 @@ describe('cardpay', () => {
 });
 
 describe('walletpay', () => {
-  it('capture answers: a capture reported with another amount or currency does not complete the payment', async () => {
+  const approve = async (nextActionUrl: string) => {
+    const approval = new URL(nextActionUrl);
+    expect((await t.http.get(`${approval.pathname}${approval.search}&auto=approve`)).status).toBeLessThan(400);
+  };
+  const capturesOf = async (orderId: string) => (await t.sql<{ n: string }>('SELECT count(*)::text AS n FROM sandbox_walletpay_captures WHERE order_id = $1', [orderId]))[0]!.n;
+
+  it('an order changed at the provider after approval (PATCH of its amount) is not captured: 409, nothing captured, the mismatch recorded', async () => {
+    const created = await pay({ provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
+    const p = created.body.data as { id: string; provider_ref: string; reference: string; next_action: { url: string } };
+    await approve(p.next_action.url);
+
+    // Anyone holding the merchant's PayPal credentials may change the order while it awaits capture, as PayPal allows.
+    const token = (await t.http.post('/sandbox/walletpay/v1/oauth2/token').auth('integrity-client', 'integrity-secret').type('form').send({ grant_type: 'client_credentials' }).expect(200)).body.access_token as string;
+    await t.http.patch(`/sandbox/walletpay/v2/checkout/orders/${p.provider_ref}`).set('Authorization', `Bearer ${token}`)
+      .send([{ op: 'replace', path: `/purchase_units/@reference_id=='${p.reference}'/amount`, value: { currency_code: 'USD', value: '0.01' } }]).expect(204);
+    const order = (await t.http.get(`/sandbox/walletpay/v2/checkout/orders/${p.provider_ref}`).set('Authorization', `Bearer ${token}`).expect(200)).body;
+    expect(order).toMatchObject({ status: 'APPROVED', purchase_units: [{ amount: { currency_code: 'USD', value: '0.01' } }] });
+
+    const refusedCapture = await t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key);
+    expect(refusedCapture.status).toBe(409);
+    expect(refusedCapture.body.error).toMatchObject({ code: 'CONFLICT', message: expect.stringMatching(/nothing was captured: walletpay holds this payment for 0\.01 USD, not its 45\.00 USD/) });
+    expect(await capturesOf(p.provider_ref)).toBe('0');
+    const payment = await get(p.id);
+    expect(payment).toMatchObject({
+      status: 'pending',
+      integrity: { status: 'mismatch', mismatches: [{ source: 'capture', expected_amount: '45.00', expected_currency: 'USD', reported_amount: '0.01', reported_currency: 'USD' }] },
+    });
+    expect((await refused(p.id)).map((r) => [r.trigger, r.to_status, r.reported_amount_minor, r.reported_currency])).toEqual([['capture', 'pending', '1', 'USD']]);
+  });
+
+  it('the simulator refuses patches PayPal refuses', async () => {
+    const created = await pay({ provider: 'walletpay', amount: '12.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
+    const p = created.body.data as { id: string; provider_ref: string; reference: string; next_action: { url: string } };
+    const token = (await t.http.post('/sandbox/walletpay/v1/oauth2/token').auth('integrity-client', 'integrity-secret').type('form').send({ grant_type: 'client_credentials' }).expect(200)).body.access_token as string;
+    const patch = (ops: unknown) => t.http.patch(`/sandbox/walletpay/v2/checkout/orders/${p.provider_ref}`).set('Authorization', `Bearer ${token}`).send(ops as object);
+    const amountPath = `/purchase_units/@reference_id=='${p.reference}'/amount`;
+    const issue = (r: { status: number; body: { details?: { issue: string }[] } }) => [r.status, r.body.details?.[0]?.issue];
+    expect(issue(await patch({ op: 'replace' }))).toEqual([400, 'MALFORMED_REQUEST_JSON']);
+    expect(issue(await patch([{ op: 'replace', value: { currency_code: 'USD', value: '1.00' } }]))).toEqual([400, 'PATCH_PATH_REQUIRED']);
+    expect(issue(await patch([{ op: 'replace', path: amountPath }]))).toEqual([400, 'PATCH_VALUE_REQUIRED']);
+    expect(issue(await patch([{ op: 'add', path: amountPath, value: { currency_code: 'USD', value: '1.00' } }]))).toEqual([422, 'INVALID_PATCH_OPERATION']);
+    expect(issue(await patch([{ op: 'replace', path: "/purchase_units/@reference_id=='other'/amount", value: { currency_code: 'USD', value: '1.00' } }]))).toEqual([422, 'REFERENCE_ID_NOT_FOUND']);
+    expect(issue(await patch([{ op: 'replace', path: amountPath, value: { currency_code: 'USD', value: '1.001' } }]))).toEqual([422, 'DECIMAL_PRECISION']);
+    expect(issue(await patch([{ op: 'replace', path: amountPath, value: { currency_code: 'USD', value: '0.00' } }]))).toEqual([422, 'CANNOT_BE_ZERO_OR_NEGATIVE']);
+    // Unchanged by the refusals: the payment captures its own amount.
+    await approve(p.next_action.url);
+    expect((await t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).expect(200)).body.data.status).toBe('completed');
+    expect(issue(await patch([{ op: 'replace', path: amountPath, value: { currency_code: 'USD', value: '1.00' } }]))).toEqual([422, 'ORDER_ALREADY_COMPLETED']);
+  });
+
+  it('a provider reporting another amount or currency: nothing is captured, the payment stays pending; the right amount captures', async () => {
     const created = await pay({ provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
     const id = created.body.data.id as string;
-    const approval = new URL(created.body.data.next_action.url);
-    expect((await t.http.get(`${approval.pathname}${approval.search}&auto=approve`)).status).toBeLessThan(400);
+    const orderId = created.body.data.provider_ref as string;
+    await approve(created.body.data.next_action.url);
 
+    // The order is read before the capture: a report of another amount or currency stops it there.
     await misreport('walletpay', { amount: '0.01' });
     const wrongAmount = await t.http.post(`/v1/payments/${id}/capture`).set('X-API-Key', key);
-    expect(wrongAmount.status).toBe(200);
-    expect(wrongAmount.body.data.status).toBe('pending');
+    expect(wrongAmount.status).toBe(409);
     await misreport('walletpay', { currency: 'EUR' });
     const wrongCurrency = await t.http.post(`/v1/payments/${id}/capture`).set('X-API-Key', key);
-    expect(wrongCurrency.body.data.status).toBe('pending');
+    expect(wrongCurrency.status).toBe(409);
+    expect(await capturesOf(orderId)).toBe('0');
+    expect((await get(id)).status).toBe('pending');
     await misreport('walletpay', {});
     const right = await t.http.post(`/v1/payments/${id}/capture`).set('X-API-Key', key);
     expect(right.body.data.status).toBe('completed');
@@ -255,7 +307,7 @@ describe('walletpay', () => {
       ['capture', '45.00', 'USD', '0.01', 'USD'],
       ['capture', '45.00', 'USD', '45.00', 'EUR'],
     ]);
-    expect((await refused(id)).map((r) => [r.to_status, r.reported_amount_minor, r.reported_currency])).toEqual([['completed', '1', 'USD'], ['completed', '4500', 'EUR']]);
+    expect((await refused(id)).map((r) => [r.to_status, r.reported_amount_minor, r.reported_currency])).toEqual([['pending', '1', 'USD'], ['pending', '4500', 'EUR']]);
 
     // Refund answers: the same for a refund of the captured payment.
     await misreport('walletpay', { amount: '0.01' });

@@ -380,7 +380,10 @@ describe('a capture refused INSTRUMENT_DECLINED by a PayPal whose order stays AP
         if (req.url === '/v1/oauth2/token') return send(200, { access_token: 'A21AAfake', token_type: 'Bearer', expires_in: 32_400 });
         if (req.method === 'GET' && req.url === '/v2/checkout/orders/ORDER1') {
           // Approved: PayPal no longer lists an approve or payer-action link.
-          return send(200, { id: 'ORDER1', status: 'APPROVED', links: [{ href: 'https://api-m.paypal.com/v2/checkout/orders/ORDER1', rel: 'self', method: 'GET' }] });
+          return send(200, {
+            id: 'ORDER1', status: 'APPROVED', purchase_units: [{ amount: { currency_code: 'USD', value: '10.00' } }],
+            links: [{ href: 'https://api-m.paypal.com/v2/checkout/orders/ORDER1', rel: 'self', method: 'GET' }],
+          });
         }
         if (req.method === 'POST' && req.url === '/v2/checkout/orders/ORDER1/capture') {
           const id = String(req.headers['paypal-request-id']);
@@ -403,13 +406,14 @@ describe('a capture refused INSTRUMENT_DECLINED by a PayPal whose order stays AP
       const port = walletpayProvider({ ...config, providerBaseUrls: { ...config.providerBaseUrls, walletpay: `http://127.0.0.1:${(server.address() as AddressInfo).port}` } });
       const creds = newCreds();
       const providerData = { orderId: 'ORDER1', approvalUrl: 'https://www.paypal.com/checkoutnow?token=ORDER1' };
-      const refused = await providerError(port.capturePayment!(creds, { providerRef: 'ORDER1', idempotencyKey: 'capture-p1', providerData }));
+      const amount = { minor: 1000n, currency: 'USD' };
+      const refused = await providerError(port.capturePayment!(creds, { providerRef: 'ORDER1', idempotencyKey: 'capture-p1', providerData, amount }));
       expect(refused).toMatchObject({
         reason: 'reapprove',
         providerCode: 'INSTRUMENT_DECLINED',
         result: { status: 'pending', nextAction: { type: 'redirect', url: providerData.approvalUrl }, data: { declinedCaptures: 1 } },
       });
-      const done = await port.capturePayment!(creds, { providerRef: 'ORDER1', idempotencyKey: 'capture-p1', providerData: { ...providerData, declinedCaptures: 1 } });
+      const done = await port.capturePayment!(creds, { providerRef: 'ORDER1', idempotencyKey: 'capture-p1', providerData: { ...providerData, declinedCaptures: 1 }, amount });
       expect(done).toMatchObject({ status: 'completed', receiptNumber: 'CAPTURE1' });
       expect(requestIds).toEqual(['capture-p1', 'capture-p1-1']);
     } finally {

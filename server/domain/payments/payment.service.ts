@@ -388,10 +388,20 @@ export class PaymentService {
     try {
       result = await this.gateway.capture(payment, `capture-${payment.id}`);
     } catch (err) {
+      if (err instanceof ProviderError && err.reason === 'amount_mismatch') {
+        // Not sent: the provider's object asks for another amount or currency than the payment (changed at the
+        // provider after creation). Its report goes through the status writer, which records the mismatch.
+        if (err.result) await this.applyUpdate(payment.id, toUpdate(err.result), 'capture');
+        const theirs = err.result?.amount ? `${formatMinorUnits(err.result.amount.minor, err.result.amount.currency)} ${err.result.amount.currency.toUpperCase()}` : 'no amount';
+        throw conflict(
+          `nothing was captured: ${payment.provider} holds this payment for ${theirs}, not its ${formatMinorUnits(payment.amountMinor, payment.currency)} ${payment.currency} ` +
+          `(changed at ${payment.provider} after the payment was created, with your ${payment.provider} API credentials); the payment stays pending and is not captured while the amounts differ`,
+        );
+      }
       if (err instanceof ProviderError && err.reason === 'not_approved') {
         // Refused as not approved: also what an order the provider ended (walletpay VOIDED) answers, which
         // no event reports. The order as it stands tells them apart; a final one is applied now.
-        const settled = await this.settleUnapproved(payment);
+        const settled = await this.settleUnapproved(payment, err.result);
         if (settled?.status === 'failed') {
           throw conflict(`the payment can no longer be captured and is now failed (${settled.failureReason ?? `${payment.provider} ended it`}); create a new payment if the customer still wants to pay`);
         }
@@ -446,17 +456,26 @@ export class PaymentService {
    * After a capture refused as not approved: the provider's order, applied through the status writer when
    * it is final (the provider voided it); null while it is still waiting for the buyer (who may have
    * cancelled at the provider's page: that ends nothing, they can still approve), or when the
-   * provider cannot be asked now (the payment stays pending for the status sync).
+   * provider cannot be asked now (the payment stays pending for the status sync). `known`: the order as the
+   * provider's capture read it (not read again); a pending one is applied too, for the facts it carries
+   * (e.g. walletpay's count of refused captures, which gives the next capture a new request id).
    */
-  private async settleUnapproved(payment: Payment): Promise<Payment | null> {
+  private async settleUnapproved(payment: Payment, known?: ProviderPaymentResult): Promise<Payment | null> {
     let current: ProviderPaymentResult;
-    try {
-      current = await this.gateway.getPayment(payment, paymentLookup(payment));
-    } catch (err) {
-      if (!(err instanceof ProviderError)) throw err;
+    if (known) {
+      current = known;
+    } else {
+      try {
+        current = await this.gateway.getPayment(payment, paymentLookup(payment));
+      } catch (err) {
+        if (!(err instanceof ProviderError)) throw err;
+        return null;
+      }
+    }
+    if (current.status === 'pending') {
+      if (known) await this.applyUpdate(payment.id, toUpdate(current), 'capture');
       return null;
     }
-    if (current.status === 'pending') return null;
     return (await this.applyUpdate(payment.id, toUpdate(current), 'capture')).payment;
   }
 

@@ -84,6 +84,8 @@ export class ProviderGateway {
   async capture(payment: Payment, idempotencyKey: string): Promise<ProviderPaymentResult> {
     const port = this.port(payment.provider);
     if (!port.capturePayment) throw new ProviderError(port.name, 'invalid_request', `${payment.provider} payments are not captured`);
-    return port.capturePayment(await this.creds(payment), { providerRef: payment.providerRef!, idempotencyKey, providerData: payment.providerData });
+    return port.capturePayment(await this.creds(payment), {
+      providerRef: payment.providerRef!, idempotencyKey, providerData: payment.providerData, amount: { minor: payment.amountMinor, currency: payment.currency },
+    });
   }
 }

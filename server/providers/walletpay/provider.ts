@@ -1,6 +1,7 @@
 import type { WalletpayCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
-import { ProviderError, type AdapterDecorator, type ProviderPaymentResult, type ProviderPort } from '../../domain/ports.js';
+import { formatMinorUnits } from '../../lib/money.js';
+import { ProviderError, type AdapterDecorator, type Money, type ProviderPaymentResult, type ProviderPort } from '../../domain/ports.js';
 import { WalletpayAdapter } from './adapter.js';
 import { walletpayAmountIssue, walletpayIssueField } from './amounts.js';
 import { prepareWalletpayCredentials } from './credentials.js';
@@ -32,6 +33,15 @@ const declinedCaptures = (data: Record<string, unknown>): number => {
   const n = data.declinedCaptures;
   return typeof n === 'number' && Number.isSafeInteger(n) && n > 0 ? n : 0;
 };
+
+/** How many captures of the order were refused as not approved yet (provider_data.unapprovedCaptures). */
+const unapprovedCaptures = (data: Record<string, unknown>): number => {
+  const n = data.unapprovedCaptures;
+  return typeof n === 'number' && Number.isSafeInteger(n) && n > 0 ? n : 0;
+};
+
+const sameMoney = (a: Money | null | undefined, b: Money) => Boolean(a) && a!.minor === b.minor && a!.currency.toUpperCase() === b.currency.toUpperCase();
+const moneyText = (m: Money | null | undefined) => (m ? `${formatMinorUnits(m.minor, m.currency)} ${m.currency.toUpperCase()}` : 'no amount');
 
 /**
  * After a capture refused for the buyer to approve again (INSTRUMENT_DECLINED) PayPal may leave the order
@@ -75,13 +85,28 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
     findRefund: (creds, lookup) => adapter.findRefund(creds, lookup),
 
     /**
-     * PayPal answers a repeated PayPal-Request-Id with its first answer, a refusal included: after the
-     * buyer approved again, the same id would only replay INSTRUMENT_DECLINED. So each approval's capture
-     * has its own id (the key, then `<key>-1`, `<key>-2`… after each such refusal). That is safe: intent
+     * PayPal captures whatever amount the order holds when the capture arrives, and an order awaiting
+     * approval or capture can be changed (PATCH /v2/checkout/orders/{id}) by anyone holding the merchant's
+     * credentials. So the order is read first, and a capture is sent only when its amount and currency
+     * are the payment's; otherwise reason `amount_mismatch`, with the order as read (nothing was sent).
+     *
+     * PayPal answers a repeated PayPal-Request-Id with "the latest status of the previous request", a
+     * refusal included: after the buyer approved (again), the same id would only replay the refusal. So
+     * each capture after a refusal that leaves the order capturable later has its own id (the key, then
+     * `<key>-1`, `<key>-2`…): after INSTRUMENT_DECLINED (the buyer approves again) and after
+     * ORDER_NOT_APPROVED / PAYER_ACTION_REQUIRED (the buyer has not approved yet). That is safe: intent
      * CAPTURE allows one capture per order, so a second capture with a new id is ORDER_ALREADY_CAPTURED.
      */
     async capturePayment(creds, input) {
-      const attempt = declinedCaptures(input.providerData);
+      const lookup = { paymentId: '', providerRef: input.providerRef, reference: '', providerData: input.providerData };
+      const order = keepApprovalLink(await adapter.getPayment(creds, lookup), input.providerData);
+      if (!sameMoney(order.amount, input.amount)) {
+        const message = `walletpay order ${input.providerRef} is for ${moneyText(order.amount)}, not the payment's ${moneyText(input.amount)}: no capture sent`;
+        throw new ProviderError('walletpay', 'invalid_request', message, 'ORDER_AMOUNT_MISMATCH', order, 'amount_mismatch');
+      }
+      const declined = declinedCaptures(input.providerData);
+      const unapproved = unapprovedCaptures(input.providerData);
+      const attempt = declined + unapproved;
       const idempotencyKey = attempt > 0 ? `${input.idempotencyKey}-${attempt}` : input.idempotencyKey;
       try {
         return await adapter.capturePayment(creds, { orderId: input.providerRef, idempotencyKey });
@@ -90,14 +115,14 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
         const code = err.providerCode;
         if (REAPPROVE.has(code)) {
           // Back to the approval link: the order's own while it lists one, else the one it had at creation.
-          const order = await adapter.getPayment(creds, { paymentId: '', providerRef: input.providerRef, reference: '', providerData: input.providerData }).catch(() => null);
+          const current = await adapter.getPayment(creds, lookup).catch(() => null);
           const stored = typeof input.providerData.approvalUrl === 'string' ? input.providerData.approvalUrl : null;
-          const url = order?.nextAction?.url ?? stored;
+          const url = current?.nextAction?.url ?? stored;
           const result = {
             providerRef: input.providerRef,
             status: 'pending' as const,
             nextAction: url ? { type: 'redirect' as const, url } : null,
-            data: { declinedCaptures: attempt + 1, ...(url ? { approvalUrl: url } : {}) },
+            data: { declinedCaptures: declined + 1, ...(url ? { approvalUrl: url } : {}) },
             raw: { error: err.message, code },
           };
           throw new ProviderError(err.provider, err.kind, err.message, code, result, 'reapprove');
@@ -106,9 +131,14 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
           const result = { providerRef: input.providerRef, status: 'failed' as const, failureReason: `capture refused: ${err.message}`, raw: { error: err.message, code } };
           throw new ProviderError(err.provider, 'declined', err.message, code, result);
         }
-        const reason = NOT_APPROVED.has(code) ? 'not_approved' : code === ALREADY_CAPTURED ? 'already_captured' : undefined;
-        if (!reason) throw err;
-        throw new ProviderError(err.provider, err.kind, err.message, code, err.result, reason);
+        if (NOT_APPROVED.has(code)) {
+          // The order as read before the capture tells a voided order from one still awaiting the buyer
+          // (no second read); its data counts the refusal, so the next capture has a new request id.
+          const result = { ...order, data: { ...order.data, unapprovedCaptures: unapproved + 1 } };
+          throw new ProviderError(err.provider, err.kind, err.message, code, result, 'not_approved');
+        }
+        if (code !== ALREADY_CAPTURED) throw err;
+        throw new ProviderError(err.provider, err.kind, err.message, code, err.result, 'already_captured');
       }
     },
 

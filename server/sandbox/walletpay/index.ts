@@ -9,6 +9,7 @@ import {
   FAIL_REFUND_JOB, SEND_EVENT_JOB, SETTLE_CAPTURE_JOB, failRefund, sendTransmission, settleCapture, type FailRefundJob, type SendEventJob, type SettleCaptureJob,
 } from './events.js';
 import { dbOf } from './db.js';
+import { mountOrderPatch } from './order-patch.js';
 import { mountOrders } from './orders.js';
 import { mountPayments, mountReversalControl } from './payments.js';
 import { prepareSigningKeys } from './signing.js';
@@ -47,6 +48,7 @@ export const walletpaySandbox: SandboxModule = {
     router.use(['/v1', '/v2'], requireBearer(deps));
     router.use(['/v1', '/v2'], express.json({ limit: BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
     mountOrders(router, deps);
+    mountOrderPatch(router, deps);
     mountPayments(router, deps);
     mountWebhooks(router, deps);
 
