@@ -395,12 +395,23 @@ describe('offline verification (CRC-32 + SHA256withRSA with the certificate from
       .toBe('69cd13f0-d67a-11e5-baa3-778b53f4ae55|2016-02-18T20:01:35Z|1JE4291016473214C|1663949484');
   });
 
-  it("the provider's own host: https on paypal.com for the real provider; the same origin and certificates path for the simulator", () => {
+  it("the provider's own host: https on PayPal's API hosts under its certificates path for the real provider; the same origin and certificates path for the simulator", () => {
     const live = 'https://api-m.sandbox.paypal.com';
     expect(isProviderCertUrl('https://api.sandbox.paypal.com/v1/notifications/certs/CERT-360caa42-fca2a594-d2a9e8b5', live)).toBe(true);
     expect(isProviderCertUrl('https://api.paypal.com/v1/notifications/certs/CERT-1', 'https://api-m.paypal.com')).toBe(true);
     for (const bad of ['http://api.paypal.com/v1/notifications/certs/C', 'https://api.paypal.com.evil.example/c', 'https://evilpaypal.com/c', 'https://api.paypal.com:8443/c', 'https://user@api.paypal.com/c', 'not a url']) {
       expect(isProviderCertUrl(bad, live)).toBe(false);
+    }
+    // Only PayPal's API hosts, under the certificates path: not any page of paypal.com.
+    expect(isProviderCertUrl('https://api-m.paypal.com/v1/notifications/certs/CERT-1', live)).toBe(true);
+    expect(isProviderCertUrl('https://api-m.sandbox.paypal.com/v1/notifications/certs/CERT-1', live)).toBe(true);
+    for (const page of [
+      'https://www.paypal.com/search?q=x', 'https://www.paypal.com/v1/notifications/certs/CERT-1', 'https://paypal.com/v1/notifications/certs/CERT-1',
+      'https://api.paypal.com/v1/oauth2/token', 'https://api.paypal.com/v1/notifications/certs/CERT-1?q=x', 'https://api.paypal.com/v1/notifications/certs/',
+      'https://api.paypal.com/v1/notifications/certs/CERT-1/../../../search',
+    ]) {
+      expect({ page, accepted: isProviderCertUrl(page, live) }).toEqual({ page, accepted: false });
+      expect({ page, accepted: isProviderCertUrl(page, 'https://egress.internal/paypal') }).toEqual({ page, accepted: false });
     }
     const sim = 'http://127.0.0.1:3000/sandbox/walletpay';
     expect(isProviderCertUrl('http://127.0.0.1:3000/sandbox/walletpay/v1/notifications/certs/CERT-1', sim)).toBe(true);
@@ -421,6 +432,35 @@ describe('offline verification (CRC-32 + SHA256withRSA with the certificate from
     expect(await verifyOffline(transmission, egress, certificates, 'live')).toBe('invalid');
     expect(await verifyOffline(transmission, egress, certificates, 'sandbox')).toBe('unverifiable');
     expect(await verifyOffline(transmission, 'https://api-m.paypal.com', certificates, 'sandbox')).toBe('invalid');
+  });
+
+  it('reads a certificate only from a body that is one PEM certificate: a PEM inside an HTML page is refused', async () => {
+    const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
+    const pem = selfSignedCertificate(privateKey, 'messageverificationcerts.sandbox.paypal.com', 'PayPal, Inc.');
+    const bodies: Record<string, string> = {
+      '/plain': pem,
+      '/spaced': `\n\n${pem.trim()}\r\n\n`,
+      '/html': `<html><body><p>Results for</p><pre>${pem}</pre></body></html>`,
+      '/text-before': `note: ${pem}`,
+      '/two': `${pem}${pem}`,
+    };
+    const server = http.createServer((req, res) => res.writeHead(200, { 'Content-Type': 'text/html' }).end(bodies[req.url ?? ''] ?? ''));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const certificates = new WalletpaySigningCertificates(2000);
+      const read = async (path: string) => {
+        const got = await certificates.get(`${base}${path}`);
+        return typeof got === 'string' ? got : 'certificate';
+      };
+      expect(await read('/plain')).toBe('certificate');
+      expect(await read('/spaced')).toBe('certificate');
+      expect(await read('/html')).toBe('refused');
+      expect(await read('/text-before')).toBe('refused');
+      expect(await read('/two')).toBe('refused');
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it("trusts offline only PayPal's message-signing certificates (its SDK's name rule), live or sandbox", () => {

@@ -7,8 +7,17 @@ import { httpRequest } from '../http-client.js';
 const CACHE_TTL_MS = 24 * 60 * 60 * 1000;
 const MAX_CACHED = 100;
 
-/** The provider's own domain: its certificate URLs are on api.paypal.com / api.sandbox.paypal.com. */
+/** The provider's own domain (a base URL on it is the real provider). */
 const PROVIDER_DOMAIN = 'paypal.com';
+/**
+ * The hosts PayPal names its signing certificates on, live and sandbox (an event's cert_url is e.g.
+ * https://api.paypal.com/v1/notifications/certs/CERT-360caa42-fca2a594-…), and their one path: any other
+ * page of paypal.com (a search page echoing its query, a support article) is not a certificate.
+ */
+const CERT_HOSTS = new Set(['api.paypal.com', 'api-m.paypal.com', 'api.sandbox.paypal.com', 'api-m.sandbox.paypal.com']);
+const CERT_PATH = /^\/v1\/notifications\/certs\/[A-Za-z0-9._-]+$/;
+/** A certificate body: exactly one PEM certificate, optionally surrounded by whitespace (nothing else around it). */
+const ONE_PEM_CERTIFICATE = /^\s*-----BEGIN CERTIFICATE-----\r?\n(?:[A-Za-z0-9+/=]+\r?\n)+-----END CERTIFICATE-----\s*$/;
 
 /**
  * PayPal's own rule for its message-signing certificates (its Java SDK's certificate check): a subject
@@ -43,14 +52,14 @@ function isRealProvider(providerBaseUrl: string): boolean {
   return URL.canParse(providerBaseUrl) && onPaypalDomain(new URL(providerBaseUrl));
 }
 
-/** https on paypal.com or a subdomain of it, default port: where PayPal names its certificates. */
-function isPaypalHost(url: URL): boolean {
-  return url.protocol === 'https:' && onPaypalDomain(url) && url.port === '';
+/** https, default port, one of PayPal's API hosts, its certificates path, no query: where PayPal names its certificates. */
+function isPaypalCertUrl(url: URL): boolean {
+  return url.protocol === 'https:' && url.port === '' && CERT_HOSTS.has(url.hostname.toLowerCase()) && CERT_PATH.test(url.pathname) && !url.search && !url.hash;
 }
 
 /**
- * Whether `certUrl` is on the provider's own host: https on paypal.com or a subdomain of it, whatever
- * the base URL (PayPal's events name its certificates there also when the adapter reaches PayPal through
+ * Whether `certUrl` is on the provider's own host: https on PayPal's API hosts (api[-m][.sandbox].paypal.com)
+ * under /v1/notifications/certs/, whatever the base URL (PayPal's events name its certificates there also when the adapter reaches PayPal through
  * an egress proxy); for a base URL that is not PayPal (the built-in simulator, an override), also the
  * same origin and the certificates path under that base. A certificate anywhere else could be the
  * forger's own: it is never downloaded.
@@ -65,7 +74,7 @@ export function isProviderCertUrl(certUrl: string, providerBaseUrl: string): boo
     return false;
   }
   if (cert.username || cert.password) return false;
-  if (isPaypalHost(cert)) return true;
+  if (isPaypalCertUrl(cert)) return true;
   if (isRealProvider(providerBaseUrl)) return false;
   const basePath = base.pathname.replace(/\/+$/, '');
   return cert.origin === base.origin && cert.pathname.startsWith(`${basePath}/v1/notifications/certs/`);
@@ -98,6 +107,9 @@ export class WalletpaySigningCertificates {
     }
     if (res.status >= 500) return 'unreachable';
     if (res.status !== 200) return 'refused';
+    // X509Certificate finds a PEM block anywhere in its input (inside an HTML page too): only a body that
+    // is one certificate and nothing else is read.
+    if (!ONE_PEM_CERTIFICATE.test(res.text)) return 'refused';
     let cert: X509Certificate;
     try {
       cert = new X509Certificate(res.text);
