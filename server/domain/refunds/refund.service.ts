@@ -111,9 +111,9 @@ export class RefundService {
       const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
       // A resumed refund the provider already answered (or acknowledged) is not sent again.
       if (refund.status !== 'pending' || refund.providerRef) return refund;
-      // Asked for before it is sent again, as the refund sync does: the provider keeps an idempotency
-      // key for less time than this key lives (PayPal 6 h, Stripe 24 h), and a repeat it no longer
-      // recognises would be a second refund.
+      // Asked for before it is sent again, as the refund sync does: the provider may keep an idempotency
+      // key for less time than this key lives (Stripe 24 h; PayPal documents 45 days for a capture's
+      // refund, Payments v2), and a repeat it no longer recognises would be a second refund.
       const found = await this.lookUp(refund);
       if (found === UNANSWERED) return refund;
       if (found) return await this.settle(refund.id, found, 'refund');
