@@ -329,6 +329,19 @@ describe('access tokens', () => {
     expect(synced.status).toBe('pending');
     expect(await count()).toBe(2);
   });
+
+  it('concurrent calls refused with the same expired token fetch one new token between them', async () => {
+    const creds = newCreds();
+    const input = paymentInput();
+    const created = await adapter.createPayment(creds, input);
+    const count = async () => (await t.sql<{ n: number }>('SELECT count(*)::int AS n FROM sandbox_walletpay_tokens WHERE client_id = $1', [creds.client_id]))[0]!.n;
+    expect(await count()).toBe(1);
+
+    await t.http.post('/sandbox/walletpay/_control/expire-tokens').send({ client_id: creds.client_id }).expect(200);
+    const reads = await Promise.all(Array.from({ length: 6 }, () => adapter.getPayment(creds, lookupOf(input, created))));
+    expect(reads.map((r) => r.status)).toEqual(Array(6).fill('pending'));
+    expect(await count()).toBe(2);
+  });
 });
 
 describe('provider outages', () => {

@@ -225,7 +225,7 @@ export class WalletpayAdapter {
         timeoutMs: this.config.providerTimeoutMs,
       });
       if (res.status !== 401) break;
-      this.tokens.invalidate(baseUrl, creds);
+      await this.tokens.invalidate(baseUrl, creds, token);
     }
     const { status, json } = res!;
     const ok = options.ok ?? [200, 201];

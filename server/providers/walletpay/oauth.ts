@@ -48,9 +48,17 @@ export class WalletpayTokens {
     return (await pending).accessToken;
   }
 
-  /** Forgets the token, e.g. after the provider answered 401 with it. */
-  invalidate(baseUrl: string, creds: WalletpayCredentials): void {
-    this.cache.delete(this.key(baseUrl, creds));
+  /**
+   * Forgets `refused` after the provider answered 401 with it — only if it is still the cached token:
+   * concurrent calls refused with the same token would otherwise each drop the one the first of them
+   * just fetched (or is fetching), and each fetch another.
+   */
+  async invalidate(baseUrl: string, creds: WalletpayCredentials, refused: string): Promise<void> {
+    const key = this.key(baseUrl, creds);
+    const cached = this.cache.get(key);
+    if (!cached) return;
+    const token = await cached.catch(() => null);
+    if (this.cache.get(key) === cached && (!token || token.accessToken === refused)) this.cache.delete(key);
   }
 
   private async fetchToken(baseUrl: string, creds: WalletpayCredentials): Promise<CachedToken> {
