@@ -208,7 +208,8 @@ export async function startService(config: AppConfig, options: StartOptions = {}
       container.sandboxDeps.heldAnswers.releaseAll();
       // Still listening and working while the orchestrator sees /readyz 503 and stops routing here (on
       // Kubernetes endpoint removal races the signal: a listener closed at once refuses what still arrives).
-      if (config.shutdownDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
+      // (Nothing to wait for when nothing listens: a stop asked for during the boot, whose deadline runs from the signal.)
+      if (config.shutdownDelayMs > 0 && closers.length > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
       const budgetMs = config.shutdownTimeoutMs - config.shutdownDelayMs;
       // HTTP and jobs stop side by side: busy keep-alive connections no longer hold the job drain back.
       // Agenda stops taking jobs while the drain loop finishes its attempts, not after: a retry job started

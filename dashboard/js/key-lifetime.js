@@ -22,13 +22,13 @@ export async function keyLifetimeMs() {
 }
 
 /**
- * Whether a key first sent at `firstSentAt` (ms) may still be sent again: not once it is near the lifetime
- * (in its last tenth, an hour at most: the request must still arrive in time), nor while the lifetime is
- * unknown. The service counts from the key's last change, never earlier than its first sending, so
- * counting from the first sending errs early.
+ * Whether a key first sent at `firstSentAt` (ms) may still be sent again, given the lifetime `ms` (as one
+ * keyLifetimeMs() call read it, so the answer and the page's wording agree): not once it is near the
+ * lifetime (in its last tenth, an hour at most: the request must still arrive in time), nor while the
+ * lifetime is unknown (null). The service counts from the key's last change, never earlier than its first
+ * sending, so counting from the first sending errs early.
  */
-export async function stillRemembered(firstSentAt) {
-  const ms = await keyLifetimeMs();
+export function stillRemembered(firstSentAt, ms) {
   if (ms === null) return false;
   return Date.now() - firstSentAt < ms - Math.min(ms / 10, 3_600_000);
 }

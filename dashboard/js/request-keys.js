@@ -67,7 +67,10 @@ export async function forgetSettledRefund(paymentId, body) {
 export async function keptRefundMayBeSent(paymentId, body, currency) {
   const name = `refund ${paymentId}`;
   const kept = pendingKeys.get(name);
-  if (!kept || kept.request !== JSON.stringify(body) || (await stillRemembered(kept.firstSentAt))) return true;
+  if (!kept || kept.request !== JSON.stringify(body)) return true;
+  // Read once: the decision and the words that explain it come from the same answer.
+  const lifetimeMs = await keyLifetimeMs();
+  if (stillRemembered(kept.firstSentAt, lifetimeMs)) return true;
   const what = body.amount ? `${body.amount} ${currency}` : 'the rest of the payment';
   const sentAt = new Date(kept.firstSentAt).toLocaleString();
   let earlier = `A refund of ${what} was sent at ${sentAt} and its answer was lost: it may have been made.`;
@@ -79,7 +82,6 @@ export async function keptRefundMayBeSent(paymentId, body, currency) {
       earlier = `The refund of ${what} sent at ${sentAt} was pending when last seen: it may still be made.`;
     }
   }
-  const lifetimeMs = await keyLifetimeMs();
   const why = lifetimeMs === null
     ? 'How long the service remembers a request could not be read (/dashboard/config.json did not answer), so it may have forgotten this one: another click may make a second refund.'
     : `It was sent too long ago to be sent again as the same request (the service remembers one for ${lifetimeText(lifetimeMs)}), so another click makes a second refund.`;
