@@ -434,15 +434,17 @@ describe('offline verification (CRC-32 + SHA256withRSA with the certificate from
     expect(await verifyOffline(transmission, 'https://api-m.paypal.com', certificates, 'sandbox')).toBe('invalid');
   });
 
-  it('reads a certificate only from a body that is one PEM certificate: a PEM inside an HTML page is refused', async () => {
+  it('reads a certificate only from a body of PEM certificates (the signing one first, then its issuers, as PayPal serves it): a PEM inside an HTML page is refused', async () => {
     const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
     const pem = selfSignedCertificate(privateKey, 'messageverificationcerts.sandbox.paypal.com', 'PayPal, Inc.');
+    const issuer = selfSignedCertificate(privateKey, 'DigiCert SHA2 High Assurance Server CA', 'DigiCert Inc');
     const bodies: Record<string, string> = {
       '/plain': pem,
       '/spaced': `\n\n${pem.trim()}\r\n\n`,
+      '/chain': `${pem}${issuer}`,
       '/html': `<html><body><p>Results for</p><pre>${pem}</pre></body></html>`,
       '/text-before': `note: ${pem}`,
-      '/two': `${pem}${pem}`,
+      '/chain-then-text': `${pem}${issuer}<p>more</p>`,
     };
     const server = http.createServer((req, res) => res.writeHead(200, { 'Content-Type': 'text/html' }).end(bodies[req.url ?? ''] ?? ''));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -455,9 +457,11 @@ describe('offline verification (CRC-32 + SHA256withRSA with the certificate from
       };
       expect(await read('/plain')).toBe('certificate');
       expect(await read('/spaced')).toBe('certificate');
+      const chain = await certificates.get(`${base}/chain`);
+      expect(typeof chain === 'string' ? chain : chain.subject).toContain('CN=messageverificationcerts.sandbox.paypal.com');
       expect(await read('/html')).toBe('refused');
       expect(await read('/text-before')).toBe('refused');
-      expect(await read('/two')).toBe('refused');
+      expect(await read('/chain-then-text')).toBe('refused');
     } finally {
       await new Promise((resolve) => server.close(resolve));
     }

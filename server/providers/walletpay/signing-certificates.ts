@@ -16,8 +16,12 @@ const PROVIDER_DOMAIN = 'paypal.com';
  */
 const CERT_HOSTS = new Set(['api.paypal.com', 'api-m.paypal.com', 'api.sandbox.paypal.com', 'api-m.sandbox.paypal.com']);
 const CERT_PATH = /^\/v1\/notifications\/certs\/[A-Za-z0-9._-]+$/;
-/** A certificate body: exactly one PEM certificate, optionally surrounded by whitespace (nothing else around it). */
-const ONE_PEM_CERTIFICATE = /^\s*-----BEGIN CERTIFICATE-----\r?\n(?:[A-Za-z0-9+/=]+\r?\n)+-----END CERTIFICATE-----\s*$/;
+/**
+ * A certificate body: PEM certificates and nothing else (whitespace around them). PayPal's certificate URL
+ * answers the signing certificate followed by its issuers — its SDKs read a collection and check the chain —
+ * so one or more; the first, the signing certificate, is the one read.
+ */
+const PEM_CERTIFICATES_ONLY = /^\s*(?:-----BEGIN CERTIFICATE-----\r?\n(?:[A-Za-z0-9+/=]+\r?\n)+-----END CERTIFICATE-----\s*)+$/;
 
 /**
  * PayPal's own rule for its message-signing certificates (its Java SDK's certificate check): a subject
@@ -107,9 +111,9 @@ export class WalletpaySigningCertificates {
     }
     if (res.status >= 500) return 'unreachable';
     if (res.status !== 200) return 'refused';
-    // X509Certificate finds a PEM block anywhere in its input (inside an HTML page too): only a body that
-    // is one certificate and nothing else is read.
-    if (!ONE_PEM_CERTIFICATE.test(res.text)) return 'refused';
+    // X509Certificate finds a PEM block anywhere in its input (inside an HTML page too): only a body that is
+    // certificates and nothing else is read (X509Certificate reads its first).
+    if (!PEM_CERTIFICATES_ONLY.test(res.text)) return 'refused';
     let cert: X509Certificate;
     try {
       cert = new X509Certificate(res.text);
