@@ -99,8 +99,19 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
      */
     async capturePayment(creds, input) {
       const lookup = { paymentId: '', providerRef: input.providerRef, reference: '', providerData: input.providerData };
-      const order = keepApprovalLink(await adapter.getPayment(creds, lookup), input.providerData);
-      if (!sameMoney(order.amount, input.amount)) {
+      let read: ProviderPaymentResult;
+      try {
+        read = await adapter.getPayment(creds, lookup);
+      } catch (err) {
+        // Nothing was sent: the capture is not "maybe done" (no Payments-Outcome: unknown), whatever the read met.
+        if (err instanceof ProviderError) throw new ProviderError(err.provider, err.kind, err.message, err.providerCode, err.result, 'not_sent');
+        throw err;
+      }
+      const order = keepApprovalLink(read, input.providerData);
+      // Only while nothing is captured: an order captured already (a retry after a lost answer, or a capture
+      // made at PayPal) goes on to the capture's replay or ORDER_ALREADY_CAPTURED, and the status writer then
+      // records what was captured — a mismatch included — instead of "nothing was captured".
+      if (order.status === 'pending' && !sameMoney(order.amount, input.amount)) {
         const message = `walletpay order ${input.providerRef} is for ${moneyText(order.amount)}, not the payment's ${moneyText(input.amount)}: no capture sent`;
         throw new ProviderError('walletpay', 'invalid_request', message, 'ORDER_AMOUNT_MISMATCH', order, 'amount_mismatch');
       }
