@@ -132,7 +132,7 @@ export type ProviderErrorKind = (typeof PROVIDER_ERROR_KINDS)[number];
  * provider's object is for another amount or currency than the payment, so nothing was sent to move money
  * (the error's result is the object as the provider reported it).
  */
-export type ProviderErrorReason = 'not_approved' | 'already_captured' | 'gone' | 'reapprove' | 'amount_mismatch' | 'not_sent';
+export type ProviderErrorReason = 'not_approved' | 'already_captured' | 'gone' | 'reapprove' | 'amount_mismatch';
 
 export class ProviderError extends Error {
   constructor(
@@ -449,8 +449,7 @@ export interface ProviderPort<C = unknown> {
    * how many captures were refused). A refusal that sends the buyer back to approve again (their funding
    * source was declined) is reason `reapprove`, with a pending result carrying the approval link; one that
    * ends the payment is kind `declined`, with a failed result. `amount`: the payment's; a provider whose
-   * object's amount can change after creation refuses to capture another one (reason `amount_mismatch`);
-   * one that reads its object first and cannot, sends nothing (reason `not_sent`, kind as the read met).
+   * object's amount can change after creation refuses to capture another one (reason `amount_mismatch`).
    * A refusal as not approved may carry the provider's object as it stood (result), so it is not read again.
    */
   capturePayment?(creds: C, input: { providerRef: string; idempotencyKey: string; providerData: Record<string, unknown>; amount: Money }): Promise<ProviderPaymentResult>;

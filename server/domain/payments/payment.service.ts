@@ -388,10 +388,6 @@ export class PaymentService {
     try {
       result = await this.gateway.capture(payment, `capture-${payment.id}`);
     } catch (err) {
-      if (err instanceof ProviderError && err.reason === 'not_sent') {
-        // The provider's object could not be read before the capture, so none was sent: retry with the key.
-        throw new CaptureNotSentError('PROVIDER_ERROR', `${payment.provider} capture not sent: ${err.message}`);
-      }
       if (err instanceof ProviderError && err.reason === 'amount_mismatch') {
         // Not sent: the provider's object asks for another amount or currency than the payment (changed at the
         // provider after creation). Its report goes through the status writer, which records the mismatch.
