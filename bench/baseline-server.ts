@@ -14,6 +14,9 @@ await pool.query(`CREATE TABLE IF NOT EXISTS baseline_payments (
   created_at timestamptz NOT NULL DEFAULT now())`);
 
 const app = express();
+// As the service (server/http/app.ts): no ETag hashing of each body, no X-Powered-By header.
+app.disable('x-powered-by');
+app.disable('etag');
 app.use(express.json());
 app.get('/healthz', (_req, res) => {
   res.json({ ok: true });
