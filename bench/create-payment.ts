@@ -7,7 +7,14 @@
  * request does the whole write path (key lookup, credential decryption, the idempotency claim with the pending row,
  * the provider's HTTP call to the simulator — which is served by the same process and writes its own
  * rows —, the completing transition, the outbox event + delivery row, whose commit is followed by a NOTIFY to the workers). No worker runs:
- * sending the webhooks is benchmark 3.
+ * sending the webhooks is benchmark 3. But the worker's fold of the count changes each create appends (three
+ * rows into payment_count_changes) is the create's work: after each service round the benchmark runs that
+ * fold (and its VACUUM) as the job does, inside the round's time and CPU — every 2 s, more often than the
+ * job's 5 s, so if anything it costs the service more. The api counts every request against its key as
+ * production does (service-process.ts).
+ *
+ * No headline when a check fails (failed requests on either side, fewer completed payments or deliveries than
+ * ok answers): the run exits non-zero with the reasons in its JSON.
  *
  * Both sides are measured warm and for the same time: 3,000 warm-up requests each, then 8 s each, in
  * rounds that take turns (2 s of the service, 2 s of the bare insert, four times), so both see the
@@ -20,14 +27,15 @@
  *   npx tsx bench/create-payment.ts   (BENCH_CONCURRENCY=50 BENCH_WARMUP_REQUESTS=3000 BENCH_CREATE_SECONDS=8 BENCH_CREATE_ROUNDS=4 BENCH_CREATE_REQUESTS=100000)
  */
 import { randomUUID } from 'node:crypto';
+import pg from 'pg';
 import { postgresCpuMs, processCpuMs } from './lib/cpu-time.js';
-import { knob, log, runIfMain, type Benchmark } from './lib/harness.js';
+import { failOnProblems, knob, log, runIfMain, type Benchmark } from './lib/harness.js';
 import { LoopbackClient, closedLoop, type HttpResponse, type LoadResult } from './lib/http.js';
 import { configureMerchant, createMerchant, createPayment } from './lib/merchant.js';
 import { query } from './lib/postgres.js';
 import { WebhookReceiver } from './lib/receiver.js';
 import { kib, printTable, summarize, writeResult } from './lib/report.js';
-import { readRoundTrips, roundTripsPerRequest } from './lib/round-trips.js';
+import { SINCE_BOOT, readRoundTrips, roundTripsPerRequest } from './lib/round-trips.js';
 import { startServiceProcess, watchRss, type ServiceProcess } from './lib/service-process.js';
 
 /**
@@ -69,6 +77,9 @@ function combined(rounds: LoadResult[]): LoadResult {
     failures: rounds.flatMap((r) => r.failures).slice(0, 5),
   };
 }
+
+/** The statements of the worker's fold job (foldPaymentCountChanges in server/domain/payments/payment-counts.ts). */
+const FOLD_STATEMENTS = ['SELECT fold_payment_count_changes()', 'VACUUM payment_count_changes'];
 
 const completed = (res: HttpResponse) => res.status === 201 && res.body.includes('"status":"completed"');
 
@@ -121,8 +132,18 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
     };
 
     log(`warm-up: ${warmup} requests each`);
-    await run(client, 'service', warmup, 30_000);
-    await run(baseClient, 'baseline', warmup, 30_000);
+    const serviceWarm = await run(client, 'service', warmup, 30_000);
+    const bareWarm = await run(baseClient, 'baseline', warmup, 30_000);
+    // The worker's fold, on a connection of its own as the worker's job pool would be; the warm-up's changes
+    // are folded before measuring so the first round folds only its own.
+    const folder = new pg.Client({ connectionString: db.url });
+    await folder.connect();
+    let foldStatements = 0;
+    const fold = async () => {
+      for (const sql of FOLD_STATEMENTS) await folder.query(sql);
+      foldStatements += FOLD_STATEMENTS.length;
+    };
+    await fold();
     // CPU time per request of the process answering and of the PostgreSQL server (all its processes), over
     // the concurrent phase: what a request costs the machine, whatever else the machine is doing meanwhile.
     const serverCpu = await postgresCpuMs(db.url);
@@ -142,20 +163,31 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
     const tripsBefore = await readRoundTrips(client);
     const serviceRounds: LoadResult[] = [];
     const bareRounds: LoadResult[] = [];
+    const serviceRound = async () => {
+      const r = await run(client, 'service', Math.ceil(maxRequests / rounds), maxMs / rounds);
+      const t0 = performance.now();
+      await fold();
+      const elapsedMs = r.elapsedMs + (performance.now() - t0);
+      return { ...r, elapsedMs, requestsPerSecond: (r.ok / elapsedMs) * 1000 };
+    };
     for (let i = 0; i < rounds; i++) {
-      serviceRounds.push(await measure('service', api.pid, () => run(client, 'service', Math.ceil(maxRequests / rounds), maxMs / rounds)));
+      serviceRounds.push(await measure('service', api.pid, serviceRound));
       bareRounds.push(await measure('baseline', baseline.pid, () => run(baseClient, 'baseline', Math.ceil(maxRequests / rounds), maxMs / rounds)));
     }
     const service = combined(serviceRounds);
     const bare = combined(bareRounds);
     const serviceCpu = perRequest('service', service);
     const bareCpu = perRequest('baseline', bare);
-    const roundTrips = roundTripsPerRequest(tripsBefore, await readRoundTrips(client), service.ok + service.failed);
+    const roundTrips = roundTripsPerRequest(tripsBefore, await readRoundTrips(client), service.ok + service.failed, foldStatements - FOLD_STATEMENTS.length);
     // Service over bare insert in each round: how far the machine's drift moved the ratio.
     const roundRatios = serviceRounds.map((r, i) => r.requestsPerSecond / bareRounds[i]!.requestsPerSecond);
     log(`one at a time: ${single} requests each`);
     const serviceOne = await run(client, 'service', single, maxMs, 1);
     const bareOne = await run(baseClient, 'baseline', single, maxMs, 1);
+    // Boot to stop, the span PostgreSQL's transaction count covers (below): the same requests on both.
+    const allRequests = (...rs: LoadResult[]) => rs.reduce((a, r) => a + r.ok + r.failed, 0);
+    const roundTripsLife = roundTripsPerRequest(SINCE_BOOT, await readRoundTrips(client), allRequests(serviceWarm, service, serviceOne), foldStatements);
+    await folder.end();
     stopWatch();
     client.close();
     baseClient.close();
@@ -165,13 +197,28 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
       db.url,
       `SELECT (SELECT count(*) FROM payments WHERE status = 'completed') AS completed, (SELECT count(*) FROM webhook_deliveries) AS deliveries`,
     );
+    const problems: string[] = [];
+    const okAnswers = serviceWarm.ok + service.ok + serviceOne.ok;
+    for (const [what, r] of Object.entries({ 'service warm-up': serviceWarm, service, 'service one at a time': serviceOne, 'baseline warm-up': bareWarm, baseline: bare, 'baseline one at a time': bareOne })) {
+      if (r.failed > 0) problems.push(`${what}: ${r.failed} of ${r.ok + r.failed} requests failed (${r.failures.join(' | ')})`);
+    }
+    if (Number(counts?.completed) !== okAnswers) problems.push(`${counts?.completed} completed payments in the database for ${okAnswers} completed answers`);
+    if (Number(counts?.deliveries) < okAnswers) problems.push(`${counts?.deliveries} webhook deliveries for ${okAnswers} completed payments`);
+
+    failOnProblems('create-payment', problems, {
+      benchmark: 'create-payment',
+      at: new Date().toISOString(),
+      machine: ctx.machine,
+      statuses: { service: service.statuses, baseline: bare.statuses, serviceOneAtATime: serviceOne.statuses, baselineOneAtATime: bareOne.statuses },
+      database: { completedPayments: Number(counts?.completed), deliveryRows: Number(counts?.deliveries), okAnswers },
+    });
 
     const apiRss = (await api.stop()).peakRssKb;
     const baseRss = (await baseline.stop()).peakRssKb;
     await new Promise((r) => setTimeout(r, 1000));
     const work = {
-      service: await workPerRequest(db.url, db.name, warmup + service.ok + service.failed + serviceOne.ok + serviceOne.failed),
-      baseline: await workPerRequest(baseDb.url, baseDb.name, warmup + bare.ok + bare.failed + bareOne.ok + bareOne.failed),
+      service: await workPerRequest(db.url, db.name, allRequests(serviceWarm, service, serviceOne)),
+      baseline: await workPerRequest(baseDb.url, baseDb.name, allRequests(bareWarm, bare, bareOne)),
     };
     const table = [
       row('service POST /v1/payments', service),
@@ -190,13 +237,21 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
     process.stdout.write(`per request in PostgreSQL (every standalone statement is a transaction): service ${work.service.transactions} transactions, ${work.service.rowsInserted} rows inserted, ${work.service.rowsUpdated} updated; baseline ${work.baseline.transactions} / ${work.baseline.rowsInserted} / ${work.baseline.rowsUpdated}\n`);
     const cpuCell = (c: typeof serviceCpu) => `${c.processMs} ms + PostgreSQL ${c.postgresMs ?? 'n/a (server not on this machine)'} ms`;
     process.stdout.write(`CPU per request in the ${concurrency}-concurrent phase (process + PostgreSQL server): service ${cpuCell(serviceCpu)}; baseline ${cpuCell(bareCpu)}\n`);
-    printTable('PostgreSQL work per create (round trips: measured run, by pool; transactions and rows: service and simulator together)', [{
-      'service round trips': `${roundTrips.service} (ORM ${roundTrips.serviceOrm} + jobs ${roundTrips.serviceJobs})`,
-      'simulator round trips': roundTrips.simulator,
+    const tripsCell = (t: typeof roundTrips) => `${t.service} (ORM ${t.serviceOrm} + jobs ${t.serviceJobs} + listener ${t.serviceListener} + fold ${t.serviceExtra})`;
+    printTable('PostgreSQL work per create (round trips by pool, the fold\'s statements counted for the service; transactions and rows: service and simulator together, boot to stop)', [{
+      'service round trips, measured run': tripsCell(roundTrips),
+      'service round trips, boot to stop': tripsCell(roundTripsLife),
+      'simulator round trips, measured / boot to stop': `${roundTrips.simulator} / ${roundTripsLife.simulator}`,
       transactions: work.service.transactions,
       'rows inserted': work.service.rowsInserted,
       'rows updated': work.service.rowsUpdated,
     }]);
+    // Every transaction is at least one round trip: more transactions than round trips over the same span means
+    // some statements reach PostgreSQL without being counted (another pool, autovacuum, the bench's own SQL).
+    const tripsLife = Math.round((roundTripsLife.service + roundTripsLife.simulator) * 100) / 100;
+    if (work.service.transactions > tripsLife) {
+      process.stdout.write(`WARNING: ${work.service.transactions} transactions per create but ${tripsLife} counted round trips over the same requests (boot to stop): some statements are not counted as round trips\n`);
+    }
     // VmHWM: the kernel's own high-water mark over the process's life, so it includes the warm-up and the whole load.
     process.stdout.write(`peak RSS (VmHWM, boot to stop, ${concurrency}-concurrent load included): service api ${kib(apiRss)} (${kib(apiRssAfterBoot)} after boot) started as \`${api.command}\`; baseline ${kib(baseRss)}\n`);
     if (service.failures.length) process.stdout.write(`service failures (first ${service.failures.length}): ${service.failures.join(' | ')}\n`);
@@ -211,7 +266,7 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
       oneAtATime: { service: { ...s1, ok: serviceOne.ok, failed: serviceOne.failed }, baseline: { ...b1, ok: bareOne.ok, failed: bareOne.failed } },
       cpuPerRequestMs: { service: serviceCpu, baseline: bareCpu },
       ratio: { throughputBareOverService: ratio, serviceOverBareByRound: roundRatios, p50ServiceOverBare: s.p50 / b.p50, p99ServiceOverBare: s.p99 / b.p99 },
-      database: { completedPayments: Number(counts?.completed), deliveryRows: Number(counts?.deliveries), perRequest: work, roundTripsPerRequest: roundTrips },
+      database: { completedPayments: Number(counts?.completed), deliveryRows: Number(counts?.deliveries), perRequest: work, roundTripsPerRequest: roundTrips, roundTripsPerRequestBootToStop: roundTripsLife, foldStatements },
       peakRssKb: { api: apiRss, baseline: baseRss },
       apiRssAfterBootKb: apiRssAfterBoot,
     };
@@ -225,6 +280,7 @@ export const createPaymentBenchmark: Benchmark = async (ctx) => {
         'bare/service': `${ratio.toFixed(1)}x (service ${percent(1 / ratio)})`,
         'one at a time p50 service / bare ms': `${s1.p50} / ${b1.p50}`,
         'round trips service / simulator': `${roundTrips.service} / ${roundTrips.simulator}`,
+        'boot to stop: transactions / round trips': `${work.service.transactions} / ${tripsLife}`,
         'CPU ms per create, api / PostgreSQL': `${serviceCpu.processMs} / ${serviceCpu.postgresMs ?? 'n/a'}`,
       },
       resultFile: writeResult('create-payment', result),

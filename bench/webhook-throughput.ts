@@ -5,7 +5,8 @@
  * yet. The api then stops, and one `ROLE=worker` process starts and drains the backlog (it looks for
  * due deliveries as its listener connects) to a local receiver that answers 200 at once.
  * Throughput is counted from the first delivery received to the last (the worker's boot is reported
- * separately), and checked against the database: every delivery row must end `delivered`.
+ * separately), and checked against the database: every delivery row must end `delivered`. A check that
+ * fails (a delivery missing or duplicated, a row not `delivered`) leaves no headline: the run exits non-zero.
  *
  * Load-independent facts next to the rate: the worker's PostgreSQL work per delivery (transactions —
  * every standalone statement is one — and rows written per table, boot included, read after the
@@ -20,7 +21,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { knob, log, runIfMain, type Benchmark } from './lib/harness.js';
+import { failOnProblems, knob, log, runIfMain, type Benchmark } from './lib/harness.js';
 import { LoopbackClient, closedLoop } from './lib/http.js';
 import { configureMerchant, createMerchant, createPayment, type BenchMerchant } from './lib/merchant.js';
 import { query } from './lib/postgres.js';
@@ -120,6 +121,20 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
     }
     const workerRss = (await worker.stop()).peakRssKb;
     const after = await databaseWork(db.url, db.name);
+    const problems: string[] = [];
+    if (pendingRows < creation.ok) problems.push(`${pendingRows} pending deliveries for ${creation.ok} completed payments`);
+    if (!allArrived) problems.push(`${receipts.length} of ${pendingRows} deliveries arrived within 180 s`);
+    if (delivered < pendingRows) problems.push(`${delivered} of ${pendingRows} delivery rows delivered`);
+    if (duplicates > 0) problems.push(`${duplicates} duplicate deliveries`);
+    failOnProblems('webhook-throughput', problems, {
+      benchmark: 'webhook-throughput',
+      at: new Date().toISOString(),
+      machine: ctx.machine,
+      parameters: { deliveries: pendingRows, workers: 1, creationConcurrency: concurrency },
+      received: receipts.length,
+      duplicates,
+      deliveredRows: delivered,
+    });
 
     log(`first-attempt latency: ${latencyPayments} payments one at a time, with an api and a worker running`);
     const [api2, worker2] = await Promise.all([
@@ -171,7 +186,6 @@ export const webhookThroughputBenchmark: Benchmark = async (ctx) => {
       { measure: 'create answered (201)', ...pick(latency.toAnswer) },
       { measure: 'webhook received', ...pick(latency.toWebhook) },
     ]);
-    if (!allArrived) process.stdout.write('WARNING: not every delivery arrived within 180 s\n');
 
     const result = {
       benchmark: 'webhook-throughput',

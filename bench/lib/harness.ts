@@ -1,6 +1,6 @@
 import { pathToFileURL } from 'node:url';
 import { startPgServer, type PgServer } from './postgres.js';
-import { machineInfo, type MachineInfo } from './report.js';
+import { machineInfo, writeResult, type MachineInfo } from './report.js';
 
 export interface BenchContext {
   pg: PgServer;
@@ -52,4 +52,15 @@ export function runIfMain(metaUrl: string, bench: Benchmark): void {
       process.exit(1);
     },
   );
+}
+
+/**
+ * A benchmark whose own checks failed (requests that failed, rows missing, deliveries lost) has no
+ * headline: its numbers would describe something other than the service working. Writes the JSON with
+ * the reasons under `failed`, then throws, so the process exits non-zero.
+ */
+export function failOnProblems(name: string, problems: string[], result: object): void {
+  if (problems.length === 0) return;
+  writeResult(name, { ...result, failed: problems });
+  throw new Error(`${name}: check failed, no headline — ${problems.join('; ')}`);
 }
