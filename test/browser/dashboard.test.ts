@@ -44,6 +44,42 @@ async function signIn(page: Page) {
   await page.getByRole('heading', { name: 'Payments', level: 1 }).waitFor();
 }
 
+/**
+ * A service of its own that forgets refund keys after 8 s (the lease and provider timeout below it, as its
+ * config requires), a merchant of it with a completed 20.00 USD cardpay payment, and that payment's refunds
+ * as the API lists them; `run` gets them, and the service is stopped after.
+ */
+async function withShortKeyLifetime(
+  merchantName: string,
+  secretKey: string,
+  run: (s: { short: TestService; apiKey: string; paymentId: string; refunds: () => Promise<{ amount: string; status: string }[]> }) => Promise<void>,
+) {
+  const short = await startTestService({ IDEMPOTENCY_KEY_RETENTION: '8s', IDEMPOTENCY_LEASE: '3s', PROVIDER_TIMEOUT_MS: '1000', IDEMPOTENCY_KEY_PRUNE_INTERVAL: '1s' });
+  try {
+    const { apiKey } = await short.createMerchant(merchantName);
+    await short.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey } }).expect(200);
+    const created = await short.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `dash-${randomUUID()}`)
+      .send({ provider: 'cardpay', amount: '20.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
+    const paymentId = created.body.data.id as string;
+    const refunds = async () => (await short.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', apiKey).expect(200)).body.data as { amount: string; status: string }[];
+    await run({ short, apiKey, paymentId, refunds });
+  } finally {
+    await short.stop();
+  }
+}
+
+/** Opens the payment's page on `baseUrl`'s dashboard, signing in with `apiKey` there. */
+async function signedInAtPayment(page: Page, baseUrl: string, apiKey: string, paymentId: string) {
+  await page.goto(`${baseUrl}/dashboard/#/payments/${paymentId}`);
+  await page.getByLabel('API key').fill(apiKey);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Payment 20.00 USD' }).waitFor();
+}
+
+/** Waits until `short` has pruned the Idempotency-Key `key`: the same key sent now would be a new request. */
+const keyPruned = (short: TestService, key: string) =>
+  waitFor(async () => (await short.sql('SELECT 1 FROM idempotency_keys WHERE key = $1', [key])).length === 0, 'the refund key pruned', 30_000);
+
 /** Waits until the page shows this text (announcements, outcomes). */
 const shows = (page: Page, text: string | RegExp) => page.getByText(text).first().waitFor();
 /** The answer the service gives when the provider may have acted and the outcome could not be recorded (for page.route to fulfil). */
@@ -770,21 +806,9 @@ describe('merchant dashboard', () => {
   }, 90_000);
 
   it('a kept refund key is not sent again once the service may have forgotten it (IDEMPOTENCY_KEY_RETENTION): the page shows the refund and asks before a new one', async () => {
-    // A service of its own that forgets refund keys after 8 s (the lease and provider timeout below it, as its config requires).
-    const short = await startTestService({ IDEMPOTENCY_KEY_RETENTION: '8s', IDEMPOTENCY_LEASE: '3s', PROVIDER_TIMEOUT_MS: '1000', IDEMPOTENCY_KEY_PRUNE_INTERVAL: '1s' });
-    try {
-      const shop = await short.createMerchant('Dashboard Short Keys');
-      await short.http.put('/v1/merchant/credentials').set('X-API-Key', shop.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_dashboard_short_0001' } }).expect(200);
-      const created = await short.http.post('/v1/payments').set('X-API-Key', shop.apiKey).set('Idempotency-Key', `dash-${randomUUID()}`)
-        .send({ provider: 'cardpay', amount: '20.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
-      const paymentId = created.body.data.id as string;
-      const refunds = async () => (await short.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', shop.apiKey).expect(200)).body.data as { amount: string; status: string }[];
-
+    await withShortKeyLifetime('Dashboard Short Keys', 'sk_test_dashboard_short_0001', async ({ short, apiKey, paymentId, refunds }) => {
       const page = await newPage(1280);
-      await page.goto(`${short.baseUrl}/dashboard/#/payments/${paymentId}`);
-      await page.getByLabel('API key').fill(shop.apiKey);
-      await page.getByRole('button', { name: 'Sign in' }).click();
-      await page.getByRole('heading', { name: 'Payment 20.00 USD' }).waitFor();
+      await signedInAtPayment(page, short.baseUrl, apiKey, paymentId);
       const sentKeys: string[] = [];
       await page.route((u) => u.pathname === '/v1/refunds', (route) => {
         if (route.request().method() === 'POST') sentKeys.push(route.request().headers()['idempotency-key']!);
@@ -793,7 +817,7 @@ describe('merchant dashboard', () => {
       await short.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
       await refundUnanswered(page, page.locator('h2:text("Refunds") + div table tbody tr'));
       // The service forgets the key: from now on the same key would be a new request.
-      await waitFor(async () => (await short.sql('SELECT 1 FROM idempotency_keys WHERE key = $1', [sentKeys[0]])).length === 0, 'the refund key pruned', 30_000);
+      await keyPruned(short, sentKeys[0]!);
 
       // The same click: no request without asking; declined, nothing is sent and the kept refund is shown.
       let asked = '';
@@ -817,23 +841,13 @@ describe('merchant dashboard', () => {
       expect(sentKeys[1]).not.toBe(sentKeys[0]);
       expect((await refunds()).map((r) => r.amount)).toEqual(['5.00', '5.00']);
       await page.close();
-    } finally {
-      await short.stop();
-    }
+    });
   }, 90_000);
 
   it('while /dashboard/config.json cannot be read, a kept refund key is not sent again on an assumed 24 h: the page asks before a new refund, and declined sends nothing', async () => {
     // The service forgets refund keys after 8 s; the page cannot learn it (config.json answered 503: a blip,
     // a proxy that passes only /v1), so it must not assume the documented 24 h.
-    const short = await startTestService({ IDEMPOTENCY_KEY_RETENTION: '8s', IDEMPOTENCY_LEASE: '3s', PROVIDER_TIMEOUT_MS: '1000', IDEMPOTENCY_KEY_PRUNE_INTERVAL: '1s' });
-    try {
-      const shop = await short.createMerchant('Dashboard Unknown Key Lifetime');
-      await short.http.put('/v1/merchant/credentials').set('X-API-Key', shop.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_dashboard_short_0002' } }).expect(200);
-      const created = await short.http.post('/v1/payments').set('X-API-Key', shop.apiKey).set('Idempotency-Key', `dash-${randomUUID()}`)
-        .send({ provider: 'cardpay', amount: '20.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
-      const paymentId = created.body.data.id as string;
-      const refunds = async () => (await short.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', shop.apiKey).expect(200)).body.data as { amount: string }[];
-
+    await withShortKeyLifetime('Dashboard Unknown Key Lifetime', 'sk_test_dashboard_short_0002', async ({ short, apiKey, paymentId, refunds }) => {
       const page = await newPage(1280);
       let configReads = 0;
       await page.route((u) => u.pathname === '/dashboard/config.json', (route) => {
@@ -851,16 +865,13 @@ describe('merchant dashboard', () => {
         await route.fetch();
         return route.abort('connectionreset');
       });
-      await page.goto(`${short.baseUrl}/dashboard/#/payments/${paymentId}`);
-      await page.getByLabel('API key').fill(shop.apiKey);
-      await page.getByRole('button', { name: 'Sign in' }).click();
-      await page.getByRole('heading', { name: 'Payment 20.00 USD' }).waitFor();
+      await signedInAtPayment(page, short.baseUrl, apiKey, paymentId);
       await page.getByLabel('Refund amount (empty = the rest)').fill('5.00');
       await page.getByRole('button', { name: 'Refund' }).click();
       await page.getByRole('alert').waitFor();
       expect((await refunds()).map((r) => r.amount)).toEqual(['5.00']);
       // The service forgets the key: the same key sent now would be a new request, a second refund.
-      await waitFor(async () => (await short.sql('SELECT 1 FROM idempotency_keys WHERE key = $1', [sentKeys[0]])).length === 0, 'the refund key pruned', 30_000);
+      await keyPruned(short, sentKeys[0]!);
 
       let asked = '';
       page.once('dialog', (dialog) => {
@@ -874,9 +885,7 @@ describe('merchant dashboard', () => {
       expect(sentKeys).toHaveLength(1);
       expect((await refunds()).map((r) => r.amount)).toEqual(['5.00']);
       await page.close();
-    } finally {
-      await short.stop();
-    }
+    });
   }, 90_000);
 
   it('is readable and usable at 390 px wide, by keyboard', async () => {
