@@ -377,7 +377,9 @@ describe('mobilemoney lost pushes judged by the pull', () => {
     stub = new PullStub();
     const stubUrl = await stub.start();
     stubUp = true;
-    s = await startTestService({ MOBILEMONEY_BASE_URL: `${stubUrl}/sandbox/mobilemoney`, PROVIDER_TIMEOUT_MS: '3000' });
+    // The tests run the status sync themselves: the worker's own poll (500 ms in tests) would race them for the
+    // payments they make due, and a run the worker won would leave the test's run nothing to pull.
+    s = await startTestService({ MOBILEMONEY_BASE_URL: `${stubUrl}/sandbox/mobilemoney`, PROVIDER_TIMEOUT_MS: '3000', STATUS_SYNC_POLL_INTERVAL: '1h' });
     stub.target = s.baseUrl;
   });
   afterEach(async () => {
