@@ -48,7 +48,7 @@ export const ListEventsQuerySchema = z
   .object({
     type: z.enum(WEBHOOK_EVENT_TYPES).optional(),
     payment_id: UuidSchema.optional(),
-    since: DateTimeQuery.optional().describe('Created after this instant'),
+    since: DateTimeQuery.optional().describe("Created after this instant. An event is stamped when it is written, not when it is committed, so one can appear after events stamped later: to poll, use the newest `created_at` seen less a margin (five minutes) and de-duplicate by `id`"),
     until: DateTimeQuery.optional().describe('Created before this instant'),
     page: pageQuery(),
     page_size: intQuery({ min: 1, max: 100, default: 50, description: 'Items per page, at most 100' }),
