@@ -154,6 +154,19 @@ afterAll(async () => {
 const payment = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key).expect(200)).body.data;
 const intentsOf = (paymentId: string) =>
   t.sql<{ id: string; status: string }>(`SELECT id, status FROM sandbox_cardpay_intents WHERE metadata->>'payment_id' = $1`, [paymentId]);
+/**
+ * A mobile-money refund of `paymentId` whose reversal request the proxy traps (trapPath and repeats set by the
+ * caller), its re-check held off (an hour) as soon as the request has reached the operator, while the service
+ * still waits for its answer: the test re-checks it itself. The first re-check is due 4 s after the refund is
+ * written, only 2 s after the request gives up: held once the request had answered, a slow machine let the
+ * worker's refund sync send the reversal again first.
+ */
+async function refundWithTrappedReversal(apiKey: string, paymentId: string) {
+  const asked = t.http.post('/v1/refunds').set('X-API-Key', apiKey).send({ payment_id: paymentId }).then((r) => r);
+  await eventually(() => proxy.trappedForwarded === 1, 10_000, 'the reversal request at the operator');
+  await t.sql(`UPDATE refunds SET next_sync_at = now() + interval '1 hour' WHERE payment_id = $1 AND status = 'pending'`, [paymentId]);
+  return asked;
+}
 
 describe('a cardpay write whose answer timed out and whose repeat is rate-limited', () => {
   it('payment: stays pending (not failed), then completes; the card was charged once', async () => {
@@ -337,7 +350,7 @@ describe('a mobile-money reversal the operator accepted but whose acknowledgemen
     await t.http.post('/sandbox/mobilemoney/_control/lose-results').send({ count: 1 }).expect(200);
     proxy.trapPath = '/sandbox/mobilemoney/mpesa/reversal/v1/request';
     proxy.repeats = 'held';
-    const first = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id });
+    const first = await refundWithTrappedReversal(key, id);
     proxy.trapPath = null;
     expect(first.status).toBe(201);
     const [pending] = await t.sql<{ id: string; status: string; provider_ref: string | null }>('SELECT id, status, provider_ref FROM refunds WHERE payment_id = $1', [id]);
@@ -351,7 +364,6 @@ describe('a mobile-money reversal the operator accepted but whose acknowledgemen
 
     // A re-send that cannot reach the operator (its token endpoint down) proves nothing about the first
     // request: the refund stays pending.
-    await t.sql(`UPDATE refunds SET next_sync_at = now() + interval '1 hour' WHERE id = $1`, [pending!.id]);
     await t.sql('DELETE FROM mobilemoney_tokens');
     proxy.downPrefix = '/sandbox/mobilemoney/oauth/';
     await t.inContext(() => t.service.container.services.refundSync.syncOne(pending!.id));
@@ -381,7 +393,7 @@ describe('a mobile-money reversal the operator accepted but whose acknowledgemen
     proxy.repeats = 'spike-arrest';
     let first;
     try {
-      first = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: id });
+      first = await refundWithTrappedReversal(key, id);
     } finally {
       config.sandboxCallbackDelayMs = saved;
     }
@@ -390,7 +402,6 @@ describe('a mobile-money reversal the operator accepted but whose acknowledgemen
     expect(pending).toMatchObject({ id: first.body.data.id, status: 'pending', provider_ref: null });
 
     // The refund sync sends the unacknowledged request again: refused at once (500.003.02, spike arrest).
-    await t.sql(`UPDATE refunds SET next_sync_at = now() + interval '1 hour' WHERE id = $1`, [pending!.id]);
     await t.inContext(() => t.service.container.services.refundSync.syncOne(pending!.id));
     expect(proxy.spikeArrested).toBe(1);
     expect(await t.sql('SELECT status, failure_reason FROM refunds WHERE id = $1', [pending!.id])).toEqual([{ status: 'pending', failure_reason: null }]);
@@ -614,12 +625,11 @@ describe('a signed live mobile-money callback for a payment or refund whose prov
     await t.http.post('/sandbox/mobilemoney/_control/lose-results').send({ count: 1 }).expect(200);
     proxy.trapPath = '/sandbox/mobilemoney/mpesa/reversal/v1/request';
     proxy.repeats = 'held';
-    const refund = await t.http.post('/v1/refunds').set('X-API-Key', apiKey).send({ payment_id: paid.id });
+    const refund = await refundWithTrappedReversal(apiKey, paid.id);
     proxy.trapPath = null;
     expect(refund.status).toBe(201);
     const refundId = refund.body.data.id as string;
     expect(refund.body.data).toMatchObject({ status: 'pending', provider_ref: null });
-    await t.sql(`UPDATE refunds SET next_sync_at = now() + interval '1 hour' WHERE id = $1`, [refundId]);
 
     // A signed success at the refund's result address without its token, naming a reversal request that is not ours.
     const forged = await postSigned(`/v1/webhooks/mobilemoney/reversal/result?ref=${refundId}`, { Result: {
