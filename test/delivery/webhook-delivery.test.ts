@@ -216,16 +216,25 @@ describe('sweeper', () => {
 
 describe('leases', () => {
   it('sends a delivery once when two workers attempt it at the same time', async () => {
-    const m = await merchantAt('/race');
-    const { deliveryId } = await emitEvent(t, m.merchantId, { notify: false });
-    const { deliveries } = t.service.container.services;
-    // Three workers' claims at once: one of them takes it.
-    const claims = await Promise.all([1, 2, 3].map(() => t.inContext(() => deliveries.leaseDue(10))));
-    expect(claims.flat().filter((leased) => leased.id === deliveryId)).toHaveLength(1);
-    const outcomes = await Promise.all(claims.flat().map((leased) => t.inContext(() => deliveries.attemptLeased(leased))));
-    expect(outcomes).toContainEqual({ status: 'delivered', nextAttemptAt: null });
-    expect(receiver.on('/race')).toHaveLength(1);
-    expect(await attemptsOf(t, deliveryId)).toHaveLength(1);
+    // An api-only service, so the three claims below are the only ones: this file's service has a drain loop,
+    // whose claim (its fallback poll every DELIVERY_SWEEP_INTERVAL, 1 s here, or any commit's wake-up) could
+    // take the delivery first, leaving them nothing to claim.
+    const api = await startTestService({ ROLE: 'api' });
+    try {
+      const m = await api.createMerchant('Shop /race');
+      await registerWebhook(api, m.apiKey, receiver.url('/race'));
+      const { deliveryId } = await emitEvent(api, m.merchantId, { notify: false });
+      const { deliveries } = api.service.container.services;
+      // Three workers' claims at once: one of them takes it.
+      const claims = await Promise.all([1, 2, 3].map(() => api.inContext(() => deliveries.leaseDue(10))));
+      expect(claims.flat().filter((leased) => leased.id === deliveryId)).toHaveLength(1);
+      const outcomes = await Promise.all(claims.flat().map((leased) => api.inContext(() => deliveries.attemptLeased(leased))));
+      expect(outcomes).toContainEqual({ status: 'delivered', nextAttemptAt: null });
+      expect(receiver.on('/race')).toHaveLength(1);
+      expect(await attemptsOf(api, deliveryId)).toHaveLength(1);
+    } finally {
+      await api.stop();
+    }
   });
 
   it('keeps one repeating sweeper row in the job table', async () => {
