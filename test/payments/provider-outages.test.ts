@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { oneBatchRun } from '../../server/domain/payments/sync-schedule.js';
+import { SYNC_PAYMENTS_JOB } from '../../server/jobs/sync-payments.job.js';
 import { runCli } from '../support/processes.js';
 import { inProcessLogFile } from '../support/secret-audit.js';
 import { TEST_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
@@ -381,6 +382,8 @@ describe('mobilemoney lost pushes judged by the pull', () => {
     // payments they make due, and a run the worker won would leave the test's run nothing to pull.
     s = await startTestService({ MOBILEMONEY_BASE_URL: `${stubUrl}/sandbox/mobilemoney`, PROVIDER_TIMEOUT_MS: '3000', STATUS_SYNC_POLL_INTERVAL: '1h' });
     stub.target = s.baseUrl;
+    // Its one run (at boot) is over before a test makes anything due.
+    await eventually(async () => (await s.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [SYNC_PAYMENTS_JOB])).length > 0, 10_000, "the status sync's run at boot");
   });
   afterEach(async () => {
     stub.pullsRateLimited = false;
