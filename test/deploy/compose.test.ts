@@ -103,13 +103,19 @@ describe('compose.yaml', () => {
     const dotEnv: Record<string, string> = { ...operatorEnv, ...Object.fromEntries(documented.filter((v) => !(v in operatorEnv)).map((v) => [v, `value-of-${v}`])) };
     const received = containerEnv(service(name, dotEnv), dotEnv);
     // What compose itself decides for these containers: its database, production, the migrate service owning the schema, the role and its port.
-    const composeOwns = ['NODE_ENV', 'DATABASE_URL', 'MIGRATE_ON_BOOT', 'ROLE', 'PORT', 'WORKER_PORT'];
+    const composeOwns = ['NODE_ENV', 'DATABASE_URL', 'MIGRATE_ON_BOOT', 'ROLE', 'PORT', 'WORKER_PORT', 'HOST'];
     expect(documented.filter((v) => !composeOwns.includes(v) && received[v] !== dotEnv[v])).toEqual([]);
     for (const v of composeOwns) expect(received[v]).toBeDefined();
     // Unset in .env: compose's defaults stay (no variable appears empty or out of nowhere).
     const bare = containerEnv(service(name, operatorEnv), operatorEnv);
     expect(bare).toMatchObject({ NODE_ENV: 'production', MIGRATE_ON_BOOT: 'false', DATABASE_POOL_MAX: '10', LOG_LEVEL: 'info' });
     expect(Object.keys(bare).filter((k) => documented.includes(k) && bare[k] === '')).toEqual([]);
+  });
+
+  it.each(['api', 'worker'])('has the %s service listen on every interface of its container, SANDBOX=true in .env included (a published port reaches nothing bound to the container\'s loopback)', (name) => {
+    for (const env of [operatorEnv, { ...operatorEnv, SANDBOX: 'true' }]) {
+      expect(loadConfig(containerEnv(service(name, env), env)).host).toBe('0.0.0.0');
+    }
   });
 
   it('publishes the api ports on loopback unless the operator says otherwise (/metrics is open without METRICS_TOKEN)', () => {
