@@ -5,7 +5,23 @@ import type { HeldAnswers } from './held-answers.js';
 import type { SandboxDeps } from './module.js';
 import { mountMisreportControl, misreportResponse, type Misreport, type MisreportRewriter } from './misreport.js';
 
-export type OutageMode = 'ok' | 'error' | 'hang';
+/**
+ * 'error' (500s) and 'hang' (no answer) fail every request of the provider. 'captures_error' and
+ * 'captures_hang' fail its captures alone (a simulator with captures says which requests those are:
+ * outageSwitch's `isCapture`), so a client that reads before it captures has its read answered and its
+ * capture failed.
+ */
+export type OutageMode = 'ok' | 'error' | 'hang' | 'captures_error' | 'captures_hang';
+const WHOLE_PROVIDER_MODES: readonly OutageMode[] = ['ok', 'error', 'hang'];
+const CAPTURE_MODES: readonly OutageMode[] = ['captures_error', 'captures_hang'];
+
+/** What the outage does to one request: answer 500 ('error'), never answer ('hang'), or nothing (null). */
+function failureOf(mode: OutageMode, isCapture: boolean): 'error' | 'hang' | null {
+  if (mode === 'error' || mode === 'hang') return mode;
+  if (isCapture && mode === 'captures_error') return 'error';
+  if (isCapture && mode === 'captures_hang') return 'hang';
+  return null;
+}
 
 export async function outageMode(em: EntityManager, provider: string): Promise<OutageMode> {
   return (await controls(em, provider)).mode;
@@ -42,16 +58,17 @@ async function controls(em: EntityManager, provider: string): Promise<Controls> 
 }
 
 /**
- * Applies the switches to one request: a misreport rewrites its answer; an outage answers 500 or never
- * answers (until the client gives up). True when the request goes on to the simulator.
+ * Applies the switches to one request (`isCapture`: it is a capture): a misreport rewrites its answer; an
+ * outage answers 500 or never answers (until the client gives up). True when the request goes on to the simulator.
  */
-export function applyControls(res: Response, switches: Controls, errorBody: unknown, held: HeldAnswers, misreport?: MisreportRewriter): boolean {
+export function applyControls(res: Response, switches: Controls, errorBody: unknown, held: HeldAnswers, misreport?: MisreportRewriter, isCapture = false): boolean {
   if (switches.misreport && misreport) misreportResponse(res, switches.misreport, misreport);
-  if (switches.mode === 'error') {
+  const failure = failureOf(switches.mode, isCapture);
+  if (failure === 'error') {
     res.status(500).json(errorBody);
     return false;
   }
-  if (switches.mode === 'hang') {
+  if (failure === 'hang') {
     held.hold(res);
     return false;
   }
@@ -72,19 +89,21 @@ export async function setOutageMode(em: EntityManager, provider: string, mode: O
 }
 
 /**
- * Mounts `POST /_control/outage {mode: ok|error|hang}` and, with `misreport` (the simulator's rewriter),
- * `POST /_control/misreport` (see misreport.ts). The state is in PostgreSQL, so it holds for every process.
+ * Mounts `POST /_control/outage {mode: ok|error|hang}` (`withCaptures`: also captures_error|captures_hang)
+ * and, with `misreport` (the simulator's rewriter), `POST /_control/misreport` (see misreport.ts). The
+ * state is in PostgreSQL, so it holds for every process.
  */
-export function mountControls(router: Router, em: EntityManager, provider: string, misreport?: MisreportRewriter): void {
+export function mountControls(router: Router, em: EntityManager, provider: string, misreport?: MisreportRewriter, withCaptures = false): void {
   if (misreport) mountMisreportControl(router, em, provider);
+  const modes = withCaptures ? [...WHOLE_PROVIDER_MODES, ...CAPTURE_MODES] : WHOLE_PROVIDER_MODES;
   router.post('/_control/outage', express.json(), async (req: Request, res: Response, next: NextFunction) => {
     try {
       const mode = (req.body as { mode?: string } | undefined)?.mode;
-      if (mode !== 'ok' && mode !== 'error' && mode !== 'hang') {
-        res.status(400).json({ error: 'mode must be ok, error or hang' });
+      if (!modes.includes(mode as OutageMode)) {
+        res.status(400).json({ error: `mode must be ${modes.slice(0, -1).join(', ')} or ${modes.at(-1)}` });
         return;
       }
-      await setOutageMode(em, provider, mode);
+      await setOutageMode(em, provider, mode as OutageMode);
       res.json({ provider, mode });
     } catch (err) {
       next(err);
@@ -94,15 +113,18 @@ export function mountControls(router: Router, em: EntityManager, provider: strin
 
 /**
  * The control routes (mountControls) and a middleware that applies the switches to every other request
- * of the simulator (applyControls). Mount it before the simulator's routes.
+ * of the simulator (applyControls). Mount it before the simulator's routes. `isCapture`, for a simulator
+ * with captures, names its capture requests and enables the capture-only modes.
  */
-export function outageSwitch(router: Router, deps: SandboxDeps, provider: string, errorBody: unknown, misreport?: MisreportRewriter): void {
+export function outageSwitch(
+  router: Router, deps: SandboxDeps, provider: string, errorBody: unknown, misreport?: MisreportRewriter, isCapture?: (req: Request) => boolean,
+): void {
   const { em, heldAnswers } = deps;
-  mountControls(router, em, provider, misreport);
+  mountControls(router, em, provider, misreport, Boolean(isCapture));
   router.use(async (req: Request, res: Response, next: NextFunction) => {
     if (req.path.startsWith('/_control')) return next();
     try {
-      if (applyControls(res, await controls(em, provider), errorBody, heldAnswers, misreport)) next();
+      if (applyControls(res, await controls(em, provider), errorBody, heldAnswers, misreport, isCapture?.(req) ?? false)) next();
     } catch (err) {
       next(err);
     }

@@ -374,6 +374,40 @@ describe('capture and refund on the wire', () => {
       await t.http.post('/sandbox/walletpay/_control/outage').send({ mode: 'ok' }).expect(200);
     }
   });
+
+  it('fails captures alone in the capture-only modes: captures_error answers a capture 500 and captures nothing, captures_hang never answers it; a token and a read of the order are answered', async () => {
+    const bearer = await token();
+    const created = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).send(order()).expect(201);
+    const id = created.body.id as string;
+    await t.http.get(`/sandbox/walletpay/checkoutnow?token=${id}&auto=approve`).expect(302);
+    const capture = () => fetch(`${base}/v2/checkout/orders/${id}/capture`, {
+      method: 'POST', headers: { Authorization: `Bearer ${bearer}`, 'Content-Type': 'application/json', 'PayPal-Request-Id': `only-${id}` }, body: '{}', signal: AbortSignal.timeout(1_500),
+    });
+    try {
+      await t.http.post('/sandbox/walletpay/_control/outage').send({ mode: 'captures_error' }).expect(200);
+      await token();
+      expect((await t.http.get(`/sandbox/walletpay/v2/checkout/orders/${id}`).set('Authorization', `Bearer ${bearer}`)).body.status).toBe('APPROVED');
+      const failed = await capture();
+      expect(failed.status).toBe(500);
+      expect(((await failed.json()) as { name: string }).name).toBe('INTERNAL_SERVER_ERROR');
+
+      await t.http.post('/sandbox/walletpay/_control/outage').send({ mode: 'captures_hang' }).expect(200);
+      await expect(capture()).rejects.toMatchObject({ name: 'TimeoutError' });
+      expect((await t.http.get(`/sandbox/walletpay/v2/checkout/orders/${id}`).set('Authorization', `Bearer ${bearer}`)).body.status).toBe('APPROVED');
+      expect(await t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [id])).toEqual([]);
+    } finally {
+      await t.http.post('/sandbox/walletpay/_control/outage').send({ mode: 'ok' }).expect(200);
+    }
+    expect((await capture()).status).toBe(201);
+  });
+
+  it('takes the capture-only modes on the walletpay switch only: cardpay has no such mode (400)', async () => {
+    const refused = await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'captures_error' });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toBe('mode must be ok, error or hang');
+    const unknown = await t.http.post('/sandbox/walletpay/_control/outage').send({ mode: 'refunds_error' });
+    expect(unknown.body.error).toBe('mode must be ok, error, hang, captures_error or captures_hang');
+  });
 });
 
 describe('negative testing with PayPal-Mock-Response', () => {

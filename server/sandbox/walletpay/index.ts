@@ -10,7 +10,7 @@ import {
 } from './events.js';
 import { dbOf } from './db.js';
 import { mountOrderPatch } from './order-patch.js';
-import { mountOrders } from './orders.js';
+import { isCaptureRequest, mountOrders } from './orders.js';
 import { mountPayments, mountReversalControl } from './payments.js';
 import { prepareSigningKeys } from './signing.js';
 import { mountCertificate, mountWebhooks } from './webhooks.js';
@@ -39,7 +39,7 @@ export const walletpaySandbox: SandboxModule = {
 
   router(deps) {
     const router = express.Router();
-    outageSwitch(router, deps, 'walletpay', INTERNAL_ERROR_BODY, misreport);
+    outageSwitch(router, deps, 'walletpay', INTERNAL_ERROR_BODY, misreport, isCaptureRequest);
     mountAuth(router, deps);
     mountCertificate(router, deps);
     mountApproval(router, deps);

@@ -1,4 +1,4 @@
-import type { Router } from 'express';
+import type { Request, Router } from 'express';
 import type { SandboxDeps } from '../module.js';
 import { clientIdOf } from './auth.js';
 import { dbOf, inTransaction, paypalId, route, simulatorBase } from './db.js';
@@ -80,6 +80,9 @@ const PAYPAL_REQUEST_ID_REQUIRED = () =>
     'A PayPal-Request-Id is required if you are trying to process payment for an Order. Please specify a PayPal-Request-Id or Create the Order without a payment_source specified.',
     'header',
   );
+
+/** An order's capture (`POST /v2/checkout/orders/:id/capture`, as express matches it): what the capture-only outage fails (controls.ts). */
+export const isCaptureRequest = (req: Request): boolean => req.method === 'POST' && /^\/v2\/checkout\/orders\/[^/]+\/capture\/?$/i.test(req.path);
 
 /** `POST /v2/checkout/orders`, `GET /v2/checkout/orders/:id`, `POST /v2/checkout/orders/:id/capture`. */
 export function mountOrders(router: Router, deps: SandboxDeps): void {
