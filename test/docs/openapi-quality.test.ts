@@ -338,9 +338,9 @@ describe('openapi.json route-specific error examples are what each route answers
   };
   /** Ids differ from run to run. */
   const withoutIds = (message: string) => message.replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, '<id>');
-  const outage = (provider: string, mode: 'ok' | 'error') => t.http.post(`/sandbox/${provider}/_control/outage`).send({ mode }).expect(200);
-  async function during<T>(provider: string, fn: () => Promise<T>): Promise<T> {
-    await outage(provider, 'error');
+  const outage = (provider: string, mode: 'ok' | 'error' | 'captures_error') => t.http.post(`/sandbox/${provider}/_control/outage`).send({ mode }).expect(200);
+  async function during<T>(provider: string, fn: () => Promise<T>, mode: 'error' | 'captures_error' = 'error'): Promise<T> {
+    await outage(provider, mode);
     try {
       return await fn();
     } finally {
@@ -523,7 +523,8 @@ describe('openapi.json route-specific error examples are what each route answers
       '404 POST /v1/payments/{id}/capture': () => api.post(`/v1/payments/${UNKNOWN}/capture`),
       '409 POST /v1/payments/{id}/capture': () => api.post(`/v1/payments/${awaiting.id}/capture`),
       '422 POST /v1/payments/{id}/capture': () => api.post(`/v1/payments/${awaiting.id}/capture`, undefined, 'k'.repeat(256)),
-      '502 POST /v1/payments/{id}/capture': () => during('walletpay', () => api.post(`/v1/payments/${awaiting.id}/capture`)),
+      // The capture sent and not answered (its outcome unknown), not the read of the order before it.
+      '502 POST /v1/payments/{id}/capture': () => during('walletpay', () => api.post(`/v1/payments/${awaiting.id}/capture`), 'captures_error'),
       '404 POST /v1/refunds': () => api.post('/v1/refunds', { payment_id: UNKNOWN }),
       '409 POST /v1/refunds': () => api.post('/v1/refunds', { payment_id: awaiting.id }),
       '422 POST /v1/refunds': () => api.post('/v1/refunds', { payment_id: paid.id, amount: '0' }),

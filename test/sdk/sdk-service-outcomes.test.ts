@@ -19,7 +19,7 @@ afterAll(async () => {
   await t.stop();
 });
 
-const outage = (mode: 'ok' | 'error') => t.http.post('/sandbox/walletpay/_control/outage').send({ mode }).expect(200);
+const outage = (mode: 'ok' | 'captures_error') => t.http.post('/sandbox/walletpay/_control/outage').send({ mode }).expect(200);
 
 /** A walletpay payment the buyer approved, ready to capture. */
 async function approvedOrder(client: ReturnType<typeof createPaymentsClient>, amount: string) {
@@ -53,7 +53,8 @@ describe('the SDK against the service', () => {
     const client = createPaymentsClient({ baseUrl: t.baseUrl, apiKey, initialRetryDelayMs: 1 });
     await client.merchant.storeCredentials({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'outcome-wallet', client_secret: 'outcome-wallet-secret' } });
     const order = await approvedOrder(client, '31.00');
-    await outage('error');
+    // Captures alone fail: the order is read before the capture, and a failed read sends no capture.
+    await outage('captures_error');
     let error: unknown;
     try {
       error = await client.payments.capture(order.id).catch((e: unknown) => e);
