@@ -32,8 +32,12 @@ class TrapProxy extends ForwardingStub {
   private readonly seen = new Set<string>();
   /** The next POST to exactly this path is answered 429 by the proxy (the provider's rate limiter: nothing done); then it is cleared. */
   rateLimitOnce: string | null = null;
-  /** GETs of exactly this path are answered 503 by the proxy (walletpay cannot be read). */
+  /**
+   * GETs of exactly this walletpay order path are answered 503 by the proxy (walletpay cannot be read) once a
+   * capture of it (POST <path>/capture) has passed: the read of the order before the capture is answered.
+   */
   unreadable: string | null = null;
+  private readonly captureSent = new Set<string>();
   /** A trapped answer waits for release() instead of being withheld for good (an answer that is slow, not lost). */
   holdUntilReleased = false;
   /** Trapped requests forwarded so far (the provider acted on them). */
@@ -47,7 +51,8 @@ class TrapProxy extends ForwardingStub {
     }
     // A walletpay webhook subscription pointed here: its events are held back (503; the simulator retries later).
     if (req.url.startsWith(HELD_EVENTS_PATH)) return { status: 503 };
-    if (req.method === 'GET' && this.unreadable !== null && req.url === this.unreadable) {
+    if (req.method === 'POST' && this.unreadable !== null && req.url === `${this.unreadable}/capture`) this.captureSent.add(this.unreadable);
+    if (req.method === 'GET' && this.unreadable !== null && req.url === this.unreadable && this.captureSent.has(req.url)) {
       return jsonAnswer(503, { name: 'SERVICE_UNAVAILABLE', message: 'Service Unavailable.', debug_id: 'proxy503' });
     }
     if (req.method === 'POST' && this.rateLimitOnce !== null && req.url === this.rateLimitOnce) {
