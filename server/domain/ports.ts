@@ -130,9 +130,11 @@ export type ProviderErrorKind = (typeof PROVIDER_ERROR_KINDS)[number];
  * provider says the payment it created for us (its reference) does not exist (any more), e.g. a wallet
  * order that expired unapproved (see ProviderCapabilities.expiresUnapprovedAfterMs); `amount_mismatch` — the
  * provider's object is for another amount or currency than the payment, so nothing was sent to move money
- * (the error's result is the object as the provider reported it).
+ * (the error's result is the object as the provider reported it); `not_sent` — a request the operation
+ * makes first failed (e.g. walletpay's read of the order before its capture), so the request that would
+ * move money was never sent: nothing happened, and it may be sent again.
  */
-export type ProviderErrorReason = 'not_approved' | 'already_captured' | 'gone' | 'reapprove' | 'amount_mismatch';
+export type ProviderErrorReason = 'not_approved' | 'already_captured' | 'gone' | 'reapprove' | 'amount_mismatch' | 'not_sent';
 
 export class ProviderError extends Error {
   constructor(

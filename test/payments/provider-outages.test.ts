@@ -85,6 +85,39 @@ describe('walletpay outage on a capture sent with an Idempotency-Key', () => {
   });
 });
 
+describe('walletpay outage before a capture is sent (the order read before it fails)', () => {
+  it.each(['error', 'hang'] as const)('%s: 502 PROVIDER_ERROR without Payments-Outcome (nothing sent), nothing captured, the payment unchanged; the retry with the same key after recovery captures once', async (mode) => {
+    const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `out-read-${++n}-${Date.now()}`)
+      .send({ provider: 'walletpay', amount: '33.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
+    const p = created.body.data;
+    await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+    const before = await get(p.id);
+    const captureKey = `cap-read-${mode}-${p.id}`;
+    const capture = () => t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).set('Idempotency-Key', captureKey).send({});
+    const captures = async () => (await t.sql<{ n: number }>(`SELECT count(*)::int AS n FROM sandbox_walletpay_captures WHERE order_id = $1`, [p.provider_ref]))[0]!.n;
+    await outage('walletpay', mode);
+    const refused = await capture();
+    await outage('walletpay', 'ok');
+    expect(refused.status).toBe(502);
+    expect(refused.body.error).toMatchObject({ code: 'PROVIDER_ERROR', message: expect.stringMatching(/^walletpay capture not sent: .*no capture sent$/) });
+    // Nothing was sent, so nothing moved: not the "may have been captured" answer.
+    expect(refused.headers['payments-outcome']).toBeUndefined();
+    expect(await get(p.id)).toEqual(before);
+    expect(await captures()).toBe(0);
+    const [order] = await t.sql<{ status: string }>('SELECT status FROM sandbox_walletpay_orders WHERE id = $1', [p.provider_ref]);
+    expect(order!.status).toBe('APPROVED');
+
+    // The key resumes the capture (not the 502 replayed), and it captures once.
+    const retried = await capture();
+    expect(retried.status).toBe(200);
+    expect(retried.body.data).toMatchObject({ id: p.id, status: 'completed' });
+    const again = await capture();
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body.data).toMatchObject({ id: p.id, status: 'completed' });
+    expect(await captures()).toBe(1);
+  });
+});
+
 describe('a capture key an earlier version bound to its 502 (answer `undecided`)', () => {
   it('the retry with the key resumes the capture once the provider is back', async () => {
     const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `out-old-${++n}-${Date.now()}`)

@@ -24,8 +24,9 @@ import { firstCheckAfterMs } from './sync-schedule.js';
 const REFERENCE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
 
 /**
- * A capture the provider refused before acting on it (rate-limited, credentials refused): nothing was
- * captured, and nothing about the capture is final — a retry with the same Idempotency-Key sends it again.
+ * A capture the provider refused before acting on it (rate-limited, credentials refused), or never sent
+ * (a read it needs first failed): nothing was captured, and nothing about the capture is final — a retry
+ * with the same Idempotency-Key sends it again.
  */
 class CaptureNotSentError extends DomainError {}
 
@@ -330,8 +331,8 @@ export class PaymentService {
   /**
    * Captures an approved payment (providers with the capture capability). Wrong status or an unapproved payment is 409. With an
    * Idempotency-Key a retry replays the first answer; a 409 (nothing captured) frees the key for a retry. A capture
-   * whose outcome is not final — the provider did not answer (a timeout, a 5xx, its token endpoint down) or refused
-   * before acting (429, credentials) — binds the key to no answer: a retry with the key resumes it, sending the
+   * whose outcome is not final — the provider did not answer (a timeout, a 5xx, its token endpoint down), refused
+   * before acting (429, credentials), or the capture was never sent (the read before it failed) — binds the key to no answer: a retry with the key resumes it, sending the
    * capture again with the same provider idempotency key (`capture-<payment id>`), so the provider answers with
    * the first capture if there was one, and captures now if there was none.
    */
@@ -397,6 +398,11 @@ export class PaymentService {
           `nothing was captured: ${payment.provider} holds this payment for ${theirs}, not its ${formatMinorUnits(payment.amountMinor, payment.currency)} ${payment.currency} ` +
           `(changed at ${payment.provider} after the payment was created, with your ${payment.provider} API credentials); the payment stays pending and is not captured while the amounts differ`,
         );
+      }
+      if (err instanceof ProviderError && err.reason === 'not_sent') {
+        // Never sent (the read before it failed): nothing was captured; no Payments-Outcome: unknown, and the
+        // payment stays pending. The key is resumable, so a retry with it sends the capture then.
+        throw new CaptureNotSentError('PROVIDER_ERROR', `${payment.provider} capture not sent: ${err.message}`);
       }
       if (err instanceof ProviderError && err.reason === 'not_approved') {
         // Refused as not approved: also what an order the provider ended (walletpay VOIDED) answers, which

@@ -55,6 +55,21 @@ function keepApprovalLink(result: ProviderPaymentResult, stored: Record<string, 
   return url ? { ...result, nextAction: { type: 'redirect', url } } : result;
 }
 
+/**
+ * The read of the order before its capture. One that gets no answer about the order (an outage, a
+ * timeout, its 5xx, its token refused or rate-limited) sent no capture: reason `not_sent`, so the
+ * merchant learns that nothing was captured. A refusal about the order itself (invalid_request, e.g. an
+ * order that expired: `gone`) is left as it is.
+ */
+async function readBeforeCapture(read: () => Promise<ProviderPaymentResult>, orderId: string): Promise<ProviderPaymentResult> {
+  try {
+    return await read();
+  } catch (err) {
+    if (!(err instanceof ProviderError) || err.kind === 'invalid_request') throw err;
+    throw new ProviderError(err.provider, err.kind, `walletpay order ${orderId} could not be read before the capture (${err.message}): no capture sent`, err.providerCode, undefined, 'not_sent');
+  }
+}
+
 /** walletpay (PayPal Orders v2): the buyer approves at a link, the merchant captures; partial refunds. */
 export function walletpayProvider(config: AppConfig, instrument: AdapterDecorator = (_name, a) => a): ProviderPort<WalletpayCredentials> {
   const adapter = instrument('walletpay', new WalletpayAdapter(config));
@@ -99,10 +114,7 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
      */
     async capturePayment(creds, input) {
       const lookup = { paymentId: '', providerRef: input.providerRef, reference: '', providerData: input.providerData };
-      // A read that fails is answered as a capture that failed (an outage: Payments-Outcome: unknown, the key
-      // resumes it) though nothing was sent — cautious; telling the two apart needs an outage of captures alone
-      // in the simulator to test it by (see the issue note).
-      const order = keepApprovalLink(await adapter.getPayment(creds, lookup), input.providerData);
+      const order = keepApprovalLink(await readBeforeCapture(() => adapter.getPayment(creds, lookup), input.providerRef), input.providerData);
       // Only while nothing is captured: an order captured already (a retry after a lost answer, or a capture
       // made at PayPal) goes on to the capture's replay or ORDER_ALREADY_CAPTURED, and the status writer then
       // records what was captured — a mismatch included — instead of "nothing was captured".
