@@ -332,9 +332,10 @@ export class PaymentService {
    * Captures an approved payment (providers with the capture capability). Wrong status or an unapproved payment is 409. With an
    * Idempotency-Key a retry replays the first answer; a 409 (nothing captured) frees the key for a retry. A capture
    * whose outcome is not final — the provider did not answer (a timeout, a 5xx, its token endpoint down), refused
-   * before acting (429, credentials), or the capture was never sent (the read before it failed) — binds the key to no answer: a retry with the key resumes it, sending the
-   * capture again with the same provider idempotency key (`capture-<payment id>`), so the provider answers with
-   * the first capture if there was one, and captures now if there was none.
+   * before acting (429, credentials), or the capture was never sent (the read before it failed) — binds the key
+   * to no answer: a retry with the key resumes it, sending the capture again with the same provider idempotency
+   * key (`capture-<payment id>`), so the provider answers with the first capture if there was one, and captures
+   * now if there was none.
    */
   async capture(merchantId: string, id: string, idempotencyKey?: string): Promise<{ payment: Payment; replayed: boolean }> {
     if (idempotencyKey === undefined) return { payment: await this.captureNow(merchantId, id), replayed: false };
