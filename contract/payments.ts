@@ -496,7 +496,8 @@ export const paymentsContract = c.router(
         'after a 502 because the provider did not answer, or refused before acting (rate-limited, credentials), or the order could not be read before the capture (nothing sent), the retry with the key sends the capture again, and the provider answers it with the first capture if there was one; ' +
         'a 502 for another refusal is the key\'s answer (a retry with it replays the 502) and the payment stays pending: a capture with a new key sends it again. ' +
         'A 502 with `Payments-Outcome: unknown` means the capture may have happened (the buyer may have been charged); one without it captured nothing ' +
-        '(e.g. `walletpay capture not sent: …`: the order could not be read first, so no capture was sent).',
+        '(e.g. `walletpay capture not sent: …`: the order could not be read first, so no capture was sent) — and is given only while no earlier capture request of this payment may have captured: ' +
+        'after one answered `Payments-Outcome: unknown`, a request that sends nothing is answered with the header too.',
       metadata: { ...write, outcomeMayBeUnknown: true },
       headers: OptionalIdempotencyHeaders,
       pathParams: IdParamsSchema,

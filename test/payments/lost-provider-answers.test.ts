@@ -260,20 +260,59 @@ describe('a capture whose answer timed out (the provider captured)', () => {
   });
 });
 
+/**
+ * An approved walletpay payment of a merchant whose walletpay events are held back, so only a capture call
+ * can settle it; with the merchant's key and its simulator token.
+ */
+async function heldEventsApprovedPayment(amount: string) {
+  const client = { id: `held-events-${randomUUID()}`, secret: 'held-events-secret' };
+  const merchant = await t.createMerchant('Held Events Shop');
+  const token = (await t.http.post('/sandbox/walletpay/v1/oauth2/token').auth(client.id, client.secret).type('form').send({ grant_type: 'client_credentials' }).expect(200)).body.access_token as string;
+  const webhook = await t.http.post('/sandbox/walletpay/v1/notifications/webhooks').set('Authorization', `Bearer ${token}`)
+    .send({ url: `${proxyUrl}${HELD_EVENTS_PATH}`, event_types: [{ name: 'PAYMENT.CAPTURE.COMPLETED' }] }).expect(201);
+  await t.http.put('/v1/merchant/credentials').set('X-API-Key', merchant.apiKey)
+    .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: client.id, client_secret: client.secret, webhook_id: webhook.body.id } }).expect(200);
+  const created = await t.http.post('/v1/payments').set('X-API-Key', merchant.apiKey).set('Idempotency-Key', `held-pay-${++n}`)
+    .send({ provider: 'walletpay', amount, currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
+  const p = created.body.data as { id: string; provider_ref: string; next_action: { url: string } };
+  await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+  return { p, apiKey: merchant.apiKey, token };
+}
+
+describe('a capture whose answer was lost, retried with its key while the order cannot be read', () => {
+  it('answers Payments-Outcome: unknown (the first request may have captured), never "capture not sent"; the retry once walletpay answers completes it, captured once', async () => {
+    const { p, apiKey } = await heldEventsApprovedPayment('18.00');
+    const orderPath = `/sandbox/walletpay/v2/checkout/orders/${p.provider_ref}`;
+    const capture = () => t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', apiKey).set('Idempotency-Key', `lost-capture-${p.id}`).send({});
+    // The first capture reaches walletpay, which captures; its answer never comes back. From then on the order cannot be read.
+    proxy.trapPath = `${orderPath}/capture`;
+    proxy.repeats = 'held';
+    proxy.unreadable = orderPath;
+    const lost = await capture();
+    proxy.trapPath = null;
+    expect(lost.status).toBe(502);
+    expect(lost.headers['payments-outcome']).toBe('unknown');
+    expect(await t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [p.provider_ref])).toHaveLength(1);
+
+    // The retry sends nothing (its read of the order fails) but must not say that nothing was captured.
+    const unread = await capture();
+    expect(unread.status).toBe(502);
+    expect(unread.headers['payments-outcome']).toBe('unknown');
+    expect(unread.body.error.message).toContain('an earlier capture request of this payment may have captured it');
+    expect(unread.body.error.message).not.toMatch(/capture not sent/);
+
+    proxy.unreadable = null;
+    const settled = await capture();
+    expect(settled.status).toBe(200);
+    expect(settled.body.data).toMatchObject({ id: p.id, status: 'completed' });
+    expect(await t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [p.provider_ref])).toHaveLength(1);
+  });
+});
+
 describe('a capture walletpay answers ORDER_ALREADY_CAPTURED while the order cannot be read', () => {
   it('answers 502 with Payments-Outcome: unknown and keeps the payment pending; the retry once walletpay answers completes it', async () => {
-    // A merchant whose walletpay events are held back, so only the capture call can settle the payment.
-    const client = { id: `held-events-${randomUUID()}`, secret: 'held-events-secret' };
-    const merchant = await t.createMerchant('Held Events Shop');
-    const token = (await t.http.post('/sandbox/walletpay/v1/oauth2/token').auth(client.id, client.secret).type('form').send({ grant_type: 'client_credentials' }).expect(200)).body.access_token as string;
-    const webhook = await t.http.post('/sandbox/walletpay/v1/notifications/webhooks').set('Authorization', `Bearer ${token}`)
-      .send({ url: `${proxyUrl}${HELD_EVENTS_PATH}`, event_types: [{ name: 'PAYMENT.CAPTURE.COMPLETED' }] }).expect(201);
-    await t.http.put('/v1/merchant/credentials').set('X-API-Key', merchant.apiKey)
-      .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: client.id, client_secret: client.secret, webhook_id: webhook.body.id } }).expect(200);
-    const created = await t.http.post('/v1/payments').set('X-API-Key', merchant.apiKey).set('Idempotency-Key', `held-pay-${++n}`)
-      .send({ provider: 'walletpay', amount: '17.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
-    const p = created.body.data as { id: string; provider_ref: string; next_action: { url: string } };
-    await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+    const { p, apiKey, token } = await heldEventsApprovedPayment('17.00');
+    const merchant = { apiKey };
     // Captured at PayPal by another request (another PayPal-Request-Id), e.g. one whose answer was lost.
     await t.http.post(`/sandbox/walletpay/v2/checkout/orders/${p.provider_ref}/capture`).set('Authorization', `Bearer ${token}`)
       .set('PayPal-Request-Id', randomUUID()).send({}).expect(201);

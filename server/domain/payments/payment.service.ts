@@ -375,17 +375,57 @@ export class PaymentService {
     const payment = await this.get(merchantId, id);
     this.assertCapturable(payment);
     await this.credentials.require(merchantId, payment.provider as Provider);
+    const mark = await this.markCaptureMaySend(payment.id);
     try {
-      return await this.sendCapture(payment);
+      return await this.sendCapture(payment, mark.earlier);
     } catch (err) {
+      // Nothing captured (not sent, or a 409: the provider's order shows no capture): the mark is taken back,
+      // unless another attempt has marked it since.
+      if (err instanceof CaptureNotSentError || (err instanceof DomainError && err.code === 'CONFLICT')) {
+        await this.unmarkCaptureSent(payment.id, mark.at).catch(() => undefined);
+      }
       // The capture may have been sent: a failure of ours from here on (its answer not recorded) is an
       // unknown outcome, never the 503 "nothing was done"; the payment stays pending.
       throw afterProviderMayHaveActed(err);
     }
   }
 
+  /**
+   * Marks the payment's capture as possibly sent (payments.capture_sent_at), in its own statement before
+   * the provider is asked. `earlier`: another attempt had marked it and not taken the mark back — it may have
+   * captured, so this attempt's failure to reach the provider is no proof that nothing was captured.
+   */
+  private async markCaptureMaySend(paymentId: string): Promise<{ at: string; earlier: boolean }> {
+    const [row] = await this.em.fork().execute<{ at: string; earlier: boolean }[]>(
+      `WITH prev AS (SELECT id, capture_sent_at FROM payments WHERE id = ? FOR UPDATE)
+       UPDATE payments p SET capture_sent_at = clock_timestamp() FROM prev WHERE p.id = prev.id
+       RETURNING p.capture_sent_at::text AS at, prev.capture_sent_at IS NOT NULL AS earlier`,
+      [paymentId],
+    );
+    return row!;
+  }
+
+  /** Takes back this attempt's mark (markCaptureMaySend's `at`): nothing was sent. */
+  private async unmarkCaptureSent(paymentId: string, at: string): Promise<void> {
+    await this.em.fork().execute('UPDATE payments SET capture_sent_at = NULL WHERE id = ? AND capture_sent_at = ?::timestamptz', [paymentId, at], 'run');
+  }
+
+  /**
+   * A capture this attempt did not send (or the provider refused before acting): "not sent" (502, no
+   * Payments-Outcome), unless an earlier attempt may have captured (`earlier`): then the outcome is unknown.
+   */
+  private notSent(payment: Payment, earlier: boolean, detail: string): DomainError {
+    if (earlier) {
+      return new OutcomeUnknownError(
+        'PROVIDER_ERROR',
+        `${payment.provider} capture: this request sent no capture (${detail}), but an earlier capture request of this payment may have captured it; retry to learn its outcome`,
+      );
+    }
+    return new CaptureNotSentError('PROVIDER_ERROR', `${payment.provider} capture not sent: ${detail}`);
+  }
+
   /** The capture request of a capturable payment, and the transition its answer makes. */
-  private async sendCapture(payment: Payment): Promise<Payment> {
+  private async sendCapture(payment: Payment, earlierMayHaveCaptured: boolean): Promise<Payment> {
     let result: ProviderPaymentResult;
     try {
       result = await this.gateway.capture(payment, `capture-${payment.id}`);
@@ -401,9 +441,10 @@ export class PaymentService {
         );
       }
       if (err instanceof ProviderError && err.reason === 'not_sent') {
-        // Never sent (the read before it failed): nothing was captured; no Payments-Outcome: unknown, and the
-        // payment stays pending. The key is resumable, so a retry with it sends the capture then.
-        throw new CaptureNotSentError('PROVIDER_ERROR', `${payment.provider} capture not sent: ${err.message}`);
+        // Never sent (the read before it failed): this request captured nothing (no Payments-Outcome: unknown,
+        // unless an earlier one may have: notSent), and the payment stays pending. The key is resumable, so a
+        // retry with it sends the capture then.
+        throw this.notSent(payment, earlierMayHaveCaptured, err.message);
       }
       if (err instanceof ProviderError && err.reason === 'not_approved') {
         // Refused as not approved: also what an order the provider ended (walletpay VOIDED) answers, which
@@ -450,8 +491,9 @@ export class PaymentService {
         throw new OutcomeUnknownError('PROVIDER_ERROR', `${payment.provider} capture failed: ${err.message}`);
       }
       if (err instanceof ProviderError && (err.kind === 'rate_limited' || err.kind === 'auth')) {
-        // Refused before it acted: nothing was captured; the payment stays pending and the capture may be sent again.
-        throw new CaptureNotSentError('PROVIDER_ERROR', `${payment.provider} capture failed: ${err.message}`);
+        // Refused before it acted: this request captured nothing (see notSent); the payment stays pending and
+        // the capture may be sent again.
+        throw this.notSent(payment, earlierMayHaveCaptured, err.message);
       }
       if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${payment.provider} capture failed: ${err.message}`);
       throw err;

@@ -5,7 +5,7 @@ import { Migration } from '@mikro-orm/migrations';
  * fail a provider's captures alone, its other requests answered — so a capture whose read of the order
  * before it succeeds can still be failed. The table has a row per provider: the check is cheap.
  */
-export class Migration20261128005201_sandbox_capture_outages extends Migration {
+export class Migration20261128009101_sandbox_capture_outages extends Migration {
   override async up(): Promise<void> {
     this.addSql(`ALTER TABLE sandbox_controls DROP CONSTRAINT sandbox_controls_mode_check,
       ADD CONSTRAINT sandbox_controls_mode_check CHECK (mode IN ('ok', 'error', 'hang', 'captures_error', 'captures_hang'));`);
