@@ -10,7 +10,7 @@ import { SCOPES } from '../../contract/index.js';
 import { loadConfig } from '../../server/config/config.js';
 import { createLogger } from '../../server/observability/logger.js';
 import { startService, type RunningService } from '../../server/service.js';
-import { createTestDatabase, sql } from './database.js';
+import { adminDatabaseUrl, createTestDatabase, sql } from './database.js';
 
 /** A fixed key for tests (base64 of 32 bytes); production requires ENCRYPTION_KEY to be set. */
 export const TEST_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64');
@@ -33,10 +33,19 @@ export interface TestService {
  * Boots the real service for one test file: a fresh PostgreSQL database, migrations, the API on an
  * ephemeral loopback port (simulators mounted under /sandbox), and an Agenda worker — all in this
  * process, all over real connections. `env` overrides configuration; `agendaLockLifetimeMs`, the jobs'
- * lock lifetime (5 s), which also bounds a run of the jobs that work off due rows in batches (jobs/drain-due.ts).
+ * lock lifetime (5 s), which also bounds a run of the jobs that work off due rows in batches (jobs/drain-due.ts);
+ * `databaseSettings`, what every session of the database starts with (`ALTER DATABASE … SET`, e.g. a
+ * TimeZone: an operator's server may have one), set before the service connects.
  */
-export async function startTestService(env: Record<string, string> = {}, options: { agendaLockLifetimeMs?: number } = {}): Promise<TestService> {
+export async function startTestService(
+  env: Record<string, string> = {},
+  options: { agendaLockLifetimeMs?: number; databaseSettings?: Record<string, string> } = {},
+): Promise<TestService> {
   const db = await createTestDatabase();
+  for (const [name, value] of Object.entries(options.databaseSettings ?? {})) {
+    if (!/^[a-z_]+$/i.test(name)) throw new Error(`not a setting name: ${name}`);
+    await sql(adminDatabaseUrl(), `ALTER DATABASE ${db.name} SET ${name} = '${value.replace(/'/g, "''")}'`);
+  }
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'payments-test-data-'));
   const logDir = path.resolve('test-results', 'logs');
   mkdirSync(logDir, { recursive: true });

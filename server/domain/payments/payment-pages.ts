@@ -12,7 +12,9 @@ export const DEEP_PAGE_OFFSET = 20_000;
  * payment_week_totals: kept in the writing transaction by triggers, folded or not yet) say which week
  * holds row `offset` and how many newer rows come before that week; the page is read from that week's end,
  * skipping fewer than one week's rows. One statement, so the counts and the rows are one snapshot: the
- * page is exactly what `ORDER BY … OFFSET offset LIMIT limit` returns.
+ * page is exactly what `ORDER BY … OFFSET offset LIMIT limit` returns. A week is 168 hours (payment_week's
+ * bins): '7 days' added to a timestamptz is 7 calendar days in the session's TimeZone, 167 or 169 hours
+ * across a daylight-saving change, and the page would start an hour off.
  */
 export async function deepPageIds(em: EntityManager, merchantId: string, status: string | undefined, offset: number, limit: number): Promise<string[]> {
   const statusFilter = status === undefined ? '' : 'AND status = ?';
@@ -23,7 +25,7 @@ export async function deepPageIds(em: EntityManager, merchantId: string, status:
      running AS (
        SELECT week, n, coalesce(sum(n) OVER (ORDER BY week DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS newer FROM weeks),
      start AS (
-       SELECT week + interval '7 days' AS week_end, ?::bigint - newer AS skip FROM running
+       SELECT week + interval '168 hours' AS week_end, ?::bigint - newer AS skip FROM running
         WHERE newer <= ?::bigint AND newer + n > ?::bigint)
      SELECT page.id FROM start, LATERAL (
        SELECT id, created_at FROM payments
