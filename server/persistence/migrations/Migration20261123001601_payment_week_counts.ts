@@ -49,7 +49,7 @@ export function weekCountTriggerSql(): string[] {
  * shipped it is `date_bin`, which PostgreSQL has only from 14: on 13, the oldest the service supports
  * (spec/decisions.md), the same weeks come from `date_trunc` of the UTC wall clock, so a fresh install
  * there migrates. On 14 and newer this makes byte for byte the function this migration always made;
- * Migration20261128005601_payment_week_without_date_bin then makes the date_trunc one the definition
+ * Migration20261128009103_payment_week_without_date_bin then makes the date_trunc one the definition
  * everywhere, and its down() runs this again (`CREATE OR REPLACE`).
  */
 export function paymentWeekFunctionSql(create: 'CREATE' | 'CREATE OR REPLACE'): string {

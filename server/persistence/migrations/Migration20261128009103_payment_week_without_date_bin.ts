@@ -8,7 +8,7 @@ import { PAYMENT_WEEK_BY_DATE_TRUNC, paymentWeekFunctionSql } from './Migration2
  * stored stay right; the function stays IMMUTABLE (date_trunc of a timestamp and AT TIME ZONE with a
  * constant zone are) and no index is built on it. On a database migrated on 13 it is already this.
  */
-export class Migration20261128005601_payment_week_without_date_bin extends Migration {
+export class Migration20261128009103_payment_week_without_date_bin extends Migration {
   override async up(): Promise<void> {
     this.addSql(`
       CREATE OR REPLACE FUNCTION payment_week(created_at timestamptz) RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE
