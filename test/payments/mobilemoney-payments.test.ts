@@ -100,6 +100,28 @@ describe('STK push payments', () => {
     await eventually(() => receiver.events('payment.failed').find((e) => e.json.data.payment_id === res.body.data.id));
   });
 
+  it('a token revoked mid-way (another system took a token for the same consumer key, Daraja answers 401.002.01): the next payment still succeeds, after one new token', async () => {
+    const { apiKey } = await t.createMerchant('Token Duka');
+    const consumerKey = `mm-shared-key-${Date.now()}`;
+    await storeCreds(apiKey, { ...SANDBOX_CREDS, consumer_key: consumerKey });
+    const tokensIssued = async () => (await t.sql('SELECT 1 FROM sandbox_mobilemoney_tokens WHERE consumer_key = $1', [consumerKey])).length;
+    const first = await pay({ phone: '254722000881' }, apiKey);
+    expect(first.status).toBe(201);
+    expect(await tokensIssued()).toBe(1);
+
+    // The other system sharing the consumer key takes a token: ours (still cached for ~58 min) is revoked.
+    const other = await fetch(`${t.baseUrl}/sandbox/mobilemoney/oauth/v1/generate?grant_type=client_credentials`, {
+      headers: { Authorization: `Basic ${Buffer.from(`${consumerKey}:${SANDBOX_CREDS.consumer_secret}`).toString('base64')}` },
+    });
+    expect(other.status).toBe(200);
+
+    const next = await pay({ phone: '254722000882' }, apiKey);
+    expect(next.status).toBe(201);
+    expect(next.body.data).toMatchObject({ status: 'pending', provider_ref: expect.stringMatching(/^ws_CO_/) });
+    expect(await tokensIssued()).toBe(3); // ours, the other system's, and exactly one new one of ours
+    await settled(next.body.data.id, 'completed', apiKey);
+  });
+
   it('a push to a phone whose prompt is still open: 502 PROVIDER_ERROR naming the busy subscriber, that payment failed; the first completes, and a new key can ask again', async () => {
     const config = t.service.container.config;
     const saved = config.sandboxCallbackDelayMs;

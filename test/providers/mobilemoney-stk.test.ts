@@ -80,7 +80,7 @@ describe('OAuth', () => {
     expect(((await wrongGrant.json()) as { errorCode: string }).errorCode).toBe('400.008.02');
   });
 
-  it('refuses a bad token with 404.001.03, and a new token invalidates the previous one', async () => {
+  it('refuses a bad token with 404.001.03, and a token revoked by a newer one for the same consumer key with 401 401.002.01', async () => {
     const bad = await rawPost('/mpesa/stkpushquery/v1/query', 'not-a-token', {});
     expect(bad.status).toBe(404);
     expect(((await bad.json()) as { errorCode: string }).errorCode).toBe('404.001.03');
@@ -89,7 +89,8 @@ describe('OAuth', () => {
     const second = await rawToken('key-b');
     expect(second).not.toBe(first);
     const withFirst = await rawPost('/mpesa/stkpushquery/v1/query', first, {});
-    expect(((await withFirst.json()) as { errorCode: string }).errorCode).toBe('404.001.03');
+    expect(withFirst.status).toBe(401);
+    expect(await withFirst.json()).toEqual({ requestId: expect.any(String), errorCode: '401.002.01', errorMessage: 'Error Occurred - Invalid Access Token' });
     const withSecond = await rawPost('/mpesa/stkpushquery/v1/query', second, {});
     expect(((await withSecond.json()) as { errorCode: string }).errorCode).toBe('400.002.02');
   });

@@ -12,7 +12,7 @@ import {
   type ProviderRefundResult,
   type RefundInput,
 } from '../../domain/ports.js';
-import { INVALID_TOKEN_CODES, operatorError, toProviderError, unreadable } from './errors.js';
+import { isInvalidTokenError, operatorError, toProviderError, unreadable } from './errors.js';
 import { pullDateTime } from './eat-time.js';
 import { normalisePhone } from './phone.js';
 import { encryptInitiatorPassword, operatorCertificate, type CertificateSource } from './security-credential.js';
@@ -287,5 +287,5 @@ const ok = (res: HttpResponse) => res.status >= 200 && res.status < 300;
 function isInvalidToken(res: HttpResponse): boolean {
   if (ok(res)) return false;
   const error = operatorError(res);
-  return error !== null && INVALID_TOKEN_CODES.has(error.errorCode);
+  return error !== null && isInvalidTokenError(error);
 }

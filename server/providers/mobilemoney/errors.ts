@@ -10,6 +10,8 @@ const OPERATOR_ERRORS: Record<string, { kind: ProviderErrorKind; meaning: string
   '404.001.03': { kind: 'auth', meaning: 'invalid access token' },
   '400.003.01': { kind: 'auth', meaning: 'invalid access token' },
   '401.001': { kind: 'auth', meaning: 'invalid access token' },
+  // Daraja's answer to a token revoked by a newer one for the same consumer key (another system took one).
+  '401.002.01': { kind: 'auth', meaning: 'invalid access token' },
   '404.001.04': { kind: 'auth', meaning: 'invalid authentication header' },
   '404.001.01': { kind: 'invalid_request', meaning: 'resource not found' },
   '405.001': { kind: 'invalid_request', meaning: 'method not allowed' },
@@ -24,8 +26,17 @@ const OPERATOR_ERRORS: Record<string, { kind: ProviderErrorKind; meaning: string
   '500.003.1001': { kind: 'indeterminate', meaning: 'operator internal error' },
 };
 
-/** Codes that mean "this token is no longer valid": fetch a new one once and retry. */
-export const INVALID_TOKEN_CODES = new Set(['404.001.03', '400.003.01', '401.001']);
+/**
+ * Codes that mean "this token is no longer valid": fetch a new one once and retry. 401.002.01 is what
+ * Daraja answers a token revoked by a newer one for the same consumer key; client libraries retry on it
+ * as on 404.001.03 and 400.003.01.
+ */
+const INVALID_TOKEN_CODES = new Set(['404.001.03', '400.003.01', '401.001', '401.002.01']);
+
+/** An error body saying our access token is not (or no longer) valid, by code or, for a code not listed, by its text. */
+export function isInvalidTokenError(error: OperatorError): boolean {
+  return INVALID_TOKEN_CODES.has(error.errorCode) || /invalid access token/i.test(error.errorMessage);
+}
 
 export function operatorError(res: HttpResponse): OperatorError | null {
   const parsed = OperatorErrorSchema.safeParse(res.json);

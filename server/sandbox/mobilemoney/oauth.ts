@@ -1,6 +1,6 @@
 import type { NextFunction, Request, Response, Router } from 'express';
 import type { SandboxDeps } from '../module.js';
-import { consumerForToken, issueToken } from './store.js';
+import { issueToken, tokenState } from './store.js';
 import { REJECTED_CONSUMER_SECRET } from './test-values.js';
 import { operatorError } from './wire.js';
 
@@ -38,14 +38,20 @@ export function mountOauth(router: Router, deps: SandboxDeps): void {
   });
 }
 
-/** How an API refuses a missing or unknown token: most with 404.001.04 / 404.001.03; Pull Transactions with 401.001 (providers.md). */
+/**
+ * How an API refuses a missing, unknown or revoked token: most with 404.001.04 / 404.001.03, and a token
+ * revoked by a newer one for the same consumer key (another system sharing the key took a token) with
+ * HTTP 401 `401.002.01` "Error Occurred - Invalid Access Token"; Pull Transactions with 401.001 (providers.md).
+ */
 export interface TokenRefusals {
   missing: [code: string, message: string];
   invalid: [code: string, message: string];
+  revoked: [code: string, message: string];
 }
 const DARAJA_TOKEN_REFUSALS: TokenRefusals = {
   missing: ['404.001.04', 'Invalid Authentication Header'],
   invalid: ['404.001.03', 'Invalid Access Token'],
+  revoked: ['401.002.01', 'Error Occurred - Invalid Access Token'],
 };
 
 /** Every API call needs `Authorization: Bearer <live token>`. */
@@ -58,12 +64,12 @@ export function requireToken(deps: SandboxDeps, refusals: TokenRefusals = DARAJA
         operatorError(res, ...refusals.missing);
         return;
       }
-      const consumerKey = await consumerForToken(deps.em, m[1]!);
-      if (!consumerKey) {
-        operatorError(res, ...refusals.invalid);
+      const token = await tokenState(deps.em, m[1]!);
+      if (token.state !== 'live') {
+        operatorError(res, ...(token.state === 'revoked' ? refusals.revoked : refusals.invalid));
         return;
       }
-      req.consumerKey = consumerKey;
+      req.consumerKey = token.consumerKey;
       next();
     } catch (err) {
       next(err);

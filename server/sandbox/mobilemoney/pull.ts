@@ -8,7 +8,11 @@ import { PULL_PAGE_SIZE } from './test-values.js';
 import { body, decimalAmount, invalidField, isMsisdn, isShortcode, isUrl, operatorError, text } from './wire.js';
 
 /** Pull Transactions answers with its own codes (providers.md): 401.001 for a token, 400.001 for a ShortCode. */
-const PULL_TOKEN_REFUSALS: TokenRefusals = { missing: ['401.001', 'Invalid Access Token'], invalid: ['401.001', 'Invalid Access Token'] };
+const PULL_TOKEN_REFUSALS: TokenRefusals = {
+  missing: ['401.001', 'Invalid Access Token'],
+  invalid: ['401.001', 'Invalid Access Token'],
+  revoked: ['401.001', 'Invalid Access Token'],
+};
 const invalidShortCode = (res: Response) => operatorError(res, '400.001', 'Invalid ShortCode');
 
 /** Pull Transactions: one-time registration, then paged queries of the shortcode's C2B transactions. */

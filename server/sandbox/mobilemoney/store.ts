@@ -43,14 +43,18 @@ export async function issueToken(em: EntityManager, consumerKey: string, lifetim
   return token;
 }
 
-/** The consumer key of a live token, or null. */
-export async function consumerForToken(em: EntityManager, token: string): Promise<string | null> {
-  const rows = await exec<{ consumer_key: string }>(
+/** What the operator knows of a bearer token: live (with its consumer key), revoked by a newer token for that key, or unknown/expired. */
+export type TokenState = { state: 'live'; consumerKey: string } | { state: 'revoked' } | { state: 'unknown' };
+
+export async function tokenState(em: EntityManager, token: string): Promise<TokenState> {
+  const rows = await exec<{ consumer_key: string; revoked: boolean }>(
     em,
-    `SELECT consumer_key FROM sandbox_mobilemoney_tokens WHERE access_token = ? AND revoked_at IS NULL AND expires_at > now()`,
+    `SELECT consumer_key, revoked_at IS NOT NULL AS revoked FROM sandbox_mobilemoney_tokens WHERE access_token = ? AND expires_at > now()`,
     [token],
   );
-  return rows[0]?.consumer_key ?? null;
+  const row = rows[0];
+  if (!row) return { state: 'unknown' };
+  return row.revoked ? { state: 'revoked' } : { state: 'live', consumerKey: row.consumer_key };
 }
 
 export interface NewStk {

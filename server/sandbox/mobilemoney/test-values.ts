@@ -3,7 +3,10 @@
  *
  * OAuth: any non-empty consumer key / secret pair gets a token, except the consumer secret `bad-secret`,
  * refused as Daraja refuses wrong credentials (HTTP 400 `400.008.01` "Invalid Authentication passed");
- * each new token for a consumer key revokes the previous one, like the real operator.
+ * each new token for a consumer key revokes the previous one, like the real operator. A call with a revoked
+ * token (another system sharing the consumer key took a newer one) is refused with HTTP 401 `401.002.01`
+ * "Error Occurred - Invalid Access Token"; an unknown or expired token with HTTP 404 `404.001.03` (Pull
+ * Transactions: `401.001` for both).
  *
  * STK push outcomes, by the PhoneNumber that receives the prompt (callback after
  * SANDBOX_CALLBACK_DELAY_MS; the STK query answers "being processed" until then):
