@@ -262,8 +262,8 @@ export interface StatusReportNotification extends NotificationBase {
   /** Our query id (stamped in the result URL) or the provider's id of the query. */
   query: { ourId: string | null; providerRef: string | null };
   resultCode: string;
-  /** Set when the provider reports the transaction completed. */
-  completed: { receipt: string; amount: Money | null } | null;
+  /** Set when the provider reports the transaction completed; `receipt` null when the report names none. */
+  completed: { receipt: string | null; amount: Money | null } | null;
 }
 
 export interface IgnoredNotification {

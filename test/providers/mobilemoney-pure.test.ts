@@ -11,6 +11,8 @@ import {
 } from '../../server/providers/mobilemoney/callback.js';
 import { darajaTimestamp, parseDarajaTimestamp, parsePullDateTime, pullDateTime } from '../../server/providers/mobilemoney/eat-time.js';
 import { toProviderError } from '../../server/providers/mobilemoney/errors.js';
+import { mobilemoneyNotifications } from '../../server/providers/mobilemoney/notifications.js';
+import { loadConfig } from '../../server/config/config.js';
 import { normalisePhone } from '../../server/providers/mobilemoney/phone.js';
 import {
   reversalResultStatus,
@@ -210,6 +212,37 @@ describe('parseResult', () => {
     expect(single.parameters).toEqual({ A: 'b' });
     expect(() => parseResult({ Result: { ResultCode: 0 } })).toThrow(MalformedCallbackError);
     expect(() => parseResult({ Body: {} })).toThrow(MalformedCallbackError);
+  });
+});
+
+describe('transaction-status result as a status report', () => {
+  const notifications = mobilemoneyNotifications(loadConfig({ NODE_ENV: 'test', SANDBOX: 'true' }));
+  /** A real Transaction Status result's shape: Result.TransactionID is the query's own transaction, ReceiptNo the receipt. */
+  const statusResult = (withReceiptNo: boolean) => {
+    const parameters = [
+      { Key: 'DebitPartyName', Value: '254708374149 - John Doe' },
+      { Key: 'TransactionStatus', Value: 'Completed' },
+      { Key: 'Amount', Value: 100 },
+      ...(withReceiptNo ? [{ Key: 'ReceiptNo', Value: 'MBN31H462N' }] : []),
+    ];
+    const body = {
+      Result: {
+        ResultType: 0, ResultCode: 0, ResultDesc: 'The service request is processed successfully.',
+        OriginatorConversationID: '1236-7134259-1', ConversationID: 'AG_20180223_0000493344ae97d86f75', TransactionID: 'MBN0000000',
+        ResultParameters: { ResultParameter: parameters }, ReferenceData: { ReferenceItem: { Key: 'Occasion' } },
+      },
+    };
+    return notifications.parse({ subpath: '/transactionstatus/result', headers: {}, rawBody: Buffer.from(JSON.stringify(body)), body, query: { ref: 'q1' }, sourceIp: '127.0.0.1' });
+  };
+
+  it('takes the receipt from ReceiptNo, never from Result.TransactionID', () => {
+    expect(statusResult(true)).toMatchObject({ kind: 'status-report', completed: { receipt: 'MBN31H462N', amount: { minor: 10000n, currency: 'KES' } } });
+  });
+
+  it('a completed result without ReceiptNo names no receipt (Result.TransactionID MBN0000000 is not recorded)', () => {
+    const report = statusResult(false);
+    expect(report).toMatchObject({ kind: 'status-report', completed: { receipt: null, amount: { minor: 10000n, currency: 'KES' } } });
+    expect(JSON.stringify((report as { completed: unknown }).completed, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).not.toContain('MBN0000000');
   });
 });
 

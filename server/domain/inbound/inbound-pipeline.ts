@@ -437,7 +437,8 @@ export class InboundPipeline {
             return 'applied';
           }
           if (!about.paymentId) return 'applied';
-          const outcome = await uow.payment(about.paymentId, { status: 'completed', reported: amount, providerRef: receipt, receiptNumber: receipt, raw: notification.raw }, trigger);
+          // A report naming no receipt completes without one (reconciliation supplies it later).
+          const outcome = await uow.payment(about.paymentId, { status: 'completed', reported: amount, providerRef: receipt ?? undefined, receiptNumber: receipt, raw: notification.raw }, trigger);
           if (outcome.mismatch) await refused();
           return 'applied';
         }

@@ -31,7 +31,7 @@ export async function recordStatusReport(
   const row = rows[0];
   if (!row) return null;
   const subject = { paymentId: row.payment_id, refundId: row.refund_id, confirms: row.confirms };
-  if (subject.paymentId || subject.refundId || !report.completed) return subject;
+  if (subject.paymentId || subject.refundId || !report.completed?.receipt) return subject;
   const payment = await tx.findOne(PaymentSchema, { merchantId, provider, receiptNumber: report.completed.receipt });
   return { ...subject, paymentId: payment?.id ?? null };
 }

@@ -77,7 +77,9 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
           const r = result(request);
           const timeout = request.subpath.endsWith('timeout');
           const completed = !timeout && r.resultCode === '0' && /^completed$/i.test(r.parameters.TransactionStatus ?? '');
-          const receipt = r.parameters.ReceiptNo || r.transactionId;
+          // Only ReceiptNo is the transaction's receipt: Result.TransactionID is the status query's own
+          // transaction (a real result: TransactionID MBN0000000 beside ReceiptNo MBN31H462N), never recorded.
+          const receipt = r.parameters.ReceiptNo || null;
           return {
             kind: 'status-report',
             dedupKey: `${timeout ? 'status-timeout' : 'status'}:${r.originatorConversationId}`,
@@ -85,7 +87,7 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
             raw: request.body,
             query: { ourId: ref, providerRef: r.originatorConversationId },
             resultCode: r.resultCode,
-            completed: completed && receipt ? { receipt, amount: r.amount } : null,
+            completed: completed ? { receipt, amount: r.amount } : null,
           };
         }
         case '/reversal/result':
