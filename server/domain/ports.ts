@@ -376,6 +376,13 @@ export interface ProviderCapabilities {
   expiresUnapprovedAfterMs?: number;
 }
 
+/** What a provider's transaction list answered (ProviderOperations.listTransactions). */
+export interface ListedTransactions {
+  transactions: { receipt: string; reference: string | null; amount: Money }[];
+  /** `receipt` when the entry names one; `type` the provider's transaction type, when that is why it was skipped. */
+  skipped: { receipt: string | null; reason: 'unreadable' | 'not_a_payment'; type?: string }[];
+}
+
 /** Operations some providers offer beyond the payment lifecycle (mobile money: status report, pull). */
 export interface ProviderOperations<C> {
   /**
@@ -390,8 +397,11 @@ export interface ProviderOperations<C> {
    * CheckoutRequestID), which its status report cannot look up: it is answered from the payment it names.
    */
   namesPaymentRequest?(code: string): boolean;
-  /** Settled incoming transactions in a window, for reconciliation. */
-  listTransactions?(creds: C, window: { since: Date; until: Date }): Promise<{ receipt: string; reference: string | null; amount: Money }[]>;
+  /**
+   * Settled incoming transactions in a window, for reconciliation; `skipped`: listed entries that settle
+   * nothing (unreadable, or not a customer payment), set aside so the others still do.
+   */
+  listTransactions?(creds: C, window: { since: Date; until: Date }): Promise<ListedTransactions>;
   /** One-time registration for listTransactions; returns issues when the request lacks what it needs. */
   registerTransactionFeed?(creds: C, input: Record<string, string | undefined>): Promise<{ issues: RequestIssue[] } | { result: Record<string, unknown> }>;
 }

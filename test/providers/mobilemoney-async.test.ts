@@ -225,7 +225,7 @@ describe('pull transactions', () => {
     await adapter.createPayment(creds, silent);
     await adapter.createPayment(creds, cancelled);
     const rows = await eventually(async () => {
-      const pulled = await adapter.pullTransactions(creds, { since, until: new Date(Date.now() + 60_000) });
+      const pulled = (await adapter.pullTransactions(creds, { since, until: new Date(Date.now() + 60_000) })).transactions;
       return pulled.length === 2 ? pulled : null;
     }, 'two completed transactions');
     const byRef = new Map(rows.map((r) => [r.billReference, r]));
@@ -235,8 +235,31 @@ describe('pull transactions', () => {
     for (const r of rows) expect(r.trxDate.getTime()).toBeGreaterThanOrEqual(Math.floor(since.getTime() / 1000) * 1000);
 
     // Outside the window, and another shortcode: nothing (ResponseCode 1001).
-    expect(await adapter.pullTransactions(creds, { since: new Date(Date.now() - 7_200_000), until: new Date(Date.now() - 3_600_000) })).toEqual([]);
-    expect(await adapter.pullTransactions(sandboxCreds({ shortcode: '600299' }), { since, until: new Date(Date.now() + 60_000) })).toEqual([]);
+    const nothing = { transactions: [], skipped: [] };
+    expect(await adapter.pullTransactions(creds, { since: new Date(Date.now() - 7_200_000), until: new Date(Date.now() - 3_600_000) })).toEqual(nothing);
+    expect(await adapter.pullTransactions(sandboxCreds({ shortcode: '600299' }), { since, until: new Date(Date.now() + 60_000) })).toEqual(nothing);
+  });
+
+  it("lists a till's (CustomerBuyGoodsOnline) payment as c2b-buy-goods-debit, a paybill's as c2b-pay-bill-debit, as Daraja does", async () => {
+    const creds = sandboxCreds({ shortcode: '600250' });
+    const since = new Date(Date.now() - 60_000);
+    const token = await adapter.accessToken(creds);
+    const ts = '20261128120000';
+    const push = await fetch(`${sim}/mpesa/stkpush/v1/processrequest`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({
+        BusinessShortCode: '600250', Password: Buffer.from(`600250${creds.passkey}${ts}`).toString('base64'), Timestamp: ts, TransactionType: 'CustomerBuyGoodsOnline',
+        Amount: 70, PartyA: '254722000251', PartyB: '600250', PhoneNumber: '254722000251', CallBackURL: `${receiver.url}/unused`, AccountReference: 'TILL', TransactionDesc: 'till',
+      }),
+    });
+    expect(push.status).toBe(200);
+    await adapter.createPayment(creds, paymentInput('254722000252', `${receiver.url}/unused`, 80n));
+    const rows = await eventually(async () => {
+      const pulled = (await adapter.pullTransactions(creds, { since, until: new Date(Date.now() + 60_000) })).transactions;
+      return pulled.length === 2 ? pulled : null;
+    }, 'two completed transactions');
+    expect(rows.map((r) => [r.amountMinor, r.transactionType]).sort((a, b) => (a[0]! < b[0]! ? -1 : 1))).toEqual([[7000n, 'c2b-buy-goods-debit'], [8000n, 'c2b-pay-bill-debit']]);
   });
 
   it('pages by row offset, and the adapter reads every page', async () => {
@@ -249,7 +272,7 @@ describe('pull transactions', () => {
       await adapter.createPayment(creds, paymentInput(TEST_PHONES.silent, `${receiver.url}/unused`, BigInt(i + 1)));
     }
     const all = await eventually(async () => {
-      const pulled = await adapter.pullTransactions(creds, { since, until: new Date(Date.now() + 60_000) });
+      const pulled = (await adapter.pullTransactions(creds, { since, until: new Date(Date.now() + 60_000) })).transactions;
       return pulled.length === count ? pulled : null;
     }, `${count} transactions`);
     expect(new Set(all.map((r) => r.transactionId)).size).toBe(count);

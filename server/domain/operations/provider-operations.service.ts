@@ -168,8 +168,12 @@ export class ProviderOperationsService {
     } catch (err) {
       providerFailure(err, provider, 'pull query');
     }
-    const report: ReconcileReport = { pulled: pulled.length, updated: 0, skipped: 0, not_found: 0, results: [] };
-    for (const tx of pulled) {
+    if (pulled.skipped.length > 0) {
+      // Receipts, reasons and types only: the rows' customer numbers and names stay out of the log.
+      this.logger.warn({ merchantId, provider, skipped: pulled.skipped }, 'reconciliation: pulled entries that settle nothing (unreadable, or not a customer payment) were set aside');
+    }
+    const report: ReconcileReport = { pulled: pulled.transactions.length, updated: 0, skipped: 0, not_found: 0, results: [] };
+    for (const tx of pulled.transactions) {
       // A fresh read per transaction: an earlier one of this run may have settled the payment.
       const em = this.em.fork();
       const byReceipt = await em.findOne(PaymentSchema, { merchantId, provider, receiptNumber: tx.receipt });

@@ -36,6 +36,7 @@ import {
   type AsyncAck,
   type InitiatorCredentials,
   type PulledTransaction,
+  type SkippedPullRow,
   type PullRegistration,
 } from './transformers.js';
 
@@ -188,14 +189,19 @@ export class MobilemoneyAdapter {
     return { registered: code === '1000' || code === '1001', responseCode: code, responseDescription: parsed.data.ResponseDescription };
   }
 
-  /** Every C2B transaction of the shortcode in [since, until] (the operator keeps 48 h), all pages. */
-  async pullTransactions(creds: MobilemoneyCredentials, window: { since: Date; until: Date }): Promise<PulledTransaction[]> {
+  /**
+   * Every C2B payment to the shortcode in [since, until] (the operator keeps 48 h), all pages; rows that
+   * cannot be read or are no customer payment are returned apart (`skipped`), never failing the pull.
+   */
+  async pullTransactions(creds: MobilemoneyCredentials, window: { since: Date; until: Date }): Promise<{ transactions: PulledTransaction[]; skipped: SkippedPullRow[] }> {
     // Whole seconds: round the start down and the end up so the window is never narrowed.
     const start = new Date(Math.floor(window.since.getTime() / 1000) * 1000);
     const end = new Date(Math.ceil(window.until.getTime() / 1000) * 1000);
-    const all: PulledTransaction[] = [];
+    const all = { transactions: [] as PulledTransaction[], skipped: [] as SkippedPullRow[] };
+    // OffSetValue is a row offset: every row the operator listed counts, usable or not.
+    let offset = 0;
     for (let page = 0; page < MAX_PULL_PAGES; page++) {
-      const body = { ShortCode: creds.shortcode, StartDate: pullDateTime(start), EndDate: pullDateTime(end), OffSetValue: String(all.length) };
+      const body = { ShortCode: creds.shortcode, StartDate: pullDateTime(start), EndDate: pullDateTime(end), OffSetValue: String(offset) };
       const res = await this.post(creds, '/pulltransactions/v1/query', body, 'pull query');
       if (!ok(res)) throw toProviderError(res, 'pull query');
       const parsed = PullQueryResponseSchema.safeParse(res.json);
@@ -205,8 +211,10 @@ export class MobilemoneyAdapter {
         throw new ProviderError('mobilemoney', 'invalid_request', `mobilemoney pull query failed: ${parsed.data.ResponseMessage}`, parsed.data.ResponseCode);
       }
       const rows = pulledTransactions(parsed.data);
-      if (rows.length === 0) return all;
-      all.push(...rows);
+      if (rows.rowCount === 0) return all;
+      all.transactions.push(...rows.transactions);
+      all.skipped.push(...rows.skipped);
+      offset += rows.rowCount;
     }
     throw new ProviderError('mobilemoney', 'indeterminate', `mobilemoney pull returned more than ${MAX_PULL_PAGES} pages`);
   }

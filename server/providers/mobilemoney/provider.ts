@@ -75,8 +75,11 @@ export function mobilemoneyProvider(config: AppConfig, em: EntityManager, instru
       namesPaymentRequest: (code) => /^ws_CO_/i.test(code),
 
       async listTransactions(creds, window) {
-        const rows = await adapter.pullTransactions(creds, window);
-        return rows.map((r) => ({ receipt: r.transactionId, reference: r.billReference || null, amount: r.amount }));
+        const pulled = await adapter.pullTransactions(creds, window);
+        return {
+          transactions: pulled.transactions.map((r) => ({ receipt: r.transactionId, reference: r.billReference || null, amount: r.amount })),
+          skipped: pulled.skipped.map((r) => ({ receipt: r.transactionId, reason: r.reason, ...(r.transactionType !== undefined ? { type: r.transactionType } : {}) })),
+        };
       },
 
       async registerTransactionFeed(creds, input) {

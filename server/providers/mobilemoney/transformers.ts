@@ -259,7 +259,7 @@ export interface PullRegistration {
 
 const PulledRowSchema = z
   .object({
-    transactionId: z.string().min(1),
+    transactionId: z.string().trim().min(1),
     trxDate: z.string(),
     msisdn: z.coerce.string().optional().default(''),
     sender: z.coerce.string().optional().default(''),
@@ -296,18 +296,50 @@ export interface PulledTransaction {
   organizationName: string;
 }
 
-/** Flattens the doubly nested `Response` into rows; a row that does not parse is a provider error. */
-export function pulledTransactions(response: z.infer<typeof PullQueryResponseSchema>): PulledTransaction[] {
+/**
+ * The transaction types of a customer's payment to the shortcode (paybill, till). Daraja's pull lists
+ * them as `c2b-pay-bill-debit` (its documentation's sample) and `c2b-buy-goods-debit`; only these settle a payment.
+ */
+const PAYMENT_TRANSACTION_TYPES = new Set(['c2b-pay-bill-debit', 'c2b-buy-goods-debit']);
+
+/** A pulled row that settles nothing: unreadable (no receipt, date or amount we can read) or not a customer payment. */
+export interface SkippedPullRow {
+  /** The row's receipt when it has one (never the customer's number or name). */
+  transactionId: string | null;
+  reason: 'unreadable' | 'not_a_payment';
+  /** The row's transactiontype, for not_a_payment. */
+  transactionType?: string;
+}
+
+export interface PulledPage {
+  /** How many rows the page held, usable or not (OffSetValue counts them all). */
+  rowCount: number;
+  transactions: PulledTransaction[];
+  skipped: SkippedPullRow[];
+}
+
+/**
+ * Flattens the doubly nested `Response` into rows. One row that cannot be read, or that is no customer
+ * payment, is set aside (skipped) rather than failing the page: the other rows still settle their payments.
+ */
+export function pulledTransactions(response: z.infer<typeof PullQueryResponseSchema>): PulledPage {
   const rows = response.Response.flatMap((entry) => (Array.isArray(entry) ? entry : [entry]));
-  return rows.map((row) => {
+  const page: PulledPage = { rowCount: rows.length, transactions: [], skipped: [] };
+  for (const row of rows) {
     const parsed = PulledRowSchema.safeParse(row);
     const date = parsed.success ? new Date(parsed.data.trxDate) : null;
     const amountMinor = parsed.success ? wireAmountToMinor(parsed.data.amount) : null;
     if (!parsed.success || !date || Number.isNaN(date.getTime()) || amountMinor === null) {
-      throw new ProviderError('mobilemoney', 'indeterminate', 'mobilemoney pull returned a transaction it could not describe');
+      const id = (row as { transactionId?: unknown } | null)?.transactionId;
+      page.skipped.push({ transactionId: typeof id === 'string' && id.trim() ? id.trim() : null, reason: 'unreadable' });
+      continue;
     }
     const r = parsed.data;
-    return {
+    if (!PAYMENT_TRANSACTION_TYPES.has(r.transactiontype.trim().toLowerCase())) {
+      page.skipped.push({ transactionId: r.transactionId, reason: 'not_a_payment', transactionType: r.transactiontype.slice(0, 60) });
+      continue;
+    }
+    page.transactions.push({
       transactionId: r.transactionId,
       trxDate: date,
       msisdn: r.msisdn,
@@ -317,6 +349,7 @@ export function pulledTransactions(response: z.infer<typeof PullQueryResponseSch
       amountMinor,
       amount: { minor: amountMinor, currency: MOBILEMONEY_CURRENCY },
       organizationName: r.organizationname,
-    };
-  });
+    });
+  }
+  return page;
 }

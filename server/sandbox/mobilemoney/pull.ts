@@ -66,7 +66,7 @@ export function mountPull(router: Router, deps: SandboxDeps): void {
             trxDate: new Date(row.completes_at).toISOString().replace(/\.\d{3}Z$/, 'Z'),
             msisdn: row.phone,
             sender: row.phone,
-            transactiontype: 'c2b-pay-bill-debit',
+            transactiontype: row.transaction_type === 'CustomerBuyGoodsOnline' ? 'c2b-buy-goods-debit' : 'c2b-pay-bill-debit',
             billreference: row.account_reference,
             amount: decimalAmount(row.amount),
             organizationname: `Sandbox Merchant ${row.shortcode}`,

@@ -7,6 +7,8 @@ export interface StkRow {
   checkout_request_id: string;
   merchant_request_id: string;
   shortcode: string;
+  /** CustomerPayBillOnline or CustomerBuyGoodsOnline, as the push asked. */
+  transaction_type: string;
   phone: string;
   amount: string;
   account_reference: string;
@@ -102,7 +104,7 @@ export async function insertStkUnlessSubscriberBusy(em: EntityManager, s: NewStk
   });
 }
 
-const STK_COLUMNS = `checkout_request_id, merchant_request_id, shortcode, phone, amount::text AS amount, account_reference, callback_url,
+const STK_COLUMNS = `checkout_request_id, merchant_request_id, shortcode, transaction_type, phone, amount::text AS amount, account_reference, callback_url,
   result_code, result_desc, receipt_number, sends_callback,
   (extract(epoch FROM completes_at) * 1000)::bigint::text AS completes_at_ms, completes_at <= now() AS done`;
 

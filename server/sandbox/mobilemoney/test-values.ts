@@ -47,7 +47,9 @@
  *
  * Pull: register answers 1000 the first time for a shortcode, then 1001; the query returns every
  * transaction the simulator completed for the shortcode in the window (last 48 h), 100 rows per page
- * (OffSetValue is a row offset). Registration is not required before querying.
+ * (OffSetValue is a row offset), each with Daraja's transactiontype: `c2b-pay-bill-debit` for a
+ * CustomerPayBillOnline push, `c2b-buy-goods-debit` for a CustomerBuyGoodsOnline one. Registration is not
+ * required before querying.
  */
 export const SANDBOX_SHORTCODE = '174379';
 /** Safaricom's published sandbox passkey for shortcode 174379 (the only one the simulator accepts with it). */
