@@ -131,8 +131,8 @@ export function outageSwitch(
   });
 }
 
-/** The countdowns of sandbox_controls: lost (never sent) and held (sent when released) results, lost answers, stalled requests. */
-export type Countdown = 'lost_results' | 'held_results' | 'lost_answers' | 'stalled_requests';
+/** The countdowns of sandbox_controls: lost (never sent) and held (sent when released) results, lost answers, stalled requests, queue timeouts followed by a result. */
+export type Countdown = 'lost_results' | 'held_results' | 'lost_answers' | 'stalled_requests' | 'queue_timeouts';
 
 /**
  * `POST <path> {"count": n}`: the simulator loses the next n of something on purpose (what, the

@@ -393,22 +393,35 @@ describe('reversals', () => {
     expect(event.json.data).toMatchObject({ status: 'completed', refund_id: res.body.data.id });
   });
 
-  it('a reversal that timed out in the operator queue fails the refund (nothing was reversed), and the merchant can ask again', async () => {
+  it("a queue-timeout notice is no final outcome: the refund stays pending (recorded), and the reversal's success result after it completes the refund", async () => {
     const m = await t.createMerchant('Reversal queue timeout');
     await storeCreds(m.apiKey, { ...SANDBOX_CREDS, consumer_key: 'queue-timeout-key' });
     const p = await completedPayment(m.apiKey);
-    // The simulator's TIMEOUT0000 receipt: nothing to the ResultURL, a queue-timeout notice to the QueueTimeOutURL.
-    await t.sql(`UPDATE payments SET receipt_number = 'TIMEOUT0000' WHERE id = $1`, [p.id]);
+    const control = (path: string, body: unknown) =>
+      fetch(`${t.baseUrl}/sandbox/mobilemoney/_control/${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json());
+    // The operator sends a queue-timeout notice, then carries the reversal out all the same: both held, released in order.
+    await control('queue-timeouts', { count: 1 });
+    await control('hold-results', { count: 2 });
     const res = await refund({ payment_id: p.id }, m.apiKey);
     expect(res.status).toBe(201);
-    const failed = await eventually(async () => {
-      const r = await refundOf(res.body.data.id, m.apiKey);
-      return r.status === 'failed' ? r : null;
-    }, 15_000, 'the queue timeout');
-    expect(failed.failure_reason).toBe('mobilemoney did not process the reversal request in time (queue timeout); nothing was reversed');
-    expect(await get(p.id, m.apiKey)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
-    // Not stuck behind a reversal that will never be answered: the next one is taken (it was 409 for ever).
-    expect((await refund({ payment_id: p.id }, m.apiKey)).status).toBe(201);
+    const refundId = res.body.data.id as string;
+    const held = await eventually(() => t.sql<{ url: string }>(`SELECT job->>'url' AS url FROM sandbox_held_results WHERE provider = 'mobilemoney' ORDER BY id`)
+      .then((rows) => {
+        const mine = rows.filter((r) => new URL(r.url).searchParams.get('ref') === refundId);
+        return mine.length === 2 ? mine : null;
+      }), 10_000, 'the notice and the result held');
+    expect(held.map((r) => new URL(r.url).pathname)).toEqual(['/v1/webhooks/mobilemoney/reversal/timeout', '/v1/webhooks/mobilemoney/reversal/result']);
+
+    expect((await control('release-results', { count: 1 })).statuses).toEqual([200]);
+    expect((await t.http.get(`/v1/refunds/${refundId}`).set('X-API-Key', m.apiKey)).body.data).toMatchObject({ status: 'pending', failure_reason: null });
+    expect(await t.sql(`SELECT to_status, note FROM payment_transitions WHERE refund_id = $1 AND NOT accepted`, [refundId])).toEqual([
+      { to_status: 'failed', note: expect.stringContaining('queue timeout notice') },
+    ]);
+
+    expect((await control('release-results', { count: 1 })).statuses).toEqual([200]);
+    expect((await t.http.get(`/v1/refunds/${refundId}`).set('X-API-Key', m.apiKey)).body.data.status).toBe('completed');
+    expect(await get(p.id, m.apiKey)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+    expect((await t.sql<{ type: string }>('SELECT type FROM events WHERE payment_id = $1 ORDER BY created_at', [p.id])).map((e) => e.type)).toEqual(['payment.completed', 'payment.reversed']);
   });
 
   it('result R000002 (receipt unknown to the shortcode) fails; R000001 (already reversed) completes', async () => {
@@ -502,7 +515,7 @@ describe('stored result_url and timeout_url', () => {
     expect((await t.http.get(`/v1/refunds/${refundId}`).set('X-API-Key', m.apiKey)).body.data.status).toBe('completed');
   });
 
-  it("a reversal's QueueTimeOutURL is on PUBLIC_BASE_URL, and the notice arriving there fails the refund", async () => {
+  it("a reversal's QueueTimeOutURL is on PUBLIC_BASE_URL, and the notice arriving there is recorded; the refund stays pending", async () => {
     const p = await completed();
     await t.sql(`UPDATE payments SET receipt_number = 'TIMEOUT0000' WHERE id = $1`, [p.id]);
     let refundId: string | undefined;
@@ -511,7 +524,8 @@ describe('stored result_url and timeout_url', () => {
     });
     expectOurAddress(url, '/reversal/timeout', refundId!);
     expect((await release()).statuses).toEqual([200]);
-    expect((await t.http.get(`/v1/refunds/${refundId}`).set('X-API-Key', apiKey)).body.data).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('queue timeout') });
+    expect((await t.http.get(`/v1/refunds/${refundId}`).set('X-API-Key', apiKey)).body.data).toMatchObject({ status: 'pending' });
+    expect(await t.sql(`SELECT note FROM payment_transitions WHERE refund_id = $1 AND NOT accepted`, [refundId])).toEqual([{ note: expect.stringContaining('queue timeout notice') }]);
   });
 
   it("a status query's ResultURL and QueueTimeOutURL are on PUBLIC_BASE_URL, and its result arriving there is recorded", async () => {

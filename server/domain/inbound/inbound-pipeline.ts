@@ -399,19 +399,18 @@ export class InboundPipeline {
           return 'applied';
         case 'reversal': {
           if (notification.succeeded === null) {
-            // Timed out in the provider's queue: the request was never processed, and no later answer will
-            // come for it. The refund fails, so the merchant can ask again (a repeat of a reversal that did
-            // happen after all is answered "already reversed", which completes that one).
-            // (A reversal sent again stays pending: see UnitOfWork.refund.)
-            this.logger.warn({ provider: port.name, refundId: subject.refundId }, 'reversal timed out in the provider queue');
+            // A queue-timeout notice is no final outcome: the operator may still carry the request out and
+            // send its result (failing the refund here would refuse that success while the customer got the
+            // money back). Recorded; the refund stays pending until its result, or a status report the refund
+            // sync asks for (and, without an outcome, its repeat of the reversal), settles it.
+            this.logger.warn({ provider: port.name, refundId: subject.refundId }, 'reversal request timed out in the provider queue; outcome not known, the refund stays pending');
             const request = notification.refund.providerRef;
-            const failed = await uow.refund(
+            const kept = await uow.refund(
               subject.refundId!,
-              { status: 'failed', failureReason: `${port.name} did not process the reversal request in time (queue timeout); nothing was reversed`, reversal: true, raw: notification.raw, request },
+              { status: 'failed', failureReason: `${port.name} sent a queue timeout notice for the reversal request`, reversal: true, raw: notification.raw, request, outcomeUnknown: true },
               source,
             );
-            if (failed.keptPending) this.keptPending(port, subject.refundId!, request, 'queue timeout');
-            return failed.transitioned || failed.keptPending ? 'applied' : 'duplicate';
+            return kept.keptPending ? 'applied' : 'duplicate';
           }
           const outcome = await uow.refund(
             subject.refundId!,

@@ -65,6 +65,11 @@ export interface RefundUpdate {
   reversal?: boolean;
   /** The provider's reference of the request this answers (a reversal's), for the record of a refusal not applied. */
   request?: string | null;
+  /**
+   * A reversal's `failed` that is no final outcome (a queue-timeout notice: the operator may still carry
+   * the request out and send its result): recorded as a refused move, the refund stays pending.
+   */
+  outcomeUnknown?: boolean;
 }
 
 /** A refund the provider reports that may not be ours yet (made in the provider's dashboard). */
@@ -87,7 +92,7 @@ export interface RefundOutcome {
   payment: Payment;
   transitioned: boolean;
   mismatch: IntegrityMismatch | null;
-  /** Set when a refusal (or queue timeout) of a reversal that was sent again was recorded but not applied: the refund stays pending. */
+  /** Set when a refusal of a reversal that was sent again, or a queue timeout of any reversal, was recorded but not applied: the refund stays pending. */
   keptPending?: boolean;
 }
 
@@ -531,7 +536,7 @@ export class UnitOfWork {
       if (from === 'pending' && update.raw !== undefined) refund.providerResponse = update.raw;
       return { refund, payment, transitioned: false, mismatch: null };
     }
-    if (from === 'pending' && update.status === 'failed' && update.reversal && refund.reversalResends > 0) {
+    if (from === 'pending' && update.status === 'failed' && update.reversal && (refund.reversalResends > 0 || update.outcomeUnknown)) {
       await this.keepResentReversalPending(payment, refund, update, source);
       return { refund, payment, transitioned: false, mismatch: null, keptPending: true };
     }
@@ -630,7 +635,8 @@ export class UnitOfWork {
    * the money went back (and a second refund could follow). Only a success ("0" or "already reversed",
    * or a report of the reversal) settles such a refund; this is recorded as a refused move with the
    * provider's words (payment_transitions), the caller logs it, and the refund stays pending
-   * (refunds_pending_oldest_seconds alerts).
+   * (refunds_pending_oldest_seconds alerts). A queue timeout of any reversal, sent again or not
+   * (`outcomeUnknown`), is kept pending the same way: it is no final outcome.
    */
   private async keepResentReversalPending(payment: Payment, refund: Refund, update: RefundUpdate, source: string): Promise<void> {
     await this.audit({
@@ -643,7 +649,9 @@ export class UnitOfWork {
       accepted: false,
       note:
         `${update.failureReason ?? 'refused by the provider'}${update.request ? ` (request ${update.request})` : ''}: ` +
-        `not applied; the reversal was sent again (${refund.reversalResends} repeat${refund.reversalResends === 1 ? '' : 's'}) and another of its requests may have reversed the payment, so only a success settles it`,
+        (update.outcomeUnknown
+          ? 'not applied; no final outcome (the operator may still carry the request out): its result, or a status report the refund sync asks for, settles the refund'
+          : `not applied; the reversal was sent again (${refund.reversalResends} repeat${refund.reversalResends === 1 ? '' : 's'}) and another of its requests may have reversed the payment, so only a success settles it`),
     });
   }
 

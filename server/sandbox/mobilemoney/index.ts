@@ -30,6 +30,9 @@ export const mobilemoneySandbox: SandboxModule = {
     // The next n reversal and transaction-status requests are carried out and their acknowledgements
     // lost, the connection dropped (results.ts), as when the operator's answer never arrives in time.
     mountLossCountdown(router, deps.em, 'mobilemoney', '/_control/lose-answers', 'lose_answers', 'lost_answers');
+    // The next n reversal requests get a queue-timeout notice and are carried out all the same, their result
+    // sent after the notice (results.ts): a timeout notice is no final outcome.
+    mountLossCountdown(router, deps.em, 'mobilemoney', '/_control/queue-timeouts', 'queue_timeouts', 'queue_timeouts');
     // The next n reversal requests are left unanswered until refuse-stalled turns them away (stalled-requests.ts).
     const stalled = new StalledRequests(deps);
     mountStalledRequests(router, deps, stalled);

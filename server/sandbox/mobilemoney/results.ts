@@ -254,7 +254,13 @@ export function mountResults(router: Router, deps: SandboxDeps, stalled: Stalled
       }
       if (code !== '0') await recordReversal(deps.em, { ...ids(c), transactionId: c.transactionId, reversalReceipt: null, amount, resultCode: code });
       const result = code === '0' ? reversalSuccess(c, reversalReceipt, c.transactionId, amount, row) : failure(c, code, REVERSAL_FAILURES[code] ?? 'The request failed.');
-      await scheduleCallback(deps, afterDelay(deps), { kind: 'result', url: c.resultUrl, body: result, attempt: 0 });
+      let resultAt = afterDelay(deps);
+      if (await takeLoss((sql, params) => deps.em.getConnection().execute(sql, params), 'mobilemoney', 'queue_timeouts')) {
+        // The queue-timeouts control: the notice first, and the request carried out all the same, its result after.
+        await scheduleCallback(deps, resultAt, { kind: 'result', url: c.timeoutUrl, body: queueTimeout(c), attempt: 0 });
+        resultAt = new Date(resultAt.getTime() + deps.config.sandboxCallbackDelayMs + 1);
+      }
+      await scheduleCallback(deps, resultAt, { kind: 'result', url: c.resultUrl, body: result, attempt: 0 });
       await ack(deps, res, c);
     } catch (err) {
       next(err);

@@ -31,7 +31,9 @@
  *
  * Transaction status (TransactionID = a receipt of this shortcode): result 0 with the transaction's
  * details; an unknown receipt → ResultCode "R000002"; TransactionID `TIMEOUT0000` → nothing to the
- * ResultURL, a queue-timeout notice to the QueueTimeOutURL instead (reversals too).
+ * ResultURL, a queue-timeout notice to the QueueTimeOutURL instead (reversals too). The queue-timeouts
+ * control (index.ts) makes the next reversal send its queue-timeout notice and then, carried out all the
+ * same, its result: Daraja's timeout notice is no final outcome.
  *
  * Reversal result codes, rules applied in this order:
  *   Remarks or Occasion containing `SIM:<code>` (code one of 0, R000001, R000002, 1, 21, 2001)
