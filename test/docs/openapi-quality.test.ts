@@ -160,10 +160,10 @@ describe('openapi.json quality', () => {
       expect(said).not.toMatch(/only when the provider refused/);
       expect(said).not.toMatch(/A provider that does not answer is no error/);
     }
-    // A reversal that timed out in the operator's queue fails the refund: the merchant can ask again.
+    // A queue-timeout notice of a reversal is no final outcome: the refund stays pending, never fails on it.
     const timeout = doc.paths['/v1/webhooks/mobilemoney/reversal/timeout'].post.description as string;
-    expect(timeout).not.toContain('stays pending');
-    expect(timeout).toContain('the refund fails');
+    expect(timeout).toContain('the refund stays pending');
+    expect(timeout).not.toContain('the refund fails');
     // Both reports on a reversal (its result, its queue timeout) are confirmed alike (InboundPipeline.confirmReversal): either can be 502.
     const early = (sub: string) => doc.paths[`/v1/webhooks/mobilemoney/reversal/${sub}`].post.responses['502']?.content['application/json'].example.error;
     expect(early('timeout')).toEqual(early('result'));
