@@ -10,7 +10,7 @@ import {
   verifyLiveSignature,
 } from '../../server/providers/mobilemoney/callback.js';
 import { darajaTimestamp, parseDarajaTimestamp, parsePullDateTime, pullDateTime } from '../../server/providers/mobilemoney/eat-time.js';
-import { toProviderError } from '../../server/providers/mobilemoney/errors.js';
+import { isInvalidTokenError, toProviderError } from '../../server/providers/mobilemoney/errors.js';
 import { mobilemoneyNotifications } from '../../server/providers/mobilemoney/notifications.js';
 import { loadConfig } from '../../server/config/config.js';
 import { normalisePhone } from '../../server/providers/mobilemoney/phone.js';
@@ -134,6 +134,18 @@ describe('operator errors', () => {
     expect(err(500, '500.003.03', 'Quota Violation').message).toMatch(/quota violation/);
     expect(toProviderError(res(502, null), 'STK push').kind).toBe('indeterminate');
     expect(err(500, '500.001.1001', 'Unable to lock subscriber, a transaction is already in process for the current subscriber').kind).toBe('unavailable');
+  });
+
+  it('knows a stale access token (one new token and a retry) by its code, or by its words under a code not listed', () => {
+    const stale = (errorCode: string, errorMessage: string) => isInvalidTokenError({ errorCode, errorMessage });
+    expect(stale('401.002.01', 'Error Occurred - Invalid Access Token')).toBe(true);
+    expect(stale('404.001.03', 'Invalid Access Token')).toBe(true);
+    expect(stale('400.003.01', 'Invalid Access Token')).toBe(true);
+    expect(stale('401.001', 'Invalid Access Token')).toBe(true);
+    expect(stale('401.003.01', 'Error Occurred - Invalid Access Token')).toBe(true);
+    expect(stale('404.001.04', 'Invalid Authentication Header')).toBe(false);
+    expect(stale('400.002.02', 'Bad Request - Invalid PhoneNumber')).toBe(false);
+    expect(err(401, '401.002.01', 'Error Occurred - Invalid Access Token').kind).toBe('auth');
   });
 });
 
