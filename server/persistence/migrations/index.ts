@@ -60,11 +60,11 @@ import { Migration20261128002201_dead_deliveries_index_without_tests } from './M
 import { Migration20261128002202_delivery_claim_first_attempts } from './Migration20261128002202_delivery_claim_first_attempts.js';
 import { Migration20261128003501_sandbox_walletpay_pending_denied } from './Migration20261128003501_sandbox_walletpay_pending_denied.js';
 import { Migration20261128004501_schedule_lost_push_checks } from './Migration20261128004501_schedule_lost_push_checks.js';
-import { Migration20261128004801_sandbox_queue_timeouts } from './Migration20261128004801_sandbox_queue_timeouts.js';
 import { Migration20261128009001_sandbox_cardpay_endpoint_api_version } from './Migration20261128009001_sandbox_cardpay_endpoint_api_version.js';
 import { Migration20261128009101_sandbox_capture_outages } from './Migration20261128009101_sandbox_capture_outages.js';
 import { Migration20261128009102_payment_capture_sent_at } from './Migration20261128009102_payment_capture_sent_at.js';
 import { Migration20261128009103_payment_week_without_date_bin } from './Migration20261128009103_payment_week_without_date_bin.js';
+import { Migration20261128009104_sandbox_queue_timeouts } from './Migration20261128009104_sandbox_queue_timeouts.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -132,9 +132,9 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261128002202_delivery_claim_first_attempts', class: Migration20261128002202_delivery_claim_first_attempts },
   { name: 'Migration20261128003501_sandbox_walletpay_pending_denied', class: Migration20261128003501_sandbox_walletpay_pending_denied },
   { name: 'Migration20261128004501_schedule_lost_push_checks', class: Migration20261128004501_schedule_lost_push_checks },
-  { name: 'Migration20261128004801_sandbox_queue_timeouts', class: Migration20261128004801_sandbox_queue_timeouts },
   { name: 'Migration20261128009001_sandbox_cardpay_endpoint_api_version', class: Migration20261128009001_sandbox_cardpay_endpoint_api_version },
   { name: 'Migration20261128009101_sandbox_capture_outages', class: Migration20261128009101_sandbox_capture_outages },
   { name: 'Migration20261128009102_payment_capture_sent_at', class: Migration20261128009102_payment_capture_sent_at },
   { name: 'Migration20261128009103_payment_week_without_date_bin', class: Migration20261128009103_payment_week_without_date_bin },
+  { name: 'Migration20261128009104_sandbox_queue_timeouts', class: Migration20261128009104_sandbox_queue_timeouts },
 ];
