@@ -338,7 +338,10 @@ describe('the production build', () => {
       );
       const server = await serverPid(worker.child);
       await eventually(
-        async () => Number((await holder.query<{ n: string }>("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")).rows[0]!.n) > 0,
+        // This database's waits only: pg_locks is the whole server's, where other test files' services wait for their own schema locks.
+        async () => Number((await holder.query<{ n: string }>(
+          "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )).rows[0]!.n) > 0,
         60_000,
         'the server waiting for the schema lock',
       );
