@@ -163,6 +163,39 @@ describe('npm run migrate -- --down-to (rolling the schema back to an earlier re
     });
   }, 120_000);
 
+  it('marks the captures an earlier release may have sent (a capture key without a final answer, or answered undecided) of pending payments, and only those', async () => {
+    const { db, applied } = await migrated();
+    const { merchantId } = await adminMerchant(db.url, 'Capture Mark Upgrade');
+    const migration = 'Migration20261128009102_payment_capture_sent_at';
+    expect((await migrateCli(db.url, ['--down-to', applied[applied.indexOf(migration) - 1]!])).code).toBe(0);
+    // name, payment status, the capture key's recovery point and answer (no key: null)
+    const undecided = { status: 200, undecided: { code: 'PROVIDER_ERROR', message: 'walletpay capture failed: no answer in time' } };
+    const rows: [string, string, [string, unknown] | null][] = [
+      ['in-flight', 'pending', ['provider_call', null]],
+      ['undecided', 'pending', ['finished', undecided]],
+      ['answered', 'pending', ['finished', { error: { status: 409, code: 'CONFLICT', message: 'the buyer has not approved this payment yet' } }]],
+      ['no-key', 'pending', null],
+      ['settled', 'completed', ['finished', undecided]],
+    ];
+    for (const [name, status, key] of rows) {
+      const [payment] = await sql<{ id: string }>(db.url,
+        `INSERT INTO payments (id, merchant_id, provider, status, amount_minor, currency, amount, reference, idempotency_key, request_hash, provider_ref, created_at, updated_at)
+         VALUES (gen_random_uuid(), $1, 'walletpay', $2, 1000, 'USD', '10.00', $3, $3, 'seed', $4, now(), now()) RETURNING id`,
+        [merchantId, status, name, `ORDER-${name}`]);
+      if (key) {
+        await sql(db.url,
+          `INSERT INTO idempotency_keys (scope, key, merchant_id, request_hash, recovery_point, resource_id, answer) VALUES ('payment.capture', $1, $2, 'seed', $3, $4, $5::jsonb)`,
+          [`capture-${name}`, merchantId, key[0], payment!.id, key[1] === null ? null : JSON.stringify(key[1])]);
+      }
+    }
+    expect((await migrateCli(db.url)).code).toBe(0);
+    const marked = await sql<{ reference: string; marked: boolean }>(db.url,
+      'SELECT reference, capture_sent_at IS NOT NULL AS marked FROM payments WHERE merchant_id = $1 ORDER BY reference', [merchantId]);
+    expect(Object.fromEntries(marked.map((r) => [r.reference, r.marked]))).toEqual({
+      'in-flight': true, 'undecided': true, 'answered': false, 'no-key': false, 'settled': false,
+    });
+  }, 120_000);
+
   it('refuses a migration that is not applied, with a clear message, and reverts nothing', async () => {
     const { db, applied } = await migrated();
     const refused = await migrateCli(db.url, ['--down-to', 'Migration20990101000001_future']);
