@@ -379,9 +379,9 @@ export class PaymentService {
     try {
       return await this.sendCapture(payment, mark.earlier);
     } catch (err) {
-      // Nothing captured (not sent, or a 409: the provider's order shows no capture): the mark is taken back,
-      // unless another attempt has marked it since.
-      if (err instanceof CaptureNotSentError || (err instanceof DomainError && err.code === 'CONFLICT')) {
+      // Nothing captured (not sent, or a 409: the provider's order shows no capture): the mark is taken back —
+      // unless another attempt has marked it since, or had marked it before (that one may still be under way).
+      if (!mark.earlier && (err instanceof CaptureNotSentError || (err instanceof DomainError && err.code === 'CONFLICT'))) {
         await this.unmarkCaptureSent(payment.id, mark.at).catch(() => undefined);
       }
       // The capture may have been sent: a failure of ours from here on (its answer not recorded) is an
