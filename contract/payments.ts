@@ -303,7 +303,7 @@ export const ReconcileReportSchema = extendApi(
         outcome: z.enum(['updated', 'skipped', 'not_found']),
         payment_id: UuidSchema.optional(),
         reason: z
-          .enum(['amount_mismatch', 'currency_mismatch', 'charged_but_failed', 'duplicate_charge'])
+          .enum(['amount_mismatch', 'currency_mismatch', 'charged_but_failed', 'duplicate_charge', 'unreadable', 'not_a_payment'])
           .optional()
           .describe(
             'Only on a skipped result. amount_mismatch / currency_mismatch: the transaction matches a pending payment (by receipt or reference) but reports another amount ' +
@@ -311,7 +311,9 @@ export const ReconcileReportSchema = extendApi(
               'charged_but_failed: the transaction matches a payment recorded failed, in amount and currency: the customer was charged for a payment ' +
               'reported failed. It stays failed (refund it at the operator, or settle it by hand); the refused move is in its transitions. ' +
               'duplicate_charge: the transaction quotes (by reference) a payment already paid with another receipt: the customer was charged twice. ' +
-              'Nothing changes (refund the second charge at the operator); it is recorded in the payment\'s transitions',
+              'Nothing changes (refund the second charge at the operator); it is recorded in the payment\'s transitions. ' +
+              'unreadable: an entry the service could not read (no id, a date or amount it cannot parse); not_a_payment: an entry of a transaction type other than a customer payment. ' +
+              'Neither settles anything (`receipt` is empty when the entry names none), and a payment whose creation answer was lost is not judged unpaid by a pull that had one',
           ),
         expected_amount: z.string().optional().describe('With amount_mismatch or currency_mismatch only: the payment\'s amount'),
         expected_currency: z.string().optional().describe('With amount_mismatch or currency_mismatch only: the payment\'s currency'),

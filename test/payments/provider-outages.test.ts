@@ -360,6 +360,8 @@ class PullStub extends ForwardingStub {
   /** Pushes are sent on to the operator, and their answer replaced by a 500 (lost on the way back). */
   answersLost = false;
   pullsRateLimited = false;
+  /** When set, the pull lists these entries (Daraja's rows) instead of the operator's own. */
+  listed: Record<string, unknown>[] | null = null;
   readonly pulls: { StartDate: string; EndDate: string }[] = [];
   protected override intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
     if (this.pushesLost && req.url.includes('/stkpush/v1/processrequest')) {
@@ -371,6 +373,12 @@ class PullStub extends ForwardingStub {
     if (req.url.includes('/pulltransactions/v1/query')) {
       this.pulls.push(JSON.parse(req.body.toString()) as { StartDate: string; EndDate: string });
       if (this.pullsRateLimited) return Promise.resolve(jsonAnswer(429, { requestId: 'stub', errorCode: '500.003.02', errorMessage: 'Spike arrest violation' }));
+      if (this.listed) {
+        const first = (JSON.parse(req.body.toString()) as { OffSetValue: string }).OffSetValue === '0';
+        return Promise.resolve(jsonAnswer(200, first
+          ? { ResponseRefID: 'stub', ResponseCode: '1000', ResponseMessage: 'Success', Response: [this.listed] }
+          : { ResponseRefID: 'stub', ResponseCode: '1001', ResponseMessage: 'No transactions found', Response: [[]] }));
+      }
     }
     return forward();
   }
@@ -423,6 +431,7 @@ describe('mobilemoney lost pushes judged by the pull', () => {
   });
   afterEach(async () => {
     stub.pullsRateLimited = false;
+    stub.listed = null;
     stub.pulls.length = 0;
     // Nothing of one test is due in the next one's status-sync run.
     await s.sql(`UPDATE payments SET next_sync_at = NULL`);
@@ -449,6 +458,21 @@ describe('mobilemoney lost pushes judged by the pull', () => {
     await s.inContext(() => s.service.container.services.statusSync.syncDue(oneBatchRun()));
     expect(stub.pulls).toHaveLength(1);
     for (const id of ids) expect(await row(id)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('list no charge for it') });
+  });
+
+  it('a pull listing an entry it cannot read (an amount written "1,000.00") proves nothing: the lost push stays pending, not failed, and the reconcile report shows the entry set aside', async () => {
+    const m = await merchant('Unreadable Entry Shop');
+    const id = await lostPush(m.apiKey, 3 * HOUR);
+    const { reference } = (await s.sql<{ reference: string }>('SELECT reference FROM payments WHERE id = $1', [id]))[0]!;
+    // The customer paid (its amount as the operator might write it): the entry names the payment's reference.
+    stub.listed = [{ transactionId: 'THOUSANDS1', trxDate: new Date().toISOString(), msisdn: 254708374149, sender: 'JANE WANJIKU',
+      transactiontype: 'c2b-pay-bill-debit', billreference: reference, amount: '1,000.00', organizationname: 'Duka' }];
+    await s.inContext(() => s.service.container.services.statusSync.syncOne(id));
+    // One pull: its first page, then the next one after the entry (empty).
+    expect(stub.pulls.map((p) => (p as { OffSetValue?: string }).OffSetValue)).toEqual(['0', '1']);
+    expect(await row(id)).toMatchObject({ status: 'pending', failure_reason: null });
+    const report = await s.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', m.apiKey).send({}).expect(200);
+    expect(report.body.data).toMatchObject({ pulled: 1, updated: 0, skipped: 1, not_found: 0, results: [{ receipt: 'THOUSANDS1', outcome: 'skipped', reason: 'unreadable' }] });
   });
 
   it('a re-check 26 h after the push pulls only up to 2 h 30 min after its creation, not a day of transactions, and fails it when nothing is listed', async () => {

@@ -26,7 +26,7 @@ export interface ReconcileResult {
    * it quotes a payment already paid with another receipt (duplicate_charge: the customer was charged twice).
    * decisions.md fixes the outcome enum at three values, so the difference is told here.
    */
-  reason?: 'amount_mismatch' | 'currency_mismatch' | 'charged_but_failed' | 'duplicate_charge';
+  reason?: 'amount_mismatch' | 'currency_mismatch' | 'charged_but_failed' | 'duplicate_charge' | 'unreadable' | 'not_a_payment';
   expected_amount?: string;
   expected_currency?: string;
   reported_amount?: string;
@@ -172,7 +172,9 @@ export class ProviderOperationsService {
       // Receipts, reasons and types only: the rows' customer numbers and names stay out of the log.
       this.logger.warn({ merchantId, provider, skipped: pulled.skipped }, 'reconciliation: pulled entries that settle nothing (unreadable, or not a customer payment) were set aside');
     }
-    const report: ReconcileReport = { pulled: pulled.transactions.length, updated: 0, skipped: 0, not_found: 0, results: [] };
+    const report: ReconcileReport = { pulled: pulled.transactions.length + pulled.skipped.length, updated: 0, skipped: pulled.skipped.length, not_found: 0, results: [] };
+    // Set aside, and said so: a pull with such an entry proves no payment unpaid (lost-creation.ts).
+    for (const entry of pulled.skipped) report.results.push({ receipt: entry.receipt ?? '', outcome: 'skipped', reason: entry.reason });
     for (const tx of pulled.transactions) {
       // A fresh read per transaction: an earlier one of this run may have settled the payment.
       const em = this.em.fork();

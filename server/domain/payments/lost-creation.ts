@@ -64,7 +64,7 @@ export function lostCreationCheck(port: ProviderPort, payment: Payment): { at: n
  * it lists as reconciliation always does (a paid push completes its payment) and says which payments its
  * transactions named; throws when the provider could not list (or the merchant cannot pull).
  */
-export type ReconciliationPull = (merchantId: string, provider: Provider, since: Date, until: Date) => Promise<{ results: readonly { payment_id?: string }[] }>;
+export type ReconciliationPull = (merchantId: string, provider: Provider, since: Date, until: Date) => Promise<{ results: readonly { payment_id?: string; reason?: string }[] }>;
 
 /**
  * What to do about a pending payment whose creation's answer was lost (it has no provider reference):
@@ -149,6 +149,10 @@ async function judgeByPull(port: ProviderPort, payment: Payment, now: number, pu
   }
   if (report.results.some((r) => r.payment_id === payment.id)) {
     return { kind: 'unknown', reason: `reconciliation listed a transaction naming the payment (settled by it, or refused: see its report)` };
+  }
+  if (report.results.some((r) => r.reason === 'unreadable' || r.reason === 'not_a_payment')) {
+    // An entry set aside may be this payment's charge (an amount written "1,000.00", a type we do not know).
+    return { kind: 'unknown', reason: `reconciliation's pull had entries it could not read or did not take for customer payments; one may be this payment's charge` };
   }
   const minutes = Math.round((now - payment.createdAt.getTime()) / 60_000);
   return {
