@@ -118,6 +118,48 @@ describe('walletpay outage before a capture is sent (the order read before it fa
   });
 });
 
+describe('walletpay captures without an Idempotency-Key while the order cannot be read', () => {
+  const approved = async (amount: string) => {
+    const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `out-keyless-${++n}-${Date.now()}`)
+      .send({ provider: 'walletpay', amount, currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
+    const p = created.body.data;
+    await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+    return p as { id: string; provider_ref: string };
+  };
+  const capture = (id: string) => t.http.post(`/v1/payments/${id}/capture`).set('X-API-Key', key).send({});
+  const captures = async (orderId: string) => (await t.sql<{ n: number }>(`SELECT count(*)::int AS n FROM sandbox_walletpay_captures WHERE order_id = $1`, [orderId]))[0]!.n;
+
+  it('the first capture: "not sent", no Payments-Outcome; a second one that also sends nothing says the same (the first took its mark back); once walletpay answers, it captures once', async () => {
+    const p = await approved('34.00');
+    await outage('walletpay', 'error');
+    const first = await capture(p.id);
+    const second = await capture(p.id);
+    await outage('walletpay', 'ok');
+    for (const refused of [first, second]) {
+      expect(refused.status).toBe(502);
+      expect(refused.headers['payments-outcome']).toBeUndefined();
+      expect(refused.body.error.message).toMatch(/^walletpay capture not sent: /);
+    }
+    expect((await capture(p.id)).body.data).toMatchObject({ id: p.id, status: 'completed' });
+    expect(await captures(p.provider_ref)).toBe(1);
+  });
+
+  it('after a capture whose outcome is unknown, one that sends nothing answers Payments-Outcome: unknown, not "not sent"', async () => {
+    const p = await approved('35.00');
+    await outage('walletpay', 'captures_error');
+    const unknown = await capture(p.id);
+    expect(unknown.headers['payments-outcome']).toBe('unknown');
+    await outage('walletpay', 'error');
+    const unread = await capture(p.id);
+    await outage('walletpay', 'ok');
+    expect(unread.status).toBe(502);
+    expect(unread.headers['payments-outcome']).toBe('unknown');
+    expect(unread.body.error.message).toContain('an earlier capture request of this payment may have captured it');
+    expect((await capture(p.id)).body.data).toMatchObject({ id: p.id, status: 'completed' });
+    expect(await captures(p.provider_ref)).toBe(1);
+  });
+});
+
 describe('a capture key an earlier version bound to its 502 (answer `undecided`)', () => {
   it('the retry with the key resumes the capture once the provider is back', async () => {
     const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `out-old-${++n}-${Date.now()}`)
