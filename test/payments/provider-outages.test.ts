@@ -18,6 +18,16 @@ let n = 0;
 // The capture-only modes fail walletpay's capture POST alone: the read of the order before it is answered.
 const outage = (provider: string, mode: 'ok' | 'error' | 'hang' | 'captures_error' | 'captures_hang') => t.http.post(`/sandbox/${provider}/_control/outage`).send({ mode }).expect(200);
 const get = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key)).body.data;
+/** A walletpay payment of `amount` USD its buyer approved (at the simulator's approval page). */
+async function approvedWalletpayPayment(amount: string, keyPrefix: string): Promise<{ id: string; provider_ref: string }> {
+  const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `${keyPrefix}-${++n}-${Date.now()}`)
+    .send({ provider: 'walletpay', amount, currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
+  const p = created.body.data as { id: string; provider_ref: string; next_action: { url: string } };
+  await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+  return p;
+}
+/** Captures of a walletpay order at the simulator. */
+const capturesOf = async (orderId: string) => (await t.sql<{ n: number }>(`SELECT count(*)::int AS n FROM sandbox_walletpay_captures WHERE order_id = $1`, [orderId]))[0]!.n;
 
 beforeAll(async () => {
   // 3 s: a hang is cut short, but a slow answer of the in-process simulator on a loaded host is not (800 ms
@@ -37,10 +47,7 @@ afterAll(async () => {
 
 describe('walletpay outage on capture', () => {
   it.each(['captures_error', 'captures_hang'] as const)('%s: 502 PROVIDER_ERROR with Payments-Outcome: unknown, the payment stays pending, the retried capture completes it once', async (mode) => {
-    const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `out-${++n}-${Date.now()}`)
-      .send({ provider: 'walletpay', amount: '30.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
-    const p = created.body.data;
-    await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+    const p = await approvedWalletpayPayment('30.00', 'out');
     await outage('walletpay', mode);
     const failed = await t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).send({});
     await outage('walletpay', 'ok');
@@ -52,17 +59,13 @@ describe('walletpay outage on capture', () => {
     const retried = await t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).send({});
     expect(retried.status).toBe(200);
     expect(retried.body.data.status).toBe('completed');
-    const captures = await t.sql<{ n: number }>(`SELECT count(*)::int AS n FROM sandbox_walletpay_captures WHERE order_id = $1`, [p.provider_ref]);
-    expect(captures[0]!.n).toBe(1);
+    expect(await capturesOf(p.provider_ref)).toBe(1);
   });
 });
 
 describe('walletpay outage on a capture sent with an Idempotency-Key', () => {
   it('502, then the retry with the same key captures once the provider is back (not the stored 502 replayed)', async () => {
-    const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `out-key-${++n}-${Date.now()}`)
-      .send({ provider: 'walletpay', amount: '31.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
-    const p = created.body.data;
-    await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+    const p = await approvedWalletpayPayment('31.00', 'out-key');
     const captureKey = `cap-1-${p.id}`;
     const capture = () => t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).set('Idempotency-Key', captureKey).send({});
     await outage('walletpay', 'captures_error');
@@ -80,21 +83,17 @@ describe('walletpay outage on a capture sent with an Idempotency-Key', () => {
     expect(again.status).toBe(200);
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.body.data).toMatchObject({ id: p.id, status: 'completed' });
-    const captures = await t.sql<{ n: number }>(`SELECT count(*)::int AS n FROM sandbox_walletpay_captures WHERE order_id = $1`, [p.provider_ref]);
-    expect(captures[0]!.n).toBe(1);
+    expect(await capturesOf(p.provider_ref)).toBe(1);
   });
 });
 
 describe('walletpay outage before a capture is sent (the order read before it fails)', () => {
   it.each(['error', 'hang'] as const)('%s: 502 PROVIDER_ERROR without Payments-Outcome (nothing sent), nothing captured, the payment unchanged; the retry with the same key after recovery captures once', async (mode) => {
-    const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `out-read-${++n}-${Date.now()}`)
-      .send({ provider: 'walletpay', amount: '33.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
-    const p = created.body.data;
-    await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+    const p = await approvedWalletpayPayment('33.00', 'out-read');
     const before = await get(p.id);
     const captureKey = `cap-read-${mode}-${p.id}`;
     const capture = () => t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).set('Idempotency-Key', captureKey).send({});
-    const captures = async () => (await t.sql<{ n: number }>(`SELECT count(*)::int AS n FROM sandbox_walletpay_captures WHERE order_id = $1`, [p.provider_ref]))[0]!.n;
+    const captures = () => capturesOf(p.provider_ref);
     await outage('walletpay', mode);
     const refused = await capture();
     await outage('walletpay', 'ok');
@@ -119,18 +118,10 @@ describe('walletpay outage before a capture is sent (the order read before it fa
 });
 
 describe('walletpay captures without an Idempotency-Key while the order cannot be read', () => {
-  const approved = async (amount: string) => {
-    const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `out-keyless-${++n}-${Date.now()}`)
-      .send({ provider: 'walletpay', amount, currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
-    const p = created.body.data;
-    await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
-    return p as { id: string; provider_ref: string };
-  };
   const capture = (id: string) => t.http.post(`/v1/payments/${id}/capture`).set('X-API-Key', key).send({});
-  const captures = async (orderId: string) => (await t.sql<{ n: number }>(`SELECT count(*)::int AS n FROM sandbox_walletpay_captures WHERE order_id = $1`, [orderId]))[0]!.n;
 
   it('the first capture: "not sent", no Payments-Outcome; a second one that also sends nothing says the same (the first took its mark back); once walletpay answers, it captures once', async () => {
-    const p = await approved('34.00');
+    const p = await approvedWalletpayPayment('34.00', 'out-keyless');
     await outage('walletpay', 'error');
     const first = await capture(p.id);
     const second = await capture(p.id);
@@ -141,11 +132,11 @@ describe('walletpay captures without an Idempotency-Key while the order cannot b
       expect(refused.body.error.message).toMatch(/^walletpay capture not sent: /);
     }
     expect((await capture(p.id)).body.data).toMatchObject({ id: p.id, status: 'completed' });
-    expect(await captures(p.provider_ref)).toBe(1);
+    expect(await capturesOf(p.provider_ref)).toBe(1);
   });
 
   it('after a capture whose outcome is unknown, one that sends nothing answers Payments-Outcome: unknown, not "not sent"', async () => {
-    const p = await approved('35.00');
+    const p = await approvedWalletpayPayment('35.00', 'out-keyless');
     await outage('walletpay', 'captures_error');
     const unknown = await capture(p.id);
     expect(unknown.headers['payments-outcome']).toBe('unknown');
@@ -156,16 +147,13 @@ describe('walletpay captures without an Idempotency-Key while the order cannot b
     expect(unread.headers['payments-outcome']).toBe('unknown');
     expect(unread.body.error.message).toContain('an earlier capture request of this payment may have captured it');
     expect((await capture(p.id)).body.data).toMatchObject({ id: p.id, status: 'completed' });
-    expect(await captures(p.provider_ref)).toBe(1);
+    expect(await capturesOf(p.provider_ref)).toBe(1);
   });
 });
 
 describe('a capture key an earlier version bound to its 502 (answer `undecided`)', () => {
   it('the retry with the key resumes the capture once the provider is back', async () => {
-    const created = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `out-old-${++n}-${Date.now()}`)
-      .send({ provider: 'walletpay', amount: '32.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
-    const p = created.body.data;
-    await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+    const p = await approvedWalletpayPayment('32.00', 'out-old');
     const captureKey = `cap-old-${p.id}`;
     const capture = () => t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).set('Idempotency-Key', captureKey).send({});
     await outage('walletpay', 'captures_error');
@@ -180,8 +168,7 @@ describe('a capture key an earlier version bound to its 502 (answer `undecided`)
     expect([first.status, second.status]).toEqual([200, 200]);
     expect(first.body.data).toMatchObject({ id: p.id, status: 'completed' });
     expect(second.body.data).toMatchObject({ id: p.id, status: 'completed' });
-    const captures = await t.sql<{ n: number }>(`SELECT count(*)::int AS n FROM sandbox_walletpay_captures WHERE order_id = $1`, [p.provider_ref]);
-    expect(captures[0]!.n).toBe(1);
+    expect(await capturesOf(p.provider_ref)).toBe(1);
   });
 });
 
