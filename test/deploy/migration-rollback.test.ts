@@ -19,6 +19,14 @@ async function migrated(): Promise<{ db: Db; applied: string[] }> {
   return { db, applied: (JSON.parse(run.stdout) as { applied: string[] }).applied };
 }
 
+/** A database as the release before `migration` left it (migrated, then rolled back to just before it), with a merchant. */
+async function beforeMigration(migration: string, merchantName: string): Promise<{ db: Db; merchantId: string }> {
+  const { db, applied } = await migrated();
+  const { merchantId } = await adminMerchant(db.url, merchantName);
+  expect((await migrateCli(db.url, ['--down-to', applied[applied.indexOf(migration) - 1]!])).code).toBe(0);
+  return { db, merchantId };
+}
+
 async function startApp(dbUrl: string): Promise<ServiceProcess> {
   const port = await freePort();
   return startProcess('all', baseEnv(dbUrl, `http://127.0.0.1:${port}`, { PORT: String(port), MIGRATE_ON_BOOT: 'false' }));
@@ -132,10 +140,7 @@ describe('npm run migrate -- --down-to (rolling the schema back to an earlier re
   }, 120_000);
 
   it('schedules the lost mobilemoney pushes an earlier release left unjudged for their pull, and only those', async () => {
-    const { db, applied } = await migrated();
-    const { merchantId } = await adminMerchant(db.url, 'Lost Push Upgrade');
-    const migration = 'Migration20261128004501_schedule_lost_push_checks';
-    expect((await migrateCli(db.url, ['--down-to', applied[applied.indexOf(migration) - 1]!])).code).toBe(0);
+    const { db, merchantId } = await beforeMigration('Migration20261128004501_schedule_lost_push_checks', 'Lost Push Upgrade');
     // name, provider, provider_ref, age, next_sync_at (from now)
     const rows: [string, string, string | null, string, string | null][] = [
       ['unscheduled', 'mobilemoney', null, '10 hours', null],
@@ -164,10 +169,7 @@ describe('npm run migrate -- --down-to (rolling the schema back to an earlier re
   }, 120_000);
 
   it('marks the captures an earlier release may have sent (a capture key without a final answer, or answered undecided) of pending payments, and only those', async () => {
-    const { db, applied } = await migrated();
-    const { merchantId } = await adminMerchant(db.url, 'Capture Mark Upgrade');
-    const migration = 'Migration20261128009102_payment_capture_sent_at';
-    expect((await migrateCli(db.url, ['--down-to', applied[applied.indexOf(migration) - 1]!])).code).toBe(0);
+    const { db, merchantId } = await beforeMigration('Migration20261128009102_payment_capture_sent_at', 'Capture Mark Upgrade');
     // name, payment status, the capture key's recovery point and answer (no key: null)
     const undecided = { status: 200, undecided: { code: 'PROVIDER_ERROR', message: 'walletpay capture failed: no answer in time' } };
     const rows: [string, string, [string, unknown] | null][] = [
