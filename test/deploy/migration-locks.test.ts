@@ -2,8 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { getCreateIndexesSQL, getCreateTableSQL, getUpdateTimestampTriggerSQL } from '@agendajs/postgres-backend';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { migrate, openOrm, revertMigrationsAfter } from '../../server/persistence/orm.js';
+import { migrate } from '../../server/persistence/orm.js';
 import { createTestDatabase, sql } from '../support/database.js';
+import { databaseAt } from '../support/database-at.js';
 import { baseEnv, freePort, startProcess, stopAllProcesses } from '../support/processes.js';
 
 // Migrations run while the service is up (MIGRATE_ON_BOOT, or `npm run migrate` before a rollout). An
@@ -17,11 +18,8 @@ let db: Awaited<ReturnType<typeof createTestDatabase>>;
 let orm: MikroORM;
 
 beforeAll(async () => {
-  db = await createTestDatabase({ empty: true });
-  orm = await openOrm(db.url, 2);
-  await migrate(orm);
   // As before the release that added payments.metadata: the next `migrate` alters the payments table.
-  await revertMigrationsAfter(orm, BEFORE_PAYMENT_METADATA);
+  ({ db, orm } = await databaseAt(BEFORE_PAYMENT_METADATA));
 });
 
 afterAll(async () => {

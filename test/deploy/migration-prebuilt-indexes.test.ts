@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { migrate, openOrm, revertMigrationsAfter } from '../../server/persistence/orm.js';
-import { createTestDatabase, sql } from '../support/database.js';
+import { migrate, revertMigrationsAfter } from '../../server/persistence/orm.js';
+import { sql, type createTestDatabase } from '../support/database.js';
+import { databaseAt } from '../support/database-at.js';
 
 // README "Upgrading": an operator may build a migration's `…_new_idx` CONCURRENTLY by hand before
 // migrating, so the migration only drops and renames. A hand build that is cancelled (a timeout, a
@@ -18,10 +19,7 @@ let db: Awaited<ReturnType<typeof createTestDatabase>>;
 let orm: MikroORM;
 
 beforeAll(async () => {
-  db = await createTestDatabase({ empty: true });
-  orm = await openOrm(db.url, 2);
-  await migrate(orm);
-  await revertMigrationsAfter(orm, BEFORE_INDEX_SWAPS);
+  ({ db, orm } = await databaseAt(BEFORE_INDEX_SWAPS));
 });
 
 afterAll(async () => {
