@@ -1,7 +1,6 @@
 import type { Agenda } from 'agenda';
 import type { Provider } from '../../contract/index.js';
 import type { KeyLock } from '../persistence/key-lock.js';
-import { AUTO_RECONCILE_WINDOW_MS } from '../domain/operations/provider-operations.service.js';
 import { defineJob } from './define-job.js';
 import type { JobContext } from './job-context.js';
 
@@ -19,8 +18,9 @@ export function reconcilingProviders(jobs: Pick<JobContext, 'providers'>): Provi
 
 /**
  * Automatic reconciliation (interface.md "Limits"): one repeating Agenda job per merchant and provider
- * with credentials, every MOBILEMONEY_RECONCILE_INTERVAL (15 minutes), pulling the last 2 hours and
- * settling payments still pending. The job row is unique per merchant, so any number of workers (and
+ * with credentials, every MOBILEMONEY_RECONCILE_INTERVAL (15 minutes), pulling the last 2 hours (from 2
+ * hours before the last successful pull's end when that is earlier: ProviderOperationsService.reconcileAutomatically)
+ * and settling payments still pending. The job row is unique per merchant, so any number of workers (and
  * repeated scheduling) keep exactly one.
  */
 export function defineReconcileTransactionsJobs(jobs: JobContext): void {
@@ -32,10 +32,9 @@ export function defineReconcileTransactionsJobs(jobs: JobContext): void {
         await cancelReconciliation(jobs.agenda, jobs.keyLock, provider, merchantId, async () => !(await ops.hasCredentials(merchantId, provider)));
         return;
       }
-      const until = new Date();
-      const report = await ops.reconcileWindow(merchantId, provider, new Date(until.getTime() - AUTO_RECONCILE_WINDOW_MS), until);
+      const report = await ops.reconcileAutomatically(merchantId, provider);
       const mismatched = report.results.filter((r) => r.reason).length;
-      jobs.logger.info({ merchantId, provider, pulled: report.pulled, updated: report.updated, skipped: report.skipped, mismatched, not_found: report.not_found }, `automatic ${provider} reconciliation`);
+      jobs.logger.info({ merchantId, provider, since: report.since, pulled: report.pulled, updated: report.updated, skipped: report.skipped, mismatched, not_found: report.not_found }, `automatic ${provider} reconciliation`);
     }, { concurrency: 2 });
   }
 }

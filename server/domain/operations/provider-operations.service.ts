@@ -11,7 +11,7 @@ import { assertDeliverableUrl, type HostResolver } from '../merchants/webhook-ur
 import { paymentLookup, toUpdate } from '../payments/payment.service.js';
 import type { StatusWriter } from '../payments/status-writer.js';
 import { ProviderError, type ProviderOperations, type ProviderRegistry } from '../ports.js';
-import { RECONCILE_MAX_WINDOW_MS } from './reconcile-windows.js';
+import { AUTO_RECONCILE_WINDOW_MS, RECONCILE_MAX_WINDOW_MS } from './reconcile-windows.js';
 
 export { AUTO_RECONCILE_WINDOW_MS, RECONCILE_MAX_WINDOW_MS } from './reconcile-windows.js';
 
@@ -148,6 +148,34 @@ export class ProviderOperationsService {
       throw new DomainError('VALIDATION_ERROR', 'Invalid request: the window may be at most 48 hours', [{ field: 'since', issue: 'window must be at most 48 hours' }]);
     }
     return this.reconcileWindow(merchantId, provider, since, until);
+  }
+
+  /**
+   * The automatic reconciliation's pull (interface.md "Limits": the last 2 hours, every 15 minutes). When
+   * the last successful automatic pull ended earlier than that allows for — workers down, the pull API
+   * failing, an interval over 2 hours — it starts 2 hours before that end instead, so the gap is pulled
+   * once it is over rather than never; never more than 48 hours back (what the pull API keeps). The end
+   * is recorded only once the pull and its settling succeeded.
+   */
+  async reconcileAutomatically(merchantId: string, provider: Provider, until = new Date()): Promise<ReconcileReport & { since: Date }> {
+    const connection = this.em.getConnection();
+    const [cursor] = await connection.execute<{ pulled_until: Date }[]>(
+      'SELECT pulled_until FROM reconcile_cursors WHERE merchant_id = ? AND provider = ?', [merchantId, provider],
+    );
+    const lastTwoHours = until.getTime() - AUTO_RECONCILE_WINDOW_MS;
+    const afterLastPull = cursor ? new Date(cursor.pulled_until).getTime() - AUTO_RECONCILE_WINDOW_MS : lastTwoHours;
+    const oldestPullable = until.getTime() - RECONCILE_MAX_WINDOW_MS;
+    if (afterLastPull < oldestPullable) {
+      this.logger.warn({ merchantId, provider, lastPullEnded: cursor!.pulled_until }, 'automatic reconciliation: the last successful pull ended more than 46 hours ago; transactions older than 48 hours can no longer be pulled (settle those payments with the provider\'s statement)');
+    }
+    const since = new Date(Math.max(oldestPullable, Math.min(lastTwoHours, afterLastPull)));
+    const report = await this.reconcileWindow(merchantId, provider, since, until);
+    await connection.execute(
+      `INSERT INTO reconcile_cursors (merchant_id, provider, pulled_until) VALUES (?, ?, ?)
+       ON CONFLICT (merchant_id, provider) DO UPDATE SET pulled_until = GREATEST(reconcile_cursors.pulled_until, EXCLUDED.pulled_until)`,
+      [merchantId, provider, until], 'run',
+    );
+    return { ...report, since };
   }
 
   /**
