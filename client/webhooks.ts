@@ -167,6 +167,19 @@ function verifyStandardSignature(body: Buffer, headers: HeaderBag, key: Buffer, 
 }
 
 /**
+ * The body's bytes: a string (as received, UTF-8), a Buffer or other Uint8Array, or an ArrayBuffer (fetch's
+ * `await request.arrayBuffer()`). Anything else — most often the object a JSON body parser made of it, which
+ * cannot be turned back into the signed bytes — is a TypeError that says so, not a failed verification.
+ */
+function rawBodyBytes(rawBody: unknown): Buffer {
+  if (typeof rawBody === 'string') return Buffer.from(rawBody, 'utf8');
+  if (rawBody instanceof Uint8Array) return Buffer.from(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength);
+  if (rawBody instanceof ArrayBuffer) return Buffer.from(rawBody);
+  const got = rawBody === null ? 'null' : typeof rawBody === 'object' ? 'an object (a parsed JSON body?)' : typeof rawBody;
+  throw new TypeError(`verifyWebhook: rawBody must be the raw body exactly as received (a string, Buffer, Uint8Array or ArrayBuffer), before any JSON parsing (e.g. express.raw({ type: 'application/json' })); got ${got}`);
+}
+
+/**
  * Verifies a delivery and returns the parsed event. Every delivery carries the delivery id `X-Webhook-Id`
  * and two signatures: the service's `X-Payments-Signature` + `X-Payments-Timestamp` and the Standard
  * Webhooks `webhook-id` / `webhook-timestamp` / `webhook-signature`. `X-Webhook-Id` is required (receivers
@@ -174,7 +187,8 @@ function verifyStandardSignature(body: Buffer, headers: HeaderBag, key: Buffer, 
  * signature, the only one that covers the id: `X-Webhook-Id` must equal the signed `webhook-id`, so a
  * captured delivery replayed under another id, or with its id stripped, is refused. `X-Payments-Signature`
  * is checked too when present. A missing header is `missing_header`.
- * Pass the raw body exactly as received (before any JSON parsing). Throws WebhookVerificationError.
+ * Pass the raw body exactly as received (before any JSON parsing): a string, Buffer, Uint8Array or ArrayBuffer;
+ * anything else is a TypeError. Throws WebhookVerificationError.
  * Deliveries can repeat: de-duplicate on the `X-Webhook-Id` (= `webhook-id`) header, or on the event's
  * `id` when you also read events from `GET /v1/events` (one delivery per event; the delivery id differs
  * from the event id).
@@ -183,10 +197,10 @@ function verifyStandardSignature(body: Buffer, headers: HeaderBag, key: Buffer, 
  * a toleranceSec that is not a finite number ≥ 0, or a `now` that is not a valid time (either turned the
  * timestamp check off).
  */
-export function verifyWebhook(rawBody: string | Uint8Array, headers: HeaderBag, secret: string, options: VerifyWebhookOptions = {}): WebhookEvent {
+export function verifyWebhook(rawBody: string | Uint8Array | ArrayBuffer, headers: HeaderBag, secret: string, options: VerifyWebhookOptions = {}): WebhookEvent {
   const key = webhookSecretKey(secret, 'verifyWebhook');
   checkOptions(options);
-  const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : Buffer.from(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength);
+  const body = rawBodyBytes(rawBody);
   // Receivers de-duplicate on X-Webhook-Id: a delivery without it (the service always sends it) would be
   // handled again on every replay.
   required(headers, 'X-Webhook-Id');

@@ -51,6 +51,8 @@ describe('verifyWebhook', () => {
     expect(verifyWebhook(new TextEncoder().encode(body), new Headers(headersFor(ts)), secret, { now: now.getTime() })).toEqual(event);
     const upper = Object.fromEntries(Object.entries(headersFor(ts)).map(([name, value]) => [name.toUpperCase(), [value]]));
     expect(verifyWebhook(Buffer.from(body), upper, secret, { now }).id).toBe(event.id);
+    // fetch-style receivers (`await request.arrayBuffer()`).
+    expect(verifyWebhook(new TextEncoder().encode(body).buffer, headersFor(ts), secret, { now }).id).toBe(event.id);
     // Without X-Payments-Signature: the Standard Webhooks signature, which covers the id, is enough.
     expect(verifyWebhook(body, without(headersFor(ts), 'x-payments-signature', 'x-payments-timestamp'), secret, { now }).id).toBe(event.id);
   });
@@ -119,6 +121,16 @@ describe('verifyWebhook', () => {
   it('rejects a correctly signed body that is not an event', () => {
     expect(reasonOf(() => verifyWebhook('not json', headersFor(ts, 'not json'), secret, { now }))).toBe('malformed_body');
     expect(reasonOf(() => verifyWebhook('{"hello":1}', headersFor(ts, '{"hello":1}'), secret, { now }))).toBe('malformed_body');
+  });
+
+  it('a body a JSON parser already read is a TypeError that says to pass the raw body, not a failed verification', () => {
+    // The usual receiver mistake (express.json() before the handler): a receiver rethrowing anything but a
+    // WebhookVerificationError answered 500 with Node's own ERR_INVALID_ARG_TYPE, and every delivery retried.
+    for (const parsed of [JSON.parse(body), null, undefined, 42]) {
+      expect(() => verifyWebhook(parsed, headersFor(ts), secret, { now })).toThrow(TypeError);
+      expect(() => verifyWebhook(parsed, headersFor(ts), secret, { now })).toThrow(/^verifyWebhook: rawBody must be the raw body exactly as received/);
+    }
+    expect(() => verifyWebhook(JSON.parse(body), headersFor(ts), secret, { now })).toThrow(/got an object \(a parsed JSON body\?\)$/);
   });
 
   it('a secret anyone could sign with, or options that turn the timestamp check off, are a TypeError before anything is checked', () => {
