@@ -77,6 +77,33 @@ describe('Standard Webhooks', () => {
     expect(() => verifyWebhook(req!.body, { ...standardOnly, 'webhook-id': randomUUID() }, m.secret)).toThrow(/signature/);
   });
 
+  it("signs with the database's clock: a worker whose clock runs 400 s ahead still sends timestamps receivers accept (scheduled and test deliveries)", async () => {
+    const m = await merchantAt('/clock-ahead');
+    const realNow = Date.now;
+    // This process's clock (the service runs in it) 400 s ahead; the database's is right.
+    Date.now = () => realNow() + 400_000;
+    let sent;
+    try {
+      const { deliveryId } = await emitEvent(t, m.merchantId);
+      const [scheduled] = await waitFor(async () => (receiver.on('/clock-ahead').length ? receiver.on('/clock-ahead') : null), 'the delivery');
+      expect(scheduled!.headers['x-webhook-id']).toBe(deliveryId);
+      const test = await t.http.post('/v1/webhooks/test').set('X-API-Key', m.apiKey).expect(200);
+      expect(test.body.data.delivered).toBe(true);
+      sent = receiver.on('/clock-ahead');
+    } finally {
+      Date.now = realNow;
+    }
+    expect(sent).toHaveLength(2);
+    const [clock] = await t.sql<{ seconds: number }>('SELECT extract(epoch from now())::float8 AS seconds');
+    const seconds = clock!.seconds;
+    for (const req of sent) {
+      expect(Math.abs(Number(req.headers['webhook-timestamp']) - seconds)).toBeLessThan(60);
+      expect(req.headers['x-payments-timestamp']).toBe(req.headers['webhook-timestamp']);
+      // A receiver on a right clock, with the SDK's default 300 s tolerance.
+      expect(verifyWebhook(req.body, req.headers, m.secret).id).toBeTruthy();
+    }
+  });
+
   // Secrets issued before: url-safe base64 (with - and _), then plain standard base64 (with + and /).
   it.each([
     ['url-safe base64', 'base64url', /[-_]/],

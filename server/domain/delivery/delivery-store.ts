@@ -23,6 +23,12 @@ export interface LeasedDelivery {
    * worker whose lease expired and was taken over by another cannot overwrite that worker's lease or result.
    */
   leaseToken: string;
+  /**
+   * The database's clock minus this process's, measured as the lease was taken: deliveries are signed
+   * with the database's time, as every lease and due time is judged, so a host whose clock drifted does
+   * not sign timestamps that receivers refuse as too old or in the future.
+   */
+  databaseClockOffsetMs: number;
 }
 
 /** How the delivery row moves after an attempt. */
@@ -43,10 +49,15 @@ export interface LeaseRow {
   webhook_secret_enc: string | null;
   body: string;
   lease_token: string;
+  database_now_ms: number;
 }
 
 const ms = `?::double precision * interval '1 millisecond'`;
-const LEASED_COLUMNS = 'd.id, d.merchant_id, d.event_type, d.status, d.attempts, d.url, m.webhook_url, m.webhook_secret_enc, e.body, d.lease_token';
+/** The database's clock in epoch milliseconds (a float8, which node-postgres reads as a number). */
+export const DATABASE_NOW_MS = '(extract(epoch from clock_timestamp()) * 1000)::float8';
+
+const LEASED_COLUMNS = `d.id, d.merchant_id, d.event_type, d.status, d.attempts, d.url, m.webhook_url, m.webhook_secret_enc, e.body, d.lease_token,
+  ${DATABASE_NOW_MS} AS database_now_ms`;
 
 /**
  * Takes a retrying or dead delivery for a manual attempt now, atomically: only when no other worker
@@ -157,6 +168,7 @@ export function toLeased(row: LeaseRow): LeasedDelivery {
     sealedSecret: row.webhook_secret_enc,
     body: row.body,
     leaseToken: row.lease_token,
+    databaseClockOffsetMs: row.database_now_ms - Date.now(),
   };
 }
 

@@ -255,6 +255,7 @@ export class DeliveryService {
       const leased: LeasedDelivery = {
         id: recorded.deliveryId, merchantId, eventType: TEST_EVENT_TYPE, status: 'pending', attempts: 0, url, merchantUrl: url,
         sealedSecret: merchant.webhookSecretEnc ?? null, body: recorded.body, leaseToken: recorded.leaseToken,
+        databaseClockOffsetMs: recorded.databaseClockOffsetMs,
       };
       const { result } = await this.attempt(leased, 'manual', 'dead', undefined, undefined, slot);
       return { deliveryId: recorded.deliveryId, eventId: recorded.eventId, url, ...result };
@@ -420,7 +421,8 @@ export class DeliveryService {
       return refused('internal error while preparing the request');
     }
     if (!secret) return refused('the merchant has no webhook signing secret');
-    const timestamp = Math.floor(Date.now() / 1000);
+    // The database's time (see LeasedDelivery.databaseClockOffsetMs), not this host's.
+    const timestamp = Math.floor((Date.now() + leased.databaseClockOffsetMs) / 1000);
     return this.sender.send({
       merchantId: leased.merchantId,
       ...(slot ? { slot } : {}),

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { TEST_EVENT_MESSAGE } from '../../../contract/outbound-webhooks.js';
 import { EventSchema } from '../../persistence/entities/index.js';
+import { DATABASE_NOW_MS } from './delivery-store.js';
 
 /** The event type of POST /v1/webhooks/test: never retried, and left out of the dead-delivery metrics. */
 export const TEST_EVENT_TYPE = 'webhook.test';
@@ -23,7 +24,7 @@ export async function recordTestEvent(
   merchantId: string,
   url: string,
   leaseMs: number,
-): Promise<{ eventId: string; deliveryId: string; body: string; leaseToken: string }> {
+): Promise<{ eventId: string; deliveryId: string; body: string; leaseToken: string; databaseClockOffsetMs: number }> {
   const eventId = randomUUID();
   const deliveryId = randomUUID();
   const leaseToken = randomUUID();
@@ -39,11 +40,11 @@ export async function recordTestEvent(
   // No relation is declared between the entities: the event row must exist before its delivery's foreign key.
   await tx.flush();
   // The lease and due time by the database's clock, as every other lease (workers judge them by now()).
-  await tx.execute(
+  const [inserted] = await tx.execute<{ database_now_ms: number }[]>(
     `INSERT INTO webhook_deliveries (id, event_id, merchant_id, event_type, url, status, next_attempt_at, lease_until, lease_token)
-     VALUES (?, ?, ?, ?, ?, 'pending', now() + make_interval(secs => ?), now() + make_interval(secs => ?), ?)`,
+     VALUES (?, ?, ?, ?, ?, 'pending', now() + make_interval(secs => ?), now() + make_interval(secs => ?), ?)
+     RETURNING ${DATABASE_NOW_MS} AS database_now_ms`,
     [deliveryId, eventId, merchantId, payload.type, url, leaseMs / 1000, leaseMs / 1000, leaseToken],
-    'run',
   );
-  return { eventId, deliveryId, body, leaseToken };
+  return { eventId, deliveryId, body, leaseToken, databaseClockOffsetMs: inserted!.database_now_ms - Date.now() };
 }
