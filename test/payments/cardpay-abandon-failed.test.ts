@@ -226,3 +226,52 @@ describe('a backlog of failed payments', () => {
     }
   }, 180_000);
 });
+
+describe('an intent still processing when its cancel is sent (a bank debit: days to settle)', () => {
+  it('stays due for another check instead of counting as cancelled; when it then succeeds, the charge of the failed payment is recorded once', async () => {
+    // An hour between the job's runs (it runs once at boot): every cancel below is a run the test asks for.
+    const s = await startTestService({ STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
+    try {
+      await eventually(async () => (await s.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [ABANDON_FAILED_JOB])).length > 0, 10_000, "the job's run at boot");
+      const secretKey = 'sk_test_abandon_processing';
+      // Its own webhook secret and no endpoint: no provider event reaches the service, only the cancels' answers.
+      const { apiKey } = await s.createMerchant('Abandon Processing Shop');
+      await s.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey)
+        .send({ provider: 'cardpay', cardpay: { secret_key: secretKey, webhook_secret: 'whsec_abandon_processing' } }).expect(200);
+      const res = await s.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `abandon-processing-${Date.now()}`)
+        .send({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_chargeDeclined' });
+      expect(res.body.data).toMatchObject({ status: 'failed' });
+      const { id, provider_ref: intentId } = res.body.data as { id: string; provider_ref: string };
+      const intent = async () => (await s.http.get(`/sandbox/cardpay/v1/payment_intents/${intentId}`).set('Authorization', `Bearer ${secretKey}`).expect(200)).body;
+      const due = async () => (await s.sql<{ due: boolean }>('SELECT abandon_due_at IS NOT NULL AS due FROM payments WHERE id = $1', [id]))[0]!.due;
+      const lateSuccesses = () => s.sql(`SELECT to_status, accepted FROM payment_transitions WHERE payment_id = $1 AND trigger = 'abandon'`, [id]);
+      const counted = async () => total(await scrapeMetrics(s), 'payments_integrity_mismatches_total', { provider: 'cardpay', source: 'abandon:charged_but_failed' });
+      expect(await due()).toBe(true);
+
+      // Before the cancel gets there, the customer confirms the declined intent again (its client secret) with a
+      // bank debit: the intent is processing. No simulator test value debits a bank, so it is set here.
+      await s.sql(`UPDATE sandbox_cardpay_intents SET status = 'processing', last_payment_error = NULL WHERE id = $1`, [intentId]);
+      expect(await runJobOnce(s, ABANDON_FAILED_JOB)).toBe(1);
+      expect((await intent()).status).toBe('processing'); // the cancel refused, as Stripe does
+      expect(await due()).toBe(true); // was cleared: counted as cancelled, never looked at again
+      expect(await lateSuccesses()).toEqual([]);
+
+      // The debit settles: the customer is charged for a payment the merchant sees failed.
+      await s.sql(`UPDATE sandbox_cardpay_intents SET status = 'succeeded', amount_received = amount, latest_charge = 'ch_abandon_processing' WHERE id = $1`, [intentId]);
+      // The next check, 5 minutes later (the claim running out): here at once.
+      await s.sql('UPDATE payments SET abandon_due_at = now() WHERE id = $1', [id]);
+      expect(await runJobOnce(s, ABANDON_FAILED_JOB)).toBe(1);
+      expect(await due()).toBe(false);
+      expect(await lateSuccesses()).toEqual([{ to_status: 'completed', accepted: false }]);
+      expect(await counted()).toBe(1);
+      expect((await s.http.get(`/v1/payments/${id}`).set('X-API-Key', apiKey).expect(200)).body.data).toMatchObject({ status: 'failed' });
+
+      // Nothing due any more: another run records nothing twice.
+      expect(await runJobOnce(s, ABANDON_FAILED_JOB)).toBe(1);
+      expect(await lateSuccesses()).toHaveLength(1);
+      expect(await counted()).toBe(1);
+    } finally {
+      await s.stop();
+    }
+  }, 120_000);
+});

@@ -21,7 +21,9 @@ const GIVE_UP_MS = 7 * 24 * 3_600_000;
  * idempotency key derived from the payment and the claim — never inside a transaction — and clears the mark. An
  * intent already canceled is fine; one that succeeded after all (charged before the cancel got there)
  * is recorded as a refused late success and counted (payments_integrity_mismatches_total, source
- * `abandon:charged_but_failed`), and logged as an error for an operator to refund. A provider outage leaves the mark for a retry after CLAIM_MS.
+ * `abandon:charged_but_failed`), and logged as an error for an operator to refund. An intent whose cancel
+ * is refused while it is still under way (`processing`: a bank debit) keeps the mark, as a provider outage
+ * does: retried after CLAIM_MS, until it is final (a success then recorded as above) or GIVE_UP_MS has passed.
  */
 export class AbandonFailedService {
   constructor(
@@ -71,6 +73,16 @@ export class AbandonFailedService {
     if (answer?.status === 'completed') {
       // Charged after we said failed: it stays failed; the writer records, counts and logs it (charged_but_failed).
       await this.writer.chargedButFailed(payment.id, answer.amount, 'abandon', payment.providerRef ?? null);
+    }
+    if (answer?.status === 'pending') {
+      // The cancel was refused and the intent is not final: Stripe cancels a `processing` intent only in rare
+      // cases, and a bank debit under way settles days later. Asked again after CLAIM_MS (the claim is kept),
+      // so one that then succeeds is recorded above; given up on, logged, as GIVE_UP_MS says.
+      if (Date.now() - payment.updatedAt.getTime() < GIVE_UP_MS) {
+        this.logger.info({ paymentId, provider: payment.provider }, 'a failed payment could not be cancelled at the provider: still under way there; checking again later');
+        return 'checked';
+      }
+      this.logger.warn({ paymentId, provider: payment.provider }, 'a failed payment is still under way at the provider a week after it failed; no longer checked');
     }
     return this.done(paymentId);
   }

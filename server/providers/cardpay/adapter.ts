@@ -51,8 +51,9 @@ export class CardpayAdapter {
 
   /**
    * Cancels an intent we recorded failed (a declined intent stays confirmable in requires_payment_method).
-   * An intent that can no longer be cancelled (already canceled, or succeeded after all) is answered as
-   * it is: Stripe refuses the cancel with payment_intent_unexpected_state, and the intent is read.
+   * An intent that cannot be cancelled (already canceled, succeeded after all, or still `processing`:
+   * Stripe cancels one only in rare cases) is answered as it is: Stripe refuses the cancel with
+   * payment_intent_unexpected_state, and the intent is read (a processing one is `pending`).
    */
   async abandonPayment(creds: CardpayCredentials, input: { providerRef: string; idempotencyKey: string }): Promise<ProviderPaymentResult> {
     const stripe = this.stripe(creds);

@@ -22,7 +22,13 @@ const CREATE_PARAMS = [
   'receipt_email', 'statement_descriptor', 'statement_descriptor_suffix', 'use_stripe_sdk',
 ] as const;
 
-const CANCELABLE = ['requires_payment_method', 'requires_capture', 'requires_confirmation', 'requires_action', 'processing'];
+/**
+ * The statuses Stripe's refusal lists (its message, as its users quote it, names `processing` too). Stripe
+ * cancels a `processing` intent only "in rare cases" (docs.stripe.com/api/payment_intents/cancel): a bank
+ * debit under way is not stopped, it settles days later. The simulator refuses it, as is usual there.
+ */
+const CANCELABLE_LISTED = ['requires_payment_method', 'requires_capture', 'requires_confirmation', 'requires_action', 'processing'];
+const CANCELABLE = CANCELABLE_LISTED.filter((status) => status !== 'processing');
 
 /** The cardholder's 3-D Secure page for an intent, served by this simulator. */
 export const authenticationUrl = (ctx: ApiContext, id: string) => `${ctx.deps.config.publicBaseUrl}/sandbox/cardpay/3ds/${id}`;
@@ -336,7 +342,7 @@ async function cancelIntent(ctx: ApiContext) {
   const intent = await requireIntent(ctx.db, ctx.account, ctx.path.id!, true);
   if (!CANCELABLE.includes(intent.status)) {
     throw invalidRequest(
-      `You cannot cancel this PaymentIntent because it has a status of ${intent.status}. Only a PaymentIntent with one of the following statuses may be canceled: ${CANCELABLE.join(', ')}.`,
+      `You cannot cancel this PaymentIntent because it has a status of ${intent.status}. Only a PaymentIntent with one of the following statuses may be canceled: ${CANCELABLE_LISTED.join(', ')}.`,
       undefined,
       'payment_intent_unexpected_state',
     );
