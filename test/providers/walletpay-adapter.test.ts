@@ -6,6 +6,7 @@ import type { WalletpayCredentials } from '../../contract/index.js';
 import { WalletpayAdapter } from '../../server/providers/walletpay/adapter.js';
 import { walletpayProvider } from '../../server/providers/walletpay/provider.js';
 import { ProviderError, type CreatePaymentInput, type ProviderPaymentResult, type RefundInput } from '../../server/domain/ports.js';
+import { ForwardingStub, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 let t: TestService;
@@ -432,5 +433,67 @@ describe('a capture refused INSTRUMENT_DECLINED by a PayPal whose order stays AP
     } finally {
       await new Promise((resolve) => server.close(resolve));
     }
+  });
+});
+
+/**
+ * In front of the simulator: the orders named in `completedWithoutCapture` are answered (read or capture)
+ * as PayPal may show them, COMPLETED with no capture listed — PayPal: a completed order "can indicate a
+ * payment was authorized, an authorized payment was captured, or a payment was declined".
+ */
+class CompletedWithoutCapture extends ForwardingStub {
+  readonly completedWithoutCapture = new Set<string>();
+
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    const answer = await forward();
+    const order = /\/v2\/checkout\/orders\/([^/?]+)(?:\/capture)?(?:\?.*)?$/.exec(req.url)?.[1];
+    if (!order || !this.completedWithoutCapture.has(order) || answer.status >= 300) return answer;
+    const body = JSON.parse(answer.body.toString('utf8')) as { status: string; purchase_units?: { payments?: unknown }[] };
+    body.status = 'COMPLETED';
+    for (const unit of body.purchase_units ?? []) delete unit.payments;
+    return { status: answer.status, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) };
+  }
+}
+
+describe('an order COMPLETED that lists no capture (PayPal: check the capture, not the order)', () => {
+  let stub: CompletedWithoutCapture;
+  let stubbed: WalletpayAdapter;
+  beforeAll(async () => {
+    stub = new CompletedWithoutCapture();
+    const stubUrl = await stub.start();
+    stub.target = t.baseUrl;
+    const config = t.service.container.config;
+    stubbed = new WalletpayAdapter({ ...config, providerBaseUrls: { ...config.providerBaseUrls, walletpay: `${stubUrl}/sandbox/walletpay` } });
+  });
+  afterAll(async () => stub.stop());
+
+  it('is not a completed payment: the status sync keeps it pending, with no capture id and no approval link', async () => {
+    const creds = newCreds();
+    const input = paymentInput();
+    const created = await stubbed.createPayment(creds, input);
+    expect((await buyer(created.nextAction!.url, 'approve')).status).toBe(302);
+    stub.completedWithoutCapture.add(created.providerRef);
+
+    const synced = await stubbed.getPayment(creds, lookupOf(input, created));
+    expect((synced.raw as { status: string }).status).toBe('COMPLETED');
+    expect(synced.status).toBe('pending'); // was completed: the amount the order asks for taken as paid
+    expect(synced.receiptNumber).toBeNull();
+    expect(synced.nextAction).toBeNull();
+    expect(synced.data).toEqual({ orderId: created.providerRef });
+  });
+
+  it('a capture answered so (and the order read after it) is not completed either', async () => {
+    const creds = newCreds();
+    const input = paymentInput();
+    const created = await stubbed.createPayment(creds, input);
+    expect((await buyer(created.nextAction!.url, 'approve')).status).toBe(302);
+    stub.completedWithoutCapture.add(created.providerRef);
+
+    const captured = await stubbed.capturePayment(creds, { orderId: created.providerRef, idempotencyKey: `capture-${input.paymentId}` });
+    expect(captured.status).toBe('pending'); // was completed
+    expect(captured.receiptNumber).toBeNull();
+    // Seen without the stub, PayPal's capture is there: the status sync's next read settles the payment.
+    stub.completedWithoutCapture.delete(created.providerRef);
+    expect(await stubbed.getPayment(creds, lookupOf(input, created))).toMatchObject({ status: 'completed', receiptNumber: expect.any(String) });
   });
 });

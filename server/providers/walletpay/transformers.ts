@@ -102,10 +102,14 @@ export interface WireEvent {
 /**
  * Order status, used until the order has a capture. A buyer who cancels at the approval page leaves the
  * order as it was (PayPal only redirects them to cancel_url): it stays pending until approved, or until
- * it expires unapproved (404, see provider.ts). VOIDED is PayPal's own decision, final.
+ * it expires unapproved (404, see provider.ts). VOIDED is PayPal's own decision, final. COMPLETED without
+ * a capture proves nothing: PayPal's order_status says a completed order "can indicate a payment was
+ * authorized, an authorized payment was captured, or a payment was declined", and to check
+ * `purchase_units[].payments.captures[].status` (spec/providers.md). Only a capture completes a payment:
+ * the outcome is unknown, the payment stays pending and the status sync asks again.
  */
 export const ORDER_STATUS: Record<WireOrderStatus, ServicePaymentStatus> = {
-  COMPLETED: 'completed',
+  COMPLETED: 'pending',
   APPROVED: 'pending',
   CREATED: 'pending',
   PAYER_ACTION_REQUIRED: 'pending',
@@ -247,7 +251,7 @@ export function approvalLink(order: WireOrder): string | null {
 export function orderToResult(order: WireOrder): ProviderPaymentResult {
   const capture = latestCapture(order);
   const status = capture ? mapped(CAPTURE_STATUS, capture.status, 'capture') : mapped(ORDER_STATUS, order.status, 'order');
-  const approve = status === 'pending' && !capture ? approvalLink(order) : null;
+  const approve = status === 'pending' && !capture && order.status !== 'COMPLETED' ? approvalLink(order) : null;
   let failureReason: string | null = null;
   if (status === 'failed') {
     failureReason = capture
