@@ -170,7 +170,7 @@ describe('status sync of stuck payments', () => {
 });
 
 describe('a backlog while the provider fails', () => {
-  it('cardpay answering 500: one run stops after a batch whose every check met the outage, instead of going through the whole backlog', async () => {
+  it('cardpay answering 500: after a batch whose every check met the outage, cardpay is not asked again in the run, instead of going through the whole backlog', async () => {
     // A run would otherwise claim batch after batch for its whole interval, 5 calls at a time, on a provider
     // that is down, and spend a schedule step of every due payment on the outage.
     const s = await startTestService({ STATUS_SYNC_SCHEDULE: '1h', STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
@@ -182,6 +182,36 @@ describe('a backlog while the provider fails', () => {
       const rechecked = await recheckedOf(s, ids);
       expect(rechecked).toBeGreaterThan(0);
       expect(rechecked).toBeLessThanOrEqual(25); // one batch; was 60
+    } finally {
+      await s.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' });
+      await s.stop();
+    }
+  }, 120_000);
+
+  it("cardpay answering 500: the run goes on with the other providers' due payments (walletpay's, due after a cardpay backlog)", async () => {
+    const s = await startTestService({ STATUS_SYNC_SCHEDULE: '1h', STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
+    try {
+      const cardIds = await dueCardBacklog(s, 'sk_test_backlog_outage_others');
+      const { apiKey } = await s.createMerchant('Backlog Wallet Shop');
+      await s.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey)
+        .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'backlog-wallet-client', client_secret: 'backlog-wallet-secret' } }).expect(200);
+      const walletIds: string[] = [];
+      for (let i = 0; i < 10; i++) {
+        const res = await s.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `backlog-wallet-${i}`)
+          .send({ provider: 'walletpay', amount: '10.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' }).expect(201);
+        expect(res.body.data.status).toBe('pending'); // awaiting the buyer's approval: each re-check leaves it pending
+        walletIds.push(res.body.data.id);
+      }
+      // The card backlog is due first (claims go by next_sync_at across providers), the wallet payments after it.
+      await s.sql("UPDATE payments SET next_sync_at = now() - interval '1 minute' WHERE id = ANY($1)", [cardIds]);
+      await s.sql('UPDATE payments SET next_sync_at = now() WHERE id = ANY($1)', [walletIds]);
+      await s.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
+
+      expect(await runJobOnce(s, SYNC_PAYMENTS_JOB)).toBe(1);
+      expect(await recheckedOf(s, walletIds)).toBe(10); // was 0: the run ended after the first batch of card checks
+      const cardRechecked = await recheckedOf(s, cardIds);
+      expect(cardRechecked).toBeGreaterThan(0);
+      expect(cardRechecked).toBeLessThanOrEqual(25); // cardpay: one batch, then skipped for the rest of the run
     } finally {
       await s.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' });
       await s.stop();

@@ -48,9 +48,10 @@ export function outcomeOf(err: ProviderError): CheckOutcome {
 
 /**
  * One claim of due rows: how many were due (claimed), how many checks were started (not those of an
- * account that rate-limited us, nor any once the process stops), and how many of those failed (threw, or
- * met their provider unavailable). The job stops its run when nothing was due or every started check
- * failed (jobs/drain-due.ts).
+ * account that rate-limited us or of a provider found unavailable in this run, nor any once the process
+ * stops), and how many of those threw (an error of ours — the database, say —, not a provider's answer:
+ * the services catch those). The job stops its run when nothing was due or every started check threw
+ * (jobs/drain-due.ts).
  */
 export interface ClaimedBatch {
   due: number;
@@ -59,21 +60,31 @@ export interface ClaimedBatch {
 }
 
 /**
- * What a job's run shares across its batches: whether the process is stopping (no further check starts),
- * and the provider accounts (merchant and provider) that answered "too many requests" in this run — their
- * rows are not checked again in it: one merchant's limit must not hold back every other merchant's checks,
- * and the rows skipped keep their claim (CLAIM_MS: a back-off from the account limiting us).
+ * What a job's run shares across its batches: whether the process is stopping (no further check starts);
+ * the provider accounts (merchant and provider) that answered "too many requests" in this run; and the
+ * providers every check of which in a batch met them unavailable (or threw). Their rows are not checked
+ * again in the run: one merchant's limit, or one provider down, must not hold back every other merchant's
+ * and provider's checks; the rows skipped keep their claim (CLAIM_MS: a back-off from the account
+ * limiting us, or the provider that is down).
  */
 export interface DrainRun {
   stopping: () => boolean;
   rateLimitedAccounts: Set<string>;
+  unavailableProviders: Set<string>;
 }
-export const oneBatchRun = (): DrainRun => ({ stopping: () => false, rateLimitedAccounts: new Set() });
+export const newDrainRun = (stopping: () => boolean = () => false): DrainRun => ({ stopping, rateLimitedAccounts: new Set(), unavailableProviders: new Set() });
+export const oneBatchRun = (): DrainRun => newDrainRun();
+
+/** The provider of an account as ACCOUNT spells it (`<merchant id>:<provider>`). */
+const providerOfAccount = (account: string): string => account.slice(account.lastIndexOf(':') + 1);
 
 /**
  * Checks the claimed `rows`, CHECKS_AT_ONCE at a time, and tells how the batch went (ClaimedBatch). A row
- * of an account that rate-limited us in this run is not checked; once `run.stopping()`, no further check
- * starts. Rows not checked keep their claim and come back when it runs out, as after a crash.
+ * of an account that rate-limited us, or of a provider found unavailable, in this run is not checked; once
+ * `run.stopping()`, no further check starts. Rows not checked keep their claim and come back when it runs
+ * out, as after a crash. A provider is found unavailable when every check of its rows the batch started
+ * met it unavailable or threw: as many calls as the whole run made before, and not one slow answer among
+ * good ones.
  */
 export async function checkClaimed<T>(
   rows: readonly T[],
@@ -82,17 +93,28 @@ export async function checkClaimed<T>(
   { laneOf, accountOf, run }: { laneOf?: (row: T) => string; accountOf: (row: T) => string; run: DrainRun },
 ): Promise<ClaimedBatch> {
   let started = 0;
-  let notAnswered = 0;
+  const byProvider = new Map<string, { started: number; failed: number }>();
   const { failed: threw } = await forEachBounded(rows, CHECKS_AT_ONCE, async (row) => {
     const account = accountOf(row);
-    if (run.rateLimitedAccounts.has(account)) return;
+    const provider = providerOfAccount(account);
+    if (run.rateLimitedAccounts.has(account) || run.unavailableProviders.has(provider)) return;
     started++;
-    const outcome = await check(row);
-    // A rate limit is one account's (skipped from now on), not the provider down: not a failure of the batch.
-    if (outcome === 'unavailable') notAnswered++;
+    const tally = byProvider.get(provider) ?? { started: 0, failed: 0 };
+    byProvider.set(provider, tally);
+    tally.started++;
+    let outcome: CheckOutcome;
+    try {
+      outcome = await check(row);
+    } catch (err) {
+      tally.failed++;
+      throw err;
+    }
+    // A rate limit is one account's (skipped from now on), not the provider down.
+    if (outcome === 'unavailable') tally.failed++;
     if (outcome === 'rate_limited') run.rateLimitedAccounts.add(account);
   }, onError, { laneOf, shouldStop: run.stopping });
-  return { due: rows.length, started, failed: threw + notAnswered };
+  for (const [provider, tally] of byProvider) if (tally.failed === tally.started) run.unavailableProviders.add(provider);
+  return { due: rows.length, started, failed: threw };
 }
 
 /** A row's provider account, as the claims return it (`account`): its merchant and provider. */
