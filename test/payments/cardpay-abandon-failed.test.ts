@@ -238,27 +238,39 @@ describe('an intent still processing when its cancel is sent (a bank debit: days
       const { apiKey } = await s.createMerchant('Abandon Processing Shop');
       await s.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey)
         .send({ provider: 'cardpay', cardpay: { secret_key: secretKey, webhook_secret: 'whsec_abandon_processing' } }).expect(200);
-      const res = await s.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `abandon-processing-${Date.now()}`)
-        .send({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_chargeDeclined' });
-      expect(res.body.data).toMatchObject({ status: 'failed' });
-      const { id, provider_ref: intentId } = res.body.data as { id: string; provider_ref: string };
+      const declined = async (n: number) => {
+        const res = await s.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `abandon-processing-${n}`)
+          .send({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_chargeDeclined' });
+        expect(res.body.data).toMatchObject({ status: 'failed' });
+        return res.body.data as { id: string; provider_ref: string };
+      };
+      const { id, provider_ref: intentId } = await declined(1);
+      // Another, failed more than a week ago: given up on (logged) like a provider that cannot be asked.
+      const stale = await declined(2);
+      await s.sql(`UPDATE payments SET updated_at = now() - interval '8 days' WHERE id = $1`, [stale.id]);
       const intent = async () => (await s.http.get(`/sandbox/cardpay/v1/payment_intents/${intentId}`).set('Authorization', `Bearer ${secretKey}`).expect(200)).body;
-      const due = async () => (await s.sql<{ due: boolean }>('SELECT abandon_due_at IS NOT NULL AS due FROM payments WHERE id = $1', [id]))[0]!.due;
+      const dueOf = async (payment: string) => (await s.sql<{ due: boolean }>('SELECT abandon_due_at IS NOT NULL AS due FROM payments WHERE id = $1', [payment]))[0]!.due;
+      const due = () => dueOf(id);
       const lateSuccesses = () => s.sql(`SELECT to_status, accepted FROM payment_transitions WHERE payment_id = $1 AND trigger = 'abandon'`, [id]);
       const counted = async () => total(await scrapeMetrics(s), 'payments_integrity_mismatches_total', { provider: 'cardpay', source: 'abandon:charged_but_failed' });
       expect(await due()).toBe(true);
 
       // Before the cancel gets there, the customer confirms the declined intent again (its client secret) with a
       // bank debit: the intent is processing. No simulator test value debits a bank, so it is set here.
-      await s.sql(`UPDATE sandbox_cardpay_intents SET status = 'processing', last_payment_error = NULL WHERE id = $1`, [intentId]);
+      await s.sql(`UPDATE sandbox_cardpay_intents SET status = 'processing', last_payment_error = NULL WHERE id = ANY($1)`, [[intentId, stale.provider_ref]]);
       expect(await runJobOnce(s, ABANDON_FAILED_JOB)).toBe(1);
       expect((await intent()).status).toBe('processing'); // the cancel refused, as Stripe does
       expect(await due()).toBe(true); // was cleared: counted as cancelled, never looked at again
       expect(await lateSuccesses()).toEqual([]);
+      expect(await dueOf(stale.id)).toBe(false);
+      // Still processing at the next check (5 minutes later, the claim running out: here at once): still due.
+      await s.sql('UPDATE payments SET abandon_due_at = now() WHERE id = $1', [id]);
+      expect(await runJobOnce(s, ABANDON_FAILED_JOB)).toBe(1);
+      expect(await due()).toBe(true);
 
       // The debit settles: the customer is charged for a payment the merchant sees failed.
       await s.sql(`UPDATE sandbox_cardpay_intents SET status = 'succeeded', amount_received = amount, latest_charge = 'ch_abandon_processing' WHERE id = $1`, [intentId]);
-      // The next check, 5 minutes later (the claim running out): here at once.
+      // The next check.
       await s.sql('UPDATE payments SET abandon_due_at = now() WHERE id = $1', [id]);
       expect(await runJobOnce(s, ABANDON_FAILED_JOB)).toBe(1);
       expect(await due()).toBe(false);
