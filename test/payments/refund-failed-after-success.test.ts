@@ -187,4 +187,47 @@ describe('a card refund that fails after it succeeded', () => {
     expect(await refusedMoves()).toHaveLength(1);
     expect(await getOther(`/v1/refunds/${partial.id}`)).toMatchObject({ status: 'failed' });
   });
+  it("through an endpoint made in the provider's dashboard rendering an API version before 2024-10-28 (charge.refund.updated, no refund.*): the refund becomes failed and the merchant is told", async () => {
+    // The merchant made its endpoint in the dashboard, in the account's (old) default version, subscribed to
+    // what README "Going live → cardpay" lists, and stored its whsec_ as webhook_secret. Such an endpoint gets
+    // charge.refunded and charge.refund.updated for a card refund, never refund.created/updated/failed.
+    const other = await t.createMerchant('Refund Failure Dashboard Endpoint Shop');
+    const secretKey = 'sk_test_refund_fail_04';
+    await t.http.put('/v1/merchant/webhook').set('X-API-Key', other.apiKey).send({ webhook_url: receiver.url }).expect(200);
+    const endpoint = await t.http
+      .post('/sandbox/cardpay/v1/webhook_endpoints')
+      .set('Authorization', `Bearer ${secretKey}`)
+      .type('form')
+      .send({
+        url: `${t.baseUrl}/v1/webhooks/cardpay?merchant=${other.merchantId}`,
+        'enabled_events[]': ['payment_intent.succeeded', 'payment_intent.payment_failed', 'charge.refunded', 'charge.refund.updated', 'refund.created', 'refund.updated', 'refund.failed'],
+        api_version: '2024-06-20',
+      })
+      .expect(200);
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', other.apiKey)
+      .send({ provider: 'cardpay', cardpay: { secret_key: secretKey, webhook_secret: endpoint.body.secret } }).expect(200);
+    const getOther = async (path: string) => (await t.http.get(path).set('X-API-Key', other.apiKey)).body.data;
+    const p = (
+      await t.http.post('/v1/payments').set('X-API-Key', other.apiKey).set('Idempotency-Key', `rf-de-${Date.now()}`)
+        .send({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_refundFail' }).expect(201)
+    ).body.data as { id: string };
+    const first = (await t.http.post('/v1/refunds').set('X-API-Key', other.apiKey).send({ payment_id: p.id, amount: '10.00' }).expect(201)).body.data as { id: string };
+    expect(first).toMatchObject({ status: 'completed', amount: '10.00' });
+    expect(await getOther(`/v1/payments/${p.id}`)).toMatchObject({ status: 'completed', amount_refunded: '10.00' });
+
+    const failed = await eventually(async () => {
+      const r = await getOther(`/v1/refunds/${first.id}`);
+      return r.status === 'failed' ? r : null;
+    }, 20_000, 'the refund failed');
+    expect(failed).toMatchObject({ status: 'failed', amount: '10.00', failure_reason: 'expired_or_canceled_card' });
+    expect(await getOther(`/v1/payments/${p.id}`)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+    const [event, ...more] = await eventually(() => (refundFailedEvents(p.id).length > 0 ? refundFailedEvents(p.id) : null), 20_000, 'refund.failed');
+    expect(more).toEqual([]);
+    expect(event!.json.data).toMatchObject({ payment_id: p.id, refund_id: first.id, amount_refunded: '0.00', failure_reason: 'expired_or_canceled_card' });
+    // It was the provider's charge.refund.updated that did it (no refund.* reached this endpoint).
+    const moves = (await getOther(`/v1/payments/${p.id}/transitions`)) as { refund_id: string; from_status: string; to_status: string; accepted: boolean; trigger: string }[];
+    expect(moves.filter((m) => m.refund_id === first.id && m.to_status === 'failed')).toEqual([
+      expect.objectContaining({ from_status: 'completed', accepted: true, trigger: 'callback:charge.refund.updated' }),
+    ]);
+  });
 });

@@ -30,17 +30,25 @@ export const REFUND_STATUS: Record<string, ProviderRefundResult['status']> = {
   canceled: 'failed',
 };
 
-/** Inbound event type → what it means for the payment (interface.md: cardpay inbound event). */
+/**
+ * Inbound event type → what it means for the payment (interface.md: cardpay inbound event). A refund event
+ * says which object it carries: the service reads the charge's refunds from the provider either way.
+ */
 export const EVENT_MEANING = {
   'payment_intent.succeeded': { kind: 'payment', status: 'completed' },
   'payment_intent.payment_failed': { kind: 'payment', status: 'failed' },
   // A charge's refunds changed (a charge no longer lists them: the service reads them from the provider).
-  'charge.refunded': { kind: 'refund' },
+  'charge.refunded': { kind: 'refund', carries: 'charge' },
+  // One refund of a charge changed status (pending → succeeded, succeeded → failed). The only such event an
+  // endpoint rendering an API version before 2024-10-28.acacia gets for a card refund (refund.* came with
+  // that version: docs.stripe.com/changelog/acacia/2024-10-28/refund-webhook-update); a dashboard-made
+  // endpoint renders the account's default version, which may be older.
+  'charge.refund.updated': { kind: 'refund', carries: 'refund' },
   // One refund was made (by the service or in the dashboard), changed status (pending → succeeded), or failed.
-  'refund.created': { kind: 'refund' },
-  'refund.updated': { kind: 'refund' },
-  'refund.failed': { kind: 'refund' },
-} as const satisfies Record<string, { kind: 'payment'; status: 'completed' | 'failed' } | { kind: 'refund' }>;
+  'refund.created': { kind: 'refund', carries: 'refund' },
+  'refund.updated': { kind: 'refund', carries: 'refund' },
+  'refund.failed': { kind: 'refund', carries: 'refund' },
+} as const satisfies Record<string, { kind: 'payment'; status: 'completed' | 'failed' } | { kind: 'refund'; carries: 'charge' | 'refund' }>;
 
 export type CardpayEventType = keyof typeof EVENT_MEANING;
 

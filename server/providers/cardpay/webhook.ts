@@ -130,8 +130,8 @@ export function parseCardpayEvent(body: unknown): CardpayNotification {
       raw,
     };
   }
-  // charge.refunded carries a charge, refund.* a refund: either way the charge's refunds are what is read.
-  const object = event.type.startsWith('refund.') ? RefundSchema.parse(event.data.object) : ChargeSchema.parse(event.data.object);
+  // charge.refunded carries a charge, charge.refund.updated and refund.* a refund: either way the charge's refunds are what is read.
+  const object = meaning.carries === 'refund' ? RefundSchema.parse(event.data.object) : ChargeSchema.parse(event.data.object);
   const chargeId = object.object === 'refund' ? idOf(object.charge) : object.id;
   const intentId = idOf(object.payment_intent);
   // A charge made without a PaymentIntent was not made by this service.
