@@ -98,6 +98,23 @@ describe('POST /v1/payments with cardpay', () => {
     expect(failed.headers['x-event-type']).toBe('payment.failed');
   });
 
+  it('an intent cancelled at the provider (its dashboard) while 3-D Secure is unfinished: the payment fails by the provider\'s event and payment.failed is sent', async () => {
+    const res = await create(card('pm_card_threeDSecureRequired', { return_url: 'https://shop.example.com/return' }));
+    expect(res.body.data).toMatchObject({ status: 'pending', next_action: { type: 'redirect' } });
+    const { id, provider_ref: intentId } = res.body.data as { id: string; provider_ref: string };
+    // Someone cancels the intent in the provider's dashboard (the simulator's API, with the account's key).
+    await t.http.post(`/sandbox/cardpay/v1/payment_intents/${intentId}/cancel`).set('Authorization', 'Bearer sk_test_cardshop_0001')
+      .type('form').send({ cancellation_reason: 'requested_by_customer' }).expect(200);
+    // The status sync's first check is a minute away (STATUS_SYNC_SCHEDULE): only the event can settle it this soon.
+    await eventually(async () => (await paymentStatus(id)) === 'failed', 15_000, 'the payment failed');
+    const detail = (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key).expect(200)).body.data;
+    expect(detail).toMatchObject({ status: 'failed', next_action: null, failure_reason: 'Payment canceled (requested_by_customer)' });
+    const failed = await eventually(() => receiver.events('payment.failed').find((e) => e.json.data.payment_id === id), 10_000, 'payment.failed');
+    expect(failed.json.data).toEqual({ payment_id: id, amount: '25.00', currency: 'USD', provider: 'cardpay', status: 'failed', previous_status: 'pending' });
+    const moves = (await t.http.get(`/v1/payments/${id}/transitions`).set('X-API-Key', key).expect(200)).body.data as { to_status: string; trigger: string; accepted: boolean }[];
+    expect(moves.filter((m) => m.to_status === 'failed')).toEqual([expect.objectContaining({ accepted: true, trigger: 'callback:payment_intent.canceled' })]);
+  });
+
   it.each([
     ['zero amount', { amount: '0' }, 'amount'],
     ['negative amount', { amount: -5 }, 'amount'],

@@ -522,7 +522,7 @@ describe('webhook endpoints and signed events', () => {
     expect(prepared.secret_key).toBe(creds.secret_key);
     expect(prepared.webhook_secret).toMatch(/^whsec_/);
     const rows = await t.sql<{ url: string; secret: string; enabled_events: string[] }>('SELECT url, secret, enabled_events FROM sandbox_cardpay_webhook_endpoints WHERE secret = $1', [prepared.webhook_secret]);
-    expect(rows).toEqual([{ url: `${t.baseUrl}/v1/webhooks/cardpay?merchant=${merchantId}`, secret: prepared.webhook_secret, enabled_events: ['payment_intent.succeeded', 'payment_intent.payment_failed', 'charge.refunded', 'charge.refund.updated', 'refund.created', 'refund.updated', 'refund.failed'] }]);
+    expect(rows).toEqual([{ url: `${t.baseUrl}/v1/webhooks/cardpay?merchant=${merchantId}`, secret: prepared.webhook_secret, enabled_events: ['payment_intent.succeeded', 'payment_intent.payment_failed', 'payment_intent.canceled', 'charge.refunded', 'charge.refund.updated', 'refund.created', 'refund.updated', 'refund.failed'] }]);
     const given = { ...newCreds(), webhook_secret: 'whsec_given' };
     expect(await prepare(randomUUID(), given)).toEqual({ credentials: given });
   });

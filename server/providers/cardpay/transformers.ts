@@ -37,6 +37,10 @@ export const REFUND_STATUS: Record<string, ProviderRefundResult['status']> = {
 export const EVENT_MEANING = {
   'payment_intent.succeeded': { kind: 'payment', status: 'completed' },
   'payment_intent.payment_failed': { kind: 'payment', status: 'failed' },
+  // Cancelled at the provider (its dashboard, or an API call not ours) while the payment is pending here
+  // (3-D Secure never finished): it can no longer be paid. Our own cancel of a failed payment's intent
+  // (abandonPayment) arrives here too, for a payment already failed: a terminal status does not move.
+  'payment_intent.canceled': { kind: 'payment', status: 'failed' },
   // A charge's refunds changed (a charge no longer lists them: the service reads them from the provider).
   'charge.refunded': { kind: 'refund', carries: 'charge' },
   // One refund of a charge changed status (pending → succeeded, succeeded → failed). The only such event an
@@ -77,8 +81,13 @@ export function intentStatus(intent: IntentLike): ServicePaymentStatus {
 
 export function intentFailureReason(intent: IntentLike): string | null {
   if (intentStatus(intent) !== 'failed') return null;
-  if (intent.status === 'canceled') return `Payment canceled${intent.cancellation_reason ? ` (${intent.cancellation_reason})` : ''}`;
+  if (intent.status === 'canceled') return canceledReason(intent.cancellation_reason);
   return intent.last_payment_error?.message ?? 'The payment failed';
+}
+
+/** A canceled intent's failure reason, naming the provider's cancellation_reason when it gives one. */
+export function canceledReason(cancellationReason: string | null | undefined): string {
+  return `Payment canceled${cancellationReason ? ` (${cancellationReason})` : ''}`;
 }
 
 /**
