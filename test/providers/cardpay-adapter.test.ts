@@ -6,6 +6,7 @@ import { CardpayAdapter, prepareCardpayCredentials } from '../../server/provider
 import { parseCardpayEvent, verifyCardpaySignature } from '../../server/providers/cardpay/webhook.js';
 import type { CreatePaymentInput, ProviderPaymentResult, RefundInput } from '../../server/domain/ports.js';
 import { ProviderError } from '../../server/domain/ports.js';
+import { ForwardingStub, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 /**
@@ -599,5 +600,77 @@ describe('connections to the provider', () => {
     expect(read).toMatchObject({ kind: 'unavailable', message: 'cardpay could not be reached (ECONNREFUSED)' });
     const write = await providerError(refused.createPayment(newCreds(), paymentInput({ payment_method: 'pm_card_visa' })));
     expect(write).toMatchObject({ kind: 'unavailable', message: 'cardpay could not be reached (ECONNREFUSED)' });
+  });
+});
+
+describe('answers about something else than was asked', () => {
+  /**
+   * In front of the simulator: while `swap` is set, a read of one intent is answered with another's, and a
+   * search for one payment's intent with the search for another payment's (a cache or proxy mixing answers up).
+   */
+  class MixedUpAnswers extends ForwardingStub {
+    swap: { intent?: [string, string]; payment?: [string, string] } = {};
+
+    protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+      const [asked, other] = this.swap.intent ?? [];
+      if (req.method === 'GET' && asked && req.url.startsWith(`/v1/payment_intents/${asked}`)) return forward(`${this.target}/v1/payment_intents/${other}`);
+      const [payment, otherPayment] = this.swap.payment ?? [];
+      if (req.method === 'GET' && payment && req.url.startsWith('/v1/payment_intents/search') && decodeURIComponent(req.url).includes(payment)) {
+        return forward(`${this.target}${decodeURIComponent(req.url).replace(payment, otherPayment!).replace(/'/g, '%27').replace(/\[/g, '%5B').replace(/\]/g, '%5D')}`);
+      }
+      return forward();
+    }
+  }
+  let stub: MixedUpAnswers;
+  let viaStub: CardpayAdapter;
+  beforeAll(async () => {
+    stub = new MixedUpAnswers();
+    stub.target = `${t.baseUrl}/sandbox/cardpay`;
+    const url = await stub.start();
+    viaStub = new CardpayAdapter({ ...t.service.container.config, providerBaseUrls: { ...t.service.container.config.providerBaseUrls, cardpay: url } });
+  });
+  afterAll(async () => stub.stop());
+
+  /** A payment pending 3-D Secure, and another one that succeeded, on one account. */
+  async function pendingAndPaid() {
+    const creds = newCreds();
+    const pendingInput = paymentInput({ payment_method: 'pm_card_threeDSecureRequired' });
+    const pending = await adapter.createPayment(creds, pendingInput);
+    expect(pending.status).toBe('pending');
+    const paidInput = paymentInput({ payment_method: 'pm_card_visa' });
+    const paid = await adapter.createPayment(creds, paidInput);
+    expect(paid.status).toBe('completed');
+    const lookupOf = (input: CreatePaymentInput, providerRef: string | null) => ({ paymentId: input.paymentId, providerRef, reference: input.reference, providerData: {} });
+    return { creds, pending, pendingLookup: lookupOf(pendingInput, pending.providerRef), pendingLookupWithoutRef: lookupOf(pendingInput, null), paid, paidInput };
+  }
+
+  it("a read of our intent answered with another intent is not taken as ours (the pending payment is not reported completed)", async () => {
+    const { creds, pending, pendingLookup, paid } = await pendingAndPaid();
+    stub.swap = {};
+    expect(await viaStub.getPayment(creds, pendingLookup)).toMatchObject({ providerRef: pending.providerRef, status: 'pending' });
+    stub.swap = { intent: [pending.providerRef, paid.providerRef] };
+    try {
+      const err = await providerError(viaStub.getPayment(creds, pendingLookup));
+      expect(err).toMatchObject({ kind: 'unavailable' });
+      expect(err.message).toContain(paid.providerRef);
+    } finally {
+      stub.swap = {};
+    }
+  });
+
+  it("a search for our payment's intent answered with another payment's intent is not taken as ours, nor as none", async () => {
+    const { creds, pending, pendingLookupWithoutRef, paidInput } = await pendingAndPaid();
+    stub.swap = {};
+    expect(await viaStub.findPayment(creds, pendingLookupWithoutRef)).toMatchObject({ providerRef: pending.providerRef, status: 'pending' });
+    stub.swap = { payment: [pendingLookupWithoutRef.paymentId, paidInput.paymentId] };
+    try {
+      const err = await providerError(viaStub.findPayment(creds, pendingLookupWithoutRef));
+      expect(err).toMatchObject({ kind: 'unavailable' });
+      expect(err.message).toContain(paidInput.paymentId);
+      // getPayment without a reference searches too: the same refusal.
+      expect(await providerError(viaStub.getPayment(creds, pendingLookupWithoutRef))).toMatchObject({ kind: 'unavailable' });
+    } finally {
+      stub.swap = {};
+    }
   });
 });

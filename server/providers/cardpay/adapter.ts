@@ -66,11 +66,16 @@ export class CardpayAdapter {
     }
   }
 
-  /** Status sync: the intent by id; without one (creation timed out), the intent whose metadata names the payment. */
+  /**
+   * Status sync: the intent by id; without one (creation timed out), the intent whose metadata names the
+   * payment. An answer about another intent is not one about ours, and is not applied (unreadableAnswer).
+   */
   async getPayment(creds: CardpayCredentials, lookup: PaymentLookup): Promise<ProviderPaymentResult> {
     if (lookup.providerRef) {
       const stripe = this.stripe(creds);
-      return toPaymentResult(await this.call('read', () => stripe.paymentIntents.retrieve(lookup.providerRef!)));
+      const intent = await this.call('read', () => stripe.paymentIntents.retrieve(lookup.providerRef!));
+      if (intent.id !== lookup.providerRef) throw unreadableAnswer(`the intent read as ${lookup.providerRef} is ${String(intent.id)}`);
+      return toPaymentResult(intent);
     }
     const found = await this.findPayment(creds, lookup);
     if (!found) throw new ProviderError('cardpay', 'invalid_request', 'cardpay has no payment intent for this payment', 'resource_missing');
@@ -80,14 +85,19 @@ export class CardpayAdapter {
   /**
    * The intent whose metadata names our payment (every create sends metadata.payment_id), or null. The
    * search index trails writes (under a minute, up to an hour during an incident: docs.stripe.com/search),
-   * so "none" from a fresh create proves little; a day later it is the provider's record.
+   * so "none" from a fresh create proves little; a day later it is the provider's record. A found intent
+   * whose metadata names another payment (or none) is no answer about ours: unreadableAnswer, never taken
+   * as this payment's intent (its status and amount applied to it), nor as "none".
    */
   async findPayment(creds: CardpayCredentials, lookup: PaymentLookup): Promise<ProviderPaymentResult | null> {
     const found = await this.call('read', () =>
       this.stripe(creds).paymentIntents.search({ query: `metadata['payment_id']:'${lookup.paymentId.replace(/'/g, '')}'`, limit: 1 }),
     );
     const intent = found.data[0];
-    return intent ? toPaymentResult(intent) : null;
+    if (!intent) return null;
+    const named = intent.metadata?.payment_id;
+    if (named !== lookup.paymentId) throw unreadableAnswer(`the intent found for payment ${lookup.paymentId} (${String(intent.id)}) names ${named ? `payment ${named}` : 'no payment'}`);
+    return toPaymentResult(intent);
   }
 
   async refundPayment(creds: CardpayCredentials, input: RefundInput): Promise<ProviderRefundResult> {
@@ -349,6 +359,15 @@ async function removeWebhookEndpoints(
   if (failed.length > 0) {
     throw new Error(`cardpay webhook endpoint(s) ${failed.join(', ')} at ${url} could not be deleted; delete them in the provider's dashboard`);
   }
+}
+
+/**
+ * A read answered with something that is not about what was asked (another intent, another payment's):
+ * nothing can be concluded from it, so it is not applied. `unavailable`, as a read the provider could not
+ * answer: the caller asks again later (the status sync at its next check), and nothing moves meanwhile.
+ */
+function unreadableAnswer(what: string): ProviderError {
+  return new ProviderError('cardpay', 'unavailable', `cardpay answered about something else than was asked: ${what}`);
 }
 
 /**
