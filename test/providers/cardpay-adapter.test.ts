@@ -609,9 +609,11 @@ describe('answers about something else than was asked', () => {
    * search for one payment's intent with the search for another payment's (a cache or proxy mixing answers up).
    */
   class MixedUpAnswers extends ForwardingStub {
-    swap: { intent?: [string, string]; payment?: [string, string] } = {};
+    swap: { intent?: [string, string]; payment?: [string, string]; refund?: [string, string] } = {};
 
     protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+      const [askedRefund, otherRefund] = this.swap.refund ?? [];
+      if (req.method === 'GET' && askedRefund && req.url.startsWith(`/v1/refunds/${askedRefund}`)) return forward(`${this.target}/v1/refunds/${otherRefund}`);
       const [asked, other] = this.swap.intent ?? [];
       if (req.method === 'GET' && asked && req.url.startsWith(`/v1/payment_intents/${asked}`)) return forward(`${this.target}/v1/payment_intents/${other}`);
       const [payment, otherPayment] = this.swap.payment ?? [];
@@ -653,6 +655,32 @@ describe('answers about something else than was asked', () => {
       const err = await providerError(viaStub.getPayment(creds, pendingLookup));
       expect(err).toMatchObject({ kind: 'unavailable' });
       expect(err.message).toContain(paid.providerRef);
+    } finally {
+      stub.swap = {};
+    }
+  });
+
+  it("a read of our refund answered with another refund is not taken as ours (the pending refund is not reported completed)", async () => {
+    const creds = newCreds();
+    const slowInput = paymentInput({ payment_method: 'pm_card_pendingRefund' }, 1000n);
+    const slow = await adapter.createPayment(creds, slowInput);
+    const pendingRefund = await adapter.refundPayment(creds, refundInput(slow, slowInput, 300n));
+    expect(pendingRefund.status).toBe('pending');
+    const paidInput = paymentInput({ payment_method: 'pm_card_visa' }, 1000n);
+    const paid = await adapter.createPayment(creds, paidInput);
+    const doneRefund = await adapter.refundPayment(creds, refundInput(paid, paidInput, 300n));
+    expect(doneRefund.status).toBe('completed');
+    const lookup = {
+      refundId: randomUUID(), providerRef: pendingRefund.providerRef,
+      payment: { paymentId: slowInput.paymentId, providerRef: slow.providerRef, reference: slowInput.reference, providerData: {} },
+    };
+    stub.swap = {};
+    expect(await viaStub.findRefund(creds, lookup)).toMatchObject({ providerRef: pendingRefund.providerRef, status: 'pending' });
+    stub.swap = { refund: [pendingRefund.providerRef!, doneRefund.providerRef!] };
+    try {
+      const err = await providerError(viaStub.findRefund(creds, lookup));
+      expect(err).toMatchObject({ kind: 'unavailable' });
+      expect(err.message).toContain(doneRefund.providerRef!);
     } finally {
       stub.swap = {};
     }

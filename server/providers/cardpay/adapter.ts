@@ -114,7 +114,12 @@ export class CardpayAdapter {
   /** Refund sync: the refund by id; without one (the request's answer was lost), the intent's refund whose metadata names ours, if any. */
   async findRefund(creds: CardpayCredentials, lookup: RefundLookup): Promise<ProviderRefundResult | null> {
     const stripe = this.stripe(creds);
-    if (lookup.providerRef) return toRefundResult(await this.call('read', () => stripe.refunds.retrieve(lookup.providerRef!)));
+    if (lookup.providerRef) {
+      const refund = await this.call('read', () => stripe.refunds.retrieve(lookup.providerRef!));
+      // As getPayment: an answer about another refund is none about ours.
+      if (refund.id !== lookup.providerRef) throw unreadableAnswer(`the refund read as ${lookup.providerRef} is ${String(refund.id)}`);
+      return toRefundResult(refund);
+    }
     if (!lookup.payment.providerRef) return null;
     const refunds = await this.call('read', () =>
       stripe.refunds.list({ payment_intent: lookup.payment.providerRef!, limit: 100 }).autoPagingToArray({ limit: CardpayAdapter.MAX_CHARGE_REFUNDS }),
