@@ -1,6 +1,7 @@
 import express, { type NextFunction, type Request, type Response, Router } from 'express';
 import { mountControls, mountLossCountdown } from '../controls.js';
 import type { SandboxDeps, SandboxModule } from '../module.js';
+import { accountRoutes } from './account.js';
 import { customerRoutes } from './customers.js';
 import { SEND_EVENT_JOB, sendEvent, type SendEventJob } from './events.js';
 import { apiRoutes } from './http.js';
@@ -39,6 +40,7 @@ function router(deps: SandboxDeps): Router {
   customerRoutes(api);
   paymentMethodRoutes(api);
   webhookEndpointRoutes(api);
+  accountRoutes(api);
   r.use(gate, api.notFound);
   // A body the form parser refuses (too large, malformed) is answered in Stripe's shape, not the service's.
   r.use((err: { status?: number; statusCode?: number }, _req: Request, res: Response, next: NextFunction) => {

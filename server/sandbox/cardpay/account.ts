@@ -1,0 +1,36 @@
+import type { ApiRoutes } from './http.js';
+
+/**
+ * `GET /v1/account`: the account the calling key belongs to, as Stripe answers it (docs.stripe.com/api/accounts/retrieve,
+ * "retrieve account" without an id). Each key is its own account here (auth.ts): its id is derived from the key's
+ * tenant, so it is the same at every call and another key's is another. Only what the service reads (`id`) and the
+ * object's usual top-level fields, for a test-mode standard account that can take charges.
+ */
+export function accountRoutes(api: ApiRoutes): void {
+  api.get('/v1/account', async ({ account }) => accountObject(account));
+}
+
+/** Stripe's account ids are `acct_` and 16 characters. */
+export const simulatedAccountId = (tenant: string): string => `acct_1${tenant.slice(0, 15).toUpperCase()}`;
+
+function accountObject(tenant: string) {
+  return {
+    id: simulatedAccountId(tenant),
+    object: 'account',
+    business_profile: { mcc: null, name: null, product_description: null, support_email: null, support_phone: null, support_url: null, url: null },
+    business_type: null,
+    capabilities: { card_payments: 'active', transfers: 'active' },
+    charges_enabled: true,
+    controller: { type: 'account' },
+    country: 'US',
+    // Stable for a key: seconds derived from its tenant, within 2023.
+    created: 1_672_531_200 + (parseInt(tenant.slice(0, 8), 16) % 31_536_000),
+    default_currency: 'usd',
+    details_submitted: true,
+    email: null,
+    metadata: {},
+    payouts_enabled: true,
+    settings: { dashboard: { display_name: null, timezone: 'Etc/UTC' }, payments: { statement_descriptor: null } },
+    type: 'standard',
+  };
+}
