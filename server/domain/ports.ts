@@ -488,6 +488,21 @@ export interface ProviderPort<C = unknown> {
   readonly operations?: ProviderOperations<C>;
 }
 
+/**
+ * The field of stored credentials naming the provider account they act on, when a provider's preparation
+ * recorded it (cardpay: the Stripe account's id). Not the merchant's to give (the contract's credentials
+ * refuse unknown fields) and not shown in the credentials' summary. Every payment records the account of the
+ * credentials it was created under (payments.provider_account); ProviderGateway refuses to call the provider
+ * about it under credentials of another account.
+ */
+export const PROVIDER_ACCOUNT_FIELD = 'provider_account';
+
+/** The provider account stored credentials act on (PROVIDER_ACCOUNT_FIELD), or null when none was recorded. */
+export function providerAccountOf(creds: unknown): string | null {
+  const value = creds && typeof creds === 'object' ? (creds as Record<string, unknown>)[PROVIDER_ACCOUNT_FIELD] : undefined;
+  return typeof value === 'string' && value !== '' ? value : null;
+}
+
 /** What ProviderPort.prepareCredentials answers. */
 export interface PreparedCredentials<C> {
   /** What is stored. */

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { startTestService, type TestService } from '../support/service.js';
 
 /**
@@ -146,5 +148,92 @@ describe("a merchant's retry of a creation interrupted more than the retention a
     expect(await payment(id)).toMatchObject({ status: 'failed', provider_ref: null, failure_reason: expect.stringContaining('Nothing was charged') });
     // The key now replays that answer.
     expect((await retry(idem)).body.data).toMatchObject({ id, status: 'failed' });
+  });
+});
+
+/**
+ * Stripe's idempotency keys and objects are per account. A payment whose create answer was lost on account A
+ * (the card charged there), after which the merchant stores the secret key of another account B: through B,
+ * a search finds nothing, and a repeat of `payment-<id>` would be a new charge on B (with a test token) or,
+ * a day later, "nothing was charged" while A holds the charge. Each simulator key is its own account
+ * (sk_test_lost_creation_0002 is another one). So a payment records the account it was created on
+ * (GET /v1/account when the credentials are stored) and is never asked about through another's credentials.
+ */
+describe('a payment created on one provider account, the credentials then replaced by those of another', () => {
+  const ACCOUNT_A = 'sk_test_lost_creation_account_a';
+  const ACCOUNT_B = 'sk_test_lost_creation_0002';
+  let shop: string;
+  const storeKey = (secretKey: string, webhookSecret: string) => t.http.put('/v1/merchant/credentials').set('X-API-Key', shop)
+    .send({ provider: 'cardpay', cardpay: { secret_key: secretKey, webhook_secret: webhookSecret } }).expect(200);
+  const accountOf = async (secretKey: string) =>
+    (await t.http.get('/sandbox/cardpay/v1/account').set('Authorization', `Bearer ${secretKey}`).expect(200)).body as { id: string; object: string };
+  const logLines = () => {
+    const file = path.resolve('test-results', 'logs', `${new URL(t.databaseUrl).pathname.slice(1)}.log`);
+    return readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+  };
+  /** A create on account A whose answer is lost (A charged the card), then B's key stored. */
+  async function lostOnAThenB(): Promise<string> {
+    ({ apiKey: shop } = await t.createMerchant(`Two Accounts Shop ${++n}`));
+    const stored = await storeKey(ACCOUNT_A, 'whsec_lost_creation_account_a');
+    expect(stored.body.data.config_summary).toEqual({ secret_key: expect.any(String), webhook_secret: expect.any(String) });
+    await t.http.post('/sandbox/cardpay/_control/lose-answers').send({ count: 2 }).expect(200);
+    const res = await t.http.post('/v1/payments').set('X-API-Key', shop).set('Idempotency-Key', `two-accounts-${n}`)
+      .send({ provider: 'cardpay', amount: '40.00', currency: 'USD', payment_method: 'pm_card_visa' });
+    await t.http.post('/sandbox/cardpay/_control/lose-answers').send({ count: 0 }).expect(200);
+    expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+    const id = res.body.data.id as string;
+    expect(await intentsOf(id)).toEqual([expect.objectContaining({ amount: '4000', status: 'succeeded' })]);
+    await storeKey(ACCOUNT_B, 'whsec_lost_creation_account_b');
+    return id;
+  }
+  const paymentOf = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', shop).expect(200)).body.data;
+
+  it('the simulator answers GET /v1/account with one stable account per key, as Stripe does per account', async () => {
+    const a = await accountOf(ACCOUNT_A);
+    expect(a).toMatchObject({ id: expect.stringMatching(/^acct_[A-Za-z0-9]{16}$/), object: 'account', charges_enabled: true });
+    expect((await accountOf(ACCOUNT_A)).id).toBe(a.id);
+    expect((await accountOf(ACCOUNT_B)).id).not.toBe(a.id);
+  });
+
+  it('within the key retention: the create is not sent again through the other account (one intent, not two); the payment stays pending, logged for the operator', async () => {
+    const id = await lostOnAThenB();
+    await sync(id);
+    expect(await intentsOf(id)).toHaveLength(1);
+    expect(await paymentOf(id)).toMatchObject({ status: 'pending', provider_ref: null });
+    const [row] = await t.sql<{ next_sync_at: Date | null; provider_account: string }>('SELECT next_sync_at, provider_account FROM payments WHERE id = $1', [id]);
+    expect(row!.provider_account).toBe((await accountOf(ACCOUNT_A)).id);
+    // Still re-checked on its schedule (then counted in payments_unresolved once it runs out), and said why.
+    expect(row!.next_sync_at).not.toBeNull();
+    const warned = logLines().filter((l) => l.paymentId === id && String(l.msg).includes('created on another provider account'));
+    expect(warned).toEqual([expect.objectContaining({ level: 40, createdOnAccount: row!.provider_account, reason: expect.stringContaining(row!.provider_account) })]);
+    // The credentials of its own account stored again: the sync finds the charge there and completes it.
+    await storeKey(ACCOUNT_A, 'whsec_lost_creation_account_a2');
+    await sync(id);
+    const [intent, ...more] = await intentsOf(id);
+    expect(more).toEqual([]);
+    expect(await paymentOf(id)).toMatchObject({ status: 'completed', provider_ref: intent!.id });
+  });
+
+  it('past the key retention: not failed as "nothing was charged" from the other account\'s empty search; still pending, nothing sent', async () => {
+    const id = await lostOnAThenB();
+    await providerForgetsKey(id);
+    await sync(id, DAY_AND_AN_HOUR_MS);
+    expect(await intentsOf(id)).toHaveLength(1);
+    expect(await paymentOf(id)).toMatchObject({ status: 'pending', provider_ref: null, failure_reason: null });
+    const shopEvents = (await t.http.get(`/v1/events?payment_id=${id}`).set('X-API-Key', shop).expect(200)).body.data as unknown[];
+    expect(shopEvents).toEqual([]);
+  });
+
+  it("a refund of a payment completed on account A, asked once B's key is stored, is refused before anything is sent", async () => {
+    ({ apiKey: shop } = await t.createMerchant(`Two Accounts Refund Shop ${++n}`));
+    await storeKey(ACCOUNT_A, 'whsec_lost_creation_account_a');
+    const paid = await t.http.post('/v1/payments').set('X-API-Key', shop).set('Idempotency-Key', `two-accounts-refund-${n}`)
+      .send({ provider: 'cardpay', amount: '40.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
+    expect(paid.body.data).toMatchObject({ status: 'completed' });
+    await storeKey(ACCOUNT_B, 'whsec_lost_creation_account_b');
+    const res = await t.http.post('/v1/refunds').set('X-API-Key', shop).set('Idempotency-Key', `two-accounts-refund-r-${n}`).send({ payment_id: paid.body.data.id, amount: '5.00' });
+    expect(res.status).toBe(502);
+    expect(res.body.error.message).toContain('created on cardpay account');
+    expect(await t.sql('SELECT id FROM sandbox_cardpay_refunds WHERE payment_intent = $1', [paid.body.data.provider_ref])).toEqual([]);
   });
 });

@@ -4,7 +4,7 @@ import type { Provider, StoreCredentialsBody } from '../../../contract/index.js'
 import { ProviderCredentialSchema } from '../../persistence/entities/index.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { DomainError, notFound, validationError } from '../errors.js';
-import { ProviderError, type PreparedCredentials, type ProviderRegistry } from '../ports.js';
+import { PROVIDER_ACCOUNT_FIELD, ProviderError, type PreparedCredentials, type ProviderRegistry } from '../ports.js';
 import { summarizeCredentials } from './credential-masking.js';
 import type { NotifiedCache } from '../../persistence/notified-cache.js';
 import type { Leases } from '../../persistence/leases.js';
@@ -123,7 +123,9 @@ export class CredentialsService {
   }
 
   private async write(merchantId: string, provider: Provider, credentials: unknown): Promise<CredentialSummary> {
-    const summary = summarizeCredentials(credentials as Record<string, unknown>, this.providers.get(provider).publicCredentialFields);
+    // The provider account a preparation recorded is the service's, not one of the merchant's fields.
+    const { [PROVIDER_ACCOUNT_FIELD]: _account, ...given } = credentials as Record<string, unknown>;
+    const summary = summarizeCredentials(given, this.providers.get(provider).publicCredentialFields);
     const sealed = this.secrets.sealJson(credentials);
     // One statement, so two concurrent stores for one provider cannot both insert.
     await this.em.getConnection().execute(

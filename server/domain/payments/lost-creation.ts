@@ -77,7 +77,8 @@ export type ReconciliationPull = (merchantId: string, provider: Provider, since:
  *   repeated, reconciliation's pull succeeded at its check (lostCreationCheck) and named no transaction of
  *   it. Nothing was charged (to the service's knowledge): the payment fails with `reason`, which tells the
  *   merchant to create a new one (a charge found after all is reported charged_but_failed: the status writer);
- * - `unknown`: nothing can be learned now (the lookup failed, or the provider cannot look a payment up
+ * - `unknown`: nothing can be learned now (the payment was created under another provider account than the
+ *   stored credentials': ProviderGateway.otherAccount; the lookup failed, or the provider cannot look a payment up
  *   by our id and the repeat is too late, or a create that cannot be repeated waits for its check, or its
  *   pull failed, named it without settling it, or can no longer reach back to it): the payment stays
  *   pending for the next check, then for the operator (payments_unresolved), and is never sent again.
@@ -93,6 +94,10 @@ export type LostCreation =
 export async function recoverLostCreation(
   gateway: ProviderGateway, payment: Payment, lookup: PaymentLookup, now = Date.now(), pull: ReconciliationPull | null = null,
 ): Promise<LostCreation> {
+  // Created under another provider account than the stored credentials' (ProviderGateway.otherAccount): what
+  // that account says proves nothing about this payment, and a repeat there would be a new charge.
+  const other = await gateway.accountMismatch(payment);
+  if (other) return { kind: 'unknown', reason: other };
   const port = gateway.port(payment.provider);
   const { capabilities } = port;
   if (!capabilities.replayableCreate) return judgeByPull(port, payment, now, pull);

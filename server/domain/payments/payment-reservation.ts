@@ -22,6 +22,8 @@ export interface PaymentReservation {
   metadata: Record<string, string>;
   /** The first status-sync re-check, this long after creation. */
   firstSyncAfterMs: number;
+  /** The provider account of the credentials it is created under (providerAccountOf), null when unknown. */
+  providerAccount: string | null;
 }
 
 /**
@@ -36,15 +38,15 @@ export async function reservePayment(em: EntityManager, claim: KeyClaimStatement
     em,
     `WITH claim AS (${claim.sql}),
       payment AS (
-        INSERT INTO payments (id, merchant_id, provider, status, amount_minor, currency, amount, reference, idempotency_key, request_hash, provider_data, metadata, next_sync_at)
-        SELECT ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, now() + ? * interval '1 millisecond' FROM claim
+        INSERT INTO payments (id, merchant_id, provider, status, amount_minor, currency, amount, reference, idempotency_key, request_hash, provider_data, metadata, next_sync_at, provider_account)
+        SELECT ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, now() + ? * interval '1 millisecond', ? FROM claim
         RETURNING ${PAYMENT_COLUMNS}),
       audit AS (${creationAuditSql('payment')})
     SELECT claim.id AS claimed_key_id, payment.* FROM claim, payment`,
     [
       ...claim.params,
       p.id, p.merchantId, p.provider, p.amountMinor.toString(), p.currency, p.amount, p.reference, p.idempotencyKey, p.requestHash,
-      JSON.stringify(p.providerData), JSON.stringify(p.metadata), p.firstSyncAfterMs,
+      JSON.stringify(p.providerData), JSON.stringify(p.metadata), p.firstSyncAfterMs, p.providerAccount,
     ],
   );
   const row = rows[0];

@@ -11,7 +11,7 @@ export type PaymentRow = Record<string, unknown>;
  */
 export const PAYMENT_COLUMNS = [
   'id', 'merchant_id', 'provider', 'status', 'amount_minor', 'currency', 'amount', 'amount_refunded_minor', 'reference',
-  'idempotency_key', 'request_hash', 'provider_ref', 'receipt_number', 'failure_reason', 'next_action', 'provider_data',
+  'idempotency_key', 'request_hash', 'provider_ref', 'provider_account', 'receipt_number', 'failure_reason', 'next_action', 'provider_data',
   'integrity_mismatches', 'metadata', 'sync_attempts', 'next_sync_at', 'created_at', 'updated_at',
 ].join(', ');
 
@@ -37,6 +37,7 @@ export function paymentFromRow(row: PaymentRow, providerResponse: unknown): Paym
     idempotencyKey: row.idempotency_key as string,
     requestHash: row.request_hash as string,
     providerRef: (row.provider_ref as string | null) ?? null,
+    providerAccount: (row.provider_account as string | null) ?? null,
     receiptNumber: (row.receipt_number as string | null) ?? null,
     failureReason: (row.failure_reason as string | null) ?? null,
     nextAction: (row.next_action as NextAction | null) ?? null,

@@ -10,7 +10,7 @@ import { DomainError, OutcomeUnknownError, afterProviderMayHaveActed, conflict, 
 import { assertCredentialsConfigured, type CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl, type HostResolver } from '../merchants/webhook-url-policy.js';
 import { compareDecimals, currencyDigits, formatMinorUnits } from '../money/money.js';
-import { ProviderError, type CreatePaymentInput, type PaymentLookup, type ProviderPaymentResult, type ProviderPort } from '../ports.js';
+import { ProviderError, providerAccountOf, type CreatePaymentInput, type PaymentLookup, type ProviderPaymentResult, type ProviderPort } from '../ports.js';
 import { hashRequest, type Acquired, type ClaimedKey, type IdempotencyKeys, type IdempotentRequest } from './idempotency-keys.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { countPayments } from './payment-counts.js';
@@ -97,7 +97,7 @@ export class PaymentService {
       if (answered) return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: answered.resourceId }), replayed: true };
       throw err;
     }
-    const acquired = await this.claimAndReserve(keyRequest, request);
+    const acquired = await this.claimAndReserve(keyRequest, request, providerAccountOf(creds));
     if (acquired.state === 'finished') {
       return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: acquired.resourceId }), replayed: true };
     }
@@ -127,7 +127,7 @@ export class PaymentService {
    * (null when a dead request's claim was taken over). A saved card that is not an active card of the
    * merchant is refused — for a new key only: a replay still answers as the first request did.
    */
-  private async claimAndReserve(keyRequest: IdempotentRequest, request: NormalizedPaymentRequest): Promise<Acquired & { reserved?: Payment | null }> {
+  private async claimAndReserve(keyRequest: IdempotentRequest, request: NormalizedPaymentRequest, providerAccount: string | null): Promise<Acquired & { reserved?: Payment | null }> {
     const { merchantId, key: idempotencyKey } = keyRequest;
     const providerData: Record<string, unknown> = {};
     const vault = this.gateway.port(request.provider).cards;
@@ -157,6 +157,8 @@ export class PaymentService {
       metadata: request.metadata,
       // Every pending payment is re-checked with its provider from then on (status sync).
       firstSyncAfterMs: firstCheckAfterMs(this.config.statusSyncScheduleMs),
+      // The account of the credentials the create is sent with: the payment is only ever asked about there.
+      providerAccount,
     };
     let reserved: Payment | null = null;
     const acquired = await this.idempotency.acquireInOneStatement(keyRequest, reservation.id, async (claim) => {

@@ -2,7 +2,7 @@ import type { Provider } from '../../../contract/index.js';
 import type { Payment } from '../../persistence/entities/index.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import {
-  ProviderError, type CreatePaymentInput, type PaymentLookup, type ProviderPaymentResult, type ProviderPort, type ProviderRefundResult,
+  ProviderError, providerAccountOf, type CreatePaymentInput, type PaymentLookup, type ProviderPaymentResult, type ProviderPort, type ProviderRefundResult,
   type ProviderRegistry, type RefundInput, type RefundLookup,
 } from '../ports.js';
 
@@ -31,15 +31,31 @@ export class ProviderGateway {
     await this.credentials.find(merchantId, provider as Provider);
   }
 
-  private async creds(payment: Pick<Payment, 'merchantId' | 'provider'>): Promise<unknown> {
-    const creds = await this.credentials.find(payment.merchantId, payment.provider as Provider);
+  /**
+   * The merchant's credentials for a call about `payment`. Refused (`auth`, OTHER_ACCOUNT) when the payment
+   * was created under another provider account than the one they act on (otherAccount): nothing is sent.
+   */
+  private async creds(payment: Pick<Payment, 'id' | 'merchantId' | 'provider' | 'providerAccount'>, knownCreds?: unknown): Promise<unknown> {
+    const creds = knownCreds ?? (await this.credentials.find(payment.merchantId, payment.provider as Provider));
     if (!creds) throw new ProviderError(payment.provider as Provider, 'auth', `${payment.provider} credentials are no longer configured`);
+    const other = otherAccount(payment, creds);
+    if (other) throw new ProviderError(payment.provider as Provider, 'auth', other, OTHER_ACCOUNT);
     return creds;
+  }
+
+  /**
+   * Why `payment` cannot be asked about with the merchant's stored credentials: it was created under
+   * another provider account (otherAccount); null when it can (or when none are stored: the call itself says so).
+   */
+  async accountMismatch(payment: Pick<Payment, 'id' | 'merchantId' | 'provider' | 'providerAccount'>): Promise<string | null> {
+    if (!payment.providerAccount) return null;
+    const creds = await this.credentials.find(payment.merchantId, payment.provider as Provider);
+    return creds ? otherAccount(payment, creds) : null;
   }
 
   /** `knownCreds`: the caller already decrypted them (payment creation), so they are not read twice. */
   async createPayment(payment: Payment, input: CreatePaymentInput, knownCreds?: unknown): Promise<ProviderPaymentResult> {
-    return this.port(payment.provider).createPayment(knownCreds ?? (await this.creds(payment)), input);
+    return this.port(payment.provider).createPayment(await this.creds(payment, knownCreds), input);
   }
 
   async getPayment(payment: Payment, lookup: PaymentLookup): Promise<ProviderPaymentResult> {
@@ -88,4 +104,29 @@ export class ProviderGateway {
       providerRef: payment.providerRef!, idempotencyKey, providerData: payment.providerData, amount: { minor: payment.amountMinor, currency: payment.currency },
     });
   }
+}
+
+/** The providerCode of the refusal of a call about a payment through credentials of another provider account. */
+export const OTHER_ACCOUNT = 'other_account';
+
+/**
+ * Why the provider may not be asked about `payment` through `creds`, or null when it may. A provider's
+ * idempotency keys and objects are per account (Stripe's are): through another account's key, a repeat of
+ * the payment's create would be a new charge (or refused), a lookup finds nothing, and "not found" would be
+ * read as "never charged". So a payment that recorded the account it was created under (payments.provider_account)
+ * is asked about only through credentials recorded with that same account; through others — those of
+ * another account, or whose account is not known — it is left pending (the status sync logs why at each
+ * check; once its schedule runs out it is counted in payments_unresolved). Payments that recorded none
+ * (created before the account was recorded, or under credentials whose account was not known) are asked as before.
+ */
+export function otherAccount(payment: Pick<Payment, 'id' | 'provider' | 'providerAccount'>, creds: unknown): string | null {
+  const created = payment.providerAccount;
+  if (!created) return null;
+  const stored = providerAccountOf(creds);
+  if (stored === created) return null;
+  const theirs = stored ? `are of account ${stored}` : 'act on an account that is not known (it could not be read when they were stored)';
+  return (
+    `payment ${payment.id} was created on ${payment.provider} account ${created}, and the stored ${payment.provider} credentials ${theirs}: ` +
+    `it is not looked up, sent again or judged there. It stays pending; store credentials of account ${created} again for it to be settled`
+  );
 }

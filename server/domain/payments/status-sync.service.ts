@@ -23,6 +23,9 @@ const LAST_CHECK_MARGIN_MS = 30 * 60_000;
  * creation that cannot be repeated (mobilemoney) is judged 2 h after it by reconciliation's pull (`pull`),
  * while the operator still lists its charge: a paid push is completed by it; one the pull succeeded
  * without listing fails the same way; a failed pull leaves it pending (lost-creation.ts).
+ * A payment created under another provider account than the stored credentials' is not asked about at all
+ * (ProviderGateway.otherAccount): it stays pending, logged at each check, until credentials of its account
+ * are stored again — or, once the schedule runs out, it is the operator's (payments_unresolved).
  */
 export class StatusSyncService {
   constructor(
@@ -56,6 +59,17 @@ export class StatusSyncService {
   async syncOne(paymentId: string, now = Date.now(), pull = this.pull): Promise<CheckOutcome> {
     const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
     if (payment.status !== 'pending') return 'checked';
+    const other = await this.gateway.accountMismatch(payment);
+    if (other) {
+      // Nothing is sent, and nothing is judged from another account's answers: it waits for credentials of its
+      // own account, checked on the schedule, then for the operator (payments_unresolved).
+      this.logger.warn(
+        { paymentId: payment.id, provider: payment.provider, createdOnAccount: payment.providerAccount, reason: other },
+        'status sync: payment created on another provider account than the stored credentials; not asked about, left pending',
+      );
+      await scheduleNextCheck(this.em, 'payments', payment.id, this.config.statusSyncScheduleMs);
+      return 'checked';
+    }
     let result: ProviderPaymentResult | null = null;
     let outcome: CheckOutcome = 'checked';
     try {

@@ -36,6 +36,11 @@ export const PaymentSchema = defineEntity({
     /** SHA-256 of the normalised request, to tell a replay from a different request with the same key. */
     requestHash: p.text(),
     providerRef: p.text().nullable(),
+    /**
+     * The provider account the payment was created under (the stored credentials' PROVIDER_ACCOUNT_FIELD at
+     * creation; null when none was recorded, and for payments older than the column). Never changes.
+     */
+    providerAccount: p.text().nullable(),
     receiptNumber: p.text().nullable(),
     failureReason: p.text().nullable(),
     nextAction: p.json<NextAction>().nullable(),

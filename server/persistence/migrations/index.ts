@@ -66,6 +66,7 @@ import { Migration20261128009102_payment_capture_sent_at } from './Migration2026
 import { Migration20261128009103_payment_week_without_date_bin } from './Migration20261128009103_payment_week_without_date_bin.js';
 import { Migration20261128009104_sandbox_queue_timeouts } from './Migration20261128009104_sandbox_queue_timeouts.js';
 import { Migration20261128009120_reconcile_cursors } from './Migration20261128009120_reconcile_cursors.js';
+import { Migration20261128009130_payment_provider_account } from './Migration20261128009130_payment_provider_account.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -139,4 +140,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261128009103_payment_week_without_date_bin', class: Migration20261128009103_payment_week_without_date_bin },
   { name: 'Migration20261128009104_sandbox_queue_timeouts', class: Migration20261128009104_sandbox_queue_timeouts },
   { name: 'Migration20261128009120_reconcile_cursors', class: Migration20261128009120_reconcile_cursors },
+  { name: 'Migration20261128009130_payment_provider_account', class: Migration20261128009130_payment_provider_account },
 ];

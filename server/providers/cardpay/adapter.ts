@@ -15,7 +15,7 @@ import type {
   RefundLookup,
   SavedCardDetails,
 } from '../../domain/ports.js';
-import { ProviderError } from '../../domain/ports.js';
+import { PROVIDER_ACCOUNT_FIELD, ProviderError, providerAccountOf } from '../../domain/ports.js';
 import { CARDPAY_API_VERSION, CardpayClients } from './client.js';
 import { toProviderError } from './errors.js';
 import { WEBHOOK_EVENT_TYPES, createIntentParams, toPaymentResult, toRefundRecord, toRefundResult, toSavedCard, toWireAmount } from './transformers.js';
@@ -160,6 +160,12 @@ export class CardpayAdapter {
     return toSavedCard(method);
   }
 
+  /** The id of the account the key acts on (`GET /v1/account`): idempotency keys and every object are that account's. */
+  async accountId(creds: CardpayCredentials): Promise<string> {
+    const account = await this.call('read', () => this.stripe(creds).accounts.retrieveCurrent());
+    return account.id;
+  }
+
   /** Detaching a card that is no longer attached counts as done. */
   async detachPaymentMethod(creds: CardpayCredentials, paymentMethodId: string): Promise<void> {
     try {
@@ -276,7 +282,8 @@ export function prepareCardpayCredentials(
   adapter: CardpayAdapter,
   config: AppConfig,
 ): (merchantId: string, creds: CardpayCredentials, previous?: CardpayCredentials | null) => Promise<PreparedCredentials<CardpayCredentials>> {
-  return async (merchantId, creds, previous = null) => {
+  return async (merchantId, given, previous = null) => {
+    const creds = await withProviderAccount(adapter, given, previous);
     const url = merchantWebhookUrl(config, merchantId);
     // Where the replaced endpoints are: the new key's account, and the replaced key's if it is another.
     const keys = previous && previous.secret_key !== creds.secret_key ? [creds, previous] : [creds];
@@ -319,6 +326,21 @@ export function prepareCardpayCredentials(
       afterStored: () => removeWebhookEndpoints(adapter, keys, url, (e) => e.id === endpoint.id),
     };
   };
+}
+
+/**
+ * The credentials with the id of the account their key acts on (PROVIDER_ACCOUNT_FIELD), which every payment
+ * made under them records: Stripe's idempotency keys and objects are per account, so a payment is never
+ * looked up, created again or judged absent through a key of another account (ProviderGateway). The same
+ * key as the stored one keeps its recorded account without asking. An account that cannot be read (the
+ * provider unreachable, a key refused, a restricted key without read access to the account) is left
+ * unrecorded: payments made under such credentials record none and are not guarded, as before the field.
+ */
+async function withProviderAccount(adapter: CardpayAdapter, creds: CardpayCredentials, previous: CardpayCredentials | null): Promise<CardpayCredentials> {
+  const { [PROVIDER_ACCOUNT_FIELD]: _given, ...given } = creds as CardpayCredentials & Record<string, unknown>;
+  const known = previous && previous.secret_key === given.secret_key ? providerAccountOf(previous) : null;
+  const account = known ?? (await adapter.accountId(given).catch(() => null));
+  return account ? ({ ...given, [PROVIDER_ACCOUNT_FIELD]: account } as CardpayCredentials) : given;
 }
 
 /**
