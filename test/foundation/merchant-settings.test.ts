@@ -177,7 +177,8 @@ describe('provider credentials', () => {
     const card = rows.find((r) => r.provider === 'cardpay')!;
     expect(String(card.secrets_enc)).toMatch(/^v2\./);
     const decrypted = await t.inContext(() => t.service.container.services.credentials.find(merchantId, 'cardpay'));
-    expect(decrypted).toEqual({ secret_key: 'sk_test_PLAINTEXT_CANARY_1', webhook_secret: 'whsec_PLAINTEXT_CANARY_2' });
+    // With the Stripe account the key acts on, read when they were stored (payments record it: ProviderGateway.otherAccount).
+    expect(decrypted).toEqual({ secret_key: 'sk_test_PLAINTEXT_CANARY_1', webhook_secret: 'whsec_PLAINTEXT_CANARY_2', provider_account: expect.stringMatching(/^acct_/) });
   });
 
   it('replaces the credentials of one provider and deletes them', async () => {
