@@ -374,6 +374,12 @@ export interface ProviderCapabilities {
    * charged. Absent: payments do not expire so, and `gone` proves nothing.
    */
   expiresUnapprovedAfterMs?: number;
+  /**
+   * The longest such a payment can still live at the provider (walletpay: PayPal keeps an order 3 h by
+   * default, 3 h more once the buyer is sent to approve it, and an account can be set to 24/48/72 h): while
+   * it is still there, it is checked again every expiresUnapprovedAfterMs until this long after creation.
+   */
+  livesUnapprovedAtMostMs?: number;
 }
 
 /** What a provider's transaction list answered (ProviderOperations.listTransactions). */

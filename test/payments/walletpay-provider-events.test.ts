@@ -107,7 +107,7 @@ describe('an order the buyer never approves expires at PayPal after 3 h', () => 
 
     await syncOne(p.id, Date.now() + 4 * 3_600_000);
     const payment = await getPayment(p.id);
-    expect(payment).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('expired before the buyer approved it') });
+    expect(payment).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('expired unpaid, more than 3 h after its creation') });
     expect(payment.failure_reason).toContain('Nothing was charged');
     const failed = await eventually(() => events('payment.failed', p.id)[0], 10_000, 'payment.failed');
     expect(failed.json.data).toMatchObject({ status: 'failed', previous_status: 'pending' });
@@ -121,8 +121,25 @@ describe('an order the buyer never approves expires at PayPal after 3 h', () => 
     const res = await t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', key).send({});
     expect(res.status).toBe(200);
     expect(res.body.data.status).toBe('failed');
-    expect(await getPayment(p.id)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('expired before the buyer approved it') });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('expired unpaid, more than 3 h after its creation') });
     await eventually(() => events('payment.failed', p.id)[0], 10_000, 'payment.failed');
+  });
+
+  it('an order still there at that check (the buyer sent to approve it late, or an account keeping orders longer) is checked again every 3 h, until 75 h', async () => {
+    const p = await created();
+    const dueAfterCreation = async () => (await t.sql<{ s: number | null }>(
+      `SELECT extract(epoch FROM next_sync_at - created_at)::int AS s FROM payments WHERE id = $1`, [p.id]))[0]!.s;
+    const createdAt = (await t.sql<{ ms: number }>(`SELECT (extract(epoch FROM created_at) * 1000)::float8 AS ms FROM payments WHERE id = $1`, [p.id]))[0]!.ms;
+    // The check just after 3 h finds the order still at PayPal (here: it is not aged), awaiting the buyer.
+    await syncOne(p.id, createdAt + 3 * 3_600_000 + 60_000);
+    expect(await getPayment(p.id)).toMatchObject({ status: 'pending' });
+    expect(await dueAfterCreation()).toBe(6 * 3600 + 60);
+    // Checked at 72 h 1 min: the last look is at 75 h; after that, none.
+    await syncOne(p.id, createdAt + 72 * 3_600_000 + 60_000);
+    expect(await dueAfterCreation()).toBe(75 * 3600 + 60);
+    await t.sql(`UPDATE payments SET next_sync_at = NULL WHERE id = $1`, [p.id]);
+    await syncOne(p.id, createdAt + 75 * 3_600_000 + 60_000);
+    expect(await dueAfterCreation()).toBeNull();
   });
 
   it('when STATUS_SYNC_SCHEDULE runs out before the order expires, one more check is due just after its expiry', async () => {

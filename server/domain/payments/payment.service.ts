@@ -548,7 +548,7 @@ export function expiredAtProvider(port: ProviderPort, payment: Payment, err: Pro
   if (err.reason !== 'gone' || !lifetime || !payment.providerRef) return null;
   if (now - payment.createdAt.getTime() < lifetime) return null;
   const hours = Math.round(lifetime / 3_600_000);
-  return `${payment.provider} no longer has ${payment.providerRef}: it expired before the buyer approved it (after ${hours} h). Nothing was charged; create a new payment if the customer still wants to pay.`;
+  return `${payment.provider} no longer has ${payment.providerRef}: it expired unpaid, more than ${hours} h after its creation (never approved by the buyer, or never captured). Nothing was charged; create a new payment if the customer still wants to pay.`;
 }
 
 export function toUpdate(result: ProviderPaymentResult): PaymentUpdate {

@@ -113,11 +113,12 @@ export class StatusSyncService {
     }
     await scheduleNextCheck(this.em, 'payments', payment.id, this.config.statusSyncScheduleMs);
     const port = this.gateway.port(payment.provider);
-    // A payment its provider lets expire unapproved is checked once more after that, should the schedule
-    // have run out before: the expiry is what settles an abandoned checkout (see expiredAtProvider).
-    const lifetime = port.capabilities.expiresUnapprovedAfterMs;
-    const expiresAt = lifetime && payment.providerRef ? payment.createdAt.getTime() + lifetime + 60_000 : null;
-    if (expiresAt && expiresAt > now) {
+    // A payment its provider lets expire unapproved is checked again after that, should the schedule have
+    // run out before: the expiry is what settles an abandoned checkout (see expiredAtProvider). Still there
+    // then (the buyer was sent to approve it late, or the account keeps orders longer), it is checked again
+    // every lifetime until the longest it can live.
+    const expiresAt = payment.providerRef ? nextExpiryCheck(port.capabilities, payment.createdAt.getTime(), now) : null;
+    if (expiresAt) {
       await this.em.getConnection().execute(
         `UPDATE payments SET next_sync_at = ? WHERE id = ? AND status = 'pending' AND next_sync_at IS NULL`,
         [new Date(expiresAt), payment.id],
@@ -145,4 +146,20 @@ export class StatusSyncService {
     }
     return outcome;
   }
+}
+
+/**
+ * When to look again for the expiry of a payment its provider lets expire unapproved: a minute after the
+ * first multiple of its lifetime (after creation) still to come, as long as that is within the longest it
+ * can live; null when it expires at no such time, or can no longer be there.
+ */
+export function nextExpiryCheck(
+  { expiresUnapprovedAfterMs: lifetime, livesUnapprovedAtMostMs: longest }: { expiresUnapprovedAfterMs?: number; livesUnapprovedAtMostMs?: number },
+  createdAt: number,
+  now: number,
+): number | null {
+  if (!lifetime) return null;
+  const periods = Math.max(1, Math.floor((now - createdAt) / lifetime) + 1);
+  const at = createdAt + periods * lifetime;
+  return at <= createdAt + (longest ?? lifetime) ? at + 60_000 : null;
 }

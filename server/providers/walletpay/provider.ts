@@ -82,7 +82,7 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
     // Orders v2 cannot be searched by our id (custom_id), so there is no findPayment either.
     // An order the buyer does not approve expires after 3 h (PayPal's default); GET then answers 404
     // INVALID_RESOURCE_ID for it (reason `gone`), and the service fails the payment.
-    capabilities: { capture: true, partialRefunds: true, replayableCreate: true, createReplayWindowMs: null, expiresUnapprovedAfterMs: 3 * 3_600_000 },
+    capabilities: { capture: true, partialRefunds: true, replayableCreate: true, createReplayWindowMs: null, expiresUnapprovedAfterMs: 3 * 3_600_000, livesUnapprovedAtMostMs: 75 * 3_600_000 },
     publicCredentialFields: ['env', 'webhook_id'],
 
     refundAmountIssue: walletpayAmountIssue,
