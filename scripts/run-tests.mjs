@@ -31,9 +31,10 @@ if (!env.TEST_DATABASE_URL) {
 }
 delete env.DATABASE_URL;
 
-// One database migrated once per run, as the migrate command does it; each test file's database is a
-// copy of it (CREATE DATABASE … TEMPLATE, test/support/database.ts), so a test service boots without
-// applying every migration again. Tests about migrations ask for an empty database instead.
+// One database migrated once per run, as the migrate command does it, with the simulators' key pairs
+// made in it (scripts/prepare-test-template.ts); each test file's database is a copy of it (CREATE
+// DATABASE … TEMPLATE, test/support/database.ts), so a test service boots without applying every
+// migration again or generating two RSA keys. Tests about migrations ask for an empty database instead.
 const template = `payments_test_template_${process.pid}`;
 await adminQuery(`DROP DATABASE IF EXISTS ${template}`);
 await adminQuery(`CREATE DATABASE ${template}`);
@@ -42,15 +43,15 @@ await adminQuery(`CREATE DATABASE ${template}`);
 // the tests start run it with plain `node`, as production does, instead of each loading every module
 // through tsx (~0.9 s of CPU more per start, some 300 starts a run on a CPU-bound machine).
 const buildDir = path.resolve('test-results', 'build');
-const [migrated, built] = await Promise.all([
-  run(process.execPath, ['--import', 'tsx', 'server/migrate.ts'], { ...env, DATABASE_URL: withDatabase(env.TEST_DATABASE_URL, template), NODE_ENV: 'test' }),
+const [prepared, built] = await Promise.all([
+  prepareTemplate({ ...env, DATABASE_URL: withDatabase(env.TEST_DATABASE_URL, template), NODE_ENV: 'test' }),
   run(process.execPath, [path.resolve('node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', buildDir, '--sourceMap', 'false',
     // The build info lives inside the build: removing the folder removes both, so tsc never skips an emit
     // into a folder that is gone (an incremental build trusts its build info, not the files).
     '--incremental', '--tsBuildInfoFile', path.join(buildDir, '.tsbuildinfo')], env),
 ]);
-if (migrated.code !== 0) {
-  process.stdout.write(`migrating the template database failed:\n${migrated.output}\n`);
+if (prepared.code !== 0) {
+  process.stdout.write(`preparing the template database (migrations, simulator keys) failed:\n${prepared.output}\n`);
   process.exit(1);
 }
 if (built.code !== 0) {
@@ -195,6 +196,13 @@ function withDatabase(url, name) {
   const parsed = new URL(url);
   parsed.pathname = `/${name}`;
   return parsed.toString();
+}
+
+/** The template database migrated, then given the simulators' keys: the exit code and output of the first step that failed, or the last. */
+async function prepareTemplate(childEnv) {
+  const migrated = await run(process.execPath, ['--import', 'tsx', 'server/migrate.ts'], childEnv);
+  if (migrated.code !== 0) return migrated;
+  return run(process.execPath, ['--import', 'tsx', 'scripts/prepare-test-template.ts'], childEnv);
 }
 
 /** A command's exit code and its output together. */

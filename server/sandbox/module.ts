@@ -29,8 +29,9 @@ export interface SandboxModule {
   /**
    * Makes what the provider has before anyone calls it (its key pairs and certificates), at boot: a
    * 2048-bit key made on a merchant's first request could outlast the adapter's timeout on a busy host.
+   * It needs only the database (`npm test` also runs it once on its template database: scripts/prepare-test-template.ts).
    */
-  prepare?(deps: SandboxDeps): Promise<void>;
+  prepare?(deps: Pick<SandboxDeps, 'em'>): Promise<void>;
   /** Registers the simulator's callback jobs (worker role). */
   defineJobs?(deps: SandboxDeps, define: <T>(name: string, body: (data: T) => Promise<void>) => void): void;
 }

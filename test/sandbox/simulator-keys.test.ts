@@ -32,7 +32,8 @@ const storedCertificates = async (): Promise<Keys> => {
 };
 
 beforeAll(async () => {
-  t = await startTestService();
+  // A database without keys (the template every test database copies has them made once): this boot makes them.
+  t = await startTestService({}, { withoutSimulatorKeys: true });
 });
 afterAll(async () => {
   await stopAllProcesses();

@@ -35,13 +35,16 @@ export interface TestService {
  * process, all over real connections. `env` overrides configuration; `agendaLockLifetimeMs`, the jobs'
  * lock lifetime (5 s), which also bounds a run of the jobs that work off due rows in batches (jobs/drain-due.ts);
  * `databaseSettings`, what every session of the database starts with (`ALTER DATABASE … SET`, e.g. a
- * TimeZone: an operator's server may have one), set before the service connects.
+ * TimeZone: an operator's server may have one), set before the service connects; `withoutSimulatorKeys`,
+ * a database without the simulators' key pairs the template has (scripts/prepare-test-template.ts), so the
+ * boot makes them as on a new deployment.
  */
 export async function startTestService(
   env: Record<string, string> = {},
-  options: { agendaLockLifetimeMs?: number; databaseSettings?: Record<string, string> } = {},
+  options: { agendaLockLifetimeMs?: number; databaseSettings?: Record<string, string>; withoutSimulatorKeys?: boolean } = {},
 ): Promise<TestService> {
   const db = await createTestDatabase();
+  if (options.withoutSimulatorKeys) await sql(db.url, 'DELETE FROM sandbox_walletpay_keys; DELETE FROM sandbox_mobilemoney_keys');
   for (const [name, value] of Object.entries(options.databaseSettings ?? {})) {
     if (!/^[a-z_]+$/i.test(name)) throw new Error(`not a setting name: ${name}`);
     await sql(adminDatabaseUrl(), `ALTER DATABASE ${db.name} SET ${name} = '${value.replace(/'/g, "''")}'`);

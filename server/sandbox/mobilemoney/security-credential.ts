@@ -18,7 +18,7 @@ interface OperatorKeys {
  * The simulator's operator key pair and X.509 certificate (Daraja's SandboxCertificate.cer): made once
  * and kept in PostgreSQL so every process decrypts with the same key. Racing processes keep the winner.
  */
-export async function operatorKeys(deps: SandboxDeps): Promise<OperatorKeys> {
+export async function operatorKeys(deps: Pick<SandboxDeps, 'em'>): Promise<OperatorKeys> {
   const db = dbOf(deps.em);
   const load = () => db.query<{ private_key_pem: string; certificate_pem: string }>('SELECT private_key_pem, certificate_pem FROM sandbox_mobilemoney_keys WHERE id = 1');
   let [row] = await load();
@@ -37,7 +37,7 @@ export async function operatorKeys(deps: SandboxDeps): Promise<OperatorKeys> {
  * At boot (SandboxModule.prepare): the operator keys, with a stored certificate that OpenSSL refuses (one
  * issued before `positiveSerial`) issued again for the same key, unless another process did first.
  */
-export async function prepareOperatorKeys(deps: SandboxDeps): Promise<void> {
+export async function prepareOperatorKeys(deps: Pick<SandboxDeps, 'em'>): Promise<void> {
   const keys = await operatorKeys(deps);
   if (parsedCertificate(keys.certificatePem)) return;
   await dbOf(deps.em).query('UPDATE sandbox_mobilemoney_keys SET certificate_pem = ? WHERE id = 1 AND certificate_pem = ?', [
