@@ -73,7 +73,9 @@ export async function startTestService(
   const logFile = path.join(logDir, `${db.name}.log`);
   const logger = createLogger('info', destination({ dest: logFile, sync: true }));
   // A short lock lifetime: Agenda keeps a timer of half of it alive after every job run (a test file's exit waits for it).
-  const service = await startService(config, { logger, agendaProcessEveryMs: 200, agendaLockLifetimeMs: options.agendaLockLifetimeMs ?? 5000 });
+  // Agenda polls every 500 ms (each poll: one locking UPDATE per job definition, some 20); a job announced
+  // by NOTIFY to run before the next poll is taken at once, so only the poll's cost depends on it.
+  const service = await startService(config, { logger, agendaProcessEveryMs: 500, agendaLockLifetimeMs: options.agendaLockLifetimeMs ?? 5000 });
   const { container } = service;
   const baseUrl = service.baseUrl;
 
