@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createTestDatabase, sql } from '../support/database.js';
 import { adminCli, runCli } from '../support/processes.js';
-import { TEST_ENCRYPTION_KEY } from '../support/service.js';
+import { TEST_ENCRYPTION_KEY } from '../support/test-key.js';
 
 // The admin CLI run by an operator from a bastion shell with only DATABASE_URL exported (no NODE_ENV,
 // no ENCRYPTION_KEY), as a process. It must neither make up an encryption key (`secrets reseal` then

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { createTestDatabase, sql } from '../support/database.js';
 import { adminMerchant, baseEnv, callApi, freePort, migrateCli, runCli, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
-import { TEST_ENCRYPTION_KEY } from '../support/service.js';
+import { TEST_ENCRYPTION_KEY } from '../support/test-key.js';
 
 // An operator rolls a release back: stop the processes, `npm run migrate -- --down-to <the last
 // migration the earlier release has>`, start the earlier release. Then forward again with `npm run migrate`.

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { freePort } from '../../server/net/free-port.js';
 import { createTestDatabase, sql } from '../support/database.js';
-import { TEST_ENCRYPTION_KEY } from '../support/service.js';
+import { TEST_ENCRYPTION_KEY } from '../support/test-key.js';
 import { eventually } from '../support/webhook-receiver.js';
 
 /**

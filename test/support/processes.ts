@@ -1,7 +1,7 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { TEST_ENCRYPTION_KEY } from './service.js';
+import { TEST_ENCRYPTION_KEY } from './test-key.js';
 import { freePort } from '../../server/net/free-port.js';
 
 export { freePort };

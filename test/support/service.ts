@@ -11,9 +11,9 @@ import { loadConfig } from '../../server/config/config.js';
 import { createLogger } from '../../server/observability/logger.js';
 import { startService, type RunningService } from '../../server/service.js';
 import { adminDatabaseUrl, createTestDatabase, sql } from './database.js';
+import { TEST_ENCRYPTION_KEY } from './test-key.js';
 
-/** A fixed key for tests (base64 of 32 bytes); production requires ENCRYPTION_KEY to be set. */
-export const TEST_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64');
+export { TEST_ENCRYPTION_KEY };
 
 export interface TestService {
   baseUrl: string;
