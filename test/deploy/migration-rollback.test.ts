@@ -11,9 +11,15 @@ const FIRST = 'Migration20261122000001_foundation';
 type Db = Awaited<ReturnType<typeof createTestDatabase>>;
 const databases: Db[] = [];
 
-async function migrated(): Promise<{ db: Db; applied: string[] }> {
-  const db = await createTestDatabase({ empty: true });
+/**
+ * A migrated database and its applied migrations, oldest first: a copy of the run's template (which
+ * `npm test` migrates with the migrate command), or with `fromScratch` an empty database migrated here
+ * by the migrate command, `applied` being what it printed.
+ */
+async function migrated({ fromScratch = false } = {}): Promise<{ db: Db; applied: string[] }> {
+  const db = await createTestDatabase({ empty: fromScratch });
   databases.push(db);
+  if (!fromScratch) return { db, applied: (await sql<{ name: string }>(db.url, 'SELECT name FROM mikro_orm_migrations ORDER BY id')).map((r) => r.name) };
   const run = await migrateCli(db.url);
   expect(run.code).toBe(0);
   return { db, applied: (JSON.parse(run.stdout) as { applied: string[] }).applied };
@@ -106,7 +112,7 @@ describe('npm run migrate -- --down-to (rolling the schema back to an earlier re
   }, 180_000);
 
   it('reverts every migration down to the first, and migrating again rebuilds the same schema', async () => {
-    const { db, applied } = await migrated();
+    const { db, applied } = await migrated({ fromScratch: true });
     const before = await schemaOf(db.url);
     const down = await migrateCli(db.url, ['--down-to', FIRST]);
     expect([down.code, down.stderr]).toEqual([0, '']);
