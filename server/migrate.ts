@@ -8,8 +8,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from './config/config.js';
 import type { EmbeddedDatabase } from './persistence/embedded-postgres.js';
-import { appliedMigrations, migrate, openOrm, pendingMigrations, revertMigrationsAfter } from './persistence/orm.js';
-import { withSchemaLock } from './persistence/schema-lock.js';
+// MikroORM and the migrations are imported by run() once the arguments are known to be good: --help
+// and a usage error are answered without loading them.
 
 const HELP = `usage: migrate [--status | --down-to MIGRATION]
 
@@ -36,6 +36,10 @@ async function run(argv: string[]): Promise<unknown> {
     embedded = await embeddedForCommand(path.join(config.dataDir, 'postgres'), { log: (line) => process.stderr.write(`${line}\n`) });
     databaseUrl = embedded.url;
   }
+  const [{ appliedMigrations, migrate, openOrm, pendingMigrations, revertMigrationsAfter }, { withSchemaLock }] = await Promise.all([
+    import('./persistence/orm.js'),
+    import('./persistence/schema-lock.js'),
+  ]);
   const orm = await openOrm(databaseUrl, 2);
   try {
     if (values.status) return { applied: await appliedMigrations(orm), pending: await pendingMigrations(orm) };

@@ -17,29 +17,15 @@
  */
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { inOrmScope } from '../persistence/orm-scope.js';
-import pg from 'pg';
-import type { EntityManager } from '@mikro-orm/postgresql';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { ConfigError, loadConfig, type AppConfig } from '../config/config.js';
 import { existingEncryptionKey } from '../config/encryption-key.js';
 import { SCOPES, type Provider, type Scope } from '../../contract/index.js';
-import { ApiKeyService, parseScopes } from '../domain/auth/api-key.service.js';
-import { resealSecrets } from '../domain/crypto/stored-secrets.js';
-import { SecretBox } from '../domain/crypto/secret-box.js';
 import { DomainError, notFound } from '../domain/errors.js';
-import { MerchantHostResolver } from '../domain/merchants/merchant-host-resolver.js';
-import { MerchantService } from '../domain/merchants/merchant.service.js';
-import { StatusWriter } from '../domain/payments/status-writer.js';
-import { restartChecks } from '../domain/payments/sync-schedule.js';
-import { operatorSettlementRefusal } from '../domain/payments/lost-creation.js';
-import { createProviderRegistry } from '../providers/registry.js';
-import { DELIVERIES_DUE_CHANNEL } from '../jobs/delivery-queue.js';
-import { createLogger } from '../observability/logger.js';
-import { Metrics } from '../observability/metrics.js';
-import { PaymentSchema, RefundSchema } from '../persistence/entities/index.js';
-import { embeddedForCommand, type EmbeddedDatabase } from '../persistence/embedded-postgres.js';
-import { migrationsList } from '../persistence/migrations/index.js';
-import { appliedMigrations, migrationsPendingError, openOrm, pendingMigrations } from '../persistence/orm.js';
+import type { StatusWriter } from '../domain/payments/status-writer.js';
+import type { EmbeddedDatabase } from '../persistence/embedded-postgres.js';
+// The rest of the server (MikroORM, the entities, the providers, …) is imported by run() once the
+// arguments are known to be good: --help and a usage error are answered without loading it.
 
 const SCOPE_LIST = SCOPES.join(',');
 
@@ -142,7 +128,13 @@ ${what === 'payment' ? 'payments_unresolved gauge' : 'refunds_pending_oldest_sec
  * The status writer, for an operator's settlement. Its webhook deliveries wake the workers as the
  * service's do (a NOTIFY after the commit; else the sweeper finds them); its logs go to stderr.
  */
-function operatorWriter(em: EntityManager): StatusWriter {
+async function operatorWriter(em: EntityManager): Promise<StatusWriter> {
+  const [{ StatusWriter }, { DELIVERIES_DUE_CHANNEL }, { Metrics }, { createLogger }] = await Promise.all([
+    import('../domain/payments/status-writer.js'),
+    import('../jobs/delivery-queue.js'),
+    import('../observability/metrics.js'),
+    import('../observability/logger.js'),
+  ]);
   const wake = { enqueue: async (count: number) => { if (count > 0) await em.getConnection().execute(`SELECT pg_notify(?, '')`, [DELIVERIES_DUE_CHANNEL]); } };
   return new StatusWriter(em, wake, new Metrics().integrityMismatches, createLogger('info', process.stderr));
 }
@@ -163,7 +155,11 @@ function required(values: Record<string, string | boolean | undefined>, name: st
  * with --down-to, use the earlier release's CLI) or applied ones this release does not have (the schema
  * of a later release: use its CLI).
  */
-async function assertSchemaMatches(orm: Awaited<ReturnType<typeof openOrm>>): Promise<void> {
+async function assertSchemaMatches(orm: MikroORM): Promise<void> {
+  const [{ migrationsList }, { appliedMigrations, migrationsPendingError, pendingMigrations }] = await Promise.all([
+    import('../persistence/migrations/index.js'),
+    import('../persistence/orm.js'),
+  ]);
   const pending = await pendingMigrations(orm);
   if (pending.length > 0) throw migrationsPendingError(pending, 'the admin CLI never migrates (after migrate --down-to, use the earlier release\'s admin CLI)');
   const known = new Set(migrationsList.map((m) => m.name));
@@ -240,8 +236,9 @@ function parse(argv: string[]) {
 }
 
 /** The scopes of `key create --scopes`: an empty entry or an unknown scope is a usage error. */
-function scopesOption(list: string, help: string): Scope[] {
+async function scopesOption(list: string, help: string): Promise<Scope[]> {
   if (list.split(',').some((entry) => !entry.trim())) throw new UsageError(`empty scope entry in ${JSON.stringify(list)}: give a comma-separated list without empty entries (a,b,c)\n${help}`);
+  const { parseScopes } = await import('../domain/auth/api-key.service.js');
   try {
     return parseScopes(list);
   } catch (err) {
@@ -252,7 +249,7 @@ function scopesOption(list: string, help: string): Scope[] {
 
 async function run(argv: string[]): Promise<unknown> {
   const { resource, command, values, help } = parse(argv);
-  const scopes = command === 'key create' ? scopesOption(required(values, 'scopes'), help) : [];
+  const scopes = command === 'key create' ? await scopesOption(required(values, 'scopes'), help) : [];
   // A command that never uses the key runs without it, in production too (a leaked key is revoked
   // from a bastion shell with DATABASE_URL alone).
   const config = loadConfig(process.env, { encryptionKeyOptional: !NEEDS_KEY.has(command) });
@@ -261,9 +258,35 @@ async function run(argv: string[]): Promise<unknown> {
   let embedded: EmbeddedDatabase | null = null;
   let databaseUrl = config.databaseUrl;
   if (!databaseUrl) {
+    const { embeddedForCommand } = await import('../persistence/embedded-postgres.js');
     embedded = await embeddedForCommand(path.join(config.dataDir, 'postgres'), { log: (line) => process.stderr.write(`${line}\n`) });
     databaseUrl = embedded.url;
   }
+  const [
+    { openOrm },
+    { inOrmScope },
+    { ApiKeyService },
+    { resealSecrets },
+    { SecretBox },
+    { MerchantHostResolver },
+    { MerchantService },
+    { restartChecks },
+    { operatorSettlementRefusal },
+    { createProviderRegistry },
+    { PaymentSchema, RefundSchema },
+  ] = await Promise.all([
+    import('../persistence/orm.js'),
+    import('../persistence/orm-scope.js'),
+    import('../domain/auth/api-key.service.js'),
+    import('../domain/crypto/stored-secrets.js'),
+    import('../domain/crypto/secret-box.js'),
+    import('../domain/merchants/merchant-host-resolver.js'),
+    import('../domain/merchants/merchant.service.js'),
+    import('../domain/payments/sync-schedule.js'),
+    import('../domain/payments/lost-creation.js'),
+    import('../providers/registry.js'),
+    import('../persistence/entities/index.js'),
+  ]);
   const orm = await openOrm(databaseUrl, 2);
   try {
     await assertSchemaMatches(orm);
@@ -300,7 +323,7 @@ async function run(argv: string[]): Promise<unknown> {
           if (!reason) throw new UsageError(`--reason is required\n${COMMAND_HELP[command]}`);
           const found = await orm.em.fork().findOne(RefundSchema, { id: refundId });
           if (!found) throw notFound('refund');
-          const outcome = await operatorWriter(orm.em).failPendingRefund(refundId, reason, 'operator');
+          const outcome = await (await operatorWriter(orm.em)).failPendingRefund(refundId, reason, 'operator');
           if (!outcome) {
             const now = await orm.em.fork().findOneOrFail(RefundSchema, { id: refundId });
             throw new DomainError('CONFLICT', `refund ${refundId} is ${now.status}, not pending: only a pending refund can be settled`);
@@ -315,7 +338,7 @@ async function run(argv: string[]): Promise<unknown> {
           const found = await orm.em.fork().findOne(PaymentSchema, { id: paymentId });
           if (!found) throw notFound('payment');
           const providers = createProviderRegistry(config, orm.em);
-          const outcome = await operatorWriter(orm.em).failLostPayment(paymentId, reason, 'operator', (p) => operatorSettlementRefusal(providers.get(p.provider as Provider), p));
+          const outcome = await (await operatorWriter(orm.em)).failLostPayment(paymentId, reason, 'operator', (p) => operatorSettlementRefusal(providers.get(p.provider as Provider), p));
           if (!outcome) {
             const now = await orm.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
             throw new DomainError('CONFLICT', `payment ${paymentId} is ${now.status}, not pending: only a pending payment can be settled`);
