@@ -45,27 +45,19 @@ async function signIn(page: Page) {
 }
 
 /**
- * A service of its own that forgets refund keys after 8 s (the lease and provider timeout below it, as its
- * config requires), a merchant of it with a completed 20.00 USD cardpay payment, and that payment's refunds
- * as the API lists them; `run` gets them, and the service is stopped after.
+ * A merchant of `short` (the service below that forgets refund keys after 8 s) with a completed 20.00 USD
+ * cardpay payment, and that payment's refunds as the API lists them.
  */
-async function withShortKeyLifetime(
-  merchantName: string,
-  secretKey: string,
-  run: (s: { short: TestService; apiKey: string; paymentId: string; refunds: () => Promise<{ amount: string; status: string }[]> }) => Promise<void>,
-) {
-  const short = await startTestService({ IDEMPOTENCY_KEY_RETENTION: '8s', IDEMPOTENCY_LEASE: '3s', PROVIDER_TIMEOUT_MS: '1000', IDEMPOTENCY_KEY_PRUNE_INTERVAL: '1s' });
-  try {
-    const { apiKey } = await short.createMerchant(merchantName);
-    await short.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey } }).expect(200);
-    const created = await short.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `dash-${randomUUID()}`)
-      .send({ provider: 'cardpay', amount: '20.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
-    const paymentId = created.body.data.id as string;
-    const refunds = async () => (await short.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', apiKey).expect(200)).body.data as { amount: string; status: string }[];
-    await run({ short, apiKey, paymentId, refunds });
-  } finally {
-    await short.stop();
-  }
+async function shortKeyMerchant(short: TestService, merchantName: string, secretKey: string) {
+  // Whatever an earlier test left the simulator in, this payment is answered.
+  await short.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' }).expect(200);
+  const { apiKey } = await short.createMerchant(merchantName);
+  await short.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey } }).expect(200);
+  const created = await short.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `dash-${randomUUID()}`)
+    .send({ provider: 'cardpay', amount: '20.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
+  const paymentId = created.body.data.id as string;
+  const refunds = async () => (await short.http.get('/v1/refunds').query({ payment_id: paymentId }).set('X-API-Key', apiKey).expect(200)).body.data as { amount: string; status: string }[];
+  return { apiKey, paymentId, refunds };
 }
 
 /** Opens the payment's page on `baseUrl`'s dashboard, signing in with `apiKey` there. */
@@ -805,8 +797,18 @@ describe('merchant dashboard', () => {
     await page.close();
   }, 90_000);
 
-  it('a kept refund key is not sent again once the service may have forgotten it (IDEMPOTENCY_KEY_RETENTION): the page shows the refund and asks before a new one', async () => {
-    await withShortKeyLifetime('Dashboard Short Keys', 'sk_test_dashboard_short_0001', async ({ short, apiKey, paymentId, refunds }) => {
+  describe('on a service of its own that forgets refund keys after 8 s', () => {
+    let short: TestService;
+    beforeAll(async () => {
+      // The lease and provider timeout below the retention, as its config requires.
+      short = await startTestService({ IDEMPOTENCY_KEY_RETENTION: '8s', IDEMPOTENCY_LEASE: '3s', PROVIDER_TIMEOUT_MS: '1000', IDEMPOTENCY_KEY_PRUNE_INTERVAL: '1s' });
+    }, 60_000);
+    afterAll(async () => {
+      await short?.stop();
+    });
+
+    it('a kept refund key is not sent again once the service may have forgotten it (IDEMPOTENCY_KEY_RETENTION): the page shows the refund and asks before a new one', async () => {
+      const { apiKey, paymentId, refunds } = await shortKeyMerchant(short, 'Dashboard Short Keys', 'sk_test_dashboard_short_0001');
       const page = await newPage(1280);
       await signedInAtPayment(page, short.baseUrl, apiKey, paymentId);
       const sentKeys: string[] = [];
@@ -841,13 +843,12 @@ describe('merchant dashboard', () => {
       expect(sentKeys[1]).not.toBe(sentKeys[0]);
       expect((await refunds()).map((r) => r.amount)).toEqual(['5.00', '5.00']);
       await page.close();
-    });
-  }, 90_000);
+    }, 90_000);
 
-  it('while /dashboard/config.json cannot be read, a kept refund key is not sent again on an assumed 24 h: the page asks before a new refund, and declined sends nothing', async () => {
-    // The service forgets refund keys after 8 s; the page cannot learn it (config.json answered 503: a blip,
-    // a proxy that passes only /v1), so it must not assume the documented 24 h.
-    await withShortKeyLifetime('Dashboard Unknown Key Lifetime', 'sk_test_dashboard_short_0002', async ({ short, apiKey, paymentId, refunds }) => {
+    it('while /dashboard/config.json cannot be read, a kept refund key is not sent again on an assumed 24 h: the page asks before a new refund, and declined sends nothing', async () => {
+      // The service forgets refund keys after 8 s; the page cannot learn it (config.json answered 503: a blip,
+      // a proxy that passes only /v1), so it must not assume the documented 24 h.
+      const { apiKey, paymentId, refunds } = await shortKeyMerchant(short, 'Dashboard Unknown Key Lifetime', 'sk_test_dashboard_short_0002');
       const page = await newPage(1280);
       let configReads = 0;
       await page.route((u) => u.pathname === '/dashboard/config.json', (route) => {
@@ -885,8 +886,8 @@ describe('merchant dashboard', () => {
       expect(sentKeys).toHaveLength(1);
       expect((await refunds()).map((r) => r.amount)).toEqual(['5.00']);
       await page.close();
-    });
-  }, 90_000);
+    }, 90_000);
+  });
 
   it('is readable and usable at 390 px wide, by keyboard', async () => {
     const page = await newPage(390);
