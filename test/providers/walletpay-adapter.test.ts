@@ -497,3 +497,125 @@ describe('an order COMPLETED that lists no capture (PayPal: check the capture, n
     expect(await stubbed.getPayment(creds, lookupOf(input, created))).toMatchObject({ status: 'completed', receiptNumber: expect.any(String) });
   });
 });
+
+/**
+ * In front of the simulator: a request whose path ends with a swap's `asked` (and whose method is the
+ * swap's) is sent on for `other` instead — with `requestId` as its PayPal-Request-Id when given, so a
+ * write is answered with the replay of another one — as a cache or proxy mixing answers up would.
+ */
+class MixedUpAnswers extends ForwardingStub {
+  swaps: { method: string; asked: string; other: string; requestId?: string }[] = [];
+
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    const swap = this.swaps.find((s) => s.method === req.method && req.url.endsWith(s.asked));
+    if (!swap) return forward();
+    if (swap.requestId) req.headers['paypal-request-id'] = swap.requestId;
+    return forward(`${this.target}${req.url.slice(0, -swap.asked.length)}${swap.other}`);
+  }
+}
+
+describe('answers about something else than was asked (a cache or proxy mixing them up)', () => {
+  let stub: MixedUpAnswers;
+  let viaStub: WalletpayAdapter;
+  beforeAll(async () => {
+    stub = new MixedUpAnswers();
+    stub.target = t.baseUrl;
+    const stubUrl = await stub.start();
+    const config = t.service.container.config;
+    viaStub = new WalletpayAdapter({ ...config, providerBaseUrls: { ...config.providerBaseUrls, walletpay: `${stubUrl}/sandbox/walletpay` } });
+  });
+  afterAll(async () => stub.stop());
+  async function swapped<T>(swaps: MixedUpAnswers['swaps'], call: () => Promise<T>): Promise<T> {
+    stub.swaps = swaps;
+    try {
+      return await call();
+    } finally {
+      stub.swaps = [];
+    }
+  }
+
+  it("a read of our order answered with another customer's captured order is not taken as ours (nor is its capture)", async () => {
+    const creds = newCreds();
+    const input = paymentInput();
+    const created = await adapter.createPayment(creds, input);
+    const other = await capturedPayment(creds);
+    expect(await viaStub.getPayment(creds, lookupOf(input, created))).toMatchObject({ providerRef: created.providerRef, status: 'pending' });
+
+    const order = { method: 'GET', asked: `/v2/checkout/orders/${created.providerRef}`, other: `/v2/checkout/orders/${other.created.providerRef}` };
+    const err = await swapped([order], () => providerError(viaStub.getPayment(creds, lookupOf(input, created))));
+    // Was: completed, with the other order's capture as our receipt.
+    expect(err).toMatchObject({ kind: 'unavailable', message: expect.stringContaining(other.created.providerRef) });
+  });
+
+  it("a capture answered with another order's capture is not applied: its outcome is unknown (indeterminate)", async () => {
+    const creds = newCreds();
+    const input = paymentInput();
+    const created = await adapter.createPayment(creds, input);
+    expect((await buyer(created.nextAction!.url, 'approve')).status).toBe(302);
+    const other = await capturedPayment(creds);
+
+    const capture = {
+      method: 'POST', asked: `/v2/checkout/orders/${created.providerRef}/capture`, other: `/v2/checkout/orders/${other.created.providerRef}/capture`, requestId: `capture-${other.input.paymentId}`,
+    };
+    const err = await swapped([capture], () => providerError(viaStub.capturePayment(creds, { orderId: created.providerRef, idempotencyKey: `capture-${input.paymentId}` })));
+    // Was: completed as the other order, with its capture id (to which our refunds would then go).
+    expect(err).toMatchObject({ kind: 'indeterminate', message: expect.stringContaining(other.created.providerRef) });
+  });
+
+  it("a creation answered with another payment's order is not taken as ours (indeterminate)", async () => {
+    const creds = newCreds();
+    const otherInput = paymentInput();
+    const other = await adapter.createPayment(creds, otherInput);
+    const input = paymentInput();
+    const create = { method: 'POST', asked: '/v2/checkout/orders', other: '/v2/checkout/orders', requestId: otherInput.idempotencyKey };
+    const err = await swapped([create], () => providerError(viaStub.createPayment(creds, input)));
+    // Was: pending with the other payment's order id and approval link.
+    expect(err).toMatchObject({ kind: 'indeterminate', message: expect.stringContaining(`payment ${otherInput.paymentId}`) });
+    expect(err.message).toContain(other.providerRef);
+  });
+
+  it("a refund answered with another refund (of another capture) is not applied: its outcome is unknown (indeterminate)", async () => {
+    const creds = newCreds();
+    const ours = await capturedPayment(creds);
+    const other = await capturedPayment(creds);
+    const otherRequest = refundInput(other.input, other.captured, 1050n);
+    const otherRefund = await adapter.refundPayment(creds, otherRequest);
+
+    const refund = {
+      method: 'POST',
+      asked: `/v2/payments/captures/${ours.captured.receiptNumber}/refund`,
+      other: `/v2/payments/captures/${other.captured.receiptNumber}/refund`,
+      requestId: otherRequest.idempotencyKey,
+    };
+    const err = await swapped([refund], () => providerError(viaStub.refundPayment(creds, refundInput(ours.input, ours.captured, 300n))));
+    // Was: completed, as the other customer's refund of 10.50.
+    expect(err).toMatchObject({ kind: 'indeterminate', message: expect.stringContaining(otherRefund.providerRef!) });
+  });
+
+  it('the refund sync does not take another refund, or another order, as an answer about ours', async () => {
+    const creds = newCreds();
+    const ours = await capturedPayment(creds);
+    const request = refundInput(ours.input, ours.captured, 300n);
+    const made = await adapter.refundPayment(creds, request);
+    const other = await capturedPayment(creds);
+    const otherRefund = await adapter.refundPayment(creds, refundInput(other.input, other.captured, 1050n));
+    const lookup = { refundId: request.refundId, payment: request.payment };
+
+    const byId = { method: 'GET', asked: `/v2/payments/refunds/${made.providerRef}`, other: `/v2/payments/refunds/${otherRefund.providerRef}` };
+    // Was: the other refund (10.50) reported as ours.
+    expect(await swapped([byId], () => providerError(viaStub.findRefund(creds, { ...lookup, providerRef: made.providerRef })))).toMatchObject({ kind: 'unavailable' });
+    const byOrder = { method: 'GET', asked: `/v2/checkout/orders/${ours.created.providerRef}`, other: `/v2/checkout/orders/${other.created.providerRef}` };
+    // Was: null, "no such refund", for a refund that was made.
+    expect(await swapped([byOrder], () => providerError(viaStub.findRefund(creds, { ...lookup, providerRef: null })))).toMatchObject({ kind: 'unavailable' });
+    expect(await viaStub.findRefund(creds, { ...lookup, providerRef: null })).toMatchObject({ providerRef: made.providerRef, amount: { minor: 300n, currency: 'USD' } });
+  });
+
+  it("a read of a capture answered with another capture does not say whose ours is (unavailable, not the other's order)", async () => {
+    const creds = newCreds();
+    const ours = await capturedPayment(creds);
+    const other = await capturedPayment(creds);
+    const capture = { method: 'GET', asked: `/v2/payments/captures/${ours.captured.receiptNumber}`, other: `/v2/payments/captures/${other.captured.receiptNumber}` };
+    // Was: the other capture, whose order a refund event of ours would then be applied to.
+    expect(await swapped([capture], () => providerError(viaStub.getCapture(creds, ours.captured.receiptNumber!)))).toMatchObject({ kind: 'unavailable' });
+  });
+});

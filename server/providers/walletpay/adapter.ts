@@ -8,6 +8,7 @@ import { ProviderError } from '../../domain/ports.js';
 import { WalletpayTokens } from './oauth.js';
 import {
   SUBSCRIBED_EVENTS,
+  captureIdOfRefund,
   createOrderRequest,
   errorCode,
   errorFromResponse,
@@ -72,25 +73,34 @@ export class WalletpayAdapter {
     return providerBaseUrl(this.config, 'walletpay', creds.env);
   }
 
-  /** Creates the order; the buyer then approves at `nextAction.url` and the merchant captures. */
+  /**
+   * Creates the order; the buyer then approves at `nextAction.url` and the merchant captures. An answer
+   * whose order names another payment (custom_id) is not taken as ours: the outcome is unknown
+   * (indeterminate), and the status sync sends the creation again with the same PayPal-Request-Id.
+   */
   async createPayment(creds: WalletpayCredentials, input: CreatePaymentInput): Promise<ProviderPaymentResult> {
     const { body } = await this.call<WireOrder>(creds, 'POST', '/v2/checkout/orders', {
       body: createOrderRequest(input),
       headers: { 'PayPal-Request-Id': requestId(input.idempotencyKey), Prefer: 'return=representation' },
       mutating: true,
     });
-    return orderToResult(expectOrder(body));
+    const order = expectOrder(body);
+    const other = paymentNamed(order, input.paymentId);
+    if (other) throw mixedUp('indeterminate', `the order created for payment ${input.paymentId} (${order.id}) names ${other}`);
+    return orderToResult(order);
   }
 
-  /** Status sync: the order as it stands (with its capture id once captured). */
+  /** Status sync: the order as it stands (with its capture id once captured); an answer about another order is none (getOrder). */
   async getPayment(creds: WalletpayCredentials, lookup: PaymentLookup): Promise<ProviderPaymentResult> {
-    return orderToResult(await this.getOrder(creds, orderIdOf(lookup)));
+    return orderToResult(await this.getOrder(creds, orderIdOf(lookup), lookup.paymentId));
   }
 
   /**
    * Captures an approved order. The answer is judged by the capture's status, not the order's. An order
    * not approved yet, or captured already, is `invalid_request` with providerCode `ORDER_NOT_APPROVED`
    * or `ORDER_ALREADY_CAPTURED`; a retry with the same idempotency key replays the first capture.
+   * An answer about another order is not applied: the capture may have been made, so its outcome is
+   * unknown (indeterminate) and the status sync reads the order to learn it.
    */
   async capturePayment(creds: WalletpayCredentials, input: WalletpayCaptureInput): Promise<ProviderPaymentResult> {
     const { body } = await this.call<WireOrder>(creds, 'POST', `/v2/checkout/orders/${encodeURIComponent(input.orderId)}/capture`, {
@@ -99,15 +109,20 @@ export class WalletpayAdapter {
       mutating: true,
     });
     const order = expectOrder(body);
+    if (order.id !== input.orderId) throw mixedUp('indeterminate', `the capture of order ${input.orderId} answered order ${order.id}`);
     // A minimal answer has no captures array: read the order to see the capture itself.
-    return orderToResult(latestCapture(order) ? order : await this.getOrder(creds, order.id));
+    return orderToResult(latestCapture(order) ? order : await this.getOrder(creds, input.orderId));
   }
 
-  /** Refunds (part of) the payment's capture; the amount is always explicit. */
+  /**
+   * Refunds (part of) the payment's capture; the amount is always explicit. An answer naming another
+   * refund of ours (custom_id) or another capture (its `up` link) is not applied: the refund may have
+   * been made, so its outcome is unknown (indeterminate) and the refund sync asks again.
+   */
   async refundPayment(creds: WalletpayCredentials, input: RefundInput): Promise<ProviderRefundResult> {
     const known = input.payment.providerData.captureId;
     let captureId = typeof known === 'string' && known ? known : null;
-    if (!captureId) captureId = latestCapture(await this.getOrder(creds, orderIdOf(input.payment)))?.id ?? null;
+    if (!captureId) captureId = latestCapture(await this.getOrder(creds, orderIdOf(input.payment), input.payment.paymentId))?.id ?? null;
     if (!captureId) throw new ProviderError('walletpay', 'invalid_request', 'walletpay payment has no capture to refund', 'NO_CAPTURE');
     const { body } = await this.call<WireRefund>(creds, 'POST', `/v2/payments/captures/${encodeURIComponent(captureId)}/refund`, {
       body: refundRequest(input),
@@ -115,21 +130,28 @@ export class WalletpayAdapter {
       mutating: true,
     });
     if (!body || typeof body.id !== 'string') throw unexpected('refund');
+    if (body.custom_id && body.custom_id !== input.refundId) {
+      throw mixedUp('indeterminate', `the refund ${input.refundId} of capture ${captureId} answered refund ${body.id}, which is refund ${body.custom_id}`);
+    }
+    const refunded = captureIdOfRefund(body);
+    if (refunded !== null && refunded !== captureId) throw mixedUp('indeterminate', `the refund of capture ${captureId} answered refund ${body.id} of capture ${refunded}`);
     return refundToResult(body);
   }
 
   /**
    * Refund sync: the refund by id; without one (the request's answer was lost), the refund on the
-   * payment's order whose custom_id is ours, if any (an order lists its captures' refunds).
+   * payment's order whose custom_id is ours, if any (an order lists its captures' refunds). An answer
+   * about another refund (or order) is none about ours: unavailable, never applied.
    */
   async findRefund(creds: WalletpayCredentials, lookup: RefundLookup): Promise<ProviderRefundResult | null> {
     if (lookup.providerRef) {
       const { body } = await this.call<WireRefund>(creds, 'GET', `/v2/payments/refunds/${encodeURIComponent(lookup.providerRef)}`, { mutating: false });
       if (!body || typeof body.id !== 'string') throw unexpected('refund');
+      if (body.id !== lookup.providerRef) throw mixedUp('unavailable', `the refund read as ${lookup.providerRef} is ${body.id}`);
       return refundToResult(body);
     }
     if (!lookup.payment.providerRef) return null;
-    const order = await this.getOrder(creds, lookup.payment.providerRef);
+    const order = await this.getOrder(creds, lookup.payment.providerRef, lookup.payment.paymentId);
     const ours = order.purchase_units?.flatMap((u) => u.payments?.refunds ?? []).find((r) => r.custom_id === lookup.refundId);
     return ours ? refundToResult(ours) : null;
   }
@@ -137,7 +159,8 @@ export class WalletpayAdapter {
   /**
    * A capture as PayPal shows it (`GET /v2/payments/captures/{id}`), with the order it belongs to in
    * `supplementary_data.related_ids.order_id`; null when PayPal says it does not exist for these
-   * credentials (404 INVALID_RESOURCE_ID: no such capture, or another account's). Any other failure throws.
+   * credentials (404 INVALID_RESOURCE_ID: no such capture, or another account's). Any other failure
+   * throws; an answer about another capture too (unavailable: it says nothing of whose this one is).
    */
   async getCapture(creds: WalletpayCredentials, captureId: string): Promise<WireCapture | null> {
     const res = await this.call<WireCapture>(creds, 'GET', `/v2/payments/captures/${encodeURIComponent(captureId)}`, { mutating: false, ok: [200, 404] });
@@ -147,6 +170,7 @@ export class WalletpayAdapter {
       throw errorFromResponse(res.status, res.body, { mutating: false });
     }
     if (!res.body || typeof res.body.id !== 'string') throw unexpected('capture');
+    if (res.body.id !== captureId) throw mixedUp('unavailable', `the capture read as ${captureId} is ${res.body.id}`);
     return res.body;
   }
 
@@ -199,9 +223,18 @@ export class WalletpayAdapter {
     return body?.verification_status === 'SUCCESS';
   }
 
-  private async getOrder(creds: WalletpayCredentials, orderId: string): Promise<WireOrder> {
+  /**
+   * The order `orderId`, of our payment `paymentId` when one is given. An answer about another order, or
+   * one naming another payment in custom_id, is refused 'unavailable' (mixedUp): nothing is concluded
+   * from it, and the caller asks again later.
+   */
+  private async getOrder(creds: WalletpayCredentials, orderId: string, paymentId?: string): Promise<WireOrder> {
     const { body } = await this.call<WireOrder>(creds, 'GET', `/v2/checkout/orders/${encodeURIComponent(orderId)}`, { mutating: false });
-    return expectOrder(body);
+    const order = expectOrder(body);
+    if (order.id !== orderId) throw mixedUp('unavailable', `the order read as ${orderId} is ${order.id}`);
+    const other = paymentId ? paymentNamed(order, paymentId) : null;
+    if (other) throw mixedUp('unavailable', `the order read as ${orderId} (of payment ${paymentId}) names ${other}`);
+    return order;
   }
 
   /**
@@ -243,6 +276,28 @@ function expectOrder(body: WireOrder | null): WireOrder {
   if (!body || typeof body.id !== 'string' || typeof body.status !== 'string') throw unexpected('order');
   return body;
 }
+
+/**
+ * What an order names other than payment `paymentId` ("payment X"), or null when it names none other.
+ * We send our payment id as purchase_units[0].custom_id, and PayPal repeats it on the unit and its
+ * captures; one without it names nothing.
+ */
+function paymentNamed(order: WireOrder, paymentId: string): string | null {
+  for (const unit of order.purchase_units ?? []) {
+    for (const named of [unit.custom_id, ...(unit.payments?.captures ?? []).map((c) => c.custom_id)]) {
+      if (named && named !== paymentId) return `payment ${named}`;
+    }
+  }
+  return null;
+}
+
+/**
+ * An answer about something else than was asked (another order, capture or refund; a cache or proxy
+ * mixing answers up): never applied. `unavailable` for a read (nothing can be concluded, asked again
+ * later); `indeterminate` for a write's answer (the write may have happened: its outcome is unknown).
+ */
+const mixedUp = (kind: 'unavailable' | 'indeterminate', what: string) =>
+  new ProviderError('walletpay', kind, `walletpay answered about something else than was asked: ${what}`);
 
 /** A 2xx that is not the resource we asked for: we cannot tell what happened. */
 const unexpected = (what: string) => new ProviderError('walletpay', 'indeterminate', `walletpay answered without a ${what}`);
