@@ -11,6 +11,7 @@ import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 let t: TestService;
 let receiver: WebhookReceiver;
 let key: string;
+const client = { id: `denied-${randomUUID()}`, secret: 'denied-secret' };
 
 beforeAll(async () => {
   // No status sync in the way: only the provider's event can settle the pending capture.
@@ -19,7 +20,7 @@ beforeAll(async () => {
   ({ apiKey: key } = await t.createMerchant('Reviewed Wallet Shop'));
   await t.http.put('/v1/merchant/webhook').set('X-API-Key', key).send({ webhook_url: receiver.url }).expect(200);
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key)
-    .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: `denied-${randomUUID()}`, client_secret: 'denied-secret' } }).expect(200);
+    .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: client.id, client_secret: client.secret } }).expect(200);
 });
 afterAll(async () => {
   await t.stop();
@@ -43,6 +44,8 @@ describe('walletpay: a capture held for review, then denied', () => {
 
     const failed = await eventually(() => receiver.events('payment.failed').find((e) => e.json.data.payment_id === p.id), 20_000, 'payment.failed');
     expect(await getPayment(p.id)).toMatchObject({ status: 'failed' });
+    // Why, as a capture answered DECLINED says it (was "declined by the provider": the event's reason dropped).
+    expect(await t.sql('SELECT failure_reason, receipt_number FROM payments WHERE id = $1', [p.id])).toEqual([{ failure_reason: 'capture DECLINED', receipt_number: capture!.id }]);
     expect(failed.json.data).toMatchObject({ payment_id: p.id, status: 'failed' });
     // PayPal's event: the denied capture itself, DECLINED, naming its order.
     const [event] = await t.sql<{ body: { summary: string; resource_type: string; resource: Record<string, unknown> } }>(
@@ -58,5 +61,27 @@ describe('walletpay: a capture held for review, then denied', () => {
     expect(sent!.last_response_status).toBe(200);
     // One payment.failed, nothing else, for the merchant.
     expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.failed' }]);
+  });
+});
+
+const createPayment = async (amount: string) =>
+  (await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', randomUUID())
+    .send({ provider: 'walletpay', amount, currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' })
+    .expect(201)).body.data;
+
+describe('walletpay: a payment settled by PAYMENT.CAPTURE.COMPLETED alone (its capture made at PayPal, or its answer lost)', () => {
+  it('is completed with the capture id as its receipt number, as a capture answered COMPLETED records it', async () => {
+    const p = await createPayment('12.00');
+    await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+    // The merchant captures at PayPal with their own credentials: the service sees no capture answer.
+    const token = (await t.http.post('/sandbox/walletpay/v1/oauth2/token').auth(client.id, client.secret).type('form').send({ grant_type: 'client_credentials' }).expect(200)).body.access_token as string;
+    await t.http.post(`/sandbox/walletpay/v2/checkout/orders/${p.provider_ref}/capture`).set('Authorization', `Bearer ${token}`)
+      .set('PayPal-Request-Id', randomUUID()).send({}).expect(201);
+    const [capture] = await t.sql<{ id: string }>('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [p.provider_ref]);
+
+    await eventually(() => receiver.events('payment.completed').find((e) => e.json.data.payment_id === p.id), 20_000, 'payment.completed');
+    // Was null: the event's capture id was kept in provider_data only.
+    expect(await t.sql(`SELECT status, receipt_number, provider_data->>'captureId' AS capture_id FROM payments WHERE id = $1`, [p.id]))
+      .toEqual([{ status: 'completed', receipt_number: capture!.id, capture_id: capture!.id }]);
   });
 });

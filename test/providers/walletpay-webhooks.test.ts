@@ -201,6 +201,7 @@ describe('signed events', () => {
       customId: input.paymentId,
       status: 'completed',
       amount: { minor: 1050n, currency: 'USD' },
+      failureReason: null,
     });
   });
 
@@ -254,7 +255,7 @@ describe('signed events', () => {
     const { created } = await capture(creds, 'approve-decline');
     const delivery = await eventually(() => deliveriesTo(path)[0], 'the declined event');
     expect(await verifyWalletpayEvent(adapter, creds, asCallback(delivery))).toBe('verified');
-    expect(parseWalletpayEvent(asCallback(delivery).body)).toMatchObject({ kind: 'payment', eventType: 'PAYMENT.CAPTURE.DECLINED', orderId: created.providerRef, status: 'failed' });
+    expect(parseWalletpayEvent(asCallback(delivery).body)).toMatchObject({ kind: 'payment', eventType: 'PAYMENT.CAPTURE.DECLINED', orderId: created.providerRef, status: 'failed', failureReason: expect.stringMatching(/^capture DECLINED/) });
   });
 
   it('delivers PAYMENT.CAPTURE.REFUNDED, parsed to the refund and its capture', async () => {

@@ -28,6 +28,10 @@ export function walletpayNotifications(adapter: WalletpayAdapter): NotificationS
           payment: { ourId: event.customId, providerRef: event.orderId },
           status: event.status,
           amount: event.amount,
+          // As the capture's answer has them (orderToResult): the capture id is the receipt, and a failed
+          // capture says why.
+          receiptNumber: event.captureId,
+          failureReason: event.failureReason,
           data: { captureId: event.captureId },
         };
       }

@@ -248,16 +248,17 @@ export function approvalLink(order: WireOrder): string | null {
   return link?.href ?? null;
 }
 
+/** Why a capture failed, as the payment's failure_reason says it: `capture DECLINED (<reason>)` (the capture's answer and its event alike). */
+export function captureFailureReason(status: string, reason: string | null | undefined): string {
+  return `capture ${status}${reason ? ` (${reason})` : ''}`;
+}
+
 export function orderToResult(order: WireOrder): ProviderPaymentResult {
   const capture = latestCapture(order);
   const status = capture ? mapped(CAPTURE_STATUS, capture.status, 'capture') : mapped(ORDER_STATUS, order.status, 'order');
   const approve = status === 'pending' && !capture && order.status !== 'COMPLETED' ? approvalLink(order) : null;
   let failureReason: string | null = null;
-  if (status === 'failed') {
-    failureReason = capture
-      ? `capture ${capture.status}${capture.status_details?.reason ? ` (${capture.status_details.reason})` : ''}`
-      : 'order voided by walletpay: nothing can be captured';
-  }
+  if (status === 'failed') failureReason = capture ? captureFailureReason(capture.status, capture.status_details?.reason) : 'order voided by walletpay: nothing can be captured';
   return {
     providerRef: order.id,
     status,

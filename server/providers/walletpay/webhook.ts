@@ -4,6 +4,7 @@ import type { WalletpayAdapter } from './adapter.js';
 import {
   EVENT_MAPPING,
   REFUND_STATUS,
+  captureFailureReason,
   captureIdOfRefund,
   moneyOf,
   type WireEvent,
@@ -24,6 +25,8 @@ export type WalletpayInboundEvent =
     customId: string | null;
     status: 'completed' | 'failed';
     amount: Money | null;
+    /** Why, when the capture failed: as the capture's answer says it (`capture DECLINED (<reason>)`). */
+    failureReason: string | null;
   }
   | {
     kind: 'refund';
@@ -161,6 +164,9 @@ export function parseWalletpayEvent(body: unknown): WalletpayInboundEvent {
 
   if (mapping.kind === 'payment') {
     const related = (resource.supplementary_data as { related_ids?: { order_id?: unknown } } | undefined)?.related_ids;
+    // The capture's own status (DECLINED for a DENIED event too); else the event type's last word.
+    const captureStatus = str(resource.status) ?? eventType.split('.').at(-1)!;
+    const captureReason = str((resource.status_details as { reason?: unknown } | undefined)?.reason);
     return {
       kind: 'payment',
       eventId,
@@ -170,6 +176,7 @@ export function parseWalletpayEvent(body: unknown): WalletpayInboundEvent {
       customId: str(resource.custom_id),
       status: mapping.status,
       amount: moneyOf(resource.amount),
+      failureReason: mapping.status === 'failed' ? captureFailureReason(captureStatus, captureReason) : null,
     };
   }
 
