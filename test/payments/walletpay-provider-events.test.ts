@@ -60,6 +60,8 @@ describe('a capture PayPal reverses (PAYMENT.CAPTURE.REVERSED)', () => {
     expect((await t.http.post('/sandbox/walletpay/_control/reverse-capture').send({ capture_id: p.captureId })).status).toBe(201);
     await eventually(async () => (await getPayment(p.id)).status === 'refunded', 10_000, 'the payment to be refunded');
     expect(await getPayment(p.id)).toMatchObject({ amount_refunded: '30.00' });
+    // The second event is delivered after the commit that made the payment refunded: waited for too.
+    await eventually(() => events('payment.refunded', p.id).length >= 2, 10_000, 'the second payment.refunded');
     expect(events('payment.refunded', p.id).map((e) => e.json.data.amount_refunded).sort()).toEqual(['10.00', '30.00']);
     // A refund asked now is refused: nothing is left to refund.
     expect((await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id })).status).toBe(409);

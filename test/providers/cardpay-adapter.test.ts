@@ -525,7 +525,8 @@ describe('webhook endpoints and signed events', () => {
     const rows = await t.sql<{ url: string; secret: string; enabled_events: string[] }>('SELECT url, secret, enabled_events FROM sandbox_cardpay_webhook_endpoints WHERE secret = $1', [prepared.webhook_secret]);
     expect(rows).toEqual([{ url: `${t.baseUrl}/v1/webhooks/cardpay?merchant=${merchantId}`, secret: prepared.webhook_secret, enabled_events: ['payment_intent.succeeded', 'payment_intent.payment_failed', 'payment_intent.canceled', 'charge.refunded', 'charge.refund.updated', 'refund.created', 'refund.updated', 'refund.failed'] }]);
     const given = { ...newCreds(), webhook_secret: 'whsec_given' };
-    expect(await prepare(randomUUID(), given)).toEqual({ credentials: given });
+    // With the account the key acts on (read at every store of a new key: ProviderGateway.otherAccount).
+    expect(await prepare(randomUUID(), given)).toEqual({ credentials: { ...given, provider_account: expect.stringMatching(/^acct_/) } });
   });
 });
 
