@@ -201,7 +201,8 @@ describe('a payment created on one provider account, the credentials then replac
     expect(await intentsOf(id)).toHaveLength(1);
     expect(await paymentOf(id)).toMatchObject({ status: 'pending', provider_ref: null });
     const [row] = await t.sql<{ next_sync_at: Date | null; provider_account: string }>('SELECT next_sync_at, provider_account FROM payments WHERE id = $1', [id]);
-    expect(row!.provider_account).toBe((await accountOf(ACCOUNT_A)).id);
+    // The account with its mode: a test key sees none of the same account's live objects.
+    expect(row!.provider_account).toBe(`${(await accountOf(ACCOUNT_A)).id}:test`);
     // Still re-checked on its schedule (then counted in payments_unresolved once it runs out), and said why.
     expect(row!.next_sync_at).not.toBeNull();
     const warned = logLines().filter((l) => l.paymentId === id && String(l.msg).includes('created on another provider account'));
@@ -235,5 +236,24 @@ describe('a payment created on one provider account, the credentials then replac
     expect(res.status).toBe(502);
     expect(res.body.error.message).toContain('created on cardpay account');
     expect(await t.sql('SELECT id FROM sandbox_cardpay_refunds WHERE payment_intent = $1', [paid.body.data.provider_ref])).toEqual([]);
+  });
+
+  it('credentials stored while their account cannot be read (the provider down) prove no other account: earlier payments are refunded as before', async () => {
+    ({ apiKey: shop } = await t.createMerchant(`Unknown Account Shop ${++n}`));
+    await storeKey(ACCOUNT_A, 'whsec_lost_creation_account_a');
+    const paid = await t.http.post('/v1/payments').set('X-API-Key', shop).set('Idempotency-Key', `unknown-account-${n}`)
+      .send({ provider: 'cardpay', amount: '40.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
+    expect((await t.sql<{ provider_account: string }>('SELECT provider_account FROM payments WHERE id = $1', [paid.body.data.id]))[0]!.provider_account).toMatch(/^acct_\w+:test$/);
+    // Stored again (a rolled key, say) while GET /v1/account fails: its account is not recorded.
+    await t.http.delete('/v1/merchant/credentials/cardpay').set('X-API-Key', shop).expect(200);
+    await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
+    try {
+      await storeKey(ACCOUNT_A, 'whsec_lost_creation_account_a');
+    } finally {
+      await t.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' }).expect(200);
+    }
+    const res = await t.http.post('/v1/refunds').set('X-API-Key', shop).set('Idempotency-Key', `unknown-account-r-${n}`).send({ payment_id: paid.body.data.id, amount: '5.00' });
+    expect(res.status).toBe(201);
+    expect(res.body.data).toMatchObject({ status: 'completed', amount: '5.00' });
   });
 });

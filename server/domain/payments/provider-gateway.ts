@@ -114,19 +114,21 @@ export const OTHER_ACCOUNT = 'other_account';
  * idempotency keys and objects are per account (Stripe's are): through another account's key, a repeat of
  * the payment's create would be a new charge (or refused), a lookup finds nothing, and "not found" would be
  * read as "never charged". So a payment that recorded the account it was created under (payments.provider_account)
- * is asked about only through credentials recorded with that same account; through others — those of
- * another account, or whose account is not known — it is left pending (the status sync logs why at each
- * check; once its schedule runs out it is counted in payments_unresolved). Payments that recorded none
- * (created before the account was recorded, or under credentials whose account was not known) are asked as before.
+ * is not asked about through credentials recorded with another account (or the same account's other
+ * mode): it is left pending (the status sync logs why at each check; once its schedule runs out it is
+ * counted in payments_unresolved). Credentials whose account could not be read when they were stored (the
+ * provider down, a restricted key that may not read it) prove no other account, and are used as before:
+ * refusing them would hold every earlier payment and refund of a merchant who rolled their key during an
+ * outage. Payments that recorded none (created before the account was recorded, or under such
+ * credentials) are asked as before.
  */
 export function otherAccount(payment: Pick<Payment, 'id' | 'provider' | 'providerAccount'>, creds: unknown): string | null {
   const created = payment.providerAccount;
   if (!created) return null;
   const stored = providerAccountOf(creds);
-  if (stored === created) return null;
-  const theirs = stored ? `are of account ${stored}` : 'act on an account that is not known (it could not be read when they were stored)';
+  if (!stored || stored === created) return null;
   return (
-    `payment ${payment.id} was created on ${payment.provider} account ${created}, and the stored ${payment.provider} credentials ${theirs}: ` +
+    `payment ${payment.id} was created on ${payment.provider} account ${created}, and the stored ${payment.provider} credentials are of account ${stored}: ` +
     `it is not looked up, sent again or judged there. It stays pending; store credentials of account ${created} again for it to be settled`
   );
 }

@@ -160,10 +160,14 @@ export class CardpayAdapter {
     return toSavedCard(method);
   }
 
-  /** The id of the account the key acts on (`GET /v1/account`): idempotency keys and every object are that account's. */
+  /**
+   * The account the key acts on (`GET /v1/account`) and its mode: idempotency keys and every object are that
+   * account's, and a test-mode key of an account sees none of its live objects (docs.stripe.com/keys), so
+   * `acct_…` alone does not say where a payment can be found: `acct_…:live` or `acct_…:test`.
+   */
   async accountId(creds: CardpayCredentials): Promise<string> {
     const account = await this.call('read', () => this.stripe(creds).accounts.retrieveCurrent());
-    return account.id;
+    return `${account.id}:${/^(sk|rk)_live_/.test(creds.secret_key) ? 'live' : 'test'}`;
   }
 
   /** Detaching a card that is no longer attached counts as done. */
