@@ -151,31 +151,50 @@ export class ProviderOperationsService {
   }
 
   /**
-   * The automatic reconciliation's pull (interface.md "Limits": the last 2 hours, every 15 minutes). When
-   * the last successful automatic pull ended earlier than that allows for — workers down, the pull API
-   * failing, an interval over 2 hours — it starts 2 hours before that end instead, so the gap is pulled
-   * once it is over rather than never; never more than 48 hours back (what the pull API keeps). The end
-   * is recorded only once the pull and its settling succeeded.
+   * The automatic reconciliation's pull (interface.md "Limits": the last 2 hours, every 15 minutes), by the
+   * database's clock. The last 2 hours come first, as always: a gap that cannot be pulled never holds back
+   * today's payments. Then, when the last successful run ended earlier than that allows for — workers down,
+   * the pull API failing, an interval over 2 hours — the gap since then (from 2 hours before that end, at
+   * most 48 hours back: what the pull API keeps), oldest first, 2 hours at a time. Where the runs got to is
+   * recorded (reconcile_cursors): up to `until` when everything was pulled, else up to the window that failed,
+   * which the next run pulls again.
    */
-  async reconcileAutomatically(merchantId: string, provider: Provider, until = new Date()): Promise<ReconcileReport & { since: Date }> {
+  async reconcileAutomatically(merchantId: string, provider: Provider): Promise<ReconcileReport & { since: Date }> {
     const connection = this.em.getConnection();
-    const [cursor] = await connection.execute<{ pulled_until: Date }[]>(
-      'SELECT pulled_until FROM reconcile_cursors WHERE merchant_id = ? AND provider = ?', [merchantId, provider],
+    const [clock] = await connection.execute<{ now: Date; pulled_until: Date | null }[]>(
+      'SELECT now() AS now, (SELECT pulled_until FROM reconcile_cursors WHERE merchant_id = ? AND provider = ?) AS pulled_until',
+      [merchantId, provider],
     );
-    const lastTwoHours = until.getTime() - AUTO_RECONCILE_WINDOW_MS;
-    const afterLastPull = cursor ? new Date(cursor.pulled_until).getTime() - AUTO_RECONCILE_WINDOW_MS : lastTwoHours;
-    const oldestPullable = until.getTime() - RECONCILE_MAX_WINDOW_MS;
-    if (afterLastPull < oldestPullable) {
-      this.logger.warn({ merchantId, provider, lastPullEnded: cursor!.pulled_until }, 'automatic reconciliation: the last successful pull ended more than 46 hours ago; transactions older than 48 hours can no longer be pulled (settle those payments with the provider\'s statement)');
+    const until = new Date(clock!.now).getTime();
+    const lastTwoHours = until - AUTO_RECONCILE_WINDOW_MS;
+    const report = await this.reconcileWindow(merchantId, provider, new Date(lastTwoHours), new Date(until));
+    let since = lastTwoHours;
+    let pulledUntil = until;
+    if (clock!.pulled_until) {
+      const afterLastPull = new Date(clock!.pulled_until).getTime() - AUTO_RECONCILE_WINDOW_MS;
+      const oldestPullable = until - RECONCILE_MAX_WINDOW_MS;
+      if (afterLastPull < oldestPullable) {
+        this.logger.warn({ merchantId, provider, lastPullEnded: clock!.pulled_until }, 'automatic reconciliation: the last successful pull ended more than 46 hours ago; transactions older than 48 hours can no longer be pulled (settle those payments with the provider\'s statement)');
+      }
+      for (let from = Math.max(oldestPullable, afterLastPull); from < lastTwoHours; from += AUTO_RECONCILE_WINDOW_MS) {
+        since = Math.min(since, from);
+        const to = Math.min(from + AUTO_RECONCILE_WINDOW_MS, lastTwoHours);
+        try {
+          addReport(report, await this.reconcileWindow(merchantId, provider, new Date(from), new Date(to)));
+        } catch (err) {
+          // The next run starts with this window again (2 hours before the end recorded).
+          pulledUntil = from + AUTO_RECONCILE_WINDOW_MS;
+          this.logger.warn({ merchantId, provider, from: new Date(from), to: new Date(to), err: { message: (err as Error).message } }, 'automatic reconciliation: a window of the gap since the last successful pull failed; the next run pulls it again');
+          break;
+        }
+      }
     }
-    const since = new Date(Math.max(oldestPullable, Math.min(lastTwoHours, afterLastPull)));
-    const report = await this.reconcileWindow(merchantId, provider, since, until);
     await connection.execute(
       `INSERT INTO reconcile_cursors (merchant_id, provider, pulled_until) VALUES (?, ?, ?)
        ON CONFLICT (merchant_id, provider) DO UPDATE SET pulled_until = GREATEST(reconcile_cursors.pulled_until, EXCLUDED.pulled_until)`,
-      [merchantId, provider, until], 'run',
+      [merchantId, provider, new Date(pulledUntil)], 'run',
     );
-    return { ...report, since };
+    return { ...report, since: new Date(since) };
   }
 
   /**
@@ -298,4 +317,13 @@ export class ProviderOperationsService {
     );
     return row!.found;
   }
+}
+
+/** Adds `more` (another window's report) to `report`. */
+function addReport(report: ReconcileReport, more: ReconcileReport): void {
+  report.pulled += more.pulled;
+  report.updated += more.updated;
+  report.skipped += more.skipped;
+  report.not_found += more.not_found;
+  report.results.push(...more.results);
 }
