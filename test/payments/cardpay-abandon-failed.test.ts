@@ -245,9 +245,9 @@ describe('an intent still processing when its cancel is sent (a bank debit: days
         return res.body.data as { id: string; provider_ref: string };
       };
       const { id, provider_ref: intentId } = await declined(1);
-      // Another, failed more than a week ago: given up on (logged) like a provider that cannot be asked.
+      // Another, failed more than three weeks ago (a SEPA debit may take 14 business days): given up on, logged.
       const stale = await declined(2);
-      await s.sql(`UPDATE payments SET updated_at = now() - interval '8 days' WHERE id = $1`, [stale.id]);
+      await s.sql(`UPDATE payments SET updated_at = now() - interval '22 days' WHERE id = $1`, [stale.id]);
       const intent = async () => (await s.http.get(`/sandbox/cardpay/v1/payment_intents/${intentId}`).set('Authorization', `Bearer ${secretKey}`).expect(200)).body;
       const dueOf = async (payment: string) => (await s.sql<{ due: boolean }>('SELECT abandon_due_at IS NOT NULL AS due FROM payments WHERE id = $1', [payment]))[0]!.due;
       const due = () => dueOf(id);
@@ -261,9 +261,12 @@ describe('an intent still processing when its cancel is sent (a bank debit: days
       expect(await runJobOnce(s, ABANDON_FAILED_JOB)).toBe(1);
       expect((await intent()).status).toBe('processing'); // the cancel refused, as Stripe does
       expect(await due()).toBe(true); // was cleared: counted as cancelled, never looked at again
+      // Looked at again in an hour, not at the next claim's end (5 minutes): a refused cancel each time.
+      const [next] = await s.sql<{ minutes: number }>('SELECT round(extract(epoch FROM abandon_due_at - now()) / 60)::int AS minutes FROM payments WHERE id = $1', [id]);
+      expect(next!.minutes).toBeGreaterThanOrEqual(59);
       expect(await lateSuccesses()).toEqual([]);
       expect(await dueOf(stale.id)).toBe(false);
-      // Still processing at the next check (5 minutes later, the claim running out: here at once): still due.
+      // Still processing at the next check (an hour later: here at once): still due.
       await s.sql('UPDATE payments SET abandon_due_at = now() WHERE id = $1', [id]);
       expect(await runJobOnce(s, ABANDON_FAILED_JOB)).toBe(1);
       expect(await due()).toBe(true);
