@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
+import { scrapeMetrics, type Samples } from '../support/prometheus.js';
 import { inProcessLogFile } from '../support/secret-audit.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
@@ -186,6 +187,73 @@ describe('a card refund that fails after it succeeded', () => {
     expect((await callback('refund.created', succeeded)).status).toBe(200);
     expect(await refusedMoves()).toHaveLength(1);
     expect(await getOther(`/v1/refunds/${partial.id}`)).toMatchObject({ status: 'failed' });
+  });
+  it('the provider completing a pending refund the payment can no longer take: the refund stays pending, no refund.failed, a refused move, counted and logged as an error', async () => {
+    // A merchant holding its own signing secret: the provider sends it nothing, the test delivers the event.
+    const secret = 'whsec_refund_completion_does_not_fit';
+    const other = await t.createMerchant('Refund Completion Does Not Fit Shop');
+    const secretKey = 'sk_test_refund_fail_05';
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', other.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey, webhook_secret: secret } }).expect(200);
+    const getOther = async (path: string) => (await t.http.get(path).set('X-API-Key', other.apiKey)).body.data;
+    const p = (
+      await t.http.post('/v1/payments').set('X-API-Key', other.apiKey).set('Idempotency-Key', `rf-nf-${Date.now()}`)
+        .send({ provider: 'cardpay', amount: '30.00', currency: 'USD', payment_method: 'pm_card_pendingRefund' }).expect(201)
+    ).body.data as { id: string; status: string };
+    expect(p.status).toBe('completed');
+    // A refund of 10.00 the provider holds pending (this test card's refunds succeed a moment later).
+    const ours = (await t.http.post('/v1/refunds').set('X-API-Key', other.apiKey).send({ payment_id: p.id, amount: '10.00' }).expect(201)).body.data as { id: string; status: string; provider_ref: string };
+    expect(ours.status).toBe('pending');
+    // Meanwhile a refund made at the provider was recorded (here by hand): 25.00 of the 30.00 went back, so our 10.00 no longer fits.
+    await t.sql('UPDATE payments SET amount_refunded_minor = 2500 WHERE id = $1', [p.id]);
+
+    const notFitting = (samples: Samples) => [...samples].filter(([series]) => series.startsWith('payments_integrity_mismatches_total{') && series.includes('provider="cardpay"') && series.includes(':refund_does_not_fit"')).reduce((sum, [, v]) => sum + v, 0);
+    const countedBefore = notFitting(await scrapeMetrics(t));
+
+    // The provider completes our refund and says so (refund.updated, our metadata.refund_id, 10.00 USD).
+    const providerRefund = async () =>
+      (await (await fetch(`${t.baseUrl}/sandbox/cardpay/v1/refunds/${ours.provider_ref}`, { headers: { Authorization: `Bearer ${secretKey}` } })).json()) as Record<string, unknown>;
+    const succeeded = await eventually(async () => {
+      const r = await providerRefund();
+      return r.status === 'succeeded' ? r : null;
+    }, 20_000, 'the provider completed the refund');
+    expect(succeeded).toMatchObject({ amount: 1000, currency: 'usd', metadata: { refund_id: ours.id } });
+    const callback = (type: string) => {
+      const body = JSON.stringify({ id: `evt_rf_nf_${type}_${Date.now()}`, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type, data: { object: succeeded } });
+      return t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signatureHeader(body, secret)).send(body);
+    };
+    expect((await callback('refund.updated')).status).toBe(200);
+
+    // Not failed: the money went back, so the merchant is not told refund.failed and the amount stays reserved.
+    expect(await getOther(`/v1/refunds/${ours.id}`)).toMatchObject({ status: 'pending', failure_reason: null });
+    expect(await getOther(`/v1/payments/${p.id}`)).toMatchObject({ status: 'completed', amount_refunded: '25.00' });
+    const events = (await t.http.get(`/v1/events?payment_id=${p.id}`).set('X-API-Key', other.apiKey).expect(200)).body.data as { type: string }[];
+    expect(events.map((e) => e.type)).not.toContain('refund.failed');
+    // No more can be refunded than the provider says is left (5.00 - the 10.00 it holds as ours: nothing).
+    expect((await t.http.post('/v1/refunds').set('X-API-Key', other.apiKey).send({ payment_id: p.id })).status).toBe(409);
+
+    // The report is a refused move in the payment's history, naming the provider's refund and the amounts.
+    const refusedMoves = async () =>
+      ((await getOther(`/v1/payments/${p.id}/transitions`)) as { subject: string; refund_id: string; from_status: string; to_status: string; accepted: boolean; note: string }[])
+        .filter((m) => m.refund_id === ours.id && m.to_status !== 'pending');
+    const [refused, ...others] = await refusedMoves();
+    expect(others).toEqual([]);
+    expect(refused).toMatchObject({ subject: 'refund', from_status: 'pending', to_status: 'completed', accepted: false });
+    expect(refused!.note).toContain(ours.provider_ref);
+    expect(refused!.note).toContain('exceeds what remains');
+    expect(refused!.note).toContain('25.00 USD refunded');
+    // Counted as an integrity mismatch and logged at error level, naming the payment and the refund.
+    expect(notFitting(await scrapeMetrics(t)) - countedBefore).toBe(1);
+    const log = readFileSync(inProcessLogFile(t.databaseUrl), 'utf8').split('\n').filter((l) => l.includes(ours.id) && l.includes('"level":50'));
+    expect(log).toHaveLength(1);
+    expect(log[0]).toContain(p.id);
+    expect(log[0]).toContain('does not fit the payment');
+
+    // The provider says it again (refund.created, charge.refund.updated): recorded and counted once; still pending.
+    expect((await callback('refund.created')).status).toBe(200);
+    expect((await callback('charge.refund.updated')).status).toBe(200);
+    expect(await refusedMoves()).toHaveLength(1);
+    expect(notFitting(await scrapeMetrics(t)) - countedBefore).toBe(1);
+    expect(await getOther(`/v1/refunds/${ours.id}`)).toMatchObject({ status: 'pending' });
   });
   it("through an endpoint made in the provider's dashboard rendering an API version before 2024-10-28 (charge.refund.updated, no refund.*): the refund becomes failed and the merchant is told", async () => {
     // The merchant made its endpoint in the dashboard, in the account's (old) default version, subscribed to

@@ -115,6 +115,24 @@ interface CompletedAfterFailed {
   reported: string;
 }
 
+/** How a refused completion of a pending refund that the payment cannot take starts its audit note (recorded once per refund). */
+const REFUND_DOES_NOT_FIT = 'a refund completed at the provider does not fit the payment';
+
+/** A provider's confirmed completion of one of our `pending` refunds that the payment cannot take: refused, kept pending, counted and logged as an error after the commit. */
+interface CompletionThatDoesNotFit {
+  provider: string;
+  source: string;
+  paymentId: string;
+  refundId: string;
+  providerRefundId: string | null;
+  why: string;
+  paymentStatus: string;
+  amountMinor: string;
+  amountRefundedMinor: string;
+  refundAmountMinor: string;
+  currency: string;
+}
+
 /**
  * A charge the provider reports (of exactly the amount) for a payment recorded `failed`: the customer paid
  * while the merchant was told failed. Counted once per payment and source, logged as an error each time.
@@ -243,6 +261,10 @@ export class StatusWriter {
     }
     for (const c of uow.completedAfterFailed) {
       this.logger.error(c, 'a refund recorded failed was completed at the provider; check it there and settle it by hand (it stays failed here)');
+    }
+    for (const c of uow.completionsThatDoNotFit) {
+      this.mismatches.inc({ provider: c.provider, source: `${c.source}:refund_does_not_fit` });
+      this.logger.error(c, 'a refund the provider completed does not fit the payment here; it stays pending: check the payment\'s refunds with the provider and settle it by hand');
     }
     for (const d of uow.duplicateCharges) {
       if (d.firstReport) this.mismatches.inc({ provider: d.provider, source: `${d.source}:duplicate_charge` });
@@ -373,6 +395,7 @@ export class UnitOfWork {
   readonly deliveryIds: string[] = [];
   readonly refused: Mismatched[] = [];
   readonly completedAfterFailed: CompletedAfterFailed[] = [];
+  readonly completionsThatDoNotFit: CompletionThatDoesNotFit[] = [];
   readonly chargesOfFailed: ChargedButFailed[] = [];
   readonly duplicateCharges: DuplicateCharge[] = [];
 
@@ -556,12 +579,19 @@ export class UnitOfWork {
           ? 'refunded'
           : null;
       const paymentMove = target ? paymentEdge(previous, target) : null;
-      if (target && !paymentMove) {
-        // e.g. a reversal result for a payment that is no longer completed: the refund cannot complete.
-        return this.refund(refundId, { status: 'failed', failureReason: `payment is ${previous}; it cannot be ${target}`, raw: update.raw }, source);
-      }
-      if (payment.amountRefundedMinor + refund.amountMinor > payment.amountMinor) {
-        return this.refund(refundId, { status: 'failed', failureReason: 'the refund exceeds what remains of the payment', raw: update.raw }, source);
+      // The provider says the money went back, but our books cannot take it (e.g. a refund made at the
+      // provider, recorded first, took what our pending refund had reserved; a reversal result for a
+      // payment no longer completed). Never `failed`: that would tell the merchant refund.failed and free
+      // the amount to be refunded again. The refund stays pending, the report is refused and said loudly.
+      const cannotApply =
+        target && !paymentMove
+          ? `the payment is ${previous}; it cannot be ${target}`
+          : payment.amountRefundedMinor + refund.amountMinor > payment.amountMinor
+            ? 'it exceeds what remains of the payment'
+            : null;
+      if (cannotApply) {
+        await this.refuseCompletionThatDoesNotFit(payment, refund, update, source, cannotApply);
+        return { refund, payment, transitioned: false, mismatch: null };
       }
       const refundMove = await this.move({ kind: 'refund', row: refund, payment }, 'completed', source, 'provider');
       if (!refundMove) return { refund, payment, transitioned: false, mismatch: null };
@@ -681,6 +711,56 @@ export class UnitOfWork {
     }, 'ever');
     if (!recorded) return;
     this.completedAfterFailed.push({ provider: payment.provider, source, paymentId: payment.id, refundId: refund.id, providerRefundId, reported });
+  }
+
+  /**
+   * The provider confirms one of our `pending` refunds completed (its amount and currency checked) while
+   * the payment can no longer take it: `why` — it is no longer `completed` (refunded or reversed by a
+   * refund recorded first), or the refund exceeds what is left of it (amount_refunded already counts
+   * money a provider-side refund gave back). The money went back to the customer, so the refund must not
+   * become `failed` (refund.failed, the amount refundable again: a merchant refunding by other means would
+   * refund twice), and it cannot become `completed` (amount_refunded would exceed the payment). Nothing
+   * changes: the refund stays pending (its amount stays reserved); the report is recorded as a refused
+   * `pending` → `completed` (payment_transitions, accepted = false, the provider's refund, its amount, the
+   * payment's amounts), counted in payments_integrity_mismatches_total (`<source>:refund_does_not_fit`)
+   * and logged at error after the commit — once per refund, however often the provider or the refund
+   * sync repeats it. The operator settles it with the provider's records (README "How a payment moves").
+   */
+  private async refuseCompletionThatDoesNotFit(payment: Payment, refund: Refund, update: RefundUpdate, source: string, why: string): Promise<void> {
+    const providerRefundId = update.providerRef ?? refund.providerRef ?? null;
+    const money = (minor: bigint) => `${formatMinorUnits(minor, payment.currency)} ${payment.currency}`;
+    const seen = await this.tx.execute<unknown[]>(
+      "SELECT 1 FROM payment_transitions WHERE refund_id = ? AND subject = 'refund' AND from_status = 'pending' AND to_status = 'completed' AND NOT accepted AND starts_with(note, ?) LIMIT 1",
+      [refund.id, REFUND_DOES_NOT_FIT],
+    );
+    if (seen.length > 0) return;
+    await this.audit({
+      paymentId: payment.id,
+      refundId: refund.id,
+      subject: 'refund',
+      from: 'pending',
+      to: 'completed',
+      source,
+      accepted: false,
+      note:
+        `${REFUND_DOES_NOT_FIT}: the provider reports refund ${providerRefundId ?? '(no reference)'} of ${money(refund.amountMinor)} completed, but ${why} ` +
+        `(payment ${payment.status}, ${money(payment.amountMinor)}, ${money(payment.amountRefundedMinor)} refunded): not applied; the refund stays pending — check the payment's refunds with the provider and settle it by hand`,
+      expected: { minor: refund.amountMinor, currency: refund.currency },
+      reported: update.reported ?? null,
+    });
+    this.completionsThatDoNotFit.push({
+      provider: payment.provider,
+      source,
+      paymentId: payment.id,
+      refundId: refund.id,
+      providerRefundId,
+      why,
+      paymentStatus: payment.status,
+      amountMinor: payment.amountMinor.toString(),
+      amountRefundedMinor: payment.amountRefundedMinor.toString(),
+      refundAmountMinor: refund.amountMinor.toString(),
+      currency: payment.currency,
+    });
   }
 
   /**
