@@ -255,6 +255,40 @@ describe('a card refund that fails after it succeeded', () => {
     expect(notFitting(await scrapeMetrics(t)) - countedBefore).toBe(1);
     expect(await getOther(`/v1/refunds/${ours.id}`)).toMatchObject({ status: 'pending' });
   });
+  it('the provider completing a pending refund of a payment already refunded in full there: the same (the refund stays pending, refused, counted)', async () => {
+    // As a walletpay PAYMENT.CAPTURE.REVERSED of the whole capture, recorded while our refund was pending at the provider.
+    const secret = 'whsec_refund_completion_payment_refunded';
+    const other = await t.createMerchant('Refund Completion Payment Refunded Shop');
+    const secretKey = 'sk_test_refund_fail_06';
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', other.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey, webhook_secret: secret } }).expect(200);
+    const getOther = async (path: string) => (await t.http.get(path).set('X-API-Key', other.apiKey)).body.data;
+    const p = (
+      await t.http.post('/v1/payments').set('X-API-Key', other.apiKey).set('Idempotency-Key', `rf-nr-${Date.now()}`)
+        .send({ provider: 'cardpay', amount: '30.00', currency: 'USD', payment_method: 'pm_card_pendingRefund' }).expect(201)
+    ).body.data as { id: string };
+    const ours = (await t.http.post('/v1/refunds').set('X-API-Key', other.apiKey).send({ payment_id: p.id, amount: '10.00' }).expect(201)).body.data as { id: string; status: string; provider_ref: string };
+    expect(ours.status).toBe('pending');
+    await t.sql(`UPDATE payments SET status = 'refunded', amount_refunded_minor = 3000 WHERE id = $1`, [p.id]);
+    const counted = async () => [...(await scrapeMetrics(t))].filter(([series]) => series.startsWith('payments_integrity_mismatches_total{') && series.includes(':refund_does_not_fit"')).reduce((sum, [, v]) => sum + v, 0);
+    const before = await counted();
+
+    const succeeded = await eventually(async () => {
+      const r = (await (await fetch(`${t.baseUrl}/sandbox/cardpay/v1/refunds/${ours.provider_ref}`, { headers: { Authorization: `Bearer ${secretKey}` } })).json()) as Record<string, unknown>;
+      return r.status === 'succeeded' ? r : null;
+    }, 20_000, 'the provider completed the refund');
+    const body = JSON.stringify({ id: `evt_rf_nr_${Date.now()}`, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type: 'refund.updated', data: { object: succeeded } });
+    expect((await t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signatureHeader(body, secret)).send(body)).status).toBe(200);
+
+    expect(await getOther(`/v1/refunds/${ours.id}`)).toMatchObject({ status: 'pending', failure_reason: null });
+    expect(await getOther(`/v1/payments/${p.id}`)).toMatchObject({ status: 'refunded', amount_refunded: '30.00' });
+    const events = (await t.http.get(`/v1/events?payment_id=${p.id}`).set('X-API-Key', other.apiKey).expect(200)).body.data as { type: string }[];
+    expect(events.map((e) => e.type)).not.toContain('refund.failed');
+    const moves = ((await getOther(`/v1/payments/${p.id}/transitions`)) as { refund_id: string; from_status: string; to_status: string; accepted: boolean; note: string }[])
+      .filter((m) => m.refund_id === ours.id && m.to_status !== 'pending');
+    expect(moves).toEqual([expect.objectContaining({ from_status: 'pending', to_status: 'completed', accepted: false })]);
+    expect(moves[0]!.note).toContain('the payment is refunded');
+    expect((await counted()) - before).toBe(1);
+  });
   it("through an endpoint made in the provider's dashboard rendering an API version before 2024-10-28 (charge.refund.updated, no refund.*): the refund becomes failed and the merchant is told", async () => {
     // The merchant made its endpoint in the dashboard, in the account's (old) default version, subscribed to
     // what README "Going live → cardpay" lists, and stored its whsec_ as webhook_secret. Such an endpoint gets
