@@ -153,8 +153,8 @@ export class ProviderOperationsService {
   /**
    * The automatic reconciliation's pull (interface.md "Limits": the last 2 hours, every 15 minutes), by the
    * database's clock. The last 2 hours come first, as always: a gap that cannot be pulled never holds back
-   * today's payments. Then, when the last successful run ended earlier than that allows for — workers down,
-   * the pull API failing, an interval over 2 hours — the gap since then (from 2 hours before that end, at
+   * today's payments. Then, when the last run got less far than these 2 hours start — workers down, the
+   * pull API failing, an interval over 2 hours — the gap since then (from 2 hours before where it got, at
    * most 48 hours back: what the pull API keeps), oldest first, 2 hours at a time. Where the runs got to is
    * recorded (reconcile_cursors): up to `until` when everything was pulled, else up to the window that failed,
    * which the next run pulls again.
@@ -170,7 +170,9 @@ export class ProviderOperationsService {
     const report = await this.reconcileWindow(merchantId, provider, new Date(lastTwoHours), new Date(until));
     let since = lastTwoHours;
     let pulledUntil = until;
-    if (clock!.pulled_until) {
+    // On schedule, the last run's 2 hours and these overlap: no gap. Else the gap, from 2 hours before where
+    // the last run got to (the overlap every instant gets on schedule).
+    if (clock!.pulled_until && new Date(clock!.pulled_until).getTime() < lastTwoHours) {
       const afterLastPull = new Date(clock!.pulled_until).getTime() - AUTO_RECONCILE_WINDOW_MS;
       const oldestPullable = until - RECONCILE_MAX_WINDOW_MS;
       if (afterLastPull < oldestPullable) {
