@@ -44,6 +44,28 @@ describe('webhook sender', () => {
     expect(result).toMatchObject({ ok: true, responseStatus: 200, error: null });
     expect(receiver.received.map((r) => r.body)).toEqual(['{"id":"evt_1"}']);
   });
+
+  it('does not follow a redirect: a 3xx is a failed attempt, and where it points gets nothing (it could be an internal address)', async () => {
+    let reached = 0;
+    const target = http.createServer((_req, res) => { reached++; res.end('ok'); });
+    await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
+    const targetUrl = `http://127.0.0.1:${(target.address() as AddressInfo).port}/internal`;
+    const redirecting = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(302, { Location: targetUrl }).end();
+    });
+    await new Promise<void>((resolve) => redirecting.listen(0, '127.0.0.1', resolve));
+    try {
+      const result = await send(`http://127.0.0.1:${(redirecting.address() as AddressInfo).port}/webhooks`, true);
+      expect(result).toMatchObject({ ok: false, responseStatus: 302, error: 'redirect (HTTP 302) not followed' });
+      expect(reached).toBe(0);
+    } finally {
+      for (const server of [redirecting, target]) {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      }
+    }
+  });
 });
 
 describe('response bodies', () => {
