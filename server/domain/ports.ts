@@ -152,6 +152,15 @@ export class ProviderError extends Error {
   }
 }
 
+/**
+ * A provider's answer about something else than was asked (another intent, order, capture or refund: a
+ * cache or proxy mixing answers up): never applied. `unavailable` for a read (nothing can be concluded;
+ * asked again later), `indeterminate` for a write's answer (the write may have happened: outcome unknown).
+ */
+export function answerAboutSomethingElse(provider: Provider, kind: 'unavailable' | 'indeterminate', what: string): ProviderError {
+  return new ProviderError(provider, kind, `${provider} answered about something else than was asked: ${what}`);
+}
+
 /* ------------------------------------------------------------------------------------------------
  * Inbound notifications
  * ---------------------------------------------------------------------------------------------- */

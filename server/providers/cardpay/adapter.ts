@@ -15,7 +15,7 @@ import type {
   RefundLookup,
   SavedCardDetails,
 } from '../../domain/ports.js';
-import { PROVIDER_ACCOUNT_FIELD, ProviderError, providerAccountOf } from '../../domain/ports.js';
+import { PROVIDER_ACCOUNT_FIELD, ProviderError, answerAboutSomethingElse, providerAccountOf } from '../../domain/ports.js';
 import { CARDPAY_API_VERSION, CardpayClients } from './client.js';
 import { toProviderError } from './errors.js';
 import { WEBHOOK_EVENT_TYPES, createIntentParams, toPaymentResult, toRefundRecord, toRefundResult, toSavedCard, toWireAmount } from './transformers.js';
@@ -68,13 +68,13 @@ export class CardpayAdapter {
 
   /**
    * Status sync: the intent by id; without one (creation timed out), the intent whose metadata names the
-   * payment. An answer about another intent is not one about ours, and is not applied (unreadableAnswer).
+   * payment. An answer about another intent is not one about ours, and is not applied (answerAboutSomethingElse).
    */
   async getPayment(creds: CardpayCredentials, lookup: PaymentLookup): Promise<ProviderPaymentResult> {
     if (lookup.providerRef) {
       const stripe = this.stripe(creds);
       const intent = await this.call('read', () => stripe.paymentIntents.retrieve(lookup.providerRef!));
-      if (intent.id !== lookup.providerRef) throw unreadableAnswer(`the intent read as ${lookup.providerRef} is ${String(intent.id)}`);
+      if (intent.id !== lookup.providerRef) throw answerAboutSomethingElse('cardpay', 'unavailable', `the intent read as ${lookup.providerRef} is ${String(intent.id)}`);
       return toPaymentResult(intent);
     }
     const found = await this.findPayment(creds, lookup);
@@ -86,7 +86,7 @@ export class CardpayAdapter {
    * The intent whose metadata names our payment (every create sends metadata.payment_id), or null. The
    * search index trails writes (under a minute, up to an hour during an incident: docs.stripe.com/search),
    * so "none" from a fresh create proves little; a day later it is the provider's record. A found intent
-   * whose metadata names another payment (or none) is no answer about ours: unreadableAnswer, never taken
+   * whose metadata names another payment (or none) is no answer about ours: answerAboutSomethingElse, never taken
    * as this payment's intent (its status and amount applied to it), nor as "none".
    */
   async findPayment(creds: CardpayCredentials, lookup: PaymentLookup): Promise<ProviderPaymentResult | null> {
@@ -96,7 +96,7 @@ export class CardpayAdapter {
     const intent = found.data[0];
     if (!intent) return null;
     const named = intent.metadata?.payment_id;
-    if (named !== lookup.paymentId) throw unreadableAnswer(`the intent found for payment ${lookup.paymentId} (${String(intent.id)}) names ${named ? `payment ${named}` : 'no payment'}`);
+    if (named !== lookup.paymentId) throw answerAboutSomethingElse('cardpay', 'unavailable', `the intent found for payment ${lookup.paymentId} (${String(intent.id)}) names ${named ? `payment ${named}` : 'no payment'}`);
     return toPaymentResult(intent);
   }
 
@@ -117,7 +117,7 @@ export class CardpayAdapter {
     if (lookup.providerRef) {
       const refund = await this.call('read', () => stripe.refunds.retrieve(lookup.providerRef!));
       // As getPayment: an answer about another refund is none about ours.
-      if (refund.id !== lookup.providerRef) throw unreadableAnswer(`the refund read as ${lookup.providerRef} is ${String(refund.id)}`);
+      if (refund.id !== lookup.providerRef) throw answerAboutSomethingElse('cardpay', 'unavailable', `the refund read as ${lookup.providerRef} is ${String(refund.id)}`);
       return toRefundResult(refund);
     }
     if (!lookup.payment.providerRef) return null;
@@ -390,15 +390,6 @@ async function removeWebhookEndpoints(
   if (failed.length > 0) {
     throw new Error(`cardpay webhook endpoint(s) ${failed.join(', ')} at ${url} could not be deleted; delete them in the provider's dashboard`);
   }
-}
-
-/**
- * A read answered with something that is not about what was asked (another intent, another payment's):
- * nothing can be concluded from it, so it is not applied. `unavailable`, as a read the provider could not
- * answer: the caller asks again later (the status sync at its next check), and nothing moves meanwhile.
- */
-function unreadableAnswer(what: string): ProviderError {
-  return new ProviderError('cardpay', 'unavailable', `cardpay answered about something else than was asked: ${what}`);
 }
 
 /**

@@ -4,7 +4,7 @@ import { providerBaseUrl } from '../base-url.js';
 import { WalletpaySigningCertificates, verifyOffline, type OfflineVerdict, type Transmission } from './signing-certificates.js';
 import { httpRequest, type HttpResponse } from '../http-client.js';
 import type { CreatePaymentInput, PaymentLookup, ProviderPaymentResult, ProviderRefundResult, RefundInput, RefundLookup } from '../../domain/ports.js';
-import { ProviderError } from '../../domain/ports.js';
+import { ProviderError, answerAboutSomethingElse } from '../../domain/ports.js';
 import { WalletpayTokens } from './oauth.js';
 import {
   SUBSCRIBED_EVENTS,
@@ -86,7 +86,7 @@ export class WalletpayAdapter {
     });
     const order = expectOrder(body);
     const other = paymentNamed(order, input.paymentId);
-    if (other) throw mixedUp('indeterminate', `the order created for payment ${input.paymentId} (${order.id}) names ${other}`);
+    if (other) throw answerAboutSomethingElse('walletpay', 'indeterminate', `the order created for payment ${input.paymentId} (${order.id}) names ${other}`);
     return orderToResult(order);
   }
 
@@ -109,7 +109,7 @@ export class WalletpayAdapter {
       mutating: true,
     });
     const order = expectOrder(body);
-    if (order.id !== input.orderId) throw mixedUp('indeterminate', `the capture of order ${input.orderId} answered order ${order.id}`);
+    if (order.id !== input.orderId) throw answerAboutSomethingElse('walletpay', 'indeterminate', `the capture of order ${input.orderId} answered order ${order.id}`);
     // A minimal answer has no captures array: read the order to see the capture itself.
     return orderToResult(latestCapture(order) ? order : await this.getOrder(creds, input.orderId));
   }
@@ -131,10 +131,10 @@ export class WalletpayAdapter {
     });
     if (!body || typeof body.id !== 'string') throw unexpected('refund');
     if (body.custom_id && body.custom_id !== input.refundId) {
-      throw mixedUp('indeterminate', `the refund ${input.refundId} of capture ${captureId} answered refund ${body.id}, which is refund ${body.custom_id}`);
+      throw answerAboutSomethingElse('walletpay', 'indeterminate', `the refund ${input.refundId} of capture ${captureId} answered refund ${body.id}, which is refund ${body.custom_id}`);
     }
     const refunded = captureIdOfRefund(body);
-    if (refunded !== null && refunded !== captureId) throw mixedUp('indeterminate', `the refund of capture ${captureId} answered refund ${body.id} of capture ${refunded}`);
+    if (refunded !== null && refunded !== captureId) throw answerAboutSomethingElse('walletpay', 'indeterminate', `the refund of capture ${captureId} answered refund ${body.id} of capture ${refunded}`);
     return refundToResult(body);
   }
 
@@ -147,7 +147,7 @@ export class WalletpayAdapter {
     if (lookup.providerRef) {
       const { body } = await this.call<WireRefund>(creds, 'GET', `/v2/payments/refunds/${encodeURIComponent(lookup.providerRef)}`, { mutating: false });
       if (!body || typeof body.id !== 'string') throw unexpected('refund');
-      if (body.id !== lookup.providerRef) throw mixedUp('unavailable', `the refund read as ${lookup.providerRef} is ${body.id}`);
+      if (body.id !== lookup.providerRef) throw answerAboutSomethingElse('walletpay', 'unavailable', `the refund read as ${lookup.providerRef} is ${body.id}`);
       return refundToResult(body);
     }
     if (!lookup.payment.providerRef) return null;
@@ -170,7 +170,7 @@ export class WalletpayAdapter {
       throw errorFromResponse(res.status, res.body, { mutating: false });
     }
     if (!res.body || typeof res.body.id !== 'string') throw unexpected('capture');
-    if (res.body.id !== captureId) throw mixedUp('unavailable', `the capture read as ${captureId} is ${res.body.id}`);
+    if (res.body.id !== captureId) throw answerAboutSomethingElse('walletpay', 'unavailable', `the capture read as ${captureId} is ${res.body.id}`);
     return res.body;
   }
 
@@ -225,15 +225,15 @@ export class WalletpayAdapter {
 
   /**
    * The order `orderId`, of our payment `paymentId` when one is given. An answer about another order, or
-   * one naming another payment in custom_id, is refused 'unavailable' (mixedUp): nothing is concluded
+   * one naming another payment in custom_id, is refused 'unavailable' (answerAboutSomethingElse): nothing is concluded
    * from it, and the caller asks again later.
    */
   private async getOrder(creds: WalletpayCredentials, orderId: string, paymentId?: string): Promise<WireOrder> {
     const { body } = await this.call<WireOrder>(creds, 'GET', `/v2/checkout/orders/${encodeURIComponent(orderId)}`, { mutating: false });
     const order = expectOrder(body);
-    if (order.id !== orderId) throw mixedUp('unavailable', `the order read as ${orderId} is ${order.id}`);
+    if (order.id !== orderId) throw answerAboutSomethingElse('walletpay', 'unavailable', `the order read as ${orderId} is ${order.id}`);
     const other = paymentId ? paymentNamed(order, paymentId) : null;
-    if (other) throw mixedUp('unavailable', `the order read as ${orderId} (of payment ${paymentId}) names ${other}`);
+    if (other) throw answerAboutSomethingElse('walletpay', 'unavailable', `the order read as ${orderId} (of payment ${paymentId}) names ${other}`);
     return order;
   }
 
@@ -290,14 +290,6 @@ function paymentNamed(order: WireOrder, paymentId: string): string | null {
   }
   return null;
 }
-
-/**
- * An answer about something else than was asked (another order, capture or refund; a cache or proxy
- * mixing answers up): never applied. `unavailable` for a read (nothing can be concluded, asked again
- * later); `indeterminate` for a write's answer (the write may have happened: its outcome is unknown).
- */
-const mixedUp = (kind: 'unavailable' | 'indeterminate', what: string) =>
-  new ProviderError('walletpay', kind, `walletpay answered about something else than was asked: ${what}`);
 
 /** A 2xx that is not the resource we asked for: we cannot tell what happened. */
 const unexpected = (what: string) => new ProviderError('walletpay', 'indeterminate', `walletpay answered without a ${what}`);
