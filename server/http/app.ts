@@ -46,6 +46,13 @@ export function createApp(container: Container): Express {
   // answers to malformed JSON); the service's JSON parser runs only on its own routes (below).
   for (const mount of container.sandboxMounts) app.use(mount.path, mount.router);
 
+  // Every /v1 answer is one merchant's live data, and the key travels in X-API-Key, which shared caches
+  // do not treat as Authorization (RFC 9111 §3.5): none may keep one and answer another caller with it.
+  app.use('/v1', (_req, res, next) => {
+    res.set('Cache-Control', 'no-store');
+    next();
+  });
+
   const s = initServer();
   const router = s.router(contract, {
     merchant: merchantRouter(services),

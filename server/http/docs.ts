@@ -10,6 +10,23 @@ interface Docs {
 }
 
 /**
+ * The reference's page policy: Swagger UI's own files only (its page has inline styles, no inline
+ * script), requests to this origin only, no framing.
+ */
+const DOCS_HEADERS = {
+  'Content-Security-Policy':
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'no-referrer',
+};
+
+/**
+ * swagger-ui-dist's own demo page and its initializer, which loads the Petstore document from
+ * petstore.swagger.io: in the folder Swagger UI's assets are served from, never served here.
+ */
+const STOCK_FILES = new Set(['/index.html', '/swagger-initializer.js']);
+
+/**
  * GET /openapi.json, /docs (Swagger UI) and /docs/README.md. The document, its generator, Swagger UI
  * and the README are loaded on the first request for one of them, not at boot: they hold several MB
  * that a process serving payments never touches.
@@ -38,9 +55,11 @@ export function mountDocs(app: Express): void {
   });
   // The reference links the README's quick start; serve it beside the page so the link resolves.
   app.get('/docs/README.md', (_req, res, next) => {
-    load().then(({ readme }) => res.type('text/markdown; charset=utf-8').send(readme), next);
+    load().then(({ readme }) => res.set(DOCS_HEADERS).type('text/markdown; charset=utf-8').send(readme), next);
   });
   app.use('/docs', (req, res, next) => {
+    if (STOCK_FILES.has(req.path)) return next();
+    res.set(DOCS_HEADERS);
     load().then(({ ui }) => ui(req, res, next), next);
   });
 }

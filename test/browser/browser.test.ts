@@ -67,6 +67,11 @@ describe('/docs in a browser', () => {
     });
     const pageErrors: string[] = [];
     page.on('pageerror', (err) => pageErrors.push(err.message));
+    // The page's Content-Security-Policy: whatever it blocked is reported as a console error ("Refused to …").
+    const consoleErrors: string[] = [];
+    page.on('console', (message) => {
+      if (message.type() === 'error') consoleErrors.push(message.text());
+    });
 
     await page.goto(`${t.baseUrl}/docs/`);
     await page.locator('.opblock').first().waitFor();
@@ -91,6 +96,7 @@ describe('/docs in a browser', () => {
     await expect(page.locator('.errors-wrapper').count()).resolves.toBe(0);
     expect(failed).toEqual([]);
     expect(pageErrors).toEqual([]);
+    expect(consoleErrors).toEqual([]);
     await screenshot(page, 'docs-create-payment');
     await page.close();
   });

@@ -127,6 +127,19 @@ describe('error envelope', () => {
   });
 });
 
+describe('caching', () => {
+  it('no /v1 answer may be kept by a cache: the key is in X-API-Key, which shared caches do not treat as Authorization', async () => {
+    for (const path of ['/v1/merchant', '/v1/payments', '/v1/merchant/credentials']) {
+      const res = await t.http.get(path).set('X-API-Key', key);
+      expect(res.status).toBe(200);
+      expect(res.headers['cache-control']).toBe('no-store');
+    }
+    const anonymous = await t.http.get('/v1/payments');
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers['cache-control']).toBe('no-store');
+  });
+});
+
 describe('request ids', () => {
   it('puts X-Request-Id on every response and honours a well-formed incoming one', async () => {
     const generated = await t.http.get('/healthz');
@@ -167,6 +180,19 @@ describe('operations endpoints', () => {
     const readme = await t.http.get('/docs/README.md');
     expect(readme.status).toBe(200);
     expect(readme.text).toContain('## Quick start');
+  });
+
+  it('/docs is never framed nor loads anything from elsewhere, and Swagger UI\'s stock Petstore page is not served', async () => {
+    const docs = await t.http.get('/docs/');
+    expect(docs.headers['content-security-policy']).toContain("frame-ancestors 'none'");
+    expect(docs.headers['content-security-policy']).toContain("script-src 'self';");
+    expect(docs.headers['x-content-type-options']).toBe('nosniff');
+    // swagger-ui-dist's own index.html loads swagger-initializer.js, which fetches petstore.swagger.io's document.
+    for (const stock of ['/docs/index.html', '/docs/swagger-initializer.js']) {
+      const res = await t.http.get(stock);
+      expect(res.status).toBe(404);
+      expect(res.text).not.toContain('petstore');
+    }
   });
 
   it('the committed openapi.json is what the contract generates', async () => {
