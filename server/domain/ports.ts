@@ -413,6 +413,11 @@ export interface ProviderOperations<C> {
    */
   namesPaymentRequest?(code: string): boolean;
   /**
+   * The provider_data key that keeps the provider's id for one of our payment requests (mobilemoney:
+   * 'checkoutRequestId'), by which a status check also finds the payment once provider_ref is its receipt.
+   */
+  paymentRequestKey?: string;
+  /**
    * Settled incoming transactions in a window, for reconciliation; `skipped`: listed entries that settle
    * nothing (unreadable, or not a customer payment), set aside so the others still do.
    */

@@ -718,6 +718,32 @@ describe('check-status', () => {
     expect(await statusQueries(code)).toEqual([]);
   });
 
+  it("the customer's phone number is no receipt: asked as an unknown TransactionID, not answered about one of the customer's pushes", async () => {
+    const m = await t.createMerchant('Two pushes from one phone');
+    await storeCreds(m.apiKey, SANDBOX_CREDS);
+    const first = (await pay({ phone: PHONES.success }, m.apiKey)).body.data;
+    const done = await settled(first.id, 'completed', m.apiKey);
+    const config = t.service.container.config;
+    const saved = config.sandboxCallbackDelayMs;
+    config.sandboxCallbackDelayMs = 8000; // the second push's prompt stays open: it stays pending
+    let open;
+    try {
+      open = (await pay({ phone: PHONES.success }, m.apiKey)).body.data;
+    } finally {
+      config.sandboxCallbackDelayMs = saved;
+    }
+    const asked = await stkQueries(open.provider_ref);
+    const ack = await t.http.post(`/v1/payments/mobilemoney/check-status/${PHONES.success}`).set('X-API-Key', m.apiKey);
+    expect(ack.status).toBe(200);
+    expect([done.reference, open.reference]).not.toContain(ack.body.data.OriginatorConversationID);
+    expect([done.provider_ref, open.provider_ref]).not.toContain(ack.body.data.ConversationID);
+    expect(await stkQueries(open.provider_ref)).toBe(asked);
+    expect(await t.sql('SELECT payment_id FROM provider_status_queries WHERE merchant_id = $1 AND code = $2', [m.merchantId, PHONES.success])).toEqual([{ payment_id: null }]);
+    // The completed push is still found by its CheckoutRequestID (no longer its provider_ref): asked by its receipt.
+    await t.http.post(`/v1/payments/mobilemoney/check-status/${first.provider_ref}`).set('X-API-Key', m.apiKey).expect(200);
+    expect(await t.sql('SELECT payment_id FROM provider_status_queries WHERE merchant_id = $1 AND code = $2', [m.merchantId, first.provider_ref])).toEqual([{ payment_id: done.id }]);
+  });
+
   it('a code the operator refuses as a TransactionID: 502 PROVIDER_ERROR, and no status query is left recorded', async () => {
     const code = 'NOT-A-RECEIPT';
     const res = await t.http.post(`/v1/payments/mobilemoney/check-status/${code}`).set('X-API-Key', key);

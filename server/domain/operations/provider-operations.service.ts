@@ -67,21 +67,21 @@ export class ProviderOperationsService {
     private readonly hosts: HostResolver,
   ) {}
 
-  private operation<K extends keyof ProviderOperations<unknown>>(provider: Provider, name: K): NonNullable<ProviderOperations<unknown>[K]> {
+  private operation<K extends Exclude<keyof ProviderOperations<unknown>, 'paymentRequestKey'>>(provider: Provider, name: K): NonNullable<ProviderOperations<unknown>[K]> {
     const op = this.providers.get(provider).operations?.[name];
     if (!op) throw new DomainError('CONFLICT', `${provider} does not offer this operation`);
     return op.bind(this.providers.get(provider).operations) as NonNullable<ProviderOperations<unknown>[K]>;
   }
 
   /**
-   * Asks the provider for a transaction's status. `code` is a receipt number or the provider's payment
-   * reference. A payment without a receipt (pending, failed, or completed by a payment lookup) is answered
-   * at once by the provider's payment lookup, whatever its status (the status report finds transactions by
-   * receipt only). A pending payment's answer goes through the status writer; a payment no longer pending
-   * hands it only a success: one recorded failed that the lookup reports paid stays failed and is recorded
-   * as charged_but_failed. A payment request reference that names none of the merchant's payments is 404,
-   * never sent as a transaction id. Otherwise the query is recorded and its answer arrives as a
-   * `status-report` notification.
+   * Asks the provider for a transaction's status. `code` is a receipt number or the provider's id for one of
+   * our payment requests (mobilemoney: a CheckoutRequestID). A payment without a receipt (pending, failed, or
+   * completed by a payment lookup) is answered at once by the provider's payment lookup, whatever its status
+   * (the status report finds transactions by receipt only). A pending payment's answer goes through the
+   * status writer; a payment no longer pending hands it only a success: one recorded failed that the lookup
+   * reports paid stays failed and is recorded as charged_but_failed. A payment request reference that names
+   * none of the merchant's payments is 404, never sent as a transaction id. Otherwise the query is recorded
+   * and its answer arrives as a `status-report` notification.
    */
   async checkStatus(merchantId: string, provider: Provider, code: string): Promise<CheckStatusAck> {
     const requestStatusReport = this.operation(provider, 'requestStatusReport');
@@ -126,17 +126,21 @@ export class ProviderOperationsService {
     return { OriginatorConversationID: payment.reference, ConversationID: payment.providerRef!, ResponseCode: '0', ResponseDescription: description };
   }
 
-  /** By receipt, provider reference, or any reference the provider stored with the payment. */
+  /**
+   * By receipt number, provider reference (a receipt, or the request's id until there is one), or the request
+   * id the provider keeps in provider_data (paymentRequestKey, which has an expression index). Nothing else
+   * the payment stores (the customer's phone, a callback URL) names it: such a code is an unknown receipt.
+   */
   private async findPayment(merchantId: string, provider: Provider, code: string): Promise<Payment | null> {
     const em = this.em.fork();
     const byReceipt = await em.findOne(PaymentSchema, { merchantId, provider, receiptNumber: code.toUpperCase() });
     if (byReceipt) return byReceipt;
-    const rows = await em.getConnection().execute<{ id: string }[]>(
-      `SELECT id FROM payments WHERE merchant_id = ? AND provider = ?
-       AND (provider_ref = ? OR ? IN (SELECT value FROM jsonb_each_text(provider_data))) LIMIT 1`,
-      [merchantId, provider, code, code],
-    );
-    return rows[0] ? em.findOne(PaymentSchema, { id: rows[0].id }) : null;
+    const requestKey = this.providers.get(provider).operations?.paymentRequestKey;
+    const byRequest = requestKey ? [{ providerData: { [requestKey]: code } }] : [];
+    // No LIMIT (find, not findOne): with one, the planner may take a sequential scan for the OR, expecting a
+    // match early (a merchant whose payments are all mobilemoney), and an unknown receipt reads every row.
+    const [payment] = await em.find(PaymentSchema, { merchantId, provider, $or: [{ providerRef: code }, ...byRequest] });
+    return payment ?? null;
   }
 
   /** Reconciliation for a merchant-given window (at most 48 hours; default the last 48). */

@@ -73,6 +73,7 @@ export function mobilemoneyProvider(config: AppConfig, em: EntityManager, instru
 
       // Daraja's CheckoutRequestIDs are `ws_CO_…`; a receipt (TransactionID) is letters and digits only.
       namesPaymentRequest: (code) => /^ws_CO_/i.test(code),
+      paymentRequestKey: 'checkoutRequestId',
 
       async listTransactions(creds, window) {
         const pulled = await adapter.pullTransactions(creds, window);
