@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import type { AppConfig } from './config/config.js';
 import { createContainer, type Container } from './container.js';
 import { createApp, createWorkerApp } from './http/app.js';
+import { refuseMalformedRequest } from './http/client-error.js';
 import { DeliveryDrainer } from './jobs/delivery-drainer.js';
 import { DELIVERIES_DUE_CHANNEL } from './jobs/delivery-queue.js';
 import { drainAgenda } from './jobs/agenda.js';
@@ -128,6 +129,7 @@ export async function startService(config: AppConfig, options: StartOptions = {}
     server = http.createServer();
     server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
     server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000;
+    server.on('clientError', refuseMalformedRequest(logger));
     closers.push(gracefulCloser(server));
     await listen(server, config.port, config.host);
     const port = (server.address() as AddressInfo).port;
@@ -165,6 +167,7 @@ export async function startService(config: AppConfig, options: StartOptions = {}
   let opsUrl: string | null = null;
   if (config.role === 'worker' && !stopRequested()) {
     const opsServer = http.createServer(createWorkerApp(container));
+    opsServer.on('clientError', refuseMalformedRequest(logger));
     closers.push(gracefulCloser(opsServer));
     await listen(opsServer, config.workerPort, config.host);
     opsUrl = `http://${urlHost(config.host)}:${(opsServer.address() as AddressInfo).port}`;

@@ -7,11 +7,16 @@ export function requestIdOf(res: Response): string {
   return String(res.locals.requestId ?? '');
 }
 
-export function errorBody(res: Response, code: ErrorCode, message: string, details?: FieldIssue[]) {
+/** The error envelope (decisions.md), for an answer written without express too (see client-error.ts). */
+export function errorEnvelope(requestId: string, code: ErrorCode, message: string, details?: FieldIssue[]) {
   return {
     success: false as const,
-    error: { code, message, ...(details && details.length > 0 ? { details } : {}), request_id: requestIdOf(res) },
+    error: { code, message, ...(details && details.length > 0 ? { details } : {}), request_id: requestId },
   };
+}
+
+export function errorBody(res: Response, code: ErrorCode, message: string, details?: FieldIssue[]) {
+  return errorEnvelope(requestIdOf(res), code, message, details);
 }
 
 /** Sends an error in the envelope with the status the error table gives its code. */

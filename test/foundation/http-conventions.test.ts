@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { openApiDocument } from '../../server/http/openapi.js';
+import { rawRequest } from '../support/raw-http.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver } from '../support/webhook-receiver.js';
 
@@ -150,6 +151,29 @@ describe('request ids', () => {
     expect(error.body.error.request_id).toBe('trace-err-1');
     const hostile = await t.http.get('/healthz').set('X-Request-Id', 'bad id with spaces <script>');
     expect(hostile.headers['x-request-id']).not.toContain(' ');
+  });
+});
+
+describe('requests the HTTP parser refuses', () => {
+  /** A request no HTTP client would send, with one extra header as written. */
+  const sendWithHeader = (name: string, value: string) => rawRequest(Number(new URL(t.baseUrl).port), { method: 'GET', target: '/healthz', headers: [[name, value]] });
+  const envelopeOf = (res: { headers: Record<string, string>; body: string }) => {
+    expect(res.headers).toMatchObject({ connection: 'close', 'content-type': expect.stringMatching(/^application\/json/), 'x-request-id': expect.stringMatching(/^[0-9a-f-]{36}$/) });
+    return JSON.parse(res.body);
+  };
+
+  it('a 20,000-byte header: 431 in the error envelope, with X-Request-Id', async () => {
+    const res = await sendWithHeader('X-Padding', 'a'.repeat(20_000));
+    expect(res.status).toBe(431);
+    expect(envelopeOf(res)).toEqual({ success: false, error: { code: 'BAD_REQUEST', message: expect.any(String), request_id: res.headers['x-request-id'] } });
+    expect(res.body).not.toContain('aaaa');
+  });
+
+  it('a control character in a header value: 400 in the error envelope, with X-Request-Id, the value not echoed', async () => {
+    const res = await sendWithHeader('X-Note', 'sneaky\x01value');
+    expect(res.status).toBe(400);
+    expect(envelopeOf(res)).toEqual({ success: false, error: { code: 'BAD_REQUEST', message: expect.any(String), request_id: res.headers['x-request-id'] } });
+    expect(res.body).not.toContain('sneaky');
   });
 });
 

@@ -5,10 +5,13 @@ import type { Metrics } from '../../observability/metrics.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/** A request id of our own, for a request that brought no well-formed one. */
+export const newRequestId = (): string => randomUUID();
+
 /** Honours a well-formed incoming X-Request-Id, otherwise makes one; echoed on every response. */
 export const requestId: RequestHandler = (req, res, next) => {
   const incoming = req.get('x-request-id');
-  const id = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+  const id = incoming && REQUEST_ID.test(incoming) ? incoming : newRequestId();
   res.locals.requestId = id;
   res.set('X-Request-Id', id);
   next();
