@@ -271,6 +271,12 @@ export interface StatusReportNotification extends NotificationBase {
   /** Our query id (stamped in the result URL) or the provider's id of the query. */
   query: { ourId: string | null; providerRef: string | null };
   resultCode: string;
+  /**
+   * A queue-timeout notice, not an answer: the query expired in the provider's queue, which may still
+   * carry it out and send its result ("timeout callbacks are not the same as final failure"). Recorded;
+   * the query stays open for that result.
+   */
+  queueTimeout: boolean;
   /** Set when the provider reports the transaction completed; `receipt` null when the report names none. */
   completed: { receipt: string | null; amount: Money | null } | null;
 }

@@ -486,6 +486,54 @@ describe('after a repeat, the status reports ask about every request of the refu
   });
 });
 
+/** The refund sync's status query about `request` (our id and the operator's), once one was sent. */
+async function reportQuery(refundId: string, request: string): Promise<{ id: string; ref: string }> {
+  const [query] = await t.sql<{ id: string; ref: string }>(
+    'SELECT id, provider_query_ref AS ref FROM provider_status_queries WHERE refund_id = $1 AND code = $2 AND provider_query_ref IS NOT NULL', [refundId, request]);
+  expect(query).toBeDefined();
+  return query!;
+}
+
+/** The operator posts to the status query's own address (its `ref` and token), as Daraja posts to the URLs it was given. */
+const toQueryAddress = (query: { id: string }, route: 'result' | 'timeout', body: object) =>
+  t.http.post(`/v1/webhooks/mobilemoney/transactionstatus/${route}?ref=${query.id}&token=${callbackToken(CREDS.passkey, query.id)}`).send(body);
+
+describe("a status report's queue timeout", () => {
+  it('the refund sync\'s report times out in the operator\'s queue, then its result comes: the notice leaves the query open, and the reported reversal completes the refund', async () => {
+    const p = await paid('100');
+    const { refundId, first } = await refundWithResultsLost(p.id, 1);
+    await untilLost("the reversal's result lost");
+
+    // The sync asks for a report; the operator first sends a queue-timeout notice, its result later.
+    await holdResults(1);
+    await syncCheck(refundId);
+    await untilHeld(1, "the report's result held");
+    const query = await reportQuery(refundId, first);
+    const notice = await toQueryAddress(query, 'timeout', {
+      Result: {
+        ResultType: 1, ResultCode: '1037', ResultDesc: 'The request timed out in the queue before it was processed.',
+        OriginatorConversationID: query.ref, ConversationID: 'AG_20261128_timeout', TransactionID: '',
+      },
+    });
+    expect(notice.status).toBe(200);
+    expect(await getRefund(refundId)).toMatchObject({ status: 'pending' });
+    expect(await t.sql('SELECT result_code, completed_at FROM provider_status_queries WHERE id = $1', [query.id])).toEqual([{ result_code: '1037', completed_at: null }]);
+
+    expect(await releaseOne()).toEqual({ provider: 'mobilemoney', released: 1, statuses: [200] });
+    expect(await getRefund(refundId)).toMatchObject({ status: 'completed', amount: '100.00' });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+    expect(await movesAfterPayment(p.id)).toEqual([
+      { subject: 'refund', from_status: 'pending', to_status: 'completed', trigger: 'confirmed:refund-sync' },
+      { subject: 'payment', from_status: 'completed', to_status: 'reversed', trigger: 'confirmed:refund-sync' },
+    ]);
+    await eventually(() => receiver.events('payment.reversed').find((e) => e.json.data.refund_id === refundId), 20_000, 'payment.reversed');
+    // The first result wins: the same notice again (the operator retries) changes nothing.
+    expect((await toQueryAddress(query, 'timeout', { Result: { ResultType: 1, ResultCode: '1037', ResultDesc: 'timed out', OriginatorConversationID: query.ref, ConversationID: 'AG_x', TransactionID: '' } })).status).toBe(200);
+    expect(await t.sql('SELECT result_code FROM provider_status_queries WHERE id = $1 AND completed_at IS NOT NULL', [query.id])).toEqual([{ result_code: '0' }]);
+    expect(await eventsOf(p.id)).toEqual(['payment.completed', 'payment.reversed']);
+  });
+});
+
 describe('a first reversal request refused synchronously after the refund sync sent it again', () => {
   it('slow, then turned away (spike arrest) after the repeat was acknowledged: the refusal is recorded, not applied; the POST answers 201 pending, no refund.failed; the repeat\'s "0" completes it', async () => {
     const p = await paid('100');

@@ -528,7 +528,7 @@ describe('stored result_url and timeout_url', () => {
     expect(await t.sql(`SELECT note FROM payment_transitions WHERE refund_id = $1 AND NOT accepted`, [refundId])).toEqual([{ note: expect.stringContaining('queue timeout notice') }]);
   });
 
-  it("a status query's ResultURL and QueueTimeOutURL are on PUBLIC_BASE_URL, and its result arriving there is recorded", async () => {
+  it("a status query's ResultURL and QueueTimeOutURL are on PUBLIC_BASE_URL: its result arriving there is recorded, a queue-timeout notice too, leaving the query open", async () => {
     const p = await completed();
     const queryOf = async (code: string) => (await t.sql<{ id: string }>('SELECT id FROM provider_status_queries WHERE merchant_id = $1 AND code = $2', [merchantId, code]))[0]?.id;
     let queryId: string | undefined;
@@ -547,7 +547,8 @@ describe('stored result_url and timeout_url', () => {
     });
     expectOurAddress(timeoutUrl, '/transactionstatus/timeout', timeoutQueryId!);
     expect((await release()).statuses).toEqual([200]);
-    expect(await t.sql('SELECT 1 FROM provider_status_queries WHERE id = $1 AND completed_at IS NOT NULL', [timeoutQueryId])).toHaveLength(1);
+    // A queue timeout is no answer (the operator may still send the result): recorded, the query left open for its result.
+    expect(await t.sql('SELECT result_code, completed_at FROM provider_status_queries WHERE id = $1', [timeoutQueryId])).toEqual([{ result_code: '1037', completed_at: null }]);
   });
 
   it.each([
@@ -791,11 +792,13 @@ describe('check-status', () => {
     expect(query).toEqual({ payment_id: p.id, result_code: '0' });
   });
 
-  it('records a queue timeout', async () => {
+  it('records a queue timeout, and leaves the query open for the result the operator may still send', async () => {
     const ack = await t.http.post('/v1/payments/mobilemoney/check-status/TIMEOUT0000').set('X-API-Key', key);
     expect(ack.status).toBe(200);
-    await eventually(() =>
-      t.sql(`SELECT 1 FROM provider_status_queries WHERE code = 'TIMEOUT0000' AND completed_at IS NOT NULL`).then((r) => r.length > 0), 10_000, 'timeout notice');
+    const [query] = await eventually(() =>
+      t.sql<{ result_code: string; completed_at: Date | null }>(`SELECT result_code, completed_at FROM provider_status_queries WHERE provider_query_ref = $1 AND result_code IS NOT NULL`, [ack.body.data.OriginatorConversationID])
+        .then((r) => (r.length ? r : null)), 10_000, 'timeout notice');
+    expect(query).toEqual({ result_code: '1037', completed_at: null });
   });
 
   it('needs mobilemoney credentials (422)', async () => {

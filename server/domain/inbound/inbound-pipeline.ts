@@ -18,7 +18,7 @@ import { markRefusedInInbox, recordInInbox } from './inbox.js';
 import {
   findOurRefund, ourId, recordedAsItsOwn, referenceConflict, resolvePayment, resolveRefund, resolveStatusQuery, type ReferencedSubject, type StatusQueryRow,
 } from './resolve.js';
-import { recordStatusReport } from './status-reports.js';
+import { recordQueueTimeout, recordStatusReport } from './status-reports.js';
 
 /**
  * What became of a notification: `applied`; `duplicate` (in the inbox already); `unknown_reference`;
@@ -424,6 +424,7 @@ export class InboundPipeline {
           return outcome.transitioned || outcome.mismatch || outcome.keptPending ? 'applied' : 'duplicate';
         }
         case 'status-report': {
+          if (notification.queueTimeout) return this.queueTimeout(uow.tx, port, notification, subject);
           const about = await recordStatusReport(uow.tx, port.name, subject.query!.id, subject.merchantId, notification);
           // Only a reported completion moves money: a status report never fails or reverses a payment.
           if (!about || !notification.completed) return 'applied';
@@ -443,6 +444,24 @@ export class InboundPipeline {
         }
       }
     });
+  }
+
+  /**
+   * A status query's queue-timeout notice is no answer: the provider may still carry the query out and send
+   * its result (a refund's reversal report, a merchant's check-status). Recorded on the query, which stays
+   * open so that result still applies; logged at warn. Until then a confirmation about the same transaction
+   * is not asked again (askForConfirmation: it is open), as for a result that is late.
+   */
+  private async queueTimeout(tx: EntityManager, port: ProviderPort, notice: StatusReportNotification, subject: Subject): Promise<InboundOutcome> {
+    const query = subject.query!;
+    const recorded = await recordQueueTimeout(tx, query.id, notice);
+    this.logger.warn(
+      { provider: port.name, queryId: query.id, paymentId: query.payment_id, refundId: query.refund_id, recorded },
+      recorded
+        ? 'status query timed out in the provider queue; no answer yet: the query stays open for its result'
+        : 'status query timed out in the provider queue after its result was applied; nothing changes',
+    );
+    return 'applied';
   }
 
   /** A refusal of a reversal sent again: recorded, not applied (UnitOfWork.refund); an operator may look at it. */

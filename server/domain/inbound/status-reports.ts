@@ -13,8 +13,8 @@ export interface StatusReportSubject {
 }
 
 /**
- * Records a provider's answer to a status query on the query (the first answer wins: a queue timeout
- * after the result changes nothing) and returns what it is about; null when the query was answered already.
+ * Records a provider's answer to a status query on the query, closing it (the first answer wins), and
+ * returns what it is about; null when the query was answered already. Not for a queue timeout (recordQueueTimeout).
  */
 export async function recordStatusReport(
   tx: EntityManager,
@@ -34,4 +34,17 @@ export async function recordStatusReport(
   if (subject.paymentId || subject.refundId || !report.completed?.receipt) return subject;
   const payment = await tx.findOne(PaymentSchema, { merchantId, provider, receiptNumber: report.completed.receipt });
   return { ...subject, paymentId: payment?.id ?? null };
+}
+
+/**
+ * Records a queue-timeout notice on a query not answered yet, leaving it open: the provider may still
+ * carry the query out and send its result, which is then applied as the query's answer (recordStatusReport).
+ * A notice after the result changes nothing. Returns whether it was recorded.
+ */
+export async function recordQueueTimeout(tx: EntityManager, queryId: string, notice: StatusReportNotification): Promise<boolean> {
+  const rows = await tx.execute<{ id: string }[]>(
+    'UPDATE provider_status_queries SET result_code = ?, result = ?::jsonb WHERE id = ? AND completed_at IS NULL RETURNING id',
+    [notice.resultCode, JSON.stringify(notice.raw), queryId],
+  );
+  return rows.length > 0;
 }

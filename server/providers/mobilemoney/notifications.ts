@@ -87,6 +87,7 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
             raw: request.body,
             query: { ourId: ref, providerRef: r.originatorConversationId },
             resultCode: r.resultCode,
+            queueTimeout: timeout,
             completed: completed ? { receipt, amount: r.amount } : null,
           };
         }
