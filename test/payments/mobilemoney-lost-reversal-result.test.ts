@@ -534,6 +534,45 @@ describe("a status report's queue timeout", () => {
   });
 });
 
+describe("a status report that describes the payment's own charge", () => {
+  it("a Completed report at the refund's query address naming the payment's receipt (the original charge, of the same amount) does not complete the refund; a report of the reversal later does", async () => {
+    const p = await paid('100');
+    // The reversal is done at the operator; its result is lost, and so is the result of the first report about it.
+    const { refundId, first } = await refundWithResultsLost(p.id, 2);
+    await syncCheck(refundId);
+    await untilLost("the reversal's result and its report's lost");
+    const query = await reportQuery(refundId, first);
+
+    // The operator answers that report with the payment itself: Completed, 100 KES, the payment's receipt.
+    const charge = await toQueryAddress(query, 'result', {
+      Result: {
+        ResultType: 0, ResultCode: 0, ResultDesc: 'The service request is processed successfully.',
+        OriginatorConversationID: query.ref, ConversationID: 'AG_20261128_charge', TransactionID: 'MBN0000000',
+        ResultParameters: { ResultParameter: [
+          { Key: 'ReasonType', Value: 'Pay Bill Online' }, { Key: 'TransactionStatus', Value: 'Completed' },
+          { Key: 'Amount', Value: 100 }, { Key: 'ReceiptNo', Value: p.receipt },
+        ] },
+      },
+    });
+    expect(charge.status).toBe(200);
+    expect(await getRefund(refundId)).toMatchObject({ status: 'pending', failure_reason: null });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+    expect(await eventsOf(p.id)).toEqual(['payment.completed']);
+    expect(await t.sql(
+      `SELECT trigger, note FROM payment_transitions WHERE refund_id = $1 AND subject = 'refund' AND from_status = 'pending' AND to_status = 'completed' AND NOT accepted`, [refundId],
+    )).toEqual([{ trigger: 'confirmed:refund-sync', note: `the report describes transaction ${p.receipt}, the payment's own charge, not its reversal: not applied; the refund stays pending` }]);
+    const warned = readFileSync(inProcessLogFile(t.databaseUrl), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.refundId === refundId && l.level === 40 && /describes the payment's own charge/.test(String(l.msg)));
+    expect(warned).toEqual([expect.objectContaining({ receipt: p.receipt, paymentId: p.id })]);
+
+    // A later check's report (the first one answered) finds the reversal itself: the refund completes.
+    await syncCheck(refundId);
+    expect(await refundSettled(refundId, 'completed')).toMatchObject({ amount: '100.00' });
+    expect(await getPayment(p.id)).toMatchObject({ status: 'reversed', amount_refunded: '100.00' });
+    expect(await eventsOf(p.id)).toEqual(['payment.completed', 'payment.reversed']);
+  });
+});
+
 describe('a first reversal request refused synchronously after the refund sync sent it again', () => {
   it('slow, then turned away (spike arrest) after the repeat was acknowledged: the refusal is recorded, not applied; the POST answers 201 pending, no refund.failed; the repeat\'s "0" completes it', async () => {
     const p = await paid('100');

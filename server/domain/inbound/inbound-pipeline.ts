@@ -431,8 +431,9 @@ export class InboundPipeline {
           const { receipt, amount } = notification.completed;
           const trigger = about.confirms ? `confirmed:${about.confirms}` : source;
           if (about.refundId) {
-            // The answer to a reversal's confirmation: the provider's reversal transaction, with its amount.
-            const outcome = await uow.refund(about.refundId, { status: 'completed', reversal: true, reported: amount, raw: notification.raw }, trigger);
+            // The answer to a reversal's confirmation: the provider's reversal transaction, with its amount — never
+            // the payment's own charge, whose amount is the same (the writer refuses a report of the payment's receipt).
+            const outcome = await uow.refund(about.refundId, { status: 'completed', reversal: true, reported: amount, transactionReceipt: receipt, raw: notification.raw }, trigger);
             if (outcome.mismatch) await refused();
             return 'applied';
           }

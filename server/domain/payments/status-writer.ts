@@ -66,6 +66,12 @@ export interface RefundUpdate {
   /** The provider's reference of the request this answers (a reversal's), for the record of a refusal not applied. */
   request?: string | null;
   /**
+   * The receipt of the transaction a report of a completed reversal describes (a transaction-status
+   * report's ReceiptNo). A reversal's amount is always the payment's, so the amount check cannot tell the
+   * reversal from the original charge: a report naming the payment's own receipt is refused (UnitOfWork.refund).
+   */
+  transactionReceipt?: string | null;
+  /**
    * A reversal's `failed` that is no final outcome (a queue-timeout notice: the operator may still carry
    * the request out and send its result): recorded as a refused move, the refund stays pending.
    */
@@ -117,6 +123,15 @@ interface CompletedAfterFailed {
 
 /** How a refused completion of a pending refund that the payment cannot take starts its audit note (recorded once per refund). */
 const REFUND_DOES_NOT_FIT = 'a refund completed at the provider does not fit the payment';
+
+/** A report of a completed reversal that describes the payment's own charge (its receipt): refused, the refund kept pending, logged at warn after the commit. */
+interface ReportOfTheCharge {
+  provider: string;
+  source: string;
+  paymentId: string;
+  refundId: string;
+  receipt: string;
+}
 
 /** A provider's confirmed completion of one of our `pending` refunds that the payment cannot take: refused, kept pending, counted and logged as an error after the commit. */
 interface CompletionThatDoesNotFit {
@@ -214,6 +229,10 @@ function sameMoney(expected: Money, reported: Money | null | undefined): boolean
 
 const amountOf = (payment: Payment): Money => ({ minor: payment.amountMinor, currency: payment.currency });
 
+/** Whether a reported transaction (a receipt) is the payment's own charge. */
+const describesTheCharge = (payment: Payment, receipt: string | null | undefined): boolean =>
+  !!receipt && !!payment.receiptNumber && receipt.toUpperCase() === payment.receiptNumber.toUpperCase();
+
 /**
  * The rule both strategies follow for a report about a payment: the move the table allows (null when the
  * status stays or the move is not listed), and whether the report must carry the payment's amount —
@@ -261,6 +280,9 @@ export class StatusWriter {
     }
     for (const c of uow.completedAfterFailed) {
       this.logger.error(c, 'a refund recorded failed was completed at the provider; check it there and settle it by hand (it stays failed here)');
+    }
+    for (const r of uow.reportsOfTheCharge) {
+      this.logger.warn(r, "a report of the refund's reversal describes the payment's own charge (its receipt), not the reversal; not applied, the refund stays pending");
     }
     for (const c of uow.completionsThatDoNotFit) {
       this.mismatches.inc({ provider: c.provider, source: `${c.source}:refund_does_not_fit` });
@@ -396,6 +418,7 @@ export class UnitOfWork {
   readonly refused: Mismatched[] = [];
   readonly completedAfterFailed: CompletedAfterFailed[] = [];
   readonly completionsThatDoNotFit: CompletionThatDoesNotFit[] = [];
+  readonly reportsOfTheCharge: ReportOfTheCharge[] = [];
   readonly chargesOfFailed: ChargedButFailed[] = [];
   readonly duplicateCharges: DuplicateCharge[] = [];
 
@@ -563,6 +586,10 @@ export class UnitOfWork {
       await this.keepResentReversalPending(payment, refund, update, source);
       return { refund, payment, transitioned: false, mismatch: null, keptPending: true };
     }
+    if (update.status === 'completed' && update.reversal && describesTheCharge(payment, update.transactionReceipt)) {
+      await this.refuseReportOfTheCharge(payment, refund, update, source);
+      return { refund, payment, transitioned: false, mismatch: null };
+    }
     // A move that moves money (the state table says which) needs the provider's amount and currency to equal ours.
     if (refundEdge(from, update.status)?.movesMoney || (update.reported !== undefined && update.reported !== null)) {
       const mismatch = await this.checkIntegrity(payment, refund, { minor: refund.amountMinor, currency: refund.currency }, update.reported, source, update.status);
@@ -683,6 +710,29 @@ export class UnitOfWork {
           ? 'not applied; no final outcome (the operator may still carry the request out): its result, or a status report the refund sync asks for, settles the refund'
           : `not applied; the reversal was sent again (${refund.reversalResends} repeat${refund.reversalResends === 1 ? '' : 's'}) and another of its requests may have reversed the payment, so only a success settles it`),
     });
+  }
+
+  /**
+   * A report of a completed reversal whose transaction is the payment's own charge (its receipt): the
+   * operator reported the original payment, whose amount is the reversal's, not a reversal of it. Nothing
+   * changes; recorded as a refused move (payment_transitions, the receipt in its note) and logged at warn
+   * after the commit. The refund stays pending for its result or the refund sync's next report.
+   */
+  private async refuseReportOfTheCharge(payment: Payment, refund: Refund, update: RefundUpdate, source: string): Promise<void> {
+    const receipt = update.transactionReceipt!;
+    await this.audit({
+      paymentId: payment.id,
+      refundId: refund.id,
+      subject: 'refund',
+      from: 'pending',
+      to: 'completed',
+      source,
+      accepted: false,
+      note: `the report describes transaction ${receipt}, the payment's own charge, not its reversal: not applied; the refund stays pending`,
+      expected: { minor: refund.amountMinor, currency: refund.currency },
+      reported: update.reported ?? null,
+    });
+    this.reportsOfTheCharge.push({ provider: payment.provider, source, paymentId: payment.id, refundId: refund.id, receipt });
   }
 
   /**
