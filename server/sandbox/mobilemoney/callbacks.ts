@@ -18,6 +18,12 @@ export async function scheduleCallback(deps: SandboxDeps, at: Date, data: Callba
   await deps.agenda.schedule(at, CALLBACK_JOB, data);
 }
 
+/**
+ * A callback URL as logged: its `token` (the HMAC that makes the service believe a result sent there)
+ * replaced by `[redacted]`; `ref` (our id) and the path kept, to tell which request it was.
+ */
+const loggableUrl = (url: string): string => url.replace(/([?&]token=)[^&#]*/gi, '$1[redacted]');
+
 /** `config.sandboxCallbackDelayMs` from now: when asynchronous results are sent. */
 export const afterDelay = (deps: SandboxDeps) => new Date(Date.now() + deps.config.sandboxCallbackDelayMs);
 
@@ -55,11 +61,11 @@ export async function deliverCallback(deps: SandboxDeps, data: CallbackJobData):
     body = stkCallbackBody(row);
   } else {
     if (data.attempt === 0 && !data.released && (await takeLoss((sql, params) => deps.em.getConnection().execute(sql, params), 'mobilemoney'))) {
-      deps.logger.info({ provider: 'mobilemoney', url: data.url }, 'sandbox result lost on purpose (lose-results control)');
+      deps.logger.info({ provider: 'mobilemoney', url: loggableUrl(data.url) }, 'sandbox result lost on purpose (lose-results control)');
       return null;
     }
     if (data.attempt === 0 && !data.released && (await holdResult(deps, data))) {
-      deps.logger.info({ provider: 'mobilemoney', url: data.url }, 'sandbox result held on purpose (hold-results control)');
+      deps.logger.info({ provider: 'mobilemoney', url: loggableUrl(data.url) }, 'sandbox result held on purpose (hold-results control)');
       return null;
     }
     body = data.body;
