@@ -389,12 +389,26 @@ class PullStub extends ForwardingStub {
   /** Pushes are sent on to the operator, and their answer replaced by a 500 (lost on the way back). */
   answersLost = false;
   pullsRateLimited = false;
+  /** Pushes are taken (accepted, with a CheckoutRequestID) but never reach the customer: no callback, nothing charged. */
+  pushesTakenSilently = false;
+  /** The STK query answers "The transaction is being processed" (HTTP 500, 500.001.1001), whatever it is asked about. */
+  stkQueriesProcessing = false;
   /** When set, the pull lists these entries (Daraja's rows) instead of the operator's own. */
   listed: Record<string, unknown>[] | null = null;
   readonly pulls: { StartDate: string; EndDate: string }[] = [];
   protected override intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
     if (this.pushesLost && req.url.includes('/stkpush/v1/processrequest')) {
       return Promise.resolve(jsonAnswer(500, { requestId: 'stub', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' }));
+    }
+    if (this.pushesTakenSilently && req.url.includes('/stkpush/v1/processrequest')) {
+      const id = `ws_CO_STUB${Date.now()}${Math.floor(Math.random() * 1e6)}`;
+      return Promise.resolve(jsonAnswer(200, {
+        MerchantRequestID: `stub-${id}`, CheckoutRequestID: id, ResponseCode: '0',
+        ResponseDescription: 'Success. Request accepted for processing', CustomerMessage: 'Success. Request accepted for processing',
+      }));
+    }
+    if (this.stkQueriesProcessing && req.url.includes('/stkpushquery/v1/query')) {
+      return Promise.resolve(jsonAnswer(500, { requestId: 'stub', errorCode: '500.001.1001', errorMessage: 'The transaction is being processed' }));
     }
     if (this.answersLost && req.url.includes('/stkpush/v1/processrequest')) {
       return forward().then(() => jsonAnswer(500, { requestId: 'stub', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' }));
@@ -460,6 +474,8 @@ describe('mobilemoney lost pushes judged by the pull', () => {
   });
   afterEach(async () => {
     stub.pullsRateLimited = false;
+    stub.pushesTakenSilently = false;
+    stub.stkQueriesProcessing = false;
     stub.listed = null;
     stub.pulls.length = 0;
     // Nothing of one test is due in the next one's status-sync run.
@@ -533,6 +549,48 @@ describe('mobilemoney lost pushes judged by the pull', () => {
     expect(warned).toEqual([]);
   });
 
+  describe('a push the operator took whose STK query never gives a final answer', () => {
+    const sync = (id: string, laterMs: number) => s.inContext(() => s.service.container.services.statusSync.syncOne(id, Date.now() + laterMs));
+    const push = async (apiKey: string, phone: string) => {
+      const res = await s.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `unanswered-push-${++n}-${Date.now()}`)
+        .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone });
+      expect(res.status).toBe(201);
+      expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: expect.stringMatching(/^ws_CO_/) });
+      return res.body.data.id as string;
+    };
+
+    it('never paid ("being processed" at every query): judged 2 h after creation by the pull, which lists no charge: failed (payment.failed), no longer pending for ever', async () => {
+      const m = await merchant('Unanswered Push Shop');
+      stub.pushesTakenSilently = true;
+      const id = await push(m.apiKey, '254708374149');
+      stub.pushesTakenSilently = false;
+      stub.stkQueriesProcessing = true;
+      // Before its check the prompt may still be answered: pending, and no pull.
+      await sync(id, HOUR);
+      expect(stub.pulls).toHaveLength(0);
+      expect(await row(id)).toMatchObject({ status: 'pending', failure_reason: null });
+
+      await sync(id, 2 * HOUR + 2 * 60_000);
+      expect(stub.pulls.length).toBeGreaterThanOrEqual(1);
+      const failed = await row(id);
+      expect(failed).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('its status query never gave the outcome') });
+      expect(failed.failure_reason).toContain('list no charge for it');
+      await eventually(async () => ((await s.sql('SELECT 1 FROM events WHERE payment_id = $1 AND type = $2', [id, 'payment.failed'])).length === 1 ? true : null), 5_000, 'payment.failed');
+      expect(await s.sql(`SELECT trigger FROM payment_transitions WHERE payment_id = $1 AND to_status = 'failed' AND accepted`, [id])).toEqual([{ trigger: 'status-sync' }]);
+    });
+
+    it('paid without a callback ("being processed" at every query): the pull at its check lists the charge and completes it', async () => {
+      const m = await merchant('Unanswered Paid Push Shop');
+      // 254700000003: paid at the operator, and no callback is ever sent.
+      const id = await push(m.apiKey, '254700000003');
+      await eventually(async () => ((await s.sql(`SELECT 1 FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = (SELECT provider_ref FROM payments WHERE id = $1) AND completes_at <= now()`, [id])).length === 1 ? true : null), 20_000, 'the push paid');
+      stub.stkQueriesProcessing = true;
+      await sync(id, 2 * HOUR + 2 * 60_000);
+      expect(stub.pulls.length).toBeGreaterThanOrEqual(1);
+      expect(await row(id)).toMatchObject({ status: 'completed', failure_reason: null });
+    });
+  });
+
   describe('admin payment settle', () => {
     const settle = (args: string[]) =>
       runCli('server/admin/cli.ts', ['payment', 'settle', ...args], { DATABASE_URL: s.databaseUrl, ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, NODE_ENV: 'test' });
@@ -571,6 +629,34 @@ describe('mobilemoney lost pushes judged by the pull', () => {
       expect(again.code).toBe(1);
       expect(again.stderr).toContain('not pending');
       expect(await row(id)).toMatchObject({ failure_reason: reason });
+    });
+
+    it("a push the operator took whose STK query never answered: refused before its check; past the pull's reach, with no check booked, the operator fails it", async () => {
+      const m = await merchant('Unanswered Settled Shop');
+      const taken = async () => {
+        stub.pushesTakenSilently = true;
+        const res = await s.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `unanswered-settle-${++n}-${Date.now()}`)
+          .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254708374149' });
+        stub.pushesTakenSilently = false;
+        expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: expect.stringMatching(/^ws_CO_STUB/) });
+        return res.body.data.id as string;
+      };
+      const young = await taken();
+      const refused = await settle(['--id', young, '--status', 'failed', '--reason', 'not seen at the portal']);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain("is judged by reconciliation's pull at");
+      expect(await row(young)).toMatchObject({ status: 'pending' });
+
+      // Its pulls all failed, and the operator's list no longer reaches back to it; its schedule has run out.
+      const old = await taken();
+      await s.sql(`ALTER TABLE payments DISABLE TRIGGER payments_keep_merchant_and_created_at;
+        UPDATE payments SET created_at = created_at - interval '48 hours', next_sync_at = NULL WHERE id = '${old}';
+        ALTER TABLE payments ENABLE TRIGGER payments_keep_merchant_and_created_at;`);
+      const reason = 'no transaction quoting its reference at the operator portal';
+      const done = await settle(['--id', old, '--status', 'failed', '--reason', reason]);
+      expect(done.code).toBe(0);
+      expect(await row(old)).toMatchObject({ status: 'failed', failure_reason: reason });
+      expect(await moves(old)).toEqual([{ from_status: 'pending', to_status: 'failed', trigger: 'operator' }]);
     });
 
     it('a completed payment, a pending cardpay payment and a lost push before its check are refused (exit 1, unchanged)', async () => {

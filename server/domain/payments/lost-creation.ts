@@ -91,6 +91,9 @@ export type LostCreation =
   | { kind: 'absent'; reason: string }
   | { kind: 'unknown'; reason: string };
 
+/** What a judging pull can say: nothing was charged (`absent`), or nothing is known (`unknown`). */
+type PullVerdict = Extract<LostCreation, { kind: 'absent' | 'unknown' }>;
+
 export async function recoverLostCreation(
   gateway: ProviderGateway, payment: Payment, lookup: PaymentLookup, now = Date.now(), pull: ReconciliationPull | null = null,
 ): Promise<LostCreation> {
@@ -100,7 +103,7 @@ export async function recoverLostCreation(
   if (other) return { kind: 'unknown', reason: other };
   const port = gateway.port(payment.provider);
   const { capabilities } = port;
-  if (!capabilities.replayableCreate) return judgeByPull(port, payment, now, pull);
+  if (!capabilities.replayableCreate) return judgeByPull(port, payment, now, pull, `${payment.provider} never answered the request creating this payment`);
   let found: ProviderPaymentResult | null | undefined;
   let lookupFailed: string | null = null;
   try {
@@ -130,12 +133,24 @@ export async function recoverLostCreation(
 }
 
 /**
- * A lost creation that cannot be repeated, at or after its check (lostCreationCheck): reconciliation's pull
- * of its window (judgingPullWindow). A paid push is listed, and the pull completes its payment; one the
- * pull succeeded without naming is `absent`. The pull failing, or the window no longer reaching back to
- * the creation, proves nothing: `unknown` — but a rate limit or an outage is thrown (a ProviderError).
+ * A push the operator took (the payment has its CheckoutRequestID) whose status query still gives no final
+ * answer at the push's check (lostCreationCheck) — "being processed", 4999, or a refusal — is judged by the
+ * same pull as a lost creation: a push is paid within minutes or not at all, and the pull is the operator's
+ * record of money received. Without it such a push would stay pending for ever once the schedule ran out.
+ * `absent` (the pull listed no charge: fail it) or `unknown`, as judgeByPull; a rate limit or outage is thrown.
  */
-async function judgeByPull(port: ProviderPort, payment: Payment, now: number, pull: ReconciliationPull | null): Promise<LostCreation> {
+export function judgeUnansweredPush(port: ProviderPort, payment: Payment, now: number, pull: ReconciliationPull | null): Promise<PullVerdict> {
+  return judgeByPull(port, payment, now, pull, `${payment.provider} took the request creating this payment but its status query never gave the outcome`);
+}
+
+/**
+ * A lost creation that cannot be repeated (or a push without a final answer, judgeUnansweredPush), at or after
+ * its check (lostCreationCheck): reconciliation's pull of its window (judgingPullWindow). A paid push is
+ * listed, and the pull completes its payment; one the pull succeeded without naming is `absent`, its reason
+ * starting with `unanswered`. The pull failing, or the window no longer reaching back to the creation, proves
+ * nothing: `unknown` — but a rate limit or an outage is thrown (a ProviderError).
+ */
+async function judgeByPull(port: ProviderPort, payment: Payment, now: number, pull: ReconciliationPull | null, unanswered: string): Promise<PullVerdict> {
   const check = lostCreationCheck(port, payment);
   if (!check || !pull || now < check.at) return { kind: 'unknown', reason: `${payment.provider} creation cannot be repeated; reconciliation finds the payment` };
   if (now > check.pullableUntil) {
@@ -163,21 +178,22 @@ async function judgeByPull(port: ProviderPort, payment: Payment, now: number, pu
   return {
     kind: 'absent',
     reason:
-      `${payment.provider} never answered the request creating this payment, and its settled transactions, pulled ${minutes} minutes after ` +
+      `${unanswered}, and its settled transactions, pulled ${minutes} minutes after ` +
       `the payment was created, list no charge for it. Nothing was charged to the service's knowledge; create a new payment if the customer still wants to pay.`,
   };
 }
 
 /**
  * Why an operator may not fail `payment` by hand (admin `payment settle`), or null when they may: only a
- * pending payment whose creation's answer was lost (no provider reference) and whose creation cannot be
- * repeated — the service cannot look it up, and once its judging pulls failed or can no longer reach back
- * to it, nothing of the service settles it — and not before its check (the service's own pull comes first).
+ * pending payment whose creation cannot be repeated and that is judged by the pull (lostCreationCheck) —
+ * its creation's answer lost (no provider reference), or a push whose status query never gave the outcome:
+ * once its judging pulls failed or can no longer reach back to it, nothing of the service settles it — and
+ * not before its check (the service's own pull comes first).
  */
 export function operatorSettlementRefusal(port: ProviderPort, payment: Payment, now = Date.now()): string | null {
-  if (payment.providerRef) return `payment ${payment.id} has ${payment.provider}'s reference: the status sync asks the provider about it (payment recheck), not an operator`;
-  if (port.capabilities.replayableCreate) return `payment ${payment.id}'s creation can be sent again: the status sync settles it (payment recheck), not an operator`;
   const check = lostCreationCheck(port, payment);
+  if (payment.providerRef && !check) return `payment ${payment.id} has ${payment.provider}'s reference: the status sync asks the provider about it (payment recheck), not an operator`;
+  if (port.capabilities.replayableCreate) return `payment ${payment.id}'s creation can be sent again: the status sync settles it (payment recheck), not an operator`;
   if (check && now < check.at) return `payment ${payment.id} is judged by reconciliation's pull at ${new Date(check.at).toISOString()}: wait for it (then payment recheck)`;
   // A check still booked while a pull can reach back to the payment may yet find its charge: failing it now
   // could tell the merchant payment.failed for a customer who paid.

@@ -1,11 +1,11 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../../observability/logger.js';
-import { PaymentSchema } from '../../persistence/entities/index.js';
+import { PaymentSchema, type Payment } from '../../persistence/entities/index.js';
 import type { AppConfig } from '../../config/config.js';
 import { ProviderError, type ProviderPaymentResult } from '../ports.js';
 import type { ProviderGateway } from './provider-gateway.js';
 import { creationInput, expiredAtProvider, paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
-import { lostCreationCheck, recoverLostCreation, type ReconciliationPull } from './lost-creation.js';
+import { judgeUnansweredPush, lostCreationCheck, recoverLostCreation, type ReconciliationPull } from './lost-creation.js';
 import { SharedPulls } from './shared-pulls.js';
 import { outcomeOf, recheckDue, scheduleNextCheck, oneBatchRun, type CheckOutcome, type ClaimedBatch, type DrainRun } from './sync-schedule.js';
 
@@ -22,7 +22,8 @@ const LAST_CHECK_MARGIN_MS = 30 * 60_000;
  * would charge again. Too late and not found at the provider: it fails, saying nothing was charged. A
  * creation that cannot be repeated (mobilemoney) is judged 2 h after it by reconciliation's pull (`pull`),
  * while the operator still lists its charge: a paid push is completed by it; one the pull succeeded
- * without listing fails the same way; a failed pull leaves it pending (lost-creation.ts).
+ * without listing fails the same way; a failed pull leaves it pending (lost-creation.ts). So is a push the
+ * operator took whose STK query still gives no final answer at a check from 2 h on (judgeUnansweredPush).
  * A payment created under another provider account than the stored credentials' is not asked about at all
  * (ProviderGateway.otherAccount): it stays pending, logged at each check, until credentials of its account
  * are stored again — or, once the schedule runs out, it is the operator's (payments_unresolved).
@@ -107,6 +108,14 @@ export class StatusSyncService {
       }
       outcome = outcomeOf(err);
     }
+    if (payment.providerRef && outcome === 'checked' && (!result || result.status === 'pending')) {
+      try {
+        if (await this.judgeUnansweredPush(payment, now, pull)) return 'checked';
+      } catch (err) {
+        if (!(err instanceof ProviderError)) throw err;
+        outcome = outcomeOf(err);
+      }
+    }
     if (result) {
       const applied = await this.payments.applyUpdate(payment.id, toUpdate(result), 'status-sync');
       if (applied.payment.status !== 'pending') return 'checked';
@@ -127,7 +136,8 @@ export class StatusSyncService {
     }
     // A lost creation that cannot be repeated is checked at its check time (sooner if the schedule says so,
     // and even if the schedule ran out before), then by the schedule while a pull can still reach back to it;
-    // once the schedule runs out after its check, it is the operator's (payments_unresolved).
+    // once the schedule runs out after its check, it is the operator's (payments_unresolved). (A push still
+    // without a final answer keeps the schedule: its checks from 2 h on judge it, judgeUnansweredPush.)
     const check = payment.providerRef ? null : lostCreationCheck(port, payment);
     if (check && now < check.at) {
       const at = new Date(check.at + 60_000);
@@ -145,6 +155,27 @@ export class StatusSyncService {
       );
     }
     return outcome;
+  }
+
+  /**
+   * A push the operator took whose status query gave no final answer (still processing, or refused): from
+   * its check on (lostCreationCheck) it is judged by the pull, as a lost creation is (judgeUnansweredPush).
+   * Whether that settled it (failed: nothing listed; or completed by the pull). A rate limit or an outage of
+   * the pull is thrown (the run backs off the account, or counts the provider down).
+   */
+  private async judgeUnansweredPush(payment: Payment, now: number, pull: ReconciliationPull | null): Promise<boolean> {
+    const port = this.gateway.port(payment.provider);
+    const check = lostCreationCheck(port, payment);
+    if (!check || now < check.at) return false;
+    const judged = await judgeUnansweredPush(port, payment, now, pull);
+    if (judged.kind === 'absent') {
+      this.logger.warn({ paymentId: payment.id, provider: payment.provider, reason: judged.reason }, 'status sync: push without a final answer and not listed as paid; payment failed');
+      await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: judged.reason }, 'status-sync');
+      return true;
+    }
+    if ((await this.em.fork().findOneOrFail(PaymentSchema, { id: payment.id })).status !== 'pending') return true; // the pull settled it
+    this.logger.warn({ paymentId: payment.id, provider: payment.provider, reason: judged.reason }, 'status sync: push without a final answer; left pending');
+    return false;
   }
 }
 
