@@ -26,6 +26,12 @@ interface ConnectionState {
  * not after the keep-alive timeout. Busy ones otherwise close after their next response (Connection:
  * close while draining) or at `deadlineMs`, when whatever is still open is closed (main.ts exits with
  * code 1 at the same deadline).
+ *
+ * The closer also waits for every request handler that has started to end its answer, whether or not its
+ * client is still there: a client that hangs up closes the connection but does not stop the handler (a
+ * payment waiting on its provider), and the process must not close its database pool under it and exit,
+ * leaving the answer unrecorded. An answer is ended by `res.end()` (sent, or written into a closed
+ * socket) or dropped by `res.destroy()`: code that gives up an answer when its client leaves destroys it.
  */
 export function gracefulCloser(server: http.Server): (deadlineMs: number) => Promise<void> {
   // Answers under way per connection, counted here rather than asked of Node: Node counts a connection
@@ -47,20 +53,64 @@ export function gracefulCloser(server: http.Server): (deadlineMs: number) => Pro
       state.activeAt = Date.now();
     });
   });
+  const handlers = new HandlersUnderWay();
+  server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => handlers.track(res));
   const closeIdle = () => {
     const idleSince = Date.now() - IDLE_GRACE_MS;
     for (const [socket, state] of connections) if (state.answering <= 0 && state.activeAt <= idleSince) socket.destroy();
   };
   return async (deadlineMs) => {
-    const deadline = setTimeout(() => server.closeAllConnections(), deadlineMs);
+    let deadlinePassed!: () => void;
+    const pastDeadline = new Promise<void>((resolve) => (deadlinePassed = resolve));
+    const deadline = setTimeout(() => {
+      server.closeAllConnections();
+      deadlinePassed();
+    }, deadlineMs);
     const sweep = setInterval(closeIdle, IDLE_SWEEP_MS);
     deadline.unref();
     sweep.unref();
-    await new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      closeIdle();
-    });
+    await Promise.all([
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        closeIdle();
+      }),
+      Promise.race([handlers.allEnded(), pastDeadline]),
+    ]);
     clearTimeout(deadline);
     clearInterval(sweep);
   };
+}
+
+/** The answers whose handlers have not ended them yet (see gracefulCloser), connection or no connection. */
+class HandlersUnderWay {
+  private readonly open = new Set<http.ServerResponse>();
+  private waiters: (() => void)[] = [];
+
+  track(res: http.ServerResponse): void {
+    if (res.writableEnded) return;
+    this.open.add(res);
+    const ended = () => {
+      if (!this.open.delete(res) || this.open.size > 0) return;
+      for (const resolve of this.waiters.splice(0)) resolve();
+    };
+    // Wrapped on the instance, before the application's handler runs: middleware that wraps res.end
+    // itself (compression, the simulators' latency) calls this one when it really ends the answer.
+    const end = res.end as (...args: unknown[]) => http.ServerResponse;
+    const destroy = res.destroy as (...args: unknown[]) => http.ServerResponse;
+    res.end = ((...args: unknown[]) => {
+      ended();
+      return end.apply(res, args);
+    }) as http.ServerResponse['end'];
+    res.destroy = ((...args: unknown[]) => {
+      ended();
+      return destroy.apply(res, args);
+    }) as http.ServerResponse['destroy'];
+    res.once('finish', ended);
+  }
+
+  /** Resolves once no answer is left under way. */
+  allEnded(): Promise<void> {
+    if (this.open.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
 }

@@ -179,7 +179,11 @@ export function withLatency(router: Router, ms: number): Router {
     const end = res.end.bind(res) as (...args: unknown[]) => Response;
     res.end = ((...args: unknown[]) => {
       const timer = setTimeout(() => end(...args), ms);
-      res.once('close', () => clearTimeout(timer));
+      // A client that left gets nothing: the answer is dropped (so a graceful stop no longer waits for it).
+      res.once('close', () => {
+        clearTimeout(timer);
+        res.destroy();
+      });
       return res;
     }) as Response['end'];
     next();

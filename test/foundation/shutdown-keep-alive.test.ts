@@ -1,8 +1,8 @@
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createTestDatabase } from '../support/database.js';
-import { baseEnv, startProcess, stopAllProcesses } from '../support/processes.js';
+import { createTestDatabase, sql } from '../support/database.js';
+import { adminMerchant, baseEnv, callApi, freePort, startProcess, stopAllProcesses } from '../support/processes.js';
 
 /**
  * A graceful stop while clients (or a load balancer) hold keep-alive connections and keep sending
@@ -177,4 +177,43 @@ describe('graceful shutdown with keep-alive clients', () => {
       halfway.socket.destroy();
     }
   }, 60_000);
+
+  it('a payment request whose client hung up is still carried through: the stop waits for the provider\'s answer and records it before exiting 0', async () => {
+    // The provider (a simulator in its own process, so the stop cannot end it) answers after 3 s.
+    const providerPort = await freePort();
+    const provider = await startProcess('api', { ...baseEnv(db.url, `http://127.0.0.1:${providerPort}`, { SANDBOX_LATENCY_MS: '3000' }), PORT: String(providerPort) }, { name: 'provider' });
+    // The simulators keep their switches in the file's database: the "hang" an earlier test left on goes off.
+    const switched = await fetch(`${provider.url}/sandbox/cardpay/_control/outage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"mode":"ok"}' });
+    expect(switched.status).toBe(200);
+    const proc = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '20000', CARDPAY_BASE_URL: `${provider.url}/sandbox/cardpay` }));
+    const { apiKey } = await adminMerchant(db.url, 'Hung-up Shop');
+    // With the webhook secret given, storing them makes one (slow) provider call, not four.
+    const stored = await callApi(proc.url!, 'PUT', '/v1/merchant/credentials', apiKey, { provider: 'cardpay', cardpay: { secret_key: 'sk_test_hung_up_client_0001', webhook_secret: 'whsec_hung_up_client' } });
+    expect(stored.status).toBe(200);
+
+    const key = `hung-up-${Date.now()}`;
+    const sentAt = Date.now();
+    // The merchant's client gives up 300 ms in (its own timeout, a crash): the provider call is under way.
+    const request = http.request(`${proc.url!}/v1/payments`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-API-Key': apiKey, 'Idempotency-Key': key },
+    });
+    const cut = new Promise<string>((resolve) => request.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message)));
+    request.end(JSON.stringify({ provider: 'cardpay', amount: '12.00', currency: 'USD', payment_method: 'pm_card_visa' }));
+    await new Promise((r) => setTimeout(r, 300));
+    request.destroy();
+    expect(await cut).toBe('ECONNRESET');
+    await new Promise((r) => setTimeout(r, 200));
+
+    const { code } = await terminate(proc)();
+    const exitedAfterMs = Date.now() - sentAt;
+    expect(code).toBe(0);
+    // The process stayed until the provider had answered (3 s after the request reached it)...
+    expect(exitedAfterMs).toBeGreaterThan(3_000);
+    // ...and recorded that answer: the payment is settled, the key finished (a retry replays it at once).
+    const [payment] = await sql<{ status: string; provider_ref: string | null }>(db.url, 'SELECT status, provider_ref FROM payments WHERE idempotency_key = $1', [key]);
+    expect(payment).toMatchObject({ status: 'completed', provider_ref: expect.stringMatching(/^pi_/) });
+    expect(await sql(db.url, 'SELECT recovery_point FROM idempotency_keys WHERE key = $1', [key])).toEqual([{ recovery_point: 'finished' }]);
+    await provider.stop();
+  }, 90_000);
 });
