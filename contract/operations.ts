@@ -18,14 +18,21 @@ const ReadinessSchema = extendApi(
     success: z.boolean(),
     data: z.object({
       status: z.enum(['ready', 'not_ready', 'draining']),
-      checks: z.object({ database: z.boolean(), job_runner: z.boolean() }),
+      checks: z.object({
+        database: z.boolean().describe('The database answers within 3 s and this session can write (not a hot standby, not default_transaction_read_only)'),
+        job_runner: z.boolean(),
+      }),
+      reason: z.string().optional().describe('With `not_ready`: why (the database does not answer, is read-only, or the job runner is not connected)'),
     }),
   }),
   { example: { success: true, data: { status: 'ready', checks: { database: true, job_runner: true } } } },
 );
 
 const NotReadySchema = extendApi(ReadinessSchema, {
-  example: { success: false, data: { status: 'not_ready', checks: { database: false, job_runner: false } } },
+  example: {
+    success: false,
+    data: { status: 'not_ready', checks: { database: false, job_runner: false }, reason: 'the database is read-only (a hot standby, or default_transaction_read_only on): every write would fail' },
+  },
 });
 
 /**
@@ -47,7 +54,7 @@ export const operationsContract = c.router({
     path: '/readyz',
     summary: 'Readiness',
     description:
-      'Answers 200 when the database answers and the job runner is connected, 503 otherwise (use it as a readiness probe); ' +
+      'Answers 200 when the database answers and takes writes and the job runner is connected, 503 `not_ready` with a `reason` otherwise (use it as a readiness probe); ' +
       'also 503, with status `draining`, once the process is shutting down (SIGTERM): it finishes what is under way and takes nothing new.',
     metadata: ops,
     responses: { 200: ReadinessSchema, 503: NotReadySchema },

@@ -20,7 +20,7 @@ import type { Logger } from './observability/logger.js';
 import { instrumentProvider } from './observability/instrument-provider.js';
 import { Metrics } from './observability/metrics.js';
 import { registerStoreMetrics } from './observability/store-metrics.js';
-import { answersWithin, openOrm } from './persistence/orm.js';
+import { answerWithin, openOrm } from './persistence/orm.js';
 import { KeyLock } from './persistence/key-lock.js';
 import { Leases } from './persistence/leases.js';
 import { ChangeNotifications } from './persistence/change-notifications.js';
@@ -62,6 +62,12 @@ const ACCESS_CACHE = { ttlMs: 60_000, maxEntries: 10_000 };
  * that died without a reset) makes it answer 503 at once instead of hanging with the requests.
  */
 const READINESS_QUERY_TIMEOUT_MS = 3_000;
+/**
+ * Whether this session can write, in the readiness check's one round trip: a failover can leave
+ * DATABASE_URL on a hot standby, and default_transaction_read_only can be set on the database or role;
+ * either answers reads while every payment, callback and job write fails.
+ */
+const SESSION_WRITABLE_SQL = "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off' AS writable";
 
 export interface Services {
   apiKeys: ApiKeyService;
@@ -108,7 +114,8 @@ export interface Container {
   sandboxDeps: SandboxDeps;
   /** The simulators' boot work (SandboxModule.prepare); nothing when SANDBOX is off. Needs the migrated schema. */
   prepareSandboxes(): Promise<void>;
-  readiness(): Promise<Record<string, boolean>>;
+  /** /readyz's checks (`database`: it answers and takes writes), and why the process is not ready if it is not. */
+  readiness(): Promise<{ checks: { database: boolean; job_runner: boolean }; reason?: string }>;
   /**
    * Set by the graceful stop: /readyz answers 503 and every response closes its connection, so
    * keep-alive clients (and load balancers) move to another process instead of holding this one open.
@@ -258,9 +265,14 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
       await Promise.all(sandboxModules.map((m) => m.prepare?.({ ...sandboxDeps, em: orm.em.fork() })));
     },
     async readiness() {
-      const database = await answersWithin(orm, 'SELECT 1', READINESS_QUERY_TIMEOUT_MS);
-      const jobRunner = database && agendaReady ? await answersWithin(orm, 'SELECT 1 FROM agenda_jobs LIMIT 1', READINESS_QUERY_TIMEOUT_MS) : false;
-      return { database, job_runner: jobRunner };
+      const session = await answerWithin(orm, SESSION_WRITABLE_SQL, READINESS_QUERY_TIMEOUT_MS);
+      const writable = session?.writable === true;
+      const jobRunner = writable && agendaReady ? (await answerWithin(orm, 'SELECT 1 FROM agenda_jobs LIMIT 1', READINESS_QUERY_TIMEOUT_MS)) !== null : false;
+      const checks = { database: writable, job_runner: jobRunner };
+      if (!session) return { checks, reason: `the database does not answer within ${READINESS_QUERY_TIMEOUT_MS / 1000} s` };
+      if (!writable) return { checks, reason: 'the database is read-only (a hot standby, or default_transaction_read_only on): every write would fail' };
+      if (!jobRunner) return { checks, reason: 'the job runner is not connected' };
+      return { checks };
     },
     draining: false,
     async close() {

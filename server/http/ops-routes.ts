@@ -32,12 +32,12 @@ export function mountOpsRoutes(app: Express, container: Container): void {
   const { metrics, config } = container;
   app.get('/healthz', (_req, res) => res.json({ success: true, data: { status: 'ok' } }));
   app.get('/readyz', async (_req, res) => {
-    const checks = await container.readiness();
+    const { checks, reason } = await container.readiness();
     // Shutting down: the load balancer should stop sending requests here, whatever the checks say (the
     // stop may have begun during the checks, after the first middleware looked).
     if (container.draining) return res.status(503).set('Connection', 'close').json({ success: false, data: { status: 'draining', checks } });
-    const ready = Object.values(checks).every(Boolean);
-    res.status(ready ? 200 : 503).json({ success: ready, data: { status: ready ? 'ready' : 'not_ready', checks } });
+    if (reason) return res.status(503).json({ success: false, data: { status: 'not_ready', checks, reason } });
+    res.json({ success: true, data: { status: 'ready', checks } });
   });
   app.get('/metrics', async (req, res) => {
     if (config.metricsToken && !bearerMatches(req, config.metricsToken)) {

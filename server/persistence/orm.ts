@@ -48,19 +48,19 @@ export async function openOrm(databaseUrl: string, poolMax?: number, acquireTime
 }
 
 /**
- * Whether the database answers `sql` within `timeoutMs` on a pooled connection (the wait for a free
- * connection is bounded by the pool's acquire timeout). A connection whose answer did not come in time
- * is closed, not pooled again: its path may be dead (half-open TCP after a failover), and the next query
- * sent on it would wait as long.
+ * The first row the database answers `sql` with within `timeoutMs` on a pooled connection, or null when no
+ * answer came (the wait for a free connection is bounded by the pool's acquire timeout). A connection whose
+ * answer did not come in time is closed, not pooled again: its path may be dead (half-open TCP after a
+ * failover), and the next query sent on it would wait as long.
  */
-export async function answersWithin(orm: MikroORM, sql: string, timeoutMs: number): Promise<boolean> {
+export async function answerWithin(orm: MikroORM, sql: string, timeoutMs: number): Promise<Record<string, unknown> | null> {
   return orm.em
     .getKnex()
     .raw(sql)
     .timeout(timeoutMs)
     .then(
-      () => true,
-      () => false,
+      (result: { rows: Record<string, unknown>[] }) => result.rows[0] ?? {},
+      () => null,
     );
 }
 
