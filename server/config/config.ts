@@ -53,8 +53,15 @@ export const MAX_SWEEP_INTERVAL_MS = 86_400_000;
 const timerMs = (max: number, what: string) =>
   z.coerce.number().int().positive().max(max, `must be at most ${max} (${what}): it is used in a timer`);
 
+/** The NODE_ENV values a process accepts. */
+const NODE_ENVS = ['development', 'test', 'production'] as const;
+
 const EnvSchema = z.preprocess(emptyIsUnset, z.object({
-  NODE_ENV: z.string().default('development'),
+  // Anything but `production` runs as development (simulators on, private webhook URLs allowed, no rate
+  // limits): a `Production` or `prod` meant for live money must stop the boot, not run as development.
+  NODE_ENV: z
+    .enum(NODE_ENVS, { errorMap: () => ({ message: `must be ${NODE_ENVS.join(', ')} (unset: development); any other value would run as development` }) })
+    .default('development'),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).optional(),
   WORKER_PORT: z.coerce.number().int().min(0).max(65535).default(3001),

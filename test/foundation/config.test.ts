@@ -159,6 +159,19 @@ describe('configuration', () => {
     expect([service.code, service.stderr.trim()]).toEqual([2, 'DATABASE_URL is required when NODE_ENV=production (the embedded PostgreSQL is for development and tests)']);
   }, 30_000);
 
+  it('refuses a NODE_ENV other than development, test or production at boot (exit code 2), naming it and the values it takes', async () => {
+    // Each of these used to run as development: simulators on, private webhook URLs allowed, no rate limits.
+    for (const bad of ['Production', 'prod', 'PRODUCTION', 'staging', 'production ']) {
+      expect(() => loadConfig({ NODE_ENV: bad })).toThrow(ConfigError);
+      expect(() => loadConfig({ NODE_ENV: bad })).toThrow('NODE_ENV: must be development, test, production (unset: development)');
+    }
+    for (const good of ['development', 'test']) expect(loadConfig({ NODE_ENV: good })).toMatchObject({ env: good, production: false });
+    expect(loadConfig({ NODE_ENV: '' }).env).toBe('development');
+    expect(loadConfig({ NODE_ENV: 'production', ENCRYPTION_KEY: randomBytes(32).toString('base64'), DATABASE_URL: NOWHERE }).production).toBe(true);
+    const run = await runCli('server/main.ts', [], { NODE_ENV: 'Production', DATABASE_URL: NOWHERE });
+    expect([run.code, run.stderr.trim()]).toEqual([2, 'invalid configuration: NODE_ENV: must be development, test, production (unset: development); any other value would run as development']);
+  }, 30_000);
+
   it('refuses a DATABASE_URL whose password holds a bare %, naming the variable (it failed at connect with "URI malformed")', () => {
     expect(() => loadConfig({ DATABASE_URL: 'postgres://app:p%zz@db.internal/payments' })).toThrow(
       'DATABASE_URL: the user, password or database name holds a % that is not percent-encoding (write % as %25)',
