@@ -410,6 +410,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { encr
   const providerEventRetentionMs = durationVar('PROVIDER_EVENT_RETENTION', e.PROVIDER_EVENT_RETENTION);
   if (providerEventRetentionMs < 4 * 24 * 3_600_000) throw new ConfigError('PROVIDER_EVENT_RETENTION must be at least 4d (providers redeliver a notification for up to 3 days)');
   if (e.SHUTDOWN_DELAY_MS >= e.SHUTDOWN_TIMEOUT_MS) throw new ConfigError('SHUTDOWN_DELAY_MS must be shorter than SHUTDOWN_TIMEOUT_MS (the delay is part of the stop\'s budget)');
+  // What a stop leaves the requests under way: one that has just sent its provider call must get the answer
+  // (or the timeout) and record it, or the stop cuts a payment left pending with its key leased.
+  if (e.SHUTDOWN_TIMEOUT_MS - e.SHUTDOWN_DELAY_MS <= e.PROVIDER_TIMEOUT_MS) {
+    throw new ConfigError(
+      'SHUTDOWN_TIMEOUT_MS less SHUTDOWN_DELAY_MS (what a stop leaves the requests under way) must be longer than PROVIDER_TIMEOUT_MS, or a stop could cut a payment in the middle of its provider call: raise SHUTDOWN_TIMEOUT_MS (and the orchestrator\'s grace period with it), or lower SHUTDOWN_DELAY_MS or PROVIDER_TIMEOUT_MS',
+    );
+  }
   const sandbox = e.SANDBOX ?? !production;
   return {
     env: e.NODE_ENV,

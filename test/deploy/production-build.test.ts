@@ -333,7 +333,8 @@ describe('the production build', () => {
       // A job due now, which a worker that started taking jobs would run at once.
       dueJob = (await holder.query<{ id: string }>("INSERT INTO agenda_jobs (name, next_run_at, type, data) VALUES ('events.prune', now() - interval '1 minute', 'normal', '{}') RETURNING id")).rows[0]!.id;
       const worker = startProd(
-        prodEnv({ ROLE: 'worker', WORKER_PORT: String(await freePort()), SANDBOX: 'false', MIGRATE_ON_BOOT: 'false', SHUTDOWN_TIMEOUT_MS: '15000' }),
+        // PROVIDER_TIMEOUT_MS: a stop of 15 s must cover one provider call (the default 15 s does not).
+        prodEnv({ ROLE: 'worker', WORKER_PORT: String(await freePort()), SANDBOX: 'false', MIGRATE_ON_BOOT: 'false', SHUTDOWN_TIMEOUT_MS: '15000', PROVIDER_TIMEOUT_MS: '10000' }),
         { detached: false },
       );
       const server = await serverPid(worker.child);

@@ -83,6 +83,21 @@ describe('configuration', () => {
     // The delay before the listener closes is part of the stop's budget.
     expect(loadConfig({}).shutdownDelayMs).toBe(0);
     expect(() => loadConfig({ SHUTDOWN_DELAY_MS: '30000' })).toThrow('SHUTDOWN_DELAY_MS must be shorter than SHUTDOWN_TIMEOUT_MS');
+    // What the stop leaves the requests under way must cover one provider call: at the defaults 30 s against 15 s.
+    const budget = 'SHUTDOWN_TIMEOUT_MS less SHUTDOWN_DELAY_MS (what a stop leaves the requests under way) must be longer than PROVIDER_TIMEOUT_MS';
+    for (const env of [
+      { SHUTDOWN_TIMEOUT_MS: '10000' },
+      { SHUTDOWN_TIMEOUT_MS: '15000' },
+      { SHUTDOWN_DELAY_MS: '20000' },
+      { PROVIDER_TIMEOUT_MS: '30000', IDEMPOTENCY_LEASE: '2m' },
+      { SHUTDOWN_TIMEOUT_MS: '20000', SHUTDOWN_DELAY_MS: '5000', PROVIDER_TIMEOUT_MS: '15000' },
+    ]) {
+      expect(() => loadConfig(env)).toThrow(ConfigError);
+      expect(() => loadConfig(env)).toThrow(budget);
+    }
+    expect(loadConfig({})).toMatchObject({ shutdownTimeoutMs: 30_000, shutdownDelayMs: 0, providerTimeoutMs: 15_000 });
+    expect(loadConfig({ SHUTDOWN_TIMEOUT_MS: '20001', SHUTDOWN_DELAY_MS: '5000' }).shutdownDelayMs).toBe(5_000);
+    expect(loadConfig({ SHUTDOWN_TIMEOUT_MS: '2000', PROVIDER_TIMEOUT_MS: '1999' }).shutdownTimeoutMs).toBe(2_000);
     expect(() => loadConfig({ IDEMPOTENCY_LEASE: '1 minute' })).toThrow('IDEMPOTENCY_LEASE: "1 minute" is not a duration');
     for (const name of ['SHUTDOWN_TIMEOUT_MS', 'WEBHOOK_TIMEOUT_MS', 'PROVIDER_TIMEOUT_MS']) {
       expect(() => loadConfig({ [name]: '0' })).toThrow(ConfigError);
@@ -118,8 +133,8 @@ describe('configuration', () => {
         expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
         expect(() => loadConfig({ [name]: value })).toThrow(`${name}: must be at most ${max}`);
       }
-      // The bound itself is taken (a lease long enough for a 5-minute provider timeout, too).
-      const env = { [name]: String(max), IDEMPOTENCY_LEASE: '11m' };
+      // The bound itself is taken (with a lease and a stop long enough for a 5-minute provider timeout, too).
+      const env = { SHUTDOWN_TIMEOUT_MS: '310000', [name]: String(max), IDEMPOTENCY_LEASE: '11m' };
       expect(loadConfig(env)).toMatchObject({ [field]: max });
     }
     const durations: [string, string, string, string][] = [

@@ -21,7 +21,8 @@ afterAll(async () => {
 
 describe('graceful shutdown', () => {
   it('exits within SHUTDOWN_TIMEOUT_MS after SIGTERM although a request never completes', async () => {
-    const api = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '2000' }));
+    // A provider timeout the 2 s stop covers (the process refuses a stop shorter than one provider call).
+    const api = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '2000', PROVIDER_TIMEOUT_MS: '1500' }));
     // A request whose body never arrives: the server keeps it open, waiting for the rest. A provider
     // callback (no API key: an anonymous merchant request is answered 401 before its body is read).
     const socket = net.connect(Number(new URL(api.url!).port), '127.0.0.1');
