@@ -23,10 +23,21 @@ DATA_DIR), the job runner's table among them, then exits. Prints JSON: {"applied
                         worker processes first, then start the earlier release
   --help                this text`;
 
+/** A command line that asks for nothing this command does: exit 64 with the help, as a configuration error. */
+class UsageError extends Error {}
+
+function parseFlags(argv: string[]) {
+  try {
+    return parseArgs({ args: argv, options: { help: { type: 'boolean' }, status: { type: 'boolean' }, 'down-to': { type: 'string' } } }).values;
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
 async function run(argv: string[]): Promise<unknown> {
-  const { values } = parseArgs({ args: argv, options: { help: { type: 'boolean' }, status: { type: 'boolean' }, 'down-to': { type: 'string' } } });
+  const values = parseFlags(argv);
   if (values.help) return HELP;
-  if (values.status && values['down-to'] !== undefined) throw new TypeError('--status and --down-to cannot be combined');
+  if (values.status && values['down-to'] !== undefined) throw new UsageError('--status and --down-to cannot be combined');
   const config = loadConfig();
   let embedded: EmbeddedDatabase | null = null;
   let databaseUrl = config.databaseUrl;
@@ -36,7 +47,7 @@ async function run(argv: string[]): Promise<unknown> {
     embedded = await embeddedForCommand(path.join(config.dataDir, 'postgres'), { log: (line) => process.stderr.write(`${line}\n`) });
     databaseUrl = embedded.url;
   }
-  const [{ appliedMigrations, migrate, openOrm, pendingMigrations, revertMigrationsAfter }, { withSchemaLock }] = await Promise.all([
+  const [{ appliedMigrations, migrate, NotAppliedMigrationError, openOrm, pendingMigrations, revertMigrationsAfter }, { withSchemaLock }] = await Promise.all([
     import('./persistence/orm.js'),
     import('./persistence/schema-lock.js'),
   ]);
@@ -45,7 +56,11 @@ async function run(argv: string[]): Promise<unknown> {
     if (values.status) return { applied: await appliedMigrations(orm), pending: await pendingMigrations(orm) };
     const url = databaseUrl;
     const downTo = values['down-to'];
-    if (downTo !== undefined) return await withSchemaLock(url, async () => ({ reverted: await revertMigrationsAfter(orm, downTo) }));
+    if (downTo !== undefined) {
+      return await withSchemaLock(url, async () => ({ reverted: await revertMigrationsAfter(orm, downTo) })).catch((err: unknown) => {
+        throw err instanceof NotAppliedMigrationError ? new UsageError(err.message) : err;
+      });
+    }
     return await withSchemaLock(url, async () => ({ applied: await migrate(orm) }));
   } finally {
     await orm.close(true);
@@ -59,7 +74,10 @@ run(process.argv.slice(2)).then(
     process.exit(0);
   },
   (err: Error) => {
-    process.stderr.write(err instanceof ConfigError || err instanceof TypeError ? `${err.message}\n${HELP}\n` : `migrate failed: ${err.message}\n`);
-    process.exit(err instanceof ConfigError || err instanceof TypeError ? 64 : 1);
+    // Only the command line and the configuration are usage errors: anything else (a TypeError of the
+    // driver, the ORM or a migration included) failed while migrating.
+    const usage = err instanceof ConfigError || err instanceof UsageError;
+    process.stderr.write(usage ? `${err.message}\n${HELP}\n` : `migrate failed: ${err.message}\n`);
+    process.exit(usage ? 64 : 1);
   },
 );

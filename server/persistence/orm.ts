@@ -117,6 +117,9 @@ export async function appliedMigrations(orm: MikroORM): Promise<string[]> {
   return (await orm.getMigrator().getExecutedMigrations()).map((m) => m.name);
 }
 
+/** `keep` (revertMigrationsAfter, migrate --down-to) names no applied migration: nothing was reverted. */
+export class NotAppliedMigrationError extends Error {}
+
 /**
  * Reverts every migration applied after `keep`, newest first, in one transaction (all or nothing);
  * returns their names in the order they were reverted. A `keep` that is not applied is refused.
@@ -124,7 +127,7 @@ export async function appliedMigrations(orm: MikroORM): Promise<string[]> {
 export async function revertMigrationsAfter(orm: MikroORM, keep: string, options: MigrationLockOptions = {}): Promise<string[]> {
   const applied = await appliedMigrations(orm);
   const at = applied.indexOf(keep);
-  if (at < 0) throw new TypeError(`--down-to: ${keep} is not an applied migration (see --status)`);
+  if (at < 0) throw new NotAppliedMigrationError(`--down-to: ${keep} is not an applied migration (see --status)`);
   const oldestToRevert = applied[at + 1];
   if (!oldestToRevert) return [];
   const reverted = await withMigrationLockTimeout(orm, options, (transaction) => orm.getMigrator().down({ to: oldestToRevert, transaction }));

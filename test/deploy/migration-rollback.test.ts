@@ -204,6 +204,21 @@ describe('npm run migrate -- --down-to (rolling the schema back to an earlier re
     });
   }, 120_000);
 
+  it('a failure while migrating exits 1 as "migrate failed", not as a usage error, even when it is a TypeError; only the command line is a usage error', async () => {
+    const { db } = await migrated();
+    // A damaged migrations table (a row without a name): the ORM fails on it with a TypeError of Node's.
+    await sql(db.url, 'INSERT INTO mikro_orm_migrations (name) VALUES (NULL)');
+    const failed = await migrateCli(db.url);
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toMatch(/^migrate failed: The "path" argument must be of type string/);
+    expect(failed.stderr).not.toContain('usage: migrate');
+    // The command line's own errors stay usage errors: exit 64 with the help.
+    for (const args of [['--donw-to', FIRST], ['--status', '--down-to', FIRST], ['extra']]) {
+      const refused = await migrateCli(db.url, args);
+      expect([refused.code, refused.stderr]).toEqual([64, expect.stringContaining('usage: migrate')]);
+    }
+  }, 120_000);
+
   it('refuses a migration that is not applied, with a clear message, and reverts nothing', async () => {
     const { db, applied } = await migrated();
     const refused = await migrateCli(db.url, ['--down-to', 'Migration20990101000001_future']);
