@@ -49,6 +49,10 @@ export const MAX_IDEMPOTENCY_LEASE_MS = 3_600_000;
 /** DELIVERY_SWEEP_INTERVAL (a running sweep checks its lock every interval): 1 day. */
 export const MAX_SWEEP_INTERVAL_MS = 86_400_000;
 
+/** SANDBOX_CALLBACK_DELAY_MS, SANDBOX_LATENCY_MS: 2 minutes, past any provider's callback or answer a test waits for. */
+const MAX_SANDBOX_DELAY_MS = 120_000;
+const SANDBOX_DELAY_BOUND = `must be at most ${MAX_SANDBOX_DELAY_MS} (2 minutes)`;
+
 /** A whole number of milliseconds from 1 to `max`, for a variable used in a timer. */
 const timerMs = (max: number, what: string) =>
   z.coerce.number().int().positive().max(max, `must be at most ${max} (${what}): it is used in a timer`);
@@ -85,8 +89,9 @@ const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   DECRYPTION_KEYS: z.string().optional(),
   ROLE: z.enum(['all', 'api', 'worker']).default('all'),
   SANDBOX: booleanFlag.optional(),
-  SANDBOX_CALLBACK_DELAY_MS: z.coerce.number().int().min(0).default(1000),
-  SANDBOX_LATENCY_MS: z.coerce.number().int().min(0).max(120_000).default(0),
+  // Both end up in timers and in `now() + delay` timestamps: a huge delay threw RangeError (Invalid Date) at the first callback.
+  SANDBOX_CALLBACK_DELAY_MS: z.coerce.number().int().min(0).max(MAX_SANDBOX_DELAY_MS, SANDBOX_DELAY_BOUND).default(1000),
+  SANDBOX_LATENCY_MS: z.coerce.number().int().min(0).max(MAX_SANDBOX_DELAY_MS, SANDBOX_DELAY_BOUND).default(0),
   CARDPAY_BASE_URL: z.string().url().optional(),
   WALLETPAY_BASE_URL: z.string().url().optional(),
   MOBILEMONEY_BASE_URL: z.string().url().optional(),

@@ -116,6 +116,14 @@ describe('configuration', () => {
     }
     // The simulators' delays may be 0 (none).
     expect(loadConfig({ SANDBOX_CALLBACK_DELAY_MS: '0', SANDBOX_LATENCY_MS: '0' })).toMatchObject({ sandboxCallbackDelayMs: 0, sandboxLatencyMs: 0 });
+    // ...and at most 2 minutes: a huge SANDBOX_CALLBACK_DELAY_MS made the simulators throw (Invalid Date) at the first callback.
+    for (const name of ['SANDBOX_CALLBACK_DELAY_MS', 'SANDBOX_LATENCY_MS']) {
+      for (const over of ['120001', '1e16']) {
+        expect(() => loadConfig({ [name]: over })).toThrow(ConfigError);
+        expect(() => loadConfig({ [name]: over })).toThrow(`${name}: must be at most 120000 (2 minutes)`);
+      }
+    }
+    expect(loadConfig({ SANDBOX_CALLBACK_DELAY_MS: '120000', SANDBOX_LATENCY_MS: '120000' })).toMatchObject({ sandboxCallbackDelayMs: 120_000, sandboxLatencyMs: 120_000 });
   });
 
   it('refuses a timeout or interval that would overflow its timer (or is far past any use), naming the variable', () => {

@@ -183,7 +183,7 @@ describe('business metrics on /metrics', () => {
 
   it('a refund its provider has not settled shows its age in refunds_pending_oldest_seconds', async () => {
     // The simulator holds back its refund events: the refund stays pending.
-    const slow = await startTestService({ SANDBOX_CALLBACK_DELAY_MS: '600000' });
+    const slow = await startTestService({ SANDBOX_CALLBACK_DELAY_MS: '120000' });
     try {
       const shop = await slow.createMerchant('Slow Refund Shop');
       await slow.http.put('/v1/merchant/credentials').set('X-API-Key', shop.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_metrics_0003' } }).expect(200);

@@ -118,7 +118,7 @@ describe('status sync of stuck payments', () => {
   it('stops re-checking after the last interval of the schedule; /metrics counts the payment as unresolved unless it waits for the customer', async () => {
     // A provider call that gets no answer on a loaded CI host gives up in 3 s (and counts its check), not the
     // tests' 10 s: a CI run once saw no STK query of the push answered within the 10 s this waits.
-    const shortSchedule = await startTestService({ SANDBOX_CALLBACK_DELAY_MS: '600000', STATUS_SYNC_SCHEDULE: '100ms,100ms', STATUS_SYNC_POLL_INTERVAL: '100ms', PROVIDER_TIMEOUT_MS: '3000' });
+    const shortSchedule = await startTestService({ SANDBOX_CALLBACK_DELAY_MS: '120000', STATUS_SYNC_SCHEDULE: '100ms,100ms', STATUS_SYNC_POLL_INTERVAL: '100ms', PROVIDER_TIMEOUT_MS: '3000' });
     try {
       const unresolved = async (provider: string) => total(await scrapeMetrics(shortSchedule), 'payments_unresolved', { provider });
       expect([await unresolved('mobilemoney'), await unresolved('cardpay')]).toEqual([0, 0]);
