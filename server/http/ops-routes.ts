@@ -4,8 +4,11 @@ import type { Container } from '../container.js';
 import { sendError } from './envelope.js';
 import { ERROR_MESSAGES } from '../../contract/errors.js';
 
+/** `Authorization: Bearer <token>` (the scheme in any case, as HTTP's are); the token alone is no credential. */
 function bearerMatches(req: Request, token: string): boolean {
-  const given = Buffer.from((req.get('authorization') ?? '').replace(/^Bearer\s+/i, ''));
+  const credentials = /^Bearer +(.*)$/i.exec(req.get('authorization') ?? '');
+  if (!credentials) return false;
+  const given = Buffer.from(credentials[1]!);
   const expected = Buffer.from(token);
   return given.length === expected.length && timingSafeEqual(given, expected);
 }

@@ -202,16 +202,22 @@ describe('business metrics on /metrics', () => {
     }
   }, 40_000);
 
-  it('METRICS_TOKEN protects /metrics: no token or a wrong one is 401 in the envelope', async () => {
+  it('METRICS_TOKEN protects /metrics: no token, a wrong one or the token without the Bearer scheme is 401 in the envelope', async () => {
     const guarded = await startTestService({ METRICS_TOKEN: 'a-long-metrics-token-123' });
     try {
       const none = await guarded.http.get('/metrics');
       expect(none.status).toBe(401);
       expect(none.body).toMatchObject({ success: false, error: { code: 'UNAUTHORIZED' } });
       expect((await guarded.http.get('/metrics').set('Authorization', 'Bearer wrong-token-wrong-token')).status).toBe(401);
+      // The token alone, or under another scheme, is not `Authorization: Bearer <token>`.
+      for (const header of ['a-long-metrics-token-123', 'Basic a-long-metrics-token-123', 'Bearera-long-metrics-token-123']) {
+        expect((await guarded.http.get('/metrics').set('Authorization', header)).status).toBe(401);
+      }
       const ok = await guarded.http.get('/metrics').set('Authorization', 'Bearer a-long-metrics-token-123');
       expect(ok.status).toBe(200);
       expect(ok.text).toContain('# TYPE payments gauge');
+      // The scheme is case-insensitive, as HTTP's are.
+      expect((await guarded.http.get('/metrics').set('Authorization', 'bearer a-long-metrics-token-123')).status).toBe(200);
       // Health and readiness stay open for probes.
       expect((await guarded.http.get('/healthz')).status).toBe(200);
     } finally {
