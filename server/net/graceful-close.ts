@@ -84,7 +84,7 @@ export function gracefulCloser(server: http.Server): (deadlineMs: number) => Pro
 /** The answers whose handlers have not ended them yet (see gracefulCloser), connection or no connection. */
 class HandlersUnderWay {
   private readonly open = new Set<http.ServerResponse>();
-  private waiters: (() => void)[] = [];
+  private readonly waiters: (() => void)[] = [];
 
   track(res: http.ServerResponse): void {
     if (res.writableEnded) return;
@@ -93,8 +93,9 @@ class HandlersUnderWay {
       if (!this.open.delete(res) || this.open.size > 0) return;
       for (const resolve of this.waiters.splice(0)) resolve();
     };
-    // Wrapped on the instance, before the application's handler runs: middleware that wraps res.end
-    // itself (compression, the simulators' latency) calls this one when it really ends the answer.
+    // Wrapped on the instance, before the application's handler runs when gracefulCloser was called before
+    // the app was attached (service.ts): middleware that wraps res.end itself (compression, the simulators'
+    // latency) then calls this one when it really ends the answer. Otherwise 'finish' still counts it.
     const end = res.end as (...args: unknown[]) => http.ServerResponse;
     const destroy = res.destroy as (...args: unknown[]) => http.ServerResponse;
     res.end = ((...args: unknown[]) => {
