@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import express, { type Express, type Router } from 'express';
 import { projectFile } from '../config/project-root.js';
 
@@ -24,7 +25,18 @@ const DOCS_HEADERS = {
  * swagger-ui-dist's own demo page and its initializer, which loads the Petstore document from
  * petstore.swagger.io: in the folder Swagger UI's assets are served from, never served here.
  */
-const STOCK_FILES = new Set(['/index.html', '/swagger-initializer.js']);
+const STOCK_FILES = new Set(['index.html', 'swagger-initializer.js']);
+
+/** The file a /docs path names, as the static server will read it (decoded: `%69ndex.html`, `//index.html`). */
+function stockFileName(requestPath: string): string {
+  let decoded = requestPath;
+  try {
+    decoded = decodeURIComponent(requestPath);
+  } catch {
+    // Not decodable: the static server refuses it too.
+  }
+  return path.posix.basename(decoded);
+}
 
 /**
  * GET /openapi.json, /docs (Swagger UI) and /docs/README.md. The document, its generator, Swagger UI
@@ -58,7 +70,7 @@ export function mountDocs(app: Express): void {
     load().then(({ readme }) => res.set(DOCS_HEADERS).type('text/markdown; charset=utf-8').send(readme), next);
   });
   app.use('/docs', (req, res, next) => {
-    if (STOCK_FILES.has(req.path)) return next();
+    if (STOCK_FILES.has(stockFileName(req.path))) return next();
     res.set(DOCS_HEADERS);
     load().then(({ ui }) => ui(req, res, next), next);
   });

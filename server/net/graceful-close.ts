@@ -27,11 +27,11 @@ interface ConnectionState {
  * close while draining) or at `deadlineMs`, when whatever is still open is closed (main.ts exits with
  * code 1 at the same deadline).
  *
- * The closer also waits for every request handler that has started to end its answer, whether or not its
- * client is still there: a client that hangs up closes the connection but does not stop the handler (a
- * payment waiting on its provider), and the process must not close its database pool under it and exit,
- * leaving the answer unrecorded. An answer is ended by `res.end()` (sent, or written into a closed
- * socket) or dropped by `res.destroy()`: code that gives up an answer when its client leaves destroys it.
+ * The closer also waits for the API's handlers whose client hung up: that closes the connection but does
+ * not stop the handler (a payment waiting on its provider), and the process must not close its database
+ * pool under it and exit, leaving the answer unrecorded. Those handlers always end their answer (ts-rest
+ * writes it when the handler returns, client or no client); static files and the simulators' held
+ * answers are dropped with their client and never ended, so only /v1 requests are waited for.
  */
 export function gracefulCloser(server: http.Server): (deadlineMs: number) => Promise<void> {
   // Answers under way per connection, counted here rather than asked of Node: Node counts a connection
@@ -39,6 +39,7 @@ export function gracefulCloser(server: http.Server): (deadlineMs: number) => Pro
   // client, browser or balancer opened ahead of need held the stop to the deadline. A connection with no
   // answer under way is closed here whatever Node thinks of it: closing it cuts no answer.
   const connections = new Map<net.Socket, ConnectionState>();
+  const abandoned = new AbandonedAnswers();
   server.on('connection', (socket: net.Socket) => {
     connections.set(socket, { answering: 0, activeAt: Date.now() });
     socket.once('close', () => connections.delete(socket));
@@ -46,15 +47,15 @@ export function gracefulCloser(server: http.Server): (deadlineMs: number) => Pro
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const state = connections.get(req.socket);
     if (!state) return;
+    const api = awaitsItsHandler(req); // read now: routers rewrite req.url while they run
     state.answering += 1;
     state.activeAt = Date.now();
     res.once('close', () => {
       state.answering -= 1;
       state.activeAt = Date.now();
+      if (api && !res.writableEnded) abandoned.hold(res);
     });
   });
-  const handlers = new HandlersUnderWay();
-  server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => handlers.track(res));
   const closeIdle = () => {
     const idleSince = Date.now() - IDLE_GRACE_MS;
     for (const [socket, state] of connections) if (state.answering <= 0 && state.activeAt <= idleSince) socket.destroy();
@@ -69,47 +70,43 @@ export function gracefulCloser(server: http.Server): (deadlineMs: number) => Pro
     const sweep = setInterval(closeIdle, IDLE_SWEEP_MS);
     deadline.unref();
     sweep.unref();
-    await Promise.all([
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        closeIdle();
-      }),
-      Promise.race([handlers.allEnded(), pastDeadline]),
-    ]);
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      closeIdle();
+    });
+    // Every connection is closed; the answers' own 'close' (next tick) has marked those still at work.
+    await new Promise((resolve) => setImmediate(resolve));
+    await Promise.race([abandoned.allEnded(), pastDeadline]);
     clearTimeout(deadline);
     clearInterval(sweep);
   };
 }
 
-/** The answers whose handlers have not ended them yet (see gracefulCloser), connection or no connection. */
-class HandlersUnderWay {
+/** The API's requests (see gracefulCloser). */
+const awaitsItsHandler = (req: http.IncomingMessage): boolean => req.url?.startsWith('/v1/') ?? false;
+
+/** Answers whose client left while their handler was still at work, until the handler ends them. */
+class AbandonedAnswers {
   private readonly open = new Set<http.ServerResponse>();
   private readonly waiters: (() => void)[] = [];
 
-  track(res: http.ServerResponse): void {
-    if (res.writableEnded) return;
+  hold(res: http.ServerResponse): void {
     this.open.add(res);
     const ended = () => {
       if (!this.open.delete(res) || this.open.size > 0) return;
       for (const resolve of this.waiters.splice(0)) resolve();
     };
-    // Wrapped on the instance, before the application's handler runs when gracefulCloser was called before
-    // the app was attached (service.ts): middleware that wraps res.end itself (compression, the simulators'
-    // latency) then calls this one when it really ends the answer. Otherwise 'finish' still counts it.
-    const end = res.end as (...args: unknown[]) => http.ServerResponse;
-    const destroy = res.destroy as (...args: unknown[]) => http.ServerResponse;
-    res.end = ((...args: unknown[]) => {
-      ended();
-      return end.apply(res, args);
-    }) as http.ServerResponse['end'];
-    res.destroy = ((...args: unknown[]) => {
-      ended();
-      return destroy.apply(res, args);
-    }) as http.ServerResponse['destroy'];
-    res.once('finish', ended);
+    // Wrapped now, only for these: the handler's res.json() (or an error handler's) ends it into the closed socket.
+    for (const method of ['end', 'destroy'] as const) {
+      const original = res[method] as (...args: unknown[]) => http.ServerResponse;
+      res[method] = ((...args: unknown[]) => {
+        ended();
+        return original.apply(res, args);
+      }) as never;
+    }
   }
 
-  /** Resolves once no answer is left under way. */
+  /** Resolves once no such answer is left. */
   allEnded(): Promise<void> {
     if (this.open.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.waiters.push(resolve));

@@ -212,7 +212,7 @@ describe('operations endpoints', () => {
     expect(docs.headers['content-security-policy']).toContain("script-src 'self';");
     expect(docs.headers['x-content-type-options']).toBe('nosniff');
     // swagger-ui-dist's own index.html loads swagger-initializer.js, which fetches petstore.swagger.io's document.
-    for (const stock of ['/docs/index.html', '/docs/swagger-initializer.js']) {
+    for (const stock of ['/docs/index.html', '/docs/swagger-initializer.js', '/docs/%69ndex.html', '/docs//index.html', '/docs/%73wagger-initializer.js']) {
       const res = await t.http.get(stock);
       expect(res.status).toBe(404);
       expect(res.text).not.toContain('petstore');

@@ -152,6 +152,22 @@ describe('graceful shutdown with keep-alive clients', () => {
     }
   }, 60_000);
 
+  it('a static download its client gave up (the file never ended into the closed socket) does not hold the stop to the deadline', async () => {
+    const proc = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '20000' }));
+    const { port } = new URL(proc.url!);
+    // As a browser leaving the page mid-load: the request sent, the connection dropped before the file came.
+    for (const path of ['/docs/swagger-ui-bundle.js', '/dashboard/index.html']) {
+      const socket = net.connect(Number(port), '127.0.0.1');
+      await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+      await new Promise<void>((resolve) => socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`, () => resolve()));
+      socket.destroy();
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    const { code, elapsedMs } = await terminate(proc)();
+    expect(code).toBe(0);
+    expect(elapsedMs).toBeLessThan(10_000);
+  }, 60_000);
+
   it('a connection opened ahead of need (nothing sent yet), or one in the middle of sending its request, does not hold the stop to the deadline', async () => {
     const proc = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '20000' }));
     const { port } = new URL(proc.url!);

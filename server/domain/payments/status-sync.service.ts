@@ -134,11 +134,11 @@ export class StatusSyncService {
         'run',
       );
     }
-    // A lost creation that cannot be repeated is checked at its check time (sooner if the schedule says so,
-    // and even if the schedule ran out before), then by the schedule while a pull can still reach back to it;
-    // once the schedule runs out after its check, it is the operator's (payments_unresolved). (A push still
-    // without a final answer keeps the schedule: its checks from 2 h on judge it, judgeUnansweredPush.)
-    const check = payment.providerRef ? null : lostCreationCheck(port, payment);
+    // A lost creation that cannot be repeated — or a push whose status query gave no final answer, judged the
+    // same way (judgeUnansweredPush) — is checked at its check time (sooner if the schedule says so, and even
+    // if the schedule ran out before), then by the schedule while a pull can still reach back to it; once the
+    // schedule runs out after its check, it is the operator's (payments_unresolved, admin payment settle).
+    const check = lostCreationCheck(port, payment);
     if (check && now < check.at) {
       const at = new Date(check.at + 60_000);
       await this.em.getConnection().execute(
