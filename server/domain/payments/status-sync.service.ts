@@ -82,12 +82,8 @@ export class StatusSyncService {
           result = lost.result;
         } else if (lost.kind === 'resend') {
           result = await this.gateway.createPayment(payment, creationInput(payment));
-        } else if (lost.kind === 'absent') {
-          this.logger.warn({ paymentId: payment.id, provider: payment.provider, reason: lost.reason }, 'status sync: creation lost and not found at the provider; payment failed');
-          await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: lost.reason }, 'status-sync');
+        } else if (await this.settledByPull(payment, lost, 'creation lost and not found at the provider')) {
           return 'checked';
-        } else if ((await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId })).status !== 'pending') {
-          return 'checked'; // The judging pull settled it (reconciliation completed the paid push).
         } else if (this.gateway.port(payment.provider).capabilities.replayableCreate || now >= (lostCreationCheck(this.gateway.port(payment.provider), payment)?.at ?? Infinity)) {
           // (One whose creation cannot be repeated waits for its check, lostCreationCheck: nothing to say before.)
           this.logger.warn({ paymentId: payment.id, provider: payment.provider, reason: lost.reason }, 'status sync: creation answer lost; not sent again');
@@ -168,14 +164,23 @@ export class StatusSyncService {
     const check = lostCreationCheck(port, payment);
     if (!check || now < check.at) return false;
     const judged = await judgeUnansweredPush(port, payment, now, pull);
-    if (judged.kind === 'absent') {
-      this.logger.warn({ paymentId: payment.id, provider: payment.provider, reason: judged.reason }, 'status sync: push without a final answer and not listed as paid; payment failed');
-      await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: judged.reason }, 'status-sync');
-      return true;
-    }
-    if ((await this.em.fork().findOneOrFail(PaymentSchema, { id: payment.id })).status !== 'pending') return true; // the pull settled it
+    if (await this.settledByPull(payment, judged, 'push without a final answer and not listed as paid')) return true;
     this.logger.warn({ paymentId: payment.id, provider: payment.provider, reason: judged.reason }, 'status sync: push without a final answer; left pending');
     return false;
+  }
+
+  /**
+   * What a judging pull's verdict settled (lost-creation.ts): `absent` fails the payment with its reason
+   * (`what` says why in the log); otherwise whether the pull itself settled it (reconciliation completed
+   * the paid push) — `unknown` leaves it pending.
+   */
+  private async settledByPull(payment: Payment, verdict: { kind: 'absent' | 'unknown'; reason: string }, what: string): Promise<boolean> {
+    if (verdict.kind === 'absent') {
+      this.logger.warn({ paymentId: payment.id, provider: payment.provider, reason: verdict.reason }, `status sync: ${what}; payment failed`);
+      await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: verdict.reason }, 'status-sync');
+      return true;
+    }
+    return (await this.em.fork().findOneOrFail(PaymentSchema, { id: payment.id })).status !== 'pending';
   }
 }
 
