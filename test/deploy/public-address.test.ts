@@ -21,6 +21,17 @@ const NOT_HTTPS = 'PUBLIC_BASE_URL is not https';
 const METRICS_OPEN = 'METRICS_TOKEN is unset: /metrics answers anyone';
 const SANDBOX_ON = 'SANDBOX is on with NODE_ENV=production';
 
+/** The process's log once it holds `line` (the logger writes asynchronously: a loaded host flushes it late), or as it is after 5 s. */
+async function logWith(logFile: string, line: string): Promise<string> {
+  const deadline = Date.now() + 5_000;
+  let log = readFileSync(logFile, 'utf8');
+  while (!log.includes(line) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+    log = readFileSync(logFile, 'utf8');
+  }
+  return log;
+}
+
 async function productionApi(publicBaseUrl: (port: number) => string, env: Record<string, string> = {}) {
   const port = await freePort();
   return startProcess('api', baseEnv(db.url, publicBaseUrl(port), { NODE_ENV: 'production', SANDBOX: 'false', HOST: '127.0.0.1', PORT: String(port), ...env }));
@@ -29,24 +40,24 @@ async function productionApi(publicBaseUrl: (port: number) => string, env: Recor
 describe('a production api process', () => {
   it('warns when PUBLIC_BASE_URL is a loopback address', async () => {
     const api = await productionApi((port) => `http://127.0.0.1:${port}`);
-    expect(readFileSync(api.logFile, 'utf8')).toContain(WARNING);
+    expect(await logWith(api.logFile, WARNING)).toContain(WARNING);
     expect((await fetch(`${api.url}/healthz`)).status).toBe(200); // a warning, not a refusal to start
   });
 
   it('warns when PUBLIC_BASE_URL is not https (the providers register only https webhook URLs)', async () => {
     const api = await productionApi(() => 'http://payments.example.com');
-    expect(readFileSync(api.logFile, 'utf8')).toContain(NOT_HTTPS);
+    expect(await logWith(api.logFile, NOT_HTTPS)).toContain(NOT_HTTPS);
   });
 
   it('warns when METRICS_TOKEN is unset (compose publishes the api port; /metrics is then open to whoever reaches it)', async () => {
     const api = await productionApi(() => 'https://payments.example.com');
-    expect(readFileSync(api.logFile, 'utf8')).toContain(METRICS_OPEN);
+    expect(await logWith(api.logFile, METRICS_OPEN)).toContain(METRICS_OPEN);
     expect((await fetch(`${api.url}/metrics`)).status).toBe(200); // a warning, not a refusal to start
   });
 
   it('warns, at warn level, when SANDBOX is on: a leftover SANDBOX=true sends live credentials to the simulators, which complete payments with no money moved', async () => {
     const api = await productionApi(() => 'https://payments.example.com', { SANDBOX: 'true', METRICS_TOKEN: 'a-token-of-16-chars-or-more' });
-    const lines = readFileSync(api.logFile, 'utf8').split('\n').filter((line) => line.includes(SANDBOX_ON));
+    const lines = (await logWith(api.logFile, SANDBOX_ON)).split('\n').filter((line) => line.includes(SANDBOX_ON));
     expect(lines).toHaveLength(1);
     expect(JSON.parse(lines[0]!)).toMatchObject({ level: 40, msg: expect.stringContaining('no money moved') });
     expect((await fetch(`${api.url}/healthz`)).status).toBe(200); // allowed (decisions.md): a warning, not a refusal to start

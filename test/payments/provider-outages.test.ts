@@ -629,7 +629,7 @@ describe('mobilemoney lost pushes judged by the pull', () => {
       expect(again.code).toBe(1);
       expect(again.stderr).toContain('not pending');
       expect(await row(id)).toMatchObject({ failure_reason: reason });
-    });
+    }, 90_000);
 
     it("a push the operator took whose STK query never answered: refused before its check; past the pull's reach, with no check booked, the operator fails it", async () => {
       const m = await merchant('Unanswered Settled Shop');
@@ -657,7 +657,7 @@ describe('mobilemoney lost pushes judged by the pull', () => {
       expect(done.code).toBe(0);
       expect(await row(old)).toMatchObject({ status: 'failed', failure_reason: reason });
       expect(await moves(old)).toEqual([{ from_status: 'pending', to_status: 'failed', trigger: 'operator' }]);
-    });
+    }, 90_000);
 
     it('a completed payment, a pending cardpay payment and a lost push before its check are refused (exit 1, unchanged)', async () => {
       const m = await merchant('Refused Settle Shop');
@@ -686,6 +686,6 @@ describe('mobilemoney lost pushes judged by the pull', () => {
         expect(await row(id)).toEqual(before);
       }
       expect(await events(young)).toEqual([]);
-    });
+    }, 90_000); // four runs of the admin CLI, each a process of its own: a loaded CI host took more than 30 s
   });
 });
