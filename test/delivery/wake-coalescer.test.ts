@@ -43,8 +43,9 @@ describe('wake-ups for new deliveries', () => {
     const { coalescer, sentAt, elapsed } = recorder(20);
     let lastRequestAt = 0;
     while (elapsed() < 200) {
-      coalescer.request();
+      // Read before the request: the first is sent at once, inside request().
       lastRequestAt = elapsed();
+      coalescer.request();
       await sleep(1);
     }
     const streamMs = elapsed();

@@ -28,9 +28,12 @@ beforeAll(async () => {
 
 afterAll(async () => {
   // A failed test left the database read-only: the service's stop writes (Agenda gives its jobs back).
-  if (readOnly) await sql(adminDatabaseUrl(), `ALTER DATABASE ${dbName} RESET default_transaction_read_only`);
+  if (readOnly) {
+    await sql(adminDatabaseUrl(), `ALTER DATABASE ${dbName} RESET default_transaction_read_only`);
+    await reconnectPools();
+  }
   await svc?.stop();
-}, 60_000);
+}, 120_000);
 
 describe('/readyz on a database that cannot take writes', () => {
   it('answers 503 not_ready saying the database is read-only, and 200 again once it takes writes', async () => {
