@@ -179,11 +179,7 @@ export function withLatency(router: Router, ms: number): Router {
     const end = res.end.bind(res) as (...args: unknown[]) => Response;
     res.end = ((...args: unknown[]) => {
       const timer = setTimeout(() => end(...args), ms);
-      // A client that left gets nothing: the answer is dropped (so a graceful stop no longer waits for it).
-      res.once('close', () => {
-        clearTimeout(timer);
-        res.destroy();
-      });
+      res.once('close', () => clearTimeout(timer));
       return res;
     }) as Response['end'];
     next();

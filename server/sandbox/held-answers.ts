@@ -17,8 +17,6 @@ export class HeldAnswers {
     res.on('close', () => {
       clearTimeout(timer);
       this.open.delete(res);
-      // Dropped with its client (a provider timeout): a graceful stop no longer waits for it.
-      res.destroy();
     });
   }
 
