@@ -2,6 +2,7 @@ import type { Router } from 'express';
 import type { Agenda } from 'agenda';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { AppConfig } from './config/config.js';
+import type { Provider } from '../contract/index.js';
 import { resolveEncryptionKey } from './config/encryption-key.js';
 import { ApiKeyService } from './domain/auth/api-key.service.js';
 import { RateLimiter } from './domain/auth/rate-limiter.js';
@@ -15,7 +16,7 @@ import { MerchantHostResolver } from './domain/merchants/merchant-host-resolver.
 import { MerchantService } from './domain/merchants/merchant.service.js';
 import { createAgenda } from './jobs/agenda.js';
 import { AgendaDeliveryQueue } from './jobs/delivery-queue.js';
-import { cancelReconciliation, scheduleReconciliation } from './jobs/reconcile-transactions.job.js';
+import { alignReconciliation, type ReconciliationScheduling } from './jobs/reconcile-transactions.job.js';
 import type { Logger } from './observability/logger.js';
 import { instrumentProvider } from './observability/instrument-provider.js';
 import { Metrics } from './observability/metrics.js';
@@ -178,16 +179,18 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   // provider is timed (provider_call_duration_seconds); the adapters know nothing of it.
   const providers = createProviderRegistry(config, em, (provider, adapter) => instrumentProvider(provider, adapter, metrics.providerCalls));
   const reconciles = (provider: string) => Boolean(providers.find(provider)?.operations?.listTransactions);
+  // Automatic reconciliation exists exactly while the merchant has credentials of a provider that lists its transactions.
+  const reconcileScheduling: ReconciliationScheduling = {
+    agenda,
+    keyLock,
+    intervalMs: config.mobilemoneyReconcileIntervalMs,
+    hasCredentials: (merchantId, provider) => operations.hasCredentials(merchantId, provider),
+  };
+  const alignReconciliationOf = async (merchantId: string, provider: Provider) => {
+    if (reconciles(provider)) await alignReconciliation(reconcileScheduling, provider, merchantId);
+  };
   const credentials = new CredentialsService(em, secrets, providers, {
-    hooks: {
-      // Automatic reconciliation exists exactly while the merchant has credentials of a provider that lists its transactions.
-      stored: async (merchantId, provider) => {
-        if (reconciles(provider)) await scheduleReconciliation(agenda, keyLock, config.mobilemoneyReconcileIntervalMs, provider, merchantId);
-      },
-      removed: async (merchantId, provider) => {
-        if (reconciles(provider)) await cancelReconciliation(agenda, keyLock, provider, merchantId);
-      },
-    },
+    hooks: { stored: alignReconciliationOf, removed: alignReconciliationOf },
     cache: credentialCache,
     logger,
     leases: new Leases(em.getKnex()),

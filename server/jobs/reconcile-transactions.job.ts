@@ -29,7 +29,7 @@ export function defineReconcileTransactionsJobs(jobs: JobContext): void {
       const ops = jobs.services.operations;
       // Left behind by a credentials delete whose unscheduling failed (CredentialsService.remove): it goes now.
       if (!(await ops.hasCredentials(merchantId, provider))) {
-        await cancelReconciliation(jobs.agenda, jobs.keyLock, provider, merchantId, async () => !(await ops.hasCredentials(merchantId, provider)));
+        await alignReconciliation(schedulingOf(jobs), provider, merchantId);
         return;
       }
       const report = await ops.reconcileAutomatically(merchantId, provider);
@@ -47,33 +47,44 @@ export function defineReconcileTransactionsJobs(jobs: JobContext): void {
 const SCHEDULE_LOCK_WAIT_MS = 30_000;
 const scheduleLockKey = (provider: Provider, merchantId: string) => `${provider}-reconcile-job:${merchantId}`;
 
-export async function scheduleReconciliation(agenda: Agenda, locks: KeyLock, intervalMs: number, provider: Provider, merchantId: string): Promise<void> {
-  await locks.withLock(scheduleLockKey(provider, merchantId), SCHEDULE_LOCK_WAIT_MS, async () => {
+export interface ReconciliationScheduling {
+  agenda: Agenda;
+  keyLock: KeyLock;
+  intervalMs: number;
+  /** Whether the merchant has credentials now (read under the lock). */
+  hasCredentials: (merchantId: string, provider: Provider) => Promise<boolean>;
+}
+
+const schedulingOf = (jobs: JobContext): ReconciliationScheduling => ({
+  agenda: jobs.agenda,
+  keyLock: jobs.keyLock,
+  intervalMs: jobs.config.mobilemoneyReconcileIntervalMs,
+  hasCredentials: (merchantId, provider) => jobs.services.operations.hasCredentials(merchantId, provider),
+});
+
+/**
+ * Makes the merchant's job exist exactly while the merchant has credentials, deciding from the
+ * credentials read under the lock, never from what the caller saw before it: a worker's periodic
+ * scheduling that listed the merchant before a delete, or a store's hook that runs after a later delete,
+ * would otherwise put the job back for a merchant without credentials (and a delete's cancel, after a
+ * later store, take it away from one with them).
+ */
+export async function alignReconciliation(s: ReconciliationScheduling, provider: Provider, merchantId: string): Promise<void> {
+  await s.keyLock.withLock(scheduleLockKey(provider, merchantId), SCHEDULE_LOCK_WAIT_MS, async () => {
+    if (!(await s.hasCredentials(merchantId, provider))) {
+      await s.agenda.cancel({ name: reconcileJobName(provider), data: { merchantId } });
+      return;
+    }
     // Saved again, a unique repeating job gets a new next run (now + interval): every store of the
     // credentials and every worker start would put the merchant's reconciliation off by another interval.
-    const { jobs: [existing] } = await agenda.queryJobs({ name: reconcileJobName(provider), data: { merchantId }, limit: 1 });
+    const { intervalMs } = s;
+    const { jobs: [existing] } = await s.agenda.queryJobs({ name: reconcileJobName(provider), data: { merchantId }, limit: 1 });
     if (existing && String(existing.repeatInterval) === String(intervalMs)) return;
-    await agenda
+    await s.agenda
       .create<ReconcileJobData>(reconcileJobName(provider), { merchantId })
       .unique({ 'data.merchantId': merchantId })
       .repeatEvery(intervalMs, { skipImmediate: true })
       .save();
-  });
-}
-
-/**
- * Removes the merchant's job. `stillWanted`, checked under the lock, lets a job cancel itself only while
- * the merchant still has no credentials: a store that committed before it reschedules after it.
- */
-export async function cancelReconciliation(
-  agenda: Agenda,
-  locks: KeyLock,
-  provider: Provider,
-  merchantId: string,
-  stillWanted: () => Promise<boolean> = async () => true,
-): Promise<void> {
-  await locks.withLock(scheduleLockKey(provider, merchantId), SCHEDULE_LOCK_WAIT_MS, async () => {
-    if (await stillWanted()) await agenda.cancel({ name: reconcileJobName(provider), data: { merchantId } });
   });
 }
 
@@ -85,7 +96,7 @@ export async function cancelReconciliation(
 export async function scheduleAllReconciliations(jobs: JobContext): Promise<void> {
   for (const provider of reconcilingProviders(jobs)) {
     for (const merchantId of await jobs.services.operations.merchantsWithCredentials(provider)) {
-      await scheduleReconciliation(jobs.agenda, jobs.keyLock, jobs.config.mobilemoneyReconcileIntervalMs, provider, merchantId);
+      await alignReconciliation(schedulingOf(jobs), provider, merchantId);
     }
   }
 }

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { KEY_LOCK_POOL_MAX } from '../../server/container.js';
-import { scheduleAllReconciliations, scheduleReconciliation, SCHEDULE_RECONCILIATIONS_JOB } from '../../server/jobs/reconcile-transactions.job.js';
+import { alignReconciliation, scheduleAllReconciliations, SCHEDULE_RECONCILIATIONS_JOB } from '../../server/jobs/reconcile-transactions.job.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
@@ -19,6 +19,10 @@ afterAll(async () => {
 
 const creds = { env: 'sandbox', consumer_key: 'schedule-key', consumer_secret: 's', passkey: 'p', shortcode: '888003' };
 const storeMobilemoney = (apiKey: string) => t.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'mobilemoney', mobilemoney: creds });
+const scheduling = (intervalMs: number) => {
+  const { agenda, keyLock, services } = t.service.container;
+  return { agenda, keyLock, intervalMs, hasCredentials: services.operations.hasCredentials.bind(services.operations) };
+};
 const reconcileJobs = (merchantId: string) =>
   t.sql<{ next_run_at: Date }>(`SELECT next_run_at FROM agenda_jobs WHERE name = 'mobilemoney.reconcile' AND data->>'merchantId' = $1`, [merchantId]);
 
@@ -37,11 +41,24 @@ describe("a merchant's automatic reconciliation schedule", () => {
     expect(await reconcileJobs(m.merchantId)).toEqual([{ next_run_at: first!.next_run_at }]);
 
     // A changed interval is taken (the job is saved again, with the new one).
-    const { agenda, keyLock } = t.service.container;
-    await scheduleReconciliation(agenda, keyLock, 30 * 60_000, 'mobilemoney', m.merchantId);
+    await alignReconciliation(scheduling(30 * 60_000), 'mobilemoney', m.merchantId);
     const [changed] = await t.sql<{ repeat_interval: string }>(`SELECT repeat_interval FROM agenda_jobs WHERE name = 'mobilemoney.reconcile' AND data->>'merchantId' = $1`, [m.merchantId]);
     expect(changed!.repeat_interval).toBe(String(30 * 60_000));
     expect(await reconcileJobs(m.merchantId)).toHaveLength(1);
+  });
+
+  it('is not put back for a merchant whose credentials were deleted by a scheduling that read them before the delete', async () => {
+    const m = await t.createMerchant('Schedule Dropped');
+    await storeMobilemoney(m.apiKey).expect(200);
+    expect(await reconcileJobs(m.merchantId)).toHaveLength(1);
+    await t.http.delete('/v1/merchant/credentials/mobilemoney').set('X-API-Key', m.apiKey).expect(200);
+    expect(await reconcileJobs(m.merchantId)).toHaveLength(0);
+
+    // What a worker's periodic scheduling that listed the merchant just before the delete, or a store's
+    // hook running after a later delete, does next for this merchant. Scheduled the job again: a deleted
+    // merchant's reconciliation came back (seen in CI, where the schedule runs every second).
+    await alignReconciliation(scheduling(60 * 60_000), 'mobilemoney', m.merchantId);
+    expect(await reconcileJobs(m.merchantId)).toHaveLength(0);
   });
 
   it('a store whose scheduling fails after the commit answers 200, and the worker puts the job back', async () => {
