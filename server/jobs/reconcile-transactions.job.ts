@@ -45,7 +45,7 @@ export function defineReconcileTransactionsJobs(jobs: JobContext): void {
  * merchant's advisory lock makes the check-and-insert one step across processes.
  */
 const SCHEDULE_LOCK_WAIT_MS = 30_000;
-const scheduleLockKey = (provider: Provider, merchantId: string) => `${provider}-reconcile-job:${merchantId}`;
+export const scheduleLockKey = (provider: Provider, merchantId: string) => `${provider}-reconcile-job:${merchantId}`;
 
 export interface ReconciliationScheduling {
   agenda: Agenda;
@@ -107,8 +107,13 @@ export function defineScheduleReconciliationsJob(jobs: JobContext): void {
   defineJob(jobs, SCHEDULE_RECONCILIATIONS_JOB, () => scheduleAllReconciliations(jobs), { concurrency: 1 });
 }
 
-/** Schedules every merchant's job now, and again every MOBILEMONEY_RECONCILE_INTERVAL (one row for every worker). */
+/**
+ * Every MOBILEMONEY_RECONCILE_INTERVAL, and once now, every merchant's job is scheduled — by the job (one
+ * row for every worker), not in the boot: going through every merchant, each under its lock, would make a
+ * worker's boot as long as the merchant list (and fail it when one merchant's lock stays taken 30 s).
+ */
 export async function scheduleReconciliations(jobs: JobContext): Promise<void> {
-  await scheduleAllReconciliations(jobs);
-  await jobs.agenda.every(jobs.config.mobilemoneyReconcileIntervalMs, SCHEDULE_RECONCILIATIONS_JOB, {}, { skipImmediate: true });
+  const repeating = await jobs.agenda.every(jobs.config.mobilemoneyReconcileIntervalMs, SCHEDULE_RECONCILIATIONS_JOB, {}, { skipImmediate: true });
+  // Due now (one run however many workers boot together); its next run is then an interval after it.
+  await repeating.schedule(new Date()).save();
 }

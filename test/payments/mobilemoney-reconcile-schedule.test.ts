@@ -2,8 +2,11 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { KEY_LOCK_POOL_MAX } from '../../server/container.js';
-import { alignReconciliation, scheduleAllReconciliations, SCHEDULE_RECONCILIATIONS_JOB } from '../../server/jobs/reconcile-transactions.job.js';
-import { startTestService, type TestService } from '../support/service.js';
+import { loadConfig } from '../../server/config/config.js';
+import { alignReconciliation, scheduleAllReconciliations, scheduleLockKey, SCHEDULE_RECONCILIATIONS_JOB } from '../../server/jobs/reconcile-transactions.job.js';
+import { createLogger } from '../../server/observability/logger.js';
+import { startService } from '../../server/service.js';
+import { TEST_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
 /** When a merchant's automatic reconciliation runs: neither re-stores nor worker starts put it off, and a lost job comes back. */
@@ -89,5 +92,33 @@ describe("a merchant's automatic reconciliation schedule", () => {
     expect(repeating).toEqual([{ repeat_interval: String(60 * 60_000) }]);
     await agenda.now(SCHEDULE_RECONCILIATIONS_JOB, {});
     await eventually(async () => (await reconcileJobs(m.merchantId)).length === 1, 10_000, 'the missing reconciliation job to be scheduled');
+  }, 60_000);
+
+  it("a worker boots while one merchant's scheduling is locked, and its start still puts a lost job back", async () => {
+    const m = await t.createMerchant('Schedule At Boot');
+    await storeMobilemoney(m.apiKey).expect(200);
+    // The merchant's job is lost (as after a store whose scheduling failed).
+    await t.sql(`DELETE FROM agenda_jobs WHERE name = 'mobilemoney.reconcile' AND data->>'merchantId' = $1`, [m.merchantId]);
+
+    // Another process holds the merchant's scheduling lock while a worker boots.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const holding = t.service.container.keyLock.withLock(scheduleLockKey('mobilemoney', m.merchantId), 1_000, () => held);
+    const config = loadConfig({
+      NODE_ENV: 'test', ROLE: 'worker', WORKER_PORT: '0', DATABASE_URL: t.databaseUrl, ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, LOG_LEVEL: 'silent',
+      PUBLIC_BASE_URL: t.baseUrl, MOBILEMONEY_RECONCILE_INTERVAL: '1h',
+    });
+    // Went through every merchant in the boot: waited 30 s for this one's lock, then failed the boot.
+    const worker = await startService(config, { logger: createLogger('silent'), agendaProcessEveryMs: 200 });
+    try {
+      expect(await reconcileJobs(m.merchantId)).toHaveLength(0);
+      release();
+      await holding;
+      // The boot made the scheduling due now (the interval is an hour): the lost job comes back.
+      await eventually(async () => (await reconcileJobs(m.merchantId)).length === 1, 20_000, 'the lost reconciliation job to be scheduled after the boot');
+    } finally {
+      release();
+      await worker.stop();
+    }
   }, 60_000);
 });
