@@ -1,4 +1,5 @@
 import { ConfigError, loadConfig } from './config/config.js';
+import { requireNodeEnvOfBuild } from './config/node-env.js';
 import { createLogger } from './observability/logger.js';
 import { startService, type RunningService } from './service.js';
 
@@ -12,6 +13,7 @@ const DUPLICATE_SIGNAL_MS = 1_000;
 async function main() {
   let config;
   try {
+    requireNodeEnvOfBuild(process.env, import.meta.url);
     config = loadConfig();
   } catch (err) {
     if (err instanceof ConfigError) {

