@@ -3,6 +3,7 @@ import ipaddr from 'ipaddr.js';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { AppConfig } from './config/config.js';
+import { providerOverrides } from './config/provider-overrides.js';
 import { createContainer, type Container } from './container.js';
 import { createApp, createWorkerApp } from './http/app.js';
 import { refuseMalformedRequest } from './http/client-error.js';
@@ -144,6 +145,10 @@ export async function startService(config: AppConfig, options: StartOptions = {}
       { sandbox: true },
       'SANDBOX is on with NODE_ENV=production: provider calls (those without a *_BASE_URL override) go to the built-in simulators, not the real providers, so payments complete with no money moved; unset SANDBOX for live payments',
     );
+  }
+  // An override takes its provider's calls, live credentials' included, whatever SANDBOX says.
+  for (const { variable, provider, origin } of providerOverrides(config.providerBaseUrls)) {
+    logger.warn({ variable, origin }, `${variable} is set: every ${provider} call, live and sandbox credentials alike, goes to ${origin} instead of ${provider}'s own API or simulator`);
   }
   if (config.production && !config.sandbox && !reachableFromOutside(config.publicBaseUrl)) {
     logger.warn(

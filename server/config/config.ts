@@ -7,6 +7,7 @@ import type { RateLimitRule } from '../domain/auth/rate-limiter.js';
 import { parseDurationMs, parseSchedule } from './duration.js';
 import { parseAllowlistEntry } from '../lib/ip-allowlist.js';
 import { AES_KEY_FORMAT, decodeAesKey } from '../lib/aes-key.js';
+import { providerOverrideProblem } from './provider-overrides.js';
 
 const booleanFlag = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -423,6 +424,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { encr
     );
   }
   const sandbox = e.SANDBOX ?? !production;
+  const providerBaseUrls = { cardpay: e.CARDPAY_BASE_URL, walletpay: e.WALLETPAY_BASE_URL, mobilemoney: e.MOBILEMONEY_BASE_URL };
+  for (const [provider, url] of Object.entries(providerBaseUrls) as [keyof typeof providerBaseUrls, string | undefined][]) {
+    const problem = providerOverrideProblem(provider, url, production);
+    if (problem) throw new ConfigError(problem);
+  }
   return {
     env: e.NODE_ENV,
     production,
@@ -448,11 +454,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { encr
     sandbox,
     sandboxCallbackDelayMs: e.SANDBOX_CALLBACK_DELAY_MS,
     sandboxLatencyMs: e.SANDBOX_LATENCY_MS,
-    providerBaseUrls: {
-      cardpay: e.CARDPAY_BASE_URL,
-      walletpay: e.WALLETPAY_BASE_URL,
-      mobilemoney: e.MOBILEMONEY_BASE_URL,
-    },
+    providerBaseUrls,
     providerTimeoutMs: e.PROVIDER_TIMEOUT_MS,
     webhookRetryScheduleMs: schedule,
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
