@@ -108,6 +108,9 @@ export async function startService(config: AppConfig, options: StartOptions = {}
       throw migrationsPendingError(pending, 'MIGRATE_ON_BOOT is off');
     }
     return { container: created, applied: [] as string[] };
+  }, {
+    // Otherwise silent until the holder (a migration, a stray session) lets go.
+    onWaiting: (waitedMs, holder) => logger.warn({ waitedMs, holder }, 'waiting for the schema lock held by another process (a migration, or a session that holds it): the boot goes on once it is released'),
   });
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
   // Said at boot, not at a merchant's first failing request: stored secrets this process cannot open.
