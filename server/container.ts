@@ -57,6 +57,11 @@ export const KEY_LOCK_POOL_MAX = 2;
  * (persistence/notified-cache.ts): a change anywhere reaches every process within a second.
  */
 const ACCESS_CACHE = { ttlMs: 60_000, maxEntries: 10_000 };
+/**
+ * How long a job taken by a worker stays its own: a worker killed mid-job leaves it locked this long,
+ * then any worker takes it again (the job gauges count it as waiting from then: store-metrics.ts).
+ */
+const AGENDA_LOCK_LIFETIME_MS = 10 * 60_000;
 
 /**
  * /readyz's database checks give up after this: a database that does not answer (a dead host, a path
@@ -141,11 +146,12 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const orm = await openOrm(options.databaseUrl, config.databasePoolMax, config.databaseAcquireTimeoutMs, roundTrips('service'));
   const secrets = new SecretBox(await resolveEncryptionKey(config), config.decryptionKeys);
   const em = orm.em;
+  const lockLifetimeMs = options.agendaLockLifetimeMs ?? AGENDA_LOCK_LIFETIME_MS;
   const { agenda, closePool: closeAgendaPool } = createAgenda({
     databaseUrl: options.databaseUrl,
     name: `${config.role}-${process.pid}`,
     processEveryMs: options.agendaProcessEveryMs ?? 5000,
-    lockLifetimeMs: options.agendaLockLifetimeMs ?? 10 * 60_000,
+    lockLifetimeMs,
     poolMax: Math.min(8, config.databasePoolMax),
     onQuery: roundTrips('jobs'),
   });
@@ -174,7 +180,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     merchantOf: (key) => key.slice(0, key.indexOf(':')),
   });
 
-  registerStoreMetrics(metrics.registry, (sql) => orm.em.getConnection().execute(sql), () => censusOfSecretKeys(orm.em, secrets));
+  registerStoreMetrics(metrics.registry, (sql) => orm.em.getConnection().execute(sql), () => censusOfSecretKeys(orm.em, secrets), { jobLockLifetimeMs: lockLifetimeMs });
   // The providers (named only in providers/registry.ts). Each adapter is wrapped so every call to its
   // provider is timed (provider_call_duration_seconds); the adapters know nothing of it.
   const providers = createProviderRegistry(config, em, (provider, adapter) => instrumentProvider(provider, adapter, metrics.providerCalls));

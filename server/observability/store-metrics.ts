@@ -34,7 +34,22 @@ const GAUGED_DELIVERY_WHERE: Record<(typeof GAUGED_DELIVERY_STATUSES)[number], s
 /** How long one snapshot serves scrapes: several scrapers (or a fast one) cost one round of queries. */
 const CACHE_MS = 5000;
 
-async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<string, number>>): Promise<Snapshot> {
+/**
+ * Agenda jobs waiting for a worker: due and unlocked, or locked longer ago than the lock lifetime (a
+ * worker killed mid-job: Agenda gives the job to the next worker that polls, due or not). A stale one
+ * waits since it was due or locked, whichever came first (a job run computes its next run, a one-shot's
+ * to none, when it starts). `lockLifetimeMs` is a number, never text from outside.
+ */
+function waitingJobsSql(lockLifetimeMs: number): string {
+  const stale = `locked_at <= now() - interval '${Math.floor(lockLifetimeMs)} milliseconds'`;
+  return `SELECT name, count(*)::int AS depth,
+                 coalesce(extract(epoch FROM now() - min(CASE WHEN locked_at IS NULL THEN next_run_at ELSE least(next_run_at, locked_at) END)), 0)::float8 AS lag
+            FROM agenda_jobs
+           WHERE ((next_run_at <= now() AND locked_at IS NULL) OR ${stale}) AND coalesce(disabled, false) = false
+           GROUP BY name`;
+}
+
+async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<string, number>>, lockLifetimeMs: number): Promise<Snapshot> {
   const [payments, unresolved, pendingRefunds, deliveries, lag, jobs, keys] = await Promise.all([
     // The trigger-kept counters (the view payment_count_totals), not a count over every payment row.
     query('SELECT provider, status, sum(n)::int AS n FROM payment_count_totals GROUP BY provider, status HAVING sum(n) <> 0'),
@@ -51,11 +66,8 @@ async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<strin
     // Age of the oldest delivery that is due and not yet sent (0 when none is waiting).
     query(`SELECT coalesce(extract(epoch FROM now() - min(next_attempt_at)), 0)::float8 AS lag
              FROM webhook_deliveries WHERE status IN ('pending', 'retrying') AND next_attempt_at <= now()`),
-    // Jobs due now that no worker has locked: the queue, and how long its oldest has waited.
-    query(`SELECT name, count(*)::int AS depth, coalesce(extract(epoch FROM now() - min(next_run_at)), 0)::float8 AS lag
-             FROM agenda_jobs
-            WHERE next_run_at <= now() AND locked_at IS NULL AND coalesce(disabled, false) = false
-            GROUP BY name`),
+    // Jobs waiting for a worker (stale locks included): the queue, and how long its oldest has waited.
+    query(waitingJobsSql(lockLifetimeMs)),
     secretKeys(),
   ]);
   return {
@@ -81,11 +93,16 @@ function perProvider(rows: Record<string, unknown>[], column: string): Record<st
  * every process reports the same numbers, whatever it has handled itself, so they survive restarts
  * and need no cross-process counting. In PromQL take `max` over instances.
  */
-export function registerStoreMetrics(registry: Registry, query: Query, secretKeys: () => Promise<Record<string, number>>): void {
+export function registerStoreMetrics(
+  registry: Registry,
+  query: Query,
+  secretKeys: () => Promise<Record<string, number>>,
+  options: { jobLockLifetimeMs: number },
+): void {
   let cached: { at: number; value: Promise<Snapshot> } | null = null;
   const snapshot = () => {
     if (!cached || Date.now() - cached.at > CACHE_MS) {
-      const value = takeSnapshot(query, secretKeys);
+      const value = takeSnapshot(query, secretKeys, options.jobLockLifetimeMs);
       cached = { at: Date.now(), value };
       // A failed round is not kept: the next scrape asks again.
       value.catch(() => (cached = null));
@@ -131,9 +148,9 @@ export function registerStoreMetrics(registry: Registry, query: Query, secretKey
     [[{}, s.deliveryLagSeconds]]);
   // `job_name`, not `job`: Prometheus sets `job` on every scraped series (the scrape job) and would
   // rename ours to `exported_job`.
-  snapshotGauge('job_queue_depth', 'Agenda jobs due now and not yet picked up by a worker, by job name', ['job_name'], (s) =>
+  snapshotGauge('job_queue_depth', 'Agenda jobs waiting for a worker, by job name: due and not picked up, or locked by a worker longer ago than the lock lifetime (killed mid-job)', ['job_name'], (s) =>
     s.jobs.map((j) => [{ job_name: j.name }, j.depth]));
-  snapshotGauge('job_queue_lag_seconds', 'How long the oldest due, unclaimed Agenda job has waited, by job name', ['job_name'], (s) =>
+  snapshotGauge('job_queue_lag_seconds', 'How long the oldest Agenda job waiting for a worker has waited (a stale-locked one: since it was due or locked), by job name', ['job_name'], (s) =>
     s.jobs.map((j) => [{ job_name: j.name }, j.lag]));
   snapshotGauge('stored_secrets', 'Stored secrets (provider credentials, webhook signing secrets) by the key that sealed them: current (ENCRYPTION_KEY), decryption (one of DECRYPTION_KEYS: reseal them), unknown (no key of this process opens them), unversioned (sealed before key ids)', ['key'], (s) =>
     Object.entries(s.secretKeys).map(([key, n]) => [{ key }, n]));
