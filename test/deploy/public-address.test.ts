@@ -1,36 +1,17 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createTestDatabase } from '../support/database.js';
-import { baseEnv, freePort, startProcess, stopAllProcesses } from '../support/processes.js';
+import { baseEnv, databaseForProcesses, freePort, logWithLine, startProcess } from '../support/processes.js';
 
 // What a production api process tells its operator about how it is reached: a warning when the address
 // it gives providers (PUBLIC_BASE_URL) is on this machine only, or not https.
 
-let db: Awaited<ReturnType<typeof createTestDatabase>>;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await stopAllProcesses();
-  await db?.drop();
-});
+const db = databaseForProcesses();
 
 const WARNING = 'PUBLIC_BASE_URL is a loopback address';
 const NOT_HTTPS = 'PUBLIC_BASE_URL is not https';
 
 const METRICS_OPEN = 'METRICS_TOKEN is unset: /metrics answers anyone';
 const SANDBOX_ON = 'SANDBOX is on with NODE_ENV=production';
-
-/** The process's log once it holds `line` (the logger writes asynchronously: a loaded host flushes it late), or as it is after 5 s. */
-async function logWith(logFile: string, line: string): Promise<string> {
-  const deadline = Date.now() + 5_000;
-  let log = readFileSync(logFile, 'utf8');
-  while (!log.includes(line) && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 100));
-    log = readFileSync(logFile, 'utf8');
-  }
-  return log;
-}
 
 async function productionApi(publicBaseUrl: (port: number) => string, env: Record<string, string> = {}) {
   const port = await freePort();
@@ -40,24 +21,24 @@ async function productionApi(publicBaseUrl: (port: number) => string, env: Recor
 describe('a production api process', () => {
   it('warns when PUBLIC_BASE_URL is a loopback address', async () => {
     const api = await productionApi((port) => `http://127.0.0.1:${port}`);
-    expect(await logWith(api.logFile, WARNING)).toContain(WARNING);
+    expect(await logWithLine(api.logFile, WARNING)).toContain(WARNING);
     expect((await fetch(`${api.url}/healthz`)).status).toBe(200); // a warning, not a refusal to start
   });
 
   it('warns when PUBLIC_BASE_URL is not https (the providers register only https webhook URLs)', async () => {
     const api = await productionApi(() => 'http://payments.example.com');
-    expect(await logWith(api.logFile, NOT_HTTPS)).toContain(NOT_HTTPS);
+    expect(await logWithLine(api.logFile, NOT_HTTPS)).toContain(NOT_HTTPS);
   });
 
   it('warns when METRICS_TOKEN is unset (compose publishes the api port; /metrics is then open to whoever reaches it)', async () => {
     const api = await productionApi(() => 'https://payments.example.com');
-    expect(await logWith(api.logFile, METRICS_OPEN)).toContain(METRICS_OPEN);
+    expect(await logWithLine(api.logFile, METRICS_OPEN)).toContain(METRICS_OPEN);
     expect((await fetch(`${api.url}/metrics`)).status).toBe(200); // a warning, not a refusal to start
   });
 
   it('warns, at warn level, when SANDBOX is on: a leftover SANDBOX=true sends live credentials to the simulators, which complete payments with no money moved', async () => {
     const api = await productionApi(() => 'https://payments.example.com', { SANDBOX: 'true', METRICS_TOKEN: 'a-token-of-16-chars-or-more' });
-    const lines = (await logWith(api.logFile, SANDBOX_ON)).split('\n').filter((line) => line.includes(SANDBOX_ON));
+    const lines = (await logWithLine(api.logFile, SANDBOX_ON)).split('\n').filter((line) => line.includes(SANDBOX_ON));
     expect(lines).toHaveLength(1);
     expect(JSON.parse(lines[0]!)).toMatchObject({ level: 40, msg: expect.stringContaining('no money moved') });
     expect((await fetch(`${api.url}/healthz`)).status).toBe(200); // allowed (decisions.md): a warning, not a refusal to start

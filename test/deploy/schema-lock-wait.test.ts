@@ -2,8 +2,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { createTestDatabase } from '../support/database.js';
-import { baseEnv, freePort, startProcess, stopAllProcesses } from '../support/processes.js';
+import { baseEnv, databaseForProcesses, freePort, startProcess } from '../support/processes.js';
 import { eventually } from '../support/webhook-receiver.js';
 
 // Every boot takes the schema lock. While another session holds it (a migration running, a stray psql
@@ -12,14 +11,7 @@ import { eventually } from '../support/webhook-receiver.js';
 const WAITING = 'waiting for the schema lock held by another process';
 const LOG_DIR = path.resolve('test-results', 'logs');
 
-let db: Awaited<ReturnType<typeof createTestDatabase>>;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await stopAllProcesses();
-  await db?.drop();
-});
+const db = databaseForProcesses();
 
 /** The log of the process started with `name` (startProcess names its file after the database and the process). */
 function logOf(name: string): string {

@@ -1,8 +1,6 @@
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ConfigError, loadConfig } from '../../server/config/config.js';
-import { createTestDatabase } from '../support/database.js';
-import { baseEnv, runCli, startProcess, stopAllProcesses } from '../support/processes.js';
+import { baseEnv, databaseForProcesses, logWithLine, runCli, startProcess } from '../support/processes.js';
 import { TEST_ENCRYPTION_KEY } from '../support/test-key.js';
 
 // CARDPAY_BASE_URL, WALLETPAY_BASE_URL, MOBILEMONEY_BASE_URL send every call of their provider, live and
@@ -12,25 +10,7 @@ import { TEST_ENCRYPTION_KEY } from '../support/test-key.js';
 const NOWHERE = 'postgres://postgres@127.0.0.1:1/none';
 const PRODUCTION = { NODE_ENV: 'production', ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, DATABASE_URL: NOWHERE };
 
-let db: Awaited<ReturnType<typeof createTestDatabase>>;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await stopAllProcesses();
-  await db?.drop();
-});
-
-/** The process's log once it holds `line` (the logger writes asynchronously), or as it is after 5 s. */
-async function logWith(logFile: string, line: string): Promise<string> {
-  const deadline = Date.now() + 5_000;
-  let log = readFileSync(logFile, 'utf8');
-  while (!log.includes(line) && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 100));
-    log = readFileSync(logFile, 'utf8');
-  }
-  return log;
-}
+const db = databaseForProcesses();
 
 describe('a provider base URL override', () => {
   it('must be https with NODE_ENV=production: an http one stops the boot (exit 2) naming the variable', async () => {
@@ -50,7 +30,7 @@ describe('a provider base URL override', () => {
   it('is logged as a warning at every boot, naming the variable and the origin calls go to, never a password in the URL', async () => {
     const api = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:1', { CARDPAY_BASE_URL: 'https://relay:s3cret-pw@stripe-proxy.example.com:8443/v1/' }));
     const said = 'CARDPAY_BASE_URL is set: every cardpay call, live and sandbox credentials alike, goes to https://stripe-proxy.example.com:8443';
-    const log = await logWith(api.logFile, said);
+    const log = await logWithLine(api.logFile, said);
     const lines = log.split('\n').filter((line) => line.includes('_BASE_URL is set'));
     expect(lines).toHaveLength(1);
     expect(JSON.parse(lines[0]!)).toMatchObject({ level: 40, variable: 'CARDPAY_BASE_URL', origin: 'https://stripe-proxy.example.com:8443' });

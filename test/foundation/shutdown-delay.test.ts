@@ -1,8 +1,7 @@
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createTestDatabase } from '../support/database.js';
-import { baseEnv, startProcess, stopAllProcesses } from '../support/processes.js';
+import { baseEnv, databaseForProcesses, startProcess } from '../support/processes.js';
 
 /**
  * SHUTDOWN_DELAY_MS: on Kubernetes a pod's endpoint removal races its SIGTERM, so connections keep
@@ -10,14 +9,7 @@ import { baseEnv, startProcess, stopAllProcesses } from '../support/processes.js
  * /readyz 503 (draining) to them instead of refusing them, then stops as before.
  */
 
-let db: Awaited<ReturnType<typeof createTestDatabase>>;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await stopAllProcesses();
-  await db?.drop();
-});
+const db = databaseForProcesses();
 
 /** GET on a connection of its own (no keep-alive pool): what a probe or a balancer's new connection sees. */
 function freshGet(url: string): Promise<{ status: number; body: string } | { refused: string }> {

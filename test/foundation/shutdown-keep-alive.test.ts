@@ -1,8 +1,8 @@
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createTestDatabase, sql } from '../support/database.js';
-import { adminMerchant, baseEnv, callApi, freePort, startProcess, stopAllProcesses } from '../support/processes.js';
+import { sql } from '../support/database.js';
+import { adminMerchant, baseEnv, callApi, databaseForProcesses, freePort, startProcess } from '../support/processes.js';
 
 /**
  * A graceful stop while clients (or a load balancer) hold keep-alive connections and keep sending
@@ -11,14 +11,7 @@ import { adminMerchant, baseEnv, callApi, freePort, startProcess, stopAllProcess
  * as soon as the requests under way are answered.
  */
 
-let db: Awaited<ReturnType<typeof createTestDatabase>>;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await stopAllProcesses();
-  await db?.drop();
-});
+const db = databaseForProcesses();
 
 interface Answer {
   path: string;

@@ -1,8 +1,7 @@
 import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createTestDatabase } from '../support/database.js';
-import { baseEnv, startProcess, stopAllProcesses } from '../support/processes.js';
+import { baseEnv, databaseForProcesses, startProcess } from '../support/processes.js';
 
 /**
  * SIGTERM always ends the process. A graceful stop waits for requests under way; a client that never
@@ -10,14 +9,7 @@ import { baseEnv, startProcess, stopAllProcesses } from '../support/processes.js
  * bounds the wait: the process then exits with code 1 and says why.
  */
 
-let db: Awaited<ReturnType<typeof createTestDatabase>>;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await stopAllProcesses();
-  await db?.drop();
-});
+const db = databaseForProcesses();
 
 describe('graceful shutdown', () => {
   it('exits within SHUTDOWN_TIMEOUT_MS after SIGTERM although a request never completes', async () => {

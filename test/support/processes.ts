@@ -1,6 +1,8 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { afterAll, beforeAll } from '@jest/globals';
+import { createTestDatabase } from './database.js';
 import { TEST_ENCRYPTION_KEY } from './test-key.js';
 import { freePort } from '../../server/net/free-port.js';
 
@@ -180,6 +182,35 @@ export async function stopAllProcesses(graceMs = 10_000): Promise<void> {
         }),
     ),
   );
+}
+
+/**
+ * A fresh database for this test file's processes: created before its tests, dropped after them once
+ * every process the file started has stopped. Its `url` and `name` are set by the time a test runs.
+ */
+export function databaseForProcesses(): { url: string; name: string } {
+  const handle = { url: '', name: '' };
+  let created: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
+  beforeAll(async () => {
+    created = await createTestDatabase();
+    Object.assign(handle, { url: created.url, name: created.name });
+  });
+  afterAll(async () => {
+    await stopAllProcesses();
+    await created?.drop();
+  });
+  return handle;
+}
+
+/** A process's log once it holds `line` (the logger writes asynchronously: a loaded host flushes it late), or as it is after `waitMs`. */
+export async function logWithLine(logFile: string, line: string, waitMs = 5_000): Promise<string> {
+  const deadline = Date.now() + waitMs;
+  let log = readFileSync(logFile, 'utf8');
+  while (!log.includes(line) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+    log = readFileSync(logFile, 'utf8');
+  }
+  return log;
 }
 
 /** Every log file the processes of this test file wrote (for the secrets audit). */
