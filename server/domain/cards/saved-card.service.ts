@@ -66,17 +66,28 @@ export class SavedCardService {
    * so the provider's idempotency keys (derived from it) create no second customer nor attach twice.
    */
   async save(merchantId: string, input: SaveCardInput, idempotencyKey?: string): Promise<{ card: SavedCard; replayed: boolean }> {
-    const creds = await this.credentials.require(merchantId, this.port.name);
-    if (idempotencyKey === undefined) return { card: await this.saveAs(randomUUID(), merchantId, input, creds), replayed: false };
+    if (idempotencyKey === undefined) return { card: await this.saveAs(randomUUID(), merchantId, input, await this.credentials.require(merchantId, this.port.name)), replayed: false };
+    // No credentials (deleted since a first request with the key) is the answer for a new key only: a key
+    // already used answers as it did, and one whose first request still runs is waited for (its answer, or 409).
+    let creds: unknown;
+    let refusal: unknown;
+    try {
+      creds = await this.credentials.require(merchantId, this.port.name);
+    } catch (err) {
+      refusal = err;
+    }
+    const refuse = (): never => {
+      throw refusal;
+    };
     const requestHash = hashRequest({ payment_method_id: input.paymentMethodId, customer_email: input.email, customer_name: input.name });
     const { value, replayed } = await this.idempotency.run({ scope: 'card.create', merchantId, key: idempotencyKey, requestHash }, 201, {
       // Nothing to write before the provider is called: the claim carries the card id the provider keys derive from.
-      reserve: async () => randomUUID(),
-      act: async (id) => (await this.em.fork().findOne(SavedCardSchema, { id })) ?? this.saveAs(id, merchantId, input, creds),
+      reserve: async () => (refusal ? refuse() : randomUUID()),
+      act: async (id) => (await this.em.fork().findOne(SavedCardSchema, { id })) ?? (refusal ? refuse() : this.saveAs(id, merchantId, input, creds)),
       load: (id) => this.em.fork().findOneOrFail(SavedCardSchema, { id }),
       // The provider may have saved the card: the retry with the key resumes (the same card id, so the same
-      // provider idempotency keys), never replays the 502 for ever.
-      resumable: (err) => err instanceof OutcomeUnknownError,
+      // provider idempotency keys), never replays the 502 for ever; nor the refusal of a dead request's resumption.
+      resumable: (err) => err instanceof OutcomeUnknownError || err === refusal,
     });
     return { card: value, replayed };
   }

@@ -92,10 +92,7 @@ export class PaymentService {
       if (request.fields.callback_url) await assertDeliverableUrl(request.fields.callback_url, { allowPrivate: this.config.webhookAllowPrivateUrls, hosts: this.hosts, merchantId }, 'callback_url');
       creds = await this.credentials.require(merchantId, request.provider);
     } catch (err) {
-      // Refused before the claim (e.g. the credentials were deleted since): a key already used still answers as it did.
-      const answered = await this.idempotency.answered(keyRequest);
-      if (answered) return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: answered.resourceId }), replayed: true };
-      throw err;
+      return this.refusedBeforeClaim(keyRequest, err);
     }
     const acquired = await this.claimAndReserve(keyRequest, request, providerAccountOf(creds));
     if (acquired.state === 'finished') {
@@ -120,6 +117,23 @@ export class PaymentService {
       }
       throw afterProviderMayHaveActed(err);
     }
+  }
+
+  /**
+   * A create refused before its claim (the credentials deleted since, a callback host this process cannot
+   * resolve): the refusal is the answer only for a key never used. A key already used answers as it did,
+   * and one whose first request is still running is waited for like any repeat (its answer, or 409 with
+   * Retry-After): that request may still charge, and a final-looking 422 would invite a new key — a second charge.
+   * A key whose first request died is not resumed without what was refused: its payment, still pending, is
+   * the answer (the status sync settles it), and the key is released for a retry that has what it needs.
+   */
+  private async refusedBeforeClaim(keyRequest: IdempotentRequest, refusal: unknown): Promise<CreatedPayment> {
+    const acquired = await this.idempotency.acquire(keyRequest, async () => {
+      throw refusal;
+    });
+    if (acquired.state === 'claimed') await this.idempotency.release(acquired.claim);
+    const paymentId = acquired.state === 'finished' ? acquired.resourceId : acquired.claim.resourceId;
+    return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId }), replayed: true };
   }
 
   /**

@@ -1,0 +1,77 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestService, type TestService } from '../support/service.js';
+import { eventually } from '../support/webhook-receiver.js';
+
+/**
+ * A retry with the Idempotency-Key of a request that is still charging (the provider slow), made after the
+ * merchant deleted the credentials: the first request goes on and charges. A 422 "credentials not configured"
+ * would look final, and a merchant's retry with a new key would charge again; so the retry waits for the
+ * first answer (decisions.md: up to 10 s), or gets the passing 409 with Retry-After — never the 422.
+ */
+let t: TestService;
+let key: string;
+
+const cardpayCredentials = { provider: 'cardpay', cardpay: { secret_key: 'sk_test_refused_retry', webhook_secret: 'whsec_refused_retry' } };
+const cardBody = { provider: 'cardpay', amount: '12.00', currency: 'USD', payment_method: 'pm_card_visa' };
+
+beforeAll(async () => {
+  // Every simulator answer takes 2 s: the first request is still at the provider when the retry comes.
+  t = await startTestService({ SANDBOX_LATENCY_MS: '2000' });
+  ({ apiKey: key } = await t.createMerchant('Refused Retry Shop'));
+}, 60_000);
+afterAll(async () => {
+  await t?.stop();
+});
+
+const storeCredentials = () => t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send(cardpayCredentials).expect(200);
+/**
+ * Deletes the credentials and resolves once their row is gone — not when DELETE answers: its clean-up at the
+ * (slow) provider comes after, and the first request must still be at the provider when the retry comes.
+ */
+async function deleteCredentials(): Promise<() => Promise<unknown>> {
+  const deleting = t.http.delete('/v1/merchant/credentials/cardpay').set('X-API-Key', key).then((res) => res);
+  await eventually(async () => (await t.sql("SELECT 1 FROM provider_credentials WHERE provider = 'cardpay'")).length === 0, 10_000, 'the credentials deleted');
+  return async () => expect((await deleting).status).toBe(200);
+}
+const keyRow = (scope: string, idem: string) => t.sql('SELECT 1 FROM idempotency_keys WHERE scope = $1 AND key = $2', [scope, idem]);
+
+function expectWaitedOrPassingConflict(res: { status: number; headers: Record<string, string>; body: { data?: { id: string } } }, firstId: () => string) {
+  expect([200, 201, 409]).toContain(res.status);
+  if (res.status === 409) expect(res.headers['retry-after']).toBeDefined();
+  else expect(res.body.data!.id).toBe(firstId());
+}
+
+describe('a retry with the key of a request still running, after the credentials were deleted', () => {
+  it('a payment: waits for the first answer (the same payment) or 409 with Retry-After, never 422', async () => {
+    await storeCredentials();
+    const idem = `refused-payment-${Date.now()}`;
+    const create = () => t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', idem).send(cardBody);
+    const first = create().then((res) => res);
+    await eventually(async () => (await keyRow('payment.create', idem)).length === 1, 10_000, 'the first request\'s key');
+    const deleted = await deleteCredentials();
+
+    const retry = await create();
+    const firstRes = await first;
+    await deleted();
+    expect(firstRes.status).toBe(201);
+    expectWaitedOrPassingConflict(retry, () => firstRes.body.data.id);
+    // A new key is refused: nothing configured.
+    const fresh = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `${idem}-new`).send(cardBody);
+    expect(fresh.status).toBe(422);
+  }, 60_000);
+
+  it('a saved card: waits for the first answer (the same card) or 409 with Retry-After, never 422', async () => {
+    await storeCredentials();
+    const idem = `refused-card-${Date.now()}`;
+    const save = () => t.http.post('/v1/payments/cards').set('X-API-Key', key).set('Idempotency-Key', idem).send({ payment_method_id: 'pm_card_visa' });
+    const first = save().then((res) => res);
+    await eventually(async () => (await keyRow('card.create', idem)).length === 1, 10_000, 'the first request\'s key');
+    const deleted = await deleteCredentials();
+
+    const retry = await save();
+    const firstRes = await first;
+    await deleted();
+    expect(firstRes.status).toBe(201);
+    expectWaitedOrPassingConflict(retry, () => firstRes.body.data.id);
+  }, 60_000);
+});
