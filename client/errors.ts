@@ -79,8 +79,8 @@ export class PaymentsApiError extends PaymentsError {
   readonly idempotencyKey: string | undefined;
   /**
    * True for the 409 CONFLICT that says something is still running, not refused: a request with this
-   * Idempotency-Key (payments.create, refunds.create, capture, cards.create), or another store of the same
-   * provider's credentials (merchant.storeCredentials). It carries Retry-After; the SDK retried it until
+   * Idempotency-Key (payments.create, refunds.create, capture, cards.create), or another store or deletion
+   * of the same provider's credentials (merchant.storeCredentials, merchant.deleteCredentials). It carries Retry-After; the SDK retried it until
    * its retries ran out. Unlike every other CONFLICT it is not final: the operation may still complete —
    * retry later with the same `idempotencyKey` (never a new one) to get its result.
    */

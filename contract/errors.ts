@@ -146,7 +146,16 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
       description: 'The provider refused the credentials, or could not be reached, while the service registered its callback URL with them; nothing was stored (PROVIDER_ERROR)',
     },
   },
-  'DELETE /v1/merchant/credentials/{provider}': { '404': { message: ERROR_MESSAGES.notFound('cardpay credentials'), description: 'No credentials are stored for this provider, or the provider is unknown (NOT_FOUND)' } },
+  'DELETE /v1/merchant/credentials/{provider}': {
+    '404': { message: ERROR_MESSAGES.notFound('cardpay credentials'), description: 'No credentials are stored for this provider, or the provider is unknown (NOT_FOUND)' },
+    '409': {
+      message: "a store or deletion of this merchant's cardpay credentials is still running; nothing was deleted, retry once it has finished",
+      description:
+        'A store (or another deletion) of credentials for this provider (cardpay, walletpay: those that register the callback URL with the provider) is still running; ' +
+        'nothing was deleted: deleted now, the running store would put its credentials back a moment later. It carries Retry-After: 1, as the other passing conflicts do: retry then (CONFLICT)',
+      retryAfter: 'Always sent on this conflict (1): retry the deletion after this many seconds, once the store has finished.',
+    },
+  },
   'POST /v1/payments/cards': {
     '409': { message: KEY_REUSED, description: 'The Idempotency-Key was used with another body, or its first request is still running (CONFLICT)' },
     '422': invalid('payment_method_id', 'is required'),

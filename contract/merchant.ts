@@ -169,7 +169,7 @@ export const merchantContract = c.router(
       metadata: { scope: 'merchant:write', tag: 'Merchant' } as const,
       pathParams: z.object({ provider: ProviderSchema }),
       body: c.noBody(),
-      responses: { 200: envelope(z.object({ provider: ProviderSchema, deleted: z.literal(true) })), 404: ErrorBodySchema },
+      responses: { 200: envelope(z.object({ provider: ProviderSchema, deleted: z.literal(true) })), 404: ErrorBodySchema, 409: ErrorBodySchema },
     },
   },
   { commonResponses: commonErrorResponses },

@@ -499,6 +499,15 @@ describe('openapi.json route-specific error examples are what each route answers
         }
       },
       '404 DELETE /v1/merchant/credentials/{provider}': () => as(bare.apiKey).delete('/v1/merchant/credentials/cardpay'),
+      '409 DELETE /v1/merchant/credentials/{provider}': async () => {
+        const lease = `credentials:${shop.merchantId}:cardpay`;
+        await t.sql("INSERT INTO refresh_leases (name, holder, until) VALUES ($1, gen_random_uuid(), now() + interval '1 minute')", [lease]);
+        try {
+          return await api.delete('/v1/merchant/credentials/cardpay');
+        } finally {
+          await t.sql('DELETE FROM refresh_leases WHERE name = $1', [lease]);
+        }
+      },
       '409 POST /v1/payments/cards': async () => {
         await api.post('/v1/payments/cards', { payment_method_id: 'pm_card_visa' }, 'docs-card').expect(201);
         return api.post('/v1/payments/cards', { payment_method_id: 'pm_card_mastercard' }, 'docs-card');

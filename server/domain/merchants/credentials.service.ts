@@ -176,31 +176,34 @@ export class CredentialsService {
    * reconciliation job cancels itself once it finds no credentials). The clean-up comes after the
    * commit, with no connection held while the provider answers: done first, a delete that then failed
    * would leave the stored credentials without their endpoint, and no events, behind a 503.
+   *
+   * A provider whose store runs under the lease (prepareCredentials) is deleted under it too: deleted
+   * while a store talks to the provider, the store's write would put credentials back a moment after this
+   * answered 200 — a merchant revoking compromised ones would find them configured again. So a deletion
+   * meanwhile is refused as a second store is: 409 with Retry-After, nothing changed.
    */
   async remove(merchantId: string, provider: Provider): Promise<void> {
-    const cleanUp = this.providers.get(provider).afterCredentialsRemoved;
-    if (!cleanUp) {
+    const port = this.providers.get(provider);
+    const cleanUp = port.afterCredentialsRemoved;
+    if (!port.prepareCredentials && !cleanUp) {
+      // Its store is one upsert: a deletion simply comes before or after it.
       await this.deleteStored(merchantId, provider);
       return;
     }
-    // Under the store's lease: a store meanwhile would register an endpoint that this clean-up deletes.
     const { leases, storeLeaseMs } = this.options;
     const lease = `credentials:${merchantId}:${provider}`;
     const holder = await leases.take(lease, storeLeaseMs);
+    if (!holder) throw changeRunning(provider);
     try {
       const sealed = await this.deleteStored(merchantId, provider);
-      if (!holder) {
-        // A store running now cleans up after itself (afterStored) if its credentials stay; else what it made stays.
-        this.options.logger?.warn({ merchantId, provider }, 'credentials deleted while a store of them was running; what they used at the provider is not cleaned up');
-        return;
-      }
+      if (!cleanUp) return;
       try {
-        await cleanUp.call(this.providers.get(provider), merchantId, this.secrets.openJson(sealed));
+        await cleanUp.call(port, merchantId, this.secrets.openJson(sealed));
       } catch (err) {
         this.options.logger?.warn({ merchantId, provider, err: { message: (err as Error).message } }, 'credentials deleted; cleaning up what they used at the provider failed');
       }
     } finally {
-      if (holder) await leases.release(lease, holder);
+      await leases.release(lease, holder);
     }
   }
 
@@ -246,6 +249,11 @@ export class CredentialsService {
  */
 function storeRunning(provider: Provider): DomainError {
   return new DomainError('CONFLICT', `another store of this merchant's ${provider} credentials is still running; retry once it has finished`, undefined, { 'Retry-After': '1' });
+}
+
+/** A deletion of credentials while a store (or another deletion) of the same provider's runs: the same passing 409, nothing deleted. */
+function changeRunning(provider: Provider): DomainError {
+  return new DomainError('CONFLICT', `a store or deletion of this merchant's ${provider} credentials is still running; nothing was deleted, retry once it has finished`, undefined, { 'Retry-After': '1' });
 }
 
 /** A payment or refund request for a provider the merchant has no credentials for (interface: 422). */
