@@ -111,8 +111,10 @@ export class CredentialsService {
 
   private async prepare<P extends Provider>(merchantId: string, provider: P, credentials: CredentialsByProvider[P]): Promise<PreparedCredentials<CredentialsByProvider[P]>> {
     try {
-      // What is stored now (it may name what the provider set up for it); unreadable counts as none.
-      const previous = await this.find(merchantId, provider).catch(() => null);
+      // What is stored now (it may name what the provider set up for it, which the provider's step then
+      // cleans up); unreadable counts as none. Read from the database, not the cache: the lease orders this
+      // store after one another process just finished, whose change this process may not have heard yet.
+      const previous = (await this.storedNow(merchantId, provider).catch(() => null)) as CredentialsByProvider[P] | null;
       return (await this.providers.get(provider).prepareCredentials!(merchantId, credentials, previous)) as PreparedCredentials<CredentialsByProvider[P]>;
     } catch (err) {
       if (err instanceof ProviderError) {
@@ -152,15 +154,21 @@ export class CredentialsService {
    */
   private async afterStored(merchantId: string, provider: Provider, stored: unknown, step: () => Promise<void>): Promise<void> {
     try {
-      const [row] = await this.em.getConnection().execute<{ secrets_enc: string }[]>(
-        'SELECT secrets_enc FROM provider_credentials WHERE merchant_id = ? AND provider = ?',
-        [merchantId, provider],
-      );
-      if (!row || JSON.stringify(this.secrets.openJson(row.secrets_enc)) !== JSON.stringify(stored)) return;
+      const current = await this.storedNow(merchantId, provider);
+      if (current === null || JSON.stringify(current) !== JSON.stringify(stored)) return;
       await step();
     } catch (err) {
       this.options.logger?.warn({ merchantId, provider, err: { message: (err as Error).message } }, 'credentials stored; cleaning up what the previous ones used at the provider failed');
     }
+  }
+
+  /** The provider's credentials as stored at this moment (decrypted), or null: read from the database, never the cache. */
+  private async storedNow(merchantId: string, provider: Provider): Promise<unknown> {
+    const [row] = await this.em.getConnection().execute<{ secrets_enc: string }[]>(
+      'SELECT secrets_enc FROM provider_credentials WHERE merchant_id = ? AND provider = ?',
+      [merchantId, provider],
+    );
+    return row ? this.secrets.openJson(row.secrets_enc) : null;
   }
 
   async list(merchantId: string): Promise<CredentialSummary[]> {
