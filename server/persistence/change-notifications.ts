@@ -66,7 +66,12 @@ export class ChangeNotifications implements ChangeFeed {
   private client: pg.Client | null = null;
   private connecting: pg.Client | null = null;
   private readonly listeners: ((change: TableChange) => void)[] = [];
-  private confirmedAt = 0;
+  /**
+   * When the last answered query was sent, on the monotonic clock (performance.now()): a wall clock stepped
+   * back (NTP, a VM resumed) would make it look younger than it is — current, and no heartbeat sent.
+   * -Infinity: none on this connection.
+   */
+  private confirmedAt = -Infinity;
   /** The connection a heartbeat is awaited on (at most one at a time). */
   private heartbeatOn: pg.Client | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
@@ -98,7 +103,7 @@ export class ChangeNotifications implements ChangeFeed {
    * (unless `heartbeatIntervalMs` is set).
    */
   isCurrent(): boolean {
-    const age = Date.now() - this.confirmedAt;
+    const age = performance.now() - this.confirmedAt;
     if (age >= this.freshnessMs / 2) this.heartbeat();
     return this.client !== null && age < this.freshnessMs;
   }
@@ -150,7 +155,7 @@ export class ChangeNotifications implements ChangeFeed {
     deadline.unref();
     try {
       await client.connect();
-      const sentAt = Date.now();
+      const sentAt = performance.now();
       this.options.onQuery?.();
       await client.query(`LISTEN ${pg.escapeIdentifier(this.options.channel)}`);
       clearTimeout(deadline);
@@ -179,7 +184,7 @@ export class ChangeNotifications implements ChangeFeed {
     this.connecting = null;
     if (this.stopped) return;
     this.options.onError?.(`change notifications: ${reason}; reconnecting`);
-    this.confirmedAt = 0;
+    this.confirmedAt = -Infinity;
     this.publish({ table: '*', merchantIds: [] });
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
@@ -222,7 +227,7 @@ export class ChangeNotifications implements ChangeFeed {
     const client = this.client;
     if (!client || this.heartbeatOn === client) return;
     this.heartbeatOn = client;
-    const sentAt = Date.now();
+    const sentAt = performance.now();
     const timeout = setTimeout(() => {
       // Unanswered: the connection is gone or stuck. It is dropped and made again.
       this.lost(client, 'heartbeat unanswered');

@@ -3,6 +3,7 @@ import { setBounded } from '../lib/bounded-map.js';
 
 interface Entry<V> {
   value: V;
+  /** On the monotonic clock (performance.now()): a wall clock stepped back must not keep an entry longer. */
   expiresAt: number;
 }
 
@@ -39,7 +40,7 @@ export class NotifiedCache<V> {
   async get(key: string, load: () => Promise<V | null>): Promise<V | null> {
     if (!this.feed.isCurrent()) return load();
     const hit = this.entries.get(key);
-    if (hit && hit.expiresAt > Date.now()) return hit.value;
+    if (hit && hit.expiresAt > performance.now()) return hit.value;
     // Concurrent misses of one key share one load, unless an invalidation came between them.
     const pending = this.loading.get(key);
     if (pending && pending.epoch === this.epoch) return pending.promise;
@@ -57,7 +58,7 @@ export class NotifiedCache<V> {
   }
 
   private keep(key: string, value: V): void {
-    setBounded(this.entries, key, { value, expiresAt: Date.now() + this.options.ttlMs }, this.options.maxEntries);
+    setBounded(this.entries, key, { value, expiresAt: performance.now() + this.options.ttlMs }, this.options.maxEntries);
   }
 
   /**
