@@ -19,17 +19,25 @@ export interface ConfirmationQuery {
 /**
  * Records a status query that confirms an unverifiable notification, unless one about the same
  * transaction is still open (unanswered, younger than OPEN_CONFIRMATION_MS). Returns whether it was recorded.
+ *
+ * Under READ COMMITTED two of these at once would each see no open query and each insert one (and each
+ * ask the operator, against the merchant's quota). A transaction-scoped advisory lock on the subject
+ * orders them: the second's INSERT runs once the first has committed, and sees its query.
  */
 async function openConfirmation(em: EntityManager, q: ConfirmationQuery): Promise<boolean> {
-  const rows = await em.getConnection().execute<{ id: string }[]>(
-    `INSERT INTO provider_status_queries (id, provider, merchant_id, payment_id, refund_id, code, confirms)
-     SELECT ?, ?, ?, ?, ?, ?, ?
-     WHERE NOT EXISTS (SELECT 1 FROM provider_status_queries WHERE provider = ? AND merchant_id = ? AND code = ? AND confirms IS NOT NULL
-                       AND completed_at IS NULL AND created_at > now() - (? * interval '1 millisecond'))
-     RETURNING id`,
-    [q.id, q.provider, q.merchantId, q.paymentId, q.refundId, q.code, q.confirms, q.provider, q.merchantId, q.code, OPEN_CONFIRMATION_MS],
-  );
-  return rows.length > 0;
+  return em.fork().transactional(async (tx) => {
+    await tx.execute('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`provider_status_queries:${q.provider}:${q.merchantId}:${q.code}`]);
+    const rows = await tx.execute<{ id: string }[]>(
+      `INSERT INTO provider_status_queries (id, provider, merchant_id, payment_id, refund_id, code, confirms)
+       SELECT ?, ?, ?, ?, ?, ?, ?
+       WHERE NOT EXISTS (SELECT 1 FROM provider_status_queries WHERE provider = ? AND merchant_id = ? AND code = ? AND confirms IS NOT NULL
+                         AND completed_at IS NULL AND created_at > now() - (? * interval '1 millisecond'))
+       RETURNING id`,
+      [q.id, q.provider, q.merchantId, q.paymentId, q.refundId, q.code, q.confirms, q.provider, q.merchantId, q.code, OPEN_CONFIRMATION_MS],
+      'all',
+    );
+    return rows.length > 0;
+  });
 }
 
 /**
