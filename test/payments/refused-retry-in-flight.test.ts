@@ -60,6 +60,24 @@ describe('a retry with the key of a request still running, after the credentials
     expect(fresh.status).toBe(422);
   }, 60_000);
 
+  it('a payment whose first request died (its lease ran out): the payment as it is, not 422; the key is left for a retry with credentials', async () => {
+    await storeCredentials();
+    const idem = `refused-dead-${Date.now()}`;
+    const first = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', idem).send(cardBody);
+    expect(first.status).toBe(201);
+    // As if its process had died before recording the answer: unfinished, its lease run out.
+    await t.sql(
+      "UPDATE idempotency_keys SET recovery_point = 'provider_call', answer = NULL, lease_token = gen_random_uuid(), locked_until = now() - interval '1 second' WHERE scope = 'payment.create' AND key = $1",
+      [idem],
+    );
+    await (await deleteCredentials())();
+
+    const retry = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', idem).send(cardBody);
+    expect([retry.status, retry.body.data?.id]).toEqual([200, first.body.data.id]);
+    // Not resumed without credentials, nor held: the next retry (credentials back) resumes at once.
+    expect(await t.sql("SELECT recovery_point, lease_token FROM idempotency_keys WHERE scope = 'payment.create' AND key = $1", [idem])).toEqual([{ recovery_point: 'provider_call', lease_token: null }]);
+  }, 60_000);
+
   it('a saved card: waits for the first answer (the same card) or 409 with Retry-After, never 422', async () => {
     await storeCredentials();
     const idem = `refused-card-${Date.now()}`;
