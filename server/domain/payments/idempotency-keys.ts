@@ -175,17 +175,6 @@ export class IdempotencyKeys {
     }
   }
 
-  /**
-   * What a key already used says about `request`, without claiming it: its finished answer, a 409 when
-   * it belongs to another merchant or body, or null (unused, or still in progress). For a request
-   * refused before its claim (credentials gone since the first one): a replay still answers as the
-   * first request did.
-   */
-  async answered(request: IdempotentRequest): Promise<Extract<Acquired, { state: 'finished' }> | null> {
-    const row = await this.find(request);
-    return row ? IdempotencyKeys.judge(row, request) : null;
-  }
-
   /** A used key's verdict on `request`: 409 for another merchant or body; its answer once finished. */
   private static judge(row: KeyRow, request: IdempotentRequest): Extract<Acquired, { state: 'finished' }> | null {
     if (row.merchant_id !== request.merchantId) throw conflict('This Idempotency-Key has already been used');
