@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startTestService, type TestService } from '../support/service.js';
 import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
+import { cardpayDrained } from '../support/cardpay-drained.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
 /**
@@ -64,11 +65,18 @@ describe('a refund made in the provider dashboard', () => {
     const p = await paid();
     const ours = await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id, amount: '3.00' });
     expect(ours.status).toBe(201);
-    await dashboardRefund(p.provider_ref, 200);
+    const theirs = await dashboardRefund(p.provider_ref, 200);
+    expect(theirs.status).toBe(200);
     await eventually(async () => (await payment(p.id)).amount_refunded === '5.00', 10_000, 'both refunds');
-    // Every charge.refunded for this payment has been handled by now: still exactly two refunds.
-    await eventually(() => receiver.events('payment.refunded').filter((e) => e.json.data.payment_id === p.id).length === 2, 10_000, 'two payment.refunded');
+    // Counted once every event the provider had for the payment arrived and every webhook of ours went out.
+    await cardpayDrained(t, p.id, [p.provider_ref, ours.body.data.provider_ref, theirs.body.id]);
+    expect(await payment(p.id)).toMatchObject({ amount_refunded: '5.00' });
     expect((await refundsOf(p.id)).map((r) => r.amount).sort()).toEqual(['2.00', '3.00']);
+    // The merchant is told of each refund once; each provider event (its outcome: its type) is handled once.
+    expect(receiver.received.filter((e) => e.json.data?.payment_id === p.id).map((e) => e.json.type).sort())
+      .toEqual(['payment.completed', 'payment.refunded', 'payment.refunded']);
+    expect((await t.sql<{ outcome: string }>('SELECT outcome FROM provider_events WHERE payment_id = $1', [p.id])).map((e) => e.outcome).sort())
+      .toEqual(['charge.refunded', 'charge.refunded', 'payment_intent.succeeded', 'refund.created', 'refund.created']);
   });
 
   it('arriving while a refund of ours of the same amount is still unanswered, it is its own refund: both are recorded and the payment ends refunded', async () => {

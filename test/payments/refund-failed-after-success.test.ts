@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
+import { cardpayDrained } from '../support/cardpay-drained.js';
 import { scrapeMetrics, type Samples } from '../support/prometheus.js';
 import { inProcessLogFile } from '../support/secret-audit.js';
 import { startTestService, type TestService } from '../support/service.js';
@@ -26,7 +27,7 @@ const pay = async (amount: string) =>
       .set('Idempotency-Key', `rf-${Date.now()}-${++n}`)
       .send({ provider: 'cardpay', amount, currency: 'USD', payment_method: 'pm_card_refundFail' })
       .expect(201)
-  ).body.data as { id: string; status: string };
+  ).body.data as { id: string; status: string; provider_ref: string };
 const refund = (body: Record<string, unknown>) => t.http.post('/v1/refunds').set('X-API-Key', key).send(body);
 const getPayment = async (id: string) => (await t.http.get(`/v1/payments/${id}`).set('X-API-Key', key)).body.data;
 const getRefund = async (id: string) => (await t.http.get(`/v1/refunds/${id}`).set('X-API-Key', key)).body.data;
@@ -60,10 +61,18 @@ describe('a card refund that fails after it succeeded', () => {
       return r.status === 'failed' ? r : null;
     }, 20_000, 'the refund failed');
     expect(failed).toMatchObject({ status: 'failed', amount: '10.00', failure_reason: 'expired_or_canceled_card', provider_ref: first.body.data.provider_ref });
-    expect(await getPayment(p.id)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
 
-    const [event, ...more] = await eventually(() => (refundFailedEvents(p.id).length > 0 ? refundFailedEvents(p.id) : null), 20_000, 'refund.failed');
+    // Exactly once, counted when every event the provider had for it arrived (refund.failed and the
+    // charge.refund.updated, refund.updated with it) and every webhook of ours went out.
+    await cardpayDrained(t, p.id, [p.provider_ref, first.body.data.provider_ref]);
+    expect(await getPayment(p.id)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+    const [event, ...more] = refundFailedEvents(p.id);
     expect(more).toEqual([]);
+    expect(receiver.received.filter((e) => e.json.data?.payment_id === p.id).map((e) => e.json.type).sort())
+      .toEqual(['payment.completed', 'payment.refunded', 'refund.failed']);
+    // Each provider event handled once (its outcome: its type).
+    expect((await t.sql<{ outcome: string }>('SELECT outcome FROM provider_events WHERE payment_id = $1', [p.id])).map((e) => e.outcome).sort())
+      .toEqual(['charge.refund.updated', 'charge.refunded', 'payment_intent.succeeded', 'refund.created', 'refund.failed', 'refund.updated']);
     expect(event!.json.data).toMatchObject({
       payment_id: p.id,
       refund_id: first.body.data.id,
