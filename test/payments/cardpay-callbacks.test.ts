@@ -124,8 +124,13 @@ describe('POST /v1/webhooks/cardpay', () => {
     const p = await pendingPayment();
     const eventId = `evt_dup_${Date.now()}`;
     const body = intentEvent('payment_intent.succeeded', { id: p.provider_ref, status: 'succeeded', metadata: { payment_id: p.id } }, eventId);
+    // Every transition written, refused ones too: the duplicate must not add even a refused one.
+    const allTransitions = () => t.sql('SELECT to_status, accepted, trigger FROM payment_transitions WHERE payment_id = $1 ORDER BY id', [p.id]);
     expect((await post(body, sign(body))).status).toBe(200);
+    const afterFirst = await allTransitions();
     expect((await post(body, sign(body))).status).toBe(200);
+    expect(await allTransitions()).toEqual(afterFirst);
+    expect(await t.sql('SELECT payment_id FROM provider_events WHERE provider = $1 AND event_id = $2', ['cardpay', eventId])).toEqual([{ payment_id: p.id }]);
     const transitions = await t.sql('SELECT to_status FROM payment_transitions WHERE payment_id = $1 AND accepted ORDER BY id', [p.id]);
     expect(transitions).toEqual([{ to_status: 'pending' }, { to_status: 'completed' }]);
     const events = await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id]);
