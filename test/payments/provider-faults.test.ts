@@ -1,10 +1,28 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { ForwardingStub, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { inProcessLogFile } from '../support/secret-audit.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
+const PROVIDER_TIMEOUT_MS = 3000;
+
+/**
+ * Cardpay behind a slow network while `late` is set: every request reaches the simulator, which acts on
+ * it (creates the intent), but its answer comes back only after PROVIDER_TIMEOUT_MS.
+ */
+class LateAnswers extends ForwardingStub {
+  late = false;
+  protected override async intercept(_req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    const late = this.late;
+    const answer = await forward();
+    if (late) await new Promise((resolve) => setTimeout(resolve, PROVIDER_TIMEOUT_MS + 1000));
+    return answer;
+  }
+}
+
 let t: TestService;
+let stub: LateAnswers;
 let key: string;
 let n = 0;
 
@@ -20,13 +38,23 @@ beforeAll(async () => {
   // Status sync every few hundred ms so recovery is observable within the test.
   // 3 s: a hang is cut short, but a slow answer of the in-process simulator on a loaded host is not (800 ms
   // was: CI at a4148c9 had a mobile-money reversal answered 502 'did not answer' under load).
-  t = await startTestService({ PROVIDER_TIMEOUT_MS: '3000', STATUS_SYNC_SCHEDULE: '300ms,300ms,300ms,300ms,300ms,300ms,300ms,300ms', STATUS_SYNC_POLL_INTERVAL: '200ms' });
+  // Cardpay is reached through the stub, which forwards every request unchanged unless a test asks otherwise.
+  stub = new LateAnswers();
+  const stubUrl = await stub.start();
+  t = await startTestService({
+    CARDPAY_BASE_URL: `${stubUrl}/sandbox/cardpay`,
+    PROVIDER_TIMEOUT_MS: String(PROVIDER_TIMEOUT_MS),
+    STATUS_SYNC_SCHEDULE: '300ms,300ms,300ms,300ms,300ms,300ms,300ms,300ms',
+    STATUS_SYNC_POLL_INTERVAL: '200ms',
+  });
+  stub.target = t.baseUrl;
   ({ apiKey: key } = await t.createMerchant('Fault Shop'));
   await t.http.put('/v1/merchant/credentials').set('X-API-Key', key).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_faults_0001' } }).expect(200);
 });
 afterAll(async () => {
   await outage('ok');
   await t.stop();
+  await stub.stop();
 });
 
 describe('cardpay outages on creation', () => {
@@ -48,7 +76,7 @@ describe('cardpay outages on creation', () => {
     expect(await intentsFor(res.body.data.id)).toBe(1);
   });
 
-  it('keeps the payment pending when the provider hangs past the timeout, without a double charge', async () => {
+  it('keeps the payment pending when the provider hangs past the timeout, and settles it once the provider is back', async () => {
     await outage('hang');
     const res = await pay();
     expect(res.status).toBe(201);
@@ -57,6 +85,34 @@ describe('cardpay outages on creation', () => {
     await eventually(async () => (await statusOf(res.body.data.id)).status === 'completed', 15_000, 'settlement after the hang');
     expect(await intentsFor(res.body.data.id)).toBe(1);
   });
+
+  it('keeps the payment pending when the provider charged but answered after the timeout, and the status sync settles it on that charge, without a double charge', async () => {
+    // A merchant holding its own signing secret: the provider sends the service no event, so only the
+    // status sync can learn what became of the creation.
+    const m = await t.createMerchant('Late Answer Shop');
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey)
+      .send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_faults_late_0001', webhook_secret: 'whsec_faults_late_answer' } }).expect(200);
+    // Late for as long as the merchant's request lasts: the status sync (every 300 ms here) cannot learn of
+    // the intent meanwhile either, so the answer is what the service knows without the provider.
+    stub.late = true;
+    let res;
+    try {
+      res = await pay(undefined, m.apiKey);
+    } finally {
+      stub.late = false;
+    }
+    expect(res.status).toBe(201);
+    expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+    // The provider did create (and charge) the intent: only its answer was lost.
+    const [intent] = await t.sql<{ id: string }>(`SELECT id FROM sandbox_cardpay_intents WHERE metadata->>'payment_id' = $1`, [res.body.data.id]);
+    expect(await intentsFor(res.body.data.id)).toBe(1);
+    const settled = await eventually(async () => {
+      const p = (await t.http.get(`/v1/payments/${res.body.data.id}`).set('X-API-Key', m.apiKey)).body.data;
+      return p.status === 'completed' ? p : null;
+    }, 15_000, 'the status sync to settle the payment');
+    expect(settled.provider_ref).toBe(intent!.id);
+    expect(await intentsFor(res.body.data.id)).toBe(1);
+  }, 30_000);
 });
 
 describe('a provider that refuses the request', () => {
