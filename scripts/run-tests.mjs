@@ -77,12 +77,23 @@ await mkdir(path.dirname(summaryFile), { recursive: true });
 await rm(summaryFile, { force: true });
 const child = spawn(process.execPath, [jestBin, '--json', `--outputFile=${summaryFile}`, ...process.argv.slice(2)], { stdio: 'inherit', env });
 const code = await new Promise((resolve) => child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
-// The plain closing line CI reads: "N passed, N failed".
+// The plain closing line CI reads: "N passed, N failed, N skipped, N todo". A skipped or todo test is a
+// test that proves nothing while the run looks green: it fails the run, unless the run itself picked
+// tests by name (-t), which jest reports as skipped.
+const namePicked = process.argv.slice(2).some((a) => a === '-t' || a.startsWith('--testNamePattern') || a.startsWith('-t='));
 let failedFiles = [];
+let unrunTests = 0;
 try {
   const summary = JSON.parse(await readFile(summaryFile, 'utf8'));
-  process.stdout.write(`\njest: ${summary.numPassedTests} passed, ${summary.numFailedTests} failed\n`);
+  process.stdout.write(`\njest: ${summary.numPassedTests} passed, ${summary.numFailedTests} failed, ${summary.numPendingTests} skipped, ${summary.numTodoTests} todo\n`);
   failedFiles = summary.testResults.filter((r) => r.status === 'failed').map((r) => path.relative(process.cwd(), r.name));
+  if (!namePicked) {
+    const unrun = summary.testResults.flatMap((r) => r.assertionResults
+      .filter((a) => a.status !== 'passed' && a.status !== 'failed')
+      .map((a) => `  ${a.status === 'pending' ? 'skipped' : a.status}: ${path.relative(process.cwd(), r.name)} › ${a.fullName}`));
+    unrunTests = summary.numPendingTests + summary.numTodoTests;
+    if (unrunTests > 0) process.stdout.write(`skipped or todo tests fail the run:\n${unrun.slice(0, 20).join('\n')}\n`);
+  }
   await reportSlowestFiles(summary.testResults);
 } catch {
   process.stdout.write('\njest: 0 passed, 1 failed\n');
@@ -94,12 +105,21 @@ await rm(summaryFile, { force: true });
 const SECRET_PATTERNS = [/pk_[A-Za-z0-9_-]{43}/, /whsec_[A-Za-z0-9_+/-]{16,}/, /\b[sr]k_(test|live)_[A-Za-z0-9_]{4,}/, /bfb279f9aa9bdbcf158e97dd71a467cd/];
 // Nor any stack trace (a frame line, raw or inside a JSON string): a log says where an error was thrown, not how it got there.
 const STACK_TRACE = /(^|\\n|")\s+at \S.*:\d+:\d+\)?/m;
+// An error-level 'job failed' (server/jobs/define-job.ts) is a job run that threw: reported, not failing the run
+// (some tests make jobs fail on purpose), so a job failing where no test meant it to is seen.
 let leaks = 0;
 let traces = 0;
 let scanned = 0;
+let jobFailures = 0;
+const jobFailureFiles = [];
 for (const name of await readdir(logDir).catch(() => [])) {
   const text = await readFile(path.join(logDir, name), 'utf8').catch(() => '');
   scanned += 1;
+  const failedRuns = jobFailedCount(text);
+  if (failedRuns > 0) {
+    jobFailures += failedRuns;
+    jobFailureFiles.push(`${name} (${failedRuns})`);
+  }
   if (STACK_TRACE.test(text)) {
     traces += 1;
     process.stdout.write(`stack trace in test-results/logs/${name}\n`);
@@ -111,9 +131,12 @@ for (const name of await readdir(logDir).catch(() => [])) {
     }
   }
 }
-process.stdout.write(`log scan: ${scanned} service log files, ${leaks} with secrets, ${traces} with stack traces\n`);
+process.stdout.write(`log scan: ${scanned} service log files, ${leaks} with secrets, ${traces} with stack traces, ${jobFailures} 'job failed' errors in ${jobFailureFiles.length} files\n`);
+if (jobFailureFiles.length > 0) {
+  process.stdout.write(`'job failed' errors in test-results/logs: ${jobFailureFiles.slice(0, 5).join(', ')}${jobFailureFiles.length > 5 ? ', …' : ''}\n`);
+}
 if (failedFiles.length > 0) await printFailureLogs(failedFiles);
-const exitCode = code === 0 && leaks + traces > 0 ? 1 : code;
+const exitCode = code === 0 && leaks + traces + unrunTests > 0 ? 1 : code;
 await adminQuery(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`).catch(() => {});
 if (embedded) {
   await embedded.stop().catch(() => {});
@@ -163,6 +186,21 @@ async function printFailureLogs(files) {
     process.stdout.write(`\nservice logs of ${file}: ${lines.length} warning, error, 5xx or slow lines${lines.length > 60 ? ' (the last 60)' : ''}\n`);
     for (const line of lines.slice(-60)) process.stdout.write(`${line}\n`);
   }
+}
+
+/** How many error-level 'job failed' lines (a job run that threw) a service log holds. */
+function jobFailedCount(text) {
+  let count = 0;
+  for (const line of text.split('\n')) {
+    if (!line.includes('"job failed"')) continue;
+    try {
+      const entry = JSON.parse(line);
+      if (entry.msg === 'job failed' && entry.level >= 50) count += 1;
+    } catch {
+      // not a JSON line
+    }
+  }
+  return count;
 }
 
 /** A log line worth reading after a failure, shortened; null for the rest. */
