@@ -1,15 +1,14 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import { loadConfig } from '../../server/config/config.js';
 import { MobilemoneyAdapter } from '../../server/providers/mobilemoney/adapter.js';
+import { ForwardingStub, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { sandboxCreds } from './mobilemoney-helpers.js';
 
 /**
- * Rows of Daraja's pull that settle nothing, served by a real HTTP server standing in for the operator (the
- * simulator lists only the payments it took): one such row must not fail the pull, or every run fails
- * until it ages out of the 48-hour window and missed callbacks are never recovered.
+ * Rows of Daraja's pull that settle nothing, listed by the simulator (its pull-rows control: its own
+ * payments make none such): one such row must not fail the pull, or every run fails until it ages out of
+ * the 48-hour window and missed callbacks are never recovered.
  */
 
 const row = (transactionId: string, fields: Record<string, unknown> = {}) => ({
@@ -29,42 +28,36 @@ const FIRST_PAGE = [
 ];
 const SECOND_PAGE = [row('PAYBILL002', { amount: 50 })];
 
+/** In front of the simulator: records the OffSetValue of each pull query. */
+class PullOffsets extends ForwardingStub {
+  offsets: string[] = [];
+  protected override intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    if (req.url.endsWith('/pulltransactions/v1/query')) this.offsets.push((JSON.parse(req.body.toString('utf8')) as { OffSetValue: string }).OffSetValue);
+    return forward();
+  }
+}
+
 let t: TestService;
-let stub: http.Server;
-let offsets: string[] = [];
+let stub: PullOffsets;
+let stubUrl: string;
 
 beforeAll(async () => {
   t = await startTestService();
-  stub = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      res.setHeader('Content-Type', 'application/json');
-      if (req.method === 'GET' && req.url?.startsWith('/oauth/v1/generate')) return res.end(JSON.stringify({ access_token: 'stub-token', expires_in: '3599' }));
-      if (req.method === 'POST' && req.url === '/pulltransactions/v1/query') {
-        const { OffSetValue } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { OffSetValue: string };
-        offsets.push(OffSetValue);
-        const rows = OffSetValue === '0' ? FIRST_PAGE : OffSetValue === String(FIRST_PAGE.length) ? SECOND_PAGE : [];
-        return res.end(JSON.stringify(rows.length
-          ? { ResponseRefID: 'ref', ResponseCode: '1000', ResponseMessage: 'Success', Response: [rows] }
-          : { ResponseRefID: 'ref', ResponseCode: '1001', ResponseMessage: 'No transactions found', Response: [[]] }));
-      }
-      res.statusCode = 404;
-      res.end(JSON.stringify({ requestId: 'r', errorCode: '404.001.01', errorMessage: 'Resource not found' }));
-    });
-  });
-  await new Promise<void>((resolve) => stub.listen(0, '127.0.0.1', resolve));
+  stub = new PullOffsets();
+  stub.target = t.baseUrl;
+  stubUrl = await stub.start();
+  await t.http.post('/sandbox/mobilemoney/_control/pull-rows').send({ shortcode: '600400', pages: [FIRST_PAGE, SECOND_PAGE] }).expect(200);
 });
 afterAll(async () => {
-  stub.closeAllConnections();
-  await new Promise<void>((resolve) => stub.close(() => resolve()));
+  await t.http.post('/sandbox/mobilemoney/_control/pull-rows').send({ shortcode: '600400', pages: [] });
+  await stub.stop();
   await t.stop();
 });
 
 it('sets aside rows it cannot read or that are no customer payment, keeps the payments, and pages by every row listed', async () => {
-  const base = `http://127.0.0.1:${(stub.address() as AddressInfo).port}`;
+  const base = `${stubUrl}/sandbox/mobilemoney`;
   const adapter = new MobilemoneyAdapter(loadConfig({ NODE_ENV: 'test', SANDBOX: 'false', MOBILEMONEY_BASE_URL: base }), t.service.container.orm.em);
-  offsets = [];
+  stub.offsets = [];
   const pulled = await adapter.pullTransactions(sandboxCreds({ shortcode: '600400' }), { since: new Date(Date.now() - 3_600_000), until: new Date() });
 
   expect(pulled.transactions.map((r) => [r.transactionId, r.transactionType, r.amountMinor, r.trxDate.toISOString()])).toEqual([
@@ -80,5 +73,5 @@ it('sets aside rows it cannot read or that are no customer payment, keeps the pa
     { transactionId: 'OTHERTYPE1', reason: 'not_a_payment', transactionType: 'business-payment-credit' },
   ]);
   // OffSetValue is a row offset: the second page starts after all seven rows of the first, skipped ones included.
-  expect(offsets).toEqual(['0', '7', '8']);
+  expect(stub.offsets).toEqual(['0', '7', '8']);
 });

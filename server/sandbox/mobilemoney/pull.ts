@@ -2,6 +2,7 @@ import type { NextFunction, Response, Router } from 'express';
 import { parsePullWindowTime } from './eat-clock.js';
 import type { SandboxDeps } from '../module.js';
 import { responseRefId } from './ids.js';
+import type { ListedRows } from './listed-rows.js';
 import { requireToken, type AuthedRequest, type TokenRefusals } from './oauth.js';
 import { completedInWindow, registerPull } from './store.js';
 import { PULL_PAGE_SIZE } from './test-values.js';
@@ -15,8 +16,11 @@ const PULL_TOKEN_REFUSALS: TokenRefusals = {
 };
 const invalidShortCode = (res: Response) => operatorError(res, '400.001', 'Invalid ShortCode');
 
-/** Pull Transactions: one-time registration, then paged queries of the shortcode's C2B transactions. */
-export function mountPull(router: Router, deps: SandboxDeps): void {
+/**
+ * Pull Transactions: one-time registration, then paged queries of the shortcode's C2B transactions (after
+ * the rows a test had it list, listed-rows.ts).
+ */
+export function mountPull(router: Router, deps: SandboxDeps, listed: ListedRows): void {
   router.post('/pulltransactions/v1/register', requireToken(deps, PULL_TOKEN_REFUSALS), async (req: AuthedRequest, res: Response, next: NextFunction) => {
     try {
       const b = body(req);
@@ -51,7 +55,13 @@ export function mountPull(router: Router, deps: SandboxDeps): void {
       const offsetText = text(b.OffSetValue) ?? '0';
       if (!/^\d{1,9}$/.test(offsetText)) return invalidField(res, 'OffSetValue');
 
-      const rows = await completedInWindow(deps.em, shortcode, start, end, Number(offsetText), PULL_PAGE_SIZE);
+      const offset = Number(offsetText);
+      const given = listed.pageAt(shortcode, offset);
+      if (given.rows.length > 0) {
+        res.json({ ResponseRefID: responseRefId(), ResponseCode: '1000', ResponseMessage: 'Success', Response: [given.rows] });
+        return;
+      }
+      const rows = await completedInWindow(deps.em, shortcode, start, end, offset - given.total, PULL_PAGE_SIZE);
       if (rows.length === 0) {
         res.json({ ResponseRefID: responseRefId(), ResponseCode: '1001', ResponseMessage: 'No transactions found', Response: [[]] });
         return;

@@ -1,0 +1,55 @@
+import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import { isShortcode } from './wire.js';
+
+type Row = Record<string, unknown>;
+
+/**
+ * Rows Daraja's pull lists that the simulator's own payments never make — no receipt, a date or amount it
+ * cannot read ("1,000.00"), a negative amount, another transaction type — so a test can rehearse a pull
+ * that meets them. `POST /_control/pull-rows {"shortcode": "600400", "pages": [[row, …], [row, …]]}`: the
+ * pull of that shortcode lists these rows, exactly as given, page after page (OffSetValue counting every
+ * row) in every window, and the shortcode's own payments after them; `"pages": []` removes them. Kept in
+ * this process only: a test's control, where the service and the simulator share the process.
+ */
+export class ListedRows {
+  private readonly byShortcode = new Map<string, Row[][]>();
+
+  set(shortcode: string, pages: Row[][]): void {
+    if (pages.length === 0) this.byShortcode.delete(shortcode);
+    else this.byShortcode.set(shortcode, pages);
+  }
+
+  /** The listed rows from `offset` to the end of their page (none past the last), and how many are listed in all. */
+  pageAt(shortcode: string, offset: number): { rows: Row[]; total: number } {
+    const pages = this.byShortcode.get(shortcode) ?? [];
+    const total = pages.reduce((n, page) => n + page.length, 0);
+    let start = 0;
+    for (const page of pages) {
+      if (offset < start + page.length) return { rows: page.slice(offset - start), total };
+      start += page.length;
+    }
+    return { rows: [], total };
+  }
+}
+
+const isRow = (value: unknown): value is Row => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+export function mountListedRows(router: Router, listed: ListedRows): void {
+  router.post('/_control/pull-rows', express.json({ limit: '100kb' }), (req: Request, res: Response, next: NextFunction) => {
+    try {
+      const { shortcode, pages } = (req.body ?? {}) as { shortcode?: unknown; pages?: unknown };
+      if (typeof shortcode !== 'string' || !isShortcode(shortcode)) {
+        res.status(400).json({ error: 'shortcode must be a shortcode (5 to 7 digits)' });
+        return;
+      }
+      if (!Array.isArray(pages) || !pages.every((page) => Array.isArray(page) && page.length > 0 && page.every(isRow))) {
+        res.status(400).json({ error: 'pages must be a list of non-empty lists of row objects' });
+        return;
+      }
+      listed.set(shortcode, pages as Row[][]);
+      res.json({ provider: 'mobilemoney', shortcode, rows: pages.reduce((n: number, page: Row[]) => n + page.length, 0) });
+    } catch (err) {
+      next(err);
+    }
+  });
+}
