@@ -68,6 +68,7 @@ import { Migration20261128009104_sandbox_queue_timeouts } from './Migration20261
 import { Migration20261128009120_reconcile_cursors } from './Migration20261128009120_reconcile_cursors.js';
 import { Migration20261128009130_payment_provider_account } from './Migration20261128009130_payment_provider_account.js';
 import { Migration20261128009140_payments_provider_ref_unique } from './Migration20261128009140_payments_provider_ref_unique.js';
+import { Migration20261128009150_sandbox_mobilemoney_listed_rows } from './Migration20261128009150_sandbox_mobilemoney_listed_rows.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -143,4 +144,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261128009120_reconcile_cursors', class: Migration20261128009120_reconcile_cursors },
   { name: 'Migration20261128009130_payment_provider_account', class: Migration20261128009130_payment_provider_account },
   { name: 'Migration20261128009140_payments_provider_ref_unique', class: Migration20261128009140_payments_provider_ref_unique },
+  { name: 'Migration20261128009150_sandbox_mobilemoney_listed_rows', class: Migration20261128009150_sandbox_mobilemoney_listed_rows },
 ];

@@ -38,7 +38,7 @@ export const mobilemoneySandbox: SandboxModule = {
     const stalled = new StalledRequests(deps);
     mountStalledRequests(router, deps, stalled);
     // Rows the pull lists besides the simulator's own payments (listed-rows.ts).
-    const listed = new ListedRows();
+    const listed = new ListedRows(deps.em);
     mountListedRows(router, listed);
     mountCertificate(router, deps);
     mountOauth(router, deps);

@@ -1,4 +1,5 @@
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { isShortcode } from './wire.js';
 
 type Row = Record<string, unknown>;
@@ -9,19 +10,27 @@ type Row = Record<string, unknown>;
  * that meets them. `POST /_control/pull-rows {"shortcode": "600400", "pages": [[row, …], [row, …]]}`: the
  * pull of that shortcode lists these rows, exactly as given, page after page (OffSetValue counting every
  * row) in every window, and the shortcode's own payments after them; `"pages": []` removes them. Kept in
- * this process only: a test's control, where the service and the simulator share the process.
+ * sandbox_mobilemoney_listed_rows, as every simulator state: any process serving the simulator lists them.
  */
 export class ListedRows {
-  private readonly byShortcode = new Map<string, Row[][]>();
+  constructor(private readonly em: EntityManager) {}
 
-  set(shortcode: string, pages: Row[][]): void {
-    if (pages.length === 0) this.byShortcode.delete(shortcode);
-    else this.byShortcode.set(shortcode, pages);
+  async set(shortcode: string, pages: Row[][]): Promise<void> {
+    if (pages.length === 0) {
+      await this.em.getConnection().execute('DELETE FROM sandbox_mobilemoney_listed_rows WHERE shortcode = ?', [shortcode]);
+      return;
+    }
+    await this.em.getConnection().execute(
+      `INSERT INTO sandbox_mobilemoney_listed_rows (shortcode, pages) VALUES (?, ?::jsonb)
+       ON CONFLICT (shortcode) DO UPDATE SET pages = EXCLUDED.pages`,
+      [shortcode, JSON.stringify(pages)],
+    );
   }
 
   /** The listed rows from `offset` to the end of their page (none past the last), and how many are listed in all. */
-  pageAt(shortcode: string, offset: number): { rows: Row[]; total: number } {
-    const pages = this.byShortcode.get(shortcode) ?? [];
+  async pageAt(shortcode: string, offset: number): Promise<{ rows: Row[]; total: number }> {
+    const [stored] = await this.em.getConnection().execute<{ pages: Row[][] }[]>('SELECT pages FROM sandbox_mobilemoney_listed_rows WHERE shortcode = ?', [shortcode]);
+    const pages = stored?.pages ?? [];
     const total = pages.reduce((n, page) => n + page.length, 0);
     let start = 0;
     for (const page of pages) {
@@ -35,7 +44,7 @@ export class ListedRows {
 const isRow = (value: unknown): value is Row => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 export function mountListedRows(router: Router, listed: ListedRows): void {
-  router.post('/_control/pull-rows', express.json({ limit: '100kb' }), (req: Request, res: Response, next: NextFunction) => {
+  router.post('/_control/pull-rows', express.json({ limit: '100kb' }), async (req: Request, res: Response, next: NextFunction) => {
     try {
       const { shortcode, pages } = (req.body ?? {}) as { shortcode?: unknown; pages?: unknown };
       if (typeof shortcode !== 'string' || !isShortcode(shortcode)) {
@@ -46,7 +55,7 @@ export function mountListedRows(router: Router, listed: ListedRows): void {
         res.status(400).json({ error: 'pages must be a list of non-empty lists of row objects' });
         return;
       }
-      listed.set(shortcode, pages as Row[][]);
+      await listed.set(shortcode, pages as Row[][]);
       res.json({ provider: 'mobilemoney', shortcode, rows: pages.reduce((n: number, page: Row[]) => n + page.length, 0) });
     } catch (err) {
       next(err);

@@ -56,7 +56,7 @@ export function mountPull(router: Router, deps: SandboxDeps, listed: ListedRows)
       if (!/^\d{1,9}$/.test(offsetText)) return invalidField(res, 'OffSetValue');
 
       const offset = Number(offsetText);
-      const given = listed.pageAt(shortcode, offset);
+      const given = await listed.pageAt(shortcode, offset);
       if (given.rows.length > 0) {
         res.json({ ResponseRefID: responseRefId(), ResponseCode: '1000', ResponseMessage: 'Success', Response: [given.rows] });
         return;
