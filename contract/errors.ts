@@ -134,10 +134,11 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
   'PUT /v1/merchant/webhook': { '422': invalid('webhook_url', 'Invalid url') },
   'PUT /v1/merchant/credentials': {
     '409': {
-      message: "another store of this merchant's cardpay credentials is still running; retry once it has finished",
+      message: "another store or deletion of this merchant's cardpay credentials is still running; retry once it has finished",
       description:
-        'Another store of credentials for this provider (cardpay, walletpay: those that register the callback URL with the provider) is still running; nothing was stored by this request. ' +
-        'It carries Retry-After: 1, as the one other passing conflict does (an Idempotency-Key still being processed): retry then (CONFLICT)',
+        'Another store or a deletion of credentials for this provider (cardpay, walletpay: those that register the callback URL with the provider) is still running; nothing was stored by this request. ' +
+        'It carries Retry-After: 1, as the other passing conflicts do (an Idempotency-Key still being processed, a deletion during a store): retry then (CONFLICT). ' +
+        'A store whose process died holds this off until its lease ends: 6 × PROVIDER_TIMEOUT_MS (90 s by default).',
       retryAfter: 'Always sent on this conflict (1): retry the store after this many seconds, once the other one has finished.',
     },
     '422': invalid('provider', 'must be one of: cardpay, walletpay, mobilemoney'),
@@ -152,7 +153,8 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
       message: "a store or deletion of this merchant's cardpay credentials is still running; nothing was deleted, retry once it has finished",
       description:
         'A store (or another deletion) of credentials for this provider (cardpay, walletpay: those that register the callback URL with the provider) is still running; ' +
-        'nothing was deleted: deleted now, the running store would put its credentials back a moment later. It carries Retry-After: 1, as the other passing conflicts do: retry then (CONFLICT)',
+        'nothing was deleted: deleted now, the running store would put its credentials back a moment later. It carries Retry-After: 1, as the other passing conflicts do: retry then (CONFLICT). ' +
+        'A store whose process died holds the deletion off until its lease ends: 6 × PROVIDER_TIMEOUT_MS (90 s by default); credentials that leaked are revoked at the provider first in any case.',
       retryAfter: 'Always sent on this conflict (1): retry the deletion after this many seconds, once the store has finished.',
     },
   },

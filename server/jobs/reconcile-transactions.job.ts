@@ -96,7 +96,10 @@ export async function alignReconciliation(s: ReconciliationScheduling, provider:
 export async function scheduleAllReconciliations(jobs: JobContext): Promise<void> {
   for (const provider of reconcilingProviders(jobs)) {
     for (const merchantId of await jobs.services.operations.merchantsWithCredentials(provider)) {
-      await alignReconciliation(schedulingOf(jobs), provider, merchantId);
+      // One merchant whose lock stays taken (30 s) must not leave every merchant after it unscheduled for an interval.
+      await alignReconciliation(schedulingOf(jobs), provider, merchantId).catch((err: Error) =>
+        jobs.logger.warn({ merchantId, provider, err: { message: err.message } }, 'scheduling a merchant\'s reconciliation failed; the next pass tries again'),
+      );
     }
   }
 }

@@ -199,7 +199,7 @@ describe('storing cardpay credentials again', () => {
       expect([second.status, second.body.error?.code, second.body.error?.message]).toEqual([
         409,
         'CONFLICT',
-        "another store of this merchant's cardpay credentials is still running; retry once it has finished",
+        "another store or deletion of this merchant's cardpay credentials is still running; retry once it has finished",
       ]);
       // Passing, not final: Retry-After, as on an Idempotency-Key still being processed (clients retry it).
       expect(second.headers['retry-after']).toBe('1');

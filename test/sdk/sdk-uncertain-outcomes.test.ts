@@ -14,7 +14,7 @@ const stillProcessing: Step = { status: 409, headers: { 'retry-after': '0' }, bo
 const storeRunning: Step = {
   status: 409,
   headers: { 'retry-after': '0' },
-  body: envelope('CONFLICT', "another store of this merchant's cardpay credentials is still running; retry once it has finished"),
+  body: envelope('CONFLICT', "another store or deletion of this merchant's cardpay credentials is still running; retry once it has finished"),
 };
 /** undici's shape: TypeError('fetch failed') with the socket error, and its code, as the cause. */
 const failure = (code: string) => new TypeError('fetch failed', { cause: Object.assign(new Error(`socket: ${code}`), { code }) });

@@ -256,7 +256,7 @@ export class CredentialsService {
  * store whose answer it lost meets this while the first attempt still runs.
  */
 function storeRunning(provider: Provider): DomainError {
-  return new DomainError('CONFLICT', `another store of this merchant's ${provider} credentials is still running; retry once it has finished`, undefined, { 'Retry-After': '1' });
+  return new DomainError('CONFLICT', `another store or deletion of this merchant's ${provider} credentials is still running; retry once it has finished`, undefined, { 'Retry-After': '1' });
 }
 
 /** A deletion of credentials while a store (or another deletion) of the same provider's runs: the same passing 409, nothing deleted. */
