@@ -461,42 +461,102 @@ describe('a mobile-money reversal the operator accepted but whose acknowledgemen
   });
 });
 
+/**
+ * A live push's callback is unsigned, and the STK query names no amount (it reports the push's, which is
+ * ours only for a push we recorded). So an unsigned callback naming a CheckoutRequestID the payment has not
+ * recorded — its create answer lost — is never confirmed by querying it: any paid push on the shortcode could
+ * be named. The payment is left to reconciliation's pull, which lists a charge with its amount under the
+ * payment's reference.
+ */
 describe('a live mobile-money push whose create answer was lost', () => {
-  it("the operator's unsigned callback is confirmed by querying the CheckoutRequestID it names: the payment completes and keeps that reference", async () => {
-    const live = await t.createMerchant('Lost Push Live Duka');
-    await t.http.put('/v1/merchant/credentials').set('X-API-Key', live.apiKey).send({ provider: 'mobilemoney', mobilemoney: {
-      env: 'live', consumer_key: 'lost-push-live-key', consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919',
+  const SILENT = '254700000003';
+  const answerPrompt = (phone: string) => t.sql('UPDATE sandbox_mobilemoney_stk_requests SET completes_at = now() WHERE phone = $1 AND completes_at > now()', [phone]);
+  const liveMerchant = async (name: string) => {
+    const m = await t.createMerchant(name);
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({ provider: 'mobilemoney', mobilemoney: {
+      env: 'live', consumer_key: `lost-push-${randomUUID()}`, consumer_secret: 's', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919',
       shortcode: '174379', initiator: 'testapi', security_credential: await securityCredential(),
     } }).expect(200);
-    // The operator accepts the push; its answer is held past the timeout. The customer pays 5 s later and the
-    // operator posts its (unsigned) callback to the payment's address.
-    const config = t.service.container.config;
-    const saved = config.sandboxCallbackDelayMs;
-    config.sandboxCallbackDelayMs = 5000;
+    return m;
+  };
+  /** A 100 KES push to `phone` whose create answer is lost: pending, no provider_ref. */
+  const lostPush = async (apiKey: string, phone: string) => {
     proxy.trapPath = '/sandbox/mobilemoney/mpesa/stkpush/v1/processrequest';
     let created;
     try {
-      created = await t.http.post('/v1/payments').set('X-API-Key', live.apiKey).set('Idempotency-Key', `lost-push-${++n}`)
-        .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone: '254722000555' });
+      created = await t.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `lost-push-${++n}`)
+        .send({ provider: 'mobilemoney', amount: '100', currency: 'KES', phone });
     } finally {
-      config.sandboxCallbackDelayMs = saved;
       proxy.trapPath = null;
     }
-    // The outcome is unknown: pending, with no provider reference (the CheckoutRequestID was in the lost answer).
     expect(created.status).toBe(201);
-    const p = created.body.data as { id: string; status: string; provider_ref: string | null; reference: string };
-    expect(p).toMatchObject({ status: 'pending', provider_ref: null });
-    const [stk] = await t.sql<{ checkout_request_id: string }>(`SELECT checkout_request_id FROM sandbox_mobilemoney_stk_requests WHERE account_reference = $1`, [p!.reference.slice(0, 12)]);
+    expect(created.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+    return created.body.data as { id: string; reference: string };
+  };
+  const stkSuccess = (checkoutRequestId: string, items: { Name: string; Value: unknown }[]) => ({ Body: { stkCallback: {
+    MerchantRequestID: 'm-unsigned', CheckoutRequestID: checkoutRequestId, ResultCode: 0, ResultDesc: 'The service request is processed successfully.',
+    CallbackMetadata: { Item: items },
+  } } });
+  const stkOf = async (checkoutRequestId: string) =>
+    (await t.sql<{ receipt_number: string; query_count: number }>('SELECT receipt_number, query_count FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1', [checkoutRequestId]))[0]!;
+  const completedTransitions = (paymentId: string) => t.sql<{ trigger: string }>(`SELECT trigger FROM payment_transitions WHERE payment_id = $1 AND to_status = 'completed' AND accepted`, [paymentId]);
+  /** The status sync's check of the lost push, 2 h after its creation: it is judged by reconciliation's pull. */
+  const judgedByPull = (paymentId: string) => t.inContext(() => t.service.container.services.statusSync.syncOne(paymentId, Date.now() + 2 * 3_600_000 + 2 * 60_000));
 
-    const done = await eventually(async () => {
-      const [row] = await t.sql<{ status: string; provider_ref: string | null }>('SELECT status, provider_ref FROM payments WHERE id = $1', [p!.id]);
-      return row!.status !== 'pending' ? row : null;
-    }, 15_000, 'the callback confirmed');
-    expect(done).toEqual({ status: 'completed', provider_ref: stk!.checkout_request_id });
-    const [queried] = await t.sql<{ n: number }>('SELECT query_count AS n FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1', [stk!.checkout_request_id]);
-    expect(queried!.n).toBeGreaterThanOrEqual(1);
-    const [transition] = await t.sql<{ trigger: string }>(`SELECT trigger FROM payment_transitions WHERE payment_id = $1 AND to_status = 'completed' AND accepted`, [p!.id]);
-    expect(transition!.trigger).toBe('confirmed:stk');
+  it("the operator's unsigned callback naming our push is not confirmed by querying it (the query names no amount); the pull at 2 h lists the charge under the payment's reference and completes it with its receipt", async () => {
+    const { apiKey } = await liveMerchant('Lost Push Live Duka');
+    await answerPrompt(SILENT);
+    const p = await lostPush(apiKey, SILENT);
+    // The customer pays; the operator's callback (unsigned, as the live operator sends it) names the push.
+    await answerPrompt(SILENT);
+    const [stk] = await t.sql<{ checkout_request_id: string; receipt_number: string }>(
+      'SELECT checkout_request_id, receipt_number FROM sandbox_mobilemoney_stk_requests WHERE account_reference = $1', [p.reference.slice(0, 12)]);
+    const res = await t.http.post(`/v1/webhooks/mobilemoney?ref=${p.id}`).send(stkSuccess(stk!.checkout_request_id, [
+      { Name: 'Amount', Value: 100 }, { Name: 'MpesaReceiptNumber', Value: stk!.receipt_number }, { Name: 'PhoneNumber', Value: 254700000003 },
+    ]));
+    expect(res.status).toBe(200);
+    expect(await t.sql('SELECT status, provider_ref FROM payments WHERE id = $1', [p.id])).toEqual([{ status: 'pending', provider_ref: null }]);
+    expect((await stkOf(stk!.checkout_request_id)).query_count).toBe(0);
+
+    await judgedByPull(p.id);
+    expect(await t.sql('SELECT status, receipt_number FROM payments WHERE id = $1', [p.id])).toEqual([{ status: 'completed', receipt_number: stk!.receipt_number }]);
+    expect(await completedTransitions(p.id)).toEqual([{ trigger: 'reconciliation' }]);
+  });
+
+  it("an unsigned success naming a paid push on the shortcode that no payment recorded (1 KES, no Amount stated) does not complete a 100 KES payment whose create answer was lost; nor does the pull listing that 1 KES charge under the payment's reference", async () => {
+    const { apiKey } = await liveMerchant('Lost Push Outside Duka');
+    // P's customer has not answered its prompt yet (its callback a minute away).
+    const config = t.service.container.config;
+    const saved = config.sandboxCallbackDelayMs;
+    config.sandboxCallbackDelayMs = 60_000;
+    let p;
+    try {
+      p = await lostPush(apiKey, '254700000001');
+    } finally {
+      config.sandboxCallbackDelayMs = saved;
+    }
+    // A 1 KES push on the same shortcode made outside the service (quoting P's reference), paid; recorded on no payment.
+    const token = (await t.http.get('/sandbox/mobilemoney/oauth/v1/generate?grant_type=client_credentials').auth(`outside-${randomUUID()}`, 's').expect(200)).body.access_token as string;
+    const timestamp = new Intl.DateTimeFormat('sv-SE', { timeZone: 'Africa/Nairobi', dateStyle: 'short', timeStyle: 'medium' }).format(new Date()).replace(/\D/g, '');
+    const outside = (await t.http.post('/sandbox/mobilemoney/mpesa/stkpush/v1/processrequest').set('Authorization', `Bearer ${token}`).send({
+      BusinessShortCode: '174379', Password: Buffer.from(`174379bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919${timestamp}`).toString('base64'),
+      Timestamp: timestamp, TransactionType: 'CustomerPayBillOnline', Amount: 1, PartyA: '254711000042', PartyB: '174379', PhoneNumber: '254711000042',
+      CallBackURL: `${t.baseUrl}/v1/webhooks/mobilemoney`, AccountReference: p.reference.slice(0, 12), TransactionDesc: 'outside',
+    }).expect(200)).body.CheckoutRequestID as string;
+    await answerPrompt('254711000042');
+    expect((await stkOf(outside)).receipt_number).toBeTruthy();
+
+    // An unsigned success at P's address naming that push, stating no amount.
+    const res = await t.http.post(`/v1/webhooks/mobilemoney?ref=${p.id}`).send(stkSuccess(outside, [{ Name: 'MpesaReceiptNumber', Value: (await stkOf(outside)).receipt_number }]));
+    expect(res.status).toBe(200);
+    expect(await t.sql('SELECT status, provider_ref FROM payments WHERE id = $1', [p.id])).toEqual([{ status: 'pending', provider_ref: null }]);
+    expect((await stkOf(outside)).query_count).toBe(0);
+
+    // The pull lists the 1 KES charge under P's reference: not P's amount, so nothing settles P.
+    await judgedByPull(p.id);
+    expect(await t.sql('SELECT status FROM payments WHERE id = $1', [p.id])).toEqual([{ status: 'pending' }]);
+    expect(await completedTransitions(p.id)).toEqual([]);
+    expect(await t.sql(`SELECT type FROM events WHERE payment_id = $1 AND type = 'payment.completed'`, [p.id])).toEqual([]);
   });
 
   it("an unsigned callback at its address naming another payment's CheckoutRequestID changes neither and asks nothing", async () => {

@@ -137,7 +137,7 @@ export class InboundPipeline {
         { provider, label: notification.label, subjectId: subject.subjectId },
         'verified notification at an address not bound to its subject names a reference the subject has not recorded; confirmed with the provider, not applied as it says',
       );
-      const confirmed = await this.confirm(port, creds, notification, subject);
+      const confirmed = await this.confirm(port, creds, notification, subject, true);
       return confirmed === 'confirmed' ? this.applyOnceItsOwn(port, notification, subject, confirmed) : confirmed;
     }
     const verified = await this.withFetchedRefunds(port, creds, notification);
@@ -479,9 +479,10 @@ export class InboundPipeline {
    * provider is asked instead and its answer applied: for a payment its payment lookup (STK query, get
    * intent, get order), at once; for a reversal or a status report a status report of our own (the
    * reversal by the provider's id of our request, the status by the transaction our query named — never
-   * by what the notification claims), applied when it arrives.
+   * by what the notification claims), applied when it arrives. `verifiedBody`: the notification's body is
+   * the provider's (verified, just not bound to its subject), so the amount it states is the provider's.
    */
-  private async confirm(port: ProviderPort, creds: unknown, notification: Actionable, subject: Subject): Promise<InboundOutcome> {
+  private async confirm(port: ProviderPort, creds: unknown, notification: Actionable, subject: Subject, verifiedBody = false): Promise<InboundOutcome> {
     if (notification.kind === 'reversal') return this.confirmReversal(port, creds, notification, subject);
     if (notification.kind === 'status-report') return this.confirmStatusReport(port, creds, notification, subject);
     if (notification.kind !== 'payment' || !subject.payment) return this.notConfirmable(port, notification, subject);
@@ -490,17 +491,22 @@ export class InboundPipeline {
     if (payment.status !== 'pending') return 'confirmed';
     // A payment whose create answer was lost has no provider reference, and where creation cannot be
     // repeated (mobile money) nothing but that answer held it: the provider is asked about the reference the
-    // notification names (it came to our payment's address) — never one another payment holds, nor one
-    // claimed for another amount — and, asked so, that reference becomes the payment's.
+    // notification names (it came to our payment's address) — never one another payment holds — and, asked
+    // so, that reference becomes the payment's. The answer (mobile money's STK query) names no amount: it
+    // reports ours, sound only for a push we recorded. So the body must be the provider's and state our
+    // amount; an unverifiable body may name any paid push on the shortcode (made outside the service, or
+    // by another merchant sharing it): nothing is asked, and the payment is left to reconciliation's pull,
+    // which lists the charge with its amount under the payment's reference (lost-creation.ts).
     let named: string | null = null;
     if (!payment.providerRef && !port.capabilities.replayableCreate && notification.payment.providerRef) {
       const claimed = notification.amount;
+      const unproven = !verifiedBody || claimed === null;
       const otherAmount = claimed !== null && (claimed.minor !== payment.amountMinor || claimed.currency.toUpperCase() !== payment.currency);
-      const conflict = await this.referenceConflict(port, notification, subject);
-      if (conflict || otherAmount) {
+      const conflict = unproven || otherAmount ? null : await this.referenceConflict(port, notification, subject);
+      if (unproven || conflict || otherAmount) {
         this.logger.warn(
-          { provider: port.name, paymentId: payment.id, conflict, otherAmount },
-          'unverifiable notification names a reference the payment (it has none yet) may not be asked about; not applied',
+          { provider: port.name, paymentId: payment.id, unproven, conflict, otherAmount },
+          'notification names a reference the payment (it has none yet) may not be asked about; not applied, left to reconciliation',
         );
         return 'unconfirmed';
       }

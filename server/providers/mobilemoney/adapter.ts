@@ -112,7 +112,9 @@ export class MobilemoneyAdapter {
    * The operator's answer names no amount: it is about the one push request `checkoutRequestId`,
    * whose amount is the one we sent (`pushAmount`) and which the customer can only accept or decline.
    * So the push's amount is reported; every source that does carry an amount (callback, status
-   * result, pull, reversal) reports the operator's own.
+   * result, pull, reversal) reports the operator's own. Sound only for a push sent for `pushAmount`: the
+   * payment's recorded CheckoutRequestID, or one a verified callback stating that amount names — never
+   * one an unverifiable callback names (InboundPipeline.confirm asks about no such push).
    */
   async queryPayment(creds: MobilemoneyCredentials, checkoutRequestId: string, pushAmount?: Money): Promise<ProviderPaymentResult> {
     const res = await this.post(creds, '/mpesa/stkpushquery/v1/query', buildStkQuery(creds, checkoutRequestId, new Date()), 'STK query');
