@@ -16,9 +16,9 @@ let n = 0;
 
 const sign = (body: string, secret = SIGNING_SECRET, timestamp?: number) => signatureHeader(body, secret, timestamp);
 
-/** An intent event as the provider sends it: with the intent's amount and currency (those of pendingPayment unless given). */
+/** An intent event as the provider sends it: with the intent's amount, what it collected and currency (those of pendingPayment unless given). */
 function intentEvent(type: string, intent: Record<string, unknown>, id = `evt_test_${Date.now()}_${++n}`) {
-  const object = { object: 'payment_intent', amount: 4000, currency: 'eur', ...intent };
+  const object = { object: 'payment_intent', amount: 4000, amount_received: intent.status === 'succeeded' ? 4000 : 0, currency: 'eur', ...intent };
   return JSON.stringify({ id, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type, data: { object } });
 }
 

@@ -76,7 +76,7 @@ describe('merchants sharing one cardpay account', () => {
     const p = created.body.data as { id: string; provider_ref: string };
     const body = JSON.stringify({
       id: `evt_${randomUUID().replace(/-/g, '')}`, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false,
-      type: 'payment_intent.succeeded', data: { object: { object: 'payment_intent', id: p.provider_ref, amount: 1200, currency: 'usd', status: 'succeeded', metadata: { payment_id: p.id } } },
+      type: 'payment_intent.succeeded', data: { object: { object: 'payment_intent', id: p.provider_ref, amount: 1200, amount_received: 1200, currency: 'usd', status: 'succeeded', metadata: { payment_id: p.id } } },
     });
     const toOther = (signature: string) =>
       t.http.post(`/v1/webhooks/cardpay?merchant=${other.merchantId}`).set('Content-Type', 'application/json').set('Cardpay-Signature', signature).send(body);

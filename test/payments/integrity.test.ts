@@ -99,7 +99,7 @@ describe('cardpay', () => {
     const send = async (amount: number, currency: string) => {
       const body = JSON.stringify({
         id: `evt_integrity_${++n}`, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type: 'payment_intent.succeeded',
-        data: { object: { object: 'payment_intent', id: p.provider_ref, status: 'succeeded', amount, currency, metadata: { payment_id: p.id } } },
+        data: { object: { object: 'payment_intent', id: p.provider_ref, status: 'succeeded', amount, amount_received: amount, currency, metadata: { payment_id: p.id } } },
       });
       return t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signatureHeader(body, CARD_SIGNING_SECRET)).send(body);
     };
@@ -116,6 +116,40 @@ describe('cardpay', () => {
     ]);
     expect((await refused(p.id)).map((r) => [r.reported_amount_minor, r.reported_currency])).toEqual([['1', 'EUR'], ['4000', 'USD']]);
     expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.completed' }]);
+  });
+
+  it('a partial capture: a succeeded intent that collected less than it asked for (amount_received) does not complete the payment', async () => {
+    const created = await pay({ provider: 'cardpay', amount: '40.00', currency: 'EUR', payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/r' });
+    const p = created.body.data as { id: string; provider_ref: string };
+    const body = JSON.stringify({
+      id: `evt_integrity_${++n}`, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type: 'payment_intent.succeeded',
+      data: { object: { object: 'payment_intent', id: p.provider_ref, status: 'succeeded', amount: 4000, amount_received: 100, currency: 'eur', metadata: { payment_id: p.id } } },
+    });
+    const res = await t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json').set('Cardpay-Signature', signatureHeader(body, CARD_SIGNING_SECRET)).send(body);
+    expect(res.status).toBe(200);
+    expect(await get(p.id)).toMatchObject({
+      status: 'pending',
+      integrity: { status: 'mismatch', mismatches: [{ source: 'callback:payment_intent.succeeded', expected_amount: '40.00', expected_currency: 'EUR', reported_amount: '1.00', reported_currency: 'EUR' }] },
+    });
+    // Nothing to refund: the payment is not completed.
+    expect((await t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id, amount: '40.00' })).status).not.toBe(201);
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([]);
+  });
+
+  it('a partial capture seen by the status sync: the intent succeeded with amount_received below its amount, the payment stays pending', async () => {
+    const created = await pay({ provider: 'cardpay', amount: '40.00', currency: 'EUR', payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/r' });
+    const p = created.body.data as { id: string; provider_ref: string };
+    await t.sql(`UPDATE sandbox_cardpay_intents SET status = 'succeeded', amount_received = 100, next_action = NULL WHERE id = $1`, [p.provider_ref]);
+    await syncOne(p.id);
+    expect(await get(p.id)).toMatchObject({
+      status: 'pending',
+      integrity: { status: 'mismatch', mismatches: [{ source: 'status-sync', expected_amount: '40.00', reported_amount: '1.00', reported_currency: 'EUR' }] },
+    });
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([]);
+    // Collected in full: it completes.
+    await t.sql(`UPDATE sandbox_cardpay_intents SET amount_received = amount WHERE id = $1`, [p.provider_ref]);
+    await syncOne(p.id);
+    expect((await get(p.id)).status).toBe('completed');
   });
 
   it('a report that would complete a payment without naming an amount is refused too (no path can skip the check)', async () => {

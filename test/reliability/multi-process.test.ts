@@ -133,7 +133,7 @@ describe('provider callbacks received by both api processes', () => {
   const succeeded = (intentId: string, paymentId: string, eventId: string) =>
     JSON.stringify({
       id: eventId, object: 'event', api_version: '2026-07-29', created: Math.floor(Date.now() / 1000), livemode: false, type: 'payment_intent.succeeded',
-      data: { object: { object: 'payment_intent', id: intentId, status: 'succeeded', amount: 3000, currency: 'eur', metadata: { payment_id: paymentId } } },
+      data: { object: { object: 'payment_intent', id: intentId, status: 'succeeded', amount: 3000, amount_received: 3000, currency: 'eur', metadata: { payment_id: paymentId } } },
     });
 
   async function pendingPayment() {

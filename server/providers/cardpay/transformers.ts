@@ -71,7 +71,7 @@ export interface CardpayPaymentFields {
   off_session?: boolean;
 }
 
-type IntentLike = Pick<Stripe.PaymentIntent, 'id' | 'status'> & Partial<Pick<Stripe.PaymentIntent, 'last_payment_error' | 'next_action' | 'cancellation_reason' | 'latest_charge' | 'amount' | 'currency'>>;
+type IntentLike = Pick<Stripe.PaymentIntent, 'id' | 'status'> & Partial<Pick<Stripe.PaymentIntent, 'last_payment_error' | 'next_action' | 'cancellation_reason' | 'latest_charge' | 'amount' | 'amount_received' | 'currency'>>;
 
 export function intentStatus(intent: IntentLike): ServicePaymentStatus {
   if (intent.status === 'requires_payment_method' && !intent.last_payment_error) return 'pending';
@@ -114,8 +114,18 @@ export function toPaymentResult(intent: IntentLike): ProviderPaymentResult {
     failureReason: intentFailureReason(intent),
     data: intent.latest_charge ? { latest_charge: typeof intent.latest_charge === 'string' ? intent.latest_charge : intent.latest_charge.id } : {},
     raw: redactIntent(intent),
-    amount: wireMoney(intent.amount, intent.currency),
+    amount: intentMoney(intent, intent.status === 'succeeded'),
   };
+}
+
+/**
+ * The amount an intent reports, for the status writer's check against ours: once it succeeded, what it
+ * collected — amount_received ("Amount that this PaymentIntent collects"; a partial capture collects less
+ * than it asked for), never the amount it asked for; before that (nothing collected, amount_received 0),
+ * the amount it asks for. A success without amount_received names no amount (refused by the check).
+ */
+export function intentMoney(intent: { amount?: number | null; amount_received?: number | null; currency?: string | null }, succeeded: boolean): Money | null {
+  return wireMoney(succeeded ? intent.amount_received : intent.amount, intent.currency);
 }
 
 /**

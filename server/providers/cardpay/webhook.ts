@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { Money } from '../../domain/ports.js';
-import { canceledReason, eventMeaning, redactIntent, wireMoney } from './transformers.js';
+import { canceledReason, eventMeaning, intentMoney, redactIntent } from './transformers.js';
 
 /**
  * Inbound cardpay events (POST /v1/webhooks/cardpay): the Stripe signature scheme and the event shapes
@@ -52,7 +52,7 @@ export type CardpayNotification = { eventId: string; type: string } & (
       paymentId: string | null;
       status: 'completed' | 'failed';
       failureReason: string | null;
-      /** The intent's amount and currency as the provider reports them. */
+      /** What the intent collected (a success) or asks for (a failure), as the provider reports it (intentMoney). */
       amount: Money | null;
       raw: unknown;
     }
@@ -86,6 +86,7 @@ const IntentSchema = z
     object: z.literal('payment_intent'),
     status: z.string(),
     amount: minor.nullish(),
+    amount_received: minor.nullish(),
     currency: z.string().nullish(),
     metadata: z.record(z.string()).nullish(),
     last_payment_error: z.object({ message: z.string().nullish() }).passthrough().nullish(),
@@ -127,7 +128,7 @@ export function parseCardpayEvent(body: unknown): CardpayNotification {
       status: meaning.status,
       // A canceled intent says so (and why); a failed attempt gives the provider's decline text.
       failureReason: meaning.status === 'failed' ? (intent.status === 'canceled' ? canceledReason(intent.cancellation_reason) : (intent.last_payment_error?.message ?? 'The payment failed')) : null,
-      amount: wireMoney(intent.amount, intent.currency),
+      amount: intentMoney(intent, meaning.status === 'completed'),
       raw,
     };
   }

@@ -14,6 +14,8 @@ export const misreport: MisreportRewriter = (body, m) => {
   eachObject(body, (o) => {
     if (o.object !== 'payment_intent' && o.object !== 'charge' && o.object !== 'refund') return;
     if (m.amount !== undefined) o.amount = m.amount;
+    // What a succeeded intent collected is the amount it reports settled: it lies about that too.
+    if (m.amount !== undefined && o.object === 'payment_intent' && typeof o.amount_received === 'number' && o.amount_received > 0) o.amount_received = m.amount;
     if (m.currency !== undefined) o.currency = m.currency;
   });
   return body;
