@@ -131,11 +131,14 @@ export class InboundPipeline {
     // came from an address anyone's request could name (a stranger's push with our payment's address as its
     // CallBackURL). Unless the address is bound to the subject or the reference it names is one the subject
     // recorded, it is confirmed with the provider — asked with the merchant's own credentials — never applied as it says.
-    const bound = scheme.boundToSubject?.(request, creds, subject.subjectId) ?? true;
+    // So is one naming no provider reference of its subject at all (a walletpay capture event without its order,
+    // a refund event without its capture): only our id ties it to the subject, and the merchant's own call at
+    // the provider can set that (custom_id). A refund cannot be confirmed so: left to the refund sync.
+    const bound = (scheme.boundToSubject?.(request, creds, subject.subjectId) ?? true) && !this.namesNoReference(notification, subject);
     if (!bound && !this.namesItsRecordedReference(notification, subject)) {
       this.logger.warn(
         { provider, label: notification.label, subjectId: subject.subjectId },
-        'verified notification at an address not bound to its subject names a reference the subject has not recorded; confirmed with the provider, not applied as it says',
+        'verified notification not bound to its subject (by its address, or naming no reference) names no reference the subject recorded; confirmed with the provider, not applied as it says',
       );
       const confirmed = await this.confirm(port, creds, notification, subject, true);
       return confirmed === 'confirmed' ? this.applyOnceItsOwn(port, notification, subject, confirmed) : confirmed;
@@ -347,6 +350,12 @@ export class InboundPipeline {
     return referenced ? referenceConflict(this.em.fork(), port.name, referenced.claimed, referenced.about) : null;
   }
 
+  /** Whether the notification names no provider reference for its subject (only our id ties it to it). */
+  private namesNoReference(notification: Actionable, subject: Subject): boolean {
+    const referenced = this.referenced(notification, subject);
+    return referenced !== null && referenced.claimed === null;
+  }
+
   /** Whether the notification names the reference its subject recorded (stored, or a refund's earlier request's). */
   private namesItsRecordedReference(notification: Actionable, subject: Subject): boolean {
     const referenced = this.referenced(notification, subject);
@@ -382,18 +391,25 @@ export class InboundPipeline {
         }
         case 'refund':
           for (const refund of notification.refunds) {
+            // Our id names our refund only with the provider refund it recorded (findOurRefund): a refund the
+            // merchant's own call made with our id is not ours — recorded, never applied to ours.
+            const ours = refund.status === 'pending' ? null : await findOurRefund(uow.tx, port.name, subject.paymentId!, refund);
+            if (ours?.notOurs) {
+              const note = `provider refund ${clip(refund.providerRefundId)} (${refund.status}) names this refund but is not its own (${ours.notOurs}): not applied to it`;
+              await uow.refundReportNotOurs(ours.refund.id, refund.status, source, note);
+              this.logger.warn({ provider: port.name, refundId: ours.refund.id, providerRefundId: clip(refund.providerRefundId), notOurs: ours.notOurs }, 'provider refund names our refund by our id but is not its own; not applied to it');
+            }
+            const bound = ours && !ours.notOurs ? ours.refund : null;
             if (refund.status === 'completed') {
+              // Not ours: money went back at the provider all the same, taken as a refund made there (UnitOfWork.providerRefund).
               const raw = refund.raw ?? notification.raw;
-              const outcome = await uow.providerRefund(subject.paymentId!, { providerRefundId: refund.providerRefundId, reported: refund.amount, ourRefundId: refund.ourRefundId, raw }, source);
+              const outcome = await uow.providerRefund(subject.paymentId!, { providerRefundId: refund.providerRefundId, reported: refund.amount, ourRefundId: bound?.id ?? null, raw }, source);
               if (outcome?.mismatch) await refused();
-            } else if (refund.status === 'failed') {
+            } else if (refund.status === 'failed' && bound) {
               // Only a refund of ours can fail: one made at the provider and failed there never moved money here.
               // One that had completed gives its amount back only for the provider's exact amount and currency.
-              const ours = await findOurRefund(uow.tx, subject.paymentId!, refund);
-              if (ours) {
-                const outcome = await uow.refund(ours.id, { status: 'failed', failureReason: refund.failureReason ?? 'refused by the provider', reported: refund.amount, raw: refund.raw ?? notification.raw }, source);
-                if (outcome.mismatch) await refused();
-              }
+              const outcome = await uow.refund(bound.id, { status: 'failed', failureReason: refund.failureReason ?? 'refused by the provider', reported: refund.amount, raw: refund.raw ?? notification.raw }, source);
+              if (outcome.mismatch) await refused();
             }
           }
           return 'applied';

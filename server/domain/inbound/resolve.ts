@@ -77,10 +77,23 @@ export async function resolveStatusQuery(em: EntityManager, provider: string, re
   return rows[0] ?? null;
 }
 
-/** One of our refunds of `paymentId` a provider reports on: by our id, else by the provider's refund id. */
-export async function findOurRefund(em: EntityManager, paymentId: string, reported: { ourRefundId: string | null; providerRefundId: string }): Promise<Refund | null> {
+/**
+ * One of our refunds of `paymentId` a provider reports on: by the provider's refund id, else by our id.
+ * Our id comes from a field the merchant's own calls at the provider can set too (cardpay
+ * metadata.refund_id, walletpay custom_id): found by it, the report is about our refund only when the
+ * provider refund it describes is our refund's own — its provider_ref or an earlier request's, or, while
+ * it has recorded none, one no other refund holds (referenceConflict). Otherwise `notOurs` says why, and
+ * the report must not be applied to it.
+ */
+export async function findOurRefund(
+  em: EntityManager, provider: string, paymentId: string, reported: { ourRefundId: string | null; providerRefundId: string },
+): Promise<{ refund: Refund; notOurs: string | null } | null> {
+  const byRef = await em.findOne(RefundSchema, { paymentId, providerRef: reported.providerRefundId });
+  if (byRef) return { refund: byRef, notOurs: null };
   const id = ourId(reported.ourRefundId);
-  return (id ? await em.findOne(RefundSchema, { id, paymentId }) : null) ?? em.findOne(RefundSchema, { paymentId, providerRef: reported.providerRefundId });
+  const byId = id ? await em.findOne(RefundSchema, { id, paymentId }) : null;
+  if (!byId) return null;
+  return { refund: byId, notOurs: await referenceConflict(em, provider, reported.providerRefundId, { kind: 'refund', refund: byId }) };
 }
 
 export type ReferencedSubject =

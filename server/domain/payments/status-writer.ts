@@ -542,6 +542,16 @@ export class UnitOfWork {
   }
 
   /**
+   * A provider's report that names one of our refunds by our id while the provider refund it describes is
+   * not that refund's (resolve.ts, findOurRefund: a refund made with the merchant's own call carrying our
+   * id): nothing changes on our refund; the report is recorded as a refused move (once per source) with `note`.
+   */
+  async refundReportNotOurs(refundId: string, claimed: RefundStatus, source: string, note: string): Promise<void> {
+    const { refund } = await this.lockRefund(refundId);
+    await this.auditRefusalOnce({ paymentId: refund.paymentId, refundId, subject: 'refund', from: refund.status, to: claimed, source, note }, 'per source');
+  }
+
+  /**
    * A completed payment that was confirmed without a receipt (an STK query answer names none) takes the
    * receipt of the provider's settled transaction that quotes it — only when that transaction is exactly
    * this payment's amount and currency. The receipt becomes its provider reference, as a verified
