@@ -82,6 +82,7 @@ export interface RefundUpdate {
 export interface ReportedRefund {
   providerRefundId: string;
   reported: Money | null;
+  /** Our refund this provider refund is (by its provider reference: resolve.ts findOurRefund), never our id as the message carries it. */
   ourRefundId?: string | null;
   raw: unknown;
 }
