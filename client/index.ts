@@ -113,7 +113,18 @@ export interface RecoverInput {
 export type ReconcileInput = NonNullable<BodyOf<Contract['payments']['reconcile']>>;
 export type RegisterPullInput = NonNullable<BodyOf<Contract['payments']['registerPull']>>;
 
-const iso = (value: string | Date) => (value instanceof Date ? value.toISOString() : value);
+/** An instant as the service takes it: a Date as its ISO string (an invalid Date is a TypeError), a string as it is. */
+function iso(value: string | Date, name: string): string {
+  if (!(value instanceof Date)) return value;
+  if (Number.isNaN(value.getTime())) throw new TypeError(`${name} must be a valid Date or an ISO string, got an invalid Date`);
+  return value.toISOString();
+}
+
+/** webhooks.recover's body; a TypeError for a missing window or an invalid Date (the method rejects with it, unsent). */
+function recoverWindow(window: RecoverInput): { since: string; until?: string } {
+  if (window === null || typeof window !== 'object') throw new TypeError(`webhooks.recover: the window must be { since, until? }, got ${window === null ? 'null' : typeof window}`);
+  return { since: iso(window.since, 'since'), ...(window.until ? { until: iso(window.until, 'until') } : {}) };
+}
 
 /** A random Idempotency-Key (UUID v4). From node:crypto: Node 18 (engines >=18.18) has no global `crypto` without a flag. */
 export function createIdempotencyKey(): string {
@@ -395,8 +406,8 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
 
   const webhooks = {
     /** POST /v1/webhooks/recover: queues again every retrying or dead delivery of the window; answers how many. */
-    recover: (window: RecoverInput, requestOptions?: RequestOptions) =>
-      data(raw.webhooks.recover({ body: { since: iso(window.since), ...(window.until ? { until: iso(window.until) } : {}) }, requestOptions })),
+    recover: async (window: RecoverInput, requestOptions?: RequestOptions) =>
+      data(raw.webhooks.recover({ body: recoverWindow(window), requestOptions })),
     /**
      * POST /v1/webhooks/test: sends a signed `webhook.test` event now and answers with the attempt's outcome,
      * `{ delivered: false, error: "no response within …" }` for an endpoint that hangs: its timeout per attempt

@@ -285,6 +285,20 @@ describe('what fetch cannot send is refused before sending', () => {
     expect(edge.sent[0]!.headers.get('idempotency-key')).toHaveLength(255);
   });
 
+  it('webhooks.recover rejects a missing window or an invalid Date with a TypeError, never throwing synchronously, and sends nothing', async () => {
+    // It threw (RangeError "Invalid time value", or reading `since` of undefined) before returning a promise,
+    // escaping a `.catch` on the call, unlike every other method.
+    const { client, sent } = scripted();
+    const invalid = await client.webhooks.recover({ since: new Date('not a date') }).catch((e: unknown) => e);
+    expect(invalid).toBeInstanceOf(TypeError);
+    expect((invalid as Error).message).toContain('since must be a valid Date');
+    const badUntil = await client.webhooks.recover({ since: new Date(), until: new Date(NaN) }).catch((e: unknown) => e);
+    expect(badUntil).toBeInstanceOf(TypeError);
+    const missing = await client.webhooks.recover(undefined as never).catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(TypeError);
+    expect(sent).toEqual([]);
+  });
+
   it('an apiKey fetch cannot send is a TypeError at createPaymentsClient', () => {
     const base = { baseUrl: 'http://payments.test', fetch: (async () => new Response('{}')) as typeof fetch };
     for (const apiKey of ['pk_тест', 'pk test', '', ' \n', undefined as unknown as string, 42 as unknown as string]) {
