@@ -136,10 +136,17 @@ function neverSent(error: unknown): boolean {
   return false;
 }
 
-/** Throws a TypeError unless `value` is an Idempotency-Key the contract accepts (1–255 printable ASCII): fetch cannot send other characters. */
+/**
+ * Throws a TypeError unless `value` is an Idempotency-Key the contract accepts (1–255 printable ASCII: fetch
+ * cannot send other characters) and fetch sends as it is: fetch trims a header value, so `' '` would arrive
+ * empty and `'order-1 '` as `'order-1'`, another key than the one the caller keeps and the errors report.
+ */
 export function checkIdempotencyKey(value: unknown, where: string): string {
   if (typeof value !== 'string' || !IdempotencyKeySchema.safeParse(value).success) {
     throw new TypeError(`${where}: idempotencyKey must be 1–255 printable ASCII characters (space to ~), got ${JSON.stringify(value)}`);
+  }
+  if (value.trim() !== value) {
+    throw new TypeError(`${where}: idempotencyKey must not start or end with a space (fetch would strip it), got ${JSON.stringify(value)}`);
   }
   return value;
 }

@@ -285,6 +285,23 @@ describe('what fetch cannot send is refused before sending', () => {
     expect(edge.sent[0]!.headers.get('idempotency-key')).toHaveLength(255);
   });
 
+  it('an Idempotency-Key with a leading or trailing space (fetch strips it) is a TypeError and nothing is sent; inner spaces are sent as they are', async () => {
+    // fetch trims a header value: ' ' went out empty (the service's 422) and 'acme:order-1 ' was stored as
+    // 'acme:order-1' while $response.idempotencyKey and err.idempotencyKey named the untrimmed key.
+    expect(new Headers({ 'idempotency-key': 'acme:order-1 ' }).get('idempotency-key')).toBe('acme:order-1');
+    const { client, sent } = scripted();
+    for (const idempotencyKey of [' ', '   ', 'acme:order-1 ', ' acme:order-1']) {
+      await expect(client.payments.create(visa, { idempotencyKey })).rejects.toThrow(/must not start or end with a space/);
+      await expect(client.refunds.create({ payment_id: '00000000-0000-4000-8000-000000000000' }, { idempotencyKey })).rejects.toThrow(TypeError);
+      await expect(client.raw.payments.create({ body: visa, headers: { 'idempotency-key': idempotencyKey } })).rejects.toThrow(TypeError);
+    }
+    expect(sent).toEqual([]);
+    const inner = scripted({ status: 201, body: { success: true, data: { id: 'p_1' } } });
+    const payment = await inner.client.payments.create(visa, { idempotencyKey: 'acme order 1' });
+    expect(inner.sent[0]!.headers.get('idempotency-key')).toBe('acme order 1');
+    expect(responseOf(payment)?.idempotencyKey).toBe('acme order 1');
+  });
+
   it('webhooks.recover rejects a missing window or an invalid Date with a TypeError, never throwing synchronously, and sends nothing', async () => {
     // It threw (RangeError "Invalid time value", or reading `since` of undefined) before returning a promise,
     // escaping a `.catch` on the call, unlike every other method.
