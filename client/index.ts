@@ -34,7 +34,11 @@ export interface PaymentsClientOptions {
   apiKey: string;
   /** A fetch implementation (default: the global fetch). */
   fetch?: typeof globalThis.fetch;
-  /** Per-attempt timeout in milliseconds (default 30 000): an integer from 1 to 2^31-1, else a TypeError. */
+  /**
+   * Per-attempt timeout in milliseconds (default 30 000): an integer from 1 to 2^31-1, else a TypeError. Calls that
+   * wait on something else within the request wait at least longer: webhooks.sendTest and webhookLogs.retry 45 s,
+   * the mobilemoney operations 5 minutes (a call's own timeoutMs still wins).
+   */
   timeoutMs?: number;
   /** Retries after the first attempt, for requests that are safe to repeat (default 2): a non-negative integer, else a TypeError. */
   maxRetries?: number;
@@ -267,6 +271,17 @@ function checkBaseUrl(value: unknown): string {
 const DELIVERY_CALL_TIMEOUT_MS = 45_000;
 
 /**
+ * The least per-attempt timeout of the mobile-money calls the service answers only once the operator did
+ * (mobilemoney.checkStatus, reconcile, registerPull; POSTs without a key, never retried): each operator call
+ * waits up to PROVIDER_TIMEOUT_MS (15 s by default), after a wait of up to twice that for the OAuth token,
+ * a check-status also for the operator's certificate, and a reconcile pages through the pull (up to 500
+ * pages). 5 minutes covers the single calls many times over and a reconcile of many pages; it is also as
+ * long as Node's built-in fetch waits for an answer's headers (undici's headersTimeout), so a longer floor
+ * would not be honoured by it anyway.
+ */
+const OPERATOR_CALL_TIMEOUT_MS = 300_000;
+
+/**
  * PUT /v1/merchant/webhook makes and returns a new secret each run: a repeat after an attempt that may have
  * run would leave the caller holding a secret the service no longer signs with (the transport's notRepeatable).
  */
@@ -294,11 +309,15 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
   // A key fetch cannot put in a header (e.g. pasted with a non-ASCII quote) failed every attempt as a lost answer.
   const apiKey = checkApiKey(options.apiKey);
   const timeoutMs = checkTimeoutMs(options.timeoutMs ?? 30_000, 'createPaymentsClient');
-  /** A call's options with the delivery calls' longer default timeout, unless the call sets its own. */
-  const awaitingDelivery = (requestOptions?: RequestOptions): RequestOptions => ({
+  /** A call's options with a longer default timeout (at least `floorMs`), unless the call sets its own. */
+  const atLeast = (floorMs: number, requestOptions?: RequestOptions): RequestOptions => ({
     ...requestOptions,
-    timeoutMs: requestOptions?.timeoutMs ?? Math.max(timeoutMs, DELIVERY_CALL_TIMEOUT_MS),
+    timeoutMs: requestOptions?.timeoutMs ?? Math.max(timeoutMs, floorMs),
   });
+  /** The delivery calls' options: they wait for the merchant's endpoint (DELIVERY_CALL_TIMEOUT_MS). */
+  const awaitingDelivery = (requestOptions?: RequestOptions) => atLeast(DELIVERY_CALL_TIMEOUT_MS, requestOptions);
+  /** The mobile-money operations' options: they wait for the operator (OPERATOR_CALL_TIMEOUT_MS). */
+  const awaitingOperator = (requestOptions?: RequestOptions) => atLeast(OPERATOR_CALL_TIMEOUT_MS, requestOptions);
   const api = createFetcher({
     fetch: fetchImpl,
     timeoutMs,
@@ -350,13 +369,15 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     delete: async (id: string, requestOptions?: RequestOptions) => deleted(raw.payments.deleteCard({ params: { id: pathParam(id) }, requestOptions }), { id, deleted: true }),
   };
 
+  // Each answers once the operator did: a timeout per attempt of at least 5 minutes (OPERATOR_CALL_TIMEOUT_MS). Not retried.
   const mobilemoney = {
     /** POST /v1/payments/mobilemoney/check-status/{code}: asks the operator; the result arrives later by callback. */
-    checkStatus: async (code: string, requestOptions?: RequestOptions) => data(raw.payments.checkStatus({ params: { code: pathParam(code, 'code') }, body: {}, requestOptions })),
+    checkStatus: async (code: string, requestOptions?: RequestOptions) =>
+      data(raw.payments.checkStatus({ params: { code: pathParam(code, 'code') }, body: {}, requestOptions: awaitingOperator(requestOptions) })),
     /** POST /v1/payments/mobilemoney/reconcile: settles payments whose callback never came (default: the last 48 hours). */
-    reconcile: (window: ReconcileInput = {}, requestOptions?: RequestOptions) => data(raw.payments.reconcile({ body: window, requestOptions })),
+    reconcile: (window: ReconcileInput = {}, requestOptions?: RequestOptions) => data(raw.payments.reconcile({ body: window, requestOptions: awaitingOperator(requestOptions) })),
     /** POST /v1/payments/mobilemoney/register-pull: one-time registration for the pull API. */
-    registerPull: (body: RegisterPullInput = {}, requestOptions?: RequestOptions) => data(raw.payments.registerPull({ body, requestOptions })),
+    registerPull: (body: RegisterPullInput = {}, requestOptions?: RequestOptions) => data(raw.payments.registerPull({ body, requestOptions: awaitingOperator(requestOptions) })),
   };
 
   const refunds = {
