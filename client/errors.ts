@@ -205,16 +205,23 @@ export class PaymentsConnectionError extends PaymentsError {
    * Otherwise an attempt reached the service, or may have, and its answer was lost.
    */
   readonly mayHaveSucceeded: boolean;
+  /**
+   * The X-Request-Id the last attempt sent (the SDK's UUID, or your own on a raw call), which the service
+   * logs the request under: quote it when asking what became of a call whose answer was lost. Null when
+   * nothing was sent.
+   */
+  readonly requestId: string | null;
 
   constructor(
     message: string,
     readonly attempts: number,
-    options?: { cause?: unknown; idempotencyKey?: string | undefined; mayHaveSucceeded?: boolean },
+    options?: { cause?: unknown; idempotencyKey?: string | undefined; mayHaveSucceeded?: boolean; requestId?: string | null },
   ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'PaymentsConnectionError';
     this.idempotencyKey = options?.idempotencyKey;
     this.mayHaveSucceeded = options?.mayHaveSucceeded ?? attempts > 0;
+    this.requestId = options?.requestId ?? null;
   }
 }
 
@@ -222,10 +229,11 @@ export class PaymentsConnectionError extends PaymentsError {
  * The call's own `signal` aborted it (e.g. `signal: AbortSignal.timeout(10_000)`); `cause` is the signal's
  * reason. `attempts` counts the requests started: 0 means nothing was sent, otherwise one may have reached
  * the service and been carried out. Like any PaymentsConnectionError it carries the call's `idempotencyKey`
- * (also when nothing was sent): retry with it, never with a new key, so a create or refund happens once.
+ * (also when nothing was sent): retry with it, never with a new key, so a create or refund happens once;
+ * and the `requestId` of the last request it started (null when none was).
  */
 export class PaymentsAbortError extends PaymentsConnectionError {
-  constructor(message: string, attempts: number, options: { cause: unknown; idempotencyKey?: string | undefined; mayHaveSucceeded?: boolean }) {
+  constructor(message: string, attempts: number, options: { cause: unknown; idempotencyKey?: string | undefined; mayHaveSucceeded?: boolean; requestId?: string | null }) {
     super(message, attempts, options);
     this.name = 'PaymentsAbortError';
   }

@@ -4,10 +4,11 @@
  * twice: GET/HEAD/PUT/DELETE always, a POST only when it carries an Idempotency-Key (payment
  * creation, refunds, captures, card saves) — except a route that does new work each run (`notRepeatable`),
  * retried only after attempts that provably did nothing. Retries reuse the exact same request, headers
- * included, so the key is the same. A result (and the error built from it) says when an earlier attempt
+ * included, so the key is the same; only X-Request-Id is new each attempt (requestIdOf). A result (and the error built from it) says when an earlier attempt
  * may have been carried out (earlierAttemptMayHaveSucceeded), so a DELETE's retry that finds nothing can
  * be read as the delete done, and a final "still being processed" 409 is not mistaken for a refusal.
  */
+import { randomUUID } from 'node:crypto';
 import type { ApiFetcherArgs, AppRoute } from '@ts-rest/core';
 import { IdempotencyKeySchema } from '../contract/common.js';
 import { outcomeUnknown, parseErrorEnvelope, PaymentsAbortError, PaymentsConnectionError } from './errors.js';
@@ -151,6 +152,17 @@ export function checkIdempotencyKey(value: unknown, where: string): string {
   return value;
 }
 
+/** A header's value, whatever the case of its name; undefined when absent or empty. */
+const headerValue = (headers: Record<string, string>, name: string): string | undefined =>
+  Object.entries(headers).find(([key, value]) => key.toLowerCase() === name && value)?.[1];
+
+/**
+ * The X-Request-Id an attempt sends: the caller's own (a raw call's header), else a new UUID per attempt, which
+ * the service keeps (it takes a well-formed one) and logs. So an attempt whose answer was lost still has an id
+ * to quote (PaymentsConnectionError.requestId), and each attempt of a retried call its own.
+ */
+const requestIdOf = (callerRequestId: string | undefined): string => callerRequestId ?? randomUUID();
+
 export function isRetrySafe(method: string, headers: Record<string, string>): boolean {
   if (SAFE_METHODS.has(method.toUpperCase())) return true;
   return Object.keys(headers).some((name) => name.toLowerCase() === 'idempotency-key' && headers[name]);
@@ -277,7 +289,10 @@ export function createFetcher(options: TransportOptions) {
       if (name.toLowerCase() === 'idempotency-key') checkIdempotencyKey(value, `${args.method} ${args.path}`);
     }
     const retrySafe = isRetrySafe(args.method, headers);
-    const idempotencyKey = Object.entries(headers).find(([name, value]) => name.toLowerCase() === 'idempotency-key' && value)?.[1];
+    const idempotencyKey = headerValue(headers, 'idempotency-key');
+    const callerRequestId = headerValue(headers, 'x-request-id');
+    /** The X-Request-Id of the last attempt sent; null while none was. */
+    let lastRequestId: string | null = null;
     const notRepeatable = options.notRepeatable?.(args.route);
     const userSignal = call.signal ?? args.fetchOptions?.signal ?? undefined;
     const plural = (attempts: number) => `${attempts} attempt${attempts === 1 ? '' : 's'}`;
@@ -287,7 +302,7 @@ export function createFetcher(options: TransportOptions) {
       new PaymentsAbortError(
         withNote(`${args.method} ${args.path} aborted by the caller's signal ${attempts === 0 ? 'before anything was sent' : `(${plural(attempts)})`}`, maybeDone || inFlight),
         attempts,
-        { cause: userSignal?.reason, idempotencyKey, mayHaveSucceeded: maybeDone || inFlight },
+        { cause: userSignal?.reason, idempotencyKey, mayHaveSucceeded: maybeDone || inFlight, requestId: lastRequestId },
       );
     /** The route's `notRepeatable` text after a message, when an attempt may have been carried out. */
     const withNote = (message: string, mayHaveSucceeded: boolean) => (notRepeatable && mayHaveSucceeded ? `${message}; ${notRepeatable}` : message);
@@ -329,9 +344,12 @@ export function createFetcher(options: TransportOptions) {
       // Outside the try: a failure to set up the attempt is not a network error, and not worth retrying.
       const timeout = AbortSignal.timeout(timeoutMs);
       const signal = userSignal ? eitherSignal(userSignal, timeout) : timeout;
+      lastRequestId = requestIdOf(callerRequestId);
+      // The caller's own header stays as it is (added again under another case, fetch would send both joined).
+      const attemptHeaders = callerRequestId ? headers : { ...headers, 'x-request-id': lastRequestId };
       try {
         // Never follow a redirect (unexpectedAnswer): the SDK turns it into an error instead.
-        const response = await options.fetch(args.path, { ...args.fetchOptions, method: args.method, headers, body: args.body ?? null, signal, redirect: 'manual' });
+        const response = await options.fetch(args.path, { ...args.fetchOptions, method: args.method, headers: attemptHeaders, body: args.body ?? null, signal, redirect: 'manual' });
         const body = await readBody(response);
         if (!canRetry || !isRetryableResponse(response.status, body, response)) return result(response, body);
         // This attempt may have done the work: repeating it would do it again.
@@ -349,7 +367,7 @@ export function createFetcher(options: TransportOptions) {
         if (!canRetry || (notRepeatable && sent)) {
           const what = (error as Error)?.name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : `failed: ${(error as Error)?.message ?? error}`;
           const message = withNote(`${args.method} ${args.path} ${what} (${plural(attempt)})`, maybeDone);
-          throw new PaymentsConnectionError(message, attempt, { cause: error, idempotencyKey, mayHaveSucceeded: maybeDone });
+          throw new PaymentsConnectionError(message, attempt, { cause: error, idempotencyKey, mayHaveSucceeded: maybeDone, requestId: lastRequestId });
         }
         retry = { delayMs: backoffDelay(attempt - 1, options.initialRetryDelayMs, options.maxRetryDelayMs), error };
       }

@@ -16,7 +16,7 @@ type Scripted = { status: number; headers?: Record<string, string>; body?: unkno
 
 /** A proxy in front of the real service that can answer the next requests itself (503, 429, a hang) or drop the service's answer. */
 class StubProxy extends ForwardingStub {
-  readonly seen: { method: string; path: string; idempotencyKey: string | undefined }[] = [];
+  readonly seen: { method: string; path: string; idempotencyKey: string | undefined; requestId: string | undefined }[] = [];
   /** The service's answers that 'drop' kept from the client. */
   readonly dropped: { status: number; body: string }[] = [];
   private script: Scripted[] = [];
@@ -33,7 +33,8 @@ class StubProxy extends ForwardingStub {
 
   protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer | 'hold' | 'cut'> {
     const key = req.headers['idempotency-key'];
-    this.seen.push({ method: req.method, path: req.url, idempotencyKey: Array.isArray(key) ? key[0] : key });
+    const requestId = req.headers['x-request-id'];
+    this.seen.push({ method: req.method, path: req.url, idempotencyKey: Array.isArray(key) ? key[0] : key, requestId: Array.isArray(requestId) ? requestId[0] : requestId });
     const step = this.script.shift();
     if (step === 'hang') return 'hold';
     if (step && step !== 'drop') {
@@ -224,6 +225,45 @@ describe('SDK retries', () => {
     expect(stub.seen).toHaveLength(2);
   });
 
+  it('a call whose answer never came carries the X-Request-Id its last attempt sent, which the service logs it under', async () => {
+    // A lost answer had no id to quote: the SDK sent none, so only the service knew the one it made up.
+    const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+    stub.reset();
+    stub.next('hang');
+    const once = await sdk({ timeoutMs: 200, maxRetries: 0 }).client.payments.create(visa).catch((e: unknown) => e);
+    expect(once).toBeInstanceOf(PaymentsConnectionError);
+    expect(stub.seen).toHaveLength(1);
+    expect(stub.seen[0]!.requestId).toMatch(uuid);
+    expect((once as PaymentsConnectionError).requestId).toBe(stub.seen[0]!.requestId);
+
+    // Each attempt its own id (the service's log tells them apart); the error names the last.
+    stub.reset();
+    stub.next('hang', 'hang');
+    const twice = await sdk({ timeoutMs: 200, maxRetries: 1 }).client.merchant.get().catch((e: unknown) => e);
+    const [first, second] = stub.seen.map((r) => r.requestId);
+    expect(first).toMatch(uuid);
+    expect(second).toMatch(uuid);
+    expect(second).not.toBe(first);
+    expect(twice).toMatchObject({ attempts: 2, requestId: second });
+
+    // An answer that came names the id the service kept: the one the SDK sent, for a result and an API error alike.
+    stub.reset();
+    const { client } = sdk();
+    const merchant = await client.merchant.get();
+    expect(responseOf(merchant)?.requestId).toBe(stub.seen[0]!.requestId);
+    const missing = await client.payments.get('00000000-0000-4000-8000-000000000000').catch((e: unknown) => e);
+    expect(missing).toMatchObject({ status: 404, requestId: stub.seen[1]!.requestId });
+    expect(stub.seen[1]!.requestId).toMatch(uuid);
+
+    // A caller's own X-Request-Id (a raw call's header) is sent as it is, on every attempt.
+    stub.reset();
+    stub.next(unavailable('0'));
+    const raw = await client.raw.merchant.get({ extraHeaders: { 'X-Request-Id': 'shop-7f3c:req-1' } });
+    expect(raw.status).toBe(200);
+    expect(stub.seen.map((r) => r.requestId)).toEqual(['shop-7f3c:req-1', 'shop-7f3c:req-1']);
+    expect(raw.headers.get('x-request-id')).toBe('shop-7f3c:req-1');
+  });
+
   it('a DELETE whose answer was lost and whose retry finds the card gone resolves as deleted', async () => {
     const { client: direct } = sdk();
     const card = await direct.cards.create({ payment_method_id: 'pm_card_visa' });
@@ -336,6 +376,9 @@ describe('SDK retries', () => {
     expect(stub.seen[0]!.idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
     const aborted = error as PaymentsAbortError;
     expect(aborted.idempotencyKey).toBe(stub.seen[0]!.idempotencyKey);
+    // And the X-Request-Id of the request it cut short, which the service logs it under.
+    expect(aborted.requestId).toBe(stub.seen[0]!.requestId);
+    expect(aborted.requestId).toMatch(/^[0-9a-f-]{36}$/);
     expect(aborted).toMatchObject({ name: 'PaymentsAbortError', attempts: 1, message: expect.stringMatching(/^POST http:\/\/\S+\/v1\/payments aborted by the caller's signal \(1 attempt\)$/) });
     expect((aborted.cause as Error).name).toBe('TimeoutError');
     expect(retries).toEqual([]);
@@ -353,7 +396,7 @@ describe('SDK retries', () => {
     controller.abort();
     const error = await client.refunds.create({ payment_id: '00000000-0000-4000-8000-000000000000' }, { signal: controller.signal, idempotencyKey: 'refund-early-abort' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(PaymentsAbortError);
-    expect(error).toMatchObject({ attempts: 0, idempotencyKey: 'refund-early-abort', message: expect.stringMatching(/^POST http:\/\/\S+\/v1\/refunds aborted by the caller's signal before anything was sent$/) });
+    expect(error).toMatchObject({ attempts: 0, idempotencyKey: 'refund-early-abort', requestId: null, message: expect.stringMatching(/^POST http:\/\/\S+\/v1\/refunds aborted by the caller's signal before anything was sent$/) });
     expect(((error as Error).cause as Error).name).toBe('AbortError');
     expect(stub.seen).toEqual([]);
   });
