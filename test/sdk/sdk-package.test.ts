@@ -107,11 +107,18 @@ afterAll(async () => {
 });
 
 describe('the SDK package (client/)', () => {
-  it('packs only its build: package.json, ESM, CommonJS and declarations', () => {
-    expect(packedFiles).toEqual(expect.arrayContaining(['package.json', 'dist/index.js', 'dist/index.cjs', 'dist/types/client/index.d.ts', 'dist/types-cjs/client/index.d.ts', 'dist/types-cjs/package.json']));
-    const unexpected = packedFiles.filter((f) => f !== 'package.json' && !f.startsWith('dist/'));
+  it('packs only its build, its README and LICENSE: package.json, ESM, CommonJS and declarations', async () => {
+    expect(packedFiles).toEqual(expect.arrayContaining(['package.json', 'README.md', 'LICENSE', 'dist/index.js', 'dist/index.cjs', 'dist/types/client/index.d.ts', 'dist/types-cjs/client/index.d.ts', 'dist/types-cjs/package.json']));
+    const unexpected = packedFiles.filter((f) => !['package.json', 'README.md', 'LICENSE'].includes(f) && !f.startsWith('dist/'));
     expect(unexpected).toEqual([]);
     expect(packedFiles.some((f) => /(^|\/)(server|test|bench)\//.test(f))).toBe(false);
+    // A registry's page and a merchant's node_modules show them: the license the package declares, and how to start.
+    const installed = path.join(consumer, 'node_modules/multi-provider-payments-sdk');
+    const manifest = JSON.parse(await readFile(path.join(installed, 'package.json'), 'utf8')) as { license: string };
+    expect(manifest.license).toBe('MIT');
+    expect(await readFile(path.join(installed, 'LICENSE'), 'utf8')).toMatch(/^MIT License\n/);
+    const readme = await readFile(path.join(installed, 'README.md'), 'utf8');
+    for (const part of ['npm install multi-provider-payments-sdk', 'createPaymentsClient(', 'payments.create(', 'PaymentsApiError', 'verifyWebhook(']) expect(readme).toContain(part);
   });
 
   it('packs into at most 200 KB and installs into an empty project with zod and @ts-rest/core as its only dependencies, in at most 10 MB (as README says)', () => {
