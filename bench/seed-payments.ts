@@ -43,7 +43,8 @@ FROM (
       WHEN rs < 0.98 OR provider <> 'mobilemoney' THEN 'refunded'
       ELSE 'reversed'
     END AS status,
-    CASE provider WHEN 'cardpay' THEN 'pi_seed_' ELSE 'ref_seed_' END || n AS provider_ref
+    -- Unique per merchant too (one payment per provider reference): another merchant's seed in the same database.
+    CASE provider WHEN 'cardpay' THEN 'pi_seed_' ELSE 'ref_seed_' END || left(replace($1::uuid::text, '-', ''), 12) || '_' || n AS provider_ref
   FROM (
     SELECT n, rs, created_at,
       CASE WHEN rp < 0.60 THEN 'cardpay' WHEN rp < 0.85 THEN 'mobilemoney' ELSE 'walletpay' END AS provider,

@@ -206,9 +206,10 @@ export class PaymentsConnectionError extends PaymentsError {
    */
   readonly mayHaveSucceeded: boolean;
   /**
-   * The X-Request-Id the last attempt sent (the SDK's UUID, or your own on a raw call), which the service
-   * logs the request under: quote it when asking what became of a call whose answer was lost. Null when
-   * nothing was sent.
+   * The X-Request-Id the last attempt carried (the SDK's UUID, or your own on a raw call), which the service
+   * logs the request under if it reached it: quote it when asking what became of a call whose answer was
+   * lost. Null when no attempt was started. The service keeps only a well-formed id (up to 128 of
+   * A–Z a–z 0–9 . _ : -) and logs a request with another under one of its own.
    */
   readonly requestId: string | null;
 

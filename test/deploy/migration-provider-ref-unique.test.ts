@@ -54,6 +54,15 @@ describe('one payment per provider reference', () => {
     await sql(db.url, `UPDATE payments SET provider = 'walletpay', currency = 'USD', provider_ref = 'pi_shared' WHERE id = $1`, [fourth!.id]);
   });
 
+  it('builds the index again when the one an operator built by hand beforehand is not unique', async () => {
+    await revertMigrationsAfter(orm, BEFORE);
+    // README's template is `CREATE INDEX CONCURRENTLY <name> <definition>`: without UNIQUE it builds a plain index.
+    await sql(db.url, `CREATE INDEX CONCURRENTLY payments_provider_ref_new_idx ON payments (provider, provider_ref) WHERE provider_ref IS NOT NULL`);
+    expect(await migrate(orm)).toContain(UNIQUE);
+    const [index] = await sql<{ indexdef: string }>(db.url, `SELECT indexdef FROM pg_indexes WHERE indexname = 'payments_provider_ref_idx'`);
+    expect(index!.indexdef).toContain('CREATE UNIQUE INDEX');
+  });
+
   it('rolls back to the index it replaced', async () => {
     await revertMigrationsAfter(orm, BEFORE);
     const [index] = await sql<{ indexdef: string }>(db.url, `SELECT indexdef FROM pg_indexes WHERE indexname = 'payments_provider_ref_idx'`);

@@ -12,7 +12,7 @@ import { dropInvalidIndexSql } from './Migration20261128002201_dead_deliveries_i
  * changes (the operator looks at them first: `SELECT provider, provider_ref, array_agg(id) FROM payments
  * WHERE provider_ref IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1`). The index may be built by hand first
  * (`CREATE UNIQUE INDEX CONCURRENTLY payments_provider_ref_new_idx …`, README "Upgrading"); a failed hand
- * build's INVALID index is dropped and built again.
+ * build's INVALID index, or one built without UNIQUE, is dropped and built again.
  */
 export class Migration20261128009140_payments_provider_ref_unique extends Migration {
   override async up(): Promise<void> {
@@ -26,7 +26,14 @@ export class Migration20261128009140_payments_provider_ref_unique extends Migrat
           RAISE EXCEPTION 'payments: % provider reference(s) are each held by more than one payment; resolve them before upgrading (README, Upgrading)', shared;
         END IF;
       END $$;`);
+    // A hand build that failed (INVALID), or one built without UNIQUE, would be taken by IF NOT EXISTS and renamed
+    // into place: the reference would never be held unique. Either is dropped and built here.
     this.addSql(dropInvalidIndexSql('payments_provider_ref_new_idx'));
+    this.addSql(`DO $$ BEGIN
+      IF EXISTS (SELECT 1 FROM pg_index WHERE indexrelid = to_regclass('payments_provider_ref_new_idx') AND NOT indisunique) THEN
+        DROP INDEX payments_provider_ref_new_idx;
+      END IF;
+    END $$;`);
     this.addSql(`CREATE UNIQUE INDEX IF NOT EXISTS payments_provider_ref_new_idx ON payments (provider, provider_ref) WHERE provider_ref IS NOT NULL;`);
     this.addSql('DROP INDEX payments_provider_ref_idx;');
     this.addSql('ALTER INDEX payments_provider_ref_new_idx RENAME TO payments_provider_ref_idx;');
