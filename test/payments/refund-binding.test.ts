@@ -144,4 +144,18 @@ describe('walletpay: a verified message naming no order or capture is bound by o
     expect(await getRefund(pending.id)).toMatchObject({ status: 'completed' });
     expect(await getPayment(order.id)).toMatchObject({ amount_refunded: '15.00' });
   });
+
+  it('PAYMENT.REFUND.FAILED without its capture link, naming the provider refund our completed refund recorded: our refund fails (refund.failed) and its amount is given back', async () => {
+    const order = await approvedOrder('45.00');
+    expect((await t.http.post(`/v1/payments/${order.id}/capture`).set('X-API-Key', key)).body.data.status).toBe('completed');
+    const done = (await refund({ payment_id: order.id, amount: '15.00' })).body.data as { id: string; status: string; provider_ref: string };
+    expect(done).toMatchObject({ status: 'completed', provider_ref: expect.any(String) });
+    expect(await getPayment(order.id)).toMatchObject({ amount_refunded: '15.00' });
+
+    const failed = { id: done.provider_ref, status: 'FAILED', amount: { currency_code: 'USD', value: '15.00' }, custom_id: done.id };
+    expect((await deliver('PAYMENT.REFUND.FAILED', 'refund', failed)).status).toBe(200);
+    expect(await getRefund(done.id)).toMatchObject({ status: 'failed' });
+    expect(await getPayment(order.id)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+    expect(await merchantEvents(order.id)).toContain('refund.failed');
+  });
 });

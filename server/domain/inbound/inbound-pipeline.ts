@@ -16,7 +16,7 @@ import {
 import { askForConfirmation } from './confirmation-queries.js';
 import { markRefusedInInbox, recordInInbox } from './inbox.js';
 import {
-  findOurRefund, ourId, receiptHolder, recordedAsItsOwn, referenceConflict, resolvePayment, resolveRefund, resolveStatusQuery, type ReferencedSubject, type StatusQueryRow,
+  findOurRefund, ourId, receiptHolder, recordedAsItsOwn, refundsRecordedOn, referenceConflict, resolvePayment, resolveRefund, resolveStatusQuery, type ReferencedSubject, type StatusQueryRow,
 } from './resolve.js';
 import { recordQueueTimeout, recordStatusReport } from './status-reports.js';
 
@@ -134,7 +134,7 @@ export class InboundPipeline {
     // So is one naming no provider reference of its subject at all (a walletpay capture event without its order,
     // a refund event without its capture): only our id ties it to the subject, and the merchant's own call at
     // the provider can set that (custom_id). A refund cannot be confirmed so: left to the refund sync.
-    const bound = (scheme.boundToSubject?.(request, creds, subject.subjectId) ?? true) && !this.namesNoReference(notification, subject);
+    const bound = (scheme.boundToSubject?.(request, creds, subject.subjectId) ?? true) && !(await this.namesNoReference(notification, subject));
     if (!bound && !this.namesItsRecordedReference(notification, subject)) {
       this.logger.warn(
         { provider, label: notification.label, subjectId: subject.subjectId },
@@ -350,10 +350,16 @@ export class InboundPipeline {
     return referenced ? referenceConflict(this.em.fork(), port.name, referenced.claimed, referenced.about) : null;
   }
 
-  /** Whether the notification names no provider reference for its subject (only our id ties it to it). */
-  private namesNoReference(notification: Actionable, subject: Subject): boolean {
+  /**
+   * Whether the notification names no provider reference for its subject (only our id ties it to it). A
+   * refund notification naming no payment reference (a walletpay refund event without its capture link) is
+   * tied by the provider's refund ids when each is recorded on one of this payment's refunds (refundsRecordedOn).
+   */
+  private async namesNoReference(notification: Actionable, subject: Subject): Promise<boolean> {
     const referenced = this.referenced(notification, subject);
-    return referenced !== null && referenced.claimed === null;
+    if (referenced === null || referenced.claimed !== null) return false;
+    if (notification.kind !== 'refund' || !subject.paymentId || notification.refunds.length === 0) return true;
+    return !(await refundsRecordedOn(this.em.fork(), subject.paymentId, notification.refunds.map((r) => r.providerRefundId)));
   }
 
   /** Whether the notification names the reference its subject recorded (stored, or a refund's earlier request's). */

@@ -185,3 +185,18 @@ export async function receiptHolder(em: EntityManager, provider: string, merchan
   );
   return rows[0]?.id ?? null;
 }
+
+/**
+ * Whether every provider refund id in `providerRefundIds` is recorded on one of `paymentId`'s refunds (its
+ * provider_ref, or an earlier request's): then a notification naming them is about those refunds of ours.
+ */
+export async function refundsRecordedOn(em: EntityManager, paymentId: string, providerRefundIds: readonly string[]): Promise<boolean> {
+  if (providerRefundIds.length === 0 || providerRefundIds.some((id) => !id)) return false;
+  const wanted = [...new Set(providerRefundIds)];
+  const rows = await em.getConnection().execute<{ n: string | number }[]>(
+    `SELECT count(*) AS n FROM unnest(ARRAY[${wanted.map(() => '?').join(', ')}]::text[]) AS w(id)
+      WHERE EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = ? AND (r.provider_ref = w.id OR r.earlier_provider_refs @> ARRAY[w.id]))`,
+    [...wanted, paymentId],
+  );
+  return Number(rows[0]?.n ?? 0) === wanted.length;
+}
