@@ -1,9 +1,9 @@
-import { createHmac, randomUUID, sign } from 'node:crypto';
-import { signedMessage as walletpaySignedMessage } from '../../server/sandbox/walletpay/signing.js';
+import { createHmac, randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
+import { sendSignedWalletpayEvent } from '../support/walletpay-events.js';
 
 /**
  * Issue 10, point 1: every provider-reported outcome is compared with the payment (or the refund) in
@@ -358,17 +358,8 @@ describe('walletpay', () => {
 
 describe('walletpay callbacks', () => {
   /** A walletpay event signed with the simulator's signing key (made at boot), as the sandbox operator's own signature. */
-  const sendSigned = async (eventType: string, resourceType: string, resource: Record<string, unknown>) => {
-    const [keys] = await t.sql<{ cert_id: string; private_key_pem: string }>('SELECT cert_id, private_key_pem FROM sandbox_walletpay_keys WHERE id = 1');
-    const transmissionId = randomUUID();
-    const time = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
-    const body = JSON.stringify({ id: `WH-${randomUUID()}`, event_version: '1.0', create_time: time, resource_type: resourceType, event_type: eventType, resource });
-    const signature = sign('sha256', Buffer.from(walletpaySignedMessage(transmissionId, time, WALLET_WEBHOOK_ID, body)), keys!.private_key_pem).toString('base64');
-    return t.http.post('/v1/webhooks/walletpay').set('Content-Type', 'application/json')
-      .set('Walletpay-Transmission-Id', transmissionId).set('Walletpay-Transmission-Time', time).set('Walletpay-Transmission-Sig', signature)
-      .set('Walletpay-Cert-Url', `${t.baseUrl}/sandbox/walletpay/v1/notifications/certs/${keys!.cert_id}`).set('Walletpay-Auth-Algo', 'SHA256withRSA')
-      .send(body);
-  };
+  const sendSigned = (eventType: string, resourceType: string, resource: Record<string, unknown>) =>
+    sendSignedWalletpayEvent(t, WALLET_WEBHOOK_ID, eventType, resourceType, resource);
 
   it('a provider-signed PAYMENT.CAPTURE.COMPLETED of another amount or currency does not complete the payment', async () => {
     const created = await pay({ provider: 'walletpay', amount: '45.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });

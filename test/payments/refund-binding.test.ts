@@ -1,8 +1,8 @@
-import { randomUUID, sign } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
-import { signedMessage as walletpaySignedMessage } from '../../server/sandbox/walletpay/signing.js';
 import { startTestService, type TestService } from '../support/service.js';
+import { sendSignedWalletpayEvent } from '../support/walletpay-events.js';
 
 /**
  * A provider message is about our refund (or payment) only by the provider's own reference, never by our
@@ -104,17 +104,8 @@ describe('walletpay: a verified message naming no order or capture is bound by o
     return created.body.data as { id: string; provider_ref: string };
   }
   /** Signed with the simulator's own key, as the sandbox provider signs: verified. */
-  async function deliver(eventType: string, resourceType: string, resource: Record<string, unknown>) {
-    const [keys] = await t.sql<{ cert_id: string; private_key_pem: string }>('SELECT cert_id, private_key_pem FROM sandbox_walletpay_keys WHERE id = 1');
-    const transmissionId = randomUUID();
-    const time = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
-    const body = JSON.stringify({ id: `WH-${randomUUID()}`, event_version: '1.0', create_time: time, resource_type: resourceType, event_type: eventType, resource });
-    const signature = sign('sha256', Buffer.from(walletpaySignedMessage(transmissionId, time, WALLET_WEBHOOK_ID, body)), keys!.private_key_pem).toString('base64');
-    return t.http.post('/v1/webhooks/walletpay').set('Content-Type', 'application/json')
-      .set('Walletpay-Transmission-Id', transmissionId).set('Walletpay-Transmission-Time', time).set('Walletpay-Transmission-Sig', signature)
-      .set('Walletpay-Cert-Url', `${t.baseUrl}/sandbox/walletpay/v1/notifications/certs/${keys!.cert_id}`).set('Walletpay-Auth-Algo', 'SHA256withRSA')
-      .send(body);
-  }
+  const deliver = (eventType: string, resourceType: string, resource: Record<string, unknown>) =>
+    sendSignedWalletpayEvent(t, WALLET_WEBHOOK_ID, eventType, resourceType, resource);
 
   it('PAYMENT.CAPTURE.COMPLETED without its order (related_ids.order_id): the provider is asked about our order; an uncaptured order stays pending', async () => {
     const order = await approvedOrder('45.00');
