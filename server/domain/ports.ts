@@ -277,12 +277,8 @@ export interface StatusReportNotification extends NotificationBase {
    * the query stays open for that result.
    */
   queueTimeout: boolean;
-  /**
-   * Set when the provider reports the transaction completed; `receipt` null when the report names none.
-   * `paidTo`: the merchant account (NotificationScheme.merchantAccount) a customer's payment credited, when
-   * the report describes one; null for any other transaction (a payout, a reversal) or when it does not say.
-   */
-  completed: { receipt: string | null; amount: Money | null; paidTo: string | null } | null;
+  /** Set when the provider reports the transaction completed; `receipt` null when the report names none. */
+  completed: { receipt: string | null; amount: Money | null } | null;
 }
 
 export interface IgnoredNotification {
@@ -353,8 +349,6 @@ export interface NotificationScheme<C> {
    * the verification (it is inside the signed body).
    */
   boundToSubject?(request: InboundRequest, creds: C, subjectId: string): boolean;
-  /** The merchant's own account that its customers' payments credit (mobilemoney: the shortcode); see StatusReportNotification.completed.paidTo. */
-  merchantAccount?(creds: C): string;
   /** The refunds of `ref` as the provider lists them, oldest first (see RefundOutcomeNotification.fetchRefundsOf). */
   fetchRefunds?(creds: C, ref: string): Promise<RefundReport[]>;
   /**

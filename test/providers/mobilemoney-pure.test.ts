@@ -251,26 +251,6 @@ describe('transaction-status result as a status report', () => {
     expect(statusResult(true)).toMatchObject({ kind: 'status-report', completed: { receipt: 'MBN31H462N', amount: { minor: 10000n, currency: 'KES' } } });
   });
 
-  it("names the shortcode a customer's payment credited (paidTo), and none for a payout, a reversal, or a result that does not say", () => {
-    const parse = (reasonType: string | null, creditParty: string | null) => {
-      const parameters = [
-        { Key: 'TransactionStatus', Value: 'Completed' }, { Key: 'Amount', Value: 100 }, { Key: 'ReceiptNo', Value: 'MBN31H462N' },
-        ...(reasonType === null ? [] : [{ Key: 'ReasonType', Value: reasonType }]),
-        ...(creditParty === null ? [] : [{ Key: 'CreditPartyName', Value: creditParty }]),
-      ];
-      const body = { Result: { ResultType: 0, ResultCode: 0, ResultDesc: 'ok', OriginatorConversationID: 'q', ConversationID: 'AG_q', TransactionID: 'MBN0000000', ResultParameters: { ResultParameter: parameters } } };
-      const report = notifications.parse({ subpath: '/transactionstatus/result', headers: {}, rawBody: Buffer.from(JSON.stringify(body)), body, query: { ref: 'q1' }, sourceIp: '127.0.0.1' });
-      return (report as { completed: { paidTo: string | null } }).completed.paidTo;
-    };
-    expect(parse('Pay Bill Online', '174379 - Sandbox Merchant')).toBe('174379');
-    expect(parse('Buy Goods', '600123 - Till')).toBe('600123');
-    expect(parse('Salary Payment', '254708374149 - John Doe')).toBeNull();
-    expect(parse('Reversal', '174379 - Sandbox Merchant')).toBeNull();
-    expect(parse('Business Pay Bill', '174379 - Sandbox Merchant')).toBeNull();
-    expect(parse('Pay Bill Online', null)).toBeNull();
-    expect(parse(null, '174379 - Sandbox Merchant')).toBeNull();
-  });
-
   it('a completed result without ReceiptNo names no receipt (Result.TransactionID MBN0000000 is not recorded)', () => {
     const report = statusResult(false);
     expect(report).toMatchObject({ kind: 'status-report', completed: { receipt: null, amount: { minor: 10000n, currency: 'KES' } } });

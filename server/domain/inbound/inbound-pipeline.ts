@@ -16,7 +16,7 @@ import {
 import { askForConfirmation } from './confirmation-queries.js';
 import { markRefusedInInbox, recordInInbox } from './inbox.js';
 import {
-  findOurRefund, ourId, receiptHolder, recordedAsItsOwn, refundsRecordedOn, referenceConflict, resolvePayment, resolveRefund, resolveStatusQuery, type ReferencedSubject, type StatusQueryRow,
+  findOurRefund, ourId, recordedAsItsOwn, refundsRecordedOn, referenceConflict, resolvePayment, resolveRefund, resolveStatusQuery, type ReferencedSubject, type StatusQueryRow,
 } from './resolve.js';
 import { recordQueueTimeout, recordStatusReport } from './status-reports.js';
 
@@ -147,7 +147,7 @@ export class InboundPipeline {
     if (verified.kind === 'refund' && subject.payment?.status === 'pending' && verified.refunds.some((r) => r.status === 'completed')) {
       await this.settleBeforeRefunds(port, creds, subject.payment, verified);
     }
-    return this.apply(port, verified, subject, port.notifications.merchantAccount?.(creds) ?? null);
+    return this.apply(port, verified, subject);
   }
 
   /**
@@ -368,11 +368,8 @@ export class InboundPipeline {
     return referenced !== null && recordedAsItsOwn(referenced.claimed, referenced.about);
   }
 
-  /**
-   * A verified notification: inbox, status writer and outbox in one unit of work; deliveries after commit.
-   * `merchantAccount`: the subject merchant's own account (NotificationScheme.merchantAccount), or null.
-   */
-  private async apply(port: ProviderPort, notification: Actionable, subject: Subject, merchantAccount: string | null = null): Promise<InboundOutcome> {
+  /** A verified notification: inbox, status writer and outbox in one unit of work; deliveries after commit. */
+  private async apply(port: ProviderPort, notification: Actionable, subject: Subject): Promise<InboundOutcome> {
     const source = `callback:${notification.label}`;
     return this.writer.commit(async (uow): Promise<InboundOutcome> => {
       const refused = () => markRefusedInInbox(uow.tx, port.name, notification.dedupKey);
@@ -463,12 +460,6 @@ export class InboundPipeline {
             return 'applied';
           }
           if (!about.paymentId) return 'applied';
-          const notItsCharge = await notTheLostPushCharge(uow.tx, port.name, subject.merchantId, about.paymentId, notification.completed, merchantAccount);
-          if (notItsCharge) {
-            await uow.unconfirmedReport(about.paymentId, 'completed', trigger, `a status report of ${clip(receipt ?? 'no receipt')} ${notItsCharge}: not applied`);
-            this.logger.warn({ provider: port.name, paymentId: about.paymentId, reason: notItsCharge }, 'status report not applied to a payment whose create answer was lost: not its charge');
-            return 'applied';
-          }
           // A report naming no receipt completes without one (reconciliation supplies it later).
           const outcome = await uow.payment(about.paymentId, { status: 'completed', reported: amount, providerRef: receipt ?? undefined, receiptNumber: receipt, raw: notification.raw }, trigger);
           if (outcome.mismatch) await refused();
@@ -526,21 +517,21 @@ export class InboundPipeline {
     // so, that reference becomes the payment's. The answer (mobile money's STK query) names no amount: it
     // reports ours, sound only for a push we recorded. So the body must be the provider's and state our
     // amount; an unverifiable body may name any paid push on the shortcode (made outside the service, or
-    // by another merchant sharing it): its push is never queried, the receipt it names is (confirmLostPushByReceipt).
+    // by another merchant sharing it): nothing is asked, and the payment is left to reconciliation's pull,
+    // which lists the charge with its amount under the payment's reference (lost-creation.ts).
     let named: string | null = null;
     if (!payment.providerRef && !port.capabilities.replayableCreate && notification.payment.providerRef) {
       const claimed = notification.amount;
       const unproven = !verifiedBody || claimed === null;
       const otherAmount = claimed !== null && (claimed.minor !== payment.amountMinor || claimed.currency.toUpperCase() !== payment.currency);
-      const conflict = otherAmount ? null : await this.referenceConflict(port, notification, subject);
-      if (conflict || otherAmount) {
+      const conflict = unproven || otherAmount ? null : await this.referenceConflict(port, notification, subject);
+      if (unproven || conflict || otherAmount) {
         this.logger.warn(
-          { provider: port.name, paymentId: payment.id, conflict, otherAmount },
+          { provider: port.name, paymentId: payment.id, unproven, conflict, otherAmount },
           'notification names a reference the payment (it has none yet) may not be asked about; not applied, left to reconciliation',
         );
         return 'unconfirmed';
       }
-      if (unproven) return this.confirmLostPushByReceipt(port, creds, notification, payment);
       named = notification.payment.providerRef;
     }
     let answer;
@@ -559,28 +550,6 @@ export class InboundPipeline {
     await this.writer.applyPayment(payment.id, update, `confirmed:${notification.label}`);
     this.logger.info({ provider: port.name, paymentId: payment.id, claimed: notification.status, confirmed: answer.status }, 'unverifiable notification settled by asking the provider');
     return 'confirmed';
-  }
-
-  /**
-   * A success for a payment whose create answer was lost, in a body that is not the provider's own or states
-   * no amount: the receipt it names is asked about (a transaction-status query recording this payment), never
-   * its push. The result carries the operator's amount and the account credited: it completes the payment,
-   * the receipt becoming its reference, only as a customer's payment of exactly its amount and currency to the
-   * merchant's own account (apply: notTheLostPushCharge, then the writer's integrity check). A receipt another
-   * payment holds is never asked about; no receipt, nothing to ask: left to reconciliation's pull (lost-creation.ts).
-   */
-  private async confirmLostPushByReceipt(port: ProviderPort, creds: unknown, notification: PaymentOutcomeNotification, payment: Payment): Promise<InboundOutcome> {
-    const receipt = notification.status === 'completed' ? notification.receiptNumber : null;
-    const holder = receipt ? await receiptHolder(this.em.fork(), port.name, payment.merchantId, receipt, payment.id) : null;
-    if (!receipt || holder) {
-      this.logger.warn(
-        { provider: port.name, paymentId: payment.id, receipt: receipt ? clip(receipt) : null, holder },
-        'notification for a payment whose create answer was lost names no receipt it may be confirmed by; not applied, left to reconciliation',
-      );
-      return 'unconfirmed';
-    }
-    const about = { merchantId: payment.merchantId, paymentId: payment.id, refundId: null, code: receipt };
-    return this.askForStatusReport(port, creds, notification, about, { transactionId: receipt });
   }
 
   /**
@@ -676,23 +645,6 @@ function paymentUpdateOf(n: PaymentOutcomeNotification): PaymentUpdate {
     raw: n.raw,
     data: n.data,
   };
-}
-
-/**
- * Why a status report's completion is not the charge of `paymentId` when that payment recorded no provider
- * reference (its create answer lost: the receipt asked about came from an unverifiable callback), or null.
- * It must report a customer's payment to the merchant's own account, with a receipt no other payment holds;
- * its amount is the writer's to check. A payment with a reference is not judged here. Locks the payment.
- */
-async function notTheLostPushCharge(
-  tx: EntityManager, provider: string, merchantId: string, paymentId: string, completed: NonNullable<StatusReportNotification['completed']>, merchantAccount: string | null,
-): Promise<string | null> {
-  const [row] = await tx.execute<{ provider_ref: string | null }[]>('SELECT provider_ref FROM payments WHERE id = ? FOR UPDATE', [paymentId]);
-  if (!row || row.provider_ref) return null;
-  if (!completed.receipt) return 'names no receipt';
-  if (merchantAccount === null || completed.paidTo !== merchantAccount) return "is no customer's payment to the merchant's account";
-  const holder = await receiptHolder(tx, provider, merchantId, completed.receipt, paymentId);
-  return holder ? `is another payment's receipt (${holder})` : null;
 }
 
 /** The amount a reversal result reports; 'as-requested' is the refund's own amount (see ReversalResultNotification). */

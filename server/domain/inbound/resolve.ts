@@ -173,20 +173,6 @@ export async function referenceConflict(em: EntityManager, provider: string, cla
 }
 
 /**
- * Another payment that holds `receipt` (the provider's, provider-wide: payments_provider_ref_idx; or
- * this merchant's, as its receipt), or null: a receipt is one charge, so it settles one payment.
- */
-export async function receiptHolder(em: EntityManager, provider: string, merchantId: string, receipt: string, paymentId: string): Promise<string | null> {
-  const rows = await em.getConnection().execute<{ id: string }[]>(
-    `(SELECT id FROM payments WHERE provider = ? AND provider_ref = ? AND id <> ? LIMIT 1)
-     UNION ALL (SELECT id FROM payments WHERE merchant_id = ? AND receipt_number = ? AND provider = ? AND id <> ? LIMIT 1)
-     LIMIT 1`,
-    [provider, receipt, paymentId, merchantId, receipt, provider, paymentId],
-  );
-  return rows[0]?.id ?? null;
-}
-
-/**
  * Whether every provider refund id in `providerRefundIds` is recorded on one of `paymentId`'s refunds (its
  * provider_ref, or an earlier request's): then a notification naming them is about those refunds of ours.
  */

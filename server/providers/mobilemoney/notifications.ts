@@ -18,21 +18,6 @@ function result(request: InboundRequest): OperatorResult {
   }
 }
 
-/**
- * The reason types of a customer's payment to a paybill or till (a push is "Pay Bill Online"): only these
- * settle a payment. A payout (B2C), a business payment (B2B) or a reversal is none.
- */
-const CUSTOMER_PAYMENT = /^(pay bill|buy goods)( online)?$/i;
-
-/**
- * The shortcode a transaction-status result's transaction credited, when it is a customer's payment
- * (CUSTOMER_PAYMENT; CreditPartyName "174379 - Shop Name"); else null.
- */
-function customerPaymentTo(r: OperatorResult): string | null {
-  if (!CUSTOMER_PAYMENT.test((r.parameters.ReasonType ?? '').trim())) return null;
-  return /^\s*(\d{5,12})\s*-/.exec(r.parameters.CreditPartyName ?? '')?.[1] ?? null;
-}
-
 /** The request's address is `subjectId`'s: its `ref` and the token bound to it (callback-urls.ts). */
 const boundTo = (request: InboundRequest, creds: MobilemoneyCredentials, subjectId: string): boolean =>
   request.query.ref === subjectId && verifyCallbackToken(creds.passkey, subjectId, request.query.token);
@@ -95,7 +80,6 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
           // Only ReceiptNo is the transaction's receipt: Result.TransactionID is the status query's own
           // transaction (a real result: TransactionID MBN0000000 beside ReceiptNo MBN31H462N), never recorded.
           const receipt = r.parameters.ReceiptNo || null;
-          const paidTo = customerPaymentTo(r);
           return {
             kind: 'status-report',
             dedupKey: `${timeout ? 'status-timeout' : 'status'}:${r.originatorConversationId}`,
@@ -104,7 +88,7 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
             query: { ourId: ref, providerRef: r.originatorConversationId },
             resultCode: r.resultCode,
             queueTimeout: timeout,
-            completed: completed ? { receipt, amount: r.amount, paidTo } : null,
+            completed: completed ? { receipt, amount: r.amount } : null,
           };
         }
         case '/reversal/result':
@@ -135,8 +119,6 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
     // A live push callback carries no token (callback-urls.ts): its signature proves the operator wrote the
     // body, not that it answers our push — anyone's push may name our payment's address as its CallBackURL.
     boundToSubject: (request, creds, subjectId) => boundTo(request, creds, subjectId),
-
-    merchantAccount: (creds) => creds.shortcode,
 
     async verify(request, creds, subjectId) {
       const tokenVerdict = () => (boundTo(request, creds, subjectId) ? 'verified' : 'invalid');
