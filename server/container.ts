@@ -16,7 +16,8 @@ import { MerchantHostResolver } from './domain/merchants/merchant-host-resolver.
 import { MerchantService } from './domain/merchants/merchant.service.js';
 import { createAgenda } from './jobs/agenda.js';
 import { AgendaDeliveryQueue } from './jobs/delivery-queue.js';
-import { alignReconciliation, type ReconciliationScheduling } from './jobs/reconcile-transactions.job.js';
+import { alignReconciliation } from './jobs/reconcile-transactions.job.js';
+import type { ReconciliationScheduling } from './jobs/job-context.js';
 import type { Logger } from './observability/logger.js';
 import { instrumentProvider } from './observability/instrument-provider.js';
 import { Metrics } from './observability/metrics.js';
@@ -109,6 +110,8 @@ export interface Container {
   deliveryQueue: AgendaDeliveryQueue;
   /** Cross-process advisory locks for per-merchant job scheduling (a database-only critical section). */
   keyLock: KeyLock;
+  /** What keeps each merchant's automatic reconciliation job in line with its credentials (alignReconciliation). */
+  reconcileScheduling: ReconciliationScheduling;
   /** This process's LISTEN connection: drops cached keys and credentials that changed anywhere. */
   accessChanges: ChangeNotifications;
   providers: ProviderRegistry;
@@ -262,6 +265,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     agenda,
     deliveryQueue,
     keyLock,
+    reconcileScheduling,
     accessChanges,
     providers,
     secrets,

@@ -1,4 +1,5 @@
 import type { Agenda } from 'agenda';
+import type { Provider } from '../../contract/index.js';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { AppConfig } from '../config/config.js';
 import type { DeliveryService } from '../domain/delivery/delivery.service.js';
@@ -26,6 +27,8 @@ export interface JobContext {
   orm: MikroORM;
   agenda: Agenda;
   keyLock: KeyLock;
+  /** What keeps each merchant's automatic reconciliation job in line with its credentials (alignReconciliation). */
+  reconcileScheduling: ReconciliationScheduling;
   deliveryQueue: AgendaDeliveryQueue;
   providers: ProviderRegistry;
   services: {
@@ -42,4 +45,13 @@ export interface JobContext {
   sandboxDeps: SandboxDeps;
   /** Set when the process begins its graceful stop: long job runs end early. */
   readonly draining: boolean;
+}
+
+/** What keeps a merchant's automatic reconciliation job in line with its credentials (reconcile-transactions.job.ts, alignReconciliation). */
+export interface ReconciliationScheduling {
+  agenda: Agenda;
+  keyLock: KeyLock;
+  intervalMs: number;
+  /** Whether the merchant has credentials now (read under the lock). */
+  hasCredentials: (merchantId: string, provider: Provider) => Promise<boolean>;
 }

@@ -1,8 +1,6 @@
-import type { Agenda } from 'agenda';
 import type { Provider } from '../../contract/index.js';
-import type { KeyLock } from '../persistence/key-lock.js';
 import { defineJob } from './define-job.js';
-import type { JobContext } from './job-context.js';
+import type { JobContext, ReconciliationScheduling } from './job-context.js';
 
 /** One job name per provider that lists its settled transactions, e.g. `mobilemoney.reconcile`. */
 export const reconcileJobName = (provider: Provider) => `${provider}.reconcile`;
@@ -29,7 +27,7 @@ export function defineReconcileTransactionsJobs(jobs: JobContext): void {
       const ops = jobs.services.operations;
       // Left behind by a credentials delete whose unscheduling failed (CredentialsService.remove): it goes now.
       if (!(await ops.hasCredentials(merchantId, provider))) {
-        await alignReconciliation(schedulingOf(jobs), provider, merchantId);
+        await alignReconciliation(jobs.reconcileScheduling, provider, merchantId);
         return;
       }
       const report = await ops.reconcileAutomatically(merchantId, provider);
@@ -46,21 +44,6 @@ export function defineReconcileTransactionsJobs(jobs: JobContext): void {
  */
 const SCHEDULE_LOCK_WAIT_MS = 30_000;
 export const scheduleLockKey = (provider: Provider, merchantId: string) => `${provider}-reconcile-job:${merchantId}`;
-
-export interface ReconciliationScheduling {
-  agenda: Agenda;
-  keyLock: KeyLock;
-  intervalMs: number;
-  /** Whether the merchant has credentials now (read under the lock). */
-  hasCredentials: (merchantId: string, provider: Provider) => Promise<boolean>;
-}
-
-const schedulingOf = (jobs: JobContext): ReconciliationScheduling => ({
-  agenda: jobs.agenda,
-  keyLock: jobs.keyLock,
-  intervalMs: jobs.config.mobilemoneyReconcileIntervalMs,
-  hasCredentials: (merchantId, provider) => jobs.services.operations.hasCredentials(merchantId, provider),
-});
 
 /**
  * Makes the merchant's job exist exactly while the merchant has credentials, deciding from the
@@ -97,7 +80,7 @@ export async function scheduleAllReconciliations(jobs: JobContext): Promise<void
   for (const provider of reconcilingProviders(jobs)) {
     for (const merchantId of await jobs.services.operations.merchantsWithCredentials(provider)) {
       // One merchant whose lock stays taken (30 s) must not leave every merchant after it unscheduled for an interval.
-      await alignReconciliation(schedulingOf(jobs), provider, merchantId).catch((err: Error) =>
+      await alignReconciliation(jobs.reconcileScheduling, provider, merchantId).catch((err: Error) =>
         jobs.logger.warn({ merchantId, provider, err: { message: err.message } }, 'scheduling a merchant\'s reconciliation failed; the next pass tries again'),
       );
     }
