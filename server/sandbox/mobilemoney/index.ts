@@ -3,7 +3,7 @@ import { mountLossCountdown, outageSwitch } from '../controls.js';
 import type { SandboxModule } from '../module.js';
 import { CALLBACK_JOB, deliverCallback, type CallbackJobData } from './callbacks.js';
 import { mountHeldResults } from './held-results.js';
-import { ListedRows, mountListedRows } from './listed-rows.js';
+import { mountListedRows } from './listed-rows.js';
 import { misreport } from './misreport.js';
 import { mountOauth } from './oauth.js';
 import { mountPull } from './pull.js';
@@ -38,15 +38,14 @@ export const mobilemoneySandbox: SandboxModule = {
     const stalled = new StalledRequests(deps);
     mountStalledRequests(router, deps, stalled);
     // Rows the pull lists besides the simulator's own payments (listed-rows.ts).
-    const listed = new ListedRows(deps.em);
-    mountListedRows(router, listed);
+    mountListedRows(router, deps);
     mountCertificate(router, deps);
     mountOauth(router, deps);
     // Every API call below is POST with a JSON body.
     router.use(express.json({ limit: '100kb', type: ['application/json', 'application/*+json'] }));
     mountStk(router, deps);
     mountResults(router, deps, stalled);
-    mountPull(router, deps, listed);
+    mountPull(router, deps);
     router.use((_req: Request, res: Response) => operatorError(res, '404.001.01', 'Resource not found'));
     router.use((err: unknown, _req: Request, res: Response, next: NextFunction) => {
       // The operator's answer to a body that is not JSON (providers.md §3: 400.002.05).

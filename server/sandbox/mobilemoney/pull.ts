@@ -2,7 +2,7 @@ import type { NextFunction, Response, Router } from 'express';
 import { parsePullWindowTime } from './eat-clock.js';
 import type { SandboxDeps } from '../module.js';
 import { responseRefId } from './ids.js';
-import type { ListedRows } from './listed-rows.js';
+import { listedRowsAt } from './listed-rows.js';
 import { requireToken, type AuthedRequest, type TokenRefusals } from './oauth.js';
 import { completedInWindow, registerPull } from './store.js';
 import { PULL_PAGE_SIZE } from './test-values.js';
@@ -20,7 +20,7 @@ const invalidShortCode = (res: Response) => operatorError(res, '400.001', 'Inval
  * Pull Transactions: one-time registration, then paged queries of the shortcode's C2B transactions (after
  * the rows a test had it list, listed-rows.ts).
  */
-export function mountPull(router: Router, deps: SandboxDeps, listed: ListedRows): void {
+export function mountPull(router: Router, deps: SandboxDeps): void {
   router.post('/pulltransactions/v1/register', requireToken(deps, PULL_TOKEN_REFUSALS), async (req: AuthedRequest, res: Response, next: NextFunction) => {
     try {
       const b = body(req);
@@ -56,7 +56,7 @@ export function mountPull(router: Router, deps: SandboxDeps, listed: ListedRows)
       if (!/^\d{1,9}$/.test(offsetText)) return invalidField(res, 'OffSetValue');
 
       const offset = Number(offsetText);
-      const given = await listed.pageAt(shortcode, offset);
+      const given = await listedRowsAt(deps.em, shortcode, offset);
       if (given.rows.length > 0) {
         res.json({ ResponseRefID: responseRefId(), ResponseCode: '1000', ResponseMessage: 'Success', Response: [given.rows] });
         return;
