@@ -165,7 +165,7 @@ const requestIdOf = (callerRequestId: string | undefined): string => callerReque
 
 export function isRetrySafe(method: string, headers: Record<string, string>): boolean {
   if (SAFE_METHODS.has(method.toUpperCase())) return true;
-  return Object.keys(headers).some((name) => name.toLowerCase() === 'idempotency-key' && headers[name]);
+  return headerValue(headers, 'idempotency-key') !== undefined;
 }
 
 /** Retry-After as milliseconds: delta-seconds or an HTTP date; undefined when absent or unreadable. */
