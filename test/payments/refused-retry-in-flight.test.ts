@@ -41,20 +41,27 @@ function expectWaitedOrPassingConflict(res: { status: number; headers: Record<st
   else expect(res.body.data!.id).toBe(firstId());
 }
 
+/**
+ * Sends a first request with `idem`, deletes the credentials while it is still at the provider, then retries
+ * with the key: the first answers 201, and the retry waits for that answer (the same id) or gets the passing 409.
+ */
+async function retryWhileFirstRuns(scope: string, idem: string, send: () => Promise<{ status: number; headers: Record<string, string>; body: { data?: { id: string } } }>) {
+  await storeCredentials();
+  const first = send();
+  await eventually(async () => (await keyRow(scope, idem)).length === 1, 10_000, 'the first request\'s key');
+  const deleted = await deleteCredentials();
+
+  const retry = await send();
+  const firstRes = await first;
+  await deleted();
+  expect(firstRes.status).toBe(201);
+  expectWaitedOrPassingConflict(retry, () => firstRes.body.data!.id);
+}
+
 describe('a retry with the key of a request still running, after the credentials were deleted', () => {
   it('a payment: waits for the first answer (the same payment) or 409 with Retry-After, never 422', async () => {
-    await storeCredentials();
     const idem = `refused-payment-${Date.now()}`;
-    const create = () => t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', idem).send(cardBody);
-    const first = create().then((res) => res);
-    await eventually(async () => (await keyRow('payment.create', idem)).length === 1, 10_000, 'the first request\'s key');
-    const deleted = await deleteCredentials();
-
-    const retry = await create();
-    const firstRes = await first;
-    await deleted();
-    expect(firstRes.status).toBe(201);
-    expectWaitedOrPassingConflict(retry, () => firstRes.body.data.id);
+    await retryWhileFirstRuns('payment.create', idem, () => t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', idem).send(cardBody).then((res) => res));
     // A new key is refused: nothing configured.
     const fresh = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', `${idem}-new`).send(cardBody);
     expect(fresh.status).toBe(422);
@@ -79,17 +86,7 @@ describe('a retry with the key of a request still running, after the credentials
   }, 60_000);
 
   it('a saved card: waits for the first answer (the same card) or 409 with Retry-After, never 422', async () => {
-    await storeCredentials();
     const idem = `refused-card-${Date.now()}`;
-    const save = () => t.http.post('/v1/payments/cards').set('X-API-Key', key).set('Idempotency-Key', idem).send({ payment_method_id: 'pm_card_visa' });
-    const first = save().then((res) => res);
-    await eventually(async () => (await keyRow('card.create', idem)).length === 1, 10_000, 'the first request\'s key');
-    const deleted = await deleteCredentials();
-
-    const retry = await save();
-    const firstRes = await first;
-    await deleted();
-    expect(firstRes.status).toBe(201);
-    expectWaitedOrPassingConflict(retry, () => firstRes.body.data.id);
+    await retryWhileFirstRuns('card.create', idem, () => t.http.post('/v1/payments/cards').set('X-API-Key', key).set('Idempotency-Key', idem).send({ payment_method_id: 'pm_card_visa' }).then((res) => res));
   }, 60_000);
 });
