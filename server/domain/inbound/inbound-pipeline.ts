@@ -133,7 +133,8 @@ export class InboundPipeline {
     // recorded, it is confirmed with the provider — asked with the merchant's own credentials — never applied as it says.
     // So is one naming no provider reference of its subject at all (a walletpay capture event without its order,
     // a refund event without its capture): only our id ties it to the subject, and the merchant's own call at
-    // the provider can set that (custom_id). A refund cannot be confirmed so: left to the refund sync.
+    // the provider can set that (custom_id). A refund cannot be confirmed so: left to the refund sync — unless
+    // every provider refund it names is one our refunds recorded (namesNoReference).
     const bound = (scheme.boundToSubject?.(request, creds, subject.subjectId) ?? true) && !(await this.namesNoReference(notification, subject));
     if (!bound && !this.namesItsRecordedReference(notification, subject)) {
       this.logger.warn(
