@@ -30,13 +30,19 @@ export function currencyDigits(currency: string): number | null {
 }
 
 /**
+ * How decimal places are counted: as written (a merchant's input: `10.000` USD has three, more than
+ * USD has, decisions.md → 422), or significant only (a provider's report, where `10.0` is ten).
+ */
+export type DecimalPlaces = 'written' | 'significant';
+
+/**
  * Parses a decimal amount (JSON number or string) into integer minor units without binary floating
  * point: the text is split into digits, never multiplied as a float. Strict: no surrounding spaces,
- * no sign, no exponent, at most the currency's digits. A JSON number too precise for a double
- * arrives here as its exact text (see the JSON body parser), so `19.999999999999999` is refused
- * rather than read as 20.
+ * no sign, no exponent, at most the currency's digits (counted as `places` says). A JSON number too
+ * precise for a double, or with trailing fractional zeros, arrives here as its exact text (see the JSON
+ * body parser), so `19.999999999999999` is refused rather than read as 20, and `10.000` USD as 10.
  */
-export function toMinorUnits(value: string | number, currency: string, field = 'amount'): bigint {
+export function toMinorUnits(value: string | number, currency: string, field = 'amount', places: DecimalPlaces = 'written'): bigint {
   const digits = currencyDigits(currency);
   if (digits === null) throw new InvalidAmountError(`unknown currency ${currency}`, 'currency', 'must be a known ISO 4217 code');
   const text = typeof value === 'number' ? numberToPlainString(value) : value;
@@ -50,7 +56,7 @@ export function toMinorUnits(value: string | number, currency: string, field = '
   const whole = match[1]!;
   const fraction = match[2] ?? '';
   const significantFraction = fraction.replace(/0+$/, '');
-  if (significantFraction.length > digits) {
+  if ((places === 'written' ? fraction : significantFraction).length > digits) {
     const issue = `must have at most ${digits} decimal places for ${currency.toUpperCase()}`;
     throw new InvalidAmountError(`${field} has more decimal places than ${currency.toUpperCase()} allows (${digits})`, field, issue);
   }

@@ -142,6 +142,12 @@ describe('strict money input', () => {
       expectRefusal(await pay(amount), 422, 'VALIDATION_ERROR', 'amount');
     }
     expectRefusal(await pay('100.5', 'JPY'), 422, 'VALIDATION_ERROR', 'amount');
+    // Decimal places are counted as written (decisions.md), trailing zeros included, as a string or a JSON number.
+    for (const [amount, currency] of [['"10.000"', 'USD'], ['10.000', 'USD'], ['19.990', 'USD'], ['"1500.0"', 'JPY'], ['1500.0', 'JPY'], ['"5.2500"', 'KWD']] as const) {
+      const refused = await pay(amount, currency);
+      expectRefusal(refused, 422, 'VALIDATION_ERROR', 'amount');
+      expect(parsed(refused).error?.details?.[0]?.issue).toContain('decimal places');
+    }
     for (const code of ['XXX', 'XAU', 'XAG', 'XPT', 'XPD', 'XTS', 'XDR', 'XBA', 'XBD', 'XSU', 'XUA', 'USN', 'CLF']) {
       expectRefusal(await pay('"5"', code), 422, 'VALIDATION_ERROR', 'currency');
     }
@@ -151,7 +157,8 @@ describe('strict money input', () => {
   it('reads JSON-number amounts exactly as written', async () => {
     const pay = (amount: string, currency = 'USD') => createPayment(`{"provider":"cardpay","amount":${amount},"currency":"${currency}","payment_method":"pm_card_visa"}`);
     expect(parsed(await pay('19.99')).data.amount).toBe('19.99');
-    expect(parsed(await pay('19.990')).data.amount).toBe('19.99');
+    expect(parsed(await pay('19.90')).data.amount).toBe('19.90');
+    expect(parsed(await pay('"5.250"', 'KWD')).data.amount).toBe('5.250');
     expect(parsed(await pay('1500', 'JPY')).data.amount).toBe('1500');
     // cardpay's largest USD amount (Stripe takes eight digits of cents).
     expect(parsed(await pay('999999.99')).data.amount).toBe('999999.99');
@@ -164,11 +171,11 @@ describe('strict money input', () => {
     const paid = parsed(await createPayment('{"provider":"cardpay","amount":"10.00","currency":"USD","payment_method":"pm_card_visa"}')).data;
     expect(paid.status).toBe('completed');
     const before = await counts();
-    for (const amount of ['" 5"', '"5 "', '5.000000000000000001', '1.001']) {
+    for (const amount of ['" 5"', '"5 "', '5.000000000000000001', '1.001', '"5.000"', '5.000']) {
       expectRefusal(await send('POST', '/v1/refunds', `{"payment_id":"${paid.id}","amount":${amount}}`), 422, 'VALIDATION_ERROR', 'amount');
     }
     expect(await counts()).toEqual(before);
-    for (const [query, field] of [['min_amount=%205', 'min_amount'], ['max_amount=5%20', 'max_amount'], ['min_amount=1e2', 'min_amount'], ['currency=JPY&min_amount=5.5', 'min_amount'], ['currency=USD&max_amount=5.001', 'max_amount']] as const) {
+    for (const [query, field] of [['min_amount=%205', 'min_amount'], ['max_amount=5%20', 'max_amount'], ['min_amount=1e2', 'min_amount'], ['currency=JPY&min_amount=5.5', 'min_amount'], ['currency=USD&max_amount=5.001', 'max_amount'], ['currency=USD&min_amount=5.000', 'min_amount'], ['currency=JPY&max_amount=5.0', 'max_amount']] as const) {
       expectRefusal(await rawRequest(port, { method: 'GET', target: `/v1/payments?${query}`, headers: [['X-API-Key', key]] }), 422, 'VALIDATION_ERROR', field);
     }
     const ok = await t.http.get('/v1/payments').query({ currency: 'USD', min_amount: '9.50', max_amount: '10.00' }).set('X-API-Key', key);

@@ -281,14 +281,14 @@ export class PaymentService {
     return payment;
   }
 
-  /** With a currency filter, min/max follow that currency's digits, like every amount input. */
+  /** With a currency filter, min/max follow that currency's digits as written, like every amount input (lib/money.ts). */
   private checkFilterDigits(query: ListPaymentsQuery): void {
     if (!query.currency) return;
     const digits = currencyDigits(query.currency);
     if (digits === null) throw new DomainError('VALIDATION_ERROR', 'Invalid request: currency must be a known ISO 4217 code', [{ field: 'currency', issue: 'must be a known ISO 4217 code' }]);
     for (const field of ['min_amount', 'max_amount'] as const) {
       const fraction = query[field]?.split('.')[1] ?? '';
-      if (fraction.replace(/0+$/, '').length > digits) {
+      if (fraction.length > digits) {
         const issue = `must have at most ${digits} decimal places for ${query.currency.toUpperCase()}`;
         throw new DomainError('VALIDATION_ERROR', `Invalid request: ${field} ${issue}`, [{ field, issue }]);
       }

@@ -14,8 +14,13 @@ const badRequest = (message: string) => new DomainError('BAD_REQUEST', message);
 const isSpace = (ch: number) => ch === 0x20 || ch === 0x09 || ch === 0x0a || ch === 0x0d;
 const isDigit = (ch: number) => ch >= 0x30 && ch <= 0x39;
 const isNumberChar = (ch: number) => isDigit(ch) || ch === 0x2d || ch === 0x2b || ch === 0x2e || ch === 0x65 || ch === 0x45;
-/** Up to 15 significant digits, no exponent: always exactly what a double prints back. */
-const PLAINLY_SAFE = /^-?\d{1,15}$|^-?(?=[\d.]{3,16}$)\d+\.\d+$/;
+/** Up to 15 significant digits, no exponent, no trailing fractional zero: always exactly what a double prints back. */
+const PLAINLY_SAFE = /^-?\d{1,15}$|^-?(?=[\d.]{3,16}$)\d+\.\d*[1-9]$/;
+/**
+ * A number whose text a double does not keep: one it does not hold exactly, or one with trailing
+ * fractional zeros (`10.000` reads as 10), whose decimal places an amount is judged by.
+ */
+const textNotKept = (token: string) => !isSafeNumber(token) || /\.\d*0$/.test(token);
 
 /**
  * One pass over JSON text outside its strings: is it nested deeper than `limit`, and does it need the
@@ -53,15 +58,15 @@ function scan(text: string, limit: number): { tooDeep: boolean; needsExact: bool
       const start = i;
       while (i + 1 < text.length && isNumberChar(text.charCodeAt(i + 1))) i += 1;
       const token = text.slice(start, i + 1);
-      if (!PLAINLY_SAFE.test(token) && !isSafeNumber(token)) needsExact = true;
+      if (!PLAINLY_SAFE.test(token) && textNotKept(token)) needsExact = true;
     }
   }
   return { tooDeep: false, needsExact };
 }
 
 /**
- * JSON numbers as JSON.parse reads them, plus the exact source text of every number the double
- * does not hold exactly (`19.999999999999999` reads as 20, `1e400` as Infinity), by dotted path.
+ * JSON numbers as JSON.parse reads them, plus the exact source text of every number whose text the
+ * double does not keep (`19.999999999999999` reads as 20, `1e400` as Infinity, `10.000` as 10), by dotted path.
  * Node 20's JSON.parse gives no access to a number's source text, hence lossless-json: its numbers
  * keep their text, and this walk turns them into ordinary numbers, so validation and provider
  * callbacks see exactly what JSON.parse would have given them.
@@ -69,7 +74,7 @@ function scan(text: string, limit: number): { tooDeep: boolean; needsExact: bool
 function toNumbers(root: unknown, exact: Map<string, string>): unknown {
   const convert = (value: unknown, path: string): unknown => {
     if (isLosslessNumber(value)) {
-      if (!isSafeNumber(value.value)) exact.set(path, value.value);
+      if (textNotKept(value.value)) exact.set(path, value.value);
       return Number(value.value);
     }
     return value;
@@ -116,8 +121,8 @@ export function parseJsonBody(bytes: Buffer, charset: string | undefined): { bod
 
 /**
  * A decimal input (an amount) as the client wrote it: the exact text when the body held a JSON
- * number no double holds exactly, otherwise the validated value. So `19.999999999999999` is judged
- * against the currency's digits, never silently read as 20.
+ * number whose text a double does not keep, otherwise the validated value. So `19.999999999999999`
+ * and `10.000` are judged against the currency's digits, never silently read as 20 and 10.
  */
 export function asSent<T>(req: Request, path: string, value: T): T | string {
   return (req as RawBodyRequest).exactNumbers?.get(path) ?? value;

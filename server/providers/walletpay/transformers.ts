@@ -184,7 +184,7 @@ export function moneyOf(raw: unknown): Money | null {
   const m = raw as Partial<WireMoney> | undefined;
   if (!m || typeof m.value !== 'string' || typeof m.currency_code !== 'string') return null;
   try {
-    return { minor: toMinorUnits(m.value, m.currency_code), currency: m.currency_code.toUpperCase() };
+    return { minor: toMinorUnits(m.value, m.currency_code, 'value', 'significant'), currency: m.currency_code.toUpperCase() };
   } catch {
     return null;
   }
