@@ -71,7 +71,7 @@ export const StoreCredentialsBodySchema = extendApi(
       walletpay: { summary: 'walletpay', value: { provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'AbC123-client', client_secret: 'EfG456-secret' } } },
       mobilemoney: {
         summary: 'mobilemoney',
-        value: { provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: 'ck_demo', consumer_secret: 'cs_demo', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd', shortcode: '174379' } },
+        value: { provider: 'mobilemoney', mobilemoney: { env: 'sandbox', consumer_key: 'ck_demo', consumer_secret: 'cs_demo', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379' } },
       },
     },
   },
