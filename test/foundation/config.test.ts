@@ -27,6 +27,20 @@ describe('configuration', () => {
     expect(config.host).toBe(defaults.host);
   });
 
+  it("defaults to production's safe settings under NODE_ENV=production, and to the documented schedules everywhere", () => {
+    const production = loadConfig({ NODE_ENV: 'production', DATABASE_URL: NOWHERE, ENCRYPTION_KEY: randomBytes(32).toString('base64') });
+    // decisions.md: no simulators and no private webhook addresses unless the operator asks for them.
+    expect({ sandbox: production.sandbox, webhookAllowPrivateUrls: production.webhookAllowPrivateUrls }).toEqual({ sandbox: false, webhookAllowPrivateUrls: false });
+    const development = loadConfig({ NODE_ENV: 'development' });
+    expect({ sandbox: development.sandbox, webhookAllowPrivateUrls: development.webhookAllowPrivateUrls }).toEqual({ sandbox: true, webhookAllowPrivateUrls: true });
+    for (const config of [production, development]) {
+      // decisions.md: retries after 30 s, 2 min, 10 min, 30 min and 2 h, each attempt waiting 30 s; interface.md: reconciliation every 15 minutes.
+      expect(config.webhookRetryScheduleMs).toEqual([30_000, 120_000, 600_000, 1_800_000, 7_200_000]);
+      expect(config.webhookTimeoutMs).toBe(30_000);
+      expect(config.mobilemoneyReconcileIntervalMs).toBe(900_000);
+    }
+  });
+
   it('refuses a MOBILEMONEY_CALLBACK_ALLOWLIST entry that is not an address or CIDR, naming it', () => {
     const allowlist = (value: string) => loadConfig({ MOBILEMONEY_CALLBACK_ALLOWLIST: value }).mobilemoneyCallbackAllowlist;
     // Each of these used to boot and match nothing: every live callback refused.
