@@ -141,9 +141,10 @@ export class PaymentsApiError extends PaymentsError {
     body: unknown,
     headers: Headers,
     idempotencyKey?: string,
-    call: { earlierAttemptMayHaveSucceeded?: boolean; mayHaveSucceeded?: boolean; notRepeatable?: string } = {},
+    call: { earlierAttemptMayHaveSucceeded?: boolean; mayHaveSucceeded?: boolean; notRepeatable?: string; sentRequestId?: string } = {},
   ): PaymentsApiError {
-    const headerRequestId = headers.get('x-request-id');
+    // The id the answer names, else the one the attempt sent (a proxy's own page names none; its log may).
+    const headerRequestId = headers.get('x-request-id') ?? call.sentRequestId ?? null;
     const error = parseErrorEnvelope(body);
     const unknown = outcomeUnknown(headers);
     const known = {

@@ -138,7 +138,7 @@ export function createIdempotencyKey(): string {
 /** About the HTTP answer a successful call returned. */
 export interface ResponseMeta {
   status: number;
-  /** X-Request-Id: quote it when asking for support. */
+  /** X-Request-Id as the answer named it (else as the SDK sent it): quote it when asking for support. */
   requestId: string | null;
   /** True when an Idempotency-Key replayed an earlier result (Idempotent-Replayed: true): nothing new happened. */
   replayed: boolean;
@@ -158,10 +158,10 @@ export type WithResponse<T> = T extends object ? T & { readonly $response: Respo
 
 function attachResponse<T>(value: T, response: { status: number; headers: Headers }, extra: Partial<ResponseMeta> = {}): WithResponse<T> {
   if (value !== null && typeof value === 'object') {
-    const { idempotencyKey } = response as Partial<FetcherResult>;
+    const { idempotencyKey, sentRequestId } = response as Partial<FetcherResult>;
     const meta: ResponseMeta = {
       status: response.status,
-      requestId: response.headers.get('x-request-id'),
+      requestId: response.headers.get('x-request-id') ?? sentRequestId ?? null,
       replayed: response.headers.get('idempotent-replayed') === 'true',
       ...(idempotencyKey ? { idempotencyKey } : {}),
       ...extra,
@@ -184,6 +184,7 @@ function apiError(response: { status: number; body: unknown; headers: Headers })
     earlierAttemptMayHaveSucceeded: call.earlierAttemptMayHaveSucceeded === true,
     mayHaveSucceeded: call.mayHaveSucceeded === true,
     ...(call.notRepeatable ? { notRepeatable: call.notRepeatable } : {}),
+    ...(call.sentRequestId ? { sentRequestId: call.sentRequestId } : {}),
   });
 }
 

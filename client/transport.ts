@@ -89,6 +89,8 @@ export interface FetcherResult {
   notRepeatable?: string;
   /** The Idempotency-Key the request carried, so results and errors can hand it back to the caller. */
   idempotencyKey?: string;
+  /** The X-Request-Id this answer's attempt sent: the id to quote when the answer carries none (a proxy's own page). */
+  sentRequestId?: string;
 }
 
 /**
@@ -333,6 +335,7 @@ export function createFetcher(options: TransportOptions) {
         ...(mayHaveSucceeded ? { mayHaveSucceeded: true as const } : {}),
         ...(notRepeatable ? { notRepeatable } : {}),
         ...(idempotencyKey ? { idempotencyKey } : {}),
+        ...(lastRequestId ? { sentRequestId: lastRequestId } : {}),
       };
     };
 

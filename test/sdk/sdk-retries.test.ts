@@ -255,6 +255,14 @@ describe('SDK retries', () => {
     expect(missing).toMatchObject({ status: 404, requestId: stub.seen[1]!.requestId });
     expect(stub.seen[1]!.requestId).toMatch(uuid);
 
+    // A proxy's own answer names no id (its page, no X-Request-Id header): the error quotes the one the attempt sent.
+    stub.reset();
+    stub.next({ status: 502, body: '<html>Bad Gateway</html>' });
+    const proxied = await sdk({ maxRetries: 0 }).client.merchant.get().catch((e: unknown) => e);
+    expect(proxied).toBeInstanceOf(PaymentsApiError);
+    expect(proxied).toMatchObject({ status: 502, code: 'UNEXPECTED_RESPONSE', requestId: stub.seen[0]!.requestId });
+    expect(stub.seen[0]!.requestId).toMatch(uuid);
+
     // A caller's own X-Request-Id (a raw call's header) is sent as it is, on every attempt.
     stub.reset();
     stub.next(unavailable('0'));
