@@ -27,6 +27,8 @@ async function main() {
 
   let service: RunningService | null = null;
   let requested: { signal: string; at: number } | null = null;
+  // Aborted on the first signal: the service drains from then on (/readyz 503, Connection: close), boot or not.
+  const stopSignal = new AbortController();
   const stop = (running: RunningService) =>
     running.stop().then(
       () => process.exit(0),
@@ -44,6 +46,7 @@ async function main() {
     }
     requested = { signal, at: Date.now() };
     logger.info({ signal, ...(service ? {} : { booting: true }) }, 'signal received');
+    stopSignal.abort();
     // A stop that cannot finish (e.g. the database is gone, or the boot hangs) must not keep the process alive forever.
     setTimeout(() => {
       logger.error({ timeoutMs: shutdownTimeoutMs }, 'graceful shutdown timed out; exiting');
@@ -52,7 +55,8 @@ async function main() {
     if (service) void stop(service);
   };
   // Installed before the boot: jobs may already run before startService resolves, and a signal then
-  // must not kill them mid-call. A signal during the boot lets it finish its schema work, with nothing
+  // must not kill them mid-call. A signal during the boot drains at once (a listener already open answers
+  // /readyz 503 and closes its connections) and lets the boot finish its schema work, with nothing
   // started after the signal (no listening, jobs or webhook deliveries: the exit deadline counts from the
   // signal, and would cut them), then stops as usual (below).
   // `on`, not `once`: under tsx (npm start) a signal with no listener of ours left makes tsx's own
@@ -60,7 +64,9 @@ async function main() {
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
 
-  service = await startService(config, { logger, stopRequested: () => requested !== null });
+  // A boot that fails has already stopped what it had started (the requests being served answered, within
+  // SHUTDOWN_TIMEOUT_MS) when this rejects: main().catch below exits with code 1.
+  service = await startService(config, { logger, stopSignal: stopSignal.signal });
   if (requested) {
     await stop(service);
     return;

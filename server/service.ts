@@ -68,11 +68,14 @@ export interface StartOptions {
   agendaProcessEveryMs?: number;
   agendaLockLifetimeMs?: number;
   /**
-   * True once a stop was asked for during the boot (main.ts's signal handler). The boot then finishes
-   * its schema work but takes no requests or jobs: main.ts's exit deadline counts from the signal, so
-   * work started after it could be cut by that deadline (and its jobs left locked for their lock lifetime).
+   * Aborted when a stop is asked for (main.ts's signal handler), possibly while the boot is still under
+   * way. From then on the process drains: /readyz answers 503 and every response closes its connection,
+   * whatever the boot's stage (a listener opened before the signal included). The boot finishes its
+   * schema work but starts nothing more (no listening, jobs or webhook deliveries): main.ts's exit
+   * deadline counts from the signal, so work started after it could be cut by that deadline (and its
+   * jobs left locked for their lock lifetime).
    */
-  stopRequested?: () => boolean;
+  stopSignal?: AbortSignal;
 }
 
 /**
@@ -113,34 +116,153 @@ export async function startService(config: AppConfig, options: StartOptions = {}
     onWaiting: (waitedMs, holder) => logger.warn({ waitedMs, holder }, 'waiting for the schema lock held by another process (a migration, or a session that holds it): the boot goes on once it is released'),
   });
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
-  // Said at boot, not at a merchant's first failing request: stored secrets this process cannot open.
-  const storedSecrets = await censusOfSecretKeys(container.orm.em, container.secrets).catch(() => null);
-  if (storedSecrets?.unknown) {
-    logger.error({ storedSecrets }, 'stored secrets sealed with a key this process does not have: requests that need them fail until ENCRYPTION_KEY or DECRYPTION_KEYS holds it');
-  }
-
-  await container.prepareSandboxes();
 
   const servesApi = config.role === 'all' || config.role === 'api';
   const runsJobs = config.role === 'all' || config.role === 'worker';
   // Asked before each start below: a signal can arrive while an earlier one is awaited.
-  const stopRequested = () => options.stopRequested?.() ?? false;
+  const stopRequested = () => options.stopSignal?.aborted ?? false;
+
+  // When this process began draining: the signal, if one arrives during the boot; otherwise the stop's start.
+  let drainingSince: number | null = null;
+  const beginDraining = (): number => {
+    if (drainingSince === null) {
+      drainingSince = Date.now();
+      // From here every response closes its connection and /readyz answers 503 (draining).
+      container.draining = true;
+    }
+    return drainingSince;
+  };
+  // A signal during the boot drains at once, whatever the boot is doing: a listener opened before it
+  // must not go on answering /readyz 200 and keeping connections alive (an orchestrator would go on
+  // routing here) until the rest of the boot (Agenda, recurring jobs, the drain loop) is done.
+  if (stopRequested()) beginDraining();
+  else options.stopSignal?.addEventListener('abort', () => beginDraining(), { once: true });
 
   let server: http.Server | null = null;
   let baseUrl = config.publicBaseUrl;
+  let opsUrl: string | null = null;
   const closers: ((deadlineMs: number) => Promise<void>)[] = [];
-  if (servesApi && !stopRequested()) {
-    server = http.createServer();
-    server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
-    server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000;
-    server.on('clientError', refuseMalformedRequest(logger));
-    closers.push(gracefulCloser(server));
-    await listen(server, config.port, config.host);
-    const port = (server.address() as AddressInfo).port;
-    if (!config.publicBaseUrlConfigured) config.publicBaseUrl = `http://${urlHost(config.host)}:${port}`;
-    baseUrl = `http://${urlHost(config.host)}:${port}`;
-    server.on('request', createApp(container));
+  let drainer: DeliveryDrainer | null = null;
+  let dueDeliveries: ChangeNotifications | null = null;
+
+  let stopping: Promise<void> | null = null;
+  const stop = () =>
+    (stopping ??= (async () => {
+      logger.info('shutting down');
+      const since = beginDraining();
+      // The simulators' held answers ("hang" mode) end with their process, as a provider's would.
+      container.sandboxDeps.heldAnswers.releaseAll();
+      // Still listening and working while the orchestrator sees /readyz 503 and stops routing here (on
+      // Kubernetes endpoint removal races the signal: a listener closed at once refuses what still arrives).
+      // Counted from the start of the draining (a signal during the boot: the signal); nothing to wait for
+      // when nothing listens (a stop asked for before the boot listened).
+      const delayLeftMs = since + config.shutdownDelayMs - Date.now();
+      if (delayLeftMs > 0 && closers.length > 0) await new Promise((resolve) => setTimeout(resolve, delayLeftMs));
+      // What is left of SHUTDOWN_TIMEOUT_MS since the draining began (main.ts's deadline counts from the signal).
+      const budgetMs = Math.max(0, since + config.shutdownTimeoutMs - Date.now());
+      // HTTP and jobs stop side by side: busy keep-alive connections no longer hold the job drain back.
+      // Agenda stops taking jobs while the drain loop finishes its attempts, not after: a retry job started
+      // during the drain loop's wait would be cut by the shutdown deadline (and sent again after its lease).
+      await Promise.all([
+        ...closers.map((close) => close(budgetMs)),
+        dueDeliveries?.stop().then(() => drainer?.stop()),
+        drainAgenda(container.agenda, agendaDrainMs(budgetMs)).catch(() => undefined),
+      ]);
+      // Nothing left to do after a drain; it still unlocks what a drain that failed part-way had not.
+      await container.agenda.stop().catch(() => undefined);
+      await container.close();
+      if (embedded) await embedded.stop();
+    })());
+
+  try {
+    // Said at boot, not at a merchant's first failing request: stored secrets this process cannot open.
+    const storedSecrets = await censusOfSecretKeys(container.orm.em, container.secrets).catch(() => null);
+    if (storedSecrets?.unknown) {
+      logger.error({ storedSecrets }, 'stored secrets sealed with a key this process does not have: requests that need them fail until ENCRYPTION_KEY or DECRYPTION_KEYS holds it');
+    }
+
+    await container.prepareSandboxes();
+
+    if (servesApi && !stopRequested()) {
+      server = http.createServer();
+      server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+      server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000;
+      server.on('clientError', refuseMalformedRequest(logger));
+      closers.push(gracefulCloser(server));
+      await listen(server, config.port, config.host);
+      const port = (server.address() as AddressInfo).port;
+      if (!config.publicBaseUrlConfigured) config.publicBaseUrl = `http://${urlHost(config.host)}:${port}`;
+      baseUrl = `http://${urlHost(config.host)}:${port}`;
+      server.on('request', createApp(container));
+    }
+    warnAboutProductionSettings(config, logger);
+    // A worker serves nothing else, so it gets its own small server for probes and scraping.
+    if (config.role === 'worker' && !stopRequested()) {
+      const opsServer = http.createServer(createWorkerApp(container));
+      opsServer.on('clientError', refuseMalformedRequest(logger));
+      closers.push(gracefulCloser(opsServer));
+      await listen(opsServer, config.workerPort, config.host);
+      opsUrl = `http://${urlHost(config.host)}:${(opsServer.address() as AddressInfo).port}`;
+    }
+    if (runsJobs) defineJobs(container);
+    const takesJobs = !stopRequested();
+    // Started in every role: a started Agenda sends NOTIFY when it schedules a job, so workers pick
+    // jobs up at once; with no job definitions (api role) it processes nothing.
+    if (takesJobs) await container.agenda.start();
+    if (runsJobs && takesJobs) await scheduleRecurringJobs(container);
+    // The drain loop sleeps until the database NOTIFYs a due delivery, on a connection of its own; it is
+    // also woken when that connection is (re)made, for whatever became due while no worker listened, and
+    // claims at least once per sweep interval whatever happens to the wake-ups.
+    drainer = runsJobs && !stopRequested() ? new DeliveryDrainer(container, {
+          ...DRAINER_OPTIONS,
+          pollMs: config.deliverySweepIntervalMs,
+          reclaimAfterRecorded: Math.min(MIN_RECLAIM, config.webhookMaxInFlightPerMerchant),
+        }) : null;
+    const wake = drainer;
+    dueDeliveries = wake
+      ? new ChangeNotifications(url, {
+          channel: DELIVERIES_DUE_CHANNEL,
+          name: 'payments-deliveries-listener',
+          heartbeatIntervalMs: DUE_LISTENER_HEARTBEAT_MS,
+          onError: (message) => logger.warn(message),
+          onDeaf: (message) => logger.error(message),
+        })
+      : null;
+    dueDeliveries?.subscribe(() => wake!.notifyDue());
+    drainer?.start();
+    await dueDeliveries?.start();
+  } catch (err) {
+    // A step after the listening (or after the pools opened) failed: the requests already being served
+    // get their answers, as in a stop, and what had started is released before main.ts exits with code 1
+    // (bounded by SHUTDOWN_TIMEOUT_MS, as a stop is).
+    logger.error({ err: { message: (err as Error).message } }, 'boot failed: stopping what had started');
+    await stopWithin(stop(), config.shutdownTimeoutMs, logger);
+    throw err;
   }
+  if (stopRequested()) logger.info({ role: config.role }, 'boot finished after a stop was requested: requests, jobs and webhook deliveries not yet started stay off');
+  else logger.info({ role: config.role, baseUrl, ...(opsUrl ? { opsUrl } : {}), host: config.host, sandbox: config.sandbox }, 'payments service started');
+
+  return { container, server, baseUrl, opsUrl, stop };
+}
+
+function listen(server: http.Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/** Where this machine reaches a server bound to `host` (every interface: through loopback). */
+function urlHost(host: string): string {
+  if (host === '0.0.0.0' || host === '::') return '127.0.0.1';
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+/** Settings allowed in production but likely mistakes there, said once at boot. */
+function warnAboutProductionSettings(config: AppConfig, logger: Logger): void {
   // Allowed (a demo or staging deployment), but a SANDBOX=true left over in a production .env would let the
   // simulators complete live payments with no money moved; the warnings below are skipped meanwhile.
   if (config.production && config.sandbox) {
@@ -171,86 +293,25 @@ export async function startService(config: AppConfig, options: StartOptions = {}
       'METRICS_TOKEN is unset: /metrics answers anyone who reaches this port (request rates by route, provider outcomes, queue depths); set it (16+ characters) or keep the port off public interfaces',
     );
   }
-  // A worker serves nothing else, so it gets its own small server for probes and scraping.
-  let opsUrl: string | null = null;
-  if (config.role === 'worker' && !stopRequested()) {
-    const opsServer = http.createServer(createWorkerApp(container));
-    opsServer.on('clientError', refuseMalformedRequest(logger));
-    closers.push(gracefulCloser(opsServer));
-    await listen(opsServer, config.workerPort, config.host);
-    opsUrl = `http://${urlHost(config.host)}:${(opsServer.address() as AddressInfo).port}`;
-  }
-  if (runsJobs) defineJobs(container);
-  const takesJobs = !stopRequested();
-  // Started in every role: a started Agenda sends NOTIFY when it schedules a job, so workers pick
-  // jobs up at once; with no job definitions (api role) it processes nothing.
-  if (takesJobs) await container.agenda.start();
-  if (runsJobs && takesJobs) await scheduleRecurringJobs(container);
-  // The drain loop sleeps until the database NOTIFYs a due delivery, on a connection of its own; it is
-  // also woken when that connection is (re)made, for whatever became due while no worker listened, and
-  // claims at least once per sweep interval whatever happens to the wake-ups.
-  const drainer = runsJobs && !stopRequested() ? new DeliveryDrainer(container, {
-        ...DRAINER_OPTIONS,
-        pollMs: config.deliverySweepIntervalMs,
-        reclaimAfterRecorded: Math.min(MIN_RECLAIM, config.webhookMaxInFlightPerMerchant),
-      }) : null;
-  const dueDeliveries = drainer
-    ? new ChangeNotifications(url, {
-        channel: DELIVERIES_DUE_CHANNEL,
-        name: 'payments-deliveries-listener',
-        heartbeatIntervalMs: DUE_LISTENER_HEARTBEAT_MS,
-        onError: (message) => logger.warn(message),
-        onDeaf: (message) => logger.error(message),
-      })
-    : null;
-  dueDeliveries?.subscribe(() => drainer!.notifyDue());
-  drainer?.start();
-  await dueDeliveries?.start();
-  if (stopRequested()) logger.info({ role: config.role }, 'boot finished after a stop was requested: requests, jobs and webhook deliveries not yet started stay off');
-  else logger.info({ role: config.role, baseUrl, ...(opsUrl ? { opsUrl } : {}), host: config.host, sandbox: config.sandbox }, 'payments service started');
-
-  let stopping: Promise<void> | null = null;
-  const stop = () =>
-    (stopping ??= (async () => {
-      logger.info('shutting down');
-      // From here every response closes its connection and /readyz answers 503 (draining).
-      container.draining = true;
-      // The simulators' held answers ("hang" mode) end with their process, as a provider's would.
-      container.sandboxDeps.heldAnswers.releaseAll();
-      // Still listening and working while the orchestrator sees /readyz 503 and stops routing here (on
-      // Kubernetes endpoint removal races the signal: a listener closed at once refuses what still arrives).
-      // (Nothing to wait for when nothing listens: a stop asked for during the boot, whose deadline runs from the signal.)
-      if (config.shutdownDelayMs > 0 && closers.length > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
-      const budgetMs = config.shutdownTimeoutMs - config.shutdownDelayMs;
-      // HTTP and jobs stop side by side: busy keep-alive connections no longer hold the job drain back.
-      // Agenda stops taking jobs while the drain loop finishes its attempts, not after: a retry job started
-      // during the drain loop's wait would be cut by the shutdown deadline (and sent again after its lease).
-      await Promise.all([
-        ...closers.map((close) => close(budgetMs)),
-        dueDeliveries?.stop().then(() => drainer?.stop()),
-        drainAgenda(container.agenda, agendaDrainMs(budgetMs)).catch(() => undefined),
-      ]);
-      // Nothing left to do after a drain; it still unlocks what a drain that failed part-way had not.
-      await container.agenda.stop().catch(() => undefined);
-      await container.close();
-      if (embedded) await embedded.stop();
-    })());
-
-  return { container, server, baseUrl, opsUrl, stop };
 }
 
-function listen(server: http.Server, port: number, host: string): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-}
-
-/** Where this machine reaches a server bound to `host` (every interface: through loopback). */
-function urlHost(host: string): string {
-  if (host === '0.0.0.0' || host === '::') return '127.0.0.1';
-  return host.includes(':') ? `[${host}]` : host;
+/**
+ * Waits for a stop begun because the boot failed, at most `timeoutMs` (a database gone can hold it):
+ * main.ts then exits with code 1 whatever is left.
+ */
+async function stopWithin(stopping: Promise<void>, timeoutMs: number, logger: Logger): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<'timed out'>((resolve) => (timer = setTimeout(() => resolve('timed out'), timeoutMs)));
+  const outcome = await Promise.race([
+    stopping.then(
+      () => 'stopped' as const,
+      (err: Error) => {
+        logger.error({ err: { message: err.message } }, 'shutdown failed');
+        return 'failed' as const;
+      },
+    ),
+    timedOut,
+  ]);
+  clearTimeout(timer);
+  if (outcome === 'timed out') logger.error({ timeoutMs }, 'graceful shutdown timed out; exiting');
 }
