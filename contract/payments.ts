@@ -381,9 +381,13 @@ export const paymentsContract = c.router(
       path: '/v1/payments/cards/:id',
       summary: 'Delete a saved card',
       description:
-        'Deactivates the card locally (it is no longer listed and can no longer be charged) and detaches it at the card provider. ' +
-        'The card is deleted even when the detach cannot be done (no cardpay credentials any more, credentials of another provider account, ' +
-        'the provider unreachable): that is logged, and the payment method stays attached at the provider. ' +
+        'Deactivates the card locally (it is no longer listed and can no longer be charged from this answer on) and detaches its payment method ' +
+        'from its customer at the card provider. The answer is 200 even when the detach cannot be done at once (the provider unreachable, ' +
+        'a 5xx or no answer in time, no cardpay credentials any more, credentials of another provider account than the one the card was saved under): ' +
+        'the detach is then kept due with the deletion and retried by the service in the background (5 minutes, doubling up to 6 hours; at once ' +
+        'when cardpay credentials are stored again, and only through credentials of the card\'s own account) until the provider confirms it; ' +
+        'a payment method the provider says is not attached or does not exist counts as detached. A detach still not done 30 days after the ' +
+        'deletion, or refused by the provider as a bad request, is given up on and logged for the operator to detach by hand. ' +
         'When the card was the default, the most recently saved remaining card becomes the default.',
       metadata: cards,
       pathParams: IdParamsSchema,

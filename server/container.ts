@@ -33,6 +33,7 @@ import type { ProviderRegistry } from './domain/ports.js';
 import { InboundPipeline } from './domain/inbound/inbound-pipeline.js';
 import { ProviderOperationsService } from './domain/operations/provider-operations.service.js';
 import { SavedCardService } from './domain/cards/saved-card.service.js';
+import { CardDetachService } from './domain/cards/card-detach.service.js';
 import { IdempotencyKeys } from './domain/payments/idempotency-keys.js';
 import { IdempotencyKeyRetention } from './domain/payments/idempotency-key-retention.js';
 import { InboxRetention } from './domain/inbound/inbox-retention.js';
@@ -92,6 +93,7 @@ export interface Services {
   paymentHistory: PaymentHistory;
   refunds: RefundService;
   savedCards: SavedCardService;
+  cardDetach: CardDetachService;
   statusSync: StatusSyncService;
   abandonFailed: AbandonFailedService;
   refundSync: RefundSyncService;
@@ -199,7 +201,17 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     if (reconciles(provider)) await alignReconciliation(reconcileScheduling, provider, merchantId);
   };
   const credentials = new CredentialsService(em, secrets, providers, {
-    hooks: { stored: alignReconciliationOf, removed: alignReconciliationOf },
+    hooks: {
+      // Cards whose detach waits for credentials (of their account) are tried again at once.
+      stored: async (merchantId, provider) => {
+        try {
+          await cardDetach.credentialsStored(merchantId, provider);
+        } finally {
+          await alignReconciliationOf(merchantId, provider);
+        }
+      },
+      removed: alignReconciliationOf,
+    },
     cache: credentialCache,
     logger,
     leases: new Leases(em.getKnex()),
@@ -213,6 +225,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const idempotency = new IdempotencyKeys(em, writer, config.idempotencyLeaseMs);
   const payments = new PaymentService(em, config, credentials, gateway, idempotency, writer, logger, merchantHosts);
   const refunds = new RefundService(em, config, gateway, writer, idempotency, logger);
+  const cardDetach = new CardDetachService(em, credentials, providers, logger);
   const operations = new ProviderOperationsService(em, config, providers, credentials, writer, logger, merchantHosts);
   const services: Services = {
     apiKeys: new ApiKeyService(em, principalCache),
@@ -243,7 +256,8 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     payments,
     paymentHistory: new PaymentHistory(em),
     refunds,
-    savedCards: new SavedCardService(em, credentials, providers, idempotency, logger),
+    savedCards: new SavedCardService(em, credentials, providers, idempotency, cardDetach),
+    cardDetach,
     // A lost push is judged by reconciliation's pull (lost-creation.ts).
     statusSync: new StatusSyncService(em, config, gateway, payments, logger, operations.reconcileWindow.bind(operations)),
     abandonFailed: new AbandonFailedService(em, gateway, writer, logger),

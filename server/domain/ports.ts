@@ -436,6 +436,7 @@ export interface ProviderOperations<C> {
 export interface CardVault<C> {
   createCustomer(creds: C, input: { email?: string; name?: string; idempotencyKey: string }): Promise<{ customerId: string }>;
   attachPaymentMethod(creds: C, input: { paymentMethodId: string; customerId: string; idempotencyKey: string }): Promise<SavedCardDetails>;
+  /** Resolves once the payment method is attached to no customer (detached now, or already: not attached, or no such payment method). */
   detachPaymentMethod(creds: C, paymentMethodId: string): Promise<void>;
   /** The request fields that charge a saved card off-session. */
   chargeFields(card: { customerRef: string; paymentMethodToken: string }): Record<string, unknown>;

@@ -2,6 +2,7 @@ import type { JobContext } from './job-context.js';
 import { sandboxModules } from '../sandbox/index.js';
 import { defineJob } from './define-job.js';
 import { defineAbandonFailedJob, scheduleAbandonFailed } from './abandon-failed.job.js';
+import { defineDetachCardsJob, scheduleDetachCards } from './detach-cards.job.js';
 import { defineDeliverWebhookJob } from './deliver-webhook.job.js';
 import { defineFoldPaymentCountsJob, scheduleFoldPaymentCounts } from './fold-payment-counts.job.js';
 import { definePruneEventsJob, schedulePruneEvents } from './prune-events.job.js';
@@ -19,6 +20,7 @@ export function defineJobs(container: JobContext): void {
   defineSweepDeliveriesJob(container);
   defineSyncPaymentsJob(container);
   defineAbandonFailedJob(container);
+  defineDetachCardsJob(container);
   defineSyncRefundsJob(container);
   defineReconcileTransactionsJobs(container);
   defineScheduleReconciliationsJob(container);
@@ -41,6 +43,7 @@ export async function scheduleRecurringJobs(container: JobContext): Promise<void
   await scheduleDeliverySweep(container);
   await scheduleSyncPayments(container);
   await scheduleAbandonFailed(container);
+  await scheduleDetachCards(container);
   await scheduleSyncRefunds(container);
   await scheduleReconciliations(container);
   await schedulePruneEvents(container);

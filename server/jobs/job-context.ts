@@ -10,6 +10,7 @@ import type { RateLimitRetention } from '../domain/auth/rate-limit-retention.js'
 import type { ProviderOperationsService } from '../domain/operations/provider-operations.service.js';
 import type { StatusSyncService } from '../domain/payments/status-sync.service.js';
 import type { AbandonFailedService } from '../domain/payments/abandon-failed.service.js';
+import type { CardDetachService } from '../domain/cards/card-detach.service.js';
 import type { RefundSyncService } from '../domain/refunds/refund-sync.service.js';
 import type { ProviderRegistry } from '../domain/ports.js';
 import type { Logger } from '../observability/logger.js';
@@ -39,6 +40,7 @@ export interface JobContext {
     rateLimitRetention: RateLimitRetention;
     statusSync: StatusSyncService;
     abandonFailed: AbandonFailedService;
+    cardDetach: CardDetachService;
     refundSync: RefundSyncService;
     operations: ProviderOperationsService;
   };

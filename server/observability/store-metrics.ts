@@ -11,6 +11,8 @@ interface Snapshot {
   unresolved: Record<string, number>;
   /** By provider, every provider present (0 when it has none). */
   oldestPendingRefundSeconds: Record<string, number>;
+  /** By provider, every provider present (0 when it has none). */
+  cardDetachesDue: Record<string, number>;
   deliveries: { status: string; n: number }[];
   deliveryLagSeconds: number;
   jobs: { name: string; depth: number; lag: number }[];
@@ -50,7 +52,7 @@ function waitingJobsSql(lockLifetimeMs: number): string {
 }
 
 async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<string, number>>, lockLifetimeMs: number): Promise<Snapshot> {
-  const [payments, unresolved, pendingRefunds, deliveries, lag, jobs, keys] = await Promise.all([
+  const [payments, unresolved, pendingRefunds, detachesDue, deliveries, lag, jobs, keys] = await Promise.all([
     // The trigger-kept counters (the view payment_count_totals), not a count over every payment row.
     query('SELECT provider, status, sum(n)::int AS n FROM payment_count_totals GROUP BY provider, status HAVING sum(n) <> 0'),
     // Pending with no re-check ahead (the status sync's schedule ran out), not waiting for the customer (payments_unresolved_idx).
@@ -59,6 +61,8 @@ async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<strin
     query(`SELECT p.provider, extract(epoch FROM now() - min(r.created_at))::float8 AS age
              FROM (SELECT payment_id, created_at FROM refunds WHERE status = 'pending') r JOIN payments p ON p.id = r.payment_id
             GROUP BY p.provider`),
+    // Deleted saved cards whose payment method is still to be detached at the provider (saved_cards_detach_due_idx).
+    query(`SELECT provider, count(*)::int AS n FROM saved_cards WHERE detach_due_at IS NOT NULL GROUP BY provider`),
     // Not `delivered`: counting every delivery kept for EVENT_RETENTION would scan them all at every
     // scrape (webhook_delivery_attempts_total counts the successes). Each from a partial index; `dead`
     // leaves out failed test events (webhook_deliveries_dead_idx is partial on the same condition).
@@ -74,6 +78,7 @@ async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<strin
     payments: payments.map((r) => ({ provider: String(r.provider), status: String(r.status), n: Number(r.n) })),
     unresolved: perProvider(unresolved, 'n'),
     oldestPendingRefundSeconds: perProvider(pendingRefunds, 'age'),
+    cardDetachesDue: perProvider(detachesDue, 'n'),
     deliveries: Object.entries(deliveries[0] ?? {}).map(([status, n]) => ({ status, n: Number(n) })),
     deliveryLagSeconds: Math.max(0, Number(lag[0]?.lag ?? 0)),
     jobs: jobs.map((r) => ({ name: String(r.name), depth: Number(r.depth), lag: Math.max(0, Number(r.lag)) })),
@@ -142,6 +147,8 @@ export function registerStoreMetrics(
     Object.entries(s.unresolved).map(([provider, n]) => [{ provider }, n]));
   snapshotGauge('refunds_pending_oldest_seconds', "How long the oldest refund still waiting for its provider's outcome has waited, by provider (0 when none)", ['provider'], (s) =>
     Object.entries(s.oldestPendingRefundSeconds).map(([provider, seconds]) => [{ provider }, seconds]));
+  snapshotGauge('saved_cards_detach_due', 'Deleted saved cards whose payment method is still to be detached at the provider (the worker retries; given up on, logged at error, 30 days after the deletion), by provider', ['provider'], (s) =>
+    Object.entries(s.cardDetachesDue).map(([provider, n]) => [{ provider }, n]));
   snapshotGauge('webhook_deliveries', 'Merchant webhook deliveries not delivered (yet), by status: pending, retrying, dead (failed webhook.test events left out)', ['status'], (s) =>
     s.deliveries.map((d) => [{ status: d.status }, d.n]));
   snapshotGauge('webhook_delivery_lag_seconds', 'How long the oldest due, unsent merchant webhook delivery has waited (0 when none)', [], (s) =>

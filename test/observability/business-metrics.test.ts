@@ -241,7 +241,7 @@ describe('business metrics on /metrics', () => {
       }, 10_000, 'store_metrics_up 0 once the cached read expired');
       // No webhook_delivery_lag_seconds 0 ("nothing unsent", so the unsent-webhooks alert could not fire), no stale payments.
       const storeSeries = [...down.keys()].filter((series) =>
-        /^(payments|payments_unresolved|refunds_pending_oldest_seconds|webhook_deliveries|webhook_delivery_lag_seconds|job_queue_depth|job_queue_lag_seconds|stored_secrets)(\{|$)/.test(series));
+        /^(payments|payments_unresolved|refunds_pending_oldest_seconds|saved_cards_detach_due|webhook_deliveries|webhook_delivery_lag_seconds|job_queue_depth|job_queue_lag_seconds|stored_secrets)(\{|$)/.test(series));
       expect(storeSeries).toEqual([]);
       // The process's own metrics are still served.
       expect(total(down, 'http_requests_total')).toBeGreaterThan(0);

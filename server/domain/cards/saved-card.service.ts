@@ -3,9 +3,9 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { SavedCardSchema, type SavedCard } from '../../persistence/entities/index.js';
 import { DomainError, OutcomeUnknownError, afterProviderMayHaveActed, notFound } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
-import type { Logger } from '../../observability/logger.js';
-import { ProviderError, type CardVault, type ProviderPort, type ProviderRegistry } from '../ports.js';
+import { ProviderError, providerAccountOf, type CardVault, type ProviderPort, type ProviderRegistry } from '../ports.js';
 import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
+import { DETACH_DUE_SQL, type CardDetachService } from './card-detach.service.js';
 
 /**
  * A provider failure as the answer: one that does not say whether the provider acted (no answer in time,
@@ -52,7 +52,7 @@ export class SavedCardService {
     private readonly credentials: CredentialsService,
     providers: ProviderRegistry,
     private readonly idempotency: IdempotencyKeys,
-    private readonly logger: Logger,
+    private readonly detach: CardDetachService,
   ) {
     const port = providers.all().find((p) => p.cards);
     if (!port?.cards) throw new Error('no provider of this build keeps saved cards');
@@ -132,6 +132,7 @@ export class SavedCardService {
         expYear: details.expYear,
         isDefault: !hasDefault,
         active: true,
+        providerAccount: providerAccountOf(creds),
       });
       return card;
     });
@@ -147,44 +148,30 @@ export class SavedCardService {
   }
 
   /**
-   * Deactivates the card: it can no longer be charged, nor is it listed. It is detached at the provider
-   * first when the merchant's card credentials are there; a detach that fails — no credentials any more,
-   * credentials of another provider account (which does not know the payment method), the provider
-   * unreachable — is logged and does not keep the card: the service never charges an inactive card.
+   * Deactivates the card: it can no longer be charged, nor is it listed. In the same transaction its
+   * detach at the provider is marked due (saved_cards.detach_due_at); after the commit the detach is tried
+   * (CardDetachService), and one that cannot be done now — the provider unreachable, no card credentials
+   * any more, credentials of another provider account — stays due and is retried by the worker until the
+   * provider confirms it (or, after a bounded time, given up on and logged for an operator). The answer
+   * does not wait for it: the card is deleted either way, and the service never charges an inactive card.
    * When the card was the default, the most recently saved remaining card becomes the default.
    */
   async remove(merchantId: string, id: string): Promise<void> {
-    const card = await this.em.fork().findOne(SavedCardSchema, { id, merchantId, active: true });
-    if (!card) throw notFound('saved card');
-    await this.detach(card);
-    await this.em.fork().transactional(async (tx) => {
+    const deleted = await this.em.fork().transactional(async (tx) => {
       await lockMerchantCards(tx, merchantId);
       const [row] = await tx.execute<{ is_default: boolean }[]>('SELECT is_default FROM saved_cards WHERE id = ? AND merchant_id = ? AND active FOR UPDATE', [id, merchantId]);
-      if (!row) return; // deleted meanwhile
-      await tx.execute('UPDATE saved_cards SET active = false, is_default = false, deleted_at = now() WHERE id = ?', [id], 'run');
-      if (!row.is_default) return;
+      if (!row) return false; // none, another merchant's, or deleted already (meanwhile too)
+      await tx.execute(`UPDATE saved_cards SET active = false, is_default = false, deleted_at = now(), detach_due_at = ${DETACH_DUE_SQL} WHERE id = ?`, [id], 'run');
+      if (!row.is_default) return true;
       await tx.execute(
         `UPDATE saved_cards SET is_default = true
           WHERE id = (SELECT id FROM saved_cards WHERE merchant_id = ? AND active ORDER BY created_at DESC, id DESC LIMIT 1)`,
         [merchantId],
         'run',
       );
+      return true;
     });
-  }
-
-  /** Detaches the card's payment method at the provider; a failure is logged, never thrown. */
-  private async detach(card: SavedCard): Promise<void> {
-    const log = { cardId: card.id, merchantId: card.merchantId, provider: this.port.name, customerRef: card.customerRef };
-    const creds = await this.credentials.find(card.merchantId, this.port.name);
-    if (!creds) {
-      this.logger.warn(log, 'saved card deleted without detaching it at the provider: the merchant has no card credentials any more');
-      return;
-    }
-    try {
-      await this.vault.detachPaymentMethod(creds, card.paymentMethodToken);
-    } catch (err) {
-      if (!(err instanceof ProviderError)) throw err;
-      this.logger.warn({ ...log, err: { kind: err.kind, message: err.message } }, 'saved card deleted; the provider could not detach it');
-    }
+    if (!deleted) throw notFound('saved card');
+    await this.detach.detachAfterDelete(id);
   }
 }

@@ -18,6 +18,10 @@ export const SavedCardSchema = defineEntity({
     active: p.boolean().default(true),
     createdAt: p.datetime().onCreate(() => new Date()),
     deletedAt: p.datetime().nullable(),
+    /** Deleted, its payment method still to be detached at the provider, from then on (CardDetachService). */
+    detachDueAt: p.datetime().nullable(),
+    /** The provider account of the credentials it was saved under (providerAccountOf); null when not known. */
+    providerAccount: p.text().nullable(),
   }),
 });
 export type SavedCard = InferEntity<typeof SavedCardSchema>;

@@ -69,6 +69,7 @@ import { Migration20261128009120_reconcile_cursors } from './Migration2026112800
 import { Migration20261128009130_payment_provider_account } from './Migration20261128009130_payment_provider_account.js';
 import { Migration20261128009140_payments_provider_ref_unique } from './Migration20261128009140_payments_provider_ref_unique.js';
 import { Migration20261128009150_sandbox_mobilemoney_listed_rows } from './Migration20261128009150_sandbox_mobilemoney_listed_rows.js';
+import { Migration20261129004101_saved_card_detach_due } from './Migration20261129004101_saved_card_detach_due.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -145,4 +146,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261128009130_payment_provider_account', class: Migration20261128009130_payment_provider_account },
   { name: 'Migration20261128009140_payments_provider_ref_unique', class: Migration20261128009140_payments_provider_ref_unique },
   { name: 'Migration20261128009150_sandbox_mobilemoney_listed_rows', class: Migration20261128009150_sandbox_mobilemoney_listed_rows },
+  { name: 'Migration20261129004101_saved_card_detach_due', class: Migration20261129004101_saved_card_detach_due },
 ];

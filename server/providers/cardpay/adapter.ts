@@ -170,12 +170,18 @@ export class CardpayAdapter {
     return `${account.id}:${/^(sk|rk)_live_/.test(creds.secret_key) ? 'live' : 'test'}`;
   }
 
-  /** Detaching a card that is no longer attached counts as done. */
+  /**
+   * Detaching a card that is no longer attached, or a payment method the account does not have (404
+   * resource_missing: deleted, or detached and gone), counts as done. The caller sends only credentials of
+   * the account the card was saved under (CardDetachService): through another account's, "no such payment
+   * method" would say nothing about the card.
+   */
   async detachPaymentMethod(creds: CardpayCredentials, paymentMethodId: string): Promise<void> {
     try {
       await this.stripe(creds).paymentMethods.detach(paymentMethodId);
     } catch (err) {
       if (err instanceof Stripe.errors.StripeInvalidRequestError && err.statusCode === 400 && /not attached/i.test(err.message)) return;
+      if (err instanceof Stripe.errors.StripeInvalidRequestError && err.statusCode === 404 && err.code === 'resource_missing') return;
       throw toProviderError(err, 'write');
     }
   }
