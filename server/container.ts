@@ -226,7 +226,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const payments = new PaymentService(em, config, credentials, gateway, idempotency, writer, logger, merchantHosts);
   const refunds = new RefundService(em, config, gateway, writer, idempotency, logger);
   const cardDetach = new CardDetachService(em, credentials, providers, logger);
-  const operations = new ProviderOperationsService(em, config, providers, credentials, writer, logger, merchantHosts);
+  const operations = new ProviderOperationsService(em, config, providers, credentials, writer, logger, merchantHosts, gateway);
   const services: Services = {
     apiKeys: new ApiKeyService(em, principalCache),
     rateLimiter: new RateLimiter(em, config.rateLimit),
@@ -262,7 +262,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     statusSync: new StatusSyncService(em, config, gateway, payments, logger, operations.reconcileWindow.bind(operations)),
     abandonFailed: new AbandonFailedService(em, gateway, writer, logger),
     refundSync: new RefundSyncService(em, config, gateway, refunds, logger),
-    inbound: new InboundPipeline(em, providers, credentials, writer, logger),
+    inbound: new InboundPipeline(em, providers, credentials, writer, logger, gateway),
     operations,
   };
 

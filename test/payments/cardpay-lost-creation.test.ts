@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 /**
@@ -236,6 +237,25 @@ describe('a payment created on one provider account, the credentials then replac
     expect(res.status).toBe(502);
     expect(res.body.error.message).toContain('created on cardpay account');
     expect(await t.sql('SELECT id FROM sandbox_cardpay_refunds WHERE payment_intent = $1', [paid.body.data.provider_ref])).toEqual([]);
+  });
+
+  it("a verified refund event (signed with the secret stored with B's key) of a payment pending from A: the payment is not asked about, nor settled, through B", async () => {
+    const id = await lostOnAThenB();
+    // On B, an intent naming our payment (made there outside the service), paid, then refunded 5.00 in B's dashboard.
+    const onB = (await t.http.post('/sandbox/cardpay/v1/payment_intents').set('Authorization', `Bearer ${ACCOUNT_B}`).type('form')
+      .send({ amount: '4000', currency: 'usd', payment_method: 'pm_card_visa', confirm: 'true', 'automatic_payment_methods[enabled]': 'true', 'automatic_payment_methods[allow_redirects]': 'never', 'metadata[payment_id]': id }).expect(200)).body as { id: string; status: string; latest_charge: string };
+    expect(onB.status).toBe('succeeded');
+    await t.http.post('/sandbox/cardpay/dashboard/refunds').set('Authorization', `Bearer ${ACCOUNT_B}`).type('form').send({ payment_intent: onB.id, amount: '500' }).expect(200);
+    const charge = (await t.http.get(`/sandbox/cardpay/v1/charges/${onB.latest_charge}`).set('Authorization', `Bearer ${ACCOUNT_B}`).expect(200)).body;
+    const body = JSON.stringify({ id: `evt_two_accounts_${++n}_${Date.now()}`, object: 'event', type: 'charge.refunded', created: Math.floor(Date.now() / 1000), data: { object: charge } });
+    const res = await t.http.post('/v1/webhooks/cardpay').set('Content-Type', 'application/json')
+      .set('Cardpay-Signature', signatureHeader(body, 'whsec_lost_creation_account_b')).send(body);
+    // Not consumed (the provider sends it again), and nothing judged from B's answers: still pending, as the status sync leaves it.
+    expect(res.status).toBe(502);
+    expect(res.body.error.message).toContain('created on cardpay account');
+    expect(await paymentOf(id)).toMatchObject({ status: 'pending', provider_ref: null, amount_refunded: '0.00' });
+    expect(await t.sql('SELECT id FROM refunds WHERE payment_id = $1', [id])).toEqual([]);
+    expect((await t.http.get(`/v1/events?payment_id=${id}`).set('X-API-Key', shop).expect(200)).body.data).toEqual([]);
   });
 
   it('credentials stored while their account cannot be read (the provider down) prove no other account: earlier payments are refunded as before', async () => {

@@ -7,6 +7,7 @@ import { PaymentSchema, RefundSchema, type Payment, type Refund } from '../../pe
 import { DomainError } from '../errors.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import { paymentLookup, toUpdate } from '../payments/payment.service.js';
+import { OTHER_ACCOUNT, type ProviderGateway } from '../payments/provider-gateway.js';
 import type { PaymentUpdate, StatusWriter } from '../payments/status-writer.js';
 import {
   MalformedNotificationError, ProviderError,
@@ -66,6 +67,8 @@ const paymentSubject = (payment: Payment): Subject => ({
  * deliveries enqueued after commit. A notification that cannot be verified — or whose verification
  * does not bind it to its subject while the reference it names is not the subject's by record — is
  * never applied as it says: the provider is asked (getPayment) and its answer applied, outside any transaction.
+ * A payment is asked about through the gateway (ProviderGateway.getPayment), never through credentials of
+ * another provider account than the one it was created under (otherAccount): left pending, as the status sync leaves it.
  */
 export class InboundPipeline {
   constructor(
@@ -74,6 +77,7 @@ export class InboundPipeline {
     private readonly credentials: CredentialsService,
     private readonly writer: StatusWriter,
     private readonly logger: Logger,
+    private readonly gateway: ProviderGateway,
   ) {}
 
   async handle(provider: Provider, request: InboundRequest): Promise<InboundOutcome> {
@@ -182,11 +186,16 @@ export class InboundPipeline {
     const named = reference && !reference.providerDataKey ? reference.providerRef : null;
     let answer;
     try {
-      answer = await port.getPayment(creds, { ...paymentLookup(payment), providerRef: payment.providerRef ?? named ?? null });
+      answer = await this.gateway.getPayment(payment, { ...paymentLookup(payment), providerRef: payment.providerRef ?? named ?? null }, creds);
     } catch (err) {
-      // Not answered now: 5xx, so the provider sends the notification again.
-      if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${port.name} could not be asked about the refunded payment; retry later`);
-      throw err;
+      if (!(err instanceof ProviderError)) throw err;
+      // Not answered now: 5xx, so the provider sends the notification again. Created under another account than
+      // the stored credentials': not asked (nor judged) there; it stays pending until its own account's are stored.
+      if (err.providerCode === OTHER_ACCOUNT) {
+        this.logger.warn({ provider: port.name, paymentId: payment.id, reason: err.message }, 'refund of a pending payment created on another provider account than the stored credentials; not asked about, not applied');
+        throw new DomainError('PROVIDER_ERROR', `${port.name} refund event not applied: ${err.message}`);
+      }
+      throw new DomainError('PROVIDER_ERROR', `${port.name} could not be asked about the refunded payment; retry later`);
     }
     const outcome = await this.writer.applyPayment(payment.id, toUpdate(answer), `confirmed:${notification.label}`);
     this.logger.info({ provider: port.name, paymentId: payment.id, answered: answer.status, status: outcome.payment.status }, 'refund of a pending payment: the provider was asked about the payment first');
@@ -537,10 +546,11 @@ export class InboundPipeline {
     }
     let answer;
     try {
-      answer = await port.getPayment(creds, { ...paymentLookup(payment), providerRef: payment.providerRef ?? named });
+      answer = await this.gateway.getPayment(payment, { ...paymentLookup(payment), providerRef: payment.providerRef ?? named }, creds);
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
-      this.logger.warn({ provider: port.name, paymentId: payment.id, kind: err.kind }, 'unverifiable notification: the provider could not be asked; the status sync will');
+      const reason = err.providerCode === OTHER_ACCOUNT ? err.message : undefined;
+      this.logger.warn({ provider: port.name, paymentId: payment.id, kind: err.kind, reason }, 'unverifiable notification: the provider could not be asked; the status sync will');
       return 'unconfirmed';
     }
     const update = toUpdate(answer);
@@ -564,7 +574,7 @@ export class InboundPipeline {
     let answered = 'had no reference to be asked about';
     if (payment.providerRef) {
       try {
-        const answer = await port.getPayment(creds, paymentLookup(payment));
+        const answer = await this.gateway.getPayment(payment, paymentLookup(payment), creds);
         if (answer.status === 'completed') {
           await this.writer.applyPayment(payment.id, toUpdate(answer), `confirmed:${notification.label}`);
           return 'confirmed';
@@ -572,7 +582,7 @@ export class InboundPipeline {
         answered = `answered ${answer.status}`;
       } catch (err) {
         if (!(err instanceof ProviderError)) throw err;
-        answered = `could not be asked (${err.kind})`;
+        answered = err.providerCode === OTHER_ACCOUNT ? `was not asked (${err.message})` : `could not be asked (${err.kind})`;
       }
     }
     const note = `an unverifiable report that the payment recorded failed was paid; the provider ${answered}: not applied`;

@@ -9,6 +9,7 @@ import type { CredentialsService } from '../merchants/credentials.service.js';
 import type { AppConfig } from '../../config/config.js';
 import { assertDeliverableUrl, type HostResolver } from '../merchants/webhook-url-policy.js';
 import { paymentLookup, toUpdate } from '../payments/payment.service.js';
+import type { ProviderGateway } from '../payments/provider-gateway.js';
 import type { StatusWriter } from '../payments/status-writer.js';
 import { ProviderError, type ProviderOperations, type ProviderRegistry } from '../ports.js';
 import { AUTO_RECONCILE_WINDOW_MS, RECONCILE_MAX_WINDOW_MS } from './reconcile-windows.js';
@@ -65,6 +66,7 @@ export class ProviderOperationsService {
     private readonly writer: StatusWriter,
     private readonly logger: Logger,
     private readonly hosts: HostResolver,
+    private readonly gateway: ProviderGateway,
   ) {}
 
   private operation<K extends Exclude<keyof ProviderOperations<unknown>, 'paymentRequestKey'>>(provider: Provider, name: K): NonNullable<ProviderOperations<unknown>[K]> {
@@ -111,7 +113,9 @@ export class ProviderOperationsService {
   private async lookUpNow(provider: Provider, payment: Payment, creds: unknown): Promise<CheckStatusAck> {
     let result;
     try {
-      result = await this.providers.get(provider).getPayment(creds, paymentLookup(payment));
+      // Through the gateway: a payment created under another provider account than the credentials' is not
+      // asked about there (ProviderGateway.otherAccount); the merchant is told why (502), and it stays pending.
+      result = await this.gateway.getPayment(payment, paymentLookup(payment), creds);
     } catch (err) {
       providerFailure(err, provider, 'status lookup');
     }

@@ -58,8 +58,9 @@ export class ProviderGateway {
     return this.port(payment.provider).createPayment(await this.creds(payment, knownCreds), input);
   }
 
-  async getPayment(payment: Payment, lookup: PaymentLookup): Promise<ProviderPaymentResult> {
-    return this.port(payment.provider).getPayment(await this.creds(payment), lookup);
+  /** `knownCreds`: the caller already holds the merchant's credentials (the inbound pipeline, check-status); the account is checked all the same. */
+  async getPayment(payment: Payment, lookup: PaymentLookup, knownCreds?: unknown): Promise<ProviderPaymentResult> {
+    return this.port(payment.provider).getPayment(await this.creds(payment, knownCreds), lookup);
   }
 
   /** The payment found at the provider by our id (ProviderPort.findPayment); undefined when the provider cannot look it up so. */
