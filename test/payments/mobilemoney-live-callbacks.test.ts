@@ -188,6 +188,23 @@ describe('live-env operator callbacks', () => {
     expect(await get(b.id)).toMatchObject({ status: 'pending', provider_ref: b.provider_ref });
   });
 
+  it('a validly signed success that states no amount is refused: the payment stays pending, the refusal recorded', async () => {
+    const p = await pay(PHONES.silent);
+    const signed = successBody(p.provider_ref, 'LIVENOAMT1');
+    signed.Body.stkCallback.CallbackMetadata.Item = signed.Body.stkCallback.CallbackMetadata.Item.filter((i) => i.Name !== 'Amount');
+    const body = JSON.stringify(signed);
+    const signature = rsaSign('sha256', Buffer.from(body), operatorKey.privateKey).toString('base64');
+    const res = await t.http.post('/v1/webhooks/mobilemoney').set('Content-Type', 'application/json').set('X-Mobilemoney-Signature', signature).send(body);
+    // Acknowledged (the operator's own body, verified), and nothing moved: money moves only on our amount.
+    expect(res.status).toBe(200);
+    expect(await get(p.id)).toMatchObject({ status: 'pending', provider_ref: p.provider_ref, integrity: { status: 'mismatch' } });
+    expect(await refusedMoves(p.id)).toEqual([
+      { from_status: 'pending', to_status: 'completed', trigger: 'callback:stk', note: 'integrity: the provider reported no amount, expected 10000 KES' },
+    ]);
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([]);
+    expect(await queriesOf(p.provider_ref)).toBe(0);
+  });
+
   it('a callback whose signature does not verify is refused (401) and asks nothing', async () => {
     const p = await pay(PHONES.silent);
     const body = JSON.stringify(successBody(p.provider_ref, 'LIVE999999'));
