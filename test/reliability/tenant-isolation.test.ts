@@ -25,6 +25,8 @@ const a = {
   cardPayment: '', walletPayment: '', mobilePayment: '', receipt: '', pendingPush: '', checkoutId: '',
   refund: '', card: '', delivery: '', idempotencyKey: '',
 };
+/** Merchant B's own payment. */
+let bPayment = '';
 
 const as = (tenant: Tenant) => ({
   get: (path: string) => t.http.get(path).set('X-API-Key', tenant.apiKey),
@@ -50,7 +52,8 @@ async function configure(tenant: Tenant, name: string, receiver: WebhookReceiver
 
 async function pay(tenant: Tenant, body: object, key = `iso-${Date.now()}-${++n}`) {
   const res = await as(tenant).post('/v1/payments', body, { 'Idempotency-Key': key });
-  // Every key here is new: a 200 (a replay) would be someone else's payment answered to this tenant.
+  // Every key here is new: a 200 (a replay) would be someone else's payment answered to this tenant. And the
+  // new payment is the paying tenant's (B pays too, with the same body as A: one recorded under A is caught here).
   expect(res.status).toBe(201);
   const [row] = await t.sql<{ merchant_id: string }>('SELECT merchant_id FROM payments WHERE id = $1', [res.body.data.id]);
   expect(row?.merchant_id).toBe(tenant.merchantId);
@@ -71,6 +74,7 @@ beforeAll(async () => {
 
   a.idempotencyKey = `tenant-a-order-${Date.now()}`;
   a.cardPayment = (await pay(A, { provider: 'cardpay', amount: '50.00', currency: 'USD', payment_method: 'pm_card_visa' }, a.idempotencyKey)).id;
+  bPayment = (await pay(B, { provider: 'cardpay', amount: '50.00', currency: 'USD', payment_method: 'pm_card_visa' })).id;
   a.refund = (await as(A).post('/v1/refunds', { payment_id: a.cardPayment, amount: '5.00' }).expect(201)).body.data.id;
   a.card = (await as(A).post('/v1/payments/cards', { payment_method_id: 'pm_card_visa', customer_email: 'a@example.com' }).expect(201)).body.data.id;
   a.walletPayment = (await pay(A, { provider: 'walletpay', amount: '20.00', currency: 'USD', return_url: 'https://a.example/r', cancel_url: 'https://a.example/c' })).id;
@@ -142,8 +146,10 @@ describe("merchant B with merchant A's ids", () => {
     expect(payments.body.meta.total).toBe(0);
     const byReceipt = await as(B).get(`/v1/payments?search=${a.receipt}`).expect(200);
     expect(byReceipt.body.meta.total).toBe(0);
+    // B's list is B's payment, and only it (empty would prove nothing: B has one).
     const all = await as(B).get('/v1/payments?page_size=100').expect(200);
     expect(all.body.data.filter((p: { merchant_id: string }) => p.merchant_id !== B.merchantId)).toEqual([]);
+    expect(all.body.data.map((p: { id: string }) => p.id)).toEqual([bPayment]);
     expect((await as(B).get(`/v1/webhooks/logs?payment_id=${a.cardPayment}`).expect(200)).body.meta.total).toBe(0);
     expect((await as(B).get('/v1/payments/cards').expect(200)).body.data.map((c: { id: string }) => c.id)).not.toContain(a.card);
   });
