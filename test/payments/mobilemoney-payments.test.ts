@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { StatusWriter } from '../../server/domain/payments/status-writer.js';
+import { StatusWriter, type PaymentUpdate } from '../../server/domain/payments/status-writer.js';
 import { callbackToken } from '../../server/providers/mobilemoney/callback.js';
 import { scrapeMetrics, total } from '../support/prometheus.js';
 import { statusQueriesSentDuring } from '../support/operator-watch.js';
@@ -882,6 +882,87 @@ describe('reconciliation', () => {
     const notes = (await t.sql<{ note: string }>(`SELECT note FROM payment_transitions WHERE payment_id = $1 AND NOT accepted ORDER BY note`, [p.id])).map((r) => r.note);
     expect(notes).toEqual(receipts.map((r) => `a payment recorded failed was charged at the provider: ${r}`).sort());
     expect(await metric()).toBe(before + 2);
+  });
+
+  /**
+   * A callback lands between the reconciliation's read of a payment and its write: the status writer applies
+   * `update` as the callback would (trigger callback:stk), its transaction held open — the payment's row
+   * locked, the change not yet committed — until the reconciliation, which read the payment as it was
+   * (pending), waits for that row; then it commits. Answers the reconciliation's report.
+   */
+  async function reconcileAsACallbackLands(apiKey: string, paymentId: string, update: PaymentUpdate) {
+    const c = t.service.container;
+    const writer = new StatusWriter(c.orm.em, c.deliveryQueue, c.metrics.integrityMismatches, c.logger);
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => { release = resolve; });
+    let holding!: () => void;
+    const held = new Promise<void>((resolve) => { holding = resolve; });
+    const callback = t.inContext(() => writer.commit(async (uow) => {
+      const outcome = await uow.payment(paymentId, update, 'callback:stk');
+      holding();
+      await released;
+      return outcome;
+    }));
+    await held;
+    const reconcile = t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', apiKey).send({}).then((res) => res);
+    await eventually(() => t.sql(
+      `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%"payments"%for update%'`,
+    ).then((rows) => (rows.length > 0 ? true : null)), 10_000, 'the reconciliation to wait for the payment row');
+    release();
+    expect((await callback).transitioned).toBe(true);
+    const res = await reconcile;
+    expect(res.status).toBe(200);
+    return res.body.data as { pulled: number; updated: number; skipped: number; results: unknown[] };
+  }
+  /** A merchant of its own shortcode with a push the customer paid (no callback came): its receipt at the operator. */
+  async function paidSilently(name: string, shortcode: string) {
+    const m = await t.createMerchant(name);
+    await storeCreds(m.apiKey, { ...SANDBOX_CREDS, consumer_key: `${shortcode}-key`, shortcode });
+    const p = (await pay({ phone: PHONES.silent }, m.apiKey)).body.data as { id: string; provider_ref: string; reference: string };
+    const [{ receipt_number: receipt }] = await eventually(() => t.sql<{ receipt_number: string }>(
+      'SELECT receipt_number FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1 AND completes_at <= now()', [p.provider_ref],
+    ).then((r) => (r.length ? r : null)), 10_000, 'push completed at the operator') as [{ receipt_number: string }];
+    return { m, p, receipt };
+  }
+  const paid = (receipt: string): PaymentUpdate => ({ status: 'completed', reported: { minor: 10000n, currency: 'KES' }, providerRef: receipt, receiptNumber: receipt });
+  const refusedMovesOf = (paymentId: string) => t.sql<{ from_status: string; to_status: string; trigger: string; note: string }>(
+    'SELECT from_status, to_status, trigger, note FROM payment_transitions WHERE payment_id = $1 AND NOT accepted ORDER BY id', [paymentId]);
+
+  it('a transaction a callback applied between the reconciliation\'s read and its write is reported skipped (already applied), not updated: one completion, the callback\'s', async () => {
+    const { m, p, receipt } = await paidSilently('Raced by a callback', '777004');
+    const report = await reconcileAsACallbackLands(m.apiKey, p.id, paid(receipt));
+    expect(report).toMatchObject({ pulled: 1, updated: 0, skipped: 1 });
+    expect(report.results).toEqual([{ receipt, outcome: 'skipped', payment_id: p.id }]);
+    expect(await get(p.id, m.apiKey)).toMatchObject({ status: 'completed', provider_ref: receipt });
+    expect(await t.sql(`SELECT trigger FROM payment_transitions WHERE payment_id = $1 AND to_status = 'completed' AND accepted`, [p.id])).toEqual([{ trigger: 'callback:stk' }]);
+    expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id])).toEqual([{ type: 'payment.completed' }]);
+  });
+
+  it('a payment a callback failed between the reconciliation\'s read and its write is reported charged_but_failed, as the writer recorded it (not a plain skip)', async () => {
+    const { m, p, receipt } = await paidSilently('Failed meanwhile', '777005');
+    const report = await reconcileAsACallbackLands(m.apiKey, p.id, { status: 'failed', failureReason: 'Request cancelled by user (ResultCode 1032)' });
+    expect(report.results).toEqual([{ receipt, outcome: 'skipped', payment_id: p.id, reason: 'charged_but_failed' }]);
+    expect(await get(p.id, m.apiKey)).toMatchObject({ status: 'failed' });
+    expect(await refusedMovesOf(p.id)).toEqual([
+      { from_status: 'failed', to_status: 'completed', trigger: 'reconciliation', note: `a payment recorded failed was charged at the provider: ${receipt}` },
+    ]);
+  });
+
+  it('a paybill charge quoting a payment a callback completed between the reconciliation\'s read and its write is reported duplicate_charge and recorded', async () => {
+    const { m, p, receipt } = await paidSilently('Paid twice meanwhile', '777006');
+    expect(await paidAgainByPaybill('777006', '254722000335', p.reference)).toBe(200);
+    await eventually(() => t.sql(`SELECT 1 FROM sandbox_mobilemoney_stk_requests WHERE shortcode = '777006' AND completes_at <= now()`).then((r) => r.length === 2), 10_000, 'both transactions completed');
+    // The paybill charge is listed first (the pull lists by completion time), so it is the one whose read the callback outruns.
+    await t.sql(`UPDATE sandbox_mobilemoney_stk_requests SET completes_at = (SELECT completes_at - interval '1 second' FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1)
+      WHERE shortcode = '777006' AND checkout_request_id <> $1`, [p.provider_ref]);
+    const report = await reconcileAsACallbackLands(m.apiKey, p.id, paid(receipt));
+    const [second] = (await t.sql<{ receipt_number: string }>(`SELECT receipt_number FROM sandbox_mobilemoney_stk_requests WHERE shortcode = '777006' AND checkout_request_id <> $1`, [p.provider_ref])).map((r) => r.receipt_number);
+    expect(report.results).toEqual([
+      { receipt: second, outcome: 'skipped', payment_id: p.id, reason: 'duplicate_charge' },
+      { receipt, outcome: 'skipped', payment_id: p.id },
+    ]);
+    expect(await get(p.id, m.apiKey)).toMatchObject({ status: 'completed', provider_ref: receipt });
+    expect(await refusedMovesOf(p.id)).toEqual([{ from_status: 'completed', to_status: 'completed', trigger: 'reconciliation', note: expect.stringMatching(new RegExp(`^a second charge ${second} \\(100\\.00 KES\\) quotes this payment, paid with ${receipt}`)) }]);
   });
 
   it('a second charge quoting a completed payment (paybill with its reference) is reported as duplicate_charge, not a plain skip; counted once, nothing changes', async () => {

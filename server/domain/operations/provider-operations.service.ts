@@ -214,7 +214,10 @@ export class ProviderOperationsService {
    * status writer); known and `failed`, of its amount → skipped with reason charged_but_failed (logged at
    * error, recorded in the audit and counted once); matched by reference to a payment that has another
    * receipt → skipped with reason duplicate_charge (the same, once per receipt).
-   * Matched by receipt, else by the reference the customer paid to (= the payment's `reference`).
+   * Matched by receipt, else by the reference the customer paid to (= the payment's `reference`). Each
+   * transaction is judged by the status writer on the payment as it locks it (UnitOfWork.settledTransaction),
+   * and reported as the writer judged it: a callback (or another run) that moved the payment since this run
+   * read it decides the outcome and reason, never the earlier read.
    */
   async reconcileWindow(merchantId: string, provider: Provider, since: Date, until: Date): Promise<ReconcileReport> {
     const listTransactions = this.operation(provider, 'listTransactions');
@@ -243,53 +246,44 @@ export class ProviderOperationsService {
         report.results.push({ receipt: tx.receipt, outcome: 'not_found' });
         continue;
       }
-      if (!byReceipt && payment.receiptNumber && (await this.writer.duplicateCharge(payment.id, tx.receipt, tx.amount, 'reconciliation'))) {
-        // Another receipt quoting a payment already paid (the customer also paid by paybill with its reference):
-        // not the harmless repeat of its own receipt. The writer records, counts and logs it; nothing changes.
-        report.skipped += 1;
-        report.results.push({ receipt: tx.receipt, outcome: 'skipped', payment_id: payment.id, reason: 'duplicate_charge' });
-        continue;
+      // Judged by the status writer on the payment as locked, not on the read above (a callback or another run
+      // may have moved it since): what the report says is what the writer did.
+      const outcome = await this.writer.commit((uow) => uow.settledTransaction(payment.id, tx, byReceipt !== null, 'reconciliation'));
+      switch (outcome.kind) {
+        case 'completed':
+          report.updated += 1;
+          report.results.push({ receipt: tx.receipt, outcome: 'updated', payment_id: payment.id });
+          break;
+        case 'mismatch':
+          // The transaction quotes this payment but is not its amount (e.g. a 1 KES paybill payment that
+          // quotes the reference of a 10,000 KES one): nothing settles; the merchant sees both amounts.
+          report.skipped += 1;
+          report.results.push({
+            receipt: tx.receipt,
+            outcome: 'skipped',
+            payment_id: payment.id,
+            reason: tx.amount.currency.toUpperCase() === payment.currency ? 'amount_mismatch' : 'currency_mismatch',
+            expected_amount: formatMinorUnits(payment.amountMinor, payment.currency),
+            expected_currency: payment.currency,
+            reported_amount: formatMinorUnits(tx.amount.minor, tx.amount.currency),
+            reported_currency: tx.amount.currency,
+          });
+          break;
+        case 'charged_but_failed':
+        case 'duplicate_charge':
+          // The customer paid for a payment the merchant was told failed, or paid one already paid with another
+          // receipt: nothing settles it, so it is said loudly — in the result, and by the writer in the audit,
+          // the integrity metric and the log.
+          report.skipped += 1;
+          report.results.push({ receipt: tx.receipt, outcome: 'skipped', payment_id: payment.id, reason: outcome.kind });
+          break;
+        case 'unchanged':
+          // Confirmed by asking the provider, which named no receipt: the settled transaction supplied it.
+          if (outcome.receiptRecorded) this.logger.info({ merchantId, provider, paymentId: payment.id }, 'reconciliation: receipt recorded for a payment confirmed without one');
+          report.skipped += 1;
+          report.results.push({ receipt: tx.receipt, outcome: 'skipped', payment_id: payment.id });
+          break;
       }
-      if (payment.status === 'completed' && !payment.receiptNumber) {
-        // Confirmed by asking the provider, which named no receipt: the settled transaction supplies it.
-        const { recorded } = await this.writer.commit((uow) => uow.settlementReceipt(payment.id, tx.receipt, tx.amount, 'reconciliation'));
-        if (recorded) this.logger.info({ merchantId, provider, paymentId: payment.id }, 'reconciliation: receipt recorded for a payment confirmed without one');
-      }
-      const applied =
-        payment.status === 'pending'
-          ? await this.writer.applyPayment(
-              payment.id,
-              { status: 'completed', reported: tx.amount, providerRef: tx.receipt, receiptNumber: tx.receipt, raw: { reconciled: tx.receipt } },
-              'reconciliation',
-            )
-          : null;
-      if (applied?.mismatch) {
-        // The transaction quotes this payment but is not its amount (e.g. a 1 KES paybill payment that
-        // quotes the reference of a 10,000 KES one): nothing settles; the merchant sees both amounts.
-        report.skipped += 1;
-        report.results.push({
-          receipt: tx.receipt,
-          outcome: 'skipped',
-          payment_id: payment.id,
-          reason: tx.amount.currency.toUpperCase() === payment.currency ? 'amount_mismatch' : 'currency_mismatch',
-          expected_amount: formatMinorUnits(payment.amountMinor, payment.currency),
-          expected_currency: payment.currency,
-          reported_amount: formatMinorUnits(tx.amount.minor, tx.amount.currency),
-          reported_currency: tx.amount.currency,
-        });
-        continue;
-      }
-      if (payment.status === 'failed' && tx.amount.minor === payment.amountMinor && tx.amount.currency.toUpperCase() === payment.currency) {
-        // The customer paid for a payment the merchant was told failed: nothing settles it (the state machine
-        // keeps failed), so it is said loudly — in the result, and by the writer in the audit, the integrity metric and the log.
-        await this.writer.chargedButFailed(payment.id, tx.amount, 'reconciliation', tx.receipt);
-        report.skipped += 1;
-        report.results.push({ receipt: tx.receipt, outcome: 'skipped', payment_id: payment.id, reason: 'charged_but_failed' });
-        continue;
-      }
-      const outcome = applied?.transitioned ? 'updated' : 'skipped';
-      report[outcome] += 1;
-      report.results.push({ receipt: tx.receipt, outcome, payment_id: payment.id });
     }
     return report;
   }

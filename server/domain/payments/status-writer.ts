@@ -94,6 +94,19 @@ export interface PaymentOutcome {
   mismatch: IntegrityMismatch | null;
 }
 
+/**
+ * What the status writer did with a settled transaction quoting a payment (UnitOfWork.settledTransaction):
+ * `completed` the pending payment; `mismatch`: refused, another amount or currency; `charged_but_failed` /
+ * `duplicate_charge`: recorded as such, nothing moved; `unchanged`: nothing to do (already so), except that
+ * a payment completed without a receipt may have taken this one (`receiptRecorded`).
+ */
+export type SettledTransactionOutcome =
+  | { kind: 'completed' }
+  | { kind: 'mismatch'; mismatch: IntegrityMismatch }
+  | { kind: 'charged_but_failed' }
+  | { kind: 'duplicate_charge' }
+  | { kind: 'unchanged'; receiptRecorded: boolean };
+
 export interface RefundOutcome {
   refund: Refund;
   payment: Payment;
@@ -387,11 +400,6 @@ export class StatusWriter {
     await this.commit((uow) => uow.chargedButFailed(paymentId, reported, source, reference));
   }
 
-  /** See UnitOfWork.duplicateCharge: whether `receipt` is a second charge of a payment paid with another. */
-  duplicateCharge(paymentId: string, receipt: string, reported: Money, source: string): Promise<boolean> {
-    return this.commit((uow) => uow.duplicateCharge(paymentId, receipt, reported, source));
-  }
-
   applyRefund(refundId: string, update: RefundUpdate, source: string): Promise<RefundOutcome> {
     return this.commit((uow) => uow.refund(refundId, update, source));
   }
@@ -508,12 +516,10 @@ export class UnitOfWork {
    * also paid by paybill with its reference): a second charge, which nothing of ours settles or refunds.
    * Nothing changes; the first report of each receipt is recorded in the audit as a refused move (the
    * receipt and its amount in the note) and counted (payments_integrity_mismatches_total, source
-   * `<source>:duplicate_charge`); every report is logged as an error after the commit. False when it is no
-   * second charge (the payment has no receipt yet, or this one).
+   * `<source>:duplicate_charge`); every report is logged as an error after the commit. `payment` is locked
+   * and has a receipt other than `receipt`.
    */
-  async duplicateCharge(paymentId: string, receipt: string, reported: Money, source: string): Promise<boolean> {
-    const payment = await this.lockPayment(paymentId);
-    if (!payment.receiptNumber || payment.receiptNumber === receipt) return false;
+  private async duplicateCharge(payment: Payment, receipt: string, reported: Money, source: string): Promise<void> {
     const amount = `${formatMinorUnits(reported.minor, reported.currency.toUpperCase())} ${reported.currency.toUpperCase()}`;
     const prefix = `a second charge ${receipt} `;
     const seen = await this.tx.execute<unknown[]>(
@@ -527,9 +533,8 @@ export class UnitOfWork {
       });
     }
     this.duplicateCharges.push({
-      provider: payment.provider, merchantId: payment.merchantId, paymentId: payment.id, source, receipt, paidWith: payment.receiptNumber, reported: amount, firstReport: seen.length === 0,
+      provider: payment.provider, merchantId: payment.merchantId, paymentId: payment.id, source, receipt, paidWith: payment.receiptNumber!, reported: amount, firstReport: seen.length === 0,
     });
-    return true;
   }
 
   /**
@@ -553,16 +558,36 @@ export class UnitOfWork {
   }
 
   /**
-   * A completed payment that was confirmed without a receipt (an STK query answer names none) takes the
-   * receipt of the provider's settled transaction that quotes it — only when that transaction is exactly
-   * this payment's amount and currency. The receipt becomes its provider reference, as a verified
-   * callback's would; later reversals need it. Returns whether it was recorded.
+   * A settled transaction of the provider's (reconciliation's pull) that quotes `paymentId` — by its receipt
+   * (`byReceipt`), else by the payment's reference — judged on the payment as locked here, never on an
+   * earlier read: a callback or another run may have moved it since. Another receipt quoting a payment paid
+   * with one is a second charge (duplicateCharge). A completed payment that was confirmed without a receipt
+   * (an STK query answer names none) takes this one — only when the transaction is exactly its amount and
+   * currency; the receipt becomes its provider reference, as a verified callback's would (later reversals
+   * need it). A pending payment is completed by it (the integrity check as always). A failed one of exactly
+   * this amount was charged (refuseChargeOfFailed). Anything else changes nothing. Says which it was.
    */
-  async settlementReceipt(paymentId: string, receipt: string, reported: Money, source: string): Promise<{ recorded: boolean; mismatch: IntegrityMismatch | null }> {
+  async settledTransaction(paymentId: string, tx: { receipt: string; amount: Money }, byReceipt: boolean, source: string): Promise<SettledTransactionOutcome> {
     const payment = await this.lockPayment(paymentId);
-    if (payment.status !== 'completed' || payment.receiptNumber) return { recorded: false, mismatch: null };
-    const mismatch = await this.recordReceipt(payment, receipt, receipt, reported, source);
-    return { recorded: !mismatch, mismatch };
+    if (!byReceipt && payment.receiptNumber && payment.receiptNumber !== tx.receipt) {
+      await this.duplicateCharge(payment, tx.receipt, tx.amount, source);
+      return { kind: 'duplicate_charge' };
+    }
+    if (payment.status === 'completed' && !payment.receiptNumber) {
+      const mismatch = await this.recordReceipt(payment, tx.receipt, tx.receipt, tx.amount, source);
+      return { kind: 'unchanged', receiptRecorded: !mismatch };
+    }
+    if (payment.status === 'pending') {
+      const update: PaymentUpdate = { status: 'completed', reported: tx.amount, providerRef: tx.receipt, receiptNumber: tx.receipt, raw: { reconciled: tx.receipt } };
+      const outcome = await this.payment(paymentId, update, source);
+      if (outcome.mismatch) return { kind: 'mismatch', mismatch: outcome.mismatch };
+      return outcome.transitioned ? { kind: 'completed' } : { kind: 'unchanged', receiptRecorded: false };
+    }
+    if (payment.status === 'failed' && sameMoney(amountOf(payment), tx.amount)) {
+      await this.refuseChargeOfFailed(payment, tx.amount, source, tx.receipt);
+      return { kind: 'charged_but_failed' };
+    }
+    return { kind: 'unchanged', receiptRecorded: false };
   }
 
   /** A completed payment's receipt (and the provider reference the report gives with it), only for the report of exactly its amount. */
