@@ -55,7 +55,8 @@ describe('automatic reconciliation', () => {
       { trigger: 'reconciliation', accepted: false, expected: '1000000', reported: '100' },
       { trigger: 'reconciliation', accepted: true, expected: null, reported: null },
     ]);
-    expect(jobReports(m.merchantId).some((r) => r.updated === 1)).toBe(true);
+    // The job logs its report after the run, once the payment is committed: waited for, not read at once.
+    await eventually(() => (jobReports(m.merchantId).some((r) => r.updated === 1) ? true : null), 10_000, 'a job report counting the settlement');
     expect(await t.sql('SELECT type FROM events WHERE payment_id = $1', [id])).toEqual([{ type: 'payment.completed' }]);
   });
 });
