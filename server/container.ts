@@ -10,6 +10,7 @@ import { RateLimitRetention } from './domain/auth/rate-limit-retention.js';
 import { censusOfSecretKeys } from './domain/crypto/stored-secrets.js';
 import { SecretBox } from './domain/crypto/secret-box.js';
 import { DeliveryService } from './domain/delivery/delivery.service.js';
+import { WebhookSender, refusedAsNotPublic } from './domain/delivery/webhook-sender.js';
 import { EventLog } from './domain/events/event-log.js';
 import { CredentialsService } from './domain/merchants/credentials.service.js';
 import { MerchantHostResolver } from './domain/merchants/merchant-host-resolver.js';
@@ -49,7 +50,7 @@ import { sandboxModules } from './sandbox/index.js';
 import { withLatency } from './sandbox/controls.js';
 import { HeldAnswers } from './sandbox/held-answers.js';
 import { createSandboxPool } from './sandbox/sql.js';
-import type { SandboxDeps } from './sandbox/module.js';
+import type { EgressAnswer, SandboxDeps, SandboxEgress } from './sandbox/module.js';
 
 /** Connections of the advisory-lock pool (per process). */
 export const KEY_LOCK_POOL_MAX = 2;
@@ -140,6 +141,37 @@ export interface ContainerOptions {
   logger: Logger;
   agendaProcessEveryMs?: number;
   agendaLockLifetimeMs?: number;
+}
+
+/**
+ * The simulators' way out (sandbox/module.ts SandboxEgress): the merchant webhook sender's rules
+ * (domain/delivery/webhook-sender.ts) — every new connection's address checked as it is made (a DNS
+ * answer that changes, a host that rebinds, cannot reach the internal network), no redirect followed —
+ * with private addresses allowed only when WEBHOOK_ALLOW_PRIVATE_URLS is on, or on the service's own
+ * origin (PUBLIC_BASE_URL, read per send: it is filled in at listen), where the simulators call the
+ * service back. Lookups and connections are pooled by destination host, as if each were a merchant.
+ */
+function sandboxEgress(config: AppConfig, hosts: MerchantHostResolver): SandboxEgress {
+  const sender = new WebhookSender(hosts, Number.MAX_SAFE_INTEGER);
+  const ownOrigin = (url: URL) => URL.canParse(config.publicBaseUrl) && new URL(config.publicBaseUrl).origin === url.origin;
+  return {
+    async post(raw, request): Promise<EgressAnswer> {
+      if (!URL.canParse(raw)) return { status: null, failure: 'connection failed' };
+      const url = new URL(raw);
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') return { status: null, failure: 'connection failed' };
+      const result = await sender.send({
+        merchantId: `sandbox ${url.host}`,
+        url: raw,
+        body: request.body,
+        headers: request.headers,
+        timeoutMs: request.timeoutMs,
+        allowPrivate: config.webhookAllowPrivateUrls || ownOrigin(url),
+      });
+      if (result.responseStatus !== null) return { status: result.responseStatus, failure: null };
+      if (refusedAsNotPublic(result)) return { status: null, failure: 'refused' };
+      return { status: null, failure: /no response within|timed out/.test(result.error ?? '') ? 'timeout' : 'connection failed' };
+    },
+  };
 }
 
 export async function createContainer(config: AppConfig, options: ContainerOptions): Promise<Container> {
@@ -268,7 +300,9 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
 
   // Created always (a pool opens no connection until used): a worker runs the simulators' jobs.
   const sandboxPool = createSandboxPool(options.databaseUrl, Math.min(10, config.databasePoolMax), roundTrips('sandbox'));
-  const sandboxDeps: SandboxDeps = { config, em, pool: sandboxPool, agenda, logger: options.logger, heldAnswers: new HeldAnswers() };
+  const sandboxDeps: SandboxDeps = {
+    config, em, pool: sandboxPool, agenda, logger: options.logger, heldAnswers: new HeldAnswers(), egress: sandboxEgress(config, merchantHosts),
+  };
   const sandboxMounts = config.sandbox ? sandboxModules.map((m) => ({ path: m.path, router: withLatency(m.router(sandboxDeps), config.sandboxLatencyMs) })) : [];
 
   return {

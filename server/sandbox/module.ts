@@ -21,7 +21,28 @@ export interface SandboxDeps {
   logger: Logger;
   /** The answers held back in "hang" mode, ended when the service stops. */
   heldAnswers: HeldAnswers;
+  /** How the simulators' webhooks and callbacks leave the process (every one goes through it: egress.ts). */
+  egress: SandboxEgress;
 }
+
+/**
+ * A simulator's outbound POST (its webhooks and callbacks), built by the composition root
+ * (server/container.ts) from the policy merchant webhooks follow: one request, no redirect followed (a
+ * 3xx is the answer, which the simulator counts as a failed delivery, as Stripe documents: "a URL
+ * redirection … will be treated as a failure"), and no connection to a private, loopback or link-local
+ * address unless WEBHOOK_ALLOW_PRIVATE_URLS is on, checked on the address connected to, not once
+ * beforehand; the service's own origin (PUBLIC_BASE_URL, where the simulators call the service back)
+ * is always reachable. A simulator cannot tell which URLs are safe: anyone with a test key registers them.
+ */
+export interface SandboxEgress {
+  post(url: string, request: { headers: Record<string, string>; body: string; timeoutMs: number }): Promise<EgressAnswer>;
+}
+
+/**
+ * The answer's status (a 3xx included: not followed), or why there is none: `refused` by the address
+ * policy (nothing was sent), `timeout`, or `connection failed` (a DNS failure included).
+ */
+export type EgressAnswer = { status: number; failure: null } | { status: null; failure: 'refused' | 'timeout' | 'connection failed' };
 
 export interface SandboxModule {
   path: string;

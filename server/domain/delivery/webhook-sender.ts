@@ -15,6 +15,13 @@ export interface SendResult {
 }
 
 export const USER_AGENT = 'payments-webhooks/1.0';
+/** The error code of a connection refused by the address policy (a non-public address, private ones not allowed). */
+const NOT_PUBLIC = 'ENOTPUBLIC';
+
+/** Whether an attempt was refused by the address policy (nothing was sent), rather than failed on the wire. */
+export function refusedAsNotPublic(result: SendResult): boolean {
+  return result.error?.startsWith(`request failed: ${NOT_PUBLIC}`) === true;
+}
 const MAX_ERROR_LENGTH = 500;
 
 export function capError(text: string): string {
@@ -35,7 +42,7 @@ function guardedLookup(resolver: MerchantHostResolver, merchantId: string, allow
         const list = family === 4 || family === 6 ? all.filter((a) => a.family === family) : all;
         if (list.length === 0) return callback(Object.assign(new Error(`${hostname} has no IPv${family} address`), { code: 'ENOTFOUND' }), '', 4);
         if (!allowPrivate && !list.every((a) => isPublicAddress(a.address))) {
-          const refused = Object.assign(new Error(`${hostname} resolves to a non-public address`), { code: 'ENOTPUBLIC' });
+          const refused = Object.assign(new Error(`${hostname} resolves to a non-public address`), { code: NOT_PUBLIC });
           return callback(refused, '', 4);
         }
         if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
@@ -238,7 +245,7 @@ export class WebhookSender {
     const literal = url.hostname.replace(/^\[|\]$/g, '');
     if (!input.allowPrivate && isIP(literal) !== 0 && !isPublicAddress(literal)) {
       slot.release();
-      return { ok: false, responseStatus: null, error: `request failed: ENOTPUBLIC (${literal} is not a public address)`, durationMs: elapsed() };
+      return { ok: false, responseStatus: null, error: `request failed: ${NOT_PUBLIC} (${literal} is not a public address)`, durationMs: elapsed() };
     }
     return new Promise<SendResult>((resolve) => {
       let settled = false;

@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import { postOut } from '../egress.js';
 import type { SandboxDeps } from '../module.js';
 import { readsOnly } from '../sql.js';
 import { nowSec } from './db.js';
@@ -81,7 +82,10 @@ export function eventJobs(deps: SandboxDeps, account: string, events: PendingEve
   });
 }
 
-/** The job body: POST the signed event; a non-2xx answer or no answer is retried a few times with backoff. */
+/**
+ * The job body: POST the signed event; a non-2xx answer (a redirect included: not followed) or no answer
+ * (a refused address included) is retried a few times with backoff.
+ */
 export async function sendEvent(deps: SandboxDeps, job: SendEventJob): Promise<void> {
   const [endpoint] = await readsOnly(deps.pool).query<Pick<EndpointRow, 'url' | 'secret'>>(
     'SELECT url, secret FROM sandbox_cardpay_webhook_endpoints WHERE id = ?',
@@ -89,26 +93,18 @@ export async function sendEvent(deps: SandboxDeps, job: SendEventJob): Promise<v
   );
   if (!endpoint) return; // deleted since: nothing to deliver to
   const signature = signatureHeader(job.body, endpoint.secret);
-  let status: number | null = null;
-  let error: string | null = null;
-  try {
-    const res = await fetch(endpoint.url, {
-      method: 'POST',
-      headers: {
-        'Content-Type': 'application/json; charset=utf-8',
-        'User-Agent': 'Stripe/1.0 (+https://stripe.com/docs/webhooks)',
-        // interface.md names the header Cardpay-Signature; the real provider calls it Stripe-Signature.
-        'Cardpay-Signature': signature,
-        'Stripe-Signature': signature,
-      },
-      body: job.body,
-      signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
-    });
-    status = res.status;
-    await res.arrayBuffer().catch(() => undefined);
-  } catch (err) {
-    error = (err as Error).name === 'TimeoutError' ? 'timeout' : 'connection failed';
-  }
+  // Through the service's egress: no redirect followed, no private address unless allowed (egress.ts).
+  const { status, failure: error } = await postOut(deps, 'cardpay', endpoint.url, {
+    headers: {
+      'Content-Type': 'application/json; charset=utf-8',
+      'User-Agent': 'Stripe/1.0 (+https://stripe.com/docs/webhooks)',
+      // interface.md names the header Cardpay-Signature; the real provider calls it Stripe-Signature.
+      'Cardpay-Signature': signature,
+      'Stripe-Signature': signature,
+    },
+    body: job.body,
+    timeoutMs: DELIVERY_TIMEOUT_MS,
+  });
   const delivered = status !== null && status >= 200 && status < 300;
   const log = { endpoint: job.endpointId, event: job.eventId, type: job.type, attempt: job.attempt, status, error };
   if (delivered) {

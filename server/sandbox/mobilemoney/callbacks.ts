@@ -1,4 +1,5 @@
 import { takeLoss } from '../controls.js';
+import { postOut } from '../egress.js';
 import type { SandboxDeps } from '../module.js';
 import { operatorTimestamp } from './eat-clock.js';
 import { holdResult } from './held-results.js';
@@ -70,21 +71,14 @@ export async function deliverCallback(deps: SandboxDeps, data: CallbackJobData):
     }
     body = data.body;
   }
-  let status: number | null = null;
-  let failure: string | null = null;
-  try {
-    const res = await fetch(data.url, {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify(body),
-      signal: AbortSignal.timeout(CALLBACK_TIMEOUT_MS),
-    });
-    await res.arrayBuffer().catch(() => undefined);
-    status = res.status;
-    if (res.status < 200 || res.status >= 300) failure = `HTTP ${res.status}`;
-  } catch (err) {
-    failure = (err as Error).name === 'TimeoutError' ? 'timeout' : 'connection failed';
-  }
+  // Through the service's egress: no redirect followed, no private address unless allowed (egress.ts).
+  const answer = await postOut(deps, 'mobilemoney', data.url, {
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+    timeoutMs: CALLBACK_TIMEOUT_MS,
+  });
+  const status = answer.status;
+  const failure = answer.status === null ? answer.failure : answer.status < 200 || answer.status >= 300 ? `HTTP ${answer.status}` : null;
   if (failure === null) return status;
   const attempt = data.attempt + 1;
   if (attempt >= MAX_ATTEMPTS) {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { postOut } from '../egress.js';
 import type { SandboxDeps } from '../module.js';
 import { dbOf, inTransaction, isoTime, paypalId, simulatorBase, type Db } from './db.js';
 import { certUrl, signTransmission, signedMessage, signingKeys } from './signing.js';
@@ -136,35 +137,27 @@ export async function sendTransmission(deps: SandboxDeps, job: SendEventJob): Pr
     await db.query('UPDATE sandbox_walletpay_transmissions SET transmission_time = ?, signature = ? WHERE id = ?', [time, signature, row.id]);
   }
   const cert = certUrl(base, keys.certId);
-  let status: number | null = null;
-  let error: string | null = null;
-  try {
-    const res = await fetch(row.url, {
-      method: 'POST',
-      headers: {
-        'Content-Type': 'application/json',
-        'User-Agent': 'PayPal/AUHD-214.0-58257000',
-        // interface.md names the headers Walletpay-*; the real provider sends PAYPAL-* (and no webhook id).
-        'Walletpay-Transmission-Id': row.id,
-        'Walletpay-Transmission-Time': time,
-        'Walletpay-Transmission-Sig': signature,
-        'Walletpay-Cert-Url': cert,
-        'Walletpay-Auth-Algo': 'SHA256withRSA',
-        'Walletpay-Webhook-Id': row.webhook_id,
-        'PAYPAL-TRANSMISSION-ID': row.id,
-        'PAYPAL-TRANSMISSION-TIME': time,
-        'PAYPAL-TRANSMISSION-SIG': signature,
-        'PAYPAL-CERT-URL': cert,
-        'PAYPAL-AUTH-ALGO': 'SHA256withRSA',
-      },
-      body: row.raw_body,
-      signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
-    });
-    status = res.status;
-    await res.arrayBuffer().catch(() => undefined);
-  } catch (err) {
-    error = (err as Error).name === 'TimeoutError' ? 'timeout' : 'connection failed';
-  }
+  // Through the service's egress: no redirect followed, no private address unless allowed (egress.ts).
+  const { status, failure: error } = await postOut(deps, 'walletpay', row.url, {
+    headers: {
+      'Content-Type': 'application/json',
+      'User-Agent': 'PayPal/AUHD-214.0-58257000',
+      // interface.md names the headers Walletpay-*; the real provider sends PAYPAL-* (and no webhook id).
+      'Walletpay-Transmission-Id': row.id,
+      'Walletpay-Transmission-Time': time,
+      'Walletpay-Transmission-Sig': signature,
+      'Walletpay-Cert-Url': cert,
+      'Walletpay-Auth-Algo': 'SHA256withRSA',
+      'Walletpay-Webhook-Id': row.webhook_id,
+      'PAYPAL-TRANSMISSION-ID': row.id,
+      'PAYPAL-TRANSMISSION-TIME': time,
+      'PAYPAL-TRANSMISSION-SIG': signature,
+      'PAYPAL-CERT-URL': cert,
+      'PAYPAL-AUTH-ALGO': 'SHA256withRSA',
+    },
+    body: row.raw_body,
+    timeoutMs: DELIVERY_TIMEOUT_MS,
+  });
   const attempts = row.attempts + 1;
   const delivered = status !== null && status >= 200 && status < 300;
   const final = delivered ? 'delivered' : attempts >= MAX_ATTEMPTS ? 'failed' : 'pending';
