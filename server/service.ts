@@ -193,16 +193,20 @@ export async function startService(config: AppConfig, options: StartOptions = {}
       const port = (server.address() as AddressInfo).port;
       if (!config.publicBaseUrlConfigured) config.publicBaseUrl = `http://${urlHost(config.host)}:${port}`;
       baseUrl = `http://${urlHost(config.host)}:${port}`;
+      // This process's provider calls go to its own simulators (providers/base-url.ts).
+      if (config.sandbox) config.localSimulatorsBaseUrl = baseUrl;
       server.on('request', createApp(container));
     }
     warnAboutProductionSettings(config, logger);
-    // A worker serves nothing else, so it gets its own small server for probes and scraping.
+    // A worker serves nothing else, so it gets its own small server for probes and scraping, and (SANDBOX
+    // on) for the simulators its own jobs call: nothing of the api need be reachable from it.
     if (config.role === 'worker' && !stopRequested()) {
       const opsServer = http.createServer(createWorkerApp(container));
       opsServer.on('clientError', refuseMalformedRequest(logger));
       closers.push(gracefulCloser(opsServer));
       await listen(opsServer, config.workerPort, config.host);
       opsUrl = `http://${urlHost(config.host)}:${(opsServer.address() as AddressInfo).port}`;
+      if (config.sandbox) config.localSimulatorsBaseUrl = opsUrl;
     }
     if (runsJobs) defineJobs(container);
     const takesJobs = !stopRequested();

@@ -168,6 +168,12 @@ export interface AppConfig {
   publicBaseUrl: string;
   /** Whether PUBLIC_BASE_URL was given (else publicBaseUrl is the listening address, filled in at listen). */
   publicBaseUrlConfigured: boolean;
+  /**
+   * Where this process serves the simulators itself (SANDBOX on): its API listener, or a worker's
+   * WORKER_PORT one, on this machine; set at listen, null until then. Its provider calls go there
+   * (providers/base-url.ts), not out through PUBLIC_BASE_URL, where a worker serves nothing.
+   */
+  localSimulatorsBaseUrl: string | null;
   encryptionKey: string | undefined;
   /** More keys that open secrets sealed with them (a rotation's old key, or the next one), never sealing. */
   decryptionKeys: string[];
@@ -448,6 +454,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { encr
     idempotencyKeyPruneIntervalMs: durationVar('IDEMPOTENCY_KEY_PRUNE_INTERVAL', e.IDEMPOTENCY_KEY_PRUNE_INTERVAL),
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/$/, ''),
     publicBaseUrlConfigured: e.PUBLIC_BASE_URL !== undefined,
+    localSimulatorsBaseUrl: null,
     encryptionKey: e.ENCRYPTION_KEY,
     decryptionKeys,
     role: e.ROLE,

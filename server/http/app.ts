@@ -85,14 +85,20 @@ export function createApp(container: Container): Express {
   return app;
 }
 
-/** What a worker serves on WORKER_PORT: health, readiness and metrics, nothing else. */
+/**
+ * What a worker serves on WORKER_PORT: health, readiness and metrics, and, with SANDBOX on, the
+ * simulators, where the worker's own provider calls go (status and refund syncs, reconciliation:
+ * providers/base-url.ts). Their state is in the database, so they answer as the api's do.
+ */
 export function createWorkerApp(container: Container): Express {
   const app = express();
   app.disable('x-powered-by');
+  app.disable('etag');
   app.use(closeConnectionsWhileDraining(container));
   app.use(requestId);
   app.use(accessLog(container.logger, container.metrics));
   mountOpsRoutes(app, container);
+  for (const mount of container.sandboxMounts) app.use(mount.path, mount.router);
   app.use(notFoundHandler);
   app.use(errorHandler(container.logger));
   return app;

@@ -10,14 +10,27 @@ const UPSTREAM: Record<Provider, { sandbox: string; live: string }> = {
 
 /**
  * Where an adapter sends its calls: the configured override, else the built-in simulator when SANDBOX
- * is on, else the real provider for the credential's env. Read per call: the public address is only
- * known once the server listens.
+ * is on, else the real provider for the credential's env. The simulator is this process's own (its API
+ * listener, or a worker's WORKER_PORT one: config.localSimulatorsBaseUrl), not PUBLIC_BASE_URL: a worker
+ * serves nothing there (its default is the api's port on localhost), and an api need not loop out
+ * through the public address to reach itself. Their state is in the database, so any process's
+ * simulators answer alike. Read per call: the address is only known once the server listens.
  */
 export function providerBaseUrl(config: AppConfig, provider: Provider, env: 'sandbox' | 'live' = 'sandbox'): string {
   const override = config.providerBaseUrls[provider];
   if (override) return override.replace(/\/$/, '');
-  if (config.sandbox) return `${config.publicBaseUrl}/sandbox/${provider}`;
+  if (config.sandbox) return `${config.localSimulatorsBaseUrl ?? config.publicBaseUrl}/sandbox/${provider}`;
   return UPSTREAM[provider][env];
+}
+
+/**
+ * The provider's address as it names itself in what it sends (walletpay's certificate URLs): the
+ * simulator names its own under PUBLIC_BASE_URL, wherever this process reaches it; otherwise the
+ * address calls go to.
+ */
+export function providerNamedBaseUrl(config: AppConfig, provider: Provider, env: 'sandbox' | 'live' = 'sandbox'): string {
+  if (config.sandbox && !config.providerBaseUrls[provider]) return `${config.publicBaseUrl}/sandbox/${provider}`;
+  return providerBaseUrl(config, provider, env);
 }
 
 /** Our own callback address for a provider, e.g. `${PUBLIC_BASE_URL}/v1/webhooks/cardpay`. */

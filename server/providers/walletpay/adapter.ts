@@ -1,6 +1,6 @@
 import type { WalletpayCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
-import { providerBaseUrl } from '../base-url.js';
+import { providerBaseUrl, providerNamedBaseUrl } from '../base-url.js';
 import { WalletpaySigningCertificates, verifyOffline, type OfflineVerdict, type Transmission } from './signing-certificates.js';
 import { httpRequest, type HttpResponse } from '../http-client.js';
 import type { CreatePaymentInput, PaymentLookup, ProviderPaymentResult, ProviderRefundResult, RefundInput, RefundLookup } from '../../domain/ports.js';
@@ -66,7 +66,8 @@ export class WalletpayAdapter {
 
   /** The offline check of an inbound event (certificate from the provider's own host, cached); see signing-certificates.ts. */
   verifyTransmissionOffline(creds: WalletpayCredentials, transmission: Transmission): Promise<OfflineVerdict> {
-    return verifyOffline(transmission, this.baseUrl(creds), this.certificates, creds.env);
+    // Checked against where the provider names its certificates (the simulator: under PUBLIC_BASE_URL).
+    return verifyOffline(transmission, providerNamedBaseUrl(this.config, 'walletpay', creds.env), this.certificates, creds.env);
   }
 
   baseUrl(creds: WalletpayCredentials): string {
