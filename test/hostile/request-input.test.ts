@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -165,6 +166,24 @@ describe('strict money input', () => {
     // Twenty significant digits: the nearest double is 100000000, the merchant sent more decimals than USD has.
     const refusedNotRounded = await pay('99999999.999999999999');
     expectRefusal(refusedNotRounded, 422, 'VALIDATION_ERROR', 'amount');
+  });
+
+  it('still answers a key whose first request an earlier release took with trailing zeros (it read "10.000" as 10.00)', async () => {
+    // The hash is the value's, as it was: a retry across the upgrade finds its key and its payment or refund,
+    // where a new key with the same body is 422.
+    const key1 = `trailing-${randomUUID()}`;
+    const first = parsed(await createPayment('{"provider":"cardpay","amount":"10.00","currency":"USD","payment_method":"pm_card_visa"}', key1));
+    expect(first.data.status).toBe('completed');
+    const before = await counts();
+    const retried = await createPayment('{"provider":"cardpay","amount":"10.000","currency":"USD","payment_method":"pm_card_visa"}', key1);
+    expect({ status: retried.status, replayed: retried.headers['idempotent-replayed'], id: parsed(retried).data?.id }).toEqual({ status: 200, replayed: 'true', id: first.data.id });
+    const refundKey = `trailing-refund-${randomUUID()}`;
+    const refund = await send('POST', '/v1/refunds', `{"payment_id":"${first.data.id}","amount":"5.00"}`, [['Idempotency-Key', refundKey]]);
+    expect(refund.status).toBe(201);
+    const refundRetried = await send('POST', '/v1/refunds', `{"payment_id":"${first.data.id}","amount":"5.000"}`, [['Idempotency-Key', refundKey]]);
+    expect({ replayed: refundRetried.headers['idempotent-replayed'], id: parsed(refundRetried).data?.id }).toEqual({ replayed: 'true', id: parsed(refund).data.id });
+    expect(await counts()).toEqual({ payments: before!.payments, refunds: Number(before!.refunds) + 1 });
+    expectRefusal(await send('POST', '/v1/refunds', `{"payment_id":"${first.data.id}","amount":"5.000"}`, [['Idempotency-Key', `trailing-new-${randomUUID()}`]]), 422, 'VALIDATION_ERROR', 'amount');
   });
 
   it('applies the same rule to refunds and to list filters', async () => {

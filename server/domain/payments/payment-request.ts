@@ -19,6 +19,12 @@ export interface NormalizedPaymentRequest {
   requestHash: string;
   /** The hashes releases before stored for this request (still the same request for a key they stored). */
   formerHashes: string[];
+  /**
+   * Set when the amount has more decimal places than the currency as written, trailing zeros only
+   * (`"10.000"` USD): refused for a new key, but a key an earlier release accepted it under (it read the
+   * value) still answers its payment (PaymentService.refusedBeforeClaim).
+   */
+  refusal?: DomainError;
 }
 
 function invalid(details: FieldIssue[]): DomainError {
@@ -32,7 +38,16 @@ export function normalizePaymentRequest(body: CreatePaymentBody, port: ProviderP
   const digits = currencyDigits(currency);
   if (digits === null) throw invalid([{ field: 'currency', issue: 'must be a known ISO 4217 code' }]);
   if (!isPaymentCurrency(currency)) throw invalid([{ field: 'currency', issue: `must be a currency payments can be made in (${currency} is not money)` }]);
-  const amountMinor = toMinorUnits(body.amount, currency);
+  // Before 2026-11-29 trailing zeros were not decimal places: the value decides the hash, so a key stored
+  // then for `"10.000"` is found, and the refusal below is the answer for a new key only.
+  const amountMinor = toMinorUnits(body.amount, currency, 'amount', 'significant');
+  let refusal: DomainError | undefined;
+  try {
+    toMinorUnits(body.amount, currency);
+  } catch (err) {
+    if (!(err instanceof DomainError)) throw err;
+    refusal = err;
+  }
   if (amountMinor <= 0n) throw invalid([{ field: 'amount', issue: 'must be greater than 0' }]);
   if (amountMinor * 100n > MAX_MAJOR_TIMES_100 * 10n ** BigInt(digits)) {
     throw invalid([{ field: 'amount', issue: 'must be at most 999999999.99' }]);
@@ -50,7 +65,7 @@ export function normalizePaymentRequest(body: CreatePaymentBody, port: ProviderP
   const savedCardAsSent = 'saved_card_id' in body ? body.saved_card_id : undefined;
   const formerHashes = fields.saved_card_id !== undefined && savedCardAsSent !== undefined && fields.saved_card_id !== savedCardAsSent
     ? [hashOf({ ...fields, saved_card_id: savedCardAsSent })] : [];
-  return { provider: body.provider, amountMinor, currency, fields, metadata, requestHash: hashOf(fields), formerHashes };
+  return { provider: body.provider, amountMinor, currency, fields, metadata, requestHash: hashOf(fields), formerHashes, ...(refusal ? { refusal } : {}) };
 }
 
 /** The pairs with their keys sorted (undefined values dropped): the same pairs in any order hash alike. */

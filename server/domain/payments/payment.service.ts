@@ -86,6 +86,7 @@ export class PaymentService {
   async create(merchantId: string, idempotencyKey: string, body: CreatePaymentBody): Promise<CreatedPayment> {
     const request = normalizePaymentRequest(body, this.gateway.port(body.provider));
     const keyRequest: IdempotentRequest = { scope: 'payment.create', merchantId, key: idempotencyKey, requestHash: request.requestHash, formerHashes: request.formerHashes };
+    if (request.refusal) return this.refusedBeforeClaim(keyRequest, request.refusal);
     let creds: unknown;
     try {
       // The operator will call this address: the same policy as the merchant's webhook URL.
@@ -121,7 +122,7 @@ export class PaymentService {
 
   /**
    * A create refused before its claim (the credentials deleted since, a callback host this process cannot
-   * resolve): the refusal is the answer only for a key never used. A key already used answers as it did,
+   * resolve, an amount written with more decimal places than an earlier release counted): the refusal is the answer only for a key never used. A key already used answers as it did,
    * and one whose first request is still running is waited for like any repeat (its answer, or 409 with
    * Retry-After): that request may still charge, and a final-looking 422 would invite a new key — a second charge.
    * A key whose first request died is not resumed without what was refused: its payment, still pending, is

@@ -346,7 +346,9 @@ export class RefundService {
 function amountAsHashed(currency: string | null, amount: string | number): string {
   if (currency === null) return String(amount);
   try {
-    return formatMinorUnits(toMinorUnits(amount, currency), currency);
+    // By value (`"5.000"` is 5.00): a key stored before trailing zeros counted as decimal places still matches;
+    // the request itself is then judged as written (reserve: 422 for a new key).
+    return formatMinorUnits(toMinorUnits(amount, currency, 'amount', 'significant'), currency);
   } catch (err) {
     if (err instanceof DomainError) return String(amount);
     throw err;
