@@ -226,6 +226,74 @@ describe('idempotency', () => {
   });
 });
 
+/**
+ * Stripe saves the status code and body of the first request with a key once the endpoint began to run,
+ * whether it succeeded or failed: repeats with the key get the same answer, a 500 too, until the key is
+ * pruned (24 h); what failed validation before running is not saved (docs.stripe.com/api/idempotent_requests).
+ * The api-errors control makes an account's next requests that change something fail so: carried out and
+ * committed, then answered 500 api_error, and that 500 stored under the key.
+ */
+describe('a 500 after the request ran (the api-errors control)', () => {
+  const arm = (key: string, count: number) => t.http.post(`${base}/_control/api-errors`).set('Authorization', `Bearer ${key}`).send({ count });
+  const API_ERROR = { error: { type: 'api_error', message: 'An unknown error occurred.' } };
+
+  it('is stored under the idempotency key: repeats get the same 500 until the key expires; a new key runs', async () => {
+    const key = newKey();
+    const idem = randomUUID();
+    expect((await arm(key, 1).expect(200)).body).toEqual({ provider: 'cardpay', api_errors: 1 });
+    // Failing validation, a request never began to run: answered 400, not stored, the countdown not spent.
+    const invalid = randomUUID();
+    await post(key, '/v1/payment_intents', visaForm({ payment_method: 'pm_nope' })).set('Idempotency-Key', invalid).expect(400);
+    // Another account's requests are not failed.
+    await post(newKey(), '/v1/payment_intents', visaForm()).set('Idempotency-Key', idem).expect(200);
+    const first = await post(key, '/v1/payment_intents', visaForm()).set('Idempotency-Key', idem).expect(500);
+    expect(first.body).toEqual(API_ERROR);
+    // It ran: the intent was made and the card charged, as a Stripe 500 leaves possible.
+    const [made, ...others] = (await get(key, '/v1/payment_intents').expect(200)).body.data as { id: string; status: string; amount: number }[];
+    expect(others).toEqual([]);
+    expect(made).toMatchObject({ status: 'succeeded', amount: 2000 });
+    // The same key: the same 500, replayed, nothing run again (the countdown is spent, so this is the stored answer).
+    const again = await post(key, '/v1/payment_intents', visaForm()).set('Idempotency-Key', idem).expect(500);
+    expect(again.body).toEqual(API_ERROR);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    // Other parameters with the key: still Stripe's idempotency_error.
+    expect((await post(key, '/v1/payment_intents', visaForm({ amount: '2001' })).set('Idempotency-Key', idem).expect(400)).body.error.type).toBe('idempotency_error');
+    // The key that failed validation stored nothing: it runs now.
+    expect((await post(key, '/v1/payment_intents', visaForm()).set('Idempotency-Key', invalid).expect(200)).body.status).toBe('succeeded');
+    // A new key runs normally.
+    const fresh = await post(key, '/v1/payment_intents', visaForm()).set('Idempotency-Key', randomUUID()).expect(200);
+    expect(fresh.body.id).not.toBe(made!.id);
+    // A day later the key is pruned (by the account's next request with a key): the same request then runs as a new one.
+    await t.sql(`UPDATE sandbox_cardpay_idempotency SET created_at = created_at - interval '25 hours' WHERE idempotency_key = $1`, [idem]);
+    await post(key, '/v1/customers', {}).set('Idempotency-Key', randomUUID()).expect(200);
+    const later = await post(key, '/v1/payment_intents', visaForm()).set('Idempotency-Key', idem).expect(200);
+    expect(later.headers['idempotent-replayed']).toBeUndefined();
+    expect((await get(key, '/v1/payment_intents').expect(200)).body.data).toHaveLength(4);
+  });
+
+  it('counts down the next n requests that change something, with or without a key; {"count": 0} switches it off', async () => {
+    const key = newKey();
+    await arm(key, 2).expect(200);
+    await post(key, '/v1/customers', {}).expect(500);
+    await post(key, '/v1/payment_intents', visaForm()).set('Idempotency-Key', randomUUID()).expect(500);
+    await post(key, '/v1/customers', {}).expect(200);
+    await arm(key, 3).expect(200);
+    await arm(key, 0).expect(200, { provider: 'cardpay', api_errors: 0 });
+    await post(key, '/v1/customers', {}).expect(200);
+    // Reads are never failed.
+    await arm(key, 1).expect(200);
+    await get(key, '/v1/payment_intents').expect(200);
+    await arm(key, 0).expect(200);
+  });
+
+  it('is refused without a valid secret key (it names the account) or a whole count', async () => {
+    await t.http.post(`${base}/_control/api-errors`).send({ count: 1 }).expect(401);
+    await arm('sk_test_invalid_key_0001', 1).expect(401);
+    await arm(newKey(), -1).expect(400);
+    await arm(newKey(), 1.5).expect(400);
+  });
+});
+
 describe('payment methods attached to no customer are single-use', () => {
   const singleUse = {
     type: 'invalid_request_error',

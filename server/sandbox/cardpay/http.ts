@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response, Router } from 'express';
 import { takeLoss } from '../controls.js';
+import { API_ERROR_BODY } from './api-errors.js';
 import type { SandboxDeps } from '../module.js';
 import { onPool, readsOnly } from '../sql.js';
 import { accountOf } from './auth.js';
@@ -60,7 +61,7 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
     if (err instanceof SimError) return send(req, res, { status: err.status, body: { error: err.body }, replayed: false });
     deps.logger.error({ err: { type: (err as Error).name, message: (err as Error).message }, path: req.path }, 'cardpay simulator error');
     if (res.headersSent) return next(err);
-    send(req, res, { status: 500, body: { error: { type: 'api_error', message: 'An unknown error occurred.' } }, replayed: false });
+    send(req, res, { status: 500, body: API_ERROR_BODY, replayed: false });
   };
 
   /**
@@ -77,7 +78,7 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
         if (refused) throw refused;
         const params = (req.body ?? {}) as Params;
         const apiVersion = req.get('stripe-version') ?? SIM_API_VERSION;
-        const request = { account: account!, key, method: method.toUpperCase(), path: req.path, params, stored: start.stored, listened: start.listened };
+        const request = { account: account!, key, method: method.toUpperCase(), path: req.path, params, stored: start.stored, listened: start.listened, failingAfterRunning: start.failingAfterRunning };
         const outcome = await runIdempotent(deps, request, async (db) => {
           const res = await handler({ account: account!, params, path: req.params as Record<string, string>, db, deps, apiVersion });
           // Expanded before it is stored: a replay answers the same bytes.

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { SandboxDeps } from '../module.js';
 import { UnitOfWork, readsOnly, type Db, type Query } from '../sql.js';
+import { API_ERROR_BODY, takeApiError } from './api-errors.js';
 import type { StripeErrorBody } from './errors.js';
 import { SimError, invalidRequest } from './errors.js';
 import type { PendingEvent } from './events.js';
@@ -42,6 +43,8 @@ export interface IdempotentRequest {
   stored: StoredAnswer | null;
   /** The event types the account's endpoints listened to before the request ran ('*': all). */
   listened: string[];
+  /** The account's requests are being failed after they ran (the api-errors control, api-errors.ts): this one may be. */
+  failingAfterRunning?: boolean;
 }
 
 function canonical(value: unknown): unknown {
@@ -117,7 +120,8 @@ const keyConflict = (err: unknown) =>
  * a request that finished meanwhile is replayed); one that only writes inserts the key with its answer
  * in the final statement, where a concurrent first-comer makes it fail on the key (409). N identical
  * concurrent requests do the work once. A request that fails validation (a thrown SimError) is rolled
- * back and not stored, as at Stripe; a card decline is an answer (402) and is stored.
+ * back and not stored, as at Stripe; a card decline is an answer (402) and is stored. So is a 500 of a
+ * request that ran (the api-errors control): committed with the request's work, and replayed as any answer.
  */
 export async function runIdempotent(deps: SandboxDeps, req: IdempotentRequest, handler: (db: Db) => Promise<SimResponse>): Promise<Outcome> {
   try {
@@ -147,7 +151,11 @@ export async function runIdempotent(deps: SandboxDeps, req: IdempotentRequest, h
     };
     const work = new UnitOfWork(deps.pool, key ? { onBegin: claim } : {});
     try {
-      const res = await handler(work);
+      let res = await handler(work);
+      // It ran; the api-errors control fails it now, as Stripe can after it began: the work stays done, the answer is a 500.
+      if (req.failingAfterRunning && (await takeApiError((sql, params) => work.query(sql, params), req.account))) {
+        res = { ...res, status: 500, body: API_ERROR_BODY };
+      }
       const writes: NamedWrite[] = [];
       const json = key ? JSON.stringify(res.body) : undefined;
       if (key) {

@@ -2,6 +2,7 @@ import express, { type NextFunction, type Request, type Response, Router } from 
 import { mountControls, mountLossCountdown } from '../controls.js';
 import type { SandboxDeps, SandboxModule } from '../module.js';
 import { accountRoutes } from './account.js';
+import { mountApiErrorsControl } from './api-errors.js';
 import { customerRoutes } from './customers.js';
 import { SEND_EVENT_JOB, sendEvent, type SendEventJob } from './events.js';
 import { apiRoutes } from './http.js';
@@ -30,6 +31,9 @@ function router(deps: SandboxDeps): Router {
   // The same for attaching a payment method alone (POST /v1/payment_methods/:id/attach): the customer
   // made before it is answered, the card attached and its answer lost, as a saved card's save may meet.
   mountLossCountdown(r, deps.em, 'cardpay', '/_control/lose-attach-answers', 'lose_attach_answers', 'lost_answers');
+  // An account's next n requests that change something run, then fail 500 api_error, stored under their
+  // idempotency key as Stripe stores a 500 (api-errors.ts).
+  mountApiErrorsControl(r, deps);
   // The API reads the switches with its first statement (http.ts); the other routes read them here.
   const gate = switchesGate(deps.pool, deps.heldAnswers);
   r.use('/3ds', gate);

@@ -34,17 +34,20 @@ export interface RequestStart {
   losingAnswers: boolean;
   /** Answers to attach requests are being lost (the lose-attach-answers control, index.ts): this one may be. */
   losingAttachAnswers: boolean;
+  /** The account's requests that change something are failed after they ran (the api-errors control, api-errors.ts): this one may be. */
+  failingAfterRunning: boolean;
 }
 
 /**
  * What a request reads before it runs, in ONE statement: the simulator's switches and, for a request
  * with an Idempotency-Key (and a valid secret key), the answer already stored under that key; for a
- * known account, the event types its endpoints listen to, so a mutation builds only events someone
+ * known account, the event types its endpoints listen to (and whether the api-errors control is armed for it), so a mutation builds only events someone
  * may receive (which endpoints do is still decided when the jobs are committed).
  */
 export async function requestStart(pool: pg.Pool, account: string | null, key: string | undefined): Promise<RequestStart> {
-  const [row] = await readsOnly(pool).query<ControlsRow & Partial<StoredAnswer> & { listened: string[] | null; lost_results: number | null; lost_answers: number | null }>(
+  const [row] = await readsOnly(pool).query<ControlsRow & Partial<StoredAnswer> & { listened: string[] | null; lost_results: number | null; lost_answers: number | null; api_errors: number | null }>(
     `SELECT ${CONTROLS_COLUMNS}, c.lost_results, c.lost_answers, i.request_hash, i.response_status, i.response_body,
+            (SELECT remaining FROM sandbox_cardpay_api_errors a WHERE a.account = one.account) AS api_errors,
             (SELECT array_agg(DISTINCT t) FROM sandbox_cardpay_webhook_endpoints e, unnest(e.enabled_events) AS t WHERE e.account = one.account) AS listened
        FROM (SELECT ?::text AS account) AS one
        LEFT JOIN sandbox_controls c ON c.provider = 'cardpay'
@@ -52,7 +55,14 @@ export async function requestStart(pool: pg.Pool, account: string | null, key: s
     [account ?? '', account && key ? key : ''],
   );
   const stored = row?.request_hash ? { request_hash: row.request_hash, response_status: row.response_status!, response_body: row.response_body } : null;
-  return { switches: controlsOf(row), stored, listened: row?.listened ?? [], losingAnswers: (row?.lost_results ?? 0) > 0, losingAttachAnswers: (row?.lost_answers ?? 0) > 0 };
+  return {
+    switches: controlsOf(row),
+    stored,
+    listened: row?.listened ?? [],
+    losingAnswers: (row?.lost_results ?? 0) > 0,
+    losingAttachAnswers: (row?.lost_answers ?? 0) > 0,
+    failingAfterRunning: (row?.api_errors ?? 0) > 0,
+  };
 }
 
 /** The switches alone, for the routes that are not the API (the 3-D Secure page, unknown URLs). */
