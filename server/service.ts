@@ -274,6 +274,13 @@ function warnAboutProductionSettings(config: AppConfig, logger: Logger): void {
       { sandbox: true },
       'SANDBOX is on with NODE_ENV=production: provider calls (those without a *_BASE_URL override) go to the built-in simulators, not the real providers, so payments complete with no money moved; unset SANDBOX for live payments',
     );
+    // Asked for (SANDBOX_CONTROLS=true), but the controls take no credentials and act for every merchant.
+    if (config.sandboxControls) {
+      logger.warn(
+        { sandboxControls: true },
+        'SANDBOX_CONTROLS is on with NODE_ENV=production: anyone who reaches this port can switch a simulated provider into an outage, hang or lose its answers for every merchant (POST /sandbox/<provider>/_control/…); unset it unless only trusted testers reach the port',
+      );
+    }
   }
   // An override takes its provider's calls, live credentials' included, whatever SANDBOX says.
   for (const { variable, provider, origin } of providerOverrides(config.providerBaseUrls)) {

@@ -90,6 +90,7 @@ const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   DECRYPTION_KEYS: z.string().optional(),
   ROLE: z.enum(['all', 'api', 'worker']).default('all'),
   SANDBOX: booleanFlag.optional(),
+  SANDBOX_CONTROLS: booleanFlag.optional(),
   // Both end up in timers and in `now() + delay` timestamps: a huge delay threw RangeError (Invalid Date) at the first callback.
   SANDBOX_CALLBACK_DELAY_MS: z.coerce.number().int().min(0).max(MAX_SANDBOX_DELAY_MS, SANDBOX_DELAY_BOUND).default(1000),
   SANDBOX_LATENCY_MS: z.coerce.number().int().min(0).max(MAX_SANDBOX_DELAY_MS, SANDBOX_DELAY_BOUND).default(0),
@@ -179,6 +180,13 @@ export interface AppConfig {
   decryptionKeys: string[];
   role: 'all' | 'api' | 'worker';
   sandbox: boolean;
+  /**
+   * Whether the simulators serve their test controls (`/sandbox/<provider>/_control/…`: outages, lost and
+   * held answers, misreports), which take no credentials and act for every merchant: off under
+   * NODE_ENV=production unless SANDBOX_CONTROLS=true, on elsewhere. Off, each answers as a path the
+   * simulated provider does not have.
+   */
+  sandboxControls: boolean;
   sandboxCallbackDelayMs: number;
   /** Every simulator request waits this long before it is answered: a slow provider network. */
   sandboxLatencyMs: number;
@@ -459,6 +467,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { encr
     decryptionKeys,
     role: e.ROLE,
     sandbox,
+    sandboxControls: e.SANDBOX_CONTROLS ?? !production,
     sandboxCallbackDelayMs: e.SANDBOX_CALLBACK_DELAY_MS,
     sandboxLatencyMs: e.SANDBOX_LATENCY_MS,
     providerBaseUrls,

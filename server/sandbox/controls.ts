@@ -1,9 +1,28 @@
-import type { NextFunction, Request, Response, Router } from 'express';
+import type { NextFunction, Request, RequestHandler, Response, Router } from 'express';
 import express from 'express';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { HeldAnswers } from './held-answers.js';
 import type { SandboxDeps } from './module.js';
 import { mountMisreportControl, misreportResponse, type Misreport, type MisreportRewriter } from './misreport.js';
+
+/**
+ * A path of the test controls (`/_control/…`, relative to the simulator). Any case: Express matches
+ * routes case-insensitively, so `/_CONTROL/outage` reaches the outage control.
+ */
+export function isControlPath(path: string): boolean {
+  return /^\/_control/i.test(path);
+}
+
+/**
+ * SANDBOX_CONTROLS off (by default under NODE_ENV=production): every control path is answered by
+ * `unknownPath`, the simulator's own answer to a path it does not have, before any control sees it. The
+ * controls take no credentials and act on the provider for every merchant (an outage, lost answers),
+ * so on a deployment others reach they are not there unless the operator asks for them. Mount it first.
+ */
+export function refuseControls(router: Router, deps: Pick<SandboxDeps, 'config'>, unknownPath: RequestHandler): void {
+  if (deps.config.sandboxControls) return;
+  router.use((req: Request, res: Response, next: NextFunction) => (isControlPath(req.path) ? unknownPath(req, res, next) : next()));
+}
 
 /**
  * 'error' (500s) and 'hang' (no answer) fail every request of the provider. 'captures_error' and
@@ -122,7 +141,7 @@ export function outageSwitch(
   const { em, heldAnswers } = deps;
   mountControls(router, em, provider, misreport, Boolean(isCapture));
   router.use(async (req: Request, res: Response, next: NextFunction) => {
-    if (req.path.startsWith('/_control')) return next();
+    if (isControlPath(req.path)) return next();
     try {
       if (applyControls(res, await controls(em, provider), errorBody, heldAnswers, misreport, isCapture?.(req) ?? false)) next();
     } catch (err) {
@@ -175,7 +194,7 @@ export function withLatency(router: Router, ms: number): Router {
   if (ms <= 0) return router;
   const outer = express.Router();
   outer.use((req: Request, res: Response, next: NextFunction) => {
-    if (req.path.startsWith('/_control')) return next();
+    if (isControlPath(req.path)) return next();
     const end = res.end.bind(res) as (...args: unknown[]) => Response;
     res.end = ((...args: unknown[]) => {
       const timer = setTimeout(() => end(...args), ms);

@@ -41,6 +41,21 @@ describe('configuration', () => {
     }
   });
 
+  it("turns the simulators' test controls off under NODE_ENV=production unless SANDBOX_CONTROLS says otherwise, and refuses a value that is no boolean", async () => {
+    const prod = { NODE_ENV: 'production', DATABASE_URL: NOWHERE, ENCRYPTION_KEY: randomBytes(32).toString('base64') };
+    // A demo deployment (SANDBOX=true) keeps its simulators; their controls, open to anyone who reaches the port, are off.
+    expect(loadConfig({ ...prod, SANDBOX: 'true' })).toMatchObject({ sandbox: true, sandboxControls: false });
+    expect(loadConfig({ ...prod, SANDBOX: 'true', SANDBOX_CONTROLS: 'true' })).toMatchObject({ sandbox: true, sandboxControls: true });
+    for (const env of ['development', 'test']) expect(loadConfig({ NODE_ENV: env }).sandboxControls).toBe(true);
+    expect(loadConfig({ NODE_ENV: 'test', SANDBOX_CONTROLS: 'false' }).sandboxControls).toBe(false);
+    expect(loadConfig({ NODE_ENV: 'test', SANDBOX_CONTROLS: '' }).sandboxControls).toBe(true);
+    expect(() => loadConfig({ SANDBOX_CONTROLS: 'on' })).toThrow(ConfigError);
+    expect(() => loadConfig({ SANDBOX_CONTROLS: 'on' })).toThrow('SANDBOX_CONTROLS');
+    const run = await runCli('server/main.ts', [], { SANDBOX_CONTROLS: 'maybe', NODE_ENV: 'test', DATABASE_URL: NOWHERE });
+    expect(run.code).toBe(2);
+    expect(run.stderr.trim()).toMatch(/^invalid configuration: SANDBOX_CONTROLS: /);
+  }, 30_000);
+
   it('refuses a MOBILEMONEY_CALLBACK_ALLOWLIST entry that is not an address or CIDR, naming it', () => {
     const allowlist = (value: string) => loadConfig({ MOBILEMONEY_CALLBACK_ALLOWLIST: value }).mobilemoneyCallbackAllowlist;
     // Each of these used to boot and match nothing: every live callback refused.

@@ -1,5 +1,5 @@
 import express, { type NextFunction, type Request, type Response, Router } from 'express';
-import { mountControls, mountLossCountdown } from '../controls.js';
+import { mountControls, mountLossCountdown, refuseControls } from '../controls.js';
 import type { SandboxDeps, SandboxModule } from '../module.js';
 import { accountRoutes } from './account.js';
 import { mountApiErrorsControl } from './api-errors.js';
@@ -22,6 +22,11 @@ function router(deps: SandboxDeps): Router {
   const r = Router();
   // The app's JSON parser ignores form bodies; Stripe's bracket syntax needs qs (extended).
   r.use(express.urlencoded({ extended: true, limit: '100kb', parameterLimit: 1000 }));
+  // The API reads the switches with its first statement (http.ts); the other routes read them here.
+  const gate = switchesGate(deps.pool, deps.heldAnswers);
+  const api = apiRoutes(r, deps);
+  // SANDBOX_CONTROLS off: the controls below answer as unknown URLs do (a key first, then 404).
+  refuseControls(r, deps, api.notFound);
   mountControls(r, deps.em, 'cardpay', misreport);
   // The next n answers to API requests that change something (POST, DELETE) are lost on their way back
   // (http.ts): carried out and committed, then the connection drops, as when a network fails after the
@@ -34,11 +39,8 @@ function router(deps: SandboxDeps): Router {
   // An account's next n requests that change something run, then fail 500 api_error, stored under their
   // idempotency key as Stripe stores a 500 (api-errors.ts).
   mountApiErrorsControl(r, deps);
-  // The API reads the switches with its first statement (http.ts); the other routes read them here.
-  const gate = switchesGate(deps.pool, deps.heldAnswers);
   r.use('/3ds', gate);
   threeDsRoutes(r, deps);
-  const api = apiRoutes(r, deps);
   paymentIntentRoutes(api);
   refundRoutes(api);
   customerRoutes(api);

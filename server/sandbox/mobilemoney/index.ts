@@ -1,5 +1,5 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { mountLossCountdown, outageSwitch } from '../controls.js';
+import { mountLossCountdown, outageSwitch, refuseControls } from '../controls.js';
 import type { SandboxModule } from '../module.js';
 import { CALLBACK_JOB, deliverCallback, type CallbackJobData } from './callbacks.js';
 import { mountHeldResults } from './held-results.js';
@@ -18,10 +18,15 @@ import { operatorError } from './wire.js';
  * reversal and pull transactions, speaking the operator's wire protocol. Test values: test-values.ts.
  */
 
+/** The operator's answer to a path it does not have. */
+const unknownPath = (_req: Request, res: Response) => operatorError(res, '404.001.01', 'Resource not found');
+
 export const mobilemoneySandbox: SandboxModule = {
   path: '/sandbox/mobilemoney',
   router(deps) {
     const router = express.Router();
+    // SANDBOX_CONTROLS off: every /_control path answers as the unknown paths below do.
+    refuseControls(router, deps, unknownPath);
     outageSwitch(router, deps, 'mobilemoney', { requestId: 'sandbox-outage', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' }, misreport);
     // The operator's next n asynchronous results (reversal and transaction-status results, queue-timeout
     // notices; not STK callbacks) are never sent (callbacks.ts), as when a result is lost on its way.
@@ -46,7 +51,7 @@ export const mobilemoneySandbox: SandboxModule = {
     mountStk(router, deps);
     mountResults(router, deps, stalled);
     mountPull(router, deps);
-    router.use((_req: Request, res: Response) => operatorError(res, '404.001.01', 'Resource not found'));
+    router.use(unknownPath);
     router.use((err: unknown, _req: Request, res: Response, next: NextFunction) => {
       // The operator's answer to a body that is not JSON (providers.md §3: 400.002.05).
       if ((err as { type?: string }).type === 'entity.parse.failed') return operatorError(res, '400.002.05', 'Invalid Request Payload');

@@ -1,5 +1,5 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { outageSwitch } from '../controls.js';
+import { outageSwitch, refuseControls } from '../controls.js';
 import { eachObject, type MisreportRewriter } from '../misreport.js';
 import type { SandboxModule } from '../module.js';
 import { mountApproval } from './approval.js';
@@ -31,6 +31,9 @@ const misreport: MisreportRewriter = (body, m) => {
   return body;
 };
 
+/** PayPal's answer to a path it does not have. */
+const unknownPath = (_req: Request, res: Response) => sendError(res, new PaypalError(404));
+
 /** Larger than any request the adapter sends; PayPal documents no limit. */
 const BODY_LIMIT = '100kb';
 
@@ -39,6 +42,8 @@ export const walletpaySandbox: SandboxModule = {
 
   router(deps) {
     const router = express.Router();
+    // SANDBOX_CONTROLS off: every /_control path answers as the unknown paths below do.
+    refuseControls(router, deps, unknownPath);
     outageSwitch(router, deps, 'walletpay', INTERNAL_ERROR_BODY, misreport, isCaptureRequest);
     mountAuth(router, deps);
     mountCertificate(router, deps);
@@ -52,7 +57,7 @@ export const walletpaySandbox: SandboxModule = {
     mountPayments(router, deps);
     mountWebhooks(router, deps);
 
-    router.use((_req: Request, res: Response) => sendError(res, new PaypalError(404)));
+    router.use(unknownPath);
     router.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
       if (err instanceof PaypalError) return sendError(res, err);
       if ((err as { type?: string }).type === 'entity.parse.failed') {
