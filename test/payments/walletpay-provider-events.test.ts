@@ -127,6 +127,36 @@ describe('an order the buyer never approves expires at PayPal after 3 h', () => 
     await eventually(() => events('payment.failed', p.id)[0], 10_000, 'payment.failed');
   });
 
+  it('an order the buyer approved but that was never captured expires 3 h after the buyer was sent to approve it: the status sync, or a capture, fails the payment', async () => {
+    /** The simulator's clock: the order created and its approval page opened `hours` ago; the payment as old. */
+    const ageAll = async (p: { id: string; provider_ref: string }, hours: number) => {
+      await t.sql(`UPDATE sandbox_walletpay_orders SET created_at = created_at - make_interval(hours => $2::int), redirected_at = redirected_at - make_interval(hours => $2::int) WHERE id = $1`, [p.provider_ref, hours]);
+      await t.sql(`SET session_replication_role = replica; UPDATE payments SET created_at = created_at - interval '${hours} hours' WHERE id = '${p.id}'`);
+    };
+    const approved = async () => {
+      const p = await created();
+      const res = await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
+      expect(res.status).toBe(302);
+      return p;
+    };
+
+    // Captured after PayPal let the approved order expire: nothing is captured, the payment fails.
+    const late = await approved();
+    await ageAll(late, 4);
+    const res = await t.http.post(`/v1/payments/${late.id}/capture`).set('X-API-Key', key).send({});
+    expect(res.status).toBe(200);
+    expect(res.body.data.status).toBe('failed');
+    expect(await getPayment(late.id)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('never captured') });
+    expect(await t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [late.provider_ref])).toEqual([]);
+    await eventually(() => events('payment.failed', late.id)[0], 10_000, 'payment.failed');
+
+    // Never captured at all: the status sync's check after the expiry fails it the same way.
+    const abandoned = await approved();
+    await ageAll(abandoned, 4);
+    await syncOne(abandoned.id);
+    expect(await getPayment(abandoned.id)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('expired unpaid') });
+  });
+
   it('an order still there at that check (the buyer sent to approve it late, or an account keeping orders longer) is checked again every 3 h, until 75 h', async () => {
     const p = await created();
     const dueAfterCreation = async () => (await t.sql<{ s: number | null }>(

@@ -252,6 +252,47 @@ describe('approval page', () => {
     expect(captured.body.status).toBe('COMPLETED');
   });
 
+  it("keeps an order 3 h from creation, 3 h from the buyer's redirect once sent to approve, and lets an approved order never captured expire then, as PayPal", async () => {
+    const bearer = await token();
+    const read = (id: string) => t.http.get(`/sandbox/walletpay/v2/checkout/orders/${id}`).set('Authorization', `Bearer ${bearer}`);
+    const capture = (id: string) => t.http.post(`/sandbox/walletpay/v2/checkout/orders/${id}/capture`).set('Authorization', `Bearer ${bearer}`).send({});
+    /** The simulator's clock for the order: `created` and (when opened) `redirected` hours ago. */
+    const age = (id: string, created: number, redirected: number) => t.sql(
+      `UPDATE sandbox_walletpay_orders SET created_at = now() - make_interval(hours => $2::int), redirected_at = redirected_at - make_interval(hours => $3::int) WHERE id = $1`,
+      [id, created, redirected],
+    );
+
+    // Never shown to the buyer: gone 3 h after its creation.
+    const untouched = await newOrder(bearer);
+    await age(untouched, 4, 0);
+    expect((await read(untouched)).status).toBe(404);
+
+    // Shown to the buyer 2 h after its creation: still there 4 h after its creation, and the buyer approves it.
+    const redirected = await newOrder(bearer);
+    await t.http.get(`/sandbox/walletpay/checkoutnow?token=${redirected}`).expect(200);
+    await age(redirected, 4, 2);
+    expect((await read(redirected)).body.status).toBe('CREATED');
+    await t.http.get(`/sandbox/walletpay/checkoutnow?token=${redirected}&auto=approve`).expect(302);
+    expect((await read(redirected)).body.status).toBe('APPROVED');
+    // 3 h after the redirect, approved but not captured: expired, the capture refused as for an unknown order.
+    await age(redirected, 1, 2);
+    const gone = await read(redirected);
+    expect(gone.status).toBe(404);
+    expect(gone.body).toMatchObject({ name: 'RESOURCE_NOT_FOUND', details: [{ issue: 'INVALID_RESOURCE_ID' }] });
+    const late = await capture(redirected);
+    expect(late.status).toBe(404);
+    expect(late.body.details[0].issue).toBe('INVALID_RESOURCE_ID');
+    expect(await t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [redirected])).toEqual([]);
+    expect((await t.http.get(`/sandbox/walletpay/checkoutnow?token=${redirected}`)).status).toBe(404);
+
+    // Captured in time: a completed order does not expire.
+    const paid = await newOrder(bearer);
+    await t.http.get(`/sandbox/walletpay/checkoutnow?token=${paid}&auto=approve`).expect(302);
+    expect((await capture(paid)).status).toBe(201);
+    await age(paid, 10, 10);
+    expect((await read(paid)).body.status).toBe('COMPLETED');
+  });
+
   it('answers 404 for an unknown order and 400 for an unknown auto value', async () => {
     expect((await t.http.get('/sandbox/walletpay/checkoutnow?token=NOPE')).status).toBe(404);
     expect((await t.http.get('/sandbox/walletpay/checkoutnow?token=NOPE&auto=steal')).status).toBe(400);

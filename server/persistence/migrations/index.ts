@@ -71,6 +71,7 @@ import { Migration20261128009140_payments_provider_ref_unique } from './Migratio
 import { Migration20261128009150_sandbox_mobilemoney_listed_rows } from './Migration20261128009150_sandbox_mobilemoney_listed_rows.js';
 import { Migration20261129004101_saved_card_detach_due } from './Migration20261129004101_saved_card_detach_due.js';
 import { Migration20261129042801_sandbox_cardpay_api_errors } from './Migration20261129042801_sandbox_cardpay_api_errors.js';
+import { Migration20261129043001_sandbox_walletpay_redirected_at } from './Migration20261129043001_sandbox_walletpay_redirected_at.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -149,4 +150,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261128009150_sandbox_mobilemoney_listed_rows', class: Migration20261128009150_sandbox_mobilemoney_listed_rows },
   { name: 'Migration20261129004101_saved_card_detach_due', class: Migration20261129004101_saved_card_detach_due },
   { name: 'Migration20261129042801_sandbox_cardpay_api_errors', class: Migration20261129042801_sandbox_cardpay_api_errors },
+  { name: 'Migration20261129043001_sandbox_walletpay_redirected_at', class: Migration20261129043001_sandbox_walletpay_redirected_at },
 ];

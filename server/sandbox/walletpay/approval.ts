@@ -71,13 +71,28 @@ function approvalForm(order: OrderRow): string {
  * approve-instrument-declined, approve-refused, approve-echeck) for tests without
  * a browser. Approving moves the order to APPROVED and redirects to `return_url?token=…&PayerID=…`;
  * cancelling redirects to `cancel_url?token=…` and changes nothing: PayPal keeps the order
- * PAYER_ACTION_REQUIRED (or CREATED) until the buyer approves it or it expires.
+ * PAYER_ACTION_REQUIRED (or CREATED) until the buyer approves it or it expires. The first opening of the
+ * page is PayPal's redirect: the order then lives 3 h from it, approved or not (store.ts ORDER_LIVE).
  */
 export function mountApproval(router: Router, deps: SandboxDeps): void {
   const db = () => dbOf(deps.em);
 
+  /**
+   * The live order `orderId` as the buyer opens its page: the first opening of an order awaiting the buyer
+   * is PayPal's redirect, from which the order has 3 h more to be approved and captured (ORDER_LIVE).
+   */
+  async function opened(orderId: string): Promise<OrderRow | undefined> {
+    const [order] = await db().query<OrderRow>(
+      `UPDATE sandbox_walletpay_orders
+       SET redirected_at = CASE WHEN redirected_at IS NULL AND status IN ('CREATED', 'PAYER_ACTION_REQUIRED') THEN now() ELSE redirected_at END
+       WHERE id = ? AND ${ORDER_LIVE} RETURNING *`,
+      [orderId],
+    );
+    return order;
+  }
+
   async function act(res: Response, orderId: string, action: Action): Promise<void> {
-    const [order] = await db().query<OrderRow>(`SELECT * FROM sandbox_walletpay_orders WHERE id = ? AND ${ORDER_LIVE}`, [orderId]);
+    const order = await opened(orderId);
     if (!order) return page(res, 404, 'Order not found', '<p>This checkout link is not valid.</p>');
     const { return_url: returnUrl, cancel_url: cancelUrl } = order.experience;
 
@@ -111,7 +126,7 @@ export function mountApproval(router: Router, deps: SandboxDeps): void {
         if (!isAction(auto)) return page(res, 400, 'Unknown action', `<p>auto must be one of ${Object.keys(ACTIONS).join(', ')}.</p>`);
         return act(res, token, auto);
       }
-      const [order] = await db().query<OrderRow>(`SELECT * FROM sandbox_walletpay_orders WHERE id = ? AND ${ORDER_LIVE}`, [token]);
+      const order = await opened(token);
       if (!order) return page(res, 404, 'Order not found', '<p>This checkout link is not valid.</p>');
       if (order.status !== 'CREATED' && order.status !== 'PAYER_ACTION_REQUIRED') {
         return page(res, 200, `Order ${order.status.toLowerCase()}`, `<p>This order is ${escapeHtml(order.status)}; there is nothing to approve.</p>`);

@@ -3,11 +3,14 @@ import { PaypalError, notFound } from './errors.js';
 import { minimalCaptureView, orderView, type CaptureRow, type OrderRow, type RefundRow } from './views.js';
 
 /**
- * PayPal's default order lifetime: an order the buyer has not approved within 3 hours of its creation
- * expires, and from then on does not exist (GET and capture answer 404 INVALID_RESOURCE_ID; the approval
- * link no longer works). SQL condition on a `sandbox_walletpay_orders` row.
+ * PayPal's default order lifetime (Orders v2, order links): the caller has 3 hours from the order's
+ * creation to send the buyer to approve it; once they are sent (the approval page opened: `redirected_at`),
+ * 3 hours from then for the buyer to approve it and the caller to capture it. An order awaiting approval
+ * or approved but not captured past that expires, and from then on does not exist (GET and capture answer
+ * 404 INVALID_RESOURCE_ID; the approval link no longer works). SQL condition on a `sandbox_walletpay_orders` row.
  */
-export const ORDER_LIVE = `NOT (status IN ('CREATED', 'PAYER_ACTION_REQUIRED') AND created_at < now() - interval '3 hours')`;
+export const ORDER_LIVE =
+  `NOT (status IN ('CREATED', 'PAYER_ACTION_REQUIRED', 'APPROVED') AND COALESCE(redirected_at, created_at) < now() - interval '3 hours')`;
 
 /** An order of this client (another client's order, or an expired one, does not exist for it), optionally row-locked. */
 export async function loadOrder(db: Db, id: string, clientId: string, lock = false): Promise<OrderRow> {

@@ -23,6 +23,8 @@ export interface OrderRow {
   capture_request_id: string | null;
   /** The PayPal-Request-Id of the last capture refused INSTRUMENT_DECLINED: a repeat of it gets the same answer. */
   refused_capture_request_id: string | null;
+  /** When the buyer was first sent to approve (the approval page opened): the order lives 3 h from then (store.ts ORDER_LIVE). */
+  redirected_at: Timestamp | null;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
