@@ -171,6 +171,27 @@ describe('POST /v2/checkout/orders', () => {
     expect(other.body.id).not.toBe(first.body.id);
   });
 
+  it('keeps a PayPal-Request-Id 6 h, as PayPal: the same key after that is a new request, a new order (201)', async () => {
+    const bearer = await token();
+    const requestId = randomUUID();
+    const create = () => t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).set('PayPal-Request-Id', requestId).send(order());
+    const first = await create();
+    expect(first.status).toBe(201);
+    await t.sql(`UPDATE sandbox_walletpay_orders SET created_at = created_at - interval '5 hours' WHERE id = $1`, [first.body.id]);
+    const within = await create();
+    expect(within.status).toBe(200);
+    expect(within.body.id).toBe(first.body.id);
+    await t.sql(`UPDATE sandbox_walletpay_orders SET created_at = created_at - interval '2 hours' WHERE id = $1`, [first.body.id]);
+    const after = await create();
+    expect(after.status).toBe(201);
+    expect(after.body.id).not.toBe(first.body.id);
+    expect(after.body.status).toBe('CREATED');
+    // The new order holds the key now: repeated, it is answered again.
+    const again = await create();
+    expect(again.status).toBe(200);
+    expect(again.body.id).toBe(after.body.id);
+  });
+
   it.each([
     ['no intent', order({ intent: undefined }), 400, 'INVALID_REQUEST', 'MISSING_REQUIRED_PARAMETER', '/intent'],
     ['no purchase units', order({ purchase_units: [] }), 400, 'INVALID_REQUEST', 'MISSING_REQUIRED_PARAMETER', '/purchase_units'],
@@ -348,6 +369,35 @@ describe('capture and refund on the wire', () => {
     const rest = await t.http.post(`/sandbox/walletpay/v2/payments/captures/${cap.id}/refund`).set('Authorization', `Bearer ${bearer}`)
       .set('Prefer', 'return=representation').send({}).expect(201);
     expect(rest.body.amount).toEqual({ currency_code: 'USD', value: '20.00' });
+  });
+
+  it("keeps a capture's PayPal-Request-Id 6 h and a refund's 45 days, as PayPal documents: after that the same key is a new request", async () => {
+    const bearer = await token();
+    const created = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).send(order()).expect(201);
+    const id = created.body.id as string;
+    await t.http.get(`/sandbox/walletpay/checkoutnow?token=${id}&auto=approve`).expect(302);
+    const capture = () => t.http.post(`/sandbox/walletpay/v2/checkout/orders/${id}/capture`).set('Authorization', `Bearer ${bearer}`).set('PayPal-Request-Id', `cap-${id}`).send({});
+    expect((await capture()).status).toBe(201);
+    const [{ id: captureId }] = await t.sql<{ id: string }>('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [id]) as [{ id: string }];
+    await t.sql(`UPDATE sandbox_walletpay_captures SET created_at = created_at - interval '5 hours' WHERE id = $1`, [captureId]);
+    expect((await capture()).status).toBe(200);
+    await t.sql(`UPDATE sandbox_walletpay_captures SET created_at = created_at - interval '2 hours' WHERE id = $1`, [captureId]);
+    const late = await capture();
+    expect(late.status).toBe(422);
+    expect(late.body.details[0].issue).toBe('ORDER_ALREADY_CAPTURED');
+
+    const refund = () => t.http.post(`/sandbox/walletpay/v2/payments/captures/${captureId}/refund`).set('Authorization', `Bearer ${bearer}`)
+      .set('PayPal-Request-Id', `ref-${id}`).send({ amount: { currency_code: 'USD', value: '5.00' } });
+    const first = await refund();
+    expect(first.status).toBe(201);
+    await t.sql(`UPDATE sandbox_walletpay_refunds SET created_at = created_at - interval '44 days' WHERE id = $1`, [first.body.id]);
+    const within = await refund();
+    expect(within.body.id).toBe(first.body.id);
+    await t.sql(`UPDATE sandbox_walletpay_refunds SET created_at = created_at - interval '2 days' WHERE id = $1`, [first.body.id]);
+    const after = await refund();
+    expect(after.status).toBe(201);
+    expect(after.body.id).not.toBe(first.body.id);
+    expect(await t.sql('SELECT amount_minor::int AS minor FROM sandbox_walletpay_refunds WHERE capture_id = $1 ORDER BY created_at', [captureId])).toEqual([{ minor: 500 }, { minor: 500 }]);
   });
 
   it("answers a capture without Prefer minimally, as PayPal: the capture, not the order's representation", async () => {

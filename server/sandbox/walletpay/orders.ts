@@ -6,7 +6,8 @@ import { PaypalError, invalid, unprocessable } from './errors.js';
 import { SETTLE_CAPTURE_JOB, captureEvent, recordEvent, scheduleTransmissions, type SettleCaptureJob } from './events.js';
 import { isObject, missing, optionalString, optionalUrl, parseMoney, requestIdOf, wantsRepresentation } from './params.js';
 import { mockedRefusal } from './mock-response.js';
-import { loadOrder, renderCaptureAnswer, renderOrder } from './store.js';
+import { ORDERS_KEY_RETENTION, loadOrder, previousRequestInProgress, renderCaptureAnswer, renderOrder } from './store.js';
+import type { Db } from './db.js';
 import { minimalOrderView, type CaptureRow, type Experience, type OrderRow, type PurchaseUnitInput } from './views.js';
 
 interface OrderRequest {
@@ -81,6 +82,15 @@ const PAYPAL_REQUEST_ID_REQUIRED = () =>
     'header',
   );
 
+/** Whether PayPal still keeps the key of the order's capture (made less than 6 h ago). */
+async function captureKeyKept(db: Db, orderId: string): Promise<boolean> {
+  const rows = await db.query<{ id: string }>(
+    `SELECT id FROM sandbox_walletpay_captures WHERE order_id = ? AND created_at >= now() - ${ORDERS_KEY_RETENTION} LIMIT 1`,
+    [orderId],
+  );
+  return rows.length > 0;
+}
+
 /** An order's capture (`POST /v2/checkout/orders/:id/capture`, as express matches it): what the capture-only outage fails (controls.ts). */
 export const isCaptureRequest = (req: Request): boolean => req.method === 'POST' && /^\/v2\/checkout\/orders\/[^/]+\/capture\/?$/i.test(req.path);
 
@@ -96,6 +106,14 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
       const input = parseOrderRequest(req.body);
       if (requestId === null && isObject(req.body) && req.body.payment_source !== undefined) throw PAYPAL_REQUEST_ID_REQUIRED();
       const db = dbOf(deps.em);
+      // A key PayPal no longer keeps (older than 6 h) is forgotten: the request is a new order.
+      if (requestId !== null) {
+        await db.query(
+          `UPDATE sandbox_walletpay_orders SET request_id = NULL
+           WHERE client_id = ? AND request_id = ? AND created_at < now() - ${ORDERS_KEY_RETENTION}`,
+          [clientId, requestId],
+        );
+      }
       const [created] = await db.query<OrderRow>(
         `INSERT INTO sandbox_walletpay_orders
            (id, client_id, request_id, intent, status, purchase_unit, amount_minor, currency, experience, uses_payment_source)
@@ -107,8 +125,9 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
           JSON.stringify(input.unit), input.amountMinor.toString(), input.currency, JSON.stringify(input.experience), input.usesPaymentSource,
         ],
       );
-      // The same PayPal-Request-Id again: the original order, 200 instead of 201.
-      const order = created ?? (await db.query<OrderRow>('SELECT * FROM sandbox_walletpay_orders WHERE client_id = ? AND request_id = ?', [clientId, requestId]))[0]!;
+      // The same PayPal-Request-Id again within 6 h: the original order, 200 instead of 201.
+      const order = created ?? (await db.query<OrderRow>('SELECT * FROM sandbox_walletpay_orders WHERE client_id = ? AND request_id = ?', [clientId, requestId]))[0];
+      if (!order) throw previousRequestInProgress();
       const body = wantsRepresentation(req) ? await renderOrder(db, base(), order) : minimalOrderView(base(), order);
       res.status(created ? 201 : 200).json(body);
     }),
@@ -137,7 +156,8 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
         // PayPal answers a repeated PayPal-Request-Id with its first answer, a refusal too.
         if (requestId !== null && order.refused_capture_request_id === requestId) return { refusal: instrumentDeclined() };
         if (order.status === 'COMPLETED') {
-          if (requestId !== null && order.capture_request_id === requestId) {
+          // The capture's own PayPal-Request-Id within 6 h of it: its answer again; after that, a new request.
+          if (requestId !== null && order.capture_request_id === requestId && (await captureKeyKept(db, order.id))) {
             return { status: 200, body: await renderCaptureAnswer(db, base(), order, representation), transmissions: [], pendingCapture: null };
           }
           throw unprocessable('ORDER_ALREADY_CAPTURED', "Order already captured. If 'intent=CAPTURE' only one capture per order is allowed.");

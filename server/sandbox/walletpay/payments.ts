@@ -7,7 +7,7 @@ import { PaypalError, invalid, notFound, unprocessable } from './errors.js';
 import { FAIL_REFUND_JOB, addRefunded, recordEvent, scheduleTransmissions, type FailRefundJob } from './events.js';
 import { isObject, optionalString, parseMoney, requestIdOf, wantsRepresentation } from './params.js';
 import { mockedRefusal } from './mock-response.js';
-import { loadCapture } from './store.js';
+import { PAYMENTS_KEY_RETENTION, loadCapture } from './store.js';
 import { captureView, money, refundView, type CaptureRow, type RefundRow } from './views.js';
 
 interface RefundRequest {
@@ -65,7 +65,15 @@ export function mountPayments(router: Router, deps: SandboxDeps): void {
         // progress, another request on the capture is answered 409 PREVIOUS_REQUEST_IN_PROGRESS, as PayPal does.
         const capture = await loadCapture(db, req.params.id!, clientId, 'nowait');
         if (requestId !== null) {
-          const [replay] = await db.query<RefundRow>('SELECT * FROM sandbox_walletpay_refunds WHERE client_id = ? AND request_id = ?', [clientId, requestId]);
+          // Within the 45 days PayPal keeps a refund's key; an older one is forgotten: a new refund.
+          await db.query(
+            `UPDATE sandbox_walletpay_refunds SET request_id = NULL WHERE client_id = ? AND request_id = ? AND created_at < now() - ${PAYMENTS_KEY_RETENTION}`,
+            [clientId, requestId],
+          );
+          const [replay] = await db.query<RefundRow>(
+            'SELECT * FROM sandbox_walletpay_refunds WHERE client_id = ? AND request_id = ?',
+            [clientId, requestId],
+          );
           if (replay) {
             // PayPal answers a repeated PayPal-Request-Id with the refund as it now stands, and documents only
             // 201 for a refund (200 is for a replayed capture or order).

@@ -12,6 +12,14 @@ import { minimalCaptureView, orderView, type CaptureRow, type OrderRow, type Ref
 export const ORDER_LIVE =
   `NOT (status IN ('CREATED', 'PAYER_ACTION_REQUIRED', 'APPROVED') AND COALESCE(redirected_at, created_at) < now() - interval '3 hours')`;
 
+/**
+ * How long PayPal keeps a PayPal-Request-Id: Orders v2 (create, capture) "The server stores keys for 6
+ * hours"; Payments v2 (refund) "The server stores keys for 45 days" (each API's paypal_request_id
+ * parameter). A request repeating an older key is a new request. SQL intervals.
+ */
+export const ORDERS_KEY_RETENTION = `interval '6 hours'`;
+export const PAYMENTS_KEY_RETENTION = `interval '45 days'`;
+
 /** An order of this client (another client's order, or an expired one, does not exist for it), optionally row-locked. */
 export async function loadOrder(db: Db, id: string, clientId: string, lock = false): Promise<OrderRow> {
   const rows = await db.query<OrderRow>(
