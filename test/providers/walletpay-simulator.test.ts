@@ -400,6 +400,37 @@ describe('capture and refund on the wire', () => {
     expect(await t.sql('SELECT amount_minor::int AS minor FROM sandbox_walletpay_refunds WHERE capture_id = $1 ORDER BY created_at', [captureId])).toEqual([{ minor: 500 }, { minor: 500 }]);
   });
 
+  it('answers a capture repeating the PayPal-Request-Id of a refused one with that refusal for 6 h, as PayPal ("the latest status of the previous request")', async () => {
+    const bearer = await token();
+    const created = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).send(order()).expect(201);
+    const id = created.body.id as string;
+    const capture = (requestId: string) =>
+      t.http.post(`/sandbox/walletpay/v2/checkout/orders/${id}/capture`).set('Authorization', `Bearer ${bearer}`).set('PayPal-Request-Id', requestId).send({});
+    const early = await capture(`early-${id}`);
+    expect(early.status).toBe(422);
+    expect(early.body.details[0].issue).toBe('ORDER_NOT_APPROVED');
+
+    await t.http.get(`/sandbox/walletpay/checkoutnow?token=${id}&auto=approve`).expect(302);
+    // Approved now, but the same id is answered with its refusal, and nothing is captured.
+    const replayed = await capture(`early-${id}`);
+    expect(replayed.status).toBe(422);
+    expect(replayed.body).toMatchObject({ name: 'UNPROCESSABLE_ENTITY', details: [{ issue: 'ORDER_NOT_APPROVED' }] });
+    expect(await t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [id])).toEqual([]);
+    // 6 h later PayPal no longer keeps the id: it is a new request, and it captures.
+    await t.sql(`UPDATE sandbox_walletpay_capture_refusals SET created_at = created_at - interval '7 hours' WHERE order_id = $1`, [id]);
+    expect((await capture(`early-${id}`)).status).toBe(201);
+
+    // A refusal for good is replayed the same way; without an id each request is answered afresh.
+    const refusedOrder = (await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).send(order()).expect(201)).body.id as string;
+    await t.http.get(`/sandbox/walletpay/checkoutnow?token=${refusedOrder}&auto=approve-refused`).expect(302);
+    const refuse = () => t.http.post(`/sandbox/walletpay/v2/checkout/orders/${refusedOrder}/capture`).set('Authorization', `Bearer ${bearer}`).set('PayPal-Request-Id', `ref-${refusedOrder}`).send({});
+    expect((await refuse()).body.details[0].issue).toBe('TRANSACTION_REFUSED');
+    expect((await refuse()).body.details[0].issue).toBe('TRANSACTION_REFUSED');
+    const noId = await t.http.post(`/sandbox/walletpay/v2/checkout/orders/${refusedOrder}/capture`).set('Authorization', `Bearer ${bearer}`).send({});
+    expect(noId.body.details[0].issue).toBe('TRANSACTION_REFUSED');
+    expect(await t.sql('SELECT request_id FROM sandbox_walletpay_capture_refusals WHERE order_id = $1', [refusedOrder])).toEqual([{ request_id: `ref-${refusedOrder}` }]);
+  });
+
   it("answers a capture without Prefer minimally, as PayPal: the capture, not the order's representation", async () => {
     const bearer = await token();
     const created = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${bearer}`).send(order()).expect(201);

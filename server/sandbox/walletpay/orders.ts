@@ -2,7 +2,7 @@ import type { Request, Router } from 'express';
 import type { SandboxDeps } from '../module.js';
 import { clientIdOf } from './auth.js';
 import { dbOf, inTransaction, paypalId, route, simulatorBase } from './db.js';
-import { PaypalError, invalid, unprocessable } from './errors.js';
+import { PaypalError, invalid, unprocessable, type ErrorDetail } from './errors.js';
 import { SETTLE_CAPTURE_JOB, captureEvent, recordEvent, scheduleTransmissions, type SettleCaptureJob } from './events.js';
 import { isObject, missing, optionalString, optionalUrl, parseMoney, requestIdOf, wantsRepresentation } from './params.js';
 import { mockedRefusal } from './mock-response.js';
@@ -64,7 +64,7 @@ function parseOrderRequest(body: unknown): OrderRequest {
 
 type CaptureOutcome =
   | { status: number; body: Record<string, unknown>; transmissions: string[]; pendingCapture: string | null }
-  /** A refusal whose changes are committed before it is answered. */
+  /** A refusal (422), committed with what it changed and kept under its PayPal-Request-Id before it is answered. */
   | { refusal: PaypalError };
 
 const instrumentDeclined = () =>
@@ -153,8 +153,43 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
       if (mocked) throw mocked;
       const result = await inTransaction(deps.em, async (db): Promise<CaptureOutcome> => {
         const order = await loadOrder(db, req.params.id!, clientId, true);
-        // PayPal answers a repeated PayPal-Request-Id with its first answer, a refusal too.
-        if (requestId !== null && order.refused_capture_request_id === requestId) return { refusal: instrumentDeclined() };
+        // PayPal answers a repeated PayPal-Request-Id with "the latest status of the previous request"
+        // (its idempotency guide) while it keeps the id: a refusal too.
+        if (requestId !== null) {
+          const [earlier] = await db.query<{ status: number; details: ErrorDetail[] }>(
+            `SELECT status, details FROM sandbox_walletpay_capture_refusals
+             WHERE order_id = ? AND request_id = ? AND created_at >= now() - ${ORDERS_KEY_RETENTION}`,
+            [order.id, requestId],
+          );
+          if (earlier) return { refusal: new PaypalError(earlier.status, earlier.details) };
+        }
+        try {
+          return await attempt(db, order);
+        } catch (err) {
+          if (!(err instanceof PaypalError) || err.status !== 422) throw err;
+          // A refusal is committed (with what it changed, e.g. INSTRUMENT_DECLINED's order back to the buyer)
+          // and kept under its PayPal-Request-Id.
+          if (requestId !== null) {
+            await db.query(
+              `INSERT INTO sandbox_walletpay_capture_refusals (order_id, request_id, status, details) VALUES (?, ?, ?, ?::jsonb)
+               ON CONFLICT (order_id, request_id) DO UPDATE SET status = EXCLUDED.status, details = EXCLUDED.details, created_at = now()`,
+              [order.id, requestId, err.status, JSON.stringify(err.details)],
+            );
+          }
+          return { refusal: err };
+        }
+      });
+      if ('refusal' in result) throw result.refusal;
+      await scheduleTransmissions(deps, result.transmissions);
+      if (result.pendingCapture) {
+        // A capture under review completes (or is denied) a little later, with its own event.
+        const due = new Date(Date.now() + 2 * deps.config.sandboxCallbackDelayMs);
+        await deps.agenda.schedule<SettleCaptureJob>(due, SETTLE_CAPTURE_JOB, { captureId: result.pendingCapture });
+      }
+      res.status(result.status).json(result.body);
+
+      /** The capture of the locked, live `order`; a refusal is thrown (422). */
+      async function attempt(db: Db, order: OrderRow): Promise<CaptureOutcome> {
         if (order.status === 'COMPLETED') {
           // The capture's own PayPal-Request-Id within 6 h of it: its answer again; after that, a new request.
           if (requestId !== null && order.capture_request_id === requestId && (await captureKeyKept(db, order.id))) {
@@ -173,11 +208,11 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
           await db.query(
             `UPDATE sandbox_walletpay_orders
              SET status = CASE WHEN uses_payment_source THEN 'PAYER_ACTION_REQUIRED' ELSE 'CREATED' END,
-                 payer_id = NULL, funding = 'ok', refused_capture_request_id = ?, updated_at = now()
+                 payer_id = NULL, funding = 'ok', updated_at = now()
              WHERE id = ?`,
-            [requestId, order.id],
+            [order.id],
           );
-          return { refusal: instrumentDeclined() };
+          throw instrumentDeclined();
         }
         if (order.funding === 'refused') {
           throw unprocessable('TRANSACTION_REFUSED', 'The request was refused.');
@@ -194,15 +229,7 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
         );
         const transmissions = await recordEvent(db, base(), captureEvent(base(), capture!));
         return { status: 201, body: await renderCaptureAnswer(db, base(), completed!, representation), transmissions, pendingCapture: status === 'PENDING' ? capture!.id : null };
-      });
-      if ('refusal' in result) throw result.refusal;
-      await scheduleTransmissions(deps, result.transmissions);
-      if (result.pendingCapture) {
-        // A capture under review completes (or is denied) a little later, with its own event.
-        const due = new Date(Date.now() + 2 * deps.config.sandboxCallbackDelayMs);
-        await deps.agenda.schedule<SettleCaptureJob>(due, SETTLE_CAPTURE_JOB, { captureId: result.pendingCapture });
       }
-      res.status(result.status).json(result.body);
     }),
   );
 }

@@ -21,8 +21,6 @@ export interface OrderRow {
   /** What the approval chose (approval.ts ACTIONS): how the capture, and its refunds, turn out. */
   funding: 'ok' | 'declined' | 'pending' | 'pending_denied' | 'echeck' | 'instrument_declined' | 'refused';
   capture_request_id: string | null;
-  /** The PayPal-Request-Id of the last capture refused INSTRUMENT_DECLINED: a repeat of it gets the same answer. */
-  refused_capture_request_id: string | null;
   /** When the buyer was first sent to approve (the approval page opened): the order lives 3 h from then (store.ts ORDER_LIVE). */
   redirected_at: Timestamp | null;
   created_at: Timestamp;
