@@ -234,7 +234,7 @@ describe('approve and capture', () => {
 });
 
 describe('getCapture (whose a capture is, for a refund event naming only the capture)', () => {
-  it("shows the capture with its order id; an unknown capture, or another client's, is null (PayPal's 404)", async () => {
+  it("shows the capture with its order id; an unknown capture (PayPal's 404), or another client's (its 403 PERMISSION_DENIED), is null", async () => {
     const creds = newCreds();
     const { input, created, captured } = await capturedPayment(creds);
     const captureId = captured.data!.captureId as string;

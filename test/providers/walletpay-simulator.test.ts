@@ -486,6 +486,42 @@ describe('capture and refund on the wire', () => {
     expect((await t.http.get('/sandbox/walletpay/v2/nothing-here').set('Authorization', `Bearer ${bearer}`)).body.name).toBe('RESOURCE_NOT_FOUND');
   });
 
+  it("answers another app's capture, refund and order capture 403 NOT_AUTHORIZED / PERMISSION_DENIED, as PayPal documents; its order 404", async () => {
+    const owner = await token();
+    const created = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${owner}`).send(order()).expect(201);
+    const id = created.body.id as string;
+    await t.http.get(`/sandbox/walletpay/checkoutnow?token=${id}&auto=approve`).expect(302);
+    const captured = await t.http.post(`/sandbox/walletpay/v2/checkout/orders/${id}/capture`).set('Authorization', `Bearer ${owner}`).set('Prefer', 'return=representation').send({}).expect(201);
+    const captureId = captured.body.purchase_units[0].payments.captures[0].id as string;
+    const refund = await t.http.post(`/sandbox/walletpay/v2/payments/captures/${captureId}/refund`).set('Authorization', `Bearer ${owner}`)
+      .send({ amount: { currency_code: 'USD', value: '1.00' } }).expect(201);
+    const approvedElsewhere = (await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${owner}`).send(order()).expect(201)).body.id as string;
+    await t.http.get(`/sandbox/walletpay/checkoutnow?token=${approvedElsewhere}&auto=approve`).expect(302);
+
+    const stranger = await token();
+    const denied = {
+      name: 'NOT_AUTHORIZED',
+      details: [{ issue: 'PERMISSION_DENIED', description: 'You do not have permission to access or perform operations on this resource.' }],
+    };
+    for (const res of [
+      await t.http.get(`/sandbox/walletpay/v2/payments/captures/${captureId}`).set('Authorization', `Bearer ${stranger}`),
+      await t.http.post(`/sandbox/walletpay/v2/payments/captures/${captureId}/refund`).set('Authorization', `Bearer ${stranger}`).send({}),
+      await t.http.get(`/sandbox/walletpay/v2/payments/refunds/${refund.body.id}`).set('Authorization', `Bearer ${stranger}`),
+      await t.http.post(`/sandbox/walletpay/v2/checkout/orders/${approvedElsewhere}/capture`).set('Authorization', `Bearer ${stranger}`).send({}),
+    ]) {
+      expect(res.status).toBe(403);
+      expect(res.body).toMatchObject(denied);
+    }
+    // Nothing was done for the stranger; GET order documents no 403 at PayPal: 404 as an unknown id.
+    expect(await t.sql('SELECT id FROM sandbox_walletpay_refunds WHERE capture_id = $1', [captureId])).toEqual([{ id: refund.body.id }]);
+    expect(await t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [approvedElsewhere])).toEqual([]);
+    const order404 = await t.http.get(`/sandbox/walletpay/v2/checkout/orders/${id}`).set('Authorization', `Bearer ${stranger}`);
+    expect(order404.status).toBe(404);
+    expect(order404.body.details[0].issue).toBe('INVALID_RESOURCE_ID');
+    // Unknown ids stay 404.
+    expect((await t.http.get('/sandbox/walletpay/v2/payments/refunds/NOSUCHREFUND00001').set('Authorization', `Bearer ${stranger}`)).status).toBe(404);
+  });
+
   it('answers 500 INTERNAL_SERVER_ERROR while the outage switch is on', async () => {
     await t.http.post('/sandbox/walletpay/_control/outage').send({ mode: 'error' }).expect(200);
     try {

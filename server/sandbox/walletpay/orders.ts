@@ -152,7 +152,8 @@ export function mountOrders(router: Router, deps: SandboxDeps): void {
       const mocked = mockedRefusal(req, 'capture');
       if (mocked) throw mocked;
       const result = await inTransaction(deps.em, async (db): Promise<CaptureOutcome> => {
-        const order = await loadOrder(db, req.params.id!, clientId, true);
+        // Another account's order: PayPal's capture 403 PERMISSION_DENIED.
+        const order = await loadOrder(db, req.params.id!, clientId, true, 'denied');
         // PayPal answers a repeated PayPal-Request-Id with "the latest status of the previous request"
         // (its idempotency guide) while it keeps the id: a refusal too.
         if (requestId !== null) {

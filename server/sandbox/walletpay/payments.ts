@@ -7,7 +7,7 @@ import { PaypalError, invalid, notFound, unprocessable } from './errors.js';
 import { FAIL_REFUND_JOB, addRefunded, recordEvent, scheduleTransmissions, type FailRefundJob } from './events.js';
 import { isObject, optionalString, parseMoney, requestIdOf, wantsRepresentation } from './params.js';
 import { mockedRefusal } from './mock-response.js';
-import { PAYMENTS_KEY_RETENTION, loadCapture } from './store.js';
+import { PAYMENTS_KEY_RETENTION, loadCapture, loadRefund } from './store.js';
 import { captureView, money, refundView, type CaptureRow, type RefundRow } from './views.js';
 
 interface RefundRequest {
@@ -44,8 +44,7 @@ export function mountPayments(router: Router, deps: SandboxDeps): void {
     '/v2/payments/refunds/:id',
     route(async (req, res) => {
       const db = dbOf(deps.em);
-      const [refund] = await db.query<RefundRow>('SELECT * FROM sandbox_walletpay_refunds WHERE id = ? AND client_id = ?', [req.params.id, clientIdOf(res)]);
-      if (!refund) throw notFound('INVALID_RESOURCE_ID', 'Specified resource ID does not exist. Please check the resource ID and try again.', 'refund_id');
+      const refund = await loadRefund(db, req.params.id!, clientIdOf(res));
       const capture = await loadCapture(db, refund.capture_id, refund.client_id);
       res.json(refundView(base(), refund, capture));
     }),

@@ -20,18 +20,45 @@ export const ORDER_LIVE =
 export const ORDERS_KEY_RETENTION = `interval '6 hours'`;
 export const PAYMENTS_KEY_RETENTION = `interval '45 days'`;
 
-/** An order of this client (another client's order, or an expired one, does not exist for it), optionally row-locked. */
-export async function loadOrder(db: Db, id: string, clientId: string, lock = false): Promise<OrderRow> {
+/**
+ * PayPal's answer to a request on another account's resource: 403 NOT_AUTHORIZED, PERMISSION_DENIED (the
+ * 403 its specs document for GET /v2/payments/captures/{id}, its refund, GET /v2/payments/refunds/{id} and
+ * POST /v2/checkout/orders/{id}/capture).
+ */
+export const permissionDenied = () =>
+  new PaypalError(403, [{ issue: 'PERMISSION_DENIED', description: 'You do not have permission to access or perform operations on this resource.' }]);
+
+/** Whether a row `id` of `table` exists for another client than `clientId`. */
+async function anotherClients(db: Db, table: 'orders' | 'captures' | 'refunds', id: string, clientId: string, live = 'true'): Promise<boolean> {
+  const rows = await db.query<{ id: string }>(`SELECT id FROM sandbox_walletpay_${table} WHERE id = ? AND client_id <> ? AND ${live}`, [id, clientId]);
+  return rows.length > 0;
+}
+
+/**
+ * An order of this client (an expired one does not exist), optionally row-locked. Another client's order:
+ * `others` says how PayPal answers — 404 as an unknown id (GET, PATCH: PayPal documents no 403 for them)
+ * or 403 PERMISSION_DENIED (a capture).
+ */
+export async function loadOrder(db: Db, id: string, clientId: string, lock = false, others: 'not-found' | 'denied' = 'not-found'): Promise<OrderRow> {
   const rows = await db.query<OrderRow>(
     `SELECT * FROM sandbox_walletpay_orders WHERE id = ? AND client_id = ? AND ${ORDER_LIVE}${lock ? ' FOR UPDATE' : ''}`,
     [id, clientId],
   );
-  if (!rows[0]) throw notFound('INVALID_RESOURCE_ID', 'Specified resource ID does not exist. Please check the resource ID and try again.', 'order_id');
-  return rows[0];
+  if (rows[0]) return rows[0];
+  if (others === 'denied' && (await anotherClients(db, 'orders', id, clientId, ORDER_LIVE))) throw permissionDenied();
+  throw notFound('INVALID_RESOURCE_ID', 'Specified resource ID does not exist. Please check the resource ID and try again.', 'order_id');
+}
+
+/** A refund of this client; another client's is 403 PERMISSION_DENIED, an unknown id 404 INVALID_RESOURCE_ID. */
+export async function loadRefund(db: Db, id: string, clientId: string): Promise<RefundRow> {
+  const [refund] = await db.query<RefundRow>('SELECT * FROM sandbox_walletpay_refunds WHERE id = ? AND client_id = ?', [id, clientId]);
+  if (refund) return refund;
+  if (await anotherClients(db, 'refunds', id, clientId)) throw permissionDenied();
+  throw notFound('INVALID_RESOURCE_ID', 'Specified resource ID does not exist. Please check the resource ID and try again.', 'refund_id');
 }
 
 /**
- * A capture of this client, optionally row-locked: `true` waits for the lock, `'nowait'` does not — a
+ * A capture of this client (another client's: 403 PERMISSION_DENIED), optionally row-locked: `true` waits for the lock, `'nowait'` does not — a
  * capture another request holds (a refund of it in progress) is PayPal's 409 PREVIOUS_REQUEST_IN_PROGRESS.
  */
 export async function loadCapture(db: Db, id: string, clientId: string, lock: boolean | 'nowait' = false): Promise<CaptureRow> {
@@ -46,8 +73,10 @@ export async function loadCapture(db: Db, id: string, clientId: string, lock: bo
     if ((err as { code?: unknown }).code === '55P03') throw previousRequestInProgress();
     throw err;
   }
-  if (!rows[0]) throw notFound('INVALID_RESOURCE_ID', 'Specified resource ID does not exist. Please check the resource ID and try again.', 'capture_id');
-  return rows[0];
+  if (rows[0]) return rows[0];
+  // Another client's capture (GET, refund): PayPal's 403.
+  if (await anotherClients(db, 'captures', id, clientId)) throw permissionDenied();
+  throw notFound('INVALID_RESOURCE_ID', 'Specified resource ID does not exist. Please check the resource ID and try again.', 'capture_id');
 }
 
 const capturesOf = (db: Db, orderId: string) =>
