@@ -33,6 +33,22 @@ export function providerNamedBaseUrl(config: AppConfig, provider: Provider, env:
   return providerBaseUrl(config, provider, env);
 }
 
+/**
+ * Who the provider is, for what is kept per provider and shared by every process (mobilemoney's one
+ * OAuth token per consumer key, which the operator revokes whenever it issues another): the override,
+ * else (SANDBOX) the built-in simulators — one operator, whichever process's listener answers (their
+ * state is the database's) — else the real provider for the credential's env. Never the address a call
+ * goes to: with SANDBOX that is each process's own listener, and PUBLIC_BASE_URL's default differs
+ * between an api and a worker too, so keying by either gives each role its own token, and each role's
+ * token fetch revokes the other's.
+ */
+export function providerIdentity(config: AppConfig, provider: Provider, env: 'sandbox' | 'live' = 'sandbox'): string {
+  const override = config.providerBaseUrls[provider];
+  if (override) return override.replace(/\/$/, '');
+  if (config.sandbox) return `built-in simulator: ${provider}`;
+  return UPSTREAM[provider][env];
+}
+
 /** Our own callback address for a provider, e.g. `${PUBLIC_BASE_URL}/v1/webhooks/cardpay`. */
 export function callbackUrl(config: AppConfig, provider: Provider, subpath = ''): string {
   return `${config.publicBaseUrl}/v1/webhooks/${provider}${subpath}`;

@@ -69,4 +69,32 @@ describe('a worker with SANDBOX on and PUBLIC_BASE_URL unset', () => {
     const transitions = (await client.query<{ trigger: string }>(`SELECT trigger FROM payment_transitions WHERE payment_id = $1 AND to_status = 'completed'`, [id])).rows;
     expect(transitions).toEqual([{ trigger: expect.stringMatching(/sync/) }]);
   }, 90_000);
+
+  it("shares one mobilemoney token with the api: the worker's status sync does not revoke the api's token (the operator revokes a consumer key's previous token on each issue)", async () => {
+    const merchant = await adminMerchant(db.url, 'Worker Token Shop');
+    const consumerKey = `ck-worker-token-${randomUUID()}`;
+    const stored = await callApi(api.url!, 'PUT', '/v1/merchant/credentials', merchant.apiKey, { provider: 'mobilemoney', mobilemoney: {
+      env: 'sandbox', consumer_key: consumerKey, consumer_secret: 'cs-worker-token-secret', passkey: 'bfb279f9aa9bdbcf158e97dd71a467cd2e0c893059b10f78e6b72ada1ed2c919', shortcode: '174379' } });
+    expect(stored.status).toBe(200);
+    const push = (phone: string) => callApi(api.url!, 'POST', '/v1/payments', merchant.apiKey,
+      { provider: 'mobilemoney', amount: '100', currency: 'KES', phone }, { 'Idempotency-Key': randomUUID() });
+
+    // 254700000003's push completes with no callback ever sent: only the worker's status sync (an STK query to the operator) settles it.
+    const first = await push('254700000003');
+    expect(first.status).toBe(201);
+    const id = first.body.data.id as string;
+    const queried = async () => (await client.query<{ query_count: number }>(
+      `SELECT s.query_count FROM sandbox_mobilemoney_stk_requests s JOIN payments p ON p.provider_ref = s.checkout_request_id OR p.provider_ref = s.receipt_number WHERE p.id = $1`, [id])).rows[0]?.query_count ?? 0;
+    await eventually(async () => (await queried()) > 0, 30_000, "the worker's status sync to query the operator");
+    await eventually(async () => (await client.query<{ status: string }>('SELECT status FROM payments WHERE id = $1', [id])).rows[0]!.status === 'completed', 30_000, 'the synced payment completed');
+
+    // A second push through the api, with the token the api holds.
+    const second = await push('254708374149');
+    expect(second.status).toBe(201);
+
+    const tokens = (await client.query<{ revoked: boolean }>('SELECT revoked_at IS NOT NULL AS revoked FROM sandbox_mobilemoney_tokens WHERE consumer_key = $1', [consumerKey])).rows;
+    expect(tokens).toEqual([{ revoked: false }]);
+    const cached = (await client.query<{ n: number }>('SELECT count(*)::int AS n FROM mobilemoney_tokens')).rows[0]!.n;
+    expect(cached).toBe(1);
+  }, 90_000);
 });

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { MobilemoneyCredentials } from '../../../contract/index.js';
 import type { AppConfig } from '../../config/config.js';
-import { providerBaseUrl } from '../base-url.js';
+import { providerBaseUrl, providerIdentity } from '../base-url.js';
 import { httpRequest, type HttpResponse } from '../http-client.js';
 import {
   ProviderError,
@@ -16,7 +16,7 @@ import { isInvalidTokenError, operatorError, toProviderError, unreadable } from 
 import { pullDateTime } from './eat-time.js';
 import { normalisePhone } from './phone.js';
 import { encryptInitiatorPassword, operatorCertificate, type CertificateSource } from './security-credential.js';
-import { MobilemoneyTokenStore } from './token-store.js';
+import { MobilemoneyTokenStore, type Operator } from './token-store.js';
 import {
   AsyncAckSchema,
   buildReversal,
@@ -76,7 +76,12 @@ export class MobilemoneyAdapter {
 
   /** The shared access token (fetched only when the stored one is missing or near expiry). */
   accessToken(creds: MobilemoneyCredentials): Promise<string> {
-    return this.tokens.token(creds, this.baseUrl(creds));
+    return this.tokens.token(creds, this.operator(creds));
+  }
+
+  /** Where this process calls the operator, and who it is: the shared token is keyed by the latter. */
+  private operator(creds: MobilemoneyCredentials): Operator {
+    return { baseUrl: this.baseUrl(creds), identity: providerIdentity(this.config, 'mobilemoney', creds.env) };
   }
 
   /** STK push: the customer gets a prompt; the outcome arrives by callback (or queryPayment). */
@@ -282,10 +287,10 @@ export class MobilemoneyAdapter {
         if (err instanceof ProviderError) throw new ProviderError('mobilemoney', err.kind, err.message.replace(/^mobilemoney/, `mobilemoney ${action}:`));
         throw err;
       });
-    const token = await this.tokens.token(creds, baseUrl);
+    const token = await this.tokens.token(creds, this.operator(creds));
     const first = await send(token);
     if (!isInvalidToken(first)) return first;
-    const fresh = await this.tokens.token(creds, baseUrl, token);
+    const fresh = await this.tokens.token(creds, this.operator(creds), token);
     const second = await send(fresh);
     if (isInvalidToken(second)) throw toProviderError(second, action);
     return second;

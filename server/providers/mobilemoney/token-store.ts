@@ -17,6 +17,12 @@ const MAX_POLL_MS = 200;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The operator: where this process calls it, and who it is (the token cache's key; base-url.ts providerIdentity). */
+export interface Operator {
+  baseUrl: string;
+  identity: string;
+}
+
 /**
  * The OAuth token, shared by every process through PostgreSQL. The operator invalidates a consumer
  * key's previous token whenever it issues a new one, so a per-process cache would make processes
@@ -34,8 +40,9 @@ export class MobilemoneyTokenStore {
    * A valid token for these credentials. `stale` is a token the operator just refused: a cached
    * token equal to it is not returned, a new one is fetched (unless another caller already did).
    */
-  async token(creds: MobilemoneyCredentials, baseUrl: string, stale?: string): Promise<string> {
-    const key = tokenCacheKey(baseUrl, creds.consumer_key);
+  async token(creds: MobilemoneyCredentials, operator: Operator, stale?: string): Promise<string> {
+    const { baseUrl, identity } = operator;
+    const key = tokenCacheKey(identity, creds.consumer_key);
     const lease = `mobilemoney-token:${key}`;
     const knex = this.em.getKnex();
     const leases = new Leases(knex);

@@ -87,9 +87,13 @@ export function tokenLifetimeSeconds(expiresIn: string | number | undefined): nu
   return Number.isFinite(n) && n > 0 ? Math.floor(n) : 3000;
 }
 
-/** The shared token cache key: one token per (operator address, consumer key). */
-export function tokenCacheKey(baseUrl: string, consumerKey: string): string {
-  return createHash('sha256').update(`${baseUrl}\n${consumerKey}`).digest('hex');
+/**
+ * The shared token cache key: one token per (operator, consumer key). The operator is who it is
+ * (base-url.ts providerIdentity), not the address this process calls it at, which differs between an
+ * api and a worker in sandbox: two keys would be two tokens, each revoking the other.
+ */
+export function tokenCacheKey(operator: string, consumerKey: string): string {
+  return createHash('sha256').update(`${operator}\n${consumerKey}`).digest('hex');
 }
 
 // ---------------------------------------------------------------- STK push and query
