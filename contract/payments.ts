@@ -386,8 +386,11 @@ export const paymentsContract = c.router(
         'a 5xx or no answer in time, no cardpay credentials any more, credentials of another provider account than the one the card was saved under): ' +
         'the detach is then kept due with the deletion and retried by the service in the background (5 minutes, doubling up to 6 hours; at once ' +
         'when cardpay credentials are stored again, and only through credentials of the card\'s own account) until the provider confirms it; ' +
-        'a payment method the provider says is not attached or does not exist counts as detached. A detach still not done 30 days after the ' +
-        'deletion, or refused by the provider as a bad request, is given up on and logged for the operator to detach by hand. ' +
+        'a payment method the provider says is not attached counts as detached, and one it says does not exist only when the card\'s account is ' +
+        'recorded and the credentials are of it. A "no such payment method" through credentials not known to be of the card\'s account (a card saved ' +
+        'before the account was recorded, or credentials whose account is unknown) proves nothing: the card may still be attached under another ' +
+        'account, so the detach is given up on and logged at error (card, payment method, customer) for the operator to check and detach by hand. ' +
+        'So is a detach still not done 30 days after the deletion, or refused by the provider as a bad request. ' +
         'When the card was the default, the most recently saved remaining card becomes the default.',
       metadata: cards,
       pathParams: IdParamsSchema,

@@ -436,8 +436,12 @@ export interface ProviderOperations<C> {
 export interface CardVault<C> {
   createCustomer(creds: C, input: { email?: string; name?: string; idempotencyKey: string }): Promise<{ customerId: string }>;
   attachPaymentMethod(creds: C, input: { paymentMethodId: string; customerId: string; idempotencyKey: string }): Promise<SavedCardDetails>;
-  /** Resolves once the payment method is attached to no customer (detached now, or already: not attached, or no such payment method). */
-  detachPaymentMethod(creds: C, paymentMethodId: string): Promise<void>;
+  /**
+   * Detaches the payment method from its customer. 'detached': it is attached to no customer now (detached
+   * now, or it already was: not attached). 'missing': the credentials' account has no such payment method —
+   * proof that it is detached only if that account is the one the card was saved under.
+   */
+  detachPaymentMethod(creds: C, paymentMethodId: string): Promise<'detached' | 'missing'>;
   /** The request fields that charge a saved card off-session. */
   chargeFields(card: { customerRef: string; paymentMethodToken: string }): Record<string, unknown>;
 }

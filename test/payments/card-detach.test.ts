@@ -178,4 +178,24 @@ describe('deleting a saved card', () => {
     expect(JSON.parse(givenUp!)).toMatchObject({ level: 50, cardId: card.id, paymentMethod: token });
     expect(await atSimulator(card.id)).toEqual({ attached: true, detached: false });
   });
+
+  it("a 'no such payment method' through credentials not known to be of the card's account (a card saved before its account was recorded) is no proof: given up on, logged at error for an operator, never cleared as detached", async () => {
+    const s = await shop('Detach Unknown Account Shop', 'sk_test_card_detach_unknown_a');
+    const card = await s.save();
+    // Saved before migration 20261129004101 recorded the account.
+    await t.sql('UPDATE saved_cards SET provider_account = NULL WHERE id = $1', [card.id]);
+    await storeKey(s.apiKey, 'sk_test_card_detach_unknown_b');
+    expect((await s.remove(card.id)).status).toBe(200);
+    expect(await s.listed()).toEqual([]);
+
+    // Still attached under account A: B's "no such payment method" said nothing about it.
+    expect(await atSimulator(card.id)).toEqual({ attached: true, detached: false });
+    expect(await detachDue(card.id)).toBe(false);
+    const [{ token, customer }] = await t.sql<{ token: string; customer: string }>('SELECT payment_method_token AS token, customer_ref AS customer FROM saved_cards WHERE id = $1', [card.id]) as [{ token: string; customer: string }];
+    const lines = logOf(card.id).split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.some((l) => /detached at the provider/.test(String(l.msg)) && !/given up/.test(String(l.msg)))).toBe(false);
+    const givenUp = lines.find((l) => /given up/.test(String(l.msg)));
+    expect(givenUp).toMatchObject({ level: 50, cardId: card.id, paymentMethod: token, customerRef: customer, kind: 'unproven' });
+    expect(String(givenUp!.msg)).toContain('may still be attached to its customer under another account');
+  });
 });

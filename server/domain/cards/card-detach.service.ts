@@ -35,9 +35,13 @@ type Postponed = { kind: string; reason: string; outcome: CheckOutcome };
  * payment method" would say nothing) — stays due: the worker's job (cards.detach-due) claims due cards
  * (SKIP LOCKED, no connection held across the provider call), retries them with a doubling delay
  * (5 minutes up to 6 hours), and storing credentials again makes the merchant's due detaches due at once
- * (`credentialsStored`). An answer that the payment method is not attached, or does not exist, counts as
- * done. A detach still not done DETACH_GIVE_UP_MS (30 days) after the deletion, or refused by the
- * provider as a bad request (a retry would be refused again), is given up on and logged at error with
+ * (`credentialsStored`). An answer that the payment method is not attached counts as done; one that it
+ * does not exist, only when the card's account is recorded and the stored credentials are of it. Through
+ * credentials whose account is not known to be the card's (a card saved before the account was recorded,
+ * credentials stored before it was read), "no such payment method" proves nothing — the card may be
+ * attached under another account — and a retry through them would answer the same: the detach is given
+ * up on. So is one still not done DETACH_GIVE_UP_MS (30 days) after the deletion, or refused by the
+ * provider as a bad request (a retry would be refused again). A detach given up on is logged at error with
  * the card, its payment method and its customer, for an operator to detach by hand. Each retry is logged
  * (warn), and the `saved_cards_detach_due` gauge counts the detaches due.
  */
@@ -88,7 +92,8 @@ export class CardDetachService {
       return 'checked';
     }
     const age = Date.now() - (card.deletedAt ?? card.createdAt).getTime();
-    const transient = postponed.kind !== 'invalid_request' && postponed.kind !== 'declined';
+    // A refusal, or a "no such payment method" from an account that may not be the card's: a retry through the same credentials would answer the same.
+    const transient = postponed.kind !== 'invalid_request' && postponed.kind !== 'declined' && postponed.kind !== 'unproven';
     if (transient && age < DETACH_GIVE_UP_MS) {
       const delayMs = Math.min(MAX_RETRY_DELAY_MS, Math.max(DETACH_CLAIM_MS, age));
       await this.em.getConnection().execute(
@@ -105,7 +110,9 @@ export class CardDetachService {
     this.logger.error({ ...log, kind: postponed.kind, reason: postponed.reason },
       transient
         ? `a deleted saved card could not be detached at the provider within ${DETACH_GIVE_UP_MS / 86_400_000} days; given up: detach its payment method from its customer by hand`
-        : 'the provider refused to detach a deleted saved card; given up: detach its payment method from its customer by hand');
+        : postponed.kind === 'unproven'
+          ? 'the provider has no such payment method under the stored credentials, whose account may not be the one the deleted saved card was saved under: it may still be attached to its customer under another account; given up: check that account and detach it by hand'
+          : 'the provider refused to detach a deleted saved card; given up: detach its payment method from its customer by hand');
     return postponed.outcome;
   }
 
@@ -142,7 +149,15 @@ export class CardDetachService {
       };
     }
     try {
-      await vault.detachPaymentMethod(creds, card.paymentMethodToken);
+      const result = await vault.detachPaymentMethod(creds, card.paymentMethodToken);
+      // "No such payment method" proves the detach only from the card's own account: another's never had it.
+      if (result === 'missing' && !(card.providerAccount && stored && stored === card.providerAccount)) {
+        return {
+          kind: 'unproven',
+          reason: `${provider} has no such payment method under the stored credentials' account (${stored ?? 'unknown'}), and the card was saved under ${card.providerAccount ? `account ${card.providerAccount}` : 'an account not recorded'}: it may still be attached under another account`,
+          outcome: 'checked',
+        };
+      }
       return null;
     } catch (err) {
       if (!(err instanceof ProviderError)) return { kind: 'not_asked', reason: (err as Error).message, outcome: 'checked' };

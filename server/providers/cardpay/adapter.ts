@@ -171,17 +171,18 @@ export class CardpayAdapter {
   }
 
   /**
-   * Detaching a card that is no longer attached, or a payment method the account does not have (404
-   * resource_missing: deleted, or detached and gone), counts as done. The caller sends only credentials of
-   * the account the card was saved under (CardDetachService): through another account's, "no such payment
-   * method" would say nothing about the card.
+   * Detaching a card that is no longer attached counts as done ('detached'). A payment method the account
+   * does not have (404 resource_missing: deleted, or detached and gone — or another account's) is 'missing':
+   * proof of a detach only when these credentials are of the account the card was saved under, which the
+   * caller judges (CardDetachService: otherwise the detach is given up on and logged for an operator).
    */
-  async detachPaymentMethod(creds: CardpayCredentials, paymentMethodId: string): Promise<void> {
+  async detachPaymentMethod(creds: CardpayCredentials, paymentMethodId: string): Promise<'detached' | 'missing'> {
     try {
       await this.stripe(creds).paymentMethods.detach(paymentMethodId);
+      return 'detached';
     } catch (err) {
-      if (err instanceof Stripe.errors.StripeInvalidRequestError && err.statusCode === 400 && /not attached/i.test(err.message)) return;
-      if (err instanceof Stripe.errors.StripeInvalidRequestError && err.statusCode === 404 && err.code === 'resource_missing') return;
+      if (err instanceof Stripe.errors.StripeInvalidRequestError && err.statusCode === 400 && /not attached/i.test(err.message)) return 'detached';
+      if (err instanceof Stripe.errors.StripeInvalidRequestError && err.statusCode === 404 && err.code === 'resource_missing') return 'missing';
       throw toProviderError(err, 'write');
     }
   }
