@@ -149,7 +149,8 @@ export interface ContainerOptions {
  * answer that changes, a host that rebinds, cannot reach the internal network), no redirect followed —
  * with private addresses allowed only when WEBHOOK_ALLOW_PRIVATE_URLS is on, or on the service's own
  * origin (PUBLIC_BASE_URL, read per send: it is filled in at listen), where the simulators call the
- * service back. Lookups and connections are pooled by destination host, as if each were a merchant.
+ * service back (an api and a worker must name the same one: in production with SANDBOX on, config.ts
+ * requires it of ROLE=api and ROLE=worker processes). Lookups and connections are pooled by destination host, as if each were a merchant.
  */
 function sandboxEgress(config: AppConfig, hosts: MerchantHostResolver): SandboxEgress {
   const sender = new WebhookSender(hosts, Number.MAX_SAFE_INTEGER);

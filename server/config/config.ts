@@ -438,6 +438,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: { encr
     );
   }
   const sandbox = e.SANDBOX ?? !production;
+  // The simulators call the service back at the address the api registered (its PUBLIC_BASE_URL), and the
+  // worker's jobs send those callbacks: with private addresses refused (production), only the sender's own
+  // PUBLIC_BASE_URL is let through (container.ts sandboxEgress). Unset, each role has its own default (the
+  // api its listening address, a worker http://localhost:$PORT), so every callback a worker sent would be refused.
+  if (production && sandbox && e.ROLE !== 'all' && !e.PUBLIC_BASE_URL) {
+    throw new ConfigError(
+      `PUBLIC_BASE_URL is required when NODE_ENV=production with SANDBOX on and ROLE=${e.ROLE}: the api and the worker must name the same address (the simulators' callbacks, sent by the worker, go to the one the api registered; the address must reach the api from the worker)`,
+    );
+  }
   const providerBaseUrls = { cardpay: e.CARDPAY_BASE_URL, walletpay: e.WALLETPAY_BASE_URL, mobilemoney: e.MOBILEMONEY_BASE_URL };
   for (const [provider, url] of Object.entries(providerBaseUrls) as [keyof typeof providerBaseUrls, string | undefined][]) {
     const problem = providerOverrideProblem(provider, url, production);

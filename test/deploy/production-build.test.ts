@@ -272,7 +272,7 @@ describe('the production build', () => {
 
   it('npm run start:prod serves the API from plain node (no tsx or esbuild in its process tree), on loopback only while the sandbox is on', async () => {
     const port = await freePort();
-    const api = startProd(prodEnv({ ROLE: 'api', PORT: String(port), SANDBOX: 'true', MIGRATE_ON_BOOT: 'false' }));
+    const api = startProd(prodEnv({ ROLE: 'api', PORT: String(port), PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, SANDBOX: 'true', MIGRATE_ON_BOOT: 'false' }));
     await eventually(() => fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status === 200, () => false), 120_000, 'start:prod ready');
 
     const tree = processTree(api.child.pid!);
@@ -287,7 +287,7 @@ describe('the production build', () => {
     expect((await fetch(`http://127.0.0.1:${port}/dashboard/`)).status).toBe(200);
     expect((await fetch(`http://127.0.0.1:${port}/docs/README.md`)).status).toBe(200);
 
-    const health = await npm(appDir, ['run', '-s', 'healthcheck'], prodEnv({ ROLE: 'api', PORT: String(port), SANDBOX: 'true' }));
+    const health = await npm(appDir, ['run', '-s', 'healthcheck'], prodEnv({ ROLE: 'api', PORT: String(port), PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, SANDBOX: 'true' }));
     expect(health.code).toBe(0);
 
     // The admin CLI from the build, against DATABASE_URL: help for every command, then a working key.
@@ -333,7 +333,7 @@ describe('the production build', () => {
   it('SIGTERM to npm alone (Docker running `npm run start:prod`, Kubernetes, systemd KillMode=mixed) reaches the server: it drains and exits 0', async () => {
     const port = await freePort();
     // SHUTDOWN_DELAY_MS: the drain lasts long enough to be seen.
-    const api = startProd(prodEnv({ ROLE: 'api', PORT: String(port), SANDBOX: 'true', MIGRATE_ON_BOOT: 'false', SHUTDOWN_DELAY_MS: '1500' }), { detached: false });
+    const api = startProd(prodEnv({ ROLE: 'api', PORT: String(port), PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, SANDBOX: 'true', MIGRATE_ON_BOOT: 'false', SHUTDOWN_DELAY_MS: '1500' }), { detached: false });
     await eventually(() => fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status === 200, () => false), 120_000, 'start:prod ready');
     const server = await serverPid(api.child);
     process.kill(api.child.pid!, 'SIGTERM');
@@ -345,7 +345,7 @@ describe('the production build', () => {
   it('the same signal twice at once (npm forwarding what the whole group also got, a terminal\'s Ctrl-C) is one graceful stop, not a forced exit', async () => {
     const port = await freePort();
     // SHUTDOWN_DELAY_MS: still stopping when the repeat arrives.
-    const api = startProd(prodEnv({ ROLE: 'api', PORT: String(port), SANDBOX: 'true', MIGRATE_ON_BOOT: 'false', SHUTDOWN_DELAY_MS: '1500' }), { detached: false });
+    const api = startProd(prodEnv({ ROLE: 'api', PORT: String(port), PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, SANDBOX: 'true', MIGRATE_ON_BOOT: 'false', SHUTDOWN_DELAY_MS: '1500' }), { detached: false });
     await eventually(() => fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status === 200, () => false), 120_000, 'start:prod ready');
     const server = await serverPid(api.child);
     process.kill(server, 'SIGTERM');

@@ -211,6 +211,25 @@ describe('configuration', () => {
     expect([service.code, service.stderr.trim()]).toEqual([2, 'DATABASE_URL is required when NODE_ENV=production (the embedded PostgreSQL is for development and tests)']);
   }, 30_000);
 
+  it("refuses a production api or worker with SANDBOX on and no PUBLIC_BASE_URL at boot (exit code 2, naming it): each role's default differs, and the simulators' callbacks a worker sends to the address the api registered would be refused", async () => {
+    const key = randomBytes(32).toString('base64');
+    const production = { NODE_ENV: 'production', ENCRYPTION_KEY: key, DATABASE_URL: NOWHERE, SANDBOX: 'true' };
+    for (const role of ['api', 'worker']) {
+      expect(() => loadConfig({ ...production, ROLE: role })).toThrow(ConfigError);
+      expect(() => loadConfig({ ...production, ROLE: role })).toThrow(`PUBLIC_BASE_URL is required when NODE_ENV=production with SANDBOX on and ROLE=${role}`);
+      // Named, both roles agree on the simulators' own origin.
+      expect(loadConfig({ ...production, ROLE: role, PUBLIC_BASE_URL: 'https://pay.example.com' }).publicBaseUrl).toBe('https://pay.example.com');
+      // Not asked for where no simulator calls back, or outside production (private callback addresses allowed).
+      expect(loadConfig({ ...production, ROLE: role, SANDBOX: 'false' }).sandbox).toBe(false);
+      expect(loadConfig({ NODE_ENV: 'development', SANDBOX: 'true', ROLE: role }).sandbox).toBe(true);
+    }
+    // One process serving both roles calls back its own listening address.
+    expect(loadConfig({ ...production, ROLE: 'all' }).sandbox).toBe(true);
+    const run = await runCli('server/main.ts', [], { ...production, ROLE: 'worker', PUBLIC_BASE_URL: '' });
+    expect(run.code).toBe(2);
+    expect(run.stderr.trim()).toMatch(/^PUBLIC_BASE_URL is required when NODE_ENV=production with SANDBOX on and ROLE=worker: /);
+  }, 30_000);
+
   it('refuses a NODE_ENV other than development, test or production at boot (exit code 2), naming it and the values it takes', async () => {
     // Each of these used to run as development: simulators on, private webhook URLs allowed, no rate limits.
     for (const bad of ['Production', 'prod', 'PRODUCTION', 'staging', 'production ']) {
