@@ -354,10 +354,12 @@ export interface NotificationScheme<C> {
   /**
    * The provider reference (payment.provider_ref) of the payment that `ref` — the fact a notification
    * named (see RefundOutcomeNotification.ownerMayBeUnrecorded) — belongs to, as the provider answers with
-   * these credentials; null when the provider knows no such object for them. A provider that could not be
-   * asked throws ProviderError (the pipeline answers 5xx and the provider retries).
+   * these credentials; null when the provider knows no such object; OWNER_NOT_VISIBLE when it exists but
+   * these credentials may not read it (another account's, or credentials lacking the permission: the
+   * provider does not say which). A provider that could not be asked throws ProviderError (the pipeline
+   * answers 5xx and the provider retries).
    */
-  paymentOwning?(creds: C, ref: string): Promise<string | null>;
+  paymentOwning?(creds: C, ref: string): Promise<string | null | typeof OWNER_NOT_VISIBLE>;
   /** How long a notification id is remembered: null = for ever; otherwise a repeat after it is applied again. */
   dedupWindowMs: number | null;
 }
@@ -572,3 +574,6 @@ export interface UnreadableSecretCounter {
 export interface IntegrityCounter {
   inc(labels: { provider: string; source: string }): void;
 }
+
+/** NotificationScheme.paymentOwning's answer for an object the credentials may not read (PayPal's 403 PERMISSION_DENIED). */
+export const OWNER_NOT_VISIBLE = Symbol('owner not visible to these credentials');

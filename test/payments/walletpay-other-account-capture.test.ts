@@ -109,4 +109,27 @@ describe('a walletpay reversal of a capture not stored yet, with a candidate mer
     expect(await getPayment(other.key, theirs.id)).toMatchObject({ status: 'pending', amount_refunded: '0.00' });
     expect(await refundsOf(other.key, theirs.id)).toEqual([]);
   }, 60_000);
+
+  it('refuses (5xx, nothing stored) a reversal that every candidate may not read: 403 PERMISSION_DENIED does not say whose it is', async () => {
+    // A capture of app X that no payment here records (made at PayPal directly); the only candidate left is
+    // the other account's merchant (its pending payment of the test above), whose credentials PayPal answers 403.
+    const order = await t.http.post('/sandbox/walletpay/v2/checkout/orders').set('Authorization', `Bearer ${xToken}`).set('PayPal-Request-Id', randomUUID())
+      .send({ intent: 'CAPTURE', purchase_units: [{ amount: { currency_code: 'USD', value: '30.00' } }] }).expect(201);
+    // Approved (no return_url: the page says so itself rather than redirecting); the capture below proves it.
+    await t.http.post(`/sandbox/walletpay/checkoutnow?token=${order.body.id}`).type('form').send(`token=${order.body.id}&action=approve`).expect(200);
+    const captured = await t.http.post(`/sandbox/walletpay/v2/checkout/orders/${order.body.id}/capture`).set('Authorization', `Bearer ${xToken}`)
+      .set('PayPal-Request-Id', randomUUID()).set('Prefer', 'return=representation').send({}).expect(201);
+    const captureId = captured.body.purchase_units[0].payments.captures[0].id as string;
+    const candidates = await t.sql<{ merchant_id: string }>(`SELECT DISTINCT merchant_id FROM payments
+        WHERE provider = 'walletpay' AND status = 'pending' AND provider_ref IS NOT NULL AND provider_data->>'captureId' IS NULL`);
+    expect(candidates.map((c) => c.merchant_id)).toEqual([other.id]);
+    const inboxBefore = await t.sql<{ n: number }>('SELECT count(*)::int AS n FROM provider_events');
+
+    const reversal = await t.http.post('/sandbox/walletpay/_control/reverse-capture').send({ capture_id: captureId, amount: '10.00' }).expect(201);
+    const first = await eventually(() => events.of(reversal.body.id)[0], 30_000, 'the reversal delivered');
+    // Refused, so PayPal sends it again; acknowledged, a reversal of a capture of ours not yet recorded would be lost for good.
+    expect(first).toMatchObject({ type: 'PAYMENT.CAPTURE.REVERSED', status: 502 });
+    expect(await t.sql<{ n: number }>('SELECT count(*)::int AS n FROM provider_events')).toEqual(inboxBefore);
+    expect((await t.sql<{ n: number }>('SELECT count(*)::int AS n FROM refunds'))[0]!.n).toBe(1);
+  }, 60_000);
 });

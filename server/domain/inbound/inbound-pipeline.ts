@@ -10,7 +10,7 @@ import { paymentLookup, toUpdate } from '../payments/payment.service.js';
 import { OTHER_ACCOUNT, type ProviderGateway } from '../payments/provider-gateway.js';
 import type { PaymentUpdate, StatusWriter } from '../payments/status-writer.js';
 import {
-  MalformedNotificationError, ProviderError,
+  MalformedNotificationError, OWNER_NOT_VISIBLE, ProviderError,
   type InboundRequest, type Money, type PaymentOutcomeNotification, type ProviderNotification, type ProviderPort, type ProviderRegistry, type RefundOutcomeNotification,
   type ReversalResultNotification, type StatusReportNotification, type Verification,
 } from '../ports.js';
@@ -235,10 +235,12 @@ export class InboundPipeline {
       [port.name, ...(reported ? [reported.currency.toUpperCase(), reported.minor.toString()] : []), MAX_OWNER_CANDIDATES],
     );
     const log = { provider: port.name, label: notification.label, reference: clip(providerRef) };
+    // Candidates whose credentials the provider would not show the object: another account's, or lacking the permission.
+    let notVisibleTo = 0;
     for (const { merchant_id: merchantId } of rows) {
       const creds = await this.credentials.find(merchantId, port.name);
       if (creds === null || (await this.verify(port, request, creds, merchantId)) !== 'verified') continue;
-      let owningRef: string | null;
+      let owningRef: string | null | typeof OWNER_NOT_VISIBLE;
       try {
         owningRef = await paymentOwning.call(port.notifications, creds, providerRef);
       } catch (err) {
@@ -249,6 +251,10 @@ export class InboundPipeline {
       }
       // The provider knows no such object for this merchant's account: another candidate's, or none of ours.
       if (owningRef === null) continue;
+      if (owningRef === OWNER_NOT_VISIBLE) {
+        notVisibleTo += 1;
+        continue;
+      }
       const payment = await resolvePayment(em, port.name, { ourId: null, providerRef: owningRef });
       if (!payment) {
         this.logger.info({ ...log, merchantId, owner: clip(owningRef) }, 'refund notification for a reference the provider says is not of a payment of ours; acknowledged and ignored');
@@ -258,6 +264,13 @@ export class InboundPipeline {
       const subject = paymentSubject(payment);
       // Verified for this merchant; another merchant's payment (one provider account) is verified with its own credentials.
       return { subject, verifiedWith: payment.merchantId === merchantId ? creds : null };
+    }
+    if (notVisibleTo > 0) {
+      // A candidate may not read it — another account's, or its credentials lack the permission (the
+      // provider does not say which): it may be that merchant's. An acknowledged refund is never sent
+      // again, so it is refused, and the provider resends it (by then the capture may be recorded).
+      this.logger.warn({ ...log, notVisibleTo }, 'refund notification for an unknown reference that some candidate merchants\' credentials may not read; refused so that the provider sends it again');
+      throw new DomainError('PROVIDER_ERROR', `${port.name} ${clip(providerRef)} could not be read with the credentials of ${notVisibleTo} merchant(s) that could own it; send the notification again later`);
     }
     if (rows.length >= MAX_OWNER_CANDIDATES) {
       // More merchants could own it than are checked: the owner may be among the others, and an

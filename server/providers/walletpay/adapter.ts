@@ -159,17 +159,18 @@ export class WalletpayAdapter {
 
   /**
    * A capture as PayPal shows it (`GET /v2/payments/captures/{id}`), with the order it belongs to in
-   * `supplementary_data.related_ids.order_id`; null when PayPal says it is not these credentials' (404
-   * INVALID_RESOURCE_ID: no such capture; 403 PERMISSION_DENIED: another account's, the 403 PayPal
-   * documents for this call). Any other failure throws (another 403 too: the credentials' own
+   * `supplementary_data.related_ids.order_id`; null when PayPal knows no such capture (404
+   * INVALID_RESOURCE_ID); 'not_visible' when these credentials may not read it (403 PERMISSION_DENIED, the
+   * 403 PayPal documents for this call: another account's, or an app lacking the permission). Any other failure throws (another 403 too: the credentials' own
    * permissions); an answer about another capture too (unavailable: it says nothing of whose this one is).
    */
-  async getCapture(creds: WalletpayCredentials, captureId: string): Promise<WireCapture | null> {
+  async getCapture(creds: WalletpayCredentials, captureId: string): Promise<WireCapture | null | 'not_visible'> {
     const res = await this.call<WireCapture>(creds, 'GET', `/v2/payments/captures/${encodeURIComponent(captureId)}`, { mutating: false, ok: [200, 403, 404] });
     if (res.status === 404 || res.status === 403) {
-      // Only PayPal's own "no such resource" or "not yours" is an answer: a 404 of another kind (a wrong
-      // base URL) or a 403 of another kind is not.
-      if (errorCode(res.body) === (res.status === 404 ? 'INVALID_RESOURCE_ID' : 'PERMISSION_DENIED')) return null;
+      // Only PayPal's own "no such resource" or "not permitted" is an answer: a 404 of another kind (a wrong
+      // base URL) or a 403 of another kind is not. PayPal's 403 PERMISSION_DENIED says another account's
+      // capture, or credentials lacking the permission — it does not say which (not_visible).
+      if (errorCode(res.body) === (res.status === 404 ? 'INVALID_RESOURCE_ID' : 'PERMISSION_DENIED')) return res.status === 404 ? null : 'not_visible';
       throw errorFromResponse(res.status, res.body, { mutating: false });
     }
     if (!res.body || typeof res.body.id !== 'string') throw unexpected('capture');

@@ -1,5 +1,5 @@
 import type { WalletpayCredentials } from '../../../contract/index.js';
-import { ProviderError, type NotificationScheme, type ProviderNotification } from '../../domain/ports.js';
+import { OWNER_NOT_VISIBLE, ProviderError, type NotificationScheme, type ProviderNotification } from '../../domain/ports.js';
 import type { WalletpayAdapter } from './adapter.js';
 import { parseWalletpayEvent, verifyWalletpayEvent, walletpayHeaderProblem, walletpayTransmissionId } from './webhook.js';
 
@@ -61,6 +61,7 @@ export function walletpayNotifications(adapter: WalletpayAdapter): NotificationS
     async paymentOwning(creds, captureId) {
       const capture = await adapter.getCapture(creds, captureId);
       if (capture === null) return null;
+      if (capture === 'not_visible') return OWNER_NOT_VISIBLE;
       const orderId = capture.supplementary_data?.related_ids?.order_id;
       // Every capture of an order carries its order id. One without says nothing of whose it is: not an
       // answer (the event is refused and sent again), never "not ours" (an acknowledged refund is lost).
