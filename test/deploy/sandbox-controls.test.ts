@@ -129,7 +129,7 @@ describe('the simulators\' controls on a demo deployment (NODE_ENV=production, S
     let api: ServiceProcess;
     beforeAll(async () => {
       api = await startDemo();
-    }, 60_000);
+    }, 120_000); // startProcess waits up to 60 s for /readyz: its error, not jest's, says why a boot failed
     afterAll(async () => {
       await api?.stop();
     }, 30_000);
@@ -155,7 +155,7 @@ describe('the simulators\' controls on a demo deployment (NODE_ENV=production, S
     let api: ServiceProcess;
     beforeAll(async () => {
       api = await startDemo({ SANDBOX_CONTROLS: 'true' });
-    }, 60_000);
+    }, 120_000);
     afterAll(async () => {
       await api?.stop();
     }, 30_000);

@@ -74,10 +74,10 @@ describe('on a production deployment with the sandbox on and private webhook URL
       NODE_ENV: 'production', SANDBOX: 'true', WEBHOOK_ALLOW_PRIVATE_URLS: 'false', HOST: '127.0.0.1', PORT: String(port),
       METRICS_TOKEN: 'a-token-of-16-chars-or-more',
     }));
-  });
+  }, 120_000); // startProcess waits up to 60 s for /readyz: its error, not jest's, says why a boot failed
   afterAll(async () => {
-    await target.stop();
-  });
+    await target?.stop();
+  }, 10_000);
 
   it('the cardpay simulator sends nothing to an endpoint anyone registered on a loopback address, by literal or by name', async () => {
     const key = newKey();

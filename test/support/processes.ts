@@ -195,10 +195,11 @@ export function databaseForProcesses(): { url: string; name: string } {
     created = await createTestDatabase();
     Object.assign(handle, { url: created.url, name: created.name });
   });
+  // Each process gets 10 s to stop before it is killed; the drop then waits for its connections to close.
   afterAll(async () => {
     await stopAllProcesses();
     await created?.drop();
-  });
+  }, 60_000);
   return handle;
 }
 
