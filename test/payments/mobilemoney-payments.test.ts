@@ -895,22 +895,30 @@ describe('reconciliation', () => {
     const writer = new StatusWriter(c.orm.em, c.deliveryQueue, c.metrics.integrityMismatches, c.logger);
     let release!: () => void;
     const released = new Promise<void>((resolve) => { release = resolve; });
-    let holding!: () => void;
-    const held = new Promise<void>((resolve) => { holding = resolve; });
+    let holding!: (pid: number) => void;
+    const held = new Promise<number>((resolve) => { holding = resolve; });
     const callback = t.inContext(() => writer.commit(async (uow) => {
       const outcome = await uow.payment(paymentId, update, 'callback:stk');
-      holding();
+      const [row] = await uow.tx.execute<{ pid: number }[]>('SELECT pg_backend_pid() AS pid');
+      holding(row!.pid);
       await released;
       return outcome;
     }));
-    await held;
-    const reconcile = t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', apiKey).send({}).then((res) => res);
-    await eventually(() => t.sql(
-      `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%"payments"%for update%'`,
-    ).then((rows) => (rows.length > 0 ? true : null)), 10_000, 'the reconciliation to wait for the payment row');
-    release();
+    let reconcile: Promise<Awaited<ReturnType<typeof t.http.post>>> | undefined;
+    try {
+      // (A callback that fails before it holds the row ends the wait with its error.)
+      const holder = await Promise.race([held, callback.then(() => { throw new Error('the callback committed without holding the row'); })]);
+      reconcile = t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', apiKey).send({}).then((res) => res);
+      // Blocked by the callback's transaction, whatever statement the reconciliation locks the row with.
+      await eventually(() => t.sql('SELECT 1 FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))', [holder])
+        .then((rows) => (rows.length > 0 ? true : null)), 10_000, 'the reconciliation to wait for the payment row');
+    } finally {
+      // Also when the wait fails: a held transaction keeps the row locked and its pool connection for the rest of the file.
+      release();
+      await Promise.allSettled([callback, reconcile]);
+    }
     expect((await callback).transitioned).toBe(true);
-    const res = await reconcile;
+    const res = await reconcile!;
     expect(res.status).toBe(200);
     return res.body.data as { pulled: number; updated: number; skipped: number; results: unknown[] };
   }
