@@ -2,8 +2,9 @@ import { generateKeyPairSync, sign as rsaSign } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { StatusWriter, type PaymentUpdate } from '../../server/domain/payments/status-writer.js';
+import { StatusWriter } from '../../server/domain/payments/status-writer.js';
 import { callbackToken } from '../../server/providers/mobilemoney/callback.js';
 import { scrapeMetrics, total } from '../support/prometheus.js';
 import { statusQueriesSentDuring } from '../support/operator-watch.js';
@@ -884,61 +885,72 @@ describe('reconciliation', () => {
     expect(await metric()).toBe(before + 2);
   });
 
+  /** The advisory lock a held callback waits for (two-int form: no clash with the service's own keys). */
+  const HOLD = '4243, 1';
   /**
-   * A callback lands between the reconciliation's read of a payment and its write: the status writer applies
-   * `update` as the callback would (trigger callback:stk), its transaction held open — the payment's row
-   * locked, the change not yet committed — until the reconciliation, which read the payment as it was
-   * (pending), waits for that row; then it commits. Answers the reconciliation's report.
+   * A callback lands between the reconciliation's read of a payment and its write: the operator's callback
+   * `body` is posted to the push's callback URL and held by the database, as another session can hold it — a
+   * trigger makes its transition's insert (its unit of work has locked and changed the payment's row, not yet
+   * committed) wait for an advisory lock the test holds — until the reconciliation, which read the payment as it
+   * was (pending), waits for that row; then the lock is released and the callback commits. Answers the
+   * reconciliation's report.
    */
-  async function reconcileAsACallbackLands(apiKey: string, paymentId: string, update: PaymentUpdate) {
-    const c = t.service.container;
-    const writer = new StatusWriter(c.orm.em, c.deliveryQueue, c.metrics.integrityMismatches, c.logger);
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => { release = resolve; });
-    let holding!: (pid: number) => void;
-    const held = new Promise<number>((resolve) => { holding = resolve; });
-    const callback = t.inContext(() => writer.commit(async (uow) => {
-      const outcome = await uow.payment(paymentId, update, 'callback:stk');
-      const [row] = await uow.tx.execute<{ pid: number }[]>('SELECT pg_backend_pid() AS pid');
-      holding(row!.pid);
-      await released;
-      return outcome;
-    }));
-    let reconcile: Promise<Awaited<ReturnType<typeof t.http.post>>> | undefined;
+  async function reconcileAsACallbackLands(apiKey: string, payment: { id: string; callbackPath: string }, body: object) {
+    await t.sql(`CREATE OR REPLACE FUNCTION test_hold_callback() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM pg_advisory_xact_lock(${HOLD}); RETURN NEW; END $$`);
+    await t.sql(`CREATE TRIGGER test_hold_callback BEFORE INSERT ON payment_transitions FOR EACH ROW
+      WHEN (NEW.payment_id = '${payment.id}' AND NEW.trigger = 'callback:stk') EXECUTE FUNCTION test_hold_callback()`);
+    const holder = new pg.Client({ connectionString: t.databaseUrl });
+    await holder.connect();
+    const requests: Promise<unknown>[] = [];
+    // The session `pid` blocks (by a lock it holds), whatever statement waits.
+    const blockedBy = (pid: number, what: string) => eventually(() => t.sql<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))', [pid])
+      .then((rows) => rows[0]?.pid ?? null), 10_000, what);
     try {
-      // (A callback that fails before it holds the row ends the wait with its error.)
-      const holder = await Promise.race([held, callback.then(() => { throw new Error('the callback committed without holding the row'); })]);
-      reconcile = t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', apiKey).send({}).then((res) => res);
-      // Blocked by the callback's transaction, whatever statement the reconciliation locks the row with.
-      await eventually(() => t.sql('SELECT 1 FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))', [holder])
-        .then((rows) => (rows.length > 0 ? true : null)), 10_000, 'the reconciliation to wait for the payment row');
+      const [{ pid: holderPid }] = (await holder.query<{ pid: number }>(`SELECT pg_backend_pid() AS pid, pg_advisory_lock(${HOLD})`)).rows as [{ pid: number }];
+      const callback = t.http.post(payment.callbackPath).send(body).then((res) => res);
+      requests.push(callback.catch(() => undefined));
+      const callbackPid = await blockedBy(holderPid, 'the callback held with the payment row locked');
+      const reconcile = t.http.post('/v1/payments/mobilemoney/reconcile').set('X-API-Key', apiKey).send({}).then((res) => res);
+      requests.push(reconcile.catch(() => undefined));
+      await blockedBy(callbackPid, 'the reconciliation to wait for the payment row');
+      await holder.query(`SELECT pg_advisory_unlock(${HOLD})`);
+      expect((await callback).status).toBe(200);
+      const res = await reconcile;
+      expect(res.status).toBe(200);
+      return res.body.data as { pulled: number; updated: number; skipped: number; results: unknown[] };
     } finally {
-      // Also when the wait fails: a held transaction keeps the row locked and its pool connection for the rest of the file.
-      release();
-      await Promise.allSettled([callback, reconcile]);
+      // Also when a wait fails: the held callback would keep the row locked and a pool connection for the rest of the file.
+      await holder.end();
+      await Promise.allSettled(requests);
+      await t.sql('DROP TRIGGER IF EXISTS test_hold_callback ON payment_transitions');
     }
-    expect((await callback).transitioned).toBe(true);
-    const res = await reconcile!;
-    expect(res.status).toBe(200);
-    return res.body.data as { pulled: number; updated: number; skipped: number; results: unknown[] };
   }
   /** A merchant of its own shortcode with a push the customer paid (no callback came): its receipt at the operator. */
   async function paidSilently(name: string, shortcode: string) {
     const m = await t.createMerchant(name);
     await storeCreds(m.apiKey, { ...SANDBOX_CREDS, consumer_key: `${shortcode}-key`, shortcode });
     const p = (await pay({ phone: PHONES.silent }, m.apiKey)).body.data as { id: string; provider_ref: string; reference: string };
-    const [{ receipt_number: receipt }] = await eventually(() => t.sql<{ receipt_number: string }>(
-      'SELECT receipt_number FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1 AND completes_at <= now()', [p.provider_ref],
-    ).then((r) => (r.length ? r : null)), 10_000, 'push completed at the operator') as [{ receipt_number: string }];
-    return { m, p, receipt };
+    const [{ receipt_number: receipt, callback_url: callbackUrl }] = await eventually(() => t.sql<{ receipt_number: string; callback_url: string }>(
+      'SELECT receipt_number, callback_url FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1 AND completes_at <= now()', [p.provider_ref],
+    ).then((r) => (r.length ? r : null)), 10_000, 'push completed at the operator') as [{ receipt_number: string; callback_url: string }];
+    const url = new URL(callbackUrl);
+    return { m, p: { ...p, callbackPath: `${url.pathname}${url.search}` }, receipt };
   }
-  const paid = (receipt: string): PaymentUpdate => ({ status: 'completed', reported: { minor: 10000n, currency: 'KES' }, providerRef: receipt, receiptNumber: receipt });
+  /** The operator's callback for push `checkoutId`: paid with `receipt`, or (without one) cancelled by the customer. */
+  const operatorCallback = (checkoutId: string, receipt?: string) => ({
+    Body: { stkCallback: {
+      MerchantRequestID: 'm-raced', CheckoutRequestID: checkoutId, ResultCode: receipt ? 0 : 1032,
+      ResultDesc: receipt ? 'The service request is processed successfully.' : 'Request cancelled by user',
+      ...(receipt ? { CallbackMetadata: { Item: [{ Name: 'Amount', Value: 100 }, { Name: 'MpesaReceiptNumber', Value: receipt }, { Name: 'PhoneNumber', Value: 254700000003 }] } } : {}),
+    } },
+  });
   const refusedMovesOf = (paymentId: string) => t.sql<{ from_status: string; to_status: string; trigger: string; note: string }>(
     'SELECT from_status, to_status, trigger, note FROM payment_transitions WHERE payment_id = $1 AND NOT accepted ORDER BY id', [paymentId]);
 
   it('a transaction a callback applied between the reconciliation\'s read and its write is reported skipped (already applied), not updated: one completion, the callback\'s', async () => {
     const { m, p, receipt } = await paidSilently('Raced by a callback', '777004');
-    const report = await reconcileAsACallbackLands(m.apiKey, p.id, paid(receipt));
+    const report = await reconcileAsACallbackLands(m.apiKey, p, operatorCallback(p.provider_ref, receipt));
     expect(report).toMatchObject({ pulled: 1, updated: 0, skipped: 1 });
     expect(report.results).toEqual([{ receipt, outcome: 'skipped', payment_id: p.id }]);
     expect(await get(p.id, m.apiKey)).toMatchObject({ status: 'completed', provider_ref: receipt });
@@ -948,7 +960,7 @@ describe('reconciliation', () => {
 
   it('a payment a callback failed between the reconciliation\'s read and its write is reported charged_but_failed, as the writer recorded it (not a plain skip)', async () => {
     const { m, p, receipt } = await paidSilently('Failed meanwhile', '777005');
-    const report = await reconcileAsACallbackLands(m.apiKey, p.id, { status: 'failed', failureReason: 'Request cancelled by user (ResultCode 1032)' });
+    const report = await reconcileAsACallbackLands(m.apiKey, p, operatorCallback(p.provider_ref));
     expect(report.results).toEqual([{ receipt, outcome: 'skipped', payment_id: p.id, reason: 'charged_but_failed' }]);
     expect(await get(p.id, m.apiKey)).toMatchObject({ status: 'failed' });
     expect(await refusedMovesOf(p.id)).toEqual([
@@ -963,7 +975,7 @@ describe('reconciliation', () => {
     // The paybill charge is listed first (the pull lists by completion time), so it is the one whose read the callback outruns.
     await t.sql(`UPDATE sandbox_mobilemoney_stk_requests SET completes_at = (SELECT completes_at - interval '1 second' FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = $1)
       WHERE shortcode = '777006' AND checkout_request_id <> $1`, [p.provider_ref]);
-    const report = await reconcileAsACallbackLands(m.apiKey, p.id, paid(receipt));
+    const report = await reconcileAsACallbackLands(m.apiKey, p, operatorCallback(p.provider_ref, receipt));
     const [second] = (await t.sql<{ receipt_number: string }>(`SELECT receipt_number FROM sandbox_mobilemoney_stk_requests WHERE shortcode = '777006' AND checkout_request_id <> $1`, [p.provider_ref])).map((r) => r.receipt_number);
     expect(report.results).toEqual([
       { receipt: second, outcome: 'skipped', payment_id: p.id, reason: 'duplicate_charge' },
