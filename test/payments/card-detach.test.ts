@@ -81,12 +81,15 @@ describe('deleting a saved card', () => {
       await gaugeReads(before + 1);
       expect((await s.remove(card.id)).status).toBe(404);
 
-      // A run while cardpay is still down: the job does not fail, the detach stays due, later.
+      // A run while cardpay is still down: the job does not fail, the detach stays due, later — the wait growing
+      // with the time since the deletion (here an hour ago: about an hour more, not the claim's 5 minutes).
+      await t.sql("UPDATE saved_cards SET deleted_at = now() - interval '1 hour' WHERE id = $1", [card.id]);
       await dueNow(card.id);
       expect(await runJobOnce(t, DETACH_CARDS_JOB)).toBe(1);
       expect(await detachDue(card.id)).toBe(true);
-      const [{ later }] = await t.sql<{ later: boolean }>('SELECT detach_due_at > now() AS later FROM saved_cards WHERE id = $1', [card.id]) as [{ later: boolean }];
-      expect(later).toBe(true);
+      const [{ minutes }] = await t.sql<{ minutes: number }>('SELECT extract(epoch FROM detach_due_at - now())::float / 60 AS minutes FROM saved_cards WHERE id = $1', [card.id]) as [{ minutes: number }];
+      expect(minutes).toBeGreaterThan(50);
+      expect(minutes).toBeLessThan(70);
       expect(await atSimulator(card.id)).toEqual({ attached: true, detached: false });
       expect(logOf(card.id)).toContain('retrying later');
     } finally {
