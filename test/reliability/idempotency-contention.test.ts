@@ -31,10 +31,10 @@ async function createPayment(baseUrl: string, key: string, body: object): Promis
   return { status: res.status, replayed: res.headers.get('idempotent-replayed'), retryAfter: res.headers.get('retry-after'), body: (await res.json()) as Answer['body'] };
 }
 
-/** Provider calls that create a payment intent, as the simulator (in api1) logged them. */
+/** Provider calls that create a payment intent, as the simulators logged them (each api process calls its own: providers/base-url.ts). */
 function intentCreations(): number {
-  return readFileSync(api1.logFile, 'utf8')
-    .split('\n')
+  return [api1, api2]
+    .flatMap((api) => readFileSync(api.logFile, 'utf8').split('\n'))
     .filter((line) => line.includes('"msg":"request"') && line.includes('"method":"POST"') && line.includes('"route":"/v1/payment_intents"'))
     .length;
 }
