@@ -47,11 +47,16 @@ const visaParams = (extra: Partial<Stripe.PaymentIntentCreateParams> = {}): Stri
 });
 
 describe('refusals the real API answers with', () => {
+  // The account settles in USD: a charge in another currency must convert to at least $0.50 (Stripe's
+  // minimum for the settlement currency), not meet that currency's own minimum (£0.30, ¥50).
   it.each([
     [49, 'usd', 'Amount must be at least $0.50 usd'],
-    [29, 'gbp', 'Amount must be at least £0.30 gbp'],
-    [49, 'jpy', 'Amount must be at least ¥50 jpy'],
-  ])('%i %s is under the currency minimum: 400 amount_too_small, nothing created', async (amount, currency, message) => {
+    [30, 'gbp', 'Amount must convert to at least 50 cents. GBP 0.30 converts to approximately $0.41 USD.'],
+    [50, 'jpy', 'Amount must convert to at least 50 cents. JPY 50 converts to approximately $0.35 USD.'],
+    [100, 'kes', 'Amount must convert to at least 50 cents. KES 1.00 converts to approximately $0.01 USD.'],
+    [43, 'eur', 'Amount must convert to at least 50 cents. EUR 0.43 converts to approximately $0.49 USD.'],
+    [6000, 'isk', 'Amount must convert to at least 50 cents. ISK 60 converts to approximately $0.49 USD.'],
+  ])('%i %s is under the settlement minimum: 400 amount_too_small, nothing created', async (amount, currency, message) => {
     const stripe = sdk();
     const err = await stripeError(stripe.paymentIntents.create(visaParams({ amount, currency })));
     expect(err).toBeInstanceOf(Stripe.errors.StripeInvalidRequestError);
@@ -62,6 +67,18 @@ describe('refusals the real API answers with', () => {
 
   it('the minimum itself is accepted', async () => {
     expect(await sdk().paymentIntents.create(visaParams({ amount: 50 }))).toMatchObject({ status: 'succeeded', amount: 50 });
+  });
+
+  it('another currency is charged once it converts to at least $0.50 (the simulator\'s fixed rates), on create and update', async () => {
+    const stripe = sdk();
+    // KES 100.00 ≈ $0.77; EUR 0.44 ≈ $0.50 and GBP 0.38 ≈ $0.51 (just over), against EUR 0.43 and GBP 0.30 above.
+    for (const [amount, currency] of [[10000, 'kes'], [44, 'eur'], [38, 'gbp'], [75, 'jpy'], [2500, 'mga']] as const) {
+      expect(await stripe.paymentIntents.create(visaParams({ amount, currency }))).toMatchObject({ status: 'succeeded', amount, currency });
+    }
+    const open = await stripe.paymentIntents.create({ amount: 10000, currency: 'kes' });
+    const update = await stripeError(stripe.paymentIntents.update(open.id, { amount: 100 }));
+    expect(update).toMatchObject({ statusCode: 400, code: 'amount_too_small', param: 'amount', message: expect.stringContaining('KES 1.00 converts to approximately $0.01 USD.') });
+    expect(await stripe.paymentIntents.retrieve(open.id)).toMatchObject({ amount: 10000, currency: 'kes' });
   });
 
   it('an amount of more than eight digits (twelve for IDR) is 400 amount_too_large, nothing created; the largest is charged', async () => {

@@ -10,6 +10,13 @@ export function accountRoutes(api: ApiRoutes): void {
   api.get('/v1/account', async ({ account }) => accountObject(account));
 }
 
+/**
+ * The currency every simulated account settles in (its `default_currency`: a US account, `country: 'US'`).
+ * Stripe converts a charge in another currency to it, and its minimum charge applies to the converted
+ * amount (minimum-amounts.ts).
+ */
+export const SETTLEMENT_CURRENCY = 'usd';
+
 /** Stripe's account ids are `acct_` and 16 characters. */
 export const simulatedAccountId = (tenant: string): string => `acct_1${tenant.slice(0, 15).toUpperCase()}`;
 
@@ -25,7 +32,7 @@ function accountObject(tenant: string) {
     country: 'US',
     // Stable for a key: seconds derived from its tenant, within 2023.
     created: 1_672_531_200 + (parseInt(tenant.slice(0, 8), 16) % 31_536_000),
-    default_currency: 'usd',
+    default_currency: SETTLEMENT_CURRENCY,
     details_submitted: true,
     email: null,
     metadata: {},

@@ -29,6 +29,9 @@ const SUPPORTED = new Set(
   ).split(' '),
 );
 
+/** Every presentment currency the simulator takes (lower case). */
+export const supportedCurrencies = (): string[] => [...SUPPORTED];
+
 /** Stripe's refusal of a currency it does not support (`currency` in lower case), or null. */
 export function unsupportedCurrency(currency: string): SimError | null {
   if (SUPPORTED.has(currency)) return null;

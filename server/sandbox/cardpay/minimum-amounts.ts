@@ -1,13 +1,15 @@
-import { displayAmount } from './currencies.js';
+import { SETTLEMENT_CURRENCY } from './account.js';
+import { apiDigits, displayAmount } from './currencies.js';
 import { invalidRequest, type SimError } from './errors.js';
+import { USD_PER_UNIT } from './exchange-rates.js';
 
 /**
- * Stripe's minimum charge amounts in the API's units (docs.stripe.com/currencies, "Minimum and maximum
- * charge amounts"), the units every amount the simulator takes is in (currencies.ts: ¥50 is 50, 175.00 HUF
- * is 17500). `display` is Stripe's own text for the minimum, written out; it agrees with `minor` read in
- * those units (apiDigits), and none of these currencies is one whose API units differ from ISO 4217's
- * (MGA, ISK, UGX) or that must end in 0 (three-decimal). Other currencies have a minimum equivalent to
- * 0.50 USD at the day's rate, which a simulator cannot know: they are not checked.
+ * Stripe's minimum charge amounts by SETTLEMENT currency, in the API's units (docs.stripe.com/currencies,
+ * "Minimum and maximum charge amounts"; ¥50 is 50, 175.00 HUF is 17500). `display` is Stripe's own text
+ * for the minimum. The minimum is the settlement currency's: a charge presented in another currency must
+ * convert to at least it (belowMinimum). Every simulated account settles in USD (account.ts), so the
+ * `usd` row is the one applied; the others are the minimums of accounts settling elsewhere, kept with it
+ * as Stripe lists them.
  */
 const MINIMUMS: Record<string, { minor: number; display: string }> = {
   usd: { minor: 50, display: '$0.50' },
@@ -36,11 +38,40 @@ const MINIMUMS: Record<string, { minor: number; display: string }> = {
   thb: { minor: 1000, display: 'THB 10.00' },
 };
 
-/** `amount_too_small` (400 invalid_request_error, param amount) when `amount` is under the currency's minimum. */
+const pow10 = (n: number) => 10n ** BigInt(n);
+
+/** A decimal string ('0.0077') as an exact fraction. */
+function fraction(decimal: string): { numerator: bigint; denominator: bigint } {
+  const [whole, part = ''] = decimal.split('.');
+  return { numerator: BigInt(`${whole}${part}`), denominator: pow10(part.length) };
+}
+
+/**
+ * `amount_too_small` (400 invalid_request_error, param amount) when the charge is under the minimum of
+ * the account's settlement currency (USD: $0.50). A charge in USD is compared as it is ("Amount must be at
+ * least $0.50 usd"); one in another currency is converted at the simulator's fixed, approximate rate
+ * (exchange-rates.ts) and answered as Stripe answers it: "Amount must convert to at least 50 cents. KES 1.00
+ * converts to approximately $0.01 USD." Every currency the simulator takes has a rate (a test keeps it
+ * so); a currency it does not take was refused before (currencies.ts, unsupportedCurrency).
+ */
 export function belowMinimum(amount: bigint, currency: string): SimError | null {
-  const minimum = Object.hasOwn(MINIMUMS, currency) ? MINIMUMS[currency]! : null;
-  if (!minimum || amount >= BigInt(minimum.minor)) return null;
-  return invalidRequest(`Amount must be at least ${minimum.display} ${currency}`, 'amount', 'amount_too_small');
+  const minimum = MINIMUMS[SETTLEMENT_CURRENCY]!;
+  if (currency === SETTLEMENT_CURRENCY) {
+    if (amount >= BigInt(minimum.minor)) return null;
+    return invalidRequest(`Amount must be at least ${minimum.display} ${currency}`, 'amount', 'amount_too_small');
+  }
+  const rate = Object.hasOwn(USD_PER_UNIT, currency) ? fraction(USD_PER_UNIT[currency]!) : null;
+  if (!rate) return null;
+  // Cents = amount / 10^digits × rate × 100, compared exactly: amount × num × 100 against minimum × 10^digits × den.
+  const cents = { numerator: amount * rate.numerator * 100n, denominator: pow10(apiDigits(currency)) * rate.denominator };
+  if (cents.numerator >= BigInt(minimum.minor) * cents.denominator) return null;
+  const rounded = (2n * cents.numerator + cents.denominator) / (2n * cents.denominator);
+  const converted = `$${rounded / 100n}.${(rounded % 100n).toString().padStart(2, '0')}`;
+  return invalidRequest(
+    `Amount must convert to at least ${minimum.minor} cents. ${currency.toUpperCase()} ${displayAmount(amount, currency)} converts to approximately ${converted} USD.`,
+    'amount',
+    'amount_too_small',
+  );
 }
 
 /**
