@@ -146,6 +146,8 @@ export class ProviderError extends Error {
     /** A result the provider returned along with the error (e.g. the declined intent). */
     readonly result?: ProviderPaymentResult,
     readonly reason?: ProviderErrorReason,
+    /** The merchant's request field the provider refused (`amount`, `currency`), when it named one of ours. */
+    readonly field?: 'amount' | 'currency',
   ) {
     super(message);
     this.name = 'ProviderError';

@@ -56,6 +56,31 @@ describe('POST /v1/payments with cardpay', () => {
     expect(res.body.error).toMatchObject({ code: 'PROVIDER_ERROR', message: expect.stringContaining('Amount must be at least $0.50 usd') });
   });
 
+  it('KES 1.00 (about $0.01, under the $0.50 the USD account settles at least) is refused as the real provider refuses it: 502 naming the amount, nothing charged', async () => {
+    // A merchant of its own, so its simulated account holds only what this request charged.
+    const shop = await t.createMerchant('Shilling Shop');
+    const secretKey = 'sk_test_shillingshop_0001';
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', shop.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey } }).expect(200);
+    const idempotencyKey = nextKey();
+    const res = await create(card('pm_card_visa', { amount: '1.00', currency: 'KES' }), idempotencyKey, shop.apiKey);
+    expect(res.status).toBe(502);
+    expect(res.body.error).toMatchObject({
+      code: 'PROVIDER_ERROR',
+      message: expect.stringContaining('Amount must convert to at least 50 cents. KES 1.00 converts to approximately $0.01 USD.'),
+      details: [{ field: 'amount', issue: expect.stringContaining('KES 1.00 converts to approximately $0.01 USD') }],
+    });
+    const intents = await t.http.get('/sandbox/cardpay/v1/payment_intents').set('Authorization', `Bearer ${secretKey}`).expect(200);
+    expect(intents.body.data).toEqual([]);
+    const [failed] = await t.sql<{ status: string; failure_reason: string; provider_ref: string | null }>(
+      'SELECT status, failure_reason, provider_ref FROM payments WHERE merchant_id = $1', [shop.merchantId],
+    );
+    expect(failed).toEqual({ status: 'failed', failure_reason: expect.stringContaining('KES 1.00 converts to approximately $0.01 USD'), provider_ref: null });
+    // KES 100.00 (about $0.77) is charged.
+    const enough = await create(card('pm_card_visa', { amount: '100.00', currency: 'KES' }), nextKey(), shop.apiKey);
+    expect(enough.status).toBe(201);
+    expect(enough.body.data).toMatchObject({ status: 'completed', amount: '100.00', currency: 'KES' });
+  });
+
   it('records a decline as failed with the reason and emits payment.failed', async () => {
     const res = await create(card('pm_card_chargeDeclined'));
     expect(res.status).toBe(201);

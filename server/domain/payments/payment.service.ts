@@ -253,7 +253,9 @@ export class PaymentService {
       return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: payment.id }), keyFinished: false };
     }
     await this.applyUpdate(payment.id, { status: 'failed', failureReason: err.message, raw: { error: err.message, code: err.providerCode ?? null } }, 'create');
-    throw new DomainError('PROVIDER_ERROR', `${payment.provider} refused the payment: ${err.message}`);
+    // A refusal of one of the merchant's fields (cardpay's minimum charge: `amount`) names it, as a 422 would.
+    const details = err.field ? [{ field: err.field, issue: err.message }] : undefined;
+    throw new DomainError('PROVIDER_ERROR', `${payment.provider} refused the payment: ${err.message}`, details);
   }
 
   /**

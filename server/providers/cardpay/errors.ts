@@ -37,7 +37,10 @@ export function toProviderError(err: unknown, op: 'read' | 'write'): ProviderErr
   if (status === 429) return new ProviderError('cardpay', 'rate_limited', `cardpay rate limit: ${said}`, err.code ?? undefined);
   if (status === 409) return new ProviderError('cardpay', unknownOutcome, `cardpay: ${said}`, err.code ?? undefined);
   if (status >= 400 && status < 500) {
-    return new ProviderError('cardpay', 'invalid_request', `cardpay rejected the request: ${said}`, err.code ?? err.rawType ?? undefined);
+    // `amount` and `currency` are the merchant's own fields under the same names (a minimum or maximum
+    // charge, an amount the currency cannot take): the refusal names that field to the merchant.
+    const field = err.param === 'amount' || err.param === 'currency' ? err.param : undefined;
+    return new ProviderError('cardpay', 'invalid_request', `cardpay rejected the request: ${said}`, err.code ?? err.rawType ?? undefined, undefined, undefined, field);
   }
   return new ProviderError('cardpay', unknownOutcome, `cardpay answered HTTP ${status}: ${said}`, err.code ?? undefined);
 }
