@@ -16,11 +16,22 @@ function bearerMatches(req: Request, token: string): boolean {
 /**
  * First middleware of every app: once the process is draining, each response says `Connection: close`
  * and Node closes the connection after it. Otherwise a keep-alive client that keeps sending requests
- * keeps its connection busy, and the server's close waits for it until SHUTDOWN_TIMEOUT_MS.
+ * keeps its connection busy, and the server's close waits for it until SHUTDOWN_TIMEOUT_MS. Decided when
+ * the response's headers go out, not when the request came: a request under way when the stop began (a
+ * payment at its provider) is answered with it too, so its client does not send the next request on a
+ * connection the server is about to close.
  */
 export function closeConnectionsWhileDraining(container: Container) {
   return (_req: Request, res: Response, next: NextFunction) => {
-    if (container.draining) res.setHeader('Connection', 'close');
+    if (container.draining) {
+      res.setHeader('Connection', 'close');
+    } else {
+      const writeHead = res.writeHead;
+      res.writeHead = function writeHeadWhileDraining(this: Response, ...args: Parameters<Response['writeHead']>) {
+        if (container.draining) this.setHeader('Connection', 'close');
+        return writeHead.apply(this, args);
+      } as Response['writeHead'];
+    }
     next();
   };
 }

@@ -73,9 +73,9 @@ describe('graceful shutdown with keep-alive clients', () => {
     while (answers.length < 60) await new Promise((r) => setTimeout(r, 20));
     expect(answers.every((a) => a.status === 200 && a.connection === 'keep-alive')).toBe(true);
 
-    // One more client whose request is under way when SIGTERM arrives; it asks /readyz on the same connection next.
+    // One more client whose request is under way when SIGTERM arrives.
     const heldAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-    const held = get(base, heldAgent, '/sandbox/cardpay/v1/balance').then(async (first) => ({ first, next: await get(base, heldAgent, '/readyz') }));
+    const held = get(base, heldAgent, '/sandbox/cardpay/v1/balance');
     // Long enough for the request to be read on a loaded machine (a connection that has sent no whole
     // request for a second is closed by the stop, as it should be), well inside the simulator's 5 s.
     await new Promise((r) => setTimeout(r, 1500));
@@ -83,18 +83,16 @@ describe('graceful shutdown with keep-alive clients', () => {
     const { code, elapsedMs: elapsed } = await terminate(proc)();
     stopLoops = true;
     await Promise.all(loops);
-    const { first, next } = await held;
+    const first = await held;
     heldAgent.destroy();
 
     expect(code).toBe(0);
     expect(elapsed).toBeLessThan(10_000);
-    // The request under way was answered, not cut; the next one on its connection was told to go elsewhere.
+    // The request under way was answered, not cut, and told its client not to send another on that connection.
     expect(first.status).toBeGreaterThan(0);
-    expect(next.status).toBe(503);
-    expect(JSON.parse(next.body).data.status).toBe('draining');
-    expect(next.connection).toBe('close');
+    expect(first.connection).toBe('close');
     // Once one client has seen the process draining, every request sent later is answered with Connection: close.
-    const firstClose = Math.min(next.receivedAt, ...answers.filter((a) => a.connection === 'close').map((a) => a.receivedAt));
+    const firstClose = Math.min(first.receivedAt, ...answers.filter((a) => a.connection === 'close').map((a) => a.receivedAt));
     const later = answers.filter((a) => a.sentAt > firstClose);
     expect(later.filter((a) => a.connection !== 'close')).toEqual([]);
     expect(later.filter((a) => a.path === '/readyz').every((a) => a.status === 503)).toBe(true);
@@ -104,16 +102,17 @@ describe('graceful shutdown with keep-alive clients', () => {
     expect(ended).toHaveLength(6);
   }, 90_000);
 
-  it('a connection whose answer was under way at SIGTERM, left idle by its client, does not hold the stop to the deadline', async () => {
+  it('a connection whose answer was under way at SIGTERM is closed after that answer and does not hold the stop to the deadline', async () => {
     const proc = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '20000', SANDBOX_LATENCY_MS: '2000' }));
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     try {
-      // Under way at SIGTERM, so answered without Connection: close; the client then keeps the connection idle.
+      // Under way at SIGTERM: answered with Connection: close (decided as its headers go out), so the
+      // connection closes after it instead of idling until the keep-alive timeout.
       const answered = get(proc.url!, agent, '/sandbox/cardpay/v1/balance');
       await new Promise((r) => setTimeout(r, 300));
       const exit = terminate(proc);
       const first = await answered;
-      expect(first.connection).toBe('keep-alive');
+      expect(first.connection).toBe('close');
       const { code, elapsedMs } = await exit();
       // Exit 0 as soon as that connection went idle: neither the keep-alive timeout (65 s) nor the 20 s deadline (exit 1).
       expect(code).toBe(0);
@@ -224,5 +223,41 @@ describe('graceful shutdown with keep-alive clients', () => {
     expect(payment).toMatchObject({ status: 'completed', provider_ref: expect.stringMatching(/^pi_/) });
     expect(await sql(db.url, 'SELECT recovery_point FROM idempotency_keys WHERE key = $1', [key])).toEqual([{ recovery_point: 'finished' }]);
     await provider.stop();
+  }, 90_000);
+
+  it('a request under way when the stop begins is answered with Connection: close, so its client does not reuse a connection about to close', async () => {
+    // The provider (a simulator in its own process) answers after 2 s: the request is under way at SIGTERM.
+    const providerPort = await freePort();
+    const provider = await startProcess('api', { ...baseEnv(db.url, `http://127.0.0.1:${providerPort}`, { SANDBOX_LATENCY_MS: '2000' }), PORT: String(providerPort) }, { name: 'provider-under-way' });
+    const switched = await fetch(`${provider.url}/sandbox/cardpay/_control/outage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"mode":"ok"}' });
+    expect(switched.status).toBe(200);
+    const proc = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '20000', CARDPAY_BASE_URL: `${provider.url}/sandbox/cardpay` }));
+    const { apiKey } = await adminMerchant(db.url, 'Under-way Shop');
+    const stored = await callApi(proc.url!, 'PUT', '/v1/merchant/credentials', apiKey, { provider: 'cardpay', cardpay: { secret_key: 'sk_test_under_way_0001', webhook_secret: 'whsec_under_way' } });
+    expect(stored.status).toBe(200);
+
+    const agent = new http.Agent({ keepAlive: true });
+    try {
+      const answer = new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
+        const request = http.request(`${proc.url!}/v1/payments`, {
+          method: 'POST',
+          agent,
+          headers: { 'Content-Type': 'application/json', 'X-API-Key': apiKey, 'Idempotency-Key': `under-way-${Date.now()}` },
+        }, (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode!, connection: res.headers.connection }));
+        });
+        request.on('error', reject);
+        request.end(JSON.stringify({ provider: 'cardpay', amount: '12.00', currency: 'USD', payment_method: 'pm_card_visa' }));
+      });
+      // The request is at the provider (its answer comes 2 s after the call), then the stop begins.
+      await new Promise((r) => setTimeout(r, 500));
+      const exit = terminate(proc);
+      expect(await answer).toEqual({ status: 201, connection: 'close' });
+      expect((await exit()).code).toBe(0);
+    } finally {
+      agent.destroy();
+      await provider.stop();
+    }
   }, 90_000);
 });
