@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { DETACH_CARDS_JOB } from '../../server/jobs/detach-cards.job.js';
-import { runJobOnce } from '../support/job-run.js';
+import { jobRunFinished, runJobOnce } from '../support/job-run.js';
 import { scrapeMetrics, total } from '../support/prometheus.js';
 import { inProcessLogFile } from '../support/secret-audit.js';
 import { startTestService, type TestService } from '../support/service.js';
@@ -20,7 +20,7 @@ let n = 0;
 beforeAll(async () => {
   // An hour between the job's runs (it runs once at boot): every detach retry below is a run the test asks for.
   t = await startTestService({ STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
-  await eventually(async () => (await t.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [DETACH_CARDS_JOB])).length > 0, 10_000, "the job's run at boot");
+  await jobRunFinished(t, DETACH_CARDS_JOB);
 });
 afterAll(async () => t.stop());
 

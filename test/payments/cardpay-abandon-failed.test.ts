@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ABANDON_FAILED_JOB } from '../../server/jobs/abandon-failed.job.js';
 import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
-import { runJobOnce } from '../support/job-run.js';
+import { jobRunFinished, runJobOnce } from '../support/job-run.js';
 import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { scrapeMetrics, total } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
@@ -203,7 +203,7 @@ describe('a backlog of failed payments', () => {
     // 60 cancels on a loaded machine.
     const s = await startTestService({ STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
     try {
-      await eventually(async () => (await s.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [ABANDON_FAILED_JOB])).length > 0, 10_000, "the job's run at boot");
+      await jobRunFinished(s, ABANDON_FAILED_JOB);
       const secretKey = 'sk_test_abandon_backlog';
       const { apiKey } = await s.createMerchant('Abandon Backlog Shop');
       await s.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secretKey } }).expect(200);
@@ -232,7 +232,7 @@ describe('an intent still processing when its cancel is sent (a bank debit: days
     // An hour between the job's runs (it runs once at boot): every cancel below is a run the test asks for.
     const s = await startTestService({ STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
     try {
-      await eventually(async () => (await s.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [ABANDON_FAILED_JOB])).length > 0, 10_000, "the job's run at boot");
+      await jobRunFinished(s, ABANDON_FAILED_JOB);
       const secretKey = 'sk_test_abandon_processing';
       // Its own webhook secret and no endpoint: no provider event reaches the service, only the cancels' answers.
       const { apiKey } = await s.createMerchant('Abandon Processing Shop');

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { SYNC_PAYMENTS_JOB } from '../../server/jobs/sync-payments.job.js';
-import { runJobOnce } from '../support/job-run.js';
+import { jobRunFinished, runJobOnce } from '../support/job-run.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
@@ -19,7 +19,7 @@ let n = 0;
 beforeAll(async () => {
   // An hour between the status sync's runs: every run below is one the test asks for (runJobOnce).
   t = await startTestService({ STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
-  await eventually(async () => (await t.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [SYNC_PAYMENTS_JOB])).length > 0, 10_000, "the sync's run at boot");
+  await jobRunFinished(t, SYNC_PAYMENTS_JOB);
 });
 afterAll(async () => t.stop());
 

@@ -8,6 +8,7 @@ import { runCli } from '../support/processes.js';
 import { inProcessLogFile } from '../support/secret-audit.js';
 import { TEST_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
+import { jobRunFinished } from '../support/job-run.js';
 
 // Outages of the wallet provider on capture and of the mobile-money operator on reversal: a clear 502,
 // nothing moves, and the merchant's retry works once the provider is back (without a double effect).
@@ -470,7 +471,7 @@ describe('mobilemoney lost pushes judged by the pull', () => {
     s = await startTestService({ MOBILEMONEY_BASE_URL: `${stubUrl}/sandbox/mobilemoney`, PROVIDER_TIMEOUT_MS: '3000', STATUS_SYNC_POLL_INTERVAL: '1h' });
     stub.target = s.baseUrl;
     // Its one run (at boot) is over before a test makes anything due.
-    await eventually(async () => (await s.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [SYNC_PAYMENTS_JOB])).length > 0, 10_000, "the status sync's run at boot");
+    await jobRunFinished(s, SYNC_PAYMENTS_JOB);
   });
   afterEach(async () => {
     stub.pullsRateLimited = false;

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { SYNC_REFUNDS_JOB } from '../../server/jobs/sync-refunds.job.js';
-import { runJobOnce } from '../support/job-run.js';
+import { jobRunFinished, runJobOnce } from '../support/job-run.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -325,7 +325,7 @@ describe('a backlog', () => {
     } finally {
       await cardpayOutage(s, 'ok');
     }
-    await eventually(async () => (await s.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [SYNC_REFUNDS_JOB])).length > 0, 10_000, "the job's run at boot");
+    await jobRunFinished(s, SYNC_REFUNDS_JOB);
     await s.sql('UPDATE refunds SET next_sync_at = now()');
     return s;
   }
@@ -387,7 +387,7 @@ describe('refunds of one capture', () => {
       } finally {
         await walletpayOutage('ok');
       }
-      await eventually(async () => (await s.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [SYNC_REFUNDS_JOB])).length > 0, 10_000, "the job's run at boot");
+      await jobRunFinished(s, SYNC_REFUNDS_JOB);
       await s.sql('UPDATE refunds SET next_sync_at = now()');
 
       expect(await runJobOnce(s, SYNC_REFUNDS_JOB)).toBe(1);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { SYNC_PAYMENTS_JOB } from '../../server/jobs/sync-payments.job.js';
 import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
-import { runJobOnce } from '../support/job-run.js';
+import { jobRunFinished, runJobOnce } from '../support/job-run.js';
 import { scrapeMetrics, total } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
@@ -49,7 +49,7 @@ async function dueCardBacklog(s: TestService, secretKey: string, count = 60): Pr
     expect(res.body.data.status).toBe('pending');
     ids.push(res.body.data.id);
   }
-  await eventually(async () => (await s.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [SYNC_PAYMENTS_JOB])).length > 0, 10_000, "the job's run at boot");
+  await jobRunFinished(s, SYNC_PAYMENTS_JOB);
   await s.sql('UPDATE payments SET next_sync_at = now() WHERE id = ANY($1)', [ids]);
   return ids;
 }

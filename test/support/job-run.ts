@@ -1,5 +1,6 @@
 import type { Job } from 'agenda';
 import type { TestService } from './service.js';
+import { eventually } from './webhook-receiver.js';
 
 /**
  * Asks the worker for one run of the job `name` now (as its schedule would start it) and resolves when
@@ -37,4 +38,12 @@ export async function runJobOnce(t: TestService, name: string, data: Record<stri
     agenda.off(`fail:${name}`, onFail);
     agenda.off(`complete:${name}`, onComplete);
   }
+}
+
+/**
+ * Waits (10 s at most) until a run of the job `name` has finished — the one a worker starts at its boot —
+ * so that a test's own runs (runJobOnce) are the only ones after it.
+ */
+export async function jobRunFinished(t: Pick<TestService, 'sql'>, name: string): Promise<void> {
+  await eventually(async () => (await t.sql('SELECT 1 FROM agenda_jobs WHERE name = $1 AND last_finished_at IS NOT NULL', [name])).length > 0, 10_000, `a run of ${name} to finish`);
 }
