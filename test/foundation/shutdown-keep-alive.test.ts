@@ -48,6 +48,24 @@ function terminate(proc: { pid: number; exited: Promise<unknown> }): () => Promi
   };
 }
 
+/**
+ * A cardpay provider (a simulator in its own process, so a stop of the service cannot end it) that
+ * answers after `latencyMs`, an api process calling it, and a merchant with its cardpay credentials.
+ */
+async function serviceWithSlowProvider(latencyMs: number, shop: string, keyName: string) {
+  const providerPort = await freePort();
+  const provider = await startProcess('api', { ...baseEnv(db.url, `http://127.0.0.1:${providerPort}`, { SANDBOX_LATENCY_MS: String(latencyMs) }), PORT: String(providerPort) }, { name: `provider-${keyName}` });
+  // The simulators keep their switches in the file's database: the "hang" an earlier test left on goes off.
+  const switched = await fetch(`${provider.url}/sandbox/cardpay/_control/outage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"mode":"ok"}' });
+  expect(switched.status).toBe(200);
+  const proc = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '20000', CARDPAY_BASE_URL: `${provider.url}/sandbox/cardpay` }));
+  const { apiKey } = await adminMerchant(db.url, shop);
+  // With the webhook secret given, storing them makes one (slow) provider call, not four.
+  const stored = await callApi(proc.url!, 'PUT', '/v1/merchant/credentials', apiKey, { provider: 'cardpay', cardpay: { secret_key: `sk_test_${keyName}_0001`, webhook_secret: `whsec_${keyName}` } });
+  expect(stored.status).toBe(200);
+  return { provider, proc, apiKey };
+}
+
 describe('graceful shutdown with keep-alive clients', () => {
   it('closes busy keep-alive connections after their next response and exits 0 long before SHUTDOWN_TIMEOUT_MS', async () => {
     // ROLE=all: the job drain runs too. Simulator answers are held 5 s: a request under way at SIGTERM.
@@ -188,16 +206,7 @@ describe('graceful shutdown with keep-alive clients', () => {
 
   it('a payment request whose client hung up is still carried through: the stop waits for the provider\'s answer and records it before exiting 0', async () => {
     // The provider (a simulator in its own process, so the stop cannot end it) answers after 3 s.
-    const providerPort = await freePort();
-    const provider = await startProcess('api', { ...baseEnv(db.url, `http://127.0.0.1:${providerPort}`, { SANDBOX_LATENCY_MS: '3000' }), PORT: String(providerPort) }, { name: 'provider' });
-    // The simulators keep their switches in the file's database: the "hang" an earlier test left on goes off.
-    const switched = await fetch(`${provider.url}/sandbox/cardpay/_control/outage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"mode":"ok"}' });
-    expect(switched.status).toBe(200);
-    const proc = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '20000', CARDPAY_BASE_URL: `${provider.url}/sandbox/cardpay` }));
-    const { apiKey } = await adminMerchant(db.url, 'Hung-up Shop');
-    // With the webhook secret given, storing them makes one (slow) provider call, not four.
-    const stored = await callApi(proc.url!, 'PUT', '/v1/merchant/credentials', apiKey, { provider: 'cardpay', cardpay: { secret_key: 'sk_test_hung_up_client_0001', webhook_secret: 'whsec_hung_up_client' } });
-    expect(stored.status).toBe(200);
+    const { provider, proc, apiKey } = await serviceWithSlowProvider(3000, 'Hung-up Shop', 'hung_up_client');
 
     const key = `hung-up-${Date.now()}`;
     const sentAt = Date.now();
@@ -227,14 +236,7 @@ describe('graceful shutdown with keep-alive clients', () => {
 
   it('a request under way when the stop begins is answered with Connection: close, so its client does not reuse a connection about to close', async () => {
     // The provider (a simulator in its own process) answers after 2 s: the request is under way at SIGTERM.
-    const providerPort = await freePort();
-    const provider = await startProcess('api', { ...baseEnv(db.url, `http://127.0.0.1:${providerPort}`, { SANDBOX_LATENCY_MS: '2000' }), PORT: String(providerPort) }, { name: 'provider-under-way' });
-    const switched = await fetch(`${provider.url}/sandbox/cardpay/_control/outage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"mode":"ok"}' });
-    expect(switched.status).toBe(200);
-    const proc = await startProcess('api', baseEnv(db.url, 'http://127.0.0.1:9', { SHUTDOWN_TIMEOUT_MS: '20000', CARDPAY_BASE_URL: `${provider.url}/sandbox/cardpay` }));
-    const { apiKey } = await adminMerchant(db.url, 'Under-way Shop');
-    const stored = await callApi(proc.url!, 'PUT', '/v1/merchant/credentials', apiKey, { provider: 'cardpay', cardpay: { secret_key: 'sk_test_under_way_0001', webhook_secret: 'whsec_under_way' } });
-    expect(stored.status).toBe(200);
+    const { provider, proc, apiKey } = await serviceWithSlowProvider(2000, 'Under-way Shop', 'under_way');
 
     const agent = new http.Agent({ keepAlive: true });
     try {
