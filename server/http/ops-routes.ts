@@ -23,15 +23,12 @@ function bearerMatches(req: Request, token: string): boolean {
  */
 export function closeConnectionsWhileDraining(container: Container) {
   return (_req: Request, res: Response, next: NextFunction) => {
-    if (container.draining) {
-      res.setHeader('Connection', 'close');
-    } else {
-      const writeHead = res.writeHead;
-      res.writeHead = function writeHeadWhileDraining(this: Response, ...args: Parameters<Response['writeHead']>) {
-        if (container.draining) this.setHeader('Connection', 'close');
-        return writeHead.apply(this, args);
-      } as Response['writeHead'];
-    }
+    // Every response's headers go out through writeHead (res.end and flushHeaders call it when not yet written).
+    const writeHead = res.writeHead;
+    res.writeHead = function writeHeadWhileDraining(this: Response, ...args: Parameters<Response['writeHead']>) {
+      if (container.draining) this.setHeader('Connection', 'close');
+      return writeHead.apply(this, args);
+    } as Response['writeHead'];
     next();
   };
 }

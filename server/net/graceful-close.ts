@@ -21,9 +21,9 @@ interface ConnectionState {
 /**
  * Makes `server` closable the graceful way (call it before the server listens). The closer stops
  * listening and waits for the requests under way. Connections idle for IDLE_GRACE_MS are closed now, and
- * the others as they reach it (checked every quarter second): a connection whose response was already
- * under way when the drain began (so it carries no Connection: close) is closed soon after it goes idle,
- * not after the keep-alive timeout. Busy ones otherwise close after their next response (Connection:
+ * the others as they reach it (checked every quarter second): a connection whose client keeps it open
+ * after an answer (one that ignores Connection: close) is closed soon after it goes idle, not after the
+ * keep-alive timeout. Busy ones otherwise close after their next response (Connection:
  * close while draining) or at `deadlineMs`, when whatever is still open is closed (main.ts exits with
  * code 1 at the same deadline).
  *
