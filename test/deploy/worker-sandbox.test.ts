@@ -13,7 +13,6 @@ import { eventually } from '../support/webhook-receiver.js';
  */
 const db = databaseForProcesses();
 let api: ServiceProcess;
-let worker: ServiceProcess;
 let client: pg.Client;
 
 /** The processes' environment: baseEnv's, without PUBLIC_BASE_URL. */
@@ -28,7 +27,7 @@ function env(extra: Record<string, string>): Record<string, string> {
 
 beforeAll(async () => {
   api = await startProcess('api', env({ PORT: String(await freePort()) }), { name: 'api' });
-  worker = await startProcess('worker', env({}), { name: 'worker' });
+  await startProcess('worker', env({}), { name: 'worker' });
   client = new pg.Client({ connectionString: db.url });
   // The database is dropped after the tests (databaseForProcesses), which may end this connection first.
   client.on('error', () => undefined);

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { sql } from '../support/database.js';
 import { adminMerchant, baseEnv, callApi, databaseForProcesses, freePort, startProcess } from '../support/processes.js';
 

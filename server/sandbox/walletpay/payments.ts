@@ -8,7 +8,7 @@ import { FAIL_REFUND_JOB, addRefunded, recordEvent, scheduleTransmissions, type 
 import { isObject, optionalString, parseMoney, requestIdOf, wantsRepresentation } from './params.js';
 import { mockedRefusal } from './mock-response.js';
 import { PAYMENTS_KEY_RETENTION, loadCapture, loadRefund } from './store.js';
-import { captureView, money, refundView, type CaptureRow, type RefundRow } from './views.js';
+import { captureView, money, refundView, type RefundRow } from './views.js';
 
 interface RefundRequest {
   amount: { minor: bigint; currency: string } | null;
