@@ -38,6 +38,12 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
+/** The service's log lines about one delivery (the test service logs to its database's file, synchronously). */
+function logLinesOf(deliveryId: string): Array<Record<string, unknown>> {
+  const file = path.resolve('test-results', 'logs', `${new URL(t.databaseUrl).pathname.slice(1)}.log`);
+  return readFileSync(file, 'utf8').split('\n').filter((l) => l.includes(deliveryId)).map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
 const settled = (id: string, status: string) =>
   waitFor(async () => {
     const row = await delivery(t, id);
@@ -133,11 +139,16 @@ describe('retries', () => {
     const attempts = await attemptsOf(t, deliveryId);
     expect(attempts.map((a) => a.attempt_number)).toEqual([1, 2, 3, 4, 5, 6]);
     expect(attempts.every((a) => a.trigger === 'scheduled' && a.response_status === 503)).toBe(true);
+    // The operator is told, once, at warning level: whose delivery died and why (the dead alert sends them to it).
+    const warning = await waitFor(async () => logLinesOf(deliveryId).find((l) => l.status === 'dead') ?? null, 'the dead delivery to be logged');
+    expect(warning).toMatchObject({ level: 40, merchantId: m.merchantId, attempt: 6, responseStatus: 503, reason: 'HTTP 503', msg: expect.stringContaining('dead') });
 
-    // A failed manual retry is recorded and leaves it dead.
+    // A failed manual retry is recorded and leaves it dead: the merchant's own action, not a warning.
     const failed = await t.http.post(`/v1/webhooks/logs/${deliveryId}/retry`).set('X-API-Key', m.apiKey);
     expect(failed.status).toBe(200);
     expect(failed.body.data).toMatchObject({ id: deliveryId, status: 'dead', attempts: 7, last_response_status: 503, next_attempt_at: null });
+    expect(logLinesOf(deliveryId).filter((l) => l.level === 40)).toEqual([warning]);
+    expect(logLinesOf(deliveryId).find((l) => l.attempt === 7)).toMatchObject({ level: 30, trigger: 'manual', reason: 'HTTP 503' });
 
     receiver.succeed('/down');
     const res = await t.http.post(`/v1/webhooks/logs/${deliveryId}/retry`).set('X-API-Key', m.apiKey);

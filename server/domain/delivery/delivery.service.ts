@@ -369,11 +369,16 @@ export class DeliveryService {
     // so no key with webhooks:write can fire the operator's dead-deliveries alert. Delivered and retrying
     // attempts count whatever their trigger.
     if (outcome.status !== 'dead' || usedUpSchedule) this.attempts.inc({ status: outcome.status });
-    // Never the body, the URL's query or the secret: ids, type and outcome only.
-    this.logger.info(
-      { deliveryId: leased.id, eventType: leased.eventType, attempt: attemptNumber, trigger, responseStatus: result.responseStatus, status: outcome.status },
-      result.ok ? 'webhook delivered' : 'webhook attempt failed',
-    );
+    // Never the body, the URL or the secret: ids, type, outcome and the failure's own text ("HTTP 500",
+    // "request failed: ECONNREFUSED", "no response within …"). A death through the schedule is the
+    // operator's to review (interface.md: "marked dead for manual review"), so it is a warning naming the
+    // merchant and why; a merchant's own retry or test event failing again is not.
+    const line = {
+      deliveryId: leased.id, merchantId: leased.merchantId, eventType: leased.eventType, attempt: attemptNumber, trigger,
+      responseStatus: result.responseStatus, status: outcome.status, ...(result.ok ? {} : { reason: result.error }),
+    };
+    if (outcome.status === 'dead' && usedUpSchedule) this.logger.warn(line, 'webhook delivery dead: its retry schedule is used up');
+    else this.logger.info(line, result.ok ? 'webhook delivered' : 'webhook attempt failed');
     return { outcome, result };
   }
 
