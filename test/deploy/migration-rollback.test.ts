@@ -111,6 +111,18 @@ describe('npm run migrate -- --down-to (rolling the schema back to an earlier re
     await app.stop();
   }, 180_000);
 
+  it('takes away the recurring job a reverted migration came with, so the earlier release\'s job gauges do not page for it', async () => {
+    const { db, applied } = await migrated();
+    const app = await startApp(db.url);
+    const jobs = () => sql<{ name: string }>(db.url, 'SELECT DISTINCT name FROM agenda_jobs ORDER BY name').then((rows) => rows.map((r) => r.name));
+    expect(await jobs()).toContain('cards.detach-due');
+    await app.stop();
+    const before = await jobs();
+    const detachMigration = applied.find((name) => name.startsWith('Migration20261129004101'))!;
+    expect((await migrateCli(db.url, ['--down-to', applied[applied.indexOf(detachMigration) - 1]!])).code).toBe(0);
+    expect(await jobs()).toEqual(before.filter((name) => name !== 'cards.detach-due'));
+  }, 120_000);
+
   it('reverts every migration down to the first, and migrating again rebuilds the same schema', async () => {
     const { db, applied } = await migrated({ fromScratch: true });
     const before = await schemaOf(db.url);

@@ -20,5 +20,9 @@ export class Migration20261129004101_saved_card_detach_due extends Migration {
 
   override async down(): Promise<void> {
     this.addSql('DROP INDEX saved_cards_detach_due_idx; ALTER TABLE saved_cards DROP COLUMN detach_due_at, DROP COLUMN provider_account;');
+    // The recurring job that came with it (detach-cards.job.ts): a release before this one never runs it,
+    // and its job gauges count every due row whatever its name, so a row left behind would page
+    // PaymentsJobsBacklog for good.
+    this.addSql("DELETE FROM agenda_jobs WHERE name = 'cards.detach-due';");
   }
 }
