@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import type { Router } from 'express';
 import type { Agenda } from 'agenda';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -187,7 +188,8 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const lockLifetimeMs = options.agendaLockLifetimeMs ?? AGENDA_LOCK_LIFETIME_MS;
   const { agenda, closePool: closeAgendaPool } = createAgenda({
     databaseUrl: options.databaseUrl,
-    name: `${config.role}-${process.pid}`,
+    // The host too: in containers every node is PID 1, so `worker-1` would name every worker alike.
+    name: `${config.role}-${hostname()}-${process.pid}`,
     processEveryMs: options.agendaProcessEveryMs ?? 5000,
     lockLifetimeMs,
     poolMax: Math.min(8, config.databasePoolMax),

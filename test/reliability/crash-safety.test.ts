@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createTestDatabase, sql } from '../support/database.js';
@@ -31,11 +32,11 @@ function prng(seed: number) {
   };
 }
 
-/** The index of the worker whose Agenda holds the `webhook.sweep` lock (Agenda names itself `worker-<pid>`). */
+/** The index of the worker whose Agenda holds the `webhook.sweep` lock (Agenda names itself `worker-<host>-<pid>`). */
 async function sweepHolder(): Promise<number> {
   return eventually(async () => {
     const rows = await sql<{ by: string }>(db.url, `SELECT last_modified_by AS by FROM agenda_jobs WHERE name = 'webhook.sweep' AND locked_at IS NOT NULL`);
-    const index = workers.findIndex((w) => rows[0]?.by === `worker-${w.pid}`);
+    const index = workers.findIndex((w) => rows[0]?.by === `worker-${hostname()}-${w.pid}`);
     return index >= 0 ? { index } : null;
   }, 20_000, 'a worker to hold the sweep lock').then((found) => found.index);
 }
