@@ -220,7 +220,10 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     merchantOf: (key) => key.slice(0, key.indexOf(':')),
   });
 
-  registerStoreMetrics(metrics.registry, (sql) => orm.em.getConnection().execute(sql), () => censusOfSecretKeys(orm.em, secrets), { jobLockLifetimeMs: lockLifetimeMs });
+  registerStoreMetrics(metrics.registry, (sql) => orm.em.getConnection().execute(sql), () => censusOfSecretKeys(orm.em, secrets), {
+    jobLockLifetimeMs: lockLifetimeMs,
+    webhookMaxInFlightPerMerchant: config.webhookMaxInFlightPerMerchant,
+  });
   // The providers (named only in providers/registry.ts). Each adapter is wrapped so every call to its
   // provider is timed (provider_call_duration_seconds); the adapters know nothing of it.
   const providers = createProviderRegistry(config, em, (provider, adapter) => instrumentProvider(provider, adapter, metrics.providerCalls));

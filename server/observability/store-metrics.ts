@@ -15,6 +15,7 @@ interface Snapshot {
   cardDetachesDue: Record<string, number>;
   deliveries: { status: string; n: number }[];
   deliveryLagSeconds: number;
+  deliveriesHeldByShare: number;
   jobs: { name: string; depth: number; lag: number }[];
   secretKeys: Record<string, number>;
 }
@@ -51,7 +52,42 @@ function waitingJobsSql(lockLifetimeMs: number): string {
            GROUP BY name`;
 }
 
-async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<string, number>>, lockLifetimeMs: number): Promise<Snapshot> {
+/**
+ * The webhook lag a worker could shorten, and what waits on its own merchant instead. Per merchant with a
+ * due, unleased delivery (the lease claim's walk, leaseDueDeliveries): its attempts in flight, and its
+ * oldest due one. A merchant whose in-flight share (WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT) is full — its
+ * endpoint slow or hanging, or a recovered backlog draining — is waiting on that endpoint, not on the
+ * workers, so it is left out of the lag (an operator's page) and counted in `held`.
+ * `perMerchant` is a number from the configuration, never text from outside.
+ */
+function deliveryLagSql(perMerchant: number): string {
+  const share = Math.floor(perMerchant);
+  return `WITH RECURSIVE due_merchants AS (
+            (SELECT merchant_id FROM webhook_deliveries
+              WHERE status IN ('pending', 'retrying') AND next_attempt_at <= now()
+              ORDER BY merchant_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT d.merchant_id FROM webhook_deliveries d
+                     WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= now() AND d.merchant_id > due_merchants.merchant_id
+                     ORDER BY d.merchant_id LIMIT 1)
+              FROM due_merchants WHERE due_merchants.merchant_id IS NOT NULL),
+          merchants AS (
+            SELECT busy.n AS in_flight, waiting.oldest, waiting.n AS waiting
+              FROM due_merchants m
+             CROSS JOIN LATERAL (
+                   SELECT count(*)::int AS n FROM webhook_deliveries l
+                    WHERE l.merchant_id = m.merchant_id AND l.status IN ('pending', 'retrying') AND l.lease_until IS NOT NULL AND l.lease_until >= now()) busy
+             CROSS JOIN LATERAL (
+                   SELECT min(d.next_attempt_at) AS oldest, count(*)::int AS n FROM webhook_deliveries d
+                    WHERE d.merchant_id = m.merchant_id AND d.status IN ('pending', 'retrying') AND d.next_attempt_at <= now()
+                      AND (d.lease_until IS NULL OR d.lease_until < now())) waiting
+             WHERE m.merchant_id IS NOT NULL)
+          SELECT coalesce(extract(epoch FROM now() - min(oldest) FILTER (WHERE in_flight < ${share})), 0)::float8 AS lag,
+                 coalesce(sum(waiting) FILTER (WHERE in_flight >= ${share}), 0)::int AS held
+            FROM merchants`;
+}
+
+async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<string, number>>, options: StoreMetricsOptions): Promise<Snapshot> {
   const [payments, unresolved, pendingRefunds, detachesDue, deliveries, lag, jobs, keys] = await Promise.all([
     // The trigger-kept counters (the view payment_count_totals), not a count over every payment row.
     query('SELECT provider, status, sum(n)::int AS n FROM payment_count_totals GROUP BY provider, status HAVING sum(n) <> 0'),
@@ -67,11 +103,10 @@ async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<strin
     // scrape (webhook_delivery_attempts_total counts the successes). Each from a partial index; `dead`
     // leaves out failed test events (webhook_deliveries_dead_idx is partial on the same condition).
     query(`SELECT ${GAUGED_DELIVERY_STATUSES.map((status) => `(SELECT count(*) FROM webhook_deliveries WHERE ${GAUGED_DELIVERY_WHERE[status]})::int AS ${status}`).join(', ')}`),
-    // Age of the oldest delivery that is due and not yet sent (0 when none is waiting).
-    query(`SELECT coalesce(extract(epoch FROM now() - min(next_attempt_at)), 0)::float8 AS lag
-             FROM webhook_deliveries WHERE status IN ('pending', 'retrying') AND next_attempt_at <= now()`),
+    // Age of the oldest delivery that is due and waits for a worker (0 when none), and those waiting on their merchant's share.
+    query(deliveryLagSql(options.webhookMaxInFlightPerMerchant)),
     // Jobs waiting for a worker (stale locks included): the queue, and how long its oldest has waited.
-    query(waitingJobsSql(lockLifetimeMs)),
+    query(waitingJobsSql(options.jobLockLifetimeMs)),
     secretKeys(),
   ]);
   return {
@@ -81,6 +116,7 @@ async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<strin
     cardDetachesDue: perProvider(detachesDue, 'n'),
     deliveries: Object.entries(deliveries[0] ?? {}).map(([status, n]) => ({ status, n: Number(n) })),
     deliveryLagSeconds: Math.max(0, Number(lag[0]?.lag ?? 0)),
+    deliveriesHeldByShare: Number(lag[0]?.held ?? 0),
     jobs: jobs.map((r) => ({ name: String(r.name), depth: Number(r.depth), lag: Math.max(0, Number(r.lag)) })),
     secretKeys: keys,
   };
@@ -98,16 +134,17 @@ function perProvider(rows: Record<string, unknown>[], column: string): Record<st
  * every process reports the same numbers, whatever it has handled itself, so they survive restarts
  * and need no cross-process counting. In PromQL take `max` over instances.
  */
-export function registerStoreMetrics(
-  registry: Registry,
-  query: Query,
-  secretKeys: () => Promise<Record<string, number>>,
-  options: { jobLockLifetimeMs: number },
-): void {
+interface StoreMetricsOptions {
+  jobLockLifetimeMs: number;
+  /** WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: a merchant with this many attempts in flight waits on its own endpoint. */
+  webhookMaxInFlightPerMerchant: number;
+}
+
+export function registerStoreMetrics(registry: Registry, query: Query, secretKeys: () => Promise<Record<string, number>>, options: StoreMetricsOptions): void {
   let cached: { at: number; value: Promise<Snapshot> } | null = null;
   const snapshot = () => {
     if (!cached || Date.now() - cached.at > CACHE_MS) {
-      const value = takeSnapshot(query, secretKeys, options.jobLockLifetimeMs);
+      const value = takeSnapshot(query, secretKeys, options);
       cached = { at: Date.now(), value };
       // A failed round is not kept: the next scrape asks again.
       value.catch(() => (cached = null));
@@ -151,8 +188,10 @@ export function registerStoreMetrics(
     Object.entries(s.cardDetachesDue).map(([provider, n]) => [{ provider }, n]));
   snapshotGauge('webhook_deliveries', 'Merchant webhook deliveries not delivered (yet), by status: pending, retrying, dead (failed webhook.test events left out)', ['status'], (s) =>
     s.deliveries.map((d) => [{ status: d.status }, d.n]));
-  snapshotGauge('webhook_delivery_lag_seconds', 'How long the oldest due, unsent merchant webhook delivery has waited (0 when none)', [], (s) =>
+  snapshotGauge('webhook_delivery_lag_seconds', "How long the oldest due, unsent merchant webhook delivery a worker could send has waited (0 when none); deliveries waiting only for their merchant's in-flight share are left out (webhook_deliveries_held_by_merchant_share)", [], (s) =>
     [[{}, s.deliveryLagSeconds]]);
+  snapshotGauge('webhook_deliveries_held_by_merchant_share', "Due, unsent merchant webhook deliveries waiting for their own merchant's attempts in flight (WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT) to finish: a slow or hanging endpoint, or a recovered backlog draining", [], (s) =>
+    [[{}, s.deliveriesHeldByShare]]);
   // `job_name`, not `job`: Prometheus sets `job` on every scraped series (the scrape job) and would
   // rename ours to `exported_job`.
   snapshotGauge('job_queue_depth', 'Agenda jobs waiting for a worker, by job name: due and not picked up, or locked by a worker longer ago than the lock lifetime (killed mid-job)', ['job_name'], (s) =>

@@ -309,17 +309,20 @@ export async function msUntilDue(em: EntityManager, deliveryId: string, dueAt: D
 /**
  * Deliveries due for longer than `graceMs` and not leased: no worker was listening when they became
  * due, a retry's job was lost (the process died before booking it), or an attempt died mid-way (its
- * lease expired).
+ * lease expired). Not those of a merchant whose in-flight share is full: they wait on its endpoint, and
+ * the worker whose attempt ends takes the next (the drainer's own wake-up), so they are not stranded.
  */
-export async function findStrandedDeliveryIds(em: EntityManager, graceMs: number, limit: number): Promise<string[]> {
+export async function findStrandedDeliveryIds(em: EntityManager, graceMs: number, limit: number, perMerchant: number): Promise<string[]> {
   const rows = await em.execute<{ id: string }[]>(
-    `SELECT id FROM webhook_deliveries
-      WHERE status IN ('pending', 'retrying')
-        AND next_attempt_at <= now() - ${ms}
-        AND (lease_until IS NULL OR lease_until < now())
-      ORDER BY next_attempt_at
+    `SELECT d.id FROM webhook_deliveries d
+      WHERE d.status IN ('pending', 'retrying')
+        AND d.next_attempt_at <= now() - ${ms}
+        AND (d.lease_until IS NULL OR d.lease_until < now())
+        AND (SELECT count(*) FROM webhook_deliveries l
+              WHERE l.merchant_id = d.merchant_id AND l.status IN ('pending', 'retrying') AND l.lease_until IS NOT NULL AND l.lease_until >= now()) < ?
+      ORDER BY d.next_attempt_at
       LIMIT ?`,
-    [graceMs, limit],
+    [graceMs, perMerchant, limit],
   );
   return rows.map((r) => r.id);
 }

@@ -316,7 +316,7 @@ export class DeliveryService {
 
   /** Ids the sweeper wakes the workers for: due for longer than `graceMs` and not being sent. */
   findStranded(graceMs: number, limit = 500): Promise<string[]> {
-    return findStrandedDeliveryIds(this.em, graceMs, limit);
+    return findStrandedDeliveryIds(this.em, graceMs, limit, this.config.maxInFlightPerMerchant);
   }
 
   /** `onFailure`: book the next scheduled attempt, leave status and schedule as they were (manual retry), or end it (test). */
