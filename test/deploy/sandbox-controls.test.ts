@@ -24,6 +24,7 @@ const CONTROLS: { provider: 'cardpay' | 'walletpay' | 'mobilemoney'; path: strin
   { provider: 'cardpay', path: 'lose-answers', body: { count: 2 } },
   { provider: 'cardpay', path: 'lose-attach-answers', body: { count: 1 } },
   { provider: 'cardpay', path: 'api-errors', body: { count: 1 } },
+  { provider: 'cardpay', path: 'roll-key', body: { expires_in_seconds: 0 } },
   { provider: 'walletpay', path: 'outage', body: { mode: 'captures_hang' } },
   { provider: 'walletpay', path: 'misreport', body: { currency: 'EUR' } },
   { provider: 'walletpay', path: 'expire-tokens', body: {} },
@@ -146,6 +147,8 @@ describe('the simulators\' controls on a demo deployment (NODE_ENV=production, S
       expect(await sql('SELECT provider FROM sandbox_controls')).toEqual([]);
       expect(await sql('SELECT shortcode FROM sandbox_mobilemoney_listed_rows')).toEqual([]);
       expect(await sql('SELECT account FROM sandbox_cardpay_api_errors')).toEqual([]);
+      // The key was not rolled: it still works (providersAnswerNormally stores it and pays with it).
+      expect(await sql('SELECT key_hash FROM sandbox_cardpay_keys')).toEqual([]);
       await providersAnswerNormally(api, token);
       expect(readFileSync(api.logFile, 'utf8')).not.toContain(WARNING);
     }, 60_000);

@@ -156,7 +156,7 @@ describe("a merchant's retry of a creation interrupted more than the retention a
  * Stripe's idempotency keys and objects are per account. A payment whose create answer was lost on account A
  * (the card charged there), after which the merchant stores the secret key of another account B: through B,
  * a search finds nothing, and a repeat of `payment-<id>` would be a new charge on B (with a test token) or,
- * a day later, "nothing was charged" while A holds the charge. Each simulator key is its own account
+ * a day later, "nothing was charged" while A holds the charge. Each simulator key never rolled is its own account
  * (sk_test_lost_creation_0002 is another one). So a payment records the account it was created on
  * (GET /v1/account when the credentials are stored) and is never asked about through another's credentials.
  */

@@ -73,6 +73,7 @@ import { Migration20261129004101_saved_card_detach_due } from './Migration202611
 import { Migration20261129042801_sandbox_cardpay_api_errors } from './Migration20261129042801_sandbox_cardpay_api_errors.js';
 import { Migration20261129043001_sandbox_walletpay_redirected_at } from './Migration20261129043001_sandbox_walletpay_redirected_at.js';
 import { Migration20261129043002_sandbox_walletpay_capture_refusals } from './Migration20261129043002_sandbox_walletpay_capture_refusals.js';
+import { Migration20261129100000_sandbox_cardpay_keys } from './Migration20261129100000_sandbox_cardpay_keys.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -153,4 +154,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261129042801_sandbox_cardpay_api_errors', class: Migration20261129042801_sandbox_cardpay_api_errors },
   { name: 'Migration20261129043001_sandbox_walletpay_redirected_at', class: Migration20261129043001_sandbox_walletpay_redirected_at },
   { name: 'Migration20261129043002_sandbox_walletpay_capture_refusals', class: Migration20261129043002_sandbox_walletpay_capture_refusals },
+  { name: 'Migration20261129100000_sandbox_cardpay_keys', class: Migration20261129100000_sandbox_cardpay_keys },
 ];

@@ -2,8 +2,9 @@ import type { ApiRoutes } from './http.js';
 
 /**
  * `GET /v1/account`: the account the calling key belongs to, as Stripe answers it (docs.stripe.com/api/accounts/retrieve,
- * "retrieve account" without an id). Each key is its own account here (auth.ts): its id is derived from the key's
- * tenant, so it is the same at every call and another key's is another. Only what the service reads (`id`) and the
+ * "retrieve account" without an id). A key is its own account here unless a roll issued it, which gives it the
+ * rolled key's (auth.ts, roll-key.ts): the id is derived from that tenant, so it is the same at every call and for
+ * every key of the account, and another account's is another. Only what the service reads (`id`) and the
  * object's usual top-level fields, for a test-mode standard account that can take charges.
  */
 export function accountRoutes(api: ApiRoutes): void {
@@ -30,7 +31,7 @@ function accountObject(tenant: string) {
     charges_enabled: true,
     controller: { type: 'account' },
     country: 'US',
-    // Stable for a key: seconds derived from its tenant, within 2023.
+    // Stable for an account: seconds derived from its tenant, within 2023.
     created: 1_672_531_200 + (parseInt(tenant.slice(0, 8), 16) % 31_536_000),
     default_currency: SETTLEMENT_CURRENCY,
     details_submitted: true,

@@ -1,8 +1,7 @@
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import type { SandboxDeps } from '../module.js';
 import { onPool, type Query } from '../sql.js';
-import { accountOf } from './auth.js';
-import { SimError } from './errors.js';
+import { controlAccount } from './auth.js';
 
 /** Stripe's answer to a request that failed on its side (500 api_error). */
 export const API_ERROR_BODY = { error: { type: 'api_error', message: 'An unknown error occurred.' } } as const;
@@ -24,14 +23,8 @@ export const API_ERROR_BODY = { error: { type: 'api_error', message: 'An unknown
 export function mountApiErrorsControl(router: Router, deps: SandboxDeps): void {
   router.post('/_control/api-errors', express.json(), async (req: Request, res: Response, next: NextFunction) => {
     try {
-      let account: string;
-      try {
-        account = accountOf(req);
-      } catch (err) {
-        if (!(err instanceof SimError)) throw err;
-        res.status(err.status).json({ error: `the account's secret key is needed (Authorization: Bearer sk_test_…): ${err.message}` });
-        return;
-      }
+      const account = await controlAccount(deps.pool, req, res);
+      if (account === null) return;
       const count = (req.body as { count?: unknown } | undefined)?.count;
       if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 0) {
         res.status(400).json({ error: 'count must be a whole number, 0 or more' });

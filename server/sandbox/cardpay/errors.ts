@@ -53,6 +53,6 @@ export function noSuch(kind: string, id: string, param = 'id', status = param ==
   });
 }
 
-export function unauthorized(message: string): SimError {
-  return new SimError(401, { type: 'invalid_request_error', message });
+export function unauthorized(message: string, code?: string): SimError {
+  return new SimError(401, { type: 'invalid_request_error', message, ...(code ? { code, doc_url: docUrl(code) } : {}) });
 }

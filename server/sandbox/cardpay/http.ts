@@ -3,7 +3,7 @@ import { takeLoss } from '../controls.js';
 import { API_ERROR_BODY } from './api-errors.js';
 import type { SandboxDeps } from '../module.js';
 import { onPool, readsOnly } from '../sql.js';
-import { accountOf } from './auth.js';
+import { accountOf, expiredKey, presentedKey, type PresentedKey } from './auth.js';
 import type { Db } from './db.js';
 import { newId } from './db.js';
 import { SimError } from './errors.js';
@@ -12,7 +12,7 @@ import type { Outcome, SimResponse } from './idempotency.js';
 import { runIdempotent } from './idempotency.js';
 import { SIM_API_VERSION } from './objects.js';
 import type { Params } from './params.js';
-import { applySwitches, requestStart } from './switches.js';
+import { applySwitches, requestStart, type RequestStart } from './switches.js';
 
 /** What an API handler gets: the calling key's account, the decoded parameters, the database. */
 export interface ApiContext {
@@ -43,13 +43,23 @@ function send(req: Request, res: Response, outcome: Pick<Outcome, 'status' | 'bo
   else res.set('Content-Type', 'application/json').send(outcome.json);
 }
 
-/** The calling key's account, or the 401 to answer (after the switches: an outage answers even a bad key). */
-function authenticate(req: Request): { account: string; refused: null } | { account: null; refused: unknown } {
+/** The calling key, or the 401 to answer (after the switches: an outage answers even a bad key). */
+function authenticate(req: Request): { key: PresentedKey; refused: null } | { key: null; refused: unknown } {
   try {
-    return { account: accountOf(req), refused: null };
+    return { key: presentedKey(req), refused: null };
   } catch (err) {
-    return { account: null, refused: err };
+    return { key: null, refused: err };
   }
+}
+
+/**
+ * The key's account, read by the request's first statement (requestStart), or the 401 to throw: a key
+ * refused as it was presented, or one rolled past its expiry.
+ */
+function accountAfterSwitches(start: RequestStart, key: PresentedKey | null, refused: unknown): string {
+  if (refused) throw refused;
+  if (start.expired) throw expiredKey(key!);
+  return start.account!;
 }
 
 /**
@@ -71,18 +81,18 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
   const mutation = (method: 'post' | 'delete', path: string, handler: (ctx: ApiContext) => Promise<SimResponse>) => {
     router[method](path, async (req: Request, res: Response, next: NextFunction) => {
       try {
-        const { account, refused } = authenticate(req);
+        const { key: secretKey, refused } = authenticate(req);
         const key = method === 'post' ? req.get('idempotency-key') : undefined;
-        const start = await requestStart(deps.pool, account, key);
+        const start = await requestStart(deps.pool, secretKey?.hash ?? null, key);
         if (!applySwitches(res, start.switches, deps.heldAnswers)) return;
-        if (refused) throw refused;
+        const account = accountAfterSwitches(start, secretKey, refused);
         const params = (req.body ?? {}) as Params;
         const apiVersion = req.get('stripe-version') ?? SIM_API_VERSION;
-        const request = { account: account!, key, method: method.toUpperCase(), path: req.path, params, stored: start.stored, listened: start.listened, failingAfterRunning: start.failingAfterRunning };
+        const request = { account, key, method: method.toUpperCase(), path: req.path, params, stored: start.stored, listened: start.listened, failingAfterRunning: start.failingAfterRunning };
         const outcome = await runIdempotent(deps, request, async (db) => {
-          const res = await handler({ account: account!, params, path: req.params as Record<string, string>, db, deps, apiVersion });
+          const res = await handler({ account, params, path: req.params as Record<string, string>, db, deps, apiVersion });
           // Expanded before it is stored: a replay answers the same bytes.
-          return res.status === 200 ? { ...res, body: await expandResponse(db, account!, res.body, params) } : res;
+          return res.status === 200 ? { ...res, body: await expandResponse(db, account, res.body, params) } : res;
         });
         // Done and committed; its answer lost on the way back (the lose-answers control): the connection just drops.
         if (start.losingAnswers && (await takeLoss(onPool(deps.pool), 'cardpay'))) {
@@ -103,10 +113,10 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
   };
 
   return {
-    /** Unknown URLs: a bad key is refused first (401, as at Stripe), then 404 in Stripe's shape. */
-    notFound(req: Request, res: Response, next: NextFunction) {
+    /** Unknown URLs: a bad or expired key is refused first (401, as at Stripe), then 404 in Stripe's shape. */
+    async notFound(req: Request, res: Response, next: NextFunction) {
       try {
-        accountOf(req);
+        await accountOf(deps.pool, req);
         send(req, res, {
           status: 404,
           body: { error: { type: 'invalid_request_error', message: `Unrecognized request URL (${req.method}: ${req.path}).` } },
@@ -121,10 +131,10 @@ export function apiRoutes(router: Router, deps: SandboxDeps) {
     get(path: string, handler: (ctx: ApiContext) => Promise<unknown>) {
       router.get(path, async (req: Request, res: Response, next: NextFunction) => {
         try {
-          const { account: known, refused } = authenticate(req);
-          if (!applySwitches(res, (await requestStart(deps.pool, null, undefined)).switches, deps.heldAnswers)) return;
-          if (refused) throw refused;
-          const account = known!;
+          const { key, refused } = authenticate(req);
+          const start = await requestStart(deps.pool, key?.hash ?? null, undefined);
+          if (!applySwitches(res, start.switches, deps.heldAnswers)) return;
+          const account = accountAfterSwitches(start, key, refused);
           const db = readsOnly(deps.pool);
           const params = req.query as Params;
           const apiVersion = req.get('stripe-version') ?? SIM_API_VERSION;

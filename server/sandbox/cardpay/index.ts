@@ -10,6 +10,7 @@ import { paymentIntentRoutes } from './payment-intents.js';
 import { paymentMethodRoutes } from './payment-methods.js';
 import { SETTLE_REFUND_JOB, settleRefund } from './refund-settlement.js';
 import { refundRoutes } from './refunds.js';
+import { mountRollKeyControl } from './roll-key.js';
 import { threeDsRoutes } from './three-ds.js';
 import { misreport, switchesGate } from './switches.js';
 import { webhookEndpointRoutes } from './webhook-endpoints.js';
@@ -39,6 +40,9 @@ function router(deps: SandboxDeps): Router {
   // An account's next n requests that change something run, then fail 500 api_error, stored under their
   // idempotency key as Stripe stores a 500 (api-errors.ts).
   mountApiErrorsControl(r, deps);
+  // A key rolled as in Stripe's Dashboard: a new key of the same account, the rolled one expiring now or
+  // within 7 days (roll-key.ts).
+  mountRollKeyControl(r, deps);
   r.use('/3ds', gate);
   threeDsRoutes(r, deps);
   paymentIntentRoutes(api);

@@ -4,6 +4,7 @@ import { CONTROLS_COLUMNS, applyControls, controlsOf, type Controls, type Contro
 import type { HeldAnswers } from '../held-answers.js';
 import { eachObject, type MisreportRewriter } from '../misreport.js';
 import { readsOnly } from '../sql.js';
+import { KEY_ACCOUNT } from './auth.js';
 import type { StoredAnswer } from './idempotency.js';
 
 /** The answer to every call while the simulator is in an outage (error mode). */
@@ -27,6 +28,10 @@ export const applySwitches = (res: Response, switches: Controls, held: HeldAnswe
 /** What a request reads before it runs (see requestStart). */
 export interface RequestStart {
   switches: Controls;
+  /** The account the key acts on (auth.ts KEY_ACCOUNT); null without a key. */
+  account: string | null;
+  /** The key was rolled and has expired: the request is answered 401 api_key_expired (after the switches). */
+  expired: boolean;
   stored: StoredAnswer | null;
   /** The event types the account's webhook endpoints listen to ('*': all); empty without an account. */
   listened: string[];
@@ -39,24 +44,30 @@ export interface RequestStart {
 }
 
 /**
- * What a request reads before it runs, in ONE statement: the simulator's switches and, for a request
- * with an Idempotency-Key (and a valid secret key), the answer already stored under that key; for a
- * known account, the event types its endpoints listen to (and whether the api-errors control is armed for it), so a mutation builds only events someone
- * may receive (which endpoints do is still decided when the jobs are committed).
+ * What a request reads before it runs, in ONE statement: the simulator's switches, the account of the
+ * request's key (`keyHash`, its sha256: the account of the key it was rolled from, else its own, and
+ * whether it expired; auth.ts) and, for a request with an Idempotency-Key (and a valid secret key), the
+ * answer already stored under that key; for a known account, the event types its endpoints listen to (and
+ * whether the api-errors control is armed for it), so a mutation builds only events someone may receive
+ * (which endpoints do is still decided when the jobs are committed).
  */
-export async function requestStart(pool: pg.Pool, account: string | null, key: string | undefined): Promise<RequestStart> {
-  const [row] = await readsOnly(pool).query<ControlsRow & Partial<StoredAnswer> & { listened: string[] | null; lost_results: number | null; lost_answers: number | null; api_errors: number | null }>(
-    `SELECT ${CONTROLS_COLUMNS}, c.lost_results, c.lost_answers, i.request_hash, i.response_status, i.response_body,
+export async function requestStart(pool: pg.Pool, keyHash: string | null, idempotencyKey: string | undefined): Promise<RequestStart> {
+  const [row] = await readsOnly(pool).query<
+    ControlsRow & Partial<StoredAnswer> & { account: string; expired: boolean; listened: string[] | null; lost_results: number | null; lost_answers: number | null; api_errors: number | null }
+  >(
+    `SELECT one.account, one.expired, ${CONTROLS_COLUMNS}, c.lost_results, c.lost_answers, i.request_hash, i.response_status, i.response_body,
             (SELECT remaining FROM sandbox_cardpay_api_errors a WHERE a.account = one.account) AS api_errors,
             (SELECT array_agg(DISTINCT t) FROM sandbox_cardpay_webhook_endpoints e, unnest(e.enabled_events) AS t WHERE e.account = one.account) AS listened
-       FROM (SELECT ?::text AS account) AS one
+       FROM ${KEY_ACCOUNT} AS one
        LEFT JOIN sandbox_controls c ON c.provider = 'cardpay'
        LEFT JOIN sandbox_cardpay_idempotency i ON i.account = one.account AND i.idempotency_key = ?`,
-    [account ?? '', account && key ? key : ''],
+    [keyHash ?? '', keyHash && idempotencyKey ? idempotencyKey : ''],
   );
   const stored = row?.request_hash ? { request_hash: row.request_hash, response_status: row.response_status!, response_body: row.response_body } : null;
   return {
     switches: controlsOf(row),
+    account: keyHash ? row!.account : null,
+    expired: Boolean(keyHash && row?.expired),
     stored,
     listened: row?.listened ?? [],
     losingAnswers: (row?.lost_results ?? 0) > 0,
