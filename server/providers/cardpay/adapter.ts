@@ -285,7 +285,8 @@ const REGISTERED_HERE = { registered_by: 'multi-provider-payments' } as const;
  * to fail, or its answer be lost, the stored credentials and their endpoint go on working as before.
  * Credentials stored with a webhook_secret (the merchant's own endpoint) replace ones whose endpoint the
  * service registered just the same: that endpoint is deleted once they are stored — with the replaced
- * secret key too when it is another (on another account, the new key cannot see it) — unless they name
+ * secret key too when it is another and not known to act on the same account (on another account, the
+ * new key cannot see it; a key rolled in the dashboard may have expired already) — unless they name
  * its very secret (the merchant kept the endpoint), or, on the new key's account, no endpoint but those
  * the service registered is at the URL (the secret is then one of theirs, rolled in the dashboard).
  */
@@ -296,8 +297,11 @@ export function prepareCardpayCredentials(
   return async (merchantId, given, previous = null) => {
     const creds = await withProviderAccount(adapter, given, previous);
     const url = merchantWebhookUrl(config, merchantId);
-    // Where the replaced endpoints are: the new key's account, and the replaced key's if it is another.
-    const keys = previous && previous.secret_key !== creds.secret_key ? [creds, previous] : [creds];
+    // Where the replaced endpoints are: the new key's account, and the replaced key's if it may be another.
+    // Not when both keys are known to act on one account (a key rolled in the dashboard): the new key
+    // reaches every endpoint, and the replaced key may already have expired (401 at every call).
+    const sameAccount = previous !== null && providerAccountOf(previous) !== null && providerAccountOf(previous) === providerAccountOf(creds);
+    const keys = previous && previous.secret_key !== creds.secret_key && !sameAccount ? [creds, previous] : [creds];
     if (creds.webhook_secret) {
       if (!previous || previous.webhook_secret === creds.webhook_secret) return { credentials: creds };
       return {
