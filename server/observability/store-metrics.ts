@@ -1,5 +1,6 @@
 import { Gauge, type Registry } from 'prom-client';
 import { PROVIDERS } from '../../contract/index.js';
+import { DUE_MERCHANTS } from '../domain/delivery/delivery-store.js';
 import { UNRESOLVED } from '../domain/payments/sync-schedule.js';
 
 /** Runs one read-only query; the container passes the ORM connection's `execute`. */
@@ -62,15 +63,7 @@ function waitingJobsSql(lockLifetimeMs: number): string {
  */
 function deliveryLagSql(perMerchant: number): string {
   const share = Math.floor(perMerchant);
-  return `WITH RECURSIVE due_merchants AS (
-            (SELECT merchant_id FROM webhook_deliveries
-              WHERE status IN ('pending', 'retrying') AND next_attempt_at <= now()
-              ORDER BY merchant_id LIMIT 1)
-            UNION ALL
-            SELECT (SELECT d.merchant_id FROM webhook_deliveries d
-                     WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= now() AND d.merchant_id > due_merchants.merchant_id
-                     ORDER BY d.merchant_id LIMIT 1)
-              FROM due_merchants WHERE due_merchants.merchant_id IS NOT NULL),
+  return `WITH RECURSIVE ${DUE_MERCHANTS},
           merchants AS (
             SELECT busy.n AS in_flight, waiting.oldest, waiting.n AS waiting
               FROM due_merchants m

@@ -81,6 +81,21 @@ export async function leaseDelivery(em: EntityManager, id: string, leaseMs: numb
 }
 
 /**
+ * `due_merchants`: each merchant with a due, unsent delivery, one index probe per merchant (a loose index
+ * scan: a recursive CTE, for WITH RECURSIVE), ending in a null row. Shared by the lease claim and the
+ * delivery lag gauge (store-metrics), which must judge the same merchants.
+ */
+export const DUE_MERCHANTS = `due_merchants AS (
+       (SELECT merchant_id FROM webhook_deliveries
+         WHERE status IN ('pending', 'retrying') AND next_attempt_at <= now()
+         ORDER BY merchant_id LIMIT 1)
+       UNION ALL
+       SELECT (SELECT d.merchant_id FROM webhook_deliveries d
+                WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= now() AND d.merchant_id > due_merchants.merchant_id
+                ORDER BY d.merchant_id LIMIT 1)
+         FROM due_merchants WHERE due_merchants.merchant_id IS NOT NULL)`;
+
+/**
  * Takes up to `limit` due deliveries (pending or retrying, due, not leased) for one scheduled attempt
  * each, in ONE statement, fairly between merchants: no merchant gets more than `perMerchant` attempts in
  * flight (leased, across every worker), and the claim goes round the merchants with something due —
@@ -103,15 +118,7 @@ export async function leaseDelivery(em: EntityManager, id: string, leaseMs: numb
  */
 export async function leaseDueDeliveries(em: EntityManager, limit: number, leaseMs: number, perMerchant: number): Promise<LeasedDelivery[]> {
   const rows = await em.execute<LeaseRow[]>(
-    `WITH RECURSIVE due_merchants AS (
-       (SELECT merchant_id FROM webhook_deliveries
-         WHERE status IN ('pending', 'retrying') AND next_attempt_at <= now()
-         ORDER BY merchant_id LIMIT 1)
-       UNION ALL
-       SELECT (SELECT d.merchant_id FROM webhook_deliveries d
-                WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= now() AND d.merchant_id > due_merchants.merchant_id
-                ORDER BY d.merchant_id LIMIT 1)
-         FROM due_merchants WHERE due_merchants.merchant_id IS NOT NULL),
+    `WITH RECURSIVE ${DUE_MERCHANTS},
      picks AS (
        SELECT m.merchant_id, busy.n AS busy, c.id, c.next_attempt_at, c.again,
               CASE WHEN c.again = 0 THEN busy.first ELSE busy.again END
