@@ -1,5 +1,6 @@
 import type http from 'node:http';
 import type net from 'node:net';
+import { awaitsItsHandler, whenEnded } from './answer-end.js';
 
 /** While stopping, connections that went idle are closed this often. */
 const IDLE_SWEEP_MS = 250;
@@ -82,9 +83,6 @@ export function gracefulCloser(server: http.Server): (deadlineMs: number) => Pro
   };
 }
 
-/** The API's requests (see gracefulCloser). */
-const awaitsItsHandler = (req: http.IncomingMessage): boolean => req.url?.startsWith('/v1/') ?? false;
-
 /** Answers whose client left while their handler was still at work, until the handler ends them. */
 class AbandonedAnswers {
   private readonly open = new Set<http.ServerResponse>();
@@ -92,18 +90,11 @@ class AbandonedAnswers {
 
   hold(res: http.ServerResponse): void {
     this.open.add(res);
-    const ended = () => {
+    // The handler's res.json() (or an error handler's) ends it into the closed socket.
+    whenEnded(res, () => {
       if (!this.open.delete(res) || this.open.size > 0) return;
       for (const resolve of this.waiters.splice(0)) resolve();
-    };
-    // Wrapped now, only for these: the handler's res.json() (or an error handler's) ends it into the closed socket.
-    for (const method of ['end', 'destroy'] as const) {
-      const original = res[method] as (...args: unknown[]) => http.ServerResponse;
-      res[method] = ((...args: unknown[]) => {
-        ended();
-        return original.apply(res, args);
-      }) as never;
-    }
+    });
   }
 
   /** Resolves once no such answer is left. */

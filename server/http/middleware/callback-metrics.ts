@@ -1,6 +1,7 @@
 import type { RequestHandler } from 'express';
 import { PROVIDERS } from '../../../contract/index.js';
 import type { Metrics } from '../../observability/metrics.js';
+import { onAnswerOver } from './answer-over.js';
 
 const CALLBACK_PATH = new RegExp(`^/v1/webhooks/(${PROVIDERS.join('|')})(/|$)`);
 
@@ -9,7 +10,8 @@ export const CALLBACK_OUTCOMES = ['accepted', 'rejected', 'failed'] as const;
 type CallbackOutcome = (typeof CALLBACK_OUTCOMES)[number];
 
 /**
- * Counts provider callbacks (/v1/webhooks/<provider>…) by how they were answered. Every series starts at
+ * Counts provider callbacks (/v1/webhooks/<provider>…) by how they were answered (also one whose sender
+ * hung up before the answer: onAnswerOver). Every series starts at
  * 0: Prometheus's rate() reads a series that first appears at 1 as no change, so the first failed callback
  * of a process would never fire PaymentsCallbacksFailing.
  */
@@ -18,8 +20,8 @@ export function callbackMetrics(metrics: Metrics): RequestHandler {
   return (req, res, next) => {
     const provider = CALLBACK_PATH.exec(req.path)?.[1];
     if (provider) {
-      res.on('finish', () => {
-        const outcome: CallbackOutcome = res.statusCode < 400 ? 'accepted' : res.statusCode < 500 ? 'rejected' : 'failed';
+      onAnswerOver(req, res, ({ status }) => {
+        const outcome: CallbackOutcome = status < 400 ? 'accepted' : status < 500 ? 'rejected' : 'failed';
         metrics.providerCallbacks.inc({ provider, outcome });
       });
     }
