@@ -21,6 +21,8 @@ export const ERROR_MESSAGES = {
   rateLimited: (who: string, rule: string) => `Too many requests ${who}: at most ${rule}`,
   internal: 'Internal error; quote the request id when contacting support',
   overloaded: 'The service is temporarily overloaded; retry after a moment',
+  /** No connection to the database could be opened (it is down, unreachable or refusing them). */
+  databaseUnreachable: 'The service cannot reach its database right now; nothing was done, retry after a moment',
   /** A failure after the provider may have acted (answered with Payments-Outcome: unknown). */
   outcomeNotRecorded:
     'The provider may have acted on this request, but the service could not record its outcome: do not treat it as refused, nor send it again without the same Idempotency-Key; retry with the same key if it had one, otherwise read the resource (GET) before doing anything',
@@ -65,7 +67,7 @@ export const DOCUMENTED_ERRORS: Record<string, DocumentedError> = {
   '502': { code: 'PROVIDER_ERROR', description: 'The provider was unreachable or refused the request (PROVIDER_ERROR)', message: '' },
   '503': {
     code: 'SERVICE_UNAVAILABLE',
-    description: 'The service cannot serve the request right now (no database capacity free, or stored credentials this server cannot decrypt); nothing was sent to the provider, retry after Retry-After seconds with the same Idempotency-Key (SERVICE_UNAVAILABLE)',
+    description: 'The service cannot serve the request right now (no database connection free or none could be opened, or stored credentials this server cannot decrypt); nothing was sent to the provider, retry after Retry-After seconds with the same Idempotency-Key (SERVICE_UNAVAILABLE)',
     message: ERROR_MESSAGES.overloaded,
   },
 };

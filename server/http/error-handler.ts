@@ -6,7 +6,7 @@ import { DomainError, OutcomeNotRecordedError, OutcomeUnknownError, type FieldIs
 import { SecretUnreadableError } from '../domain/crypto/secret-box.js';
 import type { Logger } from '../observability/logger.js';
 import { sendError } from './envelope.js';
-import { HTTP_STATUS, isCapacityExhausted, RETRY_AFTER_SECONDS } from './error-map.js';
+import { HTTP_STATUS, isCapacityExhausted, isDatabaseUnreachable, RETRY_AFTER_SECONDS } from './error-map.js';
 import { ERROR_MESSAGES, OUTCOME_HEADER } from '../../contract/errors.js';
 
 function issueToField(prefix: string | null, issue: ZodIssue): FieldIssue[] {
@@ -108,6 +108,11 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     if (isCapacityExhausted(err)) {
       logger.warn({ requestId: res.locals.requestId, route: req.path, err: { type: (err as Error)?.name } }, 'database capacity exhausted; answered 503');
       return sendError(res, 'SERVICE_UNAVAILABLE', ERROR_MESSAGES.overloaded, undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
+    }
+    if (isDatabaseUnreachable(err)) {
+      // No connection could be opened, so nothing was sent for the statement: the request stopped there.
+      logger.warn({ requestId: res.locals.requestId, route: req.path, err }, 'database unreachable; answered 503');
+      return sendError(res, 'SERVICE_UNAVAILABLE', ERROR_MESSAGES.databaseUnreachable, undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
     }
     if (err instanceof SecretUnreadableError) {
       // An operator's key configuration, not a bug: said once at boot too (service.ts). Another process of a

@@ -1,4 +1,5 @@
 import type { ErrorCode } from '../../contract/index.js';
+import { connectionNotObtained } from '../persistence/acquire-failures.js';
 
 /** The one table from error code to HTTP status. */
 export const HTTP_STATUS: Record<ErrorCode, number> = {
@@ -32,4 +33,16 @@ export function isCapacityExhausted(err: unknown): boolean {
   const message = e.message ?? '';
   if (/Timeout acquiring a connection|timeout exceeded when trying to connect|sorry, too many clients/i.test(message)) return true;
   return e.cause !== undefined && e.cause !== err && isCapacityExhausted(e.cause);
+}
+
+/**
+ * Whether `err` is the ORM's pool failing to obtain a connection at all: PostgreSQL refusing it, down,
+ * unreachable or shutting down (ECONNREFUSED, ENOTFOUND, EAI_AGAIN, 57P01/57P03 at login, a connection
+ * closed during its login), marked where the pool throws it (persistence/acquire-failures.ts). Nothing
+ * was sent for the statement it was to run, so the request stopped at that point, as after a pool
+ * timeout: answered 503 with Retry-After. The same words from a connection already in use (lost under a
+ * query, a COMMIT whose answer never came) are not marked: a write may have been done, and that stays a 500.
+ */
+export function isDatabaseUnreachable(err: unknown): boolean {
+  return connectionNotObtained(err) && !isCapacityExhausted(err);
 }

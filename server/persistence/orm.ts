@@ -6,6 +6,7 @@ import { migrationsList } from './migrations/index.js';
 import { countQueries } from '../lib/count-queries.js';
 import { scopedEntityManager } from './orm-scope.js';
 import { PG_SOCKET_OPTIONS } from '../lib/pg-connection.js';
+import { markAcquireFailures } from './acquire-failures.js';
 
 export type { EntityManager } from '@mikro-orm/postgresql';
 
@@ -44,7 +45,9 @@ export function ormOptions(databaseUrl: string, poolMax = 20, acquireTimeoutMs =
 }
 
 export async function openOrm(databaseUrl: string, poolMax?: number, acquireTimeoutMs?: number, onQuery?: () => void): Promise<MikroORM> {
-  return MikroORM.init(ormOptions(databaseUrl, poolMax, acquireTimeoutMs, onQuery));
+  const orm = await MikroORM.init(ormOptions(databaseUrl, poolMax, acquireTimeoutMs, onQuery));
+  markAcquireFailures(orm);
+  return orm;
 }
 
 /**

@@ -18,6 +18,8 @@ export class TcpProxy {
   private readonly server: net.Server;
   /** New connections are silent from the start (see `blackHole`). */
   private blackHoled = false;
+  /** The port it listened on before `refuse`. */
+  private port = 0;
 
   /**
    * With `dropNotifications`, PostgreSQL's notifications (NotificationResponse messages) never reach the
@@ -78,18 +80,32 @@ export class TcpProxy {
     for (const pair of this.pairs) pair.silent = true;
   }
 
-  /** New connections reach the database again, as after a failover; the silenced ones stay dead. */
-  restore(): void {
-    this.blackHoled = false;
-  }
-
-  async stop(): Promise<void> {
+  /**
+   * The database host stopped: the relay closes every connection and stops listening, so a new
+   * connection is refused (ECONNREFUSED) until `reopen`.
+   */
+  async refuse(): Promise<void> {
+    this.port = (this.server.address() as net.AddressInfo).port;
     for (const pair of this.pairs) {
       pair.client.destroy();
       pair.upstream.destroy();
     }
     this.pairs.clear();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  /** Listens again where it did before `refuse`: the database is back. */
+  async reopen(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.listen(this.port, '127.0.0.1', resolve));
+  }
+
+  /** New connections reach the database again, as after a failover; the silenced ones stay dead. */
+  restore(): void {
+    this.blackHoled = false;
+  }
+
+  async stop(): Promise<void> {
+    if (this.server.listening) await this.refuse();
   }
 }
 
