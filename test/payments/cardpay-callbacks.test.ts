@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
 import { verifyCardpaySignature } from '../../server/providers/cardpay/webhook.js';
+import { scrapeMetrics, total } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
 
@@ -137,13 +138,26 @@ describe('POST /v1/webhooks/cardpay', () => {
     expect(events).toEqual([{ type: 'payment.completed' }]);
   });
 
-  it('acknowledges an event for an unknown reference with 200 and changes nothing', async () => {
+  it('acknowledges an event for an unknown reference with 200, changes nothing, and counts it unmatched, not accepted', async () => {
     const before = await t.sql('SELECT count(*)::int AS n FROM provider_events');
+    const callbacks = async () => {
+      const samples = await scrapeMetrics(t);
+      const count = (outcome: string) => total(samples, 'provider_callbacks_total', { provider: 'cardpay', outcome });
+      return { accepted: count('accepted'), unmatched: count('unmatched'), rejected: count('rejected') };
+    };
+    const sum = (c: Awaited<ReturnType<typeof callbacks>>) => c.accepted + c.unmatched + c.rejected;
+    const counted = await callbacks();
     const body = intentEvent('payment_intent.succeeded', { id: 'pi_unknown_123', status: 'succeeded', metadata: {} });
     const res = await post(body, sign(body));
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ received: true });
     expect(await t.sql('SELECT count(*)::int AS n FROM provider_events')).toEqual(before);
+    // The counter is bumped as the answer finishes, which supertest may see first.
+    const after = await eventually(async () => {
+      const now = await callbacks();
+      return sum(now) > sum(counted) ? now : null;
+    });
+    expect(after).toEqual({ ...counted, unmatched: counted.unmatched + 1 });
   });
 
   it('ignores a late failure for a completed payment (no move back), recording the refusal', async () => {

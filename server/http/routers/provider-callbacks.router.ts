@@ -1,8 +1,9 @@
-import type { Request } from 'express';
+import type { Request, Response } from 'express';
 import { initServer } from '@ts-rest/express';
 import { ProviderSchema, contract, type Provider } from '../../../contract/index.js';
 import type { InboundPipeline } from '../../domain/inbound/inbound-pipeline.js';
 import type { InboundRequest } from '../../domain/ports.js';
+import { countAsUnmatched } from '../middleware/callback-metrics.js';
 import type { RawBodyRequest } from '../middleware/json-body.js';
 
 const s = initServer();
@@ -38,20 +39,22 @@ function routeTarget(path: string): { provider: Provider; subpath: string } {
 
 /**
  * Every provider callback route of the contract hands the request to the one inbound pipeline, which
- * answers 200 unless it refuses the request. Built from the contract's paths: a new provider's callback
- * route needs nothing here.
+ * answers 200 unless it refuses the request (one naming nothing of ours is counted `unmatched`). Built
+ * from the contract's paths: a new provider's callback route needs nothing here.
  */
 export function providerCallbacksRouter(deps: { inbound: InboundPipeline }) {
   type Routes = typeof contract.providerCallbacks;
   const handlers = Object.fromEntries(
     (Object.keys(contract.providerCallbacks) as (keyof Routes)[]).map((key) => {
       const { provider, subpath } = routeTarget(contract.providerCallbacks[key].path);
-      const handler = async ({ req }: { req: Request }) => {
-        await deps.inbound.handle(provider, inboundRequest(req, subpath));
+      const handler = async ({ req, res }: { req: Request; res: Response }) => {
+        const outcome = await deps.inbound.handle(provider, inboundRequest(req, subpath));
+        // Acknowledged all the same: the provider must not send another integration's events for ever.
+        if (outcome === 'unknown_reference') countAsUnmatched(res);
         return received;
       };
       return [key, handler];
     }),
-  ) as { [K in keyof Routes]: (args: { req: Request }) => Promise<typeof received> };
+  ) as { [K in keyof Routes]: (args: { req: Request; res: Response }) => Promise<typeof received> };
   return s.router(contract.providerCallbacks, handlers);
 }
