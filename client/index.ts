@@ -71,10 +71,16 @@ export interface IdempotentRequestOptions extends RequestOptions {
 /** Payment creation's options (an IdempotentRequestOptions). */
 export type CreatePaymentOptions = IdempotentRequestOptions;
 
-/** The call's options with the Idempotency-Key it sends: the caller's, or a new random one. */
-function idempotent(opts: IdempotentRequestOptions | undefined): RequestOptions & { idempotencyKey: string } {
-  const { idempotencyKey = createIdempotencyKey(), ...requestOptions } = opts ?? {};
-  return { ...requestOptions, idempotencyKey };
+/**
+ * The call's options with the Idempotency-Key it sends (the caller's, or a new random one), and what its
+ * result's `$response` must say about that key (`meta`): a key the SDK generated is sent by this call alone,
+ * so an answer replaying it replays this call's own earlier attempt, whose answer was lost — work this call
+ * did, not `replayed`.
+ */
+function idempotent(opts: IdempotentRequestOptions | undefined): { options: RequestOptions & { idempotencyKey: string }; meta: Partial<ResponseMeta> } {
+  const { idempotencyKey, ...requestOptions } = opts ?? {};
+  if (idempotencyKey !== undefined) return { options: { ...requestOptions, idempotencyKey }, meta: {} };
+  return { options: { ...requestOptions, idempotencyKey: createIdempotencyKey() }, meta: { replayed: false } };
 }
 
 type Contract = typeof contract;
@@ -140,8 +146,22 @@ export interface ResponseMeta {
   status: number;
   /** X-Request-Id as the answer named it (else as the SDK sent it): quote it when asking for support. */
   requestId: string | null;
-  /** True when an Idempotency-Key replayed an earlier result (Idempotent-Replayed: true): nothing new happened. */
+  /**
+   * True when your Idempotency-Key replayed an earlier result (Idempotent-Replayed: true): no new work was done
+   * for this answer. With your own key that result may be an earlier call's, or this call's own when
+   * `earlierAttemptMayHaveSucceeded` is true too (an attempt whose answer was lost did the work, the SDK's retry
+   * got it back): then it is this call's payment, refund, capture or card as far as the SDK can tell.
+   * With a key the SDK generated (you passed none) it is always false: only this call ever sent that key,
+   * so a replay of it is this call's own work.
+   */
   replayed: boolean;
+  /**
+   * True when an earlier attempt of this call may have been carried out although its answer was lost (no
+   * answer once connected, a timeout, a 5xx that can follow work, a 409 still running under this call's key),
+   * so this answer may describe the state after that attempt: a replay of it, a DELETE's 404 (`alreadyDeleted`).
+   * As on PaymentsApiError.
+   */
+  earlierAttemptMayHaveSucceeded: boolean;
   /**
    * `cards.delete` and `merchant.deleteCredentials` only: true when an attempt whose answer was lost
    * (network error once connected, timeout, a 5xx other than 501, 505 and the service's own 503) did the delete, so the SDK's retry found nothing left
@@ -158,11 +178,12 @@ export type WithResponse<T> = T extends object ? T & { readonly $response: Respo
 
 function attachResponse<T>(value: T, response: { status: number; headers: Headers }, extra: Partial<ResponseMeta> = {}): WithResponse<T> {
   if (value !== null && typeof value === 'object') {
-    const { idempotencyKey, sentRequestId } = response as Partial<FetcherResult>;
+    const { idempotencyKey, sentRequestId, earlierAttemptMayHaveSucceeded } = response as Partial<FetcherResult>;
     const meta: ResponseMeta = {
       status: response.status,
       requestId: response.headers.get('x-request-id') ?? sentRequestId ?? null,
       replayed: response.headers.get('idempotent-replayed') === 'true',
+      earlierAttemptMayHaveSucceeded: earlierAttemptMayHaveSucceeded === true,
       ...(idempotencyKey ? { idempotencyKey } : {}),
       ...extra,
       headers: response.headers,
@@ -207,11 +228,14 @@ async function ok<T extends { status: number; body: unknown; headers: Headers }>
 
 type DataOf<B> = B extends { data: infer D } ? D : never;
 
-/** The 2xx body's `data`, or a PaymentsApiError (succeeded). */
-async function data<T extends { status: number; body: unknown; headers: Headers }>(pending: Promise<T>): Promise<WithResponse<DataOf<Success<T>['body']>>> {
+/** The 2xx body's `data`, or a PaymentsApiError (succeeded); `meta` overrides what `$response` reads from the answer. */
+async function data<T extends { status: number; body: unknown; headers: Headers }>(
+  pending: Promise<T>,
+  meta: Partial<ResponseMeta> = {},
+): Promise<WithResponse<DataOf<Success<T>['body']>>> {
   const response = await pending;
   succeeded(response);
-  return attachResponse((response.body as { data: DataOf<Success<T>['body']> }).data, response);
+  return attachResponse((response.body as { data: DataOf<Success<T>['body']> }).data, response, meta);
 }
 
 /**
@@ -340,8 +364,8 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
   const payments = {
     /** POST /v1/payments. Sends an Idempotency-Key (generated unless given) that its retries reuse. */
     create: (body: CreatePaymentInput, opts: CreatePaymentOptions = {}) => {
-      const { idempotencyKey, ...requestOptions } = idempotent(opts);
-      return data(raw.payments.create({ body, headers: { 'idempotency-key': idempotencyKey }, requestOptions }));
+      const { options: { idempotencyKey, ...requestOptions }, meta } = idempotent(opts);
+      return data(raw.payments.create({ body, headers: { 'idempotency-key': idempotencyKey }, requestOptions }), meta);
     },
     /** GET /v1/payments/{id}, with next_action and the last provider response. */
     get: async (id: string, requestOptions?: RequestOptions) => data(raw.payments.get({ params: { id: pathParam(id) }, requestOptions })),
@@ -354,12 +378,18 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     /** GET /v1/payments/{id}/transitions: every status change, oldest first (refused ones with accepted: false); the whole list (one page). */
     transitions: async (id: string, requestOptions?: RequestOptions) => data(raw.payments.transitions({ params: { id: pathParam(id) }, requestOptions })),
     /** POST /v1/payments/{id}/capture: captures an approved walletpay payment. Sends an Idempotency-Key its retries reuse. */
-    capture: async (id: string, opts?: IdempotentRequestOptions) => data(raw.payments.capture({ params: { id: pathParam(id) }, body: {}, requestOptions: idempotent(opts) })),
+    capture: async (id: string, opts?: IdempotentRequestOptions) => {
+      const { options, meta } = idempotent(opts);
+      return data(raw.payments.capture({ params: { id: pathParam(id) }, body: {}, requestOptions: options }), meta);
+    },
   };
 
   const cards = {
     /** POST /v1/payments/cards: saves a card from a payment-method token. Sends an Idempotency-Key its retries reuse. */
-    create: (body: SaveCardInput, opts?: IdempotentRequestOptions) => data(raw.payments.createCard({ body, requestOptions: idempotent(opts) })),
+    create: (body: SaveCardInput, opts?: IdempotentRequestOptions) => {
+      const { options, meta } = idempotent(opts);
+      return data(raw.payments.createCard({ body, requestOptions: options }), meta);
+    },
     list: (q?: ListCardsQuery, requestOptions?: RequestOptions): Promise<WithResponse<Page<SavedCard>>> => ok(raw.payments.listCards({ query: query(q), requestOptions })),
     listAll: (q: ListCardsQuery = {}, requestOptions?: RequestOptions) =>
       paginate((page) => cards.list({ ...q, page, page_size: q.page_size ?? 100 }, requestOptions), q.page ?? 1),
@@ -386,7 +416,10 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
      * POST /v1/refunds: full (no amount) or partial. Sends an Idempotency-Key its retries reuse: pass your own to repeat
      * safely later — within IDEMPOTENCY_KEY_RETENTION (24 h by default), after which the key is forgotten and a retry refunds again.
      */
-    create: (body: CreateRefundInput, opts?: IdempotentRequestOptions) => data(raw.refunds.create({ body, requestOptions: idempotent(opts) })),
+    create: (body: CreateRefundInput, opts?: IdempotentRequestOptions) => {
+      const { options, meta } = idempotent(opts);
+      return data(raw.refunds.create({ body, requestOptions: options }), meta);
+    },
     get: async (id: string, requestOptions?: RequestOptions) => data(raw.refunds.get({ params: { id: pathParam(id) }, requestOptions })),
     /** GET /v1/refunds: with payment_id that payment's refunds, oldest first; without, all of them, newest first (status, since, until filter). */
     list: (q?: ListRefundsQuery, requestOptions?: RequestOptions): Promise<WithResponse<Page<Refund>>> => ok(raw.refunds.list({ query: query(q), requestOptions })),

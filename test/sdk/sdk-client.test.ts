@@ -13,24 +13,24 @@ interface SentRequest {
   headers: Headers;
 }
 
-/** A fetch that records what it sends and can lose the response of the next POST /v1/payments. */
+/** A fetch that records what it sends and can lose the response of the next POST to a path (default /v1/payments). */
 function recordingFetch() {
   const sent: SentRequest[] = [];
-  let loseNextCreateResponse = false;
+  let losePath: string | undefined;
   const wrapped: typeof fetch = async (input, init) => {
     const url = String(input);
     const method = init?.method ?? 'GET';
     sent.push({ method, url, headers: new Headers(init?.headers) });
     const response = await fetch(input, init);
-    if (loseNextCreateResponse && method === 'POST' && new URL(url).pathname === '/v1/payments') {
-      loseNextCreateResponse = false;
+    if (losePath !== undefined && method === 'POST' && new URL(url).pathname === losePath) {
+      losePath = undefined;
       // The service has done the work; the answer is lost on the way back, as with a dropped connection.
       await response.arrayBuffer();
       throw new TypeError('fetch failed: socket hang up');
     }
     return response;
   };
-  return { sent, fetch: wrapped, loseNextCreateResponse: () => void (loseNextCreateResponse = true) };
+  return { sent, fetch: wrapped, loseNextCreateResponse: (pathname = '/v1/payments') => void (losePath = pathname) };
 }
 
 const visa = { provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' } as const;
@@ -295,6 +295,44 @@ describe('SDK against the real service', () => {
     await fetch(`${approval}${approval.includes('?') ? '&' : '?'}auto=approve`, { redirect: 'manual' });
     const captured = await client.payments.capture(order.id);
     expect(captured).toEqual({ id: order.id, status: 'completed', provider_ref: expect.any(String), amount: '45.00', currency: 'USD', provider: 'walletpay', created_at: expect.any(String) });
+  });
+
+  it("what the SDK's retry got back after a lost answer is this call's work: replayed is false with a generated key, and earlierAttemptMayHaveSucceeded says so", async () => {
+    // $response.replayed documents "nothing new happened": a merchant skipping fulfilment on it skipped a payment this very call charged.
+    const rec = recordingFetch();
+    const sdk = createPaymentsClient({ baseUrl: t.baseUrl, apiKey, fetch: rec.fetch, initialRetryDelayMs: 10 });
+    const lost = async <T>(pathname: string, call: () => Promise<T>): Promise<T> => {
+      rec.loseNextCreateResponse(pathname);
+      const before = rec.sent.length;
+      const result = await call();
+      expect(rec.sent.slice(before).map((r) => new URL(r.url).pathname)).toEqual([pathname, pathname]);
+      return result;
+    };
+    // The service's answer to the retry is a replay (Idempotent-Replayed: true) of the work the lost attempt did.
+    const ownWork = (meta: { headers: Headers; replayed: boolean; earlierAttemptMayHaveSucceeded: boolean }) =>
+      expect({ header: meta.headers.get('idempotent-replayed'), replayed: meta.replayed, earlier: meta.earlierAttemptMayHaveSucceeded }).toEqual({ header: 'true', replayed: false, earlier: true });
+
+    const payment = await lost('/v1/payments', () => sdk.payments.create({ ...visa, amount: '41.00' }));
+    ownWork(payment.$response);
+    expect(payment.$response.idempotencyKey).toBe(payment.idempotency_key);
+    ownWork((await lost('/v1/refunds', () => sdk.refunds.create({ payment_id: payment.id, amount: '1.00' }))).$response);
+    ownWork((await lost('/v1/payments/cards', () => sdk.cards.create({ payment_method_id: 'pm_card_visa' }))).$response);
+    await sdk.merchant.storeCredentials({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'sdk-wallet-client', client_secret: 'sdk-wallet-secret' } });
+    const order = await sdk.payments.create({ provider: 'walletpay', amount: '46.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' });
+    await fetch(`${order.next_action!.url}${order.next_action!.url.includes('?') ? '&' : '?'}auto=approve`, { redirect: 'manual' });
+    const captured = await lost(`/v1/payments/${order.id}/capture`, () => sdk.payments.capture(order.id));
+    expect(captured).toMatchObject({ id: order.id, status: 'completed' });
+    ownWork(captured.$response);
+
+    // The caller's own key may be an earlier call's: replayed stays true, earlierAttemptMayHaveSucceeded says it may be this one's.
+    const key = `sdk-lost-own-key-${Date.now()}`;
+    const keyed = await lost('/v1/payments', () => sdk.payments.create({ ...visa, amount: '42.00' }, { idempotencyKey: key }));
+    expect(keyed.$response).toMatchObject({ status: 200, replayed: true, earlierAttemptMayHaveSucceeded: true, idempotencyKey: key });
+    // No lost answer: a first answer and a plain replay by a later call, neither after an earlier attempt.
+    const again = await sdk.payments.create({ ...visa, amount: '42.00' }, { idempotencyKey: key });
+    expect(again.$response).toMatchObject({ status: 200, replayed: true, earlierAttemptMayHaveSucceeded: false });
+    const fresh = await sdk.payments.create(visa);
+    expect(fresh.$response).toMatchObject({ status: 201, replayed: false, earlierAttemptMayHaveSucceeded: false });
   });
 
   it('covers the mobilemoney operations: push payment, status query and reconciliation', async () => {
