@@ -118,7 +118,9 @@ describe('the SDK package (client/)', () => {
     expect(manifest.license).toBe('MIT');
     expect(await readFile(path.join(installed, 'LICENSE'), 'utf8')).toMatch(/^MIT License\n/);
     const readme = await readFile(path.join(installed, 'README.md'), 'utf8');
-    for (const part of ['npm install multi-provider-payments-sdk', 'createPaymentsClient(', 'payments.create(', 'PaymentsApiError', 'verifyWebhook(']) expect(readme).toContain(part);
+    for (const part of ['npm install /path/to/multi-provider-payments-sdk-<version>.tgz', 'createPaymentsClient(', 'payments.create(', 'PaymentsApiError', 'verifyWebhook(']) expect(readme).toContain(part);
+    // The name is not published on the public registry (npm 404): a bare-name install would get whatever someone registers under it.
+    expect(readme).not.toMatch(/^[ \t]*(npm|pnpm|yarn)[ \t]+(install|i|add)[ \t]+(\S+[ \t]+)*multi-provider-payments-sdk(@\S*)?[ \t]*$/m);
   });
 
   it('packs into at most 200 KB and installs into an empty project with zod and @ts-rest/core as its only dependencies, in at most 10 MB (as README says)', () => {
