@@ -79,10 +79,12 @@ export class PaymentsApiError extends PaymentsError {
   readonly idempotencyKey: string | undefined;
   /**
    * True for the 409 CONFLICT that says something is still running, not refused: a request with this
-   * Idempotency-Key (payments.create, refunds.create, capture, cards.create), or another store or deletion
-   * of the same provider's credentials (merchant.storeCredentials, merchant.deleteCredentials). It carries Retry-After; the SDK retried it until
-   * its retries ran out. Unlike every other CONFLICT it is not final: the operation may still complete —
-   * retry later with the same `idempotencyKey` (never a new one) to get its result.
+   * Idempotency-Key (payments.create, refunds.create, capture, cards.create), another store or deletion
+   * of the same provider's credentials (merchant.storeCredentials, merchant.deleteCredentials), or another
+   * attempt sending the delivery webhookLogs.retry asked for (that POST is never retried by the SDK: call it
+   * again shortly). It carries Retry-After; the SDK retried the others until its retries ran out. Unlike every
+   * other CONFLICT it is not final: the operation may still complete — retry later with the same
+   * `idempotencyKey` (never a new one) to get its result.
    */
   readonly inProgress: boolean;
   /**

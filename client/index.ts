@@ -453,7 +453,8 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     get: async (id: string, requestOptions?: RequestOptions) => data(raw.webhookLogs.get({ params: { id: pathParam(id) }, requestOptions })),
     /**
      * Re-sends a dead or retrying delivery now (same event id and X-Webhook-Id) and answers once the endpoint
-     * did: its timeout per attempt is at least 45 s (the service waits up to WEBHOOK_TIMEOUT_MS for the endpoint). Not retried.
+     * did: its timeout per attempt is at least 45 s (the service waits up to WEBHOOK_TIMEOUT_MS for the endpoint). Not retried:
+     * while another attempt is sending the delivery it rejects with a PaymentsApiError that is `inProgress` — call it again shortly.
      */
     retry: async (id: string, requestOptions?: RequestOptions) =>
       data(raw.webhookLogs.retry({ params: { id: pathParam(id) }, requestOptions: awaitingDelivery(requestOptions) })),

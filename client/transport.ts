@@ -312,7 +312,8 @@ export function createFetcher(options: TransportOptions) {
     /**
      * This answer may follow work the service did for this call, or announce it under way: a mayFollowWork
      * answer, or the 409 saying a request with this call's key is still running. (Without a key, that 409
-     * is another store or deletion of credentials running: this attempt was refused before doing anything.)
+     * is another store or deletion of credentials, or another attempt at a delivery, running: this attempt
+     * was refused before doing anything.)
      */
     const answerMayFollowWork = (response: Response, body: unknown) =>
       mayFollowWork(response.status, body, response) || (stillProcessing(response.status, response) && idempotencyKey !== undefined);

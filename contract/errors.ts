@@ -229,7 +229,16 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
     '422': invalid('status', 'must be one of: pending, completed, failed'),
   },
   'GET /v1/webhooks/logs': { '422': invalid('status', 'must be one of: pending, delivered, retrying, dead') },
-  'POST /v1/webhooks/logs/{id}/retry': { '409': { message: 'Only a dead or retrying delivery can be retried; this one is delivered' } },
+  'POST /v1/webhooks/logs/{id}/retry': {
+    '409': {
+      message: 'Only a dead or retrying delivery can be retried; this one is delivered',
+      description:
+        'The delivery is pending or delivered: only a dead or retrying one can be retried, and retrying does not change that. Or it is being sent ' +
+        "right now (a scheduled attempt or another retry is waiting for the endpoint; message 'The delivery is being sent right now; try again shortly'): " +
+        'that conflict carries Retry-After: 1, as the other passing conflicts do (an Idempotency-Key still being processed, a store of credentials running): retry then (CONFLICT)',
+      retryAfter: 'Sent only when the delivery is being sent right now (1): retry after this many seconds. Absent on the other conflict, which retrying does not change.',
+    },
+  },
   'POST /v1/webhooks/recover': { '422': invalid('since', 'must be an ISO 8601 date-time') },
   'POST /v1/webhooks/test': {
     '409': { message: 'No webhook URL is registered: register one with PUT /v1/merchant/webhook first' },

@@ -108,6 +108,7 @@ export const webhookLogsContract = c.router(
       description:
         'Re-sends a dead or retrying delivery at once, within this request, with the same event body and X-Webhook-Id. A 2xx answer marks it ' +
         'delivered; a failure is recorded and leaves its status and schedule unchanged. Any other status (pending, delivered) is 409. ' +
+        'A delivery being sent right now (a scheduled attempt or another retry waiting for the endpoint) is 409 with Retry-After: 1: retry then. ' +
         'While twice WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT (32 by default) of the merchant\'s webhook requests are open in the process, the retry ' +
         'is refused at once: 429 with Retry-After, nothing sent.',
       metadata: { scope: 'webhooks:write', tag: 'Webhooks' } as const,

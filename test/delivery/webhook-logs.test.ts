@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createPaymentsClient, PaymentsApiError } from '../../client/index.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { attemptsOf, delivery, emitEvent, registerWebhook } from './events.js';
-import { WebhookReceiver } from './receiver.js';
+import { WebhookReceiver, waitFor } from './receiver.js';
 
 let t: TestService;
 let receiver: WebhookReceiver;
@@ -220,5 +221,36 @@ describe('POST /v1/webhooks/logs/{id}/retry', () => {
       { attempt_number: 2, trigger: 'manual', response_status: 502, error: 'HTTP 502', duration_ms: expect.any(Number), created_at: expect.any(String) },
       { attempt_number: 3, trigger: 'manual', response_status: 200, error: null, duration_ms: expect.any(Number), created_at: expect.any(String) },
     ]);
+  });
+
+  it('409s with Retry-After while the delivery is being sent (another attempt holds it): the passing conflict, PaymentsApiError.inProgress', async () => {
+    // Without Retry-After the SDK's inProgress was false: a merchant's code checking it gave up on the delivery for good.
+    const c = await t.createMerchant('Logs C');
+    await registerWebhook(t, c.apiKey, receiver.url('/c'));
+    const { deliveryId } = await emitEvent(t, c.merchantId, {
+      notify: false,
+      adjust: (tx, created) => tx.execute(`UPDATE webhook_deliveries SET status = 'dead', next_attempt_at = NULL, attempts = 6, last_response_status = 500 WHERE id = ?`, [created.deliveryId]),
+    });
+    // A first retry holds the delivery's lease while the endpoint takes its time.
+    const release = receiver.holdNext('/c');
+    const first = retry(c.apiKey, deliveryId).then((res) => res); // then: sent now, awaited below
+    await waitFor(async () => receiver.on('/c').length === 1, 'the first retry to reach the endpoint');
+
+    const raw = await retry(c.apiKey, deliveryId);
+    expect([raw.status, raw.body.error?.code, raw.body.error?.message, raw.headers['retry-after']])
+      .toEqual([409, 'CONFLICT', 'The delivery is being sent right now; try again shortly', '1']);
+    const sdk = createPaymentsClient({ baseUrl: t.baseUrl, apiKey: c.apiKey });
+    const error = await sdk.webhookLogs.retry(deliveryId).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PaymentsApiError);
+    expect(error).toMatchObject({ status: 409, code: 'CONFLICT', inProgress: true, mayHaveSucceeded: false });
+    // Neither refused retry was sent.
+    expect(receiver.on('/c')).toHaveLength(1);
+
+    release(200);
+    expect((await first).body.data).toMatchObject({ id: deliveryId, status: 'delivered', attempts: 7 });
+    // The final 409 (a delivered delivery) still comes without Retry-After.
+    const done = await retry(c.apiKey, deliveryId);
+    expect([done.status, done.headers['retry-after']]).toEqual([409, undefined]);
+    await expect(sdk.webhookLogs.retry(deliveryId)).rejects.toMatchObject({ status: 409, inProgress: false });
   });
 });

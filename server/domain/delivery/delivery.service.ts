@@ -192,7 +192,8 @@ export class DeliveryService {
 
   /**
    * Re-sends a dead or retrying delivery now, in the caller's request, with the same event body and
-   * X-Webhook-Id. A failure changes neither the status nor the schedule.
+   * X-Webhook-Id. A failure changes neither the status nor the schedule. One another attempt is sending
+   * right now is 409 with Retry-After (beingSent).
    */
   async retryNow(merchantId: string, deliveryId: string): Promise<WebhookDelivery> {
     const delivery = await this.em.findOne(WebhookDeliverySchema, { id: deliveryId, merchantId });
@@ -202,7 +203,7 @@ export class DeliveryService {
     }
     await this.withManualSlot(merchantId, async (slot) => {
       const leased = await leaseDelivery(this.em, deliveryId, this.leaseMs);
-      if (!leased) throw conflict('The delivery is being sent right now; try again shortly');
+      if (!leased) throw beingSent();
       await this.attempt(leased, 'manual', 'unchanged', undefined, undefined, slot);
     });
     return this.em.findOneOrFail(WebhookDeliverySchema, { id: deliveryId }, { refresh: true });
@@ -442,4 +443,14 @@ export class DeliveryService {
       },
     });
   }
+}
+
+/**
+ * A manual retry of a delivery another attempt holds (a scheduled one, or another retry, waiting up to
+ * WEBHOOK_TIMEOUT_MS for the endpoint): 409 with Retry-After, the passing conflict clients retry (the SDK's
+ * PaymentsApiError.inProgress), like a request whose Idempotency-Key is still running; unlike the final 409
+ * for a delivery that is not dead or retrying, which comes without it.
+ */
+function beingSent(): DomainError {
+  return new DomainError('CONFLICT', 'The delivery is being sent right now; try again shortly', undefined, { 'Retry-After': '1' });
 }
