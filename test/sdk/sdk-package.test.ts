@@ -82,7 +82,8 @@ const client = createPaymentsClient({ baseUrl: 'http://localhost:3000', apiKey: 
 export async function pay(): Promise<Payment> {
   const p = await client.payments.create({ provider: 'cardpay', amount: '1.00', currency: 'USD', payment_method: 'pm_card_visa' });
   const replayed: boolean = p.$response.replayed;
-  void replayed;
+  const earlier: boolean = p.$response.earlierAttemptMayHaveSucceeded;
+  void [replayed, earlier];
   return p;
 }
 `;
