@@ -5,6 +5,7 @@ import { providerBaseUrl, providerIdentity } from '../base-url.js';
 import { httpRequest, type HttpResponse } from '../http-client.js';
 import {
   ProviderError,
+  answerAboutSomethingElse,
   type CreatePaymentInput,
   type Money,
   type PaymentLookup,
@@ -130,6 +131,11 @@ export class MobilemoneyAdapter {
     }
     const parsed = StkQueryResponseSchema.safeParse(res.json);
     if (!parsed.success) throw unreadable('STK query');
+    // The answer names no amount: the CheckoutRequestID it echoes is all that ties it to our push. An
+    // answer about another push is no answer about ours, and is never applied.
+    if (parsed.data.CheckoutRequestID !== checkoutRequestId) {
+      throw answerAboutSomethingElse('mobilemoney', 'unavailable', `the STK query for ${checkoutRequestId} answered about ${String(parsed.data.CheckoutRequestID)}`);
+    }
     const status = stkQueryStatus(parsed.data.ResultCode, parsed.data.ResultDesc);
     if (status === 'pending') return { providerRef: checkoutRequestId, status: 'pending', raw: res.json };
     return {
