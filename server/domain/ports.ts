@@ -120,6 +120,14 @@ export interface RequestIssue {
   issue: string;
 }
 
+/**
+ * Why stored credentials cannot be used for a refund (ProviderPort.refundCredentialsIssue): `merchant` — a
+ * field of them the merchant did not store (`field` names it within the provider's credentials);
+ * `operator` — something this service's own configuration lacks for them (e.g. the operator certificate a
+ * password is encrypted with), the operator's to fix, neither the merchant's doing nor a provider's refusal.
+ */
+export type RefundCredentialsIssue = { merchant: RequestIssue } | { operator: string };
+
 /** Classified provider failure. `indeterminate` means the outcome is unknown (timeout, 5xx): keep pending. */
 export const PROVIDER_ERROR_KINDS = ['declined', 'invalid_request', 'auth', 'rate_limited', 'unavailable', 'indeterminate'] as const;
 export type ProviderErrorKind = (typeof PROVIDER_ERROR_KINDS)[number];
@@ -476,6 +484,12 @@ export interface ProviderPort<C = unknown> {
    * nothing is written, nothing sent), or null; absent: a provider reference is all a refund needs.
    */
   refundConflict?(payment: { providerRef: string | null; receiptNumber: string | null }): string | null;
+  /**
+   * Why the merchant's stored credentials cannot be used to refund at all (RefundCredentialsIssue), asked
+   * before a refund is reserved, so that nothing is written or sent; null: they can. Absent: any stored
+   * credentials can.
+   */
+  refundCredentialsIssue?(creds: C): RefundCredentialsIssue | null;
   createPayment(creds: C, input: CreatePaymentInput): Promise<ProviderPaymentResult>;
   getPayment(creds: C, lookup: PaymentLookup): Promise<ProviderPaymentResult>;
   /**

@@ -3,7 +3,7 @@ import type { Payment } from '../../persistence/entities/index.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import {
   ProviderError, providerAccountOf, type CreatePaymentInput, type PaymentLookup, type ProviderPaymentResult, type ProviderPort, type ProviderRefundResult,
-  type ProviderRegistry, type RefundInput, type RefundLookup,
+  type ProviderRegistry, type RefundCredentialsIssue, type RefundInput, type RefundLookup,
 } from '../ports.js';
 
 /**
@@ -24,11 +24,13 @@ export class ProviderGateway {
 
   /**
    * Opens (decrypts, or takes from the cache) the merchant's credentials for `provider` without calling
-   * it: a request that cannot open them is refused before it writes anything. None stored is not an
-   * error here (the request's own check answers 422).
+   * it — a request that cannot open them is refused before it writes anything — and says why they cannot
+   * be used to refund (ProviderPort.refundCredentialsIssue). null when they can; also when none are
+   * stored, which is no error here (the request's own check answers 422).
    */
-  async openCredentials(merchantId: string, provider: string): Promise<void> {
-    await this.credentials.find(merchantId, provider as Provider);
+  async refundCredentialsIssue(merchantId: string, provider: string): Promise<RefundCredentialsIssue | null> {
+    const creds = await this.credentials.find(merchantId, provider as Provider);
+    return creds ? (this.port(provider).refundCredentialsIssue?.(creds) ?? null) : null;
   }
 
   /**

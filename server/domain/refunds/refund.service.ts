@@ -4,9 +4,9 @@ import { LockMode } from '@mikro-orm/core';
 import type { AppConfig } from '../../config/config.js';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, RefundSchema, type Payment, type Refund, type RefundStatus } from '../../persistence/entities/index.js';
-import { ProviderError, type ProviderRefundResult } from '../ports.js';
+import { ProviderError, type ProviderRefundResult, type RefundCredentialsIssue } from '../ports.js';
 import { createdWindow } from '../created-window.js';
-import { DomainError, afterProviderMayHaveActed, conflict, notFound } from '../errors.js';
+import { DomainError, afterProviderMayHaveActed, conflict, notFound, validationError } from '../errors.js';
 import { formatMinorUnits, toMinorUnits } from '../money/money.js';
 import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
 import { assertCredentialsConfigured } from '../merchants/credentials.service.js';
@@ -65,10 +65,11 @@ export class RefundService {
     const payment = await this.em.fork().findOne(PaymentSchema, { id: paymentId, merchantId }, { fields: ['provider', 'currency'] });
     // The credentials are opened before anything is written: a process that cannot open them (a key
     // missing from its configuration) answers 503 "nothing was sent, retry" truthfully, with no pending
-    // refund left behind for the refund sync to send — a retry would otherwise refund twice.
-    if (payment) await this.gateway.openCredentials(merchantId, payment.provider);
+    // refund left behind for the refund sync to send — a retry would otherwise refund twice. Whether they
+    // can refund at all is asked then too, outside the reservation's transaction; the reservation answers it.
+    const credentialsIssue = payment ? await this.gateway.refundCredentialsIssue(merchantId, payment.provider) : null;
     if (idempotencyKey === undefined) {
-      const refund = await this.writer.commit((uow) => this.reserve(uow, merchantId, asked));
+      const refund = await this.writer.commit((uow) => this.reserve(uow, merchantId, asked, credentialsIssue));
       return { refund: await this.carryOut(refund.id, false), replayed: false };
     }
     // Metadata joins the hash only when given, so a request without it hashes as before it existed.
@@ -90,7 +91,7 @@ export class RefundService {
     formerHashes.delete(requestHash);
     const request = { scope: 'refund.create' as const, merchantId, key: idempotencyKey, requestHash, formerHashes: [...formerHashes] };
     const { value, replayed } = await this.idempotency.run(request, 201, {
-      reserve: async (uow) => (await this.reserve(uow, merchantId, asked)).id,
+      reserve: async (uow) => (await this.reserve(uow, merchantId, asked, credentialsIssue)).id,
       act: (refundId, resumed) => this.carryOut(refundId, resumed),
       load: (refundId) => this.em.fork().findOneOrFail(RefundSchema, { id: refundId }),
       // (Keys stored when an unanswered refund was 502, kept until it settled:) the refund as it is now answers.
@@ -245,13 +246,17 @@ export class RefundService {
     return outcome.refund;
   }
 
-  /** Checks the refund is allowed and writes it as `pending`, in `uow` under the payment's row lock. */
-  private async reserve(uow: UnitOfWork, merchantId: string, { paymentId, amount, metadata }: RefundRequest): Promise<Refund> {
+  /**
+   * Checks the refund is allowed and writes it as `pending`, in `uow` under the payment's row lock.
+   * `credentialsIssue`: why the merchant's credentials cannot refund (read before the transaction).
+   */
+  private async reserve(uow: UnitOfWork, merchantId: string, { paymentId, amount, metadata }: RefundRequest, credentialsIssue: RefundCredentialsIssue | null): Promise<Refund> {
     const tx = uow.tx;
     const payment = await tx.findOne(PaymentSchema, { id: paymentId, merchantId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
     if (!payment) throw notFound('payment');
     // Before anything is written: a refund the provider cannot be asked for is the merchant's 422, not a failed refund.
     await assertCredentialsConfigured(tx, merchantId, payment.provider);
+    if (credentialsIssue) throw this.cannotRefundWith(merchantId, payment.provider, credentialsIssue);
     if (payment.status !== 'completed') throw conflict(`payment is ${payment.status}; only a completed payment can be refunded`);
     if (!payment.providerRef) throw conflict('payment has no provider reference to refund');
     const notYet = this.gateway.port(payment.provider).refundConflict?.({ providerRef: payment.providerRef, receiptNumber: payment.receiptNumber ?? null });
@@ -298,6 +303,20 @@ export class RefundService {
     });
     await tx.flush();
     return refund;
+  }
+
+  /**
+   * The answer to a refund the stored credentials cannot make (ProviderPort.refundCredentialsIssue), with
+   * nothing written or sent. A field the merchant did not store is theirs to fix: 422 naming it
+   * (`<provider>.<field>`, as the credentials' own validation does). Something this service's configuration
+   * lacks (an operator certificate) is neither the merchant's doing nor a refusal by the provider, so no
+   * refund is made that would then fail with refund.failed: 503, nothing sent, and an error in the log for
+   * the operator (the message to the merchant names no setting of ours).
+   */
+  private cannotRefundWith(merchantId: string, provider: string, issue: RefundCredentialsIssue): DomainError {
+    if ('merchant' in issue) return validationError(`${provider}.${issue.merchant.field}`, issue.merchant.issue);
+    this.logger.error({ merchantId, provider, reason: issue.operator }, 'refund refused before anything was sent: this service is not configured for the provider\'s refunds');
+    return new DomainError('SERVICE_UNAVAILABLE', `${provider} refunds cannot be sent by this service at the moment (its own configuration, not your credentials); nothing was sent and no refund was made: retry later`);
   }
 
   /** Records a provider's answer for a refund through the status writer (one unit of work). */

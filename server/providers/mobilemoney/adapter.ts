@@ -11,6 +11,7 @@ import {
   type PaymentLookup,
   type ProviderPaymentResult,
   type ProviderRefundResult,
+  type RefundCredentialsIssue,
   type RefundInput,
 } from '../../domain/ports.js';
 import { isInvalidTokenError, operatorError, toProviderError, unreadable } from './errors.js';
@@ -239,28 +240,40 @@ export class MobilemoneyAdapter {
    * is. Live needs the merchant's own; sandbox falls back to the operator's published test initiator.
    */
   private async initiator(creds: MobilemoneyCredentials): Promise<InitiatorCredentials> {
-    const live = creds.env === 'live';
-    const initiator = creds.initiator ?? (live ? null : SANDBOX_INITIATOR);
-    if (!initiator) throw new ProviderError('mobilemoney', 'invalid_request', 'mobilemoney credentials need initiator (the API operator username) for this operation');
-    const password = creds.initiator_password ?? (live || creds.security_credential ? null : SANDBOX_INITIATOR_PASSWORD);
-    if (password) {
-      const certificate = await operatorCertificate(this.certificateSource(creds.env), this.config.providerTimeoutMs);
-      return { Initiator: initiator, SecurityCredential: encryptInitiatorPassword(certificate, password) };
-    }
-    if (creds.security_credential) return { Initiator: initiator, SecurityCredential: creds.security_credential };
-    throw new ProviderError('mobilemoney', 'invalid_request', 'mobilemoney credentials need initiator_password (the API operator password) for this operation');
+    const fields = initiatorFields(creds);
+    if ('missing' in fields) throw new ProviderError('mobilemoney', 'invalid_request', `mobilemoney credentials need ${MISSING_INITIATOR_FIELD[fields.missing]} for this operation`);
+    if ('securityCredential' in fields) return { Initiator: fields.initiator, SecurityCredential: fields.securityCredential };
+    const source = this.certificateSource(creds.env);
+    if (!source) throw new ProviderError('mobilemoney', 'invalid_request', missingCertificate(creds.env));
+    const certificate = await operatorCertificate(source, this.config.providerTimeoutMs);
+    return { Initiator: fields.initiator, SecurityCredential: encryptInitiatorPassword(certificate, fields.password) };
   }
 
-  private certificateSource(env: MobilemoneyCredentials['env']): CertificateSource {
+  /**
+   * Why `creds` cannot send a reversal (or a status query), known without calling anyone: a field the
+   * merchant did not store (live has no test initiator to fall back to), or, for a password to encrypt,
+   * no operator certificate configured for the env (the operator's setting). null: nothing is known to be missing.
+   */
+  initiatorIssue(creds: MobilemoneyCredentials): RefundCredentialsIssue | null {
+    const fields = initiatorFields(creds);
+    if ('missing' in fields) {
+      const issue =
+        fields.missing === 'initiator'
+          ? `is required for reversals with ${creds.env} credentials (the API operator username): store it with PUT /v1/merchant/credentials`
+          : `or security_credential is required for reversals with ${creds.env} credentials (the API operator password, or the SecurityCredential it encrypts to): store one with PUT /v1/merchant/credentials`;
+      return { merchant: { field: fields.missing, issue } };
+    }
+    if ('password' in fields && !this.certificateSource(creds.env)) return { operator: missingCertificate(creds.env) };
+    return null;
+  }
+
+  /** Where the env's operator certificate comes from; null when none is configured (missingCertificate). */
+  private certificateSource(env: MobilemoneyCredentials['env']): CertificateSource | null {
     const path = this.config.mobilemoneySecurityCertPaths[env];
     if (path) return { kind: 'file', path };
     const baseUrl = this.baseUrl({ env } as MobilemoneyCredentials);
     if (this.config.sandbox && !this.config.providerBaseUrls.mobilemoney) return { kind: 'simulator', url: `${baseUrl}/certificates/SandboxCertificate.cer` };
-    throw new ProviderError(
-      'mobilemoney',
-      'invalid_request',
-      `mobilemoney ${env} operator certificate is not configured: set MOBILEMONEY_${env.toUpperCase()}_CERT_PATH to the operator's ${env === 'live' ? 'ProductionCertificate.cer' : 'SandboxCertificate.cer'}`,
-    );
+    return null;
   }
 
   private async queued(creds: MobilemoneyCredentials, path: string, body: object, action: string): Promise<AsyncAck> {
@@ -302,6 +315,32 @@ export class MobilemoneyAdapter {
     return second;
   }
 }
+
+/** What each credential field the initiator needs is, for the messages that say it is missing. */
+const MISSING_INITIATOR_FIELD = {
+  initiator: 'initiator (the API operator username)',
+  initiator_password: 'initiator_password (the API operator password) or security_credential',
+} as const;
+
+/**
+ * The initiator and its password (to encrypt) or pre-encrypted SecurityCredential the credentials give —
+ * the sandbox env falling back to the operator's published test initiator — or the first field missing.
+ */
+function initiatorFields(
+  creds: MobilemoneyCredentials,
+): { initiator: string; password: string } | { initiator: string; securityCredential: string } | { missing: keyof typeof MISSING_INITIATOR_FIELD } {
+  const live = creds.env === 'live';
+  const initiator = creds.initiator ?? (live ? null : SANDBOX_INITIATOR);
+  if (!initiator) return { missing: 'initiator' };
+  const password = creds.initiator_password ?? (live || creds.security_credential ? null : SANDBOX_INITIATOR_PASSWORD);
+  if (password) return { initiator, password };
+  if (creds.security_credential) return { initiator, securityCredential: creds.security_credential };
+  return { missing: 'initiator_password' };
+}
+
+/** The operator's setting an env's certificate is read from, when it is not set. */
+const missingCertificate = (env: MobilemoneyCredentials['env']) =>
+  `mobilemoney ${env} operator certificate is not configured: set MOBILEMONEY_${env.toUpperCase()}_CERT_PATH to the operator's ${env === 'live' ? 'ProductionCertificate.cer' : 'SandboxCertificate.cer'}`;
 
 const ok = (res: HttpResponse) => res.status >= 200 && res.status < 300;
 

@@ -50,6 +50,8 @@ export function mobilemoneyProvider(config: AppConfig, em: EntityManager, instru
         ? null
         : "the payment's M-Pesa receipt number is not known yet (the operator's query that confirmed the payment names none); " +
           'it arrives with reconciliation (automatic every 15 minutes, or POST /v1/payments/mobilemoney/reconcile): refund the payment then',
+    // A reversal needs an initiator and its password (or SecurityCredential); live has no test ones to fall back to.
+    refundCredentialsIssue: (creds) => adapter.initiatorIssue(creds),
     getPayment: (creds, lookup) => adapter.getPayment(creds, lookup),
     refundPayment: (creds, input) =>
       adapter.refundPayment(creds, {
