@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { SYNC_REFUNDS_JOB } from '../../server/jobs/sync-refunds.job.js';
+import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { jobRunFinished, runJobOnce } from '../support/job-run.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { WebhookReceiver, eventually } from '../support/webhook-receiver.js';
@@ -301,15 +302,20 @@ describe('a backlog', () => {
    * re-checks, so every re-check is the one run a test asks for, and 60 cardpay refunds an outage left
    * pending, all due now as after the outage; cardpay's events do not reach the service. A run lasts at most
    * half the jobs' lock lifetime: 30 s here (5 s by default in tests), room for 60 refunds on a loaded machine.
+   * `count` refunds instead of 60; `env`, the service's further configuration; `started`, called once it listens.
    */
-  async function refundBacklog(secret: string): Promise<TestService> {
-    const s = await startTestService({ STATUS_SYNC_SCHEDULE: '1h', STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
+  async function refundBacklog(
+    secret: string,
+    { count = 60, env = {}, started }: { count?: number; env?: Record<string, string>; started?: (s: TestService) => void } = {},
+  ): Promise<TestService> {
+    const s = await startTestService({ STATUS_SYNC_SCHEDULE: '1h', STATUS_SYNC_POLL_INTERVAL: '1h', ...env }, { agendaLockLifetimeMs: 60_000 });
+    started?.(s);
     const { apiKey } = await s.createMerchant(`Refund Backlog Shop ${secret}`);
     await s.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey).send({ provider: 'cardpay', cardpay: { secret_key: secret } }).expect(200);
     const endpoints = (await s.http.get('/sandbox/cardpay/v1/webhook_endpoints').set('Authorization', `Bearer ${secret}`).expect(200)).body.data as { id: string }[];
     for (const endpoint of endpoints) await s.http.delete(`/sandbox/cardpay/v1/webhook_endpoints/${endpoint.id}`).set('Authorization', `Bearer ${secret}`).expect(200);
     const paymentIds: string[] = [];
-    for (let i = 0; i < 60; i++) {
+    for (let i = 0; i < count; i++) {
       const paid = await s.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `refund-backlog-${i}`)
         .send({ provider: 'cardpay', amount: '10.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
       expect(paid.body.data.status).toBe('completed');
@@ -354,7 +360,49 @@ describe('a backlog', () => {
       await s.stop();
     }
   }, 180_000);
+
+  it("cardpay answering 429 to the sync's repeats: the refunds stay pending (no refund.failed), the account is not asked again in the run, and the next run completes them", async () => {
+    const stub = new RateLimitedRefunds();
+    const stubUrl = await stub.start();
+    const s = await refundBacklog('sk_test_refund_backlog_429', {
+      count: 10,
+      env: { CARDPAY_BASE_URL: `${stubUrl}/sandbox/cardpay` },
+      started: (service) => (stub.target = service.baseUrl),
+    });
+    try {
+      stub.limiting = true;
+      expect(await runJobOnce(s, SYNC_REFUNDS_JOB)).toBe(1);
+      // Only the repeats already under way when the first 429 came (5 at a time); was all 10, each refund failed.
+      expect(stub.limited).toBeGreaterThan(0);
+      expect(stub.limited).toBeLessThanOrEqual(5);
+      expect(await s.sql('SELECT status, count(*)::int AS refunds FROM refunds GROUP BY status')).toEqual([{ status: 'pending', refunds: 10 }]);
+      expect(await s.sql(`SELECT 1 FROM events WHERE type = 'refund.failed'`)).toEqual([]);
+
+      // The limit is over: the next run (the rows due again) sends each refund once more, and each completes once.
+      stub.limiting = false;
+      await s.sql('UPDATE refunds SET next_sync_at = now()');
+      expect(await runJobOnce(s, SYNC_REFUNDS_JOB)).toBe(1);
+      expect(await s.sql('SELECT status, count(*)::int AS refunds FROM refunds GROUP BY status')).toEqual([{ status: 'completed', refunds: 10 }]);
+      const [made] = await s.sql<{ n: number }>('SELECT count(*)::int AS n FROM sandbox_cardpay_refunds');
+      expect(made!.n).toBe(10);
+    } finally {
+      await s.stop();
+      await stub.stop();
+    }
+  }, 180_000);
 });
+
+/** In front of the cardpay simulator: while `limiting`, every refund request (POST /v1/refunds) is answered 429 as Stripe's rate limiter does, and counted. */
+class RateLimitedRefunds extends ForwardingStub {
+  limiting = false;
+  limited = 0;
+
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    if (!this.limiting || req.method !== 'POST' || !/\/v1\/refunds(\?|$)/.test(req.url)) return forward();
+    this.limited++;
+    return jsonAnswer(429, { error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' } });
+  }
+}
 
 describe('refunds of one capture', () => {
   it('two walletpay refunds an outage left pending are sent one after the other, not at once: one run completes both (neither answered 409 PREVIOUS_REQUEST_IN_PROGRESS)', async () => {

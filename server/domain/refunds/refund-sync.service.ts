@@ -9,7 +9,7 @@ import { paymentLookup } from '../payments/payment.service.js';
 import type { ProviderGateway } from '../payments/provider-gateway.js';
 import { outcomeOf, recheckDue, scheduleNextCheck, oneBatchRun, type CheckOutcome, type ClaimedBatch, type DrainRun } from '../payments/sync-schedule.js';
 import { ProviderError } from '../ports.js';
-import type { RefundService } from './refund.service.js';
+import type { RefundRequested, RefundService } from './refund.service.js';
 
 /** The audit trigger of what the refund sync applies. */
 const SOURCE = 'refund-sync';
@@ -75,7 +75,7 @@ export class RefundSyncService {
     const payment = await em.findOneOrFail(PaymentSchema, { id: refund.paymentId });
     let outcome: CheckOutcome = 'checked';
     try {
-      await this.ask(refund, payment);
+      outcome = await this.ask(refund, payment);
     } catch (err) {
       // Not answered now (or refused again, recorded by the send): the schedule decides when to ask next.
       if (!(err instanceof ProviderError) && !(err instanceof DomainError)) throw err;
@@ -86,18 +86,18 @@ export class RefundSyncService {
     return outcome;
   }
 
-  private async ask(refund: Refund, payment: Payment): Promise<void> {
+  /** What the check met (CheckOutcome), when the provider's failure did not throw: a repeat's, kept pending (RefundService.sendAgain). */
+  private async ask(refund: Refund, payment: Payment): Promise<CheckOutcome> {
     if (this.gateway.offersStatusReports(payment.provider) && refund.providerRef) {
       if (refund.reportChecks >= RESEND_AFTER_REPORT_CHECKS && refund.reversalResends < MAX_REVERSAL_RESENDS) {
-        await this.sendAfterReports(refund, refund.providerRef);
-      } else {
-        await this.askForReport(refund, payment, refund.providerRef);
-        // And about each earlier request: one may have reversed the payment while its result and its reports
-        // were lost, and a repeat answered "already reversed" (whose result was lost too) is no transaction
-        // the operator can report on. Not counted: the count decides about the current request only.
-        for (const earlier of refund.earlierProviderRefs) await this.requestReport(refund, payment, earlier);
+        return this.sendAfterReports(refund, refund.providerRef);
       }
-      return;
+      await this.askForReport(refund, payment, refund.providerRef);
+      // And about each earlier request: one may have reversed the payment while its result and its reports
+      // were lost, and a repeat answered "already reversed" (whose result was lost too) is no transaction
+      // the operator can report on. Not counted: the count decides about the current request only.
+      for (const earlier of refund.earlierProviderRefs) await this.requestReport(refund, payment, earlier);
+      return 'checked';
     }
     const found = await this.gateway.findRefund(payment, { refundId: refund.id, providerRef: refund.providerRef ?? null, payment: paymentLookup(payment) });
     if (found) {
@@ -107,8 +107,9 @@ export class RefundSyncService {
       // A reversal's repeat (its first request may have been carried out, its acknowledgement lost) is
       // counted in the refund's row first: from then on only a success settles it (RefundService.sendAgain).
       this.logger.info({ refundId: refund.id, provider: payment.provider }, 'refund sync: the provider has no record of the refund request; sending it again');
-      this.sentAgain(refund, await this.refunds.sendAgain(refund, SOURCE));
+      return this.sentAgain(refund, await this.refunds.sendAgain(refund, SOURCE));
     }
+    return 'checked';
   }
 
   /**
@@ -168,16 +169,21 @@ export class RefundSyncService {
    * to the refund. A repeat not acknowledged counts as sent (it may have been accepted); the next reports
    * ask about the earlier request.
    */
-  private async sendAfterReports(refund: Refund, requestRef: string): Promise<void> {
+  private async sendAfterReports(refund: Refund, requestRef: string): Promise<CheckOutcome> {
     this.logger.info(
       { refundId: refund.id, requestRef, reportChecks: refund.reportChecks, resend: refund.reversalResends + 1 },
       'refund sync: the provider acknowledged the reversal but its outcome never came; sending it again',
     );
-    this.sentAgain(refund, await this.refunds.sendAgain(refund, SOURCE));
+    return this.sentAgain(refund, await this.refunds.sendAgain(refund, SOURCE));
   }
 
-  /** Logs a repeat that was not sent (`sent` null): the refund was settled meanwhile, or another worker sent it. */
-  private sentAgain(refund: Refund, sent: Refund | null): void {
+  /**
+   * What a repeat met: the provider's failure that kept the refund pending read as a failed check (a rate
+   * limit backs off the account for the rest of the run), else checked. Logs a repeat that was not sent
+   * (`sent` null): the refund was settled meanwhile, or another worker sent it.
+   */
+  private sentAgain(refund: Refund, sent: RefundRequested | null): CheckOutcome {
     if (!sent) this.logger.info({ refundId: refund.id }, 'refund sync: not sent again; the refund was settled or sent again meanwhile');
+    return sent?.keptPendingBy ? outcomeOf(sent.keptPendingBy) : 'checked';
   }
 }

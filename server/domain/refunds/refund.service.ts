@@ -36,6 +36,17 @@ export interface RefundListFilter {
 }
 
 /**
+ * A request of a refund and the record of its answer (RefundService.sendAgain): the refund as it is then,
+ * and the provider's failure that left it pending (a timeout, an outage, a rate limit, a repeated reversal
+ * refused), which the refund sync reads as it reads a failed check (sync-schedule.ts outcomeOf: backing off
+ * an account that rate-limits us, a provider that is down); null when the provider answered.
+ */
+export interface RefundRequested {
+  refund: Refund;
+  keptPendingBy: ProviderError | null;
+}
+
+/**
  * Refunds (decisions.md "Refunds"): any number of partial refunds while the payment is `completed` and
  * the sum stays within the amount; the payment becomes `refunded` when they reach it. A refund is
  * reserved as `pending` under the payment's row lock before the provider is called, so two concurrent
@@ -119,7 +130,7 @@ export class RefundService {
       if (found === UNANSWERED) return refund;
       if (found) return await this.settle(refund.id, found, 'refund');
       // Not sent: settled meanwhile, or sent again by the refund sync; the refund as it is now answers.
-      return (await this.sendAgain(refund, 'refund')) ?? (await this.em.fork().findOneOrFail(RefundSchema, { id: refundId }));
+      return (await this.sendAgain(refund, 'refund'))?.refund ?? (await this.em.fork().findOneOrFail(RefundSchema, { id: refundId }));
     } catch (err) {
       throw afterProviderMayHaveActed(err);
     }
@@ -148,7 +159,7 @@ export class RefundService {
   async send(refundId: string, source = 'refund'): Promise<Refund> {
     const refund = await this.em.fork().findOneOrFail(RefundSchema, { id: refundId });
     const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: refund.paymentId });
-    return this.request(refund, payment, source, true);
+    return (await this.request(refund, payment, source, true)).refund;
   }
 
   /**
@@ -160,8 +171,9 @@ export class RefundService {
    * (UnitOfWork.refund) — a refusal of this request says nothing about an earlier one that may have
    * returned the money. It is sent only if still pending and as read, so a refund settled meanwhile, or
    * sent again by another worker, is not sent (null). Other providers repeat with the same idempotency key.
+   * A repeat is never refused for being rate limited: see request.
    */
-  async sendAgain(asRead: Refund, source: string): Promise<Refund | null> {
+  async sendAgain(asRead: Refund, source: string): Promise<RefundRequested | null> {
     const payment = await this.em.fork().findOneOrFail(PaymentSchema, { id: asRead.paymentId });
     if (!this.gateway.port(payment.provider).capabilities.partialRefunds) {
       const claimed = await this.em.getConnection().execute<{ id: string }[]>(
@@ -179,7 +191,7 @@ export class RefundService {
    * The provider call (idempotency key derived from the refund's id) and the record of its answer.
    * `firstAttempt`: no earlier request for this refund can have reached the provider.
    */
-  private async request(refund: Refund, payment: Payment, source: string, firstAttempt: boolean): Promise<Refund> {
+  private async request(refund: Refund, payment: Payment, source: string, firstAttempt: boolean): Promise<RefundRequested> {
     let result: ProviderRefundResult;
     try {
       result = await this.gateway.refund(payment, {
@@ -199,13 +211,21 @@ export class RefundService {
         // had): nothing was sent, so it fails now and the merchant may ask again (reversals are one at a
         // time). Not so for a repeat (the sync's, a resumed one): the first request may have been accepted.
         const kept = await this.refuse(refund, `not sent: ${err.message}`, source, fullOnly);
-        if (kept) return kept;
+        if (kept) return { refund: kept, keptPendingBy: null };
         throw new DomainError('PROVIDER_ERROR', `${payment.provider} could not be reached; the reversal was not sent: ${err.message}`);
       }
       if (err.kind === 'indeterminate' || err.kind === 'unavailable') {
         // Outcome unknown: the refund stays pending (the answer); the provider's refund event or the refund sync settles it.
         this.logger.warn({ refundId: refund.id, provider: payment.provider, source, err: { message: err.message } }, 'the provider did not answer the refund request; the refund stays pending');
-        return this.em.fork().findOneOrFail(RefundSchema, { id: refund.id });
+        return { refund: await this.em.fork().findOneOrFail(RefundSchema, { id: refund.id }), keptPendingBy: err };
+      }
+      if (err.kind === 'rate_limited' && !firstAttempt) {
+        // A repeat (the refund sync's, a resumed request's) the provider turned away for now, before acting:
+        // the merchant was answered pending, and a refusal to take the request now is no refusal of the
+        // refund. It stays pending; the refund sync backs off the account (CheckOutcome) and sends it again
+        // at its next check. Only the merchant's own first request, rate limited, fails (502: nothing happened).
+        this.logger.warn({ refundId: refund.id, provider: payment.provider, source, err: { message: err.message } }, 'the provider rate-limited the repeated refund request; the refund stays pending');
+        return { refund: await this.em.fork().findOneOrFail(RefundSchema, { id: refund.id }), keptPendingBy: err };
       }
       if (fullOnly && !firstAttempt) {
         // A reversal sent again (the refund sync's, a resumed one) after the first request's answer was lost.
@@ -216,13 +236,13 @@ export class RefundService {
           { refundId: refund.id, provider: payment.provider, source, err: { message: err.message } },
           'the provider refused the repeated reversal request; the first may have been accepted, so the refund stays pending',
         );
-        return this.em.fork().findOneOrFail(RefundSchema, { id: refund.id });
+        return { refund: await this.em.fork().findOneOrFail(RefundSchema, { id: refund.id }), keptPendingBy: err };
       }
       const kept = await this.refuse(refund, err.message, source, fullOnly);
-      if (kept) return kept;
+      if (kept) return { refund: kept, keptPendingBy: null };
       throw new DomainError('PROVIDER_ERROR', `${payment.provider} refused the refund: ${err.message}`);
     }
-    return this.settle(refund.id, result, source);
+    return { refund: await this.settle(refund.id, result, source), keptPendingBy: null };
   }
 
   /**
