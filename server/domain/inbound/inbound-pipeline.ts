@@ -460,7 +460,14 @@ export class InboundPipeline {
           const outcome = await uow.refund(
             subject.refundId!,
             notification.succeeded
-              ? { status: 'completed', reversal: true, raw: notification.raw, reported: await reversedAmount(uow.tx, subject.refundId!, notification.amount) }
+              ? {
+                  status: 'completed',
+                  reversal: true,
+                  raw: notification.raw,
+                  reported: await reversedAmount(uow.tx, subject.refundId!, notification.amount),
+                  // The request it answers: the refund's reference if its acknowledgement is not recorded (yet).
+                  providerRef: notification.refund.providerRef ?? undefined,
+                }
               : { status: 'failed', failureReason: notification.failureReason, reversal: true, raw: notification.raw, request: notification.refund.providerRef },
             source,
           );

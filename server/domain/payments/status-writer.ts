@@ -615,6 +615,10 @@ export class UnitOfWork {
     }
     if ((from !== 'pending' && !failsCompleted) || update.status === 'pending') {
       if (from === 'pending' && update.providerRef) newProviderRef(refund, update.providerRef);
+      // Settled before the answer to its request was recorded (a reversal's result that came before its
+      // acknowledgement): the answer's reference is recorded now, while the refund has none; never in
+      // place of another.
+      else if (update.providerRef && !refund.providerRef) refund.providerRef = update.providerRef;
       if (from === 'pending' && update.raw !== undefined) refund.providerResponse = update.raw;
       return { refund, payment, transitioned: false, mismatch: null };
     }
@@ -631,7 +635,10 @@ export class UnitOfWork {
       const mismatch = await this.checkIntegrity(payment, refund, { minor: refund.amountMinor, currency: refund.currency }, update.reported, source, update.status);
       if (mismatch) return { refund, payment, transitioned: false, mismatch };
     }
-    if (update.providerRef) refund.providerRef = update.providerRef;
+    // A reversal's result names the request it answers: its reference while the refund has recorded none
+    // (the acknowledgement not recorded yet, or lost); the result of an earlier request of a reversal
+    // sent again does not replace the current request's.
+    if (update.providerRef && !(update.reversal && refund.providerRef)) refund.providerRef = update.providerRef;
     if (update.raw !== undefined) refund.providerResponse = update.raw;
     const previous = payment.status;
 
