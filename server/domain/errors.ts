@@ -54,6 +54,20 @@ export class OutcomeNotRecordedError extends OutcomeUnknownError {
 }
 
 /**
+ * A failure of ours after a request already acted outside the database — a webhook sent to the merchant's
+ * endpoint (a test event, a manual retry), deliveries queued again and handed to the workers (recover) —
+ * so it must never be answered as "nothing was done" (the 503s of a database out of reach or out of
+ * connections): a plain 500. `failure` is what failed, kept out of `cause` so that it is not read as the
+ * request's own failure to start; for the log only.
+ */
+export class AlreadyActedError extends Error {
+  constructor(readonly failure: unknown, readonly acted: string) {
+    super(`failed after ${acted}: ${(failure as Error)?.message ?? String(failure)}`);
+    this.name = 'AlreadyActedError';
+  }
+}
+
+/**
  * The answer to `err` thrown once the provider may have acted (see OutcomeNotRecordedError): a DomainError
  * as it is (it says what happened), anything else as an OutcomeNotRecordedError.
  */

@@ -2,7 +2,7 @@ import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { RequestValidationError } from '@ts-rest/express';
 import type { ErrorCode } from '../../contract/index.js';
 import type { ZodError, ZodIssue } from 'zod';
-import { DomainError, OutcomeNotRecordedError, OutcomeUnknownError, type FieldIssue } from '../domain/errors.js';
+import { AlreadyActedError, DomainError, OutcomeNotRecordedError, OutcomeUnknownError, type FieldIssue } from '../domain/errors.js';
 import { SecretUnreadableError } from '../domain/crypto/secret-box.js';
 import type { Logger } from '../observability/logger.js';
 import { sendError } from './envelope.js';
@@ -105,6 +105,11 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     if (err instanceof URIError) return sendError(res, 'NOT_FOUND', ERROR_MESSAGES.resourceNotFound);
     const bodyError = bodyReadError(err);
     if (bodyError) return sendError(res, bodyError.code, bodyError.message);
+    if (err instanceof AlreadyActedError) {
+      // Never one of the 503s below, which say nothing was done.
+      logger.error({ requestId: res.locals.requestId, route: req.path, err: err.failure, acted: err.acted }, 'failed after the request acted; answered 500');
+      return sendError(res, 'INTERNAL_ERROR', ERROR_MESSAGES.internal);
+    }
     if (isCapacityExhausted(err)) {
       logger.warn({ requestId: res.locals.requestId, route: req.path, err: { type: (err as Error)?.name } }, 'database capacity exhausted; answered 503');
       return sendError(res, 'SERVICE_UNAVAILABLE', ERROR_MESSAGES.overloaded, undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });

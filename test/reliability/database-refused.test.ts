@@ -3,6 +3,7 @@ import { sql } from '../support/database.js';
 import { adminMerchant, baseEnv, databaseForProcesses, freePort, startProcess, storeCardpayCredentials, type ServiceProcess } from '../support/processes.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { eventually } from '../support/webhook-receiver.js';
+import { WebhookReceiver } from '../delivery/receiver.js';
 
 // PostgreSQL stops (a restart, a failover's gap, the host down): its connections close and new ones are
 // refused. knex throws a refused connect at once, not after the pool's acquire timeout, so the request
@@ -22,7 +23,7 @@ interface Answer {
   body: { success: boolean; data?: unknown; error?: { code: string } };
 }
 
-async function call(method: 'GET' | 'POST', path: string, headers: Record<string, string> = {}, body?: unknown): Promise<Answer> {
+async function call(method: 'GET' | 'POST' | 'PUT', path: string, headers: Record<string, string> = {}, body?: unknown): Promise<Answer> {
   const res = await fetch(`${api.url}${path}`, {
     method,
     headers: { 'X-API-Key': apiKey, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }), ...headers },
@@ -45,7 +46,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await proxy?.stop();
+  await receiver?.stop();
 });
+
+let receiver: WebhookReceiver;
 
 describe('an api process whose database refuses connections', () => {
   it('answers 503 SERVICE_UNAVAILABLE with Retry-After, and a create retried with its key once the database is back creates one payment', async () => {
@@ -71,5 +75,22 @@ describe('an api process whose database refuses connections', () => {
     const retried = await create();
     expect(retried.status).toBe(201);
     expect(await sql(db.url, 'SELECT status FROM payments WHERE idempotency_key = $1', [key])).toEqual([{ status: 'completed' }]);
+  }, 180_000);
+
+  it('a test event sent to the merchant before the database went away is a 500, never the 503 that says nothing was done', async () => {
+    receiver = await new WebhookReceiver().start();
+    expect((await call('PUT', '/v1/merchant/webhook', {}, { webhook_url: receiver.url('/held') })).status).toBe(200);
+    const release = receiver.holdNext('/held');
+    const answer = call('POST', '/v1/webhooks/test');
+    await eventually(async () => receiver.on('/held').length === 1 || null, 15_000, 'the test event at the endpoint');
+
+    await proxy.refuse();
+    await eventually(async () => (await readyzStatus()) === 503, 30_000, '/readyz answering 503');
+    release(200);
+    const sent = await answer;
+    expect({ status: sent.status, code: sent.body.error?.code, retryAfter: sent.retryAfter }).toEqual({ status: 500, code: 'INTERNAL_ERROR', retryAfter: null });
+
+    await proxy.reopen();
+    await eventually(async () => (await readyzStatus()) === 200, 60_000, '/readyz answering 200 again');
   }, 180_000);
 });

@@ -7,7 +7,7 @@ import { TEST_EVENT_TYPE, recordTestEvent } from './test-event.js';
 import { MerchantSchema, WebhookDeliverySchema, type DeliveryStatus, type WebhookDelivery } from '../../persistence/entities/index.js';
 import { RECOVER_MAX_DAYS } from '../../../contract/index.js';
 import { ERROR_MESSAGES } from '../../../contract/errors.js';
-import { DomainError, conflict, notFound, validationError } from '../errors.js';
+import { AlreadyActedError, DomainError, conflict, notFound, validationError } from '../errors.js';
 import { compareInstants, createdWindow } from '../created-window.js';
 import type { MerchantEventType } from '../events/merchant-events.js';
 import type { MerchantHostResolver } from '../merchants/merchant-host-resolver.js';
@@ -229,12 +229,18 @@ export class DeliveryService {
     // since the first began: one queued here that fails again meanwhile is not queued twice.
     let queued = 0;
     let position: RequeuePosition = { afterId: null, startedAt: null };
-    for (;;) {
-      const batch = await requeueFailedDeliveries(this.em, merchantId, window, position, RECOVER_BATCH);
-      queued += batch.count;
-      position = batch.position;
-      await this.queue.enqueue(batch.count);
-      if (batch.count < RECOVER_BATCH) break;
+    try {
+      for (;;) {
+        const batch = await requeueFailedDeliveries(this.em, merchantId, window, position, RECOVER_BATCH);
+        queued += batch.count;
+        position = batch.position;
+        await this.queue.enqueue(batch.count);
+        if (batch.count < RECOVER_BATCH) break;
+      }
+    } catch (err) {
+      // Batches already committed are being sent: a later batch's failure is no "nothing was done".
+      if (queued > 0) throw new AlreadyActedError(err, `${queued} deliveries were queued again`);
+      throw err;
     }
     if (queued > 0) this.logger.info({ merchantId, count: queued }, 'failed webhook deliveries queued again');
     return { queued, since, until: end };
@@ -332,6 +338,22 @@ export class DeliveryService {
     const url = leased.merchantUrl ?? leased.url;
     const result = await this.send(leased, url, openedSecret, slot);
     onSent?.();
+    try {
+      return await this.record(leased, url, result, trigger, onFailure);
+    } catch (err) {
+      // Sent: whatever fails now (the database out of reach) is no "nothing was done".
+      throw new AlreadyActedError(err, 'the webhook was sent');
+    }
+  }
+
+  /** Records an attempt's result (see attempt), logs it and counts it. */
+  private async record(
+    leased: LeasedDelivery,
+    url: string,
+    result: SendResult,
+    trigger: AttemptTrigger,
+    onFailure: 'schedule' | 'unchanged' | 'dead',
+  ): Promise<{ outcome: AttemptOutcome | null; result: SendResult }> {
     const attemptNumber = leased.attempts + 1;
     const record = { deliveryId: leased.id, attemptNumber, trigger, responseStatus: result.responseStatus, error: result.error, durationMs: result.durationMs };
     const update = { url, responseStatus: result.responseStatus, error: result.error };
