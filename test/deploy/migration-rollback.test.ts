@@ -2,6 +2,7 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { createTestDatabase, sql } from '../support/database.js';
 import { adminMerchant, baseEnv, callApi, freePort, migrateCli, runCli, startProcess, stopAllProcesses, type ServiceProcess } from '../support/processes.js';
 import { TEST_ENCRYPTION_KEY } from '../support/test-key.js';
+import { eventually } from '../support/webhook-receiver.js';
 
 // An operator rolls a release back: stop the processes, `npm run migrate -- --down-to <the last
 // migration the earlier release has>`, start the earlier release. Then forward again with `npm run migrate`.
@@ -115,7 +116,8 @@ describe('npm run migrate -- --down-to (rolling the schema back to an earlier re
     const { db, applied } = await migrated();
     const app = await startApp(db.url);
     const jobs = () => sql<{ name: string }>(db.url, 'SELECT DISTINCT name FROM agenda_jobs ORDER BY name').then((rows) => rows.map((r) => r.name));
-    expect(await jobs()).toContain('cards.detach-due');
+    // The worker schedules its recurring jobs once its boot is over, just after it answers.
+    await eventually(async () => (await jobs()).includes('cards.detach-due') || null, 30_000, 'the worker to schedule cards.detach-due');
     await app.stop();
     const before = await jobs();
     const detachMigration = applied.find((name) => name.startsWith('Migration20261129004101'))!;
