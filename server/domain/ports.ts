@@ -359,6 +359,13 @@ export interface NotificationScheme<C> {
    * the verification (it is inside the signed body).
    */
   boundToSubject?(request: InboundRequest, creds: C, subjectId: string): boolean;
+  /**
+   * The provider account (PROVIDER_ACCOUNT_FIELD's form, with its mode) a notification verified with
+   * `creds` is of, when the notification says so itself (cardpay: an event's livemode, or the connected
+   * account it names); null when its account is not known. Absent: the credentials' account
+   * (providerAccountOf). The pipeline applies nothing of another account than its payment was created on.
+   */
+  accountOf?(request: InboundRequest, creds: C): string | null;
   /** The refunds of `ref` as the provider lists them, oldest first (see RefundOutcomeNotification.fetchRefundsOf). */
   fetchRefunds?(creds: C, ref: string): Promise<RefundReport[]>;
   /**

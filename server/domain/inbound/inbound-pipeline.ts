@@ -10,7 +10,7 @@ import { paymentLookup, toUpdate } from '../payments/payment.service.js';
 import { OTHER_ACCOUNT, type ProviderGateway } from '../payments/provider-gateway.js';
 import type { PaymentUpdate, StatusWriter } from '../payments/status-writer.js';
 import {
-  MalformedNotificationError, OWNER_NOT_VISIBLE, ProviderError,
+  MalformedNotificationError, OWNER_NOT_VISIBLE, ProviderError, providerAccountOf,
   type InboundRequest, type Money, type PaymentOutcomeNotification, type ProviderNotification, type ProviderPort, type ProviderRegistry, type RefundOutcomeNotification,
   type ReversalResultNotification, type StatusReportNotification, type Verification,
 } from '../ports.js';
@@ -23,11 +23,12 @@ import { recordQueueTimeout, recordStatusReport } from './status-reports.js';
 
 /**
  * What became of a notification: `applied`; `duplicate` (in the inbox already); `unknown_reference`;
+ * `other_account` (verified, but of another provider account or mode than its payment was created on: not applied);
  * `ignored` (a type we do not act on); `confirmed` (unverifiable, so the provider was asked and its
  * answer applied); `confirming` (unverifiable; the provider was asked for a status report, which is
  * applied when it arrives); `unconfirmed` (unverifiable and the provider could not be asked: nothing changed).
  */
-export type InboundOutcome = 'applied' | 'duplicate' | 'unknown_reference' | 'ignored' | 'confirmed' | 'confirming' | 'unconfirmed';
+export type InboundOutcome = 'applied' | 'duplicate' | 'unknown_reference' | 'other_account' | 'ignored' | 'confirmed' | 'confirming' | 'unconfirmed';
 
 type Actionable = Exclude<ProviderNotification, { kind: 'ignored' }>;
 
@@ -69,6 +70,7 @@ const paymentSubject = (payment: Payment): Subject => ({
  * never applied as it says: the provider is asked (getPayment) and its answer applied, outside any transaction.
  * A payment is asked about through the gateway (ProviderGateway.getPayment), never through credentials of
  * another provider account than the one it was created under (otherAccount): left pending, as the status sync leaves it.
+ * Nor is a verified notification of another account (or mode) than its payment's applied (accountsDiffer).
  */
 export class InboundPipeline {
   constructor(
@@ -122,6 +124,17 @@ export class InboundPipeline {
       throw new DomainError('UNAUTHORIZED', CALLBACK_UNVERIFIED[provider]);
     }
     if (verdict === 'unverifiable') return this.confirm(port, creds, notification, subject);
+    // Verified with credentials of another provider account (or mode) than the payment was created on: another
+    // account's event — whatever our id its metadata names — is never the payment's, as no lookup is judged
+    // there (otherAccount). Acknowledged, since sending it again changes nothing; the payment is left as it is.
+    const accounts = await this.accountsDiffer(port, request, creds, subject);
+    if (accounts) {
+      this.logger.warn(
+        { provider, label: notification.label, subjectId: subject.subjectId, paymentId: subject.paymentId, createdOnAccount: accounts.created, eventAccount: accounts.event },
+        'verified notification of another provider account than its payment was created on; acknowledged, not applied',
+      );
+      return 'other_account';
+    }
     // A verification may cover only part of the request (a signature over the body, while our id came from
     // its address): what the verified notification names must be the resolved subject's, or it is invalid.
     // (An unverifiable one is never applied as it says: the provider is asked about the subject itself.)
@@ -307,6 +320,20 @@ export class InboundPipeline {
       if (err instanceof ProviderError) throw new DomainError('PROVIDER_ERROR', `${port.name} could not list the refunds; retry later`);
       throw err;
     }
+  }
+
+  /**
+   * The account the payment of `subject` was created on and the one the notification verified with `creds` is of
+   * (NotificationScheme.accountOf, else the credentials' own), when both are recorded and differ; null otherwise
+   * (a payment or credentials that recorded none are not judged, as the gateway does not judge them).
+   */
+  private async accountsDiffer(port: ProviderPort, request: InboundRequest, creds: unknown, subject: Subject): Promise<{ created: string; event: string } | null> {
+    const scheme = port.notifications;
+    const event = scheme.accountOf ? scheme.accountOf(request, creds) : providerAccountOf(creds);
+    if (!event) return null;
+    const payment = subject.payment ?? (subject.paymentId ? await this.em.fork().findOne(PaymentSchema, { id: subject.paymentId }) : null);
+    const created = payment?.providerAccount ?? null;
+    return created && created !== event ? { created, event } : null;
   }
 
   private async verify(port: ProviderPort, request: InboundRequest, creds: unknown, subjectId: string): Promise<Verification> {

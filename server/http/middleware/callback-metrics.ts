@@ -14,8 +14,9 @@ type CallbackOutcome = (typeof CALLBACK_OUTCOMES)[number];
 
 /**
  * Marks a callback answered 2xx that named nothing of ours (another integration's event on a shared
- * provider account, one for a payment long gone): acknowledged so the provider stops sending it, but
- * not `accepted`, which would hide that nothing was applied.
+ * provider account, one for a payment long gone, an event of another provider account than its payment
+ * was created on): acknowledged so the provider stops sending it, but not `accepted`, which would hide
+ * that nothing was applied.
  */
 export function countAsUnmatched(res: Response): void {
   res.locals.callbackUnmatched = true;

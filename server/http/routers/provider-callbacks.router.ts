@@ -39,8 +39,9 @@ function routeTarget(path: string): { provider: Provider; subpath: string } {
 
 /**
  * Every provider callback route of the contract hands the request to the one inbound pipeline, which
- * answers 200 unless it refuses the request (one naming nothing of ours is counted `unmatched`). Built
- * from the contract's paths: a new provider's callback route needs nothing here.
+ * answers 200 unless it refuses the request (one naming nothing of ours, or of another provider account than
+ * its payment's, is counted `unmatched`). Built from the contract's paths: a new provider's callback route
+ * needs nothing here.
  */
 export function providerCallbacksRouter(deps: { inbound: InboundPipeline }) {
   type Routes = typeof contract.providerCallbacks;
@@ -49,8 +50,8 @@ export function providerCallbacksRouter(deps: { inbound: InboundPipeline }) {
       const { provider, subpath } = routeTarget(contract.providerCallbacks[key].path);
       const handler = async ({ req, res }: { req: Request; res: Response }) => {
         const outcome = await deps.inbound.handle(provider, inboundRequest(req, subpath));
-        // Acknowledged all the same: the provider must not send another integration's events for ever.
-        if (outcome === 'unknown_reference') countAsUnmatched(res);
+        // Acknowledged all the same: the provider must not send another integration's (or account's) events for ever.
+        if (outcome === 'unknown_reference' || outcome === 'other_account') countAsUnmatched(res);
         return received;
       };
       return [key, handler];

@@ -16,6 +16,7 @@ import type {
   SavedCardDetails,
 } from '../../domain/ports.js';
 import { PROVIDER_ACCOUNT_FIELD, ProviderError, answerAboutSomethingElse, providerAccountOf } from '../../domain/ports.js';
+import { accountWithMode } from './account.js';
 import { CARDPAY_API_VERSION, CardpayClients } from './client.js';
 import { toProviderError } from './errors.js';
 import { WEBHOOK_EVENT_TYPES, createIntentParams, toPaymentResult, toRefundRecord, toRefundResult, toSavedCard, toWireAmount } from './transformers.js';
@@ -167,7 +168,7 @@ export class CardpayAdapter {
    */
   async accountId(creds: CardpayCredentials): Promise<string> {
     const account = await this.call('read', () => this.stripe(creds).accounts.retrieveCurrent());
-    return `${account.id}:${/^(sk|rk)_live_/.test(creds.secret_key) ? 'live' : 'test'}`;
+    return accountWithMode(account.id, /^(sk|rk)_live_/.test(creds.secret_key));
   }
 
   /**

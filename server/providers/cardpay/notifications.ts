@@ -1,5 +1,6 @@
 import type { CardpayCredentials } from '../../../contract/index.js';
-import { MalformedNotificationError, type NotificationScheme, type ProviderNotification } from '../../domain/ports.js';
+import { MalformedNotificationError, providerAccountOf, type NotificationScheme, type ProviderNotification } from '../../domain/ports.js';
+import { eventAccount } from './account.js';
 import type { CardpayAdapter } from './adapter.js';
 import { parseCardpayEvent, verifyCardpaySignature } from './webhook.js';
 
@@ -52,6 +53,9 @@ export function cardpayNotifications(adapter: CardpayAdapter): NotificationSchem
       if (!creds.webhook_secret) return 'invalid';
       return verifyCardpaySignature(request.rawBody, header, creds.webhook_secret) ? 'verified' : 'invalid';
     },
+
+    // An event of the other mode (or of a connected account) is another account's than the key's.
+    accountOf: (request, creds) => eventAccount(request.body, providerAccountOf(creds)),
 
     async fetchRefunds(creds, chargeId) {
       const listed = await adapter.listChargeRefunds(creds, chargeId); // newest first

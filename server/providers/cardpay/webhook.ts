@@ -111,6 +111,20 @@ const RefundSchema = z
   .object({ id: z.string().min(1), object: z.literal('refund'), charge: ExpandableId, payment_intent: ExpandableId })
   .passthrough();
 
+/**
+ * Where an event comes from, as it says: its mode (livemode; null when absent) and, for an event of a
+ * connected account delivered to a Connect endpoint, that account (null otherwise). A signature proves
+ * only which endpoint's secret signed it: an endpoint's events are of its mode, while the secret stored
+ * may be of an endpoint of another mode than the key (the merchant's own).
+ */
+export function cardpayEventOrigin(body: unknown): { livemode: boolean | null; account: string | null } {
+  const event = body && typeof body === 'object' ? (body as Record<string, unknown>) : {};
+  return {
+    livemode: typeof event.livemode === 'boolean' ? event.livemode : null,
+    account: typeof event.account === 'string' && event.account !== '' ? event.account : null,
+  };
+}
+
 /** Parses a verified event body. Event types the service does not use → `ignored`; a body that is not an event throws. */
 export function parseCardpayEvent(body: unknown): CardpayNotification {
   const event = EventSchema.parse(body);
