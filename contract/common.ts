@@ -155,6 +155,8 @@ export const OptionalIdempotencyHeaders = z.object({
   'idempotency-key': IdempotencyKeySchema.optional().describe(
     'Optional. A retry with the same key and body returns the first answer (status and resource, Idempotent-Replayed: true) and does not act again ' +
       'while the key is kept: 24 hours after its first answer (the IDEMPOTENCY_KEY_RETENTION default; a replay does not extend it). After that the key is unknown and a retry is a new ' +
-      'request — a refund retried then refunds again, a card save saves a second card. The same key with another body is 409',
+      'request — a refund retried then refunds again, a card save saves a second card. The same key with another body is 409. ' +
+      'A retry after an answer that kept no answer for the key (a 500 or 502 with Payments-Outcome: unknown, a capture not sent, or no answer at all) ' +
+      'resumes that request and answers as a first request, without Idempotent-Replayed',
   ),
 });

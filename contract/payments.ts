@@ -455,7 +455,8 @@ export const paymentsContract = c.router(
       description:
         'Charges through one provider. cardpay completes at once (or asks for 3DS via next_action), mobilemoney sends a push prompt and stays pending ' +
         'until the callback, walletpay returns the approval link in next_action. The Idempotency-Key makes retries safe: the same key and body return ' +
-        'the original payment (200, Idempotent-Replayed: true); a different body, or a key used by another merchant, is 409.',
+        'the original payment (200, Idempotent-Replayed: true); a different body, or a key used by another merchant, is 409. ' +
+        'A retry that resumes a request left unanswered (its process died, or a 500 with Payments-Outcome: unknown) answers as a first request: 201, without Idempotent-Replayed.',
       metadata: { ...write, replayStatus: 200 } as const,
       headers: IdempotencyHeaders,
       body: CreatePaymentBodySchema,
@@ -502,7 +503,7 @@ export const paymentsContract = c.router(
         'the order is read before the capture, and one that now asks for another amount or currency than the payment (changed at the provider, e.g. with PATCH by someone holding your PayPal API credentials) is not captured: 409, nothing captured, the payment stays pending with the mismatch in `integrity` (an order already captured there at another amount answers 200 with the payment pending and the mismatch recorded); ' +
         'an order that expired (unapproved after 3 hours) or a capture the provider declined for good answers 200 with the payment `failed` (payment.failed). ' +
         'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and never captures twice; ' +
-        'after a 502 because the provider did not answer, or refused before acting (rate-limited, credentials), or the order could not be read before the capture (nothing sent), the retry with the key sends the capture again, and the provider answers it with the first capture if there was one; ' +
+        'after a 502 because the provider did not answer, or refused before acting (rate-limited, credentials), or the order could not be read before the capture (nothing sent), the retry with the key sends the capture again, and the provider answers it with the first capture if there was one (a first answer: 200 without Idempotent-Replayed, which later retries replay); ' +
         'a 502 for another refusal is the key\'s answer (a retry with it replays the 502) and the payment stays pending: a capture with a new key sends it again. ' +
         'A 502 with `Payments-Outcome: unknown` means the capture may have happened (the buyer may have been charged); one without it captured nothing ' +
         '(e.g. `walletpay capture not sent: …`: the order could not be read first, so no capture was sent) — and is given only while no earlier capture request of this payment may have captured: ' +

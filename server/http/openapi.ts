@@ -97,7 +97,7 @@ function documentReplays(name: string, responses: Record<string, unknown>, repla
     const name = SUCCESS_NAMES[status] ?? `HTTP ${status}`;
     const replayOnly = replayStatus !== undefined && Number(status) === replayStatus;
     if (replayStatus !== undefined && !replayOnly) {
-      r.description = `${name}: the first request with this Idempotency-Key (its replays answer ${replayStatus})`;
+      r.description = `${name}: the first answer given to this Idempotency-Key — to its first request, or to a retry that resumed a request left unanswered (its replays answer ${replayStatus})`;
       continue;
     }
     r.description = replayOnly
@@ -108,7 +108,7 @@ function documentReplays(name: string, responses: Record<string, unknown>, repla
       'Idempotent-Replayed': replayedHeader(
         replayOnly
           ? `\`true\`: this answer replays the first one given to this Idempotency-Key. ${REPLAY_HEADER}`
-          : `\`true\` when this answer replays the first one given to this Idempotency-Key; absent on a first request. ${REPLAY_HEADER}`,
+          : `\`true\` when this answer replays the first one given to this Idempotency-Key; absent on a first answer (also a retry's that resumed a request left unanswered). ${REPLAY_HEADER}`,
         replayOnly,
       ),
     };

@@ -252,10 +252,17 @@ describe('a capture whose answer timed out (the provider captured)', () => {
     expect(await captures()).toHaveLength(1);
 
     await eventually(async () => (await payment(p.id)).status === 'completed', 20_000, 'the captured payment completed');
+    // The key held no answer (the 502 released it): the first answer the merchant gets about the capture is
+    // not marked as a replay, though this request sent nothing (the provider's event settled the payment).
     const retried = await capture();
     expect(retried.status).toBe(200);
-    expect(retried.headers['idempotent-replayed']).toBe('true');
+    expect(retried.headers['idempotent-replayed']).toBeUndefined();
     expect(retried.body.data).toMatchObject({ id: p.id, status: 'completed' });
+    // From then on the key holds that answer.
+    const again = await capture();
+    expect(again.status).toBe(200);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body.data).toEqual(retried.body.data);
     expect(await captures()).toHaveLength(1);
   });
 });
@@ -347,12 +354,49 @@ describe('a capture the provider rate-limited (nothing was captured)', () => {
     const first = await capture();
     expect(first.status).toBe(502);
     expect(first.body.error).toMatchObject({ code: 'PROVIDER_ERROR', message: expect.stringContaining('429') });
+    expect(first.headers['payments-outcome']).toBeUndefined();
     expect((await payment(p.id)).status).toBe('pending');
 
+    // The retry captures: a first answer (it acted), not "the first answer replayed, nothing new happened".
     const retried = await capture();
     expect(retried.status).toBe(200);
+    expect(retried.headers['idempotent-replayed']).toBeUndefined();
     expect(retried.body.data).toMatchObject({ id: p.id, status: 'completed' });
+    // Its answer is the key's from now on: replayed, and nothing is sent again.
+    const again = await capture();
+    expect(again.status).toBe(200);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body.data).toEqual(retried.body.data);
     expect(await t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [p.provider_ref])).toHaveLength(1);
+  });
+});
+
+describe('a payment creation resumed after its key was released (its first request left it unanswered)', () => {
+  it('the retry that sends the creation answers 201 without Idempotent-Replayed; only a later retry replays it (200)', async () => {
+    const body = { provider: 'walletpay', amount: '23.00', currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' };
+    const idem = `released-pay-${++n}`;
+    const create = () => t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', idem).send(body);
+    // A first request the provider's rate limiter refused: the payment is reserved, nothing made at walletpay.
+    proxy.rateLimitOnce = '/sandbox/walletpay/v2/checkout/orders';
+    const first = await create();
+    expect(first.status).toBe(201);
+    expect(first.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+    const id = first.body.data.id as string;
+    // Its key as a request that died before answering leaves it (not finished, its lease over), the status
+    // sync held off: only the merchant's retry sends the creation.
+    await t.sql(`UPDATE payments SET next_sync_at = now() + interval '1 hour' WHERE id = $1 AND provider_ref IS NULL`, [id]);
+    await t.sql(`UPDATE idempotency_keys SET recovery_point = 'provider_call', answer = NULL, lease_token = NULL, locked_until = NULL WHERE resource_id = $1`, [id]);
+    expect((await payment(id)).provider_ref).toBeNull();
+
+    const resumed = await create();
+    expect(resumed.status).toBe(201);
+    expect(resumed.headers['idempotent-replayed']).toBeUndefined();
+    expect(resumed.body.data).toMatchObject({ id, status: 'pending', provider_ref: expect.any(String), next_action: { type: 'redirect' } });
+
+    const again = await create();
+    expect(again.status).toBe(200);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body.data).toMatchObject({ id, provider_ref: resumed.body.data.provider_ref });
   });
 });
 

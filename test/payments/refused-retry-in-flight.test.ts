@@ -80,7 +80,8 @@ describe('a retry with the key of a request still running, after the credentials
     await (await deleteCredentials())();
 
     const retry = await t.http.post('/v1/payments').set('X-API-Key', key).set('Idempotency-Key', idem).send(cardBody);
-    expect([retry.status, retry.body.data?.id]).toEqual([200, first.body.data.id]);
+    // The key held no answer: the payment is a first answer (201, not a replay).
+    expect([retry.status, retry.headers['idempotent-replayed'], retry.body.data?.id]).toEqual([201, undefined, first.body.data.id]);
     // Not resumed without credentials, nor held: the next retry (credentials back) resumes at once.
     expect(await t.sql("SELECT recovery_point, lease_token FROM idempotency_keys WHERE scope = 'payment.create' AND key = $1", [idem])).toEqual([{ recovery_point: 'provider_call', lease_token: null }]);
   }, 60_000);

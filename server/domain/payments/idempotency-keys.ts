@@ -46,7 +46,10 @@ export interface ClaimedKey {
   id: string;
   resourceId: string;
   leaseToken: string;
-  /** True when this request took over the lease of one that died or gave up mid-way. */
+  /**
+   * True when this request took over the lease of one that died or gave up mid-way. Its answer is still
+   * a first answer (no Idempotent-Replayed): the key held none, and no earlier request was answered with it.
+   */
   resumed: boolean;
 }
 
@@ -185,7 +188,9 @@ export class IdempotencyKeys {
   /**
    * Runs `action` once per key: the first request's answer — its success status, or the DomainError it
    * ended with — is stored and replayed to every later request with the key (marked Idempotent-Replayed),
-   * and the action never runs twice. An OutcomeUnknownError is replayed only until the resource is
+   * and the action never runs twice. `replayed` is true only for such a stored answer: a request that did
+   * the action — a new claim, or a takeover that resumed what an earlier request left unfinished (whatever
+   * it found done) — answers as a first request, since no request was answered with its outcome before. An OutcomeUnknownError is replayed only until the resource is
    * settled (`action.settled`); from then on the resource is the answer, with the success status. An unexpected
    * error, an OutcomeNotRecordedError, or one the action calls resumable (`action.resumable`), releases the lease so
    * a retry resumes at once; so does a failure to store the answer of an action done, answered as an unknown outcome.
@@ -241,7 +246,9 @@ export class IdempotencyKeys {
       await this.release(claim).catch(() => undefined);
       throw afterProviderMayHaveActed(err);
     }
-    return { value, replayed: claim.resumed };
+    // Not a replay, even for a takeover: the key held no answer, so no earlier request was answered with
+    // this outcome (a request answers success only once its key is finished), and the merchant may act on it.
+    return { value, replayed: false };
   }
 
   /**

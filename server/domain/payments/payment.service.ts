@@ -103,7 +103,9 @@ export class PaymentService {
     try {
       const { payment, keyFinished } = await this.idempotency.holding(claim, () => this.completeCreation(claim, reserved, request, creds));
       if (!keyFinished) await this.idempotency.finish(claim, { status: 201 });
-      return { payment, replayed: claim.resumed };
+      // A first answer (201) also when this request resumed a dead or released claim: the key held no answer
+      // (idempotency-keys.ts, `run`), so the merchant was never told of this payment's outcome.
+      return { payment, replayed: false };
     } catch (err) {
       // From the claim on the payment is reserved and the provider may have charged it: a failure of ours
       // (no connection free to record the answer) is an unknown outcome, never the 503 "nothing was done".
@@ -134,7 +136,8 @@ export class PaymentService {
     });
     if (acquired.state === 'claimed') await this.idempotency.release(acquired.claim);
     const paymentId = acquired.state === 'finished' ? acquired.resourceId : acquired.claim.resourceId;
-    return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId }), replayed: true };
+    // Only a key that held an answer replays it; a dead request's claim held none (its payment is a first answer).
+    return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId }), replayed: acquired.state === 'finished' };
   }
 
   /**
