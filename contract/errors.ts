@@ -205,7 +205,12 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
       message: 'the buyer has not approved this payment yet',
       description: 'The payment is not a pending walletpay payment, the buyer has not approved it (or must approve again), or the Idempotency-Key was used with another payment (CONFLICT)',
     },
-    '422': invalid('idempotency-key', 'must be at most 255 characters'),
+    '422': {
+      ...invalid('idempotency-key', 'must be at most 255 characters'),
+      description:
+        'Invalid request, or no credentials configured for the payment\'s provider: nothing was sent (VALIDATION_ERROR). With an Idempotency-Key this keeps no answer for the key — ' +
+        'also when a retry resuming an earlier capture with it finds the credentials deleted since: the retry with the key once they are stored again sends the capture',
+    },
     '502': {
       message: 'walletpay capture failed: walletpay answered 500 INTERNAL_SERVER_ERROR: An internal server error has occurred.',
       description: 'walletpay refused the capture, or did not answer or refused before acting (rate-limited, credentials), or the order could not be read before the capture (an outage, a timeout: no capture sent, the message says `capture not sent`): nothing about the capture is final — the payment stays pending. After no answer, a refusal before acting or a capture not sent, a retry with the same Idempotency-Key sends the capture again (PayPal answers with the first capture if there was one); after another refusal the key replays this 502, and a capture with a new key sends it again. Nothing else sends a capture: retry before the order expires. When walletpay did not say whether it captured a capture that was sent (no answer in time, an outage, its server error) the capture may have happened: the answer carries `Payments-Outcome: unknown` — never void the order then; retry with the same Idempotency-Key or read the payment. So does a request that sent nothing after an earlier capture request of the payment whose outcome is unknown (PROVIDER_ERROR)',

@@ -269,7 +269,7 @@ describe('a capture whose answer timed out (the provider captured)', () => {
 
 /**
  * An approved walletpay payment of a merchant whose walletpay events are held back, so only a capture call
- * can settle it; with the merchant's key and its simulator token.
+ * can settle it; with the merchant's key, its simulator token, and what stores its credentials (again).
  */
 async function heldEventsApprovedPayment(amount: string) {
   const client = { id: `held-events-${randomUUID()}`, secret: 'held-events-secret' };
@@ -277,13 +277,14 @@ async function heldEventsApprovedPayment(amount: string) {
   const token = (await t.http.post('/sandbox/walletpay/v1/oauth2/token').auth(client.id, client.secret).type('form').send({ grant_type: 'client_credentials' }).expect(200)).body.access_token as string;
   const webhook = await t.http.post('/sandbox/walletpay/v1/notifications/webhooks').set('Authorization', `Bearer ${token}`)
     .send({ url: `${proxyUrl}${HELD_EVENTS_PATH}`, event_types: [{ name: 'PAYMENT.CAPTURE.COMPLETED' }] }).expect(201);
-  await t.http.put('/v1/merchant/credentials').set('X-API-Key', merchant.apiKey)
+  const storeCredentials = () => t.http.put('/v1/merchant/credentials').set('X-API-Key', merchant.apiKey)
     .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: client.id, client_secret: client.secret, webhook_id: webhook.body.id } }).expect(200);
+  await storeCredentials();
   const created = await t.http.post('/v1/payments').set('X-API-Key', merchant.apiKey).set('Idempotency-Key', `held-pay-${++n}`)
     .send({ provider: 'walletpay', amount, currency: 'USD', return_url: 'https://shop.example.com/r', cancel_url: 'https://shop.example.com/c' });
   const p = created.body.data as { id: string; provider_ref: string; next_action: { url: string } };
   await fetch(`${p.next_action.url}&auto=approve`, { redirect: 'manual' });
-  return { p, apiKey: merchant.apiKey, token };
+  return { p, apiKey: merchant.apiKey, token, storeCredentials };
 }
 
 describe('a capture whose answer was lost, retried with its key while the order cannot be read', () => {
@@ -368,6 +369,36 @@ describe('a capture the provider rate-limited (nothing was captured)', () => {
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.body.data).toEqual(retried.body.data);
     expect(await t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [p.provider_ref])).toHaveLength(1);
+  });
+});
+
+describe('a capture resumed after the merchant deleted its walletpay credentials', () => {
+  it('is 422 and keeps no answer for the key: the retry with it once the credentials are back captures, once', async () => {
+    const { p, apiKey, storeCredentials } = await heldEventsApprovedPayment('24.00');
+    const captureKey = `refused-capture-${p.id}`;
+    const capture = () => t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', apiKey).set('Idempotency-Key', captureKey).send({});
+    const captures = () => t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [p.provider_ref]);
+    const keyRow = () => t.sql('SELECT recovery_point, answer FROM idempotency_keys WHERE scope = $1 AND key = $2', ['payment.capture', captureKey]);
+    // Not sent (PayPal's rate limiter): the key keeps no answer, a retry with it resumes the capture.
+    proxy.rateLimitOnce = `/sandbox/walletpay/v2/checkout/orders/${p.provider_ref}/capture`;
+    const notSent = await capture();
+    expect(notSent.status).toBe(502);
+    expect(notSent.body.error.message).toMatch(/^walletpay capture not sent: /);
+
+    // The resumed capture finds no credentials: refused before anything is sent, and that refusal is not the key's answer.
+    await t.http.delete('/v1/merchant/credentials/walletpay').set('X-API-Key', apiKey).expect(200);
+    const refused = await capture();
+    expect(refused.status).toBe(422);
+    expect(refused.body.error).toMatchObject({ code: 'VALIDATION_ERROR', message: 'walletpay credentials are not configured for this merchant' });
+    expect(await keyRow()).toEqual([{ recovery_point: 'provider_call', answer: null }]);
+    expect(await captures()).toHaveLength(0);
+
+    await storeCredentials();
+    const captured = await capture();
+    expect(captured.status).toBe(200);
+    expect(captured.body.data).toMatchObject({ id: p.id, status: 'completed' });
+    expect(await captures()).toHaveLength(1);
+    expect(await keyRow()).toEqual([{ recovery_point: 'finished', answer: { status: 200 } }]);
   });
 });
 

@@ -30,6 +30,14 @@ const REFERENCE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
  */
 class CaptureNotSentError extends DomainError {}
 
+/**
+ * A capture refused before anything was sent, for want of what the merchant may restore (its credentials,
+ * deleted since the key was claimed: a resumed claim skips `reserve`'s check). Answered as the refusal it is
+ * (422), but it decides nothing about the capture, which an earlier request with the key may have sent: the
+ * key keeps no answer, and the retry with it once the credentials are back resumes the capture.
+ */
+class CaptureRefusedBeforeSendingError extends DomainError {}
+
 /** A creation's outcome; `keyFinished` when the key's answer was committed with the payment's. */
 interface Settled {
   payment: Payment;
@@ -385,7 +393,7 @@ export class PaymentService {
         load: (paymentId) => this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId }),
         nothingDone: (err) => err.code === 'CONFLICT',
         // Nothing else ever sends the capture again: the merchant's retry with the key resumes it.
-        resumable: (err) => err instanceof OutcomeUnknownError || err instanceof CaptureNotSentError,
+        resumable: (err) => err instanceof OutcomeUnknownError || err instanceof CaptureNotSentError || err instanceof CaptureRefusedBeforeSendingError,
         // (Keys stored before captures were resumable:) settled once the payment moved (event or status sync).
         settled: (payment) => payment.status !== 'pending',
       },
@@ -396,7 +404,9 @@ export class PaymentService {
   private async captureNow(merchantId: string, id: string): Promise<Payment> {
     const payment = await this.get(merchantId, id);
     this.assertCapturable(payment);
-    await this.credentials.require(merchantId, payment.provider as Provider);
+    await this.credentials.require(merchantId, payment.provider as Provider).catch((err: unknown) => {
+      throw err instanceof DomainError ? new CaptureRefusedBeforeSendingError(err.code, err.message, err.details, err.headers) : err;
+    });
     const mark = await this.markCaptureMaySend(payment.id);
     try {
       return await this.sendCapture(payment, mark.earlier);
