@@ -37,6 +37,10 @@ class TrapProxy extends ForwardingStub {
    * capture of it (POST <path>/capture) has passed: the read of the order before the capture is answered.
    */
   unreadable: string | null = null;
+  /** How the `unreadable` order's GETs are answered: 503 (walletpay down), 429 (its rate limiter) or 403 (permission refused). */
+  unreadableAs: 503 | 429 | 403 = 503;
+  /** The capture of the `unreadable` order is answered without its captures (a minimal answer): the adapter reads the order to see the capture. */
+  minimalCaptureAnswer = false;
   private readonly captureSent = new Set<string>();
   /** A trapped answer waits for release() instead of being withheld for good (an answer that is slow, not lost). */
   holdUntilReleased = false;
@@ -53,7 +57,16 @@ class TrapProxy extends ForwardingStub {
     if (req.url.startsWith(HELD_EVENTS_PATH)) return { status: 503 };
     if (req.method === 'POST' && this.unreadable !== null && req.url === `${this.unreadable}/capture`) this.captureSent.add(this.unreadable);
     if (req.method === 'GET' && this.unreadable !== null && req.url === this.unreadable && this.captureSent.has(req.url)) {
+      if (this.unreadableAs === 429) return jsonAnswer(429, { name: 'RATE_LIMIT_REACHED', message: 'Too many requests. Blocked due to rate limiting.', debug_id: 'proxy429' });
+      if (this.unreadableAs === 403) return jsonAnswer(403, { name: 'NOT_AUTHORIZED', message: 'Authorization failed due to insufficient permissions.', debug_id: 'proxy403' });
       return jsonAnswer(503, { name: 'SERVICE_UNAVAILABLE', message: 'Service Unavailable.', debug_id: 'proxy503' });
+    }
+    if (req.method === 'POST' && this.minimalCaptureAnswer && this.unreadable !== null && req.url === `${this.unreadable}/capture`) {
+      const answer = await forward();
+      if (answer.status < 200 || answer.status > 299) return answer;
+      const order = JSON.parse(answer.body.toString('utf8')) as { purchase_units?: { payments?: { captures?: unknown } }[] };
+      for (const unit of order.purchase_units ?? []) delete unit.payments;
+      return { ...answer, body: JSON.stringify(order) };
     }
     if (req.method === 'POST' && this.rateLimitOnce !== null && req.url === this.rateLimitOnce) {
       this.rateLimitOnce = null;
@@ -149,6 +162,8 @@ beforeEach(() => {
   proxy.repeats = '429';
   proxy.rateLimitOnce = null;
   proxy.unreadable = null;
+  proxy.unreadableAs = 503;
+  proxy.minimalCaptureAnswer = false;
 });
 afterAll(async () => {
   await proxy.stop();
@@ -314,6 +329,30 @@ describe('a capture whose answer was lost, retried with its key while the order 
     expect(settled.status).toBe(200);
     expect(settled.body.data).toMatchObject({ id: p.id, status: 'completed' });
     expect(await t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [p.provider_ref])).toHaveLength(1);
+  });
+});
+
+describe('a capture walletpay answered 2xx without its captures, whose follow-up read of the order is refused', () => {
+  it.each([429, 403] as const)('read answered %i: 502 with Payments-Outcome: unknown (not "capture not sent"), the capture mark kept; the status sync completes it, captured once', async (status) => {
+    const { p, apiKey } = await heldEventsApprovedPayment('26.00');
+    const orderPath = `/sandbox/walletpay/v2/checkout/orders/${p.provider_ref}`;
+    const captures = () => t.sql('SELECT id FROM sandbox_walletpay_captures WHERE order_id = $1', [p.provider_ref]);
+    proxy.unreadable = orderPath;
+    proxy.unreadableAs = status;
+    proxy.minimalCaptureAnswer = true;
+    const res = await t.http.post(`/v1/payments/${p.id}/capture`).set('X-API-Key', apiKey).set('Idempotency-Key', `minimal-capture-${p.id}`).send({});
+    proxy.unreadable = null;
+    // PayPal answered the capture 2xx: it captured. Only its result could not be read, so the outcome is unknown.
+    expect(await captures()).toHaveLength(1);
+    expect(res.status).toBe(502);
+    expect(res.headers['payments-outcome']).toBe('unknown');
+    expect(res.body.error.code).toBe('PROVIDER_ERROR');
+    expect(res.body.error.message).not.toMatch(/capture not sent/);
+    expect(await t.sql('SELECT status, capture_sent_at IS NOT NULL AS marked FROM payments WHERE id = $1', [p.id])).toEqual([{ status: 'pending', marked: true }]);
+
+    // Its events held back, nothing but the status sync's read of the order settles it.
+    await eventually(async () => (await t.sql<{ status: string }>('SELECT status FROM payments WHERE id = $1', [p.id]))[0]!.status === 'completed', 20_000, 'the status sync completing the payment');
+    expect(await captures()).toHaveLength(1);
   });
 });
 

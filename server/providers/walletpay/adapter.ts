@@ -101,7 +101,9 @@ export class WalletpayAdapter {
    * not approved yet, or captured already, is `invalid_request` with providerCode `ORDER_NOT_APPROVED`
    * or `ORDER_ALREADY_CAPTURED`; a retry with the same idempotency key replays the first capture.
    * An answer about another order is not applied: the capture may have been made, so its outcome is
-   * unknown (indeterminate) and the status sync reads the order to learn it.
+   * unknown (indeterminate) and the status sync reads the order to learn it. So is a 2xx answer without
+   * its captures whose follow-up read of the order fails, however it fails (a 429 or 403 included): PayPal
+   * said it captured, so the failure is never "refused before acting" — only the result is unknown.
    */
   async capturePayment(creds: WalletpayCredentials, input: WalletpayCaptureInput): Promise<ProviderPaymentResult> {
     const { body } = await this.call<WireOrder>(creds, 'POST', `/v2/checkout/orders/${encodeURIComponent(input.orderId)}/capture`, {
@@ -111,8 +113,15 @@ export class WalletpayAdapter {
     });
     const order = expectOrder(body);
     if (order.id !== input.orderId) throw answerAboutSomethingElse('walletpay', 'indeterminate', `the capture of order ${input.orderId} answered order ${order.id}`);
+    if (latestCapture(order)) return orderToResult(order);
     // A minimal answer has no captures array: read the order to see the capture itself.
-    return orderToResult(latestCapture(order) ? order : await this.getOrder(creds, input.orderId));
+    try {
+      return orderToResult(await this.getOrder(creds, input.orderId));
+    } catch (err) {
+      if (!(err instanceof ProviderError)) throw err;
+      // No provider code kept: the read's refusal is not the capture's (the provider port reads capture refusals by code).
+      throw new ProviderError('walletpay', 'indeterminate', `walletpay answered the capture of order ${input.orderId} (HTTP 2xx) without it, and the order could not be read to see it: ${err.message}`);
+    }
   }
 
   /**
