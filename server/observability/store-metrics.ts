@@ -16,7 +16,7 @@ interface Snapshot {
   cardDetachesDue: Record<string, number>;
   deliveries: { status: string; n: number }[];
   deliveryLagSeconds: number;
-  deliveriesHeldByShare: number;
+  merchantsHeldByShare: number;
   jobs: { name: string; depth: number; lag: number }[];
   secretKeys: Record<string, number>;
 }
@@ -63,20 +63,22 @@ function waitingJobsSql(lockLifetimeMs: number): string {
  */
 function deliveryLagSql(perMerchant: number): string {
   const share = Math.floor(perMerchant);
+  // Each class's oldest waiting delivery through its index (merchant, class, due): a held merchant's
+  // backlog, however long, is never read.
+  const oldest = (again: 0 | 1) => `(SELECT d.next_attempt_at FROM webhook_deliveries d
+             WHERE d.merchant_id = m.merchant_id AND d.status IN ('pending', 'retrying') AND least(d.attempts, 1) = ${again}
+               AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until < now())
+             ORDER BY d.next_attempt_at LIMIT 1)`;
   return `WITH RECURSIVE ${DUE_MERCHANTS},
           merchants AS (
-            SELECT busy.n AS in_flight, waiting.oldest, waiting.n AS waiting
+            SELECT busy.n AS in_flight, least(${oldest(0)}, ${oldest(1)}) AS oldest
               FROM due_merchants m
              CROSS JOIN LATERAL (
                    SELECT count(*)::int AS n FROM webhook_deliveries l
                     WHERE l.merchant_id = m.merchant_id AND l.status IN ('pending', 'retrying') AND l.lease_until IS NOT NULL AND l.lease_until >= now()) busy
-             CROSS JOIN LATERAL (
-                   SELECT min(d.next_attempt_at) AS oldest, count(*)::int AS n FROM webhook_deliveries d
-                    WHERE d.merchant_id = m.merchant_id AND d.status IN ('pending', 'retrying') AND d.next_attempt_at <= now()
-                      AND (d.lease_until IS NULL OR d.lease_until < now())) waiting
              WHERE m.merchant_id IS NOT NULL)
           SELECT coalesce(extract(epoch FROM now() - min(oldest) FILTER (WHERE in_flight < ${share})), 0)::float8 AS lag,
-                 coalesce(sum(waiting) FILTER (WHERE in_flight >= ${share}), 0)::int AS held
+                 (count(*) FILTER (WHERE in_flight >= ${share} AND oldest IS NOT NULL))::int AS held
             FROM merchants`;
 }
 
@@ -109,7 +111,7 @@ async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<strin
     cardDetachesDue: perProvider(detachesDue, 'n'),
     deliveries: Object.entries(deliveries[0] ?? {}).map(([status, n]) => ({ status, n: Number(n) })),
     deliveryLagSeconds: Math.max(0, Number(lag[0]?.lag ?? 0)),
-    deliveriesHeldByShare: Number(lag[0]?.held ?? 0),
+    merchantsHeldByShare: Number(lag[0]?.held ?? 0),
     jobs: jobs.map((r) => ({ name: String(r.name), depth: Number(r.depth), lag: Math.max(0, Number(r.lag)) })),
     secretKeys: keys,
   };
@@ -181,10 +183,10 @@ export function registerStoreMetrics(registry: Registry, query: Query, secretKey
     Object.entries(s.cardDetachesDue).map(([provider, n]) => [{ provider }, n]));
   snapshotGauge('webhook_deliveries', 'Merchant webhook deliveries not delivered (yet), by status: pending, retrying, dead (failed webhook.test events left out)', ['status'], (s) =>
     s.deliveries.map((d) => [{ status: d.status }, d.n]));
-  snapshotGauge('webhook_delivery_lag_seconds', "How long the oldest due, unsent merchant webhook delivery a worker could send has waited (0 when none); deliveries waiting only for their merchant's in-flight share are left out (webhook_deliveries_held_by_merchant_share)", [], (s) =>
+  snapshotGauge('webhook_delivery_lag_seconds', "How long the oldest due, unsent merchant webhook delivery a worker could send has waited (0 when none); deliveries waiting only for their merchant's in-flight share are left out (webhook_merchants_held_by_share)", [], (s) =>
     [[{}, s.deliveryLagSeconds]]);
-  snapshotGauge('webhook_deliveries_held_by_merchant_share', "Due, unsent merchant webhook deliveries waiting for their own merchant's attempts in flight (WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT) to finish: a slow or hanging endpoint, or a recovered backlog draining", [], (s) =>
-    [[{}, s.deliveriesHeldByShare]]);
+  snapshotGauge('webhook_merchants_held_by_share', "Merchants whose due webhook deliveries wait for their own attempts in flight (WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT) to finish: a slow or hanging endpoint, or a recovered backlog draining", [], (s) =>
+    [[{}, s.merchantsHeldByShare]]);
   // `job_name`, not `job`: Prometheus sets `job` on every scraped series (the scrape job) and would
   // rename ours to `exported_job`.
   snapshotGauge('job_queue_depth', 'Agenda jobs waiting for a worker, by job name: due and not picked up, or locked by a worker longer ago than the lock lifetime (killed mid-job)', ['job_name'], (s) =>

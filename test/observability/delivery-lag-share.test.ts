@@ -8,7 +8,7 @@ import { WebhookReceiver, waitFor } from '../delivery/receiver.js';
  * One merchant's endpoint hanging must not page the operator as "the workers are down": its deliveries
  * wait on its own in-flight share (WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT), not on the workers, which go on
  * sending every other merchant's. webhook_delivery_lag_seconds (PaymentsWebhookBacklog, critical) leaves
- * them out; webhook_deliveries_held_by_merchant_share counts them.
+ * them out; webhook_merchants_held_by_share counts such merchants.
  */
 
 let t: TestService;
@@ -25,7 +25,7 @@ afterAll(async () => {
   await receiver.stop();
 });
 
-it("leaves a hanging merchant's waiting deliveries out of the delivery lag and counts them as held by its share", async () => {
+it("leaves a hanging merchant's waiting deliveries out of the delivery lag and counts the merchant as held by its share", async () => {
   const hanging = await t.createMerchant('Hanging endpoint');
   await registerWebhook(t, hanging.apiKey, receiver.url('/hanging'));
   release = receiver.holdNext('/hanging');
@@ -47,8 +47,8 @@ it("leaves a hanging merchant's waiting deliveries out of the delivery lag and c
   // The gauges are read at most every 5 s: wait for a read that sees the two held.
   const scraped = await waitFor(async () => {
     const s = await scrapeMetrics(t);
-    return total(s, 'webhook_deliveries_held_by_merchant_share') === 2 ? s : null;
-  }, 'a metrics read counting the two held deliveries');
+    return total(s, 'webhook_merchants_held_by_share') === 1 ? s : null;
+  }, 'a metrics read counting the held merchant');
   expect(total(scraped, 'webhook_delivery_lag_seconds')).toBe(0);
   expect(total(scraped, 'webhook_deliveries', { status: 'pending' })).toBe(3);
 
@@ -56,5 +56,5 @@ it("leaves a hanging merchant's waiting deliveries out of the delivery lag and c
   release(200);
   release = null;
   for (const { deliveryId } of waiting) await waitFor(async () => (await delivery(t, deliveryId)).status === 'delivered', 'the held deliveries once the endpoint answers');
-  await waitFor(async () => total(await scrapeMetrics(t), 'webhook_deliveries_held_by_merchant_share') === 0 || null, 'nothing held');
+  await waitFor(async () => total(await scrapeMetrics(t), 'webhook_merchants_held_by_share') === 0 || null, 'nothing held');
 }, 60_000);

@@ -320,16 +320,23 @@ export async function msUntilDue(em: EntityManager, deliveryId: string, dueAt: D
  * the worker whose attempt ends takes the next (the drainer's own wake-up), so they are not stranded.
  */
 export async function findStrandedDeliveryIds(em: EntityManager, graceMs: number, limit: number, perMerchant: number): Promise<string[]> {
+  // Per merchant whose share has room (DUE_MERCHANTS' walk, the in-flight count from the leased index), each
+  // class's oldest through its index: a held merchant's backlog, however long, is never read.
+  const oldest = (again: 0 | 1) => `(SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+        WHERE d.merchant_id = open.merchant_id AND d.status IN ('pending', 'retrying') AND least(d.attempts, 1) = ${again}
+          AND d.next_attempt_at <= now() - ${ms} AND (d.lease_until IS NULL OR d.lease_until < now())
+        ORDER BY d.next_attempt_at LIMIT ?)`;
   const rows = await em.execute<{ id: string }[]>(
-    `SELECT d.id FROM webhook_deliveries d
-      WHERE d.status IN ('pending', 'retrying')
-        AND d.next_attempt_at <= now() - ${ms}
-        AND (d.lease_until IS NULL OR d.lease_until < now())
-        AND (SELECT count(*) FROM webhook_deliveries l
-              WHERE l.merchant_id = d.merchant_id AND l.status IN ('pending', 'retrying') AND l.lease_until IS NOT NULL AND l.lease_until >= now()) < ?
-      ORDER BY d.next_attempt_at
+    `WITH RECURSIVE ${DUE_MERCHANTS},
+     open AS (
+       SELECT m.merchant_id FROM due_merchants m
+        WHERE m.merchant_id IS NOT NULL
+          AND (SELECT count(*) FROM webhook_deliveries l
+                WHERE l.merchant_id = m.merchant_id AND l.status IN ('pending', 'retrying') AND l.lease_until IS NOT NULL AND l.lease_until >= now()) < ?)
+     SELECT s.id FROM open CROSS JOIN LATERAL (${oldest(0)} UNION ALL ${oldest(1)}) s
+      ORDER BY s.next_attempt_at
       LIMIT ?`,
-    [graceMs, perMerchant, limit],
+    [perMerchant, graceMs, limit, graceMs, limit, limit],
   );
   return rows.map((r) => r.id);
 }
