@@ -703,3 +703,40 @@ describe('answers about something else than was asked', () => {
     }
   });
 });
+
+describe('a key of the same account without the webhook-endpoint permission', () => {
+  /** In front of the simulator: the `restricted` key may not list or delete webhook endpoints, as a restricted key without that permission. */
+  class RestrictedKey extends ForwardingStub {
+    restricted = '';
+    protected override intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+      if (this.restricted && req.url.startsWith('/v1/webhook_endpoints') && req.headers.authorization === `Bearer ${this.restricted}`) {
+        const message = `The provided key '${this.restricted.slice(0, 8)}****${this.restricted.slice(-4)}' does not have the required permissions for this endpoint. Having the 'rak_webhook_write' permission would allow this request to continue.`;
+        return Promise.resolve({ status: 403, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ error: { type: 'invalid_request_error', message } }) });
+      }
+      return forward();
+    }
+  }
+
+  it('the endpoint the replaced key had registered is deleted through the replaced key when the new one may not', async () => {
+    const stub = new RestrictedKey();
+    stub.target = `${t.baseUrl}/sandbox/cardpay`;
+    const viaStub = new CardpayAdapter({ ...t.service.container.config, providerBaseUrls: { ...t.service.container.config.providerBaseUrls, cardpay: await stub.start() } });
+    try {
+      const prepare = prepareCardpayCredentials(viaStub, t.service.container.config);
+      const merchantId = randomUUID();
+      const full = `rk_test_${randomUUID().replace(/-/g, '')}`;
+      const { credentials: first } = await prepare(merchantId, { secret_key: full });
+      const registered = await t.sql<{ id: string }>('SELECT id FROM sandbox_cardpay_webhook_endpoints WHERE secret = $1', [first.webhook_secret]);
+      expect(registered).toHaveLength(1);
+      // A key of the same account (rolled from the first, which stays valid an hour) that may not touch endpoints.
+      const rolled = await t.http.post('/sandbox/cardpay/_control/roll-key').set('Authorization', `Bearer ${full}`).send({ expires_in_seconds: 3600 }).expect(200);
+      stub.restricted = rolled.body.secret_key as string;
+      const { credentials: second, afterStored } = await prepare(merchantId, { secret_key: stub.restricted, webhook_secret: 'whsec_merchants_own' }, first);
+      expect((second as Record<string, unknown>).provider_account).toBe((first as Record<string, unknown>).provider_account);
+      await afterStored!();
+      expect(await t.sql('SELECT id FROM sandbox_cardpay_webhook_endpoints WHERE id = $1', [registered[0]!.id])).toEqual([]);
+    } finally {
+      await stub.stop();
+    }
+  });
+});

@@ -298,11 +298,13 @@ export function prepareCardpayCredentials(
   return async (merchantId, given, previous = null) => {
     const creds = await withProviderAccount(adapter, given, previous);
     const url = merchantWebhookUrl(config, merchantId);
-    // Where the replaced endpoints are: the new key's account, and the replaced key's if it may be another.
-    // Not when both keys are known to act on one account (a key rolled in the dashboard): the new key
-    // reaches every endpoint, and the replaced key may already have expired (401 at every call).
-    const sameAccount = previous !== null && providerAccountOf(previous) !== null && providerAccountOf(previous) === providerAccountOf(creds);
-    const keys = previous && previous.secret_key !== creds.secret_key && !sameAccount ? [creds, previous] : [creds];
+    // Where the replaced endpoints are: the new key's account, and the replaced key's if it is another key.
+    // Both keys known to act on one account (a key rolled in the dashboard, a restricted key of it): one
+    // account to clean, through the replaced key only when the new one could not (a restricted key without
+    // the webhook-endpoint permission) — the replaced key may have expired already (401 at every call).
+    const oneAccount = previous !== null && providerAccountOf(previous) !== null && providerAccountOf(previous) === providerAccountOf(creds);
+    const keys = previous && previous.secret_key !== creds.secret_key ? [creds, previous] : [creds];
+    const remove = (keep: (e: WebhookEndpointAt) => boolean, listed?: WebhookEndpointAt[]) => removeWebhookEndpoints(adapter, keys, url, keep, listed, oneAccount);
     if (creds.webhook_secret) {
       if (!previous || previous.webhook_secret === creds.webhook_secret) return { credentials: creds };
       return {
@@ -325,7 +327,7 @@ export function prepareCardpayCredentials(
             const staying = new Set((theirs.length > 0 ? theirs : listed).map((e) => e.id));
             keep = (e) => staying.has(e.id);
           }
-          await removeWebhookEndpoints(adapter, keys, url, keep, listed);
+          await remove(keep, listed);
         },
       };
     }
@@ -339,7 +341,7 @@ export function prepareCardpayCredentials(
     const endpoint = await adapter.createWebhookEndpoint(creds, url, idempotencyKey);
     return {
       credentials: { ...creds, webhook_secret: endpoint.secret },
-      afterStored: () => removeWebhookEndpoints(adapter, keys, url, (e) => e.id === endpoint.id),
+      afterStored: () => remove((e) => e.id === endpoint.id),
     };
   };
 }
@@ -382,6 +384,8 @@ function merchantWebhookUrl(config: AppConfig, merchantId: string): string {
  * Deletes the endpoints at `url` but those `keep` names, on the account of each of `keys` in turn (a
  * failure with one does not stop the next); throws, naming what is left, if anything could not be.
  * `listedForFirst`: the endpoints at `url` on the first key's account, when the caller already listed them.
+ * `oneAccount`: the keys act on one account, so the first key that cleans it up is enough, and only what
+ * the last one tried left is reported.
  */
 async function removeWebhookEndpoints(
   adapter: CardpayAdapter,
@@ -389,15 +393,20 @@ async function removeWebhookEndpoints(
   url: string,
   keep: (endpoint: WebhookEndpointAt) => boolean,
   listedForFirst?: WebhookEndpointAt[],
+  oneAccount = false,
 ): Promise<void> {
-  const failed: string[] = [];
+  let failed: string[] = [];
   for (const [i, creds] of keys.entries()) {
+    const ofThisKey: string[] = [];
     try {
       const listed = i === 0 ? listedForFirst : undefined;
-      failed.push(...(await adapter.removeOtherWebhookEndpoints(creds, url, keep, listed)).map((f) => `${f.id} (${f.error})`));
+      ofThisKey.push(...(await adapter.removeOtherWebhookEndpoints(creds, url, keep, listed)).map((f) => `${f.id} (${f.error})`));
     } catch (err) {
-      failed.push(`those on the account of ${i === 0 ? 'the secret key' : 'the replaced secret key'} (${(err as Error).message})`);
+      ofThisKey.push(`those on the account of ${i === 0 ? 'the secret key' : 'the replaced secret key'} (${(err as Error).message})`);
     }
+    if (!oneAccount) failed.push(...ofThisKey);
+    else if (ofThisKey.length === 0) return;
+    else failed = ofThisKey;
   }
   if (failed.length > 0) {
     throw new Error(`cardpay webhook endpoint(s) ${failed.join(', ')} at ${url} could not be deleted; delete them in the provider's dashboard`);
