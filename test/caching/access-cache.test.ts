@@ -15,7 +15,6 @@ const ALL_SCOPES = 'payments:read,payments:write,refunds:read,refunds:write,merc
 let db: Awaited<ReturnType<typeof createTestDatabase>>;
 let api1: ServiceProcess;
 let api2: ServiceProcess;
-let worker: ServiceProcess;
 let receiver: WebhookReceiver;
 let merchantId: string;
 let n = 0;
@@ -71,7 +70,8 @@ beforeAll(async () => {
   // Both reach the simulator (and take provider callbacks) at the first one's address.
   const port = await freePort();
   const publicUrl = `http://127.0.0.1:${port}`;
-  [api1, api2, worker] = await Promise.all([
+  // The worker is stopped with the others (stopAllProcesses); nothing here reads it.
+  [api1, api2] = await Promise.all([
     startProcess('api', baseEnv(db.url, publicUrl, { PORT: String(port) }), { name: 'api1' }),
     startProcess('api', baseEnv(db.url, publicUrl), { name: 'api2' }),
     startProcess('worker', baseEnv(db.url, publicUrl), { name: 'worker' }),

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { baseEnv, databaseForProcesses, freePort, logWithLine, startProcess } from '../support/processes.js';
 
 // What a production api process tells its operator about how it is reached: a warning when the address

@@ -1,6 +1,6 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { baseEnv, databaseForProcesses, freePort, startProcess } from '../support/processes.js';
 import { eventually } from '../support/webhook-receiver.js';

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { ConfigError, loadConfig } from '../../server/config/config.js';
 import { baseEnv, databaseForProcesses, logWithLine, runCli, startProcess } from '../support/processes.js';
 import { TEST_ENCRYPTION_KEY } from '../support/test-key.js';

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { baseEnv, databaseForProcesses, startProcess } from '../support/processes.js';
 
 /**

@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { baseEnv, databaseForProcesses, startProcess } from '../support/processes.js';
 
 /**
