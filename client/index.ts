@@ -435,6 +435,12 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
      * been re-registered: call setWebhook again to get a secret you know.
      */
     setWebhook: (webhookUrl: string, requestOptions?: RequestOptions) => data(raw.merchant.setWebhook({ body: { webhook_url: webhookUrl }, requestOptions })),
+    /**
+     * DELETE /v1/merchant/webhook: turns webhook delivery off (URL and secret removed; deliveries still due end `dead`,
+     * POST /v1/webhooks/recover sends them once a URL is registered again). Resolves `{ webhook_url: null, deleted: true }`,
+     * also when none was registered, so a retry is harmless.
+     */
+    deleteWebhook: (requestOptions?: RequestOptions) => data(raw.merchant.deleteWebhook({ requestOptions })),
     /** PUT /v1/merchant/credentials: replaces one provider's credentials; the answer is masked. */
     storeCredentials: (body: StoreCredentialsInput, requestOptions?: RequestOptions) => data(raw.merchant.storeCredentials({ body, requestOptions })),
     /** GET /v1/merchant/credentials: every configured provider's masked summary; the whole list (one page). */

@@ -140,6 +140,19 @@ export const merchantContract = c.router(
         ),
       },
     },
+    deleteWebhook: {
+      method: 'DELETE',
+      path: '/v1/merchant/webhook',
+      summary: 'Remove the webhook URL',
+      description:
+        'Turns webhook delivery off: removes the registered URL and its signing secret. Events are still recorded (GET /v1/events) but get no ' +
+        'delivery. Deliveries still pending or retrying are sent no more: they are `dead` with last_error "no webhook URL registered" (one being ' +
+        'sent at this moment finishes that attempt, and is dead instead of retried). After registering a URL again (PUT /v1/merchant/webhook), ' +
+        'POST /v1/webhooks/recover sends them to it. 200 also when no URL is registered.',
+      metadata: { scope: 'merchant:write', tag: 'Merchant' } as const,
+      body: c.noBody(),
+      responses: { 200: envelope(z.object({ webhook_url: z.null(), deleted: z.literal(true) })) },
+    },
     storeCredentials: {
       method: 'PUT',
       path: '/v1/merchant/credentials',

@@ -20,7 +20,7 @@ const DeliveryFields = z.object({
   event_type: z.enum(WEBHOOK_EVENT_TYPES),
   payment_id: UuidSchema.nullable(),
   url: z.string().describe('Where the last attempt went (the webhook URL registered at the time)'),
-  status: DeliveryStatusSchema.describe('pending (queued: not tried yet, or queued again by POST /v1/webhooks/recover), delivered (a 2xx answer), retrying (failed, next attempt booked), dead (retries exhausted)'),
+  status: DeliveryStatusSchema.describe('pending (queued: not tried yet, or queued again by POST /v1/webhooks/recover), delivered (a 2xx answer), retrying (failed, next attempt booked), dead (retries exhausted, or the webhook URL was removed: last_error "no webhook URL registered")'),
   attempts: z.number().int().describe('Attempts so far, manual retries included'),
   last_response_status: z.number().int().nullable().describe('HTTP status of the last attempt; null when no response arrived'),
   last_error: z.string().nullable(),

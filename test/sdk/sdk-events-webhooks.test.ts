@@ -85,4 +85,17 @@ describe('SDK: events, webhooks and transitions', () => {
     receiver.slowNext('/slow', 1, 1_500);
     await expect(impatient.webhooks.sendTest({ timeoutMs: 500 })).rejects.toThrow(PaymentsConnectionError);
   });
+
+  it('merchant.deleteWebhook turns delivery off: { webhook_url: null, deleted: true }, again when none is left; sendTest is then a conflict', async () => {
+    const shop = await t.createMerchant('SDK Removal Shop');
+    const own = createPaymentsClient({ baseUrl: t.baseUrl, apiKey: shop.apiKey });
+    await own.merchant.setWebhook(receiver.url('/sdk-removed'));
+    for (let i = 0; i < 2; i += 1) {
+      const removed = await own.merchant.deleteWebhook();
+      expect({ ...removed }).toEqual({ webhook_url: null, deleted: true });
+    }
+    expect((await own.merchant.get()).webhook_url).toBeNull();
+    await expect(own.webhooks.sendTest()).rejects.toMatchObject({ status: 409, code: 'CONFLICT' });
+    expect(receiver.on('/sdk-removed')).toHaveLength(0);
+  });
 });

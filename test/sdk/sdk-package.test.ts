@@ -86,6 +86,12 @@ export async function pay(): Promise<Payment> {
   void [replayed, earlier];
   return p;
 }
+export async function stopWebhooks(): Promise<null> {
+  const removed = await client.merchant.deleteWebhook();
+  const deleted: true = removed.deleted;
+  void deleted;
+  return removed.webhook_url;
+}
 `;
 
 let t: TestService;

@@ -276,6 +276,47 @@ export async function finishAttempt(
   return { status: row.status, nextAttemptAt: row.next_attempt_at ? new Date(row.next_attempt_at) : null };
 }
 
+/** last_error of a delivery ended because its merchant removed the webhook URL (DELETE /v1/merchant/webhook). */
+export const NO_WEBHOOK_URL = 'no webhook URL registered';
+
+/** What ends a delivery for want of a registration: dead, not sent, no attempt recorded, `attempts` unchanged. */
+const END_UNREGISTERED = `status = 'dead', next_attempt_at = NULL, last_response_status = NULL, last_error = ?,
+              lease_until = NULL, lease_token = NULL, unsent_releases = 0, updated_at = now()`;
+
+/**
+ * Ends a leased delivery whose merchant has no webhook URL any more (see NO_WEBHOOK_URL), while it still
+ * carries `leaseToken`. No attempt row: nothing was sent, so the retry schedule is not used up by it and a
+ * delivery recovered after a new registration resumes where it stood. Whether it was ended.
+ */
+export async function endUnregistered(em: EntityManager, deliveryId: string, leaseToken: string): Promise<boolean> {
+  const rows = await em.execute<{ id: string }[]>(
+    `UPDATE webhook_deliveries SET ${END_UNREGISTERED} WHERE id = ? AND lease_token = ?::uuid RETURNING id`,
+    [NO_WEBHOOK_URL, deliveryId, leaseToken],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * DELETE /v1/merchant/webhook in one statement: clears the merchant's URL and sealed secret, and ends its
+ * pending and retrying deliveries nobody holds (as endUnregistered), so its delivery log says so at once.
+ * One being sent right now (leased) is left to its attempt, whose next one finds no URL and ends it.
+ * With nothing registered it writes nothing (a repeat is a no-op). Whether the merchant exists.
+ */
+export async function removeRegistration(em: EntityManager, merchantId: string): Promise<boolean> {
+  const rows = await em.execute<{ found: boolean }[]>(
+    `WITH m AS (
+       UPDATE merchants SET webhook_url = NULL, webhook_secret_enc = NULL, updated_at = now()
+        WHERE id = ? AND (webhook_url IS NOT NULL OR webhook_secret_enc IS NOT NULL) RETURNING id),
+     ended AS (
+       UPDATE webhook_deliveries d SET ${END_UNREGISTERED}
+         FROM m WHERE d.merchant_id = m.id AND d.status IN ('pending', 'retrying') AND d.lease_until IS NULL
+     RETURNING d.id)
+     SELECT EXISTS (SELECT 1 FROM merchants WHERE id = ?) AS found`,
+    [merchantId, NO_WEBHOOK_URL, merchantId],
+  );
+  return rows[0]!.found;
+}
+
 /**
  * Gives a leased delivery back without an attempt: no history row, `attempts` unchanged, due again after
  * `firstDelayMs` doubled for each give-back in a row before this one (`unsent_releases`, reset by an

@@ -14,7 +14,7 @@ import type { MerchantHostResolver } from '../merchants/merchant-host-resolver.j
 import type { MerchantService } from '../merchants/merchant.service.js';
 import { assertUrlShape } from '../merchants/webhook-url-policy.js';
 import {
-  countScheduledAttempts, finishAttempt, findStrandedDeliveryIds, leaseDelivery, leaseDueDeliveries, leaseKey, listAttempts, msUntilDue,
+  NO_WEBHOOK_URL, countScheduledAttempts, endUnregistered, finishAttempt, findStrandedDeliveryIds, leaseDelivery, leaseDueDeliveries, leaseKey, listAttempts, msUntilDue,
   recordDeliveredAttempts, releaseUnattempted, requeueFailedDeliveries,
   type AttemptRow, type AttemptTrigger, type DeliveredAttempt, type LeasedDelivery, type RequeuePosition,
 } from './delivery-store.js';
@@ -335,7 +335,9 @@ export class DeliveryService {
     openedSecret?: string | null,
     slot?: RequestSlot,
   ): Promise<{ outcome: AttemptOutcome | null; result: SendResult }> {
-    const url = leased.merchantUrl ?? leased.url;
+    // The merchant removed its URL (DELETE /v1/merchant/webhook): nothing goes to the address recorded on the delivery.
+    if (leased.merchantUrl === null) return this.unregistered(leased, trigger, onFailure, slot);
+    const url = leased.merchantUrl;
     const result = await this.send(leased, url, openedSecret, slot);
     onSent?.();
     try {
@@ -344,6 +346,26 @@ export class DeliveryService {
       // Sent: whatever fails now (the database out of reach) is no "nothing was done".
       throw new AlreadyActedError(err, 'the webhook was sent');
     }
+  }
+
+  /**
+   * An attempt of a merchant with no webhook URL: nothing is sent. A scheduled one ends the delivery dead
+   * (endUnregistered: no attempt recorded, so a recover after a new registration resumes its schedule) and
+   * is not counted: the merchant's own action, which must not fire the operator's dead-deliveries alert
+   * (see record). A manual retry is a failed attempt as before, status and schedule unchanged.
+   */
+  private async unregistered(
+    leased: LeasedDelivery,
+    trigger: AttemptTrigger,
+    onFailure: 'schedule' | 'unchanged' | 'dead',
+    slot?: RequestSlot,
+  ): Promise<{ outcome: AttemptOutcome | null; result: SendResult }> {
+    slot?.release();
+    const result: SendResult = { ok: false, responseStatus: null, error: NO_WEBHOOK_URL, durationMs: 0 };
+    if (onFailure !== 'schedule') return this.record(leased, leased.url, result, trigger, onFailure);
+    const ended = await endUnregistered(this.em, leased.id, leased.leaseToken);
+    this.logger.info({ deliveryId: leased.id, merchantId: leased.merchantId, eventType: leased.eventType, ended }, 'webhook delivery ended unsent: the merchant has no webhook URL');
+    return { outcome: ended ? { status: 'dead', nextAttemptAt: null } : null, result };
   }
 
   /** Records an attempt's result (see attempt), logs it and counts it. */

@@ -3,6 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Provider } from '../../../contract/index.js';
 import { MerchantSchema, ProviderCredentialSchema, type Merchant } from '../../persistence/entities/index.js';
 import type { SecretBox } from '../crypto/secret-box.js';
+import { removeRegistration } from '../delivery/delivery-store.js';
 import { generateWebhookSecret } from '../crypto/tokens.js';
 import { DomainError, notFound } from '../errors.js';
 import { assertDeliverableUrl, type HostResolver } from './webhook-url-policy.js';
@@ -51,6 +52,15 @@ export class MerchantService {
     const updated = await this.em.nativeUpdate(MerchantSchema, { id: merchantId }, { webhookUrl: url, webhookSecretEnc: this.secrets.seal(secret), updatedAt: new Date() });
     if (updated === 0) throw notFound('merchant');
     return { webhookUrl: url, webhookSecret: secret };
+  }
+
+  /**
+   * DELETE /v1/merchant/webhook: turns delivery off (idempotent). URL and secret are cleared together, and
+   * the deliveries still due ended, in one statement (removeRegistration); no later attempt goes to the old
+   * URL (DeliveryService.attempt ends any that finds no registration).
+   */
+  async removeWebhook(merchantId: string): Promise<void> {
+    if (!(await removeRegistration(this.em, merchantId))) throw notFound('merchant');
   }
 
   /** The decrypted signing secret, for the delivery worker. */

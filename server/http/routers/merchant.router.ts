@@ -24,6 +24,10 @@ export function merchantRouter(deps: { merchants: MerchantService; credentials: 
       const result = await deps.merchants.setWebhook(principalOf(res).merchantId, body.webhook_url);
       return ok({ webhook_url: result.webhookUrl, webhook_secret: result.webhookSecret });
     },
+    deleteWebhook: async ({ res }) => {
+      await deps.merchants.removeWebhook(principalOf(res).merchantId);
+      return ok({ webhook_url: null, deleted: true as const });
+    },
     storeCredentials: async ({ body, res }) => ok(await deps.credentials.store(principalOf(res).merchantId, body)),
     listCredentials: async ({ res }) => {
       // One per provider at most: all on one page, with the meta every list carries.

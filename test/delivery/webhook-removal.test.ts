@@ -1,0 +1,112 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { verifyWebhook } from '../../client/index.js';
+import { scrapeMetrics, total, type Samples } from '../support/prometheus.js';
+import { startTestService, type TestService } from '../support/service.js';
+import { attemptsOf, delivery, emitEvent, registerWebhook } from './events.js';
+import { WebhookReceiver, waitFor } from './receiver.js';
+
+/**
+ * DELETE /v1/merchant/webhook: a merchant turns delivery off. Nothing more goes to the old URL — not new
+ * events, not deliveries retrying or being sent at that moment — and what it ends is the merchant's doing,
+ * not counted in webhook_delivery_attempts_total{status="dead"} (the operator's alert).
+ */
+
+let t: TestService;
+let receiver: WebhookReceiver;
+
+beforeAll(async () => {
+  receiver = await new WebhookReceiver().start();
+  // A first retry soon, the second after the test is over: a delivery failing twice stays `retrying`.
+  t = await startTestService({ WEBHOOK_RETRY_SCHEDULE: '100ms,1h' });
+});
+afterAll(async () => {
+  await t.stop();
+  await receiver.stop();
+});
+
+const remove = (key: string) => t.http.delete('/v1/merchant/webhook').set('X-API-Key', key);
+const dead = (s: Samples) => total(s, 'webhook_delivery_attempts_total', { status: 'dead' });
+
+describe('DELETE /v1/merchant/webhook', () => {
+  it('needs merchant:write: 403 in the envelope, the registration kept', async () => {
+    const m = await t.createMerchant('Removal Scope Shop');
+    await registerWebhook(t, m.apiKey, receiver.url('/scope'));
+    const { apiKey } = await t.issueKey(m.merchantId, ['merchant:read', 'webhooks:write']);
+    const res = await remove(apiKey);
+    expect(res.status).toBe(403);
+    expect(res.body).toMatchObject({ success: false, error: { code: 'FORBIDDEN', message: expect.stringContaining('merchant:write'), request_id: expect.any(String) } });
+    const me = await t.http.get('/v1/merchant').set('X-API-Key', m.apiKey).expect(200);
+    expect(me.body.data.webhook_url).toBe(receiver.url('/scope'));
+  });
+
+  it('removes URL and secret (200, also again when none is left), and a payment after it gets an event but no delivery', async () => {
+    const m = await t.createMerchant('Removal Shop');
+    await registerWebhook(t, m.apiKey, receiver.url('/removed'));
+    for (let i = 0; i < 2; i += 1) {
+      const res = await remove(m.apiKey);
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ success: true, data: { webhook_url: null, deleted: true } });
+    }
+    const me = await t.http.get('/v1/merchant').set('X-API-Key', m.apiKey).expect(200);
+    expect(me.body.data.webhook_url).toBeNull();
+    expect(await t.sql('SELECT webhook_url, webhook_secret_enc FROM merchants WHERE id = $1', [m.merchantId])).toEqual([{ webhook_url: null, webhook_secret_enc: null }]);
+
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey)
+      .send({ provider: 'cardpay', cardpay: { secret_key: `sk_test_${randomUUID().replace(/-/g, '')}` } }).expect(200);
+    const paid = await t.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `removal-${randomUUID()}`)
+      .send({ provider: 'cardpay', amount: '5.00', currency: 'USD', payment_method: 'pm_card_visa' }).expect(201);
+    expect(await t.sql('SELECT 1 FROM events WHERE payment_id = $1', [paid.body.data.id])).not.toHaveLength(0);
+    expect(await t.sql('SELECT 1 FROM webhook_deliveries WHERE merchant_id = $1', [m.merchantId])).toHaveLength(0);
+    // A test event still needs a URL.
+    expect((await t.http.post('/v1/webhooks/test').set('X-API-Key', m.apiKey).send({})).status).toBe(409);
+    expect(receiver.on('/removed')).toHaveLength(0);
+  });
+
+  it('ends deliveries retrying or being sent at the removal: dead with the reason, never sent again, not counted dead; a new URL and recover deliver them', async () => {
+    const m = await t.createMerchant('Abandoned Shop');
+    await registerWebhook(t, m.apiKey, receiver.url('/old'));
+    receiver.alwaysFail('/old', 500);
+    // Retrying: failed twice, its next attempt booked an hour on.
+    const retrying = await emitEvent(t, m.merchantId);
+    await waitFor(async () => {
+      const row = await delivery(t, retrying.deliveryId);
+      return row.status === 'retrying' && row.attempts === 2 && row.lease_until === null;
+    }, 'the delivery to be retrying');
+    // Being sent: the endpoint holds its first attempt while the merchant removes the URL.
+    const release = receiver.holdNext('/old');
+    const inFlight = await emitEvent(t, m.merchantId);
+    await waitFor(async () => receiver.on('/old').length === 3, 'the held attempt');
+    const before = await scrapeMetrics(t);
+
+    expect((await remove(m.apiKey)).status).toBe(200);
+    expect(await delivery(t, retrying.deliveryId)).toMatchObject({ status: 'dead', attempts: 2, next_attempt_at: null, last_error: 'no webhook URL registered' });
+    release(500);
+    await waitFor(async () => {
+      const row = await delivery(t, inFlight.deliveryId);
+      return row.status === 'dead' && row.lease_until === null;
+    }, 'the delivery being sent to be dead');
+    expect(await delivery(t, inFlight.deliveryId)).toMatchObject({ attempts: 1, next_attempt_at: null, last_response_status: null, last_error: 'no webhook URL registered' });
+    // Its one attempt, the one that was under way; none after it.
+    expect(await attemptsOf(t, inFlight.deliveryId)).toEqual([expect.objectContaining({ attempt_number: 1, trigger: 'scheduled', response_status: 500 })]);
+    expect(receiver.on('/old')).toHaveLength(3);
+    expect(dead(await scrapeMetrics(t)) - dead(before)).toBe(0);
+
+    // A manual retry answers as before (200, a failed attempt, status kept) and sends nothing.
+    const retried = await t.http.post(`/v1/webhooks/logs/${retrying.deliveryId}/retry`).set('X-API-Key', m.apiKey).expect(200);
+    expect(retried.body.data).toMatchObject({ status: 'dead', last_error: 'no webhook URL registered' });
+    expect(receiver.on('/old')).toHaveLength(3);
+
+    const secret = await registerWebhook(t, m.apiKey, receiver.url('/new'));
+    const recovered = await t.http.post('/v1/webhooks/recover').set('X-API-Key', m.apiKey).send({ since: new Date(Date.now() - 3_600_000).toISOString() }).expect(200);
+    expect(recovered.body.data.queued).toBe(2);
+    for (const id of [retrying.deliveryId, inFlight.deliveryId]) {
+      await waitFor(async () => (await delivery(t, id)).status === 'delivered', `delivery ${id} recovered`);
+    }
+    const sent = receiver.on('/new');
+    expect(sent.map((r) => r.headers['webhook-id']).sort()).toEqual([retrying.deliveryId, inFlight.deliveryId].sort());
+    for (const req of sent) expect(verifyWebhook(req.body, req.headers, secret).type).toBe('payment.completed');
+    expect(receiver.on('/old')).toHaveLength(3);
+    expect(dead(await scrapeMetrics(t)) - dead(before)).toBe(0);
+  });
+});
