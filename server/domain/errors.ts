@@ -77,5 +77,11 @@ export function afterProviderMayHaveActed(err: unknown): unknown {
 
 export const notFound = (what: string) => new DomainError('NOT_FOUND', ERROR_MESSAGES.notFound(what));
 export const conflict = (message: string) => new DomainError('CONFLICT', message);
+/**
+ * A 409 that passes: something is still running (a request under the same Idempotency-Key, a store of the
+ * same credentials, an attempt of the same delivery). Retry-After tells clients to retry (the SDK's
+ * PaymentsApiError.inProgress); every other CONFLICT is final.
+ */
+export const stillRunning = (message: string) => new DomainError('CONFLICT', message, undefined, { 'Retry-After': '1' });
 export const validationError = (field: string, issue: string, message = `Invalid request: ${field} ${issue}`) =>
   new DomainError('VALIDATION_ERROR', message, [{ field, issue }]);

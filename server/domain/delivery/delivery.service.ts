@@ -7,7 +7,7 @@ import { TEST_EVENT_TYPE, recordTestEvent } from './test-event.js';
 import { MerchantSchema, WebhookDeliverySchema, type DeliveryStatus, type WebhookDelivery } from '../../persistence/entities/index.js';
 import { RECOVER_MAX_DAYS } from '../../../contract/index.js';
 import { ERROR_MESSAGES } from '../../../contract/errors.js';
-import { AlreadyActedError, DomainError, conflict, notFound, validationError } from '../errors.js';
+import { AlreadyActedError, DomainError, conflict, notFound, stillRunning, validationError } from '../errors.js';
 import { compareInstants, createdWindow } from '../created-window.js';
 import type { MerchantEventType } from '../events/merchant-events.js';
 import type { MerchantHostResolver } from '../merchants/merchant-host-resolver.js';
@@ -193,7 +193,7 @@ export class DeliveryService {
   /**
    * Re-sends a dead or retrying delivery now, in the caller's request, with the same event body and
    * X-Webhook-Id. A failure changes neither the status nor the schedule. One another attempt is sending
-   * right now is 409 with Retry-After (beingSent).
+   * right now is 409 with Retry-After (stillRunning).
    */
   async retryNow(merchantId: string, deliveryId: string): Promise<WebhookDelivery> {
     const delivery = await this.em.findOne(WebhookDeliverySchema, { id: deliveryId, merchantId });
@@ -203,7 +203,8 @@ export class DeliveryService {
     }
     await this.withManualSlot(merchantId, async (slot) => {
       const leased = await leaseDelivery(this.em, deliveryId, this.leaseMs);
-      if (!leased) throw beingSent();
+      // Another attempt holds it (a scheduled one, or another retry waiting for the endpoint): retry shortly.
+      if (!leased) throw stillRunning('The delivery is being sent right now; try again shortly');
       await this.attempt(leased, 'manual', 'unchanged', undefined, undefined, slot);
     });
     return this.em.findOneOrFail(WebhookDeliverySchema, { id: deliveryId }, { refresh: true });
@@ -487,14 +488,4 @@ export class DeliveryService {
       },
     });
   }
-}
-
-/**
- * A manual retry of a delivery another attempt holds (a scheduled one, or another retry, waiting up to
- * WEBHOOK_TIMEOUT_MS for the endpoint): 409 with Retry-After, the passing conflict clients retry (the SDK's
- * PaymentsApiError.inProgress), like a request whose Idempotency-Key is still running; unlike the final 409
- * for a delivery that is not dead or retrying, which comes without it.
- */
-function beingSent(): DomainError {
-  return new DomainError('CONFLICT', 'The delivery is being sent right now; try again shortly', undefined, { 'Retry-After': '1' });
 }

@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Provider, StoreCredentialsBody } from '../../../contract/index.js';
 import { ProviderCredentialSchema } from '../../persistence/entities/index.js';
 import type { SecretBox } from '../crypto/secret-box.js';
-import { DomainError, notFound, validationError } from '../errors.js';
+import { DomainError, notFound, stillRunning, validationError } from '../errors.js';
 import { PROVIDER_ACCOUNT_FIELD, ProviderError, type PreparedCredentials, type ProviderRegistry } from '../ports.js';
 import { summarizeCredentials } from './credential-masking.js';
 import type { NotifiedCache } from '../../persistence/notified-cache.js';
@@ -256,12 +256,12 @@ export class CredentialsService {
  * store whose answer it lost meets this while the first attempt still runs.
  */
 function storeRunning(provider: Provider): DomainError {
-  return new DomainError('CONFLICT', `another store or deletion of this merchant's ${provider} credentials is still running; retry once it has finished`, undefined, { 'Retry-After': '1' });
+  return stillRunning(`another store or deletion of this merchant's ${provider} credentials is still running; retry once it has finished`);
 }
 
 /** A deletion of credentials while a store (or another deletion) of the same provider's runs: the same passing 409, nothing deleted. */
 function changeRunning(provider: Provider): DomainError {
-  return new DomainError('CONFLICT', `a store or deletion of this merchant's ${provider} credentials is still running; nothing was deleted, retry once it has finished`, undefined, { 'Retry-After': '1' });
+  return stillRunning(`a store or deletion of this merchant's ${provider} credentials is still running; nothing was deleted, retry once it has finished`);
 }
 
 /** A payment or refund request for a provider the merchant has no credentials for (interface: 422). */

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ErrorCode } from '../../../contract/index.js';
-import { DomainError, OutcomeNotRecordedError, OutcomeUnknownError, afterProviderMayHaveActed, conflict, type FieldIssue } from '../errors.js';
+import { DomainError, OutcomeNotRecordedError, OutcomeUnknownError, afterProviderMayHaveActed, conflict, stillRunning, type FieldIssue } from '../errors.js';
 import type { CompanionWrite, StatusWriter, UnitOfWork } from './status-writer.js';
 
 /**
@@ -172,7 +172,7 @@ export class IdempotencyKeys {
       if (taken) return { state: 'claimed', claim: { id: row.id, resourceId: row.resource_id, leaseToken: taken, resumed: true } };
       const left = deadline - Date.now();
       // Retry-After marks this conflict as passing (clients retry it with the same key), unlike every other 409.
-      if (left <= 0) throw new DomainError('CONFLICT', 'A request with this Idempotency-Key is still being processed; retry shortly', undefined, { 'Retry-After': '1' });
+      if (left <= 0) throw stillRunning('A request with this Idempotency-Key is still being processed; retry shortly');
       await sleep(Math.min(left, delay * (0.5 + Math.random())));
       delay = Math.min(delay * 2, MAX_POLL_MS);
     }
