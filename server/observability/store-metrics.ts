@@ -1,6 +1,6 @@
 import { Gauge, type Registry } from 'prom-client';
 import { PROVIDERS } from '../../contract/index.js';
-import { DUE_MERCHANTS } from '../domain/delivery/delivery-store.js';
+import { DUE_MERCHANTS, inFlightOf } from '../domain/delivery/delivery-store.js';
 import { UNRESOLVED } from '../domain/payments/sync-schedule.js';
 
 /** Runs one read-only query; the container passes the ORM connection's `execute`. */
@@ -71,11 +71,8 @@ function deliveryLagSql(perMerchant: number): string {
              ORDER BY d.next_attempt_at LIMIT 1)`;
   return `WITH RECURSIVE ${DUE_MERCHANTS},
           merchants AS (
-            SELECT busy.n AS in_flight, least(${oldest(0)}, ${oldest(1)}) AS oldest
+            SELECT ${inFlightOf('m.merchant_id')} AS in_flight, least(${oldest(0)}, ${oldest(1)}) AS oldest
               FROM due_merchants m
-             CROSS JOIN LATERAL (
-                   SELECT count(*)::int AS n FROM webhook_deliveries l
-                    WHERE l.merchant_id = m.merchant_id AND l.status IN ('pending', 'retrying') AND l.lease_until IS NOT NULL AND l.lease_until >= now()) busy
              WHERE m.merchant_id IS NOT NULL)
           SELECT coalesce(extract(epoch FROM now() - min(oldest) FILTER (WHERE in_flight < ${share})), 0)::float8 AS lag,
                  (count(*) FILTER (WHERE in_flight >= ${share} AND oldest IS NOT NULL))::int AS held

@@ -95,6 +95,10 @@ export const DUE_MERCHANTS = `due_merchants AS (
                 ORDER BY d.merchant_id LIMIT 1)
          FROM due_merchants WHERE due_merchants.merchant_id IS NOT NULL)`;
 
+/** The attempts in flight (leased, across every worker) of the merchant `merchantColumn` names, from the leased index. */
+export const inFlightOf = (merchantColumn: string) => `(SELECT count(*)::int FROM webhook_deliveries l
+        WHERE l.merchant_id = ${merchantColumn} AND l.status IN ('pending', 'retrying') AND l.lease_until IS NOT NULL AND l.lease_until >= now())`;
+
 /**
  * Takes up to `limit` due deliveries (pending or retrying, due, not leased) for one scheduled attempt
  * each, in ONE statement, fairly between merchants: no merchant gets more than `perMerchant` attempts in
@@ -371,9 +375,7 @@ export async function findStrandedDeliveryIds(em: EntityManager, graceMs: number
     `WITH RECURSIVE ${DUE_MERCHANTS},
      open AS (
        SELECT m.merchant_id FROM due_merchants m
-        WHERE m.merchant_id IS NOT NULL
-          AND (SELECT count(*) FROM webhook_deliveries l
-                WHERE l.merchant_id = m.merchant_id AND l.status IN ('pending', 'retrying') AND l.lease_until IS NOT NULL AND l.lease_until >= now()) < ?)
+        WHERE m.merchant_id IS NOT NULL AND ${inFlightOf('m.merchant_id')} < ?)
      SELECT s.id FROM open CROSS JOIN LATERAL (${oldest(0)} UNION ALL ${oldest(1)}) s
       ORDER BY s.next_attempt_at
       LIMIT ?`,
