@@ -217,7 +217,7 @@ export class RefundService {
       if (err.kind === 'indeterminate' || err.kind === 'unavailable') {
         // Outcome unknown: the refund stays pending (the answer); the provider's refund event or the refund sync settles it.
         this.logger.warn({ refundId: refund.id, provider: payment.provider, source, err: { message: err.message } }, 'the provider did not answer the refund request; the refund stays pending');
-        return { refund: await this.em.fork().findOneOrFail(RefundSchema, { id: refund.id }), keptPendingBy: err };
+        return this.keptPending(refund.id, err);
       }
       if (err.kind === 'rate_limited' && !firstAttempt) {
         // A repeat (the refund sync's, a resumed request's) the provider turned away for now, before acting:
@@ -225,7 +225,7 @@ export class RefundService {
         // refund. It stays pending; the refund sync backs off the account (CheckOutcome) and sends it again
         // at its next check. Only the merchant's own first request, rate limited, fails (502: nothing happened).
         this.logger.warn({ refundId: refund.id, provider: payment.provider, source, err: { message: err.message } }, 'the provider rate-limited the repeated refund request; the refund stays pending');
-        return { refund: await this.em.fork().findOneOrFail(RefundSchema, { id: refund.id }), keptPendingBy: err };
+        return this.keptPending(refund.id, err);
       }
       if (fullOnly && !firstAttempt) {
         // A reversal sent again (the refund sync's, a resumed one) after the first request's answer was lost.
@@ -236,7 +236,7 @@ export class RefundService {
           { refundId: refund.id, provider: payment.provider, source, err: { message: err.message } },
           'the provider refused the repeated reversal request; the first may have been accepted, so the refund stays pending',
         );
-        return { refund: await this.em.fork().findOneOrFail(RefundSchema, { id: refund.id }), keptPendingBy: err };
+        return this.keptPending(refund.id, err);
       }
       const kept = await this.refuse(refund, err.message, source, fullOnly);
       if (kept) return { refund: kept, keptPendingBy: null };
@@ -264,6 +264,11 @@ export class RefundService {
       'the reversal request was refused, but the refund sync sent it again meanwhile and the repeat may reverse the payment: the refund stays pending (only a success settles it)',
     );
     return outcome.refund;
+  }
+
+  /** A request whose failure left the refund pending: the refund as it now is, and that failure (RefundRequested). */
+  private async keptPending(refundId: string, err: ProviderError): Promise<RefundRequested> {
+    return { refund: await this.em.fork().findOneOrFail(RefundSchema, { id: refundId }), keptPendingBy: err };
   }
 
   /**
