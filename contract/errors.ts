@@ -67,7 +67,10 @@ export const DOCUMENTED_ERRORS: Record<string, DocumentedError> = {
   '502': { code: 'PROVIDER_ERROR', description: 'The provider was unreachable or refused the request (PROVIDER_ERROR)', message: '' },
   '503': {
     code: 'SERVICE_UNAVAILABLE',
-    description: 'The service cannot serve the request right now (no database connection free or none could be opened, or stored credentials this server cannot decrypt); nothing was sent to the provider, retry after Retry-After seconds with the same Idempotency-Key (SERVICE_UNAVAILABLE)',
+    description:
+      'The service cannot serve the request right now (no database connection free or none could be opened, or stored credentials this server cannot decrypt; ' +
+      'for a mobilemoney refund or transaction-status query, an operator certificate this service is not configured with); nothing was sent to the provider, ' +
+      'retry after Retry-After seconds with the same Idempotency-Key (SERVICE_UNAVAILABLE)',
     message: ERROR_MESSAGES.overloaded,
   },
 };
@@ -174,7 +177,10 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
     '422': {
       message: 'mobilemoney credentials are not configured for this merchant',
       details: [{ field: 'provider', issue: 'no mobilemoney credentials configured; store them with PUT /v1/merchant/credentials' }],
-      description: 'No mobilemoney credentials are stored, or the body is not empty (VALIDATION_ERROR)',
+      description:
+        'No mobilemoney credentials are stored, or the body is not empty; or, for a receipt, live credentials lack what a transaction-status query needs ' +
+        '(details field mobilemoney.initiator, or mobilemoney.initiator_password when neither initiator_password nor security_credential is stored), as a refund with them is: ' +
+        'nothing is recorded or sent (VALIDATION_ERROR)',
     },
     '502': { message: 'mobilemoney transaction status query failed: mobilemoney transaction status query failed, operator internal error (500.003.1001): Internal Server Error' },
   },

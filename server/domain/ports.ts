@@ -121,12 +121,13 @@ export interface RequestIssue {
 }
 
 /**
- * Why stored credentials cannot be used for a refund (ProviderPort.refundCredentialsIssue): `merchant` — a
- * field of them the merchant did not store (`field` names it within the provider's credentials);
+ * Why stored credentials cannot be used for an operation (ProviderPort.refundCredentialsIssue,
+ * ProviderOperations.statusReportCredentialsIssue): `merchant` — a field of them the merchant did not store
+ * (`field` names it within the provider's credentials);
  * `operator` — something this service's own configuration lacks for them (e.g. the operator certificate a
  * password is encrypted with), the operator's to fix, neither the merchant's doing nor a provider's refusal.
  */
-export type RefundCredentialsIssue = { merchant: RequestIssue } | { operator: string };
+export type CredentialsIssue = { merchant: RequestIssue } | { operator: string };
 
 /** Classified provider failure. `indeterminate` means the outcome is unknown (timeout, 5xx): keep pending. */
 export const PROVIDER_ERROR_KINDS = ['declined', 'invalid_request', 'auth', 'rate_limited', 'unavailable', 'indeterminate'] as const;
@@ -433,6 +434,11 @@ export interface ProviderOperations<C> {
    */
   requestStatusReport?(creds: C, input: { queryId: string } & ({ transactionId: string } | { requestRef: string })): Promise<{ providerQueryRef: string; ack: CheckStatusAck }>;
   /**
+   * Why the merchant's stored credentials cannot send a status report request at all (CredentialsIssue),
+   * asked before it is recorded or sent; null: they can. Absent: any stored credentials can.
+   */
+  statusReportCredentialsIssue?(creds: C): CredentialsIssue | null;
+  /**
    * Whether `code` is of the kind the provider names one of our payment requests by (mobilemoney: a
    * CheckoutRequestID), which its status report cannot look up: it is answered from the payment it names.
    */
@@ -492,11 +498,11 @@ export interface ProviderPort<C = unknown> {
    */
   refundConflict?(payment: { providerRef: string | null; receiptNumber: string | null }): string | null;
   /**
-   * Why the merchant's stored credentials cannot be used to refund at all (RefundCredentialsIssue), asked
+   * Why the merchant's stored credentials cannot be used to refund at all (CredentialsIssue), asked
    * before a refund is reserved, so that nothing is written or sent; null: they can. Absent: any stored
    * credentials can.
    */
-  refundCredentialsIssue?(creds: C): RefundCredentialsIssue | null;
+  refundCredentialsIssue?(creds: C): CredentialsIssue | null;
   createPayment(creds: C, input: CreatePaymentInput): Promise<ProviderPaymentResult>;
   getPayment(creds: C, lookup: PaymentLookup): Promise<ProviderPaymentResult>;
   /**

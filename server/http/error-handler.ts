@@ -97,7 +97,10 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     }
     if (err instanceof DomainError) {
       // The one place an unknown outcome is marked: the client must not read it as "nothing was done".
-      const headers = err instanceof OutcomeUnknownError ? { ...err.headers, [OUTCOME_HEADER.name]: OUTCOME_HEADER.unknown } : err.headers;
+      const marked = err instanceof OutcomeUnknownError ? { ...err.headers, [OUTCOME_HEADER.name]: OUTCOME_HEADER.unknown } : err.headers;
+      // Every 503 tells when to retry, as the ones below do (openapi.json documents Retry-After on each): a
+      // domain's own (a refund or status query this service is not configured to send) included.
+      const headers = HTTP_STATUS[err.code] === 503 && !marked?.['Retry-After'] ? { ...marked, 'Retry-After': String(RETRY_AFTER_SECONDS) } : marked;
       return sendError(res, err.code, err.message, err.details, headers);
     }
     // Express could not percent-decode a path parameter (/v1/payments/%zz): like an id that does not

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ForwardingStub } from '../support/forwarding-stub.js';
-import { behindOperatorStub } from '../support/operator-watch.js';
+import { behindOperatorStub, statusQueriesSentDuring } from '../support/operator-watch.js';
 import { inProcessLogFile } from '../support/secret-audit.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
@@ -12,7 +12,9 @@ import { eventually } from '../support/webhook-receiver.js';
  * (interface.md: they are needed for reversals); such a refund is the merchant's 422 VALIDATION_ERROR naming
  * the field, with nothing written, sent or told (was: 502 PROVIDER_ERROR, a failed refund and refund.failed).
  * A service not configured for them (no live operator certificate to encrypt the password with) answers
- * 503, makes no refund and logs an error for its operator.
+ * 503 with Retry-After, makes no refund and logs an error for its operator. A check-status by receipt (a
+ * transaction-status query, which needs the same initiator) is answered exactly so, with no query recorded
+ * or sent (was: 502 PROVIDER_ERROR, the certificate's setting named to the merchant).
  */
 const SANDBOX_CREDS = {
   env: 'sandbox', consumer_key: 'refund-creds-key', consumer_secret: 'refund-creds-secret',
@@ -89,9 +91,61 @@ describe('live credentials that cannot send a reversal', () => {
     const res = await behindOperatorStub(t, new ForwardingStub(), () => t.http.post('/v1/refunds').set('X-API-Key', key).send({ payment_id: p.id }));
     expect(res.status).toBe(503); // was 502 PROVIDER_ERROR, with the refund failed and refund.failed sent
     expect(res.body.error.code).toBe('SERVICE_UNAVAILABLE');
+    expect(res.headers['retry-after']).toBe('1'); // as every other 503 (was: none)
     expect(res.body.error.message).not.toContain('MOBILEMONEY_LIVE_CERT_PATH');
     await expectUntouched(p);
     const logged = readFileSync(inProcessLogFile(t.databaseUrl), 'utf8').split('\n').filter(Boolean)
+      .map((line) => JSON.parse(line) as { level: number; reason?: string })
+      .filter((l) => l.level >= 50 && l.reason?.includes('MOBILEMONEY_LIVE_CERT_PATH'));
+    expect(logged).toHaveLength(1);
+  });
+});
+
+describe('check-status by receipt with live credentials that cannot send a transaction-status query', () => {
+  const checkStatus = (code: string) => t.http.post(`/v1/payments/mobilemoney/check-status/${code}`).set('X-API-Key', key);
+  const queriesOf = (code: string) => t.sql('SELECT id FROM provider_status_queries WHERE code = $1', [code]);
+
+  it('without initiator, or without initiator_password and security_credential: 422 naming the field, as a refund; nothing recorded or sent', async () => {
+    const p = await completedPayment();
+
+    await storeCreds(LIVE_CREDS);
+    const noInitiator = await statusQueriesSentDuring(t, () => checkStatus(p.provider_ref));
+    expect(noInitiator.result.status).toBe(422); // was 502 PROVIDER_ERROR
+    expect(noInitiator.result.body.error).toMatchObject({
+      code: 'VALIDATION_ERROR',
+      details: [{ field: 'mobilemoney.initiator', issue: expect.stringContaining('is required for transaction status queries with live credentials') }],
+    });
+    expect(noInitiator.sent).toEqual([]);
+
+    await storeCreds({ ...LIVE_CREDS, initiator: 'apiop' });
+    const noPassword = await statusQueriesSentDuring(t, () => checkStatus(p.provider_ref));
+    expect(noPassword.result.status).toBe(422);
+    expect(noPassword.result.body.error.details).toEqual([{ field: 'mobilemoney.initiator_password', issue: expect.stringContaining('or security_credential is required') }]);
+    expect(noPassword.sent).toEqual([]);
+    expect(await queriesOf(p.provider_ref)).toEqual([]);
+
+    // Complete credentials are not held back: the query is recorded and sent.
+    await storeCreds({ ...LIVE_CREDS, initiator: 'apiop', security_credential: 'c2VjcmV0' });
+    const sent = await statusQueriesSentDuring(t, () => checkStatus(p.provider_ref));
+    expect(sent.result.status).toBe(200);
+    expect(sent.sent).toEqual([p.provider_ref]);
+    expect(await queriesOf(p.provider_ref)).toHaveLength(1);
+  });
+
+  it('a service with no live operator certificate for the stored password: 503 with Retry-After naming no setting, nothing recorded or sent, an error logged for the operator', async () => {
+    const p = await completedPayment();
+    await storeCreds({ ...LIVE_CREDS, initiator: 'apiop', initiator_password: 'live-password' });
+    const logFile = inProcessLogFile(t.databaseUrl);
+    const loggedBefore = readFileSync(logFile, 'utf8').split('\n').filter(Boolean).length;
+    // Behind another base URL than the built-in simulator's, the certificate must be configured (MOBILEMONEY_LIVE_CERT_PATH is not).
+    const { result: res, sent } = await statusQueriesSentDuring(t, () => checkStatus(p.provider_ref));
+    expect(res.status).toBe(503); // was 502 PROVIDER_ERROR naming MOBILEMONEY_LIVE_CERT_PATH
+    expect(res.body.error.code).toBe('SERVICE_UNAVAILABLE');
+    expect(res.headers['retry-after']).toBe('1');
+    expect(res.body.error.message).not.toContain('MOBILEMONEY_LIVE_CERT_PATH');
+    expect(sent).toEqual([]);
+    expect(await queriesOf(p.provider_ref)).toEqual([]);
+    const logged = readFileSync(logFile, 'utf8').split('\n').filter(Boolean).slice(loggedBefore)
       .map((line) => JSON.parse(line) as { level: number; reason?: string })
       .filter((l) => l.level >= 50 && l.reason?.includes('MOBILEMONEY_LIVE_CERT_PATH'));
     expect(logged).toHaveLength(1);

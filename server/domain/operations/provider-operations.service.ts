@@ -8,6 +8,7 @@ import { formatMinorUnits } from '../money/money.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import type { AppConfig } from '../../config/config.js';
 import { assertDeliverableUrl, type HostResolver } from '../merchants/webhook-url-policy.js';
+import { cannotSendWith } from '../payments/credentials-issue.js';
 import { paymentLookup, toUpdate } from '../payments/payment.service.js';
 import type { ProviderGateway } from '../payments/provider-gateway.js';
 import type { StatusWriter } from '../payments/status-writer.js';
@@ -82,8 +83,9 @@ export class ProviderOperationsService {
    * (the status report finds transactions by receipt only). A pending payment's answer goes through the
    * status writer; a payment no longer pending hands it only a success: one recorded failed that the lookup
    * reports paid stays failed and is recorded as charged_but_failed. A payment request reference that names
-   * none of the merchant's payments is 404, never sent as a transaction id. Otherwise the query is recorded
-   * and its answer arrives as a `status-report` notification.
+   * none of the merchant's payments is 404, never sent as a transaction id. Credentials that cannot send the
+   * query are refused as a refund with them is (cannotSendWith). Otherwise the query is recorded and its
+   * answer arrives as a `status-report` notification.
    */
   async checkStatus(merchantId: string, provider: Provider, code: string): Promise<CheckStatusAck> {
     const requestStatusReport = this.operation(provider, 'requestStatusReport');
@@ -91,6 +93,11 @@ export class ProviderOperationsService {
     const payment = await this.findPayment(merchantId, provider, code);
     if (payment && !payment.receiptNumber && payment.providerRef) return this.lookUpNow(provider, payment, creds);
     if (!payment && this.providers.get(provider).operations?.namesPaymentRequest?.(code)) throw notFound('payment');
+    // Credentials that cannot send the query (mobilemoney: live ones without the initiator) are answered as a
+    // refund with them is, before anything is recorded or sent: the merchant's 422 naming the field, or 503 for
+    // our own configuration (no operator certificate), never a provider's refusal.
+    const issue = this.providers.get(provider).operations?.statusReportCredentialsIssue?.(creds);
+    if (issue) throw cannotSendWith(this.logger, issue, { merchantId, provider, what: 'transaction status queries' });
     const queryId = randomUUID();
     // Recorded before it is sent: the result may arrive before the send returns.
     await this.em.getConnection().execute(

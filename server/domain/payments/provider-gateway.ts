@@ -3,7 +3,7 @@ import type { Payment } from '../../persistence/entities/index.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import {
   ProviderError, providerAccountOf, type CreatePaymentInput, type PaymentLookup, type ProviderPaymentResult, type ProviderPort, type ProviderRefundResult,
-  type ProviderRegistry, type RefundCredentialsIssue, type RefundInput, type RefundLookup,
+  type ProviderRegistry, type CredentialsIssue, type RefundInput, type RefundLookup,
 } from '../ports.js';
 
 /**
@@ -28,7 +28,7 @@ export class ProviderGateway {
    * be used to refund (ProviderPort.refundCredentialsIssue). null when they can; also when none are
    * stored, which is no error here (the request's own check answers 422).
    */
-  async refundCredentialsIssue(merchantId: string, provider: string): Promise<RefundCredentialsIssue | null> {
+  async refundCredentialsIssue(merchantId: string, provider: string): Promise<CredentialsIssue | null> {
     const creds = await this.credentials.find(merchantId, provider as Provider);
     return creds ? (this.port(provider).refundCredentialsIssue?.(creds) ?? null) : null;
   }

@@ -4,12 +4,13 @@ import { LockMode } from '@mikro-orm/core';
 import type { AppConfig } from '../../config/config.js';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, RefundSchema, type Payment, type Refund, type RefundStatus } from '../../persistence/entities/index.js';
-import { ProviderError, type ProviderRefundResult, type RefundCredentialsIssue } from '../ports.js';
+import { ProviderError, type ProviderRefundResult, type CredentialsIssue } from '../ports.js';
 import { createdWindow } from '../created-window.js';
-import { DomainError, afterProviderMayHaveActed, conflict, notFound, validationError } from '../errors.js';
+import { DomainError, afterProviderMayHaveActed, conflict, notFound } from '../errors.js';
 import { formatMinorUnits, toMinorUnits } from '../money/money.js';
 import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
 import { assertCredentialsConfigured } from '../merchants/credentials.service.js';
+import { cannotSendWith } from '../payments/credentials-issue.js';
 import type { ProviderGateway } from '../payments/provider-gateway.js';
 import { paymentLookup } from '../payments/payment.service.js';
 import { sortKeys } from '../payments/payment-request.js';
@@ -275,13 +276,14 @@ export class RefundService {
    * Checks the refund is allowed and writes it as `pending`, in `uow` under the payment's row lock.
    * `credentialsIssue`: why the merchant's credentials cannot refund (read before the transaction).
    */
-  private async reserve(uow: UnitOfWork, merchantId: string, { paymentId, amount, metadata }: RefundRequest, credentialsIssue: RefundCredentialsIssue | null): Promise<Refund> {
+  private async reserve(uow: UnitOfWork, merchantId: string, { paymentId, amount, metadata }: RefundRequest, credentialsIssue: CredentialsIssue | null): Promise<Refund> {
     const tx = uow.tx;
     const payment = await tx.findOne(PaymentSchema, { id: paymentId, merchantId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
     if (!payment) throw notFound('payment');
     // Before anything is written: a refund the provider cannot be asked for is the merchant's 422, not a failed refund.
     await assertCredentialsConfigured(tx, merchantId, payment.provider);
-    if (credentialsIssue) throw this.cannotRefundWith(merchantId, payment.provider, credentialsIssue);
+    // Nothing written or sent: 422 naming the field the merchant did not store, or 503 for our own configuration (cannotSendWith).
+    if (credentialsIssue) throw cannotSendWith(this.logger, credentialsIssue, { merchantId, provider: payment.provider, what: 'refunds', nothingMade: 'no refund was made' });
     if (payment.status !== 'completed') throw conflict(`payment is ${payment.status}; only a completed payment can be refunded`);
     if (!payment.providerRef) throw conflict('payment has no provider reference to refund');
     const notYet = this.gateway.port(payment.provider).refundConflict?.({ providerRef: payment.providerRef, receiptNumber: payment.receiptNumber ?? null });
@@ -328,20 +330,6 @@ export class RefundService {
     });
     await tx.flush();
     return refund;
-  }
-
-  /**
-   * The answer to a refund the stored credentials cannot make (ProviderPort.refundCredentialsIssue), with
-   * nothing written or sent. A field the merchant did not store is theirs to fix: 422 naming it
-   * (`<provider>.<field>`, as the credentials' own validation does). Something this service's configuration
-   * lacks (an operator certificate) is neither the merchant's doing nor a refusal by the provider, so no
-   * refund is made that would then fail with refund.failed: 503, nothing sent, and an error in the log for
-   * the operator (the message to the merchant names no setting of ours).
-   */
-  private cannotRefundWith(merchantId: string, provider: string, issue: RefundCredentialsIssue): DomainError {
-    if ('merchant' in issue) return validationError(`${provider}.${issue.merchant.field}`, issue.merchant.issue);
-    this.logger.error({ merchantId, provider, reason: issue.operator }, 'refund refused before anything was sent: this service is not configured for the provider\'s refunds');
-    return new DomainError('SERVICE_UNAVAILABLE', `${provider} refunds cannot be sent by this service at the moment (its own configuration, not your credentials); nothing was sent and no refund was made: retry later`);
   }
 
   /** Records a provider's answer for a refund through the status writer (one unit of work). */

@@ -7,11 +7,11 @@ import {
   ProviderError,
   answerAboutSomethingElse,
   type CreatePaymentInput,
+  type CredentialsIssue,
   type Money,
   type PaymentLookup,
   type ProviderPaymentResult,
   type ProviderRefundResult,
-  type RefundCredentialsIssue,
   type RefundInput,
 } from '../../domain/ports.js';
 import { isInvalidTokenError, operatorError, toProviderError, unreadable } from './errors.js';
@@ -250,17 +250,18 @@ export class MobilemoneyAdapter {
   }
 
   /**
-   * Why `creds` cannot send a reversal (or a status query), known without calling anyone: a field the
-   * merchant did not store (live has no test initiator to fall back to), or, for a password to encrypt,
-   * no operator certificate configured for the env (the operator's setting). null: nothing is known to be missing.
+   * Why `creds` cannot send `use` (reversals, transaction status queries: both need the initiator), known
+   * without calling anyone: a field the merchant did not store (live has no test initiator to fall back to),
+   * or, for a password to encrypt, no operator certificate configured for the env (the operator's setting).
+   * null: nothing is known to be missing.
    */
-  initiatorIssue(creds: MobilemoneyCredentials): RefundCredentialsIssue | null {
+  initiatorIssue(creds: MobilemoneyCredentials, use: 'reversals' | 'transaction status queries'): CredentialsIssue | null {
     const fields = initiatorFields(creds);
     if ('missing' in fields) {
       const issue =
         fields.missing === 'initiator'
-          ? `is required for reversals with ${creds.env} credentials (the API operator username): store it with PUT /v1/merchant/credentials`
-          : `or security_credential is required for reversals with ${creds.env} credentials (the API operator password, or the SecurityCredential it encrypts to): store one with PUT /v1/merchant/credentials`;
+          ? `is required for ${use} with ${creds.env} credentials (the API operator username): store it with PUT /v1/merchant/credentials`
+          : `or security_credential is required for ${use} with ${creds.env} credentials (the API operator password, or the SecurityCredential it encrypts to): store one with PUT /v1/merchant/credentials`;
       return { merchant: { field: fields.missing, issue } };
     }
     if ('password' in fields && !this.certificateSource(creds.env)) return { operator: missingCertificate(creds.env) };

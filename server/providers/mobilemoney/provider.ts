@@ -51,7 +51,7 @@ export function mobilemoneyProvider(config: AppConfig, em: EntityManager, instru
         : "the payment's M-Pesa receipt number is not known yet (the operator's query that confirmed the payment names none); " +
           'it arrives with reconciliation (automatic every 15 minutes, or POST /v1/payments/mobilemoney/reconcile): refund the payment then',
     // A reversal needs an initiator and its password (or SecurityCredential); live has no test ones to fall back to.
-    refundCredentialsIssue: (creds) => adapter.initiatorIssue(creds),
+    refundCredentialsIssue: (creds) => adapter.initiatorIssue(creds, 'reversals'),
     getPayment: (creds, lookup) => adapter.getPayment(creds, lookup),
     refundPayment: (creds, input) =>
       adapter.refundPayment(creds, {
@@ -72,6 +72,8 @@ export function mobilemoneyProvider(config: AppConfig, em: EntityManager, instru
         });
         return { providerQueryRef: ack.OriginatorConversationID, ack: { ...ack } };
       },
+      // A status query needs the initiator as a reversal does.
+      statusReportCredentialsIssue: (creds) => adapter.initiatorIssue(creds, 'transaction status queries'),
 
       // Daraja's CheckoutRequestIDs are `ws_CO_…`; a receipt (TransactionID) is letters and digits only.
       namesPaymentRequest: (code) => /^ws_CO_/i.test(code),
