@@ -185,7 +185,12 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
     '502': { message: 'mobilemoney transaction status query failed: mobilemoney transaction status query failed, operator internal error (500.003.1001): Internal Server Error' },
   },
   'POST /v1/payments/mobilemoney/reconcile': {
-    '422': invalid('since', 'must be an ISO 8601 date-time'),
+    '422': invalid(
+      'since',
+      'must be an ISO 8601 date-time',
+      'A bound that is not an ISO 8601 date-time, or a window the pull cannot serve: since older than 48 hours ago, until older than that or in the future ' +
+        '(a minute of clock difference allowed at either end), since not before until, or longer than 48 hours (VALIDATION_ERROR)',
+    ),
     '502': { message: 'mobilemoney pull query failed: mobilemoney pull query failed, operator internal error (500.003.1001): Internal Server Error' },
   },
   'POST /v1/payments/mobilemoney/register-pull': {

@@ -416,14 +416,20 @@ export const paymentsContract = c.router(
       path: '/v1/payments/mobilemoney/reconcile',
       summary: 'Reconcile missed mobile-money callbacks',
       description:
-        "Pulls the operator's completed transactions for the window (default: the last 48 hours; at most 48 hours) and settles payments whose " +
+        "Pulls the operator's completed transactions for the window and settles payments whose " +
         'callback never came: known and pending → completed (event enqueued); known otherwise → skipped; unknown → not_found. A transaction that ' +
         'matches a pending payment by receipt or reference but not in amount or currency settles nothing: it is reported as skipped with a reason ' +
         '(amount_mismatch or currency_mismatch) and both amounts, and shown on the payment (integrity). A transaction of exactly a payment recorded ' +
         'failed is skipped with reason charged_but_failed: the customer was charged for a failed payment (it stays failed; refund it at the operator). ' +
-        'A transaction quoting a payment already paid with another receipt is skipped with reason duplicate_charge: the customer was charged twice.',
+        'A transaction quoting a payment already paid with another receipt is skipped with reason duplicate_charge: the customer was charged twice. ' +
+        'The window must lie within the last 48 hours, which is all the operator lists: since no older than 48 hours ago, until not in the future ' +
+        '(each with a minute allowed for the difference between your clock and the service\'s), at most 48 hours long; one reaching further is ' +
+        '422 naming the bound, never answered with the part no longer listed left out. Default: the last 48 hours.',
       metadata: { scope: 'payments:write', tag: mobilemoneyTag } as const,
-      body: z.object({ since: DateTimeQuery.optional(), until: DateTimeQuery.optional() }).strict().optional(),
+      body: z.object({
+        since: DateTimeQuery.optional().describe('Start of the window: at most 48 hours ago (a minute of clock difference allowed). Default: 48 hours before until, or 48 hours ago if that is later'),
+        until: DateTimeQuery.optional().describe('End of the window: not in the future (a minute of clock difference allowed). Default: now, or 48 hours after since if that is earlier'),
+      }).strict().optional(),
       responses: { 200: envelope(ReconcileReportSchema), 502: ErrorBodySchema },
     },
     registerPull: {

@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { CheckStatusAck, Provider } from '../../../contract/index.js';
 import type { Logger } from '../../observability/logger.js';
 import { PaymentSchema, type Payment } from '../../persistence/entities/index.js';
-import { DomainError, notFound } from '../errors.js';
+import { DomainError, notFound, validationError } from '../errors.js';
 import { formatMinorUnits } from '../money/money.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import type { AppConfig } from '../../config/config.js';
@@ -13,7 +13,7 @@ import { paymentLookup, toUpdate } from '../payments/payment.service.js';
 import type { ProviderGateway } from '../payments/provider-gateway.js';
 import type { StatusWriter } from '../payments/status-writer.js';
 import { ProviderError, type ProviderOperations, type ProviderRegistry } from '../ports.js';
-import { AUTO_RECONCILE_WINDOW_MS, RECONCILE_MAX_WINDOW_MS } from './reconcile-windows.js';
+import { AUTO_RECONCILE_WINDOW_MS, RECONCILE_CLOCK_SKEW_MS, RECONCILE_MAX_WINDOW_MS } from './reconcile-windows.js';
 
 export { AUTO_RECONCILE_WINDOW_MS, RECONCILE_MAX_WINDOW_MS } from './reconcile-windows.js';
 
@@ -154,10 +154,26 @@ export class ProviderOperationsService {
     return payment ?? null;
   }
 
-  /** Reconciliation for a merchant-given window (at most 48 hours; default the last 48). */
+  /**
+   * Reconciliation for a merchant-given window within what the pull can serve (interface.md "Limits": the
+   * last 48 hours, at most 48 hours long): `since` no older than 48 hours ago, `until` not in the future,
+   * each with a minute's leeway for the client's clock (RECONCILE_CLOCK_SKEW_MS). A window reaching further
+   * is refused (422 naming the bound), never answered with the part the operator no longer lists left out —
+   * that report would say nothing was missed there. Defaults: the last 48 hours; `since` alone ends 48
+   * hours after it if that is before now (a "48 hours ago" computed by a clock a little behind ours);
+   * `until` alone starts 48 hours before it, or 48 hours ago if that is later.
+   */
   async reconcile(merchantId: string, provider: Provider, window: { since?: string; until?: string }): Promise<ReconcileReport> {
-    const until = window.until ? new Date(window.until) : new Date();
-    const since = window.since ? new Date(window.since) : new Date(until.getTime() - RECONCILE_MAX_WINDOW_MS);
+    const now = Date.now();
+    const oldestPullable = now - RECONCILE_MAX_WINDOW_MS;
+    const given = { since: window.since ? new Date(window.since).getTime() : null, until: window.until ? new Date(window.until).getTime() : null };
+    if (given.until !== null && given.until > now + RECONCILE_CLOCK_SKEW_MS) throw validationError('until', 'must not be in the future');
+    for (const field of ['until', 'since'] as const) {
+      const at = given[field];
+      if (at !== null && at < oldestPullable - RECONCILE_CLOCK_SKEW_MS) throw validationError(field, 'must be within the last 48 hours (the operator lists no older transactions)');
+    }
+    const since = new Date(given.since ?? Math.max(oldestPullable, (given.until ?? now) - RECONCILE_MAX_WINDOW_MS));
+    const until = new Date(given.until ?? Math.min(now, since.getTime() + RECONCILE_MAX_WINDOW_MS));
     if (since >= until) throw new DomainError('VALIDATION_ERROR', 'Invalid request: since must be before until', [{ field: 'since', issue: 'must be before until' }]);
     if (until.getTime() - since.getTime() > RECONCILE_MAX_WINDOW_MS) {
       throw new DomainError('VALIDATION_ERROR', 'Invalid request: the window may be at most 48 hours', [{ field: 'since', issue: 'window must be at most 48 hours' }]);
