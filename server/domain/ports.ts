@@ -329,6 +329,14 @@ export interface NotificationScheme<C> {
    * signature headers): the reason to refuse (401), or null.
    */
   screen?(request: InboundRequest): string | null;
+  /**
+   * Whether `sourceIp` (the client address as TRUST_PROXY defines it) is one of the provider's own, whose
+   * callbacks the per-address callback limit (CALLBACK_RATE_LIMIT_PER_MINUTE) does not count: for a provider
+   * that does not send a refused callback again, a 429 at its peak would lose the result. A pure check of the
+   * address, asked before anything is counted or looked up. Absent: every address is counted (a provider that
+   * retries on 429 slows down instead).
+   */
+  uncountedSource?(sourceIp: string): boolean;
   /** Reads the body into a notification; throws MalformedNotificationError. */
   parse(request: InboundRequest): ProviderNotification;
   /**

@@ -73,7 +73,7 @@ export function createApp(container: Container): Express {
     // validation and the handlers.
     globalMiddleware: [
       ormContext(orm.em),
-      authenticate(services.apiKeys, services.rateLimiter, services.callbackRateLimiter, services.failedAuthRateLimiter),
+      authenticate(services.apiKeys, services.rateLimiter, services.callbackRateLimiter, services.failedAuthRateLimiter, container.providers),
       ...jsonBody(),
       rejectNulCharacters,
     ],

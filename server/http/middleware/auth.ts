@@ -2,6 +2,8 @@ import type { NextFunction, Request, Response } from 'express';
 import type { RouteMetadata } from '../../../contract/index.js';
 import type { ApiKeyService, Principal } from '../../domain/auth/api-key.service.js';
 import { describeRule, type RateLimiter, type RateLimitVerdict } from '../../domain/auth/rate-limiter.js';
+import type { ProviderRegistry } from '../../domain/ports.js';
+import { callbackProvider } from '../routers/provider-callbacks.router.js';
 import { sendError } from '../envelope.js';
 import { ERROR_MESSAGES } from '../../../contract/errors.js';
 
@@ -40,19 +42,36 @@ async function refuseUnauthenticated(req: Request, res: Response, failedAuthRate
 }
 
 /**
+ * Whether a callback comes from one of its provider's own addresses that the per-address callback limit
+ * does not count (NotificationScheme.uncountedSource: the mobile-money operator's allowlist, since the
+ * operator does not send a refused callback again). A pure check of the address: nothing is looked up.
+ */
+function uncountedCallback(req: Request, providers: ProviderRegistry): boolean {
+  const provider = callbackProvider(req.path);
+  return provider !== null && (providers.find(provider)?.notifications.uncountedSource?.(sourceAddress(req)) ?? false);
+}
+
+/**
  * Reads the scope a route needs from its contract metadata and checks the X-API-Key against it.
  * Runs before request validation, so an anonymous caller learns nothing about a route's schema.
  * Provider callbacks (no scope) are limited per source address instead, before any lookup,
- * verification or outbound call is spent on them. Requests whose key does not authenticate are limited
+ * verification or outbound call is spent on them — but for the addresses a provider that does not resend
+ * callbacks posts from (uncountedCallback). Requests whose key does not authenticate are limited
  * per source address too (refuseUnauthenticated).
  */
-export function authenticate(apiKeys: ApiKeyService, rateLimiter: RateLimiter, callbackRateLimiter: RateLimiter, failedAuthRateLimiter: RateLimiter) {
+export function authenticate(
+  apiKeys: ApiKeyService,
+  rateLimiter: RateLimiter,
+  callbackRateLimiter: RateLimiter,
+  failedAuthRateLimiter: RateLimiter,
+  providers: ProviderRegistry,
+) {
   return async (req: Request, res: Response, next: NextFunction) => {
     const metadata = (req as Request & { tsRestRoute?: { metadata?: RouteMetadata } }).tsRestRoute?.metadata;
     if (!metadata) return next();
     try {
       if (metadata.scope === null) {
-        if (callbackRateLimiter.enabled) {
+        if (callbackRateLimiter.enabled && !uncountedCallback(req, providers)) {
           if (!admit(res, callbackRateLimiter, await callbackRateLimiter.hit(`callback:${sourceAddress(req)}`), 'from this address')) return;
         }
         return next();

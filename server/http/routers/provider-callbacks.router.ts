@@ -29,12 +29,19 @@ export function inboundRequest(req: Request, subpath = ''): InboundRequest {
 
 const received = { status: 200 as const, body: { received: true as const } };
 
+const CALLBACK_PATH = /^\/v1\/webhooks\/([a-z0-9]+)(\/.*)?$/;
+
+/** The provider a callback path (`/v1/webhooks/<provider><subpath>`) is for; null for any other path. */
+export function callbackProvider(path: string): Provider | null {
+  const provider = ProviderSchema.safeParse(CALLBACK_PATH.exec(path)?.[1]);
+  return provider.success ? provider.data : null;
+}
+
 /** `/v1/webhooks/<provider><subpath>`: which provider a callback route belongs to, and the part after it. */
 function routeTarget(path: string): { provider: Provider; subpath: string } {
-  const match = /^\/v1\/webhooks\/([a-z0-9]+)(\/.*)?$/.exec(path);
-  const provider = ProviderSchema.safeParse(match?.[1]);
-  if (!match || !provider.success) throw new Error(`callback route ${path} names no provider`);
-  return { provider: provider.data, subpath: match[2] ?? '' };
+  const provider = callbackProvider(path);
+  if (!provider) throw new Error(`callback route ${path} names no provider`);
+  return { provider, subpath: CALLBACK_PATH.exec(path)![2] ?? '' };
 }
 
 /**

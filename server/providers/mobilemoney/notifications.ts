@@ -45,6 +45,10 @@ export function mobilemoneyNotifications(config: AppConfig): NotificationScheme<
     dedupWindowMs: DEDUP_WINDOW_MS,
 
     screen: (request) => (isAllowedSource(request.sourceIp, config.mobilemoneyCallbackAllowlist, config.sandbox) ? null : 'the source address is not an operator address'),
+    // The operator does not send a callback again (Daraja documents no retry): one refused with 429 at a sales
+    // peak would leave its payment to the status sync and its refunds to reconciliation. Its own addresses (the
+    // allowlist; never loopback, which only the sandbox's simulator uses) are not counted; strangers still are.
+    uncountedSource: (sourceIp) => isAllowedSource(sourceIp, config.mobilemoneyCallbackAllowlist, false),
 
     parse(request): ProviderNotification {
       const ref = request.query.ref ?? null;
