@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { readFileSync } from 'node:fs';
 import { ABANDON_FAILED_JOB } from '../../server/jobs/abandon-failed.job.js';
 import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
 import { jobRunFinished, runJobOnce } from '../support/job-run.js';
 import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { scrapeMetrics, total } from '../support/prometheus.js';
+import { inProcessLogFile } from '../support/secret-audit.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
@@ -291,4 +293,68 @@ describe('an intent still processing when its cancel is sent (a bank debit: days
       await s.stop();
     }
   }, 120_000);
+});
+
+/**
+ * In front of the simulator, a provider (or a proxy, a cache) answering about another intent than the one
+ * asked: every cancel is refused payment_intent_unexpected_state, and every read of an intent answers the
+ * intent `answerWith` — another payment's, succeeded.
+ */
+class AnswersAboutAnotherIntent extends ForwardingStub {
+  answerWith: string | null = null;
+
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    if (!this.answerWith) return forward();
+    if (req.method === 'POST' && /\/v1\/payment_intents\/[^/]+\/cancel$/.test(req.url)) {
+      return jsonAnswer(400, { error: { type: 'invalid_request_error', code: 'payment_intent_unexpected_state', message: 'You cannot cancel this PaymentIntent because it has a status of succeeded.' } });
+    }
+    const read = req.method === 'GET' ? /^(.*\/v1\/payment_intents\/)([^/?]+)$/.exec(req.url) : null;
+    if (read && read[2] !== this.answerWith) return forward(`${this.target}${read[1]}${this.answerWith}`);
+    return forward();
+  }
+}
+
+describe('a cancel whose answer is about another intent', () => {
+  it('is no answer about the failed payment: nothing recorded as charged (no charged_but_failed, no metric, no error log); the cancel stays due and is retried', async () => {
+    const stub = new AnswersAboutAnotherIntent();
+    const stubUrl = await stub.start();
+    // An hour between the job's runs (it runs once at boot): the abandon runs below are the ones the test asks for.
+    const s = await startTestService({ CARDPAY_BASE_URL: `${stubUrl}/sandbox/cardpay`, STATUS_SYNC_POLL_INTERVAL: '1h' }, { agendaLockLifetimeMs: 60_000 });
+    stub.target = s.baseUrl;
+    try {
+      await jobRunFinished(s, ABANDON_FAILED_JOB);
+      const secretKey = 'sk_test_abandon_other_intent';
+      // Its own webhook secret and no endpoint: no provider event reaches the service.
+      const { apiKey } = await s.createMerchant('Abandon Other Intent Shop');
+      await s.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey)
+        .send({ provider: 'cardpay', cardpay: { secret_key: secretKey, webhook_secret: 'whsec_abandon_other_intent' } }).expect(200);
+      const pay = async (n: number, pm: string) => (await s.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', `abandon-other-${n}`)
+        .send({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: pm })).body.data as { id: string; status: string; provider_ref: string };
+      const paid = await pay(1, 'pm_card_visa');
+      expect(paid.status).toBe('completed');
+      stub.answerWith = paid.provider_ref;
+      const declined = await pay(2, 'pm_card_chargeDeclined');
+      expect(declined.status).toBe('failed');
+
+      expect(await runJobOnce(s, ABANDON_FAILED_JOB)).toBe(1);
+      const transitions = await s.sql(`SELECT to_status FROM payment_transitions WHERE payment_id = $1 AND trigger = 'abandon'`, [declined.id]);
+      expect(transitions).toEqual([]);
+      expect(total(await scrapeMetrics(s), 'payments_integrity_mismatches_total', { provider: 'cardpay', source: 'abandon:charged_but_failed' })).toBe(0);
+      const lines = readFileSync(inProcessLogFile(s.databaseUrl), 'utf8').split('\n').filter((l) => l.includes(declined.id)).map((l) => JSON.parse(l) as { level: number; msg: string; reason?: string });
+      expect(lines.filter((l) => l.level >= 50)).toEqual([]);
+      expect(lines).toContainEqual(expect.objectContaining({ msg: 'could not cancel a failed payment at the provider; retrying later', reason: expect.stringContaining(paid.provider_ref) }));
+      expect((await s.http.get(`/v1/payments/${declined.id}`).set('X-API-Key', apiKey).expect(200)).body.data).toMatchObject({ status: 'failed', integrity: { status: 'ok' } });
+      // Still due (retried after the claim, 5 minutes): once the provider answers about the right intent, it is canceled.
+      expect(await s.sql('SELECT abandon_due_at IS NOT NULL AS due FROM payments WHERE id = $1', [declined.id])).toEqual([{ due: true }]);
+      stub.answerWith = null;
+      await s.sql('UPDATE payments SET abandon_due_at = now() WHERE id = $1', [declined.id]);
+      expect(await runJobOnce(s, ABANDON_FAILED_JOB)).toBe(1);
+      const intent = (await s.http.get(`/sandbox/cardpay/v1/payment_intents/${declined.provider_ref}`).set('Authorization', `Bearer ${secretKey}`).expect(200)).body;
+      expect(intent).toMatchObject({ status: 'canceled', cancellation_reason: 'abandoned' });
+      expect(await s.sql('SELECT abandon_due_at FROM payments WHERE id = $1', [declined.id])).toEqual([{ abandon_due_at: null }]);
+    } finally {
+      await stub.stop();
+      await s.stop();
+    }
+  });
 });

@@ -71,7 +71,7 @@ export class AbandonFailedService {
       const kind = err instanceof ProviderError ? err.kind : 'not_asked';
       const transient = kind === 'unavailable' || kind === 'indeterminate' || kind === 'rate_limited' || kind === 'auth' || kind === 'not_asked';
       if (transient && Date.now() - payment.updatedAt.getTime() < GIVE_UP_MS) {
-        this.logger.warn({ paymentId, provider: payment.provider, kind }, 'could not cancel a failed payment at the provider; retrying later');
+        this.logger.warn({ paymentId, provider: payment.provider, kind, reason: (err as Error).message }, 'could not cancel a failed payment at the provider; retrying later');
         return err instanceof ProviderError ? outcomeOf(err) : 'checked';
       }
       this.logger.warn({ paymentId, provider: payment.provider, kind, reason: (err as Error).message }, 'a failed payment could not be cancelled at the provider; given up');

@@ -2,7 +2,7 @@ import type { Provider } from '../../../contract/index.js';
 import type { Payment } from '../../persistence/entities/index.js';
 import type { CredentialsService } from '../merchants/credentials.service.js';
 import {
-  ProviderError, providerAccountOf, type CreatePaymentInput, type PaymentLookup, type ProviderPaymentResult, type ProviderPort, type ProviderRefundResult,
+  ProviderError, answerAboutSomethingElse, providerAccountOf, type CreatePaymentInput, type PaymentLookup, type ProviderPaymentResult, type ProviderPort, type ProviderRefundResult,
   type ProviderRegistry, type CredentialsIssue, type RefundInput, type RefundLookup,
 } from '../ports.js';
 
@@ -71,11 +71,19 @@ export class ProviderGateway {
     return port.findPayment ? port.findPayment(await this.creds(payment), lookup) : undefined;
   }
 
-  /** Cancels a failed payment's provider object (ProviderPort.abandonPayment); undefined when the provider has nothing to cancel. */
+  /**
+   * Cancels a failed payment's provider object (ProviderPort.abandonPayment); undefined when the provider has
+   * nothing to cancel. An answer naming another provider object than the payment's is none about it
+   * (answerAboutSomethingElse, `unavailable`: the cancel is tried again), never applied to it.
+   */
   async abandon(payment: Payment, idempotencyKey: string): Promise<ProviderPaymentResult | undefined> {
     const port = this.port(payment.provider);
     if (!port.abandonPayment || !payment.providerRef) return undefined;
-    return port.abandonPayment(await this.creds(payment), { providerRef: payment.providerRef, idempotencyKey });
+    const answer = await port.abandonPayment(await this.creds(payment), { providerRef: payment.providerRef, idempotencyKey });
+    if (answer.providerRef !== payment.providerRef) {
+      throw answerAboutSomethingElse(port.name, 'unavailable', `the cancel of ${payment.providerRef} answered ${String(answer.providerRef)}`);
+    }
+    return answer;
   }
 
   async refund(payment: Payment, input: RefundInput): Promise<ProviderRefundResult> {
