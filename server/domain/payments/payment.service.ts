@@ -151,7 +151,11 @@ export class PaymentService {
   /**
    * Claims the key with the payment reserved in one statement; `reserved` is the payment as written
    * (null when a dead request's claim was taken over). A saved card that is not an active card of the
-   * merchant is refused — for a new key only: a replay still answers as the first request did.
+   * merchant is refused — for a new key only: a replay still answers as the first request did. So is a card
+   * saved under another provider account (or the same account's other mode) than the stored credentials':
+   * its customer and payment method are that account's, and the charge would be refused there ("No such
+   * customer") after a payment was written. A card saved before its account was recorded (migration
+   * 20261129004101), or credentials whose account could not be read, prove no other account: charged as before.
    */
   private async claimAndReserve(keyRequest: IdempotentRequest, request: NormalizedPaymentRequest, providerAccount: string | null): Promise<Acquired & { reserved?: Payment | null }> {
     const { merchantId, key: idempotencyKey } = keyRequest;
@@ -162,6 +166,12 @@ export class PaymentService {
       if (!card) {
         return this.idempotency.acquire(keyRequest, async () => {
           throw new DomainError('VALIDATION_ERROR', 'Invalid request: saved_card_id is not an active saved card', [{ field: 'saved_card_id', issue: 'is not an active saved card of this merchant' }]);
+        });
+      }
+      if (card.providerAccount && providerAccount && card.providerAccount !== providerAccount) {
+        const issue = `was saved with other ${request.provider} credentials (another account or mode than the stored ones): store those credentials again to charge it, or save the card again with the current ones`;
+        return this.idempotency.acquire(keyRequest, async () => {
+          throw new DomainError('VALIDATION_ERROR', `Invalid request: saved_card_id ${issue}`, [{ field: 'saved_card_id', issue }]);
         });
       }
       Object.assign(providerData, vault.chargeFields(card));
