@@ -1,5 +1,8 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { ForwardingStub, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
+import { eventually } from '../support/webhook-receiver.js';
 
 /**
  * Charging a saved card (POST /v1/payments with saved_card_id) and deleting it. README: "DELETE always
@@ -40,6 +43,162 @@ async function shop(s: TestService, name: string, secretKey: string) {
     `SELECT i.id, i.status FROM sandbox_cardpay_intents i JOIN saved_cards c ON c.customer_ref = i.customer WHERE c.id = $1`, [cardId]);
   return { apiKey, merchantId, storeKey, save, remove, charge, payment, events, intentsOfCard };
 }
+
+describe('a saved card deleted while a payment charging it is still pending (its create not sent)', () => {
+  it('the status sync does not send the create after the DELETE answered: no charge, the payment fails (payment.failed), saying why', async () => {
+    const s = await shop(t, 'Deleted Card Sync Shop', 'sk_test_saved_charge_sync');
+    const card = await s.save();
+    await outage('error');
+    let paymentId: string;
+    try {
+      const res = await s.charge(card.id);
+      expect(res.status).toBe(201);
+      expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+      paymentId = res.body.data.id;
+      // The merchant deletes the card: 200 (its detach at cardpay stays due).
+      expect((await s.remove(card.id)).status).toBe(200);
+    } finally {
+      await outage('ok');
+    }
+    expect(await s.intentsOfCard(card.id)).toEqual([]);
+
+    await t.inContext(() => t.service.container.services.statusSync.syncOne(paymentId));
+    // Before: the create was sent with the card's customer and payment method (off_session), and completed.
+    expect(await s.intentsOfCard(card.id)).toEqual([]);
+    const p = await s.payment(paymentId);
+    expect(p).toMatchObject({ status: 'failed', provider_ref: null });
+    expect(p.failure_reason).toContain(`saved card ${card.id} was deleted`);
+    expect(p.failure_reason).toContain('nothing was charged');
+    expect(await s.events(paymentId)).toContain('payment.failed');
+    expect(await s.events(paymentId)).not.toContain('payment.completed');
+  });
+
+  it('a retry with the Idempotency-Key that takes over the dead first request does not send it either: the payment fails, nothing charged', async () => {
+    const s = await shop(t, 'Deleted Card Takeover Shop', 'sk_test_saved_charge_takeover');
+    const card = await s.save();
+    const key = `saved-charge-takeover-${Date.now()}`;
+    await outage('error');
+    let paymentId: string;
+    try {
+      const res = await s.charge(card.id, key);
+      expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+      paymentId = res.body.data.id;
+      expect((await s.remove(card.id)).status).toBe(200);
+    } finally {
+      await outage('ok');
+    }
+    // The first request died before its answer was kept (its process stopped): its lease ran out.
+    await t.sql(
+      "UPDATE idempotency_keys SET recovery_point = 'provider_call', answer = NULL, lease_token = gen_random_uuid(), locked_until = now() - interval '1 second' WHERE scope = 'payment.create' AND key = $1",
+      [key],
+    );
+    const retry = await s.charge(card.id, key);
+    expect(retry.status).toBe(201);
+    expect(retry.body.data.id).toBe(paymentId);
+    // Before: resumed and sent — completed, the customer charged after the DELETE's 200.
+    expect(await s.intentsOfCard(card.id)).toEqual([]);
+    expect(retry.body.data).toMatchObject({ status: 'failed', provider_ref: null });
+    expect(retry.body.data.failure_reason).toContain(`saved card ${card.id} was deleted`);
+    expect(await s.events(paymentId)).toEqual(['payment.failed']);
+    // The key now answers that payment.
+    const replay = await s.charge(card.id, key);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.body.data).toMatchObject({ id: paymentId, status: 'failed' });
+  });
+});
+
+describe('a DELETE racing a payment charging the card', () => {
+  it('a DELETE that commits after the payment read the card but before its create was sent wins: nothing is sent, the payment fails', async () => {
+    const s = await shop(t, 'Deleted Card Race Shop', 'sk_test_saved_charge_race');
+    const card = await s.save();
+    // Something holds the card's row (as a DELETE would): the DELETE below waits for it, then the payment's send.
+    const holder = new pg.Client({ connectionString: t.databaseUrl });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM saved_cards WHERE id = $1 FOR UPDATE', [card.id]);
+      const waitingOn = (pattern: string) => t.sql(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`, [pattern]).then((r) => r.length > 0);
+      const deleted = s.remove(card.id).then((r) => r);
+      await eventually(() => waitingOn('%FROM saved_cards WHERE id%FOR UPDATE%'), 10_000, 'the DELETE to wait on the card');
+      // The payment reads the card (still active: the DELETE has not committed) and reserves the payment.
+      let charged: { status: number; body: { data: Record<string, unknown> } } | null = null;
+      const charging = s.charge(card.id).then((r) => (charged = r));
+      // Its send waits on the card behind the DELETE (before the fix nothing waited: it was sent at once).
+      await eventually(async () => charged !== null || (await waitingOn('%card_send_until%')), 10_000, 'the payment to be about to send');
+      await holder.query('COMMIT');
+      expect((await deleted).status).toBe(200);
+      await charging;
+      expect(charged!.status).toBe(201);
+      expect(charged!.body.data).toMatchObject({ status: 'failed', provider_ref: null });
+      expect(await s.intentsOfCard(card.id)).toEqual([]);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      await holder.end();
+    }
+  });
+});
+
+/** In front of the simulator: holds every payment intent create until `release` is called. */
+class HoldsCreates extends ForwardingStub {
+  holding = false;
+  held = 0;
+  private releases: (() => void)[] = [];
+
+  release(): void {
+    this.holding = false;
+    for (const r of this.releases.splice(0)) r();
+  }
+
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    if (this.holding && req.method === 'POST' && /\/v1\/payment_intents$/.test(req.url)) {
+      this.held += 1;
+      await new Promise<void>((resolve) => this.releases.push(resolve));
+    }
+    return forward();
+  }
+}
+
+describe('a DELETE while a create of the card is already being sent', () => {
+  let s: TestService;
+  let stub: HoldsCreates;
+
+  beforeAll(async () => {
+    stub = new HoldsCreates();
+    const stubUrl = await stub.start();
+    s = await startTestService({ CARDPAY_BASE_URL: `${stubUrl}/sandbox/cardpay` });
+    stub.target = s.baseUrl;
+  });
+  afterAll(async () => {
+    stub.release();
+    await stub.stop();
+    await s.stop();
+  });
+
+  it('the charge that began first goes out, and the DELETE answers 200 only after cardpay answered it: no charge starts after the 200', async () => {
+    const shopOf = await shop(s, 'In Flight Card Shop', 'sk_test_saved_charge_in_flight');
+    const card = await shopOf.save();
+    stub.holding = true;
+    const charging = shopOf.charge(card.id).then((r) => r); // sent now (a supertest request goes when awaited)
+    await eventually(() => stub.held === 1, 10_000, 'the create to be on its way to cardpay');
+    let deletedAt: number | null = null;
+    const deleted = shopOf.remove(card.id).then((r) => {
+      deletedAt = Date.now();
+      return r;
+    });
+    // The card is inactive at once (a new charge is refused), but the DELETE waits for the create under way.
+    await eventually(async () => (await s.sql<{ active: boolean }>('SELECT active FROM saved_cards WHERE id = $1', [card.id]))[0]!.active === false, 10_000, 'the card to be deactivated');
+    expect((await shopOf.charge(card.id)).status).toBe(422);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(deletedAt).toBeNull();
+    const releasedAt = Date.now();
+    stub.release();
+    const res = await charging;
+    expect(res.body.data).toMatchObject({ status: 'completed' });
+    expect((await deleted).status).toBe(200);
+    expect(deletedAt!).toBeGreaterThanOrEqual(releasedAt);
+    expect(await shopOf.intentsOfCard(card.id)).toEqual([expect.objectContaining({ status: 'succeeded' })]);
+  });
+});
 
 describe('a saved card of another cardpay account or mode than the stored credentials', () => {
   it('is refused 422 on saved_card_id: no payment written, nothing sent to cardpay, no event; charged again once its account\'s credentials are back', async () => {

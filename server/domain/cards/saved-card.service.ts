@@ -6,6 +6,7 @@ import type { CredentialsService } from '../merchants/credentials.service.js';
 import { ProviderError, providerAccountOf, type CardVault, type ProviderPort, type ProviderRegistry } from '../ports.js';
 import { hashRequest, type IdempotencyKeys } from '../payments/idempotency-keys.js';
 import { DETACH_DUE_SQL, type CardDetachService } from './card-detach.service.js';
+import { waitForCardSends } from '../payments/saved-card-sends.js';
 
 /**
  * A provider failure as the answer: one that does not say whether the provider acted (no answer in time,
@@ -159,19 +160,23 @@ export class SavedCardService {
   async remove(merchantId: string, id: string): Promise<void> {
     const deleted = await this.em.fork().transactional(async (tx) => {
       await lockMerchantCards(tx, merchantId);
-      const [row] = await tx.execute<{ is_default: boolean }[]>('SELECT is_default FROM saved_cards WHERE id = ? AND merchant_id = ? AND active FOR UPDATE', [id, merchantId]);
-      if (!row) return false; // none, another merchant's, or deleted already (meanwhile too)
+      // FOR UPDATE: waits for a payment's create being marked as sent (saved-card-sends.ts), and a mark after this commit finds the card inactive.
+      const [row] = await tx.execute<{ id: string; is_default: boolean }[]>('SELECT id::text AS id, is_default FROM saved_cards WHERE id = ? AND merchant_id = ? AND active FOR UPDATE', [id, merchantId]);
+      if (!row) return null; // none, another merchant's, or deleted already (meanwhile too)
       await tx.execute(`UPDATE saved_cards SET active = false, is_default = false, deleted_at = now(), detach_due_at = ${DETACH_DUE_SQL} WHERE id = ?`, [id], 'run');
-      if (!row.is_default) return true;
+      if (!row.is_default) return row.id;
       await tx.execute(
         `UPDATE saved_cards SET is_default = true
           WHERE id = (SELECT id FROM saved_cards WHERE merchant_id = ? AND active ORDER BY created_at DESC, id DESC LIMIT 1)`,
         [merchantId],
         'run',
       );
-      return true;
+      return row.id;
     });
     if (!deleted) throw notFound('saved card');
+    // A charge of the card whose create was already being sent when the card was deactivated goes out (it
+    // began first); the 200 waits for it, so no create of the card is sent after it (saved-card-sends.ts).
+    await waitForCardSends(this.em, merchantId, deleted);
     await this.detach.detachAfterDelete(id);
   }
 }

@@ -19,6 +19,7 @@ import { recoverLostCreation } from './lost-creation.js';
 import { reservePayment, type PaymentReservation } from './payment-reservation.js';
 import type { PaymentUpdate, StatusWriter } from './status-writer.js';
 import { normalizePaymentRequest, type NormalizedPaymentRequest } from './payment-request.js';
+import { cardDeletedReason, cardSendLeaseMs, sendCreate, type CreateSend } from './saved-card-sends.js';
 import { firstCheckAfterMs } from './sync-schedule.js';
 
 const REFERENCE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
@@ -109,7 +110,7 @@ export class PaymentService {
     }
     const { claim, reserved } = acquired;
     try {
-      const { payment, keyFinished } = await this.idempotency.holding(claim, () => this.completeCreation(claim, reserved, request, creds));
+      const { payment, keyFinished } = await this.idempotency.holding(claim, () => this.completeCreation(claim, reserved, creds));
       if (!keyFinished) await this.idempotency.finish(claim, { status: 201 });
       // A first answer (201) also when this request resumed a dead or released claim: the key held no answer
       // (idempotency-keys.ts, `run`), so the merchant was never told of this payment's outcome.
@@ -211,9 +212,11 @@ export class PaymentService {
    * provider whose create is not idempotent is not asked twice (the status sync and its callback settle it).
    * `keyFinished`: the key's answer was committed with the payment's.
    */
-  private async completeCreation(claim: ClaimedKey, reserved: Payment | null | undefined, request: NormalizedPaymentRequest, creds: unknown): Promise<Settled> {
+  private async completeCreation(claim: ClaimedKey, reserved: Payment | null | undefined, creds: unknown): Promise<Settled> {
     const paymentId = claim.resourceId;
     const payment = !claim.resumed && reserved ? reserved : await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
+    // A first send: the provider has nothing of this payment (nobody sent its create before).
+    let providerHasNone = true;
     if (claim.resumed) {
       if (payment.status !== 'pending' || payment.providerRef) return { payment, keyFinished: false };
       // What the dead request got done, as the status sync asks it: the create is repeated only while the
@@ -226,19 +229,33 @@ export class PaymentService {
         await this.markForSync(paymentId, { error: 'the request creating this payment was interrupted' });
         return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId }), keyFinished: false };
       }
+      providerHasNone = lost.providerHasNone;
     }
-    return this.callProvider(payment, request, creds, claim);
+    return this.callProvider(payment, creds, claim, providerHasNone);
   }
 
-  /** The provider call of a reserved payment and the transition its answer makes, with the key's finish. */
-  private async callProvider(payment: Payment, request: NormalizedPaymentRequest, creds: unknown, claim: ClaimedKey): Promise<Settled> {
-    let result: ProviderPaymentResult;
+  /**
+   * The provider call of a reserved payment and the transition its answer makes, with the key's finish. A
+   * payment charging a saved card deleted since it was reserved (a DELETE that committed before this send
+   * began, or before a dead request's create is resumed) is not sent (saved-card-sends.ts): it fails, nothing
+   * charged — unless a resumed request's lookup could not tell whether the provider has it (`providerHasNone`
+   * false): then it stays pending for the status sync, which asks again.
+   */
+  private async callProvider(payment: Payment, creds: unknown, claim: ClaimedKey, providerHasNone: boolean): Promise<Settled> {
+    let sent: CreateSend;
     try {
-      result = await this.gateway.createPayment(payment, creationInput(payment), creds);
+      sent = await sendCreate(this.em, this.gateway, payment, creationInput(payment), cardSendLeaseMs(this.config.providerTimeoutMs), creds);
     } catch (err) {
       return this.handleCreateError(payment, err, claim);
     }
-    return this.settle(payment, toUpdate(result), claim);
+    if (sent.kind === 'sent') return this.settle(payment, toUpdate(sent.result), claim);
+    if (!providerHasNone) {
+      this.logger.warn({ paymentId: payment.id, provider: payment.provider, savedCardId: sent.cardId }, 'resumed creation: its saved card was deleted; not sent again; left to the status sync');
+      await this.markForSync(payment.id, { error: 'the request creating this payment was interrupted; its saved card was deleted since' });
+      return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: payment.id }), keyFinished: false };
+    }
+    this.logger.warn({ paymentId: payment.id, provider: payment.provider, savedCardId: sent.cardId }, 'payment creation: its saved card was deleted before the charge was sent; not sent, payment failed');
+    return this.settle(payment, { status: 'failed', failureReason: cardDeletedReason(payment, sent.cardId) }, claim);
   }
 
   /** Applies the creation answer and finishes the key in the same commit. */

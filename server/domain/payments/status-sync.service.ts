@@ -7,6 +7,7 @@ import type { ProviderGateway } from './provider-gateway.js';
 import { creationInput, expiredAtProvider, paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
 import { judgeUnansweredPush, lostCreationCheck, recoverLostCreation, type ReconciliationPull } from './lost-creation.js';
 import { SharedPulls } from './shared-pulls.js';
+import { cardDeletedReason, cardSendLeaseMs, sendCreate } from './saved-card-sends.js';
 import { outcomeOf, recheckDue, scheduleNextCheck, oneBatchRun, type CheckOutcome, type ClaimedBatch, type DrainRun } from './sync-schedule.js';
 
 /** A lost push's last check is this long before its pull could no longer reach back to it (the job's delay in picking it up). */
@@ -81,7 +82,19 @@ export class StatusSyncService {
         if (lost.kind === 'found') {
           result = lost.result;
         } else if (lost.kind === 'resend') {
-          result = await this.gateway.createPayment(payment, creationInput(payment));
+          // Never for a saved card deleted since (saved-card-sends.ts): the DELETE's 200 said it is charged no more.
+          const sent = await sendCreate(this.em, this.gateway, payment, creationInput(payment), cardSendLeaseMs(this.config.providerTimeoutMs));
+          if (sent.kind === 'sent') {
+            result = sent.result;
+          } else if (lost.providerHasNone) {
+            // Nothing was charged: the provider has no payment of it, and its create is not sent again.
+            this.logger.warn({ paymentId: payment.id, provider: payment.provider, savedCardId: sent.cardId }, 'status sync: creation lost and its saved card deleted since; not sent again; payment failed');
+            await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: cardDeletedReason(payment, sent.cardId) }, 'status-sync');
+            return 'checked';
+          } else {
+            // The lookup failed: whether the provider has it is not known; asked again at the next check.
+            this.logger.warn({ paymentId: payment.id, provider: payment.provider, savedCardId: sent.cardId }, 'status sync: creation lost and its saved card deleted since; not sent again; left pending');
+          }
         } else if (await this.settledByPull(payment, lost, 'creation lost and not found at the provider')) {
           return 'checked';
         } else if (this.gateway.port(payment.provider).capabilities.replayableCreate || now >= (lostCreationCheck(this.gateway.port(payment.provider), payment)?.at ?? Infinity)) {

@@ -74,6 +74,7 @@ import { Migration20261129042801_sandbox_cardpay_api_errors } from './Migration2
 import { Migration20261129043001_sandbox_walletpay_redirected_at } from './Migration20261129043001_sandbox_walletpay_redirected_at.js';
 import { Migration20261129043002_sandbox_walletpay_capture_refusals } from './Migration20261129043002_sandbox_walletpay_capture_refusals.js';
 import { Migration20261129100000_sandbox_cardpay_keys } from './Migration20261129100000_sandbox_cardpay_keys.js';
+import { Migration20261129112100_payment_card_send_until } from './Migration20261129112100_payment_card_send_until.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -155,4 +156,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261129043001_sandbox_walletpay_redirected_at', class: Migration20261129043001_sandbox_walletpay_redirected_at },
   { name: 'Migration20261129043002_sandbox_walletpay_capture_refusals', class: Migration20261129043002_sandbox_walletpay_capture_refusals },
   { name: 'Migration20261129100000_sandbox_cardpay_keys', class: Migration20261129100000_sandbox_cardpay_keys },
+  { name: 'Migration20261129112100_payment_card_send_until', class: Migration20261129112100_payment_card_send_until },
 ];
