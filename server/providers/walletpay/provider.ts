@@ -136,12 +136,15 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
           const current = await adapter.getPayment(creds, lookup).catch(() => null);
           const stored = typeof input.providerData.approvalUrl === 'string' ? input.providerData.approvalUrl : null;
           const url = current?.nextAction?.url ?? stored;
+          // provider_response stays the order (interface.md: the approval URL is held in the raw provider
+          // response): the order as read now, with its payer-action link; when it cannot be read, what is
+          // stored is kept (no raw). The refusal itself is the capture's answer (409 with its code).
           const result = {
             providerRef: input.providerRef,
             status: 'pending' as const,
             nextAction: url ? { type: 'redirect' as const, url } : null,
             data: { declinedCaptures: declined + 1, ...(url ? { approvalUrl: url } : {}) },
-            raw: { error: err.message, code },
+            raw: current ? current.raw : undefined,
           };
           throw new ProviderError(err.provider, err.kind, err.message, code, result, 'reapprove');
         }
