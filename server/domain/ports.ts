@@ -45,7 +45,14 @@ export interface ProviderPaymentResult {
   data?: Record<string, unknown>;
   /** The raw provider response with secrets removed; shown as `provider_response`. */
   raw: unknown;
+  /**
+   * Refunds the provider lists with the payment (walletpay: its capture's, on the order). When this report
+   * completes a pending payment, the completed ones are recorded as refunds made at the provider
+   * (UnitOfWork.providerRefund, as their refund event would be).
+   */
+  refunds?: RefundReport[];
 }
+
 
 export interface ProviderRefundResult {
   providerRef: string | null;

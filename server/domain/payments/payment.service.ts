@@ -618,5 +618,6 @@ export function toUpdate(result: ProviderPaymentResult): PaymentUpdate {
     raw: result.raw,
     data: result.data,
     reported: result.amount,
+    ...(result.refunds?.length ? { refunds: result.refunds } : {}),
   };
 }

@@ -6,7 +6,7 @@ import { DomainError } from '../errors.js';
 import {
   PaymentSchema, RefundSchema, type IntegrityMismatch, type Payment, type PaymentStatus, type Refund, type RefundStatus,
 } from '../../persistence/entities/index.js';
-import type { Money, ProviderPaymentResult } from '../ports.js';
+import type { Money, ProviderPaymentResult, RefundReport } from '../ports.js';
 import { appendEvent, appendEventSql } from '../events/outbox.js';
 import type { MerchantEventData, PaymentEventType } from '../events/merchant-events.js';
 import { formatMinorUnits } from '../money/money.js';
@@ -48,6 +48,11 @@ export interface PaymentUpdate {
   nextAction?: ProviderPaymentResult['nextAction'];
   raw?: unknown;
   data?: Record<string, unknown>;
+  /**
+   * Refunds the provider lists with the payment: when this report completes it (pending → completed), its
+   * completed ones are recorded in the same unit of work as refunds made at the provider (providerRefund).
+   */
+  refunds?: RefundReport[];
 }
 
 /** What a provider (or the service itself, for a reversal that never reached the operator) says about a refund. */
@@ -326,7 +331,9 @@ export class StatusWriter {
    */
   async applyCreation(payment: Payment, update: PaymentUpdate, source: string, companion: CompanionWrite): Promise<PaymentOutcome> {
     const { edge, amountChecked } = assessReport(payment, update);
-    const direct = payment.status === 'pending' && (update.status === 'pending' || edge?.via === 'provider') && (!amountChecked || sameMoney(amountOf(payment), update.reported));
+    const direct =
+      payment.status === 'pending' && (update.status === 'pending' || edge?.via === 'provider') && (!amountChecked || sameMoney(amountOf(payment), update.reported)) &&
+      !update.refunds?.length;
     const applied = direct ? await this.applyInOneStatement(payment, update, source, edge, companion) : null;
     if (applied) return applied;
     return this.commit(async (uow) => {
@@ -472,8 +479,28 @@ export class UnitOfWork {
     payment.nextSyncAt = null;
     if (update.status === 'failed' && payment.providerRef) await markAbandonDue(this.tx, payment.id);
     await this.emit(payment, moved.event, eventData(payment, from));
+    if (update.status === 'completed') await this.refundsListedWith(payment, update.refunds ?? [], source);
     return { payment, transitioned: true, mismatch: null };
   }
+
+  /**
+   * The refunds a report that completed `payment` just now lists with it (a walletpay order read whose
+   * capture is REFUNDED or PARTIALLY_REFUNDED: refunded at the provider before we saw it paid, and whose
+   * refund event may never come). Each completed one is recorded as its refund event would record it
+   * (providerRefund: a refund made at the provider, amount and currency checked), after the completion and
+   * its payment.completed: the payment ends refunded (payment.refunded), or completed with amount_refunded.
+   * A payment that was pending until now has no refund of ours, so none is matched by our id.
+   */
+  private async refundsListedWith(payment: Payment, refunds: RefundReport[], source: string): Promise<void> {
+    const completed = refunds.filter((r) => r.status === 'completed');
+    if (completed.length === 0) return;
+    // providerRefund locks (and re-reads) the payment: the completion is written first.
+    await this.tx.flush();
+    for (const r of completed) {
+      await this.providerRefund(payment.id, { providerRefundId: r.providerRefundId, reported: r.amount, ourRefundId: null, raw: r.raw }, source);
+    }
+  }
+
 
   /**
    * A provider's report that `paymentId`, if it is `failed`, was charged (null when it is not failed: nothing

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { formatMinorUnits, toMinorUnits } from '../../lib/money.js';
 import { toWireValue, walletpayAmountIssue, walletpayIssueField } from './amounts.js';
-import type { CreatePaymentInput, Money, ProviderPaymentResult, ProviderRefundResult, RefundInput, ServicePaymentStatus } from '../../domain/ports.js';
+import type { CreatePaymentInput, Money, ProviderPaymentResult, ProviderRefundResult, RefundInput, RefundReport, ServicePaymentStatus } from '../../domain/ports.js';
 import { ProviderError } from '../../domain/ports.js';
 
 /* ----------------------------------------------------------------------------------------------
@@ -253,12 +253,32 @@ export function captureFailureReason(status: string, reason: string | null | und
   return `capture ${status}${reason ? ` (${reason})` : ''}`;
 }
 
+/**
+ * The refunds the order lists (PayPal lists its captures' refunds under each unit's payments.refunds), as
+ * a refund event would report them: what a capture answered REFUNDED or PARTIALLY_REFUNDED gave back. A
+ * refund of an unknown status is reported pending (nothing is applied from it).
+ */
+function refundsOf(order: WireOrder): RefundReport[] {
+  return (order.purchase_units ?? []).flatMap((u) => u.payments?.refunds ?? []).filter((r) => typeof r?.id === 'string' && r.id).map((r) => {
+    const status = Object.hasOwn(REFUND_STATUS, r.status) ? REFUND_STATUS[r.status] : 'pending';
+    return {
+      providerRefundId: r.id,
+      ourRefundId: r.custom_id ?? null,
+      status,
+      amount: moneyOf(r.amount),
+      failureReason: status === 'failed' ? `refund ${r.status}${r.status_details?.reason ? ` (${r.status_details.reason})` : ''}` : null,
+      raw: r,
+    };
+  });
+}
+
 export function orderToResult(order: WireOrder): ProviderPaymentResult {
   const capture = latestCapture(order);
   const status = capture ? mapped(CAPTURE_STATUS, capture.status, 'capture') : mapped(ORDER_STATUS, order.status, 'order');
   const approve = status === 'pending' && !capture && order.status !== 'COMPLETED' ? approvalLink(order) : null;
   let failureReason: string | null = null;
   if (status === 'failed') failureReason = capture ? captureFailureReason(capture.status, capture.status_details?.reason) : 'order voided by walletpay: nothing can be captured';
+  const refunds = capture ? refundsOf(order) : [];
   return {
     providerRef: order.id,
     status,
@@ -271,6 +291,7 @@ export function orderToResult(order: WireOrder): ProviderPaymentResult {
     raw: order,
     // What was captured once there is a capture; before that, what the order asks the buyer to approve.
     amount: moneyOf(capture ? capture.amount : order.purchase_units?.[0]?.amount),
+    ...(refunds.length > 0 ? { refunds } : {}),
   };
 }
 
