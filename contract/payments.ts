@@ -134,6 +134,9 @@ export const IntegrityMismatchSchema = extendApi(
   z.object({
     source: z.string().describe('Which provider report was refused: create, capture, status-sync, check-status, reconciliation, refund, callback:<event>'),
     refund_id: UuidSchema.optional().describe('Set when the report was about this refund'),
+    issue: z.string().optional().describe(
+      'Set when the provider\'s object was no longer the one the payment created, whatever its amount: what differed (walletpay: an order with more purchase units, another payee or intent than it was created with, or more than one capture)',
+    ),
     expected_amount: z.string().describe('Our amount: the payment\'s, or the refund\'s; for a refund made at the provider that our books cannot take, what was left to refund (0 when the payment is not completed here)'),
     expected_currency: z.string(),
     reported_amount: z.string().nullable().describe('What the provider reported; null when the report named no amount'),
@@ -145,7 +148,7 @@ export const IntegrityMismatchSchema = extendApi(
 
 export const PaymentIntegritySchema = extendApi(
   z.object({
-    status: z.enum(['ok', 'mismatch']).describe('mismatch: at least one provider report about this payment had another amount or currency, or reported money returned that our books cannot take (no amount, more than is left, a payment not completed here), and changed nothing'),
+    status: z.enum(['ok', 'mismatch']).describe('mismatch: at least one provider report about this payment had another amount or currency, or described another object than the payment created (issue), or reported money returned that our books cannot take (no amount, more than is left, a payment not completed here), and changed nothing'),
     mismatches: z.array(IntegrityMismatchSchema),
   }),
   {
@@ -506,7 +509,7 @@ export const paymentsContract = c.router(
         'Captures a walletpay order after the buyer approved it. No body (or `{}`). 409 when the payment is not pending or the buyer has not approved; ' +
         'a buyer who cancelled at the approval page changes nothing (PayPal keeps the order awaiting approval): 409, the payment stays pending and the buyer may still approve; ' +
         'an order the provider voided is 409 and the payment is failed then (payment.failed); ' +
-        'the order is read before the capture, and one that now asks for another amount or currency than the payment (changed at the provider, e.g. with PATCH by someone holding your PayPal API credentials) is not captured: 409, nothing captured, the payment stays pending with the mismatch in `integrity` (an order already captured there at another amount answers 200 with the payment pending and the mismatch recorded); ' +
+        'the order is read before the capture, and one that now asks for another amount or currency than the payment, or has more than one purchase unit, another payee than its creation named or an intent other than CAPTURE (changed at the provider, e.g. with PATCH by someone holding your PayPal API credentials), is not captured: 409, nothing captured, the payment stays pending with the mismatch in `integrity` (an order already captured there at another amount, or captured more than once, answers 200 with the payment pending and the mismatch recorded); ' +
         'an order that expired (unapproved after 3 hours) or a capture the provider declined for good answers 200 with the payment `failed` (payment.failed). ' +
         'With an Idempotency-Key, a retry returns the first answer (Idempotent-Replayed: true) and never captures twice; ' +
         'after a 502 because the provider did not answer, or refused before acting (rate-limited, credentials), or the order could not be read before the capture (nothing sent), the retry with the key sends the capture again, and the provider answers it with the first capture if there was one (a first answer: 200 without Idempotent-Replayed, which later retries replay); ' +

@@ -46,13 +46,18 @@ export interface ProviderPaymentResult {
   /** The raw provider response with secrets removed; shown as `provider_response`. */
   raw: unknown;
   /**
+   * What makes the provider's object another than the payment was created as, besides its amount (walletpay:
+   * several purchase units or captures, another payee, another intent). Set, the report is refused as an
+   * integrity mismatch, as one of another amount is: nothing moves, and a capture is not sent.
+   */
+  integrityIssue?: string | null;
+  /**
    * Refunds the provider lists with the payment (walletpay: its capture's, on the order). When this report
    * completes a pending payment, the completed ones are recorded as refunds made at the provider
    * (UnitOfWork.providerRefund, as their refund event would be).
    */
   refunds?: RefundReport[];
 }
-
 
 export interface ProviderRefundResult {
   providerRef: string | null;

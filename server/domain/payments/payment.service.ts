@@ -494,6 +494,13 @@ export class PaymentService {
         // provider after creation). Its report goes through the status writer, which records the mismatch.
         if (err.result) await this.applyUpdate(payment.id, toUpdate(err.result), 'capture');
         const theirs = err.result?.amount ? `${formatMinorUnits(err.result.amount.minor, err.result.amount.currency)} ${err.result.amount.currency.toUpperCase()}` : 'no amount';
+        if (err.result?.integrityIssue) {
+          // Not the object created (walletpay: more purchase units, another payee or intent), whatever its amount.
+          throw conflict(
+            `nothing was captured: ${payment.provider}'s ${payment.providerRef} is no longer the one this payment created (${err.result.integrityIssue}; ${theirs} in all), ` +
+            `changed at ${payment.provider} after the payment was created, with your ${payment.provider} API credentials; the payment stays pending and is not captured while it differs`,
+          );
+        }
         throw conflict(
           `nothing was captured: ${payment.provider} holds this payment for ${theirs}, not its ${formatMinorUnits(payment.amountMinor, payment.currency)} ${payment.currency} ` +
           `(changed at ${payment.provider} after the payment was created, with your ${payment.provider} API credentials); the payment stays pending and is not captured while the amounts differ`,
@@ -618,6 +625,7 @@ export function toUpdate(result: ProviderPaymentResult): PaymentUpdate {
     raw: result.raw,
     data: result.data,
     reported: result.amount,
+    issue: result.integrityIssue ?? null,
     ...(result.refunds?.length ? { refunds: result.refunds } : {}),
   };
 }

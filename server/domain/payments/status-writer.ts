@@ -49,6 +49,11 @@ export interface PaymentUpdate {
   raw?: unknown;
   data?: Record<string, unknown>;
   /**
+   * What makes the provider's object another than the payment was created as, besides its amount
+   * (ProviderPaymentResult.integrityIssue): refused as an integrity mismatch, whatever its amount.
+   */
+  issue?: string | null;
+  /**
    * Refunds the provider lists with the payment: when this report completes it (pending → completed), its
    * completed ones are recorded in the same unit of work as refunds made at the provider (providerRefund).
    */
@@ -260,7 +265,7 @@ const describesTheCharge = (payment: Payment, receipt: string | null | undefined
 function assessReport(payment: Payment, update: PaymentUpdate): { edge: PaymentEdge | null; amountChecked: boolean } {
   const from = payment.status;
   const edge = update.status === from ? null : paymentEdge(from, update.status);
-  const amountChecked = from === 'pending' && (edge?.movesMoney === true || (update.reported !== undefined && update.reported !== null));
+  const amountChecked = from === 'pending' && (edge?.movesMoney === true || (update.reported !== undefined && update.reported !== null) || Boolean(update.issue));
   return { edge, amountChecked };
 }
 
@@ -333,7 +338,7 @@ export class StatusWriter {
     const { edge, amountChecked } = assessReport(payment, update);
     const direct =
       payment.status === 'pending' && (update.status === 'pending' || edge?.via === 'provider') && (!amountChecked || sameMoney(amountOf(payment), update.reported)) &&
-      !update.refunds?.length;
+      !update.issue && !update.refunds?.length;
     const applied = direct ? await this.applyInOneStatement(payment, update, source, edge, companion) : null;
     if (applied) return applied;
     return this.commit(async (uow) => {
@@ -458,7 +463,7 @@ export class UnitOfWork {
     }
     const { edge, amountChecked } = assessReport(payment, update);
     if (amountChecked) {
-      const mismatch = await this.checkIntegrity(payment, null, amountOf(payment), update.reported, source, update.status);
+      const mismatch = await this.checkIntegrity(payment, null, amountOf(payment), update.reported, source, update.status, update.issue);
       if (mismatch) return { payment, transitioned: false, mismatch };
     }
     if (from === 'pending') {
@@ -500,7 +505,6 @@ export class UnitOfWork {
       await this.providerRefund(payment.id, { providerRefundId: r.providerRefundId, reported: r.amount, ourRefundId: null, raw: r.raw }, source);
     }
   }
-
 
   /**
    * A provider's report that `paymentId`, if it is `failed`, was charged (null when it is not failed: nothing
@@ -973,11 +977,14 @@ export class UnitOfWork {
   }
 
   /** Compares a report with what we expect; on a mismatch records it everywhere and returns it. */
-  private async checkIntegrity(payment: Payment, refund: Refund | null, expected: Money, reported: Money | null | undefined, source: string, to: string): Promise<IntegrityMismatch | null> {
-    if (sameMoney(expected, reported)) return null;
+  private async checkIntegrity(
+    payment: Payment, refund: Refund | null, expected: Money, reported: Money | null | undefined, source: string, to: string, issue?: string | null,
+  ): Promise<IntegrityMismatch | null> {
+    if (sameMoney(expected, reported) && !issue) return null;
     const mismatch: IntegrityMismatch = {
       source,
       ...(refund ? { refund_id: refund.id } : {}),
+      ...(issue ? { issue } : {}),
       expected_amount_minor: expected.minor.toString(),
       expected_currency: expected.currency,
       reported_amount_minor: reported ? reported.minor.toString() : null,
@@ -985,7 +992,9 @@ export class UnitOfWork {
       at: new Date().toISOString(),
     };
     const seen = payment.integrityMismatches.some(
-      (m) => m.source === source && m.refund_id === mismatch.refund_id && m.reported_amount_minor === mismatch.reported_amount_minor && m.reported_currency === mismatch.reported_currency,
+      (m) =>
+        m.source === source && m.refund_id === mismatch.refund_id && m.reported_amount_minor === mismatch.reported_amount_minor && m.reported_currency === mismatch.reported_currency &&
+        m.issue === mismatch.issue,
     );
     if (seen) return mismatch; // the same report again (a retried sync, a re-run reconciliation): recorded once
     payment.integrityMismatches = [...payment.integrityMismatches, mismatch];
@@ -998,7 +1007,7 @@ export class UnitOfWork {
       to,
       source,
       accepted: false,
-      note: `integrity: the provider reported ${what}, expected ${expected.minor} ${expected.currency}`,
+      note: `integrity: the provider reported ${what}, expected ${expected.minor} ${expected.currency}${issue ? `; ${issue}` : ''}`,
       expected,
       reported: reported ?? null,
     });

@@ -33,6 +33,7 @@ function presentIntegrity(p: Payment) {
   const mismatches = (p.integrityMismatches ?? []).map((m) => ({
     source: m.source,
     ...(m.refund_id ? { refund_id: m.refund_id } : {}),
+    ...(m.issue ? { issue: m.issue } : {}),
     expected_amount: formatMinorUnits(BigInt(m.expected_amount_minor), m.expected_currency),
     expected_currency: m.expected_currency,
     reported_amount: m.reported_amount_minor === null ? null : formatMinorUnits(BigInt(m.reported_amount_minor), m.reported_currency ?? m.expected_currency),

@@ -7,6 +7,8 @@ export type { PaymentStatus };
 export interface IntegrityMismatch {
   source: string;
   refund_id?: string;
+  /** What else differed (the provider's object is not the one created: its purchase units, payee, intent or captures). */
+  issue?: string;
   expected_amount_minor: string;
   expected_currency: string;
   reported_amount_minor: string | null;

@@ -14,11 +14,14 @@ import {
   errorFromResponse,
   latestCapture,
   orderToResult,
+  payeeOf,
+  storedPayee,
   refundRequest,
   refundToResult,
   requestId,
   type WireCapture,
   type WireOrder,
+  type WirePayee,
   type WireRefund,
   type WireWebhook,
 } from './transformers.js';
@@ -26,6 +29,8 @@ import {
 export interface WalletpayCaptureInput {
   orderId: string;
   idempotencyKey: string;
+  /** The payee the create answer named (provider_data.payee), compared with the answer's. */
+  payee?: WirePayee | null;
 }
 
 /** The fields of PayPal's verify-webhook-signature postback. */
@@ -88,12 +93,18 @@ export class WalletpayAdapter {
     const order = expectOrder(body);
     const other = paymentNamed(order, input.paymentId);
     if (other) throw answerAboutSomethingElse('walletpay', 'indeterminate', `the order created for payment ${input.paymentId} (${order.id}) names ${other}`);
-    return orderToResult(order);
+    const result = orderToResult(order);
+    // The payee it names is kept (provider_data.payee): every later read of the order is compared with it.
+    const payee = payeeOf(order);
+    return payee ? { ...result, data: { ...result.data, payee } } : result;
   }
 
-  /** Status sync: the order as it stands (with its capture id once captured); an answer about another order is none (getOrder). */
+  /**
+   * Status sync: the order as it stands (with its capture id once captured); an answer about another order
+   * is none (getOrder). Compared with the payee its create answer named (orderIntegrityIssue).
+   */
   async getPayment(creds: WalletpayCredentials, lookup: PaymentLookup): Promise<ProviderPaymentResult> {
-    return orderToResult(await this.getOrder(creds, orderIdOf(lookup), lookup.paymentId));
+    return orderToResult(await this.getOrder(creds, orderIdOf(lookup), lookup.paymentId), storedPayee(lookup.providerData));
   }
 
   /**
@@ -113,10 +124,10 @@ export class WalletpayAdapter {
     });
     const order = expectOrder(body);
     if (order.id !== input.orderId) throw answerAboutSomethingElse('walletpay', 'indeterminate', `the capture of order ${input.orderId} answered order ${order.id}`);
-    if (latestCapture(order)) return orderToResult(order);
+    if (latestCapture(order)) return orderToResult(order, input.payee);
     // A minimal answer has no captures array: read the order to see the capture itself.
     try {
-      return orderToResult(await this.getOrder(creds, input.orderId));
+      return orderToResult(await this.getOrder(creds, input.orderId), input.payee);
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
       // No provider code kept: the read's refusal is not the capture's (the provider port reads capture refusals by code).

@@ -6,6 +6,7 @@ import { WalletpayAdapter } from './adapter.js';
 import { walletpayAmountIssue, walletpayIssueField } from './amounts.js';
 import { prepareWalletpayCredentials } from './credentials.js';
 import { walletpayNotifications } from './notifications.js';
+import { storedPayee } from './transformers.js';
 
 /** The provider codes that mean "the buyer has not approved yet" and "captured already". */
 const NOT_APPROVED = new Set(['ORDER_NOT_APPROVED', 'PAYER_ACTION_REQUIRED']);
@@ -100,10 +101,14 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
     findRefund: (creds, lookup) => adapter.findRefund(creds, lookup),
 
     /**
-     * PayPal captures whatever amount the order holds when the capture arrives, and an order awaiting
-     * approval or capture can be changed (PATCH /v2/checkout/orders/{id}) by anyone holding the merchant's
-     * credentials. So the order is read first, and a capture is sent only when its amount and currency
-     * are the payment's; otherwise reason `amount_mismatch`, with the order as read (nothing was sent).
+     * PayPal captures whatever the order holds when the capture arrives — every purchase unit, each paid to
+     * its unit's payee — and an order awaiting approval or capture can be changed (PATCH
+     * /v2/checkout/orders/{id}: purchase units added or replaced, a payee's email replaced) by anyone holding
+     * the merchant's credentials. So the order is read first, and a capture is sent only when it is still the
+     * order the service created: its amount and currency the payment's, one purchase unit, paid to the payee
+     * its create answer named (provider_data.payee; one whose answer named none is compared on nothing),
+     * intent CAPTURE. Otherwise reason `amount_mismatch`, with the order as read (nothing was sent): the
+     * status writer records it as an integrity mismatch (its amount: all the units; its `integrityIssue`).
      *
      * PayPal answers a repeated PayPal-Request-Id with "the latest status of the previous request", a
      * refusal included: after the buyer approved (again), the same id would only replay the refusal. So
@@ -118,8 +123,9 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
       // Only while nothing is captured: an order captured already (a retry after a lost answer, or a capture
       // made at PayPal) goes on to the capture's replay or ORDER_ALREADY_CAPTURED, and the status writer then
       // records what was captured — a mismatch included — instead of "nothing was captured".
-      if (order.status === 'pending' && !sameMoney(order.amount, input.amount)) {
-        const message = `walletpay order ${input.providerRef} is for ${moneyText(order.amount)}, not the payment's ${moneyText(input.amount)}: no capture sent`;
+      if (order.status === 'pending' && (!sameMoney(order.amount, input.amount) || order.integrityIssue)) {
+        const what = order.integrityIssue ? `is not the order created (${order.integrityIssue})` : `is for ${moneyText(order.amount)}, not the payment's ${moneyText(input.amount)}`;
+        const message = `walletpay order ${input.providerRef} ${what}: no capture sent`;
         throw new ProviderError('walletpay', 'invalid_request', message, 'ORDER_AMOUNT_MISMATCH', order, 'amount_mismatch');
       }
       const declined = declinedCaptures(input.providerData);
@@ -127,7 +133,7 @@ export function walletpayProvider(config: AppConfig, instrument: AdapterDecorato
       const attempt = declined + unapproved;
       const idempotencyKey = attempt > 0 ? `${input.idempotencyKey}-${attempt}` : input.idempotencyKey;
       try {
-        return await adapter.capturePayment(creds, { orderId: input.providerRef, idempotencyKey });
+        return await adapter.capturePayment(creds, { orderId: input.providerRef, idempotencyKey, payee: storedPayee(input.providerData) });
       } catch (err) {
         if (!(err instanceof ProviderError) || !err.providerCode) throw err;
         const code = err.providerCode;

@@ -47,6 +47,12 @@ export interface WireRefund {
   links?: WireLink[];
 }
 
+/** Who is paid: PayPal names the merchant's account by its id and its email address. */
+export interface WirePayee {
+  merchant_id?: string;
+  email_address?: string;
+}
+
 export interface WireOrder {
   id: string;
   status: WireOrderStatus;
@@ -54,6 +60,7 @@ export interface WireOrder {
   purchase_units?: {
     reference_id?: string;
     amount?: WireMoney;
+    payee?: WirePayee;
     custom_id?: string;
     invoice_id?: string;
     payments?: { captures?: WireCapture[]; refunds?: WireRefund[] };
@@ -254,6 +261,60 @@ export function captureFailureReason(status: string, reason: string | null | und
 }
 
 /**
+ * The payee the create answer named (its only purchase unit's), kept in provider_data as `payee`: null
+ * when it named none (nothing is compared then).
+ */
+export function payeeOf(order: WireOrder): WirePayee | null {
+  const payee = order.purchase_units?.[0]?.payee;
+  const merchantId = typeof payee?.merchant_id === 'string' && payee.merchant_id ? payee.merchant_id : undefined;
+  const email = typeof payee?.email_address === 'string' && payee.email_address ? payee.email_address : undefined;
+  return merchantId || email ? { ...(merchantId ? { merchant_id: merchantId } : {}), ...(email ? { email_address: email } : {}) } : null;
+}
+
+/** The payee kept from the create answer (provider_data.payee), or null. */
+export function storedPayee(data: Record<string, unknown>): WirePayee | null {
+  const payee = data.payee;
+  if (!payee || typeof payee !== 'object') return null;
+  return payeeOf({ id: '', status: 'CREATED', purchase_units: [{ payee: payee as WirePayee }] });
+}
+
+/**
+ * What makes the order another than the one the service created, besides its amount (which the status
+ * writer compares): the service creates one purchase unit, paid to the payee its create answer named,
+ * with intent CAPTURE, and captures it once. PayPal's PATCH lets anyone holding the merchant's
+ * credentials add or replace purchase units and replace a unit's payee email; a capture takes every
+ * unit. Null when nothing differs. A field the read leaves out is not compared (PayPal's minimal
+ * answers name no payee or intent).
+ */
+export function orderIntegrityIssue(order: WireOrder, payee: WirePayee | null | undefined): string | null {
+  const issues: string[] = [];
+  const units = order.purchase_units ?? [];
+  if (units.length > 1) issues.push(`the order has ${units.length} purchase units, not the one it was created with`);
+  if (typeof order.intent === 'string' && order.intent !== 'CAPTURE') issues.push(`the order's intent is ${order.intent}, not CAPTURE`);
+  const captures = units.flatMap((u) => u.payments?.captures ?? []);
+  if (captures.length > 1) issues.push(`the order has ${captures.length} captures, not one`);
+  const read = units[0]?.payee;
+  if (payee && read) {
+    const otherId = payee.merchant_id !== undefined && read.merchant_id !== undefined && read.merchant_id !== payee.merchant_id;
+    const otherEmail = payee.email_address !== undefined && read.email_address !== undefined && read.email_address.toLowerCase() !== payee.email_address.toLowerCase();
+    if (otherId || otherEmail) {
+      const named = (p: WirePayee) => [p.merchant_id, p.email_address].filter(Boolean).join(' / ');
+      issues.push(`the order pays ${named(read)}, not ${named(payee)}, the payee it was created for`);
+    }
+  }
+  return issues.length > 0 ? issues.join('; ') : null;
+}
+
+/** The sum of `amounts` when each is an amount of one and the same currency; null otherwise (no amount). */
+function total(amounts: (WireMoney | undefined)[]): Money | null {
+  const each = amounts.map(moneyOf);
+  if (each.length === 0 || each.some((m) => m === null)) return null;
+  const currency = each[0]!.currency;
+  if (each.some((m) => m!.currency !== currency)) return null;
+  return { minor: each.reduce((sum, m) => sum + m!.minor, 0n), currency };
+}
+
+/**
  * The refunds the order lists (PayPal lists its captures' refunds under each unit's payments.refunds), as
  * a refund event would report them: what a capture answered REFUNDED or PARTIALLY_REFUNDED gave back. A
  * refund of an unknown status is reported pending (nothing is applied from it).
@@ -272,12 +333,20 @@ function refundsOf(order: WireOrder): RefundReport[] {
   });
 }
 
-export function orderToResult(order: WireOrder): ProviderPaymentResult {
+/**
+ * The order as a payment result. `payee`: the one the create answer named (provider_data.payee), compared
+ * with the order's (orderIntegrityIssue). The amount is what the order captured once it has captures (all
+ * of them), before that what it asks the buyer to approve (all its units): an order patched to more units,
+ * or captured more than once, reports more than the payment's amount.
+ */
+export function orderToResult(order: WireOrder, payee?: WirePayee | null): ProviderPaymentResult {
   const capture = latestCapture(order);
   const status = capture ? mapped(CAPTURE_STATUS, capture.status, 'capture') : mapped(ORDER_STATUS, order.status, 'order');
   const approve = status === 'pending' && !capture && order.status !== 'COMPLETED' ? approvalLink(order) : null;
   let failureReason: string | null = null;
   if (status === 'failed') failureReason = capture ? captureFailureReason(capture.status, capture.status_details?.reason) : 'order voided by walletpay: nothing can be captured';
+  const units = order.purchase_units ?? [];
+  const captures = units.flatMap((u) => u.payments?.captures ?? []);
   const refunds = capture ? refundsOf(order) : [];
   return {
     providerRef: order.id,
@@ -290,7 +359,8 @@ export function orderToResult(order: WireOrder): ProviderPaymentResult {
     data: capture ? { orderId: order.id, captureId: capture.id, captureStatus: capture.status } : { orderId: order.id, ...(approve ? { approvalUrl: approve } : {}) },
     raw: order,
     // What was captured once there is a capture; before that, what the order asks the buyer to approve.
-    amount: moneyOf(capture ? capture.amount : order.purchase_units?.[0]?.amount),
+    amount: captures.length > 1 ? total(captures.map((c) => c.amount)) : capture ? moneyOf(capture.amount) : units.length > 1 ? total(units.map((u) => u.amount)) : moneyOf(units[0]?.amount),
+    integrityIssue: orderIntegrityIssue(order, payee),
     ...(refunds.length > 0 ? { refunds } : {}),
   };
 }
