@@ -436,3 +436,38 @@ describe('array parameters sent without brackets', () => {
     expect((await get(key, `/v1/payment_intents/${created.body.id}?expand[0]=latest_charge`).expect(200)).body.latest_charge).toMatchObject({ object: 'charge' });
   });
 });
+
+describe('customers and payment methods of another type', () => {
+  it("finds customers by metadata with search; a deleted customer is gone, its payment methods detached", async () => {
+    const key = newKey();
+    const ours = (await post(key, '/v1/customers', { 'metadata[saved_card_id]': 'card-1', email: 'a@example.com' }).expect(200)).body;
+    await post(key, '/v1/customers', { 'metadata[saved_card_id]': 'card-2' }).expect(200);
+    const found = await get(key, `/v1/customers/search?query=${encodeURIComponent("metadata['saved_card_id']:'card-1'")}`).expect(200);
+    expect(found.body).toMatchObject({ object: 'search_result', data: [{ id: ours.id, metadata: { saved_card_id: 'card-1' } }], has_more: false });
+    // Another key's account does not see it.
+    expect((await get(newKey(), `/v1/customers/search?query=${encodeURIComponent("metadata['saved_card_id']:'card-1'")}`).expect(200)).body.data).toEqual([]);
+    expect((await get(key, `/v1/customers/search?query=${encodeURIComponent('name~"x"')}`).expect(400)).body.error.param).toBe('query');
+
+    const pm = (await post(key, '/v1/payment_methods/pm_card_visa/attach', { customer: ours.id }).expect(200)).body;
+    expect((await t.http.delete(`${base}/v1/customers/${ours.id}`).set('Authorization', `Bearer ${key}`).expect(200)).body).toEqual({ id: ours.id, object: 'customer', deleted: true });
+    expect((await get(key, `/v1/payment_methods/${pm.id}`).expect(200)).body.customer).toBeNull();
+    await get(key, `/v1/customers/${ours.id}`).expect(404);
+    expect((await get(key, `/v1/customers/search?query=${encodeURIComponent("metadata['saved_card_id']:'card-1'")}`).expect(200)).body.data).toEqual([]);
+    await t.http.delete(`${base}/v1/customers/${ours.id}`).set('Authorization', `Bearer ${key}`).expect(404);
+  });
+
+  it('pm_usBankAccount_success reads as a us_bank_account, attaches as one (listed by its type, not as a card), and no intent takes it', async () => {
+    const key = newKey();
+    const read = (await get(key, '/v1/payment_methods/pm_usBankAccount_success').expect(200)).body;
+    expect(read).toMatchObject({ type: 'us_bank_account', customer: null, us_bank_account: { last4: '6789', routing_number: '110000000' } });
+    expect(read.card).toBeUndefined();
+    const customer = (await post(key, '/v1/customers', {}).expect(200)).body;
+    const attached = (await post(key, '/v1/payment_methods/pm_usBankAccount_success/attach', { customer: customer.id }).expect(200)).body;
+    expect(attached).toMatchObject({ id: expect.stringMatching(/^pm_/), type: 'us_bank_account', customer: customer.id });
+    expect((await get(key, `/v1/customers/${customer.id}/payment_methods?type=card`).expect(200)).body.data).toEqual([]);
+    expect((await get(key, `/v1/customers/${customer.id}/payment_methods?type=us_bank_account`).expect(200)).body.data.map((m: { id: string }) => m.id)).toEqual([attached.id]);
+    expect((await get(key, `/v1/customers/${customer.id}/payment_methods`).expect(200)).body.data.map((m: { id: string }) => m.id)).toEqual([attached.id]);
+    const charge = await post(key, '/v1/payment_intents', visaForm({ payment_method: attached.id, customer: customer.id })).expect(400);
+    expect(charge.body.error.message).toContain('us_bank_account');
+  });
+});

@@ -4,7 +4,7 @@ import type { ApiRoutes } from './http.js';
 import { ok } from './http.js';
 import type { CustomerRow } from './objects.js';
 import { customerObject } from './objects.js';
-import { metadata, onlyKnown, optString } from './params.js';
+import { metadata, onlyKnown, optInt, optString, reqString } from './params.js';
 import { attachPaymentMethod, paymentMethodToAttach } from './payment-methods.js';
 import { findCustomer } from './store.js';
 
@@ -30,9 +30,52 @@ export function customerRoutes(api: ApiRoutes): void {
     const customer = customerObject(row);
     return ok(customer, [{ type: 'customer.created', object: customer }, ...(attached?.events ?? [])]);
   });
+  // Before /v1/customers/:id, which would take `search` for an id.
+  api.get('/v1/customers/search', async ({ params, db, account }) => {
+    const { sql, args } = parseCustomerSearch(reqString(params, 'query'));
+    const limit = Number(optInt(params, 'limit') ?? 10n);
+    const rows = await db.query<CustomerRow>(
+      `SELECT * FROM sandbox_cardpay_customers WHERE account = ? AND ${sql} ORDER BY created DESC, id DESC LIMIT ?`,
+      [account, ...args, Math.min(Math.max(limit, 1), 100)],
+    );
+    return { object: 'search_result', data: rows.map(customerObject), has_more: false, next_page: null, url: '/v1/customers/search' };
+  });
+  /** Deleted for good (the simulator keeps no deleted customer to read back); its payment methods are detached with it. */
+  api.delete('/v1/customers/:id', async ({ db, account, path }) => {
+    const deleted = await db.query<CustomerRow>('DELETE FROM sandbox_cardpay_customers WHERE id = ? AND account = ? RETURNING *', [path.id, account]);
+    if (deleted.length === 0) throw noSuch('customer', path.id!);
+    await db.query('UPDATE sandbox_cardpay_payment_methods SET customer = NULL, detached = true WHERE customer = ? AND account = ?', [path.id, account]);
+    return ok({ id: path.id, object: 'customer', deleted: true }, [{ type: 'customer.deleted', object: customerObject(deleted[0]!) }]);
+  });
   api.get('/v1/customers/:id', async ({ db, account, path }) => {
     const row = await findCustomer(db, account, path.id!);
     if (!row) throw noSuch('customer', path.id!);
     return customerObject(row);
   });
+}
+
+/**
+ * Stripe's search language for customers, the subset the service uses: `metadata['k']:'v'` and
+ * `email:'…'` clauses joined by AND. Stripe's index trails writes (docs.stripe.com/search); the
+ * simulator's does not.
+ */
+function parseCustomerSearch(query: string): { sql: string; args: unknown[] } {
+  const clauses = query.split(/\s+AND\s+/i).map((c) => c.trim()).filter(Boolean);
+  if (clauses.length === 0) throw invalidRequest('Missing required param: query.', 'query');
+  const sql: string[] = [];
+  const args: unknown[] = [];
+  for (const clause of clauses) {
+    const meta = /^metadata\[['"]([^'"]+)['"]\]:['"]([^'"]*)['"]$/.exec(clause);
+    const email = /^email:['"]([^'"]*)['"]$/.exec(clause);
+    if (meta) {
+      sql.push('metadata ->> ? = ?');
+      args.push(meta[1], meta[2]);
+    } else if (email) {
+      sql.push('email = ?');
+      args.push(email[1]);
+    } else {
+      throw invalidRequest(`Invalid search query: ${clause}`, 'query');
+    }
+  }
+  return { sql: sql.join(' AND '), args };
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { newId, nowSec } from './db.js';
 import type { TestCard } from './test-cards.js';
-import { testCard } from './test-cards.js';
+import { testBankAccount, testCard } from './test-cards.js';
 
 /** The API version the simulator reports in events (the one stripe-node 22.5 pins). */
 export const SIM_API_VERSION = '2026-07-29.dahlia';
@@ -116,17 +116,32 @@ function cardDetails(row: PaymentMethodRow) {
 }
 
 export function paymentMethodObject(row: PaymentMethodRow): StripeObject {
+  const bank = testBankAccount(row.token);
   return {
     id: row.id,
     object: 'payment_method',
     allow_redisplay: 'unspecified',
     billing_details: { address: { city: null, country: null, line1: null, line2: null, postal_code: null, state: null }, email: null, name: null, phone: null },
-    card: cardDetails(row),
+    ...(bank
+      ? {
+          us_bank_account: {
+            account_holder_type: 'individual',
+            account_type: 'checking',
+            bank_name: 'STRIPE TEST BANK',
+            financial_connections_account: null,
+            fingerprint: createHash('sha256').update(row.token).digest('base64url').slice(0, 16),
+            last4: bank.last4,
+            networks: { preferred: 'ach', supported: ['ach'] },
+            routing_number: bank.routingNumber,
+            status_details: {},
+          },
+        }
+      : { card: cardDetails(row) }),
     created: Number(row.created),
     customer: row.customer,
     livemode: false,
     metadata: row.metadata,
-    type: 'card',
+    type: bank ? 'us_bank_account' : 'card',
   };
 }
 

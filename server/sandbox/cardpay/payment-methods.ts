@@ -5,11 +5,11 @@ import type { ApiContext, ApiRoutes } from './http.js';
 import type { SimResponse } from './idempotency.js';
 import { ok } from './http.js';
 import type { PaymentMethodRow } from './objects.js';
-import { cardOf, paymentMethodObject } from './objects.js';
+import { paymentMethodObject } from './objects.js';
 import { listPage } from './lists.js';
 import { onlyKnown, optString, reqString } from './params.js';
 import { findCustomer, findPaymentMethod, insertPaymentMethod } from './store.js';
-import { testCard } from './test-cards.js';
+import { TEST_BANK_ACCOUNTS, isTestToken, testCard } from './test-cards.js';
 
 /** Stripe's refusal of a PaymentMethod used once without a Customer (or detached from one). */
 export const SINGLE_USE_MESSAGE =
@@ -27,7 +27,7 @@ const notAttached = () =>
  * attached) or this account's row. `param`: how the request names it ('id' for the path: 404).
  */
 export async function paymentMethodToAttach(db: Db, account: string, id: string, param: string): Promise<PaymentMethodRow | null> {
-  if (testCard(id)) return null;
+  if (isTestToken(id)) return null;
   const existing = await findPaymentMethod(db, account, id, true);
   if (!existing) throw noSuch('PaymentMethod', id, param);
   return existing;
@@ -50,8 +50,9 @@ export async function attachPaymentMethod(db: Db, account: string, id: string, e
     if (existing.customer === customerId) return ok(paymentMethodObject(existing));
     throw invalidRequest('The payment method you provided has already been attached to a customer.', undefined, 'payment_method_unexpected_state');
   }
-  const card = existing ? cardOf(existing) : testCard(id)!;
-  if (!card.attachable && card.behaviour.kind === 'decline') {
+  // A card, or another type of test payment method (a bank account), which attaches as it is.
+  const card = testCard(existing?.token ?? id);
+  if (card && !card.attachable && card.behaviour.kind === 'decline') {
     const { code, decline_code, message } = card.behaviour.decline;
     return {
       status: 402,
@@ -83,7 +84,7 @@ async function attach(ctx: ApiContext) {
 async function detach(ctx: ApiContext) {
   onlyKnown(ctx.params, []);
   const id = ctx.path.id!;
-  if (testCard(id)) throw notAttached();
+  if (isTestToken(id)) throw notAttached();
   const row = await findPaymentMethod(ctx.db, ctx.account, id, true);
   if (!row) throw noSuch('PaymentMethod', id);
   if (!row.customer) throw notAttached();
@@ -92,14 +93,19 @@ async function detach(ctx: ApiContext) {
   return ok(object, [{ type: 'payment_method.detached', object }]);
 }
 
-/** A customer's attached cards, newest first (the only payment method type the simulator has). */
+/** The types of payment method the simulator has, each as a condition on the token a row was made from. */
+const BANK_TOKENS = Object.keys(TEST_BANK_ACCOUNTS);
+const OF_TYPE: Record<string, string> = { card: 'token <> ALL(?::text[])', us_bank_account: 'token = ANY(?::text[])' };
+
+/** A customer's attached payment methods (of `type`, when given), newest first. */
 async function listOfCustomer(ctx: ApiContext, customerId: string, param: string) {
   if (!(await findCustomer(ctx.db, ctx.account, customerId))) throw noSuch('customer', customerId, param);
   const type = optString(ctx.params, 'type');
+  const ofType = type === undefined ? [] : [OF_TYPE[type] ?? 'false'];
   return listPage<PaymentMethodRow>(ctx.db, ctx.account, ctx.params, {
     source: { table: 'sandbox_cardpay_payment_methods', kind: 'payment_method' },
-    where: ['customer = ?', 'NOT detached', ...(type && type !== 'card' ? ['false'] : [])],
-    args: [customerId],
+    where: ['customer = ?', 'NOT detached', ...ofType],
+    args: [customerId, ...(type !== undefined && OF_TYPE[type] ? [BANK_TOKENS] : [])],
     toObject: paymentMethodObject,
     url: param === 'id' ? `/v1/customers/${customerId}/payment_methods` : '/v1/payment_methods',
   });
@@ -113,7 +119,7 @@ export function paymentMethodRoutes(api: ApiRoutes): void {
   api.get('/v1/payment_methods/:id', async ({ db, account, path }) => {
     const id = path.id!;
     // A test token reads as a fresh, unattached card.
-    if (testCard(id)) return paymentMethodObject({ id, account, token: id, customer: null, detached: false, used_with_intent: null, set_up: false, metadata: {}, created: String(nowSec()) });
+    if (isTestToken(id)) return paymentMethodObject({ id, account, token: id, customer: null, detached: false, used_with_intent: null, set_up: false, metadata: {}, created: String(nowSec()) });
     const row = await findPaymentMethod(db, account, id);
     if (!row) throw noSuch('PaymentMethod', id);
     return paymentMethodObject(row);

@@ -1,8 +1,8 @@
 import type { Db } from './db.js';
 import { newId, nowSec } from './db.js';
-import { noSuch } from './errors.js';
+import { invalidRequest, noSuch } from './errors.js';
 import type { CustomerRow, IntentRow, PaymentMethodRow } from './objects.js';
-import { testCard } from './test-cards.js';
+import { testBankAccount, testCard } from './test-cards.js';
 
 /** Row access for the simulator's tables; every lookup is scoped to the calling key's account. */
 
@@ -98,6 +98,8 @@ export async function resolvePaymentMethod(db: Db, account: string, idOrToken: s
   if (testCard(idOrToken)) return insertPaymentMethod(db, account, idOrToken, null, usedWithIntent);
   const row = await findPaymentMethod(db, account, idOrToken, true);
   if (!row) throw noSuch('PaymentMethod', idOrToken, param);
+  // Another type than card (a test bank account attached to a customer): the simulator's intents take cards only.
+  if (testBankAccount(row.token)) throw invalidRequest(`The PaymentMethod provided (us_bank_account) is not allowed for this PaymentIntent. Please attach a PaymentMethod of one of the following types: card.`, param);
   return row;
 }
 

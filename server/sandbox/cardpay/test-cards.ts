@@ -86,3 +86,22 @@ export const TEST_CARDS: Record<string, TestCard> = {
 export function testCard(token: string): TestCard | undefined {
   return Object.prototype.hasOwnProperty.call(TEST_CARDS, token) ? TEST_CARDS[token] : undefined;
 }
+
+/**
+ * Stripe's documented test PaymentMethod of another type than card (docs.stripe.com/payments/ach-direct-debit,
+ * "Test your integration": the manually entered test account 000123456789, routing 110000000): it can be
+ * read and attached to a Customer like a card token (a new `pm_…` each time), but it is no card, and the
+ * simulator charges none of it.
+ */
+export const TEST_BANK_ACCOUNTS: Record<string, { last4: string; routingNumber: string }> = {
+  pm_usBankAccount_success: { last4: '6789', routingNumber: '110000000' },
+};
+
+export function testBankAccount(token: string): { last4: string; routingNumber: string } | undefined {
+  return Object.prototype.hasOwnProperty.call(TEST_BANK_ACCOUNTS, token) ? TEST_BANK_ACCOUNTS[token] : undefined;
+}
+
+/** A documented test token of any type: it names behaviour, and becomes a new `pm_…` when attached. */
+export function isTestToken(token: string): boolean {
+  return testCard(token) !== undefined || testBankAccount(token) !== undefined;
+}
