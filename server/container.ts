@@ -294,7 +294,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     payments,
     paymentHistory: new PaymentHistory(em),
     refunds,
-    savedCards: new SavedCardService(em, credentials, providers, idempotency, cardDetach),
+    savedCards: new SavedCardService(em, credentials, providers, idempotency, cardDetach, logger),
     cardDetach,
     // A lost push is judged by reconciliation's pull (lost-creation.ts).
     statusSync: new StatusSyncService(em, config, gateway, payments, logger, operations.reconcileWindow.bind(operations)),

@@ -477,10 +477,32 @@ export interface ProviderOperations<C> {
   registerTransactionFeed?(creds: C, input: Record<string, string | undefined>): Promise<{ issues: RequestIssue[] } | { result: Record<string, unknown> }>;
 }
 
+/** A payment method as the provider has it, read before anything is made for saving it. */
+export interface VaultPaymentMethod {
+  /** The provider's type of payment method (`card`, `us_bank_account`, `sepa_debit`…): only a card is saved. */
+  type: string;
+  /** The card, when it is one. */
+  card: SavedCardDetails | null;
+  /** The customer it is attached to, and the saved card that customer was made for (createCustomer's `savedCardId`), if any. */
+  customer: { id: string; savedCardId: string | null } | null;
+}
+
 /** Saved cards: a provider customer with the payment method attached. */
 export interface CardVault<C> {
-  createCustomer(creds: C, input: { email?: string; name?: string; idempotencyKey: string }): Promise<{ customerId: string }>;
+  /** The payment method `paymentMethodId` names (a test token reads as a fresh one, attached to no customer). */
+  paymentMethod(creds: C, paymentMethodId: string): Promise<VaultPaymentMethod>;
+  /** A customer made for the saved card `savedCardId`, which it records (customersOfSavedCard finds it by it). */
+  createCustomer(creds: C, input: { email?: string; name?: string; savedCardId: string; idempotencyKey: string }): Promise<{ customerId: string }>;
   attachPaymentMethod(creds: C, input: { paymentMethodId: string; customerId: string; idempotencyKey: string }): Promise<SavedCardDetails>;
+  /**
+   * The customers made for the saved card `savedCardId` that the provider can find (a search index may
+   * trail its writes: a customer made a moment ago may be missing), most recent first.
+   */
+  customersOfSavedCard(creds: C, savedCardId: string): Promise<string[]>;
+  /** The cards attached to the customer. */
+  cardsOf(creds: C, customerId: string): Promise<SavedCardDetails[]>;
+  /** Deletes a customer (one that is gone already counts as deleted). */
+  deleteCustomer(creds: C, customerId: string): Promise<void>;
   /**
    * Detaches the payment method from its customer. 'detached': it is attached to no customer now (detached
    * now, or it already was: not attached). 'missing': the credentials' account has no such payment method —

@@ -283,7 +283,8 @@ describe('saved cards with an Idempotency-Key', () => {
     expect(again.status).toBe(422);
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.body.error).toMatchObject({ code: first.body.error.code, message: first.body.error.message, details: first.body.error.details });
-    expect(await t.sql(`SELECT 1 FROM sandbox_cardpay_customers WHERE email = 'refused@example.com'`)).toHaveLength(1);
+    // The payment method is read before anything is made: the refusal leaves no customer at the provider.
+    expect(await t.sql(`SELECT 1 FROM sandbox_cardpay_customers WHERE email = 'refused@example.com'`)).toHaveLength(0);
   });
 });
 

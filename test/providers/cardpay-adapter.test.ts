@@ -217,7 +217,7 @@ describe('3-D Secure', () => {
 
 describe('saved cards and off-session charges', () => {
   async function saveCard(creds: { secret_key: string }, token: string) {
-    const { customerId } = await adapter.createCustomer(creds, { email: 'ann@example.com', name: 'Ann', idempotencyKey: `cus-${randomUUID()}` });
+    const { customerId } = await adapter.createCustomer(creds, { email: 'ann@example.com', name: 'Ann', savedCardId: randomUUID(), idempotencyKey: `cus-${randomUUID()}` });
     const card = await adapter.attachPaymentMethod(creds, { paymentMethodId: token, customerId, idempotencyKey: `attach-${randomUUID()}` });
     return { customerId, card };
   }
@@ -253,7 +253,7 @@ describe('saved cards and off-session charges', () => {
 
   it('a decline card cannot be attached', async () => {
     const creds = newCreds();
-    const { customerId } = await adapter.createCustomer(creds, { idempotencyKey: `cus-${randomUUID()}` });
+    const { customerId } = await adapter.createCustomer(creds, { savedCardId: randomUUID(), idempotencyKey: `cus-${randomUUID()}` });
     const err = await providerError(adapter.attachPaymentMethod(creds, { paymentMethodId: 'pm_card_chargeDeclined', customerId, idempotencyKey: `a-${randomUUID()}` }));
     expect(err.kind).toBe('declined');
     expect(err.providerCode).toBe('generic_decline');

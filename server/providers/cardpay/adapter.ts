@@ -14,12 +14,16 @@ import type {
   RefundInput,
   RefundLookup,
   SavedCardDetails,
+  VaultPaymentMethod,
 } from '../../domain/ports.js';
 import { PROVIDER_ACCOUNT_FIELD, ProviderError, answerAboutSomethingElse, providerAccountOf } from '../../domain/ports.js';
 import { accountWithMode } from './account.js';
 import { CARDPAY_API_VERSION, CardpayClients } from './client.js';
 import { toProviderError } from './errors.js';
 import { WEBHOOK_EVENT_TYPES, createIntentParams, toPaymentResult, toRefundRecord, toRefundResult, toSavedCard, toWireAmount } from './transformers.js';
+
+/** The metadata key naming, on a customer made for a saved card, that card's id: a resumed save finds what an earlier attempt made by it. */
+const SAVED_CARD_METADATA = 'saved_card_id';
 
 /**
  * cardpay over Stripe's PaymentIntents API with the official SDK, pointed at providerBaseUrl (the
@@ -145,10 +149,24 @@ export class CardpayAdapter {
     return refunds.map(toRefundRecord);
   }
 
-  async createCustomer(creds: CardpayCredentials, input: { email?: string; name?: string; idempotencyKey: string }): Promise<{ customerId: string }> {
+  /** The payment method with its customer expanded (the saved card that customer was made for is in its metadata). */
+  async paymentMethod(creds: CardpayCredentials, paymentMethodId: string): Promise<VaultPaymentMethod> {
+    const method = await this.call('read', () => this.stripe(creds).paymentMethods.retrieve(paymentMethodId, { expand: ['customer'] }));
+    const customer = method.customer;
+    const customerId = typeof customer === 'string' ? customer : (customer?.id ?? null);
+    const named = customer && typeof customer !== 'string' && !customer.deleted ? customer.metadata?.[SAVED_CARD_METADATA] : undefined;
+    return {
+      type: method.type,
+      card: method.type === 'card' && method.card ? toSavedCard(method) : null,
+      customer: customerId ? { id: customerId, savedCardId: typeof named === 'string' && named !== '' ? named : null } : null,
+    };
+  }
+
+  async createCustomer(creds: CardpayCredentials, input: { email?: string; name?: string; savedCardId: string; idempotencyKey: string }): Promise<{ customerId: string }> {
     const params: Stripe.CustomerCreateParams = {
       ...(input.email ? { email: input.email } : {}),
       ...(input.name ? { name: input.name } : {}),
+      metadata: { [SAVED_CARD_METADATA]: input.savedCardId },
     };
     const customer = await this.call('write', () => this.stripe(creds).customers.create(params, { idempotencyKey: input.idempotencyKey }));
     return { customerId: customer.id };
@@ -165,6 +183,27 @@ export class CardpayAdapter {
     );
     const method = attached.card ? attached : await this.call('read', () => stripe.paymentMethods.retrieve(attached.id));
     return toSavedCard(method);
+  }
+
+  /** By search (`metadata['saved_card_id']`), whose index trails writes by up to a minute (docs.stripe.com/search). */
+  async customersOfSavedCard(creds: CardpayCredentials, savedCardId: string): Promise<string[]> {
+    const query = `metadata['${SAVED_CARD_METADATA}']:'${savedCardId.replace(/'/g, '')}'`;
+    const found = await this.call('read', () => this.stripe(creds).customers.search({ query, limit: 10 }));
+    return found.data.filter((c) => c.metadata?.[SAVED_CARD_METADATA] === savedCardId).map((c) => c.id);
+  }
+
+  async cardsOf(creds: CardpayCredentials, customerId: string): Promise<SavedCardDetails[]> {
+    const methods = await this.call('read', () => this.stripe(creds).customers.listPaymentMethods(customerId, { type: 'card', limit: 10 }));
+    return methods.data.filter((m) => m.type === 'card' && m.card).map(toSavedCard);
+  }
+
+  async deleteCustomer(creds: CardpayCredentials, customerId: string): Promise<void> {
+    try {
+      await this.call('write', () => this.stripe(creds).customers.del(customerId));
+    } catch (err) {
+      if (err instanceof ProviderError && err.providerCode === 'resource_missing') return;
+      throw err;
+    }
   }
 
   /**

@@ -40,8 +40,12 @@ export function cardpayProvider(config: AppConfig, instrument: AdapterDecorator 
     afterCredentialsRemoved: removeCardpayWebhookEndpoints(adapter, config),
     notifications: cardpayNotifications(adapter),
     cards: {
+      paymentMethod: (creds, id) => adapter.paymentMethod(creds, id),
       createCustomer: (creds, input) => adapter.createCustomer(creds, input),
       attachPaymentMethod: (creds, input) => adapter.attachPaymentMethod(creds, input),
+      customersOfSavedCard: (creds, savedCardId) => adapter.customersOfSavedCard(creds, savedCardId),
+      cardsOf: (creds, customerId) => adapter.cardsOf(creds, customerId),
+      deleteCustomer: (creds, customerId) => adapter.deleteCustomer(creds, customerId),
       detachPaymentMethod: (creds, id) => adapter.detachPaymentMethod(creds, id),
       chargeFields: (card) => ({ customer: card.customerRef, payment_method: card.paymentMethodToken, off_session: true }),
     },
