@@ -182,7 +182,8 @@ async function startServer(
     child.stderr!.on('data', (d: Buffer) => {
       // The server's own log is not passed on (its error lines can quote statements); the tail explains a failed start.
       output = (output + d.toString()).slice(-4000);
-      if (output.includes('database system is ready to accept connections')) resolve();
+      // A cluster started as a hot standby (a standby.signal in its directory) takes read-only connections.
+      if (/database system is ready to accept (read-only )?connections/.test(output)) resolve();
     });
     void exited.then(() => reject(new Error(`PostgreSQL exited during start: ${output.trim()}`)));
   });

@@ -37,13 +37,21 @@ export interface TestService {
  * `databaseSettings`, what every session of the database starts with (`ALTER DATABASE … SET`, e.g. a
  * TimeZone: an operator's server may have one), set before the service connects; `withoutSimulatorKeys`,
  * a database without the simulators' key pairs the template has (scripts/prepare-test-template.ts), so the
- * boot makes them as on a new deployment.
+ * boot makes them as on a new deployment; `database`, an existing database (another cluster's) used instead of a
+ * fresh one, left in place by stop(); `connectVia`, where the service reaches the database instead of its
+ * URL (a test's TCP relay: `(url) => proxy.start(url)`), the test's own queries still going straight to it.
  */
 export async function startTestService(
   env: Record<string, string> = {},
-  options: { agendaLockLifetimeMs?: number; databaseSettings?: Record<string, string>; withoutSimulatorKeys?: boolean } = {},
+  options: {
+    agendaLockLifetimeMs?: number;
+    databaseSettings?: Record<string, string>;
+    withoutSimulatorKeys?: boolean;
+    database?: { url: string };
+    connectVia?: (databaseUrl: string) => Promise<string>;
+  } = {},
 ): Promise<TestService> {
-  const db = await createTestDatabase();
+  const db = options.database ? { url: options.database.url, name: new URL(options.database.url).pathname.slice(1), drop: async () => undefined } : await createTestDatabase();
   if (options.withoutSimulatorKeys) await sql(db.url, 'DELETE FROM sandbox_walletpay_keys; DELETE FROM sandbox_mobilemoney_keys');
   for (const [name, value] of Object.entries(options.databaseSettings ?? {})) {
     if (!/^[a-z_]+$/i.test(name)) throw new Error(`not a setting name: ${name}`);
@@ -55,7 +63,7 @@ export async function startTestService(
   const config = loadConfig({
     NODE_ENV: 'test',
     PORT: '0',
-    DATABASE_URL: db.url,
+    DATABASE_URL: options.connectVia ? await options.connectVia(db.url) : db.url,
     ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
     DATA_DIR: dataDir,
     LOG_LEVEL: 'info',

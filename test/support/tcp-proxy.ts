@@ -20,6 +20,10 @@ export class TcpProxy {
   private blackHoled = false;
   /** The port it listened on before `refuse`. */
   private port = 0;
+  /** New connections reach the database this much later (see `delayConnections`). */
+  private connectDelayMs = 0;
+  /** Connections held back by that delay. */
+  private readonly waiting = new Set<net.Socket>();
 
   /**
    * With `dropNotifications`, PostgreSQL's notifications (NotificationResponse messages) never reach the
@@ -27,31 +31,59 @@ export class TcpProxy {
    * connection, not on a session of the client's own.
    */
   constructor(
-    private readonly target: { host: string; port: number },
+    private target: { host: string; port: number },
     private readonly options: { dropNotifications?: boolean } = {},
   ) {
     this.server = net.createServer((client) => {
-      const upstream = net.connect(this.target.port, this.target.host);
-      const pair: Pair = { client, upstream, silent: this.blackHoled };
-      this.pairs.add(pair);
-      client.on('data', (chunk) => {
-        if (!pair.silent) upstream.write(chunk);
+      if (this.connectDelayMs === 0) return this.relay(client);
+      // A slow network or a database slow to accept: the client waits; one that gave up meanwhile never reaches it.
+      client.pause();
+      this.waiting.add(client);
+      client.on('error', () => client.destroy());
+      const timer = setTimeout(() => {
+        this.waiting.delete(client);
+        if (client.destroyed) return;
+        this.relay(client);
+        client.resume();
+      }, this.connectDelayMs);
+      client.once('close', () => {
+        clearTimeout(timer);
+        this.waiting.delete(client);
       });
-      const toClient = this.options.dropNotifications ? withoutNotifications() : (chunk: Buffer) => chunk;
-      upstream.on('data', (chunk: Buffer) => {
-        if (!pair.silent) client.write(toClient(chunk));
-      });
-      const close = () => {
-        if (pair.silent) return;
-        client.destroy();
-        upstream.destroy();
-        this.pairs.delete(pair);
-      };
-      for (const socket of [client, upstream]) {
-        socket.on('close', close);
-        socket.on('error', close);
-      }
     });
+  }
+
+  private relay(client: net.Socket): void {
+    const upstream = net.connect(this.target.port, this.target.host);
+    const pair: Pair = { client, upstream, silent: this.blackHoled };
+    this.pairs.add(pair);
+    client.on('data', (chunk) => {
+      if (!pair.silent) upstream.write(chunk);
+    });
+    const toClient = this.options.dropNotifications ? withoutNotifications() : (chunk: Buffer) => chunk;
+    upstream.on('data', (chunk: Buffer) => {
+      if (!pair.silent) client.write(toClient(chunk));
+    });
+    const close = () => {
+      if (pair.silent) return;
+      client.destroy();
+      upstream.destroy();
+      this.pairs.delete(pair);
+    };
+    for (const socket of [client, upstream]) {
+      socket.on('close', close);
+      socket.on('error', close);
+    }
+  }
+
+  /** Every new connection reaches the database `ms` later (0: at once); the open ones are untouched. */
+  delayConnections(ms: number): void {
+    this.connectDelayMs = ms;
+  }
+
+  /** New connections go to `target` from now on (the database came back elsewhere: a restarted cluster's new port). */
+  retarget(target: { host: string; port: number }): void {
+    this.target = target;
   }
 
   /** Listens on a free loopback port; returns `databaseUrl` pointed at the relay. */
@@ -91,6 +123,8 @@ export class TcpProxy {
       pair.upstream.destroy();
     }
     this.pairs.clear();
+    for (const client of this.waiting) client.destroy();
+    this.waiting.clear();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
