@@ -25,6 +25,7 @@ import { instrumentProvider } from './observability/instrument-provider.js';
 import { Metrics } from './observability/metrics.js';
 import { registerStoreMetrics } from './observability/store-metrics.js';
 import { answerWithin, openOrm } from './persistence/orm.js';
+import { withinDeadline } from './lib/within-deadline.js';
 import { KeyLock } from './persistence/key-lock.js';
 import { Leases } from './persistence/leases.js';
 import { ChangeNotifications } from './persistence/change-notifications.js';
@@ -134,7 +135,11 @@ export interface Container {
    * keep-alive clients (and load balancers) move to another process instead of holding this one open.
    */
   draining: boolean;
-  close(): Promise<void>;
+  /**
+   * Closes the listeners and pools; with a `deadline` (ms since the epoch: the stop's), a step still
+   * under way then is logged and left open, and close() resolves.
+   */
+  close(deadline?: number): Promise<void>;
 }
 
 export interface ContainerOptions {
@@ -186,7 +191,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
   const secrets = new SecretBox(await resolveEncryptionKey(config), config.decryptionKeys);
   const em = orm.em;
   const lockLifetimeMs = options.agendaLockLifetimeMs ?? AGENDA_LOCK_LIFETIME_MS;
-  const { agenda, closePool: closeAgendaPool } = createAgenda({
+  const { agenda, closePool: closeAgendaPool, answers: agendaPoolAnswers } = createAgenda({
     databaseUrl: options.databaseUrl,
     // The host too: in containers every node is PID 1, so `worker-1` would name every worker alike.
     name: `${config.role}-${hostname()}-${process.pid}`,
@@ -194,6 +199,9 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     lockLifetimeMs,
     poolMax: Math.min(8, config.databasePoolMax),
     onQuery: roundTrips('jobs'),
+    onListenerQuery: roundTrips('listener'),
+    onError: (message) => options.logger.warn(message),
+    onDeaf: (message) => options.logger.error(message),
   });
   let agendaReady = false;
   agenda.on('ready', () => (agendaReady = true));
@@ -334,21 +342,34 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     async readiness() {
       const session = await answerWithin(orm, SESSION_WRITABLE_SQL, READINESS_QUERY_TIMEOUT_MS);
       const writable = session?.writable === true;
-      const jobRunner = writable && agendaReady ? (await answerWithin(orm, 'SELECT 1 FROM agenda_jobs LIMIT 1', READINESS_QUERY_TIMEOUT_MS)) !== null : false;
+      // On Agenda's own pool, where its jobs get their connections: one used up (by whatever holds them)
+      // runs no job, however well the ORM's pool answers.
+      const jobRunner = writable && agendaReady ? await agendaPoolAnswers('SELECT 1 FROM agenda_jobs LIMIT 1', READINESS_QUERY_TIMEOUT_MS) : false;
       const checks = { database: writable, job_runner: jobRunner };
       if (!session) return { checks, reason: `the database does not answer within ${READINESS_QUERY_TIMEOUT_MS / 1000} s` };
       if (!writable) return { checks, reason: 'the database is read-only (a hot standby, or default_transaction_read_only on): every write would fail' };
-      if (!jobRunner) return { checks, reason: 'the job runner is not connected' };
+      if (!jobRunner) {
+        return { checks, reason: `the job runner (Agenda's own connections) got no answer from the database within ${READINESS_QUERY_TIMEOUT_MS / 1000} s: jobs do not run` };
+      }
       return { checks };
     },
     draining: false,
-    async close() {
-      await accessChanges.stop();
-      await deliveryQueue.close();
-      await keyLock.close();
-      await closeAgendaPool().catch(() => undefined);
-      await sandboxPool.end().catch(() => undefined);
-      await orm.close(true);
+    async close(deadline = Number.POSITIVE_INFINITY) {
+      // Each step waits until the stop's deadline at most: one that would outlive it is said and left
+      // open (the process exits without it), and the others still close.
+      const step = async (name: string, close: () => Promise<unknown>) => {
+        const outcome = await withinDeadline(Promise.resolve().then(close), deadline);
+        if (outcome === 'late') options.logger.error({ step: name }, `shutdown: ${name} did not close within SHUTDOWN_TIMEOUT_MS; left open`);
+        if (outcome === 'failed') options.logger.warn({ step: name }, `shutdown: closing ${name} failed`);
+      };
+      // The wake-ups first: they query the pools closed next.
+      await Promise.all([step('the access-change listener', () => accessChanges.stop()), step('the delivery wake-ups', () => deliveryQueue.close())]);
+      await Promise.all([
+        step('the scheduling-lock pool', () => keyLock.close()),
+        step("Agenda's pool", closeAgendaPool),
+        step("the simulators' pool", () => sandboxPool.end()),
+        step("the ORM's pool", () => orm.close(true)),
+      ]);
     },
   };
 }

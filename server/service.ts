@@ -10,6 +10,7 @@ import { refuseMalformedRequest } from './http/client-error.js';
 import { DeliveryDrainer } from './jobs/delivery-drainer.js';
 import { DELIVERIES_DUE_CHANNEL } from './jobs/delivery-queue.js';
 import { drainAgenda } from './jobs/agenda.js';
+import { withinDeadline } from './lib/within-deadline.js';
 import { defineJobs, scheduleRecurringJobs } from './jobs/index.js';
 import { censusOfSecretKeys } from './domain/crypto/stored-secrets.js';
 import { gracefulCloser } from './net/graceful-close.js';
@@ -51,6 +52,8 @@ function reachableFromOutside(url: string): boolean {
  * results and close the pools before main.ts's deadline exits the process.
  */
 const agendaDrainMs = (shutdownTimeoutMs: number): number => Math.max(1_000, shutdownTimeoutMs - 3_000);
+/** The stop's own steps end this long before main.ts's deadline, so a stop that left one behind still exits 0. */
+const STOP_MARGIN_MS = 500;
 
 export interface RunningService {
   container: Container;
@@ -160,18 +163,30 @@ export async function startService(config: AppConfig, options: StartOptions = {}
       if (delayLeftMs > 0 && closers.length > 0) await new Promise((resolve) => setTimeout(resolve, delayLeftMs));
       // What is left of SHUTDOWN_TIMEOUT_MS since the draining began (main.ts's deadline counts from the signal).
       const budgetMs = Math.max(0, since + config.shutdownTimeoutMs - Date.now());
+      // Every step but the HTTP listeners' (whose requests under way keep main.ts's exit code 1 past the
+      // budget) ends by then at the latest: a step still under way is logged and left open, the rest close,
+      // and the process exits 0 before main.ts's deadline.
+      const deadline = since + config.shutdownTimeoutMs - STOP_MARGIN_MS;
+      const step = async (name: string, work: () => Promise<unknown>) => {
+        const outcome = await withinDeadline(Promise.resolve().then(work), deadline);
+        if (outcome === 'late') logger.error({ step: name }, `shutdown: ${name} did not finish within SHUTDOWN_TIMEOUT_MS; left behind`);
+        if (outcome === 'failed') logger.warn({ step: name }, `shutdown: ${name} failed`);
+      };
       // HTTP and jobs stop side by side: busy keep-alive connections no longer hold the job drain back.
       // Agenda stops taking jobs while the drain loop finishes its attempts, not after: a retry job started
       // during the drain loop's wait would be cut by the shutdown deadline (and sent again after its lease).
       await Promise.all([
         ...closers.map((close) => close(budgetMs)),
-        dueDeliveries?.stop().then(() => drainer?.stop()),
-        drainAgenda(container.agenda, agendaDrainMs(budgetMs)).catch(() => undefined),
+        step('the webhook drain loop', async () => {
+          await dueDeliveries?.stop();
+          await drainer?.stop();
+        }),
+        step('the job drain', () => drainAgenda(container.agenda, agendaDrainMs(budgetMs))),
       ]);
       // Nothing left to do after a drain; it still unlocks what a drain that failed part-way had not.
-      await container.agenda.stop().catch(() => undefined);
-      await container.close();
-      if (embedded) await embedded.stop();
+      await step("Agenda's stop", () => container.agenda.stop());
+      await container.close(deadline);
+      if (embedded) await step('the embedded PostgreSQL', () => embedded!.stop());
     })());
 
   try {

@@ -3,6 +3,7 @@ import { PostgresBackend } from '@agendajs/postgres-backend';
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import { countQueries } from '../lib/count-queries.js';
+import { AgendaNotificationChannel } from './agenda-channel.js';
 import { PG_SOCKET_OPTIONS } from '../lib/pg-connection.js';
 
 export interface AgendaOptions {
@@ -16,33 +17,79 @@ export interface AgendaOptions {
   poolMax?: number;
   /** Called for every query a pooled connection sends (db_round_trips_total). */
   onQuery?: () => void;
+  /** Called for every query the listening connection sends. */
+  onListenerQuery?: () => void;
+  /** The wake-ups' listening connection was lost or refused (it is made again), or a wake-up was not sent. */
+  onError?: (message: string) => void;
+  /** The listening connection does not hear its own NOTIFY (a pooler in transaction mode). */
+  onDeaf?: (message: string) => void;
+}
+
+export interface AgendaHandle {
+  agenda: Agenda;
+  /** Ends Agenda's pool once Agenda has stopped; resolves when every connection of it is closed. */
+  closePool: () => Promise<void>;
+  /**
+   * Whether a connection of Agenda's own pool answers `sql` within `timeoutMs` (waiting for a free one
+   * included): /readyz's job runner check. A connection whose answer did not come is closed, not reused.
+   */
+  answers: (sql: string, timeoutMs: number) => Promise<boolean>;
 }
 
 /**
  * Agenda on the PostgreSQL backend: jobs live in `agenda_jobs` of the service's own database. The pool
  * is ours (Agenda does not close a pool it was given): an idle connection that the server drops —
  * e.g. while the database shuts down — is an error event we handle, not a process crash; `close()`
- * ends it after Agenda has stopped.
+ * ends it after Agenda has stopped. Its wake-ups LISTEN on a connection of their own (agenda-channel.ts),
+ * so every connection of the pool is only ever lent for a query, and ending the pool always ends.
  */
-export function createAgenda(options: AgendaOptions): { agenda: Agenda; closePool: () => Promise<void> } {
+export function createAgenda(options: AgendaOptions): AgendaHandle {
   const pool = new pg.Pool({ connectionString: options.databaseUrl, ...PG_SOCKET_OPTIONS, max: options.poolMax ?? 8 });
   pool.on('error', () => undefined);
   if (options.onQuery) pool.on('connect', (client) => countQueries(client, options.onQuery!));
   // agenda_jobs is made by a migration (Migration20261127001001_agenda_jobs), under the migrations'
   // lock_timeout: the backend's own schema step at connect takes ACCESS EXCLUSIVE locks with no bound.
-  const backend = new PostgresBackend({ pool, ensureSchema: false });
-  // Its LISTEN connection reports a dropped connection as an 'error' event; unhandled, that would
-  // crash the process (e.g. while the database restarts). Agenda reconnects on its own.
-  backend.notificationChannel?.on('error', () => undefined);
+  // Its own notification channel is off: it would LISTEN on a connection of this pool (see agenda-channel.ts).
+  const backend = new PostgresBackend({ pool, ensureSchema: false, disableNotifications: true });
+  const notificationChannel = new AgendaNotificationChannel({
+    databaseUrl: options.databaseUrl,
+    pool,
+    onError: options.onError,
+    onDeaf: options.onDeaf,
+    onQuery: options.onListenerQuery,
+  });
   const agenda = new Agenda({
     backend,
+    notificationChannel,
     name: options.name,
     processEvery: options.processEveryMs,
     defaultConcurrency: 10,
     maxConcurrency: 40,
     defaultLockLifetime: options.lockLifetimeMs,
   });
-  return { agenda, closePool: () => pool.end() };
+  return { agenda, closePool: () => pool.end(), answers: (sql, timeoutMs) => poolAnswers(pool, sql, timeoutMs) };
+}
+
+async function poolAnswers(pool: pg.Pool, sql: string, timeoutMs: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), timeoutMs)));
+  const checkout = pool.connect();
+  try {
+    const client = await Promise.race([checkout, late]);
+    if (client === 'late') {
+      // Given back as soon as it comes (the pool's connectionTimeoutMillis bounds the wait).
+      void checkout.then((c) => c.release(), () => undefined);
+      return false;
+    }
+    const answer = await Promise.race([client.query(sql).then(() => 'answered' as const, () => 'failed' as const), late]);
+    // A connection that failed or did not answer in time is closed (release(true)), not lent again.
+    client.release(answer === 'answered' ? undefined : true);
+    return answer === 'answered';
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

@@ -43,6 +43,11 @@ export interface ChangeNotificationOptions {
   onDeaf?: (message: string) => void;
   /** Called for every query the listening connection sends (LISTEN and heartbeats). */
   onQuery?: () => void;
+  /**
+   * For a channel whose payloads are not table changes (Agenda's wake-ups, jobs/agenda-channel.ts): each
+   * notification's payload goes here instead of to the subscribers (self-checks excepted).
+   */
+  onPayload?: (payload: string) => void;
 }
 
 const MAX_RECONNECT_DELAY_MS = 5_000;
@@ -124,9 +129,12 @@ export class ChangeNotifications implements ChangeFeed {
     this.heartbeatTimer = null;
     for (const timer of this.selfChecks.values()) clearTimeout(timer);
     this.selfChecks.clear();
-    const client = this.client;
+    // A connection still being made is ended too, not left to end when its connect completes: once this
+    // resolves, the process holds no session for this listener (a stop can close everything else at once).
+    const clients = [this.client, this.connecting];
     this.client = null;
-    await client?.end().catch(() => undefined);
+    this.connecting = null;
+    await Promise.all(clients.map((client) => client?.end().catch(() => undefined)));
   }
 
   private async connect(): Promise<void> {
@@ -143,6 +151,7 @@ export class ChangeNotifications implements ChangeFeed {
       if (msg.channel !== this.options.channel) return;
       const change = parseChange(msg.payload);
       if (change.table === SELF_CHECK_TABLE) this.heard(change.check);
+      else if (this.options.onPayload) this.options.onPayload(msg.payload ?? '');
       else this.publish(change);
     });
     this.connecting = client;

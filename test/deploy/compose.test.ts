@@ -139,10 +139,10 @@ describe('compose.yaml', () => {
     const [, apis, workers] = advertised.exec(composeText)!.map(Number);
     // README says the same scale.
     expect(advertised.exec(readme.replace(/`\s+--/g, ' --').replace(/\n/g, ' '))?.slice(1).map(Number)).toEqual([apis, workers]);
-    // Per process at most DATABASE_POOL_MAX + 11, +1 for a worker (README's arithmetic, quoted here so the two change together).
-    expect(readme).toContain('per process at most `DATABASE_POOL_MAX` + 11 (+1 for a worker');
+    // Per process at most DATABASE_POOL_MAX + 12, +1 for a worker (README's arithmetic, quoted here so the two change together).
+    expect(readme).toContain('per process at most `DATABASE_POOL_MAX` + 12 (+1 for a worker');
     const poolMax = (name: string) => loadConfig(containerEnv(service(name, operatorEnv), operatorEnv)).databasePoolMax;
-    const opened = apis! * (poolMax('api') + 11) + workers! * (poolMax('worker') + 12);
+    const opened = apis! * (poolMax('api') + 12) + workers! * (poolMax('worker') + 13);
     expect(readme).toContain(`${apis} api + ${workers} workers reach ${opened}`);
     // PostgreSQL keeps 3 connections for superusers (superuser_reserved_connections); migrate or the admin CLI take 2 more.
     const command = service('postgres', operatorEnv).command ?? [];

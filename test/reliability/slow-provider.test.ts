@@ -16,9 +16,9 @@ const CARDPAY_SECRET_KEY = 'sk_test_slow_provider_0001';
 const POOL_MAX = 6;
 /**
  * What one api process may open: its ORM pool, Agenda's (min(8, POOL_MAX)), the 2 scheduling-lock
- * connections, the simulators' pool (min(10, POOL_MAX)) and the access-change listener.
+ * connections, the simulators' pool (min(10, POOL_MAX)) and the 2 listeners (access changes, Agenda's wake-ups).
  */
-const PROCESS_POOLS = POOL_MAX + Math.min(8, POOL_MAX) + 2 + Math.min(10, POOL_MAX) + 1;
+const PROCESS_POOLS = POOL_MAX + Math.min(8, POOL_MAX) + 2 + Math.min(10, POOL_MAX) + 2;
 
 interface Answer {
   status: number;
