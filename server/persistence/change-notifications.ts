@@ -181,8 +181,10 @@ export class ChangeNotifications implements ChangeFeed {
       this.checkHearsItself(client);
     } catch (err) {
       clearTimeout(deadline);
-      await client.end().catch(() => undefined);
+      // Said before the end, whose 'end' event would otherwise report "connection ended" instead of why
+      // (e.g. "cannot execute LISTEN during recovery": a hot standby).
       this.lost(client, (err as Error).message);
+      await client.end().catch(() => undefined);
     }
   }
 
@@ -192,7 +194,7 @@ export class ChangeNotifications implements ChangeFeed {
     this.client = null;
     this.connecting = null;
     if (this.stopped) return;
-    this.options.onError?.(`change notifications: ${reason}; reconnecting`);
+    this.options.onError?.(`change notifications (LISTEN ${this.options.channel}): ${reason}; reconnecting`);
     this.confirmedAt = -Infinity;
     this.publish({ table: '*', merchantIds: [] });
     this.reconnectTimer = setTimeout(() => {
