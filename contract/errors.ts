@@ -118,7 +118,6 @@ const invalid = (field: string, issue: string, description?: string): RouteError
 });
 
 /** What a provider simulator in an outage (a 500) makes the service answer; the real providers' 5xx read alike. */
-const CARDPAY_500 = 'cardpay answered HTTP 500: The cardpay simulator is in an outage (error mode). Try again later.';
 const EXAMPLE_ID = '0b8f6c1e-2f3d-4c8a-9d55-6f1e8f3a7c21';
 /** A provider callback whose JSON is not an object (or whose query is too long): refused before verification. */
 const CALLBACK_NOT_AN_OBJECT = invalid('body', 'Expected object, received array', 'The body is not a JSON object, or a query parameter is longer than allowed (VALIDATION_ERROR)');
@@ -167,7 +166,7 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
     '409': { message: KEY_REUSED, description: 'The Idempotency-Key was used with another body, or its first request is still running (CONFLICT)' },
     '422': invalid('payment_method_id', 'is required'),
     '502': {
-      message: `cardpay could not save the card: ${CARDPAY_500}`,
+      message: 'cardpay could not save the card: cardpay answered HTTP 500: An unknown error occurred.',
       description: 'cardpay refused, or could not be reached, before saving the card: nothing was saved. When cardpay did not say whether it acted (no answer in time, a dropped connection, its server error) the customer may have been created and the card attached: the answer carries `Payments-Outcome: unknown` — retry with the same Idempotency-Key, which resumes the save and gets that customer and card back instead of saving a second (PROVIDER_ERROR)',
     },
   },

@@ -513,7 +513,11 @@ describe('openapi.json route-specific error examples are what each route answers
         return api.post('/v1/payments/cards', { payment_method_id: 'pm_card_mastercard' }, 'docs-card');
       },
       '422 POST /v1/payments/cards': () => api.post('/v1/payments/cards', {}),
-      '502 POST /v1/payments/cards': () => during('cardpay', () => api.post('/v1/payments/cards', { payment_method_id: 'pm_card_visa' })),
+      // The customer made and then answered 500 (the outcome unknown), not the read of the payment method before it.
+      '502 POST /v1/payments/cards': async () => {
+        await t.http.post('/sandbox/cardpay/_control/api-errors').set('Authorization', 'Bearer sk_test_docs_routes_0001').send({ count: 1 }).expect(200);
+        return api.post('/v1/payments/cards', { payment_method_id: 'pm_card_visa' });
+      },
       '422 GET /v1/payments/cards': () => api.get('/v1/payments/cards?page=0'),
       '404 DELETE /v1/payments/cards/{id}': () => api.delete(`/v1/payments/cards/${UNKNOWN}`),
       '404 POST /v1/payments/mobilemoney/check-status/{code}': () => api.post('/v1/payments/mobilemoney/check-status/x'),
