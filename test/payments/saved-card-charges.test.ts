@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { ForwardingStub, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
+import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 
@@ -44,8 +44,12 @@ async function shop(s: TestService, name: string, secretKey: string) {
   return { apiKey, merchantId, storeKey, save, remove, charge, payment, events, intentsOfCard };
 }
 
-describe('a saved card deleted while a payment charging it is still pending (its create not sent)', () => {
-  it('the status sync does not send the create after the DELETE answered: no charge, the payment fails (payment.failed), saying why', async () => {
+/** Ends the lease of the payment's create mark (2 × PROVIDER_TIMEOUT_MS + 10 s: 30 s here), as its running out would. */
+const leaseRunsOut = (s: TestService, paymentId: string) =>
+  s.sql('UPDATE payments SET card_send_until = now() WHERE id = $1 AND card_send_until > now()', [paymentId]);
+
+describe('a saved card deleted while a payment charging it is still pending (its create answered 500)', () => {
+  it('the DELETE answers only once the send\'s lease ran out; the status sync never sends the create again; the payment stays pending until cardpay\'s "none" is proof, then fails', async () => {
     const s = await shop(t, 'Deleted Card Sync Shop', 'sk_test_saved_charge_sync');
     const card = await s.save();
     await outage('error');
@@ -55,25 +59,39 @@ describe('a saved card deleted while a payment charging it is still pending (its
       expect(res.status).toBe(201);
       expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
       paymentId = res.body.data.id;
-      // The merchant deletes the card: 200 (its detach at cardpay stays due).
-      expect((await s.remove(card.id)).status).toBe(200);
+      // cardpay answered 500: it may still be running the create. The DELETE deactivates the card at once but
+      // answers only once the send's lease ran out. Before: it answered 200 at once (the mark was cleared on the 500).
+      let answered = false;
+      const deleted = s.remove(card.id).then((r) => ((answered = true), r));
+      await eventually(async () => (await t.sql<{ active: boolean }>('SELECT active FROM saved_cards WHERE id = $1', [card.id]))[0]!.active === false, 10_000, 'the card to be deactivated');
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(answered).toBe(false);
+      expect(await t.sql('SELECT card_send_until > now() AS marked FROM payments WHERE id = $1', [paymentId])).toEqual([{ marked: true }]);
+      await leaseRunsOut(t, paymentId);
+      expect((await deleted).status).toBe(200);
     } finally {
       await outage('ok');
     }
     expect(await s.intentsOfCard(card.id)).toEqual([]);
 
     await t.inContext(() => t.service.container.services.statusSync.syncOne(paymentId));
-    // Before: the create was sent with the card's customer and payment method (off_session), and completed.
+    // Never sent again (before the first fix: sent, completed). Its create was sent once, so cardpay's "none"
+    // within the replay window proves nothing (its search trails its writes): pending, no event. (Asserted
+    // `failed` at once before this change: a verdict of "nothing was charged" on a create that was sent.)
     expect(await s.intentsOfCard(card.id)).toEqual([]);
+    expect(await s.payment(paymentId)).toMatchObject({ status: 'pending', provider_ref: null });
+    expect(await s.events(paymentId)).toEqual([]);
+
+    // At the end of cardpay's replay window its "none" is its record: nothing was charged, the payment fails.
+    await t.inContext(() => t.service.container.services.statusSync.syncOne(paymentId, Date.now() + 24 * 3_600_000));
     const p = await s.payment(paymentId);
     expect(p).toMatchObject({ status: 'failed', provider_ref: null });
-    expect(p.failure_reason).toContain(`saved card ${card.id} was deleted`);
-    expect(p.failure_reason).toContain('nothing was charged');
-    expect(await s.events(paymentId)).toContain('payment.failed');
-    expect(await s.events(paymentId)).not.toContain('payment.completed');
+    expect(p.failure_reason).toContain('Nothing was charged');
+    expect(await s.events(paymentId)).toEqual(['payment.failed']);
+    expect(await s.intentsOfCard(card.id)).toEqual([]);
   });
 
-  it('a retry with the Idempotency-Key that takes over the dead first request does not send it either: the payment fails, nothing charged', async () => {
+  it('a retry with the Idempotency-Key that takes over the dead first request does not send it either: the payment stays pending for the status sync, nothing charged', async () => {
     const s = await shop(t, 'Deleted Card Takeover Shop', 'sk_test_saved_charge_takeover');
     const card = await s.save();
     const key = `saved-charge-takeover-${Date.now()}`;
@@ -83,6 +101,7 @@ describe('a saved card deleted while a payment charging it is still pending (its
       const res = await s.charge(card.id, key);
       expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
       paymentId = res.body.data.id;
+      await leaseRunsOut(t, paymentId);
       expect((await s.remove(card.id)).status).toBe(200);
     } finally {
       await outage('ok');
@@ -95,15 +114,76 @@ describe('a saved card deleted while a payment charging it is still pending (its
     const retry = await s.charge(card.id, key);
     expect(retry.status).toBe(201);
     expect(retry.body.data.id).toBe(paymentId);
-    // Before: resumed and sent — completed, the customer charged after the DELETE's 200.
+    // Before the first fix: resumed and sent — completed, the customer charged after the DELETE's 200. Its
+    // create was sent before (answered 500), so it is not failed on the lookup's "none" either (asserted
+    // `failed` before this change): pending, left to the status sync.
     expect(await s.intentsOfCard(card.id)).toEqual([]);
-    expect(retry.body.data).toMatchObject({ status: 'failed', provider_ref: null });
-    expect(retry.body.data.failure_reason).toContain(`saved card ${card.id} was deleted`);
-    expect(await s.events(paymentId)).toEqual(['payment.failed']);
+    expect(retry.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+    expect(await s.events(paymentId)).toEqual([]);
     // The key now answers that payment.
     const replay = await s.charge(card.id, key);
     expect(replay.headers['idempotent-replayed']).toBe('true');
-    expect(replay.body.data).toMatchObject({ id: paymentId, status: 'failed' });
+    expect(replay.body.data).toMatchObject({ id: paymentId });
+    expect(await s.intentsOfCard(card.id)).toEqual([]);
+  });
+});
+
+/** In front of the simulator: answers the search for the intent of payment `emptyFor` with an empty list, once (a search index that trails). */
+class EmptySearchOnce extends ForwardingStub {
+  emptyFor: string | null = null;
+
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    if (this.emptyFor && req.method === 'GET' && req.url.includes('/v1/payment_intents/search') && decodeURIComponent(req.url).includes(this.emptyFor)) {
+      this.emptyFor = null;
+      return jsonAnswer(200, { object: 'search_result', url: '/v1/payment_intents/search', data: [], has_more: false, next_page: null });
+    }
+    return forward();
+  }
+}
+
+describe('a saved card deleted while cardpay ran its payment\'s create but answered 500', () => {
+  let s: TestService;
+  let stub: EmptySearchOnce;
+
+  beforeAll(async () => {
+    stub = new EmptySearchOnce();
+    const stubUrl = await stub.start();
+    s = await startTestService({ CARDPAY_BASE_URL: `${stubUrl}/sandbox/cardpay` });
+    stub.target = s.baseUrl;
+  });
+  afterAll(async () => {
+    await stub.stop();
+    await s.stop();
+  });
+
+  it('a lookup that finds nothing (cardpay\'s search trailing) does not fail it "nothing was charged": it stays pending, and the next check completes it', async () => {
+    const secretKey = 'sk_test_saved_charge_stored_500';
+    const shopOf = await shop(s, 'Stored 500 Card Shop', secretKey);
+    const card = await shopOf.save();
+    // cardpay runs the next create (the card charged) and answers it 500, stored under its key.
+    await s.http.post('/sandbox/cardpay/_control/api-errors').set('Authorization', `Bearer ${secretKey}`).send({ count: 1 }).expect(200);
+    const res = await shopOf.charge(card.id);
+    expect(res.status).toBe(201);
+    expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+    const paymentId = res.body.data.id as string;
+    expect(await shopOf.intentsOfCard(card.id)).toEqual([expect.objectContaining({ status: 'succeeded' })]);
+    await leaseRunsOut(s, paymentId);
+    expect((await shopOf.remove(card.id)).status).toBe(200);
+
+    stub.emptyFor = paymentId;
+    await s.inContext(() => s.service.container.services.statusSync.syncOne(paymentId));
+    expect(stub.emptyFor).toBeNull();
+    // Before: failed "nothing was charged" (payment.failed) while the customer was charged.
+    expect(await shopOf.payment(paymentId)).toMatchObject({ status: 'pending' });
+    expect(await shopOf.events(paymentId)).not.toContain('payment.failed');
+    expect(await shopOf.intentsOfCard(card.id)).toHaveLength(1);
+
+    // The search finds it now: the charge is the payment's.
+    await s.inContext(() => s.service.container.services.statusSync.syncOne(paymentId));
+    const p = await shopOf.payment(paymentId);
+    expect(p).toMatchObject({ status: 'completed' });
+    expect(p.provider_ref).toBe((await shopOf.intentsOfCard(card.id))[0]!.id);
+    expect(await shopOf.events(paymentId)).toEqual(['payment.completed']);
   });
 });
 

@@ -70,10 +70,11 @@ export type ReconciliationPull = (merchantId: string, provider: Provider, since:
  * What to do about a pending payment whose creation's answer was lost (it has no provider reference):
  * - `found`: the provider has it (found by our payment id): apply its answer;
  * - `resend`: send the create again with the same idempotency key — the provider has no such payment
- *   (`providerHasNone`) or could not be asked, and a repeat is still answered with the original result (within
- *   the provider's idempotency-key retention, less REPLAY_MARGIN_MS, or a provider whose repeats cannot charge).
- *   A repeat is sent through saved-card-sends.ts (never for a saved card deleted since: the payment then fails
- *   when the provider has none of it, and stays pending for the next check when it could not be asked);
+ *   or could not be asked, and a repeat is still answered with the original result (within the provider's
+ *   idempotency-key retention, less REPLAY_MARGIN_MS, or a provider whose repeats cannot charge). A repeat
+ *   is sent through saved-card-sends.ts, never for a saved card deleted since (deletedCardVerdict: the
+ *   payment fails when no create of it was ever sent, else stays pending for these verdicts — a lookup's
+ *   "none" within the window proves little: cardpay's search trails its writes);
  * - `absent`: the provider has no payment of ours by that id and it is too late to repeat the create
  *   (the provider forgot the key: a repeat would be a second, new charge) — or, where the create cannot be
  *   repeated, reconciliation's pull succeeded at its check (lostCreationCheck) and named no transaction of
@@ -89,7 +90,7 @@ export type ReconciliationPull = (merchantId: string, provider: Provider, since:
  */
 export type LostCreation =
   | { kind: 'found'; result: ProviderPaymentResult }
-  | { kind: 'resend'; providerHasNone: boolean }
+  | { kind: 'resend' }
   | { kind: 'absent'; reason: string }
   | { kind: 'unknown'; reason: string };
 
@@ -116,7 +117,7 @@ export async function recoverLostCreation(
   }
   if (found) return { kind: 'found', result: found };
   const window = capabilities.createReplayWindowMs;
-  if (window === null || now - payment.createdAt.getTime() < window - REPLAY_MARGIN_MS) return { kind: 'resend', providerHasNone: found === null };
+  if (window === null || now - payment.createdAt.getTime() < window - REPLAY_MARGIN_MS) return { kind: 'resend' };
   if (found === null) {
     const hours = Math.round(window / 3_600_000);
     return {

@@ -19,7 +19,7 @@ import { recoverLostCreation } from './lost-creation.js';
 import { reservePayment, type PaymentReservation } from './payment-reservation.js';
 import type { PaymentUpdate, StatusWriter } from './status-writer.js';
 import { normalizePaymentRequest, type NormalizedPaymentRequest } from './payment-request.js';
-import { cardDeletedReason, cardSendLeaseMs, sendCreate, type CreateSend } from './saved-card-sends.js';
+import { cardSendLeaseMs, deletedCardVerdict, sendCreate, type CreateSend } from './saved-card-sends.js';
 import { firstCheckAfterMs } from './sync-schedule.js';
 
 const REFERENCE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
@@ -215,8 +215,6 @@ export class PaymentService {
   private async completeCreation(claim: ClaimedKey, reserved: Payment | null | undefined, creds: unknown): Promise<Settled> {
     const paymentId = claim.resourceId;
     const payment = !claim.resumed && reserved ? reserved : await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId });
-    // A first send: the provider has nothing of this payment (nobody sent its create before).
-    let providerHasNone = true;
     if (claim.resumed) {
       if (payment.status !== 'pending' || payment.providerRef) return { payment, keyFinished: false };
       // What the dead request got done, as the status sync asks it: the create is repeated only while the
@@ -229,19 +227,18 @@ export class PaymentService {
         await this.markForSync(paymentId, { error: 'the request creating this payment was interrupted' });
         return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: paymentId }), keyFinished: false };
       }
-      providerHasNone = lost.providerHasNone;
     }
-    return this.callProvider(payment, creds, claim, providerHasNone);
+    return this.callProvider(payment, creds, claim);
   }
 
   /**
    * The provider call of a reserved payment and the transition its answer makes, with the key's finish. A
    * payment charging a saved card deleted since it was reserved (a DELETE that committed before this send
-   * began, or before a dead request's create is resumed) is not sent (saved-card-sends.ts): it fails, nothing
-   * charged — unless a resumed request's lookup could not tell whether the provider has it (`providerHasNone`
-   * false): then it stays pending for the status sync, which asks again.
+   * began, or before a dead request's create is resumed) is not sent (saved-card-sends.ts), and
+   * deletedCardVerdict says what it becomes: failed when no create of it was ever sent (nothing charged), else
+   * pending for the status sync (a create sent before may have charged, whatever a lookup said).
    */
-  private async callProvider(payment: Payment, creds: unknown, claim: ClaimedKey, providerHasNone: boolean): Promise<Settled> {
+  private async callProvider(payment: Payment, creds: unknown, claim: ClaimedKey): Promise<Settled> {
     let sent: CreateSend;
     try {
       sent = await sendCreate(this.em, this.gateway, payment, creationInput(payment), cardSendLeaseMs(this.config.providerTimeoutMs), creds);
@@ -249,13 +246,14 @@ export class PaymentService {
       return this.handleCreateError(payment, err, claim);
     }
     if (sent.kind === 'sent') return this.settle(payment, toUpdate(sent.result), claim);
-    if (!providerHasNone) {
-      this.logger.warn({ paymentId: payment.id, provider: payment.provider, savedCardId: sent.cardId }, 'resumed creation: its saved card was deleted; not sent again; left to the status sync');
-      await this.markForSync(payment.id, { error: 'the request creating this payment was interrupted; its saved card was deleted since' });
+    const verdict = deletedCardVerdict(payment, sent);
+    if (verdict.kind === 'pending') {
+      this.logger.warn({ paymentId: payment.id, provider: payment.provider, savedCardId: sent.cardId, reason: verdict.reason }, 'resumed creation: its saved card was deleted; not sent again; left to the status sync');
+      await this.markForSync(payment.id, { error: `the request creating this payment was interrupted; ${verdict.reason}` });
       return { payment: await this.em.fork().findOneOrFail(PaymentSchema, { id: payment.id }), keyFinished: false };
     }
-    this.logger.warn({ paymentId: payment.id, provider: payment.provider, savedCardId: sent.cardId }, 'payment creation: its saved card was deleted before the charge was sent; not sent, payment failed');
-    return this.settle(payment, { status: 'failed', failureReason: cardDeletedReason(payment, sent.cardId) }, claim);
+    this.logger.warn({ paymentId: payment.id, provider: payment.provider, savedCardId: sent.cardId }, 'payment creation: its saved card was deleted before any charge of it was sent; not sent, payment failed');
+    return this.settle(payment, { status: 'failed', failureReason: verdict.failureReason }, claim);
   }
 
   /** Applies the creation answer and finishes the key in the same commit. */

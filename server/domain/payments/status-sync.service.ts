@@ -7,7 +7,7 @@ import type { ProviderGateway } from './provider-gateway.js';
 import { creationInput, expiredAtProvider, paymentLookup, toUpdate, type PaymentService } from './payment.service.js';
 import { judgeUnansweredPush, lostCreationCheck, recoverLostCreation, type ReconciliationPull } from './lost-creation.js';
 import { SharedPulls } from './shared-pulls.js';
-import { cardDeletedReason, cardSendLeaseMs, sendCreate } from './saved-card-sends.js';
+import { cardSendLeaseMs, deletedCardVerdict, sendCreate } from './saved-card-sends.js';
 import { outcomeOf, recheckDue, scheduleNextCheck, oneBatchRun, type CheckOutcome, type ClaimedBatch, type DrainRun } from './sync-schedule.js';
 
 /** A lost push's last check is this long before its pull could no longer reach back to it (the job's delay in picking it up). */
@@ -86,14 +86,16 @@ export class StatusSyncService {
           const sent = await sendCreate(this.em, this.gateway, payment, creationInput(payment), cardSendLeaseMs(this.config.providerTimeoutMs));
           if (sent.kind === 'sent') {
             result = sent.result;
-          } else if (lost.providerHasNone) {
-            // Nothing was charged: the provider has no payment of it, and its create is not sent again.
-            this.logger.warn({ paymentId: payment.id, provider: payment.provider, savedCardId: sent.cardId }, 'status sync: creation lost and its saved card deleted since; not sent again; payment failed');
-            await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: cardDeletedReason(payment, sent.cardId) }, 'status-sync');
-            return 'checked';
           } else {
-            // The lookup failed: whether the provider has it is not known; asked again at the next check.
-            this.logger.warn({ paymentId: payment.id, provider: payment.provider, savedCardId: sent.cardId }, 'status sync: creation lost and its saved card deleted since; not sent again; left pending');
+            const verdict = deletedCardVerdict(payment, sent);
+            if (verdict.kind === 'failed') {
+              // No create of it was ever sent: nothing was charged.
+              this.logger.warn({ paymentId: payment.id, provider: payment.provider, savedCardId: sent.cardId }, 'status sync: its saved card was deleted before any create of it was sent; not sent; payment failed');
+              await this.payments.applyUpdate(payment.id, { status: 'failed', failureReason: verdict.failureReason }, 'status-sync');
+              return 'checked';
+            }
+            // A create was sent before: the provider may have it however its lookup answered; the checks to come settle it.
+            this.logger.warn({ paymentId: payment.id, provider: payment.provider, savedCardId: sent.cardId, reason: verdict.reason }, 'status sync: creation lost and its saved card deleted since; not sent again; left pending');
           }
         } else if (await this.settledByPull(payment, lost, 'creation lost and not found at the provider')) {
           return 'checked';
