@@ -25,7 +25,7 @@ import { instrumentProvider } from './observability/instrument-provider.js';
 import { Metrics } from './observability/metrics.js';
 import { registerStoreMetrics } from './observability/store-metrics.js';
 import { answerWithin, openOrm } from './persistence/orm.js';
-import { withinDeadline } from './lib/within-deadline.js';
+import { deadlineSteps } from './lib/within-deadline.js';
 import { KeyLock } from './persistence/key-lock.js';
 import { Leases } from './persistence/leases.js';
 import { ChangeNotifications } from './persistence/change-notifications.js';
@@ -357,11 +357,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     async close(deadline = Number.POSITIVE_INFINITY) {
       // Each step waits until the stop's deadline at most: one that would outlive it is said and left
       // open (the process exits without it), and the others still close.
-      const step = async (name: string, close: () => Promise<unknown>) => {
-        const outcome = await withinDeadline(Promise.resolve().then(close), deadline);
-        if (outcome === 'late') options.logger.error({ step: name }, `shutdown: ${name} did not close within SHUTDOWN_TIMEOUT_MS; left open`);
-        if (outcome === 'failed') options.logger.warn({ step: name }, `shutdown: closing ${name} failed`);
-      };
+      const step = deadlineSteps(options.logger, deadline);
       // The wake-ups first: they query the pools closed next.
       await Promise.all([step('the access-change listener', () => accessChanges.stop()), step('the delivery wake-ups', () => deliveryQueue.close())]);
       await Promise.all([

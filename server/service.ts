@@ -10,7 +10,7 @@ import { refuseMalformedRequest } from './http/client-error.js';
 import { DeliveryDrainer } from './jobs/delivery-drainer.js';
 import { DELIVERIES_DUE_CHANNEL } from './jobs/delivery-queue.js';
 import { drainAgenda } from './jobs/agenda.js';
-import { withinDeadline } from './lib/within-deadline.js';
+import { deadlineSteps } from './lib/within-deadline.js';
 import { defineJobs, scheduleRecurringJobs } from './jobs/index.js';
 import { censusOfSecretKeys } from './domain/crypto/stored-secrets.js';
 import { gracefulCloser } from './net/graceful-close.js';
@@ -167,11 +167,7 @@ export async function startService(config: AppConfig, options: StartOptions = {}
       // budget) ends by then at the latest: a step still under way is logged and left open, the rest close,
       // and the process exits 0 before main.ts's deadline.
       const deadline = since + config.shutdownTimeoutMs - STOP_MARGIN_MS;
-      const step = async (name: string, work: () => Promise<unknown>) => {
-        const outcome = await withinDeadline(Promise.resolve().then(work), deadline);
-        if (outcome === 'late') logger.error({ step: name }, `shutdown: ${name} did not finish within SHUTDOWN_TIMEOUT_MS; left behind`);
-        if (outcome === 'failed') logger.warn({ step: name }, `shutdown: ${name} failed`);
-      };
+      const step = deadlineSteps(logger, deadline);
       // HTTP and jobs stop side by side: busy keep-alive connections no longer hold the job drain back.
       // Agenda stops taking jobs while the drain loop finishes its attempts, not after: a retry job started
       // during the drain loop's wait would be cut by the shutdown deadline (and sent again after its lease).

@@ -18,3 +18,22 @@ export async function withinDeadline(work: Promise<unknown>, deadline: number): 
     clearTimeout(timer);
   }
 }
+
+/** What a shutdown step reports through: the service's logger (pino's call shape). */
+export interface StepLogger {
+  error(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+}
+
+/**
+ * A shutdown's step runner: each step waits until `deadline` at most (withinDeadline); one that would outlive
+ * it is logged at error and left behind (the process exits without it), one that fails is logged at warn, and
+ * the others still run. Shared by the stop (service.ts) and the container's close.
+ */
+export function deadlineSteps(logger: StepLogger, deadline: number): (name: string, work: () => Promise<unknown>) => Promise<void> {
+  return async (name, work) => {
+    const outcome = await withinDeadline(Promise.resolve().then(work), deadline);
+    if (outcome === 'late') logger.error({ step: name }, `shutdown: ${name} did not close within SHUTDOWN_TIMEOUT_MS; left open`);
+    if (outcome === 'failed') logger.warn({ step: name }, `shutdown: ${name} failed`);
+  };
+}

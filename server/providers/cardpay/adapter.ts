@@ -58,21 +58,20 @@ export class CardpayAdapter {
    * Cancels an intent we recorded failed (a declined intent stays confirmable in requires_payment_method).
    * An intent that cannot be cancelled (already canceled, succeeded after all, or still `processing`:
    * Stripe cancels one only in rare cases) is answered as it is: Stripe refuses the cancel with
-   * payment_intent_unexpected_state, and the intent is read (a processing one is `pending`). As getPayment:
-   * an answer (the cancel's, or the read's) about another intent is none about ours (answerAboutSomethingElse,
-   * `unavailable`: the cancel is tried again later), never taken for our intent's state — a `succeeded` one
-   * would be recorded as a charge of the failed payment (charged_but_failed).
+   * payment_intent_unexpected_state, and the intent is read (a processing one is `pending`). An answer (the
+   * cancel's, or the read's) about another intent is returned as it is: ProviderGateway.abandon, the only
+   * caller, takes it for none about ours (answerAboutSomethingElse, `unavailable`: the cancel is tried again
+   * later), never for our intent's state — a `succeeded` one would be recorded as a charge of the failed
+   * payment (charged_but_failed).
    */
   async abandonPayment(creds: CardpayCredentials, input: { providerRef: string; idempotencyKey: string }): Promise<ProviderPaymentResult> {
     const stripe = this.stripe(creds);
     let intent: Stripe.PaymentIntent;
     try {
       intent = await this.call('write', () => stripe.paymentIntents.cancel(input.providerRef, { cancellation_reason: 'abandoned' }, { idempotencyKey: input.idempotencyKey }));
-      if (intent.id !== input.providerRef) throw answerAboutSomethingElse('cardpay', 'unavailable', `the cancel of ${input.providerRef} answered intent ${String(intent.id)}`);
     } catch (err) {
       if (!(err instanceof ProviderError) || err.providerCode !== 'payment_intent_unexpected_state') throw err;
       intent = await this.call('read', () => stripe.paymentIntents.retrieve(input.providerRef));
-      if (intent.id !== input.providerRef) throw answerAboutSomethingElse('cardpay', 'unavailable', `the intent read as ${input.providerRef} after its cancel was refused is ${String(intent.id)}`);
     }
     return toPaymentResult(intent);
   }
