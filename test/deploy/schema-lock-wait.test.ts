@@ -29,7 +29,8 @@ describe('a process booting while another session holds the schema lock', () => 
       const port = await freePort();
       const started = Date.now();
       const booting = startProcess('api', baseEnv(db.url, `http://127.0.0.1:${port}`, { PORT: String(port) }), { name: 'lockwait', readyTimeoutMs: 60_000 });
-      const line = await eventually(() => logOf('lockwait').split('\n').find((l) => l.includes(WAITING)), 8_000, 'the schema-lock warning');
+      // The wait's own clock is in the line (waitedMs); the bound here also covers a process start on a loaded CI host.
+      const line = await eventually(() => logOf('lockwait').split('\n').find((l) => l.includes(WAITING)), 30_000, 'the schema-lock warning');
       // The warning after ~3 s of waiting (process start included), not at once: a short wait is normal.
       expect(Date.now() - started).toBeGreaterThanOrEqual(3_000);
       expect(JSON.parse(line)).toMatchObject({ level: 40, waitedMs: 3_000, holder: { pid: holderPid, applicationName: 'stray-psql', state: 'idle' } });
