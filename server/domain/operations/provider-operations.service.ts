@@ -174,10 +174,8 @@ export class ProviderOperationsService {
     }
     const since = new Date(given.since ?? Math.max(oldestPullable, (given.until ?? now) - RECONCILE_MAX_WINDOW_MS));
     const until = new Date(given.until ?? Math.min(now, since.getTime() + RECONCILE_MAX_WINDOW_MS));
-    if (since >= until) throw new DomainError('VALIDATION_ERROR', 'Invalid request: since must be before until', [{ field: 'since', issue: 'must be before until' }]);
-    if (until.getTime() - since.getTime() > RECONCILE_MAX_WINDOW_MS) {
-      throw new DomainError('VALIDATION_ERROR', 'Invalid request: the window may be at most 48 hours', [{ field: 'since', issue: 'window must be at most 48 hours' }]);
-    }
+    if (since >= until) throw validationError('since', 'must be before until');
+    if (until.getTime() - since.getTime() > RECONCILE_MAX_WINDOW_MS) throw validationError('since', 'window must be at most 48 hours', 'Invalid request: the window may be at most 48 hours');
     return this.reconcileWindow(merchantId, provider, since, until);
   }
 
