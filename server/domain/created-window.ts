@@ -19,10 +19,11 @@ function compare(a: Instant, b: Instant): number {
 }
 
 /**
- * The instant at PostgreSQL's precision: created_at is stamped to the microsecond (now()), while a
- * filter may carry up to nine fractional digits. A JS Date would cut `…00.0005Z` to `.000`, moving a
- * row stamped `.000700` to the wrong side of either bound, so the bound goes to PostgreSQL as text with
- * its microseconds. A fraction finer than that rounds so that both comparisons stay exact:
+ * The instant at PostgreSQL's precision: new rows are stamped to the millisecond, but payments created
+ * before Migration20261129140500 carry now()'s microseconds, and a filter may carry up to nine fractional
+ * digits. A JS Date would cut `…00.0005Z` to `.000`, moving a row stamped `.000700` to the wrong side of
+ * either bound, so the bound goes to PostgreSQL as text with its microseconds. A fraction finer than
+ * that rounds so that both comparisons stay exact:
  * `created_at > since` down (a row after .0004005 is a row at .000401 or later, i.e. after .000400),
  * `created_at < until` up (a row before .0004005 is a row at .000400 or earlier, i.e. before .000401).
  */

@@ -86,8 +86,51 @@ describe('GET /v1/payments', () => {
     expect(res.body.meta.total).toBe(expected.length);
   });
 
+  it('a payment is stamped at the instant its created_at shows: since or until set to it leaves it out (both exclusive)', async () => {
+    const m = await t.createMerchant('Shown instants');
+    await t.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey).send({ provider: 'cardpay', cardpay: { secret_key: 'sk_test_shown_0001' } }).expect(200);
+    const created = await t.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `shown-${Date.now()}`)
+      .send({ provider: 'cardpay', amount: '10.00', currency: 'USD', payment_method: 'pm_card_visa' });
+    expect(created.status).toBe(201);
+    const shown: string = created.body.data.created_at;
+    const ms = new Date(shown).getTime();
+    const cases: [Record<string, string>, number][] = [
+      [{ since: shown }, 0],
+      [{ until: shown }, 0],
+      [{ since: new Date(ms - 1).toISOString() }, 1],
+      [{ until: new Date(ms + 1).toISOString() }, 1],
+    ];
+    for (const [query, total] of cases) {
+      const res = await list(query, m.apiKey);
+      expect([query, res.status, res.body.meta?.total]).toEqual([query, 200, total]);
+    }
+    // The shown instant is the stored one, to the digit.
+    const [stored] = await t.sql<{ same: boolean }>('SELECT created_at = $2::timestamptz AS same FROM payments WHERE id = $1', [created.body.data.id, shown]);
+    expect(stored).toEqual({ same: true });
+  });
+
+  it('search matches a mobile-money receipt number, not a walletpay capture id kept in the same column (interface.md)', async () => {
+    const m = await t.createMerchant('Receipts');
+    await seed(m.merchantId, [
+      { status: 'completed', provider: 'mobilemoney', currency: 'KES', minor: 10000, amount: '100.00', created: '2026-02-01T10:00:00Z', receipt: 'TKL3XY9ABC' },
+      { status: 'completed', provider: 'walletpay', currency: 'USD', minor: 2000, amount: '20.00', created: '2026-02-02T10:00:00Z', receipt: '5TY05013RG002845M', key: 'wallet-order-1' },
+    ]);
+    const cases: [Record<string, string>, string[]][] = [
+      [{ search: 'TKL3XY9ABC' }, ['100.00']],
+      [{ search: 'tkl3xy9abc' }, ['100.00']],
+      [{ search: '5TY05013RG002845M' }, []],
+      [{ search: '5ty05013rg002845m' }, []],
+      [{ search: 'wallet-order-1' }, ['20.00']],
+    ];
+    for (const [query, expected] of cases) {
+      const res = await list(query, m.apiKey);
+      expect([query, res.status, amounts(res), res.body.meta?.total]).toEqual([query, 200, expected, expected.length]);
+    }
+  });
+
   it('compares since and until at the microsecond rows are stamped with (payments, refunds, events)', async () => {
-    // created_at is now() (microseconds): a row at .mmm700 is after .mmm5 (.mmm500), and before .mmm7001.
+    // Payments created before Migration20261129140500 were stamped by now() (microseconds), and bounds may
+    // carry them: a row at .mmm700 is after .mmm5 (.mmm500), and before .mmm7001.
     // Both bounds are exclusive; finer than a microsecond, since rounds down and until up (both exact).
     const m = await t.createMerchant('Microseconds');
     const ms = new Date(Date.now() - 3_600_000).toISOString().slice(0, 23); // recent: events are listed within retention
@@ -147,6 +190,7 @@ describe('GET /v1/payments', () => {
     [{ status: 'settled' }, 'status'],
     [{ provider: 'paypal' }, 'provider'],
     [{ currency: 'dollars' }, 'currency'],
+    [{ currency: 'ZZZ' }, 'currency'],
     [{ min_amount: '-1' }, 'min_amount'],
     [{ since: 'yesterday' }, 'since'],
     [{ colour: 'red' }, 'colour'],
@@ -160,6 +204,14 @@ describe('GET /v1/payments', () => {
     expect(res.status).toBe(422);
     expect(res.body.error.code).toBe('VALIDATION_ERROR');
     expect(res.body.error.details.map((d: { field: string }) => d.field)).toContain(field);
+  });
+
+  it.each(['XXX', 'xts', 'XAU', 'XDR', 'USN'])('refuses currency=%s, a code no payment can have, with 422 as a create does', async (code) => {
+    const res = await list({ currency: code });
+    expect([res.status, res.body.error?.code, res.body.error?.details]).toEqual([
+      422, 'VALIDATION_ERROR', [{ field: 'currency', issue: `must be a currency payments can be made in (${code.toUpperCase()} is not money)` }],
+    ]);
+    expect(res.body.error.message).toBe(`Invalid request: currency must be a currency payments can be made in (${code.toUpperCase()} is not money)`);
   });
 
   it('another merchant sees only its own payment', async () => {

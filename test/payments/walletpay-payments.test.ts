@@ -83,6 +83,13 @@ describe('walletpay: create, approve, capture', () => {
     await eventually(() => t.sql('SELECT 1 FROM provider_events WHERE provider = $1 AND payment_id = $2', ['walletpay', p.id]).then((r) => r.length > 0), 10_000, 'capture event');
     const events = await t.sql('SELECT type FROM events WHERE payment_id = $1', [p.id]);
     expect(events).toEqual([{ type: 'payment.completed' }]);
+    // The capture id is kept where mobile money keeps its receipt; search finds receipts (interface.md), not it.
+    const [row] = await t.sql<{ receipt_number: string | null }>('SELECT receipt_number FROM payments WHERE id = $1', [p.id]);
+    const captureId = row!.receipt_number!;
+    expect(captureId).toEqual(expect.any(String));
+    const search = (value: string) => t.http.get('/v1/payments').query({ search: value }).set('X-API-Key', key);
+    expect((await search(captureId)).body.meta.total).toBe(0);
+    expect((await search(p.idempotency_key)).body.data.map((x: { id: string }) => x.id)).toEqual([p.id]);
   });
 
   it('answers 409 to a capture before approval and to a second capture; 404 for unknown or foreign ids', async () => {

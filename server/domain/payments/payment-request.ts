@@ -32,12 +32,22 @@ function invalid(details: FieldIssue[]): DomainError {
   return new DomainError('VALIDATION_ERROR', `Invalid request: ${first.field} ${first.issue}`, details);
 }
 
-/** Checks the money rules the schema cannot express, then the provider's own rules, and normalises the request. */
-export function normalizePaymentRequest(body: CreatePaymentBody, port: ProviderPort): NormalizedPaymentRequest {
-  const currency = body.currency.toUpperCase();
+/**
+ * A currency a payment can be made in, upper-cased, and its minor-unit digits; else the 422 naming
+ * `currency`. The one rule for a payment's currency and for the list's currency filter (decisions.md:
+ * a filter value no payment can have is 422, not an empty list).
+ */
+export function paymentCurrency(code: string): { currency: string; digits: number } {
+  const currency = code.toUpperCase();
   const digits = currencyDigits(currency);
   if (digits === null) throw invalid([{ field: 'currency', issue: 'must be a known ISO 4217 code' }]);
   if (!isPaymentCurrency(currency)) throw invalid([{ field: 'currency', issue: `must be a currency payments can be made in (${currency} is not money)` }]);
+  return { currency, digits };
+}
+
+/** Checks the money rules the schema cannot express, then the provider's own rules, and normalises the request. */
+export function normalizePaymentRequest(body: CreatePaymentBody, port: ProviderPort): NormalizedPaymentRequest {
+  const { currency, digits } = paymentCurrency(body.currency);
   // Before 2026-11-29 trailing zeros were not decimal places: the value decides the hash, so a key stored
   // then for `"10.000"` is found, and the refusal below is the answer for a new key only.
   const amountMinor = toMinorUnits(body.amount, currency, 'amount', 'significant');

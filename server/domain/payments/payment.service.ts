@@ -9,7 +9,7 @@ import { createdWindow } from '../created-window.js';
 import { DomainError, OutcomeUnknownError, afterProviderMayHaveActed, conflict, notFound } from '../errors.js';
 import { assertCredentialsConfigured, type CredentialsService } from '../merchants/credentials.service.js';
 import { assertDeliverableUrl, type HostResolver } from '../merchants/webhook-url-policy.js';
-import { compareDecimals, currencyDigits, formatMinorUnits } from '../money/money.js';
+import { compareDecimals, formatMinorUnits } from '../money/money.js';
 import { ProviderError, providerAccountOf, type CreatePaymentInput, type PaymentLookup, type ProviderPaymentResult, type ProviderPort } from '../ports.js';
 import { hashRequest, type Acquired, type ClaimedKey, type IdempotencyKeys, type IdempotentRequest } from './idempotency-keys.js';
 import type { ProviderGateway } from './provider-gateway.js';
@@ -18,7 +18,7 @@ import { DEEP_PAGE_OFFSET, deepPageIds } from './payment-pages.js';
 import { recoverLostCreation } from './lost-creation.js';
 import { reservePayment, type PaymentReservation } from './payment-reservation.js';
 import type { PaymentUpdate, StatusWriter } from './status-writer.js';
-import { normalizePaymentRequest, type NormalizedPaymentRequest } from './payment-request.js';
+import { normalizePaymentRequest, paymentCurrency, type NormalizedPaymentRequest } from './payment-request.js';
 import { cardSendLeaseMs, deletedCardVerdict, sendCreate, type CreateSend } from './saved-card-sends.js';
 import { firstCheckAfterMs } from './sync-schedule.js';
 
@@ -320,11 +320,13 @@ export class PaymentService {
     return payment;
   }
 
-  /** With a currency filter, min/max follow that currency's digits as written, like every amount input (lib/money.ts). */
-  private checkFilterDigits(query: ListPaymentsQuery): void {
+  /**
+   * A currency filter is a currency a payment can be made in (the create's rule: XXX is 422, not an empty
+   * list); min/max then follow its digits as written, like every amount input (lib/money.ts).
+   */
+  private checkCurrencyFilter(query: ListPaymentsQuery): void {
     if (!query.currency) return;
-    const digits = currencyDigits(query.currency);
-    if (digits === null) throw new DomainError('VALIDATION_ERROR', 'Invalid request: currency must be a known ISO 4217 code', [{ field: 'currency', issue: 'must be a known ISO 4217 code' }]);
+    const { digits } = paymentCurrency(query.currency);
     for (const field of ['min_amount', 'max_amount'] as const) {
       const fraction = query[field]?.split('.')[1] ?? '';
       if (fraction.length > digits) {
@@ -349,8 +351,13 @@ export class PaymentService {
       const { since, until } = createdWindow(query.since, query.until);
       where.createdAt = { ...(since ? { $gt: since } : {}), ...(until ? { $lt: until } : {}) };
     }
-    if (query.search) where.$or = [{ receiptNumber: query.search.toUpperCase() }, { receiptNumber: query.search }, { idempotencyKey: query.search }];
-    this.checkFilterDigits(query);
+    // interface.md: the mobile-money receipt number or the idempotency key. walletpay keeps its capture id
+    // in receipt_number too; that is no receipt, so it is not searched. payments_receipt_idx still serves
+    // the receipt branch (provider is checked on the few rows it finds).
+    if (query.search) {
+      where.$or = [{ provider: 'mobilemoney', receiptNumber: { $in: [query.search.toUpperCase(), query.search] } }, { idempotencyKey: query.search }];
+    }
+    this.checkCurrencyFilter(query);
     if (query.min_amount !== undefined && query.max_amount !== undefined && compareDecimals(query.min_amount, query.max_amount) > 0) {
       throw new DomainError('VALIDATION_ERROR', 'Invalid request: min_amount must not exceed max_amount', [{ field: 'min_amount', issue: 'must not exceed max_amount' }]);
     }

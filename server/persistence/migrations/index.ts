@@ -75,6 +75,7 @@ import { Migration20261129043001_sandbox_walletpay_redirected_at } from './Migra
 import { Migration20261129043002_sandbox_walletpay_capture_refusals } from './Migration20261129043002_sandbox_walletpay_capture_refusals.js';
 import { Migration20261129100000_sandbox_cardpay_keys } from './Migration20261129100000_sandbox_cardpay_keys.js';
 import { Migration20261129112100_payment_card_send_until } from './Migration20261129112100_payment_card_send_until.js';
+import { Migration20261129140500_payment_created_at_milliseconds } from './Migration20261129140500_payment_created_at_milliseconds.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -157,4 +158,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261129043002_sandbox_walletpay_capture_refusals', class: Migration20261129043002_sandbox_walletpay_capture_refusals },
   { name: 'Migration20261129100000_sandbox_cardpay_keys', class: Migration20261129100000_sandbox_cardpay_keys },
   { name: 'Migration20261129112100_payment_card_send_until', class: Migration20261129112100_payment_card_send_until },
+  { name: 'Migration20261129140500_payment_created_at_milliseconds', class: Migration20261129140500_payment_created_at_milliseconds },
 ];
