@@ -104,11 +104,6 @@ export interface RouteErrorExample {
   description?: string;
   /** This answer carries Retry-After: when, and what to do then (documented as the response's header). */
   retryAfter?: string;
-  /**
-   * false: a retry with the same Idempotency-Key never replays this error (the key is finished with another
-   * answer), so it documents no Idempotent-Replayed header; the description says what the retry gets.
-   */
-  replayed?: false;
 }
 
 const invalid = (field: string, issue: string, description?: string): RouteErrorExample => ({
@@ -134,6 +129,20 @@ const REVERSAL_REPORT_EARLY: RouteErrorExample = {
  * (test/docs/openapi-quality.test.ts provokes every one and compares). openapi.json is not generated
  * while an operation documents one of these statuses without an entry here.
  */
+/**
+ * The errors a retry with the same Idempotency-Key replays (marked Idempotent-Replayed), per route that takes
+ * one: only an error the request ended with once its key was claimed and its work begun. Refusals before the
+ * claim (an unknown payment, a body or state the route refuses, a key used otherwise) keep no answer for the
+ * key; a refused payment creation's key stands for the failed payment (200 with it); a refusal of a card save
+ * for missing credentials, like an unknown outcome, is resumed by the retry.
+ */
+export const REPLAYED_ERRORS: Record<string, readonly ('404' | '409' | '422' | '502')[]> = {
+  'POST /v1/payments': [],
+  'POST /v1/payments/cards': ['422', '502'],
+  'POST /v1/payments/{id}/capture': ['502'],
+  'POST /v1/refunds': ['502'],
+};
+
 export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' | '422' | '502', RouteErrorExample>>> = {
   'PUT /v1/merchant/webhook': { '422': invalid('webhook_url', 'Invalid url') },
   'PUT /v1/merchant/credentials': {
@@ -206,7 +215,6 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
         'the payment is failed with failure_reason (PROVIDER_ERROR). The Idempotency-Key now stands for ' +
         'that failed payment: a retry with the same key and body answers 200 with it (its failure_reason, Idempotent-Replayed: true), not this 502 again; ' +
         'to try again, send a new key',
-      replayed: false,
     },
   },
   'GET /v1/payments': { '422': invalid('status', 'must be one of: pending, completed, failed, refunded, reversed') },

@@ -4,7 +4,7 @@ import {
   OUTBOUND_WEBHOOK_DELIVERY_RULES, OUTBOUND_WEBHOOK_EVENTS, OUTBOUND_WEBHOOK_HEADERS, contract, type RouteMetadata,
 } from '../../contract/index.js';
 import { METRICS_EXAMPLE, operationsContract } from '../../contract/operations.js';
-import { OUTCOME_HEADER, ROUTE_ERROR_EXAMPLES } from '../../contract/errors.js';
+import { OUTCOME_HEADER, REPLAYED_ERRORS, ROUTE_ERROR_EXAMPLES } from '../../contract/errors.js';
 import { polishDocument } from './openapi-polish.js';
 
 /** One line per tag in /docs; a tag used by a route but missing here gets a generic line. */
@@ -79,7 +79,7 @@ function outboundWebhooks() {
 
 const SUCCESS_NAMES: Record<string, string> = { '200': 'OK', '201': 'Created' };
 const REPLAY = 'the same Idempotency-Key and body sent again return the original result, marked Idempotent-Replayed: true; nothing is done twice';
-const REPLAY_HEADER = 'An error the first request ended with is replayed the same way, with this header.';
+const REPLAY_HEADER = ' An error the first request ended with is replayed the same way, with this header.';
 
 /**
  * A route that takes an Idempotency-Key: the success status(es) a replay answers with get the
@@ -88,7 +88,9 @@ const REPLAY_HEADER = 'An error the first request ended with is replayed the sam
  * first, 200 on a replay); then that status is the replay only, and the first one never carries the header.
  */
 function documentReplays(name: string, responses: Record<string, unknown>, replayStatus: number | undefined) {
-  documentReplayedErrors(name, responses);
+  const replayedErrors = replayedErrorsOf(name);
+  documentReplayedErrors(responses, replayedErrors);
+  const errorsToo = replayedErrors.length > 0 ? REPLAY_HEADER : '';
   const successes = Object.keys(responses).filter((status) => /^2\d\d$/.test(status));
   for (const status of successes) {
     const response = responses[status];
@@ -107,8 +109,8 @@ function documentReplays(name: string, responses: Record<string, unknown>, repla
       ...(r.headers ?? {}),
       'Idempotent-Replayed': replayedHeader(
         replayOnly
-          ? `\`true\`: this answer replays the first one given to this Idempotency-Key. ${REPLAY_HEADER}`
-          : `\`true\` when this answer replays the first one given to this Idempotency-Key; absent on a first answer (also a retry's that resumed a request left unanswered). ${REPLAY_HEADER}`,
+          ? `\`true\`: this answer replays the first one given to this Idempotency-Key.${errorsToo}`
+          : `\`true\` when this answer replays the first one given to this Idempotency-Key; absent on a first answer (also a retry's that resumed a request left unanswered).${errorsToo}`,
         replayOnly,
       ),
     };
@@ -118,24 +120,29 @@ function documentReplays(name: string, responses: Record<string, unknown>, repla
 /** The Idempotent-Replayed response header, as a success or an error documents it. */
 const replayedHeader = (description: string, required: boolean) => ({ description, required, schema: { type: 'string', enum: ['true'] } });
 
-/** The errors a request can end with once its Idempotency-Key is claimed, which its retries replay. */
-const REPLAYABLE_ERRORS = ['404', '409', '422', '502'] as const;
+/** The route's errors a retry with the same key replays (contract/errors.ts); a route missing there is an oversight. */
+function replayedErrorsOf(name: string): readonly string[] {
+  const replayed = REPLAYED_ERRORS[name];
+  if (!replayed) throw new Error(`${name} takes an Idempotency-Key: say in REPLAYED_ERRORS (contract/errors.ts) which of its errors a retry replays`);
+  return replayed;
+}
 
 /**
- * Those error responses carry the Idempotent-Replayed header too (copied: the generator may share response
- * objects) — but for one its route never replays (ROUTE_ERROR_EXAMPLES' `replayed: false`).
+ * The error responses a retry replays carry the Idempotent-Replayed header too (copied: the generator may
+ * share response objects); so does the 409's Retry-After, which tells the passing conflict from the final ones.
  */
-function documentReplayedErrors(name: string, responses: Record<string, unknown>) {
-  for (const status of REPLAYABLE_ERRORS) {
+function documentReplayedErrors(responses: Record<string, unknown>, replayedErrors: readonly string[]) {
+  for (const status of ['404', '409', '422', '502']) {
     const response = responses[status];
     if (!response || typeof response !== 'object' || '$ref' in response) continue;
-    if (ROUTE_ERROR_EXAMPLES[name]?.[status]?.replayed === false) continue;
+    const replayed = replayedErrors.includes(status);
+    if (!replayed && status !== '409') continue;
     const r = response as { headers?: Record<string, unknown> };
     responses[status] = {
       ...r,
       headers: {
         ...(r.headers ?? {}),
-        'Idempotent-Replayed': replayedHeader('`true` when this error replays the one the first request with this Idempotency-Key ended with; absent otherwise.', false),
+        ...(replayed ? { 'Idempotent-Replayed': replayedHeader('`true` when this error replays the one the first request with this Idempotency-Key ended with; absent otherwise.', false) } : {}),
         // Retry-After tells the one passing 409 (the same key still being processed) from the final ones.
         ...(status === '409'
           ? { 'Retry-After': { description: 'Sent only when a request with this Idempotency-Key is still being processed: retry with the same key after this many seconds (the answer is then the first request\'s). Absent on every other conflict, which retrying does not change.', schema: { type: 'integer', example: 1 } } }

@@ -627,6 +627,19 @@ describe('openapi.json route-specific error examples are what each route answers
     const refused = doc.paths['/v1/payments'].post.responses['502'];
     expect(Object.keys(refused.headers)).not.toContain('Idempotent-Replayed');
     expect(refused.description).toContain('answers 200 with it (its failure_reason');
+    // Only an error a retry with the key really replays documents Idempotent-Replayed: refusals before the key
+    // is claimed keep no answer for it, and a creation's key never answers an error again.
+    const replayedErrors = (p: string) =>
+      Object.entries(doc.paths[p].post.responses as Record<string, { headers?: Record<string, unknown> }>)
+        .filter(([status, r]) => !status.startsWith('2') && r.headers?.['Idempotent-Replayed'] !== undefined)
+        .map(([status]) => status);
+    expect(['/v1/payments', '/v1/payments/{id}/capture', '/v1/refunds', '/v1/payments/cards'].map((p) => [p, replayedErrors(p)])).toEqual([
+      ['/v1/payments', []],
+      ['/v1/payments/{id}/capture', ['502']],
+      ['/v1/refunds', ['502']],
+      ['/v1/payments/cards', ['422', '502']],
+    ]);
+    expect(doc.paths['/v1/payments'].post.responses['200'].headers['Idempotent-Replayed'].description).not.toContain('An error the first request ended with');
     const retry = await api.post('/v1/payments', { ...card, payment_method: 'pm_docs_unknown' }, 'docs-unknown-card');
     expect([retry.status, retry.headers['idempotent-replayed'], retry.body.data.status, retry.body.data.failure_reason])
       .toEqual([200, 'true', 'failed', expect.stringContaining("No such PaymentMethod: 'pm_docs_unknown'")]);
