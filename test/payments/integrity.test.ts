@@ -1,6 +1,7 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { signatureHeader } from '../../server/sandbox/cardpay/events.js';
+import { ForwardingStub, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { eventually } from '../support/webhook-receiver.js';
 import { sendSignedWalletpayEvent } from '../support/walletpay-events.js';
@@ -263,6 +264,71 @@ describe('cardpay', () => {
     expect(settled).toMatchObject({ status: 'completed', amount_refunded: '3.00' });
     expect(settled.integrity.mismatches).toEqual(refused.integrity.mismatches);
     expect(await counted()).toBe(before + 1);
+  });
+});
+
+/**
+ * In front of the card simulator: a refund of the intent `swap.intent` is made, but answered with the
+ * refund `swap.answerWith` — another payment's (a cache or proxy mixing answers up).
+ */
+class RefundAnsweredWithAnother extends ForwardingStub {
+  swap: { intent: string; answerWith: string } | null = null;
+
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    const made = await forward();
+    const swap = this.swap;
+    if (!swap || req.method !== 'POST' || !req.url.endsWith('/v1/refunds') || new URLSearchParams(req.body.toString()).get('payment_intent') !== swap.intent) return made;
+    const other = await fetch(`${this.target}${req.url}/${swap.answerWith}`, { headers: { authorization: String(req.headers.authorization) } });
+    return { status: other.status, headers: { 'Content-Type': 'application/json' }, body: await other.text() };
+  }
+}
+
+describe('cardpay refund answered with another refund', () => {
+  it("another payment's succeeded refund of the same amount is no answer about ours: pending, nothing refunded, no payment.refunded; the refund sync settles it by our own refund", async () => {
+    const stub = new RefundAnsweredWithAnother();
+    const stubUrl = await stub.start();
+    // An hour between the refund sync's runs: the sync below is the one the test asks for.
+    const s = await startTestService({ CARDPAY_BASE_URL: `${stubUrl}/sandbox/cardpay`, STATUS_SYNC_POLL_INTERVAL: '1h' });
+    stub.target = s.baseUrl;
+    try {
+      const secretKey = 'sk_test_refund_answer_0001';
+      // Its own webhook secret and no endpoint: no provider event reaches the service, only answers count.
+      const { apiKey } = await s.createMerchant('Refund Answer Shop');
+      await s.http.put('/v1/merchant/credentials').set('X-API-Key', apiKey)
+        .send({ provider: 'cardpay', cardpay: { secret_key: secretKey, webhook_secret: 'whsec_refund_answer' } }).expect(200);
+      const pay = async () => (await s.http.post('/v1/payments').set('X-API-Key', apiKey).set('Idempotency-Key', idem())
+        .send({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_visa' })).body.data as { id: string; status: string; provider_ref: string };
+      const refund = (paymentId: string) => s.http.post('/v1/refunds').set('X-API-Key', apiKey).send({ payment_id: paymentId, amount: '3.00' });
+      const payment = async (id: string) => (await s.http.get(`/v1/payments/${id}`).set('X-API-Key', apiKey).expect(200)).body.data;
+      const eventsOf = async (id: string) => (await s.sql<{ type: string }>('SELECT type FROM events WHERE payment_id = $1 ORDER BY created_at', [id])).map((e) => e.type);
+      const a = await pay();
+      const b = await pay();
+      expect([a.status, b.status]).toEqual(['completed', 'completed']);
+      const ofB = (await refund(b.id)).body.data as { status: string; provider_ref: string };
+      expect(ofB).toMatchObject({ status: 'completed', provider_ref: expect.stringMatching(/^re_/) });
+
+      stub.swap = { intent: a.provider_ref, answerWith: ofB.provider_ref };
+      const asked = await refund(a.id);
+      stub.swap = null;
+      // Was: completed with B's re_…, A's amount_refunded 3.00 and payment.refunded for A, on B's refund.
+      expect(asked.status).toBe(201);
+      expect(asked.body.data).toMatchObject({ status: 'pending', provider_ref: null });
+      expect(await payment(a.id)).toMatchObject({ status: 'completed', amount_refunded: '0.00' });
+      expect(await eventsOf(a.id)).toEqual(['payment.completed']);
+
+      // The refund sync finds our refund at the provider by its metadata (the request was made): it settles it.
+      await s.inContext(() => s.service.container.services.refundSync.syncOne(asked.body.data.id));
+      const atProvider = (await s.http.get(`/sandbox/cardpay/v1/refunds?payment_intent=${a.provider_ref}`).set('Authorization', `Bearer ${secretKey}`).expect(200)).body.data as { id: string }[];
+      expect(atProvider).toHaveLength(1);
+      expect((await s.http.get(`/v1/refunds/${asked.body.data.id}`).set('X-API-Key', apiKey).expect(200)).body.data).toMatchObject({ status: 'completed', provider_ref: atProvider[0]!.id });
+      expect(await payment(a.id)).toMatchObject({ amount_refunded: '3.00' });
+      expect(await eventsOf(a.id)).toEqual(['payment.completed', 'payment.refunded']);
+      expect(await payment(b.id)).toMatchObject({ amount_refunded: '3.00' });
+      expect(await eventsOf(b.id)).toEqual(['payment.completed', 'payment.refunded']);
+    } finally {
+      await stub.stop();
+      await s.stop();
+    }
   });
 });
 

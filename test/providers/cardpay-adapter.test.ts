@@ -606,13 +606,20 @@ describe('connections to the provider', () => {
 
 describe('answers about something else than was asked', () => {
   /**
-   * In front of the simulator: while `swap` is set, a read of one intent is answered with another's, and a
-   * search for one payment's intent with the search for another payment's (a cache or proxy mixing answers up).
+   * In front of the simulator: while `swap` is set, a read of one intent is answered with another's, a
+   * search for one payment's intent with the search for another payment's, a read of one refund with
+   * another's, and a refund of one intent (`refundCreate`: [intent, refund]) with that refund, read
+   * (a cache or proxy mixing answers up).
    */
   class MixedUpAnswers extends ForwardingStub {
-    swap: { intent?: [string, string]; payment?: [string, string]; refund?: [string, string] } = {};
+    swap: { intent?: [string, string]; payment?: [string, string]; refund?: [string, string]; refundCreate?: [string, string] } = {};
 
     protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+      const [refundedIntent, answeredRefund] = this.swap.refundCreate ?? [];
+      if (req.method === 'POST' && refundedIntent && req.url === '/v1/refunds' && new URLSearchParams(req.body.toString()).get('payment_intent') === refundedIntent) {
+        const read = await fetch(`${this.target}/v1/refunds/${answeredRefund}`, { headers: { authorization: String(req.headers.authorization) } });
+        return { status: read.status, headers: { 'Content-Type': 'application/json' }, body: await read.text() };
+      }
       const [askedRefund, otherRefund] = this.swap.refund ?? [];
       if (req.method === 'GET' && askedRefund && req.url.startsWith(`/v1/refunds/${askedRefund}`)) return forward(`${this.target}/v1/refunds/${otherRefund}`);
       const [asked, other] = this.swap.intent ?? [];
@@ -685,6 +692,34 @@ describe('answers about something else than was asked', () => {
     } finally {
       stub.swap = {};
     }
+  });
+
+  it("a refund answered with another refund (another intent's, or another of ours) is not applied: its outcome is unknown (indeterminate)", async () => {
+    const creds = newCreds();
+    const oursInput = paymentInput({ payment_method: 'pm_card_visa' }, 1000n);
+    const ours = await adapter.createPayment(creds, oursInput);
+    const otherInput = paymentInput({ payment_method: 'pm_card_visa' }, 1000n);
+    const other = await adapter.createPayment(creds, otherInput);
+    const request = refundInput(ours, oursInput, 300n);
+    // Another intent's refund of the same amount and currency; one naming our refund id too (our request
+    // carried on for another intent); and an earlier refund of our own intent, of the same amount.
+    const otherIntents = await adapter.refundPayment(creds, refundInput(other, otherInput, 300n));
+    const otherIntentsNamingOurs = await adapter.refundPayment(creds, { ...refundInput(other, otherInput, 300n), refundId: request.refundId });
+    const earlierOfOurs = await adapter.refundPayment(creds, refundInput(ours, oursInput, 300n));
+    for (const answer of [otherIntents, otherIntentsNamingOurs, earlierOfOurs]) {
+      expect(answer.status).toBe('completed');
+      stub.swap = { refundCreate: [ours.providerRef, answer.providerRef!] };
+      try {
+        const err = await providerError(viaStub.refundPayment(creds, request));
+        // Was: completed, with the other refund's re_… (our payment's amount_refunded raised, payment.refunded sent).
+        expect(err).toMatchObject({ kind: 'indeterminate', message: expect.stringContaining(answer.providerRef!) });
+      } finally {
+        stub.swap = {};
+      }
+    }
+    const made = await viaStub.refundPayment(creds, request);
+    expect(made).toMatchObject({ status: 'completed', amount: { minor: 300n, currency: 'USD' } });
+    expect([otherIntents, otherIntentsNamingOurs, earlierOfOurs].map((r) => r.providerRef)).not.toContain(made.providerRef);
   });
 
   it("a search for our payment's intent answered with another payment's intent is not taken as ours, nor as none", async () => {

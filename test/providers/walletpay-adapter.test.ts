@@ -505,13 +505,18 @@ describe('an order COMPLETED that lists no capture (PayPal: check the capture, n
  * write is answered with the replay of another one — as a cache or proxy mixing answers up would.
  */
 class MixedUpAnswers extends ForwardingStub {
-  swaps: { method: string; asked: string; other: string; requestId?: string }[] = [];
+  /** `without`: the answer's top-level fields left out (what it names of itself). */
+  swaps: { method: string; asked: string; other: string; requestId?: string; without?: string[] }[] = [];
 
   protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
     const swap = this.swaps.find((s) => s.method === req.method && req.url.endsWith(s.asked));
     if (!swap) return forward();
     if (swap.requestId) req.headers['paypal-request-id'] = swap.requestId;
-    return forward(`${this.target}${req.url.slice(0, -swap.asked.length)}${swap.other}`);
+    const answer = await forward(`${this.target}${req.url.slice(0, -swap.asked.length)}${swap.other}`);
+    if (!swap.without) return answer;
+    const body = JSON.parse(answer.body.toString()) as Record<string, unknown>;
+    for (const field of swap.without) delete body[field];
+    return { ...answer, body: JSON.stringify(body) };
   }
 }
 
@@ -591,6 +596,25 @@ describe('answers about something else than was asked (a cache or proxy mixing t
     const err = await swapped([refund], () => providerError(viaStub.refundPayment(creds, refundInput(ours.input, ours.captured, 300n))));
     // Was: completed, as the other customer's refund of 10.50.
     expect(err).toMatchObject({ kind: 'indeterminate', message: expect.stringContaining(otherRefund.providerRef!) });
+  });
+
+  it("a refund answered with a refund naming neither our refund (custom_id) nor a capture (no `up` link) is not taken as ours (indeterminate)", async () => {
+    const creds = newCreds();
+    const ours = await capturedPayment(creds);
+    const other = await capturedPayment(creds);
+    const otherRequest = refundInput(other.input, other.captured, 1050n);
+    await adapter.refundPayment(creds, otherRequest);
+    const ourCapture = `/v2/payments/captures/${ours.captured.receiptNumber}/refund`;
+
+    const refund = { method: 'POST', asked: ourCapture, other: `/v2/payments/captures/${other.captured.receiptNumber}/refund`, requestId: otherRequest.idempotencyKey, without: ['custom_id', 'links'] };
+    const err = await swapped([refund], () => providerError(viaStub.refundPayment(creds, refundInput(ours.input, ours.captured, 300n))));
+    // Was: completed, as the other customer's refund of 10.50.
+    expect(err).toMatchObject({ kind: 'indeterminate', message: expect.stringContaining('no capture') });
+    // custom_id is optional in PayPal's refund (a minimal answer has none): our refund's answer without it, its
+    // `up` link naming our capture, is ours.
+    const withoutCustomId = { method: 'POST', asked: ourCapture, other: ourCapture, without: ['custom_id'] };
+    expect(await swapped([withoutCustomId], () => viaStub.refundPayment(creds, refundInput(ours.input, ours.captured, 300n))))
+      .toMatchObject({ status: 'completed', amount: { minor: 300n, currency: 'USD' } });
   });
 
   it('the refund sync does not take another refund, or another order, as an answer about ours', async () => {

@@ -110,14 +110,28 @@ export class CardpayAdapter {
     return toPaymentResult(intent);
   }
 
+  /**
+   * Refunds (part of) the intent's charge. Stripe's answer is the refund made, with the metadata we sent
+   * and the intent refunded: an answer whose metadata names another refund of ours (or none), or whose
+   * intent is another, is about something else (a cache or proxy mixing answers up) and is not applied —
+   * ours may have been made, so its outcome is unknown (indeterminate): the refund stays pending and the
+   * refund sync finds it by its metadata (findRefund).
+   */
   async refundPayment(creds: CardpayCredentials, input: RefundInput): Promise<ProviderRefundResult> {
-    if (!input.payment.providerRef) throw new ProviderError('cardpay', 'invalid_request', 'the payment has no cardpay payment intent to refund');
+    const intentId = input.payment.providerRef;
+    if (!intentId) throw new ProviderError('cardpay', 'invalid_request', 'the payment has no cardpay payment intent to refund');
     const params: Stripe.RefundCreateParams = {
-      payment_intent: input.payment.providerRef,
+      payment_intent: intentId,
       metadata: { refund_id: input.refundId, payment_id: input.payment.paymentId },
       amount: toWireAmount(input.amount),
     };
     const refund = await this.call('write', () => this.stripe(creds).refunds.create(params, { idempotencyKey: input.idempotencyKey }));
+    const named = refund.metadata?.refund_id;
+    const refunded = typeof refund.payment_intent === 'string' ? refund.payment_intent : (refund.payment_intent?.id ?? null);
+    if (named !== input.refundId || refunded !== intentId) {
+      throw answerAboutSomethingElse('cardpay', 'indeterminate',
+        `the refund ${input.refundId} of intent ${intentId} answered refund ${String(refund.id)} of ${refunded ? `intent ${refunded}` : 'no intent'}, naming ${named ? `refund ${named}` : 'no refund'}`);
+    }
     return toRefundResult(refund);
   }
 

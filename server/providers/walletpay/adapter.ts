@@ -137,8 +137,11 @@ export class WalletpayAdapter {
 
   /**
    * Refunds (part of) the payment's capture; the amount is always explicit. An answer naming another
-   * refund of ours (custom_id) or another capture (its `up` link) is not applied: the refund may have
-   * been made, so its outcome is unknown (indeterminate) and the refund sync asks again.
+   * refund of ours (custom_id), another capture (its `up` link) or none is not applied: the refund may
+   * have been made, so its outcome is unknown (indeterminate) and the refund sync asks again. PayPal's
+   * refund always carries its HATEOAS links (a `return=minimal` answer too: id, status, links), the `up`
+   * one naming the capture refunded, so an answer without it proves nothing about ours. custom_id is
+   * optional in PayPal's refund schema (a minimal answer leaves it out): checked only when present.
    */
   async refundPayment(creds: WalletpayCredentials, input: RefundInput): Promise<ProviderRefundResult> {
     const known = input.payment.providerData.captureId;
@@ -155,7 +158,9 @@ export class WalletpayAdapter {
       throw answerAboutSomethingElse('walletpay', 'indeterminate', `the refund ${input.refundId} of capture ${captureId} answered refund ${body.id}, which is refund ${body.custom_id}`);
     }
     const refunded = captureIdOfRefund(body);
-    if (refunded !== null && refunded !== captureId) throw answerAboutSomethingElse('walletpay', 'indeterminate', `the refund of capture ${captureId} answered refund ${body.id} of capture ${refunded}`);
+    if (refunded !== captureId) {
+      throw answerAboutSomethingElse('walletpay', 'indeterminate', `the refund of capture ${captureId} answered refund ${body.id} of ${refunded ? `capture ${refunded}` : 'no capture'}`);
+    }
     return refundToResult(body);
   }
 
