@@ -71,7 +71,7 @@ describe('an attempt whose lease was taken over', () => {
     expect(await attemptsOf(t, b.id)).toEqual([]);
     // Still B's: nobody else can lease it, and B's failure counts as the first scheduled attempt.
     expect(await lease()).toEqual([]);
-    expect(await lateFailure(b)).toEqual({ status: 'retrying', nextAttemptAt: expect.any(Date) });
+    expect(await lateFailure(b)).toEqual({ status: 'retrying', nextAttemptAt: expect.any(Date), endedUnregistered: false });
     expect(await attemptsOf(t, b.id)).toEqual([expect.objectContaining({ attempt_number: 1, response_status: 503 })]);
     expect((await delivery(t, b.id)).lease_until).toBeNull();
   });

@@ -110,3 +110,54 @@ describe('DELETE /v1/merchant/webhook', () => {
     expect(dead(await scrapeMetrics(t)) - dead(before)).toBe(0);
   });
 });
+
+describe('DELETE /v1/merchant/webhook during an attempt, with a retry an hour away', () => {
+  // Its first retry an hour on: an attempt in flight at the removal that is retried instead of ended stays
+  // `retrying` for that hour (the logs, the retrying gauge, a URL registered meanwhile getting it unasked).
+  let hourly: TestService;
+  beforeAll(async () => {
+    hourly = await startTestService({ WEBHOOK_RETRY_SCHEDULE: '1h' });
+  });
+  afterAll(async () => {
+    await hourly.stop();
+  });
+
+  const removeFrom = (key: string) => hourly.http.delete('/v1/merchant/webhook').set('X-API-Key', key);
+
+  it('a failure of the attempt being sent ends it dead at once (not retried), with the removal\'s reason, not counted dead', async () => {
+    const m = await hourly.createMerchant('Hourly Abandoned Shop');
+    await registerWebhook(hourly, m.apiKey, receiver.url('/hourly-failed'));
+    const release = receiver.holdNext('/hourly-failed');
+    const inFlight = await emitEvent(hourly, m.merchantId);
+    await waitFor(async () => receiver.on('/hourly-failed').length === 1, 'the held attempt');
+    const before = await scrapeMetrics(hourly);
+
+    expect((await removeFrom(m.apiKey)).status).toBe(200);
+    release(500);
+    const row = await waitFor(async () => {
+      const r = await delivery(hourly, inFlight.deliveryId);
+      return r.lease_until === null && r.attempts === 1 ? r : null;
+    }, 'the attempt to be recorded');
+    expect(row).toMatchObject({ status: 'dead', attempts: 1, next_attempt_at: null, last_response_status: null, last_error: 'no webhook URL registered' });
+    // The attempt itself is in its history as it went.
+    expect(await attemptsOf(hourly, inFlight.deliveryId)).toEqual([expect.objectContaining({ attempt_number: 1, trigger: 'scheduled', response_status: 500 })]);
+
+    const logs = await hourly.http.get('/v1/webhooks/logs').set('X-API-Key', m.apiKey).expect(200);
+    expect(logs.body.data).toEqual([expect.objectContaining({ id: inFlight.deliveryId, status: 'dead', next_attempt_at: null, last_error: 'no webhook URL registered' })]);
+    expect(dead(await scrapeMetrics(hourly)) - dead(before)).toBe(0);
+    expect(receiver.on('/hourly-failed')).toHaveLength(1);
+  });
+
+  it('a success of the attempt being sent stays delivered', async () => {
+    const m = await hourly.createMerchant('Hourly Delivered Shop');
+    await registerWebhook(hourly, m.apiKey, receiver.url('/hourly-ok'));
+    const release = receiver.holdNext('/hourly-ok');
+    const inFlight = await emitEvent(hourly, m.merchantId);
+    await waitFor(async () => receiver.on('/hourly-ok').length === 1, 'the held attempt');
+
+    expect((await removeFrom(m.apiKey)).status).toBe(200);
+    release(200);
+    await waitFor(async () => (await delivery(hourly, inFlight.deliveryId)).lease_until === null, 'the attempt to be recorded');
+    expect(await delivery(hourly, inFlight.deliveryId)).toMatchObject({ status: 'delivered', attempts: 1, last_response_status: 200, last_error: null });
+  });
+});

@@ -234,11 +234,34 @@ export async function countScheduledAttempts(em: EntityManager, deliveryId: stri
   return rows[0]?.n ?? 0;
 }
 
+/** last_error of a delivery ended because its merchant removed the webhook URL (DELETE /v1/merchant/webhook). */
+export const NO_WEBHOOK_URL = 'no webhook URL registered';
+
+/** What ends a delivery for want of a registration: dead, not sent again, `last_error` NO_WEBHOOK_URL (its one parameter). */
+const END_UNREGISTERED = `status = 'dead', next_attempt_at = NULL, last_response_status = NULL, last_error = ?,
+              lease_until = NULL, lease_token = NULL, unsent_releases = 0, updated_at = now()`;
+
+/** The deliveries (`d`) a removal of their merchant's URL ends: those still waiting to be sent. */
+const ENDED_BY_REMOVAL = `d.status IN ('pending', 'retrying')`;
+
+/** A failed attempt as finishAttempt recorded it. */
+export interface FinishedAttempt {
+  status: DeliveryStatus;
+  nextAttemptAt: Date | null;
+  /** Ended as the removal of the merchant's URL ends a delivery (END_UNREGISTERED), not moved by `next`. */
+  endedUnregistered: boolean;
+}
+
 /**
  * Records a failed attempt's result on the delivery and releases the lease, with the attempt's history
  * row, in one statement; returns the new status and due time. Null when the delivery no longer carries
  * `leaseToken` (the lease expired and another worker took it, or it is gone): then nothing is written.
  * Successes are recorded in groups (recordDeliveredAttempts).
+ * When the merchant has no webhook URL by then (removed while this attempt was under way: the removal leaves a
+ * leased delivery to its attempt) a pending or retrying delivery is ended as the removal ends it, not moved
+ * by `next`: dead, not retried. The same statement reads the registration, locked (FOR SHARE) until
+ * this one commits: a DELETE or PUT under way is waited for and seen, and a DELETE
+ * after it sees this row released (see removeRegistration).
  */
 export async function finishAttempt(
   em: EntityManager,
@@ -246,13 +269,13 @@ export async function finishAttempt(
   leaseToken: string,
   update: { url: string; responseStatus: number | null; error: string | null; next: NextState },
   attempt: AttemptRecord,
-): Promise<{ status: DeliveryStatus; nextAttemptAt: Date | null } | null> {
-  const params: unknown[] = [update.url, update.responseStatus, update.error];
+): Promise<FinishedAttempt | null> {
+  const moved: unknown[] = [update.url, update.responseStatus, update.error];
   let transition: string;
   switch (update.next.kind) {
     case 'retry':
       transition = `status = 'retrying', next_attempt_at = now() + ${ms}`;
-      params.push(update.next.delayMs);
+      moved.push(update.next.delayMs);
       break;
     case 'dead':
       transition = `status = 'dead', next_attempt_at = NULL`;
@@ -261,31 +284,37 @@ export async function finishAttempt(
       transition = `status = status`;
       break;
   }
-  params.push(deliveryId, leaseToken, ...attemptParams(attempt));
-  const rows = await em.execute<{ status: DeliveryStatus; next_attempt_at: string | Date | null }[]>(
-    `WITH u AS (
-       UPDATE webhook_deliveries
+  // `ended` and `moved` take the row on exclusive conditions, so exactly one of them writes it.
+  const rows = await em.execute<{ status: DeliveryStatus; next_attempt_at: string | Date | null; ended_unregistered: boolean }[]>(
+    `WITH registration AS MATERIALIZED (
+       SELECT m.webhook_url IS NULL AS removed
+         FROM webhook_deliveries w JOIN merchants m ON m.id = w.merchant_id
+        WHERE w.id = ?
+          FOR SHARE OF m),
+     ended AS (
+       UPDATE webhook_deliveries d
+          SET url = ?, attempts = attempts + 1, ${END_UNREGISTERED}
+         FROM registration r
+        WHERE d.id = ? AND d.lease_token = ?::uuid AND r.removed AND ${ENDED_BY_REMOVAL}
+    RETURNING d.status, d.next_attempt_at, true AS ended_unregistered),
+     moved AS (
+       UPDATE webhook_deliveries d
           SET url = ?, last_response_status = ?, last_error = ?, attempts = attempts + 1,
               lease_until = NULL, lease_token = NULL, unsent_releases = 0, updated_at = now(), ${transition}
-        WHERE id = ? AND lease_token = ?::uuid
-    RETURNING status, next_attempt_at),
+         FROM registration r
+        WHERE d.id = ? AND d.lease_token = ?::uuid AND NOT (r.removed AND ${ENDED_BY_REMOVAL})
+    RETURNING d.status, d.next_attempt_at, false AS ended_unregistered),
+     u AS (SELECT * FROM ended UNION ALL SELECT * FROM moved),
      recorded AS (
        INSERT INTO delivery_attempts (delivery_id, attempt_number, trigger, response_status, error, duration_ms)
        SELECT ?::uuid, ?::int, ?::text, ?::int, ?::text, ?::int WHERE EXISTS (SELECT 1 FROM u))
-     SELECT status, next_attempt_at FROM u`,
-    params,
+     SELECT status, next_attempt_at, ended_unregistered FROM u`,
+    [deliveryId, update.url, NO_WEBHOOK_URL, deliveryId, leaseToken, ...moved, deliveryId, leaseToken, ...attemptParams(attempt)],
   );
   const row = rows[0];
   if (!row) return null;
-  return { status: row.status, nextAttemptAt: row.next_attempt_at ? new Date(row.next_attempt_at) : null };
+  return { status: row.status, nextAttemptAt: row.next_attempt_at ? new Date(row.next_attempt_at) : null, endedUnregistered: row.ended_unregistered };
 }
-
-/** last_error of a delivery ended because its merchant removed the webhook URL (DELETE /v1/merchant/webhook). */
-export const NO_WEBHOOK_URL = 'no webhook URL registered';
-
-/** What ends a delivery for want of a registration: dead, not sent, no attempt recorded, `attempts` unchanged. */
-const END_UNREGISTERED = `status = 'dead', next_attempt_at = NULL, last_response_status = NULL, last_error = ?,
-              lease_until = NULL, lease_token = NULL, unsent_releases = 0, updated_at = now()`;
 
 /**
  * Ends a leased delivery whose merchant has no webhook URL any more (see NO_WEBHOOK_URL), while it still
@@ -301,24 +330,30 @@ export async function endUnregistered(em: EntityManager, deliveryId: string, lea
 }
 
 /**
- * DELETE /v1/merchant/webhook in one statement: clears the merchant's URL and sealed secret, and ends its
- * pending and retrying deliveries nobody holds (as endUnregistered), so its delivery log says so at once.
- * One being sent right now (leased) is left to its attempt, whose next one finds no URL and ends it.
+ * DELETE /v1/merchant/webhook: clears the merchant's URL and sealed secret (one statement), then ends its
+ * pending and retrying deliveries nobody holds (as endUnregistered), so its delivery log says so at once;
+ * one transaction. One being sent right now (leased) is left to its attempt, whose recording ends it
+ * (finishAttempt) — or, failing that, its next attempt finds no URL and ends it.
+ * The deliveries are ended by a statement of their own, after the merchant's row is locked by the first:
+ * an attempt recorded meanwhile (it holds that row FOR SHARE while it records) is committed by then and
+ * seen released, so it is ended here; one recorded after this commits sees no URL and ends itself.
  * With nothing registered it writes nothing (a repeat is a no-op). Whether the merchant exists.
  */
 export async function removeRegistration(em: EntityManager, merchantId: string): Promise<boolean> {
-  const rows = await em.execute<{ found: boolean }[]>(
-    `WITH m AS (
-       UPDATE merchants SET webhook_url = NULL, webhook_secret_enc = NULL, updated_at = now()
-        WHERE id = ? AND (webhook_url IS NOT NULL OR webhook_secret_enc IS NOT NULL) RETURNING id),
-     ended AS (
-       UPDATE webhook_deliveries d SET ${END_UNREGISTERED}
-         FROM m WHERE d.merchant_id = m.id AND d.status IN ('pending', 'retrying') AND d.lease_until IS NULL
-     RETURNING d.id)
-     SELECT EXISTS (SELECT 1 FROM merchants WHERE id = ?) AS found`,
-    [merchantId, NO_WEBHOOK_URL, merchantId],
-  );
-  return rows[0]!.found;
+  return em.transactional(async (tx) => {
+    const removed = await tx.execute<{ id: string }[]>(
+      `UPDATE merchants SET webhook_url = NULL, webhook_secret_enc = NULL, updated_at = now()
+        WHERE id = ? AND (webhook_url IS NOT NULL OR webhook_secret_enc IS NOT NULL) RETURNING id`,
+      [merchantId],
+    );
+    if (removed.length === 0) return (await tx.execute(`SELECT 1 FROM merchants WHERE id = ?`, [merchantId])).length > 0;
+    await tx.execute(
+      `UPDATE webhook_deliveries d SET ${END_UNREGISTERED}
+        WHERE d.merchant_id = ? AND ${ENDED_BY_REMOVAL} AND d.lease_until IS NULL`,
+      [NO_WEBHOOK_URL, merchantId],
+    );
+    return true;
+  });
 }
 
 /**

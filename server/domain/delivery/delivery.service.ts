@@ -16,7 +16,7 @@ import { assertUrlShape } from '../merchants/webhook-url-policy.js';
 import {
   NO_WEBHOOK_URL, countScheduledAttempts, endUnregistered, finishAttempt, findStrandedDeliveryIds, leaseDelivery, leaseDueDeliveries, leaseKey, listAttempts, msUntilDue,
   recordDeliveredAttempts, releaseUnattempted, requeueFailedDeliveries,
-  type AttemptRow, type AttemptTrigger, type DeliveredAttempt, type LeasedDelivery, type RequeuePosition,
+  type AttemptRow, type AttemptTrigger, type DeliveredAttempt, type FinishedAttempt, type LeasedDelivery, type RequeuePosition,
 } from './delivery-store.js';
 import { GroupWriter } from './group-writer.js';
 import { afterFailedAttempt } from './retry-schedule.js';
@@ -337,6 +337,7 @@ export class DeliveryService {
     slot?: RequestSlot,
   ): Promise<{ outcome: AttemptOutcome | null; result: SendResult }> {
     // The merchant removed its URL (DELETE /v1/merchant/webhook): nothing goes to the address recorded on the delivery.
+    // (Removed while this attempt is under way: recording its failure ends the delivery, see finishAttempt.)
     if (leased.merchantUrl === null) return this.unregistered(leased, trigger, onFailure, slot);
     const url = leased.merchantUrl;
     const result = await this.send(leased, url, openedSecret, slot);
@@ -353,7 +354,8 @@ export class DeliveryService {
    * An attempt of a merchant with no webhook URL: nothing is sent. A scheduled one ends the delivery dead
    * (endUnregistered: no attempt recorded, so a recover after a new registration resumes its schedule) and
    * is not counted: the merchant's own action, which must not fire the operator's dead-deliveries alert
-   * (see record). A manual retry is a failed attempt as before, status and schedule unchanged.
+   * (see record). A manual retry is a failed attempt as before: a dead delivery's status is unchanged, a
+   * retrying one is ended as the removal would have (finishAttempt).
    */
   private async unregistered(
     leased: LeasedDelivery,
@@ -389,17 +391,22 @@ export class DeliveryService {
     // Whether a `dead` outcome is a death the operator is told of (see below).
     let usedUpSchedule = false;
     let outcome: AttemptOutcome | null;
+    let finished: FinishedAttempt | null = null;
     if (result.ok) {
       outcome = await this.recordDelivered({ ...record, url, leaseToken: leased.leaseToken });
     } else if (failure !== 'schedule') {
-      outcome = await finishAttempt(this.em, leased.id, leased.leaseToken, { ...update, next: { kind: failure } }, record);
+      outcome = finished = await finishAttempt(this.em, leased.id, leased.leaseToken, { ...update, next: { kind: failure } }, record);
     } else {
       const earlier = await countScheduledAttempts(this.em, leased.id);
       // A recovered delivery (recover leaves it `pending` with its attempts) that had already used up the
       // schedule dies again after this one attempt: that death was counted when it first died.
       usedUpSchedule = !(leased.status === 'pending' && earlier > this.config.retryScheduleMs.length);
-      outcome = await finishAttempt(this.em, leased.id, leased.leaseToken, { ...update, next: afterFailedAttempt(this.config.retryScheduleMs, earlier + 1) }, record);
+      outcome = finished = await finishAttempt(this.em, leased.id, leased.leaseToken, { ...update, next: afterFailedAttempt(this.config.retryScheduleMs, earlier + 1) }, record);
     }
+    // The merchant removed its URL while this attempt was under way: ended as the removal ends a delivery,
+    // the merchant's doing, so no death through the schedule (neither counted nor a warning).
+    const endedUnregistered = finished?.endedUnregistered ?? false;
+    if (endedUnregistered) usedUpSchedule = false;
     if (!outcome) {
       // Sent (the merchant may see it twice: at-least-once), but the row belongs to whoever holds it now.
       this.logger.warn(
@@ -424,6 +431,7 @@ export class DeliveryService {
       responseStatus: result.responseStatus, status: outcome.status, ...(result.ok ? {} : { reason: result.error }),
     };
     if (outcome.status === 'dead' && usedUpSchedule) this.logger.warn(line, 'webhook delivery dead: its retry schedule is used up');
+    else if (endedUnregistered) this.logger.info(line, 'webhook attempt failed; delivery ended: the merchant has no webhook URL');
     else this.logger.info(line, result.ok ? 'webhook delivered' : 'webhook attempt failed');
     return { outcome, result };
   }

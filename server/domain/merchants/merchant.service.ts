@@ -56,8 +56,9 @@ export class MerchantService {
 
   /**
    * DELETE /v1/merchant/webhook: turns delivery off (idempotent). URL and secret are cleared together, and
-   * the deliveries still due ended, in one statement (removeRegistration); no later attempt goes to the old
-   * URL (DeliveryService.attempt ends any that finds no registration).
+   * the deliveries still due ended, in one transaction (removeRegistration); no later attempt goes to the old
+   * URL (DeliveryService.attempt ends any that finds no registration), and one under way that fails is
+   * ended, not retried (finishAttempt).
    */
   async removeWebhook(merchantId: string): Promise<void> {
     if (!(await removeRegistration(this.em, merchantId))) throw notFound('merchant');
