@@ -35,6 +35,21 @@ function percentDecodes(url: string): boolean {
 }
 
 /**
+ * A URL starting with one of `schemes` and `://`, with a host unless `hostOptional`. `z.string().url()`
+ * alone only runs `new URL()`, which takes `pay.example.com:443` or `localhost:3000` for a URL whose
+ * scheme is `pay.example.com:` or `localhost:`: callbacks were registered at
+ * `pay.example.com:443/v1/webhooks/…`, an address nothing can call.
+ */
+function urlVar(schemes: readonly string[], example: string, options: { hostOptional?: boolean } = {}) {
+  const prefix = new RegExp(`^(${schemes.join('|')})://`, 'i');
+  const hasHost = (value: string) => options.hostOptional === true || new URL(value).hostname !== '';
+  return z
+    .string()
+    .refine((value) => prefix.test(value) && URL.canParse(value) && hasHost(value), `must be a URL starting with ${schemes.map((scheme) => `${scheme}://`).join(' or ')}${options.hostOptional ? '' : ', with a host'} (${example})`);
+}
+const httpUrlVar = (example: string) => urlVar(['http', 'https'], example);
+
+/**
  * Upper bounds of the settings that end up in a timer (setTimeout, setInterval, AbortSignal.timeout, a
  * socket timeout). Node holds a timer's delay in 31 bits: past 2^31-1 ms (about 24.8 days) it warns and
  * fires after 1 ms, so WEBHOOK_TIMEOUT_MS=3000000000 made every webhook attempt fail at once. Each bound is
@@ -74,9 +89,8 @@ const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   MIGRATE_ON_BOOT: booleanFlag.default('true'),
   SHUTDOWN_TIMEOUT_MS: timerMs(MAX_SHUTDOWN_TIMEOUT_MS, '1 hour').default(30_000),
   SHUTDOWN_DELAY_MS: z.coerce.number().int().min(0).default(0),
-  DATABASE_URL: z
-    .string()
-    .url()
+  // No host: the default one, or a Unix socket's directory in `?host=`.
+  DATABASE_URL: urlVar(['postgres', 'postgresql'], 'postgres://user:password@host:5432/payments', { hostOptional: true })
     // The pg driver percent-decodes the user, password and database name; a stray `%` failed at connect, unnamed.
     .refine((url) => percentDecodes(url), 'the user, password or database name holds a % that is not percent-encoding (write % as %25)')
     .optional(),
@@ -85,7 +99,7 @@ const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   IDEMPOTENCY_LEASE: z.string().default('60s'),
   IDEMPOTENCY_KEY_RETENTION: z.string().default('24h'),
   IDEMPOTENCY_KEY_PRUNE_INTERVAL: z.string().default('1h'),
-  PUBLIC_BASE_URL: z.string().url().optional(),
+  PUBLIC_BASE_URL: httpUrlVar('https://pay.example.com').optional(),
   ENCRYPTION_KEY: z.string().optional(),
   DECRYPTION_KEYS: z.string().optional(),
   ROLE: z.enum(['all', 'api', 'worker']).default('all'),
@@ -94,9 +108,9 @@ const EnvSchema = z.preprocess(emptyIsUnset, z.object({
   // Both end up in timers and in `now() + delay` timestamps: a huge delay threw RangeError (Invalid Date) at the first callback.
   SANDBOX_CALLBACK_DELAY_MS: z.coerce.number().int().min(0).max(MAX_SANDBOX_DELAY_MS, SANDBOX_DELAY_BOUND).default(1000),
   SANDBOX_LATENCY_MS: z.coerce.number().int().min(0).max(MAX_SANDBOX_DELAY_MS, SANDBOX_DELAY_BOUND).default(0),
-  CARDPAY_BASE_URL: z.string().url().optional(),
-  WALLETPAY_BASE_URL: z.string().url().optional(),
-  MOBILEMONEY_BASE_URL: z.string().url().optional(),
+  CARDPAY_BASE_URL: httpUrlVar('https://proxy.internal:8443').optional(),
+  WALLETPAY_BASE_URL: httpUrlVar('https://proxy.internal:8443').optional(),
+  MOBILEMONEY_BASE_URL: httpUrlVar('https://proxy.internal:8443').optional(),
   WEBHOOK_RETRY_SCHEDULE: z.string().default('30s,2m,10m,30m,2h'),
   WEBHOOK_TIMEOUT_MS: timerMs(MAX_REQUEST_TIMEOUT_MS, '5 minutes').default(30_000),
   WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: z.coerce.number().int().positive().default(16),

@@ -243,6 +243,22 @@ describe('configuration', () => {
     expect([run.code, run.stderr.trim()]).toEqual([2, 'invalid configuration: NODE_ENV: must be development, test, production (unset: development); any other value would run as development']);
   }, 30_000);
 
+  it('refuses a PUBLIC_BASE_URL, provider override or DATABASE_URL without its scheme at boot (exit code 2), naming it: `pay.example.com:443` parsed as a URL of scheme `pay.example.com:` and callbacks were registered at `pay.example.com:443/v1/webhooks/cardpay`', async () => {
+    const base = { NODE_ENV: 'test', DATABASE_URL: NOWHERE };
+    for (const bad of ['pay.example.com:443', 'localhost:3000', 'ftp://pay.example.com', 'mailto:ops@example.com']) {
+      expect(() => loadConfig({ ...base, PUBLIC_BASE_URL: bad })).toThrow(ConfigError);
+      expect(() => loadConfig({ ...base, PUBLIC_BASE_URL: bad })).toThrow('PUBLIC_BASE_URL: must be a URL starting with http:// or https://, with a host');
+      expect(() => loadConfig({ ...base, CARDPAY_BASE_URL: bad })).toThrow('CARDPAY_BASE_URL: must be a URL starting with http:// or https://, with a host');
+    }
+    expect(loadConfig({ ...base, PUBLIC_BASE_URL: 'https://pay.example.com' }).publicBaseUrl).toBe('https://pay.example.com');
+    expect(loadConfig({ ...base, PUBLIC_BASE_URL: 'http://localhost:3000/' }).publicBaseUrl).toBe('http://localhost:3000');
+    expect(loadConfig({ ...base, WALLETPAY_BASE_URL: 'http://127.0.0.1:4010' }).providerBaseUrls.walletpay).toBe('http://127.0.0.1:4010');
+    expect(() => loadConfig({ DATABASE_URL: 'db.internal:5432/payments' })).toThrow('DATABASE_URL: must be a URL starting with postgres:// or postgresql://');
+    expect(loadConfig({ DATABASE_URL: 'postgresql://app@db.internal/payments' }).databaseUrl).toBe('postgresql://app@db.internal/payments');
+    const run = await runCli('server/main.ts', [], { ...base, PUBLIC_BASE_URL: 'pay.example.com:443' });
+    expect([run.code, run.stderr.trim()]).toEqual([2, 'invalid configuration: PUBLIC_BASE_URL: must be a URL starting with http:// or https://, with a host (https://pay.example.com)']);
+  }, 30_000);
+
   it('refuses a DATABASE_URL whose password holds a bare %, naming the variable (it failed at connect with "URI malformed")', () => {
     expect(() => loadConfig({ DATABASE_URL: 'postgres://app:p%zz@db.internal/payments' })).toThrow(
       'DATABASE_URL: the user, password or database name holds a % that is not percent-encoding (write % as %25)',
