@@ -8,7 +8,7 @@ import { resolveEncryptionKey } from './config/encryption-key.js';
 import { ApiKeyService } from './domain/auth/api-key.service.js';
 import { RateLimiter } from './domain/auth/rate-limiter.js';
 import { RateLimitRetention } from './domain/auth/rate-limit-retention.js';
-import { censusOfSecretKeys } from './domain/crypto/stored-secrets.js';
+import { StoredSecretsCensus } from './domain/crypto/stored-secrets.js';
 import { SecretBox } from './domain/crypto/secret-box.js';
 import { DeliveryService } from './domain/delivery/delivery.service.js';
 import { WebhookSender, refusedAsNotPublic } from './domain/delivery/webhook-sender.js';
@@ -121,6 +121,8 @@ export interface Container {
   accessChanges: ChangeNotifications;
   providers: ProviderRegistry;
   secrets: SecretBox;
+  /** Which of this process's keys opens the stored secrets: the boot's check and the stored_secrets gauge. */
+  secretKeyCensus: StoredSecretsCensus;
   /** Resolves merchants' hosts for deliveries and URL checks (one per process: its per-merchant bound is the process's). */
   merchantHosts: MerchantHostResolver;
   services: Services;
@@ -228,7 +230,8 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     merchantOf: (key) => key.slice(0, key.indexOf(':')),
   });
 
-  registerStoreMetrics(metrics.registry, (sql) => orm.em.getConnection().execute(sql), () => censusOfSecretKeys(orm.em, secrets), {
+  const secretKeyCensus = new StoredSecretsCensus(orm.em, secrets);
+  registerStoreMetrics(metrics.registry, (sql) => orm.em.getConnection().execute(sql), () => secretKeyCensus.take(), {
     jobLockLifetimeMs: lockLifetimeMs,
     webhookMaxInFlightPerMerchant: config.webhookMaxInFlightPerMerchant,
   });
@@ -331,6 +334,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     accessChanges,
     providers,
     secrets,
+    secretKeyCensus,
     merchantHosts,
     services,
     sandboxMounts,

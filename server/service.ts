@@ -12,7 +12,6 @@ import { DELIVERIES_DUE_CHANNEL } from './jobs/delivery-queue.js';
 import { drainAgenda } from './jobs/agenda.js';
 import { deadlineSteps } from './lib/within-deadline.js';
 import { defineJobs, scheduleRecurringJobs } from './jobs/index.js';
-import { censusOfSecretKeys } from './domain/crypto/stored-secrets.js';
 import { gracefulCloser } from './net/graceful-close.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import type { EmbeddedDatabase } from './persistence/embedded-postgres.js';
@@ -187,7 +186,7 @@ export async function startService(config: AppConfig, options: StartOptions = {}
 
   try {
     // Said at boot, not at a merchant's first failing request: stored secrets this process cannot open.
-    const storedSecrets = await censusOfSecretKeys(container.orm.em, container.secrets).catch(() => null);
+    const storedSecrets = await container.secretKeyCensus.take().catch(() => null);
     if (storedSecrets?.unknown) {
       logger.error({ storedSecrets }, 'stored secrets sealed with a key this process does not have: requests that need them fail until ENCRYPTION_KEY or DECRYPTION_KEYS holds it');
     }

@@ -190,6 +190,6 @@ export function registerStoreMetrics(registry: Registry, query: Query, secretKey
     s.jobs.map((j) => [{ job_name: j.name }, j.depth]));
   snapshotGauge('job_queue_lag_seconds', 'How long the oldest Agenda job waiting for a worker has waited (a stale-locked one: since it was due or locked), by job name', ['job_name'], (s) =>
     s.jobs.map((j) => [{ job_name: j.name }, j.lag]));
-  snapshotGauge('stored_secrets', 'Stored secrets (provider credentials, webhook signing secrets) by the key that sealed them: current (ENCRYPTION_KEY), decryption (one of DECRYPTION_KEYS: reseal them), unknown (no key of this process opens them), unversioned (sealed before key ids)', ['key'], (s) =>
+  snapshotGauge('stored_secrets', 'Stored secrets (provider credentials, webhook signing secrets) by the key of this process that opens them, those sealed before key ids included: current (ENCRYPTION_KEY), decryption (one of DECRYPTION_KEYS: reseal them), unknown (no key of this process opens them)', ['key'], (s) =>
     Object.entries(s.secretKeys).map(([key, n]) => [{ key }, n]));
 }

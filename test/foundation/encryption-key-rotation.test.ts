@@ -16,7 +16,7 @@ const KEY_A = randomBytes(32).toString('base64');
 const KEY_B = randomBytes(32).toString('base64');
 const CARDPAY_SECRET = 'sk_test_rotation_0001';
 /** The `key` label values of stored_secrets, in the order the assertions list them. */
-const KEY_KINDS = ['current', 'decryption', 'unknown', 'unversioned'];
+const KEY_KINDS = ['current', 'decryption', 'unknown'];
 
 let db: Awaited<ReturnType<typeof createTestDatabase>>;
 let receiver: WebhookReceiver;
@@ -54,6 +54,14 @@ async function storedSecretsGauge(app: ServiceProcess, expected: Record<string, 
     last = await read();
     return JSON.stringify(last) === JSON.stringify(expected) ? last : null;
   }, 15_000, `stored_secrets ${JSON.stringify(expected)}`).catch(() => last);
+}
+
+/** A secret as this service sealed it before keys had ids. */
+function sealV1(keyBase64: string, plaintext: string): string {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', Buffer.from(keyBase64, 'base64'), iv);
+  const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+  return ['v1', iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), ciphertext.toString('base64url')].join('.');
 }
 
 const reseal = (keys: Record<string, string>) => runCli('server/admin/cli.ts', ['secrets', 'reseal'], { DATABASE_URL: db.url, NODE_ENV: 'test', ...keys });
@@ -154,22 +162,39 @@ describe('rotating ENCRYPTION_KEY', () => {
     expect(log).not.toContain('unhandled error');
     expect(findSecretsInFiles(processLogFiles(), [CARDPAY_SECRET, webhookSecret, KEY_A, KEY_B])).toEqual([]);
   }, 120_000);
+
+  // Goes on from the first test: everything stored is under KEY_B; the credentials become as an older
+  // release sealed them with KEY_A, before keys had ids.
+  it('a secret sealed before key ids is counted by the key that opens it: with none, the boot says so and stored_secrets shows it unknown; with the old key in DECRYPTION_KEYS it is left to reseal, so the rotation is not reported finished before it is', async () => {
+    const BOOT_LINE = 'stored secrets sealed with a key this process does not have';
+    const { credentials } = await stored();
+    await sql(db.url, 'UPDATE provider_credentials SET secrets_enc = $1 WHERE merchant_id = $2', [sealV1(KEY_A, new SecretBox(KEY_B).open(credentials)), merchantId]);
+
+    let app = await startApp({ ENCRYPTION_KEY: KEY_B });
+    const gauge = await storedSecretsGauge(app, { current: 1, unknown: 1 });
+    await app.stop();
+    expect({ gauge, bootLine: readFileSync(app.logFile, 'utf8').includes(BOOT_LINE) }).toEqual({ gauge: { current: 1, unknown: 1 }, bootLine: true });
+
+    // README's step 3 ("once stored_secrets{key=\"decryption\"} is 0, remove DECRYPTION_KEYS") waits for the reseal.
+    app = await startApp({ ENCRYPTION_KEY: KEY_B, DECRYPTION_KEYS: KEY_A });
+    expect(await storedSecretsGauge(app, { current: 1, decryption: 1 })).toEqual({ current: 1, decryption: 1 });
+    await payAndVerifyWebhook(app);
+    const resealed = await reseal({ ENCRYPTION_KEY: KEY_B, DECRYPTION_KEYS: KEY_A });
+    expect([resealed.code, JSON.parse(resealed.stdout)]).toEqual([0, { resealed: { provider_credentials: 1, merchant_webhook_secrets: 0 }, already_current: 1, unreadable: [] }]);
+    expect(await storedSecretsGauge(app, { current: 2 })).toEqual({ current: 2 });
+    await app.stop();
+    expect(readFileSync(app.logFile, 'utf8')).not.toContain(BOOT_LINE);
+  }, 120_000);
 });
 
 describe('SecretBox', () => {
-  /** A secret as this service sealed it before keys had ids. */
-  const sealV1 = (keyBase64: string, plaintext: string) => {
-    const iv = randomBytes(12);
-    const cipher = createCipheriv('aes-256-gcm', Buffer.from(keyBase64, 'base64'), iv);
-    const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
-    return ['v1', iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), ciphertext.toString('base64url')].join('.');
-  };
-
   it('opens secrets sealed before key ids with whichever configured key sealed them, and reseals them under ENCRYPTION_KEY', () => {
     const old = sealV1(KEY_A, 'whsec_old');
     const box = new SecretBox(KEY_B, [KEY_A]);
     expect(box.open(old)).toBe('whsec_old');
     expect(box.sealedWithCurrentKey(old)).toBe(false);
+    // Counted by the key that opens it, as a secret that names its key is.
+    expect([box.keyOf(old), new SecretBox(KEY_A, [KEY_B]).keyOf(old), new SecretBox(KEY_B).keyOf(old)]).toEqual(['decryption', 'current', 'unknown']);
     const resealed = box.seal(box.open(old));
     expect(box.sealedWithCurrentKey(resealed)).toBe(true);
     expect(new SecretBox(KEY_B).open(resealed)).toBe('whsec_old');

@@ -6,7 +6,6 @@ import type { SyntaxNode } from '@lezer/common';
 import { parse as parseYaml } from 'yaml';
 import { PAYMENT_STATUSES, PROVIDERS } from '../../contract/index.js';
 import { DELIVERY_STATUSES } from '../../contract/webhook-logs.js';
-import { censusOfSecretKeys } from '../../server/domain/crypto/stored-secrets.js';
 import { CALLBACK_OUTCOMES } from '../../server/http/middleware/callback-metrics.js';
 import { PROVIDER_CALL_OUTCOMES } from '../../server/observability/instrument-provider.js';
 import { GAUGED_DELIVERY_STATUSES } from '../../server/observability/store-metrics.js';
@@ -53,7 +52,7 @@ beforeAll(async () => {
       exported.set(metric.name, { metric: metric.name, labels });
     }
   }
-  const census = await t.inContext(() => censusOfSecretKeys(t.service.container.orm.em, t.service.container.secrets));
+  const census = await t.inContext(() => t.service.container.secretKeyCensus.take());
   const httpStatuses = Array.from({ length: 500 }, (_, i) => String(100 + i));
   closedSets = {
     provider: PROVIDERS,

@@ -18,6 +18,9 @@ export class SecretUnreadableError extends Error {
   }
 }
 
+/** Which of a process's keys opens a stored secret: ENCRYPTION_KEY, one of DECRYPTION_KEYS, or none of them. */
+export type SealingKey = 'current' | 'decryption' | 'unknown';
+
 interface Key {
   id: string;
   bytes: Buffer;
@@ -64,32 +67,29 @@ export class SecretBox {
       return decrypt(key, parts[2]!, parts[3]!, parts[4]!);
     }
     if (parts[0] === V1 && parts.length === 4) {
-      for (const key of this.byId.values()) {
-        try {
-          return decrypt(key, parts[1]!, parts[2]!, parts[3]!);
-        } catch {
-          // GCM's tag did not authenticate: not this key.
-        }
-      }
-      throw new SecretUnreadableError('a secret sealed before key ids cannot be opened with ENCRYPTION_KEY or any of DECRYPTION_KEYS');
+      const opened = this.openV1(parts);
+      if (!opened) throw new SecretUnreadableError('a secret sealed before key ids cannot be opened with ENCRYPTION_KEY or any of DECRYPTION_KEYS');
+      return opened.plaintext;
     }
     throw new SecretUnreadableError('unrecognised sealed secret');
   }
 
   /**
-   * Which of this process's keys sealed a secret, from its `version` and `keyId` (the first two parts of
-   * the sealed form): `unversioned` for secrets sealed before key ids, which name no key.
+   * Which of this process's keys opens `sealed`. A v2 secret names its key: it is read no further than
+   * its key id (`v2.<key id>` is enough), nothing is decrypted. One sealed before key ids names none, so
+   * the keys are tried on it (GCM's tag authenticates it or not), ENCRYPTION_KEY first. Anything else
+   * no key opens.
    */
-  keyOf(version: string, keyId: string): 'current' | 'decryption' | 'unknown' | 'unversioned' {
-    if (version !== V2) return 'unversioned';
-    if (keyId === this.current.id) return 'current';
-    return this.byId.has(keyId) ? 'decryption' : 'unknown';
+  keyOf(sealed: string): SealingKey {
+    const parts = sealed.split('.');
+    if (parts[0] === V2) return this.kindOf(this.byId.get(parts[1] ?? ''));
+    if (parts[0] === V1 && parts.length === 4) return this.kindOf(this.openV1(parts)?.key);
+    return 'unknown';
   }
 
-  /** Whether `sealed` is already under ENCRYPTION_KEY (a rotation's reseal leaves it as it is). */
+  /** Whether `sealed` opens with ENCRYPTION_KEY (a rotation's reseal leaves it as it is). */
   sealedWithCurrentKey(sealed: string): boolean {
-    const [version = '', keyId = ''] = sealed.split('.', 2);
-    return this.keyOf(version, keyId) === 'current';
+    return this.keyOf(sealed) === 'current';
   }
 
   sealJson(value: unknown): string {
@@ -98,6 +98,23 @@ export class SecretBox {
 
   openJson<T>(sealed: string): T {
     return JSON.parse(this.open(sealed)) as T;
+  }
+
+  /** A v1 secret's `parts` opened with the first key that authenticates them (the current key first, as byId holds it), or null. */
+  private openV1(parts: string[]): { key: Key; plaintext: string } | null {
+    for (const key of this.byId.values()) {
+      try {
+        return { key, plaintext: decrypt(key, parts[1]!, parts[2]!, parts[3]!) };
+      } catch {
+        // GCM's tag did not authenticate: not this key.
+      }
+    }
+    return null;
+  }
+
+  private kindOf(key: Key | undefined): SealingKey {
+    if (!key) return 'unknown';
+    return key === this.current ? 'current' : 'decryption';
   }
 }
 

@@ -1,6 +1,6 @@
 import type { QueryResult } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { SecretBox } from './secret-box.js';
+import type { SealingKey, SecretBox } from './secret-box.js';
 
 /** Every column that holds a secret sealed with ENCRYPTION_KEY, by the name the report gives it. */
 const SEALED_COLUMNS = {
@@ -21,21 +21,48 @@ export interface ResealReport {
 
 const BATCH = 500;
 
-export type SecretKeyCensus = Record<ReturnType<SecretBox['keyOf']>, number>;
+export type SecretKeyCensus = Record<SealingKey, number>;
 
 /**
- * How many stored secrets each kind of key sealed (one aggregate over the sealed forms' first two
- * parts; nothing is decrypted). `unknown` > 0: some secrets open with none of this process's keys —
- * a rotation whose old key left DECRYPTION_KEYS too early, or a process started with the wrong key.
+ * Every stored secret, grouped as SecretBox.keyOf reads them: a v2 value by the key id it names
+ * (`v2.<key id>`, one group per key), any other (sealed before key ids) by itself, as it names no key.
  */
-export async function censusOfSecretKeys(em: EntityManager, secrets: SecretBox): Promise<SecretKeyCensus> {
-  const sealed = Object.values(SEALED_COLUMNS).map(({ table, column }) => `SELECT ${column} AS sealed FROM ${table} WHERE ${column} IS NOT NULL`).join(' UNION ALL ');
-  const rows = await em.getConnection().execute<{ version: string; key_id: string; n: number }[]>(
-    `SELECT split_part(sealed, '.', 1) AS version, split_part(sealed, '.', 2) AS key_id, count(*)::int AS n FROM (${sealed}) s GROUP BY 1, 2`,
-  );
-  const census: SecretKeyCensus = { current: 0, decryption: 0, unknown: 0, unversioned: 0 };
-  for (const row of rows) census[secrets.keyOf(row.version, row.key_id)] += Number(row.n);
-  return census;
+const CENSUS_SQL = `SELECT grouped AS sealed, count(*)::int AS n
+  FROM (SELECT CASE WHEN sealed LIKE 'v2.%' THEN 'v2.' || split_part(sealed, '.', 2) ELSE sealed END AS grouped
+          FROM (${Object.values(SEALED_COLUMNS).map(({ table, column }) => `SELECT ${column} AS sealed FROM ${table} WHERE ${column} IS NOT NULL`).join(' UNION ALL ')}) s) g
+ GROUP BY grouped`;
+
+/**
+ * How many stored secrets each kind of key opens: at boot (its log line) and for the stored_secrets
+ * gauge (each scrape round, at most every 5 s). `unknown` > 0: some secrets open with none of this
+ * process's keys — a rotation whose old key left DECRYPTION_KEYS too early, or a process started with
+ * the wrong key. One aggregate query; a v2 secret is counted by the key id it names (nothing is
+ * decrypted), one sealed before key ids by the key that authenticates it — tried once per value and
+ * process, not per round: which key opens a value never changes while the process's keys do not, so
+ * what the last round found is kept for the values still stored (a resealed or replaced one is
+ * dropped). A round decrypts only the values it has not seen before, and what it keeps is one entry
+ * per v1 value still stored (none once they are resealed).
+ */
+export class StoredSecretsCensus {
+  private known = new Map<string, SealingKey>();
+
+  constructor(
+    private readonly em: EntityManager,
+    private readonly secrets: SecretBox,
+  ) {}
+
+  async take(): Promise<SecretKeyCensus> {
+    const rows = await this.em.getConnection().execute<{ sealed: string; n: number }[]>(CENSUS_SQL);
+    const census: SecretKeyCensus = { current: 0, decryption: 0, unknown: 0 };
+    const known = new Map<string, SealingKey>();
+    for (const row of rows) {
+      const key = this.known.get(row.sealed) ?? this.secrets.keyOf(row.sealed);
+      known.set(row.sealed, key);
+      census[key] += Number(row.n);
+    }
+    this.known = known;
+    return census;
+  }
 }
 
 /**
