@@ -173,13 +173,25 @@ describe('STK push payments', () => {
     ['a currency other than KES', { currency: 'USD', phone: PHONES.success }, 'currency'],
     ['decimals', { amount: '10.50', phone: PHONES.success }, 'amount'],
     ['more than 250,000 KES', { amount: '250001', phone: PHONES.success }, 'amount'],
-    ['a phone that is not Kenyan mobile', { phone: '12345' }, 'phone'],
+    ['a phone that is not 254 + 9 digits', { phone: '12345' }, 'phone'],
+    ['a phone of another country', { phone: '+255712345678' }, 'phone'],
     ['a missing phone', {}, 'phone'],
   ])('refuses %s with 422 naming the field', async (_name, body, field) => {
     const res = await pay(body);
     expect(res.status).toBe(422);
     expect(res.body.error.details.map((d: { field: string }) => d.field)).toContain(field);
     expect(res.body.error.message).toEqual(expect.any(String));
+  });
+});
+
+describe('a phone in the contract\'s format that is no M-Pesa number', () => {
+  it('254212345678 (254 + 9 digits, the contract\'s format): 201 pending; the operator cannot reach it (1037), so the payment fails with the reason', async () => {
+    const res = await pay({ phone: '254212345678' });
+    expect(res.status).toBe(201); // was 422 "must be a Kenyan mobile number in the format 254XXXXXXXXX"
+    expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: expect.stringMatching(/^ws_CO_/) });
+    const failed = await settled(res.body.data.id, 'failed');
+    expect(failed.failure_reason).toContain('DS timeout user cannot be reached');
+    expect(failed.failure_reason).toContain('1037');
   });
 });
 

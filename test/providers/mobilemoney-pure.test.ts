@@ -35,6 +35,9 @@ describe('normalisePhone', () => {
     ['+254 712 345 678', '254712345678'],
     ['0712-345-678', '254712345678'],
     ['254708374149', '254708374149'],
+    // The contract's format is 254 + 9 digits, on M-Pesa or not (the operator answers the rest).
+    ['254212345678', '254212345678'],
+    ['+254 20 1234567', '254201234567'],
   ])('%s → %s', (input, expected) => {
     expect(normalisePhone(input)).toBe(expected);
   });

@@ -47,13 +47,13 @@ async function paidReceipt(creds: MobilemoneyCredentials): Promise<string> {
 }
 
 /** POSTs Daraja's documented Transaction Status request and returns the Result sent to its ResultURL. */
-async function statusQuery(creds: MobilemoneyCredentials, credential: string, receipt: string, name: string) {
+async function statusQuery(creds: MobilemoneyCredentials, credential: string, receipt: string, name: string, initiator = 'testapi') {
   const token = await adapter.accessToken(creds);
   const res = await fetch(`${sim}/mpesa/transactionstatus/v1/query`, {
     method: 'POST',
     headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
     body: JSON.stringify({
-      Initiator: 'testapi',
+      Initiator: initiator,
       SecurityCredential: credential,
       CommandID: 'TransactionStatusQuery',
       TransactionID: receipt,
@@ -91,6 +91,30 @@ describe('the simulator checks the SecurityCredential', () => {
     const otherCert = selfSignedCertificate(privateKey, 'other.example', 'Other');
     expect((await statusQuery(creds, securityCredential(otherCert, SANDBOX_INITIATOR_PASSWORD), receipt, 'other')).resultCode).toBe('2001');
     expect((await statusQuery(creds, 'sandbox-security-credential', receipt, 'placeholder')).resultCode).toBe('2001');
+  });
+});
+
+describe('the simulator checks the Initiator name (the sandbox API user testapi)', () => {
+  it('a reversal by any other initiator, with the right password, is refused with 2001 and reverses nothing', async () => {
+    const creds = sandboxCreds({ initiator: 'not-an-operator', initiator_password: SANDBOX_INITIATOR_PASSWORD });
+    const receipt = await paidReceipt(creds);
+    const ack = await adapter.reverse(creds, { transactionId: receipt, amountMinor: 10000n, remarks: 'refund', resultUrl: `${receiver.url}/rev-name/result`, timeoutUrl: `${receiver.url}/rev-name/timeout` });
+    const posted = await eventually(() => receiver.at('/rev-name/result').find((r) => r.json?.Result?.OriginatorConversationID === ack.OriginatorConversationID), 'reversal result');
+    expect(parseResult(posted.json)).toMatchObject({ resultCode: '2001', resultDesc: 'The initiator information is invalid.' });
+
+    // The receipt is still there to reverse, by the sandbox's API user.
+    const right = await adapter.reverse({ ...creds, initiator: 'testapi' }, { transactionId: receipt, amountMinor: 10000n, remarks: 'refund', resultUrl: `${receiver.url}/rev-name/result`, timeoutUrl: `${receiver.url}/rev-name/timeout` });
+    const done = await eventually(() => receiver.at('/rev-name/result').find((r) => r.json?.Result?.OriginatorConversationID === right.OriginatorConversationID), 'reversal result');
+    expect(parseResult(done.json).resultCode).toBe('0');
+  });
+
+  it('a transaction-status query by any other initiator, with the right credential, is refused with 2001', async () => {
+    const creds = sandboxCreds();
+    const receipt = await paidReceipt(creds);
+    const credential = securityCredential(certificatePem, SANDBOX_INITIATOR_PASSWORD);
+    expect(await statusQuery(creds, credential, receipt, 'nobody', 'nobody')).toMatchObject({ resultCode: '2001', resultDesc: 'The initiator information is invalid.' });
+    // A name differing only in case is another name (Daraja's usernames are case sensitive).
+    expect((await statusQuery(creds, credential, receipt, 'upper', 'TESTAPI')).resultCode).toBe('2001');
   });
 });
 

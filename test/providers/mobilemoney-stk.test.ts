@@ -195,6 +195,8 @@ describe('STK push', () => {
     [TEST_PHONES.unreachable, 1037, 'DS timeout user cannot be reached'],
     [TEST_PHONES.wrongPin, 2001, 'The initiator information is invalid.'],
     [TEST_PHONES.expired, 1019, 'Transaction has expired'],
+    // A Kenyan number that is no M-Pesa subscriber (not 2547…/2541…): no phone to prompt.
+    ['254212345678', 1037, 'DS timeout user cannot be reached'],
   ])('phone %s gets ResultCode %d without metadata, and the query reports failed', async (phone, code, desc) => {
     const result = await adapter.createPayment(creds, paymentInput(phone, `${receiver.url}/stk/fail-${code}`));
     const callback = await stkCallbackAt(`/stk/fail-${code}`, result.providerRef);
@@ -368,6 +370,20 @@ describe('validation', () => {
       const res = await rawPost('/mpesa/stkpush/v1/processrequest', token, { ...good, ...change });
       expect(res.status).toBe(400);
       expect(await res.json()).toEqual({ requestId: expect.any(String), errorCode: '400.002.02', errorMessage: `Bad Request - Invalid ${field}` });
+    }
+    // A PartyB or TransactionType that does not fit the shortcode (174379 is a paybill: PartyB 174379,
+    // CustomerPayBillOnline) is accepted, and refused in the callback with 2028, as Daraja documents it.
+    for (const [change, phone] of [[{ PartyB: '600000' }, '254722000601'], [{ TransactionType: 'CustomerBuyGoodsOnline' }, '254722000602']] as const) {
+      const pushed = await rawPost('/mpesa/stkpush/v1/processrequest', token, { ...good, ...change, PartyA: phone, PhoneNumber: phone });
+      expect(pushed.status).toBe(200);
+      const { CheckoutRequestID } = (await pushed.json()) as { CheckoutRequestID: string };
+      const callback = await stkCallbackAt('/wire', CheckoutRequestID);
+      expect(callback.json.Body.stkCallback).toEqual({
+        MerchantRequestID: expect.any(String),
+        CheckoutRequestID,
+        ResultCode: 2028,
+        ResultDesc: 'The request is not permitted according to product assignment.',
+      });
     }
     const wrongPassword = await rawPost('/mpesa/stkpush/v1/processrequest', token, { ...good, Password: stkPassword('600000', 'pk', timestamp) });
     expect(wrongPassword.status).toBe(500);

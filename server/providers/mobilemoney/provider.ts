@@ -32,7 +32,7 @@ export function mobilemoneyProvider(config: AppConfig, em: EntityManager, instru
       else if (amount.minor % 100n !== 0n) issues.push({ field: 'amount', issue: 'must be a whole number for mobilemoney' });
       else if (amount.minor > MAX_KES_MINOR) issues.push({ field: 'amount', issue: 'must be at most 250000 KES for mobilemoney' });
       const phone = normalisePhone(body.phone);
-      if (!phone) issues.push({ field: 'phone', issue: 'must be a Kenyan mobile number in the format 254XXXXXXXXX' });
+      if (!phone) issues.push({ field: 'phone', issue: 'must be a Kenyan phone number in the format 254XXXXXXXXX (07…, 7… and +254… are normalised)' });
       if (issues.length > 0) return { issues };
       return { fields: { phone: phone!, callback_url: body.callback_url } };
     },

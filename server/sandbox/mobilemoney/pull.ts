@@ -6,7 +6,7 @@ import { listedRowsAt } from './listed-rows.js';
 import { requireToken, type AuthedRequest, type TokenRefusals } from './oauth.js';
 import { completedInWindow, registerPull } from './store.js';
 import { PULL_PAGE_SIZE } from './test-values.js';
-import { body, decimalAmount, invalidField, isMsisdn, isShortcode, isUrl, operatorError, text } from './wire.js';
+import { body, decimalAmount, invalidField, isMpesaNumber, isShortcode, isUrl, operatorError, text } from './wire.js';
 
 /** Pull Transactions answers with its own codes (providers.md): 401.001 for a token, 400.001 for a ShortCode. */
 const PULL_TOKEN_REFUSALS: TokenRefusals = {
@@ -28,7 +28,7 @@ export function mountPull(router: Router, deps: SandboxDeps): void {
       if (!isShortcode(shortcode)) return invalidShortCode(res);
       if (text(b.RequestType) !== 'Pull') return invalidField(res, 'RequestType');
       const nominated = text(b.NominatedNumber);
-      if (!isMsisdn(nominated)) return invalidField(res, 'NominatedNumber');
+      if (!isMpesaNumber(nominated)) return invalidField(res, 'NominatedNumber');
       const callbackUrl = text(b.CallBackURL);
       if (!isUrl(callbackUrl)) return invalidField(res, 'CallBackURL');
       const { created, refId } = await registerPull(deps.em, shortcode, nominated, callbackUrl);

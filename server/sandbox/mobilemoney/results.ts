@@ -7,7 +7,7 @@ import { conversationId, dashedId, receiptNumber } from './ids.js';
 import { requireToken, type AuthedRequest } from './oauth.js';
 import { asReported } from './misreport.js';
 import { findCompletedByReceipt, findReversalByOriginator, isReversed, recordReversal, type ReversalRow, type StkRow } from './store.js';
-import { credentialIsValid } from './security-credential.js';
+import { initiatorIsValid } from './security-credential.js';
 import type { StalledRequests } from './stalled-requests.js';
 import { INITIATOR_WITHOUT_ROLE, INSUFFICIENT_BALANCE_AMOUNT, TIMEOUT_TRANSACTION_ID } from './test-values.js';
 import { body, invalidField, isShortcode, isUrl, text, wholeAmount } from './wire.js';
@@ -200,7 +200,7 @@ export function mountResults(router: Router, deps: SandboxDeps, stalled: Stalled
         return ack(deps, res, c);
       }
       let result;
-      if (!(await credentialIsValid(deps, c.securityCredential))) {
+      if (!(await initiatorIsValid(deps, c.initiator, c.securityCredential))) {
         result = failure(c, '2001', REVERSAL_FAILURES['2001']!);
       } else if (c.transactionId === '') {
         // By request: only a completed reversal is a transaction; a refused one never existed.
@@ -240,7 +240,7 @@ export function mountResults(router: Router, deps: SandboxDeps, stalled: Stalled
       const row = await findCompletedByReceipt(deps.em, c.transactionId, receiver);
       let code = FORCED_CODE.exec(`${c.remarks} ${c.occasion}`)?.[1];
       if (!code) {
-        if (!(await credentialIsValid(deps, c.securityCredential))) code = '2001';
+        if (!(await initiatorIsValid(deps, c.initiator, c.securityCredential))) code = '2001';
         else if (c.initiator === INITIATOR_WITHOUT_ROLE) code = '21';
         else if (!row) code = 'R000002';
         else if (await isReversed(deps.em, c.transactionId)) code = 'R000001';

@@ -4,7 +4,7 @@ import forge from 'node-forge';
 import type { SandboxDeps } from '../module.js';
 import { newKeyAndCertificate, parsedCertificate, selfSignedCertificate } from '../certificates.js';
 import { dbOf } from '../db.js';
-import { SANDBOX_INITIATOR_PASSWORD } from './test-values.js';
+import { INITIATOR_WITHOUT_ROLE, SANDBOX_INITIATOR, SANDBOX_INITIATOR_PASSWORD } from './test-values.js';
 
 /** The name on the operator's certificate. */
 const CERT_SUBJECT = ['apicrypt.mobilemoney.sandbox', 'mobilemoney simulator'] as const;
@@ -46,12 +46,17 @@ export async function prepareOperatorKeys(deps: Pick<SandboxDeps, 'em'>): Promis
   ]);
 }
 
+/** The sandbox's API users: the published one, and the one without the reversal role (test-values.ts). */
+const SANDBOX_API_USERS = new Set([SANDBOX_INITIATOR, INITIATOR_WITHOUT_ROLE]);
+
 /**
- * Daraja's SecurityCredential check: base64 of the initiator password RSA-encrypted (PKCS#1 v1.5) with
- * the operator's certificate. Anything that does not decrypt with our key to the initiator's password
- * is refused (ResultCode 2001, "The initiator information is invalid.").
+ * Daraja's check of the initiator pair ("2001 | The initiator information is invalid | API user
+ * credentials are invalid"): the Initiator must be one of the sandbox's API users (by exact name: the
+ * operator's usernames are case sensitive), and the SecurityCredential the base64 of its password
+ * RSA-encrypted (PKCS#1 v1.5) with the operator's certificate. Anything else is refused with 2001.
  */
-export async function credentialIsValid(deps: SandboxDeps, securityCredential: string): Promise<boolean> {
+export async function initiatorIsValid(deps: SandboxDeps, initiator: string, securityCredential: string): Promise<boolean> {
+  if (!SANDBOX_API_USERS.has(initiator)) return false;
   if (!/^[A-Za-z0-9+/]+={0,2}$/.test(securityCredential)) return false;
   const { privateKeyPem } = await operatorKeys(deps);
   // node:crypto no longer decrypts PKCS#1 v1.5 (CVE-2023-46809, a timing oracle that matters to a real

@@ -6,12 +6,37 @@ import { checkoutRequestId, dashedId, receiptNumber } from './ids.js';
 import { requireToken, type AuthedRequest } from './oauth.js';
 import { findStk, insertStkUnlessSubscriberBusy, recordQuery } from './store.js';
 import { SANDBOX_PASSKEY, SANDBOX_SHORTCODE, TEST_PHONES } from './test-values.js';
-import { body, invalidField, isMsisdn, isShortcode, isUrl, operatorError, text, wholeAmount } from './wire.js';
+import { body, invalidField, isMpesaNumber, isMsisdn, isShortcode, isUrl, operatorError, text, wholeAmount } from './wire.js';
 
 const TRANSACTION_TYPES = new Set(['CustomerPayBillOnline', 'CustomerBuyGoodsOnline']);
 
-/** The outcome a test phone gets (test-values.ts). */
-function outcomeFor(phone: string): { resultCode: number; resultDesc: string; sendsCallback: boolean } {
+type Outcome = { resultCode: number; resultDesc: string; sendsCallback: boolean };
+
+/**
+ * Whether the shortcode's product takes this TransactionType and PartyB (Daraja's M-Pesa Express result
+ * 2028: "For Pay Bills: … PartyB: Pay Bill – TransactionType: CustomerPayBillOnline"; for tills PartyB is
+ * the till, CustomerBuyGoodsOnline). The published sandbox shortcode 174379 is a paybill; another
+ * shortcode stands for a merchant's own, a paybill (PartyB itself) or a store whose till the simulator
+ * cannot know.
+ */
+function productAssignmentFits(shortcode: string, transactionType: string, partyB: string): boolean {
+  if (transactionType === 'CustomerPayBillOnline') return partyB === shortcode;
+  return shortcode !== SANDBOX_SHORTCODE;
+}
+
+/**
+ * The push's outcome (test-values.ts), decided as the operator checks it: the product assignment first,
+ * then the phone. The result comes in the callback: Daraja's page lists 2028 (and 1037) among the result
+ * codes, its synchronous ResponseCode being only 0.
+ */
+function outcomeFor(shortcode: string, transactionType: string, partyB: string, phone: string): Outcome {
+  if (!productAssignmentFits(shortcode, transactionType, partyB)) {
+    return { resultCode: 2028, resultDesc: 'The request is not permitted according to product assignment.', sendsCallback: true };
+  }
+  // Daraja's page names no answer for a number that is not on M-Pesa (its fields ask for a "valid Safaricom
+  // M-PESA number"; 400.002.02 is for a malformed field, and this one is well formed). The documented
+  // result closest to it: 1037, the prompt reached no phone ("The customer's phone could not be reached").
+  if (!isMpesaNumber(phone)) return { resultCode: 1037, resultDesc: 'DS timeout user cannot be reached', sendsCallback: true };
   switch (phone) {
     case TEST_PHONES.cancelled:
       return { resultCode: 1032, resultDesc: 'Request cancelled by user', sendsCallback: true };
@@ -86,7 +111,7 @@ export function mountStk(router: Router, deps: SandboxDeps): void {
       const creds = checkCredentials(b);
       if ('error' in creds) return operatorError(res, ...creds.error);
 
-      const outcome = outcomeFor(phone);
+      const outcome = outcomeFor(shortcode, transactionType, partyB, phone);
       const checkoutId = checkoutRequestId(new Date());
       const merchantRequestId = dashedId();
       const completesAt = await insertStkUnlessSubscriberBusy(deps.em, {

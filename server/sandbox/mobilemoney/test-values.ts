@@ -20,7 +20,13 @@
  *   254700000007  → ResultCode 0 with a receipt, like 254708374149; but while its prompt is open the STK
  *                   query answers HTTP 200 ResponseCode "0", ResultCode "4999" "The transaction is still
  *                   under processing" (Daraja answers either way) instead of the "being processed" error
- *   any other     → ResultCode 0
+ *   any other 2547…/2541… → ResultCode 0
+ *   any other 254 + 9 digits (no M-Pesa number, e.g. 254212345678)
+ *                 → ResultCode 1037 "DS timeout user cannot be reached" (no phone to prompt)
+ * A PartyB or TransactionType that does not fit the BusinessShortCode → ResultCode 2028 "The request is not
+ * permitted according to product assignment.", before the phone's outcome: 174379 is a paybill (PartyB
+ * 174379, CustomerPayBillOnline); for another shortcode a CustomerPayBillOnline push's PartyB must be the
+ * shortcode (a CustomerBuyGoodsOnline push names a till the simulator cannot know: any PartyB).
  * While a phone's prompt is open (until its callback time), another push to it is refused as Daraja does:
  * HTTP 500 `500.001.1001` "Unable to lock subscriber, a transaction is already in process for the current
  * subscriber".
@@ -38,8 +44,9 @@
  * Reversal result codes, rules applied in this order:
  *   Remarks or Occasion containing `SIM:<code>` (code one of 0, R000001, R000002, 1, 21, 2001)
  *                                              → that code (forced, for tests)
- *   SecurityCredential that is not SANDBOX_INITIATOR_PASSWORD encrypted (RSA PKCS#1 v1.5, base64) with
- *   the simulator's certificate (GET /certificates/SandboxCertificate.cer)
+ *   Initiator other than `testapi` (or `testapi_norole`), or a SecurityCredential that is not
+ *   SANDBOX_INITIATOR_PASSWORD encrypted (RSA PKCS#1 v1.5, base64) with the simulator's certificate
+ *   (GET /certificates/SandboxCertificate.cer)
  *                                              → 2001 invalid initiator credentials (status queries too)
  *   Initiator `testapi_norole`                 → 21 initiator lacks the reversal role
  *   TransactionID not a receipt of ReceiverParty → R000002 invalid transaction id

@@ -22,7 +22,10 @@ export function text(value: unknown): string | null {
 }
 
 export const isShortcode = (v: string | null): v is string => v !== null && /^\d{5,7}$/.test(v);
-export const isMsisdn = (v: string | null): v is string => v !== null && /^254[17]\d{8}$/.test(v);
+/** A Kenyan number in the operator's wire format, 254 + 9 digits; whether it is on M-Pesa is another question (isMpesaNumber). */
+export const isMsisdn = (v: string | null): v is string => v !== null && /^254\d{9}$/.test(v);
+/** A number in Safaricom's mobile ranges (2547…, 2541…): the simulator's M-Pesa subscribers. */
+export const isMpesaNumber = (v: string | null): v is string => v !== null && /^254[17]\d{8}$/.test(v);
 
 export function isUrl(v: string | null): v is string {
   if (!v) return false;
