@@ -181,12 +181,12 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
   },
   'GET /v1/payments/cards': { '422': invalid('page', 'Number must be greater than or equal to 1') },
   'POST /v1/payments/mobilemoney/check-status/{code}': {
-    '404': { message: ERROR_MESSAGES.resourceNotFound, description: 'The code is not a receipt number or CheckoutRequestID (NOT_FOUND)' },
+    '404': { message: ERROR_MESSAGES.notFound('payment'), description: "A CheckoutRequestID (ws_CO_…) that names none of the merchant's payments (NOT_FOUND)" },
     '422': {
       message: 'mobilemoney credentials are not configured for this merchant',
       details: [{ field: 'provider', issue: 'no mobilemoney credentials configured; store them with PUT /v1/merchant/credentials' }],
       description:
-        'No mobilemoney credentials are stored, or the body is not empty; or, for a receipt, live credentials lack what a transaction-status query needs ' +
+        'The code is neither a receipt number (letters and digits) nor a CheckoutRequestID (ws_CO_…) (details field code), no mobilemoney credentials are stored, or the body is not empty; or, for a receipt, live credentials lack what a transaction-status query needs ' +
         '(details field mobilemoney.initiator, or mobilemoney.initiator_password when neither initiator_password nor security_credential is stored), as a refund with them is: ' +
         'nothing is recorded or sent (VALIDATION_ERROR)',
     },

@@ -408,9 +408,13 @@ export const paymentsContract = c.router(
         'Asks the mobile-money operator for the status of a transaction, by receipt number or CheckoutRequestID. For a receipt the answer only confirms ' +
         'the query was accepted; the result arrives later at the transaction-status callback, which updates the payment and enqueues the merchant event. ' +
         'A push with no receipt (pending, failed, or completed by the STK query) is answered at once by the STK query, whatever its status: a pending ' +
-        "push takes the answer, one no longer pending only a success (charged_but_failed); a CheckoutRequestID of none of the merchant's payments is 404.",
+        "push takes the answer, one no longer pending only a success (charged_but_failed); a CheckoutRequestID of none of the merchant's payments is 404. " +
+        'A code that is neither (a receipt is letters and digits only) is 422 naming `code`: nothing is recorded or sent.',
       metadata: { scope: 'payments:read', tag: mobilemoneyTag } as const,
-      pathParams: z.object({ code: z.string().regex(/^[A-Za-z0-9_-]{6,64}$/, 'must be a receipt number or CheckoutRequestID') }),
+      // A receipt (Daraja's TransactionID, "Alpha-Numeric") or a CheckoutRequestID (ws_CO_…): anything else the operator refuses.
+      pathParams: z.object({
+        code: z.string().regex(/^(?=.{6,64}$)(?:[A-Za-z0-9]+|ws_CO_[A-Za-z0-9_]+)$/, 'must be a receipt number (letters and digits) or a CheckoutRequestID (ws_CO_…), 6 to 64 characters'),
+      }),
       body: z.union([z.object({}).strict(), z.undefined()]).optional(),
       responses: { 200: envelope(CheckStatusAckSchema), 404: ErrorBodySchema, 502: ErrorBodySchema },
     },

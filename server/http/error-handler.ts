@@ -25,6 +25,19 @@ function zodDetails(prefix: string | null, error: ZodError | null): FieldIssue[]
   return error ? error.issues.flatMap((i) => issueToField(prefix, i)) : [];
 }
 
+/**
+ * Path parameters that are a value the merchant asks about (check-status's receipt or CheckoutRequestID),
+ * not the id of a resource: one that does not match is the merchant's 422 naming it. Any other path
+ * parameter that does not parse names no resource (404).
+ */
+const VALUE_PATH_PARAMS = new Set(['code']);
+
+/** The issues of a path that failed only on value parameters; null when an id failed (404). */
+function pathValueDetails(error: ZodError): FieldIssue[] | null {
+  const onValues = error.issues.every((i) => VALUE_PATH_PARAMS.has(String(i.path[0])));
+  return onValues ? zodDetails(null, error) : null;
+}
+
 export function validationDetails(err: RequestValidationError): FieldIssue[] {
   return [
     ...zodDetails('header', err.headers),
@@ -77,8 +90,9 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     if (res.headersSent) return;
     if (err instanceof RequestValidationError) {
       // A path id that does not even parse (not a UUID, unknown provider) is an unknown resource.
-      if (err.pathParams) return sendError(res, 'NOT_FOUND', ERROR_MESSAGES.resourceNotFound);
-      const details = validationDetails(err);
+      const pathDetails = err.pathParams ? pathValueDetails(err.pathParams) : [];
+      if (!pathDetails) return sendError(res, 'NOT_FOUND', ERROR_MESSAGES.resourceNotFound);
+      const details = [...pathDetails, ...validationDetails(err)];
       const first = details[0];
       return sendError(res, 'VALIDATION_ERROR', first ? ERROR_MESSAGES.invalidRequest(first.field, first.issue) : 'Invalid request', details);
     }

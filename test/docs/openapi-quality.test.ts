@@ -348,7 +348,9 @@ describe('openapi.json route-specific error examples are what each route answers
     }
   }
 
-  const operationsWithPathId = operations.filter(({ name }) => /\{[a-z_]+\}/.test(name) && !name.includes('/v1/webhooks/mobilemoney'));
+  // check-status's {code} is a value asked about (a receipt or CheckoutRequestID), not a resource's id.
+  const CHECK_STATUS = 'POST /v1/payments/mobilemoney/check-status/{code}';
+  const operationsWithPathId = operations.filter(({ name }) => /\{[a-z_]+\}/.test(name) && !name.includes('/v1/webhooks/mobilemoney') && name !== CHECK_STATUS);
 
   it('a path id that does not parse is 404, documented, and no 422 example names a path parameter', async () => {
     const { apiKey } = await t.createMerchant('Docs Ids');
@@ -362,6 +364,15 @@ describe('openapi.json route-specific error examples are what each route answers
       expect([name, pathParams.includes(unprocessable?.details?.[0]?.field)]).toEqual([name, false]);
       for (const param of pathParams) expect([name, unprocessable?.message ?? '']).not.toEqual([name, expect.stringContaining(`Invalid request: ${param} `)]);
     }
+  });
+
+  it('a check-status code that is neither a receipt nor a CheckoutRequestID is 422 naming code, documented with its pattern', async () => {
+    const { apiKey } = await t.createMerchant('Docs Codes');
+    const res = await t.http.post('/v1/payments/mobilemoney/check-status/x%20y').set('X-API-Key', apiKey);
+    expect([res.status, res.body.error?.code, res.body.error?.details?.[0]?.field]).toEqual([422, 'VALIDATION_ERROR', 'code']);
+    const op = operations.find(({ name }) => name === CHECK_STATUS)!.op;
+    expect(Object.keys(op.responses)).toEqual(expect.arrayContaining(['422']));
+    expect((op.parameters as Json[]).find((q) => q.in === 'path')).toMatchObject({ name: 'code', schema: { pattern: expect.stringContaining('ws_CO_') } });
   });
 
   it('documents no request body as nullable: a JSON null body is refused 400 before any route reads it', async () => {
@@ -520,7 +531,7 @@ describe('openapi.json route-specific error examples are what each route answers
       },
       '422 GET /v1/payments/cards': () => api.get('/v1/payments/cards?page=0'),
       '404 DELETE /v1/payments/cards/{id}': () => api.delete(`/v1/payments/cards/${UNKNOWN}`),
-      '404 POST /v1/payments/mobilemoney/check-status/{code}': () => api.post('/v1/payments/mobilemoney/check-status/x'),
+      '404 POST /v1/payments/mobilemoney/check-status/{code}': () => api.post('/v1/payments/mobilemoney/check-status/ws_CO_29112026000000000404'),
       '422 POST /v1/payments/mobilemoney/check-status/{code}': () => as(bare.apiKey).post('/v1/payments/mobilemoney/check-status/NLJ7RT61SV'),
       '502 POST /v1/payments/mobilemoney/check-status/{code}': () => during('mobilemoney', () => api.post('/v1/payments/mobilemoney/check-status/NLJ7RT61SV')),
       '422 POST /v1/payments/mobilemoney/reconcile': () => api.post('/v1/payments/mobilemoney/reconcile', { since: 'yesterday' }),

@@ -758,8 +758,18 @@ describe('check-status', () => {
     expect(await t.sql('SELECT payment_id FROM provider_status_queries WHERE merchant_id = $1 AND code = $2', [m.merchantId, first.provider_ref])).toEqual([{ payment_id: done.id }]);
   });
 
+  it('a code that is neither a receipt (letters and digits) nor a CheckoutRequestID (ws_CO_…): 422 naming code, nothing recorded or sent (was 502 from the operator)', async () => {
+    for (const code of ['ABC_DEF-123', 'NOT-A-RECEIPT', 'ABC123_', 'x']) {
+      const { result: res, sent } = await statusQueriesSentDuring(t, () => t.http.post(`/v1/payments/mobilemoney/check-status/${code}`).set('X-API-Key', key));
+      expect(res.status).toBe(422);
+      expect(res.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ field: 'code', issue: expect.stringContaining('CheckoutRequestID') }] });
+      expect(sent).toEqual([]);
+      expect(await statusQueries(code)).toEqual([]);
+    }
+  });
+
   it('a code the operator refuses as a TransactionID: 502 PROVIDER_ERROR, and no status query is left recorded', async () => {
-    const code = 'NOT-A-RECEIPT';
+    const code = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123'; // longer than the (simulated) operator takes
     const res = await t.http.post(`/v1/payments/mobilemoney/check-status/${code}`).set('X-API-Key', key);
     expect(res.status).toBe(502);
     expect(res.body.error.code).toBe('PROVIDER_ERROR');

@@ -139,6 +139,15 @@ describe('operator errors', () => {
     expect(err(500, '500.001.1001', 'Unable to lock subscriber, a transaction is already in process for the current subscriber').kind).toBe('unavailable');
   });
 
+  it('500.001.1001 is the STK pages\' "wrong credentials" only on the calls sending the Password; on a reversal or status query (Reversal page: "Internal Server Error") it is indeterminate', () => {
+    const internal = { requestId: '1-2-1', errorCode: '500.001.1001', errorMessage: 'Internal Server Error' };
+    expect(toProviderError(res(500, internal), 'STK push').kind).toBe('auth');
+    expect(toProviderError(res(500, internal), 'STK query').kind).toBe('auth');
+    expect(toProviderError(res(500, internal), 'reversal')).toMatchObject({ kind: 'indeterminate', providerCode: '500.001.1001' });
+    expect(toProviderError(res(500, internal), 'transaction status query').kind).toBe('indeterminate');
+    expect(toProviderError(res(500, { ...internal, errorMessage: 'Wrong credentials' }), 'reversal').kind).toBe('indeterminate');
+  });
+
   it('knows a stale access token (one new token and a retry) by its code, or by its words under a code not listed', () => {
     const stale = (errorCode: string, errorMessage: string) => isInvalidTokenError({ errorCode, errorMessage });
     expect(stale('401.002.01', 'Error Occurred - Invalid Access Token')).toBe(true);

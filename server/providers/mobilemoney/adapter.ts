@@ -14,7 +14,7 @@ import {
   type ProviderRefundResult,
   type RefundInput,
 } from '../../domain/ports.js';
-import { isInvalidTokenError, operatorError, toProviderError, unreadable } from './errors.js';
+import { isInvalidTokenError, operatorError, toProviderError, unreadable, type OperatorCall } from './errors.js';
 import { pullDateTime } from './eat-time.js';
 import { normalisePhone } from './phone.js';
 import { encryptInitiatorPassword, operatorCertificate, type CertificateSource } from './security-credential.js';
@@ -115,7 +115,8 @@ export class MobilemoneyAdapter {
 
   /**
    * STK query: "being processed" (an error body) or "still under processing" (a 200 with ResultCode
-   * 4999) → pending; ResultCode 0 → completed; anything else → failed.
+   * 4999) → pending; ResultCode 0 → completed; any other ResultCode → failed. A 200 whose ResponseCode is
+   * not 0, or with no ResultCode, is no answer: unavailable, asked again.
    * The operator's answer names no amount: it is about the one push request `checkoutRequestId`,
    * whose amount is the one we sent (`pushAmount`) and which the customer can only accept or decline.
    * So the push's amount is reported; every source that does carry an amount (callback, status
@@ -136,6 +137,16 @@ export class MobilemoneyAdapter {
     // answer about another push is no answer about ours, and is never applied.
     if (parsed.data.CheckoutRequestID !== checkoutRequestId) {
       throw answerAboutSomethingElse('mobilemoney', 'unavailable', `the STK query for ${checkoutRequestId} answered about ${String(parsed.data.CheckoutRequestID)}`);
+    }
+    // ResponseCode is the query's own ("any other code means an error occurred"), and a result is only what
+    // ResultCode says: a refused query, or one with no ResultCode, says nothing of the push. Asked again later.
+    if (parsed.data.ResponseCode.trim() !== '0' || parsed.data.ResultCode.trim() === '') {
+      const said = parsed.data.ResponseDescription || parsed.data.ResultDesc;
+      throw new ProviderError(
+        'mobilemoney', 'unavailable',
+        `mobilemoney STK query gave no result (ResponseCode ${parsed.data.ResponseCode}, ResultCode ${parsed.data.ResultCode || 'none'})${said ? `: ${said}` : ''}`,
+        parsed.data.ResponseCode,
+      );
     }
     const status = stkQueryStatus(parsed.data.ResultCode, parsed.data.ResultDesc);
     if (status === 'pending') return { providerRef: checkoutRequestId, status: 'pending', raw: res.json };
@@ -277,7 +288,7 @@ export class MobilemoneyAdapter {
     return null;
   }
 
-  private async queued(creds: MobilemoneyCredentials, path: string, body: object, action: string): Promise<AsyncAck> {
+  private async queued(creds: MobilemoneyCredentials, path: string, body: object, action: OperatorCall): Promise<AsyncAck> {
     const res = await this.post(creds, path, body, action);
     if (!ok(res)) throw toProviderError(res, action);
     const parsed = AsyncAckSchema.safeParse(res.json);
@@ -295,7 +306,7 @@ export class MobilemoneyAdapter {
   }
 
   /** An authorised JSON POST; an "invalid token" answer gets one new token and one retry. */
-  private async post(creds: MobilemoneyCredentials, path: string, body: object, action: string): Promise<HttpResponse> {
+  private async post(creds: MobilemoneyCredentials, path: string, body: object, action: OperatorCall): Promise<HttpResponse> {
     const baseUrl = this.baseUrl(creds);
     const send = (token: string) =>
       httpRequest('mobilemoney', `${baseUrl}${path}`, {

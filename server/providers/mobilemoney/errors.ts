@@ -19,12 +19,29 @@ const OPERATOR_ERRORS: Record<string, { kind: ProviderErrorKind; meaning: string
   '400.002.05': { kind: 'invalid_request', meaning: 'invalid request payload' },
   '400.003.02': { kind: 'invalid_request', meaning: 'bad request, check the payload format' },
   '400.001': { kind: 'invalid_request', meaning: 'invalid shortcode' },
-  '500.001.1001': { kind: 'auth', meaning: 'merchant does not exist or wrong credentials (shortcode/passkey)' },
   '500.002.1001': { kind: 'invalid_request', meaning: 'duplicate OriginatorConversationID' },
   '500.003.02': { kind: 'rate_limited', meaning: 'spike arrest, too many requests' },
   '500.003.03': { kind: 'rate_limited', meaning: 'quota violation, reduce the request rate' },
   '500.003.1001': { kind: 'indeterminate', meaning: 'operator internal error' },
 };
+
+/**
+ * What Daraja means by 500.001.1001 depends on the call. The M-Pesa Express (STK push) page lists it for
+ * "Merchant does not exist" and "Wrong credentials" (its Password, from shortcode and passkey), and for
+ * "Unable to lock subscriber" (another transaction of the customer's in progress); the STK query sends
+ * the same Password. Elsewhere (the Reversal page: "Internal Server Error", HTTP 500) it is a server error
+ * like any unknown 5xx: indeterminate, the operator may have acted.
+ */
+const PASSWORD_CALLS = new Set<OperatorCall>(['STK push', 'STK query']);
+
+function passwordCallError(error: OperatorError): { kind: ProviderErrorKind; meaning: string } | undefined {
+  if (error.errorCode !== '500.001.1001') return undefined;
+  if (/unable to lock subscriber/i.test(error.errorMessage)) return { kind: 'unavailable', meaning: 'the subscriber has another transaction in progress' };
+  return { kind: 'auth', meaning: 'merchant does not exist or wrong credentials (shortcode/passkey)' };
+}
+
+/** The operator calls, as named in messages ("mobilemoney reversal failed, …"). */
+export type OperatorCall = 'token request' | 'STK push' | 'STK query' | 'transaction status query' | 'reversal' | 'pull registration' | 'pull query';
 
 /**
  * Codes that mean "this token is no longer valid": fetch a new one once and retry. 401.002.01 is what
@@ -50,13 +67,10 @@ const short = (text: string) => text.replace(/\s+/g, ' ').trim().slice(0, 200);
  * A non-success answer → ProviderError with a clear message. `action` says what we were doing
  * ("STK push", "token request", …). Unknown 5xx are indeterminate: the operator may have acted.
  */
-export function toProviderError(res: HttpResponse, action: string): ProviderError {
+export function toProviderError(res: HttpResponse, action: OperatorCall): ProviderError {
   const body = operatorError(res);
   if (body) {
-    let known = OPERATOR_ERRORS[body.errorCode];
-    if (body.errorCode === '500.001.1001' && /unable to lock subscriber/i.test(body.errorMessage)) {
-      known = { kind: 'unavailable', meaning: 'the subscriber has another transaction in progress' };
-    }
+    const known = (PASSWORD_CALLS.has(action) ? passwordCallError(body) : undefined) ?? OPERATOR_ERRORS[body.errorCode];
     const kind = known?.kind ?? kindForStatus(res.status);
     const meaning = known?.meaning ?? 'operator error';
     const said = body.errorMessage ? `: ${short(body.errorMessage)}` : '';
@@ -73,6 +87,6 @@ function kindForStatus(status: number): ProviderErrorKind {
 }
 
 /** A 2xx answer we cannot read: the operator may have acted, so the outcome is unknown. */
-export function unreadable(action: string): ProviderError {
+export function unreadable(action: OperatorCall): ProviderError {
   return new ProviderError('mobilemoney', 'indeterminate', `mobilemoney ${action} returned an unexpected response`);
 }

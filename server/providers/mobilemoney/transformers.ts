@@ -59,6 +59,17 @@ export function wireAmountToMinor(value: unknown): bigint | null {
   return BigInt(m[1]!) * 100n + BigInt((m[2] ?? '').padEnd(2, '0'));
 }
 
+// ---------------------------------------------------------------- wire values
+
+/**
+ * A code or text the operator sends as a string or a number ("0" or 0), read as text. Never coerced from
+ * a missing value: `z.coerce.string()` reads an absent ResultCode as the text "undefined", which then
+ * reads as a code the operator never sent. Optional where the operator may leave it out.
+ */
+const WireText = z.union([z.string(), z.number()]).transform(String);
+/** A text the operator may leave out or send as null: '' then. */
+const OptionalWireText = WireText.nullish().transform((v) => v ?? '');
+
 // ---------------------------------------------------------------- errors and acks
 
 export const OperatorErrorSchema = z
@@ -71,7 +82,7 @@ export const AsyncAckSchema = z
   .object({
     OriginatorConversationID: z.string(),
     ConversationID: z.string(),
-    ResponseCode: z.coerce.string(),
+    ResponseCode: WireText,
     ResponseDescription: z.string(),
   })
   .passthrough();
@@ -142,7 +153,7 @@ export const StkPushResponseSchema = z
   .object({
     MerchantRequestID: z.string(),
     CheckoutRequestID: z.string(),
-    ResponseCode: z.coerce.string(),
+    ResponseCode: WireText,
     ResponseDescription: z.string().optional().default(''),
     CustomerMessage: z.string().optional(),
   })
@@ -158,13 +169,18 @@ export function buildStkQuery(creds: MobilemoneyCredentials, checkoutRequestId: 
   };
 }
 
+/**
+ * The STK query's answer. ResponseCode is about the query ("0 means successful submission and any other
+ * code means an error occurred"); only with 0 does ResultCode say how the push went. ResultCode is ''
+ * when the operator sent none: no result (queryPayment).
+ */
 export const StkQueryResponseSchema = z
   .object({
-    ResponseCode: z.coerce.string(),
+    ResponseCode: WireText,
     ResponseDescription: z.string().optional().default(''),
     MerchantRequestID: z.string().optional(),
     CheckoutRequestID: z.string(),
-    ResultCode: z.coerce.string(),
+    ResultCode: OptionalWireText,
     ResultDesc: z.string().optional().default(''),
   })
   .passthrough();
@@ -247,9 +263,9 @@ export function buildReversal(
 export const PullRegisterResponseSchema = z
   .object({
     ResponseRefID: z.string().optional(),
-    ResponseStatus: z.coerce.string().optional(),
-    ResponseCode: z.coerce.string().optional(),
-    ShortCode: z.coerce.string().optional(),
+    ResponseStatus: WireText.nullish(),
+    ResponseCode: WireText.nullish(),
+    ShortCode: WireText.nullish(),
     ResponseDescription: z.string().optional().default(''),
   })
   .passthrough();
@@ -265,10 +281,10 @@ const PulledRowSchema = z
   .object({
     transactionId: z.string().trim().min(1),
     trxDate: z.string(),
-    msisdn: z.coerce.string().optional().default(''),
-    sender: z.coerce.string().optional().default(''),
+    msisdn: OptionalWireText,
+    sender: OptionalWireText,
     transactiontype: z.string().optional().default(''),
-    billreference: z.coerce.string().optional().default(''),
+    billreference: OptionalWireText,
     amount: z.union([z.string(), z.number()]),
     organizationname: z.string().optional().default(''),
   })
@@ -277,7 +293,7 @@ const PulledRowSchema = z
 export const PullQueryResponseSchema = z
   .object({
     ResponseRefID: z.string().optional(),
-    ResponseCode: z.coerce.string(),
+    ResponseCode: WireText,
     ResponseMessage: z.string().optional().default(''),
     // Nested twice: [[row, row, …]] (sometimes several inner lists, or a bare row).
     Response: z.array(z.union([z.array(z.unknown()), z.unknown()])).optional().default([]),
