@@ -25,10 +25,20 @@ import {
 import { parseErrorEnvelope, PaymentsApiError } from './errors.js';
 import { paginate, type Page } from './pagination.js';
 import type { WebhookEvent } from './webhooks.js';
-import { checkDelayMs, checkMaxRetries, checkTimeoutMs, createFetcher, isSuccessEnvelope, type FetcherResult, type RequestOptions, type RetryInfo } from './transport.js';
+import {
+  checkDelayMs,
+  checkMaxRetries,
+  checkTimeoutMs,
+  createFetcher,
+  isSuccessEnvelope,
+  withoutUrlCredentials,
+  type FetcherResult,
+  type RequestOptions,
+  type RetryInfo,
+} from './transport.js';
 
 export interface PaymentsClientOptions {
-  /** The service's address, e.g. `http://localhost:3000` (an http(s) URL, else createPaymentsClient throws a TypeError). */
+  /** The service's address, e.g. `http://localhost:3000` (an http(s) URL without user:password@, else createPaymentsClient throws a TypeError). */
   baseUrl: string;
   /** A merchant API key (`pk_…`), sent as X-API-Key. */
   apiKey: string;
@@ -37,7 +47,8 @@ export interface PaymentsClientOptions {
   /**
    * Per-attempt timeout in milliseconds (default 30 000): an integer from 1 to 2^31-1, else a TypeError. Calls that
    * wait on something else within the request wait at least longer: webhooks.sendTest and webhookLogs.retry 45 s,
-   * the mobilemoney operations 5 minutes (a call's own timeoutMs still wins).
+   * payments.create, payments.capture, refunds.create and cards.create 4 minutes, the mobilemoney operations
+   * 5 minutes (a call's own timeoutMs still wins).
    */
   timeoutMs?: number;
   /** Retries after the first attempt, for requests that are safe to repeat (default 2): a non-negative integer, else a TypeError. */
@@ -274,16 +285,25 @@ function query<Q>(value: SdkQuery<Q> | undefined): Q {
   return (value ?? {}) as unknown as Q;
 }
 
-/** The service's address without trailing slashes; a TypeError unless it is an absolute http(s) URL. */
+/**
+ * The service's address without trailing slashes; a TypeError unless it is an absolute http(s) URL without
+ * credentials. fetch refuses a URL with user:password@ before connecting, with an error that carries the URL
+ * and no code: every call failed after its retries as a lost answer (a create never sent as `mayHaveSucceeded`),
+ * the password in the message. The service authenticates by apiKey; the message shows the URL without them.
+ */
 function checkBaseUrl(value: unknown): string {
-  let protocol: string | undefined;
+  let url: URL | undefined;
   try {
-    protocol = typeof value === 'string' ? new URL(value).protocol : undefined;
+    url = typeof value === 'string' ? new URL(value) : undefined;
   } catch {
-    protocol = undefined;
+    url = undefined;
   }
-  if (protocol !== 'http:' && protocol !== 'https:') {
-    throw new TypeError(`createPaymentsClient: baseUrl must be an http(s) URL such as http://localhost:3000, got ${JSON.stringify(value)}`);
+  const shown = JSON.stringify(typeof value === 'string' ? withoutUrlCredentials(value) : value);
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw new TypeError(`createPaymentsClient: baseUrl must be an http(s) URL such as http://localhost:3000, got ${shown}`);
+  }
+  if (url.username || url.password) {
+    throw new TypeError(`createPaymentsClient: baseUrl must not include credentials (user:password@; the service takes your apiKey), got ${shown}`);
   }
   return (value as string).replace(/\/+$/, '');
 }
@@ -294,6 +314,21 @@ function checkBaseUrl(value: unknown): string {
  * the merchant's endpoint, plus its own work, before answering `{ delivered: false, error: "no response …" }`.
  */
 const DELIVERY_CALL_TIMEOUT_MS = 45_000;
+
+/**
+ * The least per-attempt timeout of the keyed calls that move money or save a card (payments.create,
+ * payments.capture, refunds.create, cards.create). The service answers them once the provider did; a retry
+ * with the key while the first attempt still runs waits 10 s for it, then answers 409 "still being processed",
+ * so a client timeout below the service's own bound ended a call that went through with CONFLICT `inProgress`
+ * and no payment id. The service's longest is a walletpay capture: the order read before it, the capture and the
+ * read after a minimal answer, each a token request and the call, each repeated once after a 401 — 12 provider
+ * requests of up to PROVIDER_TIMEOUT_MS (15 s by default), 180 s. (A mobilemoney create: up to 3 × 15 s for the
+ * token — another caller's fetch waited out for twice the timeout, then its own — and the 15 s push, all again
+ * after an invalid-token answer: 120 s.) 4 minutes leaves a minute for the service's own database work, and stays
+ * under the 5 minutes Node's built-in fetch waits for an answer's headers, so this timeout is the one that fires.
+ * Against a service with a longer PROVIDER_TIMEOUT_MS, pass a call's own timeoutMs (above 12 × it).
+ */
+const KEYED_CALL_TIMEOUT_MS = 240_000;
 
 /**
  * The least per-attempt timeout of the mobile-money calls the service answers only once the operator did
@@ -335,14 +370,16 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
   const apiKey = checkApiKey(options.apiKey);
   const timeoutMs = checkTimeoutMs(options.timeoutMs ?? 30_000, 'createPaymentsClient');
   /** A call's options with a longer default timeout (at least `floorMs`), unless the call sets its own. */
-  const atLeast = (floorMs: number, requestOptions?: RequestOptions): RequestOptions => ({
-    ...requestOptions,
+  const atLeast = <T extends RequestOptions>(floorMs: number, requestOptions?: T): T & { timeoutMs: number } => ({
+    ...(requestOptions as T),
     timeoutMs: requestOptions?.timeoutMs ?? Math.max(timeoutMs, floorMs),
   });
   /** The delivery calls' options: they wait for the merchant's endpoint (DELIVERY_CALL_TIMEOUT_MS). */
   const awaitingDelivery = (requestOptions?: RequestOptions) => atLeast(DELIVERY_CALL_TIMEOUT_MS, requestOptions);
   /** The mobile-money operations' options: they wait for the operator (OPERATOR_CALL_TIMEOUT_MS). */
   const awaitingOperator = (requestOptions?: RequestOptions) => atLeast(OPERATOR_CALL_TIMEOUT_MS, requestOptions);
+  /** The keyed calls' options (their Idempotency-Key kept): they wait for the provider (KEYED_CALL_TIMEOUT_MS). */
+  const awaitingProvider = <T extends RequestOptions>(requestOptions: T) => atLeast(KEYED_CALL_TIMEOUT_MS, requestOptions);
   const api = createFetcher({
     fetch: fetchImpl,
     timeoutMs,
@@ -362,10 +399,13 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
   });
 
   const payments = {
-    /** POST /v1/payments. Sends an Idempotency-Key (generated unless given) that its retries reuse. */
+    /**
+     * POST /v1/payments. Sends an Idempotency-Key (generated unless given) that its retries reuse. Like capture, refunds.create
+     * and cards.create, it waits at least 4 minutes per attempt for the service, which answers once the provider did (KEYED_CALL_TIMEOUT_MS).
+     */
     create: (body: CreatePaymentInput, opts: CreatePaymentOptions = {}) => {
       const { options: { idempotencyKey, ...requestOptions }, meta } = idempotent(opts);
-      return data(raw.payments.create({ body, headers: { 'idempotency-key': idempotencyKey }, requestOptions }), meta);
+      return data(raw.payments.create({ body, headers: { 'idempotency-key': idempotencyKey }, requestOptions: awaitingProvider(requestOptions) }), meta);
     },
     /** GET /v1/payments/{id}, with next_action and the last provider response. */
     get: async (id: string, requestOptions?: RequestOptions) => data(raw.payments.get({ params: { id: pathParam(id) }, requestOptions })),
@@ -380,7 +420,7 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     /** POST /v1/payments/{id}/capture: captures an approved walletpay payment. Sends an Idempotency-Key its retries reuse. */
     capture: async (id: string, opts?: IdempotentRequestOptions) => {
       const { options, meta } = idempotent(opts);
-      return data(raw.payments.capture({ params: { id: pathParam(id) }, body: {}, requestOptions: options }), meta);
+      return data(raw.payments.capture({ params: { id: pathParam(id) }, body: {}, requestOptions: awaitingProvider(options) }), meta);
     },
   };
 
@@ -388,7 +428,7 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
     /** POST /v1/payments/cards: saves a card from a payment-method token. Sends an Idempotency-Key its retries reuse. */
     create: (body: SaveCardInput, opts?: IdempotentRequestOptions) => {
       const { options, meta } = idempotent(opts);
-      return data(raw.payments.createCard({ body, requestOptions: options }), meta);
+      return data(raw.payments.createCard({ body, requestOptions: awaitingProvider(options) }), meta);
     },
     list: (q?: ListCardsQuery, requestOptions?: RequestOptions): Promise<WithResponse<Page<SavedCard>>> => ok(raw.payments.listCards({ query: query(q), requestOptions })),
     listAll: (q: ListCardsQuery = {}, requestOptions?: RequestOptions) =>
@@ -418,7 +458,7 @@ export function createPaymentsClient(options: PaymentsClientOptions) {
      */
     create: (body: CreateRefundInput, opts?: IdempotentRequestOptions) => {
       const { options, meta } = idempotent(opts);
-      return data(raw.refunds.create({ body, requestOptions: options }), meta);
+      return data(raw.refunds.create({ body, requestOptions: awaitingProvider(options) }), meta);
     },
     get: async (id: string, requestOptions?: RequestOptions) => data(raw.refunds.get({ params: { id: pathParam(id) }, requestOptions })),
     /** GET /v1/refunds: with payment_id that payment's refunds, oldest first; without, all of them, newest first (status, since, until filter). */

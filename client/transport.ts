@@ -204,6 +204,15 @@ export function checkDelayMs(value: unknown, name: string, where: string): numbe
   return value;
 }
 
+/**
+ * `text` with the user:password@ of any URL in it shown as `***@`, for messages that quote an address or a foreign
+ * error's text (fetch's own errors quote the URL): no SDK message carries credentials. The userinfo ends at its
+ * last `@` before the path, as a URL parser reads it.
+ */
+export function withoutUrlCredentials(text: string): string {
+  return text.replace(/\/\/[^/?#\s]*@/g, '//***@');
+}
+
 /** Throws a TypeError unless maxRetries is a non-negative integer. */
 export function checkMaxRetries(value: unknown, where: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
@@ -369,7 +378,7 @@ export function createFetcher(options: TransportOptions) {
         const sent = !neverSent(error);
         if (sent) maybeDone = true;
         if (!canRetry || (notRepeatable && sent)) {
-          const what = (error as Error)?.name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : `failed: ${(error as Error)?.message ?? error}`;
+          const what = (error as Error)?.name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : `failed: ${withoutUrlCredentials(String((error as Error)?.message ?? error))}`;
           const message = withNote(`${args.method} ${args.path} ${what} (${plural(attempt)})`, maybeDone);
           throw new PaymentsConnectionError(message, attempt, { cause: error, idempotencyKey, mayHaveSucceeded: maybeDone, requestId: lastRequestId });
         }

@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createPaymentsClient } from '../../client/index.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 /**
@@ -199,5 +200,18 @@ describe('the SDK package (client/)', () => {
     const bundle = await readFile(path.join(consumer, 'node_modules/multi-provider-payments-sdk/dist/index.js'), 'utf8');
     const imported = new Set([...bundle.matchAll(/from\s*['"]([^'"]+)['"]/g)].map((m) => m[1]));
     expect([...imported].sort()).toEqual(['@ts-rest/core', 'node:crypto', 'zod']);
+  });
+
+  it("README's SDK method table names every method of every namespace, in that namespace's row", async () => {
+    // merchant.deleteWebhook() (0.2.5) was missing from client.merchant's row.
+    const readme = await readFile(path.join(root, 'README.md'), 'utf8');
+    const client = createPaymentsClient({ baseUrl: 'http://payments.test', apiKey: 'pk_test_fake', fetch: (async () => new Response('{}')) as typeof fetch });
+    const missing: string[] = [];
+    for (const [namespace, methods] of Object.entries(client)) {
+      if (namespace === 'raw') continue;
+      const row = new RegExp(`^\\| \`client\\.${namespace}\` \\|(.*)\\|$`, 'm').exec(readme)?.[1] ?? '';
+      for (const method of Object.keys(methods as object)) if (!row.includes(`\`${method}(`)) missing.push(`client.${namespace}.${method}`);
+    }
+    expect(missing).toEqual([]);
   });
 });

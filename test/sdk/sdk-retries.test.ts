@@ -230,7 +230,8 @@ describe('SDK retries', () => {
     const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
     stub.reset();
     stub.next('hang');
-    const once = await sdk({ timeoutMs: 200, maxRetries: 0 }).client.payments.create(visa).catch((e: unknown) => e);
+    // The call's own timeoutMs: a create waits at least 4 minutes whatever the client's.
+    const once = await sdk({ maxRetries: 0 }).client.payments.create(visa, { timeoutMs: 200 }).catch((e: unknown) => e);
     expect(once).toBeInstanceOf(PaymentsConnectionError);
     expect(stub.seen).toHaveLength(1);
     expect(stub.seen[0]!.requestId).toMatch(uuid);

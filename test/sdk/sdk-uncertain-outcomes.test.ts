@@ -316,6 +316,37 @@ describe('what fetch cannot send is refused before sending', () => {
     expect(sent).toEqual([]);
   });
 
+  it('a baseUrl with credentials (user:password@) is a TypeError at createPaymentsClient that does not show the password, and no SDK message quotes a URL\'s credentials', async () => {
+    // It was accepted; Node's fetch then refused every request before connecting ("Request cannot be constructed
+    // from a URL that includes credentials: https://user:s3cret@…"), an error without a code, so the SDK counted
+    // it as possibly sent: retried twice, then mayHaveSucceeded: true for a create never sent, the password in
+    // the message and in onRetry's url. Default fetch: nothing here reaches the network.
+    const outcome = async (baseUrl: string) => {
+      const urls: string[] = [];
+      let client;
+      try {
+        client = createPaymentsClient({ baseUrl, apiKey: 'pk_test_fake', initialRetryDelayMs: 1, onRetry: (r) => urls.push(r.url) });
+      } catch (e) {
+        return { constructed: false, name: (e as Error).constructor.name, message: (e as Error).message };
+      }
+      const error = (await caught(client.payments.create(visa))) as PaymentsConnectionError;
+      return { constructed: true, message: error.message, attempts: error.attempts, mayHaveSucceeded: error.mayHaveSucceeded, urls };
+    };
+    for (const baseUrl of ['https://user:s3cret@payments.internal', 'http://:s3cret@payments.internal:3000/', 'https://s3cret@payments.internal', 'ftp://user:s3cret@payments.internal']) {
+      const result = await outcome(baseUrl);
+      expect(result).toMatchObject({ constructed: false, name: 'TypeError' });
+      expect(result.message).not.toContain('s3cret');
+      expect(result.message).toContain('baseUrl');
+    }
+    // A fetch's own error that quotes a URL with credentials (a custom fetch's proxy, say) is quoted without them.
+    const quoting = (async () => {
+      throw new TypeError('Request cannot be constructed from a URL that includes credentials: https://user:s3cret@proxy.internal/');
+    }) as typeof fetch;
+    const quoted = await caught(createPaymentsClient({ baseUrl: 'https://payments.internal', apiKey: 'pk_test_fake', fetch: quoting, maxRetries: 0 }).payments.get('p_1'));
+    expect(quoted).toBeInstanceOf(PaymentsConnectionError);
+    expect((quoted as Error).message).toContain('https://***@proxy.internal/');
+  });
+
   it('an apiKey fetch cannot send is a TypeError at createPaymentsClient', () => {
     const base = { baseUrl: 'http://payments.test', fetch: (async () => new Response('{}')) as typeof fetch };
     for (const apiKey of ['pk_тест', 'pk test', '', ' \n', undefined as unknown as string, 42 as unknown as string]) {
