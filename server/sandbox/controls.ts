@@ -13,15 +13,39 @@ export function isControlPath(path: string): boolean {
   return /^\/_control/i.test(path);
 }
 
+/** A control's answer to a request that is not JSON (controlsGate). */
+const CONTROL_TAKES_JSON = 'a test control takes a JSON request (Content-Type: application/json)';
+
 /**
- * SANDBOX_CONTROLS off (by default under NODE_ENV=production): every control path is answered by
- * `unknownPath`, the simulator's own answer to a path it does not have, before any control sees it. The
- * controls take no credentials and act on the provider for every merchant (an outage, lost answers),
- * so on a deployment others reach they are not there unless the operator asks for them. Mount it first.
+ * Whether the request says it is JSON. A web page can make a browser post a form, `text/plain` or no body
+ * to any address it reaches (the developer's own loopback port too) without asking; a JSON request from
+ * another origin needs a CORS preflight first, which nothing here answers, so the browser never sends it.
  */
-export function refuseControls(router: Router, deps: Pick<SandboxDeps, 'config'>, unknownPath: RequestHandler): void {
-  if (deps.config.sandboxControls) return;
-  router.use((req: Request, res: Response, next: NextFunction) => (isControlPath(req.path) ? unknownPath(req, res, next) : next()));
+function isJsonRequest(req: Request): boolean {
+  return (req.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
+}
+
+/**
+ * The gate of every control path, mounted before the simulator's controls and routes:
+ * - SANDBOX_CONTROLS off (by default under NODE_ENV=production): answered by `unknownPath`, the
+ *   simulator's own answer to a path it does not have. The controls take no credentials and act on the
+ *   provider for every merchant (an outage, lost answers), so on a deployment others reach they are not
+ *   there unless the operator asks for them.
+ * - on: a request that is not JSON is refused 415 (the controls' own `{error}` shape) and changes nothing;
+ *   a JSON one has its body parsed here, for every control (the body is optional: `{}` without one). A
+ *   parser the simulator mounts before this (cardpay's form parser) leaves a JSON body to this one.
+ */
+export function controlsGate(router: Router, deps: Pick<SandboxDeps, 'config'>, unknownPath: RequestHandler): void {
+  const parseJson = express.json();
+  router.use((req: Request, res: Response, next: NextFunction) => {
+    if (!isControlPath(req.path)) return next();
+    if (!deps.config.sandboxControls) return unknownPath(req, res, next);
+    if (!isJsonRequest(req)) {
+      res.status(415).json({ error: CONTROL_TAKES_JSON });
+      return;
+    }
+    parseJson(req, res, next);
+  });
 }
 
 /**
@@ -115,7 +139,7 @@ export async function setOutageMode(em: EntityManager, provider: string, mode: O
 export function mountControls(router: Router, em: EntityManager, provider: string, misreport?: MisreportRewriter, withCaptures = false): void {
   if (misreport) mountMisreportControl(router, em, provider);
   const modes = withCaptures ? [...WHOLE_PROVIDER_MODES, ...CAPTURE_MODES] : WHOLE_PROVIDER_MODES;
-  router.post('/_control/outage', express.json(), async (req: Request, res: Response, next: NextFunction) => {
+  router.post('/_control/outage', async (req: Request, res: Response, next: NextFunction) => {
     try {
       const mode = (req.body as { mode?: string } | undefined)?.mode;
       if (!modes.includes(mode as OutageMode)) {
@@ -160,7 +184,7 @@ export type Countdown = 'lost_results' | 'held_results' | 'lost_answers' | 'stal
  * holds for every process.
  */
 export function mountLossCountdown(router: Router, em: EntityManager, provider: string, path: string, answerKey: string, column: Countdown = 'lost_results'): void {
-  router.post(path, express.json(), async (req: Request, res: Response, next: NextFunction) => {
+  router.post(path, async (req: Request, res: Response, next: NextFunction) => {
     try {
       const count = (req.body as { count?: unknown } | undefined)?.count;
       if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 0) {

@@ -1,5 +1,4 @@
 import type { NextFunction, Request, Response, Router } from 'express';
-import express from 'express';
 import type { EntityManager } from '@mikro-orm/postgresql';
 
 /** What a misreporting simulator puts in its answers instead of the real amount / currency (wire values). */
@@ -29,7 +28,7 @@ export function eachObject(value: unknown, fn: (o: Record<string, unknown>) => v
  * unchanged: only what it reports lies.
  */
 export function mountMisreportControl(router: Router, em: EntityManager, provider: string): void {
-  router.post('/_control/misreport', express.json(), async (req: Request, res: Response, next: NextFunction) => {
+  router.post('/_control/misreport', async (req: Request, res: Response, next: NextFunction) => {
     try {
       const body = (req.body ?? {}) as { amount?: unknown; currency?: unknown };
       const amount = typeof body.amount === 'number' || typeof body.amount === 'string' ? body.amount : null;

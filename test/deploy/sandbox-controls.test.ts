@@ -163,6 +163,49 @@ describe('the simulators\' controls on a demo deployment (NODE_ENV=production, S
       await api?.stop();
     }, 30_000);
 
+    it('refuses what a web page can make a browser send cross-site without asking (a form post, text/plain, no Content-Type) and changes nothing', async () => {
+      const token = await walletpayToken(api.url!);
+      const state = async () => ({
+        controls: await sql('SELECT * FROM sandbox_controls ORDER BY provider'),
+        listedRows: await sql('SELECT * FROM sandbox_mobilemoney_listed_rows'),
+        apiErrors: await sql('SELECT * FROM sandbox_cardpay_api_errors'),
+        keys: await sql('SELECT * FROM sandbox_cardpay_keys'),
+      });
+      const before = await state();
+      const post = async (provider: string, name: string, contentType: string | null, body: string | undefined) => {
+        const res = await fetch(`${api.url}/sandbox/${provider}/_control/${name}`, {
+          method: 'POST',
+          headers: {
+            Origin: 'https://attacker.example',
+            ...(contentType ? { 'Content-Type': contentType } : {}),
+            ...(provider === 'cardpay' ? { Authorization: `Bearer ${CARD_KEY}` } : {}),
+          },
+          body,
+        });
+        return { provider, name, contentType, status: res.status, body: await res.json() };
+      };
+      const refused = (provider: string, name: string, contentType: string | null) =>
+        ({ provider, name, contentType, status: 415, body: { error: 'a test control takes a JSON request (Content-Type: application/json)' } });
+      try {
+        // An HTML form on any page the developer opens: a "simple" request, no preflight, and the port is reachable from their browser.
+        expect(await post('cardpay', 'outage', 'application/x-www-form-urlencoded', 'mode=hang')).toEqual(refused('cardpay', 'outage', 'application/x-www-form-urlencoded'));
+        // navigator.sendBeacon / a text/plain fetch to the controls that read no body field.
+        expect(await post('walletpay', 'expire-tokens', 'text/plain', '')).toEqual(refused('walletpay', 'expire-tokens', 'text/plain'));
+        expect(await post('mobilemoney', 'refuse-stalled', 'text/plain', '')).toEqual(refused('mobilemoney', 'refuse-stalled', 'text/plain'));
+        for (const { provider, path: name, body } of CONTROLS) {
+          const form = new URLSearchParams(Object.entries(body as object).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)])).toString();
+          expect(await post(provider, name, 'application/x-www-form-urlencoded', form)).toEqual(refused(provider, name, 'application/x-www-form-urlencoded'));
+          expect(await post(provider, name, 'text/plain;charset=UTF-8', JSON.stringify(body))).toEqual(refused(provider, name, 'text/plain;charset=UTF-8'));
+          expect(await post(provider, name, null, undefined)).toEqual(refused(provider, name, null));
+        }
+        expect(await state()).toEqual(before);
+        // The walletpay token was not expired, the cardpay key not rolled, and no outage is on.
+        await providersAnswerNormally(api, token);
+      } finally {
+        await control(api.url!, 'cardpay', '_control/outage', { mode: 'ok' });
+      }
+    }, 60_000);
+
     it('the controls work, and every boot says they are open to anyone who reaches the port', async () => {
       expect(await logWithLine(api.logFile, WARNING)).toContain(WARNING);
       const token = await walletpayToken(api.url!);

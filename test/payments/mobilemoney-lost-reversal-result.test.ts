@@ -48,7 +48,7 @@ afterEach(async () => {
   await t.http.post('/sandbox/mobilemoney/_control/hold-results').send({ count: 0 });
   await t.http.post('/sandbox/mobilemoney/_control/lose-answers').send({ count: 0 });
   await t.http.post('/sandbox/mobilemoney/_control/stall-requests').send({ count: 0 });
-  await t.http.post('/sandbox/mobilemoney/_control/refuse-stalled');
+  await t.http.post('/sandbox/mobilemoney/_control/refuse-stalled').send({});
   await t.sql('DELETE FROM sandbox_held_results');
   await setCredentials();
 });
@@ -594,7 +594,7 @@ describe('a first reversal request refused synchronously after the refund sync s
     expect(await refundRow(refundId)).toMatchObject({ status: 'pending', provider_ref: repeat!.originator_conversation_id, reversal_resends: 1 });
 
     // Now the operator turns the first request away: the repeat may reverse the payment, so the refund stays pending.
-    expect((await t.http.post('/sandbox/mobilemoney/_control/refuse-stalled').expect(200)).body).toEqual({ provider: 'mobilemoney', refused: 1 });
+    expect((await t.http.post('/sandbox/mobilemoney/_control/refuse-stalled').send({}).expect(200)).body).toEqual({ provider: 'mobilemoney', refused: 1 });
     const res = await posted;
     expect(res.status).toBe(201);
     expect(res.body.data).toMatchObject({ id: refundId, status: 'pending', failure_reason: null });
@@ -615,7 +615,7 @@ describe('a first reversal request refused synchronously after the refund sync s
   it('the stall-requests control takes a whole count; refuse-stalled with none stalled refuses none', async () => {
     for (const count of [-1, 1.5, '2', null]) expect((await t.http.post('/sandbox/mobilemoney/_control/stall-requests').send({ count })).status).toBe(400);
     expect((await t.http.post('/sandbox/mobilemoney/_control/stall-requests').send({ count: 0 }).expect(200)).body).toEqual({ provider: 'mobilemoney', stall_requests: 0 });
-    expect((await t.http.post('/sandbox/mobilemoney/_control/refuse-stalled').expect(200)).body).toEqual({ provider: 'mobilemoney', refused: 0 });
+    expect((await t.http.post('/sandbox/mobilemoney/_control/refuse-stalled').send({}).expect(200)).body).toEqual({ provider: 'mobilemoney', refused: 0 });
   });
 });
 

@@ -134,12 +134,14 @@ describe('one-time charges', () => {
 
 describe('3-D Secure', () => {
   const returnUrl = 'https://shop.example.com/return?order=42';
+  /** The simulator's 3-D Secure page of an intent: its id and the page's secret, as Stripe's capability URL. */
+  const threeDsPage = (providerRef: string) => expect.stringMatching(new RegExp(`^${t.baseUrl}/sandbox/cardpay/3ds/${providerRef}\\?client_secret=src_client_secret_[A-Za-z0-9]{24}$`));
 
   async function requireAction(creds: { secret_key: string }, token = 'pm_card_threeDSecureRequired') {
     const input = paymentInput({ payment_method: token, return_url: returnUrl });
     const result = await adapter.createPayment(creds, input);
     expect(result.status).toBe('pending');
-    expect(result.nextAction).toEqual({ type: 'redirect', url: `${t.baseUrl}/sandbox/cardpay/3ds/${result.providerRef}` });
+    expect(result.nextAction).toEqual({ type: 'redirect', url: threeDsPage(result.providerRef!) });
     expect(result.raw).toMatchObject({
       status: 'requires_action',
       next_action: { type: 'redirect_to_url', redirect_to_url: { url: result.nextAction!.url, return_url: returnUrl } },
@@ -147,10 +149,10 @@ describe('3-D Secure', () => {
     return { input, result };
   }
 
-  it('requires_action → ?auto=complete redirects to the return_url and the payment is completed', async () => {
+  it('requires_action → &auto=complete redirects to the return_url and the payment is completed', async () => {
     const creds = newCreds();
     const { input, result } = await requireAction(creds);
-    const page = await fetch(`${result.nextAction!.url}?auto=complete`, { redirect: 'manual' });
+    const page = await fetch(`${result.nextAction!.url}&auto=complete`, { redirect: 'manual' });
     expect(page.status).toBe(302);
     const location = new URL(page.headers.get('location')!);
     expect(`${location.origin}${location.pathname}`).toBe('https://shop.example.com/return');
@@ -161,10 +163,10 @@ describe('3-D Secure', () => {
     expect(synced).toMatchObject({ status: 'completed', nextAction: null });
   });
 
-  it('?auto=fail leaves the intent failed with the authentication failure as the reason', async () => {
+  it('&auto=fail leaves the intent failed with the authentication failure as the reason', async () => {
     const creds = newCreds();
     const { input, result } = await requireAction(creds, 'pm_card_threeDSecure2Required');
-    const page = await fetch(`${result.nextAction!.url}?auto=fail`, { redirect: 'manual' });
+    const page = await fetch(`${result.nextAction!.url}&auto=fail`, { redirect: 'manual' });
     expect(page.status).toBe(302);
     expect(new URL(page.headers.get('location')!).searchParams.get('redirect_status')).toBe('failed');
     const synced = await adapter.getPayment(creds, { paymentId: input.paymentId, providerRef: result.providerRef, reference: input.reference, providerData: {} });
@@ -175,15 +177,16 @@ describe('3-D Secure', () => {
   it('the page has Complete and Fail buttons; its forms settle the intent once', async () => {
     const creds = newCreds();
     const { result } = await requireAction(creds);
-    const path = new URL(result.nextAction!.url).pathname;
-    const html = await t.http.get(path).expect(200);
+    const { pathname: path, search } = new URL(result.nextAction!.url);
+    const html = await t.http.get(`${path}${search}`).expect(200);
     expect(html.text).toContain('Complete');
     expect(html.text).toContain('Fail');
-    expect(html.text).toContain(`action="${result.providerRef}/complete"`);
-    expect(html.text).toContain(`action="${result.providerRef}/fail"`);
-    await t.http.post(`${path}/complete`).expect(302);
+    // The forms keep the page's secret.
+    expect(html.text).toContain(`action="${result.providerRef}/complete${search}"`);
+    expect(html.text).toContain(`action="${result.providerRef}/fail${search}"`);
+    await t.http.post(`${path}/complete${search}`).expect(302);
     // A second settlement changes nothing.
-    const again = await t.http.post(`${path}/fail`).expect(302);
+    const again = await t.http.post(`${path}/fail${search}`).expect(302);
     expect(new URL(again.headers.location!).searchParams.get('redirect_status')).toBe('succeeded');
     const [row] = await t.sql<{ status: string }>('SELECT status FROM sandbox_cardpay_intents WHERE id = $1', [result.providerRef]);
     expect(row!.status).toBe('succeeded');
@@ -194,8 +197,8 @@ describe('3-D Secure', () => {
     const result = await adapter.createPayment(newCreds(), paymentInput({ payment_method: 'pm_card_threeDSecureRequired' }));
     expect(result.status).toBe('pending');
     expect(result.raw).toMatchObject({ next_action: { type: 'redirect_to_url', redirect_to_url: { return_url: serviceReturn } } });
-    expect(result.nextAction?.url).toBe(`${t.baseUrl}/sandbox/cardpay/3ds/${result.providerRef}`);
-    const page = await fetch(`${result.nextAction!.url}?auto=complete`, { redirect: 'manual' });
+    expect(result.nextAction?.url).toEqual(threeDsPage(result.providerRef!));
+    const page = await fetch(`${result.nextAction!.url}&auto=complete`, { redirect: 'manual' });
     const location = new URL(page.headers.get('location')!);
     expect(`${location.origin}${location.pathname}`).toBe(serviceReturn);
     const landing = await fetch(location);
@@ -475,7 +478,7 @@ describe('webhook endpoints and signed events', () => {
     const creds = newCreds();
     const endpoint = await adapter.createWebhookEndpoint(creds, receiverUrl, randomUUID());
     const result = await adapter.createPayment(creds, paymentInput({ payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/r' }));
-    await fetch(`${result.nextAction!.url}?auto=complete`, { redirect: 'manual' });
+    await fetch(`${result.nextAction!.url}&auto=complete`, { redirect: 'manual' });
     const [delivery] = await eventually(() => {
       const hits = eventsOfType('payment_intent.succeeded', (o) => o.id === result.providerRef);
       return hits.length ? hits : undefined;

@@ -237,9 +237,10 @@ describe('payment intents: confirm, update, list, expand', () => {
     expect(confirmed.status).toBe('requires_action');
     expect(confirmed.next_action).toEqual({
       type: 'redirect_to_url',
-      redirect_to_url: { url: `${t.baseUrl}/sandbox/cardpay/3ds/${created.id}`, return_url: 'https://shop.example.com/back' },
+      // Stripe's capability URL: the id and the page's secret.
+      redirect_to_url: { url: expect.stringMatching(new RegExp(`^${t.baseUrl}/sandbox/cardpay/3ds/${created.id}\\?client_secret=src_client_secret_[A-Za-z0-9]{24}$`)), return_url: 'https://shop.example.com/back' },
     });
-    await fetch(`${confirmed.next_action!.redirect_to_url!.url}?auto=complete`, { redirect: 'manual' });
+    await fetch(`${confirmed.next_action!.redirect_to_url!.url}&auto=complete`, { redirect: 'manual' });
     const done = await stripe.paymentIntents.retrieve(created.id);
     expect(done.status).toBe('succeeded');
 
@@ -375,7 +376,7 @@ describe('refunds and saved payment methods', () => {
       stripe.paymentIntents.create({ amount: 2500, currency: 'eur', customer: customer.id, payment_method: card.id, confirm: true, payment_method_types: ['card'], ...extra });
     const authenticate = async (intent: Stripe.PaymentIntent) => {
       expect(intent).toMatchObject({ status: 'requires_action', next_action: { type: 'redirect_to_url' } });
-      await fetch(`${intent.next_action!.redirect_to_url!.url}?auto=complete`, { redirect: 'manual' });
+      await fetch(`${intent.next_action!.redirect_to_url!.url}&auto=complete`, { redirect: 'manual' });
       return stripe.paymentIntents.retrieve(intent.id);
     };
 

@@ -20,6 +20,12 @@ const get = (key: string, path: string) => t.http.get(`${base}${path}`).set('Aut
 const postRaw = (key: string, path: string, body: string) =>
   t.http.post(`${base}${path}`).set('Authorization', `Bearer ${key}`).set('Content-Type', 'application/x-www-form-urlencoded').send(body);
 
+/** The simulator's page `url` (absolute, as answered) with `query` added, as a path for t.http. */
+const withQuery = (url: string, query: string) => {
+  const u = new URL(url);
+  return `${u.pathname}${u.search ? `${u.search}&` : '?'}${query}`;
+};
+
 const visaForm = (extra: Record<string, string> = {}) => ({
   amount: '2000',
   currency: 'USD',
@@ -110,6 +116,35 @@ describe('payment intents', () => {
     await post(key, '/v1/payment_intents', visaForm({ payment_method: pm.body.id })).expect(400);
   });
 
+  it('the 3-D Secure page answers only its URL with the secret: the public pi_… id alone neither shows nor settles the payment', async () => {
+    const key = newKey();
+    const threeDs = () => post(key, '/v1/payment_intents', visaForm({ payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/r', 'automatic_payment_methods[allow_redirects]': 'always' })).expect(200);
+    const pending = await threeDs();
+    // Whoever saw the provider_ref (GET /v1/payments, a webhook, the dashboard) has the id, not the secret.
+    const byId = `${base}/3ds/${pending.body.id}`;
+    await t.http.get(`${byId}?auto=complete`).expect(404);
+    await t.http.get(`${byId}?auto=fail`).expect(404);
+    await t.http.get(byId).expect(404);
+    await t.http.post(`${byId}/complete`).expect(404);
+    await t.http.post(`${byId}/fail?client_secret=src_client_secret_${'x'.repeat(24)}`).expect(404);
+    // Another intent's secret opens only that intent's page.
+    const other = new URL((await threeDs()).body.next_action.redirect_to_url.url).searchParams.get('client_secret');
+    await t.http.get(`${byId}?auto=complete&client_secret=${other}`).expect(404);
+    expect((await get(key, `/v1/payment_intents/${pending.body.id}`)).body.status).toBe('requires_action');
+
+    // Stripe's shape: …/authenticate/src_…?client_secret=src_client_secret_…
+    const answered = new URL(pending.body.next_action.redirect_to_url.url);
+    expect(answered.pathname).toBe(`${base}/3ds/${pending.body.id}`);
+    expect(answered.searchParams.get('client_secret')).toMatch(/^src_client_secret_[A-Za-z0-9]{24}$/);
+    expect(other).not.toBe(answered.searchParams.get('client_secret'));
+
+    const page = await t.http.get(`${answered.pathname}${answered.search}`).expect(200);
+    expect(page.text).toContain(`action="${pending.body.id}/complete?client_secret=${answered.searchParams.get('client_secret')}"`);
+    const done = await t.http.get(withQuery(answered.toString(), 'auto=complete')).expect(302);
+    expect(done.headers.location).toMatch(/^https:\/\/shop\.example\.com\/r\?payment_intent=/);
+    expect((await get(key, `/v1/payment_intents/${pending.body.id}`)).body.status).toBe('succeeded');
+  });
+
   it('cancels an intent awaiting 3-D Secure; a succeeded one cannot be canceled', async () => {
     const key = newKey();
     const pending = await post(key, '/v1/payment_intents', visaForm({ payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/r', 'automatic_payment_methods[allow_redirects]': 'always' })).expect(200);
@@ -117,7 +152,7 @@ describe('payment intents', () => {
     const canceled = await post(key, `/v1/payment_intents/${pending.body.id}/cancel`, { cancellation_reason: 'abandoned' }).expect(200);
     expect(canceled.body).toMatchObject({ status: 'canceled', cancellation_reason: 'abandoned', canceled_at: expect.any(Number), next_action: null });
     // The 3-D Secure page no longer settles it.
-    await t.http.get(`${base}/3ds/${pending.body.id}?auto=complete`).expect(302);
+    await t.http.get(withQuery(pending.body.next_action.redirect_to_url.url, 'auto=complete')).expect(302);
     expect((await get(key, `/v1/payment_intents/${pending.body.id}`)).body.status).toBe('canceled');
 
     const done = await post(key, '/v1/payment_intents', visaForm()).expect(200);

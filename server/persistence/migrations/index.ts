@@ -76,6 +76,7 @@ import { Migration20261129043002_sandbox_walletpay_capture_refusals } from './Mi
 import { Migration20261129100000_sandbox_cardpay_keys } from './Migration20261129100000_sandbox_cardpay_keys.js';
 import { Migration20261129112100_payment_card_send_until } from './Migration20261129112100_payment_card_send_until.js';
 import { Migration20261129140500_payment_created_at_milliseconds } from './Migration20261129140500_payment_created_at_milliseconds.js';
+import { Migration20261129151000_sandbox_cardpay_authentication_secret } from './Migration20261129151000_sandbox_cardpay_authentication_secret.js';
 
 /**
  * Every migration, in order. Listed explicitly (not globbed) so tsx, jest and a compiled build all
@@ -159,4 +160,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261129100000_sandbox_cardpay_keys', class: Migration20261129100000_sandbox_cardpay_keys },
   { name: 'Migration20261129112100_payment_card_send_until', class: Migration20261129112100_payment_card_send_until },
   { name: 'Migration20261129140500_payment_created_at_milliseconds', class: Migration20261129140500_payment_created_at_milliseconds },
+  { name: 'Migration20261129151000_sandbox_cardpay_authentication_secret', class: Migration20261129151000_sandbox_cardpay_authentication_secret },
 ];

@@ -1,4 +1,4 @@
-import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import type { NextFunction, Request, Response, Router } from 'express';
 import type { SandboxDeps } from '../module.js';
 import { onPool, type Query } from '../sql.js';
 import { controlAccount } from './auth.js';
@@ -21,7 +21,7 @@ export const API_ERROR_BODY = { error: { type: 'api_error', message: 'An unknown
  * where a new request (another key) would do it a second time.
  */
 export function mountApiErrorsControl(router: Router, deps: SandboxDeps): void {
-  router.post('/_control/api-errors', express.json(), async (req: Request, res: Response, next: NextFunction) => {
+  router.post('/_control/api-errors', async (req: Request, res: Response, next: NextFunction) => {
     try {
       const account = await controlAccount(deps.pool, req, res);
       if (account === null) return;

@@ -22,8 +22,8 @@ export interface ConfirmOptions {
   offSession: boolean;
   errorOnRequiresAction: boolean;
   returnUrl: string | null;
-  /** The simulator's 3-D Secure page for this intent. */
-  authenticationUrl: string;
+  /** The simulator's 3-D Secure page of `intent`, opened with its authentication_secret. */
+  authenticationUrl: (intent: IntentRow) => string;
 }
 
 const docUrl = (code: string) => `https://docs.stripe.com/error-codes/${code.replace(/_/g, '-')}`;
@@ -93,9 +93,12 @@ export function confirm(intent: IntentRow, pm: PaymentMethodRow, options: Confir
   intent.status = 'requires_action';
   intent.payment_method = pm.id;
   intent.last_payment_error = null;
+  // A new page per attempt, as Stripe's: the page of an earlier attempt no longer opens.
+  intent.authentication_secret = newId('src_client_secret');
+  const url = options.authenticationUrl(intent);
   intent.next_action = options.returnUrl
-    ? { type: 'redirect_to_url', redirect_to_url: { url: options.authenticationUrl, return_url: options.returnUrl } }
-    : { type: 'use_stripe_sdk', use_stripe_sdk: { type: 'three_d_secure_redirect', stripe_js: options.authenticationUrl, source: newId('src') } };
+    ? { type: 'redirect_to_url', redirect_to_url: { url, return_url: options.returnUrl } }
+    : { type: 'use_stripe_sdk', use_stripe_sdk: { type: 'three_d_secure_redirect', stripe_js: url, source: newId('src') } };
   return { events: [{ type: 'payment_intent.requires_action', object: intentObject(intent) }], decline: null };
 }
 

@@ -1,5 +1,5 @@
 import express, { type NextFunction, type Request, type Response, Router } from 'express';
-import { mountControls, mountLossCountdown, refuseControls } from '../controls.js';
+import { controlsGate, mountControls, mountLossCountdown } from '../controls.js';
 import type { SandboxDeps, SandboxModule } from '../module.js';
 import { accountRoutes } from './account.js';
 import { mountApiErrorsControl } from './api-errors.js';
@@ -26,8 +26,8 @@ function router(deps: SandboxDeps): Router {
   // The API reads the switches with its first statement (http.ts); the other routes read them here.
   const gate = switchesGate(deps.pool, deps.heldAnswers);
   const api = apiRoutes(r, deps);
-  // SANDBOX_CONTROLS off: the controls below answer as unknown URLs do (a key first, then 404).
-  refuseControls(r, deps, api.notFound);
+  // SANDBOX_CONTROLS off: the controls below answer as unknown URLs do (a key first, then 404); on: JSON only.
+  controlsGate(r, deps, api.notFound);
   mountControls(r, deps.em, 'cardpay', misreport);
   // The next n answers to API requests that change something (POST, DELETE) are lost on their way back
   // (http.ts): carried out and committed, then the connection drops, as when a network fails after the

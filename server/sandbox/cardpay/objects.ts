@@ -29,6 +29,8 @@ export interface IntentRow {
   amount_received: string;
   amount_refunded: string;
   client_secret: string;
+  /** The secret of the 3-D Secure page of the intent's last confirmation that asked for it (charging.ts confirm); never answered but in that page's URL. */
+  authentication_secret: string | null;
   cancellation_reason: string | null;
   canceled_at: string | null;
   created: string;

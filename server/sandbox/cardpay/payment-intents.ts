@@ -30,8 +30,13 @@ const CREATE_PARAMS = [
 const CANCELABLE_LISTED = ['requires_payment_method', 'requires_capture', 'requires_confirmation', 'requires_action', 'processing'];
 const CANCELABLE = CANCELABLE_LISTED.filter((status) => status !== 'processing');
 
-/** The cardholder's 3-D Secure page for an intent, served by this simulator. */
-export const authenticationUrl = (ctx: ApiContext, id: string) => `${ctx.deps.config.publicBaseUrl}/sandbox/cardpay/3ds/${id}`;
+/**
+ * The cardholder's 3-D Secure page for an intent, served by this simulator: a capability URL, as Stripe's
+ * (`…/authenticate/src_…?client_secret=src_client_secret_…`). The `pi_…` id is public (the merchant's
+ * provider_ref, in its webhooks and dashboard); the secret is only in this URL (three-ds.ts).
+ */
+const authenticationUrl = (ctx: ApiContext, intent: IntentRow) =>
+  `${ctx.deps.config.publicBaseUrl}/sandbox/cardpay/3ds/${intent.id}?client_secret=${intent.authentication_secret}`;
 
 /** `off_session` takes true/false or Stripe's `one_off`/`recurring`. */
 function offSession(ctx: ApiContext): boolean {
@@ -162,7 +167,7 @@ async function confirmAndAnswer(ctx: ApiContext, intent: IntentRow, pm: PaymentM
     offSession: intent.off_session,
     errorOnRequiresAction,
     returnUrl: intent.return_url,
-    authenticationUrl: authenticationUrl(ctx, intent.id),
+    authenticationUrl: (awaiting) => authenticationUrl(ctx, awaiting),
   });
   events.push(...result.events);
   if (result.setUp) await saveSetUp(ctx.db, result.setUp);
@@ -222,6 +227,7 @@ async function create(ctx: ApiContext): Promise<SimResponse> {
     amount_received: '0',
     amount_refunded: '0',
     client_secret: `${id}_secret_${newId('x').slice(2)}`,
+    authentication_secret: null,
     cancellation_reason: null,
     canceled_at: null,
     created: String(nowSec()),

@@ -1,4 +1,4 @@
-import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import type { NextFunction, Request, Response, Router } from 'express';
 import type { SandboxDeps } from '../module.js';
 import { onPool } from '../sql.js';
 import { KEY_ACCOUNT, expiredKey, keyHash, presentedKey, refuseControl, type PresentedKey } from './auth.js';
@@ -25,7 +25,7 @@ function newKey(prefix: string): string {
  * (sandbox_cardpay_keys), so a key a merchant rehearses rotating is no more kept than any other.
  */
 export function mountRollKeyControl(router: Router, deps: SandboxDeps): void {
-  router.post('/_control/roll-key', express.json(), async (req: Request, res: Response, next: NextFunction) => {
+  router.post('/_control/roll-key', async (req: Request, res: Response, next: NextFunction) => {
     try {
       let rolled: PresentedKey;
       try {

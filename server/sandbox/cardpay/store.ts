@@ -22,9 +22,13 @@ export async function requireIntent(db: Db, account: string, id: string, lock = 
   return row;
 }
 
-/** The 3-D Secure page is opened by the cardholder's browser, which has no key: look up by id alone. */
-export async function findIntentForAuthentication(db: Db, id: string): Promise<IntentRow | null> {
-  const [row] = await db.query<IntentRow>('SELECT * FROM sandbox_cardpay_intents WHERE id = ? FOR UPDATE', [id]);
+/**
+ * The 3-D Secure page is opened by the cardholder's browser, which has no key: look up by the id and the
+ * page's secret (payment-intents.ts authenticationUrl), as the id alone is public. None without a secret.
+ */
+export async function findIntentForAuthentication(db: Db, id: string, secret: string | undefined): Promise<IntentRow | null> {
+  if (!secret) return null;
+  const [row] = await db.query<IntentRow>('SELECT * FROM sandbox_cardpay_intents WHERE id = ? AND authentication_secret = ? FOR UPDATE', [id, secret]);
   return row ?? null;
 }
 
@@ -33,12 +37,12 @@ export function insertIntent(db: Db, row: IntentRow): void {
   db.write(
     `INSERT INTO sandbox_cardpay_intents (id, account, amount, currency, status, payment_method, customer, description, return_url,
        off_session, setup_future_usage, automatic_payment_methods, metadata, next_action, last_payment_error, latest_charge, amount_received,
-       amount_refunded, client_secret, cancellation_reason, canceled_at, created)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?, ?, ?)`,
+       amount_refunded, client_secret, authentication_secret, cancellation_reason, canceled_at, created)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?)`,
     [
       row.id, row.account, row.amount, row.currency, row.status, row.payment_method, row.customer, row.description, row.return_url,
       row.off_session, row.setup_future_usage, json(row.automatic_payment_methods), json(row.metadata), json(row.next_action), json(row.last_payment_error),
-      row.latest_charge, row.amount_received, row.amount_refunded, row.client_secret, row.cancellation_reason, row.canceled_at, row.created,
+      row.latest_charge, row.amount_received, row.amount_refunded, row.client_secret, row.authentication_secret, row.cancellation_reason, row.canceled_at, row.created,
     ],
   );
 }
@@ -61,12 +65,12 @@ export function saveIntent(db: Db, row: IntentRow): void {
   db.write(
     `UPDATE sandbox_cardpay_intents SET status = ?, payment_method = ?, next_action = ?::jsonb, last_payment_error = ?::jsonb,
        latest_charge = ?, amount_received = ?, cancellation_reason = ?, canceled_at = ?, amount = ?, currency = ?, customer = ?,
-       description = ?, return_url = ?, off_session = ?, setup_future_usage = ?, metadata = ?::jsonb, updated_at = now()
+       description = ?, return_url = ?, off_session = ?, setup_future_usage = ?, metadata = ?::jsonb, authentication_secret = ?, updated_at = now()
      WHERE id = ?`,
     [
       row.status, row.payment_method, json(row.next_action), json(row.last_payment_error), row.latest_charge, row.amount_received,
       row.cancellation_reason, row.canceled_at, row.amount, row.currency, row.customer, row.description, row.return_url, row.off_session,
-      row.setup_future_usage, json(row.metadata), row.id,
+      row.setup_future_usage, json(row.metadata), row.authentication_secret, row.id,
     ],
   );
 }

@@ -33,10 +33,13 @@ function returnTarget(intent: IntentRow): string | null {
   return url.toString();
 }
 
+/** The page's secret, `?client_secret=` of its URL (payment-intents.ts authenticationUrl). */
+const secretOf = (req: Request): string | undefined => (typeof req.query.client_secret === 'string' ? req.query.client_secret : undefined);
+
 /** Settles a requires_action intent (once; a second settlement changes nothing), committed with its events. */
-function settle(deps: SandboxDeps, id: string, result: 'complete' | 'fail'): Promise<IntentRow | null> {
+function settle(deps: SandboxDeps, id: string, secret: string | undefined, result: 'complete' | 'fail'): Promise<IntentRow | null> {
   return unitOfWork(deps.pool, async (work) => {
-    const intent = await findIntentForAuthentication(work, id);
+    const intent = await findIntentForAuthentication(work, id, secret);
     if (!intent || intent.status !== 'requires_action') return intent;
     const pm = await paymentMethodById(work, intent.payment_method);
     if (!pm) throw new Error(`intent ${id} requires action without a payment method`);
@@ -49,12 +52,14 @@ function settle(deps: SandboxDeps, id: string, result: 'complete' | 'fail'): Pro
 }
 
 /**
- * The cardholder's 3-D Secure page (no API key: it is opened by a browser). "Complete" and "Fail"
- * buttons, or `?auto=complete|fail` to settle without a browser; then a 302 to the intent's return_url.
+ * The cardholder's 3-D Secure page (no API key: it is opened by a browser), at the URL the intent answered
+ * in next_action: its id and its secret (`?client_secret=`); the id alone, or another secret, is an
+ * unknown page (404) and settles nothing. "Complete" and "Fail" buttons, or `&auto=complete|fail` to
+ * settle without a browser; then a 302 to the intent's return_url.
  */
 export function threeDsRoutes(router: Router, deps: SandboxDeps): void {
   const finish = async (req: Request, res: Response, result: 'complete' | 'fail') => {
-    const intent = await settle(deps, req.params.id!, result);
+    const intent = await settle(deps, req.params.id!, secretOf(req), result);
     if (!intent) return res.status(404).type('html').send(page('Not found', '<h1>Unknown payment</h1>'));
     const target = returnTarget(intent);
     if (target) return res.redirect(302, target);
@@ -73,9 +78,11 @@ export function threeDsRoutes(router: Router, deps: SandboxDeps): void {
     handle(async (req, res) => {
       const auto = req.query.auto;
       if (auto === 'complete' || auto === 'fail') return finish(req, res, auto);
-      const intent = await findIntentForAuthentication(readsOnly(deps.pool), req.params.id!);
+      const secret = secretOf(req);
+      const intent = await findIntentForAuthentication(readsOnly(deps.pool), req.params.id!, secret);
       if (!intent) return res.status(404).type('html').send(page('Not found', '<h1>Unknown payment</h1>'));
       const id = escape(intent.id);
+      const query = `?client_secret=${escape(encodeURIComponent(secret!))}`;
       // The intent's amount is in the API's units (currencies.ts), not ISO minor units.
       const amount = `${escape(displayAmount(BigInt(intent.amount), intent.currency))} ${escape(intent.currency.toUpperCase())}`;
       if (intent.status !== 'requires_action') {
@@ -86,8 +93,8 @@ export function threeDsRoutes(router: Router, deps: SandboxDeps): void {
           '3-D Secure authentication',
           `<h1>Authenticate this payment</h1><p class="amount">${amount}</p><p>Payment <code>${id}</code></p>
 <p>This sandbox bank asks you to choose the authentication outcome.</p>
-<div class="actions"><form method="post" action="${id}/complete"><button type="submit" class="primary">Complete</button></form>
-<form method="post" action="${id}/fail"><button type="submit">Fail</button></form></div>`,
+<div class="actions"><form method="post" action="${id}/complete${query}"><button type="submit" class="primary">Complete</button></form>
+<form method="post" action="${id}/fail${query}"><button type="submit">Fail</button></form></div>`,
         ),
       );
     }),

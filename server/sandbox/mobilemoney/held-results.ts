@@ -1,4 +1,4 @@
-import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import type { NextFunction, Request, Response, Router } from 'express';
 import { mountLossCountdown, takeLoss } from '../controls.js';
 import type { SandboxDeps } from '../module.js';
 
@@ -12,7 +12,7 @@ import type { SandboxDeps } from '../module.js';
  */
 export function mountHeldResults<Job extends object>(router: Router, deps: SandboxDeps, deliver: (job: Job & { released: true }) => Promise<number | null>): void {
   mountLossCountdown(router, deps.em, 'mobilemoney', '/_control/hold-results', 'hold_results', 'held_results');
-  router.post('/_control/release-results', express.json(), async (req: Request, res: Response, next: NextFunction) => {
+  router.post('/_control/release-results', async (req: Request, res: Response, next: NextFunction) => {
     try {
       const count = (req.body as { count?: unknown } | undefined)?.count;
       if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 1) {

@@ -1,5 +1,5 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { mountLossCountdown, outageSwitch, refuseControls } from '../controls.js';
+import { controlsGate, mountLossCountdown, outageSwitch } from '../controls.js';
 import type { SandboxModule } from '../module.js';
 import { CALLBACK_JOB, deliverCallback, type CallbackJobData } from './callbacks.js';
 import { mountHeldResults } from './held-results.js';
@@ -25,8 +25,8 @@ export const mobilemoneySandbox: SandboxModule = {
   path: '/sandbox/mobilemoney',
   router(deps) {
     const router = express.Router();
-    // SANDBOX_CONTROLS off: every /_control path answers as the unknown paths below do.
-    refuseControls(router, deps, unknownPath);
+    // SANDBOX_CONTROLS off: every /_control path answers as the unknown paths below do; on: JSON only.
+    controlsGate(router, deps, unknownPath);
     outageSwitch(router, deps, 'mobilemoney', { requestId: 'sandbox-outage', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' }, misreport);
     // The operator's next n asynchronous results (reversal and transaction-status results, queue-timeout
     // notices; not STK callbacks) are never sent (callbacks.ts), as when a result is lost on its way.

@@ -1,4 +1,4 @@
-import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import type { NextFunction, Request, Response, Router } from 'express';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { SandboxDeps } from '../module.js';
 import { isShortcode } from './wire.js';
@@ -41,7 +41,7 @@ export async function listedRowsAt(em: EntityManager, shortcode: string, offset:
 const isRow = (value: unknown): value is Row => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 export function mountListedRows(router: Router, deps: Pick<SandboxDeps, 'em'>): void {
-  router.post('/_control/pull-rows', express.json({ limit: '100kb' }), async (req: Request, res: Response, next: NextFunction) => {
+  router.post('/_control/pull-rows', async (req: Request, res: Response, next: NextFunction) => {
     try {
       const { shortcode, pages } = (req.body ?? {}) as { shortcode?: unknown; pages?: unknown };
       if (typeof shortcode !== 'string' || !isShortcode(shortcode)) {

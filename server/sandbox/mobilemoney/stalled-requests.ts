@@ -1,4 +1,4 @@
-import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import type { NextFunction, Request, Response, Router } from 'express';
 import { mountLossCountdown, takeLoss } from '../controls.js';
 import type { SandboxDeps } from '../module.js';
 import { operatorError } from './wire.js';
@@ -36,7 +36,7 @@ export class StalledRequests {
 
 export function mountStalledRequests(router: Router, deps: SandboxDeps, stalled: StalledRequests): void {
   mountLossCountdown(router, deps.em, 'mobilemoney', '/_control/stall-requests', 'stall_requests', 'stalled_requests');
-  router.post('/_control/refuse-stalled', express.json(), (_req: Request, res: Response, next: NextFunction) => {
+  router.post('/_control/refuse-stalled', (_req: Request, res: Response, next: NextFunction) => {
     try {
       res.json({ provider: 'mobilemoney', refused: stalled.refuseAll() });
     } catch (err) {

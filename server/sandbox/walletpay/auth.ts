@@ -80,7 +80,6 @@ export function mountAuth(router: Router, deps: SandboxDeps): void {
   /** Test control: every token (or every token of `client_id`) expires now, to exercise refresh. */
   router.post(
     '/_control/expire-tokens',
-    express.json(),
     route(async (req, res) => {
       const clientId = (req.body as { client_id?: unknown } | undefined)?.client_id;
       const rows = typeof clientId === 'string'

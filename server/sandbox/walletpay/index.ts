@@ -1,5 +1,5 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { outageSwitch, refuseControls } from '../controls.js';
+import { controlsGate, outageSwitch } from '../controls.js';
 import { eachObject, type MisreportRewriter } from '../misreport.js';
 import type { SandboxModule } from '../module.js';
 import { mountApproval } from './approval.js';
@@ -42,8 +42,8 @@ export const walletpaySandbox: SandboxModule = {
 
   router(deps) {
     const router = express.Router();
-    // SANDBOX_CONTROLS off: every /_control path answers as the unknown paths below do.
-    refuseControls(router, deps, unknownPath);
+    // SANDBOX_CONTROLS off: every /_control path answers as the unknown paths below do; on: JSON only.
+    controlsGate(router, deps, unknownPath);
     outageSwitch(router, deps, 'walletpay', INTERNAL_ERROR_BODY, misreport, isCaptureRequest);
     mountAuth(router, deps);
     mountCertificate(router, deps);

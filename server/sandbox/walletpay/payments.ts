@@ -1,7 +1,6 @@
 import type { Router } from 'express';
 import type { SandboxDeps } from '../module.js';
 import { clientIdOf } from './auth.js';
-import express from 'express';
 import { dbOf, inTransaction, paypalId, route, simulatorBase } from './db.js';
 import { PaypalError, invalid, notFound, unprocessable } from './errors.js';
 import { FAIL_REFUND_JOB, addRefunded, recordEvent, scheduleTransmissions, type FailRefundJob } from './events.js';
@@ -134,7 +133,6 @@ export function mountReversalControl(router: Router, deps: SandboxDeps): void {
   const base = () => simulatorBase(deps.config.publicBaseUrl);
   router.post(
     '/_control/reverse-capture',
-    express.json(),
     route(async (req, res) => {
       const body = (req.body ?? {}) as { capture_id?: unknown; amount?: unknown };
       if (typeof body.capture_id !== 'string' || body.capture_id === '') throw new PaypalError(400, [{ issue: 'MISSING_REQUIRED_PARAMETER', description: 'capture_id is required.', field: 'capture_id' }]);
