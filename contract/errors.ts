@@ -124,12 +124,6 @@ const REVERSAL_REPORT_EARLY: RouteErrorExample = {
 };
 
 /**
- * Per operation, as openapi.json names it (`METHOD /path`): the error examples only that route sends — a
- * 404 on a path without an id, and its 409, 422 and 502. Each is a message the route really answers
- * (test/docs/openapi-quality.test.ts provokes every one and compares). openapi.json is not generated
- * while an operation documents one of these statuses without an entry here.
- */
-/**
  * The errors a retry with the same Idempotency-Key replays (marked Idempotent-Replayed), per route that takes
  * one: only an error the request ended with once its key was claimed and its work begun. Refusals before the
  * claim (an unknown payment, a body or state the route refuses, a key used otherwise) keep no answer for the
@@ -143,6 +137,12 @@ export const REPLAYED_ERRORS: Record<string, readonly ('404' | '409' | '422' | '
   'POST /v1/refunds': ['502'],
 };
 
+/**
+ * Per operation, as openapi.json names it (`METHOD /path`): the error examples only that route sends — a
+ * 404 on a path without an id, and its 409, 422 and 502. Each is a message the route really answers
+ * (test/docs/openapi-quality.test.ts provokes every one and compares). openapi.json is not generated
+ * while an operation documents one of these statuses without an entry here.
+ */
 export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' | '422' | '502', RouteErrorExample>>> = {
   'PUT /v1/merchant/webhook': { '422': invalid('webhook_url', 'Invalid url') },
   'PUT /v1/merchant/credentials': {

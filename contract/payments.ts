@@ -411,9 +411,10 @@ export const paymentsContract = c.router(
         "push takes the answer, one no longer pending only a success (charged_but_failed); a CheckoutRequestID of none of the merchant's payments is 404. " +
         'A code that is neither (a receipt is letters and digits only) is 422 naming `code`: nothing is recorded or sent.',
       metadata: { scope: 'payments:read', tag: mobilemoneyTag } as const,
-      // A receipt (Daraja's TransactionID, "Alpha-Numeric") or a CheckoutRequestID (ws_CO_…): anything else the operator refuses.
+      // A receipt (Daraja's TransactionID, "Alpha-Numeric") or a CheckoutRequestID (ws_CO_…, in any case, as the
+      // service's namesPaymentRequest judges it: one in another case names no payment, 404): anything else the operator refuses.
       pathParams: z.object({
-        code: z.string().regex(/^(?=.{6,64}$)(?:[A-Za-z0-9]+|ws_CO_[A-Za-z0-9_]+)$/, 'must be a receipt number (letters and digits) or a CheckoutRequestID (ws_CO_…), 6 to 64 characters'),
+        code: z.string().regex(/^(?=.{6,64}$)(?:[A-Za-z0-9]+|[Ww][Ss]_[Cc][Oo]_[A-Za-z0-9_]+)$/, 'must be a receipt number (letters and digits) or a CheckoutRequestID (ws_CO_…), 6 to 64 characters'),
       }),
       body: z.union([z.object({}).strict(), z.undefined()]).optional(),
       responses: { 200: envelope(CheckStatusAckSchema), 404: ErrorBodySchema, 502: ErrorBodySchema },

@@ -717,8 +717,7 @@ describe('check-status', () => {
     expect(await get(p.id)).toMatchObject({ status: 'failed' });
   });
 
-  it("a CheckoutRequestID of none of the merchant's payments: 404, nothing sent to the operator", async () => {
-    const code = 'ws_CO_22112026000000000000';
+  it.each(['ws_CO_22112026000000000000', 'WS_CO_22112026000000000001'])("a CheckoutRequestID of none of the merchant's payments (%s: its prefix in any case): 404, nothing sent to the operator", async (code) => {
     const { result: res, sent } = await statusQueriesSentDuring(t, async () => {
       const answer = await t.http.post(`/v1/payments/mobilemoney/check-status/${code}`).set('X-API-Key', key);
       // A receipt-like code is sent: the operator's side is watched.

@@ -35,7 +35,7 @@ function invalid(details: FieldIssue[]): DomainError {
 /**
  * A currency a payment can be made in, upper-cased, and its minor-unit digits; else the 422 naming
  * `currency`. The one rule for a payment's currency and for the list's currency filter (decisions.md:
- * a filter value no payment can have is 422, not an empty list).
+ * "an unknown filter value → 422": a currency no payment can have is one, not an empty list).
  */
 export function paymentCurrency(code: string): { currency: string; digits: number } {
   const currency = code.toUpperCase();
