@@ -255,6 +255,8 @@ describe('configuration', () => {
     expect(loadConfig({ ...base, WALLETPAY_BASE_URL: 'http://127.0.0.1:4010' }).providerBaseUrls.walletpay).toBe('http://127.0.0.1:4010');
     expect(() => loadConfig({ DATABASE_URL: 'db.internal:5432/payments' })).toThrow('DATABASE_URL: must be a URL starting with postgres:// or postgresql://');
     expect(loadConfig({ DATABASE_URL: 'postgresql://app@db.internal/payments' }).databaseUrl).toBe('postgresql://app@db.internal/payments');
+    // A Unix socket, as README says to write it (node-postgres' `socket:` form is refused).
+    expect(loadConfig({ DATABASE_URL: 'postgresql:///payments?host=/var/run/postgresql' }).databaseUrl).toBe('postgresql:///payments?host=/var/run/postgresql');
     const run = await runCli('server/main.ts', [], { ...base, PUBLIC_BASE_URL: 'pay.example.com:443' });
     expect([run.code, run.stderr.trim()]).toEqual([2, 'invalid configuration: PUBLIC_BASE_URL: must be a URL starting with http:// or https://, with a host (https://pay.example.com)']);
   }, 30_000);

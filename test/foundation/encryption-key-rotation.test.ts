@@ -193,6 +193,8 @@ describe('SecretBox', () => {
     const box = new SecretBox(KEY_B, [KEY_A]);
     expect(box.open(old)).toBe('whsec_old');
     expect(box.sealedWithCurrentKey(old)).toBe(false);
+    // Also when ENCRYPTION_KEY itself opens it: a reseal rewrites every v1 secret as v2, naming its key.
+    expect(new SecretBox(KEY_A).sealedWithCurrentKey(old)).toBe(false);
     // Counted by the key that opens it, as a secret that names its key is.
     expect([box.keyOf(old), new SecretBox(KEY_A, [KEY_B]).keyOf(old), new SecretBox(KEY_B).keyOf(old)]).toEqual(['decryption', 'current', 'unknown']);
     const resealed = box.seal(box.open(old));

@@ -87,9 +87,13 @@ export class SecretBox {
     return 'unknown';
   }
 
-  /** Whether `sealed` opens with ENCRYPTION_KEY (a rotation's reseal leaves it as it is). */
+  /**
+   * Whether `sealed` is in the current form (v2) under ENCRYPTION_KEY: a rotation's reseal leaves it as it
+   * is. One sealed before key ids is resealed whichever key opens it, ENCRYPTION_KEY too: rewritten as v2,
+   * it names its key, and the census counts it without decrypting it.
+   */
   sealedWithCurrentKey(sealed: string): boolean {
-    return this.keyOf(sealed) === 'current';
+    return sealed.startsWith(`${V2}.`) && this.keyOf(sealed) === 'current';
   }
 
   sealJson(value: unknown): string {
