@@ -6,7 +6,8 @@ import { eventually } from '../support/webhook-receiver.js';
 // The Agenda job `idempotency-keys.prune` deletes idempotency keys past IDEMPOTENCY_KEY_RETENTION (the
 // default, 24 h, is what runs here; keys are aged by moving created_at and updated_at back). Pruned: finished refund,
 // capture and card keys, and claims abandoned with their lease long expired. Kept: recent keys, a claim
-// whose lease is live, and payment-creation keys (their replay has no time limit).
+// whose lease is live, and payment-creation keys (their replay has no time limit). The cutoff is the
+// database's now() less the retention (the clock created_at and updated_at are written by), never a worker's.
 
 let t: TestService;
 let key: string;
@@ -77,6 +78,26 @@ describe('idempotency key retention (IDEMPOTENCY_KEY_RETENTION, 24 h by default)
     const recent = await refund(payment.id, '5.00', recentRefund);
     expect(recent.status).toBe(201);
     expect(recent.headers['idempotent-replayed']).toBe('true');
+  });
+
+  it("a worker whose clock runs ahead does not prune a key early: the cutoff is the database's now(), so the retry replays", async () => {
+    const payment = await visa('40.00');
+    const idem = unique('refund-fast-worker');
+    const first = await refund(payment.id, '10.00', idem).expect(201);
+    // 10 minutes inside the 24 h the contract promises.
+    await age([idem], '23 hours 50 minutes');
+
+    // A prune as a worker 15 minutes fast would run it: its clock reads 15 minutes ahead of the database's.
+    // The prune takes no clock any more (the cutoff is computed in SQL), so a caller's clock is not read.
+    const fifteenMinutesFast = new Date(Date.now() + 15 * 60_000);
+    // @ts-expect-error prune() takes no `now`: the cutoff is the database's now() less the retention.
+    await t.inContext(() => t.service.container.services.idempotencyKeyRetention.prune(fifteenMinutesFast));
+
+    const retry = await refund(payment.id, '10.00', idem);
+    expect(retry.status).toBe(201);
+    expect(retry.headers['idempotent-replayed']).toBe('true');
+    expect(retry.body.data.id).toBe(first.body.data.id);
+    expect((await t.http.get(`/v1/payments/${payment.id}`).set('X-API-Key', key)).body.data.amount_refunded).toBe('10.00');
   });
 
   it('a request with a pruned key is a new request: it refunds (or saves the card) again', async () => {

@@ -5,18 +5,20 @@ import { deleteInBatches, PRUNE_BATCH } from '../../lib/batched-delete.js';
  * How long a rate-limit window's row (`rate_limit_windows`, RateLimiter) is kept after the window
  * started: two minutes. A window is a second or a minute long, so its row is of no use once it has
  * ended; the extra minute leaves room for clocks that differ between the api hosts (which name the
- * window) and the worker (whose clock sets the cutoff), so a window still counting is never deleted.
+ * window) and the database (whose now() sets the cutoff, as for every retention; never the worker's
+ * clock), so a window still counting is never deleted.
  */
 export const RATE_LIMIT_WINDOW_RETENTION_MS = 2 * 60_000;
 
 /**
- * One batch of the prune: the rows of windows that started before the cutoff. The index on
+ * One batch of the prune (its parameter: the retention in milliseconds): the rows of windows that
+ * started before the database's now() less the retention. The index on
  * window_start (Migration20261128002101_rate_limit_windows_by_start) makes it a range scan over the
  * old rows alone, however many windows are still counting.
  */
 export const PRUNE_RATE_LIMIT_WINDOWS_SQL =
   'DELETE FROM rate_limit_windows WHERE (bucket, window_start) IN (' +
-  `SELECT bucket, window_start FROM rate_limit_windows WHERE window_start < ? LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED) ` +
+  `SELECT bucket, window_start FROM rate_limit_windows WHERE window_start < now() - (? * interval '1 millisecond') LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED) ` +
   'RETURNING window_start';
 
 /**
@@ -27,9 +29,8 @@ export class RateLimitRetention {
   constructor(private readonly em: EntityManager) {}
 
   /** Deletes the rows past retention, a batch per statement (each its own short transaction); returns how many. */
-  async prune(now = new Date()): Promise<number> {
-    const cutoff = new Date(now.getTime() - RATE_LIMIT_WINDOW_RETENTION_MS);
+  async prune(): Promise<number> {
     // SKIP LOCKED: a row an upsert holds right now is left for the next run (it cannot be that old unless a clock is far off).
-    return deleteInBatches(() => this.em.getConnection().execute<{ window_start: Date }[]>(PRUNE_RATE_LIMIT_WINDOWS_SQL, [cutoff]));
+    return deleteInBatches(() => this.em.getConnection().execute<{ window_start: Date }[]>(PRUNE_RATE_LIMIT_WINDOWS_SQL, [RATE_LIMIT_WINDOW_RETENTION_MS]));
   }
 }

@@ -1,4 +1,4 @@
-import type { EntityManager } from '@mikro-orm/postgresql';
+import { raw, type EntityManager } from '@mikro-orm/postgresql';
 import { EventSchema, type Event } from '../../persistence/entities/index.js';
 import { RECOVER_MAX_DAYS } from '../../../contract/index.js';
 import { notFound } from '../errors.js';
@@ -28,8 +28,9 @@ export class EventLog {
     private readonly retentionMs: number,
   ) {}
 
-  private cutoff(now = new Date()): Date {
-    return new Date(now.getTime() - this.retentionMs);
+  /** The oldest created_at within retention: the database's now() less it (one clock for every host, as the prune's). */
+  private cutoff() {
+    return raw(`now() - (? * interval '1 millisecond')`, [this.retentionMs]);
   }
 
   async list(merchantId: string, filter: EventFilter): Promise<{ items: MerchantEventPayload[]; total: number }> {
@@ -63,27 +64,26 @@ export class EventLog {
    * body (a payment's details) goes when the retention period says.
    * Each batch continues after the last event the one before deleted (oldest first), so the events
    * kept are walked once per prune, not once per batch.
+   * Both cutoffs are the database's now() less a period, never this worker's clock (deliveries' created_at is the database's now()).
    */
-  async prune(now = new Date()): Promise<number> {
-    const cutoff = this.cutoff(now);
-    const recoverableSince = new Date(now.getTime() - RECOVER_MAX_DAYS * DAY_MS);
+  async prune(): Promise<number> {
     let deleted = 0;
     let after: { createdAt: string; id: string } | null = null;
     for (;;) {
       const rows: { created_at: string; id: string }[] = await this.em.getConnection().execute(
         `WITH batch AS (
            SELECT e.id, e.created_at FROM events e
-            WHERE e.created_at < ?
+            WHERE e.created_at < now() - (? * interval '1 millisecond')
               AND (?::timestamptz IS NULL OR (e.created_at, e.id) > (?::timestamptz, ?::uuid))
               AND NOT EXISTS (
                     SELECT 1 FROM webhook_deliveries d
                      WHERE d.event_id = e.id
-                       AND (d.status IN ('pending', 'retrying') OR (d.status IN ('dead') AND d.created_at >= ?)))
+                       AND (d.status IN ('pending', 'retrying') OR (d.status IN ('dead') AND d.created_at >= now() - (? * interval '1 millisecond'))))
             ORDER BY e.created_at, e.id
             LIMIT ${PRUNE_BATCH}),
          gone AS (DELETE FROM events WHERE id IN (SELECT id FROM batch) RETURNING id)
          SELECT b.created_at::text AS created_at, b.id FROM batch b JOIN gone USING (id) ORDER BY b.created_at DESC, b.id DESC`,
-        [cutoff, after?.createdAt ?? null, after?.createdAt ?? null, after?.id ?? null, recoverableSince],
+        [this.retentionMs, after?.createdAt ?? null, after?.createdAt ?? null, after?.id ?? null, RECOVER_MAX_DAYS * DAY_MS],
       );
       deleted += rows.length;
       if (rows.length < PRUNE_BATCH) return deleted;

@@ -15,16 +15,18 @@ export class InboxRetention {
     private readonly retentionMs: number,
   ) {}
 
-  /** Deletes the entries past retention, a batch per statement (each its own short transaction); returns how many. */
-  async prune(now = new Date()): Promise<number> {
-    const cutoff = new Date(now.getTime() - this.retentionMs);
+  /**
+   * Deletes the entries past retention, a batch per statement (each its own short transaction); returns how many.
+   * The cutoff is the database's now() less the retention (received_at is the database's now()), never this worker's clock.
+   */
+  async prune(): Promise<number> {
     // SKIP LOCKED: an entry a callback is re-recording right now is left for the next run.
     return deleteInBatches(() =>
       this.em.getConnection().execute<{ event_id: string }[]>(
         `DELETE FROM provider_events WHERE (provider, event_id) IN (
-           SELECT provider, event_id FROM provider_events WHERE received_at < ? LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED)
+           SELECT provider, event_id FROM provider_events WHERE received_at < now() - (? * interval '1 millisecond') LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED)
          RETURNING event_id`,
-        [cutoff],
+        [this.retentionMs],
       ),
     );
   }

@@ -19,9 +19,12 @@ export class IdempotencyKeyRetention {
     private readonly retentionMs: number,
   ) {}
 
-  /** Deletes the keys past retention, a batch per statement (each its own short transaction); returns how many. */
-  async prune(now = new Date()): Promise<number> {
-    const cutoff = new Date(now.getTime() - this.retentionMs);
+  /**
+   * Deletes the keys past retention, a batch per statement (each its own short transaction); returns how many.
+   * The cutoff is the database's now() less the retention, never this worker's clock: created_at and
+   * updated_at are the database's now() too, so a worker whose clock runs ahead cannot end a key's replay early.
+   */
+  async prune(): Promise<number> {
     // `scope <> 'payment.create'` and `created_at` match the partial index idempotency_keys_prunable_created_idx
     // (a key changed last before the cutoff was created before it; `updated_at` is left out of every
     // index so that a key's finish is a HOT update). SKIP LOCKED: a key being taken over right now is
@@ -30,12 +33,13 @@ export class IdempotencyKeyRetention {
       this.em.getConnection().execute<{ id: string }[]>(
         `DELETE FROM idempotency_keys WHERE id IN (
            SELECT id FROM idempotency_keys
-            WHERE scope <> 'payment.create' AND created_at < ? AND updated_at < ?
+            WHERE scope <> 'payment.create'
+              AND created_at < now() - (? * interval '1 millisecond') AND updated_at < now() - (? * interval '1 millisecond')
               AND (recovery_point = 'finished' OR locked_until IS NULL OR locked_until < now())
             LIMIT ${PRUNE_BATCH}
             FOR UPDATE SKIP LOCKED)
          RETURNING id`,
-        [cutoff, cutoff],
+        [this.retentionMs, this.retentionMs],
       ),
     );
   }
