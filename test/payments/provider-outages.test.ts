@@ -2,7 +2,7 @@ import { X509Certificate, constants, publicEncrypt } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
-import { oneBatchRun } from '../../server/domain/payments/sync-schedule.js';
+import { newDrainRun, oneBatchRun } from '../../server/domain/payments/sync-schedule.js';
 import { SYNC_PAYMENTS_JOB } from '../../server/jobs/sync-payments.job.js';
 import { runCli } from '../support/processes.js';
 import { inProcessLogFile } from '../support/secret-audit.js';
@@ -394,6 +394,8 @@ class PullStub extends ForwardingStub {
   pushesTakenSilently = false;
   /** The STK query answers "The transaction is being processed" (HTTP 500, 500.001.1001), whatever it is asked about. */
   stkQueriesProcessing = false;
+  /** The STK query answers 503 "Internal Server Error" (500.003.1001: no answer, asked again), whatever it is asked about. */
+  stkQueriesDown = false;
   /** When set, the pull lists these entries (Daraja's rows) instead of the operator's own. */
   listed: Record<string, unknown>[] | null = null;
   readonly pulls: { StartDate: string; EndDate: string }[] = [];
@@ -410,6 +412,9 @@ class PullStub extends ForwardingStub {
     }
     if (this.stkQueriesProcessing && req.url.includes('/stkpushquery/v1/query')) {
       return Promise.resolve(jsonAnswer(500, { requestId: 'stub', errorCode: '500.001.1001', errorMessage: 'The transaction is being processed' }));
+    }
+    if (this.stkQueriesDown && req.url.includes('/stkpushquery/v1/query')) {
+      return Promise.resolve(jsonAnswer(503, { requestId: 'stub', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' }));
     }
     if (this.answersLost && req.url.includes('/stkpush/v1/processrequest')) {
       return forward().then(() => jsonAnswer(500, { requestId: 'stub', errorCode: '500.003.1001', errorMessage: 'Internal Server Error' }));
@@ -450,14 +455,16 @@ describe('mobilemoney lost pushes judged by the pull', () => {
     expect(res.status).toBe(201);
     expect(res.body.data).toMatchObject({ status: 'pending', provider_ref: null });
     const id = res.body.data.id as string;
-    if (ageMs > 0) {
-      // As if it had been created `ageMs` ago (the status sync and the admin CLI read the clock): a payment's
-      // created_at never changes, so the guard is lifted for this one update (this service's own database).
-      await s.sql(`ALTER TABLE payments DISABLE TRIGGER payments_keep_merchant_and_created_at;
-        UPDATE payments SET created_at = created_at - ${Number(ageMs)} * interval '1 millisecond' WHERE id = '${id}';
-        ALTER TABLE payments ENABLE TRIGGER payments_keep_merchant_and_created_at;`);
-    }
+    await age(id, ageMs);
     return id;
+  };
+  /** As if payment `id` had been created `ageMs` earlier (the status sync and the admin CLI read the clock). */
+  const age = async (id: string, ageMs: number) => {
+    if (ageMs <= 0) return;
+    // A payment's created_at never changes, so the guard is lifted for this one update (this service's own database).
+    await s.sql(`ALTER TABLE payments DISABLE TRIGGER payments_keep_merchant_and_created_at;
+      UPDATE payments SET created_at = created_at - ${Number(ageMs)} * interval '1 millisecond' WHERE id = '${id}';
+      ALTER TABLE payments ENABLE TRIGGER payments_keep_merchant_and_created_at;`);
   };
   const row = async (id: string) => (await s.sql<{ status: string; failure_reason: string | null; created_at: Date; next_sync_at: Date | null }>(
     'SELECT status, failure_reason, created_at, next_sync_at FROM payments WHERE id = $1', [id]))[0]!;
@@ -477,6 +484,7 @@ describe('mobilemoney lost pushes judged by the pull', () => {
     stub.pullsRateLimited = false;
     stub.pushesTakenSilently = false;
     stub.stkQueriesProcessing = false;
+    stub.stkQueriesDown = false;
     stub.listed = null;
     stub.pulls.length = 0;
     // Nothing of one test is due in the next one's status-sync run.
@@ -589,6 +597,54 @@ describe('mobilemoney lost pushes judged by the pull', () => {
       await sync(id, 2 * HOUR + 2 * 60_000);
       expect(stub.pulls.length).toBeGreaterThanOrEqual(1);
       expect(await row(id)).toMatchObject({ status: 'completed', failure_reason: null });
+    });
+
+    // Until 2026-11-29 a check whose STK query failed (a 5xx, a timeout, a 200 with no ResultCode) sent no pull:
+    // the push stayed pending until its next check (26 h 01), then the operator's once the schedule ran out.
+    it('the STK query down (503) at its check: judged by the pull all the same, which lists no charge: failed (payment.failed)', async () => {
+      const m = await merchant('Unanswered Push Query Down Shop');
+      stub.pushesTakenSilently = true;
+      const id = await push(m.apiKey, '254708374149');
+      stub.pushesTakenSilently = false;
+      stub.stkQueriesDown = true;
+      const outcome = await sync(id, 2 * HOUR + 2 * 60_000);
+      expect(stub.pulls.length).toBeGreaterThanOrEqual(1);
+      const failed = await row(id);
+      expect(failed).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('its status query never gave the outcome') });
+      expect(failed.failure_reason).toContain('list no charge for it');
+      await eventually(async () => ((await s.sql('SELECT 1 FROM events WHERE payment_id = $1 AND type = $2', [id, 'payment.failed'])).length === 1 ? true : null), 5_000, 'payment.failed');
+      // The pull answered: the operator counts as answering this check (the provider is not skipped for the run).
+      expect(outcome).toBe('checked');
+    });
+
+    it('the STK query down (503) at its check, paid without a callback: the pull lists the charge and completes it', async () => {
+      const m = await merchant('Unanswered Paid Push Query Down Shop');
+      // 254700000003: paid at the operator, and no callback is ever sent.
+      const id = await push(m.apiKey, '254700000003');
+      await eventually(async () => ((await s.sql(`SELECT 1 FROM sandbox_mobilemoney_stk_requests WHERE checkout_request_id = (SELECT provider_ref FROM payments WHERE id = $1) AND completes_at <= now()`, [id])).length === 1 ? true : null), 20_000, 'the push paid');
+      stub.stkQueriesDown = true;
+      await sync(id, 2 * HOUR + 2 * 60_000);
+      expect(stub.pulls.length).toBeGreaterThanOrEqual(1);
+      expect(await row(id)).toMatchObject({ status: 'completed', failure_reason: null });
+    });
+
+    it('the STK query down (503), the pull up: a run whose first batch was such a push goes on to a lost push in its next batch and fails it, the provider not counted down', async () => {
+      const m = await merchant('Query Down Run Shop');
+      stub.pushesTakenSilently = true;
+      const taken = await push(m.apiKey, '254708374149');
+      stub.pushesTakenSilently = false;
+      await age(taken, 3 * HOUR);
+      const lost = await lostPush(m.apiKey, 3 * HOUR);
+      // The taken push is due first: the run's first batch (of one) is it alone.
+      await s.sql(`UPDATE payments SET next_sync_at = now() - interval '1 minute' WHERE id = $1`, [taken]);
+      await s.sql(`UPDATE payments SET next_sync_at = now() WHERE id = $1`, [lost]);
+      stub.stkQueriesDown = true;
+      const run = newDrainRun();
+      const statusSync = s.service.container.services.statusSync;
+      expect(await s.inContext(() => statusSync.syncDue(run, 1))).toMatchObject({ due: 1, started: 1 });
+      expect(await s.inContext(() => statusSync.syncDue(run, 1))).toMatchObject({ due: 1, started: 1 });
+      expect([...run.unavailableProviders]).toEqual([]);
+      for (const id of [taken, lost]) expect(await row(id)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('list no charge for it') });
     });
   });
 

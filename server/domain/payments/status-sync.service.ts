@@ -24,7 +24,8 @@ const LAST_CHECK_MARGIN_MS = 30 * 60_000;
  * creation that cannot be repeated (mobilemoney) is judged 2 h after it by reconciliation's pull (`pull`),
  * while the operator still lists its charge: a paid push is completed by it; one the pull succeeded
  * without listing fails the same way; a failed pull leaves it pending (lost-creation.ts). So is a push the
- * operator took whose STK query still gives no final answer at a check from 2 h on (judgeUnansweredPush).
+ * operator took whose STK query still gives no final answer at a check from 2 h on, or none at all (a 5xx, a
+ * timeout: judgeUnansweredPush).
  * A payment created under another provider account than the stored credentials' is not asked about at all
  * (ProviderGateway.otherAccount): it stays pending, logged at each check, until credentials of its account
  * are stored again — or, once the schedule runs out, it is the operator's (payments_unresolved).
@@ -119,9 +120,16 @@ export class StatusSyncService {
       }
       outcome = outcomeOf(err);
     }
-    if (payment.providerRef && outcome === 'checked' && (!result || result.status === 'pending')) {
+    // A status query that gave no answer (a 5xx, a timeout) proves nothing either way, and the pull is another
+    // of the operator's APIs: the push is judged by it all the same. Not after a rate limit (the account is
+    // backed off for the run, its pull included).
+    if (payment.providerRef && outcome !== 'rate_limited' && (!result || result.status === 'pending')) {
       try {
-        if (await this.judgeUnansweredPush(payment, now, pull)) return 'checked';
+        const judged = await this.judgeUnansweredPush(payment, now, pull);
+        if (judged === 'settled') return 'checked';
+        // The pull answered: the operator did, so this check does not count its provider down for the run
+        // (sync-schedule.ts checkClaimed), which would hold back the lost pushes only the pull can judge.
+        if (judged === 'pulled') outcome = 'checked';
       } catch (err) {
         if (!(err instanceof ProviderError)) throw err;
         outcome = outcomeOf(err);
@@ -169,19 +177,27 @@ export class StatusSyncService {
   }
 
   /**
-   * A push the operator took whose status query gave no final answer (still processing, or refused): from
-   * its check on (lostCreationCheck) it is judged by the pull, as a lost creation is (judgeUnansweredPush).
-   * Whether that settled it (failed: nothing listed; or completed by the pull). A rate limit or an outage of
-   * the pull is thrown (the run backs off the account, or counts the provider down).
+   * A push the operator took whose status query gave no final answer (still processing, refused, or no answer
+   * at all): from its check on (lostCreationCheck) it is judged by the pull, as a lost creation is
+   * (judgeUnansweredPush). Says whether that settled it (failed: nothing listed; or completed by the pull), or
+   * left it pending after a pull that answered (`pulled`) or with no pull answered (`not_pulled`: before its
+   * check, past the pull's reach, or the pull refused). A rate limit or an outage of the pull is thrown (the
+   * run backs off the account, or counts the provider down).
    */
-  private async judgeUnansweredPush(payment: Payment, now: number, pull: ReconciliationPull | null): Promise<boolean> {
+  private async judgeUnansweredPush(payment: Payment, now: number, pull: ReconciliationPull | null): Promise<'settled' | 'pulled' | 'not_pulled'> {
     const port = this.gateway.port(payment.provider);
     const check = lostCreationCheck(port, payment);
-    if (!check || now < check.at) return false;
-    const judged = await judgeUnansweredPush(port, payment, now, pull);
-    if (await this.settledByPull(payment, judged, 'push without a final answer and not listed as paid')) return true;
+    if (!check || now < check.at) return 'not_pulled';
+    let pulled = false;
+    const answered: ReconciliationPull | null = pull && (async (...args) => {
+      const report = await pull(...args);
+      pulled = true;
+      return report;
+    });
+    const judged = await judgeUnansweredPush(port, payment, now, answered);
+    if (await this.settledByPull(payment, judged, 'push without a final answer and not listed as paid')) return 'settled';
     this.logger.warn({ paymentId: payment.id, provider: payment.provider, reason: judged.reason }, 'status sync: push without a final answer; left pending');
-    return false;
+    return pulled ? 'pulled' : 'not_pulled';
   }
 
   /**
