@@ -121,7 +121,7 @@ STATUS_SYNC_POLL_INTERVAL) and STATUS_SYNC_SCHEDULE starts over. For one the sch
 ${what === 'payment' ? 'payments_unresolved gauge' : 'refunds_pending_oldest_seconds gauge'}), after a long provider outage, say. Prints {"restarted":[ids]}.
 
   --id ID        one ${what} (UUID); exits 1 when it is not pending
-  --unresolved   every pending ${what} whose re-checks ran out${what === 'payment' ? ' (not those waiting for the customer)' : ''}`;
+  --unresolved   every pending ${what} whose re-checks ran out${what === 'payment' ? " (one awaiting the customer: past its provider's expiry)" : ''}`;
 }
 
 /**

@@ -424,9 +424,13 @@ export interface ProviderCapabilities {
    */
   createReplayWindowMs: number | null;
   /**
-   * A payment the buyer has not approved this long after its creation expires at the provider, which then
-   * no longer knows its reference (ProviderError reason `gone`): it is failed, nothing having been
-   * charged. Absent: payments do not expire so, and `gone` proves nothing.
+   * A payment the buyer has not approved (or authenticated) this long after its creation is over. Where the
+   * provider lets it expire (walletpay: PayPal's order), the provider then no longer knows its reference
+   * (ProviderError reason `gone`): it is failed, nothing having been charged. Where the provider would keep
+   * it payable for days (cardpay: an intent awaiting 3-D Secure, confirmable with its client secret), the
+   * service ends it: the status sync's check due then cancels it (abandonPayment) while it still awaits the
+   * customer (abandoned-checkout.ts). Either way the schedule keeps a check due just after it
+   * (nextExpiryCheck). Absent: payments do not expire so, and `gone` proves nothing.
    */
   expiresUnapprovedAfterMs?: number;
   /**
@@ -572,8 +576,10 @@ export interface ProviderPort<C = unknown> {
   /**
    * A payment we recorded `failed` whose provider object may still be completed later (cardpay: a declined
    * intent stays confirmable in requires_payment_method): cancelled at the provider so that nothing can
-   * charge it any more. Answers the payment as the provider has it afterwards — failed (cancelled), or
-   * completed when it had been charged after all (a late success). Absent: nothing to cancel.
+   * charge it any more. Also a pending one still awaiting its customer past expiresUnapprovedAfterMs (an
+   * abandoned checkout). Answers the payment as the provider has it afterwards — failed (cancelled),
+   * completed when it had been charged after all (a late success), or pending when the provider refused to
+   * cancel it while it is under way. Absent: nothing to cancel.
    */
   abandonPayment?(creds: C, input: { providerRef: string; idempotencyKey: string }): Promise<ProviderPaymentResult>;
   /**

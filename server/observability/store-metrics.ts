@@ -83,7 +83,7 @@ async function takeSnapshot(query: Query, secretKeys: () => Promise<Record<strin
   const [payments, unresolved, pendingRefunds, detachesDue, deliveries, lag, jobs, keys] = await Promise.all([
     // The trigger-kept counters (the view payment_count_totals), not a count over every payment row.
     query('SELECT provider, status, sum(n)::int AS n FROM payment_count_totals GROUP BY provider, status HAVING sum(n) <> 0'),
-    // Pending with no re-check ahead (the status sync's schedule ran out), not waiting for the customer (payments_unresolved_idx).
+    // Pending with no re-check ahead: the status sync's schedule ran out (and, for one awaiting its customer, its provider's expiry passed) (payments_unresolved_idx).
     query(`SELECT provider, count(*)::int AS n FROM payments WHERE ${UNRESOLVED.payments} GROUP BY provider`),
     // The oldest refund still waiting for its provider's outcome, by provider (refunds_pending_idx).
     query(`SELECT p.provider, extract(epoch FROM now() - min(r.created_at))::float8 AS age
@@ -172,7 +172,7 @@ export function registerStoreMetrics(registry: Registry, query: Query, secretKey
   snapshotGauge('payments', 'Payments stored, by provider and status', ['provider', 'status'], (s) =>
     s.payments.map((p) => [{ provider: p.provider, status: p.status }, p.n]));
   // Every provider, 0 included: an alert compares it with its value a day ago.
-  snapshotGauge('payments_unresolved', 'Pending payments the status sync no longer re-checks (STATUS_SYNC_SCHEDULE ran out) and that wait for nothing from the customer, by provider', ['provider'], (s) =>
+  snapshotGauge('payments_unresolved', 'Pending payments the status sync no longer re-checks (STATUS_SYNC_SCHEDULE ran out; for one awaiting its customer, also its provider\'s expiry passed), by provider', ['provider'], (s) =>
     Object.entries(s.unresolved).map(([provider, n]) => [{ provider }, n]));
   snapshotGauge('refunds_pending_oldest_seconds', "How long the oldest refund still waiting for its provider's outcome has waited, by provider (0 when none)", ['provider'], (s) =>
     Object.entries(s.oldestPendingRefundSeconds).map(([provider, seconds]) => [{ provider }, seconds]));

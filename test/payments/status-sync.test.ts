@@ -135,18 +135,22 @@ describe('status sync of stuck payments', () => {
       expect(authenticating.body.data).toMatchObject({ status: 'pending', next_action: { type: 'redirect' } });
       // The push's status query never gives the outcome: once the schedule has run out it keeps one more
       // check, its judging pull 2 h (and a minute) after its creation, as a push whose answer was lost does.
+      // The card payment keeps one too, a minute after the 24 h that end a checkout left at 3-D Secure
+      // (before: none, and nothing ever read the intent again).
       const rows = await eventually(async () => {
         const r = await shortSchedule.sql<{ status: string; sync_attempts: number; next_sync_at: Date | null; judged_at: Date }>(
-          `SELECT status, sync_attempts, next_sync_at, created_at + interval '2 hours 1 minute' AS judged_at FROM payments WHERE id = ANY($1) ORDER BY provider DESC`,
+          `SELECT status, sync_attempts, next_sync_at,
+                  created_at + CASE provider WHEN 'cardpay' THEN interval '24 hours 1 minute' ELSE interval '2 hours 1 minute' END AS judged_at
+             FROM payments WHERE id = ANY($1) ORDER BY provider DESC`,
           [[silent.body.data.id, authenticating.body.data.id]]);
-        return r.every((p) => p.sync_attempts === 2) && r[1]!.next_sync_at === null ? r : null;
+        return r.every((p) => p.sync_attempts === 2 && p.next_sync_at?.getTime() === p.judged_at.getTime()) ? r : null;
       }, 20_000, 'the schedule to run out');
       expect(rows.map(({ judged_at: _, ...p }) => p)).toEqual([
         { status: 'pending', sync_attempts: 2, next_sync_at: rows[0]!.judged_at },
-        { status: 'pending', sync_attempts: 2, next_sync_at: null },
+        { status: 'pending', sync_attempts: 2, next_sync_at: rows[1]!.judged_at },
       ]);
       // payments_unresolved is the operator's signal that nothing of the service will settle a payment (the
-      // gauge is read at most every 5 s): neither a push awaiting its judging pull nor an abandoned checkout.
+      // gauge is read at most every 5 s): neither a push awaiting its judging pull nor a checkout awaiting its customer.
       await new Promise((r) => setTimeout(r, 5_500));
       expect([await unresolved('mobilemoney'), await unresolved('cardpay')]).toEqual([0, 0]);
     } finally {
@@ -170,6 +174,104 @@ describe('status sync of stuck payments', () => {
       await s.stop();
     }
   }, 120_000);
+});
+
+describe('a checkout the customer abandons', () => {
+  // Checks the tests run themselves (the worker's poll is an hour away: its run at boot is over before
+  // anything is made here), on a schedule that runs out after two of them.
+  let s: TestService;
+  let m: { apiKey: string };
+  const SECRET_KEY = 'sk_test_abandoned_checkout';
+  beforeAll(async () => {
+    s = await startTestService({ STATUS_SYNC_SCHEDULE: '100ms,100ms', STATUS_SYNC_POLL_INTERVAL: '1h' });
+    await jobRunFinished(s, SYNC_PAYMENTS_JOB);
+    m = await s.createMerchant('Abandoned Checkout Shop');
+    await s.http.put('/v1/merchant/webhook').set('X-API-Key', m.apiKey).send({ webhook_url: receiver.url }).expect(200);
+    // Its own webhook secret and no endpoint registered: no provider event reaches the service, only its checks.
+    await s.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey)
+      .send({ provider: 'cardpay', cardpay: { secret_key: SECRET_KEY, webhook_secret: 'whsec_abandoned_checkout' } }).expect(200);
+    await s.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey)
+      .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'abandoned-wallet-client', client_secret: 'abandoned-wallet-secret' } }).expect(200);
+  }, 60_000);
+  afterAll(async () => s.stop());
+
+  let n = 0;
+  const pay = async (body: object) => {
+    const res = await s.http.post('/v1/payments').set('X-API-Key', m.apiKey).set('Idempotency-Key', `abandoned-${Date.now()}-${++n}`).send(body).expect(201);
+    expect(res.body.data).toMatchObject({ status: 'pending', next_action: { type: 'redirect' } });
+    return res.body.data as { id: string; provider_ref: string; next_action: { url: string } };
+  };
+  const awaitingThreeDs = () => pay({ provider: 'cardpay', amount: '25.00', currency: 'USD', payment_method: 'pm_card_threeDSecureRequired', return_url: 'https://shop.example.com/return' });
+  /** As if created `hours` ago (the status sync reads the clock): created_at never changes, so its guard is lifted for this one update. */
+  const ageBy = (id: string, hours: number) => s.sql(`ALTER TABLE payments DISABLE TRIGGER payments_keep_merchant_and_created_at;
+    UPDATE payments SET created_at = created_at - interval '${Number(hours)} hours' WHERE id = '${id}';
+    ALTER TABLE payments ENABLE TRIGGER payments_keep_merchant_and_created_at;`);
+  const syncOne = (id: string) => s.inContext(() => s.service.container.services.statusSync.syncOne(id));
+  const paymentOf = async (id: string) => (await s.http.get(`/v1/payments/${id}`).set('X-API-Key', m.apiKey).expect(200)).body.data;
+  const intentAt = async (id: string) => (await s.http.get(`/sandbox/cardpay/v1/payment_intents/${id}`).set('Authorization', `Bearer ${SECRET_KEY}`).expect(200)).body;
+  const events = (type: string, id: string) => receiver.events(type).filter((e) => e.json.data.payment_id === id);
+  /** The customer at the 3-D Secure page the payment answered, settling it without a browser. */
+  const authenticate = (url: string, outcome: 'complete' | 'fail') => fetch(`${url}${url.includes('?') ? '&' : '?'}auto=${outcome}`, { redirect: 'manual' });
+
+  it('cardpay: 3-D Secure still unfinished 24 h after creation: the check then cancels the intent; failed, one payment.failed, and the 3-D Secure page charges nothing', async () => {
+    const p = await awaitingThreeDs();
+    await ageBy(p.id, 25);
+    await syncOne(p.id);
+    expect(await paymentOf(p.id)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('did not complete authentication within 24 h') });
+    await eventually(() => events('payment.failed', p.id)[0], 10_000, 'payment.failed');
+    expect(await intentAt(p.provider_ref)).toMatchObject({ status: 'canceled', cancellation_reason: 'abandoned', amount_received: 0 });
+    // The customer comes back to the page later: the intent can no longer be charged.
+    await authenticate(p.next_action.url, 'complete');
+    expect(await intentAt(p.provider_ref)).toMatchObject({ status: 'canceled', amount_received: 0, latest_charge: null });
+    expect(await paymentOf(p.id)).toMatchObject({ status: 'failed' });
+    expect(events('payment.failed', p.id)).toHaveLength(1);
+    expect(events('payment.completed', p.id)).toEqual([]);
+  });
+
+  it('cardpay: the customer finished 3-D Secure just before that check (its event not here): the payment completes as any success, once', async () => {
+    const p = await awaitingThreeDs();
+    await authenticate(p.next_action.url, 'complete');
+    expect(await intentAt(p.provider_ref)).toMatchObject({ status: 'succeeded' });
+    await ageBy(p.id, 25);
+    await syncOne(p.id);
+    expect(await paymentOf(p.id)).toMatchObject({ status: 'completed', amount: '25.00', currency: 'USD', failure_reason: null });
+    await eventually(() => events('payment.completed', p.id)[0], 10_000, 'payment.completed');
+    expect(await intentAt(p.provider_ref)).toMatchObject({ status: 'succeeded', amount_received: 2500 });
+    expect(events('payment.completed', p.id)).toHaveLength(1);
+    expect(events('payment.failed', p.id)).toEqual([]);
+  });
+
+  it('cardpay: a cancel that gets no answer (the provider down) leaves the payment pending; the next check cancels it', async () => {
+    const p = await awaitingThreeDs();
+    await ageBy(p.id, 25);
+    await s.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'error' }).expect(200);
+    try {
+      await syncOne(p.id);
+    } finally {
+      await s.http.post('/sandbox/cardpay/_control/outage').send({ mode: 'ok' }).expect(200);
+    }
+    expect(await paymentOf(p.id)).toMatchObject({ status: 'pending', next_action: { type: 'redirect' } });
+    expect(await intentAt(p.provider_ref)).toMatchObject({ status: 'requires_action' });
+    await syncOne(p.id);
+    expect(await paymentOf(p.id)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('within 24 h') });
+    expect(await intentAt(p.provider_ref)).toMatchObject({ status: 'canceled' });
+  });
+
+  it("walletpay: an order still awaiting the buyer 75 h after its creation, its checks over, is counted in payments_unresolved (README: the operator's)", async () => {
+    const unresolved = async () => total(await scrapeMetrics(s), 'payments_unresolved', { provider: 'walletpay' });
+    const before = await unresolved();
+    const p = await pay({ provider: 'walletpay', amount: '18.00', currency: 'USD', return_url: 'https://shop.example.com/return', cancel_url: 'https://shop.example.com/cancel' });
+    await ageBy(p.id, 76);
+    // The order is still at PayPal (the simulator's is not aged): both checks of the schedule leave it pending,
+    // and none is due after them (past the longest an order lives, 75 h).
+    await syncOne(p.id);
+    await syncOne(p.id);
+    const [row] = await s.sql<{ status: string; next_sync_at: Date | null; next_action: unknown }>('SELECT status, next_sync_at, next_action FROM payments WHERE id = $1', [p.id]);
+    expect(row).toMatchObject({ status: 'pending', next_sync_at: null, next_action: { type: 'redirect' } });
+    // The gauge is read at most every 5 s.
+    await new Promise((r) => setTimeout(r, 5_500));
+    expect(await unresolved()).toBe(before + 1); // was not counted: it carries a next_action
+  }, 30_000);
 });
 
 describe('a backlog while the provider fails', () => {

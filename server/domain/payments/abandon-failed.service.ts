@@ -19,6 +19,13 @@ const UNDER_WAY_RECHECK_MS = 3_600_000;
 const UNDER_WAY_GIVE_UP_MS = 21 * 24 * 3_600_000;
 
 /**
+ * The idempotency key of one attempt to cancel a payment's provider object: new on every attempt (`attempt`
+ * names it), since Stripe answers a key's stored answer, a 500 included, to every repeat for 24 h, while a
+ * cancel sent again is harmless. Also the status sync's cancel of an abandoned checkout (abandoned-checkout.ts).
+ */
+export const abandonIdempotencyKey = (paymentId: string, attempt: string): string => `abandon-${paymentId}-${attempt}`;
+
+/**
  * Cancels at the provider what a payment we recorded `failed` left open there. A card decline or a failed
  * 3-D Secure authentication leaves a Stripe intent in `requires_payment_method`, confirmable again with
  * its client secret: a later confirmation would charge the customer for a payment we show failed (and
@@ -64,7 +71,7 @@ export class AbandonFailedService {
     if (payment.status !== 'failed') return this.done(paymentId);
     let answer;
     try {
-      answer = await this.gateway.abandon(payment, `abandon-${payment.id}-${attempt}`);
+      answer = await this.gateway.abandon(payment, abandonIdempotencyKey(payment.id, attempt));
     } catch (err) {
       // Anything but the provider's own refusal may pass (an outage, credentials being replaced): retried
       // after CLAIM_MS, and given up on, logged, once GIVE_UP_MS has passed since the payment failed.

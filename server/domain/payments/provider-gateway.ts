@@ -72,8 +72,8 @@ export class ProviderGateway {
   }
 
   /**
-   * Cancels a failed payment's provider object (ProviderPort.abandonPayment); undefined when the provider has
-   * nothing to cancel. An answer naming another provider object than the payment's is none about it
+   * Cancels a failed payment's provider object, or an abandoned checkout's (ProviderPort.abandonPayment);
+   * undefined when the provider has nothing to cancel. An answer naming another provider object than the payment's is none about it
    * (answerAboutSomethingElse, `unavailable`: the cancel is tried again), never applied to it.
    */
   async abandon(payment: Payment, idempotencyKey: string): Promise<ProviderPaymentResult | undefined> {

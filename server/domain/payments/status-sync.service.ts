@@ -8,6 +8,8 @@ import { creationInput, expiredAtProvider, paymentLookup, toUpdate, type Payment
 import { judgeUnansweredPush, lostCreationCheck, recoverLostCreation, type ReconciliationPull } from './lost-creation.js';
 import { SharedPulls } from './shared-pulls.js';
 import { cardSendLeaseMs, deletedCardVerdict, sendCreate } from './saved-card-sends.js';
+import { abandonedCheckoutReason } from './abandoned-checkout.js';
+import { abandonIdempotencyKey } from './abandon-failed.service.js';
 import { outcomeOf, recheckDue, scheduleNextCheck, oneBatchRun, type CheckOutcome, type ClaimedBatch, type DrainRun } from './sync-schedule.js';
 
 /** A lost push's last check is this long before its pull could no longer reach back to it (the job's delay in picking it up). */
@@ -29,6 +31,8 @@ const LAST_CHECK_MARGIN_MS = 30 * 60_000;
  * A payment created under another provider account than the stored credentials' is not asked about at all
  * (ProviderGateway.otherAccount): it stays pending, logged at each check, until credentials of its account
  * are stored again — or, once the schedule runs out, it is the operator's (payments_unresolved).
+ * A checkout its customer abandoned ends at its provider's expiry (expiresUnapprovedAfterMs: walletpay's order
+ * expires there; cardpay's intent awaiting 3-D Secure is cancelled by the check due then, providerState).
  */
 export class StatusSyncService {
   constructor(
@@ -77,7 +81,7 @@ export class StatusSyncService {
     let outcome: CheckOutcome = 'checked';
     try {
       if (payment.providerRef) {
-        result = await this.gateway.getPayment(payment, paymentLookup(payment));
+        result = await this.providerState(payment, now);
       } else {
         const lost = await recoverLostCreation(this.gateway, payment, paymentLookup(payment), now, pull);
         if (lost.kind === 'found') {
@@ -142,10 +146,11 @@ export class StatusSyncService {
     await scheduleNextCheck(this.em, 'payments', payment.id, this.config.statusSyncScheduleMs);
     const port = this.gateway.port(payment.provider);
     // A payment its provider lets expire unapproved is checked again after that, should the schedule have
-    // run out before: the expiry is what settles an abandoned checkout (see expiredAtProvider). Still there
-    // then (the buyer was sent to approve it late, or the account keeps orders longer), it is checked again
-    // every lifetime until the longest it can live.
-    const expiresAt = payment.providerRef ? nextExpiryCheck(port.capabilities, payment.createdAt.getTime(), now) : null;
+    // run out before: the expiry is what settles an abandoned checkout (see expiredAtProvider; cardpay's is
+    // cancelled by that check: providerState). Still there then (the buyer was sent to approve it late, or
+    // the account keeps orders longer), it is checked again every lifetime until the longest it can live;
+    // after that, with no check ahead, it is counted in payments_unresolved (UNRESOLVED).
+    const expiresAt = payment.providerRef || result?.providerRef ? nextExpiryCheck(port.capabilities, payment.createdAt.getTime(), now) : null;
     if (expiresAt) {
       await this.em.getConnection().execute(
         `UPDATE payments SET next_sync_at = ? WHERE id = ? AND status = 'pending' AND next_sync_at IS NULL`,
@@ -174,6 +179,22 @@ export class StatusSyncService {
       );
     }
     return outcome;
+  }
+
+  /**
+   * The payment as its provider has it. A checkout its customer abandoned (abandoned-checkout.ts: still
+   * awaiting 3-D Secure past its provider's expiry) is cancelled there first, through the cancel of a failed
+   * payment (ProviderGateway.abandon; no transaction is open meanwhile), and answered as the provider has it
+   * afterwards: cancelled, it fails saying why; charged meanwhile (the customer finished just before), it
+   * completes as any success; refused while under way, it stays pending. A cancel without an answer throws as
+   * a read would: the payment stays pending and the next check cancels again (a new idempotency key).
+   */
+  private async providerState(payment: Payment, now: number): Promise<ProviderPaymentResult> {
+    const abandoned = abandonedCheckoutReason(this.gateway.port(payment.provider), payment, now);
+    const answer = abandoned ? await this.gateway.abandon(payment, abandonIdempotencyKey(payment.id, Date.now().toString())) : undefined;
+    if (!answer) return this.gateway.getPayment(payment, paymentLookup(payment));
+    this.logger.info({ paymentId: payment.id, provider: payment.provider, status: answer.status }, 'status sync: checkout still awaiting the customer past its expiry; cancel sent to the provider');
+    return answer.status === 'failed' ? { ...answer, failureReason: abandoned } : answer;
   }
 
   /**

@@ -12,13 +12,16 @@ export type SyncedTable = 'payments' | 'refunds';
 export const firstCheckAfterMs = (scheduleMs: readonly number[]): number => scheduleMs[0] ?? 60_000;
 
 /**
- * Pending rows the re-checks gave up on (the schedule ran out: no next_sync_at). A payment waiting for
- * its customer (a `next_action` redirect: an abandoned checkout) is not one. The `payments_unresolved`
- * gauge counts these payments and `admin … recheck --unresolved` restarts them (from the partial
- * indexes on pending rows: payments_unresolved_idx, refunds_pending_idx).
+ * Pending rows the re-checks gave up on (the schedule ran out: no next_sync_at). A payment waiting for its
+ * customer (a `next_action` redirect) keeps a check due until its provider's expiry (nextExpiryCheck:
+ * cardpay's 24 h, walletpay's 75 h at most), the one that ends an abandoned checkout; so one with no check
+ * ahead is past that expiry and still pending, or was never asked (another account's: ProviderGateway),
+ * and is counted like any other. The `payments_unresolved` gauge counts these payments and `admin …
+ * recheck --unresolved` restarts them (from the partial indexes on pending rows: payments_unresolved_idx,
+ * refunds_pending_idx).
  */
 export const UNRESOLVED: Record<SyncedTable, string> = {
-  payments: `status = 'pending' AND next_sync_at IS NULL AND next_action IS NULL`,
+  payments: `status = 'pending' AND next_sync_at IS NULL`,
   refunds: `status = 'pending' AND next_sync_at IS NULL`,
 };
 
@@ -169,7 +172,7 @@ export type RecheckTarget = { id: string } | 'unresolved';
  * Starts the re-checks over (admin CLI `payment recheck`, `refund recheck`): the rows are due now (a
  * worker picks them within STATUS_SYNC_POLL_INTERVAL) and STATUS_SYNC_SCHEDULE runs again from its
  * start. Only pending rows; `unresolved` is every one no longer re-checked, as payments_unresolved
- * counts them (a payment waiting for its customer's approval is not). Returns the ids restarted.
+ * counts them. Returns the ids restarted.
  */
 export async function restartChecks(em: EntityManager, table: SyncedTable, target: RecheckTarget): Promise<string[]> {
   const which = target === 'unresolved' ? UNRESOLVED[table] : `status = 'pending' AND id = ?`;

@@ -11,8 +11,10 @@ export function cardpayProvider(config: AppConfig, instrument: AdapterDecorator 
   const adapter = instrument('cardpay', new CardpayAdapter(config));
   return {
     name: 'cardpay',
-    // A create repeated after the provider forgot its idempotency key is a second charge.
-    capabilities: { capture: false, partialRefunds: true, replayableCreate: true, createReplayWindowMs: IDEMPOTENCY_KEY_RETENTION_MS },
+    // A create repeated after the provider forgot its idempotency key is a second charge. An intent still
+    // awaiting 3-D Secure 24 h after its creation (Stripe Checkout's own session expiry) is an abandoned
+    // checkout: the status sync cancels it, or the customer could still be charged days later.
+    capabilities: { capture: false, partialRefunds: true, replayableCreate: true, createReplayWindowMs: IDEMPOTENCY_KEY_RETENTION_MS, expiresUnapprovedAfterMs: 24 * 3_600_000 },
     publicCredentialFields: [],
 
     refundAmountIssue: apiAmountIssue,
