@@ -40,6 +40,7 @@ import { CardDetachService } from './domain/cards/card-detach.service.js';
 import { IdempotencyKeys } from './domain/payments/idempotency-keys.js';
 import { IdempotencyKeyRetention } from './domain/payments/idempotency-key-retention.js';
 import { InboxRetention } from './domain/inbound/inbox-retention.js';
+import { StatusQueryRetention } from './domain/inbound/status-query-retention.js';
 import { PaymentHistory } from './domain/payments/payment-history.js';
 import { PaymentService } from './domain/payments/payment.service.js';
 import { ProviderGateway } from './domain/payments/provider-gateway.js';
@@ -92,6 +93,7 @@ export interface Services {
   events: EventLog;
   idempotencyKeyRetention: IdempotencyKeyRetention;
   inboxRetention: InboxRetention;
+  statusQueryRetention: StatusQueryRetention;
   payments: PaymentService;
   paymentHistory: PaymentHistory;
   refunds: RefundService;
@@ -302,6 +304,7 @@ export async function createContainer(config: AppConfig, options: ContainerOptio
     events: new EventLog(em, config.eventRetentionMs),
     idempotencyKeyRetention: new IdempotencyKeyRetention(em, config.idempotencyKeyRetentionMs),
     inboxRetention: new InboxRetention(em, config.providerEventRetentionMs),
+    statusQueryRetention: new StatusQueryRetention(em, config.providerEventRetentionMs),
     payments,
     paymentHistory: new PaymentHistory(em),
     refunds,

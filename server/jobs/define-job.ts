@@ -5,7 +5,10 @@ import type { JobContext } from './job-context.js';
 export interface JobOptions {
   concurrency?: number;
   lockLifetime?: number;
-  /** Delete the job row once it succeeded (one-off jobs whose state lives in our own tables). */
+  /**
+   * Delete the job row once it succeeded (one-off jobs whose state lives in our own tables); a failed run's
+   * row is deleted FAILED_JOB_RETENTION_MS later (failed-job-retention.ts).
+   */
   removeOnComplete?: boolean;
 }
 

@@ -9,8 +9,8 @@ import { DELIVER_WEBHOOK_JOB, type DeliverWebhookData } from './delivery-queue.j
  * to attempts already holding its share. A merchant at its share gets the retry as one of its attempts
  * is recorded, and a delivery a manual retry holds (leased: the claims skip it) once that retry is
  * answered (DeliveryService wakes the workers); the drain loop's poll and the sweeper pick it up
- * otherwise. The job sends nothing itself,
- * and finished job rows are removed.
+ * otherwise. The job sends nothing itself;
+ * its row is removed once it ran (a run that failed: FAILED_JOB_RETENTION_MS later, by `events.prune`).
  *
  * Agenda runs a job by the worker's clock, the claim checks the due time by the database's: a worker
  * whose clock runs ahead finds the delivery not yet due. That job books itself again for when the

@@ -31,8 +31,8 @@ export function defineJobs(container: JobContext): void {
   defineFoldPaymentCountsJob(container);
   if (container.config.sandbox) {
     for (const module of sandboxModules) {
-      // A simulator's jobs are one-off sends whose state lives in its own tables: removed once done, so a
-      // sandbox left running keeps no row per callback.
+      // A simulator's jobs are one-off sends whose state lives in its own tables: removed once done (a failed
+      // run's row FAILED_JOB_RETENTION_MS later, by `events.prune`), so a sandbox left running keeps no row per callback.
       module.defineJobs?.(container.sandboxDeps, (name, body) => defineJob(container, name, body, { removeOnComplete: true }));
     }
   }

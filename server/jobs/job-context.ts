@@ -6,6 +6,7 @@ import type { DeliveryService } from '../domain/delivery/delivery.service.js';
 import type { EventLog } from '../domain/events/event-log.js';
 import type { IdempotencyKeyRetention } from '../domain/payments/idempotency-key-retention.js';
 import type { InboxRetention } from '../domain/inbound/inbox-retention.js';
+import type { StatusQueryRetention } from '../domain/inbound/status-query-retention.js';
 import type { RateLimitRetention } from '../domain/auth/rate-limit-retention.js';
 import type { ProviderOperationsService } from '../domain/operations/provider-operations.service.js';
 import type { StatusSyncService } from '../domain/payments/status-sync.service.js';
@@ -37,6 +38,7 @@ export interface JobContext {
     events: EventLog;
     idempotencyKeyRetention: IdempotencyKeyRetention;
     inboxRetention: InboxRetention;
+    statusQueryRetention: StatusQueryRetention;
     rateLimitRetention: RateLimitRetention;
     statusSync: StatusSyncService;
     abandonFailed: AbandonFailedService;

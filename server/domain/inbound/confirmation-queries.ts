@@ -17,6 +17,17 @@ export interface ConfirmationQuery {
 }
 
 /**
+ * The query unless one still open is found, through provider_status_queries_open_confirmation_idx (only the
+ * unanswered confirmations): it runs under the subject's advisory lock, which a scan of every query ever
+ * sent would hold for as long as the table is big.
+ */
+export const OPEN_CONFIRMATION_SQL = `INSERT INTO provider_status_queries (id, provider, merchant_id, payment_id, refund_id, code, confirms)
+  SELECT ?, ?, ?, ?, ?, ?, ?
+  WHERE NOT EXISTS (SELECT 1 FROM provider_status_queries WHERE provider = ? AND merchant_id = ? AND code = ? AND confirms IS NOT NULL
+                    AND completed_at IS NULL AND created_at > now() - (? * interval '1 millisecond'))
+  RETURNING id`;
+
+/**
  * Records a status query that confirms an unverifiable notification, unless one about the same
  * transaction is still open (unanswered, younger than OPEN_CONFIRMATION_MS). Returns whether it was recorded.
  *
@@ -28,11 +39,7 @@ async function openConfirmation(em: EntityManager, q: ConfirmationQuery): Promis
   return em.fork().transactional(async (tx) => {
     await tx.execute('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`provider_status_queries:${q.provider}:${q.merchantId}:${q.code}`]);
     const rows = await tx.execute<{ id: string }[]>(
-      `INSERT INTO provider_status_queries (id, provider, merchant_id, payment_id, refund_id, code, confirms)
-       SELECT ?, ?, ?, ?, ?, ?, ?
-       WHERE NOT EXISTS (SELECT 1 FROM provider_status_queries WHERE provider = ? AND merchant_id = ? AND code = ? AND confirms IS NOT NULL
-                         AND completed_at IS NULL AND created_at > now() - (? * interval '1 millisecond'))
-       RETURNING id`,
+      OPEN_CONFIRMATION_SQL,
       [q.id, q.provider, q.merchantId, q.paymentId, q.refundId, q.code, q.confirms, q.provider, q.merchantId, q.code, OPEN_CONFIRMATION_MS],
       'all',
     );

@@ -77,6 +77,7 @@ import { Migration20261129100000_sandbox_cardpay_keys } from './Migration2026112
 import { Migration20261129112100_payment_card_send_until } from './Migration20261129112100_payment_card_send_until.js';
 import { Migration20261129140500_payment_created_at_milliseconds } from './Migration20261129140500_payment_created_at_milliseconds.js';
 import { Migration20261129151000_sandbox_cardpay_authentication_secret } from './Migration20261129151000_sandbox_cardpay_authentication_secret.js';
+import { Migration20261129160000_lookup_and_prune_indexes } from './Migration20261129160000_lookup_and_prune_indexes.js';
 import { Migration20261129161000_unresolved_payments_with_next_action } from './Migration20261129161000_unresolved_payments_with_next_action.js';
 
 /**
@@ -162,5 +163,6 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261129112100_payment_card_send_until', class: Migration20261129112100_payment_card_send_until },
   { name: 'Migration20261129140500_payment_created_at_milliseconds', class: Migration20261129140500_payment_created_at_milliseconds },
   { name: 'Migration20261129151000_sandbox_cardpay_authentication_secret', class: Migration20261129151000_sandbox_cardpay_authentication_secret },
+  { name: 'Migration20261129160000_lookup_and_prune_indexes', class: Migration20261129160000_lookup_and_prune_indexes },
   { name: 'Migration20261129161000_unresolved_payments_with_next_action', class: Migration20261129161000_unresolved_payments_with_next_action },
 ];

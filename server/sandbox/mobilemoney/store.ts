@@ -171,13 +171,13 @@ export interface ReversalRow {
   created_at: Date | string;
 }
 
+/** Through sandbox_mobilemoney_reversals_originator_idx: asked on every status query about a reversal. */
+export const REVERSAL_BY_ORIGINATOR_SQL =
+  'SELECT transaction_id, reversal_receipt, amount::text AS amount, result_code, created_at FROM sandbox_mobilemoney_reversals WHERE originator_conversation_id = ? LIMIT 1';
+
 /** A reversal request by the OriginatorConversationID its acknowledgement gave (transaction status by request). */
 export async function findReversalByOriginator(em: EntityManager, originatorConversationId: string): Promise<ReversalRow | null> {
-  const rows = await exec<ReversalRow>(
-    em,
-    `SELECT transaction_id, reversal_receipt, amount::text AS amount, result_code, created_at FROM sandbox_mobilemoney_reversals WHERE originator_conversation_id = ? LIMIT 1`,
-    [originatorConversationId],
-  );
+  const rows = await exec<ReversalRow>(em, REVERSAL_BY_ORIGINATOR_SQL, [originatorConversationId]);
   return rows[0] ?? null;
 }
 
