@@ -30,6 +30,8 @@ export const ERROR_MESSAGES = {
   secretsUnreadable: 'The service cannot read the stored provider credentials right now; nothing was sent to the provider, retry after a moment',
   callbackSignature: (header: string) => `Invalid or missing ${header}`,
   metricsToken: 'Missing or wrong metrics token (send Authorization: Bearer <METRICS_TOKEN>)',
+  /** A webhook operation that needs the merchant's URL (a test event, a recover) when none is registered. */
+  noWebhookUrl: 'No webhook URL is registered: register one with PUT /v1/merchant/webhook first',
 } as const;
 
 /**
@@ -262,9 +264,12 @@ export const ROUTE_ERROR_EXAMPLES: Record<string, Partial<Record<'404' | '409' |
       retryAfter: 'Sent only when the delivery is being sent right now (1): retry after this many seconds. Absent on the other conflict, which retrying does not change.',
     },
   },
-  'POST /v1/webhooks/recover': { '422': invalid('since', 'must be an ISO 8601 date-time') },
+  'POST /v1/webhooks/recover': {
+    '409': { message: ERROR_MESSAGES.noWebhookUrl, description: 'No webhook URL is registered: nothing is queued, as nothing could be sent (CONFLICT)' },
+    '422': invalid('since', 'must be an ISO 8601 date-time'),
+  },
   'POST /v1/webhooks/test': {
-    '409': { message: 'No webhook URL is registered: register one with PUT /v1/merchant/webhook first' },
+    '409': { message: ERROR_MESSAGES.noWebhookUrl },
     '422': invalid('url', 'is not a known field'),
   },
   'GET /v1/events': { '422': invalid('type', 'must be one of: payment.completed, payment.failed, payment.refunded, payment.reversed, refund.failed, webhook.test') },

@@ -59,11 +59,13 @@ export const webhooksContract = c.router(
       description:
         `Queues again every retrying or dead delivery created after since and before until — at most ${RECOVER_MAX_DAYS} days back — to the CURRENT webhook URL, ` +
         'with the same X-Webhook-Id and body, and answers how many were queued. Safe to call twice: a delivery already queued again is not ' +
-        'counted again. A recovered retrying delivery that fails again continues its retry schedule; a dead one is dead again after one failed attempt. ' +
-        `A since more than ${RECOVER_MAX_DAYS} days ago, or an until not after since, is 422.`,
+        'counted again. A recovered delivery that fails again continues its retry schedule where it stood when it was retrying, or dead because ' +
+        'the webhook URL was removed (DELETE /v1/merchant/webhook) before its schedule was used up; one dead after using up its schedule, or a ' +
+        'failed test event, is dead again after one failed attempt. No webhook URL registered is 409, nothing queued. ' +
+        `A since more than ${RECOVER_MAX_DAYS} days ago, or not in the past when until is left out, or an until not after since, is 422.`,
       metadata: write,
       body: RecoverBodySchema,
-      responses: { 200: envelope(RecoverResultSchema) },
+      responses: { 200: envelope(RecoverResultSchema), 409: ErrorBodySchema },
     },
     test: {
       method: 'POST',

@@ -4,6 +4,7 @@ import { Webhook } from 'standardwebhooks';
 import { verifyWebhook } from '../../client/index.js';
 import { OUTBOUND_WEBHOOK_EVENTS } from '../../contract/outbound-webhooks.js';
 import { recordTestEvent } from '../../server/domain/delivery/test-event.js';
+import { openApiDocument } from '../../server/http/openapi.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { attemptsOf, delivery, emitEvent, registerWebhook } from './events.js';
 import { WebhookReceiver, waitFor } from './receiver.js';
@@ -48,6 +49,7 @@ async function failedDelivery(merchantId: string, status: 'dead' | 'retrying' | 
 
 const recover = (key: string, body: unknown) => t.http.post('/v1/webhooks/recover').set('X-API-Key', key).send(body as object);
 const hoursAgo = (h: number) => new Date(Date.now() - h * 3_600_000).toISOString();
+const recoverDescription = () => (openApiDocument() as { paths: Record<string, { post: { description: string } }> }).paths['/v1/webhooks/recover']!.post.description;
 
 describe('Standard Webhooks', () => {
   it('issues whsec_ + 32 bytes readable as base64url and as standard base64, and every delivery verifies with the standardwebhooks package and both SDK schemes', async () => {
@@ -188,6 +190,30 @@ describe('POST /v1/webhooks/recover', () => {
     expect((await delivery(t, recent.deliveryId)).attempts).toBe(1);
   });
 
+  it('gives a delivery the removal of the URL ended its unused retries back: it continues its schedule, and openapi.json says which ones are dead after one attempt', async () => {
+    const m = await merchantAt('/recover-removed-old');
+    // One failed attempt, retrying when the merchant removes the URL: dead, its schedule (three attempts) not used up.
+    const ended = await failedDelivery(m.merchantId, 'retrying', 1);
+    await t.sql(`INSERT INTO delivery_attempts (delivery_id, attempt_number, trigger, response_status, error, duration_ms)
+                 VALUES ($1, 1, 'scheduled', 500, 'HTTP 500', 1)`, [ended.deliveryId]);
+    await t.http.delete('/v1/merchant/webhook').set('X-API-Key', m.apiKey).expect(200);
+    expect(await delivery(t, ended.deliveryId)).toMatchObject({ status: 'dead', attempts: 1, last_error: 'no webhook URL registered' });
+    await registerWebhook(t, m.apiKey, receiver.url('/recover-removed-new'));
+    receiver.alwaysFail('/recover-removed-new', 503);
+    expect((await recover(m.apiKey, { since: hoursAgo(2) })).body.data.queued).toBe(1);
+    await waitFor(async () => {
+      const row = await delivery(t, ended.deliveryId);
+      return row.status === 'dead' && row.attempts === 3 && row.lease_until === null;
+    }, 'the recovered delivery to use up its schedule');
+    expect(receiver.on('/recover-removed-new')).toHaveLength(2);
+
+    // The contract tells a merchant which recovered dead deliveries get one attempt only: not these.
+    const oneAttempt = recoverDescription().split(/(?<=\.) /).filter((sentence) => /dead again after one failed attempt/.test(sentence));
+    expect(oneAttempt).toHaveLength(1);
+    expect(oneAttempt[0]).toMatch(/used up/);
+    expect(recoverDescription()).toMatch(/retry schedule where it stood[^.]*URL was removed/);
+  });
+
   it('takes deliveries created after since, as the lists do: one created exactly at since is not queued, one a microsecond later is', async () => {
     const m = await merchantAt('/recover-since');
     const atSince = await failedDelivery(m.merchantId, 'dead', 3);
@@ -241,6 +267,8 @@ describe('POST /v1/webhooks/recover', () => {
   it.each([
     [{ since: hoursAgo(24 * 7 + 1) }, 'since', 'at most 7 days'],
     [{ since: hoursAgo(2), until: hoursAgo(3) }, 'until', 'after since'],
+    // No until: the window would end now, before since; since is the field sent wrong (was 422 naming until).
+    [{ since: hoursAgo(-1) }, 'since', 'in the past'],
     [{}, 'since', ''],
     [{ since: 'last tuesday' }, 'since', ''],
     [{ since: hoursAgo(1), extra: true }, 'extra', ''],

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
 import { verifyWebhook } from '../../client/index.js';
 import { scrapeMetrics, total, type Samples } from '../support/prometheus.js';
 import { startTestService, type TestService } from '../support/service.js';
@@ -108,6 +109,62 @@ describe('DELETE /v1/merchant/webhook', () => {
     for (const req of sent) expect(verifyWebhook(req.body, req.headers, secret).type).toBe('payment.completed');
     expect(receiver.on('/old')).toHaveLength(3);
     expect(dead(await scrapeMetrics(t)) - dead(before)).toBe(0);
+  });
+});
+
+describe('POST /v1/webhooks/recover with no webhook URL registered', () => {
+  const recover = (key: string) =>
+    t.http.post('/v1/webhooks/recover').set('X-API-Key', key).send({ since: new Date(Date.now() - 3_600_000).toISOString() });
+  const NO_URL = 'No webhook URL is registered: register one with PUT /v1/merchant/webhook first';
+
+  /** A merchant with a URL and a delivery that failed twice (retrying, its next attempt an hour on). */
+  async function withRetryingDelivery(name: string, path: string) {
+    const m = await t.createMerchant(name);
+    await registerWebhook(t, m.apiKey, receiver.url(path));
+    receiver.alwaysFail(path, 500);
+    const { deliveryId } = await emitEvent(t, m.merchantId);
+    await waitFor(async () => {
+      const row = await delivery(t, deliveryId);
+      return row.status === 'retrying' && row.attempts === 2 && row.lease_until === null;
+    }, 'the delivery to be retrying');
+    return { ...m, deliveryId };
+  }
+
+  /** 409 in the envelope, and the delivery dead as the removal left it: not queued, no attempt, nothing sent. */
+  async function expectRefused(res: { status: number; body: Record<string, unknown> }, m: { deliveryId: string }, path: string) {
+    expect(res.status).toBe(409);
+    expect(res.body).toMatchObject({ success: false, error: { code: 'CONFLICT', message: NO_URL, request_id: expect.any(String) } });
+    // Long enough for a worker to take a delivery queued again (it would be ended at once, unsent).
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await delivery(t, m.deliveryId)).toMatchObject({ status: 'dead', attempts: 2, last_error: 'no webhook URL registered' });
+    expect(await attemptsOf(t, m.deliveryId)).toHaveLength(2);
+    expect(receiver.on(path)).toHaveLength(2);
+  }
+
+  it('is 409 CONFLICT, as a test event is, and leaves the deliveries the removal ended dead (was 200 queued 1, ended again unsent)', async () => {
+    const m = await withRetryingDelivery('Recover Unregistered Shop', '/recover-unregistered');
+    expect((await remove(m.apiKey)).status).toBe(200);
+    expect((await delivery(t, m.deliveryId)).status).toBe('dead');
+    await expectRefused(await recover(m.apiKey), m, '/recover-unregistered');
+  });
+
+  it('is 409 when the URL is removed while the call waits on it: the registration is judged with the deliveries it queues, not before', async () => {
+    const m = await withRetryingDelivery('Recover Racing Removal Shop', '/recover-racing');
+    // The delivery dead (schedule not used up) while the URL is still registered: recover would send it.
+    await t.sql(`UPDATE webhook_deliveries SET status = 'dead', next_attempt_at = NULL, last_error = 'no webhook URL registered' WHERE id = $1`, [m.deliveryId]);
+    // A removal under way (DELETE /v1/merchant/webhook's first statement, not yet committed) when recover runs.
+    const removal = new pg.Client({ connectionString: t.databaseUrl });
+    await removal.connect();
+    try {
+      await removal.query('BEGIN');
+      await removal.query('UPDATE merchants SET webhook_url = NULL, webhook_secret_enc = NULL, updated_at = now() WHERE id = $1', [m.merchantId]);
+      const answer = recover(m.apiKey).then((res) => res);
+      await new Promise((r) => setTimeout(r, 300));
+      await removal.query('COMMIT');
+      await expectRefused(await answer, m, '/recover-racing');
+    } finally {
+      await removal.end();
+    }
   });
 });
 

@@ -573,6 +573,7 @@ describe('openapi.json route-specific error examples are what each route answers
       '404 GET /v1/webhooks/logs/{id}': () => api.get(`/v1/webhooks/logs/${UNKNOWN}`),
       '404 POST /v1/webhooks/logs/{id}/retry': () => api.post(`/v1/webhooks/logs/${UNKNOWN}/retry`),
       '409 POST /v1/webhooks/logs/{id}/retry': () => api.post(`/v1/webhooks/logs/${test.delivery_id}/retry`),
+      '409 POST /v1/webhooks/recover': () => as(bare.apiKey).post('/v1/webhooks/recover', { since: new Date(Date.now() - 3_600_000).toISOString() }),
       '422 POST /v1/webhooks/recover': () => api.post('/v1/webhooks/recover', { since: 'yesterday' }),
       '409 POST /v1/webhooks/test': () => as(bare.apiKey).post('/v1/webhooks/test'),
       '422 POST /v1/webhooks/test': () => api.post('/v1/webhooks/test', { url: receiver.url }),

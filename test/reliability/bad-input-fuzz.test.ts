@@ -90,7 +90,7 @@ const TEMPLATES: Record<string, { params?: Record<string, string>; query?: Recor
   'webhookLogs.list': { query: { status: 'dead', page: '1' } },
   'webhookLogs.get': { params: { id: UNKNOWN_ID } },
   'webhookLogs.retry': { params: { id: UNKNOWN_ID } },
-  // The fuzz merchant has no deliveries and no webhook URL: recover queues nothing, test is 409.
+  // The fuzz merchant has no deliveries and no webhook URL: recover and test are 409.
   'webhooks.recover': { bodies: [{ since: '2026-11-20T00:00:00Z', until: '2026-11-21T00:00:00Z' }] },
   'webhooks.test': { bodies: [{}] },
   'events.list': { query: { type: 'payment.completed', page_size: '20' } },

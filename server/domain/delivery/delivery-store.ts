@@ -449,6 +449,10 @@ export interface RequeuePosition { afterId: string | null; startedAt: string | n
  * call's first statement (`startedAt`, null on the first batch): a delivery this call — or a concurrent
  * one — queued, that the workers then tried and failed again while the call was still going, is not
  * queued a second time by a later batch.
+ * Only while the merchant has a webhook URL (`registered` says whether it had): the statement holds its
+ * row FOR SHARE, as finishAttempt does, so a removal (removeRegistration) either committed first — nothing
+ * queued — or waits for this one and then ends what it queued. A check before the statement would leave
+ * a gap in which a removal commits and rows are then queued to no URL.
  */
 export async function requeueFailedDeliveries(
   em: EntityManager,
@@ -456,11 +460,13 @@ export async function requeueFailedDeliveries(
   window: { since: Timestamptz; until: Timestamptz },
   position: RequeuePosition,
   limit: number,
-): Promise<{ count: number; position: RequeuePosition }> {
-  const rows = await em.execute<{ n: number; last_id: string | null; started_at: string }[]>(
-    `WITH batch AS (
+): Promise<{ registered: boolean; count: number; position: RequeuePosition }> {
+  const rows = await em.execute<{ registered: boolean; n: number; last_id: string | null; started_at: string }[]>(
+    `WITH registration AS MATERIALIZED (
+       SELECT id FROM merchants WHERE id = ? AND webhook_url IS NOT NULL FOR SHARE),
+     batch AS (
        SELECT id FROM webhook_deliveries
-        WHERE merchant_id = ? AND status IN ('retrying', 'dead')
+        WHERE merchant_id = ? AND EXISTS (SELECT 1 FROM registration) AND status IN ('retrying', 'dead')
           AND created_at > ?::timestamptz AND created_at < ?::timestamptz
           AND (?::uuid IS NULL OR id > ?::uuid)
           AND updated_at < coalesce(?::timestamptz, now())
@@ -474,9 +480,10 @@ export async function requeueFailedDeliveries(
          FROM batch
         WHERE d.id = batch.id
     RETURNING d.id)
-     SELECT count(*)::int AS n, max(id::text) AS last_id, coalesce(?::timestamptz, now())::text AS started_at FROM requeued`,
-    [merchantId, window.since, window.until, position.afterId, position.afterId, position.startedAt, limit, position.startedAt],
+     SELECT EXISTS (SELECT 1 FROM registration) AS registered, count(*)::int AS n, max(id::text) AS last_id,
+            coalesce(?::timestamptz, now())::text AS started_at FROM requeued`,
+    [merchantId, merchantId, window.since, window.until, position.afterId, position.afterId, position.startedAt, limit, position.startedAt],
   );
   const row = rows[0]!;
-  return { count: row.n, position: { afterId: row.last_id ?? position.afterId, startedAt: row.started_at } };
+  return { registered: row.registered, count: row.n, position: { afterId: row.last_id ?? position.afterId, startedAt: row.started_at } };
 }

@@ -213,15 +213,20 @@ export class DeliveryService {
   /**
    * POST /v1/webhooks/recover: queues again every retrying or dead delivery of the window (created after
    * since, before until: a list's rule), due now; the workers' drain loop claims and sends each to the
-   * current URL with its own body and id. Returns how many.
+   * current URL with its own body and id. Returns how many. With no URL registered it is 409 and queues
+   * nothing: decided by each batch's own statement (requeueFailedDeliveries), so a removal racing the call
+   * either refuses it or ends what it queued, as it ends any delivery still due.
    */
   async recover(merchantId: string, sinceText: string, untilText?: string): Promise<{ queued: number; since: Date; until: Date }> {
     const now = new Date();
     const since = new Date(sinceText);
     const end = untilText ? new Date(untilText) : now;
     if (since.getTime() < now.getTime() - RECOVER_MAX_DAYS * DAY_MS) throw validationError('since', `must be at most ${RECOVER_MAX_DAYS} days ago`);
-    // Compared at every digit sent, as the window is (…00.0001 to …00.0009 is a window).
-    if (compareInstants(untilText ?? now.toISOString(), sinceText) <= 0) throw validationError('until', 'must be after since');
+    // Compared at every digit sent, as the window is (…00.0001 to …00.0009 is a window). With no until the
+    // window ends now: the field at fault is then since, the only one the merchant sent.
+    if (compareInstants(untilText ?? now.toISOString(), sinceText) <= 0) {
+      throw untilText ? validationError('until', 'must be after since') : validationError('since', 'must be in the past');
+    }
     // The bounds as a list compares them (to the microsecond); the answer names them to the millisecond.
     const window = createdWindow(sinceText, untilText ?? now.toISOString()) as Required<ReturnType<typeof createdWindow>>;
     // In batches, each its own statement: a large window neither holds one long transaction nor is read
@@ -233,6 +238,10 @@ export class DeliveryService {
     try {
       for (;;) {
         const batch = await requeueFailedDeliveries(this.em, merchantId, window, position, RECOVER_BATCH);
+        // Removed before the first batch: nothing was queued. Removed between batches: the earlier ones were
+        // queued and the removal ended them (the answer says how many were queued).
+        if (!batch.registered && queued === 0) throw conflict(ERROR_MESSAGES.noWebhookUrl);
+        if (!batch.registered) break;
         queued += batch.count;
         position = batch.position;
         await this.queue.enqueue(batch.count);
@@ -255,7 +264,7 @@ export class DeliveryService {
   async sendTest(merchantId: string): Promise<TestDeliveryOutcome> {
     const merchant = await this.em.findOne(MerchantSchema, { id: merchantId });
     if (!merchant) throw notFound('merchant');
-    if (!merchant.webhookUrl) throw conflict('No webhook URL is registered: register one with PUT /v1/merchant/webhook first');
+    if (!merchant.webhookUrl) throw conflict(ERROR_MESSAGES.noWebhookUrl);
     const url = merchant.webhookUrl;
     // The slot before anything is recorded: a refused test event leaves no trace in the delivery log.
     return this.withManualSlot(merchantId, async (slot) => {
