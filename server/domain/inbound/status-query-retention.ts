@@ -2,14 +2,15 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { deleteInBatches, PRUNE_BATCH } from '../../lib/batched-delete.js';
 
 /**
- * One batch of the prune: the status queries created before the cutoff, read through
+ * One batch of the prune (its parameter: the retention in milliseconds): the status queries created before
+ * the database's now() less the retention (created_at is the database's now(); never the worker's clock), read through
  * provider_status_queries_created_idx (Migration20261129160000), not the whole table. `= ANY(ARRAY(…))`: the
  * batch's ids are then deleted through the primary key (an `IN (…)` semi-join may hash them against a
  * scan of the whole table).
  */
 export const PRUNE_STATUS_QUERIES_SQL =
   'DELETE FROM provider_status_queries WHERE id = ANY(ARRAY(' +
-  `SELECT id FROM provider_status_queries WHERE created_at < ? LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED)) ` +
+  `SELECT id FROM provider_status_queries WHERE created_at < now() - (? * interval '1 millisecond') LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED)) ` +
   'RETURNING id';
 
 /**
@@ -28,9 +29,8 @@ export class StatusQueryRetention {
   ) {}
 
   /** Deletes the queries past retention, a batch per statement (each its own short transaction); returns how many. */
-  async prune(now = new Date()): Promise<number> {
-    const cutoff = new Date(now.getTime() - this.retentionMs);
+  async prune(): Promise<number> {
     // SKIP LOCKED: a query a result is being recorded on right now is left for the next run.
-    return deleteInBatches(() => this.em.getConnection().execute<{ id: string }[]>(PRUNE_STATUS_QUERIES_SQL, [cutoff]));
+    return deleteInBatches(() => this.em.getConnection().execute<{ id: string }[]>(PRUNE_STATUS_QUERIES_SQL, [this.retentionMs]));
   }
 }
