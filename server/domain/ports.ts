@@ -57,6 +57,13 @@ export interface ProviderPaymentResult {
    * (UnitOfWork.providerRefund, as their refund event would be).
    */
   refunds?: RefundReport[];
+  /**
+   * Set by abandonPayment on a failed answer when that cancel alone ended the object (ours, sent now or at
+   * an earlier attempt), nothing having failed it before: why it failed is the canceller's to say (an
+   * abandoned checkout's reason). Unset, it failed on its own account (a decline, a cancel by someone else)
+   * and failureReason says how.
+   */
+  endedByOurCancel?: boolean;
 }
 
 export interface ProviderRefundResult {
@@ -577,7 +584,8 @@ export interface ProviderPort<C = unknown> {
    * A payment we recorded `failed` whose provider object may still be completed later (cardpay: a declined
    * intent stays confirmable in requires_payment_method): cancelled at the provider so that nothing can
    * charge it any more. Also a pending one still awaiting its customer past expiresUnapprovedAfterMs (an
-   * abandoned checkout). Answers the payment as the provider has it afterwards — failed (cancelled),
+   * abandoned checkout). Answers the payment as the provider has it afterwards — failed (cancelled;
+   * endedByOurCancel when this cancel alone ended it),
    * completed when it had been charged after all (a late success), or pending when the provider refused to
    * cancel it while it is under way. Absent: nothing to cancel.
    */

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { ABANDON_FAILED_JOB } from '../../server/jobs/abandon-failed.job.js';
 import { SYNC_PAYMENTS_JOB } from '../../server/jobs/sync-payments.job.js';
 import { ForwardingStub, jsonAnswer, type Forward, type StubAnswer, type StubRequest } from '../support/forwarding-stub.js';
 import { jobRunFinished, runJobOnce } from '../support/job-run.js';
@@ -178,13 +179,19 @@ describe('status sync of stuck payments', () => {
 
 describe('a checkout the customer abandons', () => {
   // Checks the tests run themselves (the worker's poll is an hour away: its run at boot is over before
-  // anything is made here), on a schedule that runs out after two of them.
+  // anything is made here), on a schedule that runs out after two of them. cardpay is reached through a
+  // stub that counts the cancels each intent is sent.
   let s: TestService;
   let m: { apiKey: string };
+  let cardpay: CountedCancels;
   const SECRET_KEY = 'sk_test_abandoned_checkout';
   beforeAll(async () => {
-    s = await startTestService({ STATUS_SYNC_SCHEDULE: '100ms,100ms', STATUS_SYNC_POLL_INTERVAL: '1h' });
+    cardpay = new CountedCancels();
+    const cardpayUrl = await cardpay.start();
+    s = await startTestService({ CARDPAY_BASE_URL: `${cardpayUrl}/sandbox/cardpay`, STATUS_SYNC_SCHEDULE: '100ms,100ms', STATUS_SYNC_POLL_INTERVAL: '1h' });
+    cardpay.target = s.baseUrl;
     await jobRunFinished(s, SYNC_PAYMENTS_JOB);
+    await jobRunFinished(s, ABANDON_FAILED_JOB);
     m = await s.createMerchant('Abandoned Checkout Shop');
     await s.http.put('/v1/merchant/webhook').set('X-API-Key', m.apiKey).send({ webhook_url: receiver.url }).expect(200);
     // Its own webhook secret and no endpoint registered: no provider event reaches the service, only its checks.
@@ -193,7 +200,10 @@ describe('a checkout the customer abandons', () => {
     await s.http.put('/v1/merchant/credentials').set('X-API-Key', m.apiKey)
       .send({ provider: 'walletpay', walletpay: { env: 'sandbox', client_id: 'abandoned-wallet-client', client_secret: 'abandoned-wallet-secret' } }).expect(200);
   }, 60_000);
-  afterAll(async () => s.stop());
+  afterAll(async () => {
+    await s.stop();
+    await cardpay.stop();
+  });
 
   let n = 0;
   const pay = async (body: object) => {
@@ -226,6 +236,39 @@ describe('a checkout the customer abandons', () => {
     expect(await paymentOf(p.id)).toMatchObject({ status: 'failed' });
     expect(events('payment.failed', p.id)).toHaveLength(1);
     expect(events('payment.completed', p.id)).toEqual([]);
+  });
+
+  it('cardpay: that cancel is the only one: the payment it fails is not left to the cancel of failed payments, whose run sends none', async () => {
+    const p = await awaitingThreeDs();
+    await ageBy(p.id, 25);
+    await syncOne(p.id);
+    expect(await paymentOf(p.id)).toMatchObject({ status: 'failed', failure_reason: expect.stringContaining('within 24 h') });
+    expect(cardpay.cancelsOf(p.provider_ref)).toBe(1);
+    const [row] = await s.sql<{ abandon_due_at: Date | null }>('SELECT abandon_due_at FROM payments WHERE id = $1', [p.id]);
+    await runJobOnce(s, ABANDON_FAILED_JOB);
+    // Was marked, and the job sent a second cancel (refused payment_intent_unexpected_state, then a read).
+    expect({ markedForTheJob: row!.abandon_due_at, cancels: cardpay.cancelsOf(p.provider_ref) }).toEqual({ markedForTheJob: null, cancels: 1 });
+  });
+
+  it("cardpay: an intent the merchant cancelled in the dashboard meanwhile (no event reached us) fails with the provider's reason, not as abandoned", async () => {
+    const p = await awaitingThreeDs();
+    await s.http.post(`/sandbox/cardpay/v1/payment_intents/${p.provider_ref}/cancel`).set('Authorization', `Bearer ${SECRET_KEY}`)
+      .type('form').send({ cancellation_reason: 'requested_by_customer' }).expect(200);
+    await ageBy(p.id, 25);
+    await syncOne(p.id);
+    expect(await paymentOf(p.id)).toMatchObject({ status: 'failed', failure_reason: 'Payment canceled (requested_by_customer)' });
+    expect(await intentAt(p.provider_ref)).toMatchObject({ status: 'canceled', cancellation_reason: 'requested_by_customer' });
+  });
+
+  it('cardpay: 3-D Secure failed (no event reached us): the cancel ends the intent, and the payment fails with the decline, not as abandoned', async () => {
+    const p = await awaitingThreeDs();
+    await authenticate(p.next_action.url, 'fail');
+    const declined = await intentAt(p.provider_ref);
+    expect(declined).toMatchObject({ status: 'requires_payment_method', last_payment_error: { message: expect.any(String) } });
+    await ageBy(p.id, 25);
+    await syncOne(p.id);
+    expect(await intentAt(p.provider_ref)).toMatchObject({ status: 'canceled', cancellation_reason: 'abandoned' });
+    expect(await paymentOf(p.id)).toMatchObject({ status: 'failed', failure_reason: declined.last_payment_error.message });
   });
 
   it('cardpay: the customer finished 3-D Secure just before that check (its event not here): the payment completes as any success, once', async () => {
@@ -367,6 +410,21 @@ describe('a backlog while the provider fails', () => {
     }
   }, 120_000);
 });
+
+/** In front of the cardpay simulator: counts the cancels sent to each intent (POST /v1/payment_intents/:id/cancel). */
+class CountedCancels extends ForwardingStub {
+  private readonly cancels = new Map<string, number>();
+
+  cancelsOf(intentId: string): number {
+    return this.cancels.get(intentId) ?? 0;
+  }
+
+  protected override async intercept(req: StubRequest, forward: Forward): Promise<StubAnswer> {
+    const intent = req.method === 'POST' ? /\/v1\/payment_intents\/([^/?]+)\/cancel/.exec(req.url)?.[1] : undefined;
+    if (intent) this.cancels.set(intent, this.cancelsOf(intent) + 1);
+    return forward();
+  }
+}
 
 /** In front of the cardpay simulator: while `limiting`, every read of a payment intent is answered 429 as Stripe's rate limiter does, and counted. */
 class RateLimitedReads extends ForwardingStub {

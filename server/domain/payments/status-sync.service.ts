@@ -78,10 +78,12 @@ export class StatusSyncService {
       return 'checked';
     }
     let result: ProviderPaymentResult | null = null;
+    /** `result` is the answer to our cancel of an abandoned checkout (providerState). */
+    let cancelled = false;
     let outcome: CheckOutcome = 'checked';
     try {
       if (payment.providerRef) {
-        result = await this.providerState(payment, now);
+        ({ result, cancelled } = await this.providerState(payment, now));
       } else {
         const lost = await recoverLostCreation(this.gateway, payment, paymentLookup(payment), now, pull);
         if (lost.kind === 'found') {
@@ -140,7 +142,7 @@ export class StatusSyncService {
       }
     }
     if (result) {
-      const applied = await this.payments.applyUpdate(payment.id, toUpdate(result), 'status-sync');
+      const applied = await this.payments.applyUpdate(payment.id, { ...toUpdate(result), answersOurCancel: cancelled }, 'status-sync');
       if (applied.payment.status !== 'pending') return 'checked';
     }
     await scheduleNextCheck(this.em, 'payments', payment.id, this.config.statusSyncScheduleMs);
@@ -185,16 +187,20 @@ export class StatusSyncService {
    * The payment as its provider has it. A checkout its customer abandoned (abandoned-checkout.ts: still
    * awaiting 3-D Secure past its provider's expiry) is cancelled there first, through the cancel of a failed
    * payment (ProviderGateway.abandon; no transaction is open meanwhile), and answered as the provider has it
-   * afterwards: cancelled, it fails saying why; charged meanwhile (the customer finished just before), it
-   * completes as any success; refused while under way, it stays pending. A cancel without an answer throws as
-   * a read would: the payment stays pending and the next check cancels again (a new idempotency key).
+   * afterwards (`cancelled`: the answer is the cancel's): ended by our cancel, it fails saying why (the abandoned
+   * checkout's reason); failed before it got there (declined at 3-D Secure, cancelled in the provider's dashboard,
+   * their events lost), it fails with the provider's own reason; either way it is not left to the cancel of
+   * failed payments (PaymentUpdate.answersOurCancel: nothing is open there any more). Charged meanwhile (the
+   * customer finished just before), it completes as any success; refused while under way, it stays pending. A
+   * cancel without an answer throws as a read would: the payment stays pending and the next check cancels
+   * again (a new idempotency key).
    */
-  private async providerState(payment: Payment, now: number): Promise<ProviderPaymentResult> {
+  private async providerState(payment: Payment, now: number): Promise<{ result: ProviderPaymentResult; cancelled: boolean }> {
     const abandoned = abandonedCheckoutReason(this.gateway.port(payment.provider), payment, now);
     const answer = abandoned ? await this.gateway.abandon(payment, abandonIdempotencyKey(payment.id, Date.now().toString())) : undefined;
-    if (!answer) return this.gateway.getPayment(payment, paymentLookup(payment));
+    if (!answer) return { result: await this.gateway.getPayment(payment, paymentLookup(payment)), cancelled: false };
     this.logger.info({ paymentId: payment.id, provider: payment.provider, status: answer.status }, 'status sync: checkout still awaiting the customer past its expiry; cancel sent to the provider');
-    return answer.status === 'failed' ? { ...answer, failureReason: abandoned } : answer;
+    return { result: answer.endedByOurCancel ? { ...answer, failureReason: abandoned } : answer, cancelled: true };
   }
 
   /**

@@ -58,6 +58,12 @@ export interface PaymentUpdate {
    * completed ones are recorded in the same unit of work as refunds made at the provider (providerRefund).
    */
   refunds?: RefundReport[];
+  /**
+   * The report is the provider's answer to our cancel of its object (ProviderPort.abandonPayment): a move to
+   * `failed` leaves nothing open there, so the payment is not marked for AbandonFailedService (abandon_due_at),
+   * which would only send a second cancel (refused) and a read.
+   */
+  answersOurCancel?: boolean;
 }
 
 /** What a provider (or the service itself, for a reversal that never reached the operator) says about a refund. */
@@ -370,7 +376,7 @@ export class StatusWriter {
       assign('status = ?', update.status);
       if (update.status === 'failed') {
         assign(`failure_reason = COALESCE(?, failure_reason, 'declined by the provider')`, update.failureReason ?? null);
-        assign(`abandon_due_at = CASE WHEN COALESCE(?::text, provider_ref) IS NOT NULL THEN now() END`, update.providerRef ?? null);
+        if (!update.answersOurCancel) assign(`abandon_due_at = CASE WHEN COALESCE(?::text, provider_ref) IS NOT NULL THEN now() END`, update.providerRef ?? null);
       }
       assign('next_action = NULL, next_sync_at = NULL');
     } else if (update.nextAction !== undefined) {
@@ -482,7 +488,7 @@ export class UnitOfWork {
     if (!moved) return { payment, transitioned: false, mismatch: null };
     payment.nextAction = null;
     payment.nextSyncAt = null;
-    if (update.status === 'failed' && payment.providerRef) await markAbandonDue(this.tx, payment.id);
+    if (update.status === 'failed' && payment.providerRef && !update.answersOurCancel) await markAbandonDue(this.tx, payment.id);
     await this.emit(payment, moved.event, eventData(payment, from));
     if (update.status === 'completed') await this.refundsListedWith(payment, update.refunds ?? [], source);
     return { payment, transitioned: true, mismatch: null };

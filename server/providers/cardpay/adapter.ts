@@ -73,7 +73,9 @@ export class CardpayAdapter {
       if (!(err instanceof ProviderError) || err.providerCode !== 'payment_intent_unexpected_state') throw err;
       intent = await this.call('read', () => stripe.paymentIntents.retrieve(input.providerRef));
     }
-    return toPaymentResult(intent);
+    const result = toPaymentResult(intent);
+    // Cancelled as ours are (abandoned), with no failed attempt before it (a canceled intent keeps its last_payment_error).
+    return intent.status === 'canceled' && intent.cancellation_reason === 'abandoned' && !intent.last_payment_error ? { ...result, endedByOurCancel: true } : result;
   }
 
   /**

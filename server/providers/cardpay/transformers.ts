@@ -80,13 +80,20 @@ export function intentStatus(intent: IntentLike): ServicePaymentStatus {
 }
 
 export function intentFailureReason(intent: IntentLike): string | null {
-  if (intentStatus(intent) !== 'failed') return null;
-  if (intent.status === 'canceled') return canceledReason(intent.cancellation_reason);
+  return intentStatus(intent) === 'failed' ? failedIntentReason(intent) : null;
+}
+
+/**
+ * Why a failed intent failed: a canceled one says so (and why); a failed attempt gives the provider's decline
+ * text — also once our own cancel (abandoned) has ended an intent an attempt had failed: that is why it failed.
+ */
+export function failedIntentReason(intent: { status: string; cancellation_reason?: string | null; last_payment_error?: { message?: string | null } | null }): string {
+  if (intent.status === 'canceled' && !(intent.cancellation_reason === 'abandoned' && intent.last_payment_error)) return canceledReason(intent.cancellation_reason);
   return intent.last_payment_error?.message ?? 'The payment failed';
 }
 
 /** A canceled intent's failure reason, naming the provider's cancellation_reason when it gives one. */
-export function canceledReason(cancellationReason: string | null | undefined): string {
+function canceledReason(cancellationReason: string | null | undefined): string {
   return `Payment canceled${cancellationReason ? ` (${cancellationReason})` : ''}`;
 }
 

@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { Money } from '../../domain/ports.js';
-import { canceledReason, eventMeaning, intentMoney, redactIntent } from './transformers.js';
+import { eventMeaning, failedIntentReason, intentMoney, redactIntent } from './transformers.js';
 
 /**
  * Inbound cardpay events (POST /v1/webhooks/cardpay): the Stripe signature scheme and the event shapes
@@ -140,8 +140,7 @@ export function parseCardpayEvent(body: unknown): CardpayNotification {
       paymentIntentId: intent.id,
       paymentId: intent.metadata?.payment_id ?? null,
       status: meaning.status,
-      // A canceled intent says so (and why); a failed attempt gives the provider's decline text.
-      failureReason: meaning.status === 'failed' ? (intent.status === 'canceled' ? canceledReason(intent.cancellation_reason) : (intent.last_payment_error?.message ?? 'The payment failed')) : null,
+      failureReason: meaning.status === 'failed' ? failedIntentReason(intent) : null,
       amount: intentMoney(intent, meaning.status === 'completed'),
       raw,
     };
