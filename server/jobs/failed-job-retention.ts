@@ -15,7 +15,7 @@ export const FAILED_JOB_RETENTION_MS = 7 * 24 * 60 * 60_000;
  * no repeat (a repeating job's row always has its repeat_interval or repeat_at: never deleted). Read through
  * Agenda's own agenda_jobs_find_and_lock_idx (name, next_run_at … WHERE disabled = FALSE): the table's
  * shape is the backend's (test/deploy/migration-locks.test.ts), so no index of ours is added to it. The
- * batch's ids are deleted through the primary key (PRUNE_STATUS_QUERIES_SQL says why `= ANY(ARRAY(…))`).
+ * batch's ids are deleted through the primary key (deleteInBatches says why `= ANY(ARRAY(…))`).
  */
 export const PRUNE_FAILED_JOBS_SQL =
   'DELETE FROM agenda_jobs WHERE id = ANY(ARRAY(' +

@@ -1,6 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { RATE_LIMIT_WINDOW_RETENTION_MS, PRUNE_RATE_LIMIT_WINDOWS_SQL } from '../../server/domain/auth/rate-limit-retention.js';
+import { REQUEUE_BATCH_SQL } from '../../server/domain/delivery/delivery-store.js';
+import { PRUNE_EVENTS_SQL } from '../../server/domain/events/event-log.js';
 import { OPEN_CONFIRMATION_SQL } from '../../server/domain/inbound/confirmation-queries.js';
+import { PRUNE_INBOX_SQL } from '../../server/domain/inbound/inbox-retention.js';
 import { PRUNE_STATUS_QUERIES_SQL } from '../../server/domain/inbound/status-query-retention.js';
+import { PRUNE_IDEMPOTENCY_KEYS_SQL } from '../../server/domain/payments/idempotency-key-retention.js';
 import { FAILED_JOB_RETENTION_MS, oneOffJobNames, PRUNE_FAILED_JOBS_SQL } from '../../server/jobs/failed-job-retention.js';
 import { REVERSAL_BY_ORIGINATOR_SQL } from '../../server/sandbox/mobilemoney/store.js';
 import { startTestService, type TestService } from '../support/service.js';
@@ -12,6 +17,8 @@ import { startTestService, type TestService } from '../support/service.js';
 // - a refused refund move is audited once: looked up by refund in payment_transitions (the largest table,
 //   never pruned) while the payment's and the refund's rows are locked FOR UPDATE;
 // - the mobile-money simulator answers a status query about a reversal by its OriginatorConversationID.
+// - every prune's batch, and a recover's, is deleted (updated) through the key of the rows it picked
+//   (`= ANY(ARRAY(…))`, server/lib/batched-delete.ts), never by hashing it against a scan of the table.
 // Each table is seeded with many rows (generate_series) and ANALYZEd, then the statement is EXPLAINed.
 
 let t: TestService;
@@ -129,5 +136,91 @@ describe('agenda_jobs, failed one-off jobs', () => {
     expect(plan).toContain('agenda_jobs_find_and_lock_idx');
     expect(plan).not.toMatch(/Seq Scan on agenda_jobs/);
     await t.sql(`DELETE FROM agenda_jobs WHERE data->>'deliveryId' LIKE 'seed-%' OR fail_reason = 'seed'`);
+  });
+});
+
+describe('a prune\'s batch, deleted by key', () => {
+  // Each table holds a backlog past retention (a worker that was down, a first prune after an upgrade):
+  // more than a batch. Before, PostgreSQL hashed the batch against a sequential scan of the whole table.
+  const DAY_MS = 86_400_000;
+
+  it('the inbox prune deletes its batch by ctid, not by a scan of every notification', async () => {
+    // 100,000 notifications within the 30 days, 2,000 older.
+    await t.sql(
+      `INSERT INTO provider_events (provider, event_id, outcome, received_at)
+       SELECT 'cardpay', 'evt_keep_' || i, 'applied', now() - (i % 29) * interval '1 day' - i * interval '1 ms' FROM generate_series(1, 100000) AS i
+       UNION ALL
+       SELECT 'walletpay', 'evt_old_' || i, 'applied', now() - interval '31 days' FROM generate_series(1, 2000) AS i`,
+    );
+    await t.sql('ANALYZE provider_events');
+    const plan = await planOf(PRUNE_INBOX_SQL, [30 * DAY_MS]);
+    expect(plan).toContain('provider_events_received_idx');
+    expect(plan).toMatch(/Tid Scan on provider_events/);
+    expect(plan).not.toMatch(/Seq Scan on provider_events/);
+  });
+
+  it('the rate-limit windows\' prune deletes its batch by ctid, not by a scan of every window', async () => {
+    // 1,000 keys counting per second for the last 100 seconds, 5,000 ended windows (minutes without a prune).
+    await t.sql(
+      `INSERT INTO rate_limit_windows (bucket, window_start, count)
+       SELECT 'live-' || k || '/1s', date_trunc('second', now()) - s * interval '1 second', 1 FROM generate_series(1, 1000) AS k, generate_series(0, 99) AS s
+       UNION ALL
+       SELECT 'ended-' || k || '/1s', now() - interval '5 minutes', 1 FROM generate_series(1, 5000) AS k`,
+    );
+    await t.sql('ANALYZE rate_limit_windows');
+    const plan = await planOf(PRUNE_RATE_LIMIT_WINDOWS_SQL, [RATE_LIMIT_WINDOW_RETENTION_MS]);
+    expect(plan).toContain('rate_limit_windows_start_idx');
+    expect(plan).toMatch(/Tid Scan on rate_limit_windows/);
+    expect(plan).not.toMatch(/Seq Scan on rate_limit_windows/);
+  });
+
+  it('a recover queues its batch again through the primary key, not by a scan of every delivery', async () => {
+    // 100,000 delivered deliveries of the merchant's, 5,000 dead ones in the window recovered.
+    const [event] = await t.sql<{ id: string }>(
+      `INSERT INTO events (id, merchant_id, type, payload, body) VALUES (gen_random_uuid(), $1, 'payment.completed', '{}'::jsonb, '{}') RETURNING id`,
+      [merchantId],
+    );
+    await t.sql(
+      `INSERT INTO webhook_deliveries (id, event_id, merchant_id, event_type, url, status, attempts, created_at)
+       SELECT gen_random_uuid(), $1, $2, 'payment.completed', 'http://127.0.0.1:9/hooks', CASE WHEN i <= 5000 THEN 'dead' ELSE 'delivered' END, 1,
+              now() - interval '1 hour' - i * interval '1 second'
+       FROM generate_series(1, 105000) AS i`,
+      [event!.id, merchantId],
+    );
+    await t.sql('ANALYZE webhook_deliveries');
+    const since = new Date(Date.now() - 3 * DAY_MS).toISOString();
+    const plan = await planOf(REQUEUE_BATCH_SQL, [merchantId, merchantId, since, new Date().toISOString(), null, null, null, 1000, null]);
+    expect(plan).toContain('webhook_deliveries_pkey');
+    expect(plan).not.toMatch(/Seq Scan on webhook_deliveries/);
+  });
+
+  // At 100,000 rows PostgreSQL already probed these two tables' keys; at 30,000 with a backlog it scanned them.
+  it('the events prune deletes its batch through the primary key, not by a scan of every event', async () => {
+    await t.sql(
+      `INSERT INTO events (id, merchant_id, type, payload, body, created_at)
+       SELECT gen_random_uuid(), $1, 'payment.completed', '{}'::jsonb, '{}',
+              CASE WHEN i <= 3000 THEN now() - interval '40 days' - i * interval '1 second' ELSE now() - (i % 29) * interval '1 day' END
+       FROM generate_series(1, 30000) AS i`,
+      [merchantId],
+    );
+    await t.sql('ANALYZE events');
+    const plan = await planOf(PRUNE_EVENTS_SQL, [30 * DAY_MS, null, null, null, 7 * DAY_MS]);
+    expect(plan).toContain('events_created_idx');
+    expect(plan).toContain('events_pkey');
+    expect(plan).not.toMatch(/Seq Scan on events/);
+  });
+
+  it('the idempotency keys\' prune deletes its batch through the primary key, not by a scan of every key', async () => {
+    await t.sql(
+      `INSERT INTO idempotency_keys (scope, key, merchant_id, request_hash, recovery_point, resource_id, created_at, updated_at)
+       SELECT 'refund.create', 'prune-plan-' || i, $1, 'h', 'finished', gen_random_uuid(), at, at
+       FROM generate_series(1, 30000) AS i, LATERAL (SELECT CASE WHEN i <= 3000 THEN now() - interval '2 days' ELSE now() - i * interval '1 second' END AS at) a`,
+      [merchantId],
+    );
+    await t.sql('ANALYZE idempotency_keys');
+    const plan = await planOf(PRUNE_IDEMPOTENCY_KEYS_SQL, [DAY_MS, DAY_MS]);
+    expect(plan).toContain('idempotency_keys_prunable_created_idx');
+    expect(plan).toContain('idempotency_keys_pkey');
+    expect(plan).not.toMatch(/Seq Scan on idempotency_keys/);
   });
 });

@@ -14,11 +14,12 @@ export const RATE_LIMIT_WINDOW_RETENTION_MS = 2 * 60_000;
  * One batch of the prune (its parameter: the retention in milliseconds): the rows of windows that
  * started before the database's now() less the retention. The index on
  * window_start (Migration20261128002101_rate_limit_windows_by_start) makes it a range scan over the
- * old rows alone, however many windows are still counting.
+ * old rows alone, however many windows are still counting; they are deleted by their ctid (the key has
+ * two columns: deleteInBatches says why `= ANY(ARRAY(…))`).
  */
 export const PRUNE_RATE_LIMIT_WINDOWS_SQL =
-  'DELETE FROM rate_limit_windows WHERE (bucket, window_start) IN (' +
-  `SELECT bucket, window_start FROM rate_limit_windows WHERE window_start < now() - (? * interval '1 millisecond') LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED) ` +
+  'DELETE FROM rate_limit_windows WHERE ctid = ANY(ARRAY(' +
+  `SELECT ctid FROM rate_limit_windows WHERE window_start < now() - (? * interval '1 millisecond') LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED)) ` +
   'RETURNING window_start';
 
 /**

@@ -436,6 +436,32 @@ export async function listAttempts(em: EntityManager, deliveryId: string): Promi
   );
 }
 
+/**
+ * One batch of requeueFailedDeliveries (its parameters, in order: merchant twice, since, until, afterId twice,
+ * startedAt, limit, startedAt). Only while the merchant has a webhook URL: its row is held FOR SHARE (see
+ * requeueFailedDeliveries). The batch's ids, an array, are updated through the primary key: joined
+ * (`FROM batch`), PostgreSQL may hash the batch against a scan of every delivery (deleteInBatches says why).
+ */
+export const REQUEUE_BATCH_SQL = `WITH registration AS MATERIALIZED (
+   SELECT id FROM merchants WHERE id = ? AND webhook_url IS NOT NULL FOR SHARE),
+ batch AS (
+   SELECT id FROM webhook_deliveries
+    WHERE merchant_id = ? AND EXISTS (SELECT 1 FROM registration) AND status IN ('retrying', 'dead')
+      AND created_at > ?::timestamptz AND created_at < ?::timestamptz
+      AND (?::uuid IS NULL OR id > ?::uuid)
+      AND updated_at < coalesce(?::timestamptz, now())
+      AND (lease_until IS NULL OR lease_until < now())
+    ORDER BY id
+    LIMIT ?
+    FOR UPDATE),
+ requeued AS (
+   UPDATE webhook_deliveries d
+      SET status = 'pending', next_attempt_at = now(), updated_at = now()
+    WHERE d.id = ANY(ARRAY(SELECT id FROM batch))
+RETURNING d.id)
+ SELECT EXISTS (SELECT 1 FROM registration) AS registered, count(*)::int AS n, max(id::text) AS last_id,
+        coalesce(?::timestamptz, now())::text AS started_at FROM requeued`;
+
 /** Where a recover call has got to: the last delivery id it queued, and the time (database's clock, as text) it started. */
 export interface RequeuePosition { afterId: string | null; startedAt: string | null }
 
@@ -462,26 +488,7 @@ export async function requeueFailedDeliveries(
   limit: number,
 ): Promise<{ registered: boolean; count: number; position: RequeuePosition }> {
   const rows = await em.execute<{ registered: boolean; n: number; last_id: string | null; started_at: string }[]>(
-    `WITH registration AS MATERIALIZED (
-       SELECT id FROM merchants WHERE id = ? AND webhook_url IS NOT NULL FOR SHARE),
-     batch AS (
-       SELECT id FROM webhook_deliveries
-        WHERE merchant_id = ? AND EXISTS (SELECT 1 FROM registration) AND status IN ('retrying', 'dead')
-          AND created_at > ?::timestamptz AND created_at < ?::timestamptz
-          AND (?::uuid IS NULL OR id > ?::uuid)
-          AND updated_at < coalesce(?::timestamptz, now())
-          AND (lease_until IS NULL OR lease_until < now())
-        ORDER BY id
-        LIMIT ?
-        FOR UPDATE),
-     requeued AS (
-       UPDATE webhook_deliveries d
-          SET status = 'pending', next_attempt_at = now(), updated_at = now()
-         FROM batch
-        WHERE d.id = batch.id
-    RETURNING d.id)
-     SELECT EXISTS (SELECT 1 FROM registration) AS registered, count(*)::int AS n, max(id::text) AS last_id,
-            coalesce(?::timestamptz, now())::text AS started_at FROM requeued`,
+    REQUEUE_BATCH_SQL,
     [merchantId, merchantId, window.since, window.until, position.afterId, position.afterId, position.startedAt, limit, position.startedAt],
   );
   const row = rows[0]!;

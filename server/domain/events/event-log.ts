@@ -2,6 +2,7 @@ import { raw, type EntityManager } from '@mikro-orm/postgresql';
 import { EventSchema, type Event } from '../../persistence/entities/index.js';
 import { RECOVER_MAX_DAYS } from '../../../contract/index.js';
 import { notFound } from '../errors.js';
+import { PRUNE_BATCH } from '../../lib/batched-delete.js';
 import type { Timestamptz } from '../created-window.js';
 import type { MerchantEventPayload, MerchantEventType } from './merchant-events.js';
 
@@ -15,8 +16,25 @@ export interface EventFilter {
 }
 
 const DAY_MS = 86_400_000;
-/** How many events one prune statement deletes, so no statement holds locks for long. */
-const PRUNE_BATCH = 1000;
+
+/**
+ * One batch of the prune (its parameters: the retention in milliseconds, the last batch's created_at (null
+ * on the first) twice and id, and recover's window in milliseconds): up to PRUNE_BATCH events past retention
+ * that no delivery keeps, oldest first after the last batch, read through events_created_idx; then deleted
+ * through the primary key (deleteInBatches says why `= ANY(ARRAY(…))`). Returns the deleted batch, newest first.
+ */
+export const PRUNE_EVENTS_SQL = `WITH batch AS (
+   SELECT e.id, e.created_at FROM events e
+    WHERE e.created_at < now() - (? * interval '1 millisecond')
+      AND (?::timestamptz IS NULL OR (e.created_at, e.id) > (?::timestamptz, ?::uuid))
+      AND NOT EXISTS (
+            SELECT 1 FROM webhook_deliveries d
+             WHERE d.event_id = e.id
+               AND (d.status IN ('pending', 'retrying') OR (d.status IN ('dead') AND d.created_at >= now() - (? * interval '1 millisecond'))))
+    ORDER BY e.created_at, e.id
+    LIMIT ${PRUNE_BATCH}),
+ gone AS (DELETE FROM events WHERE id = ANY(ARRAY(SELECT id FROM batch)) RETURNING id)
+ SELECT b.created_at::text AS created_at, b.id FROM batch b JOIN gone USING (id) ORDER BY b.created_at DESC, b.id DESC`;
 
 /**
  * The merchant's events as the outbox holds them (GET /v1/events), within the retention period, and
@@ -71,18 +89,7 @@ export class EventLog {
     let after: { createdAt: string; id: string } | null = null;
     for (;;) {
       const rows: { created_at: string; id: string }[] = await this.em.getConnection().execute(
-        `WITH batch AS (
-           SELECT e.id, e.created_at FROM events e
-            WHERE e.created_at < now() - (? * interval '1 millisecond')
-              AND (?::timestamptz IS NULL OR (e.created_at, e.id) > (?::timestamptz, ?::uuid))
-              AND NOT EXISTS (
-                    SELECT 1 FROM webhook_deliveries d
-                     WHERE d.event_id = e.id
-                       AND (d.status IN ('pending', 'retrying') OR (d.status IN ('dead') AND d.created_at >= now() - (? * interval '1 millisecond'))))
-            ORDER BY e.created_at, e.id
-            LIMIT ${PRUNE_BATCH}),
-         gone AS (DELETE FROM events WHERE id IN (SELECT id FROM batch) RETURNING id)
-         SELECT b.created_at::text AS created_at, b.id FROM batch b JOIN gone USING (id) ORDER BY b.created_at DESC, b.id DESC`,
+        PRUNE_EVENTS_SQL,
         [this.retentionMs, after?.createdAt ?? null, after?.createdAt ?? null, after?.id ?? null, RECOVER_MAX_DAYS * DAY_MS],
       );
       deleted += rows.length;

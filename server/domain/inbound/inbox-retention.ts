@@ -2,6 +2,15 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { deleteInBatches, PRUNE_BATCH } from '../../lib/batched-delete.js';
 
 /**
+ * One batch of the prune (its parameter: the retention in milliseconds): the entries received before the
+ * database's now() less the retention, read through provider_events_received_idx and deleted by their ctid
+ * (the key has two columns: deleteInBatches says why `= ANY(ARRAY(…))`).
+ */
+export const PRUNE_INBOX_SQL = `DELETE FROM provider_events WHERE ctid = ANY(ARRAY(
+   SELECT ctid FROM provider_events WHERE received_at < now() - (? * interval '1 millisecond') LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED))
+ RETURNING event_id`;
+
+/**
  * How long the inbox (`provider_events`, recordInInbox) keeps a provider notification's id:
  * PROVIDER_EVENT_RETENTION after it was received (30 days by default, at least 4). By then no provider
  * sends it again on its own: Stripe and PayPal stop retrying after 3 days (and PayPal transmissions older
@@ -21,13 +30,6 @@ export class InboxRetention {
    */
   async prune(): Promise<number> {
     // SKIP LOCKED: an entry a callback is re-recording right now is left for the next run.
-    return deleteInBatches(() =>
-      this.em.getConnection().execute<{ event_id: string }[]>(
-        `DELETE FROM provider_events WHERE (provider, event_id) IN (
-           SELECT provider, event_id FROM provider_events WHERE received_at < now() - (? * interval '1 millisecond') LIMIT ${PRUNE_BATCH} FOR UPDATE SKIP LOCKED)
-         RETURNING event_id`,
-        [this.retentionMs],
-      ),
-    );
+    return deleteInBatches(() => this.em.getConnection().execute<{ event_id: string }[]>(PRUNE_INBOX_SQL, [this.retentionMs]));
   }
 }

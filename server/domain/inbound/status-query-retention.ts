@@ -4,9 +4,8 @@ import { deleteInBatches, PRUNE_BATCH } from '../../lib/batched-delete.js';
 /**
  * One batch of the prune (its parameter: the retention in milliseconds): the status queries created before
  * the database's now() less the retention (created_at is the database's now(); never the worker's clock), read through
- * provider_status_queries_created_idx (Migration20261129160000), not the whole table. `= ANY(ARRAY(…))`: the
- * batch's ids are then deleted through the primary key (an `IN (…)` semi-join may hash them against a
- * scan of the whole table).
+ * provider_status_queries_created_idx (Migration20261129160000), not the whole table; the batch's ids are
+ * then deleted through the primary key (deleteInBatches says why `= ANY(ARRAY(…))`).
  */
 export const PRUNE_STATUS_QUERIES_SQL =
   'DELETE FROM provider_status_queries WHERE id = ANY(ARRAY(' +

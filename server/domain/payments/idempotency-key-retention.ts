@@ -2,6 +2,21 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { deleteInBatches, PRUNE_BATCH } from '../../lib/batched-delete.js';
 
 /**
+ * One batch of the prune (its parameters: the retention in milliseconds, twice). `scope <> 'payment.create'`
+ * and `created_at` match the partial index idempotency_keys_prunable_created_idx (a key changed last before
+ * the cutoff was created before it; `updated_at` is left out of every index so that a key's finish is a HOT
+ * update); the batch's ids are deleted through the primary key (deleteInBatches says why `= ANY(ARRAY(…))`).
+ */
+export const PRUNE_IDEMPOTENCY_KEYS_SQL = `DELETE FROM idempotency_keys WHERE id = ANY(ARRAY(
+   SELECT id FROM idempotency_keys
+    WHERE scope <> 'payment.create'
+      AND created_at < now() - (? * interval '1 millisecond') AND updated_at < now() - (? * interval '1 millisecond')
+      AND (recovery_point = 'finished' OR locked_until IS NULL OR locked_until < now())
+    LIMIT ${PRUNE_BATCH}
+    FOR UPDATE SKIP LOCKED))
+ RETURNING id`;
+
+/**
  * How long idempotency keys (idempotency-keys.ts) are kept: IDEMPOTENCY_KEY_RETENTION after their last
  * change (24 h by default, as Stripe does). A request with a pruned key is a new request.
  *
@@ -25,22 +40,9 @@ export class IdempotencyKeyRetention {
    * updated_at are the database's now() too, so a worker whose clock runs ahead cannot end a key's replay early.
    */
   async prune(): Promise<number> {
-    // `scope <> 'payment.create'` and `created_at` match the partial index idempotency_keys_prunable_created_idx
-    // (a key changed last before the cutoff was created before it; `updated_at` is left out of every
-    // index so that a key's finish is a HOT update). SKIP LOCKED: a key being taken over right now is
-    // left for the next run.
+    // SKIP LOCKED: a key being taken over right now is left for the next run.
     return deleteInBatches(() =>
-      this.em.getConnection().execute<{ id: string }[]>(
-        `DELETE FROM idempotency_keys WHERE id IN (
-           SELECT id FROM idempotency_keys
-            WHERE scope <> 'payment.create'
-              AND created_at < now() - (? * interval '1 millisecond') AND updated_at < now() - (? * interval '1 millisecond')
-              AND (recovery_point = 'finished' OR locked_until IS NULL OR locked_until < now())
-            LIMIT ${PRUNE_BATCH}
-            FOR UPDATE SKIP LOCKED)
-         RETURNING id`,
-        [this.retentionMs, this.retentionMs],
-      ),
+      this.em.getConnection().execute<{ id: string }[]>(PRUNE_IDEMPOTENCY_KEYS_SQL, [this.retentionMs, this.retentionMs]),
     );
   }
 }
